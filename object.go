@@ -1,0 +1,94 @@
+package fencegate
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strconv"
+)
+
+// ErrPreconditionFailed is the cause (errors.Is) of an object-store error whose
+// condition (If-Match / If-None-Match) did not hold: the object moved.
+var ErrPreconditionFailed = errors.New("precondition failed")
+
+// EffectMeta describes the effect that produced an object; backends keep it
+// with the object so that the object describes itself.
+type EffectMeta struct {
+	FenceToken    uint64
+	Segment       uint64
+	Root          string
+	OperationID   string
+	PayloadDigest string
+	ReceiptID     string
+}
+
+// Metadata keys under which EffectMeta is stored with an object.
+const (
+	MetaFence       = "fence-token"
+	MetaSegment     = "fence-segment"
+	MetaRoot        = "fence-root"
+	MetaOperationID = "fence-operation-id"
+	MetaPayload     = "fence-payload-digest"
+	MetaReceipt     = "fence-receipt-id"
+)
+
+// Map renders m as object metadata.
+func (m EffectMeta) Map() map[string]string {
+	return map[string]string{
+		MetaFence:       strconv.FormatUint(m.FenceToken, 10),
+		MetaSegment:     strconv.FormatUint(m.Segment, 10),
+		MetaRoot:        m.Root,
+		MetaOperationID: m.OperationID,
+		MetaPayload:     m.PayloadDigest,
+		MetaReceipt:     m.ReceiptID,
+	}
+}
+
+// ParseEffectMeta reads EffectMeta back from object metadata. ok is false when
+// the object carries no fence metadata (it was not written by a gateway).
+func ParseEffectMeta(md map[string]string) (m EffectMeta, ok bool) {
+	f, err1 := strconv.ParseUint(md[MetaFence], 10, 64)
+	s, err2 := strconv.ParseUint(md[MetaSegment], 10, 64)
+	if err1 != nil || err2 != nil || md[MetaReceipt] == "" {
+		return EffectMeta{}, false
+	}
+	return EffectMeta{FenceToken: f, Segment: s, Root: md[MetaRoot], OperationID: md[MetaOperationID],
+		PayloadDigest: md[MetaPayload], ReceiptID: md[MetaReceipt]}, true
+}
+
+// ObjectInfo describes a stored object.
+type ObjectInfo struct {
+	Key         string
+	ETag        string
+	Size        int64
+	ContentType string
+	Metadata    map[string]string
+}
+
+// PutRequest is a conditional object write: exactly one of IfMatch != "" or
+// IfNoneMatch must be set.
+type PutRequest struct {
+	Key         string
+	Body        io.ReadSeeker
+	Size        int64
+	ContentType string
+	IfMatch     string
+	IfNoneMatch bool
+	Meta        EffectMeta
+}
+
+// ObjectStore is an object backend that keeps the fencing contract: writes are
+// conditional and atomic, metadata is stored with the object, and a failed
+// condition returns an error whose cause is ErrPreconditionFailed.
+type ObjectStore interface {
+	// Name is the store's configured name (the first segment of its resources).
+	Name() string
+	// Put writes the object if the condition holds and returns its new ETag.
+	Put(ctx context.Context, req PutRequest) (etag string, err error)
+	// Delete removes the object if its ETag equals ifMatch.
+	Delete(ctx context.Context, key, ifMatch string) error
+	// Get opens the object. NOT_FOUND if it does not exist.
+	Get(ctx context.Context, key string) (io.ReadCloser, ObjectInfo, error)
+	// Head describes the object. NOT_FOUND if it does not exist.
+	Head(ctx context.Context, key string) (ObjectInfo, error)
+}

@@ -1,0 +1,57 @@
+package fencegate
+
+import (
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"golang.org/x/text/unicode/norm"
+)
+
+// MaxNameLength bounds a resource ID or object key, in bytes.
+const MaxNameLength = 1024
+
+// CheckName verifies that s is a canonical slash-separated name: valid UTF-8 in
+// NFC, no empty, "." or ".." segments, no leading or trailing slash, no
+// backslash, percent sign or control character. Names that fail are refused,
+// never normalised into another name.
+func CheckName(s string) error {
+	if s == "" {
+		return Errorf(CodeInvalidRequest, "empty name")
+	}
+	if len(s) > MaxNameLength {
+		return Errorf(CodeInvalidRequest, "name longer than %d bytes", MaxNameLength)
+	}
+	if !utf8.ValidString(s) {
+		return Errorf(CodeInvalidRequest, "name is not valid UTF-8")
+	}
+	if !norm.NFC.IsNormalString(s) {
+		return Errorf(CodeInvalidRequest, "name is not in Unicode NFC")
+	}
+	for _, r := range s {
+		if r == '\\' || r == '%' || unicode.IsControl(r) {
+			return Errorf(CodeInvalidRequest, "name contains %q", r)
+		}
+	}
+	for _, seg := range strings.Split(s, "/") {
+		switch seg {
+		case "":
+			return Errorf(CodeInvalidRequest, "name has an empty segment")
+		case ".", "..":
+			return Errorf(CodeInvalidRequest, "name has a %q segment", seg)
+		}
+	}
+	return nil
+}
+
+// ObjectResource is the canonical resource ID of key in object store store:
+// "store/key". A grant for resource R covers the object whose ObjectResource is
+// R and every object under R + "/".
+func ObjectResource(store, key string) string { return store + "/" + key }
+
+// Covers reports whether a grant for resource covers target, under the
+// canonical mapping: target equals resource or lies under resource + "/".
+// Both must already have passed CheckName; the comparison is byte-exact.
+func Covers(resource, target string) bool {
+	return target == resource || strings.HasPrefix(target, resource+"/")
+}

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The whole test suite: starts (and, as root, installs) the servers the tests
+# need on loopback, exports where they are, and runs every Go test.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. scripts/services.sh
+
+ensure_postgres
+ensure_redis
+ensure_s3
+ensure_etcd
+
+export FENCEGATE_TEST_PG="postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+export FENCEGATE_TEST_REDIS="127.0.0.1:6379"
+
+go vet ./...
+go test -count=1 -p 2 -timeout 20m "$@" ./...

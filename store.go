@@ -1,0 +1,89 @@
+package fencegate
+
+import (
+	"context"
+	"time"
+)
+
+// ResourceState is the fence state of one resource. HighestFence never decreases.
+type ResourceState struct {
+	Resource       string `json:"resource"`
+	HighestFence   uint64 `json:"highestFence"`
+	Root           string `json:"root"`
+	Lease          string `json:"lease"`
+	LastSegmentSeq uint64 `json:"lastSegmentSeq"`
+	// GrantIssuedAt is the issuedAt (ms) of the grant that set HighestFence.
+	GrantIssuedAt int64 `json:"grantIssuedAt"`
+	// PendingReceipt names the effect in flight (PENDING or UNKNOWN), if any.
+	PendingReceipt string    `json:"pendingReceipt,omitempty"`
+	UpdatedAt      time.Time `json:"updatedAt"`
+}
+
+// AdmitRequest asks a store to admit one segment of a verified grant.
+type AdmitRequest struct {
+	Grant         VerifiedGrant
+	Segment       uint64
+	Target        string
+	Method        string
+	PayloadDigest string
+	// ReceiptID is the ID the new receipt gets if the segment is admitted.
+	ReceiptID string
+	Now       time.Time
+}
+
+// Admission is the result of an admitted (or replayed) segment.
+type Admission struct {
+	Receipt Receipt
+	// Replay: the segment was already accepted with the same payload; Receipt is
+	// the original and nothing must be forwarded.
+	Replay bool
+	// PreviousVersion is the backend version last committed for Receipt.Target
+	// ("" if none), to chain a conditional write on.
+	PreviousVersion string
+}
+
+// Outcome settles a receipt.
+type Outcome struct {
+	State    ReceiptState
+	Version  string
+	Response *EffectResponse
+	Error    string
+	Now      time.Time
+}
+
+// FenceStore keeps fence state and receipts. Admit applies the fence rules of
+// DESIGN §3 in one transaction on the resource:
+//
+//   - a resource with a PENDING or UNKNOWN receipt admits nothing new (RESOURCE_BUSY),
+//     though rejections and replays are still answered;
+//   - fence < highestFence: FENCE_REGRESSION if the grant was issued after the one
+//     that set highestFence, else STALE_OWNER;
+//   - fence == highestFence under another lease or root: FENCE_REGRESSION;
+//   - an accepted segment again: same payload, same target and method -> Replay;
+//     otherwise a Quarantine record is written and QUARANTINED returned;
+//   - fence > highestFence: only segment 1; fence == highestFence: only
+//     lastSegmentSeq+1; anything else SEGMENT_OUT_OF_ORDER.
+//
+// A rejected Admit changes nothing but, for QUARANTINED, the quarantine list.
+// Settle moves a receipt along CanSettle; COMMITTED records Version as the
+// target's latest version ("" forgets it, e.g. after a delete); FAILED and
+// NOT_APPLIED give the segment number back when it is still the last one.
+// Settling clears the resource's pending mark unless the new state is UNKNOWN.
+type FenceStore interface {
+	Admit(ctx context.Context, req AdmitRequest) (Admission, error)
+	Settle(ctx context.Context, receiptID string, o Outcome) (Receipt, error)
+	// Resource returns NOT_FOUND for a resource that never admitted a segment.
+	Resource(ctx context.Context, resource string) (ResourceState, error)
+	Receipt(ctx context.Context, id string) (Receipt, error)
+	// ReceiptAt returns the live (not FAILED/NOT_APPLIED) receipt of a segment.
+	ReceiptAt(ctx context.Context, resource string, fence, segment uint64) (Receipt, error)
+	// ReceiptsByOperation lists receipts by operation ID, oldest first.
+	ReceiptsByOperation(ctx context.Context, operationID string) ([]Receipt, error)
+	// ReceiptsByState lists up to limit receipts in state, oldest first.
+	ReceiptsByState(ctx context.Context, state ReceiptState, limit int) ([]Receipt, error)
+	// Quarantined lists quarantine records, of one resource or ("" ) of all.
+	Quarantined(ctx context.Context, resource string) ([]Quarantine, error)
+	// Version returns the backend version last committed for target, "" if none.
+	Version(ctx context.Context, target string) (string, error)
+	Close() error
+}
