@@ -1,0 +1,171 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+
+	"github.com/fencegate/fencegate"
+)
+
+// Request is one fenced mutation as the acceptance point sees it. The handler
+// has authenticated Caller and derived Resource and Target canonically.
+type Request struct {
+	Caller        string
+	GrantToken    string
+	StatusToken   string
+	Segment       uint64
+	Resource      string
+	Target        string
+	Method        string
+	PayloadDigest string
+	Effect        Effect
+}
+
+// Effect performs a forwarded mutation for an admitted receipt. prev is the
+// backend version last committed for the receipt's target. The Outcome is
+// recorded as is; the error (nil for COMMITTED) is what the caller is answered.
+type Effect interface {
+	Apply(ctx context.Context, r fencegate.Receipt, prev string) (fencegate.Outcome, error)
+}
+
+// EffectFunc adapts a function to Effect.
+type EffectFunc func(ctx context.Context, r fencegate.Receipt, prev string) (fencegate.Outcome, error)
+
+// Apply calls f.
+func (f EffectFunc) Apply(ctx context.Context, r fencegate.Receipt, prev string) (fencegate.Outcome, error) {
+	return f(ctx, r, prev)
+}
+
+// Result is an accepted request.
+type Result struct {
+	Receipt fencegate.Receipt
+	// Replay: the segment had been accepted before; nothing was forwarded.
+	Replay bool
+}
+
+// Authorize runs steps 1 and 2 of the acceptance point: grant and status
+// verification, epoch revocation, and the binding of caller, target and policy
+// generation. It reads no stored fence state and writes nothing.
+func (g *Gateway) Authorize(ctx context.Context, req Request) (fencegate.VerifiedGrant, fencegate.Status, error) {
+	var none fencegate.VerifiedGrant
+	if req.Caller == "" {
+		return none, fencegate.Status{}, fencegate.Errorf(fencegate.CodeUnauthenticated, "no workload credential")
+	}
+	if req.GrantToken == "" {
+		return none, fencegate.Status{}, fencegate.Errorf(fencegate.CodeGrantInvalid, "Fence-Grant header is required")
+	}
+	vg, err := g.cfg.Verifier.VerifyGrant(req.GrantToken)
+	if err != nil {
+		return none, fencegate.Status{}, asCode(err, fencegate.CodeGrantInvalid)
+	}
+	var st fencegate.Status
+	if g.cfg.Querier != nil {
+		st, err = g.cfg.Querier.GrantStatus(ctx, vg)
+		if err == nil && st.State != fencegate.StateHeld {
+			err = fencegate.Errorf(fencegate.CodeStatusInvalid, "lease is %s, not HELD", st.State)
+		}
+	} else if req.StatusToken == "" {
+		err = fencegate.Errorf(fencegate.CodeStatusInvalid, "Fence-Status header is required")
+	} else {
+		st, err = g.cfg.Verifier.VerifyStatus(req.StatusToken, vg)
+	}
+	if err != nil {
+		return none, fencegate.Status{}, asCode(err, fencegate.CodeStatusInvalid)
+	}
+	if g.cfg.Policy.EpochRevoked(vg.IssuerEpoch) || g.cfg.Policy.EpochRevoked(st.IssuerEpoch) {
+		return none, fencegate.Status{}, fencegate.Errorf(fencegate.CodeEpochRevoked, "issuer epoch %d is revoked", vg.IssuerEpoch)
+	}
+	if req.Caller != vg.Owner {
+		return none, fencegate.Status{}, fencegate.Errorf(fencegate.CodeOwnerMismatch, "caller %q is not the grant's owner", req.Caller)
+	}
+	if !fencegate.Covers(vg.Resource, req.Resource) {
+		return none, fencegate.Status{}, fencegate.Errorf(fencegate.CodeResourceMismatch, "target %q is outside the grant's resource %q", req.Resource, vg.Resource)
+	}
+	if cur := g.cfg.Policy.PolicyGeneration(); vg.PolicyGeneration < cur {
+		return none, fencegate.Status{}, fencegate.Errorf(fencegate.CodePolicyStale, "grant policy generation %d is older than %d", vg.PolicyGeneration, cur)
+	}
+	return vg, st, nil
+}
+
+// Apply is applyFencedMutation: Authorize, admit in one store transaction,
+// forward the effect unless the segment is a replay, and settle the receipt.
+func (g *Gateway) Apply(ctx context.Context, req Request) (Result, error) {
+	if req.Segment == 0 {
+		return Result{}, fencegate.Errorf(fencegate.CodeInvalidRequest, "Fence-Segment must be an integer >= 1")
+	}
+	vg, _, err := g.Authorize(ctx, req)
+	if err != nil {
+		return Result{}, err
+	}
+	unlock, err := g.locks.lock(ctx, vg.Resource)
+	if err != nil {
+		return Result{}, fencegate.Wrap(err, fencegate.CodeResourceBusy, "gave up waiting for the resource")
+	}
+	defer unlock()
+
+	adm, err := g.cfg.Store.Admit(ctx, fencegate.AdmitRequest{
+		Grant: vg, Segment: req.Segment, Target: req.Target, Method: req.Method,
+		PayloadDigest: req.PayloadDigest, ReceiptID: g.cfg.NewID(), Now: g.cfg.Now(),
+	})
+	if err != nil {
+		if fencegate.ErrorCode(err) == fencegate.CodeFenceRegression {
+			g.cfg.Log.Error("fence regression", "resource", vg.Resource, "fence", vg.FenceToken, "lease", vg.Lease, "err", err)
+			if g.cfg.Alarm != nil {
+				g.cfg.Alarm.FenceRegression(vg.Resource, vg.FenceToken, err)
+			}
+		}
+		return Result{}, err
+	}
+	if adm.Replay {
+		return replayResult(adm.Receipt)
+	}
+	return g.forward(ctx, adm, req.Effect)
+}
+
+// forward runs the effect detached from the caller's cancellation (a client
+// that hangs up must not leave the receipt PENDING) and settles the receipt.
+func (g *Gateway) forward(ctx context.Context, adm fencegate.Admission, eff Effect) (Result, error) {
+	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.EffectTimeout)
+	defer cancel()
+	out, effErr := eff.Apply(ectx, adm.Receipt, adm.PreviousVersion)
+	if out.State == "" {
+		out.State = fencegate.ReceiptUnknown
+	}
+	out.Now = g.cfg.Now()
+	r, err := g.cfg.Store.Settle(context.WithoutCancel(ctx), adm.Receipt.ID, out)
+	if err != nil {
+		g.cfg.Log.Error("settle failed; receipt stays PENDING for the reconciler", "receipt", adm.Receipt.ID, "err", err)
+		return Result{}, &fencegate.Error{Code: fencegate.CodeMutationUnknown, Message: "the effect's outcome could not be recorded", ReceiptID: adm.Receipt.ID, Err: err}
+	}
+	if out.State == fencegate.ReceiptUnknown {
+		return Result{Receipt: r}, &fencegate.Error{Code: fencegate.CodeMutationUnknown, Message: "the effect's outcome is unknown; the reconciler will settle it", ReceiptID: r.ID, Err: effErr}
+	}
+	if effErr != nil {
+		var fe *fencegate.Error
+		if errors.As(effErr, &fe) && fe.ReceiptID == "" {
+			cp := *fe
+			cp.ReceiptID = r.ID
+			effErr = &cp
+		}
+		return Result{Receipt: r}, effErr
+	}
+	return Result{Receipt: r}, nil
+}
+
+// replayResult answers a replayed segment from its original receipt.
+func replayResult(r fencegate.Receipt) (Result, error) {
+	switch r.State {
+	case fencegate.ReceiptPending, fencegate.ReceiptUnknown:
+		return Result{Receipt: r, Replay: true}, &fencegate.Error{Code: fencegate.CodeMutationUnknown, Message: "the original effect has not settled yet", ReceiptID: r.ID}
+	}
+	return Result{Receipt: r, Replay: true}, nil
+}
+
+// asCode keeps a domain error's code, or wraps any other error under code.
+func asCode(err error, code fencegate.Code) error {
+	var fe *fencegate.Error
+	if errors.As(err, &fe) {
+		return err
+	}
+	return fencegate.Wrap(err, code, "verification failed")
+}

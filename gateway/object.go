@@ -1,0 +1,111 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strings"
+
+	"github.com/fencegate/fencegate"
+)
+
+// ObjectTarget is the receipt target of key in store: "objects/<store>/<key>".
+func ObjectTarget(store, key string) string { return "objects/" + store + "/" + key }
+
+// SplitObjectTarget is the inverse of ObjectTarget.
+func SplitObjectTarget(target string) (store, key string, ok bool) {
+	rest, ok := strings.CutPrefix(target, "objects/")
+	if !ok {
+		return "", "", false
+	}
+	return strings.Cut(rest, "/")
+}
+
+// ObjectPut writes an object as a conditional write chained on the version the
+// gateway last committed for the key (If-None-Match: * when there is none).
+// When the condition fails it reads the object back: the receipt's own earlier
+// write is COMMITTED, any other change is BACKEND_CONFLICT and nothing is
+// overwritten. An error after the request may have been sent is UNKNOWN.
+type ObjectPut struct {
+	Store       fencegate.ObjectStore
+	Key         string
+	Body        io.ReadSeeker
+	Size        int64
+	ContentType string
+}
+
+// Apply performs the write.
+func (p ObjectPut) Apply(ctx context.Context, r fencegate.Receipt, prev string) (fencegate.Outcome, error) {
+	etag, err := p.Store.Put(ctx, fencegate.PutRequest{
+		Key: p.Key, Body: p.Body, Size: p.Size, ContentType: p.ContentType,
+		IfMatch: prev, IfNoneMatch: prev == "", Meta: EffectMetaOf(r),
+	})
+	if err == nil {
+		return fencegate.Outcome{State: fencegate.ReceiptCommitted, Version: etag}, nil
+	}
+	return objectFailure(ctx, p.Store, p.Key, r, err)
+}
+
+// ObjectDelete deletes an object conditionally on the version the gateway last
+// committed. A key the gateway never wrote is deleted only if it is absent
+// (a no-op); an object created behind the gateway's back is BACKEND_CONFLICT.
+type ObjectDelete struct {
+	Store fencegate.ObjectStore
+	Key   string
+}
+
+// Apply performs the delete.
+func (d ObjectDelete) Apply(ctx context.Context, r fencegate.Receipt, prev string) (fencegate.Outcome, error) {
+	if prev == "" {
+		_, err := d.Store.Head(ctx, d.Key)
+		switch fencegate.ErrorCode(err) {
+		case fencegate.CodeNotFound:
+			return fencegate.Outcome{State: fencegate.ReceiptCommitted}, nil
+		case "":
+			return conflict("the object was created outside the gateway; refusing to delete it")
+		}
+		return fencegate.Outcome{State: fencegate.ReceiptFailed, Error: err.Error()}, asCode(err, fencegate.CodeBackendUnavailable)
+	}
+	err := d.Store.Delete(ctx, d.Key, prev)
+	if err == nil {
+		return fencegate.Outcome{State: fencegate.ReceiptCommitted}, nil
+	}
+	if fencegate.ErrorCode(err) == fencegate.CodeUnsupported {
+		return fencegate.Outcome{State: fencegate.ReceiptFailed, Error: err.Error()}, err
+	}
+	if errors.Is(err, fencegate.ErrPreconditionFailed) {
+		if _, herr := d.Store.Head(ctx, d.Key); fencegate.ErrorCode(herr) == fencegate.CodeNotFound {
+			// Already gone: the state asked for holds (e.g. our own retried delete).
+			return fencegate.Outcome{State: fencegate.ReceiptCommitted}, nil
+		}
+		return conflict("the object changed outside the gateway; refusing to delete it")
+	}
+	return fencegate.Outcome{State: fencegate.ReceiptUnknown, Error: err.Error()}, err
+}
+
+// objectFailure classifies a failed conditional write by reading the object.
+func objectFailure(ctx context.Context, st fencegate.ObjectStore, key string, r fencegate.Receipt, err error) (fencegate.Outcome, error) {
+	info, herr := st.Head(ctx, key)
+	if herr == nil {
+		if m, ok := fencegate.ParseEffectMeta(info.Metadata); ok && m.ReceiptID == r.ID {
+			return fencegate.Outcome{State: fencegate.ReceiptCommitted, Version: info.ETag}, nil
+		}
+	}
+	if errors.Is(err, fencegate.ErrPreconditionFailed) {
+		return conflict("the object changed outside the gateway; nothing was overwritten")
+	}
+	if fencegate.ErrorCode(err) == fencegate.CodeInvalidRequest {
+		return fencegate.Outcome{State: fencegate.ReceiptFailed, Error: err.Error()}, err
+	}
+	return fencegate.Outcome{State: fencegate.ReceiptUnknown, Error: err.Error()}, err
+}
+
+func conflict(msg string) (fencegate.Outcome, error) {
+	return fencegate.Outcome{State: fencegate.ReceiptFailed, Error: msg}, fencegate.Errorf(fencegate.CodeBackendConflict, "%s", msg)
+}
+
+// EffectMetaOf is the metadata an object written for r carries.
+func EffectMetaOf(r fencegate.Receipt) fencegate.EffectMeta {
+	return fencegate.EffectMeta{FenceToken: r.FenceToken, Segment: r.Segment, Root: r.OperationRoot,
+		OperationID: r.OperationID, PayloadDigest: r.PayloadDigest, ReceiptID: r.ID}
+}

@@ -1,0 +1,214 @@
+package gateway
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/fencegate/fencegate"
+)
+
+// Resolver settles a receipt whose outcome is unknown by querying the effect.
+// It returns State UNKNOWN when the effect still cannot be determined.
+type Resolver interface {
+	Resolve(ctx context.Context, r fencegate.Receipt) (fencegate.Outcome, error)
+}
+
+// ResolverFunc adapts a function to Resolver.
+type ResolverFunc func(ctx context.Context, r fencegate.Receipt) (fencegate.Outcome, error)
+
+// Resolve calls f.
+func (f ResolverFunc) Resolve(ctx context.Context, r fencegate.Receipt) (fencegate.Outcome, error) {
+	return f(ctx, r)
+}
+
+// Reconciler settles UNKNOWN receipts, and PENDING receipts orphaned by a
+// crash (older than Orphan), through the Resolver for their target. Receipts
+// still UNKNOWN after Deadline are reported by Overdue for manual resolution.
+type Reconciler struct {
+	Store fencegate.FenceStore
+	// Resolver picks the resolver of a target; nil means none can settle it.
+	Resolver func(target string) Resolver
+	Now      func() time.Time
+	// Orphan is the age after which a PENDING receipt is taken as orphaned; it
+	// must exceed the gateway's effect timeout. Default 2 minutes.
+	Orphan time.Duration
+	// Deadline is the age after which an UNKNOWN receipt needs a person. Default 15 minutes.
+	Deadline time.Duration
+	Log      *slog.Logger
+
+	mu   sync.Mutex
+	next map[string]retryState
+}
+
+type retryState struct {
+	at    time.Time
+	delay time.Duration
+}
+
+func (rc *Reconciler) defaults() {
+	if rc.Now == nil {
+		rc.Now = time.Now
+	}
+	if rc.Orphan <= 0 {
+		rc.Orphan = 2 * time.Minute
+	}
+	if rc.Deadline <= 0 {
+		rc.Deadline = 15 * time.Minute
+	}
+	if rc.Log == nil {
+		rc.Log = slog.Default()
+	}
+}
+
+// RunOnce makes one pass and returns how many receipts it settled.
+func (rc *Reconciler) RunOnce(ctx context.Context) (int, error) {
+	rc.defaults()
+	now := rc.Now()
+	pending, err := rc.Store.ReceiptsByState(ctx, fencegate.ReceiptPending, 500)
+	if err != nil {
+		return 0, err
+	}
+	unknown, err := rc.Store.ReceiptsByState(ctx, fencegate.ReceiptUnknown, 500)
+	if err != nil {
+		return 0, err
+	}
+	settled := 0
+	for _, r := range append(pending, unknown...) {
+		if r.State == fencegate.ReceiptPending && now.Sub(r.CreatedAt) < rc.Orphan {
+			continue
+		}
+		if !rc.due(r.ID, now) {
+			continue
+		}
+		out := fencegate.Outcome{State: fencegate.ReceiptUnknown}
+		if res := rc.resolver(r.Target); res != nil {
+			o, err := res.Resolve(ctx, r)
+			if err != nil {
+				rc.Log.Warn("reconcile: effect query failed", "receipt", r.ID, "err", err)
+			} else {
+				out = o
+			}
+		}
+		if out.State == fencegate.ReceiptUnknown && r.State == fencegate.ReceiptUnknown {
+			rc.backoff(r.ID, now)
+			continue
+		}
+		out.Now = rc.Now()
+		if _, err := rc.Store.Settle(ctx, r.ID, out); err != nil {
+			rc.Log.Warn("reconcile: settle failed", "receipt", r.ID, "err", err)
+			continue
+		}
+		rc.forget(r.ID)
+		if out.State != fencegate.ReceiptUnknown {
+			settled++
+			rc.Log.Info("reconciled", "receipt", r.ID, "state", out.State)
+		}
+	}
+	return settled, nil
+}
+
+// Run calls RunOnce every interval until ctx ends.
+func (rc *Reconciler) Run(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		if _, err := rc.RunOnce(ctx); err != nil && ctx.Err() == nil {
+			rc.Log.Warn("reconcile pass failed", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Overdue lists UNKNOWN receipts older than Deadline: they need a person.
+func (rc *Reconciler) Overdue(ctx context.Context) ([]fencegate.Receipt, error) {
+	rc.defaults()
+	all, err := rc.Store.ReceiptsByState(ctx, fencegate.ReceiptUnknown, 1000)
+	if err != nil {
+		return nil, err
+	}
+	now := rc.Now()
+	var out []fencegate.Receipt
+	for _, r := range all {
+		if now.Sub(r.CreatedAt) >= rc.Deadline {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+func (rc *Reconciler) resolver(target string) Resolver {
+	if rc.Resolver == nil {
+		return nil
+	}
+	return rc.Resolver(target)
+}
+
+func (rc *Reconciler) due(id string, now time.Time) bool {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	s, ok := rc.next[id]
+	return !ok || !now.Before(s.at)
+}
+
+func (rc *Reconciler) backoff(id string, now time.Time) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if rc.next == nil {
+		rc.next = make(map[string]retryState)
+	}
+	s := rc.next[id]
+	s.delay = min(max(2*s.delay, time.Second), time.Minute)
+	s.at = now.Add(s.delay)
+	rc.next[id] = s
+}
+
+func (rc *Reconciler) forget(id string) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	delete(rc.next, id)
+}
+
+// ObjectResolver settles object receipts from the object's own metadata: the
+// object carrying the receipt's ID proves COMMITTED; once the receipt is older
+// than Grace without that, the write cannot land any more and is NOT_APPLIED.
+type ObjectResolver struct {
+	Stores map[string]fencegate.ObjectStore
+	Now    func() time.Time
+	Grace  time.Duration
+}
+
+// Resolve queries the object named by r.Target.
+func (o ObjectResolver) Resolve(ctx context.Context, r fencegate.Receipt) (fencegate.Outcome, error) {
+	name, key, ok := SplitObjectTarget(r.Target)
+	st := o.Stores[name]
+	if !ok || st == nil {
+		return fencegate.Outcome{State: fencegate.ReceiptUnknown}, fencegate.Errorf(fencegate.CodeNotFound, "no object store for %q", r.Target)
+	}
+	now := time.Now
+	if o.Now != nil {
+		now = o.Now
+	}
+	info, err := st.Head(ctx, key)
+	switch {
+	case err == nil:
+		if m, ok := fencegate.ParseEffectMeta(info.Metadata); ok && m.ReceiptID == r.ID {
+			return fencegate.Outcome{State: fencegate.ReceiptCommitted, Version: info.ETag}, nil
+		}
+	case fencegate.ErrorCode(err) == fencegate.CodeNotFound:
+		if r.Method == "DELETE" {
+			return fencegate.Outcome{State: fencegate.ReceiptCommitted}, nil
+		}
+	default:
+		return fencegate.Outcome{State: fencegate.ReceiptUnknown}, err
+	}
+	if now().Sub(r.CreatedAt) >= o.Grace {
+		return fencegate.Outcome{State: fencegate.ReceiptNotApplied, Error: "the object does not carry this receipt"}, nil
+	}
+	return fencegate.Outcome{State: fencegate.ReceiptUnknown}, nil
+}
