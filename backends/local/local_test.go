@@ -1,0 +1,116 @@
+package local_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/backends/local"
+	"github.com/fencegate/fencegate/backends/objecttest"
+)
+
+func open(t *testing.T) *local.Store {
+	t.Helper()
+	s, err := local.New("loc", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestContract(t *testing.T) {
+	objecttest.Run(t, func(t *testing.T) fencegate.ObjectStore { return open(t) }, objecttest.WithConcurrency(16))
+}
+
+func TestRewritingEqualBytesChangesETag(t *testing.T) {
+	s := open(t)
+	e1 := objecttest.Create(t, s, "k/same", "same bytes")
+	e2, err := objecttest.Replace(s, "k/same", e1, "same bytes", objecttest.Meta(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e1 == e2 {
+		t.Fatalf("rewriting equal bytes kept ETag %s", e1)
+	}
+}
+
+func TestRecreatedObjectDoesNotMatchOldETag(t *testing.T) {
+	s := open(t)
+	e1 := objecttest.Create(t, s, "k/aba", "x")
+	if err := s.Delete(context.Background(), "k/aba", e1); err != nil {
+		t.Fatal(err)
+	}
+	objecttest.Create(t, s, "k/aba", "x")
+	_, err := objecttest.Replace(s, "k/aba", e1, "y", objecttest.Meta(2))
+	objecttest.RequirePrecondition(t, err, "If-Match with the ETag of a deleted incarnation")
+}
+
+func TestReaderKeepsVersionOpenedBeforeReplace(t *testing.T) {
+	s := open(t)
+	e1 := objecttest.Create(t, s, "k/r", "old-bytes")
+	rc, info, err := s.Get(context.Background(), "k/r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	if _, err := objecttest.Replace(s, "k/r", e1, "new", objecttest.Meta(2)); err != nil {
+		t.Fatal(err)
+	}
+	b := make([]byte, 64)
+	n, _ := rc.Read(b)
+	if string(b[:n]) != "old-bytes" || info.ETag != e1 {
+		t.Fatalf("reader saw %q with ETag %s; want the old version", b[:n], info.ETag)
+	}
+}
+
+func TestKeysThatAreBothFileAndPrefixCoexist(t *testing.T) {
+	s := open(t)
+	objecttest.Create(t, s, "a", "1")
+	objecttest.Create(t, s, "a/b", "2")
+	if got, _ := objecttest.Content(t, s, "a"); got != "1" {
+		t.Fatalf("a = %q", got)
+	}
+}
+
+func TestKeysThatWouldEscapeAreRefused(t *testing.T) {
+	s := open(t)
+	for _, k := range []string{"../x", "a/../../x", "/abs", "a//b", ""} {
+		_, err := s.Put(context.Background(), fencegate.PutRequest{Key: k, Body: strings.NewReader("x"), Size: 1, IfNoneMatch: true})
+		objecttest.RequireCode(t, err, fencegate.CodeInvalidRequest, "put of "+k)
+	}
+}
+
+func TestBodyShorterThanSizeIsInvalidAndWritesNothing(t *testing.T) {
+	s := open(t)
+	_, err := s.Put(context.Background(), fencegate.PutRequest{Key: "k/short", Body: strings.NewReader("abc"), Size: 10, IfNoneMatch: true})
+	objecttest.RequireCode(t, err, fencegate.CodeInvalidRequest, "short body")
+	_, err = s.Head(context.Background(), "k/short")
+	objecttest.RequireCode(t, err, fencegate.CodeNotFound, "head after short body")
+}
+
+func TestObjectsSurviveReopenAndTempFilesAreRemoved(t *testing.T) {
+	dir := t.TempDir()
+	s, err := local.New("loc", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	etag := objecttest.Create(t, s, "k/p", "persist")
+	stale := filepath.Join(dir, "objects", ".tmp-123")
+	if err := os.WriteFile(stale, []byte("junk"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s2, err := local.New("loc", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body, info := objecttest.Content(t, s2, "k/p"); body != "persist" || info.ETag != etag {
+		t.Fatalf("after reopen got %q %s", body, info.ETag)
+	}
+	if _, err := os.Stat(stale); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("stale temp file kept: %v", err)
+	}
+}
