@@ -46,5 +46,44 @@ ensure_redis() {
   wait_for 15 redis-cli -h 127.0.0.1 -p 6379 ping || { echo "Redis did not start" >&2; return 1; }
 }
 
-ensure_s3() { :; }
+# ensure_s3 runs versitygw (posix backend) on loopback as the test S3 server,
+# creates the bucket fencegate-test and exports FENCEGATE_TEST_S3_*.
+ensure_s3() {
+  local port=7070 ak=fencegate-ak sk=fencegate-sk bucket=fencegate-test
+  local root="$SERVICES_DIR/versitygw" endpoint="http://127.0.0.1:7070"
+  local bin
+  bin="$(command -v versitygw || echo "$(go env GOPATH)/bin/versitygw")"
+  if [ ! -x "$bin" ]; then
+    go install github.com/versity/versitygw/cmd/versitygw@v1.8.0 || { echo "cannot install versitygw" >&2; return 1; }
+  fi
+  # The posix backend keeps metadata in user xattrs: use the first root that has them.
+  local cand
+  for cand in "$SERVICES_DIR/versitygw" "$HOME/.cache/fencegate-versitygw" /var/tmp/fencegate-versitygw; do
+    mkdir -p "$cand" 2>/dev/null || continue
+    if python3 -c "import os,sys; os.setxattr(sys.argv[1], 'user.fencegate', b'1')" "$cand" 2>/dev/null \
+       || setfattr -n user.fencegate -v 1 "$cand" 2>/dev/null; then
+      root="$cand"; break
+    fi
+  done
+  mkdir -p "$root"
+  if ! curl -s -o /dev/null "$endpoint/"; then
+    nohup "$bin" --access "$ak" --secret "$sk" --port "127.0.0.1:$port" --quiet posix "$root" \
+      >"$SERVICES_DIR/versitygw.log" 2>&1 &
+  fi
+  wait_for 30 curl -s -o /dev/null "$endpoint/" || { echo "versitygw did not start (see $SERVICES_DIR/versitygw.log)" >&2; return 1; }
+  # Create the bucket with a signed CreateBucket (409 when it exists is fine).
+  local code
+  code="$(curl -s -o /dev/null -w '%{http_code}' -X PUT \
+    --aws-sigv4 "aws:amz:us-east-1:s3" --user "$ak:$sk" \
+    -H "x-amz-content-sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855" \
+    "$endpoint/$bucket")"
+  case "$code" in
+    200|409) ;;
+    *) echo "versitygw: create bucket $bucket: HTTP $code" >&2; return 1 ;;
+  esac
+  export FENCEGATE_TEST_S3_ENDPOINT="$endpoint"
+  export FENCEGATE_TEST_S3_BUCKET="$bucket"
+  export FENCEGATE_TEST_S3_ACCESS_KEY="$ak"
+  export FENCEGATE_TEST_S3_SECRET_KEY="$sk"
+}
 ensure_etcd() { :; }
