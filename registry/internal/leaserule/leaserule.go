@@ -1,0 +1,70 @@
+// Package leaserule holds the rules every lease backend applies the same way:
+// request validation, the state of a lease at an instant, and the next fence.
+package leaserule
+
+import (
+	"math"
+	"time"
+
+	"github.com/fencegate/fencegate"
+)
+
+// MaxFieldLength bounds the owner, request ID, lease ID and operation fields, in bytes.
+const MaxFieldLength = 512
+
+// CheckAcquire returns INVALID_REQUEST unless req names a lease ID, resource,
+// owner and request ID, all within MaxFieldLength (the resource within
+// fencegate.MaxNameLength), and a positive TTL.
+func CheckAcquire(req fencegate.AcquireRequest) error {
+	switch {
+	case req.LeaseID == "", req.Resource == "", req.Owner == "", req.RequestID == "":
+		return fencegate.Errorf(fencegate.CodeInvalidRequest, "acquire needs lease ID, resource, owner and request ID")
+	case req.TTL <= 0:
+		return fencegate.Errorf(fencegate.CodeInvalidRequest, "acquire needs a positive TTL")
+	case len(req.Resource) > fencegate.MaxNameLength:
+		return fencegate.Errorf(fencegate.CodeInvalidRequest, "resource longer than %d bytes", fencegate.MaxNameLength)
+	}
+	for _, s := range []string{req.LeaseID, req.Owner, req.RequestID, req.OperationID, req.OperationRoot, req.OperationCategory} {
+		if len(s) > MaxFieldLength {
+			return fencegate.Errorf(fencegate.CodeInvalidRequest, "acquire field longer than %d bytes", MaxFieldLength)
+		}
+	}
+	return nil
+}
+
+// CheckTTL returns INVALID_REQUEST unless ttl is positive.
+func CheckTTL(ttl time.Duration) error {
+	if ttl <= 0 {
+		return fencegate.Errorf(fencegate.CodeInvalidRequest, "TTL must be positive")
+	}
+	return nil
+}
+
+// StateAt is the state of a lease stored as stored with expiry expires, read at
+// now: a HELD lease is EXPIRED from ExpiresAt on.
+func StateAt(stored fencegate.StatusState, expires, now time.Time) fencegate.StatusState {
+	if stored == fencegate.StateHeld && !now.Before(expires) {
+		return fencegate.StateExpired
+	}
+	return stored
+}
+
+// NextFence is the fence a new lease gets: one above both the resource's last
+// fence and the floor. It fails with INTERNAL when the uint64 space (or limit,
+// for stores with a narrower type) is exhausted.
+func NextFence(last, floor, limit uint64) (uint64, error) {
+	base := max(last, floor)
+	if base >= limit || base == math.MaxUint64 {
+		return 0, fencegate.Errorf(fencegate.CodeInternal, "fence sequence exhausted")
+	}
+	return base + 1, nil
+}
+
+// Mismatch checks a renew or release of lease l by owner: OWNER_MISMATCH when
+// owner is not the holder.
+func Mismatch(l fencegate.Lease, owner string) error {
+	if l.Owner != owner {
+		return fencegate.Errorf(fencegate.CodeOwnerMismatch, "lease %s is not owned by the caller", l.ID)
+	}
+	return nil
+}
