@@ -1,0 +1,210 @@
+// Package config is the gateway's configuration: a YAML file (strict: unknown
+// fields are errors) overlaid with command-line flags. Validate reports every
+// problem at once, so an operator fixes a config in one pass.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/fencegate/fencegate"
+)
+
+// Config is the whole configuration of `gateway serve` and `gateway dev`.
+type Config struct {
+	// Addr is the listen address.
+	Addr string `yaml:"addr"`
+	// DataDir holds embedded state (fence store, registry, local objects, spool).
+	DataDir string `yaml:"dataDir"`
+	// FenceStore is "embedded" (a file in DataDir) or a postgres:// URL.
+	FenceStore string `yaml:"fenceStore"`
+	// Stores maps object store names to URLs: local:///dir or s3://bucket/prefix?...
+	Stores map[string]string `yaml:"stores"`
+	// Identities are the bearer credentials of workload identities.
+	Identities []Identity `yaml:"identities"`
+	// TrustBundle is the path of the trust bundle file (required unless an
+	// in-process registry signs the grants).
+	TrustBundle string `yaml:"trustBundle"`
+	// StatusMode is "proof" (Fence-Status headers) or "query" (ask the registry).
+	StatusMode string `yaml:"statusMode"`
+	// PolicyGeneration is the oldest policy generation a grant may carry.
+	PolicyGeneration uint64 `yaml:"policyGeneration"`
+	// RevokedEpochs are issuer epochs whose grants and proofs are refused.
+	RevokedEpochs []uint64 `yaml:"revokedEpochs"`
+	// MaxBodyBytes caps a request body.
+	MaxBodyBytes int64 `yaml:"maxBodyBytes"`
+	// Registry configures the in-process lease registry; nil runs none.
+	Registry *Registry `yaml:"registry"`
+	// Reconcile configures the settlement of unknown outcomes.
+	Reconcile Reconcile `yaml:"reconcile"`
+	// APIs is the third-party API section, validated by backends/httpapi.
+	APIs yaml.Node `yaml:"apis"`
+}
+
+// Identity is one workload identity and where its bearer token comes from.
+type Identity struct {
+	Name      string `yaml:"name"`
+	Token     string `yaml:"token"`
+	TokenEnv  string `yaml:"tokenEnv"`
+	TokenFile string `yaml:"tokenFile"`
+}
+
+// Registry configures the in-process lease registry.
+type Registry struct {
+	// Backend is "embedded" or a postgres:// URL.
+	Backend string `yaml:"backend"`
+	// SigningKey is a file holding the Ed25519 seed (hex); generated if absent.
+	SigningKey string `yaml:"signingKey"`
+	KeyID      string `yaml:"keyId"`
+	// IssuerEpoch is the epoch of grants this registry signs.
+	IssuerEpoch uint64        `yaml:"issuerEpoch"`
+	StatusLife  time.Duration `yaml:"statusLife"`
+	MaxTTL      time.Duration `yaml:"maxTTL"`
+}
+
+// Reconcile configures the reconciler.
+type Reconcile struct {
+	Interval time.Duration `yaml:"interval"`
+	// Deadline is the age after which an UNKNOWN needs a person (default 15m).
+	Deadline time.Duration `yaml:"deadline"`
+	// Orphan is the age after which a PENDING receipt is taken as orphaned.
+	Orphan time.Duration `yaml:"orphan"`
+}
+
+// Default returns the defaults shared by serve and dev.
+func Default() Config {
+	return Config{
+		Addr:             "127.0.0.1:8080",
+		DataDir:          "data",
+		FenceStore:       "embedded",
+		StatusMode:       "proof",
+		PolicyGeneration: 1,
+		MaxBodyBytes:     5 << 30,
+		Reconcile:        Reconcile{Interval: 5 * time.Second, Deadline: 15 * time.Minute, Orphan: 2 * time.Minute},
+	}
+}
+
+// Dev returns the defaults of `gateway dev`: embedded everything, an
+// in-process registry, and a local-directory object store named local.
+func Dev() Config {
+	c := Default()
+	c.Stores = map[string]string{"local": "local:"}
+	c.Registry = &Registry{Backend: "embedded", KeyID: "dev-1", IssuerEpoch: 1}
+	return c
+}
+
+// Load reads a YAML file over c. Unknown fields are errors.
+func Load(path string, c *Config) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(c); err != nil {
+		return fmt.Errorf("config %s: %w", path, err)
+	}
+	return nil
+}
+
+// Tokens resolves every identity's token: token -> identity name.
+func (c *Config) Tokens() (map[string]string, error) {
+	out := map[string]string{}
+	var errs []error
+	for _, id := range c.Identities {
+		tok := id.Token
+		switch {
+		case id.TokenEnv != "":
+			tok = os.Getenv(id.TokenEnv)
+		case id.TokenFile != "":
+			b, err := os.ReadFile(id.TokenFile)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("identity %q: %w", id.Name, err))
+				continue
+			}
+			tok = strings.TrimSpace(string(b))
+		}
+		if tok == "" {
+			errs = append(errs, fmt.Errorf("identity %q: empty token", id.Name))
+			continue
+		}
+		if _, dup := out[tok]; dup {
+			errs = append(errs, fmt.Errorf("identity %q: token shared with another identity", id.Name))
+			continue
+		}
+		out[tok] = id.Name
+	}
+	return out, errors.Join(errs...)
+}
+
+// Validate reports every problem with c at once.
+func (c *Config) Validate() error {
+	var errs []error
+	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if c.Addr == "" {
+		add("addr is required")
+	}
+	if c.DataDir == "" {
+		add("dataDir is required")
+	}
+	if c.FenceStore != "embedded" && !strings.HasPrefix(c.FenceStore, "postgres://") && !strings.HasPrefix(c.FenceStore, "postgresql://") {
+		add("fenceStore must be \"embedded\" or a postgres:// URL, not %q", c.FenceStore)
+	}
+	for name, raw := range c.Stores {
+		if err := fencegate.CheckName(name); err != nil || strings.Contains(name, "/") {
+			add("store name %q must be a single canonical segment", name)
+		}
+		u, err := url.Parse(raw)
+		if err != nil || (u.Scheme != "local" && u.Scheme != "s3") {
+			add("store %q: URL must be local:DIR or s3://BUCKET[/PREFIX]?..., not %q", name, raw)
+		}
+	}
+	if len(c.Identities) == 0 {
+		add("at least one identity is required")
+	}
+	if _, err := c.Tokens(); err != nil {
+		errs = append(errs, err)
+	}
+	if c.StatusMode != "proof" && c.StatusMode != "query" {
+		add("statusMode must be proof or query, not %q", c.StatusMode)
+	}
+	if c.StatusMode == "query" && c.Registry == nil {
+		add("statusMode query needs the in-process registry")
+	}
+	if c.Registry == nil && c.TrustBundle == "" {
+		add("trustBundle is required when no in-process registry signs grants")
+	}
+	if c.PolicyGeneration == 0 {
+		add("policyGeneration must be >= 1")
+	}
+	if c.MaxBodyBytes <= 0 {
+		add("maxBodyBytes must be positive")
+	}
+	if r := c.Registry; r != nil {
+		if r.Backend != "embedded" && !strings.HasPrefix(r.Backend, "postgres://") && !strings.HasPrefix(r.Backend, "postgresql://") {
+			add("registry.backend must be \"embedded\" or a postgres:// URL, not %q", r.Backend)
+		}
+		if r.IssuerEpoch == 0 {
+			add("registry.issuerEpoch must be >= 1")
+		}
+		if r.StatusLife < 0 || r.StatusLife > fencegate.MaxStatusLife {
+			add("registry.statusLife must be within (0, %s]", fencegate.MaxStatusLife)
+		}
+		for _, e := range c.RevokedEpochs {
+			if e == r.IssuerEpoch {
+				add("registry.issuerEpoch %d is listed in revokedEpochs", e)
+			}
+		}
+	}
+	if c.Reconcile.Interval <= 0 || c.Reconcile.Deadline <= 0 || c.Reconcile.Orphan <= 0 {
+		add("reconcile interval, deadline and orphan must be positive")
+	}
+	return errors.Join(errs...)
+}

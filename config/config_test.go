@@ -1,0 +1,71 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestValidateReportsEveryProblemAtOnce(t *testing.T) {
+	c := Default()
+	c.Addr = ""
+	c.FenceStore = "mysql://x"
+	c.StatusMode = "maybe"
+	c.Stores = map[string]string{"a/b": "ftp://x"}
+	c.PolicyGeneration = 0
+	err := c.Validate()
+	if err == nil {
+		t.Fatal("invalid config accepted")
+	}
+	for _, want := range []string{"addr is required", "fenceStore", "statusMode", `store name "a/b"`, `store "a/b": URL`,
+		"at least one identity", "trustBundle is required", "policyGeneration"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+}
+
+func TestDevDefaultsWithAnIdentityAreValid(t *testing.T) {
+	c := Dev()
+	c.Identities = []Identity{{Name: "w", Token: "t"}}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestSharedTokenIsRefused(t *testing.T) {
+	c := Dev()
+	c.Identities = []Identity{{Name: "a", Token: "t"}, {Name: "b", Token: "t"}}
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "shared") {
+		t.Fatalf("want shared-token error, got %v", err)
+	}
+}
+
+func TestUnknownYAMLFieldIsRefused(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "c.yaml")
+	if err := os.WriteFile(p, []byte("addr: 127.0.0.1:1\nadress: typo\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := Default()
+	if err := Load(p, &c); err == nil || !strings.Contains(err.Error(), "adress") {
+		t.Fatalf("want unknown-field error naming adress, got %v", err)
+	}
+}
+
+func TestTokenFromEnvAndFile(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "tok")
+	if err := os.WriteFile(p, []byte("file-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("FG_TEST_TOKEN", "env-token")
+	c := Dev()
+	c.Identities = []Identity{{Name: "a", TokenEnv: "FG_TEST_TOKEN"}, {Name: "b", TokenFile: p}}
+	got, err := c.Tokens()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got["env-token"] != "a" || got["file-token"] != "b" {
+		t.Fatalf("tokens = %v", got)
+	}
+}
