@@ -2,12 +2,11 @@ package embedded_test
 
 import (
 	"context"
+	"path/filepath"
+	"testing"
 	"time"
 
 	"go.etcd.io/bbolt"
-
-	"path/filepath"
-	"testing"
 
 	"github.com/fencegate/fencegate"
 	"github.com/fencegate/fencegate/registry/embedded"

@@ -1,0 +1,279 @@
+// Package postgres is the lease backend on PostgreSQL (pgx/v5 pool). Every
+// operation is one transaction; an acquire locks the resource's sequence row,
+// so fences of a resource are handed out one at a time, and every mutation
+// moves a global revision row in the same transaction. Lock order is always
+// resource row, lease row, meta row, so operations cannot deadlock each other.
+// The global revision row serialises mutations across resources: that is the
+// price of one strictly increasing revision.
+package postgres
+
+import (
+	"context"
+	"errors"
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/registry/internal/leaserule"
+)
+
+// Backend implements fencegate.LeaseBackend on PostgreSQL. Fences use the full
+// uint64 range (stored as NUMERIC(20,0)).
+type Backend struct {
+	pool *pgxpool.Pool
+}
+
+var _ fencegate.LeaseBackend = (*Backend)(nil)
+
+// Open connects to url and applies the embedded migrations (tracked in
+// registry_schema_migrations) before returning; Close closes the pool.
+func Open(ctx context.Context, url string) (*Backend, error) {
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		return nil, translate(err, "connect registry database")
+	}
+	if err := migrate(ctx, pool); err != nil {
+		pool.Close()
+		return nil, translate(err, "migrate registry schema")
+	}
+	return &Backend{pool: pool}, nil
+}
+
+// Close closes the connection pool.
+func (b *Backend) Close() error {
+	b.pool.Close()
+	return nil
+}
+
+const leaseColumns = `id, resource, owner, request_id, fence::text, revision::text, operation_id,
+	operation_root, operation_category, state, ttl_ns, acquired_at, expires_at`
+
+// stored is a lease row; State is the state written by the last mutation.
+type stored struct{ fencegate.Lease }
+
+func scanLease(row pgx.Row) (*stored, error) {
+	var (
+		s                      stored
+		fence, revision, state string
+		ttl                    int64
+	)
+	err := row.Scan(&s.ID, &s.Resource, &s.Owner, &s.RequestID, &fence, &revision, &s.OperationID,
+		&s.OperationRoot, &s.OperationCategory, &state, &ttl, &s.AcquiredAt, &s.ExpiresAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fencegate.Errorf(fencegate.CodeNotFound, "lease not found")
+	}
+	if err != nil {
+		return nil, err
+	}
+	if s.FenceToken, err = parseUint(fence); err != nil {
+		return nil, err
+	}
+	if s.Revision, err = parseUint(revision); err != nil {
+		return nil, err
+	}
+	s.State, s.TTL = fencegate.StatusState(state), time.Duration(ttl)
+	s.AcquiredAt, s.ExpiresAt = s.AcquiredAt.UTC(), s.ExpiresAt.UTC()
+	return &s, nil
+}
+
+// at is the lease with its state read at now.
+func (s *stored) at(now time.Time) fencegate.Lease {
+	l := s.Lease
+	l.State = leaserule.StateAt(s.State, s.ExpiresAt, now)
+	return l
+}
+
+// Acquire implements fencegate.LeaseBackend in one transaction.
+func (b *Backend) Acquire(ctx context.Context, req fencegate.AcquireRequest) (fencegate.Lease, error) {
+	if err := leaserule.CheckAcquire(req); err != nil {
+		return fencegate.Lease{}, err
+	}
+	var out fencegate.Lease
+	err := pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `INSERT INTO registry_resources (resource) VALUES ($1) ON CONFLICT DO NOTHING`, req.Resource); err != nil {
+			return err
+		}
+		var lastText string
+		var current *string
+		if err := tx.QueryRow(ctx, `SELECT last_fence::text, current_lease FROM registry_resources WHERE resource = $1 FOR UPDATE`,
+			req.Resource).Scan(&lastText, &current); err != nil {
+			return err
+		}
+		// Checked under the resource lock, so a concurrent duplicate has committed.
+		prev, err := scanLease(tx.QueryRow(ctx, `SELECT `+leaseColumns+` FROM registry_leases WHERE owner = $1 AND request_id = $2`,
+			req.Owner, req.RequestID))
+		switch {
+		case err == nil && prev.Resource != req.Resource:
+			return fencegate.Errorf(fencegate.CodeInvalidRequest, "request ID already used for another resource")
+		case err == nil:
+			out = prev.at(req.Now)
+			return nil
+		case fencegate.ErrorCode(err) != fencegate.CodeNotFound:
+			return err
+		}
+		if current != nil {
+			cur, err := scanLease(tx.QueryRow(ctx, `SELECT `+leaseColumns+` FROM registry_leases WHERE id = $1 FOR UPDATE`, *current))
+			if err != nil {
+				return err
+			}
+			if cur.at(req.Now).State == fencegate.StateHeld {
+				return fencegate.Errorf(fencegate.CodeLeaseHeld, "resource is held by another lease")
+			}
+			if cur.State == fencegate.StateHeld { // superseded: expired for good
+				if _, err := tx.Exec(ctx, `UPDATE registry_leases SET state = 'EXPIRED' WHERE id = $1`, cur.ID); err != nil {
+					return err
+				}
+			}
+		}
+		last, err := parseUint(lastText)
+		if err != nil {
+			return err
+		}
+		rev, floor, err := bumpRevision(ctx, tx)
+		if err != nil {
+			return err
+		}
+		fence, err := leaserule.NextFence(last, floor, math.MaxUint64)
+		if err != nil {
+			return err
+		}
+		l, err := scanLease(tx.QueryRow(ctx, `INSERT INTO registry_leases (id, resource, owner, request_id, fence, revision,
+			operation_id, operation_root, operation_category, state, ttl_ns, acquired_at, expires_at)
+			VALUES ($1, $2, $3, $4, $5::numeric, $6::numeric, $7, $8, $9, 'HELD', $10, $11, $12)
+			RETURNING `+leaseColumns,
+			req.LeaseID, req.Resource, req.Owner, req.RequestID, formatUint(fence), formatUint(rev),
+			req.OperationID, req.OperationRoot, req.OperationCategory, int64(req.TTL), req.Now, req.Now.Add(req.TTL)))
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `UPDATE registry_resources SET last_fence = $2::numeric, current_lease = $3 WHERE resource = $1`,
+			req.Resource, formatUint(fence), l.ID); err != nil {
+			return err
+		}
+		out = l.at(req.Now)
+		return nil
+	})
+	return out, translate(err, "acquire")
+}
+
+// Renew implements fencegate.LeaseBackend. The lease keeps its TTL and
+// Revision of acquisition; only ExpiresAt moves, to now+ttl.
+func (b *Backend) Renew(ctx context.Context, id, owner string, ttl time.Duration, now time.Time) (fencegate.Lease, error) {
+	if err := leaserule.CheckTTL(ttl); err != nil {
+		return fencegate.Lease{}, err
+	}
+	var out fencegate.Lease
+	err := pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
+		cur, err := scanLease(tx.QueryRow(ctx, `SELECT `+leaseColumns+` FROM registry_leases WHERE id = $1 FOR UPDATE`, id))
+		if err != nil {
+			return err
+		}
+		if err := leaserule.Mismatch(cur.Lease, owner); err != nil {
+			return err
+		}
+		if cur.at(now).State != fencegate.StateHeld {
+			return fencegate.Errorf(fencegate.CodeLeaseNotHeld, "lease %s is not held", id)
+		}
+		if _, _, err := bumpRevision(ctx, tx); err != nil {
+			return err
+		}
+		l, err := scanLease(tx.QueryRow(ctx, `UPDATE registry_leases SET expires_at = $2 WHERE id = $1 RETURNING `+leaseColumns,
+			id, now.Add(ttl)))
+		if err != nil {
+			return err
+		}
+		out = l.at(now)
+		return nil
+	})
+	return out, translate(err, "renew")
+}
+
+// Release implements fencegate.LeaseBackend. A lease that is no longer held
+// is returned as it is.
+func (b *Backend) Release(ctx context.Context, id, owner string, now time.Time) (fencegate.Lease, error) {
+	var out fencegate.Lease
+	err := pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
+		var resource string
+		err := tx.QueryRow(ctx, `SELECT resource FROM registry_leases WHERE id = $1`, id).Scan(&resource)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fencegate.Errorf(fencegate.CodeNotFound, "lease not found")
+		} else if err != nil {
+			return err
+		}
+		// Resource row before lease row: the order Acquire uses.
+		if _, err := tx.Exec(ctx, `SELECT 1 FROM registry_resources WHERE resource = $1 FOR UPDATE`, resource); err != nil {
+			return err
+		}
+		cur, err := scanLease(tx.QueryRow(ctx, `SELECT `+leaseColumns+` FROM registry_leases WHERE id = $1 FOR UPDATE`, id))
+		if err != nil {
+			return err
+		}
+		if err := leaserule.Mismatch(cur.Lease, owner); err != nil {
+			return err
+		}
+		if cur.at(now).State != fencegate.StateHeld {
+			out = cur.at(now)
+			return nil
+		}
+		if _, err := tx.Exec(ctx, `UPDATE registry_resources SET current_lease = NULL WHERE resource = $1 AND current_lease = $2`,
+			resource, id); err != nil {
+			return err
+		}
+		if _, _, err := bumpRevision(ctx, tx); err != nil {
+			return err
+		}
+		l, err := scanLease(tx.QueryRow(ctx, `UPDATE registry_leases SET state = 'RELEASED' WHERE id = $1 RETURNING `+leaseColumns, id))
+		if err != nil {
+			return err
+		}
+		out = l.at(now)
+		return nil
+	})
+	return out, translate(err, "release")
+}
+
+// Lease implements fencegate.LeaseBackend.
+func (b *Backend) Lease(ctx context.Context, id string, now time.Time) (fencegate.Lease, error) {
+	s, err := scanLease(b.pool.QueryRow(ctx, `SELECT `+leaseColumns+` FROM registry_leases WHERE id = $1`, id))
+	if err != nil {
+		return fencegate.Lease{}, translate(err, "read lease")
+	}
+	return s.at(now), nil
+}
+
+// SetFloor implements fencegate.LeaseBackend. The floor only ever rises; a
+// lower floor changes nothing and moves no revision.
+func (b *Backend) SetFloor(ctx context.Context, floor uint64) error {
+	_, err := b.pool.Exec(ctx, `UPDATE registry_meta SET floor = $1::numeric, revision = revision + 1 WHERE floor < $1::numeric`,
+		formatUint(floor))
+	return translate(err, "set floor")
+}
+
+// bumpRevision locks the meta row, moves the global revision and returns the
+// new revision and the current floor.
+func bumpRevision(ctx context.Context, tx pgx.Tx) (rev, floor uint64, err error) {
+	var revText, floorText string
+	if err = tx.QueryRow(ctx, `UPDATE registry_meta SET revision = revision + 1 RETURNING revision::text, floor::text`).
+		Scan(&revText, &floorText); err != nil {
+		return 0, 0, err
+	}
+	if rev, err = parseUint(revText); err != nil {
+		return 0, 0, err
+	}
+	floor, err = parseUint(floorText)
+	return rev, floor, err
+}
+
+func parseUint(s string) (uint64, error) {
+	v, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return 0, fencegate.Wrap(err, fencegate.CodeInternal, "stored number outside uint64")
+	}
+	return v, nil
+}
+
+func formatUint(v uint64) string { return strconv.FormatUint(v, 10) }
