@@ -1,0 +1,89 @@
+package s3
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/smithy-go"
+	"github.com/fencegate/fencegate"
+)
+
+// uncertain marks the cause of a mutation that may have been applied.
+type uncertain struct{ err error }
+
+func (u *uncertain) Error() string { return "outcome unknown: " + u.err.Error() }
+func (u *uncertain) Unwrap() error { return u.err }
+
+// IsUncertain reports whether err comes from a Put or Delete that may have been
+// applied even though it failed: no answer was received (network error,
+// timeout, cancellation after sending) or the store answered 5xx. A
+// precondition failure or any other 4xx answer is certain: nothing was applied
+// by that request.
+func IsUncertain(err error) bool {
+	var u *uncertain
+	return errors.As(err, &u)
+}
+
+// status returns the HTTP status and the S3 error code of an SDK error
+// (0 and "" when the store sent no answer).
+func status(err error) (int, string) {
+	code := 0
+	var re *awshttp.ResponseError
+	if errors.As(err, &re) {
+		code = re.HTTPStatusCode()
+	}
+	var ae smithy.APIError
+	if errors.As(err, &ae) {
+		return code, ae.ErrorCode()
+	}
+	return code, ""
+}
+
+func isConflict(err error) bool {
+	st, code := status(err)
+	return code == "ConditionalRequestConflict" || (st == http.StatusConflict && code == "")
+}
+
+// missingKey reports a 404 NoSuchKey. S3 answers a write with If-Match on a
+// missing key this way; for such a write it means the condition did not hold.
+func missingKey(err error) bool {
+	_, code := status(err)
+	return code == "NoSuchKey"
+}
+
+func isPrecondition(err error) bool {
+	st, code := status(err)
+	return st == http.StatusPreconditionFailed || code == "PreconditionFailed"
+}
+
+// translate turns an SDK error into a *fencegate.Error. A 412, and a 409
+// conflict that persisted through the retries, both mean another writer moved
+// the object: the cause is ErrPreconditionFailed.
+func (s *Store) translate(err error, op, key string, mutation bool) error {
+	st, code := status(err)
+	what := fmt.Sprintf("store %q: %s %q", s.name, op, key)
+	switch {
+	case isPrecondition(err) || isConflict(err):
+		return s.precondition(err, op, key)
+	case code == "NoSuchBucket":
+		return fencegate.Wrap(err, fencegate.CodeBackendUnavailable, what+": bucket does not exist")
+	case st == http.StatusNotFound || code == "NoSuchKey" || code == "NotFound":
+		return fencegate.Wrap(err, fencegate.CodeNotFound, what+": not found")
+	case st == http.StatusNotImplemented || code == "NotImplemented":
+		return fencegate.Wrap(err, fencegate.CodeUnsupported, what+": not implemented by the store")
+	case st >= 400 && st < 500:
+		return fencegate.Wrap(err, fencegate.CodeBackendUnavailable, what+": refused")
+	}
+	if mutation {
+		err = &uncertain{err}
+	}
+	return fencegate.Wrap(err, fencegate.CodeBackendUnavailable, what+": no definite answer")
+}
+
+// precondition returns the error for a condition that did not hold.
+func (s *Store) precondition(cause error, op, key string) error {
+	return fencegate.Wrap(fmt.Errorf("%w: %w", fencegate.ErrPreconditionFailed, cause),
+		fencegate.CodeBackendConflict, fmt.Sprintf("store %q: %s %q: precondition failed", s.name, op, key))
+}

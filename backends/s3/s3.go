@@ -1,0 +1,314 @@
+// Package s3 is the fencegate.ObjectStore for Amazon S3 and S3-compatible
+// stores. Every write is conditional (If-Match / If-None-Match: *), metadata
+// travels with the object, and a failed condition returns an error whose cause
+// is fencegate.ErrPreconditionFailed. It never creates buckets. Probe checks at
+// start-up that the store really enforces the conditions.
+//
+// Uncertain outcomes: a Put or Delete that fails without a definite answer from
+// the store (network error, timeout, 5xx) may have been applied; IsUncertain
+// reports it. Because the SDK retries such failures, a precondition failure may
+// also follow our own applied write: callers reconcile by reading the object's
+// metadata, as DESIGN §4 requires for every 412.
+package s3
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/fencegate/fencegate"
+)
+
+// DefaultSinglePutLimit is the largest object written with one PutObject; larger
+// objects use a multipart upload (S3's own single-PUT maximum).
+const DefaultSinglePutLimit = 5 << 30
+
+// DefaultPartSize is the multipart part size (raised as needed to stay within
+// 10,000 parts).
+const DefaultPartSize = 64 << 20
+
+const (
+	minPartSize     = 5 << 20
+	maxParts        = 10000
+	conflictRetries = 4
+)
+
+// Capabilities are the optional conditional operations a store honours.
+type Capabilities struct {
+	// ConditionalDelete: DeleteObject with If-Match refuses a wrong ETag.
+	ConditionalDelete bool
+	// ConditionalMultipart: CompleteMultipartUpload honours If-None-Match / If-Match.
+	ConditionalMultipart bool
+}
+
+// Store is an S3-backed fencegate.ObjectStore over one bucket and key prefix.
+// It is safe for concurrent use.
+type Store struct {
+	name      string
+	client    *s3.Client
+	bucket    string
+	prefix    string // "" or "p/q/" (with trailing slash)
+	singlePut int64
+	partSize  int64
+
+	mu   sync.RWMutex
+	caps Capabilities
+}
+
+var _ fencegate.ObjectStore = (*Store)(nil)
+
+// Option configures a Store.
+type Option func(*Store)
+
+// WithSinglePutLimit sets the largest object written with one PutObject.
+func WithSinglePutLimit(n int64) Option { return func(s *Store) { s.singlePut = n } }
+
+// WithPartSize sets the multipart part size (at least 5 MiB is enforced).
+func WithPartSize(n int64) Option { return func(s *Store) { s.partSize = max(n, minPartSize) } }
+
+// WithCapabilities declares the store's capabilities without probing. The
+// default assumes all of them until Probe finds otherwise.
+func WithCapabilities(c Capabilities) Option { return func(s *Store) { s.caps = c } }
+
+// New returns a store named name over bucket/prefix using client.
+func New(name string, client *s3.Client, bucket, prefix string, opts ...Option) *Store {
+	prefix = strings.Trim(prefix, "/")
+	if prefix != "" {
+		prefix += "/"
+	}
+	s := &Store{name: name, client: client, bucket: bucket, prefix: prefix,
+		singlePut: DefaultSinglePutLimit, partSize: DefaultPartSize,
+		caps: Capabilities{ConditionalDelete: true, ConditionalMultipart: true}}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
+
+// URL is a parsed store URL: s3://BUCKET[/PREFIX]?endpoint=URL&region=R&pathStyle=true.
+type URL struct {
+	Bucket    string
+	Prefix    string
+	Endpoint  string
+	Region    string
+	PathStyle bool
+}
+
+// ParseURL parses a store URL and rejects unknown parameters.
+func ParseURL(rawURL string) (URL, error) {
+	bad := func(format string, args ...any) (URL, error) {
+		return URL{}, fencegate.Errorf(fencegate.CodeInvalidRequest, "s3 store URL: "+format, args...)
+	}
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return bad("%v", err)
+	}
+	if u.Scheme != "s3" || u.Host == "" || u.User != nil || u.Fragment != "" {
+		return bad("want s3://BUCKET[/PREFIX]?endpoint=URL&region=R&pathStyle=true")
+	}
+	out := URL{Bucket: u.Host, Prefix: strings.Trim(u.Path, "/")}
+	if out.Prefix != "" {
+		if err := fencegate.CheckName(out.Prefix); err != nil {
+			return bad("prefix: %v", err)
+		}
+	}
+	for k, v := range u.Query() {
+		if len(v) != 1 {
+			return bad("parameter %q given %d times", k, len(v))
+		}
+		switch k {
+		case "endpoint":
+			ep, err := url.Parse(v[0])
+			if err != nil || (ep.Scheme != "http" && ep.Scheme != "https") || ep.Host == "" {
+				return bad("endpoint %q is not an http(s) URL", v[0])
+			}
+			out.Endpoint = v[0]
+		case "region":
+			out.Region = v[0]
+		case "pathStyle":
+			if out.PathStyle, err = strconv.ParseBool(v[0]); err != nil {
+				return bad("pathStyle %q is not a boolean", v[0])
+			}
+		default:
+			return bad("unknown parameter %q", k)
+		}
+	}
+	return out, nil
+}
+
+// Open returns a store for rawURL (see URL). Credentials come from the SDK's
+// default chain (environment, shared config, instance roles); the region
+// defaults to us-east-1 when neither the URL nor the environment names one.
+func Open(ctx context.Context, name string, rawURL string, opts ...Option) (*Store, error) {
+	u, err := ParseURL(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	var lo []func(*config.LoadOptions) error
+	if u.Region != "" {
+		lo = append(lo, config.WithRegion(u.Region))
+	}
+	cfg, err := config.LoadDefaultConfig(ctx, lo...)
+	if err != nil {
+		return nil, fencegate.Wrap(err, fencegate.CodeBackendUnavailable, fmt.Sprintf("store %q: load AWS configuration", name))
+	}
+	if cfg.Region == "" {
+		cfg.Region = "us-east-1"
+	}
+	client := s3.NewFromConfig(cfg, func(o *s3.Options) {
+		if u.Endpoint != "" {
+			o.BaseEndpoint = aws.String(u.Endpoint)
+		}
+		o.UsePathStyle = u.PathStyle
+	})
+	return New(name, client, u.Bucket, u.Prefix, opts...), nil
+}
+
+// Name returns the store's configured name.
+func (s *Store) Name() string { return s.name }
+
+// Capabilities returns the capabilities in force (as declared or probed).
+func (s *Store) Capabilities() Capabilities {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.caps
+}
+
+func (s *Store) full(key string) *string { return aws.String(s.prefix + key) }
+
+// Put writes the object if its condition holds and returns the new ETag.
+// Objects larger than the single-PUT limit go through a multipart upload whose
+// completion carries the condition.
+func (s *Store) Put(ctx context.Context, req fencegate.PutRequest) (string, error) {
+	if err := checkPut(req); err != nil {
+		return "", err
+	}
+	body := req.Body
+	if body == nil {
+		body = bytes.NewReader(nil)
+	}
+	start, err := body.Seek(0, io.SeekCurrent)
+	if err != nil {
+		return "", fencegate.Wrap(err, fencegate.CodeInvalidRequest, "put: body is not seekable")
+	}
+	if req.Size > s.singlePut {
+		return s.putMultipart(ctx, req, body, start)
+	}
+	in := &s3.PutObjectInput{Bucket: &s.bucket, Key: s.full(req.Key), Body: body,
+		ContentLength: aws.Int64(req.Size), Metadata: req.Meta.Map()}
+	if req.ContentType != "" {
+		in.ContentType = aws.String(req.ContentType)
+	}
+	if req.IfNoneMatch {
+		in.IfNoneMatch = aws.String("*")
+	} else {
+		in.IfMatch = aws.String(req.IfMatch)
+	}
+	var out *s3.PutObjectOutput
+	err = retryConflict(ctx, func() error {
+		if _, err := body.Seek(start, io.SeekStart); err != nil {
+			return err
+		}
+		var err error
+		out, err = s.client.PutObject(ctx, in)
+		return err
+	})
+	if err != nil {
+		if req.IfMatch != "" && missingKey(err) {
+			return "", s.precondition(err, "put", req.Key)
+		}
+		return "", s.translate(err, "put", req.Key, true)
+	}
+	return aws.ToString(out.ETag), nil
+}
+
+func checkPut(req fencegate.PutRequest) error {
+	if err := fencegate.CheckName(req.Key); err != nil {
+		return err
+	}
+	if (req.IfMatch != "") == req.IfNoneMatch {
+		return fencegate.Errorf(fencegate.CodeInvalidRequest, "put of %q needs exactly one of If-Match and If-None-Match", req.Key)
+	}
+	if req.Size < 0 || (req.Body == nil && req.Size != 0) {
+		return fencegate.Errorf(fencegate.CodeInvalidRequest, "put of %q: bad body size %d", req.Key, req.Size)
+	}
+	return nil
+}
+
+// Delete removes the object if its ETag equals ifMatch. UNSUPPORTED when the
+// store does not honour conditional deletes.
+func (s *Store) Delete(ctx context.Context, key, ifMatch string) error {
+	if err := fencegate.CheckName(key); err != nil {
+		return err
+	}
+	if ifMatch == "" {
+		return fencegate.Errorf(fencegate.CodeInvalidRequest, "delete of %q needs If-Match", key)
+	}
+	if !s.Capabilities().ConditionalDelete {
+		return fencegate.Errorf(fencegate.CodeUnsupported, "store %q does not support conditional delete", s.name)
+	}
+	err := retryConflict(ctx, func() error {
+		_, err := s.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &s.bucket, Key: s.full(key), IfMatch: aws.String(ifMatch)})
+		return err
+	})
+	if err != nil {
+		return s.translate(err, "delete", key, true)
+	}
+	return nil
+}
+
+// Get opens the object; the caller closes the reader.
+func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, fencegate.ObjectInfo, error) {
+	if err := fencegate.CheckName(key); err != nil {
+		return nil, fencegate.ObjectInfo{}, err
+	}
+	out, err := s.client.GetObject(ctx, &s3.GetObjectInput{Bucket: &s.bucket, Key: s.full(key)})
+	if err != nil {
+		return nil, fencegate.ObjectInfo{}, s.translate(err, "get", key, false)
+	}
+	return out.Body, fencegate.ObjectInfo{Key: key, ETag: aws.ToString(out.ETag), Size: aws.ToInt64(out.ContentLength),
+		ContentType: aws.ToString(out.ContentType), Metadata: out.Metadata}, nil
+}
+
+// Head describes the object.
+func (s *Store) Head(ctx context.Context, key string) (fencegate.ObjectInfo, error) {
+	if err := fencegate.CheckName(key); err != nil {
+		return fencegate.ObjectInfo{}, err
+	}
+	out, err := s.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &s.bucket, Key: s.full(key)})
+	if err != nil {
+		return fencegate.ObjectInfo{}, s.translate(err, "head", key, false)
+	}
+	return fencegate.ObjectInfo{Key: key, ETag: aws.ToString(out.ETag), Size: aws.ToInt64(out.ContentLength),
+		ContentType: aws.ToString(out.ContentType), Metadata: out.Metadata}, nil
+}
+
+// retryConflict runs op, retrying with jittered backoff while the store answers
+// 409 ConditionalRequestConflict (a concurrent conditional write in flight).
+func retryConflict(ctx context.Context, op func() error) error {
+	delay := 20 * time.Millisecond
+	for i := 0; ; i++ {
+		err := op()
+		if err == nil || !isConflict(err) || i == conflictRetries {
+			return err
+		}
+		t := time.NewTimer(delay + rand.N(delay))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		delay *= 2
+	}
+}

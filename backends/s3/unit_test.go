@@ -1,0 +1,53 @@
+package s3_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/fencegate/fencegate"
+	fs3 "github.com/fencegate/fencegate/backends/s3"
+)
+
+func TestProbeRefusesStoreIgnoringConditions(t *testing.T) {
+	srv := ignoringServer(t)
+	s := fs3.New("s3a", client(srv.URL, "AK", "SK"), "bucket", "pre")
+	_, err := s.Probe(context.Background())
+	if fencegate.ErrorCode(err) != fencegate.CodeUnsupported {
+		t.Fatalf("probe of a store ignoring conditions: %v; want UNSUPPORTED", err)
+	}
+	if msg := err.Error(); !strings.Contains(msg, `store "s3a"`) || !strings.Contains(msg, "If-None-Match") {
+		t.Fatalf("probe error %q must name the store and the missing capability", msg)
+	}
+}
+
+func TestParseURLReadsBucketPrefixAndParameters(t *testing.T) {
+	u, err := fs3.ParseURL("s3://bkt/a/b/?endpoint=http://127.0.0.1:7070&region=eu-west-1&pathStyle=true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fs3.URL{Bucket: "bkt", Prefix: "a/b", Endpoint: "http://127.0.0.1:7070", Region: "eu-west-1", PathStyle: true}
+	if u != want {
+		t.Fatalf("got %+v; want %+v", u, want)
+	}
+}
+
+func TestParseURLRejectsMalformedURLs(t *testing.T) {
+	for _, raw := range []string{
+		"http://bkt/p", "s3:///p", "s3://bkt/p?colour=red", "s3://bkt?pathStyle=maybe",
+		"s3://bkt?endpoint=localhost:9000", "s3://bkt/a/../b", "s3://user@bkt",
+	} {
+		if _, err := fs3.ParseURL(raw); fencegate.ErrorCode(err) != fencegate.CodeInvalidRequest {
+			t.Errorf("ParseURL(%q) = %v; want INVALID_REQUEST", raw, err)
+		}
+	}
+}
+
+func TestDeleteWithoutConditionalDeleteIsUnsupported(t *testing.T) {
+	srv := ignoringServer(t)
+	s := fs3.New("s3a", client(srv.URL, "AK", "SK"), "bucket", "", fs3.WithCapabilities(fs3.Capabilities{}))
+	err := s.Delete(context.Background(), "k", `"abc"`)
+	if fencegate.ErrorCode(err) != fencegate.CodeUnsupported {
+		t.Fatalf("delete: %v; want UNSUPPORTED", err)
+	}
+}
