@@ -1,0 +1,204 @@
+// Package registry is the lease registry: it hands out leases with fence
+// tokens from a LeaseBackend and turns them into signed grants and short-lived
+// status proofs. All times come from the injected clock; a client's clock is
+// never consulted. It imports no driver: backends live in sub-packages.
+package registry
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"time"
+
+	"github.com/fencegate/fencegate"
+)
+
+// Default TTL bounds of an acquisition or renewal.
+const (
+	DefaultMinTTL = 100 * time.Millisecond
+	DefaultMaxTTL = time.Hour
+)
+
+// Signer turns grants and status payloads into compact JWS tokens. SignGrant
+// returns the token and its digest: "sha256:" + hex of SHA-256 over the exact
+// payload bytes signed.
+type Signer interface {
+	SignGrant(fencegate.Grant) (token, digest string, err error)
+	SignStatus(fencegate.Status) (string, error)
+}
+
+// Config configures a Registry. Backend and Signer are required; zero values
+// of the rest take the documented defaults.
+type Config struct {
+	Backend fencegate.LeaseBackend
+	Signer  Signer
+	// Now is the registry's clock (default time.Now).
+	Now func() time.Time
+	// NewID returns a fresh, unique lease ID (default: random, 130 bits).
+	NewID func() string
+	// IssuerEpoch and PolicyGeneration are stamped into every grant.
+	IssuerEpoch, PolicyGeneration uint64
+	// StatusLife is the life of a status proof: default
+	// fencegate.DefaultStatusLife, at most fencegate.MaxStatusLife.
+	StatusLife time.Duration
+	// MinTTL and MaxTTL bound requested TTLs (defaults DefaultMinTTL,
+	// DefaultMaxTTL); MinTTL is at least a millisecond, the grant's resolution.
+	MinTTL, MaxTTL time.Duration
+}
+
+// Registry issues and tracks leases. It is safe for concurrent use; every
+// operation is one backend call, so it is linearizable when the backend is.
+type Registry struct {
+	backend    fencegate.LeaseBackend
+	signer     Signer
+	now        func() time.Time
+	newID      func() string
+	epoch      uint64
+	policyGen  uint64
+	statusLife time.Duration
+	minTTL     time.Duration
+	maxTTL     time.Duration
+}
+
+// New validates cfg and returns a Registry. It reports every problem at once,
+// joined, each an INVALID_REQUEST *fencegate.Error.
+func New(cfg Config) (*Registry, error) {
+	r := &Registry{
+		backend: cfg.Backend, signer: cfg.Signer, now: cfg.Now, newID: cfg.NewID,
+		epoch: cfg.IssuerEpoch, policyGen: cfg.PolicyGeneration,
+		statusLife: cfg.StatusLife, minTTL: cfg.MinTTL, maxTTL: cfg.MaxTTL,
+	}
+	if r.now == nil {
+		r.now = time.Now
+	}
+	if r.newID == nil {
+		r.newID = func() string { return "lease_" + rand.Text() }
+	}
+	if r.statusLife == 0 {
+		r.statusLife = fencegate.DefaultStatusLife
+	}
+	if r.minTTL == 0 {
+		r.minTTL = DefaultMinTTL
+	}
+	if r.maxTTL == 0 {
+		r.maxTTL = DefaultMaxTTL
+	}
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fencegate.Errorf(fencegate.CodeInvalidRequest, "registry config: "+format, args...))
+	}
+	if r.backend == nil {
+		bad("Backend is required")
+	}
+	if r.signer == nil {
+		bad("Signer is required")
+	}
+	if r.statusLife < 0 || r.statusLife > fencegate.MaxStatusLife {
+		bad("StatusLife %v outside (0, %v]", r.statusLife, fencegate.MaxStatusLife)
+	}
+	if r.minTTL < time.Millisecond {
+		bad("MinTTL %v below 1ms", r.minTTL)
+	}
+	if r.maxTTL < r.minTTL {
+		bad("MaxTTL %v below MinTTL %v", r.maxTTL, r.minTTL)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return r, nil
+}
+
+// PolicyGeneration is the policy generation stamped into grants.
+func (r *Registry) PolicyGeneration() uint64 { return r.policyGen }
+
+// IssuerEpoch is the issuer epoch stamped into grants and status proofs.
+func (r *Registry) IssuerEpoch() uint64 { return r.epoch }
+
+// Acquire takes a lease on p.Resource for owner and returns it with its signed
+// grant and a fresh status proof. Asking again with the same (owner,
+// RequestID) returns the same lease, fence and grant payload, whatever its
+// state now; other fields of the repeat are ignored.
+func (r *Registry) Acquire(ctx context.Context, owner string, p AcquireParams) (Issued, error) {
+	if err := r.checkAcquire(owner, &p); err != nil {
+		return Issued{}, err
+	}
+	now := r.now()
+	l, err := r.backend.Acquire(ctx, fencegate.AcquireRequest{
+		LeaseID: r.newID(), Resource: p.Resource, Owner: owner, RequestID: p.RequestID,
+		OperationID: p.OperationID, OperationRoot: p.OperationRoot, OperationCategory: p.OperationCategory,
+		TTL: p.TTL, Now: now,
+	})
+	if err != nil {
+		return Issued{}, backendErr(err)
+	}
+	return r.issue(l, now)
+}
+
+// Renew extends owner's held lease to now+ttl. The grant keeps its original
+// times; the fresh status proof is what proves the lease still lives.
+func (r *Registry) Renew(ctx context.Context, owner, leaseID string, ttl time.Duration) (Issued, error) {
+	if err := r.checkTTL(ttl); err != nil {
+		return Issued{}, err
+	}
+	now := r.now()
+	l, err := r.backend.Renew(ctx, leaseID, owner, ttl, now)
+	if err != nil {
+		return Issued{}, backendErr(err)
+	}
+	return r.issue(l, now)
+}
+
+// Release ends owner's lease; releasing a lease that is no longer held
+// returns it unchanged.
+func (r *Registry) Release(ctx context.Context, owner, leaseID string) (fencegate.Lease, error) {
+	l, err := r.backend.Release(ctx, leaseID, owner, r.now())
+	return l, backendErr(err)
+}
+
+// Status reads the lease now and returns it with its grant and a fresh status
+// proof, signed whatever the state.
+func (r *Registry) Status(ctx context.Context, leaseID string) (Issued, error) {
+	now := r.now()
+	l, err := r.backend.Lease(ctx, leaseID, now)
+	if err != nil {
+		return Issued{}, backendErr(err)
+	}
+	return r.issue(l, now)
+}
+
+// GrantStatus is the linearizable status query of gateways in query mode: it
+// reads the grant's lease now and returns its state, unsigned. A grant whose
+// lease is unknown or whose resource, owner or fence differ from the lease's
+// is STATUS_INVALID.
+func (r *Registry) GrantStatus(ctx context.Context, g fencegate.VerifiedGrant) (fencegate.Status, error) {
+	if g.Digest == "" || g.Lease == "" {
+		return fencegate.Status{}, fencegate.Errorf(fencegate.CodeStatusInvalid, "grant has no digest or lease")
+	}
+	now := r.now()
+	l, err := r.backend.Lease(ctx, g.Lease, now)
+	if fencegate.ErrorCode(err) == fencegate.CodeNotFound {
+		return fencegate.Status{}, fencegate.Wrap(err, fencegate.CodeStatusInvalid, "grant names an unknown lease")
+	}
+	if err != nil {
+		return fencegate.Status{}, backendErr(err)
+	}
+	if l.Resource != g.Resource || l.Owner != g.Owner || l.FenceToken != g.FenceToken {
+		return fencegate.Status{}, fencegate.Errorf(fencegate.CodeStatusInvalid, "grant does not match lease %s", l.ID)
+	}
+	return r.statusFor(l, g.Digest, now), nil
+}
+
+// SetFloor makes every later fence of every resource greater than floor; a
+// floor below the current one changes nothing.
+func (r *Registry) SetFloor(ctx context.Context, floor uint64) error {
+	return backendErr(r.backend.SetFloor(ctx, floor))
+}
+
+// backendErr keeps *fencegate.Error as it is and wraps anything else as INTERNAL.
+func backendErr(err error) error {
+	var fe *fencegate.Error
+	if err == nil || errors.As(err, &fe) {
+		return err
+	}
+	return fencegate.Wrap(err, fencegate.CodeInternal, "lease backend")
+}
