@@ -1,0 +1,133 @@
+// Command gateway runs Fencegate.
+//
+//	gateway dev   [flags]   everything in one process on embedded defaults
+//	gateway serve --config FILE [flags]
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/fencegate/fencegate/config"
+	"github.com/fencegate/fencegate/internal/app"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		usage()
+		os.Exit(2)
+	}
+	var cfg config.Config
+	switch os.Args[1] {
+	case "dev":
+		cfg = config.Dev()
+	case "serve":
+		cfg = config.Default()
+	case "-h", "--help", "help":
+		usage()
+		return
+	default:
+		fmt.Fprintf(os.Stderr, "gateway: unknown command %q\n", os.Args[1])
+		usage()
+		os.Exit(2)
+	}
+	if err := parseFlags(os.Args[1], os.Args[2:], &cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "gateway:", err)
+		os.Exit(2)
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	a, err := app.Build(ctx, cfg, log)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "gateway:", err)
+		os.Exit(1)
+	}
+	defer a.Close()
+	if err := a.Run(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "gateway:", err)
+		os.Exit(1)
+	}
+}
+
+func usage() {
+	fmt.Fprint(os.Stderr, `usage:
+  gateway dev   [--addr A] [--data-dir D] [--identity NAME=TOKEN]... [--store NAME=URL]... [--config FILE]
+  gateway serve --config FILE [--addr A] [--data-dir D] [--identity NAME=TOKEN]... [--store NAME=URL]...
+`)
+}
+
+// parseFlags applies the config file (if any) and then the flags over cfg.
+func parseFlags(cmd string, args []string, cfg *config.Config) error {
+	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
+	configFile := fs.String("config", "", "YAML config file")
+	addr := fs.String("addr", "", "listen address (default "+cfg.Addr+")")
+	dataDir := fs.String("data-dir", "", "directory for embedded state (default "+cfg.DataDir+")")
+	fenceStore := fs.String("fence-store", "", `fence store: "embedded" or a postgres:// URL`)
+	statusMode := fs.String("status-mode", "", "proof (Fence-Status headers) or query (ask the registry)")
+	var identities []config.Identity
+	fs.Func("identity", "workload identity NAME=TOKEN (repeatable)", func(v string) error {
+		name, tok, ok := strings.Cut(v, "=")
+		if !ok || name == "" || tok == "" {
+			return fmt.Errorf("--identity wants NAME=TOKEN")
+		}
+		identities = append(identities, config.Identity{Name: name, Token: tok})
+		return nil
+	})
+	stores := map[string]string{}
+	fs.Func("store", "object store NAME=URL (repeatable): local:DIR or s3://BUCKET[/PREFIX]?endpoint=URL&region=R&pathStyle=true", func(v string) error {
+		name, u, ok := strings.Cut(v, "=")
+		if !ok || name == "" || u == "" {
+			return fmt.Errorf("--store wants NAME=URL")
+		}
+		stores[name] = u
+		return nil
+	})
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *configFile != "" {
+		if err := config.Load(*configFile, cfg); err != nil {
+			return err
+		}
+	} else if cmd == "serve" {
+		return fmt.Errorf("serve needs --config FILE")
+	}
+	for _, set := range []struct {
+		dst *string
+		v   string
+	}{{&cfg.Addr, *addr}, {&cfg.DataDir, *dataDir}, {&cfg.FenceStore, *fenceStore}, {&cfg.StatusMode, *statusMode}} {
+		if set.v != "" {
+			*set.dst = set.v
+		}
+	}
+	cfg.Identities = append(cfg.Identities, identities...)
+	if len(stores) > 0 && cfg.Stores == nil {
+		cfg.Stores = map[string]string{}
+	}
+	for k, v := range stores {
+		cfg.Stores[k] = v
+	}
+	if cmd == "dev" && len(cfg.Identities) == 0 {
+		for _, name := range []string{"worker-a", "worker-b"} {
+			tok := randomToken()
+			cfg.Identities = append(cfg.Identities, config.Identity{Name: name, Token: tok})
+			fmt.Printf("identity %s: Authorization: Bearer %s\n", name, tok)
+		}
+	}
+	return nil
+}
+
+func randomToken() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,56 @@
+package handlers
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"net/http"
+	"strings"
+
+	"github.com/fencegate/fencegate"
+)
+
+// Authenticator establishes the caller's workload identity from the request's
+// own credential (never from a grant).
+type Authenticator interface {
+	Authenticate(r *http.Request) (identity string, err error)
+}
+
+// BearerTokens authenticates `Authorization: Bearer <token>` against a fixed
+// table of token -> identity, comparing digests in constant time.
+type BearerTokens struct {
+	entries []bearerEntry
+}
+
+type bearerEntry struct {
+	sum      [32]byte
+	identity string
+}
+
+// NewBearerTokens builds the table from token -> identity.
+func NewBearerTokens(tokens map[string]string) *BearerTokens {
+	b := &BearerTokens{}
+	for tok, id := range tokens {
+		b.entries = append(b.entries, bearerEntry{sha256.Sum256([]byte(tok)), id})
+	}
+	return b
+}
+
+// Authenticate returns the identity of the bearer token, or UNAUTHENTICATED.
+func (b *BearerTokens) Authenticate(r *http.Request) (string, error) {
+	h := r.Header.Get("Authorization")
+	tok, ok := strings.CutPrefix(h, "Bearer ")
+	if !ok || tok == "" {
+		return "", fencegate.Errorf(fencegate.CodeUnauthenticated, "an Authorization: Bearer workload credential is required")
+	}
+	sum := sha256.Sum256([]byte(tok))
+	found := ""
+	for _, e := range b.entries {
+		if subtle.ConstantTimeCompare(sum[:], e.sum[:]) == 1 {
+			found = e.identity
+		}
+	}
+	if found == "" {
+		return "", fencegate.Errorf(fencegate.CodeUnauthenticated, "unknown workload credential")
+	}
+	return found, nil
+}

@@ -1,0 +1,181 @@
+package handlers_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/backends/local"
+	"github.com/fencegate/fencegate/fencestore/embedded"
+	"github.com/fencegate/fencegate/gateway"
+	"github.com/fencegate/fencegate/handlers"
+	"github.com/fencegate/fencegate/proofs/prooftest"
+)
+
+const (
+	ownerA = prooftest.DefaultOwner
+	ownerB = "spiffe://test/worker-b"
+	tokA   = "token-a"
+	tokB   = "token-b"
+)
+
+// countingStore counts the effects forwarded to an object store.
+type countingStore struct {
+	fencegate.ObjectStore
+	puts, deletes atomic.Int64
+}
+
+func (c *countingStore) Put(ctx context.Context, req fencegate.PutRequest) (string, error) {
+	c.puts.Add(1)
+	return c.ObjectStore.Put(ctx, req)
+}
+
+func (c *countingStore) Delete(ctx context.Context, key, ifMatch string) error {
+	c.deletes.Add(1)
+	return c.ObjectStore.Delete(ctx, key, ifMatch)
+}
+
+// policy is a mutable gateway.Policy for tests.
+type policy struct {
+	gen     atomic.Uint64
+	revoked atomic.Uint64 // one revoked epoch, 0 for none
+}
+
+func (p *policy) PolicyGeneration() uint64   { return p.gen.Load() }
+func (p *policy) EpochRevoked(e uint64) bool { return e != 0 && p.revoked.Load() == e }
+
+// env is an in-process gateway on the embedded store and a local directory.
+type env struct {
+	t       *testing.T
+	kit     *prooftest.Kit
+	store   fencegate.FenceStore
+	objects *countingStore
+	policy  *policy
+	h       http.Handler
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	kit := prooftest.New(t)
+	st, err := embedded.Open(filepath.Join(t.TempDir(), "fence.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	loc, err := local.New("local", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol := &policy{}
+	pol.gen.Store(1)
+	gw, err := gateway.New(gateway.Config{Verifier: kit.Verifier(), Store: st, Policy: pol, Now: kit.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	objects := &countingStore{ObjectStore: loc}
+	srv := &handlers.Server{
+		Gateway: gw, Stores: map[string]fencegate.ObjectStore{"local": objects},
+		Auth:     handlers.NewBearerTokens(map[string]string{tokA: ownerA, tokB: ownerB}),
+		SpoolDir: t.TempDir(), MaxBody: 1 << 20,
+	}
+	return &env{t: t, kit: kit, store: st, objects: objects, policy: pol, h: handlers.Router(srv)}
+}
+
+// creds is a grant and a status proof, as a worker holds them.
+type creds struct {
+	grant, status string
+	vg            fencegate.VerifiedGrant
+}
+
+// grant issues a grant for resource at fence, owned by owner, with its proof.
+func (e *env) grant(resource, owner string, fence uint64, mod func(*fencegate.Grant)) creds {
+	e.t.Helper()
+	tok, vg := e.kit.VerifiedGrant(func(g *fencegate.Grant) {
+		g.Resource, g.Owner, g.FenceToken = resource, owner, fence
+		g.Lease = "lease-" + strconv.FormatUint(fence, 10)
+		g.OperationRoot = "root-" + strconv.FormatUint(fence, 10)
+		if mod != nil {
+			mod(g)
+		}
+	})
+	return creds{grant: tok, status: e.kit.Status(vg, nil), vg: vg}
+}
+
+type reply struct {
+	status int
+	header http.Header
+	body   string
+	json   map[string]any
+}
+
+func (r reply) code() string { s, _ := r.json["code"].(string); return s }
+
+func (e *env) do(method, path, token string, hdr map[string]string, body string) reply {
+	e.t.Helper()
+	req := httptest.NewRequest(method, "http://gw"+path, strings.NewReader(body))
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	w := httptest.NewRecorder()
+	e.h.ServeHTTP(w, req)
+	b, _ := io.ReadAll(w.Result().Body)
+	r := reply{status: w.Code, header: w.Result().Header, body: string(b)}
+	_ = json.Unmarshal(b, &r.json)
+	return r
+}
+
+func (e *env) put(token string, c creds, key string, seg int, body string) reply {
+	e.t.Helper()
+	return e.do("PUT", "/v1/objects/"+key, token, map[string]string{
+		"Fence-Grant": c.grant, "Fence-Status": c.status, "Fence-Segment": strconv.Itoa(seg)}, body)
+}
+
+// snapshot is everything a rejected request must leave unchanged.
+type snapshot struct {
+	resource fencegate.ResourceState
+	receipts int
+	object   string
+	puts     int64
+}
+
+func (e *env) snap(resource, key string) snapshot {
+	e.t.Helper()
+	ctx := context.Background()
+	var s snapshot
+	s.resource, _ = e.store.Resource(ctx, resource)
+	for _, st := range []fencegate.ReceiptState{fencegate.ReceiptPending, fencegate.ReceiptCommitted, fencegate.ReceiptFailed, fencegate.ReceiptUnknown} {
+		l, err := e.store.ReceiptsByState(ctx, st, 1000)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		s.receipts += len(l)
+	}
+	if rc, _, err := e.objects.Get(ctx, key); err == nil {
+		b, _ := io.ReadAll(rc)
+		rc.Close()
+		s.object = string(b)
+	}
+	s.puts = e.objects.puts.Load()
+	return s
+}
+
+func wantProblem(t *testing.T, r reply, status int, code string) {
+	t.Helper()
+	if r.status != status || r.code() != code {
+		t.Fatalf("want %d %s, got %d %s", status, code, r.status, r.body)
+	}
+	if ct := r.header.Get("Content-Type"); ct != "application/problem+json" {
+		t.Fatalf("problem served as %q", ct)
+	}
+}

@@ -1,0 +1,112 @@
+// Package handlers is Fencegate's HTTP surface (chi): fenced object writes,
+// reads, receipts, resource state and the lease registry. It is the only place
+// where errors become HTTP answers (application/problem+json with a stable
+// code); every route under /v1 requires a workload credential.
+package handlers
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/gateway"
+	"github.com/fencegate/fencegate/registry"
+	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
+)
+
+// Server holds what the handlers need.
+type Server struct {
+	Gateway    *gateway.Gateway
+	Stores     map[string]fencegate.ObjectStore
+	Auth       Authenticator
+	Registry   *registry.Registry // nil: no lease routes
+	Reconciler *gateway.Reconciler
+	// MaxBody caps a request body in bytes (default 1 GiB + 1 MiB... see Defaults).
+	MaxBody int64
+	// SpoolDir holds request bodies while they are admitted and forwarded.
+	SpoolDir string
+	Log      *slog.Logger
+	// Ready reports whether the service may take traffic (default: always).
+	Ready func() bool
+	// Now is the registry-side clock for lease waits (default time.Now).
+	Now func() time.Time
+}
+
+// DefaultMaxBody is the request body limit unless configured.
+const DefaultMaxBody = 5 << 30
+
+// Router returns the HTTP handler of s.
+func Router(s *Server) http.Handler {
+	if s.Log == nil {
+		s.Log = slog.Default()
+	}
+	if s.MaxBody <= 0 {
+		s.MaxBody = DefaultMaxBody
+	}
+	if s.SpoolDir == "" {
+		s.SpoolDir = os.TempDir()
+	}
+	if s.Now == nil {
+		s.Now = time.Now
+	}
+	r := chi.NewRouter()
+	r.Use(middleware.Recoverer)
+	r.Get("/healthz", s.healthz)
+	r.Route("/v1", func(r chi.Router) {
+		r.Put("/objects/{store}/*", s.putObject)
+		r.Delete("/objects/{store}/*", s.deleteObject)
+		r.Get("/objects/{store}/*", s.getObject)
+		r.Head("/objects/{store}/*", s.getObject)
+		r.With(s.authOnly).Get("/receipts", s.listReceipts)
+		r.With(s.authOnly).Get("/receipts/{id}", s.getReceipt)
+		r.With(s.authOnly).Get("/resources/*", s.getResource)
+		r.With(s.authOnly).Get("/unknown", s.listUnknown)
+		r.With(s.authOnly).Get("/quarantine", s.listQuarantine)
+		if s.Registry != nil {
+			s.leaseRoutes(r)
+		}
+	})
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		s.problem(w, r, fencegate.Errorf(fencegate.CodeNotFound, "no route %s %s", r.Method, r.URL.Path))
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		s.problem(w, r, fencegate.Errorf(fencegate.CodeInvalidRequest, "method %s is not allowed on %s", r.Method, r.URL.Path))
+	})
+	return r
+}
+
+func (s *Server) problem(w http.ResponseWriter, r *http.Request, err error) {
+	writeProblem(w, r, s.Log, err)
+}
+
+type callerKey struct{}
+
+// authOnly refuses requests without a valid workload credential and puts the
+// caller's identity in the context.
+func (s *Server) authOnly(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id, err := s.Auth.Authenticate(r)
+		if err != nil {
+			s.problem(w, r, err)
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callerKey{}, id)))
+	})
+}
+
+func callerOf(r *http.Request) string {
+	id, _ := r.Context().Value(callerKey{}).(string)
+	return id
+}
+
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	if s.Ready != nil && !s.Ready() {
+		s.problem(w, r, fencegate.Errorf(fencegate.CodeBackendUnavailable, "not ready"))
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}

@@ -1,0 +1,119 @@
+package handlers
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/registry"
+	"github.com/go-chi/chi/v5"
+)
+
+// acquireBody is the JSON body of POST /v1/leases. The owner is the
+// authenticated caller, never a field of the body.
+type acquireBody struct {
+	Resource          string `json:"resource"`
+	RequestID         string `json:"requestId"`
+	TTLMs             int64  `json:"ttlMs"`
+	OperationID       string `json:"operationId"`
+	OperationRoot     string `json:"operationRoot"`
+	OperationCategory string `json:"operationCategory"`
+}
+
+// renewBody is the JSON body of POST /v1/leases/{lease}/renew.
+type renewBody struct {
+	TTLMs int64 `json:"ttlMs"`
+}
+
+// leaseAnswer is what lease routes answer: the lease, its grant and a fresh
+// status proof.
+type leaseAnswer struct {
+	Lease             string                `json:"lease"`
+	Resource          string                `json:"resource"`
+	Owner             string                `json:"owner"`
+	RequestID         string                `json:"requestId"`
+	FenceToken        uint64                `json:"fenceToken"`
+	OperationID       string                `json:"operationId"`
+	OperationRoot     string                `json:"operationRoot"`
+	OperationCategory string                `json:"operationCategory,omitempty"`
+	State             fencegate.StatusState `json:"state"`
+	ExpiresAt         time.Time             `json:"expiresAt"`
+	Grant             string                `json:"grant,omitempty"`
+	GrantDigest       string                `json:"grantDigest,omitempty"`
+	StatusProof       string                `json:"statusProof,omitempty"`
+	StatusExpiresAt   *time.Time            `json:"statusExpiresAt,omitempty"`
+}
+
+func answerOf(l fencegate.Lease) leaseAnswer {
+	return leaseAnswer{
+		Lease: l.ID, Resource: l.Resource, Owner: l.Owner, RequestID: l.RequestID, FenceToken: l.FenceToken,
+		OperationID: l.OperationID, OperationRoot: l.OperationRoot, OperationCategory: l.OperationCategory,
+		State: l.State, ExpiresAt: l.ExpiresAt,
+	}
+}
+
+func issuedAnswer(is registry.Issued) leaseAnswer {
+	a := answerOf(is.Lease)
+	a.Grant, a.GrantDigest, a.StatusProof = is.Grant, is.GrantDigest, is.StatusProof
+	if !is.StatusExpiresAt.IsZero() {
+		t := is.StatusExpiresAt
+		a.StatusExpiresAt = &t
+	}
+	return a
+}
+
+func (s *Server) leaseRoutes(r chi.Router) {
+	r.With(s.authOnly).Post("/leases", s.acquire)
+	r.With(s.authOnly).Post("/leases/{lease}/renew", s.renew)
+	r.With(s.authOnly).Delete("/leases/{lease}", s.release)
+	r.With(s.authOnly).Get("/leases/{lease}", s.leaseStatus)
+}
+
+func (s *Server) acquire(w http.ResponseWriter, r *http.Request) {
+	var b acquireBody
+	if err := decodeJSON(r, &b); err != nil {
+		s.problem(w, r, err)
+		return
+	}
+	is, err := s.Registry.Acquire(r.Context(), callerOf(r), registry.AcquireParams{
+		Resource: b.Resource, RequestID: b.RequestID, TTL: time.Duration(b.TTLMs) * time.Millisecond,
+		OperationID: b.OperationID, OperationRoot: b.OperationRoot, OperationCategory: b.OperationCategory,
+	})
+	if err != nil {
+		s.problem(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, issuedAnswer(is))
+}
+
+func (s *Server) renew(w http.ResponseWriter, r *http.Request) {
+	var b renewBody
+	if err := decodeJSON(r, &b); err != nil {
+		s.problem(w, r, err)
+		return
+	}
+	is, err := s.Registry.Renew(r.Context(), callerOf(r), chi.URLParam(r, "lease"), time.Duration(b.TTLMs)*time.Millisecond)
+	if err != nil {
+		s.problem(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, issuedAnswer(is))
+}
+
+func (s *Server) release(w http.ResponseWriter, r *http.Request) {
+	l, err := s.Registry.Release(r.Context(), callerOf(r), chi.URLParam(r, "lease"))
+	if err != nil {
+		s.problem(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, answerOf(l))
+}
+
+func (s *Server) leaseStatus(w http.ResponseWriter, r *http.Request) {
+	is, err := s.Registry.Status(r.Context(), chi.URLParam(r, "lease"))
+	if err != nil {
+		s.problem(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, issuedAnswer(is))
+}

@@ -1,0 +1,180 @@
+package handlers
+
+import (
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/gateway"
+)
+
+// objectPath splits /v1/objects/{store}/{key...} into a canonical store and
+// key. Percent-encoded slashes or backslashes, and any key that fails
+// fencegate.CheckName, are refused rather than normalised.
+func objectPath(r *http.Request) (store, key string, err error) {
+	if raw := strings.ToLower(r.URL.RawPath); strings.Contains(raw, "%2f") || strings.Contains(raw, "%5c") {
+		return "", "", fencegate.Errorf(fencegate.CodeInvalidRequest, "encoded slashes are not allowed in object keys")
+	}
+	rest, ok := strings.CutPrefix(r.URL.Path, "/v1/objects/")
+	if !ok {
+		return "", "", fencegate.Errorf(fencegate.CodeInvalidRequest, "not an object path")
+	}
+	store, key, ok = strings.Cut(rest, "/")
+	if !ok || store == "" || key == "" {
+		return "", "", fencegate.Errorf(fencegate.CodeInvalidRequest, "object path must be /v1/objects/{store}/{key}")
+	}
+	if err := fencegate.CheckName(store + "/" + key); err != nil {
+		return "", "", err
+	}
+	return store, key, nil
+}
+
+func (s *Server) objectStore(name string) (fencegate.ObjectStore, error) {
+	st, ok := s.Stores[name]
+	if !ok {
+		return nil, fencegate.Errorf(fencegate.CodeNotFound, "no object store named %q", name)
+	}
+	return st, nil
+}
+
+// fenceRequest reads the fence headers common to every fenced mutation.
+func fenceRequest(r *http.Request, caller string) (gateway.Request, error) {
+	req := gateway.Request{
+		Caller:      caller,
+		GrantToken:  strings.TrimSpace(r.Header.Get("Fence-Grant")),
+		StatusToken: strings.TrimSpace(r.Header.Get("Fence-Status")),
+		Method:      r.Method,
+	}
+	seg, err := strconv.ParseUint(r.Header.Get("Fence-Segment"), 10, 64)
+	if err != nil || seg == 0 {
+		return req, fencegate.Errorf(fencegate.CodeInvalidRequest, "Fence-Segment must be an integer >= 1")
+	}
+	req.Segment = seg
+	return req, nil
+}
+
+func (s *Server) putObject(w http.ResponseWriter, r *http.Request) {
+	caller, err := s.Auth.Authenticate(r)
+	if err != nil {
+		s.problem(w, r, err)
+		return
+	}
+	store, key, err := objectPath(r)
+	if err != nil {
+		s.problem(w, r, err)
+		return
+	}
+	st, err := s.objectStore(store)
+	if err != nil {
+		s.problem(w, r, err)
+		return
+	}
+	req, err := fenceRequest(r, caller)
+	if err != nil {
+		s.problem(w, r, err)
+		return
+	}
+	// Authenticate the grant before reading a possibly large body.
+	req.Resource = fencegate.ObjectResource(store, key)
+	if _, _, err := s.Gateway.Authorize(r.Context(), req); err != nil {
+		s.problem(w, r, err)
+		return
+	}
+	body, err := spool(r, s.SpoolDir, s.MaxBody)
+	if err != nil {
+		s.problem(w, r, err)
+		return
+	}
+	defer body.Close()
+	req.Target = gateway.ObjectTarget(store, key)
+	req.PayloadDigest = body.digest
+	req.Effect = gateway.ObjectPut{Store: st, Key: key, Body: body.file, Size: body.size, ContentType: r.Header.Get("Content-Type")}
+	s.apply(w, r, req)
+}
+
+func (s *Server) deleteObject(w http.ResponseWriter, r *http.Request) {
+	caller, err := s.Auth.Authenticate(r)
+	if err != nil {
+		s.problem(w, r, err)
+		return
+	}
+	store, key, err := objectPath(r)
+	if err != nil {
+		s.problem(w, r, err)
+		return
+	}
+	st, err := s.objectStore(store)
+	if err != nil {
+		s.problem(w, r, err)
+		return
+	}
+	req, err := fenceRequest(r, caller)
+	if err != nil {
+		s.problem(w, r, err)
+		return
+	}
+	req.Resource = fencegate.ObjectResource(store, key)
+	req.Target = gateway.ObjectTarget(store, key)
+	req.PayloadDigest = emptyDigest
+	req.Effect = gateway.ObjectDelete{Store: st, Key: key}
+	s.apply(w, r, req)
+}
+
+// apply runs the acceptance point and answers with the receipt.
+func (s *Server) apply(w http.ResponseWriter, r *http.Request, req gateway.Request) {
+	res, err := s.Gateway.Apply(r.Context(), req)
+	if err != nil {
+		s.problem(w, r, err)
+		return
+	}
+	w.Header().Set("Fence-Receipt", res.Receipt.ID)
+	if res.Replay {
+		w.Header().Set("Fence-Replay", "true")
+	}
+	writeJSON(w, http.StatusOK, res.Receipt)
+}
+
+func (s *Server) getObject(w http.ResponseWriter, r *http.Request) {
+	if _, err := s.Auth.Authenticate(r); err != nil {
+		s.problem(w, r, err)
+		return
+	}
+	store, key, err := objectPath(r)
+	if err != nil {
+		s.problem(w, r, err)
+		return
+	}
+	st, err := s.objectStore(store)
+	if err != nil {
+		s.problem(w, r, err)
+		return
+	}
+	rc, info, err := st.Get(r.Context(), key)
+	if err != nil {
+		s.problem(w, r, err)
+		return
+	}
+	defer rc.Close()
+	h := w.Header()
+	if info.ContentType != "" {
+		h.Set("Content-Type", info.ContentType)
+	} else {
+		h.Set("Content-Type", "application/octet-stream")
+	}
+	h.Set("Content-Length", strconv.FormatInt(info.Size, 10))
+	h.Set("ETag", info.ETag)
+	if m, ok := fencegate.ParseEffectMeta(info.Metadata); ok {
+		h.Set("Fence-Token", strconv.FormatUint(m.FenceToken, 10))
+		h.Set("Fence-Segment", strconv.FormatUint(m.Segment, 10))
+		h.Set("Fence-Root", m.Root)
+		h.Set("Fence-Operation-Id", m.OperationID)
+		h.Set("Fence-Payload-Digest", m.PayloadDigest)
+		h.Set("Fence-Receipt", m.ReceiptID)
+	}
+	w.WriteHeader(http.StatusOK)
+	if r.Method != http.MethodHead {
+		_, _ = io.Copy(w, rc)
+	}
+}

@@ -1,0 +1,224 @@
+package handlers_test
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/fencegate/fencegate"
+)
+
+const res7 = "local/inv/7"
+
+// accepted sets up resource local/inv/7 with owner A's fence 5, segment 1
+// committed, and returns A's credentials.
+func accepted(t *testing.T, e *env) creds {
+	t.Helper()
+	a := e.grant(res7, ownerA, 5, nil)
+	if r := e.put(tokA, a, "local/inv/7", 1, "v1"); r.status != http.StatusOK {
+		t.Fatalf("setup write: %d %s", r.status, r.body)
+	}
+	return a
+}
+
+// forge re-encodes a token's payload after mod, keeping header and signature.
+func forge(t *testing.T, token string, mod func(map[string]any)) string {
+	t.Helper()
+	parts := strings.Split(token, ".")
+	raw, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	dec.UseNumber()
+	if err := dec.Decode(&m); err != nil {
+		t.Fatal(err)
+	}
+	mod(m)
+	b, _ := json.Marshal(m)
+	parts[1] = base64.RawURLEncoding.EncodeToString(b)
+	return strings.Join(parts, ".")
+}
+
+func algNone(t *testing.T, token string) string {
+	t.Helper()
+	parts := strings.Split(token, ".")
+	hdr := base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"none","kid":"test-key-1"}`))
+	return hdr + "." + parts[1] + "."
+}
+
+func TestRejectedRequestsChangeNoState(t *testing.T) {
+	e := newEnv(t)
+	a := accepted(t, e)
+	other := e.grant("local/inv/8", ownerA, 9, nil)
+	huge := forge(t, a.grant, func(m map[string]any) { m["fenceToken"] = json.Number("18446744073709551615") })
+	overflow := forge(t, a.grant, func(m map[string]any) { m["fenceToken"] = json.Number("18446744073709551616") })
+	stale := e.grant(res7, ownerA, 6, func(g *fencegate.Grant) { g.PolicyGeneration = 0 })
+	revoked := e.grant(res7, ownerA, 7, func(g *fencegate.Grant) { g.IssuerEpoch = 1 })
+	h := func(g, s, seg string) map[string]string {
+		return map[string]string{"Fence-Grant": g, "Fence-Status": s, "Fence-Segment": seg}
+	}
+	cases := []struct {
+		name, path, token string
+		hdr               map[string]string
+		status            int
+		code              string
+		setup             func()
+	}{
+		{"NoCredential", "/v1/objects/local/inv/7", "", h(a.grant, a.status, "2"), 401, "UNAUTHENTICATED", nil},
+		{"UnknownCredential", "/v1/objects/local/inv/7", "nope", h(a.grant, a.status, "2"), 401, "UNAUTHENTICATED", nil},
+		{"NoGrant", "/v1/objects/local/inv/7", tokA, h("", a.status, "2"), 401, "GRANT_INVALID", nil},
+		{"AlgNone", "/v1/objects/local/inv/7", tokA, h(algNone(t, a.grant), a.status, "2"), 401, "GRANT_INVALID", nil},
+		{"TamperedHugeFence", "/v1/objects/local/inv/7", tokA, h(huge, a.status, "1"), 401, "GRANT_INVALID", nil},
+		{"FenceOutsideUint64", "/v1/objects/local/inv/7", tokA, h(overflow, a.status, "1"), 401, "GRANT_INVALID", nil},
+		{"StatusOfAnotherGrant", "/v1/objects/local/inv/7", tokA, h(a.grant, other.status, "2"), 401, "STATUS_INVALID", nil},
+		{"NoStatus", "/v1/objects/local/inv/7", tokA, h(a.grant, "", "2"), 401, "STATUS_INVALID", nil},
+		{"StatusNotHeld", "/v1/objects/local/inv/7", tokA, h(a.grant, e.kit.Status(a.vg, func(s *fencegate.Status) { s.State = fencegate.StateExpired }), "2"), 401, "STATUS_INVALID", nil},
+		{"OwnerMismatch", "/v1/objects/local/inv/7", tokB, h(a.grant, a.status, "2"), 403, "OWNER_MISMATCH", nil},
+		{"ResourceMismatch", "/v1/objects/local/inv/8", tokA, h(a.grant, a.status, "2"), 403, "RESOURCE_MISMATCH", nil},
+		{"SiblingPrefixIsNotCovered", "/v1/objects/local/inv/70", tokA, h(a.grant, a.status, "2"), 403, "RESOURCE_MISMATCH", nil},
+		{"CaseTrickIsNotCovered", "/v1/objects/local/INV/7", tokA, h(a.grant, a.status, "2"), 403, "RESOURCE_MISMATCH", nil},
+		{"DotDotTraversal", "/v1/objects/local/inv/7/../8", tokA, h(a.grant, a.status, "2"), 400, "INVALID_REQUEST", nil},
+		{"EncodedSlash", "/v1/objects/local/inv%2F7", tokA, h(a.grant, a.status, "2"), 400, "INVALID_REQUEST", nil},
+		{"EmptySegment", "/v1/objects/local/inv//7", tokA, h(a.grant, a.status, "2"), 400, "INVALID_REQUEST", nil},
+		{"NonNFCName", "/v1/objects/local/inv/7/e\u0301", tokA, h(a.grant, a.status, "2"), 400, "INVALID_REQUEST", nil},
+		{"SegmentZero", "/v1/objects/local/inv/7", tokA, h(a.grant, a.status, "0"), 400, "INVALID_REQUEST", nil},
+		{"PolicyStale", "/v1/objects/local/inv/7", tokA, h(stale.grant, stale.status, "1"), 403, "POLICY_STALE", nil},
+		{"EpochRevoked", "/v1/objects/local/inv/7", tokA, h(revoked.grant, revoked.status, "1"), 401, "EPOCH_REVOKED", func() { e.policy.revoked.Store(1) }},
+		{"SkippedSegment", "/v1/objects/local/inv/7", tokA, h(a.grant, a.status, "3"), 409, "SEGMENT_OUT_OF_ORDER", func() { e.policy.revoked.Store(0) }},
+		{"UnknownStore", "/v1/objects/nowhere/inv/7", tokA, h(a.grant, a.status, "2"), 404, "NOT_FOUND", nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if c.setup != nil {
+				c.setup()
+			}
+			before := e.snap(res7, "inv/7")
+			r := e.do("PUT", c.path, c.token, c.hdr, "forged")
+			wantProblem(t, r, c.status, c.code)
+			if after := e.snap(res7, "inv/7"); after != before {
+				t.Fatalf("state changed:\nbefore %+v\nafter  %+v", before, after)
+			}
+		})
+	}
+}
+
+func TestLowerFenceIsRejectedWithoutStateChange(t *testing.T) {
+	e := newEnv(t)
+	a := accepted(t, e)
+	b := e.grant(res7, ownerB, 6, nil)
+	if r := e.put(tokB, b, "local/inv/7", 1, "B"); r.status != http.StatusOK {
+		t.Fatalf("B: %d %s", r.status, r.body)
+	}
+	before := e.snap(res7, "inv/7")
+	wantProblem(t, e.put(tokA, a, "local/inv/7", 2, "A late"), 409, "STALE_OWNER")
+	if after := e.snap(res7, "inv/7"); after != before || after.object != "B" {
+		t.Fatalf("state changed: %+v -> %+v", before, after)
+	}
+}
+
+func TestReplayReturnsOriginalReceiptWithoutForwarding(t *testing.T) {
+	e := newEnv(t)
+	a := e.grant(res7, ownerA, 5, nil)
+	first := e.put(tokA, a, "local/inv/7", 1, "v1")
+	puts := e.objects.puts.Load()
+	again := e.put(tokA, a, "local/inv/7", 1, "v1")
+	if again.status != 200 || again.json["receiptId"] != first.json["receiptId"] || again.header.Get("Fence-Replay") != "true" {
+		t.Fatalf("replay answered %d %s (first %s)", again.status, again.body, first.body)
+	}
+	if e.objects.puts.Load() != puts {
+		t.Fatal("a replay was forwarded to the object store")
+	}
+}
+
+func TestDifferentPayloadIsQuarantinedAndNotForwarded(t *testing.T) {
+	e := newEnv(t)
+	a := accepted(t, e)
+	before := e.snap(res7, "inv/7")
+	r := e.put(tokA, a, "local/inv/7", 1, "something else")
+	wantProblem(t, r, 409, "QUARANTINED")
+	if r.json["receiptId"] == "" {
+		t.Fatal("QUARANTINED names no receipt")
+	}
+	if after := e.snap(res7, "inv/7"); after != before {
+		t.Fatalf("state changed: %+v -> %+v", before, after)
+	}
+	q := e.do("GET", "/v1/quarantine?resource="+res7, tokA, nil, "")
+	if list, _ := q.json["quarantine"].([]any); len(list) != 1 {
+		t.Fatalf("quarantine list = %s", q.body)
+	}
+}
+
+func TestSegmentsUnderOneGrantAdvanceInOrder(t *testing.T) {
+	e := newEnv(t)
+	a := accepted(t, e)
+	for seg := 2; seg <= 4; seg++ {
+		if r := e.put(tokA, a, "local/inv/7/part", seg, "p"+string(rune('0'+seg))); r.status != 200 || r.json["segment"] != float64(seg) {
+			t.Fatalf("segment %d: %d %s", seg, r.status, r.body)
+		}
+	}
+	st := e.do("GET", "/v1/resources/"+res7, tokA, nil, "")
+	if st.json["lastSegmentSeq"] != float64(4) || st.json["highestFence"] != float64(5) {
+		t.Fatalf("resource = %s", st.body)
+	}
+}
+
+func TestEqualFenceUnderAnotherLeaseIsRegression(t *testing.T) {
+	e := newEnv(t)
+	accepted(t, e)
+	twin := e.grant(res7, ownerA, 5, func(g *fencegate.Grant) { g.Lease, g.OperationRoot = "lease-other", "root-other" })
+	before := e.snap(res7, "inv/7")
+	wantProblem(t, e.put(tokA, twin, "local/inv/7", 2, "x"), 409, "FENCE_REGRESSION")
+	if after := e.snap(res7, "inv/7"); after != before {
+		t.Fatalf("state changed: %+v -> %+v", before, after)
+	}
+}
+
+func TestReadReturnsBytesAndFenceMetadata(t *testing.T) {
+	e := newEnv(t)
+	accepted(t, e)
+	r := e.do("GET", "/v1/objects/local/inv/7", tokB, nil, "")
+	if r.status != 200 || r.body != "v1" || r.header.Get("Fence-Token") != "5" || r.header.Get("Fence-Segment") != "1" || r.header.Get("ETag") == "" {
+		t.Fatalf("read: %d %q %v", r.status, r.body, r.header)
+	}
+	wantProblem(t, e.do("GET", "/v1/objects/local/inv/7", "", nil, ""), 401, "UNAUTHENTICATED")
+}
+
+func TestDeleteIsFencedAndConditional(t *testing.T) {
+	e := newEnv(t)
+	a := accepted(t, e)
+	d := e.do("DELETE", "/v1/objects/local/inv/7", tokA, map[string]string{
+		"Fence-Grant": a.grant, "Fence-Status": a.status, "Fence-Segment": "2"}, "")
+	if d.status != 200 || d.json["state"] != "COMMITTED" {
+		t.Fatalf("delete: %d %s", d.status, d.body)
+	}
+	wantProblem(t, e.do("GET", "/v1/objects/local/inv/7", tokA, nil, ""), 404, "NOT_FOUND")
+}
+
+func TestReceiptsAreListedByOperation(t *testing.T) {
+	e := newEnv(t)
+	a := accepted(t, e)
+	e.put(tokA, a, "local/inv/7", 2, "v2")
+	r := e.do("GET", "/v1/receipts?operationId=op-1", tokA, nil, "")
+	list, _ := r.json["receipts"].([]any)
+	if len(list) != 2 {
+		t.Fatalf("receipts = %s", r.body)
+	}
+	wantProblem(t, e.do("GET", "/v1/receipts", tokA, nil, ""), 400, "INVALID_REQUEST")
+}
+
+func TestClientDigestMismatchIsRefused(t *testing.T) {
+	e := newEnv(t)
+	a := e.grant(res7, ownerA, 5, nil)
+	before := e.snap(res7, "inv/7")
+	r := e.do("PUT", "/v1/objects/local/inv/7", tokA, map[string]string{
+		"Fence-Grant": a.grant, "Fence-Status": a.status, "Fence-Segment": "1",
+		"Content-Digest": "sha-256=:" + base64.StdEncoding.EncodeToString(make([]byte, 32)) + ":"}, "body")
+	wantProblem(t, r, 400, "INVALID_REQUEST")
+	if after := e.snap(res7, "inv/7"); after != before {
+		t.Fatalf("state changed: %+v -> %+v", before, after)
+	}
+}

@@ -1,0 +1,99 @@
+package handlers
+
+import (
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/fencegate/fencegate"
+)
+
+// Problem is an RFC 9457 problem document with the stable Fencegate code.
+type Problem struct {
+	Type      string         `json:"type"`
+	Title     string         `json:"title"`
+	Status    int            `json:"status"`
+	Detail    string         `json:"detail,omitempty"`
+	Instance  string         `json:"instance,omitempty"`
+	Code      fencegate.Code `json:"code"`
+	ReceiptID string         `json:"receiptId,omitempty"`
+}
+
+// StatusOf is the HTTP status every error code maps to.
+func StatusOf(code fencegate.Code) int {
+	switch code {
+	case fencegate.CodeUnauthenticated, fencegate.CodeGrantInvalid, fencegate.CodeStatusInvalid, fencegate.CodeEpochRevoked:
+		return http.StatusUnauthorized
+	case fencegate.CodeOwnerMismatch, fencegate.CodeResourceMismatch, fencegate.CodePolicyStale, fencegate.CodeForbidden:
+		return http.StatusForbidden
+	case fencegate.CodeStaleOwner, fencegate.CodeSegmentOutOfOrder, fencegate.CodeQuarantined, fencegate.CodeFenceRegression,
+		fencegate.CodeLeaseHeld, fencegate.CodeLeaseNotHeld, fencegate.CodeBackendConflict, fencegate.CodeResourceBusy:
+		return http.StatusConflict
+	case fencegate.CodeMutationUnknown:
+		return http.StatusBadGateway
+	case fencegate.CodeBackendUnavailable:
+		return http.StatusServiceUnavailable
+	case fencegate.CodeInvalidRequest:
+		return http.StatusBadRequest
+	case fencegate.CodeNotFound:
+		return http.StatusNotFound
+	case fencegate.CodeUnsupported:
+		return http.StatusNotImplemented
+	}
+	return http.StatusInternalServerError
+}
+
+// writeProblem is the one place where errors become HTTP answers.
+func writeProblem(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
+	code := fencegate.ErrorCode(err)
+	status := StatusOf(code)
+	p := Problem{
+		Type:     "urn:fencegate:problem:" + strings.ToLower(string(code)),
+		Title:    strings.ReplaceAll(strings.ToLower(string(code)), "_", " "),
+		Status:   status,
+		Detail:   fencegate.ErrorMessage(err),
+		Instance: r.URL.Path,
+		Code:     code,
+	}
+	var fe *fencegate.Error
+	if errors.As(err, &fe) {
+		p.ReceiptID = fe.ReceiptID
+	}
+	if status >= 500 {
+		log.Error("request failed", "method", r.Method, "path", r.URL.Path, "code", code, "err", err)
+	} else {
+		log.Info("request refused", "method", r.Method, "path", r.URL.Path, "code", code, "detail", p.Detail)
+	}
+	if code == fencegate.CodeResourceBusy {
+		w.Header().Set("Retry-After", "1")
+	}
+	if code == fencegate.CodeUnauthenticated {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="fencegate"`)
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(p)
+}
+
+// writeJSON answers v as JSON with status.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// decodeJSON reads one strict JSON object (no unknown fields, no trailing data)
+// of at most 64 KiB into v.
+func decodeJSON(r *http.Request, v any) error {
+	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, 64<<10))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fencegate.Wrap(err, fencegate.CodeInvalidRequest, "request body is not the expected JSON object: "+err.Error())
+	}
+	if dec.More() {
+		return fencegate.Errorf(fencegate.CodeInvalidRequest, "request body has trailing data")
+	}
+	return nil
+}

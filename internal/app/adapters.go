@@ -1,0 +1,160 @@
+package app
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/lestrrat-go/jwx/v2/jwa"
+
+	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/backends/local"
+	"github.com/fencegate/fencegate/backends/s3"
+	"github.com/fencegate/fencegate/config"
+	fsembedded "github.com/fencegate/fencegate/fencestore/embedded"
+	fspostgres "github.com/fencegate/fencegate/fencestore/postgres"
+	"github.com/fencegate/fencegate/proofs"
+	"github.com/fencegate/fencegate/registry"
+	regembedded "github.com/fencegate/fencegate/registry/embedded"
+	regpostgres "github.com/fencegate/fencegate/registry/postgres"
+)
+
+func openFenceStore(ctx context.Context, cfg config.Config) (fencegate.FenceStore, error) {
+	if cfg.FenceStore == "embedded" {
+		return fsembedded.Open(filepath.Join(cfg.DataDir, "fencestore.db"))
+	}
+	return fspostgres.Open(ctx, cfg.FenceStore)
+}
+
+// openObjectStores opens every configured store and admits only those that
+// keep the fencing contract: an S3 store that fails the conditional-write
+// probe stops the start with a message naming it.
+func openObjectStores(ctx context.Context, cfg config.Config, log *slog.Logger) (map[string]fencegate.ObjectStore, error) {
+	out := map[string]fencegate.ObjectStore{}
+	var errs []error
+	for name, raw := range cfg.Stores {
+		u, err := url.Parse(raw)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("store %q: %w", name, err))
+			continue
+		}
+		switch u.Scheme {
+		case "local":
+			dir := strings.TrimPrefix(raw, "local:")
+			dir = strings.TrimPrefix(dir, "//")
+			if dir == "" {
+				dir = filepath.Join(cfg.DataDir, "objects", name)
+			}
+			st, err := local.New(name, dir)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("store %q: %w", name, err))
+				continue
+			}
+			out[name] = st
+		case "s3":
+			st, err := s3.Open(ctx, name, raw)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("store %q: %w", name, err))
+				continue
+			}
+			caps, err := st.Probe(ctx)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("store %q refused: %w", name, err))
+				continue
+			}
+			if !caps.ConditionalDelete {
+				log.Warn("store ignores If-Match on DELETE: fenced deletes on it are refused with UNSUPPORTED", "store", name)
+			}
+			out[name] = st
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
+// openRegistry builds the in-process registry with its signing key.
+func openRegistry(ctx context.Context, cfg config.Config) (*registry.Registry, *proofs.Signer, func() error, error) {
+	rc := cfg.Registry
+	keyPath := rc.SigningKey
+	if keyPath == "" {
+		keyPath = filepath.Join(cfg.DataDir, "registry-signing-key")
+	}
+	seed, err := loadOrCreateSeed(keyPath)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	kid := rc.KeyID
+	if kid == "" {
+		kid = "registry-1"
+	}
+	signer, err := proofs.NewSigner(ed25519.NewKeyFromSeed(seed), kid, jwa.EdDSA)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	var backend fencegate.LeaseBackend
+	if rc.Backend == "embedded" {
+		backend, err = regembedded.Open(filepath.Join(cfg.DataDir, "registry.db"))
+	} else {
+		backend, err = regpostgres.Open(ctx, rc.Backend)
+	}
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	reg, err := registry.New(registry.Config{
+		Backend: backend, Signer: signer, IssuerEpoch: rc.IssuerEpoch,
+		PolicyGeneration: cfg.PolicyGeneration, StatusLife: rc.StatusLife, MaxTTL: rc.MaxTTL,
+	})
+	if err != nil {
+		_ = backend.Close()
+		return nil, nil, nil, err
+	}
+	return reg, signer, backend.Close, nil
+}
+
+// buildVerifier trusts the configured bundle file, or else the in-process
+// registry's own key.
+func buildVerifier(cfg config.Config, signer *proofs.Signer) (*proofs.Verifier, error) {
+	var (
+		b   *proofs.Bundle
+		err error
+	)
+	if cfg.TrustBundle != "" {
+		b, err = proofs.LoadBundle(cfg.TrustBundle)
+	} else {
+		b, err = proofs.NewBundle(1, signer.BundleKey(cfg.Registry.IssuerEpoch))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("trust bundle: %w", err)
+	}
+	return proofs.NewVerifier(b)
+}
+
+// loadOrCreateSeed reads a hex Ed25519 seed, creating one (mode 0600) if absent.
+func loadOrCreateSeed(path string) ([]byte, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		seed := make([]byte, ed25519.SeedSize)
+		if _, err := rand.Read(seed); err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(path, []byte(hex.EncodeToString(seed)+"\n"), 0o600); err != nil {
+			return nil, fmt.Errorf("signing key: %w", err)
+		}
+		return seed, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("signing key: %w", err)
+	}
+	seed, err := hex.DecodeString(strings.TrimSpace(string(data)))
+	if err != nil || len(seed) != ed25519.SeedSize {
+		return nil, fmt.Errorf("signing key %s: not a hex Ed25519 seed", path)
+	}
+	return seed, nil
+}

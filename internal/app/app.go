@@ -1,0 +1,200 @@
+// Package app assembles a running gateway from a validated config: it builds
+// every adapter, wires the acceptance point, the registry, the reconciler and
+// the HTTP surface, serves, and shuts down gracefully. It is the only package
+// besides the adapters that knows which adapters exist.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/fencegate/fencegate/config"
+	"github.com/fencegate/fencegate/gateway"
+	"github.com/fencegate/fencegate/handlers"
+	"github.com/fencegate/fencegate/proofs"
+	"github.com/fencegate/fencegate/registry"
+)
+
+// App is a built gateway, ready to serve.
+type App struct {
+	cfg        config.Config
+	log        *slog.Logger
+	handler    http.Handler
+	reconciler *gateway.Reconciler
+	closers    []func() error
+	ready      atomic.Bool
+	metrics    *metrics
+	// Registry is the in-process registry, nil if none.
+	Registry *registry.Registry
+	// Gateway is the acceptance point.
+	Gateway *gateway.Gateway
+}
+
+// Build validates cfg and builds every part. On error nothing is left open.
+func Build(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, err error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("invalid configuration:\n%w", err)
+	}
+	a = &App{cfg: cfg, log: log, metrics: newMetrics()}
+	defer func() {
+		if err != nil {
+			a.Close()
+			a = nil
+		}
+	}()
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return nil, err
+	}
+	spool := filepath.Join(cfg.DataDir, "spool")
+	if err := os.MkdirAll(spool, 0o700); err != nil {
+		return nil, err
+	}
+	store, err := openFenceStore(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	a.closers = append(a.closers, store.Close)
+
+	objects, err := openObjectStores(ctx, cfg, log)
+	if err != nil {
+		return nil, err
+	}
+
+	var signer *proofs.Signer
+	if cfg.Registry != nil {
+		var closeReg func() error
+		a.Registry, signer, closeReg, err = openRegistry(ctx, cfg)
+		if err != nil {
+			return nil, err
+		}
+		a.closers = append(a.closers, closeReg)
+	}
+	verifier, err := buildVerifier(cfg, signer)
+	if err != nil {
+		return nil, err
+	}
+	revoked := map[uint64]bool{}
+	for _, e := range cfg.RevokedEpochs {
+		revoked[e] = true
+	}
+	gcfg := gateway.Config{
+		Verifier: verifier, Store: store, Log: log, Alarm: a.metrics,
+		Policy: gateway.StaticPolicy{Generation: cfg.PolicyGeneration, Revoked: revoked},
+	}
+	if cfg.StatusMode == "query" {
+		gcfg.Querier = a.Registry
+	}
+	if a.Gateway, err = gateway.New(gcfg); err != nil {
+		return nil, err
+	}
+	a.reconciler = &gateway.Reconciler{
+		Store: store, Log: log, Deadline: cfg.Reconcile.Deadline, Orphan: cfg.Reconcile.Orphan,
+		Resolver: func(target string) gateway.Resolver {
+			if _, _, ok := gateway.SplitObjectTarget(target); ok {
+				return gateway.ObjectResolver{Stores: objects, Grace: cfg.Reconcile.Orphan}
+			}
+			return nil
+		},
+	}
+	tokens, err := cfg.Tokens()
+	if err != nil {
+		return nil, err
+	}
+	srv := &handlers.Server{
+		Gateway: a.Gateway, Stores: objects, Auth: handlers.NewBearerTokens(tokens),
+		Registry: a.Registry, Reconciler: a.reconciler, MaxBody: cfg.MaxBodyBytes,
+		SpoolDir: spool, Log: log, Ready: a.ready.Load,
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(a.metrics.reg, promhttp.HandlerOpts{}))
+	mux.Handle("/", handlers.Router(srv))
+	a.handler = mux
+	return a, nil
+}
+
+// Handler is the HTTP surface (for tests that serve it themselves).
+func (a *App) Handler() http.Handler { a.ready.Store(true); return a.handler }
+
+// Run listens on the configured address and serves until ctx ends, then
+// drains in-flight requests (up to 30 s) and stops the reconciler.
+func (a *App) Run(ctx context.Context) error {
+	ln, err := net.Listen("tcp", a.cfg.Addr)
+	if err != nil {
+		return err
+	}
+	return a.Serve(ctx, ln)
+}
+
+// Serve is Run on an existing listener.
+func (a *App) Serve(ctx context.Context, ln net.Listener) error {
+	hs := &http.Server{Handler: a.handler, ReadHeaderTimeout: 10 * time.Second}
+	rctx, stopReconciler := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	go func() { defer close(done); a.reconciler.Run(rctx, a.cfg.Reconcile.Interval) }()
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	a.ready.Store(true)
+	a.log.Info("gateway listening", "addr", ln.Addr().String())
+
+	var serveErr error
+	select {
+	case <-ctx.Done():
+	case serveErr = <-errc:
+	}
+	a.ready.Store(false)
+	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil {
+		a.log.Warn("shutdown", "err", err)
+	}
+	stopReconciler()
+	<-done
+	if errors.Is(serveErr, http.ErrServerClosed) {
+		serveErr = nil
+	}
+	return serveErr
+}
+
+// Close releases every adapter, in reverse order of opening.
+func (a *App) Close() {
+	for i := len(a.closers) - 1; i >= 0; i-- {
+		if err := a.closers[i](); err != nil {
+			a.log.Warn("close", "err", err)
+		}
+	}
+	a.closers = nil
+}
+
+// metrics holds the gateway's Prometheus metrics and raises alarms.
+type metrics struct {
+	reg         *prometheus.Registry
+	regressions *prometheus.CounterVec
+}
+
+func newMetrics() *metrics {
+	m := &metrics{reg: prometheus.NewRegistry()}
+	m.regressions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "fencegate_fence_regressions_total",
+		Help: "Grants refused with FENCE_REGRESSION: the registry handed out a fence at or below one already seen.",
+	}, []string{"resource"})
+	m.reg.MustRegister(m.regressions, prometheus.NewGoCollector())
+	return m
+}
+
+// FenceRegression counts a regression (the gateway core logs it).
+func (m *metrics) FenceRegression(resource string, _ uint64, _ error) {
+	m.regressions.WithLabelValues(resource).Inc()
+}
+
+var _ gateway.Alarm = (*metrics)(nil)
