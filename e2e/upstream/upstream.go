@@ -1,0 +1,330 @@
+// Package upstream is a payments-like API for tests, with the idempotency
+// semantics of the big providers: a request with a key seen before and the
+// same method, path and body gets the saved answer (header
+// Idempotent-Replayed: true) and pays nothing; the same key with anything else
+// is refused with 422; keys are forgotten after Retention on an injectable clock. Effects are counted, faults (delays,
+// dropped answers, connection resets, 5xx) are injected per request, and in
+// native-fence mode a lower fence than the account's highest is refused (409).
+//
+// Routes: POST /v1/accounts/{account}/payouts {"amount":N,"currency":"eur"};
+// GET /v1/payouts?idempotency_key=K (the effect query; 404 when none).
+package upstream
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Options configure a Payments API. Zero values take the documented defaults.
+type Options struct {
+	// Credential is the exact value expected in CredentialHeader ("" accepts any).
+	Credential string
+	// CredentialHeader defaults to Authorization.
+	CredentialHeader string
+	// KeyHeader defaults to Idempotency-Key.
+	KeyHeader string
+	// Retention is how long keys are remembered (default 24 h).
+	Retention time.Duration
+	// Now is the clock for key expiry (default time.Now).
+	Now func() time.Time
+	// FenceHeader, when set, turns on native-fence mode.
+	FenceHeader string
+}
+
+// Fault is injected into one payout request.
+type Fault int
+
+// Faults, consumed one per payout request in the order queued.
+const (
+	// None handles the request normally.
+	None Fault = iota
+	// DropResponse applies the payout, then closes the connection without an answer.
+	DropResponse
+	// Reset resets the connection before applying anything.
+	Reset
+	// Hang applies the payout, then withholds the answer until the client gives up.
+	Hang
+	// ServerError answers 500 without applying anything.
+	ServerError
+)
+
+// Payout is one effect: money sent.
+type Payout struct {
+	ID             string `json:"id"`
+	Account        string `json:"account"`
+	Amount         int64  `json:"amount"`
+	Currency       string `json:"currency"`
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
+	Fence          uint64 `json:"fence,omitempty"`
+}
+
+type saved struct {
+	request string // method, path and body digest
+	at      time.Time
+	status  int
+	body    []byte
+}
+
+// Payments is the fake provider. It is safe for concurrent use.
+type Payments struct {
+	opt Options
+
+	mu           sync.Mutex
+	payouts      []Payout
+	keys         map[string]*saved
+	fences       map[string]uint64
+	faults       []Fault
+	delay        time.Duration
+	requests     int
+	leakedAuth   int
+	unauthorized int
+	staleFences  int
+}
+
+// New returns a Payments API.
+func New(o Options) *Payments {
+	if o.CredentialHeader == "" {
+		o.CredentialHeader = "Authorization"
+	}
+	if o.KeyHeader == "" {
+		o.KeyHeader = "Idempotency-Key"
+	}
+	if o.Retention == 0 {
+		o.Retention = 24 * time.Hour
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return &Payments{opt: o, keys: map[string]*saved{}, fences: map[string]uint64{}}
+}
+
+// Start serves p on a loopback httptest.Server; the caller closes it.
+func (p *Payments) Start() *httptest.Server { return httptest.NewServer(p) }
+
+// Inject queues faults for the next payout requests.
+func (p *Payments) Inject(f ...Fault) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.faults = append(p.faults, f...)
+}
+
+// SetDelay makes every later request wait d before it is handled.
+func (p *Payments) SetDelay(d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.delay = d
+}
+
+// Effects is the number of payouts made.
+func (p *Payments) Effects() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.payouts)
+}
+
+// Payouts returns a copy of the payouts made, oldest first.
+func (p *Payments) Payouts() []Payout {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]Payout(nil), p.payouts...)
+}
+
+// Requests is the number of requests received, of any kind.
+func (p *Payments) Requests() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.requests
+}
+
+// LeakedAuthorization counts requests carrying an Authorization header that
+// is not the configured credential (a worker's credential forwarded upstream).
+func (p *Payments) LeakedAuthorization() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.leakedAuth
+}
+
+// Unauthorized counts requests refused for a missing or wrong credential.
+func (p *Payments) Unauthorized() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.unauthorized
+}
+
+// StaleFences counts payouts refused in native-fence mode for a lower fence.
+func (p *Payments) StaleFences() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.staleFences
+}
+
+// ServeHTTP implements http.Handler.
+func (p *Payments) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	p.mu.Lock()
+	p.requests++
+	delay := p.delay
+	auth, hasAuth := r.Header.Get("Authorization"), r.Header.Values("Authorization") != nil
+	if hasAuth && (p.opt.CredentialHeader != "Authorization" || auth != p.opt.Credential) {
+		p.leakedAuth++
+	}
+	ok := p.opt.Credential == "" || r.Header.Get(p.opt.CredentialHeader) == p.opt.Credential
+	if !ok {
+		p.unauthorized++
+	}
+	p.mu.Unlock()
+	if delay > 0 {
+		select {
+		case <-time.After(delay):
+		case <-r.Context().Done():
+			return
+		}
+	}
+	if !ok {
+		answer(w, http.StatusUnauthorized, map[string]string{"error": "invalid_api_key"})
+		return
+	}
+	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
+	switch {
+	case r.Method == http.MethodGet && r.URL.Path == "/v1/payouts":
+		p.findByKey(w, r.URL.Query().Get("idempotency_key"))
+	case r.Method == http.MethodPost && len(parts) == 4 && parts[0] == "v1" && parts[1] == "accounts" && parts[3] == "payouts":
+		p.createPayout(w, r, parts[2])
+	default:
+		answer(w, http.StatusNotFound, map[string]string{"error": "no_such_route"})
+	}
+}
+
+func (p *Payments) findByKey(w http.ResponseWriter, key string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, po := range p.payouts {
+		if key != "" && po.IdempotencyKey == key {
+			answer(w, http.StatusOK, po)
+			return
+		}
+	}
+	answer(w, http.StatusNotFound, map[string]string{"error": "no_payout_for_key"})
+}
+
+func (p *Payments) createPayout(w http.ResponseWriter, r *http.Request, account string) {
+	raw, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	if err != nil {
+		return
+	}
+	var in struct {
+		Amount   int64  `json:"amount"`
+		Currency string `json:"currency"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&in); err != nil || in.Amount <= 0 || in.Currency == "" {
+		answer(w, http.StatusBadRequest, map[string]string{"error": "invalid_request"})
+		return
+	}
+	key := r.Header.Get(p.opt.KeyHeader)
+	sum := sha256.Sum256(raw)
+	request := fmt.Sprintf("%s %s %x", r.Method, r.URL.Path, sum)
+
+	p.mu.Lock()
+	now := p.opt.Now()
+	if s := p.keys[key]; key != "" && s != nil {
+		switch {
+		case now.Sub(s.at) >= p.opt.Retention:
+			delete(p.keys, key) // forgotten: the request is new again
+		case s.request != request:
+			p.mu.Unlock()
+			answer(w, http.StatusUnprocessableEntity, map[string]string{"error": "idempotency_key_reuse"})
+			return
+		default:
+			p.mu.Unlock()
+			w.Header().Set("Idempotent-Replayed", "true")
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(s.status)
+			_, _ = w.Write(s.body)
+			return
+		}
+	}
+	var fence uint64
+	if h := p.opt.FenceHeader; h != "" {
+		fence, err = strconv.ParseUint(r.Header.Get(h), 10, 64)
+		if err != nil || fence == 0 {
+			p.mu.Unlock()
+			answer(w, http.StatusBadRequest, map[string]string{"error": "fence_required"})
+			return
+		}
+		if fence < p.fences[account] {
+			p.staleFences++
+			p.mu.Unlock()
+			answer(w, http.StatusConflict, map[string]string{"error": "stale_fence"})
+			return
+		}
+		p.fences[account] = fence
+	}
+	fault := None
+	if len(p.faults) > 0 {
+		fault, p.faults = p.faults[0], p.faults[1:]
+	}
+	switch fault {
+	case Reset:
+		p.mu.Unlock()
+		hangUp(w, true)
+		return
+	case ServerError:
+		p.mu.Unlock()
+		answer(w, http.StatusInternalServerError, map[string]string{"error": "internal"})
+		return
+	}
+	po := Payout{ID: fmt.Sprintf("po_%d", len(p.payouts)+1), Account: account, Amount: in.Amount,
+		Currency: in.Currency, IdempotencyKey: key, Fence: fence}
+	p.payouts = append(p.payouts, po)
+	body, _ := json.Marshal(po)
+	if key != "" {
+		p.keys[key] = &saved{request: request, at: now, status: http.StatusOK, body: body}
+	}
+	p.mu.Unlock()
+
+	switch fault {
+	case DropResponse:
+		hangUp(w, false)
+		return
+	case Hang:
+		<-r.Context().Done()
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Request-Id", "req_"+po.ID)
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(body)
+}
+
+// hangUp closes the connection without an answer; reset makes it an RST.
+func hangUp(w http.ResponseWriter, reset bool) {
+	hj, ok := w.(http.Hijacker)
+	if !ok {
+		panic(http.ErrAbortHandler)
+	}
+	conn, _, err := hj.Hijack()
+	if err != nil {
+		return
+	}
+	if tc, ok := conn.(*net.TCPConn); ok && reset {
+		_ = tc.SetLinger(0)
+	}
+	_ = conn.Close()
+}
+
+func answer(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
