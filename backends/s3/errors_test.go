@@ -1,0 +1,112 @@
+package s3_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/fencegate/fencegate"
+	fs3 "github.com/fencegate/fencegate/backends/s3"
+)
+
+// answering returns a store whose server answers every request with h; the
+// SDK does not retry, so each Put is one request unless the store retries.
+func answering(t *testing.T, h http.HandlerFunc) *fs3.Store {
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	c := s3.New(s3.Options{Region: "us-east-1", BaseEndpoint: aws.String(srv.URL), UsePathStyle: true,
+		Credentials: credentials.NewStaticCredentialsProvider("AK", "SK", ""), RetryMaxAttempts: 1})
+	return fs3.New("s3x", c, "bucket", "")
+}
+
+func s3Error(w http.ResponseWriter, status int, code string) {
+	w.Header().Set("Content-Type", "application/xml")
+	w.WriteHeader(status)
+	_, _ = w.Write([]byte(`<?xml version="1.0" encoding="UTF-8"?><Error><Code>` + code + `</Code><Message>m</Message></Error>`))
+}
+
+func put(s *fs3.Store, ifMatch string) error {
+	_, err := s.Put(context.Background(), fencegate.PutRequest{Key: "k", Body: strings.NewReader("x"), Size: 1,
+		IfMatch: ifMatch, IfNoneMatch: ifMatch == ""})
+	return err
+}
+
+func TestPreconditionFailedIsCertainAndCarriesTheCause(t *testing.T) {
+	s := answering(t, func(w http.ResponseWriter, r *http.Request) { s3Error(w, 412, "PreconditionFailed") })
+	err := put(s, "")
+	if !errors.Is(err, fencegate.ErrPreconditionFailed) || fs3.IsUncertain(err) {
+		t.Fatalf("412: %v (uncertain %v); want a certain precondition failure", err, fs3.IsUncertain(err))
+	}
+}
+
+func TestIfMatchOnMissingKeyAnsweredNoSuchKeyIsPreconditionFailure(t *testing.T) {
+	s := answering(t, func(w http.ResponseWriter, r *http.Request) { s3Error(w, 404, "NoSuchKey") })
+	if err := put(s, `"abc"`); !errors.Is(err, fencegate.ErrPreconditionFailed) {
+		t.Fatalf("404 NoSuchKey on If-Match put: %v; want a precondition failure", err)
+	}
+}
+
+func TestMissingBucketIsNotReportedAsMissingObject(t *testing.T) {
+	s := answering(t, func(w http.ResponseWriter, r *http.Request) { s3Error(w, 404, "NoSuchBucket") })
+	_, _, err := s.Get(context.Background(), "k")
+	if fencegate.ErrorCode(err) != fencegate.CodeBackendUnavailable {
+		t.Fatalf("NoSuchBucket: %v; want BACKEND_UNAVAILABLE", err)
+	}
+}
+
+func TestServerErrorAfterSendingIsUncertain(t *testing.T) {
+	s := answering(t, func(w http.ResponseWriter, r *http.Request) { s3Error(w, 500, "InternalError") })
+	err := put(s, "")
+	if fencegate.ErrorCode(err) != fencegate.CodeBackendUnavailable || !fs3.IsUncertain(err) {
+		t.Fatalf("500: %v; want BACKEND_UNAVAILABLE and uncertain", err)
+	}
+}
+
+func TestDroppedConnectionIsUncertain(t *testing.T) {
+	s := answering(t, func(w http.ResponseWriter, r *http.Request) {
+		conn, _, err := w.(http.Hijacker).Hijack()
+		if err == nil {
+			conn.Close()
+		}
+	})
+	err := put(s, `"abc"`)
+	if fencegate.ErrorCode(err) != fencegate.CodeBackendUnavailable || !fs3.IsUncertain(err) {
+		t.Fatalf("dropped connection: %v; want BACKEND_UNAVAILABLE and uncertain", err)
+	}
+}
+
+func TestRefusalIsCertain(t *testing.T) {
+	s := answering(t, func(w http.ResponseWriter, r *http.Request) { s3Error(w, 403, "AccessDenied") })
+	err := put(s, "")
+	if fencegate.ErrorCode(err) != fencegate.CodeBackendUnavailable || fs3.IsUncertain(err) {
+		t.Fatalf("403: %v; want BACKEND_UNAVAILABLE, certain", err)
+	}
+}
+
+func TestConditionalRequestConflictIsRetried(t *testing.T) {
+	var calls atomic.Int32
+	s := answering(t, func(w http.ResponseWriter, r *http.Request) {
+		if calls.Add(1) <= 2 {
+			s3Error(w, 409, "ConditionalRequestConflict")
+			return
+		}
+		w.Header().Set("ETag", `"new"`)
+	})
+	if err := put(s, `"old"`); err != nil || calls.Load() != 3 {
+		t.Fatalf("put after two 409s: %v after %d calls; want success on the third", err, calls.Load())
+	}
+}
+
+func TestPersistentConflictIsPreconditionFailure(t *testing.T) {
+	s := answering(t, func(w http.ResponseWriter, r *http.Request) { s3Error(w, 409, "ConditionalRequestConflict") })
+	if err := put(s, `"old"`); !errors.Is(err, fencegate.ErrPreconditionFailed) || fs3.IsUncertain(err) {
+		t.Fatalf("persistent 409: %v; want a certain precondition failure", err)
+	}
+}
