@@ -52,7 +52,9 @@ ensure_s3() {
   local port=7070 ak=fencegate-ak sk=fencegate-sk bucket=fencegate-test
   local root="$SERVICES_DIR/versitygw" endpoint="http://127.0.0.1:7070"
   local bin
-  bin="$(command -v versitygw || echo "$(go env GOPATH)/bin/versitygw")"
+  local gobin
+  gobin="$(go env GOBIN)"; gobin="${gobin:-$(go env GOPATH)/bin}"
+  bin="$(command -v versitygw || echo "$gobin/versitygw")"
   if [ ! -x "$bin" ]; then
     go install github.com/versity/versitygw/cmd/versitygw@v1.8.0 || { echo "cannot install versitygw" >&2; return 1; }
   fi
