@@ -70,6 +70,9 @@ func (g *Gateway) Authorize(ctx context.Context, req Request) (fencegate.Verifie
 		st, err = g.cfg.Verifier.VerifyStatus(req.StatusToken, vg)
 	}
 	if err != nil {
+		if stale := g.supersededBy(ctx, req.Caller, vg); stale != nil {
+			return none, fencegate.Status{}, stale
+		}
 		return none, fencegate.Status{}, asCode(err, fencegate.CodeStatusInvalid)
 	}
 	if g.cfg.Policy.EpochRevoked(vg.IssuerEpoch) || g.cfg.Policy.EpochRevoked(st.IssuerEpoch) {
@@ -168,4 +171,19 @@ func asCode(err error, code fencegate.Code) error {
 		return err
 	}
 	return fencegate.Wrap(err, code, "verification failed")
+}
+
+// supersededBy diagnoses an authentic grant whose status is no longer valid:
+// when a newer owner has already been accepted on the resource, the precise
+// answer is STALE_OWNER (retrying with a fresh proof cannot help). It only
+// reads fence state.
+func (g *Gateway) supersededBy(ctx context.Context, caller string, vg fencegate.VerifiedGrant) error {
+	if caller != vg.Owner {
+		return nil
+	}
+	rs, err := g.cfg.Store.Resource(ctx, vg.Resource)
+	if err != nil || vg.FenceToken >= rs.HighestFence || vg.IssuedAt > rs.GrantIssuedAt {
+		return nil
+	}
+	return fencegate.Errorf(fencegate.CodeStaleOwner, "fence %d is below the resource's highest fence %d: a newer owner holds it", vg.FenceToken, rs.HighestFence)
 }

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fencegate/fencegate"
 )
@@ -220,5 +221,22 @@ func TestClientDigestMismatchIsRefused(t *testing.T) {
 	wantProblem(t, r, 400, "INVALID_REQUEST")
 	if after := e.snap(res7, "inv/7"); after != before {
 		t.Fatalf("state changed: %+v -> %+v", before, after)
+	}
+}
+
+func TestExpiredOwnerIsRefusedAndToldWhenSuperseded(t *testing.T) {
+	e := newEnv(t)
+	a := accepted(t, e)
+	e.kit.Advance(6 * time.Second) // A pauses past its status proof's life
+	before := e.snap(res7, "inv/7")
+	wantProblem(t, e.put(tokA, a, "local/inv/7", 2, "late"), 401, "STATUS_INVALID")
+	b := e.grant(res7, ownerB, 6, nil)
+	if r := e.put(tokB, b, "local/inv/7", 1, "B"); r.status != 200 {
+		t.Fatalf("B: %d %s", r.status, r.body)
+	}
+	mid := e.snap(res7, "inv/7")
+	wantProblem(t, e.put(tokA, a, "local/inv/7", 2, "late"), 409, "STALE_OWNER")
+	if after := e.snap(res7, "inv/7"); after != mid || before.object != "v1" || after.object != "B" {
+		t.Fatalf("state changed: %+v -> %+v", mid, after)
 	}
 }

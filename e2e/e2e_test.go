@@ -1,0 +1,187 @@
+// Package e2e runs the README's flows against the built gateway binary.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// binary builds cmd/gateway once per test run.
+func binary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "fencegate-e2e-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "gateway")
+		out, err := exec.Command("go", "build", "-o", binPath, "../cmd/gateway").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// gatewayProc is a running `gateway` process.
+type gatewayProc struct {
+	cmd  *exec.Cmd
+	base string
+	logs *bytes.Buffer
+}
+
+// startGateway runs the binary with args plus --addr and waits for /healthz.
+func startGateway(t *testing.T, args ...string) *gatewayProc {
+	t.Helper()
+	addr := freePort(t)
+	logs := &bytes.Buffer{}
+	cmd := exec.Command(binary(t), append(args, "--addr", addr)...)
+	cmd.Stdout, cmd.Stderr = logs, logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &gatewayProc{cmd: cmd, base: "http://" + addr, logs: logs}
+	t.Cleanup(func() {
+		p.stop(t)
+		if t.Failed() {
+			t.Logf("gateway output:\n%s", logs.String())
+		}
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		resp, err := http.Get(p.base + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return p
+			}
+		}
+		if cmd.ProcessState != nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("gateway did not become healthy:\n%s", logs.String())
+	return nil
+}
+
+// stop sends SIGTERM and waits for a graceful exit.
+func (p *gatewayProc) stop(t *testing.T) {
+	if p.cmd.Process == nil || p.cmd.ProcessState != nil {
+		return
+	}
+	_ = p.cmd.Process.Signal(os.Interrupt)
+	done := make(chan error, 1)
+	go func() { done <- p.cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("gateway exited uncleanly after SIGINT: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		_ = p.cmd.Process.Kill()
+		t.Errorf("gateway did not stop within 20s of SIGINT")
+	}
+}
+
+// answer is a decoded HTTP answer.
+type answer struct {
+	status int
+	header http.Header
+	body   []byte
+	json   map[string]any
+}
+
+func (a answer) str(k string) string { s, _ := a.json[k].(string); return s }
+func (a answer) num(k string) uint64 { f, _ := a.json[k].(float64); return uint64(f) }
+
+// do sends a request with a bearer token and optional headers and body.
+func (p *gatewayProc) do(t *testing.T, method, path, token string, hdr map[string]string, body string) answer {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, p.base+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	a := answer{status: resp.StatusCode, header: resp.Header, body: b}
+	_ = json.Unmarshal(b, &a.json)
+	return a
+}
+
+// lease is what a worker keeps from an acquisition.
+type lease struct {
+	id, grant, status string
+	fence             uint64
+}
+
+func (p *gatewayProc) acquire(t *testing.T, token, resource, requestID, opID string, ttlMs int) lease {
+	t.Helper()
+	body := fmt.Sprintf(`{"resource":%q,"requestId":%q,"ttlMs":%d,"operationId":%q}`, resource, requestID, ttlMs, opID)
+	a := p.do(t, "POST", "/v1/leases", token, map[string]string{"Content-Type": "application/json"}, body)
+	if a.status != http.StatusCreated {
+		t.Fatalf("acquire %s: %d %s", resource, a.status, a.body)
+	}
+	return lease{id: a.str("lease"), grant: a.str("grant"), status: a.str("statusProof"), fence: a.num("fenceToken")}
+}
+
+func (p *gatewayProc) put(t *testing.T, token string, l lease, key string, seg int, body string) answer {
+	t.Helper()
+	return p.do(t, "PUT", "/v1/objects/"+key, token, map[string]string{
+		"Fence-Grant": l.grant, "Fence-Status": l.status, "Fence-Segment": fmt.Sprint(seg),
+	}, body)
+}
+
+func wantCode(t *testing.T, a answer, status int, code string) {
+	t.Helper()
+	if a.status != status || a.str("code") != code {
+		t.Fatalf("want %d %s, got %d %s", status, code, a.status, a.body)
+	}
+	if ct := a.header.Get("Content-Type"); code != "" && !strings.HasPrefix(ct, "application/problem+json") {
+		t.Fatalf("problem answered as %q", ct)
+	}
+}
