@@ -93,7 +93,7 @@ func TestIdempotencyContractNeedsRetentionAndEffectQuery(t *testing.T) {
 }
 
 func TestValidateReportsEveryProblemAtOnce(t *testing.T) {
-	a := validConfig("ftp://nowhere")                                   // bad URL
+	a := validConfig("ftp://nowhere")                                  // bad URL
 	a.Credentials = &Credentials{Env: "FG_TEST_SURELY_UNSET_VARIABLE"} // missing env var
 	a.Routes = append(a.Routes, Route{Method: "POST", Path: "/v1/x/{id}", Resource: "x/{account}"})
 	b := validConfig("http://ok.example") // duplicate name
