@@ -1,0 +1,415 @@
+package proofs
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fencegate/fencegate"
+	lru "github.com/hashicorp/golang-lru/v2"
+	"github.com/lestrrat-go/jwx/v2/jwa"
+	"github.com/lestrrat-go/jwx/v2/jws"
+)
+
+// Defaults of a Verifier.
+const (
+	// DefaultMaxTokenSize caps a token's length in bytes; longer tokens are
+	// refused before any decoding.
+	DefaultMaxTokenSize = 8 << 10
+	// DefaultCacheSize is the number of verified grants (and, separately,
+	// status proofs) kept.
+	DefaultCacheSize = 8192
+	// MaxClockSkew is how far a status proof's iat may lie ahead of now.
+	MaxClockSkew = 2 * time.Second
+)
+
+// Option configures a Verifier.
+type Option func(*Verifier)
+
+// WithClock sets the clock key windows and status freshness are checked
+// against (default time.Now).
+func WithClock(now func() time.Time) Option {
+	return func(v *Verifier) {
+		if now != nil {
+			v.now = now
+		}
+	}
+}
+
+// WithCacheSize sets how many verified grants and status proofs are cached
+// (each); 0 disables caching.
+func WithCacheSize(n int) Option {
+	return func(v *Verifier) { v.cacheSize = max(n, 0) }
+}
+
+// WithMaxTokenSize sets the token size cap in bytes (default 8 KiB).
+func WithMaxTokenSize(n int) Option {
+	return func(v *Verifier) {
+		if n > 0 {
+			v.maxSize = n
+		}
+	}
+}
+
+// Verifier verifies grants and status proofs against its current trust
+// bundle. It is safe for concurrent use; the bundle is swapped atomically by
+// SetBundle.
+type Verifier struct {
+	bundle    atomic.Pointer[Bundle]
+	swap      sync.Mutex // serializes SetBundle
+	now       func() time.Time
+	maxSize   int
+	cacheSize int
+	grants    *lru.Cache[[sha256.Size]byte, grantEntry]
+	statuses  *lru.Cache[[sha256.Size]byte, statusEntry]
+
+	// sigChecks counts calls of jws.Verify; tests read it to prove that a
+	// cached token skips the signature check.
+	sigChecks atomic.Uint64
+}
+
+type grantEntry struct {
+	bundle *Bundle
+	key    *bundleKey
+	vg     fencegate.VerifiedGrant
+}
+
+type statusEntry struct {
+	bundle *Bundle
+	key    *bundleKey
+	st     fencegate.Status
+}
+
+// NewVerifier returns a Verifier that trusts exactly the keys of b.
+func NewVerifier(b *Bundle, opts ...Option) (*Verifier, error) {
+	if b == nil {
+		return nil, errors.New("proofs: NewVerifier needs a bundle")
+	}
+	v := &Verifier{now: time.Now, maxSize: DefaultMaxTokenSize, cacheSize: DefaultCacheSize}
+	for _, o := range opts {
+		o(v)
+	}
+	if v.cacheSize > 0 {
+		var err error
+		if v.grants, err = lru.New[[sha256.Size]byte, grantEntry](v.cacheSize); err != nil {
+			return nil, err
+		}
+		if v.statuses, err = lru.New[[sha256.Size]byte, statusEntry](v.cacheSize); err != nil {
+			return nil, err
+		}
+	}
+	v.bundle.Store(b)
+	return v, nil
+}
+
+// Bundle returns the bundle in force.
+func (v *Verifier) Bundle() *Bundle { return v.bundle.Load() }
+
+// SetBundle replaces the trust bundle. It is the only way keys change: a file
+// reload or an admin action calls it, a token never does. A bundle with a lower
+// version than the current one is refused. The caches are emptied, and entries
+// verified under an earlier bundle are never used again.
+func (v *Verifier) SetBundle(b *Bundle) error {
+	if b == nil {
+		return bundleErr("nil bundle")
+	}
+	v.swap.Lock()
+	defer v.swap.Unlock()
+	cur := v.bundle.Load()
+	if b.Version() < cur.Version() {
+		return bundleErr("version %d is lower than the current version %d", b.Version(), cur.Version())
+	}
+	v.bundle.Store(b)
+	if v.grants != nil {
+		v.grants.Purge()
+		v.statuses.Purge()
+	}
+	return nil
+}
+
+// docKind names the document a token must carry.
+type docKind struct {
+	name string
+	typ  string
+	code fencegate.Code
+}
+
+var (
+	grantKind  = docKind{name: "grant", typ: TypGrant, code: fencegate.CodeGrantInvalid}
+	statusKind = docKind{name: "status proof", typ: TypStatus, code: fencegate.CodeStatusInvalid}
+)
+
+func (d docKind) errorf(format string, args ...any) *fencegate.Error {
+	return fencegate.Errorf(d.code, d.name+": "+format, args...)
+}
+
+var (
+	grantFields  = jsonFields[fencegate.Grant]()
+	statusFields = jsonFields[fencegate.Status]()
+)
+
+// VerifyGrant verifies a compact lockGrant.v1 JWS and returns the grant with
+// its digest and the kid that signed it. Any failure is GRANT_INVALID. The
+// grant's expiresAt is not checked here: whether the lease is still held is
+// what the status proof says.
+func (v *Verifier) VerifyGrant(token string) (fencegate.VerifiedGrant, error) {
+	if err := v.checkSize(token, grantKind); err != nil {
+		return fencegate.VerifiedGrant{}, err
+	}
+	cur := v.bundle.Load()
+	now := v.now()
+	var id [sha256.Size]byte
+	if v.grants != nil {
+		id = sha256.Sum256([]byte(token))
+		if e, ok := v.grants.Get(id); ok && e.bundle == cur {
+			if err := e.key.validAt(now); err != nil {
+				return fencegate.VerifiedGrant{}, grantKind.errorf("%v", err)
+			}
+			return e.vg, nil
+		}
+	}
+	key, payload, err := v.verifyToken(token, grantKind, cur, now)
+	if err != nil {
+		return fencegate.VerifiedGrant{}, err
+	}
+	var g fencegate.Grant
+	if err := decodeStrict(payload, &g, grantFields); err != nil {
+		return fencegate.VerifiedGrant{}, grantKind.errorf("payload: %v", err)
+	}
+	if err := g.Validate(); err != nil {
+		return fencegate.VerifiedGrant{}, err
+	}
+	if g.IssuerEpoch != key.epoch {
+		return fencegate.VerifiedGrant{}, grantKind.errorf("issuerEpoch %d is not the epoch %d of key %s", g.IssuerEpoch, key.epoch, quoteShort(key.kid))
+	}
+	vg := fencegate.VerifiedGrant{Grant: g, Digest: GrantDigest(payload), KeyID: key.kid}
+	if v.grants != nil {
+		v.grants.Add(id, grantEntry{bundle: cur, key: key, vg: vg})
+	}
+	return vg, nil
+}
+
+// VerifyStatus verifies a compact grantStatus.v1 JWS for the verified grant g
+// and returns the status. Any failure is STATUS_INVALID. The claims (binding to
+// g, state, freshness) are checked on every call, also when the signature check
+// is served from the cache. Whether the issuer epoch is revoked is the caller's
+// check.
+func (v *Verifier) VerifyStatus(token string, g fencegate.VerifiedGrant) (fencegate.Status, error) {
+	if err := v.checkSize(token, statusKind); err != nil {
+		return fencegate.Status{}, err
+	}
+	cur := v.bundle.Load()
+	now := v.now()
+	var id [sha256.Size]byte
+	var st fencegate.Status
+	var key *bundleKey
+	cached := false
+	if v.statuses != nil {
+		id = sha256.Sum256([]byte(token))
+		if e, ok := v.statuses.Get(id); ok && e.bundle == cur {
+			st, key, cached = e.st, e.key, true
+		}
+	}
+	if !cached {
+		k, payload, err := v.verifyToken(token, statusKind, cur, now)
+		if err != nil {
+			return fencegate.Status{}, err
+		}
+		if err := decodeStrict(payload, &st, statusFields); err != nil {
+			return fencegate.Status{}, statusKind.errorf("payload: %v", err)
+		}
+		if st.IssuerEpoch != k.epoch {
+			return fencegate.Status{}, statusKind.errorf("issuerEpoch %d is not the epoch %d of key %s", st.IssuerEpoch, k.epoch, quoteShort(k.kid))
+		}
+		key = k
+		if v.statuses != nil {
+			v.statuses.Add(id, statusEntry{bundle: cur, key: key, st: st})
+		}
+	} else if err := key.validAt(now); err != nil {
+		return fencegate.Status{}, statusKind.errorf("%v", err)
+	}
+	if err := checkStatusClaims(st, g, now); err != nil {
+		return fencegate.Status{}, err
+	}
+	return st, nil
+}
+
+// checkStatusClaims checks what a status proof says against grant g at now.
+func checkStatusClaims(st fencegate.Status, g fencegate.VerifiedGrant, now time.Time) error {
+	sk := statusKind
+	switch {
+	case st.Schema != fencegate.StatusSchema:
+		return sk.errorf("schema must be %q", fencegate.StatusSchema)
+	case g.Digest == "":
+		return sk.errorf("the grant has no digest")
+	case st.GrantDigest != g.Digest:
+		return sk.errorf("grantDigest names another grant")
+	case st.Resource != g.Resource:
+		return sk.errorf("resource is not the grant's resource")
+	case st.Lease != g.Lease:
+		return sk.errorf("lease is not the grant's lease")
+	case st.FenceToken != g.FenceToken:
+		return sk.errorf("fenceToken is not the grant's fenceToken")
+	case st.State != fencegate.StateHeld:
+		return sk.errorf("lease state is %s, not HELD", quoteShort(string(st.State)))
+	}
+	nowMs := now.UnixMilli()
+	switch {
+	case st.ExpiresAtMs <= nowMs:
+		return sk.errorf("expired %d ms ago", nowMs-st.ExpiresAtMs)
+	case st.IssuedAtMs > nowMs+MaxClockSkew.Milliseconds():
+		return sk.errorf("iat is %d ms in the future, more than the %s skew allowed", st.IssuedAtMs-nowMs, MaxClockSkew)
+	case st.ExpiresAtMs <= st.IssuedAtMs:
+		return sk.errorf("exp is not after iat")
+	case st.ExpiresAtMs-st.IssuedAtMs > fencegate.MaxStatusLife.Milliseconds():
+		return sk.errorf("life of %d ms exceeds the maximum %s", st.ExpiresAtMs-st.IssuedAtMs, fencegate.MaxStatusLife)
+	}
+	return nil
+}
+
+func (v *Verifier) checkSize(token string, kind docKind) error {
+	if len(token) > v.maxSize {
+		return kind.errorf("token of %d bytes exceeds the limit of %d", len(token), v.maxSize)
+	}
+	return nil
+}
+
+// protectedHeader is the only header shape accepted.
+type protectedHeader struct {
+	Alg string `json:"alg"`
+	Kid string `json:"kid"`
+	Typ string `json:"typ"`
+}
+
+// Header members that would let a token choose its own key or certificate.
+var keySourceMembers = []string{"jku", "x5u", "jwk", "x5c"}
+
+var b64 = base64.RawURLEncoding.Strict()
+
+// verifyToken runs every structural, header and signature rule on token
+// against bundle b at now and returns the key that verified it and the exact
+// signed payload bytes.
+func (v *Verifier) verifyToken(token string, kind docKind, b *Bundle, now time.Time) (*bundleKey, []byte, error) {
+	if token == "" {
+		return nil, nil, kind.errorf("empty token")
+	}
+	if strings.HasPrefix(strings.TrimLeft(token, " \t\r\n"), "{") {
+		return nil, nil, kind.errorf("JSON serialization is not accepted; only compact JWS")
+	}
+	if n := strings.Count(token, "."); n != 2 {
+		return nil, nil, kind.errorf("compact JWS must have exactly two dots, not %d", n)
+	}
+	hSeg, rest, _ := strings.Cut(token, ".")
+	pSeg, sSeg, _ := strings.Cut(rest, ".")
+	if hSeg == "" || pSeg == "" || sSeg == "" {
+		return nil, nil, kind.errorf("compact JWS has an empty segment")
+	}
+	for i := 0; i < len(token); i++ {
+		c := token[i]
+		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return nil, nil, kind.errorf("token has a byte outside unpadded base64url")
+		}
+	}
+	hdrJSON, err := b64.DecodeString(hSeg)
+	if err != nil {
+		return nil, nil, kind.errorf("header is not base64url")
+	}
+	payload, err := b64.DecodeString(pSeg)
+	if err != nil {
+		return nil, nil, kind.errorf("payload is not base64url")
+	}
+	if _, err := b64.DecodeString(sSeg); err != nil {
+		return nil, nil, kind.errorf("signature is not base64url")
+	}
+
+	hdr, err := parseHeader(hdrJSON)
+	if err != nil {
+		return nil, nil, kind.errorf("header: %v", err)
+	}
+	if !strings.EqualFold(hdr.Typ, kind.typ) {
+		return nil, nil, kind.errorf("header typ %s is not %q", quoteShort(hdr.Typ), kind.typ)
+	}
+	key, ok := b.lookup(hdr.Kid)
+	if !ok {
+		return nil, nil, kind.errorf("kid %s is not in the trust bundle (version %d)", quoteShort(hdr.Kid), b.Version())
+	}
+	alg := jwa.SignatureAlgorithm(hdr.Alg)
+	if alg != key.alg {
+		return nil, nil, kind.errorf("header alg %s is not the alg %s of key %s", quoteShort(hdr.Alg), key.alg, quoteShort(key.kid))
+	}
+	if err := key.validAt(now); err != nil {
+		return nil, nil, kind.errorf("%v", err)
+	}
+	v.sigChecks.Add(1)
+	signed, err := jws.Verify([]byte(token), jws.WithKey(key.alg, key.raw), jws.WithCompact())
+	if err != nil {
+		return nil, nil, kind.errorf("signature does not verify with key %s", quoteShort(key.kid))
+	}
+	if !bytes.Equal(signed, payload) { // defence in depth: both parsed the same bytes
+		return nil, nil, kind.errorf("signed payload differs from the token's payload")
+	}
+	return key, payload, nil
+}
+
+// parseHeader parses the protected header strictly: one JSON object without
+// duplicate keys or trailing data, no key-source member (jku, x5u, jwk, x5c),
+// no crit, nothing but alg, kid and typ, all non-empty strings, and an alg in
+// the allow-list.
+func parseHeader(data []byte) (protectedHeader, error) {
+	var h protectedHeader
+	keys, err := checkStrictJSON(data)
+	if err != nil {
+		return h, err
+	}
+	for _, name := range keySourceMembers {
+		if contains(keys, name) {
+			return h, fmt.Errorf("member %q is refused: keys come only from the trust bundle", name)
+		}
+	}
+	if contains(keys, "crit") {
+		return h, errors.New(`member "crit" is refused: no extension is understood`)
+	}
+	for _, k := range keys {
+		if k != "alg" && k != "kid" && k != "typ" {
+			return h, fmt.Errorf("member %s is not allowed", quoteShort(k))
+		}
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(data, &m); err != nil {
+		return h, fmt.Errorf("malformed JSON: %v", err)
+	}
+	str := func(name string) (string, error) {
+		raw, ok := m[name]
+		if !ok {
+			return "", fmt.Errorf("%q is required", name)
+		}
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil || s == "" {
+			return "", fmt.Errorf("%q must be a non-empty string", name)
+		}
+		return s, nil
+	}
+	if h.Alg, err = str("alg"); err != nil {
+		return h, err
+	}
+	if strings.EqualFold(h.Alg, "none") {
+		return h, errors.New(`alg "none" is refused`)
+	}
+	if !Allowed(jwa.SignatureAlgorithm(h.Alg)) {
+		return h, fmt.Errorf("alg %s is not in the allow-list", quoteShort(h.Alg))
+	}
+	if h.Kid, err = str("kid"); err != nil {
+		return h, err
+	}
+	if h.Typ, err = str("typ"); err != nil {
+		return h, err
+	}
+	return h, nil
+}
