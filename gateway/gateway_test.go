@@ -1,0 +1,302 @@
+package gateway_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/backends/local"
+	"github.com/fencegate/fencegate/fencestore/embedded"
+	"github.com/fencegate/fencegate/gateway"
+	"github.com/fencegate/fencegate/proofs/prooftest"
+)
+
+const (
+	owner    = prooftest.DefaultOwner
+	resource = "local/inv/7"
+	key      = "inv/7"
+)
+
+// faultyStore lets a test replace Put or Head of a real local store.
+type faultyStore struct {
+	fencegate.ObjectStore
+	mu   sync.Mutex
+	put  func(ctx context.Context, req fencegate.PutRequest) (string, error)
+	head func(ctx context.Context, key string) (fencegate.ObjectInfo, error)
+}
+
+func (f *faultyStore) Put(ctx context.Context, req fencegate.PutRequest) (string, error) {
+	f.mu.Lock()
+	p := f.put
+	f.mu.Unlock()
+	if p != nil {
+		return p(ctx, req)
+	}
+	return f.ObjectStore.Put(ctx, req)
+}
+
+func (f *faultyStore) Head(ctx context.Context, key string) (fencegate.ObjectInfo, error) {
+	f.mu.Lock()
+	h := f.head
+	f.mu.Unlock()
+	if h != nil {
+		return h(ctx, key)
+	}
+	return f.ObjectStore.Head(ctx, key)
+}
+
+func (f *faultyStore) set(put func(context.Context, fencegate.PutRequest) (string, error), head func(context.Context, string) (fencegate.ObjectInfo, error)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.put, f.head = put, head
+}
+
+type fixture struct {
+	t     *testing.T
+	kit   *prooftest.Kit
+	store fencegate.FenceStore
+	obj   *faultyStore
+	gw    *gateway.Gateway
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	kit := prooftest.New(t)
+	st, err := embedded.Open(filepath.Join(t.TempDir(), "fence.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	loc, err := local.New("local", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw, err := gateway.New(gateway.Config{Verifier: kit.Verifier(), Store: st, Now: kit.Now,
+		Policy: gateway.StaticPolicy{Generation: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &fixture{t: t, kit: kit, store: st, obj: &faultyStore{ObjectStore: loc}, gw: gw}
+}
+
+// request builds a fenced object write of body under fence and segment.
+func (f *fixture) request(fence, seg uint64, body string) gateway.Request {
+	f.t.Helper()
+	tok, vg := f.kit.VerifiedGrant(func(g *fencegate.Grant) {
+		g.Resource, g.FenceToken = resource, fence
+		g.Lease, g.OperationRoot = "lease-"+strconv.FormatUint(fence, 10), "root-"+strconv.FormatUint(fence, 10)
+	})
+	return gateway.Request{
+		Caller: owner, GrantToken: tok, StatusToken: f.kit.Status(vg, nil), Segment: seg,
+		Resource: resource, Target: gateway.ObjectTarget("local", key), Method: "PUT",
+		PayloadDigest: "sha256:" + body,
+		Effect:        gateway.ObjectPut{Store: f.obj, Key: key, Body: strings.NewReader(body), Size: int64(len(body))},
+	}
+}
+
+func (f *fixture) content() string {
+	f.t.Helper()
+	rc, _, err := f.obj.Get(context.Background(), key)
+	if err != nil {
+		return ""
+	}
+	defer rc.Close()
+	b, _ := io.ReadAll(rc)
+	return string(b)
+}
+
+func TestOwnEarlierWriteBehindAPreconditionFailureBecomesItsReceipt(t *testing.T) {
+	f := newFixture(t)
+	// The write lands, but its answer is lost and the retry meets 412.
+	f.obj.set(func(ctx context.Context, req fencegate.PutRequest) (string, error) {
+		if _, err := f.obj.ObjectStore.Put(ctx, req); err != nil {
+			return "", err
+		}
+		return "", &fencegate.Error{Code: fencegate.CodeBackendConflict, Message: "412", Err: fencegate.ErrPreconditionFailed}
+	}, nil)
+	res, err := f.gw.Apply(context.Background(), f.request(5, 1, "v1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, _ := f.obj.Head(context.Background(), key)
+	if res.Receipt.State != fencegate.ReceiptCommitted || res.Receipt.Version != info.ETag {
+		t.Fatalf("receipt %+v, object etag %s", res.Receipt, info.ETag)
+	}
+}
+
+func TestChangeBehindTheGatewaysBackIsBackendConflict(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	if _, err := f.gw.Apply(ctx, f.request(5, 1, "v1")); err != nil {
+		t.Fatal(err)
+	}
+	info, _ := f.obj.Head(ctx, key)
+	if _, err := f.obj.ObjectStore.Put(ctx, fencegate.PutRequest{Key: key, Body: strings.NewReader("outside"), Size: 7, IfMatch: info.ETag}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := f.gw.Apply(ctx, f.request(5, 2, "v2"))
+	if fencegate.ErrorCode(err) != fencegate.CodeBackendConflict {
+		t.Fatalf("want BACKEND_CONFLICT, got %v", err)
+	}
+	if got := f.content(); got != "outside" {
+		t.Fatalf("object overwritten: %q", got)
+	}
+	rs, _ := f.store.Resource(ctx, resource)
+	if rs.LastSegmentSeq != 1 || rs.PendingReceipt != "" {
+		t.Fatalf("a failed effect kept its segment or the resource busy: %+v", rs)
+	}
+}
+
+func TestUncertainEffectIsUnknownBlocksTheResourceAndIsReconciled(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	if _, err := f.gw.Apply(ctx, f.request(5, 1, "v1")); err != nil {
+		t.Fatal(err)
+	}
+	// The write lands but the connection drops, and the read-back fails too.
+	f.obj.set(func(ctx context.Context, req fencegate.PutRequest) (string, error) {
+		_, _ = f.obj.ObjectStore.Put(ctx, req)
+		return "", fencegate.Errorf(fencegate.CodeBackendUnavailable, "connection reset")
+	}, func(context.Context, string) (fencegate.ObjectInfo, error) {
+		return fencegate.ObjectInfo{}, fencegate.Errorf(fencegate.CodeBackendUnavailable, "connection reset")
+	})
+	res, err := f.gw.Apply(ctx, f.request(5, 2, "v2"))
+	var fe *fencegate.Error
+	if !errors.As(err, &fe) || fe.Code != fencegate.CodeMutationUnknown || fe.ReceiptID == "" {
+		t.Fatalf("want MUTATION_UNKNOWN with a receipt, got %v", err)
+	}
+	f.obj.set(nil, nil)
+	// Nothing new is admitted while the outcome is unknown, not even a higher fence.
+	if _, err := f.gw.Apply(ctx, f.request(6, 1, "v3")); fencegate.ErrorCode(err) != fencegate.CodeResourceBusy {
+		t.Fatalf("want RESOURCE_BUSY, got %v", err)
+	}
+	rc := &gateway.Reconciler{Store: f.store, Now: f.kit.Now, Resolver: func(string) gateway.Resolver {
+		return gateway.ObjectResolver{Stores: map[string]fencegate.ObjectStore{"local": f.obj}, Now: f.kit.Now, Grace: time.Minute}
+	}}
+	if n, err := rc.RunOnce(ctx); err != nil || n != 1 {
+		t.Fatalf("reconciled %d, %v", n, err)
+	}
+	got, _ := f.store.Receipt(ctx, res.Receipt.ID)
+	if got.State != fencegate.ReceiptCommitted {
+		t.Fatalf("receipt %s after reconcile", got.State)
+	}
+	if _, err := f.gw.Apply(ctx, f.request(6, 1, "v3")); err != nil {
+		t.Fatalf("resource still blocked after reconcile: %v", err)
+	}
+}
+
+func TestWriteThatNeverLandedIsSettledNotAppliedAfterGrace(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.obj.set(func(context.Context, fencegate.PutRequest) (string, error) {
+		return "", fencegate.Errorf(fencegate.CodeBackendUnavailable, "timeout")
+	}, nil)
+	res, err := f.gw.Apply(ctx, f.request(5, 1, "v1"))
+	if fencegate.ErrorCode(err) != fencegate.CodeMutationUnknown {
+		t.Fatalf("want MUTATION_UNKNOWN, got %v", err)
+	}
+	f.obj.set(nil, nil)
+	rc := &gateway.Reconciler{Store: f.store, Now: f.kit.Now, Resolver: func(string) gateway.Resolver {
+		return gateway.ObjectResolver{Stores: map[string]fencegate.ObjectStore{"local": f.obj}, Now: f.kit.Now, Grace: time.Minute}
+	}}
+	if n, _ := rc.RunOnce(ctx); n != 0 {
+		t.Fatal("settled before the grace period")
+	}
+	f.kit.Advance(2 * time.Minute)
+	if n, _ := rc.RunOnce(ctx); n != 1 {
+		t.Fatal("not settled after the grace period")
+	}
+	got, _ := f.store.Receipt(ctx, res.Receipt.ID)
+	if got.State != fencegate.ReceiptNotApplied {
+		t.Fatalf("receipt %s, want NOT_APPLIED", got.State)
+	}
+	// The segment can be written again: the effect is known not to have happened.
+	if _, err := f.gw.Apply(ctx, f.request(5, 1, "v1")); err != nil {
+		t.Fatalf("retry of a not-applied segment: %v", err)
+	}
+}
+
+func TestOrphanedPendingReceiptIsSettledFromObjectMetadata(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	// A gateway crashed between the object write and the receipt commit.
+	req := f.request(5, 1, "v1")
+	vg, _, err := f.gw.Authorize(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	adm, err := f.store.Admit(ctx, fencegate.AdmitRequest{Grant: vg, Segment: 1, Target: req.Target, Method: "PUT",
+		PayloadDigest: req.PayloadDigest, ReceiptID: "rcpt_crashed", Now: f.kit.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.obj.Put(ctx, fencegate.PutRequest{Key: key, Body: bytes.NewReader([]byte("v1")), Size: 2, IfNoneMatch: true,
+		Meta: gateway.EffectMetaOf(adm.Receipt)}); err != nil {
+		t.Fatal(err)
+	}
+	rc := &gateway.Reconciler{Store: f.store, Now: f.kit.Now, Orphan: time.Minute, Resolver: func(string) gateway.Resolver {
+		return gateway.ObjectResolver{Stores: map[string]fencegate.ObjectStore{"local": f.obj}, Now: f.kit.Now, Grace: time.Minute}
+	}}
+	if n, _ := rc.RunOnce(ctx); n != 0 {
+		t.Fatal("a young PENDING receipt was taken as orphaned")
+	}
+	f.kit.Advance(2 * time.Minute)
+	if n, _ := rc.RunOnce(ctx); n != 1 {
+		t.Fatal("orphaned receipt not settled")
+	}
+	got, _ := f.store.Receipt(ctx, "rcpt_crashed")
+	if got.State != fencegate.ReceiptCommitted || got.Version == "" {
+		t.Fatalf("receipt %+v", got)
+	}
+}
+
+func TestHigherFenceWaitsForTheLowerEffectToSettle(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	if _, err := f.gw.Apply(ctx, f.request(5, 1, "v1")); err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu     sync.Mutex
+		events []string
+	)
+	log := func(s string) { mu.Lock(); events = append(events, s); mu.Unlock() }
+	entered, release := make(chan struct{}), make(chan struct{})
+	slow := f.request(5, 2, "v2")
+	slow.Effect = gateway.EffectFunc(func(ctx context.Context, r fencegate.Receipt, prev string) (fencegate.Outcome, error) {
+		log("low-start")
+		close(entered)
+		<-release
+		log("low-end")
+		return fencegate.Outcome{State: fencegate.ReceiptCommitted, Version: prev}, nil
+	})
+	high := f.request(6, 1, "v3")
+	high.Effect = gateway.EffectFunc(func(ctx context.Context, r fencegate.Receipt, prev string) (fencegate.Outcome, error) {
+		log("high-start")
+		return fencegate.Outcome{State: fencegate.ReceiptCommitted, Version: prev}, nil
+	})
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); _, _ = f.gw.Apply(ctx, slow) }()
+	<-entered
+	go func() {
+		defer wg.Done()
+		if _, err := f.gw.Apply(ctx, high); err != nil {
+			t.Errorf("high fence: %v", err)
+		}
+	}()
+	time.Sleep(20 * time.Millisecond) // give the higher fence a chance to overtake (it must not)
+	close(release)
+	wg.Wait()
+	if got := strings.Join(events, ","); got != "low-start,low-end,high-start" {
+		t.Fatalf("effect order %s", got)
+	}
+}
