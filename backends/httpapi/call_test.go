@@ -237,3 +237,16 @@ func TestAnswerBeyondLimitIsTruncatedAndMarked(t *testing.T) {
 		t.Fatalf("outcome %+v %v", out, err)
 	}
 }
+
+func TestWorkerAuthorizationIsStrippedWhenCredentialUsesAnotherHeader(t *testing.T) {
+	h := newHarness(t, upstream.Options{CredentialHeader: "X-Api-Key"}, func(c *APIConfig) {
+		c.Credentials.Header = "X-Api-Key"
+	})
+	hd := http.Header{"Authorization": {"Bearer worker-token"}, "Content-Type": {"application/json"}}
+	if out, err := h.call(h.receipt(1, 1), hd, payout); err != nil || out.Response.Status != 200 {
+		t.Fatalf("outcome %+v %v", out, err)
+	}
+	if h.pay.LeakedAuthorization() != 0 || h.seen[0].Get("X-Api-Key") != secret {
+		t.Fatalf("upstream headers %v", h.seen[0])
+	}
+}

@@ -1,0 +1,160 @@
+package handlers
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/backends/httpapi"
+	"github.com/go-chi/chi/v5"
+)
+
+// apiRoutes mounts the fenced third-party API calls
+// (POST|PUT|PATCH|DELETE /v1/apis/{api}/{path...}) and the operator's resolve
+// endpoint for UNKNOWN receipts.
+func (s *Server) apiRoutes(r chi.Router) {
+	for _, m := range []string{http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		r.Method(m, "/apis/{api}/*", http.HandlerFunc(s.callAPI))
+	}
+	r.With(s.authOnly).Post("/unknown/{receiptId}/resolve", s.resolveUnknown)
+}
+
+// apiCallPath splits /v1/apis/{api}/{path...} into the API and the upstream
+// path (with its leading slash). Encoded slashes and query strings are refused:
+// the payload digest covers only the body, so nothing else may vary the call.
+func apiCallPath(r *http.Request) (api, path string, err error) {
+	if raw := strings.ToLower(r.URL.RawPath); strings.Contains(raw, "%2f") || strings.Contains(raw, "%5c") {
+		return "", "", fencegate.Errorf(fencegate.CodeInvalidRequest, "encoded slashes are not allowed in API paths")
+	}
+	if r.URL.RawQuery != "" {
+		return "", "", fencegate.Errorf(fencegate.CodeInvalidRequest, "query strings are not forwarded to APIs; put parameters in the body")
+	}
+	rest, _ := strings.CutPrefix(r.URL.Path, "/v1/apis/")
+	api, path, ok := strings.Cut(rest, "/")
+	if !ok || api == "" || path == "" {
+		return "", "", fencegate.Errorf(fencegate.CodeInvalidRequest, "API path must be /v1/apis/{api}/{path}")
+	}
+	return api, "/" + path, nil
+}
+
+// callAPI forwards one fenced call: authenticate, find the declared route and
+// derive its resource, verify the grant before reading the body, spool the
+// body within the API's limit, then admit and forward through the gateway.
+func (s *Server) callAPI(w http.ResponseWriter, r *http.Request) {
+	caller, err := s.Auth.Authenticate(r)
+	if err != nil {
+		s.problem(w, r, err)
+		return
+	}
+	name, path, err := apiCallPath(r)
+	if err != nil {
+		s.problem(w, r, err)
+		return
+	}
+	api := s.APIs[name]
+	if api == nil {
+		s.problem(w, r, fencegate.Errorf(fencegate.CodeNotFound, "no API named %q is configured", name))
+		return
+	}
+	_, resource, ok := api.Match(r.Method, path)
+	if !ok {
+		s.problem(w, r, fencegate.Errorf(fencegate.CodeNotFound, "api %q declares no route %s %s", name, r.Method, path))
+		return
+	}
+	req, err := fenceRequest(r, caller)
+	if err != nil {
+		s.problem(w, r, err)
+		return
+	}
+	req.Resource = resource
+	if _, _, err := s.Gateway.Authorize(r.Context(), req); err != nil {
+		s.problem(w, r, err)
+		return
+	}
+	limit := min(s.MaxBody, api.MaxBodyBytes())
+	if r.ContentLength > limit {
+		s.problem(w, r, fencegate.Errorf(fencegate.CodeInvalidRequest, "request body exceeds the limit of %d bytes", limit))
+		return
+	}
+	body, err := spool(r, s.SpoolDir, limit)
+	if err != nil {
+		s.problem(w, r, err)
+		return
+	}
+	defer body.Close()
+	req.Target = httpapi.Target(name, path)
+	req.PayloadDigest = body.digest
+	req.Effect = api.Call(r.Method, path, r.Header, body.file, body.size)
+	res, err := s.Gateway.Apply(r.Context(), req)
+	if err != nil {
+		s.problem(w, r, err)
+		return
+	}
+	h := w.Header()
+	er := res.Receipt.Response
+	if er == nil { // settled by an operator without an upstream answer
+		h.Set("Fence-Receipt", res.Receipt.ID)
+		if res.Replay {
+			h.Set("Fence-Replay", "true")
+		}
+		writeJSON(w, http.StatusOK, res.Receipt)
+		return
+	}
+	for k, v := range er.Header {
+		switch http.CanonicalHeaderKey(k) {
+		case "Content-Length", "Transfer-Encoding", "Connection":
+			continue
+		}
+		h.Set(k, v)
+	}
+	h.Set("Fence-Receipt", res.Receipt.ID)
+	if res.Replay {
+		h.Set("Fence-Replay", "true")
+	}
+	h.Set("Content-Length", strconv.Itoa(len(er.Body)))
+	w.WriteHeader(er.Status)
+	_, _ = w.Write(er.Body)
+}
+
+// resolution is an operator's verdict on an UNKNOWN receipt.
+type resolution struct {
+	State fencegate.ReceiptState `json:"state"`
+	Note  string                 `json:"note"`
+}
+
+// resolveUnknown settles an UNKNOWN receipt by hand: COMMITTED or NOT_APPLIED
+// (which gives the segment number back). Only UNKNOWN receipts are accepted;
+// the note and the operator's identity are kept in the receipt.
+func (s *Server) resolveUnknown(w http.ResponseWriter, r *http.Request) {
+	var in resolution
+	if err := decodeJSON(r, &in); err != nil {
+		s.problem(w, r, err)
+		return
+	}
+	if in.State != fencegate.ReceiptCommitted && in.State != fencegate.ReceiptNotApplied {
+		s.problem(w, r, fencegate.Errorf(fencegate.CodeInvalidRequest, "state must be COMMITTED or NOT_APPLIED"))
+		return
+	}
+	ctx := r.Context()
+	id := chi.URLParam(r, "receiptId")
+	rc, err := s.Gateway.Store().Receipt(ctx, id)
+	if err != nil {
+		s.problem(w, r, err)
+		return
+	}
+	if rc.State != fencegate.ReceiptUnknown {
+		s.problem(w, r, fencegate.Errorf(fencegate.CodeInvalidRequest, "receipt %s is %s, not UNKNOWN", id, rc.State))
+		return
+	}
+	note := "resolved by operator " + callerOf(r)
+	if in.Note != "" {
+		note += ": " + in.Note
+	}
+	out, err := s.Gateway.Store().Settle(ctx, id, fencegate.Outcome{State: in.State, Error: note, Now: s.Now()})
+	if err != nil {
+		s.problem(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
