@@ -134,6 +134,9 @@ func (g *Gateway) forward(ctx context.Context, adm fencegate.Admission, eff Effe
 	if out.State == "" {
 		out.State = fencegate.ReceiptUnknown
 	}
+	if g.cfg.Failpoint != nil {
+		g.cfg.Failpoint("after-effect")
+	}
 	out.Now = g.cfg.Now()
 	r, err := g.cfg.Store.Settle(context.WithoutCancel(ctx), adm.Receipt.ID, out)
 	if err != nil {

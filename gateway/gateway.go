@@ -54,6 +54,10 @@ type Config struct {
 	Log     *slog.Logger
 	// EffectTimeout bounds one forwarded effect (default 60 s).
 	EffectTimeout time.Duration
+	// Failpoint, when set, is called at named points ("after-effect": the
+	// effect returned, its receipt is not yet settled) so tests can crash the
+	// process exactly there.
+	Failpoint func(name string)
 }
 
 // Gateway is the acceptance point. It is safe for concurrent use.

@@ -92,6 +92,15 @@ func Build(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, er
 		Verifier: verifier, Store: store, Log: log, Alarm: a.metrics,
 		Policy: gateway.StaticPolicy{Generation: cfg.PolicyGeneration, Revoked: revoked},
 	}
+	if fp := os.Getenv("FENCEGATE_FAILPOINT"); fp != "" {
+		// Test-only: crash at the named point of the acceptance point.
+		gcfg.Failpoint = func(name string) {
+			if name == fp {
+				log.Error("failpoint reached: exiting", "failpoint", name)
+				os.Exit(3)
+			}
+		}
+	}
 	if cfg.StatusMode == "query" {
 		gcfg.Querier = a.Registry
 	}
