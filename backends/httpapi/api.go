@@ -82,6 +82,22 @@ func New(c APIConfig, client *http.Client, opts ...Option) (*API, error) {
 	return a, nil
 }
 
+// NewAll builds every API of a validated Config, by name.
+func NewAll(c Config, client *http.Client, opts ...Option) (map[string]*API, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	out := make(map[string]*API, len(c.APIs))
+	for _, ac := range c.APIs {
+		a, err := New(ac, client, opts...)
+		if err != nil {
+			return nil, err
+		}
+		out[ac.Name] = a
+	}
+	return out, nil
+}
+
 // Name returns the API's configured name.
 func (a *API) Name() string { return a.cfg.Name }
 

@@ -133,6 +133,20 @@ func Parse(data []byte) (Config, error) {
 	return c, nil
 }
 
+// ParseNode strictly decodes and validates an `apis:` value held as a YAML
+// node inside a larger configuration file (a zero node means no APIs).
+func ParseNode(n *yaml.Node) (Config, error) {
+	if n == nil || n.Kind == 0 {
+		return Config{}, nil
+	}
+	doc := &yaml.Node{Kind: yaml.MappingNode, Content: []*yaml.Node{{Kind: yaml.ScalarNode, Value: "apis"}, n}}
+	data, err := yaml.Marshal(doc)
+	if err != nil {
+		return Config{}, fencegate.Wrap(err, fencegate.CodeInvalidRequest, "API config cannot be re-encoded")
+	}
+	return Parse(data)
+}
+
 // Validate reports every problem of every API at once, each naming its API.
 func (c Config) Validate() error {
 	var errs []error

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fencegate/fencegate"
+	"gopkg.in/yaml.v3"
 )
 
 // payoutsYAML is the worked example of the configuration schema.
@@ -192,5 +193,34 @@ func validConfig(base string) APIConfig {
 		Contract: Contract{Idempotency: &Idempotency{KeyRetention: 24 * time.Hour,
 			EffectQuery: &EffectQuery{Method: "GET", URL: "/v1/payouts?idempotency_key={key}"}}},
 		Routes: []Route{{Method: "POST", Path: "/v1/accounts/{account}/payouts", Resource: "payouts/{account}"}},
+	}
+}
+
+func TestAPIsSectionOfALargerFileDecodesStrictly(t *testing.T) {
+	t.Setenv("FG_TEST_PAYOUTS_TOKEN", "sk_test")
+	var outer struct {
+		Listen string    `yaml:"listen"`
+		APIs   yaml.Node `yaml:"apis"`
+	}
+	if err := yaml.Unmarshal([]byte("listen: :8080\n"+payoutsYAML), &outer); err != nil {
+		t.Fatal(err)
+	}
+	c, err := ParseNode(&outer.APIs)
+	if err != nil || len(c.APIs) != 1 || c.APIs[0].Name != "payouts" {
+		t.Fatalf("ParseNode = %+v, %v", c, err)
+	}
+	apis, err := NewAll(c, nil)
+	if err != nil || apis["payouts"] == nil {
+		t.Fatalf("NewAll = %v, %v", apis, err)
+	}
+	bad := strings.Replace(payoutsYAML, "timeout: 10s", "timeout: 10s\n    retries: 3", 1)
+	if err := yaml.Unmarshal([]byte(bad), &outer); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ParseNode(&outer.APIs); err == nil || !strings.Contains(err.Error(), "retries") {
+		t.Fatalf("unknown field accepted: %v", err)
+	}
+	if c, err := ParseNode(&yaml.Node{}); err != nil || len(c.APIs) != 0 {
+		t.Fatalf("absent section: %+v %v", c, err)
 	}
 }
