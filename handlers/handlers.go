@@ -6,16 +6,17 @@ package handlers
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
 	"time"
 
 	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/backends/httpapi"
 	"github.com/fencegate/fencegate/gateway"
 	"github.com/fencegate/fencegate/registry"
 	"github.com/go-chi/chi/v5"
-	"github.com/go-chi/chi/v5/middleware"
 )
 
 // Server holds what the handlers need.
@@ -25,6 +26,7 @@ type Server struct {
 	Auth       Authenticator
 	Registry   *registry.Registry // nil: no lease routes
 	Reconciler *gateway.Reconciler
+	APIs       map[string]*httpapi.API // third-party APIs by name
 	// MaxBody caps a request body in bytes (default 1 GiB + 1 MiB... see Defaults).
 	MaxBody int64
 	// SpoolDir holds request bodies while they are admitted and forwarded.
@@ -54,7 +56,7 @@ func Router(s *Server) http.Handler {
 		s.Now = time.Now
 	}
 	r := chi.NewRouter()
-	r.Use(middleware.Recoverer)
+	r.Use(s.recoverer)
 	r.Get("/healthz", s.healthz)
 	r.Route("/v1", func(r chi.Router) {
 		r.Put("/objects/{store}/*", s.putObject)
@@ -66,6 +68,7 @@ func Router(s *Server) http.Handler {
 		r.With(s.authOnly).Get("/resources/*", s.getResource)
 		r.With(s.authOnly).Get("/unknown", s.listUnknown)
 		r.With(s.authOnly).Get("/quarantine", s.listQuarantine)
+		s.apiRoutes(r)
 		if s.Registry != nil {
 			s.leaseRoutes(r)
 		}
@@ -109,4 +112,20 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// recoverer turns a panic into an INTERNAL problem instead of a dropped
+// connection; the panic is logged.
+func (s *Server) recoverer(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				s.problem(w, r, &fencegate.Error{Code: fencegate.CodeInternal, Message: "internal error", Err: fmt.Errorf("panic: %v", v)})
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
 }

@@ -58,8 +58,9 @@ func writeProblem(w http.ResponseWriter, r *http.Request, log *slog.Logger, err 
 		Code:     code,
 	}
 	var fe *fencegate.Error
-	if errors.As(err, &fe) {
+	if errors.As(err, &fe) && fe.ReceiptID != "" {
 		p.ReceiptID = fe.ReceiptID
+		w.Header().Set("Fence-Receipt", fe.ReceiptID)
 	}
 	if status >= 500 {
 		log.Error("request failed", "method", r.Method, "path", r.URL.Path, "code", code, "err", err)
