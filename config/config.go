@@ -15,6 +15,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/backends/httpapi"
 )
 
 // Config is the whole configuration of `gateway serve` and `gateway dev`.
@@ -202,6 +203,9 @@ func (c *Config) Validate() error {
 				add("registry.issuerEpoch %d is listed in revokedEpochs", e)
 			}
 		}
+	}
+	if _, err := httpapi.ParseNode(&c.APIs); err != nil {
+		errs = append(errs, err)
 	}
 	if c.Reconcile.Interval <= 0 || c.Reconcile.Deadline <= 0 || c.Reconcile.Orphan <= 0 {
 		add("reconcile interval, deadline and orphan must be positive")

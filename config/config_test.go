@@ -69,3 +69,26 @@ func TestTokenFromEnvAndFile(t *testing.T) {
 		t.Fatalf("tokens = %v", got)
 	}
 }
+
+func TestAPIWithoutFencingContractIsRefusedByName(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "c.yaml")
+	yml := `apis:
+  - name: legacy-payments
+    baseURL: http://127.0.0.1:9
+    credentials: {env: HOME}
+    routes:
+      - {method: POST, path: "/v1/pay/{id}", resource: "pay/{id}"}
+`
+	if err := os.WriteFile(p, []byte(yml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := Dev()
+	c.Identities = []Identity{{Name: "w", Token: "t"}}
+	if err := Load(p, &c); err != nil {
+		t.Fatal(err)
+	}
+	err := c.Validate()
+	if err == nil || !strings.Contains(err.Error(), "legacy-payments") {
+		t.Fatalf("want a refusal naming legacy-payments, got %v", err)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	"github.com/lestrrat-go/jwx/v2/jwa"
 
 	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/backends/httpapi"
 	"github.com/fencegate/fencegate/backends/local"
 	"github.com/fencegate/fencegate/backends/s3"
 	"github.com/fencegate/fencegate/config"
@@ -157,4 +159,14 @@ func loadOrCreateSeed(path string) ([]byte, error) {
 		return nil, fmt.Errorf("signing key %s: not a hex Ed25519 seed", path)
 	}
 	return seed, nil
+}
+
+// openAPIs builds the configured third-party APIs; each has declared a
+// fencing contract or the config was refused.
+func openAPIs(cfg config.Config) (map[string]*httpapi.API, error) {
+	c, err := httpapi.ParseNode(&cfg.APIs)
+	if err != nil {
+		return nil, err
+	}
+	return httpapi.NewAll(c, &http.Client{})
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/fencegate/fencegate/backends/httpapi"
 	"github.com/fencegate/fencegate/config"
 	"github.com/fencegate/fencegate/gateway"
 	"github.com/fencegate/fencegate/handlers"
@@ -107,14 +108,19 @@ func Build(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, er
 	if a.Gateway, err = gateway.New(gcfg); err != nil {
 		return nil, err
 	}
+	apis, err := openAPIs(cfg)
+	if err != nil {
+		return nil, err
+	}
+	objectResolver := func(target string) gateway.Resolver {
+		if _, _, ok := gateway.SplitObjectTarget(target); ok {
+			return gateway.ObjectResolver{Stores: objects, Grace: cfg.Reconcile.Orphan}
+		}
+		return nil
+	}
 	a.reconciler = &gateway.Reconciler{
 		Store: store, Log: log, Deadline: cfg.Reconcile.Deadline, Orphan: cfg.Reconcile.Orphan,
-		Resolver: func(target string) gateway.Resolver {
-			if _, _, ok := gateway.SplitObjectTarget(target); ok {
-				return gateway.ObjectResolver{Stores: objects, Grace: cfg.Reconcile.Orphan}
-			}
-			return nil
-		},
+		Resolver: httpapi.Resolvers(apis).Or(objectResolver),
 	}
 	tokens, err := cfg.Tokens()
 	if err != nil {
@@ -122,7 +128,7 @@ func Build(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, er
 	}
 	srv := &handlers.Server{
 		Gateway: a.Gateway, Stores: objects, Auth: handlers.NewBearerTokens(tokens),
-		Registry: a.Registry, Reconciler: a.reconciler, MaxBody: cfg.MaxBodyBytes,
+		Registry: a.Registry, Reconciler: a.reconciler, APIs: apis, MaxBody: cfg.MaxBodyBytes,
 		SpoolDir: spool, Log: log, Ready: a.ready.Load,
 	}
 	mux := http.NewServeMux()
