@@ -1,0 +1,282 @@
+// Package redis is the lease backend on Redis (go-redis/v9). Each operation is
+// one Lua script (EVALSHA), so a lease, its resource's fence counter and the
+// global revision move together atomically; Lease is a single HGETALL.
+//
+// Fence source: a per-resource counter moved by INCR, lifted to the floor
+// first (fence = max(counter, floor) + 1). Redis integers are int64, so fences
+// and revisions stop at math.MaxInt64: an acquire past it fails with INTERNAL,
+// never wraps, and SetFloor refuses floors at or above it with UNSUPPORTED.
+//
+// Time: the registry's clock decides. A lease record keeps AcquiredAt and
+// ExpiresAt as data and its state is read at the now passed in. The live-lease
+// key <prefix>live:<resource> also gets a server-side PEXPIRE of the lease TTL
+// as a safety net for anything reading Redis directly; the backend never
+// decides on it, because the server's clock is not the registry's. Lease
+// records and request keys are kept for TTL + Retention (default 7 days) after
+// their last change, which bounds how late a lost acquisition can be recovered
+// by request ID; fence counters, the floor and the revision have no TTL.
+//
+// Every key starts with the prefix. The scripts build their keys from it, so
+// on Redis Cluster the prefix must carry a hash tag (for example
+// "{fencegate}:registry:") that puts them all in one slot.
+package redis
+
+import (
+	"context"
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/registry/internal/leaserule"
+)
+
+// DefaultPrefix is the key prefix Open uses unless WithPrefix says otherwise.
+const DefaultPrefix = "{fencegate}:registry:"
+
+// DefaultRetention is how long lease records outlive their TTL.
+const DefaultRetention = 7 * 24 * time.Hour
+
+// MaxFence is the highest fence (and revision) this backend can hand out.
+const MaxFence = uint64(math.MaxInt64)
+
+// Backend implements fencegate.LeaseBackend on Redis.
+type Backend struct {
+	client    redis.UniversalClient
+	prefix    string
+	retention time.Duration
+	owns      bool
+}
+
+var _ fencegate.LeaseBackend = (*Backend)(nil)
+
+// Option configures a Backend.
+type Option func(*config)
+
+type config struct {
+	prefix    string
+	retention time.Duration
+	redisOpts func(*redis.Options)
+}
+
+// WithPrefix sets the key prefix (Open only; New takes it as an argument).
+func WithPrefix(p string) Option { return func(c *config) { c.prefix = p } }
+
+// WithRetention sets how long lease records and request IDs outlive their
+// lease TTL; 0 keeps them forever.
+func WithRetention(d time.Duration) Option { return func(c *config) { c.retention = max(d, 0) } }
+
+// WithRedisOptions lets Open adjust the client options (password, DB, TLS).
+func WithRedisOptions(f func(*redis.Options)) Option { return func(c *config) { c.redisOpts = f } }
+
+func configure(opts []Option) config {
+	c := config{prefix: DefaultPrefix, retention: DefaultRetention}
+	for _, o := range opts {
+		o(&c)
+	}
+	return c
+}
+
+// Open connects to the Redis server at addr and checks it answers; Close
+// closes the client.
+func Open(ctx context.Context, addr string, opts ...Option) (*Backend, error) {
+	c := configure(opts)
+	ro := &redis.Options{Addr: addr}
+	if c.redisOpts != nil {
+		c.redisOpts(ro)
+	}
+	client := redis.NewClient(ro)
+	if err := client.Ping(ctx).Err(); err != nil {
+		_ = client.Close()
+		return nil, translate(err, "connect registry redis")
+	}
+	return &Backend{client: client, prefix: c.prefix, retention: c.retention, owns: true}, nil
+}
+
+// New uses client with keys under prefix; Close leaves the client open. Of
+// opts only WithRetention applies.
+func New(client redis.UniversalClient, prefix string, opts ...Option) *Backend {
+	c := configure(opts)
+	return &Backend{client: client, prefix: prefix, retention: c.retention}
+}
+
+// Close closes the client if Open made it.
+func (b *Backend) Close() error {
+	if !b.owns {
+		return nil
+	}
+	return translate(b.client.Close(), "close registry redis")
+}
+
+// Acquire implements fencegate.LeaseBackend in one script.
+func (b *Backend) Acquire(ctx context.Context, req fencegate.AcquireRequest) (fencegate.Lease, error) {
+	if err := leaserule.CheckAcquire(req); err != nil {
+		return fencegate.Lease{}, err
+	}
+	now, exp, err := stamps(req.Now, req.TTL)
+	if err != nil {
+		return fencegate.Lease{}, err
+	}
+	reply, err := b.run(ctx, acquireScript, req.LeaseID, req.Resource, req.Owner, req.RequestID,
+		req.OperationID, req.OperationRoot, req.OperationCategory, strconv.FormatInt(int64(req.TTL), 10),
+		now, exp, millis(req.TTL), b.keep(req.TTL))
+	if err != nil {
+		return fencegate.Lease{}, translate(err, "acquire")
+	}
+	return b.answer(reply, req.Now, "acquire")
+}
+
+// Renew implements fencegate.LeaseBackend. The lease keeps its TTL and
+// Revision of acquisition; only ExpiresAt moves, to now+ttl.
+func (b *Backend) Renew(ctx context.Context, id, owner string, ttl time.Duration, now time.Time) (fencegate.Lease, error) {
+	if err := leaserule.CheckTTL(ttl); err != nil {
+		return fencegate.Lease{}, err
+	}
+	at, exp, err := stamps(now, ttl)
+	if err != nil {
+		return fencegate.Lease{}, err
+	}
+	reply, err := b.run(ctx, renewScript, id, owner, at, exp, millis(ttl), b.keep(ttl))
+	if err != nil {
+		return fencegate.Lease{}, translate(err, "renew")
+	}
+	return b.answer(reply, now, "renew")
+}
+
+// Release implements fencegate.LeaseBackend. A lease that is no longer held
+// is returned as it is.
+func (b *Backend) Release(ctx context.Context, id, owner string, now time.Time) (fencegate.Lease, error) {
+	at, _, err := stamps(now, 0)
+	if err != nil {
+		return fencegate.Lease{}, err
+	}
+	reply, err := b.run(ctx, releaseScript, id, owner, at, b.keep(0))
+	if err != nil {
+		return fencegate.Lease{}, translate(err, "release")
+	}
+	return b.answer(reply, now, "release")
+}
+
+// Lease implements fencegate.LeaseBackend with one HGETALL.
+func (b *Backend) Lease(ctx context.Context, id string, now time.Time) (fencegate.Lease, error) {
+	fields, err := b.client.HGetAll(ctx, b.prefix+"lease:"+id).Result()
+	if err != nil {
+		return fencegate.Lease{}, translate(err, "read lease")
+	}
+	if len(fields) == 0 {
+		return fencegate.Lease{}, fencegate.Errorf(fencegate.CodeNotFound, "lease not found")
+	}
+	return parseLease(fields, now)
+}
+
+// SetFloor implements fencegate.LeaseBackend. The floor only ever rises; a
+// lower floor changes nothing and moves no revision. A floor at or above
+// MaxFence is UNSUPPORTED: no fence could be issued above it.
+func (b *Backend) SetFloor(ctx context.Context, floor uint64) error {
+	if floor >= MaxFence {
+		return fencegate.Errorf(fencegate.CodeUnsupported, "floor %d is beyond the Redis fence range (max %d)", floor, MaxFence)
+	}
+	reply, err := b.run(ctx, floorScript, strconv.FormatUint(floor, 10))
+	if err != nil {
+		return translate(err, "set floor")
+	}
+	_, err = b.answer(reply, time.Time{}, "set floor")
+	return err
+}
+
+// run executes script with the common KEYS/ARGV prefix and returns its reply
+// as strings.
+func (b *Backend) run(ctx context.Context, s *redis.Script, args ...any) ([]string, error) {
+	return s.Run(ctx, b.client, []string{b.prefix + "revision"}, append([]any{b.prefix}, args...)...).StringSlice()
+}
+
+// keep is the record PEXPIRE in milliseconds for a lease of ttl, "0" for none.
+func (b *Backend) keep(ttl time.Duration) string {
+	if b.retention == 0 {
+		return "0"
+	}
+	return millis(ttl + b.retention)
+}
+
+// answer turns a script reply into a lease read at now, or the status's error.
+func (b *Backend) answer(reply []string, now time.Time, op string) (fencegate.Lease, error) {
+	if len(reply) == 0 {
+		return fencegate.Lease{}, fencegate.Errorf(fencegate.CodeInternal, "%s: empty script reply", op)
+	}
+	switch reply[0] {
+	case "OK":
+		if len(reply) == 1 {
+			return fencegate.Lease{}, nil
+		}
+		fields := make(map[string]string, len(reply)/2)
+		for i := 1; i+1 < len(reply); i += 2 {
+			fields[reply[i]] = reply[i+1]
+		}
+		return parseLease(fields, now)
+	case "HELD":
+		return fencegate.Lease{}, fencegate.Errorf(fencegate.CodeLeaseHeld, "resource is held by another lease")
+	case "NOT_HELD":
+		return fencegate.Lease{}, fencegate.Errorf(fencegate.CodeLeaseNotHeld, "lease is not held")
+	case "NOT_FOUND":
+		return fencegate.Lease{}, fencegate.Errorf(fencegate.CodeNotFound, "lease not found")
+	case "OWNER":
+		return fencegate.Lease{}, fencegate.Errorf(fencegate.CodeOwnerMismatch, "lease is not owned by the caller")
+	case "OTHER_RESOURCE":
+		return fencegate.Lease{}, fencegate.Errorf(fencegate.CodeInvalidRequest, "request ID already used for another resource")
+	case "ID_EXISTS":
+		return fencegate.Lease{}, fencegate.Errorf(fencegate.CodeBackendConflict, "lease ID already exists")
+	case "LOST":
+		return fencegate.Lease{}, fencegate.Errorf(fencegate.CodeInternal, "%s: lease record of this request ID is gone", op)
+	case "EXHAUSTED":
+		return fencegate.Lease{}, fencegate.Errorf(fencegate.CodeInternal, "fence or revision sequence exhausted (max %d)", MaxFence)
+	}
+	return fencegate.Lease{}, fencegate.Errorf(fencegate.CodeInternal, "%s: unexpected script status %q", op, reply[0])
+}
+
+// parseLease decodes a lease record hash and reads its state at now.
+func parseLease(f map[string]string, now time.Time) (fencegate.Lease, error) {
+	l := fencegate.Lease{
+		ID: f["id"], Resource: f["resource"], Owner: f["owner"], RequestID: f["req"],
+		OperationID: f["op"], OperationRoot: f["root"], OperationCategory: f["cat"],
+	}
+	var err error
+	num := func(key string) uint64 {
+		v, perr := strconv.ParseUint(f[key], 10, 64)
+		if perr != nil && err == nil {
+			err = fencegate.Wrap(perr, fencegate.CodeInternal, "lease record field "+key+" is malformed")
+		}
+		return v
+	}
+	l.FenceToken, l.Revision, l.TTL = num("fence"), num("rev"), time.Duration(num("ttl"))
+	l.AcquiredAt, l.ExpiresAt = time.Unix(0, int64(num("acq"))).UTC(), time.Unix(0, int64(num("exp"))).UTC()
+	if err != nil {
+		return fencegate.Lease{}, err
+	}
+	l.State = leaserule.StateAt(fencegate.StatusState(f["state"]), l.ExpiresAt, now)
+	return l, nil
+}
+
+// stamps formats now and now+ttl as zero-padded Unix nanoseconds, whose
+// string order is time order; INVALID_REQUEST outside 1970..2262.
+func stamps(now time.Time, ttl time.Duration) (string, string, error) {
+	n := now.UnixNano()
+	if n < 0 || n > math.MaxInt64-int64(ttl) || !now.Equal(time.Unix(0, n)) {
+		return "", "", fencegate.Errorf(fencegate.CodeInvalidRequest, "time outside the range the Redis backend stores")
+	}
+	return pad(n), pad(n + int64(ttl)), nil
+}
+
+func pad(n int64) string { return padded(strconv.FormatInt(n, 10)) }
+
+func padded(s string) string {
+	const zeros = "00000000000000000000"
+	return zeros[:20-len(s)] + s
+}
+
+// millis is d in whole milliseconds, rounded up, at least 1.
+func millis(d time.Duration) string {
+	ms := (d + time.Millisecond - 1) / time.Millisecond
+	return strconv.FormatInt(max(int64(ms), 1), 10)
+}

@@ -1,0 +1,142 @@
+package redis
+
+import "github.com/redis/go-redis/v9"
+
+// Every script gets KEYS[1] = <prefix>revision (so a cluster client routes it
+// to the slot of the prefix's hash tag) and ARGV[1] = <prefix>; the other keys
+// are built from the prefix inside the script:
+//
+//	<p>revision            global revision counter (INCR), no TTL
+//	<p>floor               fence floor, decimal uint64, no TTL
+//	<p>fence:<resource>    per-resource fence counter (INCR), no TTL
+//	<p>cur:<resource>      ID of the resource's last acquired lease, no TTL
+//	<p>live:<resource>     ID of the live lease, PEXPIRE = lease TTL (mirror)
+//	<p>lease:<id>          lease record (hash), PEXPIRE = TTL + retention
+//	<p>req:<n>:<owner>:<r> lease ID of (owner, request ID), same PEXPIRE
+//
+// Numbers that may exceed 2^53 (fences, floor, revision) never pass through
+// Lua arithmetic: they are compared as decimal strings and moved by INCR on
+// the server. Times are zero-padded 20-digit Unix nanoseconds, so string
+// order is time order. A script's reply is {status, field, value, ...}.
+
+// luaCommon holds the helpers every script starts with.
+const luaCommon = `
+local P = ARGV[1]
+local CAP = '9223372036854775807'
+-- gt compares two canonical non-negative decimals.
+local function gt(a, b)
+  if #a ~= #b then return #a > #b end
+  return a > b
+end
+-- bump moves a counter by INCR and returns its exact decimal text, or nil at the cap.
+local function bump(key)
+  local v = redis.call('GET', key)
+  if v == CAP then return nil end
+  redis.call('INCR', key)
+  return redis.call('GET', key)
+end
+local function reqkey(owner, rid)
+  return P .. 'req:' .. #owner .. ':' .. owner .. ':' .. rid
+end
+local function reply(lk)
+  local r = redis.call('HGETALL', lk)
+  table.insert(r, 1, 'OK')
+  return r
+end
+-- keep refreshes the retention of a lease record and its request key.
+local function keep(lk, ms)
+  if ms == '0' then return end
+  local f = redis.call('HMGET', lk, 'owner', 'req')
+  redis.call('PEXPIRE', lk, ms)
+  redis.call('PEXPIRE', reqkey(f[1], f[2]), ms)
+end
+`
+
+// acquireScript: ARGV 2 lease ID, 3 resource, 4 owner, 5 request ID,
+// 6 operation ID, 7 root, 8 category, 9 TTL ns, 10 now, 11 expires,
+// 12 TTL ms (live key), 13 record retention ms (0: none).
+var acquireScript = redis.NewScript(luaCommon + `
+local id, res, owner, rid, now = ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[10]
+local rk = reqkey(owner, rid)
+local prev = redis.call('GET', rk)
+if prev then
+  local lk = P .. 'lease:' .. prev
+  local pres = redis.call('HGET', lk, 'resource')
+  if not pres then return {'LOST'} end
+  if pres ~= res then return {'OTHER_RESOURCE'} end
+  return reply(lk)
+end
+local ck = P .. 'cur:' .. res
+local cur = redis.call('GET', ck)
+local superseded = nil
+if cur then
+  local st = redis.call('HMGET', P .. 'lease:' .. cur, 'state', 'exp')
+  if st[1] == 'HELD' then
+    if now < st[2] then return {'HELD'} end
+    superseded = P .. 'lease:' .. cur
+  end
+end
+local lk = P .. 'lease:' .. id
+if redis.call('EXISTS', lk) == 1 then return {'ID_EXISTS'} end
+local fk = P .. 'fence:' .. res
+local last = redis.call('GET', fk) or '0'
+local floor = redis.call('GET', P .. 'floor') or '0'
+if gt(floor, last) then last = floor end
+if not gt(CAP, last) then return {'EXHAUSTED'} end
+local rev = bump(KEYS[1])
+if not rev then return {'EXHAUSTED'} end
+if superseded then redis.call('HSET', superseded, 'state', 'EXPIRED') end
+redis.call('SET', fk, last)
+redis.call('INCR', fk)
+local fence = redis.call('GET', fk)
+redis.call('HSET', lk, 'id', id, 'resource', res, 'owner', owner, 'req', rid, 'fence', fence,
+  'rev', rev, 'op', ARGV[6], 'root', ARGV[7], 'cat', ARGV[8], 'state', 'HELD', 'ttl', ARGV[9],
+  'acq', now, 'exp', ARGV[11])
+redis.call('SET', rk, id)
+keep(lk, ARGV[13])
+redis.call('SET', ck, id)
+redis.call('SET', P .. 'live:' .. res, id, 'PX', ARGV[12])
+return reply(lk)
+`)
+
+// renewScript: ARGV 2 lease ID, 3 owner, 4 now, 5 new expiry, 6 TTL ms,
+// 7 retention ms.
+var renewScript = redis.NewScript(luaCommon + `
+local lk = P .. 'lease:' .. ARGV[2]
+local f = redis.call('HMGET', lk, 'owner', 'state', 'exp', 'resource')
+if not f[1] then return {'NOT_FOUND'} end
+if f[1] ~= ARGV[3] then return {'OWNER'} end
+if f[2] ~= 'HELD' or not (ARGV[4] < f[3]) then return {'NOT_HELD'} end
+if not bump(KEYS[1]) then return {'EXHAUSTED'} end
+redis.call('HSET', lk, 'exp', ARGV[5])
+keep(lk, ARGV[7])
+redis.call('SET', P .. 'live:' .. f[4], ARGV[2], 'PX', ARGV[6])
+return reply(lk)
+`)
+
+// releaseScript: ARGV 2 lease ID, 3 owner, 4 now, 5 retention ms. A lease no
+// longer held is returned unchanged.
+var releaseScript = redis.NewScript(luaCommon + `
+local id = ARGV[2]
+local lk = P .. 'lease:' .. id
+local f = redis.call('HMGET', lk, 'owner', 'state', 'exp', 'resource')
+if not f[1] then return {'NOT_FOUND'} end
+if f[1] ~= ARGV[3] then return {'OWNER'} end
+if f[2] ~= 'HELD' or not (ARGV[4] < f[3]) then return reply(lk) end
+if not bump(KEYS[1]) then return {'EXHAUSTED'} end
+redis.call('HSET', lk, 'state', 'RELEASED')
+keep(lk, ARGV[5])
+for _, k in ipairs({P .. 'cur:' .. f[4], P .. 'live:' .. f[4]}) do
+  if redis.call('GET', k) == id then redis.call('DEL', k) end
+end
+return reply(lk)
+`)
+
+// floorScript: ARGV 2 floor. The floor only rises; a lower one moves nothing.
+var floorScript = redis.NewScript(luaCommon + `
+local fk = P .. 'floor'
+if not gt(ARGV[2], redis.call('GET', fk) or '0') then return {'OK'} end
+if not bump(KEYS[1]) then return {'EXHAUSTED'} end
+redis.call('SET', fk, ARGV[2])
+return {'OK'}
+`)
