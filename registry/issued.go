@@ -20,12 +20,13 @@ type Issued struct {
 
 // issue signs the lease's grant and a status proof of its state at now.
 func (r *Registry) issue(l fencegate.Lease, now time.Time) (Issued, error) {
-	token, digest, err := r.signer.SignGrant(r.grantFor(l))
+	a := r.auth.snapshot()
+	token, digest, err := a.signer.SignGrant(grantFor(l, a))
 	if err != nil {
 		return Issued{}, fencegate.Wrap(err, fencegate.CodeInternal, "sign grant")
 	}
-	st := r.statusFor(l, digest, now)
-	proof, err := r.signer.SignStatus(st)
+	st := r.statusFor(l, digest, a.epoch, a, now)
+	proof, err := a.signer.SignStatus(st)
 	if err != nil {
 		return Issued{}, fencegate.Wrap(err, fencegate.CodeInternal, "sign status")
 	}
@@ -33,9 +34,10 @@ func (r *Registry) issue(l fencegate.Lease, now time.Time) (Issued, error) {
 		StatusExpiresAt: time.UnixMilli(st.ExpiresAtMs).UTC()}, nil
 }
 
-// grantFor builds the grant from the lease's acquisition facts only, so every
-// call for the same lease (and configuration) gives the same payload.
-func (r *Registry) grantFor(l fencegate.Lease) fencegate.Grant {
+// grantFor builds the grant from the lease's acquisition facts and the
+// issuing authority only, so every call for the same lease under the same
+// signing epoch and policy generation gives the same payload.
+func grantFor(l fencegate.Lease, a authoritySnapshot) fencegate.Grant {
 	return fencegate.Grant{
 		Schema:            fencegate.GrantSchema,
 		Resource:          l.Resource,
@@ -44,20 +46,24 @@ func (r *Registry) grantFor(l fencegate.Lease) fencegate.Grant {
 		Lease:             l.ID,
 		FenceToken:        l.FenceToken,
 		BackendRevision:   l.Revision,
-		PolicyGeneration:  r.policyGen,
+		PolicyGeneration:  a.policyGen,
 		OperationID:       l.OperationID,
 		OperationRoot:     l.OperationRoot,
 		OperationCategory: l.OperationCategory,
-		IssuerEpoch:       r.epoch,
+		IssuerEpoch:       a.epoch,
 		TTLMs:             uint64(l.TTL.Milliseconds()),
 		IssuedAt:          l.AcquiredAt.UnixMilli(),
 		ExpiresAt:         l.AcquiredAt.Add(l.TTL).UnixMilli(),
 	}
 }
 
-// statusFor states the lease's state at now, bound to the grant digest. It
-// lives StatusLife, but a HELD proof never outlives the lease itself.
-func (r *Registry) statusFor(l fencegate.Lease, digest string, now time.Time) fencegate.Status {
+// statusFor states the lease's state at now, bound to the digest of a grant of
+// grantEpoch. It lives StatusLife, but a HELD proof never outlives the lease
+// itself; a grant of a revoked epoch is stated REVOKED.
+func (r *Registry) statusFor(l fencegate.Lease, digest string, grantEpoch uint64, a authoritySnapshot, now time.Time) fencegate.Status {
+	if a.revoked[grantEpoch] && l.State == fencegate.StateHeld {
+		l.State = fencegate.StateRevoked
+	}
 	exp := now.Add(r.statusLife)
 	if l.State == fencegate.StateHeld && l.ExpiresAt.Before(exp) {
 		exp = l.ExpiresAt
@@ -70,7 +76,7 @@ func (r *Registry) statusFor(l fencegate.Lease, digest string, now time.Time) fe
 		FenceToken:  l.FenceToken,
 		State:       l.State,
 		Revision:    l.Revision,
-		IssuerEpoch: r.epoch,
+		IssuerEpoch: a.epoch,
 		IssuedAtMs:  now.UnixMilli(),
 		ExpiresAtMs: exp.UnixMilli(),
 	}

@@ -50,11 +50,9 @@ type Config struct {
 // operation is one backend call, so it is linearizable when the backend is.
 type Registry struct {
 	backend    fencegate.LeaseBackend
-	signer     Signer
+	auth       authority
 	now        func() time.Time
 	newID      func() string
-	epoch      uint64
-	policyGen  uint64
 	statusLife time.Duration
 	minTTL     time.Duration
 	maxTTL     time.Duration
@@ -64,8 +62,8 @@ type Registry struct {
 // joined, each an INVALID_REQUEST *fencegate.Error.
 func New(cfg Config) (*Registry, error) {
 	r := &Registry{
-		backend: cfg.Backend, signer: cfg.Signer, now: cfg.Now, newID: cfg.NewID,
-		epoch: cfg.IssuerEpoch, policyGen: cfg.PolicyGeneration,
+		backend: cfg.Backend, now: cfg.Now, newID: cfg.NewID,
+		auth:       authority{signer: cfg.Signer, epoch: cfg.IssuerEpoch, policyGen: cfg.PolicyGeneration, revoked: map[uint64]bool{}},
 		statusLife: cfg.StatusLife, minTTL: cfg.MinTTL, maxTTL: cfg.MaxTTL,
 	}
 	if r.now == nil {
@@ -90,7 +88,7 @@ func New(cfg Config) (*Registry, error) {
 	if r.backend == nil {
 		bad("Backend is required")
 	}
-	if r.signer == nil {
+	if r.auth.signer == nil {
 		bad("Signer is required")
 	}
 	if r.statusLife < 0 || r.statusLife > fencegate.MaxStatusLife {
@@ -107,12 +105,6 @@ func New(cfg Config) (*Registry, error) {
 	}
 	return r, nil
 }
-
-// PolicyGeneration is the policy generation stamped into grants.
-func (r *Registry) PolicyGeneration() uint64 { return r.policyGen }
-
-// IssuerEpoch is the issuer epoch stamped into grants and status proofs.
-func (r *Registry) IssuerEpoch() uint64 { return r.epoch }
 
 // Acquire takes a lease on p.Resource for owner and returns it with its signed
 // grant and a fresh status proof. Asking again with the same (owner,
@@ -185,7 +177,7 @@ func (r *Registry) GrantStatus(ctx context.Context, g fencegate.VerifiedGrant) (
 	if l.Resource != g.Resource || l.Owner != g.Owner || l.FenceToken != g.FenceToken {
 		return fencegate.Status{}, fencegate.Errorf(fencegate.CodeStatusInvalid, "grant does not match lease %s", l.ID)
 	}
-	return r.statusFor(l, g.Digest, now), nil
+	return r.statusFor(l, g.Digest, g.IssuerEpoch, r.auth.snapshot(), now), nil
 }
 
 // SetFloor makes every later fence of every resource greater than floor; a
