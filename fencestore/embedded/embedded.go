@@ -1,0 +1,463 @@
+// Package embedded is a fencegate.FenceStore in one local file, on
+// go.etcd.io/bbolt: no server, for the gateway's single-node and dev modes.
+//
+// # Why there is no locking here
+//
+// bbolt admits one read-write transaction at a time for the whole file (a
+// writer holds the database's writer lock from Begin to Commit) and each
+// transaction sees a consistent snapshot, so read-write transactions are
+// serializable. Admit and Settle therefore each run as a single db.Update that
+// reads the resource, applies the rules of package fencerules and writes the
+// receipt, the indexes and the new resource state: no other Admit or Settle can
+// interleave, so no per-resource mutex is needed, and a rejected request (the
+// function returns an error) is rolled back whole. Readers use db.View and
+// never block the writer. Commit fsyncs before it returns, so an admitted
+// segment survives a crash. The price is that all resources share one writer;
+// that is the right trade for one process, and the Postgres store is the one to
+// use when several gateways share fence state.
+//
+// bbolt holds an exclusive file lock while the file is open: a second process
+// (or a second Open in this one) waits up to OpenTimeout and then fails, rather
+// than corrupting the file.
+//
+// # Layout
+//
+// Values are JSON. Keys join their parts with a 0x00 byte, which no canonical
+// name contains (fencegate.CheckName refuses control characters); numbers are
+// big-endian; times are Unix seconds with the sign bit flipped followed by the
+// nanoseconds, so that byte order is time order.
+//
+//	resources   resource                            -> ResourceState
+//	receipts    receipt ID                          -> Receipt
+//	live        resource 0 fence segment            -> receipt ID (live receipts only)
+//	byop        operation ID 0 createdAt receipt ID -> receipt ID
+//	bystate     state 0 createdAt receipt ID        -> receipt ID
+//	quarantine  resource 0 at sequence              -> Quarantine
+//	versions    target                              -> version
+package embedded
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/fencestore/internal/fencerules"
+)
+
+// OpenTimeout is how long Open waits for the file lock held by another opener.
+const OpenTimeout = 2 * time.Second
+
+var (
+	bResources  = []byte("resources")
+	bReceipts   = []byte("receipts")
+	bLive       = []byte("live")
+	bByOp       = []byte("byop")
+	bByState    = []byte("bystate")
+	bQuarantine = []byte("quarantine")
+	bVersions   = []byte("versions")
+	allBuckets  = [][]byte{bResources, bReceipts, bLive, bByOp, bByState, bQuarantine, bVersions}
+)
+
+// Store is the embedded FenceStore. It is safe for concurrent use.
+type Store struct {
+	db *bolt.DB
+}
+
+var _ fencegate.FenceStore = (*Store)(nil)
+
+// Open opens (creating if needed) the store file at path.
+func Open(path string) (*Store, error) {
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: OpenTimeout})
+	if err != nil {
+		return nil, fencegate.Wrap(err, fencegate.CodeInternal, "open fence store "+path)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		for _, name := range allBuckets {
+			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		_ = db.Close()
+		return nil, fencegate.Wrap(err, fencegate.CodeInternal, "initialise fence store "+path)
+	}
+	return &Store{db: db}, nil
+}
+
+// Close closes the file.
+func (s *Store) Close() error {
+	if err := s.db.Close(); err != nil {
+		return fencegate.Wrap(err, fencegate.CodeInternal, "close fence store")
+	}
+	return nil
+}
+
+// Admit implements fencegate.FenceStore.
+func (s *Store) Admit(ctx context.Context, req fencegate.AdmitRequest) (fencegate.Admission, error) {
+	if err := ctx.Err(); err != nil {
+		return fencegate.Admission{}, ctxErr(err)
+	}
+	if err := fencerules.ValidateAdmit(&req); err != nil {
+		return fencegate.Admission{}, err
+	}
+	var (
+		adm        fencegate.Admission
+		quarantine error
+	)
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		g := &req.Grant
+		row, _, err := getResource(tx, g.Resource)
+		if err != nil {
+			return err
+		}
+		var live *fencegate.Receipt
+		if g.FenceToken == row.HighestFence {
+			if id := tx.Bucket(bLive).Get(liveKey(g.Resource, g.FenceToken, req.Segment)); id != nil {
+				r, err := getReceipt(tx, string(id))
+				if err != nil {
+					return err
+				}
+				live = &r
+			}
+		}
+		verdict, rerr := fencerules.Decide(row, &req, live)
+		switch verdict {
+		case fencerules.Reject:
+			return rerr
+		case fencerules.Replay:
+			adm = fencegate.Admission{Receipt: *live, Replay: true, PreviousVersion: getVersion(tx, req.Target)}
+			return nil
+		case fencerules.Quarantine:
+			q := fencerules.QuarantineRecord(&req, live)
+			b := tx.Bucket(bQuarantine)
+			seq, err := b.NextSequence()
+			if err != nil {
+				return err
+			}
+			if err := putJSON(b, join([]byte(q.Resource), timeKey(q.At), u64(seq)), q); err != nil {
+				return err
+			}
+			quarantine = rerr
+			return nil
+		}
+		// Accept.
+		if tx.Bucket(bReceipts).Get([]byte(req.ReceiptID)) != nil {
+			return fencegate.Errorf(fencegate.CodeInvalidRequest, "receipt ID %q is already in use", req.ReceiptID)
+		}
+		r := fencerules.NewReceipt(&req)
+		if err := putReceipt(tx, &r, ""); err != nil {
+			return err
+		}
+		if err := tx.Bucket(bLive).Put(liveKey(r.Resource, r.FenceToken, r.Segment), []byte(r.ID)); err != nil {
+			return err
+		}
+		if err := tx.Bucket(bByOp).Put(join([]byte(r.OperationID), timeKey(r.CreatedAt), []byte(r.ID)), []byte(r.ID)); err != nil {
+			return err
+		}
+		next := fencerules.Accepted(&req)
+		if err := putJSON(tx.Bucket(bResources), []byte(next.Resource), next); err != nil {
+			return err
+		}
+		adm = fencegate.Admission{Receipt: r, PreviousVersion: getVersion(tx, req.Target)}
+		return nil
+	})
+	if err != nil {
+		return fencegate.Admission{}, storeErr(err, "admit")
+	}
+	if quarantine != nil {
+		return fencegate.Admission{}, quarantine
+	}
+	return adm, nil
+}
+
+// Settle implements fencegate.FenceStore.
+func (s *Store) Settle(ctx context.Context, receiptID string, o fencegate.Outcome) (fencegate.Receipt, error) {
+	if err := ctx.Err(); err != nil {
+		return fencegate.Receipt{}, ctxErr(err)
+	}
+	var out fencegate.Receipt
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		r, err := getReceipt(tx, receiptID)
+		if err != nil {
+			return err
+		}
+		next, changed, err := fencerules.Settle(r, &o)
+		if err != nil {
+			return err
+		}
+		out = next
+		if !changed {
+			return nil
+		}
+		if err := putReceipt(tx, &next, r.State); err != nil {
+			return err
+		}
+		switch {
+		case next.State == fencegate.ReceiptCommitted:
+			vb := tx.Bucket(bVersions)
+			if next.Version == "" {
+				err = vb.Delete([]byte(next.Target))
+			} else {
+				err = vb.Put([]byte(next.Target), []byte(next.Version))
+			}
+			if err != nil {
+				return err
+			}
+		case next.State.NotApplied():
+			if err := tx.Bucket(bLive).Delete(liveKey(next.Resource, next.FenceToken, next.Segment)); err != nil {
+				return err
+			}
+		}
+		row, found, err := getResource(tx, next.Resource)
+		if err != nil {
+			return err
+		}
+		if !found {
+			return nil
+		}
+		if row, changed = fencerules.SettleRow(row, &next, o.Now); changed {
+			return putJSON(tx.Bucket(bResources), []byte(row.Resource), row)
+		}
+		return nil
+	})
+	if err != nil {
+		return fencegate.Receipt{}, storeErr(err, "settle")
+	}
+	return out, nil
+}
+
+// Resource implements fencegate.FenceStore.
+func (s *Store) Resource(ctx context.Context, resource string) (fencegate.ResourceState, error) {
+	var row fencegate.ResourceState
+	err := s.view(ctx, func(tx *bolt.Tx) error {
+		var found bool
+		var err error
+		row, found, err = getResource(tx, resource)
+		if err == nil && !found {
+			err = fencegate.Errorf(fencegate.CodeNotFound, "resource %q has no fence state", resource)
+		}
+		return err
+	})
+	if err != nil {
+		return fencegate.ResourceState{}, storeErr(err, "read resource")
+	}
+	return row, nil
+}
+
+// Receipt implements fencegate.FenceStore.
+func (s *Store) Receipt(ctx context.Context, id string) (fencegate.Receipt, error) {
+	var r fencegate.Receipt
+	err := s.view(ctx, func(tx *bolt.Tx) error {
+		var err error
+		r, err = getReceipt(tx, id)
+		return err
+	})
+	if err != nil {
+		return fencegate.Receipt{}, storeErr(err, "read receipt")
+	}
+	return r, nil
+}
+
+// ReceiptAt implements fencegate.FenceStore.
+func (s *Store) ReceiptAt(ctx context.Context, resource string, fence, segment uint64) (fencegate.Receipt, error) {
+	var r fencegate.Receipt
+	err := s.view(ctx, func(tx *bolt.Tx) error {
+		id := tx.Bucket(bLive).Get(liveKey(resource, fence, segment))
+		if id == nil {
+			return fencegate.Errorf(fencegate.CodeNotFound, "no live receipt for %s fence %d segment %d", resource, fence, segment)
+		}
+		var err error
+		r, err = getReceipt(tx, string(id))
+		return err
+	})
+	if err != nil {
+		return fencegate.Receipt{}, storeErr(err, "read receipt")
+	}
+	return r, nil
+}
+
+// ReceiptsByOperation implements fencegate.FenceStore.
+func (s *Store) ReceiptsByOperation(ctx context.Context, operationID string) ([]fencegate.Receipt, error) {
+	return s.scanIndex(ctx, bByOp, operationID, 0)
+}
+
+// ReceiptsByState implements fencegate.FenceStore. A limit of 0 or less means
+// no limit.
+func (s *Store) ReceiptsByState(ctx context.Context, state fencegate.ReceiptState, limit int) ([]fencegate.Receipt, error) {
+	return s.scanIndex(ctx, bByState, string(state), limit)
+}
+
+func (s *Store) scanIndex(ctx context.Context, bucket []byte, prefix string, limit int) ([]fencegate.Receipt, error) {
+	out := []fencegate.Receipt{}
+	err := s.view(ctx, func(tx *bolt.Tx) error {
+		p := append([]byte(prefix), 0)
+		c := tx.Bucket(bucket).Cursor()
+		for k, id := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, id = c.Next() {
+			r, err := getReceipt(tx, string(id))
+			if err != nil {
+				return err
+			}
+			out = append(out, r)
+			if limit > 0 && len(out) == limit {
+				break
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, storeErr(err, "list receipts")
+	}
+	return out, nil
+}
+
+// Quarantined implements fencegate.FenceStore. Records come ordered by
+// resource, then time.
+func (s *Store) Quarantined(ctx context.Context, resource string) ([]fencegate.Quarantine, error) {
+	out := []fencegate.Quarantine{}
+	err := s.view(ctx, func(tx *bolt.Tx) error {
+		var p []byte
+		if resource != "" {
+			p = append([]byte(resource), 0)
+		}
+		c := tx.Bucket(bQuarantine).Cursor()
+		for k, v := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, v = c.Next() {
+			var q fencegate.Quarantine
+			if err := json.Unmarshal(v, &q); err != nil {
+				return fmt.Errorf("decode quarantine record: %w", err)
+			}
+			out = append(out, q)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, storeErr(err, "list quarantine")
+	}
+	return out, nil
+}
+
+// Version implements fencegate.FenceStore.
+func (s *Store) Version(ctx context.Context, target string) (string, error) {
+	var v string
+	err := s.view(ctx, func(tx *bolt.Tx) error {
+		v = getVersion(tx, target)
+		return nil
+	})
+	if err != nil {
+		return "", storeErr(err, "read version")
+	}
+	return v, nil
+}
+
+func (s *Store) view(ctx context.Context, fn func(tx *bolt.Tx) error) error {
+	if err := ctx.Err(); err != nil {
+		return ctxErr(err)
+	}
+	return s.db.View(fn)
+}
+
+// --- encoding helpers --------------------------------------------------------
+
+func getResource(tx *bolt.Tx, resource string) (row fencegate.ResourceState, found bool, err error) {
+	v := tx.Bucket(bResources).Get([]byte(resource))
+	if v == nil {
+		return fencegate.ResourceState{Resource: resource}, false, nil
+	}
+	if err := json.Unmarshal(v, &row); err != nil {
+		return row, false, fmt.Errorf("decode resource %q: %w", resource, err)
+	}
+	return row, true, nil
+}
+
+func getReceipt(tx *bolt.Tx, id string) (fencegate.Receipt, error) {
+	var r fencegate.Receipt
+	v := tx.Bucket(bReceipts).Get([]byte(id))
+	if v == nil {
+		return r, fencegate.Errorf(fencegate.CodeNotFound, "receipt %q not found", id)
+	}
+	if err := json.Unmarshal(v, &r); err != nil {
+		return r, fmt.Errorf("decode receipt %q: %w", id, err)
+	}
+	return r, nil
+}
+
+// putReceipt writes r and moves its by-state index entry from oldState ("" for
+// a new receipt) to r.State.
+func putReceipt(tx *bolt.Tx, r *fencegate.Receipt, oldState fencegate.ReceiptState) error {
+	if err := putJSON(tx.Bucket(bReceipts), []byte(r.ID), r); err != nil {
+		return err
+	}
+	bs := tx.Bucket(bByState)
+	if oldState != "" {
+		if err := bs.Delete(stateKey(oldState, r)); err != nil {
+			return err
+		}
+	}
+	return bs.Put(stateKey(r.State, r), []byte(r.ID))
+}
+
+func getVersion(tx *bolt.Tx, target string) string {
+	return string(tx.Bucket(bVersions).Get([]byte(target)))
+}
+
+func putJSON(b *bolt.Bucket, key []byte, v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return b.Put(key, data)
+}
+
+func stateKey(state fencegate.ReceiptState, r *fencegate.Receipt) []byte {
+	return join([]byte(state), timeKey(r.CreatedAt), []byte(r.ID))
+}
+
+func liveKey(resource string, fence, segment uint64) []byte {
+	return join([]byte(resource), u64(fence), u64(segment))
+}
+
+// join concatenates key parts: the first, a 0x00 separator, then the rest.
+func join(first []byte, rest ...[]byte) []byte {
+	n := len(first) + 1
+	for _, p := range rest {
+		n += len(p)
+	}
+	k := make([]byte, 0, n)
+	k = append(k, first...)
+	k = append(k, 0)
+	for _, p := range rest {
+		k = append(k, p...)
+	}
+	return k
+}
+
+func u64(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }
+
+// timeKey encodes t in 12 bytes so that byte order is time order, for every
+// time (Unix seconds with the sign bit flipped, then nanoseconds).
+func timeKey(t time.Time) []byte {
+	k := binary.BigEndian.AppendUint64(nil, uint64(t.Unix())^1<<63)
+	return binary.BigEndian.AppendUint32(k, uint32(t.Nanosecond()))
+}
+
+// storeErr passes *fencegate.Error through and wraps anything else (bbolt and
+// decoding faults) as INTERNAL.
+func storeErr(err error, op string) error {
+	var fe *fencegate.Error
+	if errors.As(err, &fe) {
+		return err
+	}
+	return fencegate.Wrap(err, fencegate.CodeInternal, "fence store: "+op)
+}
+
+func ctxErr(err error) error {
+	return fencegate.Wrap(err, fencegate.CodeInternal, "fence store: request cancelled")
+}

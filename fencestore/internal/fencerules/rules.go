@@ -1,0 +1,201 @@
+// Package fencerules holds the fence rules of fencegate.FenceStore as pure
+// functions over already-loaded state, so that every store applies the same
+// decisions and differs only in how it loads, locks and writes that state.
+//
+// A store's Admit is: ValidateAdmit; load the resource row (the zero row if the
+// resource never admitted anything) under the store's per-resource exclusion;
+// load the live receipt at (resource, fence, segment); Decide; then write what
+// the verdict says, all in one transaction.
+package fencerules
+
+import (
+	"time"
+
+	"github.com/fencegate/fencegate"
+)
+
+// Now normalises a timestamp the way every store keeps it: UTC, microsecond
+// precision (Postgres' timestamptz resolution), no monotonic reading.
+func Now(t time.Time) time.Time {
+	if t.IsZero() {
+		return time.Time{}
+	}
+	return t.UTC().Truncate(time.Microsecond)
+}
+
+// ValidateAdmit checks the shape of req: INVALID_REQUEST for a segment of 0, a
+// fence of 0, or an empty resource, target, method, receipt ID or payload digest.
+func ValidateAdmit(req *fencegate.AdmitRequest) error {
+	switch {
+	case req.Segment < 1:
+		return fencegate.Errorf(fencegate.CodeInvalidRequest, "segment must be at least 1")
+	case req.Grant.FenceToken < 1:
+		return fencegate.Errorf(fencegate.CodeInvalidRequest, "fence token must be at least 1")
+	case req.Grant.Resource == "":
+		return fencegate.Errorf(fencegate.CodeInvalidRequest, "grant has no resource")
+	case req.Target == "":
+		return fencegate.Errorf(fencegate.CodeInvalidRequest, "admit request has no target")
+	case req.Method == "":
+		return fencegate.Errorf(fencegate.CodeInvalidRequest, "admit request has no method")
+	case req.ReceiptID == "":
+		return fencegate.Errorf(fencegate.CodeInvalidRequest, "admit request has no receipt ID")
+	case req.PayloadDigest == "":
+		return fencegate.Errorf(fencegate.CodeInvalidRequest, "admit request has no payload digest")
+	}
+	return nil
+}
+
+// Verdict is what Decide concluded for an admit request that passed the fence
+// checks.
+type Verdict int
+
+// Verdicts of Decide.
+const (
+	// Reject: nothing is written; Decide's error says why.
+	Reject Verdict = iota
+	// Accept: write NewReceipt(req) and Accepted(row, req).
+	Accept
+	// Replay: return the live receipt; nothing is written.
+	Replay
+	// Quarantine: write QuarantineRecord(req, live) and return Decide's
+	// QUARANTINED error; nothing else is written.
+	Quarantine
+)
+
+// Decide applies the fence rules to req against row (the resource's state, the
+// zero value for a resource that never admitted a segment) and live (the live
+// receipt at (resource, req fence, req segment), nil if none). The error is
+// non-nil exactly for Reject and Quarantine.
+func Decide(row fencegate.ResourceState, req *fencegate.AdmitRequest, live *fencegate.Receipt) (Verdict, error) {
+	fence := req.Grant.FenceToken
+	if fence < row.HighestFence {
+		if req.Grant.IssuedAt > row.GrantIssuedAt {
+			return Reject, fencegate.Errorf(fencegate.CodeFenceRegression,
+				"fence %d is below highest fence %d but its grant was issued later", fence, row.HighestFence)
+		}
+		return Reject, fencegate.Errorf(fencegate.CodeStaleOwner,
+			"fence %d is below highest fence %d", fence, row.HighestFence)
+	}
+	if fence == row.HighestFence {
+		if req.Grant.Lease != row.Lease || req.Grant.OperationRoot != row.Root {
+			return Reject, fencegate.Errorf(fencegate.CodeFenceRegression,
+				"fence %d is already held under another lease or operation root", fence)
+		}
+		if live != nil {
+			if live.PayloadDigest == req.PayloadDigest && live.Target == req.Target && live.Method == req.Method {
+				return Replay, nil
+			}
+			return Quarantine, &fencegate.Error{
+				Code:      fencegate.CodeQuarantined,
+				Message:   "segment was already accepted with another payload, target or method",
+				ReceiptID: live.ID,
+			}
+		}
+	}
+	if row.PendingReceipt != "" {
+		return Reject, &fencegate.Error{
+			Code:      fencegate.CodeResourceBusy,
+			Message:   "another effect on the resource has not settled yet",
+			ReceiptID: row.PendingReceipt,
+		}
+	}
+	if fence > row.HighestFence {
+		if req.Segment != 1 {
+			return Reject, fencegate.Errorf(fencegate.CodeSegmentOutOfOrder,
+				"a new fence starts at segment 1, not %d", req.Segment)
+		}
+		return Accept, nil
+	}
+	if req.Segment != row.LastSegmentSeq+1 {
+		return Reject, fencegate.Errorf(fencegate.CodeSegmentOutOfOrder,
+			"segment %d does not follow segment %d", req.Segment, row.LastSegmentSeq)
+	}
+	return Accept, nil
+}
+
+// NewReceipt is the PENDING receipt an accepted req creates.
+func NewReceipt(req *fencegate.AdmitRequest) fencegate.Receipt {
+	g := &req.Grant
+	return fencegate.Receipt{
+		ID:            req.ReceiptID,
+		Resource:      g.Resource,
+		Target:        req.Target,
+		Method:        req.Method,
+		FenceToken:    g.FenceToken,
+		Segment:       req.Segment,
+		OperationID:   g.OperationID,
+		OperationRoot: g.OperationRoot,
+		Lease:         g.Lease,
+		Owner:         g.Owner,
+		GrantDigest:   g.Digest,
+		PayloadDigest: req.PayloadDigest,
+		State:         fencegate.ReceiptPending,
+		CreatedAt:     Now(req.Now),
+	}
+}
+
+// Accepted is the resource's state after req was accepted.
+func Accepted(req *fencegate.AdmitRequest) fencegate.ResourceState {
+	g := &req.Grant
+	return fencegate.ResourceState{
+		Resource:       g.Resource,
+		HighestFence:   g.FenceToken,
+		Root:           g.OperationRoot,
+		Lease:          g.Lease,
+		LastSegmentSeq: req.Segment,
+		GrantIssuedAt:  g.IssuedAt,
+		PendingReceipt: req.ReceiptID,
+		UpdatedAt:      Now(req.Now),
+	}
+}
+
+// QuarantineRecord is the record a quarantined req writes; live is the
+// receipt that was accepted for the segment.
+func QuarantineRecord(req *fencegate.AdmitRequest, live *fencegate.Receipt) fencegate.Quarantine {
+	return fencegate.Quarantine{
+		Resource:      req.Grant.Resource,
+		FenceToken:    req.Grant.FenceToken,
+		Segment:       req.Segment,
+		ReceiptID:     live.ID,
+		PayloadDigest: req.PayloadDigest,
+		Owner:         req.Grant.Owner,
+		At:            Now(req.Now),
+	}
+}
+
+// Settle moves r to o. changed is false when the call is an idempotent repeat
+// (same terminal state, same version): r is returned as it is and nothing must
+// be written.
+func Settle(r fencegate.Receipt, o *fencegate.Outcome) (next fencegate.Receipt, changed bool, err error) {
+	if r.State == o.State && o.State.Terminal() && r.Version == o.Version {
+		return r, false, nil
+	}
+	if !fencegate.CanSettle(r.State, o.State) {
+		return r, false, fencegate.Errorf(fencegate.CodeInvalidRequest,
+			"receipt %s cannot move from %s to %s", r.ID, r.State, o.State)
+	}
+	at := Now(o.Now)
+	r.State = o.State
+	r.Version = o.Version
+	r.Response = o.Response
+	r.Error = o.Error
+	r.SettledAt = &at
+	return r, true, nil
+}
+
+// SettleRow is the resource's state after its receipt was settled to
+// settled.State at now. changed is false when the row stays as it is.
+func SettleRow(row fencegate.ResourceState, settled *fencegate.Receipt, now time.Time) (next fencegate.ResourceState, changed bool) {
+	if settled.State.NotApplied() && row.HighestFence == settled.FenceToken && row.LastSegmentSeq == settled.Segment {
+		row.LastSegmentSeq--
+		changed = true
+	}
+	if row.PendingReceipt == settled.ID && settled.State != fencegate.ReceiptUnknown {
+		row.PendingReceipt = ""
+		changed = true
+	}
+	if changed {
+		row.UpdatedAt = Now(now)
+	}
+	return row, changed
+}

@@ -1,0 +1,465 @@
+// Package postgres is a fencegate.FenceStore on PostgreSQL (pgx/v5, pgxpool),
+// for gateways that share fence state.
+//
+// Admit and Settle each run as one READ COMMITTED transaction that first locks
+// the resource's row with SELECT ... FOR UPDATE (Admit inserts the row with ON
+// CONFLICT DO NOTHING first, so there is always a row to lock; a rejected Admit
+// rolls the insert back, so a resource that never admitted anything still has
+// no row). Every write to a resource's receipts happens under that lock, so the
+// rules of package fencerules see the latest committed state and cannot race.
+// Settle finds the resource through the receipt and takes the same lock first,
+// so Admit and Settle lock in the same order. A partial unique index on
+// (resource, fence, segment) over live receipts backs the rules up.
+//
+// Statements are sent in pgx batches: an Admit costs four round trips (BEGIN,
+// lock and read, write, COMMIT). synchronous_commit is left as the server has
+// it (on by default): an admitted segment is durable once Admit returns.
+//
+// Fences and segment numbers are NUMERIC(20,0), which holds every uint64.
+//
+// Open applies the embedded migrations (migrations/*.sql) with goose, holding a
+// Postgres advisory lock keyed by database and schema, so replicas starting
+// together migrate once and the others wait. The store's tables live in the
+// first schema of the connection's search_path.
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io/fs"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/lock"
+
+	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/fencestore/internal/fencerules"
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// MigrationsTable is the goose version table of this store.
+const MigrationsTable = "fencestore_migrations"
+
+// Store is the Postgres FenceStore. It is safe for concurrent use.
+type Store struct {
+	pool *pgxpool.Pool
+}
+
+var _ fencegate.FenceStore = (*Store)(nil)
+
+// Open connects to url, applies pending migrations and returns the store.
+func Open(ctx context.Context, url string) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fencegate.Wrap(err, fencegate.CodeInvalidRequest, "parse Postgres URL")
+	}
+	if err := Migrate(ctx, cfg.ConnConfig); err != nil {
+		return nil, err
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fencegate.Wrap(err, fencegate.CodeInternal, "connect to Postgres")
+	}
+	return &Store{pool: pool}, nil
+}
+
+// Migrate applies the pending migrations of the store over one dedicated
+// connection described by cc, under a session advisory lock keyed by the
+// database and the current schema; closing that connection at the end releases
+// the lock even if unlocking failed. Running it again is a no-op.
+func Migrate(ctx context.Context, cc *pgx.ConnConfig) error {
+	db := stdlib.OpenDB(*cc.Copy())
+	defer db.Close()
+	db.SetMaxOpenConns(2)
+
+	var where sql.NullString
+	if err := db.QueryRowContext(ctx, "SELECT current_database() || '/' || current_schema()").Scan(&where); err != nil {
+		return fencegate.Wrap(err, fencegate.CodeInternal, "connect to Postgres")
+	}
+	if !where.Valid {
+		return fencegate.Errorf(fencegate.CodeInvalidRequest, "the search_path names no existing schema")
+	}
+	h := fnv.New64a()
+	_, _ = h.Write([]byte("fencegate/fencestore/postgres:" + where.String))
+	locker, err := lock.NewPostgresSessionLocker(
+		lock.WithLockID(int64(h.Sum64())),
+		lock.WithLockTimeout(1, 300), // poll every second, for up to 5 minutes
+	)
+	if err != nil {
+		return fencegate.Wrap(err, fencegate.CodeInternal, "migration lock")
+	}
+	sub, err := fs.Sub(migrations, "migrations")
+	if err != nil {
+		return fencegate.Wrap(err, fencegate.CodeInternal, "migrations")
+	}
+	p, err := goose.NewProvider(goose.DialectPostgres, db, sub,
+		goose.WithSessionLocker(locker),
+		goose.WithTableName(MigrationsTable),
+		goose.WithDisableGlobalRegistry(true),
+	)
+	if err != nil {
+		return fencegate.Wrap(err, fencegate.CodeInternal, "migrations")
+	}
+	if _, err := p.Up(ctx); err != nil {
+		return fencegate.Wrap(err, fencegate.CodeInternal, "apply migrations")
+	}
+	return nil
+}
+
+// Close closes the pool.
+func (s *Store) Close() error {
+	s.pool.Close()
+	return nil
+}
+
+const (
+	resourceCols = `resource, highest_fence, root, lease, last_segment_seq, grant_issued_at, pending_receipt, updated_at`
+	receiptCols  = `receipt_id, resource, target, method, fence_token, segment, operation_id, operation_root,
+		lease, owner, grant_digest, payload_digest, state, version, response, error, created_at, settled_at`
+	liveState = `state NOT IN ('FAILED', 'NOT_APPLIED')`
+)
+
+// Admit implements fencegate.FenceStore.
+func (s *Store) Admit(ctx context.Context, req fencegate.AdmitRequest) (fencegate.Admission, error) {
+	if err := fencerules.ValidateAdmit(&req); err != nil {
+		return fencegate.Admission{}, err
+	}
+	g := &req.Grant
+	var (
+		adm        fencegate.Admission
+		quarantine error
+	)
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		b := &pgx.Batch{}
+		b.Queue(`INSERT INTO fence_resources (resource) VALUES ($1) ON CONFLICT (resource) DO NOTHING`, g.Resource)
+		b.Queue(`SELECT `+resourceCols+` FROM fence_resources WHERE resource = $1 FOR UPDATE`, g.Resource)
+		b.Queue(`SELECT `+receiptCols+` FROM fence_receipts
+			WHERE resource = $1 AND fence_token = $2 AND segment = $3 AND `+liveState,
+			g.Resource, g.FenceToken, req.Segment)
+		b.Queue(`SELECT version FROM fence_versions WHERE target = $1`, req.Target)
+		br := tx.SendBatch(ctx, b)
+		defer br.Close()
+		if _, err := br.Exec(); err != nil {
+			return err
+		}
+		row, err := scanResource(br.QueryRow())
+		if err != nil {
+			return err
+		}
+		var live *fencegate.Receipt
+		if r, err := scanReceipt(br.QueryRow()); err == nil {
+			live = &r
+		} else if !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		prev, err := scanVersion(br.QueryRow())
+		if err != nil {
+			return err
+		}
+		if err := br.Close(); err != nil {
+			return err
+		}
+
+		verdict, rerr := fencerules.Decide(row, &req, live)
+		switch verdict {
+		case fencerules.Reject:
+			return rerr
+		case fencerules.Replay:
+			adm = fencegate.Admission{Receipt: *live, Replay: true, PreviousVersion: prev}
+			return nil
+		case fencerules.Quarantine:
+			q := fencerules.QuarantineRecord(&req, live)
+			if _, err := tx.Exec(ctx, `INSERT INTO fence_quarantine
+				(resource, fence_token, segment, receipt_id, payload_digest, owner, at)
+				VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+				q.Resource, q.FenceToken, q.Segment, q.ReceiptID, q.PayloadDigest, q.Owner, q.At); err != nil {
+				return err
+			}
+			quarantine = rerr
+			return nil
+		}
+
+		r := fencerules.NewReceipt(&req)
+		next := fencerules.Accepted(&req)
+		b = &pgx.Batch{}
+		b.Queue(`INSERT INTO fence_receipts (`+receiptCols+`)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)`,
+			receiptArgs(&r)...)
+		b.Queue(`UPDATE fence_resources SET highest_fence = $2, root = $3, lease = $4, last_segment_seq = $5,
+			grant_issued_at = $6, pending_receipt = $7, updated_at = $8 WHERE resource = $1`,
+			next.Resource, next.HighestFence, next.Root, next.Lease, next.LastSegmentSeq,
+			next.GrantIssuedAt, next.PendingReceipt, next.UpdatedAt)
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return err
+		}
+		adm = fencegate.Admission{Receipt: r, PreviousVersion: prev}
+		return nil
+	})
+	if err != nil {
+		return fencegate.Admission{}, translate(err, "admit")
+	}
+	if quarantine != nil {
+		return fencegate.Admission{}, quarantine
+	}
+	return adm, nil
+}
+
+// Settle implements fencegate.FenceStore.
+func (s *Store) Settle(ctx context.Context, receiptID string, o fencegate.Outcome) (fencegate.Receipt, error) {
+	var out fencegate.Receipt
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		b := &pgx.Batch{}
+		// Lock the resource first, as Admit does, then read the receipt.
+		b.Queue(`SELECT `+resourceCols+` FROM fence_resources
+			WHERE resource = (SELECT resource FROM fence_receipts WHERE receipt_id = $1) FOR UPDATE`, receiptID)
+		b.Queue(`SELECT `+receiptCols+` FROM fence_receipts WHERE receipt_id = $1`, receiptID)
+		br := tx.SendBatch(ctx, b)
+		defer br.Close()
+		row, rowErr := scanResource(br.QueryRow())
+		if rowErr != nil && !errors.Is(rowErr, pgx.ErrNoRows) {
+			return rowErr
+		}
+		r, err := scanReceipt(br.QueryRow())
+		if err != nil {
+			if errors.Is(err, pgx.ErrNoRows) {
+				return fencegate.Errorf(fencegate.CodeNotFound, "receipt %q not found", receiptID)
+			}
+			return err
+		}
+		if err := br.Close(); err != nil {
+			return err
+		}
+		next, changed, err := fencerules.Settle(r, &o)
+		if err != nil {
+			return err
+		}
+		out = next
+		if !changed {
+			return nil
+		}
+		b = &pgx.Batch{}
+		b.Queue(`UPDATE fence_receipts SET state = $2, version = $3, response = $4, error = $5, settled_at = $6
+			WHERE receipt_id = $1`,
+			next.ID, string(next.State), next.Version, responseArg(next.Response), next.Error, next.SettledAt)
+		if next.State == fencegate.ReceiptCommitted {
+			if next.Version == "" {
+				b.Queue(`DELETE FROM fence_versions WHERE target = $1`, next.Target)
+			} else {
+				b.Queue(`INSERT INTO fence_versions (target, version, updated_at) VALUES ($1, $2, $3)
+					ON CONFLICT (target) DO UPDATE SET version = EXCLUDED.version, updated_at = EXCLUDED.updated_at`,
+					next.Target, next.Version, *next.SettledAt)
+			}
+		}
+		if rowErr == nil {
+			if row, changed := fencerules.SettleRow(row, &next, o.Now); changed {
+				b.Queue(`UPDATE fence_resources SET last_segment_seq = $2, pending_receipt = $3, updated_at = $4
+					WHERE resource = $1`, row.Resource, row.LastSegmentSeq, row.PendingReceipt, row.UpdatedAt)
+			}
+		}
+		return tx.SendBatch(ctx, b).Close()
+	})
+	if err != nil {
+		return fencegate.Receipt{}, translate(err, "settle")
+	}
+	return out, nil
+}
+
+// Resource implements fencegate.FenceStore.
+func (s *Store) Resource(ctx context.Context, resource string) (fencegate.ResourceState, error) {
+	row, err := scanResource(s.pool.QueryRow(ctx, `SELECT `+resourceCols+` FROM fence_resources WHERE resource = $1`, resource))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return row, fencegate.Errorf(fencegate.CodeNotFound, "resource %q has no fence state", resource)
+	}
+	if err != nil {
+		return row, translate(err, "read resource")
+	}
+	return row, nil
+}
+
+// Receipt implements fencegate.FenceStore.
+func (s *Store) Receipt(ctx context.Context, id string) (fencegate.Receipt, error) {
+	r, err := scanReceipt(s.pool.QueryRow(ctx, `SELECT `+receiptCols+` FROM fence_receipts WHERE receipt_id = $1`, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return r, fencegate.Errorf(fencegate.CodeNotFound, "receipt %q not found", id)
+	}
+	if err != nil {
+		return r, translate(err, "read receipt")
+	}
+	return r, nil
+}
+
+// ReceiptAt implements fencegate.FenceStore.
+func (s *Store) ReceiptAt(ctx context.Context, resource string, fence, segment uint64) (fencegate.Receipt, error) {
+	r, err := scanReceipt(s.pool.QueryRow(ctx, `SELECT `+receiptCols+` FROM fence_receipts
+		WHERE resource = $1 AND fence_token = $2 AND segment = $3 AND `+liveState, resource, fence, segment))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return r, fencegate.Errorf(fencegate.CodeNotFound, "no live receipt for %s fence %d segment %d", resource, fence, segment)
+	}
+	if err != nil {
+		return r, translate(err, "read receipt")
+	}
+	return r, nil
+}
+
+// ReceiptsByOperation implements fencegate.FenceStore.
+func (s *Store) ReceiptsByOperation(ctx context.Context, operationID string) ([]fencegate.Receipt, error) {
+	return s.receipts(ctx, `SELECT `+receiptCols+` FROM fence_receipts
+		WHERE operation_id = $1 ORDER BY created_at, receipt_id`, operationID)
+}
+
+// ReceiptsByState implements fencegate.FenceStore. A limit of 0 or less means
+// no limit.
+func (s *Store) ReceiptsByState(ctx context.Context, state fencegate.ReceiptState, limit int) ([]fencegate.Receipt, error) {
+	var lim any
+	if limit > 0 {
+		lim = int64(limit)
+	}
+	return s.receipts(ctx, `SELECT `+receiptCols+` FROM fence_receipts
+		WHERE state = $1 ORDER BY created_at, receipt_id LIMIT $2`, string(state), lim)
+}
+
+func (s *Store) receipts(ctx context.Context, query string, args ...any) ([]fencegate.Receipt, error) {
+	rows, err := s.pool.Query(ctx, query, args...)
+	if err != nil {
+		return nil, translate(err, "list receipts")
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (fencegate.Receipt, error) { return scanReceipt(row) })
+	if err != nil {
+		return nil, translate(err, "list receipts")
+	}
+	return out, nil
+}
+
+// Quarantined implements fencegate.FenceStore. Records come ordered by
+// resource, then time.
+func (s *Store) Quarantined(ctx context.Context, resource string) ([]fencegate.Quarantine, error) {
+	rows, err := s.pool.Query(ctx, `SELECT resource, fence_token, segment, receipt_id, payload_digest, owner, at
+		FROM fence_quarantine WHERE $1 = '' OR resource = $1 ORDER BY resource, at, id`, resource)
+	if err != nil {
+		return nil, translate(err, "list quarantine")
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (fencegate.Quarantine, error) {
+		var q fencegate.Quarantine
+		err := row.Scan(&q.Resource, &q.FenceToken, &q.Segment, &q.ReceiptID, &q.PayloadDigest, &q.Owner, &q.At)
+		q.At = q.At.UTC()
+		return q, err
+	})
+	if err != nil {
+		return nil, translate(err, "list quarantine")
+	}
+	return out, nil
+}
+
+// Version implements fencegate.FenceStore.
+func (s *Store) Version(ctx context.Context, target string) (string, error) {
+	v, err := scanVersion(s.pool.QueryRow(ctx, `SELECT version FROM fence_versions WHERE target = $1`, target))
+	if err != nil {
+		return "", translate(err, "read version")
+	}
+	return v, nil
+}
+
+// --- scanning ----------------------------------------------------------------
+
+func scanResource(row pgx.Row) (fencegate.ResourceState, error) {
+	var r fencegate.ResourceState
+	err := row.Scan(&r.Resource, &r.HighestFence, &r.Root, &r.Lease, &r.LastSegmentSeq,
+		&r.GrantIssuedAt, &r.PendingReceipt, &r.UpdatedAt)
+	r.UpdatedAt = r.UpdatedAt.UTC()
+	return r, err
+}
+
+func scanReceipt(row pgx.Row) (fencegate.Receipt, error) {
+	var (
+		r        fencegate.Receipt
+		state    string
+		response []byte
+	)
+	err := row.Scan(&r.ID, &r.Resource, &r.Target, &r.Method, &r.FenceToken, &r.Segment, &r.OperationID,
+		&r.OperationRoot, &r.Lease, &r.Owner, &r.GrantDigest, &r.PayloadDigest, &state, &r.Version,
+		&response, &r.Error, &r.CreatedAt, &r.SettledAt)
+	if err != nil {
+		return fencegate.Receipt{}, err
+	}
+	r.State = fencegate.ReceiptState(state)
+	r.CreatedAt = r.CreatedAt.UTC()
+	if r.SettledAt != nil {
+		t := r.SettledAt.UTC()
+		r.SettledAt = &t
+	}
+	if response != nil {
+		r.Response = new(fencegate.EffectResponse)
+		if err := json.Unmarshal(response, r.Response); err != nil {
+			return fencegate.Receipt{}, fmt.Errorf("decode response of receipt %q: %w", r.ID, err)
+		}
+	}
+	return r, nil
+}
+
+// scanVersion returns "" for no row.
+func scanVersion(row pgx.Row) (string, error) {
+	var v string
+	if err := row.Scan(&v); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return "", err
+	}
+	return v, nil
+}
+
+func receiptArgs(r *fencegate.Receipt) []any {
+	return []any{r.ID, r.Resource, r.Target, r.Method, r.FenceToken, r.Segment, r.OperationID,
+		r.OperationRoot, r.Lease, r.Owner, r.GrantDigest, r.PayloadDigest, string(r.State), r.Version,
+		responseArg(r.Response), r.Error, r.CreatedAt, r.SettledAt}
+}
+
+// responseArg is the jsonb argument for resp: NULL for nil.
+func responseArg(resp *fencegate.EffectResponse) any {
+	if resp == nil {
+		return nil
+	}
+	data, err := json.Marshal(resp)
+	if err != nil {
+		return nil // a map[string]string and a []byte always marshal
+	}
+	return data
+}
+
+// --- errors ------------------------------------------------------------------
+
+// translate turns driver errors into *fencegate.Error; domain errors pass
+// through unchanged.
+func translate(err error, op string) error {
+	var fe *fencegate.Error
+	if errors.As(err, &fe) {
+		return fe
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fencegate.Wrap(err, fencegate.CodeNotFound, "fence store: "+op+": not found")
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch {
+		case pe.Code == "23505" && pe.ConstraintName == "fence_receipts_pkey":
+			return fencegate.Wrap(err, fencegate.CodeInvalidRequest, "receipt ID is already in use")
+		case pe.Code == "22021", // character_not_in_repertoire (e.g. a NUL byte in text)
+			pe.Code == "22001", // string_data_right_truncation
+			pe.Code == "22003", // numeric_value_out_of_range
+			pe.Code == "22P02", // invalid_text_representation
+			pe.Code == "23514": // check_violation
+			return fencegate.Wrap(err, fencegate.CodeInvalidRequest, "fence store: "+op+": value refused")
+		}
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return fencegate.Wrap(err, fencegate.CodeInternal, "fence store: "+op+": cancelled")
+	}
+	return fencegate.Wrap(err, fencegate.CodeInternal, "fence store: "+op)
+}

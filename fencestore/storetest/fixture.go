@@ -1,0 +1,499 @@
+package storetest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/fencegate/fencegate"
+)
+
+// baseMs is the fixture clock's start, in Unix milliseconds.
+const baseMs = 1_700_000_000_000
+
+// fx is one subtest's store plus the bookkeeping the assertions need.
+type fx struct {
+	t   *testing.T
+	s   fencegate.FenceStore
+	ctx context.Context
+
+	clock     time.Time
+	n         int
+	resources map[string]bool
+	targets   map[string]bool
+}
+
+func newFixture(t *testing.T, s fencegate.FenceStore) *fx {
+	return &fx{
+		t: t, s: s, ctx: context.Background(),
+		clock:     time.UnixMilli(baseMs).UTC(),
+		resources: map[string]bool{},
+		targets:   map[string]bool{},
+	}
+}
+
+// tick advances the fixture clock by a millisecond and returns it.
+func (f *fx) tick() time.Time {
+	f.clock = f.clock.Add(time.Millisecond)
+	return f.clock
+}
+
+// writer holds one grant and makes admit requests under it.
+type writer struct {
+	f      *fx
+	g      fencegate.VerifiedGrant
+	target string
+	method string
+}
+
+// writer returns a writer for resource at fence, under lease "lease-<fence>",
+// root "root-<fence>", issued fence seconds after the base time: grants of
+// higher fences are issued later.
+func (f *fx) writer(resource string, fence uint64) *writer {
+	f.resources[resource] = true
+	return &writer{f: f, g: grantFor(resource, fence), target: resource, method: "PUT"}
+}
+
+// grantFor is the grant of writer(resource, fence).
+func grantFor(resource string, fence uint64) fencegate.VerifiedGrant {
+	issued := int64(baseMs) + int64(fence%1_000_000)*1000
+	return fencegate.VerifiedGrant{
+		Grant: fencegate.Grant{
+			Schema:            fencegate.GrantSchema,
+			Resource:          resource,
+			Owner:             fmt.Sprintf("owner-%d", fence),
+			RequestID:         fmt.Sprintf("req-%d", fence),
+			Lease:             fmt.Sprintf("lease-%d", fence),
+			FenceToken:        fence,
+			OperationID:       "op-" + resource,
+			OperationRoot:     fmt.Sprintf("root-%d", fence),
+			OperationCategory: "object",
+			IssuerEpoch:       1,
+			TTLMs:             30_000,
+			IssuedAt:          issued,
+			ExpiresAt:         issued + 30_000,
+		},
+		Digest: fmt.Sprintf("sha256:grant-%s-%d", resource, fence),
+		KeyID:  "k1",
+	}
+}
+
+// req is an admit request for segment seg with payload digest "sha256:"+payload
+// and a fresh receipt ID.
+func (w *writer) req(seg uint64, payload string) fencegate.AdmitRequest {
+	f := w.f
+	f.n++
+	f.targets[w.target] = true
+	f.resources[w.g.Resource] = true
+	return fencegate.AdmitRequest{
+		Grant:         w.g,
+		Segment:       seg,
+		Target:        w.target,
+		Method:        w.method,
+		PayloadDigest: "sha256:" + payload,
+		ReceiptID:     fmt.Sprintf("rcpt-%04d", f.n),
+		Now:           f.tick(),
+	}
+}
+
+// --- successful calls, checked against the contract ---------------------------
+
+// admit admits req, which must be accepted (not replayed), and checks the new
+// receipt, the resource state and the indexes.
+func (f *fx) admit(req fencegate.AdmitRequest) fencegate.Admission {
+	f.t.Helper()
+	g := req.Grant
+	prev := f.version(req.Target)
+	adm, err := f.s.Admit(f.ctx, req)
+	if err != nil {
+		f.t.Fatalf("admit fence %d segment %d of %s: %v", g.FenceToken, req.Segment, g.Resource, err)
+	}
+	if adm.Replay {
+		f.t.Fatalf("admit fence %d segment %d: got a replay, want a new admission", g.FenceToken, req.Segment)
+	}
+	want := fencegate.Receipt{
+		ID: req.ReceiptID, Resource: g.Resource, Target: req.Target, Method: req.Method,
+		FenceToken: g.FenceToken, Segment: req.Segment, OperationID: g.OperationID,
+		OperationRoot: g.OperationRoot, Lease: g.Lease, Owner: g.Owner, GrantDigest: g.Digest,
+		PayloadDigest: req.PayloadDigest, State: fencegate.ReceiptPending, CreatedAt: req.Now,
+	}
+	f.sameJSON("admitted receipt", adm.Receipt, want)
+	if adm.PreviousVersion != prev {
+		f.t.Fatalf("PreviousVersion = %q, want %q (the target's committed version)", adm.PreviousVersion, prev)
+	}
+	f.sameJSON("stored receipt", f.receipt(req.ReceiptID), want)
+	live, err := f.s.ReceiptAt(f.ctx, g.Resource, g.FenceToken, req.Segment)
+	if err != nil {
+		f.t.Fatalf("ReceiptAt after admit: %v", err)
+	}
+	f.sameJSON("live receipt", live, want)
+	f.sameJSON("resource after admit", f.resource(g.Resource), fencegate.ResourceState{
+		Resource: g.Resource, HighestFence: g.FenceToken, Root: g.OperationRoot, Lease: g.Lease,
+		LastSegmentSeq: req.Segment, GrantIssuedAt: g.IssuedAt, PendingReceipt: req.ReceiptID,
+		UpdatedAt: req.Now,
+	})
+	return adm
+}
+
+// settle settles receipt id with o (Now filled in from the clock when zero),
+// which must succeed, and checks the receipt, the resource, the version and
+// the live index against the settle rules.
+func (f *fx) settle(id string, o fencegate.Outcome) fencegate.Receipt {
+	f.t.Helper()
+	if o.Now.IsZero() {
+		o.Now = f.tick()
+	}
+	before := f.receipt(id)
+	rowBefore := f.resource(before.Resource)
+	versionBefore := f.version(before.Target)
+
+	got, err := f.s.Settle(f.ctx, id, o)
+	if err != nil {
+		f.t.Fatalf("settle %s %s -> %s: %v", id, before.State, o.State, err)
+	}
+	want := before
+	want.State, want.Version, want.Response, want.Error = o.State, o.Version, o.Response, o.Error
+	at := o.Now
+	want.SettledAt = &at
+	f.sameJSON("settled receipt", got, want)
+	f.sameJSON("stored settled receipt", f.receipt(id), want)
+
+	wantRow := rowBefore
+	if o.State.NotApplied() && rowBefore.HighestFence == before.FenceToken && rowBefore.LastSegmentSeq == before.Segment {
+		wantRow.LastSegmentSeq--
+	}
+	if rowBefore.PendingReceipt == id && o.State != fencegate.ReceiptUnknown {
+		wantRow.PendingReceipt = ""
+	}
+	row := f.resource(before.Resource)
+	if wantRow != rowBefore {
+		wantRow.UpdatedAt = o.Now
+	}
+	f.sameJSON("resource after settle", row, wantRow)
+
+	wantVersion := versionBefore
+	if o.State == fencegate.ReceiptCommitted {
+		wantVersion = o.Version
+	}
+	if v := f.version(before.Target); v != wantVersion {
+		f.t.Fatalf("Version(%s) after settling to %s = %q, want %q", before.Target, o.State, v, wantVersion)
+	}
+
+	live, err := f.s.ReceiptAt(f.ctx, before.Resource, before.FenceToken, before.Segment)
+	if o.State.NotApplied() {
+		wantCode(f.t, err, fencegate.CodeNotFound, "")
+	} else if err != nil {
+		f.t.Fatalf("ReceiptAt after settling to %s: %v", o.State, err)
+	} else {
+		f.sameJSON("live receipt after settle", live, want)
+	}
+	return got
+}
+
+// commit settles id COMMITTED with version.
+func (f *fx) commit(id, version string) fencegate.Receipt {
+	f.t.Helper()
+	return f.settle(id, fencegate.Outcome{State: fencegate.ReceiptCommitted, Version: version})
+}
+
+// --- rejections --------------------------------------------------------------
+
+// reject runs req, which must fail with code (and, if receiptID is not "", name
+// that receipt), and checks that the store did not change at all.
+func (f *fx) reject(req fencegate.AdmitRequest, code fencegate.Code, receiptID string) {
+	f.t.Helper()
+	before := f.snapshot(true)
+	_, idErr := f.s.Receipt(f.ctx, req.ReceiptID)
+	adm, err := f.s.Admit(f.ctx, req)
+	if err == nil {
+		f.t.Fatalf("admit fence %d segment %d: admitted (replay=%v), want %s", req.Grant.FenceToken, req.Segment, adm.Replay, code)
+	}
+	wantCode(f.t, err, code, receiptID)
+	f.sameJSON("store after rejected admit ("+string(code)+")", f.snapshot(true), before)
+	if idErr != nil { // the receipt ID was not in use before
+		f.noReceipt(req.ReceiptID)
+	}
+}
+
+// quarantine runs req, which must be QUARANTINED against original, and checks
+// that only one quarantine record was added.
+func (f *fx) quarantine(req fencegate.AdmitRequest, original string) {
+	f.t.Helper()
+	before := f.snapshot(false)
+	qBefore := f.quarantined(req.Grant.Resource)
+	_, err := f.s.Admit(f.ctx, req)
+	wantCode(f.t, err, fencegate.CodeQuarantined, original)
+	f.sameJSON("store after quarantine", f.snapshot(false), before)
+	f.noReceipt(req.ReceiptID)
+	want := append(qBefore, fencegate.Quarantine{
+		Resource: req.Grant.Resource, FenceToken: req.Grant.FenceToken, Segment: req.Segment,
+		ReceiptID: original, PayloadDigest: req.PayloadDigest, Owner: req.Grant.Owner, At: req.Now,
+	})
+	f.sameJSON("quarantine list", f.quarantined(req.Grant.Resource), want)
+}
+
+// replay runs req, which must be a replay of original.
+func (f *fx) replay(req fencegate.AdmitRequest, original string) fencegate.Admission {
+	f.t.Helper()
+	before := f.snapshot(true)
+	adm, err := f.s.Admit(f.ctx, req)
+	if err != nil {
+		f.t.Fatalf("replay of %s: %v", original, err)
+	}
+	if !adm.Replay {
+		f.t.Fatalf("replay of %s: Replay = false", original)
+	}
+	f.sameJSON("replayed receipt", adm.Receipt, f.receipt(original))
+	if v := f.version(req.Target); adm.PreviousVersion != v {
+		f.t.Fatalf("replay PreviousVersion = %q, want the target's current version %q", adm.PreviousVersion, v)
+	}
+	f.sameJSON("store after replay", f.snapshot(true), before)
+	f.noReceipt(req.ReceiptID)
+	return adm
+}
+
+// settleFails settles id with o, which must fail with code and change nothing.
+func (f *fx) settleFails(id string, o fencegate.Outcome, code fencegate.Code) {
+	f.t.Helper()
+	if o.Now.IsZero() {
+		o.Now = f.tick()
+	}
+	before := f.snapshot(true)
+	if _, err := f.s.Settle(f.ctx, id, o); err == nil {
+		f.t.Fatalf("settle %s -> %s succeeded, want %s", id, o.State, code)
+	} else {
+		wantCode(f.t, err, code, "")
+	}
+	f.sameJSON("store after rejected settle", f.snapshot(true), before)
+}
+
+// --- reads -------------------------------------------------------------------
+
+func (f *fx) receipt(id string) fencegate.Receipt {
+	f.t.Helper()
+	r, err := f.s.Receipt(f.ctx, id)
+	if err != nil {
+		f.t.Fatalf("Receipt(%s): %v", id, err)
+	}
+	return r
+}
+
+func (f *fx) noReceipt(id string) {
+	f.t.Helper()
+	_, err := f.s.Receipt(f.ctx, id)
+	wantCode(f.t, err, fencegate.CodeNotFound, "")
+}
+
+func (f *fx) resource(res string) fencegate.ResourceState {
+	f.t.Helper()
+	row, err := f.s.Resource(f.ctx, res)
+	if err != nil {
+		f.t.Fatalf("Resource(%s): %v", res, err)
+	}
+	return row
+}
+
+func (f *fx) version(target string) string {
+	f.t.Helper()
+	v, err := f.s.Version(f.ctx, target)
+	if err != nil {
+		f.t.Fatalf("Version(%s): %v", target, err)
+	}
+	return v
+}
+
+func (f *fx) quarantined(res string) []fencegate.Quarantine {
+	f.t.Helper()
+	q, err := f.s.Quarantined(f.ctx, res)
+	if err != nil {
+		f.t.Fatalf("Quarantined(%q): %v", res, err)
+	}
+	return q
+}
+
+func (f *fx) byState(state fencegate.ReceiptState, limit int) []fencegate.Receipt {
+	f.t.Helper()
+	rs, err := f.s.ReceiptsByState(f.ctx, state, limit)
+	if err != nil {
+		f.t.Fatalf("ReceiptsByState(%s, %d): %v", state, limit, err)
+	}
+	return rs
+}
+
+func (f *fx) byOperation(op string) []fencegate.Receipt {
+	f.t.Helper()
+	rs, err := f.s.ReceiptsByOperation(f.ctx, op)
+	if err != nil {
+		f.t.Fatalf("ReceiptsByOperation(%s): %v", op, err)
+	}
+	return rs
+}
+
+// snapshot is everything a client can read about the resources and targets
+// the subtest used.
+type snapshot struct {
+	Resources  map[string]any
+	Live       map[string]string
+	Receipts   map[fencegate.ReceiptState][]fencegate.Receipt
+	Versions   map[string]string
+	Quarantine []fencegate.Quarantine `json:",omitempty"`
+	Operations map[string][]string
+}
+
+var allStates = []fencegate.ReceiptState{
+	fencegate.ReceiptPending, fencegate.ReceiptCommitted, fencegate.ReceiptFailed,
+	fencegate.ReceiptUnknown, fencegate.ReceiptNotApplied,
+}
+
+func (f *fx) snapshot(withQuarantine bool) snapshot {
+	f.t.Helper()
+	s := snapshot{
+		Resources:  map[string]any{},
+		Live:       map[string]string{},
+		Receipts:   map[fencegate.ReceiptState][]fencegate.Receipt{},
+		Versions:   map[string]string{},
+		Operations: map[string][]string{},
+	}
+	for res := range f.resources {
+		row, err := f.s.Resource(f.ctx, res)
+		if err != nil {
+			wantCode(f.t, err, fencegate.CodeNotFound, "")
+			s.Resources[res] = "NOT_FOUND"
+			continue
+		}
+		s.Resources[res] = row
+		for seg := uint64(1); seg <= row.LastSegmentSeq+1; seg++ {
+			key := fmt.Sprintf("%s@%d/%d", res, row.HighestFence, seg)
+			r, err := f.s.ReceiptAt(f.ctx, res, row.HighestFence, seg)
+			if err != nil {
+				wantCode(f.t, err, fencegate.CodeNotFound, "")
+				s.Live[key] = "NOT_FOUND"
+				continue
+			}
+			s.Live[key] = r.ID
+		}
+	}
+	ops := map[string]bool{}
+	for _, st := range allStates {
+		rs := f.byState(st, 0)
+		s.Receipts[st] = rs
+		for _, r := range rs {
+			ops[r.OperationID] = true
+		}
+	}
+	for op := range ops {
+		for _, r := range f.byOperation(op) {
+			s.Operations[op] = append(s.Operations[op], r.ID)
+		}
+	}
+	for target := range f.targets {
+		s.Versions[target] = f.version(target)
+	}
+	if withQuarantine {
+		s.Quarantine = f.quarantined("")
+	}
+	return s
+}
+
+// --- comparisons -------------------------------------------------------------
+
+// sameJSON fails unless got and want encode to the same JSON after times are
+// put in UTC.
+func (f *fx) sameJSON(what string, got, want any) {
+	f.t.Helper()
+	g, w := canon(f.t, got), canon(f.t, want)
+	if g != w {
+		f.t.Fatalf("%s differs:\n got: %s\nwant: %s", what, g, w)
+	}
+}
+
+func canon(t *testing.T, v any) string {
+	t.Helper()
+	data, err := json.Marshal(utc(v))
+	if err != nil {
+		t.Fatalf("marshal: %v", err)
+	}
+	return string(data)
+}
+
+// utc returns v with the times of store values in UTC.
+func utc(v any) any {
+	switch x := v.(type) {
+	case fencegate.Receipt:
+		x.CreatedAt = x.CreatedAt.UTC()
+		if x.SettledAt != nil {
+			at := x.SettledAt.UTC()
+			x.SettledAt = &at
+		}
+		return x
+	case []fencegate.Receipt:
+		out := make([]fencegate.Receipt, len(x))
+		for i := range x {
+			out[i] = utc(x[i]).(fencegate.Receipt)
+		}
+		return out
+	case fencegate.ResourceState:
+		x.UpdatedAt = x.UpdatedAt.UTC()
+		return x
+	case fencegate.Quarantine:
+		x.At = x.At.UTC()
+		return x
+	case []fencegate.Quarantine:
+		out := make([]fencegate.Quarantine, len(x))
+		for i := range x {
+			out[i] = utc(x[i]).(fencegate.Quarantine)
+		}
+		return out
+	case snapshot:
+		res := map[string]any{}
+		for k, r := range x.Resources {
+			res[k] = utc(r)
+		}
+		x.Resources = res
+		rs := map[fencegate.ReceiptState][]fencegate.Receipt{}
+		for k, r := range x.Receipts {
+			rs[k] = utc(r).([]fencegate.Receipt)
+		}
+		x.Receipts = rs
+		x.Quarantine = utc(x.Quarantine).([]fencegate.Quarantine)
+		return x
+	}
+	return v
+}
+
+// wantCode fails unless err is a *fencegate.Error with code and, if receiptID
+// is not "", with that ReceiptID.
+func wantCode(t testing.TB, err error, code fencegate.Code, receiptID string) {
+	t.Helper()
+	var fe *fencegate.Error
+	if !errors.As(err, &fe) {
+		t.Fatalf("error %v (%T) is not a *fencegate.Error; want %s", err, err, code)
+	}
+	if fe.Code != code {
+		t.Fatalf("error code %s (%v), want %s", fe.Code, err, code)
+	}
+	if receiptID != "" && fe.ReceiptID != receiptID {
+		t.Fatalf("%s names receipt %q, want %q", code, fe.ReceiptID, receiptID)
+	}
+}
+
+func ids(rs []fencegate.Receipt) []string {
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = r.ID
+	}
+	return out
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
