@@ -65,10 +65,20 @@ type gatewayProc struct {
 // startGateway runs the binary with args plus --addr and waits for /healthz.
 func startGateway(t *testing.T, args ...string) *gatewayProc {
 	t.Helper()
+	return startGatewayEnv(t, nil, args...)
+}
+
+// startGatewayEnv is startGateway with extra environment variables (KEY=VALUE)
+// added to the test's own environment.
+func startGatewayEnv(t *testing.T, env []string, args ...string) *gatewayProc {
+	t.Helper()
 	addr := freePort(t)
 	logs := &bytes.Buffer{}
 	cmd := exec.Command(binary(t), append(args, "--addr", addr)...)
 	cmd.Stdout, cmd.Stderr = logs, logs
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -95,6 +105,23 @@ func startGateway(t *testing.T, args ...string) *gatewayProc {
 	}
 	t.Fatalf("gateway did not become healthy:\n%s", logs.String())
 	return nil
+}
+
+// waitExit waits up to timeout for the process to exit on its own and returns
+// its exit code; stop does nothing afterwards.
+func (p *gatewayProc) waitExit(t *testing.T, timeout time.Duration) int {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- p.cmd.Wait() }()
+	select {
+	case <-done:
+		return p.cmd.ProcessState.ExitCode()
+	case <-time.After(timeout):
+		_ = p.cmd.Process.Kill()
+		<-done
+		t.Fatalf("gateway did not exit within %s:\n%s", timeout, p.logs.String())
+		return -1
+	}
 }
 
 // stop sends SIGTERM and waits for a graceful exit.

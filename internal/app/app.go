@@ -47,10 +47,11 @@ func Build(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, er
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("invalid configuration:\n%w", err)
 	}
-	a = &App{cfg: cfg, log: log, metrics: newMetrics()}
+	built := &App{cfg: cfg, log: log, metrics: newMetrics()}
+	a = built
 	defer func() {
-		if err != nil {
-			a.Close()
+		if err != nil { // a is already nil here: every error return is `return nil, err`
+			built.Close()
 			a = nil
 		}
 	}()
