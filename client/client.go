@@ -1,0 +1,224 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/fencegate/fencegate"
+)
+
+// Client talks to one Fencegate gateway with one workload credential. It is
+// safe for concurrent use.
+type Client struct {
+	base  string
+	token string
+	hc    *http.Client
+	now   func() time.Time
+	sleep func(ctx context.Context, d time.Duration) error
+}
+
+// Option configures a Client.
+type Option func(*Client)
+
+// WithHTTPClient sets the HTTP client (timeouts, TLS, transport).
+func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.hc = hc } }
+
+// WithClock sets the clock the lease state machine reads (default time.Now).
+func WithClock(now func() time.Time) Option { return func(c *Client) { c.now = now } }
+
+// WithSleep sets how the client waits between acquisition attempts (default:
+// a timer honouring ctx). Tests inject a function that returns at once.
+func WithSleep(sleep func(ctx context.Context, d time.Duration) error) Option {
+	return func(c *Client) { c.sleep = sleep }
+}
+
+// New returns a client for the gateway at baseURL (for example
+// "http://127.0.0.1:8080") that authenticates with the bearer token.
+func New(baseURL, token string, opts ...Option) *Client {
+	c := &Client{
+		base:  strings.TrimRight(baseURL, "/"),
+		token: token,
+		hc:    &http.Client{Timeout: 60 * time.Second},
+		now:   time.Now,
+		sleep: sleepCtx,
+	}
+	for _, o := range opts {
+		o(c)
+	}
+	return c
+}
+
+// Now is the client's clock.
+func (c *Client) Now() time.Time { return c.now() }
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// UncertainError is a call whose request may or may not have reached the
+// gateway and been acted on: a transport error, a timeout, a cancelled
+// context after sending, or an answer that is not the gateway's (a proxy 5xx,
+// a truncated body). Retrying a mutation after it must use the same identity
+// (request ID, fence and segment).
+type UncertainError struct {
+	Op  string
+	Err error
+}
+
+func (e *UncertainError) Error() string { return "uncertain outcome of " + e.Op + ": " + e.Err.Error() }
+
+// Unwrap exposes the cause.
+func (e *UncertainError) Unwrap() error { return e.Err }
+
+// IsUncertain reports whether err means the outcome of the call is unknown
+// because the gateway's answer was not received intact.
+func IsUncertain(err error) bool {
+	var u *UncertainError
+	return errors.As(err, &u)
+}
+
+// problem is the problem+json document of a gateway error.
+type problem struct {
+	Type      string         `json:"type"`
+	Status    int            `json:"status"`
+	Detail    string         `json:"detail"`
+	Code      fencegate.Code `json:"code"`
+	ReceiptID string         `json:"receiptId"`
+}
+
+const problemTypePrefix = "urn:fencegate:problem:"
+
+// gatewayProblem returns the *fencegate.Error of a Fencegate problem answer,
+// or nil if body is not one (an upstream's own answer, or anything else).
+func gatewayProblem(contentType string, body []byte) *fencegate.Error {
+	if !strings.HasPrefix(strings.ToLower(contentType), "application/problem+json") {
+		return nil
+	}
+	var p problem
+	if json.Unmarshal(body, &p) != nil || !strings.HasPrefix(p.Type, problemTypePrefix) || !knownCode(p.Code) {
+		return nil
+	}
+	return &fencegate.Error{Code: p.Code, Message: p.Detail, ReceiptID: p.ReceiptID}
+}
+
+func knownCode(c fencegate.Code) bool {
+	for _, k := range fencegate.Codes {
+		if k == c {
+			return true
+		}
+	}
+	return false
+}
+
+// request is one HTTP call to the gateway.
+type request struct {
+	op     string
+	method string
+	path   string // already escaped, starting with /
+	query  url.Values
+	header http.Header
+	body   io.Reader
+	json   any // marshalled as the body when set
+}
+
+// send performs r and returns the response for any status; only a transport
+// failure is an error (uncertain).
+func (c *Client) send(ctx context.Context, r request) (*http.Response, error) {
+	u := c.base + r.path
+	if len(r.query) > 0 {
+		u += "?" + r.query.Encode()
+	}
+	body := r.body
+	if r.json != nil {
+		b, err := json.Marshal(r.json)
+		if err != nil {
+			return nil, fencegate.Wrap(err, fencegate.CodeInvalidRequest, "encode request body")
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, r.method, u, body)
+	if err != nil {
+		return nil, fencegate.Wrap(err, fencegate.CodeInvalidRequest, "build request: "+err.Error())
+	}
+	for k, vs := range r.header {
+		req.Header[k] = vs
+	}
+	if r.json != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	req.Header.Set("Accept", "application/json, application/problem+json, */*")
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return nil, &UncertainError{Op: r.op, Err: err}
+	}
+	return resp, nil
+}
+
+// maxErrorBody bounds how much of an error answer is read.
+const maxErrorBody = 1 << 20
+
+// answerError turns a non-2xx answer into an error: *fencegate.Error for a
+// Fencegate problem, *UncertainError for a foreign 5xx, INTERNAL otherwise.
+// It consumes and closes the body.
+func answerError(op string, resp *http.Response) error {
+	defer resp.Body.Close()
+	b, rerr := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	if fe := gatewayProblem(resp.Header.Get("Content-Type"), b); fe != nil {
+		return fe
+	}
+	if rerr != nil || resp.StatusCode >= 500 {
+		return &UncertainError{Op: op, Err: fmt.Errorf("HTTP %d without a Fencegate problem", resp.StatusCode)}
+	}
+	return fencegate.Errorf(fencegate.CodeInternal, "%s: unexpected HTTP %d", op, resp.StatusCode)
+}
+
+// do performs r and decodes a 2xx JSON answer into out (if not nil).
+func (c *Client) do(ctx context.Context, r request, out any) error {
+	resp, err := c.send(ctx, r)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return answerError(r.op, resp)
+	}
+	defer resp.Body.Close()
+	if out == nil {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return nil
+	}
+	if resp.StatusCode == http.StatusNoContent {
+		return nil
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		// The gateway acted but its answer was lost on the way.
+		return &UncertainError{Op: r.op, Err: fmt.Errorf("decode answer: %w", err)}
+	}
+	return nil
+}
+
+// escapePath escapes each slash-separated segment of p, keeping the slashes.
+func escapePath(p string) string {
+	segs := strings.Split(p, "/")
+	for i, s := range segs {
+		segs[i] = url.PathEscape(s)
+	}
+	return strings.Join(segs, "/")
+}

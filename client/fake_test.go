@@ -1,0 +1,227 @@
+package client
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fencegate/fencegate"
+)
+
+// fakeClock is the injected clock: it moves only when a test advances it.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+
+func (c *fakeClock) Advance(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
+
+// fakeGateway answers like the gateway and registry for one lease (L1, fence
+// 7), records what it saw, and can lose answers or answer problems on demand.
+type fakeGateway struct {
+	t     *testing.T
+	clock *fakeClock
+
+	mu         sync.Mutex
+	calls      map[string]int              // route -> requests seen
+	drop       map[string]int              // route -> answers still to lose (connection closed after acting)
+	problems   map[string][]fencegate.Code // route -> problems to answer next, in order
+	requestIDs []string
+	writes     []http.Header // fence headers of every fenced mutation
+	state      fencegate.StatusState
+	expires    time.Time
+	proofs     int
+	receipts   []fencegate.Receipt
+}
+
+const statusLife = 5 * time.Second
+
+func newFake(t *testing.T) (*fakeGateway, *Client) {
+	f := &fakeGateway{t: t, clock: &fakeClock{t: time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)},
+		calls: map[string]int{}, drop: map[string]int{}, problems: map[string][]fencegate.Code{}, state: fencegate.StateHeld}
+	srv := httptest.NewServer(f)
+	t.Cleanup(srv.Close)
+	c := New(srv.URL, "tok", WithClock(f.clock.Now), WithSleep(noSleep))
+	return f, c
+}
+
+func (f *fakeGateway) count(route string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calls[route]
+}
+
+func (f *fakeGateway) loseNext(route string) { f.mu.Lock(); f.drop[route]++; f.mu.Unlock() }
+
+func (f *fakeGateway) refuseNext(route string, code fencegate.Code) {
+	f.mu.Lock()
+	f.problems[route] = append(f.problems[route], code)
+	f.mu.Unlock()
+}
+
+func route(r *http.Request) string {
+	p := r.URL.Path
+	switch {
+	case p == "/v1/leases":
+		return "acquire"
+	case strings.HasSuffix(p, "/renew"):
+		return "renew"
+	case strings.HasPrefix(p, "/v1/leases/") && r.Method == "GET":
+		return "status"
+	case strings.HasPrefix(p, "/v1/leases/"):
+		return "release"
+	case strings.HasPrefix(p, "/v1/objects/") && r.Method == "GET":
+		return "get"
+	case strings.HasPrefix(p, "/v1/objects/"), strings.HasPrefix(p, "/v1/apis/"):
+		return "write"
+	case strings.HasPrefix(p, "/v1/receipts"):
+		return "receipts"
+	}
+	return r.Method + " " + p
+}
+
+func (f *fakeGateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Header.Get("Authorization") != "Bearer tok" {
+		writeProblem(w, fencegate.CodeUnauthenticated, "")
+		return
+	}
+	rt := route(r)
+	f.mu.Lock()
+	f.calls[rt]++
+	var code fencegate.Code
+	if q := f.problems[rt]; len(q) > 0 {
+		code, f.problems[rt] = q[0], q[1:]
+	}
+	lose := f.drop[rt] > 0
+	if lose {
+		f.drop[rt]--
+	}
+	status, body := f.act(rt, r, code)
+	f.mu.Unlock()
+	if lose { // acted, but the answer never arrives
+		conn, _, err := w.(http.Hijacker).Hijack()
+		if err == nil {
+			conn.Close()
+		}
+		return
+	}
+	if p, ok := body.(*fencegate.Error); ok {
+		writeProblemErr(w, p)
+		return
+	}
+	if rid, ok := body.(fencegate.Receipt); ok {
+		w.Header().Set("Fence-Receipt", rid.ID)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(body)
+}
+
+// act performs the route on the fake's state; f.mu is held.
+func (f *fakeGateway) act(rt string, r *http.Request, code fencegate.Code) (int, any) {
+	now := f.clock.Now()
+	switch rt {
+	case "acquire":
+		var b acquireBody
+		_ = json.NewDecoder(r.Body).Decode(&b)
+		f.requestIDs = append(f.requestIDs, b.RequestID)
+		if code != "" {
+			return 0, &fencegate.Error{Code: code, Message: "refused"}
+		}
+		if f.expires.IsZero() {
+			f.expires = now.Add(time.Duration(b.TTLMs) * time.Millisecond)
+		}
+		return http.StatusCreated, f.info(now, b.RequestID)
+	case "renew":
+		var b renewBody
+		_ = json.NewDecoder(r.Body).Decode(&b)
+		if code != "" {
+			return 0, &fencegate.Error{Code: code, Message: "refused"}
+		}
+		f.expires = now.Add(time.Duration(b.TTLMs) * time.Millisecond)
+		return http.StatusOK, f.info(now, "")
+	case "status":
+		if code != "" {
+			return 0, &fencegate.Error{Code: code, Message: "refused"}
+		}
+		return http.StatusOK, f.info(now, "")
+	case "release":
+		f.state = fencegate.StateReleased
+		return http.StatusOK, f.info(now, "")
+	case "receipts":
+		return http.StatusOK, map[string]any{"receipts": f.receipts}
+	case "write":
+		f.writes = append(f.writes, r.Header.Clone())
+		seg, _ := strconv.ParseUint(r.Header.Get("Fence-Segment"), 10, 64)
+		rc := fencegate.Receipt{ID: fmt.Sprintf("R%d", len(f.writes)), Lease: "L1", FenceToken: 7, Segment: seg,
+			OperationID: "op-1", State: fencegate.ReceiptCommitted, Target: r.URL.Path, Method: r.Method}
+		switch code {
+		case "":
+		case fencegate.CodeMutationUnknown:
+			rc.State = fencegate.ReceiptUnknown
+			f.receipts = append(f.receipts, rc)
+			return 0, &fencegate.Error{Code: code, Message: "outcome unknown", ReceiptID: rc.ID}
+		default:
+			return 0, &fencegate.Error{Code: code, Message: "refused"}
+		}
+		f.receipts = append(f.receipts, rc)
+		return http.StatusOK, rc
+	}
+	return 0, &fencegate.Error{Code: fencegate.CodeNotFound, Message: "no route " + rt}
+}
+
+// settle moves receipt id to state, as the reconciler would.
+func (f *fakeGateway) settle(id string, state fencegate.ReceiptState) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i := range f.receipts {
+		if f.receipts[i].ID == id {
+			f.receipts[i].State = state
+		}
+	}
+}
+
+func (f *fakeGateway) info(now time.Time, requestID string) LeaseInfo {
+	f.proofs++
+	st := f.state
+	if st == fencegate.StateHeld && !now.Before(f.expires) {
+		st = fencegate.StateExpired
+	}
+	exp := now.Add(statusLife)
+	return LeaseInfo{Lease: "L1", Resource: "bucket/jobs", Owner: "worker", RequestID: requestID, FenceToken: 7,
+		OperationID: "op-1", State: st, ExpiresAt: f.expires, Grant: "grant-7", GrantDigest: "sha256:g7",
+		StatusProof: fmt.Sprintf("proof-%d", f.proofs), StatusExpiresAt: &exp}
+}
+
+func writeProblem(w http.ResponseWriter, code fencegate.Code, receipt string) {
+	writeProblemErr(w, &fencegate.Error{Code: code, Message: "refused", ReceiptID: receipt})
+}
+
+func writeProblemErr(w http.ResponseWriter, e *fencegate.Error) {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(statusOf(e.Code))
+	_ = json.NewEncoder(w).Encode(map[string]any{
+		"type": problemTypePrefix + strings.ToLower(string(e.Code)), "title": "x", "status": statusOf(e.Code),
+		"detail": e.Message, "code": e.Code, "receiptId": e.ReceiptID,
+	})
+}
+
+func statusOf(c fencegate.Code) int {
+	switch c {
+	case fencegate.CodeMutationUnknown:
+		return http.StatusBadGateway
+	case fencegate.CodeUnauthenticated, fencegate.CodeEpochRevoked, fencegate.CodeStatusInvalid:
+		return http.StatusUnauthorized
+	case fencegate.CodeNotFound:
+		return http.StatusNotFound
+	}
+	return http.StatusConflict
+}

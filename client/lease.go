@@ -1,0 +1,315 @@
+package client
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/fencegate/fencegate"
+)
+
+// State is the client's local view of a lease (DESIGN §8).
+type State string
+
+// Local lease states. Only HELD and RENEWING allow new effects.
+const (
+	// StateRequested: the acquisition has not been answered yet.
+	StateRequested State = "REQUESTED"
+	// StateHeld: the registry confirmed the lease and the local deadline has not passed.
+	StateHeld State = "HELD"
+	// StateRenewing: HELD, with a renewal in flight.
+	StateRenewing State = "RENEWING"
+	// StateOwnershipUnknown: a renewal or status answer was uncertain, or the
+	// local deadline passed unconfirmed. No new effect is sent; writes already
+	// issued may still land. A confirmed renewal returns to HELD.
+	StateOwnershipUnknown State = "OWNERSHIP_UNKNOWN"
+	// StateExpired: the registry confirmed the lease is no longer held.
+	StateExpired State = "EXPIRED"
+	// StateReleased: the lease was given up voluntarily.
+	StateReleased State = "RELEASED"
+	// StateRevoked: the registry or a gateway reported the lease or its epoch revoked.
+	StateRevoked State = "REVOKED"
+	// StateLost: a gateway refused the fence for good (STALE_OWNER, FENCE_REGRESSION).
+	StateLost State = "LOST"
+)
+
+// Terminal reports whether s is final: no transition leaves it.
+func (s State) Terminal() bool {
+	return s == StateExpired || s == StateReleased || s == StateRevoked || s == StateLost
+}
+
+// LeaseParams configures a Lease.
+type LeaseParams struct {
+	AcquireParams
+	// RenewFraction of the TTL after which a Tick renews (default 1/3).
+	RenewFraction float64
+	// Attempts bounds acquisition attempts after uncertain answers (default 5).
+	Attempts int
+	// RetryWait is the wait between acquisition attempts and, in Run, between
+	// recovery attempts while OWNERSHIP_UNKNOWN (default 500ms).
+	RetryWait time.Duration
+}
+
+// Lease is one lease driven by the local state machine. All methods are safe
+// for concurrent use; commits through its writers are serialised so that
+// segment numbers follow commit order.
+type Lease struct {
+	c *Client
+	p LeaseParams
+
+	mu             sync.Mutex
+	state          State
+	cause          error
+	info           LeaseInfo
+	firstSend      time.Time // of the acquisition: the lease cannot be older
+	deadline       time.Time // local: ownership unconfirmed from here on
+	renewAt        time.Time
+	proofExp       time.Time
+	proofRefreshAt time.Time
+	renewing       bool
+
+	commitMu sync.Mutex // held for a whole commit: numbering follows order
+	nextSeg  uint64
+	doubt    *inDoubt
+}
+
+// NewLease returns a lease in REQUESTED with its request ID fixed for life
+// (p.RequestID, or one generated now). It sends nothing.
+func (c *Client) NewLease(p LeaseParams) (*Lease, error) {
+	if p.Resource == "" || p.OperationID == "" || p.TTL <= 0 {
+		return nil, fencegate.Errorf(fencegate.CodeInvalidRequest, "a lease needs a resource, an operation ID and a positive TTL")
+	}
+	if p.RequestID == "" {
+		p.RequestID = newRequestID()
+	}
+	if p.RenewFraction <= 0 || p.RenewFraction >= 1 {
+		p.RenewFraction = 1.0 / 3
+	}
+	if p.Attempts <= 0 {
+		p.Attempts = 5
+	}
+	if p.RetryWait <= 0 {
+		p.RetryWait = 500 * time.Millisecond
+	}
+	return &Lease{c: c, p: p, state: StateRequested, nextSeg: 1}, nil
+}
+
+// AcquireLease creates a lease and acquires it. An uncertain answer is
+// recovered by asking again with the same request ID, never a new identity.
+// On failure the lease (if any) is returned with the error; it stays
+// REQUESTED after uncertain answers, and Acquire may be called again.
+func (c *Client) AcquireLease(ctx context.Context, p LeaseParams) (*Lease, error) {
+	l, err := c.NewLease(p)
+	if err != nil {
+		return nil, err
+	}
+	return l, l.Acquire(ctx)
+}
+
+// Acquire asks the registry for the lease with the lease's fixed request ID,
+// up to Attempts times while answers are uncertain.
+func (l *Lease) Acquire(ctx context.Context) error {
+	l.mu.Lock()
+	if l.state != StateRequested {
+		st := l.state
+		l.mu.Unlock()
+		return fencegate.Errorf(fencegate.CodeInvalidRequest, "lease is %s, not REQUESTED", st)
+	}
+	l.mu.Unlock()
+	for attempt := 1; ; attempt++ {
+		sent := l.c.now()
+		l.mu.Lock()
+		if l.firstSend.IsZero() {
+			l.firstSend = sent
+		}
+		l.mu.Unlock()
+		info, err := l.c.Acquire(ctx, l.p.AcquireParams)
+		if err == nil {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			l.adopt(info, l.firstSend)
+			return l.notHeldLocked()
+		}
+		if !IsUncertain(err) || attempt >= l.p.Attempts || ctx.Err() != nil {
+			return err
+		}
+		if serr := l.c.sleep(ctx, l.p.RetryWait); serr != nil {
+			return errors.Join(err, serr)
+		}
+	}
+}
+
+// adopt takes a confirmed acquisition or renewal sent at sent.
+func (l *Lease) adopt(info LeaseInfo, sent time.Time) {
+	if info.Grant == "" {
+		info.Grant, info.GrantDigest = l.info.Grant, l.info.GrantDigest
+	}
+	l.info = info
+	if st := localState(info.State); st != StateHeld {
+		l.terminate(st, fencegate.Errorf(fencegate.CodeLeaseNotHeld, "registry reports lease %s %s", info.Lease, info.State))
+		return
+	}
+	l.deadline = minTime(sent.Add(l.p.TTL), info.ExpiresAt)
+	l.renewAt = sent.Add(time.Duration(float64(l.p.TTL) * l.p.RenewFraction))
+	l.setProof(info, sent)
+	l.state, l.cause = StateHeld, nil
+}
+
+// setProof keeps info's status proof and when to refresh it: at 4/5 of its
+// remaining life, never later than the local deadline.
+func (l *Lease) setProof(info LeaseInfo, sent time.Time) {
+	l.info.StatusProof, l.info.StatusExpiresAt = info.StatusProof, info.StatusExpiresAt
+	exp := l.deadline
+	if info.StatusExpiresAt != nil {
+		exp = minTime(exp, *info.StatusExpiresAt)
+	}
+	if life, ok := proofLife(info.StatusProof); ok {
+		exp = minTime(exp, sent.Add(life)) // robust to clock skew
+	}
+	now := l.c.now()
+	l.proofExp = exp
+	l.proofRefreshAt = now.Add(exp.Sub(now) * 4 / 5)
+}
+
+// localState maps a registry state onto the local one.
+func localState(s fencegate.StatusState) State {
+	switch s {
+	case fencegate.StateHeld:
+		return StateHeld
+	case fencegate.StateReleased:
+		return StateReleased
+	case fencegate.StateRevoked:
+		return StateRevoked
+	}
+	return StateExpired
+}
+
+// terminate moves to a terminal state unless already in one.
+func (l *Lease) terminate(s State, cause error) {
+	if !l.state.Terminal() {
+		l.state, l.cause = s, cause
+	}
+}
+
+// toUnknown moves a live lease to OWNERSHIP_UNKNOWN.
+func (l *Lease) toUnknown(cause error) {
+	if !l.state.Terminal() && l.state != StateRequested {
+		l.state, l.cause = StateOwnershipUnknown, cause
+	}
+}
+
+// notHeldLocked is nil if new effects may be sent, else a LEASE_NOT_HELD error.
+func (l *Lease) notHeldLocked() error {
+	if l.state == StateHeld || l.state == StateRenewing {
+		return nil
+	}
+	return &fencegate.Error{Code: fencegate.CodeLeaseNotHeld, Err: l.cause,
+		Message: fmt.Sprintf("lease %s is %s locally: no new effect is sent", l.info.Lease, l.state)}
+}
+
+// Release gives the lease up: locally RELEASED whatever the answer (an
+// unanswered release leaves the registry to expire it). Releasing a terminal
+// lease does nothing.
+func (l *Lease) Release(ctx context.Context) error {
+	l.mu.Lock()
+	if l.state.Terminal() || l.state == StateRequested {
+		l.terminate(StateReleased, nil)
+		l.mu.Unlock()
+		return nil
+	}
+	id := l.info.Lease
+	l.terminate(StateReleased, nil) // no new effect from here on
+	l.mu.Unlock()
+	_, err := l.c.Release(ctx, id)
+	return err
+}
+
+// Refresh asks the registry for the lease's status (GET /v1/leases/{lease})
+// and keeps the fresh proof. An uncertain or failed answer moves the lease to
+// OWNERSHIP_UNKNOWN; EXPIRED, RELEASED and REVOKED are taken as confirmed.
+func (l *Lease) Refresh(ctx context.Context) error {
+	l.mu.Lock()
+	if err := l.notHeldLocked(); err != nil {
+		l.mu.Unlock()
+		return err
+	}
+	id := l.info.Lease
+	l.mu.Unlock()
+	sent := l.c.now()
+	info, err := l.c.LeaseStatus(ctx, id)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err != nil {
+		l.toUnknown(err)
+		return err
+	}
+	if st := localState(info.State); st != StateHeld {
+		l.terminate(st, fencegate.Errorf(fencegate.CodeLeaseNotHeld, "registry reports lease %s %s", id, info.State))
+		return l.notHeldLocked()
+	}
+	if err := l.notHeldLocked(); err != nil {
+		return err
+	}
+	l.setProof(info, sent)
+	return nil
+}
+
+// lose ends the lease after a gateway refused its fence for good.
+func (l *Lease) lose(err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if fencegate.ErrorCode(err) == fencegate.CodeEpochRevoked {
+		l.terminate(StateRevoked, err)
+	} else {
+		l.terminate(StateLost, err)
+	}
+}
+
+// State is the lease's local state now.
+func (l *Lease) State() State { l.mu.Lock(); defer l.mu.Unlock(); return l.state }
+
+// Err is why the lease is OWNERSHIP_UNKNOWN or terminal (nil otherwise, and
+// for a voluntary release).
+func (l *Lease) Err() error { l.mu.Lock(); defer l.mu.Unlock(); return l.cause }
+
+// Info is the registry's last answer for the lease, with the current proof.
+func (l *Lease) Info() LeaseInfo { l.mu.Lock(); defer l.mu.Unlock(); return l.info }
+
+// ID is the lease's ID ("" while REQUESTED).
+func (l *Lease) ID() string { return l.Info().Lease }
+
+// RequestID is the acquisition's idempotency key, fixed for the lease's life.
+func (l *Lease) RequestID() string { return l.p.RequestID }
+
+// Grant is the signed grant (compact JWS).
+func (l *Lease) Grant() string { return l.Info().Grant }
+
+// StatusProof is the current status proof (compact JWS).
+func (l *Lease) StatusProof() string { return l.Info().StatusProof }
+
+// Fence is the lease's fence token.
+func (l *Lease) Fence() uint64 { return l.Info().FenceToken }
+
+// Deadline is the local time after which ownership is unconfirmed unless a
+// renewal has been confirmed.
+func (l *Lease) Deadline() time.Time { l.mu.Lock(); defer l.mu.Unlock(); return l.deadline }
+
+// NextSegment is the segment number the next new commit will carry.
+func (l *Lease) NextSegment() uint64 { l.commitMu.Lock(); defer l.commitMu.Unlock(); return l.nextSeg }
+
+func newRequestID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return "req-" + hex.EncodeToString(b[:])
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}

@@ -1,0 +1,249 @@
+package client
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fencegate/fencegate"
+)
+
+func noSleep(context.Context, time.Duration) error { return nil }
+
+const ttl = 30 * time.Second
+
+func params(requestID string) LeaseParams {
+	return LeaseParams{AcquireParams: AcquireParams{Resource: "bucket/jobs", RequestID: requestID, TTL: ttl, OperationID: "op-1"}}
+}
+
+func held(t *testing.T) (*fakeGateway, *Lease) {
+	t.Helper()
+	f, c := newFake(t)
+	l, err := c.AcquireLease(context.Background(), params(""))
+	if err != nil {
+		t.Fatalf("acquire: %v", err)
+	}
+	wantState(t, l, StateHeld)
+	return f, l
+}
+
+func wantState(t *testing.T, l *Lease, want State) {
+	t.Helper()
+	if got := l.State(); got != want {
+		t.Fatalf("state %s, want %s (cause %v)", got, want, l.Err())
+	}
+}
+
+func wantCode(t *testing.T, err error, want fencegate.Code) {
+	t.Helper()
+	if got := fencegate.ErrorCode(err); got != want {
+		t.Fatalf("code %q, want %q (err %v)", got, want, err)
+	}
+}
+
+func TestLostAcquisitionIsRecoveredWithTheSameRequestID(t *testing.T) {
+	for _, given := range []string{"req-given", ""} {
+		f, c := newFake(t)
+		f.loseNext("acquire")
+		l, err := c.AcquireLease(context.Background(), params(given))
+		if err != nil {
+			t.Fatalf("acquire: %v", err)
+		}
+		wantState(t, l, StateHeld)
+		if len(f.requestIDs) != 2 || f.requestIDs[0] != f.requestIDs[1] || f.requestIDs[0] != l.RequestID() {
+			t.Fatalf("server saw request IDs %q, want the lease's %q twice", f.requestIDs, l.RequestID())
+		}
+		if given != "" && l.RequestID() != given {
+			t.Fatalf("request ID %q, want the caller's %q", l.RequestID(), given)
+		}
+		if l.Fence() != 7 || l.Grant() != "grant-7" || l.ID() != "L1" {
+			t.Fatalf("lease %+v", l.Info())
+		}
+	}
+}
+
+func TestAcquisitionStillUnansweredStaysRequestedAndKeepsItsIdentity(t *testing.T) {
+	f, c := newFake(t)
+	for range 5 {
+		f.loseNext("acquire")
+	}
+	l, err := c.AcquireLease(context.Background(), params(""))
+	if !IsUncertain(err) {
+		t.Fatalf("want an uncertain error, got %v", err)
+	}
+	wantState(t, l, StateRequested)
+	if err := l.Acquire(context.Background()); err != nil {
+		t.Fatalf("second acquire: %v", err)
+	}
+	wantState(t, l, StateHeld)
+	for _, id := range f.requestIDs {
+		if id != l.RequestID() {
+			t.Fatalf("request IDs %q: a new identity was used", f.requestIDs)
+		}
+	}
+}
+
+func TestRefusedAcquisitionIsReturnedAsTheServersCode(t *testing.T) {
+	f, c := newFake(t)
+	f.refuseNext("acquire", fencegate.CodeLeaseHeld)
+	l, err := c.AcquireLease(context.Background(), params(""))
+	wantCode(t, err, fencegate.CodeLeaseHeld)
+	wantState(t, l, StateRequested)
+	if f.count("acquire") != 1 {
+		t.Fatalf("a definite refusal was retried %d times", f.count("acquire"))
+	}
+}
+
+func TestRenewalHappensAtAThirdOfTheTTL(t *testing.T) {
+	f, l := held(t)
+	ctx := context.Background()
+	f.clock.Advance(ttl/3 - time.Second)
+	if err := l.Tick(ctx); err != nil || f.count("renew") != 0 {
+		t.Fatalf("renewed early: err %v, renewals %d", err, f.count("renew"))
+	}
+	before := l.Deadline()
+	f.clock.Advance(time.Second)
+	if err := l.Tick(ctx); err != nil {
+		t.Fatalf("renew: %v", err)
+	}
+	wantState(t, l, StateHeld)
+	if f.count("renew") != 1 || !l.Deadline().After(before) {
+		t.Fatalf("renewals %d, deadline %v -> %v", f.count("renew"), before, l.Deadline())
+	}
+}
+
+func TestUncertainRenewalBlocksNewEffects(t *testing.T) {
+	f, l := held(t)
+	ctx := context.Background()
+	f.loseNext("renew")
+	f.clock.Advance(ttl / 3)
+	if err := l.Tick(ctx); !IsUncertain(err) {
+		t.Fatalf("want an uncertain renewal, got %v", err)
+	}
+	wantState(t, l, StateOwnershipUnknown)
+	_, err := l.Objects("bucket").Put(ctx, "jobs/a", strings.NewReader("x"), "")
+	wantCode(t, err, fencegate.CodeLeaseNotHeld)
+	_, err = l.API("payments").Call(ctx, "POST", "charges", []byte("{}"), "application/json")
+	wantCode(t, err, fencegate.CodeLeaseNotHeld)
+	if n := f.count("write"); n != 0 {
+		t.Fatalf("%d effects sent while ownership was unknown", n)
+	}
+	// A confirmed renewal is the way back.
+	if err := l.Tick(ctx); err != nil {
+		t.Fatalf("recovering renewal: %v", err)
+	}
+	wantState(t, l, StateHeld)
+	if _, err := l.Objects("bucket").Put(ctx, "jobs/a", strings.NewReader("x"), ""); err != nil {
+		t.Fatalf("put after recovery: %v", err)
+	}
+}
+
+func TestRenewalAnsweredNotHeldIsExpired(t *testing.T) {
+	f, l := held(t)
+	f.refuseNext("renew", fencegate.CodeLeaseNotHeld)
+	f.clock.Advance(ttl / 3)
+	wantCode(t, l.Tick(context.Background()), fencegate.CodeLeaseNotHeld)
+	wantState(t, l, StateExpired)
+	if err := l.Tick(context.Background()); err != nil || f.count("renew") != 1 {
+		t.Fatalf("a terminal lease was renewed again: %v, %d", err, f.count("renew"))
+	}
+}
+
+func TestStatusAnsweredExpiredIsExpired(t *testing.T) {
+	f, l := held(t)
+	f.mu.Lock()
+	f.state = fencegate.StateExpired
+	f.mu.Unlock()
+	f.clock.Advance(statusLife) // the proof needs a refresh before the next write
+	_, err := l.Objects("bucket").Put(context.Background(), "jobs/a", strings.NewReader("x"), "")
+	wantCode(t, err, fencegate.CodeLeaseNotHeld)
+	wantState(t, l, StateExpired)
+	if f.count("write") != 0 {
+		t.Fatal("a write was sent for an expired lease")
+	}
+}
+
+func TestUncertainStatusAnswerIsOwnershipUnknown(t *testing.T) {
+	f, l := held(t)
+	f.loseNext("status")
+	f.loseNext("status") // net/http retries an idempotent GET once on a reused connection
+	f.clock.Advance(statusLife)
+	_, err := l.Objects("bucket").Put(context.Background(), "jobs/a", strings.NewReader("x"), "")
+	if !IsUncertain(err) {
+		t.Fatalf("want the uncertain status error, got %v", err)
+	}
+	wantState(t, l, StateOwnershipUnknown)
+	if f.count("write") != 0 {
+		t.Fatal("a write was sent with ownership unknown")
+	}
+}
+
+func TestReleaseIsReleased(t *testing.T) {
+	f, l := held(t)
+	if err := l.Release(context.Background()); err != nil {
+		t.Fatalf("release: %v", err)
+	}
+	wantState(t, l, StateReleased)
+	if f.count("release") != 1 {
+		t.Fatalf("releases sent: %d", f.count("release"))
+	}
+	_, err := l.Objects("bucket").Put(context.Background(), "jobs/a", strings.NewReader("x"), "")
+	wantCode(t, err, fencegate.CodeLeaseNotHeld)
+	if f.count("write") != 0 {
+		t.Fatal("a write was sent after release")
+	}
+}
+
+func TestPausePastTheTTLIsOwnershipUnknownNotExpired(t *testing.T) {
+	f, l := held(t)
+	f.clock.Advance(ttl + time.Second) // the process was paused
+	if err := l.Tick(context.Background()); err != nil {
+		t.Fatalf("tick: %v", err)
+	}
+	wantState(t, l, StateOwnershipUnknown)
+	if f.count("renew")+f.count("status") != 0 {
+		t.Fatal("the tick that noticed the pause asked the registry")
+	}
+	_, err := l.Objects("bucket").Put(context.Background(), "jobs/a", strings.NewReader("x"), "")
+	wantCode(t, err, fencegate.CodeLeaseNotHeld)
+	if f.count("write") != 0 {
+		t.Fatal("a write was sent after the pause")
+	}
+	// Only the registry confirms expiry.
+	f.refuseNext("renew", fencegate.CodeLeaseNotHeld)
+	_ = l.Tick(context.Background())
+	wantState(t, l, StateExpired)
+}
+
+func TestWriterNoticesAPauseWithoutATick(t *testing.T) {
+	f, l := held(t)
+	f.clock.Advance(ttl)
+	_, err := l.Objects("bucket").Put(context.Background(), "jobs/a", strings.NewReader("x"), "")
+	wantCode(t, err, fencegate.CodeLeaseNotHeld)
+	wantState(t, l, StateOwnershipUnknown)
+	if f.count("write")+f.count("status") != 0 {
+		t.Fatal("requests were sent after the local deadline")
+	}
+}
+
+func TestRunStopsWhenTheLeaseIsTerminal(t *testing.T) {
+	_, l := held(t)
+	if err := l.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Run(context.Background()); err != nil {
+		t.Fatalf("run after release: %v", err)
+	}
+}
+
+func TestProofLifeIsReadFromTheStatusProof(t *testing.T) {
+	// {"iat":1000,"exp":6000}
+	life, ok := proofLife("e30.eyJpYXQiOjEwMDAsImV4cCI6NjAwMH0.c2ln")
+	if !ok || life != 5*time.Second {
+		t.Fatalf("life %v ok %v", life, ok)
+	}
+	if _, ok := proofLife("proof-1"); ok {
+		t.Fatal("an opaque proof has no readable life")
+	}
+}

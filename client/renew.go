@@ -1,0 +1,119 @@
+package client
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"strings"
+	"time"
+
+	"github.com/fencegate/fencegate"
+)
+
+// errDeadline is the cause of OWNERSHIP_UNKNOWN after a pause past the TTL.
+var errDeadline = fencegate.Errorf(fencegate.CodeLeaseNotHeld, "local deadline passed without a confirmed renewal")
+
+// Tick advances the state machine to the client's clock. In HELD past the
+// local deadline it only records OWNERSHIP_UNKNOWN (no request); in HELD past
+// the renewal point it renews (RENEWING); in OWNERSHIP_UNKNOWN it tries a
+// renewal, the only way back to HELD. It returns the renewal's error, if any.
+func (l *Lease) Tick(ctx context.Context) error {
+	l.mu.Lock()
+	now := l.c.now()
+	switch {
+	case l.state.Terminal(), l.state == StateRequested, l.renewing:
+		l.mu.Unlock()
+		return nil
+	case l.state == StateHeld && !now.Before(l.deadline):
+		l.toUnknown(errDeadline)
+		l.mu.Unlock()
+		return nil
+	case l.state == StateHeld && now.Before(l.renewAt):
+		l.mu.Unlock()
+		return nil
+	}
+	if l.state == StateHeld {
+		l.state = StateRenewing
+	}
+	l.renewing = true
+	id := l.info.Lease
+	l.mu.Unlock()
+
+	info, err := l.c.Renew(ctx, id, l.p.TTL)
+
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.renewing = false
+	if l.state.Terminal() {
+		return err
+	}
+	switch code := fencegate.ErrorCode(err); {
+	case err == nil:
+		l.adopt(info, now)
+		return l.notHeldLocked()
+	case code == fencegate.CodeLeaseNotHeld || code == fencegate.CodeNotFound:
+		l.terminate(StateExpired, err) // the registry confirmed it
+	case code == fencegate.CodeEpochRevoked:
+		l.terminate(StateRevoked, err)
+	default:
+		l.toUnknown(err)
+	}
+	return err
+}
+
+// Run calls Tick on a timer until ctx ends or the lease is terminal. It
+// returns nil after a release, the cause for other terminal states, and
+// ctx's error when cancelled.
+func (l *Lease) Run(ctx context.Context) error {
+	for {
+		_ = l.Tick(ctx)
+		l.mu.Lock()
+		st, cause, wait := l.state, l.cause, l.nextWakeLocked()
+		l.mu.Unlock()
+		if st.Terminal() {
+			if st == StateReleased {
+				return nil
+			}
+			return cause
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// nextWakeLocked is how long Run waits before the next Tick.
+func (l *Lease) nextWakeLocked() time.Duration {
+	if l.state != StateHeld && l.state != StateRenewing {
+		return l.p.RetryWait
+	}
+	now := l.c.now()
+	d := minTime(l.renewAt, l.deadline).Sub(now)
+	if d < 10*time.Millisecond {
+		d = 10 * time.Millisecond
+	}
+	return d
+}
+
+// proofLife reads iat and exp from a grantStatus.v1 compact JWS payload,
+// without verifying it (the gateway verifies), to bound the proof's life on
+// the local clock.
+func proofLife(token string) (time.Duration, bool) {
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		return 0, false
+	}
+	b, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		return 0, false
+	}
+	var st fencegate.Status
+	if json.Unmarshal(b, &st) != nil || st.ExpiresAtMs <= st.IssuedAtMs {
+		return 0, false
+	}
+	return time.Duration(st.ExpiresAtMs-st.IssuedAtMs) * time.Millisecond, true
+}

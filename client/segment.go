@@ -1,0 +1,181 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/fencegate/fencegate"
+)
+
+// inDoubt is a segment whose outcome is unknown (MUTATION_UNKNOWN or an
+// uncertain answer). Nothing new is sent until receipts settle it.
+type inDoubt struct {
+	seg     uint64
+	key     string // the effect's local identity: kind, method, target, body digest
+	receipt string
+}
+
+// effect is one commit a writer wants to make.
+type effect struct {
+	key  string
+	send func(ctx context.Context, f Fence) (outcome, error)
+}
+
+// outcome is an accepted (or reused) commit.
+type outcome struct {
+	receipt fencegate.Receipt
+	api     *APIResponse
+	reused  bool
+}
+
+// commit sends e as the next segment under the lease's grant, after settling
+// any segment in doubt. It refuses without sending while the lease is not
+// HELD, and ends the lease on STALE_OWNER, FENCE_REGRESSION or EPOCH_REVOKED.
+func (l *Lease) commit(ctx context.Context, e effect) (outcome, error) {
+	l.commitMu.Lock()
+	defer l.commitMu.Unlock()
+	if err := l.live(); err != nil {
+		return outcome{}, err
+	}
+	if l.doubt != nil {
+		o, done, err := l.settleDoubt(ctx, e.key)
+		if err != nil || done {
+			return o, err
+		}
+	}
+	for attempt := 0; ; attempt++ {
+		grant, proof, err := l.ready(ctx)
+		if err != nil {
+			return outcome{}, err
+		}
+		seg := l.nextSeg
+		o, err := e.send(ctx, Fence{Grant: grant, Status: proof, Segment: seg})
+		code := fencegate.ErrorCode(err)
+		switch {
+		case err == nil:
+			l.nextSeg = seg + 1
+			return o, nil
+		case IsUncertain(err) || code == fencegate.CodeMutationUnknown:
+			l.doubt = &inDoubt{seg: seg, key: e.key, receipt: receiptIDOf(err)}
+			return o, err
+		case code == fencegate.CodeStaleOwner || code == fencegate.CodeFenceRegression || code == fencegate.CodeEpochRevoked:
+			l.lose(err)
+			return o, err
+		case code == fencegate.CodeStatusInvalid && attempt == 0:
+			// The proof may have lapsed on the way; nothing was admitted.
+			l.expireProof()
+		default:
+			return o, err
+		}
+	}
+}
+
+// live refuses early on a terminal or unconfirmed lease.
+func (l *Lease) live() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.notHeldLocked()
+}
+
+// settleDoubt queries receipts by operation ID for the segment in doubt. A
+// COMMITTED receipt advances the numbering and, if key is the same effect, is
+// reused (done). A receipt still PENDING/UNKNOWN refuses anything new. A
+// segment never admitted, FAILED or NOT_APPLIED is free again.
+func (l *Lease) settleDoubt(ctx context.Context, key string) (outcome, bool, error) {
+	d := l.doubt
+	info := l.Info()
+	list, err := l.c.Receipts(ctx, info.OperationID)
+	if err != nil {
+		return outcome{}, false, err
+	}
+	var best *fencegate.Receipt
+	for i := range list {
+		r := &list[i]
+		if r.Lease != info.Lease || r.FenceToken != info.FenceToken || r.Segment != d.seg {
+			continue
+		}
+		if best == nil || rank(r.State) > rank(best.State) {
+			best = r
+		}
+	}
+	if best == nil && d.receipt != "" {
+		r, err := l.c.Receipt(ctx, d.receipt)
+		if err != nil && fencegate.ErrorCode(err) != fencegate.CodeNotFound {
+			return outcome{}, false, err
+		}
+		if err == nil {
+			best = &r
+		}
+	}
+	switch {
+	case best != nil && best.State == fencegate.ReceiptCommitted:
+		l.doubt = nil
+		l.nextSeg = d.seg + 1
+		if d.key == key {
+			return outcome{receipt: *best, api: responseOf(*best), reused: true}, true, nil
+		}
+	case best != nil && !best.State.NotApplied():
+		return outcome{}, false, &fencegate.Error{Code: fencegate.CodeMutationUnknown, ReceiptID: best.ID,
+			Message: fmt.Sprintf("segment %d of lease %s is %s; nothing new is sent until it settles", d.seg, info.Lease, best.State)}
+	default:
+		l.doubt = nil // the segment number is free again
+	}
+	return outcome{}, false, nil
+}
+
+// rank orders receipt states for settling a doubt: COMMITTED wins over in
+// flight, which wins over not applied.
+func rank(s fencegate.ReceiptState) int {
+	switch s {
+	case fencegate.ReceiptCommitted:
+		return 2
+	case fencegate.ReceiptPending, fencegate.ReceiptUnknown:
+		return 1
+	}
+	return 0
+}
+
+func receiptIDOf(err error) string {
+	var fe *fencegate.Error
+	if errors.As(err, &fe) {
+		return fe.ReceiptID
+	}
+	return ""
+}
+
+// ready returns the grant and a fresh proof for a new effect, refreshing a
+// proof near its expiry first; it refuses unless the lease is HELD/RENEWING
+// and the local deadline has not passed.
+func (l *Lease) ready(ctx context.Context) (grant, proof string, err error) {
+	grant, proof, stale, err := l.snapshot()
+	if err != nil || !stale {
+		return grant, proof, err
+	}
+	if err := l.Refresh(ctx); err != nil {
+		return "", "", err
+	}
+	grant, proof, _, err = l.snapshot()
+	return grant, proof, err
+}
+
+func (l *Lease) snapshot() (grant, proof string, stale bool, err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.notHeldLocked(); err != nil {
+		return "", "", false, err
+	}
+	now := l.c.now()
+	if !now.Before(l.deadline) {
+		l.toUnknown(errDeadline)
+		return "", "", false, l.notHeldLocked()
+	}
+	return l.info.Grant, l.info.StatusProof, !now.Before(l.proofRefreshAt), nil
+}
+
+// expireProof forces a status refresh before the next send.
+func (l *Lease) expireProof() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.proofRefreshAt = l.c.now()
+}
