@@ -1,0 +1,171 @@
+package client
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/fencegate/fencegate"
+)
+
+func TestSegmentsAreNumberedFromOneUnderOneGrant(t *testing.T) {
+	f, l := held(t)
+	ctx := context.Background()
+	w := l.Objects("bucket")
+	for _, k := range []string{"jobs/a", "jobs/b"} {
+		if _, err := w.Put(ctx, k, strings.NewReader(k), "text/plain"); err != nil {
+			t.Fatalf("put %s: %v", k, err)
+		}
+	}
+	if _, err := l.API("payments").Call(ctx, "POST", "charges/1", []byte("{}"), "application/json"); err != nil {
+		t.Fatalf("call: %v", err)
+	}
+	if _, err := w.Delete(ctx, "jobs/a"); err != nil {
+		t.Fatalf("delete: %v", err)
+	}
+	if len(f.writes) != 4 {
+		t.Fatalf("%d writes", len(f.writes))
+	}
+	for i, h := range f.writes {
+		if got, want := h.Get("Fence-Segment"), string(rune('1'+i)); got != want {
+			t.Errorf("write %d carried segment %s, want %s", i, got, want)
+		}
+		if h.Get("Fence-Grant") != "grant-7" || h.Get("Fence-Status") == "" {
+			t.Errorf("write %d fence headers %v", i, h)
+		}
+	}
+	if l.NextSegment() != 5 {
+		t.Fatalf("next segment %d", l.NextSegment())
+	}
+}
+
+func TestStaleStatusProofIsRefreshedBeforeTheNextWrite(t *testing.T) {
+	f, l := held(t)
+	first := l.StatusProof()
+	f.clock.Advance(statusLife - 1) // past 4/5 of the proof's life
+	if _, err := l.Objects("bucket").Put(context.Background(), "jobs/a", strings.NewReader("x"), ""); err != nil {
+		t.Fatalf("put: %v", err)
+	}
+	if f.count("status") != 1 {
+		t.Fatalf("status queries %d, want 1", f.count("status"))
+	}
+	if got := f.writes[0].Get("Fence-Status"); got == first || got != l.StatusProof() {
+		t.Fatalf("write carried proof %q (first %q, current %q)", got, first, l.StatusProof())
+	}
+}
+
+func TestMutationUnknownIsSettledFromReceiptsBeforeAnythingNew(t *testing.T) {
+	f, l := held(t)
+	ctx := context.Background()
+	w := l.Objects("bucket")
+	f.refuseNext("write", fencegate.CodeMutationUnknown)
+	_, err := w.Put(ctx, "jobs/a", strings.NewReader("payload"), "")
+	wantCode(t, err, fencegate.CodeMutationUnknown)
+
+	// Still unknown: the receipts are asked, nothing is submitted.
+	_, err = w.Put(ctx, "jobs/a", strings.NewReader("payload"), "")
+	wantCode(t, err, fencegate.CodeMutationUnknown)
+	_, err = w.Put(ctx, "jobs/other", strings.NewReader("new"), "")
+	wantCode(t, err, fencegate.CodeMutationUnknown)
+	if f.count("write") != 1 || f.count("receipts") != 2 {
+		t.Fatalf("writes %d receipts queries %d", f.count("write"), f.count("receipts"))
+	}
+
+	// Settled COMMITTED: the retry reuses the accepted result.
+	f.settle("R1", fencegate.ReceiptCommitted)
+	rc, err := w.Put(ctx, "jobs/a", strings.NewReader("payload"), "")
+	if err != nil || rc.ID != "R1" || rc.State != fencegate.ReceiptCommitted {
+		t.Fatalf("reuse: %+v, %v", rc, err)
+	}
+	if f.count("write") != 1 {
+		t.Fatalf("the committed segment was sent again (%d writes)", f.count("write"))
+	}
+	// Something new gets the next number.
+	if _, err := w.Put(ctx, "jobs/b", strings.NewReader("b"), ""); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.writes[1].Get("Fence-Segment"); got != "2" {
+		t.Fatalf("next write segment %s, want 2", got)
+	}
+}
+
+func TestSegmentNotAppliedIsFreeForTheNextCommit(t *testing.T) {
+	f, l := held(t)
+	ctx := context.Background()
+	w := l.Objects("bucket")
+	f.refuseNext("write", fencegate.CodeMutationUnknown)
+	_, _ = w.Put(ctx, "jobs/a", strings.NewReader("x"), "")
+	f.settle("R1", fencegate.ReceiptNotApplied)
+	if _, err := w.Put(ctx, "jobs/a", strings.NewReader("x"), ""); err != nil {
+		t.Fatal(err)
+	}
+	if len(f.writes) != 2 || f.writes[1].Get("Fence-Segment") != "1" {
+		t.Fatalf("retry after NOT_APPLIED: %d writes, segment %s", len(f.writes), f.writes[len(f.writes)-1].Get("Fence-Segment"))
+	}
+}
+
+func TestLostWriteAnswerIsSettledFromReceipts(t *testing.T) {
+	f, l := held(t)
+	ctx := context.Background()
+	f.loseNext("write") // PUT is not retried by net/http: the body may have been used
+	_, err := l.Objects("bucket").Put(ctx, "jobs/a", strings.NewReader("x"), "")
+	if !IsUncertain(err) {
+		t.Fatalf("want uncertain, got %v", err)
+	}
+	rc, err := l.Objects("bucket").Put(ctx, "jobs/a", strings.NewReader("x"), "")
+	if err != nil || rc.ID != "R1" || f.count("write") != 1 {
+		t.Fatalf("reuse after lost answer: %+v %v, writes %d", rc, err, f.count("write"))
+	}
+}
+
+func TestAPICallUnknownOutcomeReusesTheStoredAnswer(t *testing.T) {
+	f, l := held(t)
+	ctx := context.Background()
+	api := l.API("payments")
+	f.refuseNext("write", fencegate.CodeMutationUnknown)
+	_, err := api.Call(ctx, "POST", "charges/1", []byte(`{"amount":5}`), "application/json")
+	wantCode(t, err, fencegate.CodeMutationUnknown)
+	f.mu.Lock()
+	f.receipts[0].State = fencegate.ReceiptCommitted
+	f.receipts[0].Response = &fencegate.EffectResponse{Status: 201, Body: []byte(`{"id":"ch_1"}`)}
+	f.mu.Unlock()
+	resp, err := api.Call(ctx, "POST", "charges/1", []byte(`{"amount":5}`), "application/json")
+	if err != nil || resp.Status != 201 || string(resp.Body) != `{"id":"ch_1"}` || !resp.Replay {
+		t.Fatalf("reuse: %+v %v", resp, err)
+	}
+	if f.count("write") != 1 {
+		t.Fatalf("upstream called again: %d writes", f.count("write"))
+	}
+}
+
+func TestStaleOwnerStopsTheWriter(t *testing.T) {
+	for code, want := range map[fencegate.Code]State{
+		fencegate.CodeStaleOwner: StateLost, fencegate.CodeFenceRegression: StateLost, fencegate.CodeEpochRevoked: StateRevoked,
+	} {
+		f, l := held(t)
+		w := l.Objects("bucket")
+		f.refuseNext("write", code)
+		_, err := w.Put(context.Background(), "jobs/a", strings.NewReader("x"), "")
+		wantCode(t, err, code)
+		wantState(t, l, want)
+		_, err = w.Put(context.Background(), "jobs/b", strings.NewReader("y"), "")
+		wantCode(t, err, fencegate.CodeLeaseNotHeld)
+		if f.count("write") != 1 {
+			t.Fatalf("%s: writer went on (%d writes)", code, f.count("write"))
+		}
+		if err := l.Tick(context.Background()); err != nil || f.count("renew") != 0 {
+			t.Fatalf("%s: a lost lease was renewed", code)
+		}
+	}
+}
+
+func TestStatusInvalidOnWriteRefreshesTheProofOnce(t *testing.T) {
+	f, l := held(t)
+	f.refuseNext("write", fencegate.CodeStatusInvalid)
+	if _, err := l.Objects("bucket").Put(context.Background(), "jobs/a", strings.NewReader("x"), ""); err != nil {
+		t.Fatalf("put: %v", err)
+	}
+	if f.count("status") != 1 || f.count("write") != 2 || f.writes[1].Get("Fence-Segment") != "1" {
+		t.Fatalf("status %d writes %d", f.count("status"), f.count("write"))
+	}
+}
