@@ -1,0 +1,206 @@
+package e2e
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+)
+
+// putCounter is a reverse proxy in front of an S3 server that counts the PUT
+// requests reaching each path: how many times an object was written.
+type putCounter struct {
+	mu   sync.Mutex
+	puts map[string]int
+}
+
+func countingProxy(t *testing.T, target string) (*httptest.Server, *putCounter) {
+	t.Helper()
+	u, err := url.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &putCounter{puts: map[string]int{}}
+	rp := &httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) {
+		pr.SetURL(u)
+		pr.Out.Host = pr.In.Host // the request is signed for the host the client dialled
+	}}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPut {
+			c.mu.Lock()
+			c.puts[r.URL.Path]++
+			c.mu.Unlock()
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv, c
+}
+
+func (c *putCounter) count(path string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.puts[path]
+}
+
+// crashStore is a store the crash test runs on.
+type crashStore struct {
+	name  string   // store name, the first segment of resources
+	flags []string // extra gateway flags
+	env   []string // extra gateway environment
+	// inspect reads the object as the store keeps it: its ETag, the receipt
+	// ID in its metadata, and how many writes reached it (-1 if not counted).
+	inspect func(t *testing.T, p *gatewayProc, key string) (etag, receiptID string, writes int)
+}
+
+// TestCrashBetweenEffectAndReceiptIsSettledAfterRestart kills the gateway
+// (FENCEGATE_FAILPOINT=after-effect: exit 3 after the store write returned,
+// before the receipt settled), restarts it on the same data directory, and
+// shows that the reconciler settles the orphaned receipt as COMMITTED from the
+// object's own metadata, that the object was written exactly once (a replay of
+// the segment returns the original receipt and writes nothing), and that the
+// resource takes the next segment again.
+func TestCrashBetweenEffectAndReceiptIsSettledAfterRestart(t *testing.T) {
+	t.Run("s3", func(t *testing.T) {
+		b := newS3Bucket(t)
+		proxy, counter := countingProxy(t, b.srv.Endpoint)
+		crashAndSettle(t, crashStore{
+			name: "s3a", flags: []string{"--store", "s3a=" + b.storeURL(proxy.URL)}, env: b.env(),
+			inspect: func(t *testing.T, _ *gatewayProc, key string) (string, string, int) {
+				h := b.head(t, key)
+				if h == nil {
+					t.Fatalf("S3 object %s does not exist", key)
+				}
+				return aws.ToString(h.ETag), h.Metadata["fence-receipt-id"],
+					counter.count("/" + b.srv.Bucket + "/" + b.prefix + "/" + key)
+			},
+		})
+	})
+	t.Run("local", func(t *testing.T) {
+		// The local store's ETag carries a random write ID: an unchanged ETag
+		// means the object was not written again, even with the same bytes.
+		crashAndSettle(t, crashStore{
+			name: "local",
+			inspect: func(t *testing.T, p *gatewayProc, key string) (string, string, int) {
+				if p == nil {
+					return "", "", -1 // no gateway to read through while it is down
+				}
+				h := p.do(t, "HEAD", "/v1/objects/local/"+key, "token-a", nil, "")
+				if h.status != http.StatusOK {
+					t.Fatalf("HEAD local/%s: %d", key, h.status)
+				}
+				return h.header.Get("ETag"), h.header.Get("Fence-Receipt"), -1
+			},
+		})
+	})
+}
+
+func crashAndSettle(t *testing.T, cs crashStore) {
+	const (
+		op          = "crash-op"
+		token       = "token-a"
+		body1       = "written before the crash"
+		body2       = "written after the restart"
+		storeKey    = "crash/doc"
+		settleLimit = 30 * time.Second
+	)
+	resource, object := cs.name+"/crash", cs.name+"/"+storeKey
+	dataDir := t.TempDir()
+	args := append([]string{"dev", "--data-dir", dataDir, "--identity", "worker-a=" + token}, cs.flags...)
+
+	// 1. The write reaches the store, then the process dies before the receipt settles.
+	p1 := startGatewayEnv(t, append(append([]string{}, cs.env...), "FENCEGATE_FAILPOINT=after-effect"), args...)
+	l := p1.acquire(t, token, resource, "crash-1", op, 60_000)
+	if a, err := p1.tryDo("PUT", "/v1/objects/"+object, token, fenceHeaders(l, 1), body1); err == nil {
+		t.Fatalf("the write was answered (%d %s) although the gateway should have died after the effect", a.status, a.body)
+	}
+	if code := p1.waitExit(t, 30*time.Second); code != 3 {
+		t.Fatalf("gateway exited with %d at the failpoint, want 3:\n%s", code, p1.logs.String())
+	}
+	etag0, rid0, writes0 := cs.inspect(t, nil, storeKey)
+	if writes0 != -1 && (writes0 != 1 || etag0 == "" || rid0 == "") {
+		t.Fatalf("after the crash the store shows ETag %q, receipt %q, %d writes; want one write", etag0, rid0, writes0)
+	}
+
+	// 2. Restart without the failpoint, with a reconciler that takes a PENDING
+	// receipt as orphaned after a second.
+	cfg := filepath.Join(t.TempDir(), "gateway.yaml")
+	if err := os.WriteFile(cfg, []byte("reconcile:\n  interval: 200ms\n  deadline: 15m\n  orphan: 1s\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p2 := startGatewayEnv(t, cs.env, append(args, "--config", cfg)...)
+	first := p2.receiptsByOperation(t, token, op)
+	if len(first) != 1 || (first[0].State != "PENDING" && first[0].State != "COMMITTED") {
+		t.Fatalf("after the restart: receipts %+v, want the one PENDING (or already settled) receipt", first)
+	}
+	t.Logf("receipt %s after the restart: %s", first[0].ID, first[0].State)
+	var settled receipt
+	for deadline := time.Now().Add(settleLimit); ; time.Sleep(100 * time.Millisecond) {
+		list := p2.receiptsByOperation(t, token, op)
+		if len(list) == 1 && list[0].State != "PENDING" {
+			settled = list[0]
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("receipt not settled within %s: %+v", settleLimit, list)
+		}
+	}
+	etag, rid, writes := cs.inspect(t, p2, storeKey)
+	if settled.State != "COMMITTED" || settled.ID != rid || settled.Version != etag || settled.ID != first[0].ID {
+		t.Fatalf("settled receipt %+v; the store has ETag %q for receipt %q", settled, etag, rid)
+	}
+	if writes0 != -1 && (etag != etag0 || writes != 1) {
+		t.Fatalf("the store shows ETag %q after %d writes; before the restart %q", etag, writes, etag0)
+	}
+	if unk := p2.do(t, "GET", "/v1/unknown", token, nil, ""); len(unk.json["receipts"].([]any)) != 0 {
+		t.Fatalf("unknown receipts left: %s", unk.body)
+	}
+
+	// 3. The worker retries its segment: the original receipt, nothing written.
+	st := p2.do(t, "GET", "/v1/leases/"+l.id, token, nil, "")
+	if st.status != http.StatusOK || st.str("statusProof") == "" {
+		t.Fatalf("lease status: %d %s", st.status, st.body)
+	}
+	l.status = st.str("statusProof")
+	replay := p2.put(t, token, l, object, 1, body1)
+	if replay.status != http.StatusOK || replay.header.Get("Fence-Replay") != "true" {
+		t.Fatalf("replay of segment 1: %d %v %s", replay.status, replay.header, replay.body)
+	}
+	if r := receiptOf(t, replay); r.ID != settled.ID || r.State != "COMMITTED" || r.Version != etag {
+		t.Fatalf("replay answered %+v, want the original receipt %+v", r, settled)
+	}
+	if e, _, w := cs.inspect(t, p2, storeKey); e != etag || (writes != -1 && w != writes) {
+		t.Fatalf("the replay wrote the object again: ETag %q -> %q, writes %d -> %d", etag, e, writes, w)
+	}
+	if got := p2.do(t, "GET", "/v1/objects/"+object, token, nil, ""); string(got.body) != body1 {
+		t.Fatalf("object = %q, want %q", got.body, body1)
+	}
+
+	// 4. The resource is writable again: the next segment chains on the settled version.
+	next := p2.put(t, token, l, object, 2, body2)
+	if next.status != http.StatusOK || next.str("state") != "COMMITTED" {
+		t.Fatalf("segment 2 after the settlement: %d %s", next.status, next.body)
+	}
+	r2 := receiptOf(t, next)
+	e2, rid2, w2 := cs.inspect(t, p2, storeKey)
+	if rid2 != r2.ID || e2 != r2.Version || e2 == etag || (writes != -1 && w2 != writes+1) {
+		t.Fatalf("after segment 2 the store shows ETag %q receipt %q (%d writes); receipt %+v", e2, rid2, w2, r2)
+	}
+	if got := p2.do(t, "GET", "/v1/objects/"+object, token, nil, ""); string(got.body) != body2 {
+		t.Fatalf("object = %q, want %q", got.body, body2)
+	}
+	res := p2.do(t, "GET", "/v1/resources/"+resource, token, nil, "")
+	if res.num("lastSegmentSeq") != 2 || res.num("highestFence") != l.fence || res.str("pendingReceipt") != "" {
+		t.Fatalf("resource state %s", res.body)
+	}
+	if list := p2.receiptsByOperation(t, token, op); len(list) != 2 || list[0].State != "COMMITTED" || list[1].State != "COMMITTED" {
+		t.Fatalf("receipts %+v, want two COMMITTED", list)
+	}
+}
