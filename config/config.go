@@ -30,6 +30,10 @@ type Config struct {
 	Stores map[string]string `yaml:"stores"`
 	// Identities are the bearer credentials of workload identities.
 	Identities []Identity `yaml:"identities"`
+	// Admins are the bearer credentials of operators (admin routes only).
+	Admins []Identity `yaml:"admins"`
+	// KeyOverlap is how long keys replaced by a rotation stay trusted.
+	KeyOverlap time.Duration `yaml:"keyOverlap"`
 	// TrustBundle is the path of the trust bundle file (required unless an
 	// in-process registry signs the grants).
 	TrustBundle string `yaml:"trustBundle"`
@@ -88,6 +92,7 @@ func Default() Config {
 		StatusMode:       "proof",
 		PolicyGeneration: 1,
 		MaxBodyBytes:     5 << 30,
+		KeyOverlap:       10 * time.Minute,
 		Reconcile:        Reconcile{Interval: 5 * time.Second, Deadline: 15 * time.Minute, Orphan: 2 * time.Minute},
 	}
 }
@@ -115,11 +120,15 @@ func Load(path string, c *Config) error {
 	return nil
 }
 
-// Tokens resolves every identity's token: token -> identity name.
-func (c *Config) Tokens() (map[string]string, error) {
+// Tokens resolves every workload identity's token: token -> identity name.
+func (c *Config) Tokens() (map[string]string, error) { return TokensOf(c.Identities) }
+
+// TokensOf resolves the tokens of ids: token -> identity name. A token
+// shared by two identities is an error.
+func TokensOf(ids []Identity) (map[string]string, error) {
 	out := map[string]string{}
 	var errs []error
-	for _, id := range c.Identities {
+	for _, id := range ids {
 		tok := id.Token
 		switch {
 		case id.TokenEnv != "":
@@ -170,8 +179,21 @@ func (c *Config) Validate() error {
 	if len(c.Identities) == 0 {
 		add("at least one identity is required")
 	}
-	if _, err := c.Tokens(); err != nil {
+	work, err := c.Tokens()
+	if err != nil {
 		errs = append(errs, err)
+	}
+	admins, err := TokensOf(c.Admins)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("admins: %w", err))
+	}
+	for tok, name := range admins {
+		if _, clash := work[tok]; clash {
+			add("admin %q shares its token with a workload identity", name)
+		}
+	}
+	if c.KeyOverlap <= 0 {
+		add("keyOverlap must be positive")
 	}
 	if c.StatusMode != "proof" && c.StatusMode != "query" {
 		add("statusMode must be proof or query, not %q", c.StatusMode)

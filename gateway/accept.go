@@ -58,10 +58,15 @@ func (g *Gateway) Authorize(ctx context.Context, req Request) (fencegate.Verifie
 	if err != nil {
 		return none, fencegate.Status{}, asCode(err, fencegate.CodeGrantInvalid)
 	}
+	if g.cfg.Policy.EpochRevoked(vg.IssuerEpoch) {
+		return none, fencegate.Status{}, fencegate.Errorf(fencegate.CodeEpochRevoked, "issuer epoch %d is revoked", vg.IssuerEpoch)
+	}
 	var st fencegate.Status
 	if g.cfg.Querier != nil {
 		st, err = g.cfg.Querier.GrantStatus(ctx, vg)
-		if err == nil && st.State != fencegate.StateHeld {
+		if err == nil && st.State == fencegate.StateRevoked {
+			err = fencegate.Errorf(fencegate.CodeEpochRevoked, "the registry states grants of epoch %d revoked", vg.IssuerEpoch)
+		} else if err == nil && st.State != fencegate.StateHeld {
 			err = fencegate.Errorf(fencegate.CodeStatusInvalid, "lease is %s, not HELD", st.State)
 		}
 	} else if req.StatusToken == "" {
@@ -75,8 +80,8 @@ func (g *Gateway) Authorize(ctx context.Context, req Request) (fencegate.Verifie
 		}
 		return none, fencegate.Status{}, asCode(err, fencegate.CodeStatusInvalid)
 	}
-	if g.cfg.Policy.EpochRevoked(vg.IssuerEpoch) || g.cfg.Policy.EpochRevoked(st.IssuerEpoch) {
-		return none, fencegate.Status{}, fencegate.Errorf(fencegate.CodeEpochRevoked, "issuer epoch %d is revoked", vg.IssuerEpoch)
+	if g.cfg.Policy.EpochRevoked(st.IssuerEpoch) {
+		return none, fencegate.Status{}, fencegate.Errorf(fencegate.CodeEpochRevoked, "status proof of revoked issuer epoch %d", st.IssuerEpoch)
 	}
 	if req.Caller != vg.Owner {
 		return none, fencegate.Status{}, fencegate.Errorf(fencegate.CodeOwnerMismatch, "caller %q is not the grant's owner", req.Caller)

@@ -17,7 +17,7 @@ func (s *Server) apiRoutes(r chi.Router) {
 	for _, m := range []string{http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
 		r.Method(m, "/apis/{api}/*", http.HandlerFunc(s.callAPI))
 	}
-	r.With(s.authOnly).Post("/unknown/{receiptId}/resolve", s.resolveUnknown)
+	r.With(s.adminOnly).Post("/unknown/{receiptId}/resolve", s.resolveUnknown)
 }
 
 // apiCallPath splits /v1/apis/{api}/{path...} into the API and the upstream

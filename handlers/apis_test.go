@@ -104,8 +104,9 @@ func (e *apiEnv) open() {
 	e.rc = &gateway.Reconciler{Store: st, Resolver: httpapi.Resolvers{"payouts": e.api}.For, Now: e.kit.Now}
 	e.h = handlers.Router(&handlers.Server{
 		Gateway: gw, Reconciler: e.rc, APIs: map[string]*httpapi.API{"payouts": e.api},
-		Auth:     handlers.NewBearerTokens(map[string]string{payerTokA: payerA, payerTokB: payerB}),
-		SpoolDir: e.t.TempDir(), MaxBody: 1 << 20, Now: e.kit.Now,
+		Auth:      handlers.NewBearerTokens(map[string]string{payerTokA: payerA, payerTokB: payerB}),
+		AdminAuth: handlers.NewBearerTokens(map[string]string{"admin-token": "ops"}),
+		SpoolDir:  e.t.TempDir(), MaxBody: 1 << 20, Now: e.kit.Now,
 	})
 }
 
@@ -436,13 +437,15 @@ func TestOperatorResolvesUnknownReceipt(t *testing.T) {
 	}
 	_ = json.Unmarshal(lost.body, &p)
 	path := "/v1/unknown/" + p.ReceiptID + "/resolve"
-	wantCode(t, e.send("POST", path, payerTokA, nil, `{"state":"FAILED"}`), http.StatusBadRequest, fencegate.CodeInvalidRequest)
-	r := e.send("POST", path, payerTokB, nil, `{"state":"NOT_APPLIED","note":"checked the provider dashboard"}`)
+	// A workload credential is not an operator's.
+	wantCode(t, e.send("POST", path, payerTokA, nil, `{"state":"NOT_APPLIED"}`), http.StatusForbidden, fencegate.CodeForbidden)
+	wantCode(t, e.send("POST", path, "admin-token", nil, `{"state":"FAILED"}`), http.StatusBadRequest, fencegate.CodeInvalidRequest)
+	r := e.send("POST", path, "admin-token", nil, `{"state":"NOT_APPLIED","note":"checked the provider dashboard"}`)
 	var rc fencegate.Receipt
-	if r.status != http.StatusOK || json.Unmarshal(r.body, &rc) != nil || rc.State != fencegate.ReceiptNotApplied || !strings.Contains(rc.Error, payerB) {
+	if r.status != http.StatusOK || json.Unmarshal(r.body, &rc) != nil || rc.State != fencegate.ReceiptNotApplied || !strings.Contains(rc.Error, "ops") {
 		t.Fatalf("resolve: %d %s", r.status, r.body)
 	}
-	wantCode(t, e.send("POST", path, payerTokA, nil, `{"state":"COMMITTED"}`), http.StatusBadRequest, fencegate.CodeInvalidRequest)
+	wantCode(t, e.send("POST", path, "admin-token", nil, `{"state":"COMMITTED"}`), http.StatusBadRequest, fencegate.CodeInvalidRequest)
 	wantPaid(t, e.payout(a, 1, payoutBody)) // the segment number was given back
 	if e.pay.Effects() != 1 {
 		t.Fatalf("effects = %d", e.pay.Effects())

@@ -21,9 +21,13 @@ import (
 
 // Server holds what the handlers need.
 type Server struct {
-	Gateway    *gateway.Gateway
-	Stores     map[string]fencegate.ObjectStore
-	Auth       Authenticator
+	Gateway *gateway.Gateway
+	Stores  map[string]fencegate.ObjectStore
+	Auth    Authenticator
+	// AdminAuth authenticates operators for /v1/admin and receipt resolution.
+	AdminAuth Authenticator
+	// Admin performs operator actions; nil: no admin routes.
+	Admin      Admin
 	Registry   *registry.Registry // nil: no lease routes
 	Reconciler *gateway.Reconciler
 	APIs       map[string]*httpapi.API // third-party APIs by name
@@ -71,6 +75,9 @@ func Router(s *Server) http.Handler {
 		s.apiRoutes(r)
 		if s.Registry != nil {
 			s.leaseRoutes(r)
+		}
+		if s.Admin != nil {
+			s.adminRoutes(r)
 		}
 	})
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {

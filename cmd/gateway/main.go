@@ -60,7 +60,7 @@ func main() {
 
 func usage() {
 	fmt.Fprint(os.Stderr, `usage:
-  gateway dev   [--addr A] [--data-dir D] [--identity NAME=TOKEN]... [--store NAME=URL]... [--config FILE]
+  gateway dev   [--addr A] [--data-dir D] [--identity NAME=TOKEN]... [--admin-token T]... [--store NAME=URL]... [--config FILE]
   gateway serve --config FILE [--addr A] [--data-dir D] [--identity NAME=TOKEN]... [--store NAME=URL]...
 `)
 }
@@ -80,6 +80,10 @@ func parseFlags(cmd string, args []string, cfg *config.Config) error {
 			return fmt.Errorf("--identity wants NAME=TOKEN")
 		}
 		identities = append(identities, config.Identity{Name: name, Token: tok})
+		return nil
+	})
+	fs.Func("admin-token", "operator bearer credential for /v1/admin (repeatable)", func(v string) error {
+		cfg.Admins = append(cfg.Admins, config.Identity{Name: fmt.Sprintf("admin-%d", len(cfg.Admins)+1), Token: v})
 		return nil
 	})
 	stores := map[string]string{}
@@ -122,6 +126,11 @@ func parseFlags(cmd string, args []string, cfg *config.Config) error {
 			cfg.Identities = append(cfg.Identities, config.Identity{Name: name, Token: tok})
 			fmt.Printf("identity %s: Authorization: Bearer %s\n", name, tok)
 		}
+	}
+	if cmd == "dev" && len(cfg.Admins) == 0 {
+		tok := randomToken()
+		cfg.Admins = append(cfg.Admins, config.Identity{Name: "admin", Token: tok})
+		fmt.Printf("admin: Authorization: Bearer %s\n", tok)
 	}
 	return nil
 }

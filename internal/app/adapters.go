@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/lestrrat-go/jwx/v2/jwa"
@@ -81,20 +82,23 @@ func openObjectStores(ctx context.Context, cfg config.Config, log *slog.Logger) 
 	return out, errors.Join(errs...)
 }
 
-// openRegistry builds the in-process registry with its signing key.
-func openRegistry(ctx context.Context, cfg config.Config) (*registry.Registry, *proofs.Signer, func() error, error) {
+// openRegistry builds the in-process registry with its signing key, resuming
+// the epoch, key ID, policy generation and revocations an operator set.
+func openRegistry(ctx context.Context, cfg config.Config, st persisted, keyPath string) (*registry.Registry, *proofs.Signer, func() error, error) {
 	rc := cfg.Registry
-	keyPath := rc.SigningKey
-	if keyPath == "" {
-		keyPath = filepath.Join(cfg.DataDir, "registry-signing-key")
+	if rc.SigningKey != "" {
+		keyPath = rc.SigningKey
 	}
 	seed, err := loadOrCreateSeed(keyPath)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	kid := rc.KeyID
+	epoch, kid := rc.IssuerEpoch, rc.KeyID
 	if kid == "" {
 		kid = "registry-1"
+	}
+	if st.IssuerEpoch > 0 {
+		epoch, kid = st.IssuerEpoch, st.KeyID
 	}
 	signer, err := proofs.NewSigner(ed25519.NewKeyFromSeed(seed), kid, jwa.EdDSA)
 	if err != nil {
@@ -110,9 +114,13 @@ func openRegistry(ctx context.Context, cfg config.Config) (*registry.Registry, *
 		return nil, nil, nil, err
 	}
 	reg, err := registry.New(registry.Config{
-		Backend: backend, Signer: signer, IssuerEpoch: rc.IssuerEpoch,
-		PolicyGeneration: cfg.PolicyGeneration, StatusLife: rc.StatusLife, MaxTTL: rc.MaxTTL,
+		Backend: backend, Signer: signer, IssuerEpoch: epoch,
+		PolicyGeneration: max(cfg.PolicyGeneration, st.PolicyGeneration), StatusLife: rc.StatusLife, MaxTTL: rc.MaxTTL,
 	})
+	if err == nil {
+		err = reg.Restore(registry.AuthorityState{IssuerEpoch: epoch, PolicyGeneration: st.PolicyGeneration,
+			RevokedEpochs: slices.DeleteFunc(slices.Clone(st.RevokedEpochs), func(e uint64) bool { return e >= epoch })})
+	}
 	if err != nil {
 		_ = backend.Close()
 		return nil, nil, nil, err
@@ -120,20 +128,27 @@ func openRegistry(ctx context.Context, cfg config.Config) (*registry.Registry, *
 	return reg, signer, backend.Close, nil
 }
 
-// buildVerifier trusts the configured bundle file, or else the in-process
-// registry's own key.
-func buildVerifier(cfg config.Config, signer *proofs.Signer) (*proofs.Verifier, error) {
-	var (
-		b   *proofs.Bundle
-		err error
-	)
-	if cfg.TrustBundle != "" {
-		b, err = proofs.LoadBundle(cfg.TrustBundle)
-	} else {
-		b, err = proofs.NewBundle(1, signer.BundleKey(cfg.Registry.IssuerEpoch))
+// buildVerifier trusts the bundle file (the configured one, else the one in
+// the data directory). With an in-process registry and no file yet, it writes
+// one holding the registry's key; the registry's key must be in the bundle.
+func buildVerifier(bundlePath string, signer *proofs.Signer, epoch uint64) (*proofs.Verifier, error) {
+	b, err := proofs.LoadBundle(bundlePath)
+	if errors.Is(err, os.ErrNotExist) && signer != nil {
+		b, err = proofs.NewBundle(1, signer.BundleKey(epoch))
+		if err == nil {
+			var data []byte
+			if data, err = b.Marshal(); err == nil {
+				err = writeFileAtomic(bundlePath, data, 0o644)
+			}
+		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("trust bundle: %w", err)
+		return nil, fmt.Errorf("trust bundle %s: %w", bundlePath, err)
+	}
+	if signer != nil {
+		if _, ok := b.Key(signer.KeyID()); !ok {
+			return nil, fmt.Errorf("trust bundle %s lacks the registry's signing key %q", bundlePath, signer.KeyID())
+		}
 	}
 	return proofs.NewVerifier(b)
 }

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -36,6 +37,9 @@ type App struct {
 	closers    []func() error
 	ready      atomic.Bool
 	metrics    *metrics
+	admin      *admin
+	verifier   *proofs.Verifier
+	bundlePath string
 	// Registry is the in-process registry, nil if none.
 	Registry *registry.Registry
 	// Gateway is the acceptance point.
@@ -73,27 +77,42 @@ func Build(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, er
 		return nil, err
 	}
 
+	statePath, bundlePath, keyPath := statePaths(cfg.DataDir)
+	if cfg.TrustBundle != "" {
+		bundlePath = cfg.TrustBundle
+	}
+	st, _, err := loadPersisted(statePath)
+	if err != nil {
+		return nil, err
+	}
 	var signer *proofs.Signer
 	if cfg.Registry != nil {
 		var closeReg func() error
-		a.Registry, signer, closeReg, err = openRegistry(ctx, cfg)
+		a.Registry, signer, closeReg, err = openRegistry(ctx, cfg, st, keyPath)
 		if err != nil {
 			return nil, err
 		}
 		a.closers = append(a.closers, closeReg)
 	}
-	verifier, err := buildVerifier(cfg, signer)
+	epoch := uint64(0)
+	if a.Registry != nil {
+		epoch = a.Registry.IssuerEpoch()
+	}
+	verifier, err := buildVerifier(bundlePath, signer, epoch)
 	if err != nil {
 		return nil, err
 	}
-	revoked := map[uint64]bool{}
-	for _, e := range cfg.RevokedEpochs {
-		revoked[e] = true
+	pol := &policy{minGen: max(cfg.PolicyGeneration, st.PolicyGeneration), revoked: map[uint64]bool{}, reg: a.Registry}
+	for _, e := range append(slices.Clone(cfg.RevokedEpochs), st.RevokedEpochs...) {
+		pol.revoked[e] = true
 	}
-	gcfg := gateway.Config{
-		Verifier: verifier, Store: store, Log: log, Alarm: a.metrics,
-		Policy: gateway.StaticPolicy{Generation: cfg.PolicyGeneration, Revoked: revoked},
+	a.admin = &admin{reg: a.Registry, verifier: verifier, policy: pol, statePath: statePath, bundlePath: bundlePath,
+		keyPath: keyPath, overlap: cfg.KeyOverlap, now: time.Now}
+	if signer != nil {
+		a.admin.keyID = signer.KeyID()
 	}
+	a.bundlePath, a.verifier = bundlePath, verifier
+	gcfg := gateway.Config{Verifier: verifier, Store: store, Log: log, Alarm: a.metrics, Policy: pol}
 	if fp := os.Getenv("FENCEGATE_FAILPOINT"); fp != "" {
 		// Test-only: crash at the named point of the acceptance point.
 		gcfg.Failpoint = func(name string) {
@@ -127,8 +146,13 @@ func Build(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, er
 	if err != nil {
 		return nil, err
 	}
+	adminTokens, err := config.TokensOf(cfg.Admins)
+	if err != nil {
+		return nil, err
+	}
 	srv := &handlers.Server{
 		Gateway: a.Gateway, Stores: objects, Auth: handlers.NewBearerTokens(tokens),
+		AdminAuth: handlers.NewBearerTokens(adminTokens), Admin: a.admin,
 		Registry: a.Registry, Reconciler: a.reconciler, APIs: apis, MaxBody: cfg.MaxBodyBytes,
 		SpoolDir: spool, Log: log, Ready: a.ready.Load,
 	}

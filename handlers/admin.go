@@ -1,0 +1,107 @@
+package handlers
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strconv"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/fencegate/fencegate"
+)
+
+// AdminState is what the admin routes answer: the trust and policy state in force.
+type AdminState struct {
+	IssuerEpoch        uint64   `json:"issuerEpoch,omitempty"`
+	PolicyGeneration   uint64   `json:"policyGeneration"`
+	RevokedEpochs      []uint64 `json:"revokedEpochs"`
+	TrustBundleVersion uint64   `json:"trustBundleVersion"`
+	KeyIDs             []string `json:"keyIds"`
+}
+
+// Admin performs operator actions. Each is a controlled path: trust, epochs
+// and policy never change because a token says so.
+type Admin interface {
+	State(ctx context.Context) (AdminState, error)
+	RevokeEpoch(ctx context.Context, epoch uint64) (AdminState, error)
+	RotateKey(ctx context.Context) (AdminState, error)
+	SetFloor(ctx context.Context, floor uint64) (AdminState, error)
+	BumpPolicy(ctx context.Context) (AdminState, error)
+	TrustBundle(ctx context.Context) ([]byte, error)
+	SetTrustBundle(ctx context.Context, bundle []byte) (AdminState, error)
+}
+
+// adminOnly refuses callers without an admin credential. Workload
+// credentials are not admin credentials.
+func (s *Server) adminOnly(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.AdminAuth == nil {
+			s.problem(w, r, fencegate.Errorf(fencegate.CodeForbidden, "no admin credentials are configured"))
+			return
+		}
+		id, err := s.AdminAuth.Authenticate(r)
+		if err != nil {
+			if _, werr := s.Auth.Authenticate(r); werr == nil {
+				err = fencegate.Errorf(fencegate.CodeForbidden, "this operation needs an admin credential")
+			}
+			s.problem(w, r, err)
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callerKey{}, "admin:"+id)))
+	})
+}
+
+func (s *Server) adminRoutes(r chi.Router) {
+	r.Route("/admin", func(r chi.Router) {
+		r.Use(s.adminOnly)
+		r.Get("/state", s.adminAction(func(r *http.Request) (AdminState, error) { return s.Admin.State(r.Context()) }))
+		r.Post("/epochs/{epoch}/revoke", s.adminAction(func(r *http.Request) (AdminState, error) {
+			e, err := strconv.ParseUint(chi.URLParam(r, "epoch"), 10, 64)
+			if err != nil {
+				return AdminState{}, fencegate.Errorf(fencegate.CodeInvalidRequest, "epoch must be an unsigned integer")
+			}
+			return s.Admin.RevokeEpoch(r.Context(), e)
+		}))
+		r.Post("/keys/rotate", s.adminAction(func(r *http.Request) (AdminState, error) { return s.Admin.RotateKey(r.Context()) }))
+		r.Post("/floor", s.adminAction(func(r *http.Request) (AdminState, error) {
+			var b struct {
+				Floor uint64 `json:"floor"`
+			}
+			if err := decodeJSON(r, &b); err != nil {
+				return AdminState{}, err
+			}
+			return s.Admin.SetFloor(r.Context(), b.Floor)
+		}))
+		r.Post("/policy/bump", s.adminAction(func(r *http.Request) (AdminState, error) { return s.Admin.BumpPolicy(r.Context()) }))
+		r.Put("/trust-bundle", s.adminAction(func(r *http.Request) (AdminState, error) {
+			b, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, 1<<20))
+			if err != nil {
+				return AdminState{}, fencegate.Wrap(err, fencegate.CodeInvalidRequest, "trust bundle body too large or unreadable")
+			}
+			return s.Admin.SetTrustBundle(r.Context(), b)
+		}))
+		r.Get("/trust-bundle", func(w http.ResponseWriter, r *http.Request) {
+			b, err := s.Admin.TrustBundle(r.Context())
+			if err != nil {
+				s.problem(w, r, err)
+				return
+			}
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write(b)
+		})
+	})
+}
+
+// adminAction answers an admin operation with the resulting state.
+func (s *Server) adminAction(f func(r *http.Request) (AdminState, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		st, err := f(r)
+		if err != nil {
+			s.problem(w, r, err)
+			return
+		}
+		s.Log.Info("admin action", "caller", callerOf(r), "method", r.Method, "path", r.URL.Path)
+		writeJSON(w, http.StatusOK, st)
+	}
+}
