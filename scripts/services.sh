@@ -88,4 +88,23 @@ ensure_s3() {
   export FENCEGATE_TEST_S3_ACCESS_KEY="$ak"
   export FENCEGATE_TEST_S3_SECRET_KEY="$sk"
 }
-ensure_etcd() { :; }
+# ensure_etcd runs a single-member etcd (Debian's etcd-server) on loopback,
+# client 127.0.0.1:2379, peer 127.0.0.1:2380, data under $SERVICES_DIR/etcd,
+# and exports FENCEGATE_TEST_ETCD.
+ensure_etcd() {
+  local endpoint=127.0.0.1:2379
+  if ! command -v etcd >/dev/null || ! command -v etcdctl >/dev/null; then
+    apt_install etcd-server etcd-client || return 1
+  fi
+  if ! etcdctl --endpoints="$endpoint" --dial-timeout=1s endpoint health >/dev/null 2>&1; then
+    mkdir -p "$SERVICES_DIR/etcd"
+    nohup etcd --name fencegate-test --data-dir "$SERVICES_DIR/etcd/data" \
+      --listen-client-urls "http://$endpoint" --advertise-client-urls "http://$endpoint" \
+      --listen-peer-urls http://127.0.0.1:2380 --initial-advertise-peer-urls http://127.0.0.1:2380 \
+      --initial-cluster fencegate-test=http://127.0.0.1:2380 \
+      >"$SERVICES_DIR/etcd.log" 2>&1 &
+  fi
+  wait_for 30 etcdctl --endpoints="$endpoint" --dial-timeout=1s endpoint health \
+    || { echo "etcd did not start (see $SERVICES_DIR/etcd.log)" >&2; return 1; }
+  export FENCEGATE_TEST_ETCD="$endpoint"
+}

@@ -1,0 +1,341 @@
+// Package etcd is the lease backend on etcd (client/v3). Every mutation is one
+// etcd transaction guarded by a Compare on the ModRevision of the global
+// revision key, which every mutation rewrites: a mutation commits only if no
+// other mutation committed since it read its state, otherwise it re-reads and
+// tries again. Mutations are therefore serialisable and linearizable (reads
+// are etcd's default linearizable reads), at the price of one serialisation
+// point per prefix, as in the Postgres backend.
+//
+// Fence source: each resource's key holds its last fence; an acquire commits
+// fence = max(last, floor) + 1 in the transaction above, so fences are dense
+// per resource (1, 2, 3 … as the contract requires) and use the full uint64
+// range. The etcd store revision cannot be the fence itself: it is shared by
+// every key on the server, so it neither starts at 1 per resource nor stays
+// dense when other keys change.
+//
+// Time: the registry's clock decides, from ExpiresAt stored in the lease
+// record. As a safety net for anything reading etcd directly, the live-lease
+// key <prefix>live/<resource> is attached to an etcd lease of the lease's TTL
+// (etcd may round it up to its minimum TTL); the backend never decides on it.
+// Lease records and request keys are never deleted, so a lost acquisition can
+// always be recovered by request ID.
+package etcd
+
+import (
+	"context"
+	"encoding/json"
+	"math"
+	"strconv"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/registry/internal/leaserule"
+)
+
+// DefaultPrefix is the key prefix Open uses unless WithPrefix says otherwise.
+const DefaultPrefix = "/fencegate/registry/"
+
+// maxAttempts bounds the retries of one mutation that keeps losing races.
+const maxAttempts = 100
+
+// Backend implements fencegate.LeaseBackend on etcd.
+type Backend struct {
+	client *clientv3.Client
+	prefix string
+	owns   bool
+}
+
+var _ fencegate.LeaseBackend = (*Backend)(nil)
+
+// Option configures Open.
+type Option func(*config)
+
+type config struct {
+	prefix string
+	cfg    clientv3.Config
+}
+
+// WithPrefix sets the key prefix.
+func WithPrefix(p string) Option { return func(c *config) { c.prefix = p } }
+
+// WithConfig lets Open adjust the client configuration (TLS, auth, timeouts).
+func WithConfig(f func(*clientv3.Config)) Option { return func(c *config) { f(&c.cfg) } }
+
+// Open connects to endpoints and checks the cluster answers a linearizable
+// read; Close closes the client.
+func Open(ctx context.Context, endpoints []string, opts ...Option) (*Backend, error) {
+	c := config{prefix: DefaultPrefix, cfg: clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second}}
+	for _, o := range opts {
+		o(&c)
+	}
+	c.cfg.Context = context.WithoutCancel(ctx)
+	client, err := clientv3.New(c.cfg)
+	if err != nil {
+		return nil, translate(err, "connect registry etcd")
+	}
+	if _, err := client.Get(ctx, c.prefix+"revision"); err != nil {
+		_ = client.Close()
+		return nil, translate(err, "connect registry etcd")
+	}
+	return &Backend{client: client, prefix: c.prefix, owns: true}, nil
+}
+
+// New uses client with keys under prefix; Close leaves the client open.
+func New(client *clientv3.Client, prefix string) *Backend {
+	return &Backend{client: client, prefix: prefix}
+}
+
+// Close closes the client if Open made it.
+func (b *Backend) Close() error {
+	if !b.owns {
+		return nil
+	}
+	return translate(b.client.Close(), "close registry etcd")
+}
+
+// record is a lease as stored; times are Unix nanoseconds.
+type record struct {
+	ID                string                `json:"id"`
+	Resource          string                `json:"resource"`
+	Owner             string                `json:"owner"`
+	RequestID         string                `json:"requestId"`
+	Fence             uint64                `json:"fence"`
+	Revision          uint64                `json:"revision"`
+	OperationID       string                `json:"operationId"`
+	OperationRoot     string                `json:"operationRoot"`
+	OperationCategory string                `json:"operationCategory"`
+	State             fencegate.StatusState `json:"state"`
+	TTL               int64                 `json:"ttl"`
+	AcquiredAt        int64                 `json:"acquiredAt"`
+	ExpiresAt         int64                 `json:"expiresAt"`
+}
+
+func (r *record) lease(now time.Time) fencegate.Lease {
+	exp := time.Unix(0, r.ExpiresAt).UTC()
+	return fencegate.Lease{
+		ID: r.ID, Resource: r.Resource, Owner: r.Owner, RequestID: r.RequestID, FenceToken: r.Fence,
+		Revision: r.Revision, OperationID: r.OperationID, OperationRoot: r.OperationRoot,
+		OperationCategory: r.OperationCategory, State: leaserule.StateAt(r.State, exp, now),
+		TTL: time.Duration(r.TTL), AcquiredAt: time.Unix(0, r.AcquiredAt).UTC(), ExpiresAt: exp,
+	}
+}
+
+// resource is a resource's key: its last fence and its last acquired lease.
+type resource struct {
+	LastFence uint64 `json:"lastFence"`
+	Current   string `json:"current,omitempty"`
+}
+
+func (b *Backend) leaseKey(id string) string   { return b.prefix + "lease/" + id }
+func (b *Backend) resourceKey(r string) string { return b.prefix + "res/" + r }
+func (b *Backend) liveKey(r string) string     { return b.prefix + "live/" + r }
+func (b *Backend) revisionKey() string         { return b.prefix + "revision" }
+func (b *Backend) floorKey() string            { return b.prefix + "floor" }
+func (b *Backend) requestKey(o, r string) string { // length-prefixed: no owner/request ambiguity
+	return b.prefix + "req/" + strconv.Itoa(len(o)) + ":" + o + ":" + r
+}
+
+// Acquire implements fencegate.LeaseBackend.
+func (b *Backend) Acquire(ctx context.Context, req fencegate.AcquireRequest) (fencegate.Lease, error) {
+	if err := leaserule.CheckAcquire(req); err != nil {
+		return fencegate.Lease{}, err
+	}
+	if err := checkTime(req.Now, req.TTL); err != nil {
+		return fencegate.Lease{}, err
+	}
+	live := &liveLease{b: b, ttl: req.TTL}
+	var out fencegate.Lease
+	rk, resKey := b.requestKey(req.Owner, req.RequestID), b.resourceKey(req.Resource)
+	err := b.update(ctx, []string{rk, resKey, b.floorKey(), b.leaseKey(req.LeaseID)}, func(v *view) ([]clientv3.Op, error) {
+		live.attempt()
+		if id, ok := v.kvs[rk]; ok {
+			prev, err := v.record(ctx, string(id))
+			if err != nil {
+				return nil, err
+			}
+			if prev.Resource != req.Resource {
+				return nil, fencegate.Errorf(fencegate.CodeInvalidRequest, "request ID already used for another resource")
+			}
+			out = prev.lease(req.Now)
+			return nil, nil
+		}
+		var res resource
+		if err := v.decode(resKey, &res); err != nil {
+			return nil, err
+		}
+		var ops []clientv3.Op
+		if res.Current != "" {
+			cur, err := v.record(ctx, res.Current)
+			if err != nil {
+				return nil, err
+			}
+			if cur.lease(req.Now).State == fencegate.StateHeld {
+				return nil, fencegate.Errorf(fencegate.CodeLeaseHeld, "resource is held by another lease")
+			}
+			if cur.State == fencegate.StateHeld { // superseded: expired for good
+				cur.State = fencegate.StateExpired
+				ops = append(ops, putJSON(b.leaseKey(cur.ID), cur))
+			}
+		}
+		if _, ok := v.kvs[b.leaseKey(req.LeaseID)]; ok {
+			return nil, fencegate.Errorf(fencegate.CodeBackendConflict, "lease ID already exists")
+		}
+		floor, err := v.uint(b.floorKey())
+		if err != nil {
+			return nil, err
+		}
+		fence, err := leaserule.NextFence(res.LastFence, floor, math.MaxUint64)
+		if err != nil {
+			return nil, err
+		}
+		rev, err := v.next()
+		if err != nil {
+			return nil, err
+		}
+		liveOp, err := live.put(ctx, req.Resource, req.LeaseID)
+		if err != nil {
+			return nil, err
+		}
+		rec := &record{
+			ID: req.LeaseID, Resource: req.Resource, Owner: req.Owner, RequestID: req.RequestID,
+			Fence: fence, Revision: rev, OperationID: req.OperationID, OperationRoot: req.OperationRoot,
+			OperationCategory: req.OperationCategory, State: fencegate.StateHeld, TTL: int64(req.TTL),
+			AcquiredAt: req.Now.UnixNano(), ExpiresAt: req.Now.Add(req.TTL).UnixNano(),
+		}
+		out = rec.lease(req.Now)
+		return append(ops, putJSON(b.leaseKey(rec.ID), rec), clientv3.OpPut(rk, rec.ID),
+			putJSON(resKey, resource{LastFence: fence, Current: rec.ID}), liveOp), nil
+	})
+	live.done(err)
+	return out, translate(err, "acquire")
+}
+
+// Renew implements fencegate.LeaseBackend. The lease keeps its TTL and
+// Revision of acquisition; only ExpiresAt moves, to now+ttl.
+func (b *Backend) Renew(ctx context.Context, id, owner string, ttl time.Duration, now time.Time) (fencegate.Lease, error) {
+	if err := leaserule.CheckTTL(ttl); err != nil {
+		return fencegate.Lease{}, err
+	}
+	if err := checkTime(now, ttl); err != nil {
+		return fencegate.Lease{}, err
+	}
+	live := &liveLease{b: b, ttl: ttl}
+	var out fencegate.Lease
+	err := b.update(ctx, []string{b.leaseKey(id)}, func(v *view) ([]clientv3.Op, error) {
+		live.attempt()
+		rec, err := v.record(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		if err := leaserule.Mismatch(rec.lease(now), owner); err != nil {
+			return nil, err
+		}
+		if rec.lease(now).State != fencegate.StateHeld {
+			return nil, fencegate.Errorf(fencegate.CodeLeaseNotHeld, "lease %s is not held", id)
+		}
+		if _, err := v.next(); err != nil {
+			return nil, err
+		}
+		liveOp, err := live.put(ctx, rec.Resource, id)
+		if err != nil {
+			return nil, err
+		}
+		rec.ExpiresAt = now.Add(ttl).UnixNano()
+		out = rec.lease(now)
+		return []clientv3.Op{putJSON(b.leaseKey(id), rec), liveOp}, nil
+	})
+	live.done(err)
+	return out, translate(err, "renew")
+}
+
+// Release implements fencegate.LeaseBackend. A lease that is no longer held
+// is returned as it is.
+func (b *Backend) Release(ctx context.Context, id, owner string, now time.Time) (fencegate.Lease, error) {
+	var out fencegate.Lease
+	err := b.update(ctx, []string{b.leaseKey(id)}, func(v *view) ([]clientv3.Op, error) {
+		rec, err := v.record(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		if err := leaserule.Mismatch(rec.lease(now), owner); err != nil {
+			return nil, err
+		}
+		if rec.lease(now).State != fencegate.StateHeld {
+			out = rec.lease(now)
+			return nil, nil
+		}
+		if _, err := v.next(); err != nil {
+			return nil, err
+		}
+		rec.State = fencegate.StateReleased
+		out = rec.lease(now)
+		ops := []clientv3.Op{putJSON(b.leaseKey(id), rec)}
+		// A HELD lease is its resource's current one: clear it.
+		var res resource
+		if err := v.getJSON(ctx, b.resourceKey(rec.Resource), &res); err != nil {
+			return nil, err
+		}
+		if res.Current == id {
+			res.Current = ""
+			ops = append(ops, putJSON(b.resourceKey(rec.Resource), res), clientv3.OpDelete(b.liveKey(rec.Resource)))
+		}
+		return ops, nil
+	})
+	return out, translate(err, "release")
+}
+
+// Lease implements fencegate.LeaseBackend with one linearizable read.
+func (b *Backend) Lease(ctx context.Context, id string, now time.Time) (fencegate.Lease, error) {
+	resp, err := b.client.Get(ctx, b.leaseKey(id))
+	if err != nil {
+		return fencegate.Lease{}, translate(err, "read lease")
+	}
+	if len(resp.Kvs) == 0 {
+		return fencegate.Lease{}, fencegate.Errorf(fencegate.CodeNotFound, "lease not found")
+	}
+	var rec record
+	if err := decode(resp.Kvs[0].Value, &rec); err != nil {
+		return fencegate.Lease{}, err
+	}
+	return rec.lease(now), nil
+}
+
+// SetFloor implements fencegate.LeaseBackend. The floor only ever rises; a
+// lower floor changes nothing and moves no revision.
+func (b *Backend) SetFloor(ctx context.Context, floor uint64) error {
+	err := b.update(ctx, []string{b.floorKey()}, func(v *view) ([]clientv3.Op, error) {
+		cur, err := v.uint(b.floorKey())
+		if err != nil || floor <= cur {
+			return nil, err
+		}
+		if _, err := v.next(); err != nil {
+			return nil, err
+		}
+		return []clientv3.Op{clientv3.OpPut(b.floorKey(), strconv.FormatUint(floor, 10))}, nil
+	})
+	return translate(err, "set floor")
+}
+
+// checkTime refuses instants whose Unix nanoseconds (now and now+ttl) do not
+// fit an int64.
+func checkTime(now time.Time, ttl time.Duration) error {
+	n := now.UnixNano()
+	if !now.Equal(time.Unix(0, n)) || n > math.MaxInt64-int64(ttl) {
+		return fencegate.Errorf(fencegate.CodeInvalidRequest, "time outside the range the etcd backend stores")
+	}
+	return nil
+}
+
+func putJSON(key string, v any) clientv3.Op {
+	raw, _ := json.Marshal(v) // records and resources always marshal
+	return clientv3.OpPut(key, string(raw))
+}
+
+func decode(raw []byte, v any) error {
+	if err := json.Unmarshal(raw, v); err != nil {
+		return fencegate.Wrap(err, fencegate.CodeInternal, "malformed registry record in etcd")
+	}
+	return nil
+}
