@@ -1,0 +1,108 @@
+package e2e
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// epochOf reads the issuerEpoch claim of a grant without verifying it.
+func epochOf(t *testing.T, grant string) uint64 {
+	t.Helper()
+	parts := strings.Split(grant, ".")
+	raw, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var g struct {
+		IssuerEpoch uint64 `json:"issuerEpoch"`
+	}
+	if err := json.Unmarshal(raw, &g); err != nil {
+		t.Fatal(err)
+	}
+	return g.IssuerEpoch
+}
+
+// refresh asks the registry for the lease's current grant and status proof.
+func (p *gatewayProc) refresh(t *testing.T, token string, l lease) lease {
+	t.Helper()
+	a := p.do(t, "GET", "/v1/leases/"+l.id, token, nil, "")
+	if a.status != http.StatusOK {
+		t.Fatalf("lease status: %d %s", a.status, a.body)
+	}
+	return lease{id: l.id, grant: a.str("grant"), status: a.str("statusProof"), fence: a.num("fenceToken")}
+}
+
+func TestKeyRotationAndEpochRevocationWhileWritesGoOn(t *testing.T) {
+	dir := t.TempDir()
+	args := []string{"dev", "--data-dir", dir, "--identity", "worker-a=token-a", "--admin-token", "ops-token"}
+	p := startGateway(t, args...)
+
+	a := p.acquire(t, "token-a", "local/jobs/1", "a-1", "job-1", 60000)
+	if epochOf(t, a.grant) != 1 {
+		t.Fatalf("first grant epoch %d", epochOf(t, a.grant))
+	}
+	if r := p.put(t, "token-a", a, "local/jobs/1", 1, "s1"); r.status != 200 {
+		t.Fatalf("segment 1: %d %s", r.status, r.body)
+	}
+	// Workload credentials cannot act as operators.
+	wantCode(t, p.do(t, "POST", "/v1/admin/keys/rotate", "token-a", nil, ""), http.StatusForbidden, "FORBIDDEN")
+
+	rot := p.do(t, "POST", "/v1/admin/keys/rotate", "ops-token", nil, "")
+	if rot.status != 200 || rot.num("issuerEpoch") != 2 || rot.num("trustBundleVersion") != 2 {
+		t.Fatalf("rotate: %d %s", rot.status, rot.body)
+	}
+	// During the overlap the epoch-1 grant still works.
+	if r := p.put(t, "token-a", a, "local/jobs/1", 2, "s2"); r.status != 200 {
+		t.Fatalf("segment 2 on the old key: %d %s", r.status, r.body)
+	}
+	// Revoke epoch 1: the old grant is refused at once, and nothing moves.
+	rev := p.do(t, "POST", "/v1/admin/epochs/1/revoke", "ops-token", nil, "")
+	if rev.status != 200 {
+		t.Fatalf("revoke: %d %s", rev.status, rev.body)
+	}
+	wantCode(t, p.put(t, "token-a", a, "local/jobs/1", 3, "s3-old"), http.StatusUnauthorized, "EPOCH_REVOKED")
+	if st := p.do(t, "GET", "/v1/resources/local/jobs/1", "token-a", nil, ""); st.num("lastSegmentSeq") != 2 {
+		t.Fatalf("refused write moved state: %s", st.body)
+	}
+	// The worker re-fetches its grant: same lease and fence, epoch 2, and goes on.
+	a2 := p.refresh(t, "token-a", a)
+	if a2.fence != a.fence || epochOf(t, a2.grant) != 2 {
+		t.Fatalf("re-issued grant: fence %d epoch %d", a2.fence, epochOf(t, a2.grant))
+	}
+	if r := p.put(t, "token-a", a2, "local/jobs/1", 3, "s3"); r.status != 200 {
+		t.Fatalf("segment 3 on the new key: %d %s", r.status, r.body)
+	}
+	tb := p.do(t, "GET", "/v1/admin/trust-bundle", "ops-token", nil, "")
+	if keys, _ := tb.json["keys"].([]any); tb.num("version") != 2 || len(keys) != 2 {
+		t.Fatalf("trust bundle: %s", tb.body)
+	}
+
+	// A restart keeps the epoch, the key and the revocation.
+	p.stop(t)
+	p = startGateway(t, args...)
+	st := p.do(t, "GET", "/v1/admin/state", "ops-token", nil, "")
+	if st.num("issuerEpoch") != 2 || !strings.Contains(string(st.body), `"revokedEpochs":[1]`) {
+		t.Fatalf("state after restart: %s", st.body)
+	}
+	wantCode(t, p.put(t, "token-a", a, "local/jobs/1", 4, "s4-old"), http.StatusUnauthorized, "EPOCH_REVOKED")
+	a3 := p.refresh(t, "token-a", a)
+	if r := p.put(t, "token-a", a3, "local/jobs/1", 4, "s4"); r.status != 200 {
+		t.Fatalf("segment 4 after restart: %d %s", r.status, r.body)
+	}
+}
+
+func TestPolicyBumpMakesOlderGrantsStale(t *testing.T) {
+	p := startGateway(t, "dev", "--data-dir", t.TempDir(), "--identity", "worker-a=token-a", "--admin-token", "ops-token")
+	a := p.acquire(t, "token-a", "local/jobs/2", "a-1", "job-2", 60000)
+	if b := p.do(t, "POST", "/v1/admin/policy/bump", "ops-token", nil, ""); b.status != 200 || b.num("policyGeneration") != 2 {
+		t.Fatalf("bump: %d %s", b.status, b.body)
+	}
+	wantCode(t, p.put(t, "token-a", a, "local/jobs/2", 1, "x"), http.StatusForbidden, "POLICY_STALE")
+	a2 := p.refresh(t, "token-a", a)
+	if r := p.put(t, "token-a", a2, "local/jobs/2", 1, "x"); r.status != 200 {
+		t.Fatalf("re-issued grant: %d %s", r.status, r.body)
+	}
+}
