@@ -1,0 +1,100 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"strconv"
+
+	"github.com/fencegate/fencegate"
+)
+
+func init() {
+	register("revoke-epoch", verb{usage: "revoke-epoch N", nargs: 1, admin: true,
+		help: "revoke issuer epoch N: its grants and proofs are refused (POST /v1/admin/epochs/{n}/revoke)", flags: revokeEpochFlags})
+	register("rotate-key", verb{usage: "rotate-key", admin: true,
+		help: "rotate the signing key, with an overlap window (POST /v1/admin/keys/rotate)", flags: rotateKeyFlags})
+	register("set-floor", verb{usage: "set-floor N", nargs: 1, admin: true,
+		help: "make every later fence greater than N (POST /v1/admin/floor)", flags: setFloorFlags})
+	register("mode", verb{usage: "mode PATTERN enforce|shadow [--break-glass]", nargs: 2, admin: true,
+		help: "set the enforcement mode of matching resources (PUT /v1/admin/modes)", flags: modeFlags})
+	register("bump-policy", verb{usage: "bump-policy", admin: true,
+		help: "raise the policy generation: older grants become POLICY_STALE (POST /v1/admin/policy/bump)", flags: bumpPolicyFlags})
+}
+
+func uintArg(s string) (uint64, error) {
+	n, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return 0, usageError{fmt.Sprintf("want a non-negative integer, got %q", s)}
+	}
+	return n, nil
+}
+
+func revokeEpochFlags(fs *flag.FlagSet) func(context.Context, *cmd) error {
+	return func(ctx context.Context, c *cmd) error {
+		n, err := uintArg(c.args[0])
+		if err != nil {
+			return err
+		}
+		return showAdmin(c, fmt.Sprintf("issuer epoch %d revoked", n))(c.client.RevokeEpoch(ctx, n))
+	}
+}
+
+func rotateKeyFlags(fs *flag.FlagSet) func(context.Context, *cmd) error {
+	return func(ctx context.Context, c *cmd) error {
+		return showAdmin(c, "signing key rotated")(c.client.RotateKey(ctx))
+	}
+}
+
+func setFloorFlags(fs *flag.FlagSet) func(context.Context, *cmd) error {
+	return func(ctx context.Context, c *cmd) error {
+		n, err := uintArg(c.args[0])
+		if err != nil {
+			return err
+		}
+		return showAdmin(c, fmt.Sprintf("fence floor set: new fences are above %d", n))(c.client.SetFloor(ctx, n))
+	}
+}
+
+func modeFlags(fs *flag.FlagSet) func(context.Context, *cmd) error {
+	breakGlass := fs.Bool("break-glass", false, "allow leaving enforce mode in an emergency")
+	return func(ctx context.Context, c *cmd) error {
+		mode := c.args[1]
+		if mode != "enforce" && mode != "shadow" {
+			return usageError{fmt.Sprintf("mode is enforce or shadow, not %q", mode)}
+		}
+		return showAdmin(c, fmt.Sprintf("%s is now in %s mode", c.args[0], mode))(c.client.SetMode(ctx, c.args[0], mode, *breakGlass))
+	}
+}
+
+func bumpPolicyFlags(fs *flag.FlagSet) func(context.Context, *cmd) error {
+	return func(ctx context.Context, c *cmd) error {
+		return showAdmin(c, "policy generation raised")(c.client.BumpPolicy(ctx))
+	}
+}
+
+// showAdmin prints an admin answer: the raw JSON with --json, else done and
+// the answer on one line.
+func showAdmin(c *cmd, done string) func(json.RawMessage, error) error {
+	return func(raw json.RawMessage, err error) error {
+		if err != nil {
+			return err
+		}
+		if c.g.json {
+			if len(raw) == 0 {
+				raw = json.RawMessage("{}")
+			}
+			var v any
+			if json.Unmarshal(raw, &v) != nil {
+				return fencegate.Errorf(fencegate.CodeInternal, "admin answer is not JSON")
+			}
+			return emit(c.out, v)
+		}
+		fmt.Fprintln(c.out, done)
+		if len(raw) > 0 {
+			fmt.Fprintf(c.out, "%s\n", raw)
+		}
+		return nil
+	}
+}

@@ -1,0 +1,52 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/fencegate/fencegate"
+)
+
+func init() {
+	register("call", verb{usage: "call API METHOD PATH [--data @FILE|TEXT] [--content-type T] [--segment N]", nargs: 3,
+		help: "fenced call to a fronted API under the lease", flags: callFlags})
+}
+
+func callFlags(fs *flag.FlagSet) func(context.Context, *cmd) error {
+	seg := segFlag(fs)
+	data := fs.String("data", "", "request body: TEXT, or @FILE to read it from FILE")
+	ctype := fs.String("content-type", "application/json", "content type of the body")
+	return func(ctx context.Context, c *cmd) error {
+		body := []byte(*data)
+		if name, ok := strings.CutPrefix(*data, "@"); ok {
+			b, err := os.ReadFile(name)
+			if err != nil {
+				return fencegate.Wrap(err, fencegate.CodeInvalidRequest, err.Error())
+			}
+			body = b
+		}
+		lf, fence, err := fenceFor(ctx, c, *seg)
+		if err != nil {
+			return err
+		}
+		resp, err := c.client.CallAPI(ctx, c.args[0], strings.ToUpper(c.args[1]), c.args[2], fence, body, *ctype)
+		if err != nil {
+			return err
+		}
+		if err := committed(c, lf, fence.Segment); err != nil {
+			return err
+		}
+		if c.g.json {
+			return emit(c.out, map[string]any{"status": resp.Status, "receipt": resp.Receipt, "replay": resp.Replay, "body": string(resp.Body)})
+		}
+		replay := ""
+		if resp.Replay {
+			replay = " (replay: upstream not called again)"
+		}
+		fmt.Fprintf(c.out, "upstream answered %d, receipt %s%s\n%s\n", resp.Status, resp.Receipt, replay, resp.Body)
+		return nil
+	}
+}

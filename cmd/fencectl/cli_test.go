@@ -1,0 +1,175 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fencegate/fencegate"
+)
+
+// fakeGateway answers acquire, status, object writes and receipts like the
+// gateway, and remembers the fenced writes it accepted.
+type fakeGateway struct {
+	mu       sync.Mutex
+	receipts []fencegate.Receipt
+	writes   []http.Header
+	bodies   []string
+	stale    bool // answer STALE_OWNER to writes
+}
+
+func (f *fakeGateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if r.Header.Get("Authorization") != "Bearer tok" {
+		problem(w, fencegate.CodeUnauthenticated, http.StatusUnauthorized, "unknown workload credential")
+		return
+	}
+	exp := time.Now().Add(5 * time.Second)
+	lease := map[string]any{"lease": "L1", "resource": "bucket/jobs", "owner": "w", "requestId": "req-1", "fenceToken": 7,
+		"operationId": "op-1", "operationRoot": "root", "state": "HELD", "expiresAt": time.Now().Add(30 * time.Second),
+		"grant": "grant-7", "grantDigest": "sha256:g", "statusProof": "proof", "statusExpiresAt": exp}
+	switch {
+	case r.Method == "POST" && r.URL.Path == "/v1/leases":
+		var b map[string]any
+		_ = json.NewDecoder(r.Body).Decode(&b)
+		if b["resource"] != "bucket/jobs" || b["operationId"] != "op-1" || b["ttlMs"] != float64(10000) {
+			problem(w, fencegate.CodeInvalidRequest, 400, "unexpected body")
+			return
+		}
+		answer(w, http.StatusCreated, lease)
+	case r.Method == "GET" && r.URL.Path == "/v1/leases/L1":
+		answer(w, http.StatusOK, lease)
+	case r.Method == "PUT" && strings.HasPrefix(r.URL.Path, "/v1/objects/"):
+		if f.stale {
+			problem(w, fencegate.CodeStaleOwner, http.StatusConflict, "fence 7 is below the resource's highest fence 8")
+			return
+		}
+		b, _ := io.ReadAll(r.Body)
+		f.writes = append(f.writes, r.Header.Clone())
+		f.bodies = append(f.bodies, string(b))
+		rc := fencegate.Receipt{ID: "R1", Resource: "bucket/jobs", Target: "objects/bucket/jobs/a", Method: "PUT",
+			FenceToken: 7, Segment: uint64(len(f.writes)), OperationID: "op-1", Lease: "L1", State: fencegate.ReceiptCommitted}
+		f.receipts = append(f.receipts, rc)
+		w.Header().Set("Fence-Receipt", rc.ID)
+		answer(w, http.StatusOK, rc)
+	case r.Method == "GET" && r.URL.Path == "/v1/receipts" && r.URL.Query().Get("operationId") == "op-1":
+		answer(w, http.StatusOK, map[string]any{"receipts": f.receipts})
+	default:
+		problem(w, fencegate.CodeNotFound, http.StatusNotFound, "no route")
+	}
+}
+
+func answer(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func problem(w http.ResponseWriter, code fencegate.Code, status int, detail string) {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]any{"type": "urn:fencegate:problem:" + strings.ToLower(string(code)),
+		"title": "x", "status": status, "detail": detail, "code": code})
+}
+
+type harness struct {
+	t      *testing.T
+	fake   *fakeGateway
+	global []string
+	dir    string
+}
+
+func newHarness(t *testing.T) *harness {
+	f := &fakeGateway{}
+	srv := httptest.NewServer(f)
+	t.Cleanup(srv.Close)
+	dir := t.TempDir()
+	env = func(string) string { return "" }
+	t.Cleanup(func() { env = os.Getenv })
+	return &harness{t: t, fake: f, dir: dir,
+		global: []string{"--gateway", srv.URL, "--token", "tok", "--lease-file", filepath.Join(dir, "lease.json")}}
+}
+
+func (h *harness) run(args ...string) (code int, stdout, stderr string) {
+	var o, e bytes.Buffer
+	code = run(append(append([]string{}, h.global...), args...), &o, &e)
+	return code, o.String(), e.String()
+}
+
+func TestAcquirePutAndReceipts(t *testing.T) {
+	h := newHarness(t)
+	code, out, errOut := h.run("acquire", "bucket/jobs", "--ttl", "10s", "--operation", "op-1")
+	if code != 0 || !strings.Contains(out, "L1") || !strings.Contains(out, "fence") || !strings.Contains(out, "7") {
+		t.Fatalf("acquire: %d\n%s%s", code, out, errOut)
+	}
+	file := filepath.Join(h.dir, "data.txt")
+	if err := os.WriteFile(file, []byte("hello"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if code, out, errOut := h.run("put", "bucket/jobs/a", file); code != 0 || !strings.Contains(out, "COMMITTED") {
+			t.Fatalf("put: %d\n%s%s", code, out, errOut)
+		}
+	}
+	w := h.fake.writes
+	if len(w) != 2 || w[0].Get("Fence-Grant") != "grant-7" || w[0].Get("Fence-Status") != "proof" ||
+		w[0].Get("Fence-Segment") != "1" || w[1].Get("Fence-Segment") != "2" || h.fake.bodies[0] != "hello" {
+		t.Fatalf("writes %v bodies %q", w, h.fake.bodies)
+	}
+	code, out, _ = h.run("--json", "receipts", "--operation", "op-1")
+	var list struct{ Receipts []fencegate.Receipt }
+	if code != 0 || json.Unmarshal([]byte(out), &list) != nil || len(list.Receipts) != 2 || list.Receipts[1].Segment != 2 {
+		t.Fatalf("receipts: %d %s", code, out)
+	}
+	if code, out, _ := h.run("receipts", "--operation", "op-1"); code != 0 || !strings.Contains(out, "RECEIPT") {
+		t.Fatalf("readable receipts: %d %s", code, out)
+	}
+}
+
+func TestStaleOwnerPrintsTheCodeAndWhatToDo(t *testing.T) {
+	h := newHarness(t)
+	if code, _, e := h.run("acquire", "bucket/jobs", "--ttl", "10s", "--operation", "op-1"); code != 0 {
+		t.Fatalf("acquire: %s", e)
+	}
+	h.fake.stale = true
+	stdin = strings.NewReader("payload")
+	t.Cleanup(func() { stdin = os.Stdin })
+	code, out, errOut := h.run("put", "bucket/jobs/a", "-", "--segment", "1")
+	if code != 1 || out != "" {
+		t.Fatalf("exit %d stdout %q", code, out)
+	}
+	want := "error: STALE_OWNER: fence 7 is below the resource's highest fence 8\n" +
+		"hint: a newer owner holds this resource; stop and query receipts by operation ID\n"
+	if errOut != want {
+		t.Fatalf("stderr %q, want %q", errOut, want)
+	}
+}
+
+func TestUsageMistakesExitTwo(t *testing.T) {
+	h := newHarness(t)
+	for _, args := range [][]string{{"nope"}, {"acquire"}, {"acquire", "r"}, {"put", "nokey", "f"}} {
+		if code, _, _ := h.run(args...); code != 2 {
+			t.Errorf("%v: exit %d, want 2", args, code)
+		}
+	}
+	if code, _, _ := h.run("--token", "bad", "unknown"); code != 1 {
+		t.Errorf("refused call: exit %d, want 1", code)
+	}
+}
+
+func TestEveryCodeHasAHint(t *testing.T) {
+	for _, c := range fencegate.Codes {
+		if hints[c] == "" {
+			t.Errorf("no hint for %s", c)
+		}
+	}
+}

@@ -1,0 +1,162 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"strconv"
+	"time"
+
+	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/client"
+)
+
+func init() {
+	register("acquire", verb{usage: "acquire RESOURCE --operation ID [--ttl 30s] [--request-id R]", nargs: 1,
+		help: "take a lease; writes grant and status proof to the lease file", flags: acquireFlags})
+	register("renew", verb{usage: "renew [--ttl D]", help: "extend the lease in the lease file", flags: renewFlags})
+	register("release", verb{usage: "release", help: "give up the lease in the lease file", flags: releaseFlags})
+	register("status", verb{usage: "status", help: "show the lease's state and refresh its status proof", flags: statusFlags})
+}
+
+func acquireFlags(fs *flag.FlagSet) func(context.Context, *cmd) error {
+	ttl := fs.Duration("ttl", 30*time.Second, "lease time to live")
+	op := fs.String("operation", "", "stable business operation ID (required)")
+	reqID := fs.String("request-id", "", "idempotency key; repeat it to recover a lost answer (default: generated)")
+	root := fs.String("root", "", "operation root (default: derived by the registry)")
+	category := fs.String("category", "", "operation category")
+	return func(ctx context.Context, c *cmd) error {
+		if *op == "" {
+			return usageError{"--operation is required"}
+		}
+		l, err := c.client.AcquireLease(ctx, client.LeaseParams{AcquireParams: client.AcquireParams{
+			Resource: c.args[0], RequestID: *reqID, TTL: *ttl, OperationID: *op,
+			OperationRoot: *root, OperationCategory: *category,
+		}})
+		if err != nil {
+			if l != nil && client.IsUncertain(err) {
+				return &client.UncertainError{Op: "acquire (repeat with --request-id " + l.RequestID() + ")", Err: err}
+			}
+			return err
+		}
+		lf := &leaseFile{Gateway: c.g.gateway, TTLMs: ttl.Milliseconds(), NextSegment: 1, Lease: l.Info()}
+		if err := lf.save(c.g.leaseFile); err != nil {
+			return err
+		}
+		return showLease(c, lf)
+	}
+}
+
+func renewFlags(fs *flag.FlagSet) func(context.Context, *cmd) error {
+	ttl := fs.Duration("ttl", 0, "new time to live (default: the acquisition's)")
+	return func(ctx context.Context, c *cmd) error {
+		lf, err := loadLease(c.g.leaseFile)
+		if err != nil {
+			return err
+		}
+		d := time.Duration(lf.TTLMs) * time.Millisecond
+		if *ttl > 0 {
+			d = *ttl
+		}
+		info, err := c.client.Renew(ctx, lf.Lease.Lease, d)
+		if err != nil {
+			return err
+		}
+		lf.update(info)
+		if err := lf.save(c.g.leaseFile); err != nil {
+			return err
+		}
+		return showLease(c, lf)
+	}
+}
+
+func releaseFlags(fs *flag.FlagSet) func(context.Context, *cmd) error {
+	return func(ctx context.Context, c *cmd) error {
+		lf, err := loadLease(c.g.leaseFile)
+		if err != nil {
+			return err
+		}
+		info, err := c.client.Release(ctx, lf.Lease.Lease)
+		if err != nil {
+			return err
+		}
+		lf.update(info)
+		if err := lf.save(c.g.leaseFile); err != nil {
+			return err
+		}
+		return showLease(c, lf)
+	}
+}
+
+func statusFlags(fs *flag.FlagSet) func(context.Context, *cmd) error {
+	return func(ctx context.Context, c *cmd) error {
+		lf, err := loadLease(c.g.leaseFile)
+		if err != nil {
+			return err
+		}
+		if err := refreshStatus(ctx, c, lf); err != nil {
+			return err
+		}
+		return showLease(c, lf)
+	}
+}
+
+// refreshStatus asks for the lease's status and keeps the new proof.
+func refreshStatus(ctx context.Context, c *cmd, lf *leaseFile) error {
+	info, err := c.client.LeaseStatus(ctx, lf.Lease.Lease)
+	if err != nil {
+		return err
+	}
+	lf.update(info)
+	return lf.save(c.g.leaseFile)
+}
+
+// fenceFor returns the fence headers for a write with segment seg (0: the
+// lease file's next segment), refreshing a stale status proof first.
+func fenceFor(ctx context.Context, c *cmd, seg uint64) (*leaseFile, client.Fence, error) {
+	lf, err := loadLease(c.g.leaseFile)
+	if err != nil {
+		return nil, client.Fence{}, err
+	}
+	if !lf.proofFresh(time.Now()) {
+		if err := refreshStatus(ctx, c, lf); err != nil {
+			return nil, client.Fence{}, err
+		}
+	}
+	if lf.Lease.State != fencegate.StateHeld {
+		return nil, client.Fence{}, fencegate.Errorf(fencegate.CodeLeaseNotHeld, "lease %s is %s", lf.Lease.Lease, lf.Lease.State)
+	}
+	if seg == 0 {
+		seg = max(lf.NextSegment, 1)
+	}
+	return lf, client.Fence{Grant: lf.Lease.Grant, Status: lf.Lease.StatusProof, Segment: seg}, nil
+}
+
+// committed records that seg was accepted, so the next write takes seg+1.
+func committed(c *cmd, lf *leaseFile, seg uint64) error {
+	if seg >= lf.NextSegment {
+		lf.NextSegment = seg + 1
+	}
+	return lf.save(c.g.leaseFile)
+}
+
+func showLease(c *cmd, lf *leaseFile) error {
+	if c.g.json {
+		return emit(c.out, lf.Lease)
+	}
+	l := lf.Lease
+	status := ""
+	if l.StatusExpiresAt != nil {
+		status = "until " + l.StatusExpiresAt.Format(time.RFC3339)
+	}
+	table(c.out,
+		[2]string{"lease", l.Lease}, [2]string{"resource", l.Resource}, [2]string{"fence", strconv.FormatUint(l.FenceToken, 10)},
+		[2]string{"state", string(l.State)}, [2]string{"expires", l.ExpiresAt.Format(time.RFC3339)},
+		[2]string{"status proof", status}, [2]string{"operation", l.OperationID}, [2]string{"request id", l.RequestID},
+		[2]string{"next segment", strconv.FormatUint(lf.NextSegment, 10)}, [2]string{"lease file", c.g.leaseFile})
+	return nil
+}
+
+// segFlag registers --segment.
+func segFlag(fs *flag.FlagSet) *uint64 {
+	return fs.Uint64("segment", 0, "segment number (default: the lease file's next segment)")
+}

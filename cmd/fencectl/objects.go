@@ -1,0 +1,121 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"io"
+	"os"
+	"strconv"
+
+	"github.com/fencegate/fencegate"
+)
+
+func init() {
+	register("put", verb{usage: "put STORE/KEY FILE|- [--segment N] [--content-type T]", nargs: 2,
+		help: "fenced write of FILE (or stdin) under the lease", flags: putFlags})
+	register("get", verb{usage: "get STORE/KEY [-o FILE]", nargs: 1, help: "read an object (to stdout or FILE)", flags: getFlags})
+	register("delete", verb{usage: "delete STORE/KEY [--segment N]", nargs: 1, help: "fenced delete under the lease", flags: deleteFlags})
+}
+
+func putFlags(fs *flag.FlagSet) func(context.Context, *cmd) error {
+	seg := segFlag(fs)
+	ctype := fs.String("content-type", "", "content type of the object")
+	return func(ctx context.Context, c *cmd) error {
+		store, key, err := splitStoreKey(c.args[0])
+		if err != nil {
+			return err
+		}
+		var body io.Reader = stdin
+		if c.args[1] != "-" {
+			f, err := os.Open(c.args[1])
+			if err != nil {
+				return fencegate.Wrap(err, fencegate.CodeInvalidRequest, err.Error())
+			}
+			defer f.Close()
+			body = f
+		}
+		lf, fence, err := fenceFor(ctx, c, *seg)
+		if err != nil {
+			return err
+		}
+		rc, err := c.client.PutObject(ctx, store, key, fence, body, *ctype)
+		if err != nil {
+			return err
+		}
+		if err := committed(c, lf, fence.Segment); err != nil {
+			return err
+		}
+		return showReceipt(c, rc)
+	}
+}
+
+func deleteFlags(fs *flag.FlagSet) func(context.Context, *cmd) error {
+	seg := segFlag(fs)
+	return func(ctx context.Context, c *cmd) error {
+		store, key, err := splitStoreKey(c.args[0])
+		if err != nil {
+			return err
+		}
+		lf, fence, err := fenceFor(ctx, c, *seg)
+		if err != nil {
+			return err
+		}
+		rc, err := c.client.DeleteObject(ctx, store, key, fence)
+		if err != nil {
+			return err
+		}
+		if err := committed(c, lf, fence.Segment); err != nil {
+			return err
+		}
+		return showReceipt(c, rc)
+	}
+}
+
+func getFlags(fs *flag.FlagSet) func(context.Context, *cmd) error {
+	out := fs.String("o", "", "write the object to this file and print its fence metadata")
+	return func(ctx context.Context, c *cmd) error {
+		store, key, err := splitStoreKey(c.args[0])
+		if err != nil {
+			return err
+		}
+		body, info, err := c.client.GetObject(ctx, store, key)
+		if err != nil {
+			return err
+		}
+		defer body.Close()
+		if *out == "" {
+			_, err := io.Copy(c.out, body)
+			return err
+		}
+		f, err := os.Create(*out)
+		if err != nil {
+			return fencegate.Wrap(err, fencegate.CodeInvalidRequest, err.Error())
+		}
+		if _, err := io.Copy(f, body); err != nil {
+			f.Close()
+			return err
+		}
+		if err := f.Close(); err != nil {
+			return err
+		}
+		if c.g.json {
+			return emit(c.out, info)
+		}
+		table(c.out, [2]string{"file", *out}, [2]string{"size", strconv.FormatInt(info.Size, 10)},
+			[2]string{"etag", info.ETag}, [2]string{"fence", strconv.FormatUint(info.FenceToken, 10)},
+			[2]string{"segment", strconv.FormatUint(info.Segment, 10)}, [2]string{"operation", info.OperationID},
+			[2]string{"receipt", info.Receipt})
+		return nil
+	}
+}
+
+func showReceipt(c *cmd, r fencegate.Receipt) error {
+	if c.g.json {
+		return emit(c.out, r)
+	}
+	table(c.out, [2]string{"receipt", r.ID}, [2]string{"state", string(r.State)},
+		[2]string{"target", r.Target}, [2]string{"fence", strconv.FormatUint(r.FenceToken, 10)},
+		[2]string{"segment", strconv.FormatUint(r.Segment, 10)}, [2]string{"operation", r.OperationID},
+		[2]string{"version", r.Version}, [2]string{"error", r.Error})
+	return nil
+}
