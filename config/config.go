@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -211,8 +212,8 @@ func (c *Config) Validate() error {
 		add("maxBodyBytes must be positive")
 	}
 	if r := c.Registry; r != nil {
-		if r.Backend != "embedded" && !strings.HasPrefix(r.Backend, "postgres://") && !strings.HasPrefix(r.Backend, "postgresql://") {
-			add("registry.backend must be \"embedded\" or a postgres:// URL, not %q", r.Backend)
+		if u, err := url.Parse(r.Backend); r.Backend != "embedded" && (err != nil || !slices.Contains([]string{"postgres", "postgresql", "redis", "etcd"}, u.Scheme) || u.Host == "") {
+			add("registry.backend must be \"embedded\" or a postgres://, redis:// or etcd:// URL, not %q", r.Backend)
 		}
 		if r.IssuerEpoch == 0 {
 			add("registry.issuerEpoch must be >= 1")

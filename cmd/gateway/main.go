@@ -73,6 +73,7 @@ func parseFlags(cmd string, args []string, cfg *config.Config) error {
 	dataDir := fs.String("data-dir", "", "directory for embedded state (default "+cfg.DataDir+")")
 	fenceStore := fs.String("fence-store", "", `fence store: "embedded" or a postgres:// URL`)
 	statusMode := fs.String("status-mode", "", "proof (Fence-Status headers) or query (ask the registry)")
+	registryBackend := fs.String("registry-backend", "", `registry backend: "embedded", postgres://..., redis://HOST:PORT?prefix=P or etcd://HOST:PORT?prefix=P`)
 	var identities []config.Identity
 	fs.Func("identity", "workload identity NAME=TOKEN (repeatable)", func(v string) error {
 		name, tok, ok := strings.Cut(v, "=")
@@ -112,6 +113,12 @@ func parseFlags(cmd string, args []string, cfg *config.Config) error {
 		if set.v != "" {
 			*set.dst = set.v
 		}
+	}
+	if *registryBackend != "" {
+		if cfg.Registry == nil {
+			return fmt.Errorf("--registry-backend needs a registry (gateway dev, or registry: in the config)")
+		}
+		cfg.Registry.Backend = *registryBackend
 	}
 	cfg.Identities = append(cfg.Identities, identities...)
 	if len(stores) > 0 && cfg.Stores == nil {

@@ -27,7 +27,9 @@ import (
 	"github.com/fencegate/fencegate/proofs"
 	"github.com/fencegate/fencegate/registry"
 	regembedded "github.com/fencegate/fencegate/registry/embedded"
+	regetcd "github.com/fencegate/fencegate/registry/etcd"
 	regpostgres "github.com/fencegate/fencegate/registry/postgres"
+	regredis "github.com/fencegate/fencegate/registry/redis"
 )
 
 func openFenceStore(ctx context.Context, cfg config.Config) (fencegate.FenceStore, error) {
@@ -104,14 +106,9 @@ func openRegistry(ctx context.Context, cfg config.Config, st persisted, keyPath 
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	var backend fencegate.LeaseBackend
-	if rc.Backend == "embedded" {
-		backend, err = regembedded.Open(filepath.Join(cfg.DataDir, "registry.db"))
-	} else {
-		backend, err = regpostgres.Open(ctx, rc.Backend)
-	}
+	backend, err := openLeaseBackend(ctx, cfg)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, fmt.Errorf("registry backend: %w", err)
 	}
 	reg, err := registry.New(registry.Config{
 		Backend: backend, Signer: signer, IssuerEpoch: epoch,
@@ -126,6 +123,36 @@ func openRegistry(ctx context.Context, cfg config.Config, st persisted, keyPath 
 		return nil, nil, nil, err
 	}
 	return reg, signer, backend.Close, nil
+}
+
+// openLeaseBackend opens the registry's coordination backend: "embedded",
+// postgres://..., redis://HOST:PORT[?prefix=P] or etcd://HOST:PORT[,HOST:PORT][?prefix=P].
+func openLeaseBackend(ctx context.Context, cfg config.Config) (fencegate.LeaseBackend, error) {
+	raw := cfg.Registry.Backend
+	if raw == "embedded" {
+		return regembedded.Open(filepath.Join(cfg.DataDir, "registry.db"))
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, err
+	}
+	switch u.Scheme {
+	case "postgres", "postgresql":
+		return regpostgres.Open(ctx, raw)
+	case "redis":
+		var opts []regredis.Option
+		if p := u.Query().Get("prefix"); p != "" {
+			opts = append(opts, regredis.WithPrefix(p))
+		}
+		return regredis.Open(ctx, u.Host, opts...)
+	case "etcd":
+		var opts []regetcd.Option
+		if p := u.Query().Get("prefix"); p != "" {
+			opts = append(opts, regetcd.WithPrefix(p))
+		}
+		return regetcd.Open(ctx, strings.Split(u.Host, ","), opts...)
+	}
+	return nil, fmt.Errorf("unknown registry backend %q", raw)
 }
 
 // buildVerifier trusts the bundle file (the configured one, else the one in
