@@ -18,7 +18,13 @@ type acquireBody struct {
 	OperationID       string `json:"operationId"`
 	OperationRoot     string `json:"operationRoot"`
 	OperationCategory string `json:"operationCategory"`
+	// WaitMs, when positive, long-polls: the call waits up to WaitMs for a
+	// held resource to be released or to lapse (capped at MaxLeaseWait).
+	WaitMs int64 `json:"waitMs"`
 }
+
+// MaxLeaseWait caps a long-polling acquisition.
+const MaxLeaseWait = 60 * time.Second
 
 // renewBody is the JSON body of POST /v1/leases/{lease}/renew.
 type renewBody struct {
@@ -75,10 +81,14 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request) {
 		s.problem(w, r, err)
 		return
 	}
-	is, err := s.Registry.Acquire(r.Context(), callerOf(r), registry.AcquireParams{
+	if b.WaitMs < 0 {
+		s.problem(w, r, fencegate.Errorf(fencegate.CodeInvalidRequest, "waitMs must not be negative"))
+		return
+	}
+	is, err := s.Registry.AcquireWait(r.Context(), callerOf(r), registry.AcquireParams{
 		Resource: b.Resource, RequestID: b.RequestID, TTL: time.Duration(b.TTLMs) * time.Millisecond,
 		OperationID: b.OperationID, OperationRoot: b.OperationRoot, OperationCategory: b.OperationCategory,
-	})
+	}, min(time.Duration(b.WaitMs)*time.Millisecond, MaxLeaseWait))
 	if err != nil {
 		s.problem(w, r, err)
 		return

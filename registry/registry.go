@@ -51,6 +51,7 @@ type Config struct {
 type Registry struct {
 	backend    fencegate.LeaseBackend
 	auth       authority
+	released   releases
 	now        func() time.Time
 	newID      func() string
 	statusLife time.Duration
@@ -144,6 +145,9 @@ func (r *Registry) Renew(ctx context.Context, owner, leaseID string, ttl time.Du
 // returns it unchanged.
 func (r *Registry) Release(ctx context.Context, owner, leaseID string) (fencegate.Lease, error) {
 	l, err := r.backend.Release(ctx, leaseID, owner, r.now())
+	if err == nil {
+		r.released.wake(l.Resource)
+	}
 	return l, backendErr(err)
 }
 
