@@ -78,7 +78,7 @@ func (b *bench) handoff(resource string, i int, expire bool) (time.Duration, err
 	if expire {
 		ttl = 150 * time.Millisecond
 	}
-	old, err := b.acquire(b.a, resource, resource + "/a", ttl, 0)
+	old, err := b.acquire(b.a, resource, resource+"/a", ttl, 0)
 	if err != nil {
 		return 0, err
 	}
@@ -90,7 +90,7 @@ func (b *bench) handoff(resource string, i int, expire bool) (time.Duration, err
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		la, err := b.acquire(b.b, resource, resource + "/b", 30*time.Second, 10*time.Second)
+		la, err := b.acquire(b.b, resource, resource+"/b", 30*time.Second, 10*time.Second)
 		if err == nil {
 			err = b.write(b.b, resource, la)
 		}
@@ -116,7 +116,7 @@ func (b *bench) handoff(resource string, i int, expire bool) (time.Duration, err
 // baseline is an uncontended acquire and first write.
 func (b *bench) baseline(resource string, i int) (time.Duration, error) {
 	start := time.Now()
-	la, err := b.acquire(b.b, resource, resource + "/base", 30*time.Second, 0)
+	la, err := b.acquire(b.b, resource, resource+"/base", 30*time.Second, 0)
 	if err == nil {
 		err = b.write(b.b, resource, la)
 	}
@@ -152,9 +152,15 @@ func main() {
 		return ds
 	}
 	stamp := time.Now().UnixNano()
-	base := run("baseline", func(i int) (time.Duration, error) { return b.baseline(fmt.Sprintf("local/bench-%d/base-%d", stamp, i), i) })
-	rel := run("release", func(i int) (time.Duration, error) { return b.handoff(fmt.Sprintf("local/bench-%d/rel-%d", stamp, i), i, false) })
-	exp := run("expiry", func(i int) (time.Duration, error) { return b.handoff(fmt.Sprintf("local/bench-%d/exp-%d", stamp, i), i, true) })
+	base := run("baseline", func(i int) (time.Duration, error) {
+		return b.baseline(fmt.Sprintf("local/bench-%d/base-%d", stamp, i), i)
+	})
+	rel := run("release", func(i int) (time.Duration, error) {
+		return b.handoff(fmt.Sprintf("local/bench-%d/rel-%d", stamp, i), i, false)
+	})
+	exp := run("expiry", func(i int) (time.Duration, error) {
+		return b.handoff(fmt.Sprintf("local/bench-%d/exp-%d", stamp, i), i, true)
+	})
 	bp50 := pct(base, 0.5)
 	fmt.Printf("%-28s %10s %10s %12s\n", "kind", "p50", "p99", "p50/baseline")
 	for _, row := range []struct {
