@@ -23,6 +23,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
+	fs3 "github.com/fencegate/fencegate/backends/s3"
+	"github.com/fencegate/fencegate/config"
 	"github.com/fencegate/fencegate/internal/testenv"
 )
 
@@ -379,4 +381,29 @@ func TestStoreIgnoringConditionsIsRefusedAtStart(t *testing.T) {
 		t.Fatalf("a refused gateway is serving on %s", addr)
 	}
 	t.Logf("refused with exit %d: %s", ee.ExitCode(), strings.TrimSpace(msg))
+}
+
+// TestS3ExampleConfigIsValid loads deploy/gateway.s3.yaml as the gateway
+// does: it validates, and every S3 store URL in it parses.
+func TestS3ExampleConfigIsValid(t *testing.T) {
+	t.Setenv("FENCEGATE_TOKEN_BILLING", "example-token")
+	cfg := config.Default()
+	if err := config.Load("../deploy/gateway.s3.yaml", &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("deploy/gateway.s3.yaml: %v", err)
+	}
+	n := 0
+	for name, raw := range cfg.Stores {
+		if strings.HasPrefix(raw, "s3:") {
+			n++
+			if _, err := fs3.ParseURL(raw); err != nil {
+				t.Errorf("store %s: %v", name, err)
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatal("the example configures no S3 store")
+	}
 }
