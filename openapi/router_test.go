@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -27,15 +28,17 @@ import (
 	"github.com/fencegate/fencegate/gateway"
 	"github.com/fencegate/fencegate/handlers"
 	"github.com/fencegate/fencegate/openapi"
+	"github.com/fencegate/fencegate/proofs"
 	"github.com/fencegate/fencegate/proofs/prooftest"
 	"github.com/fencegate/fencegate/registry"
 	regembedded "github.com/fencegate/fencegate/registry/embedded"
 )
 
 const (
-	tokA   = "token-a"
-	tokB   = "token-b"
-	ownerB = "spiffe://test/worker-b"
+	tokA     = "token-a"
+	tokB     = "token-b"
+	ownerB   = "spiffe://test/worker-b"
+	tokAdmin = "admin-token"
 )
 
 // wildcards maps the prefix of a chi catch-all route ("prefix*") to the name
@@ -45,10 +48,6 @@ var wildcards = map[string]string{
 	"/v1/resources/":       "resource",
 	"/v1/apis/{api}/":      "path",
 }
-
-// unreturned are domain codes that no route answers with yet; the spec lists
-// them in the Code enum but on no operation.
-var unreturned = map[fencegate.Code]bool{fencegate.CodeForbidden: true}
 
 func loadDoc(t *testing.T) *openapi3.T {
 	t.Helper()
@@ -60,14 +59,143 @@ func loadDoc(t *testing.T) *openapi3.T {
 }
 
 // testEnv is a full router on embedded parts: fence store, local object
-// store, lease registry, and a prooftest trust setup.
+// store, lease registry, a prooftest trust setup and a fake operator (admin).
 type testEnv struct {
-	t   *testing.T
-	h   http.Handler
-	doc *openapi3.T
+	t     *testing.T
+	h     http.Handler
+	doc   *openapi3.T
+	admin *fakeAdmin
 }
 
-func newEnv(t *testing.T) *testEnv {
+// fakeAdmin implements handlers.Admin on the kit's verifier, checking its
+// inputs as the real one (internal/app) does: epoch 0 and bad bundles are
+// INVALID_REQUEST, rotate and floor without an in-process registry
+// UNSUPPORTED, a bundle lacking the registry's key INVALID_REQUEST.
+type fakeAdmin struct {
+	mu       sync.Mutex
+	verifier *proofs.Verifier
+	regKID   string // the registry's signing key; "" without an in-process registry
+	epoch    uint64 // the registry's issuer epoch
+	policy   uint64
+	revoked  []uint64
+	floor    uint64
+	panics   bool // State panics, to exercise the recoverer
+}
+
+var _ handlers.Admin = (*fakeAdmin)(nil)
+
+func (a *fakeAdmin) state() handlers.AdminState {
+	b := a.verifier.Bundle()
+	st := handlers.AdminState{PolicyGeneration: a.policy, RevokedEpochs: append([]uint64{}, a.revoked...),
+		TrustBundleVersion: b.Version(), KeyIDs: b.KeyIDs()}
+	if a.regKID != "" {
+		st.IssuerEpoch = a.epoch
+	}
+	return st
+}
+
+func (a *fakeAdmin) State(context.Context) (handlers.AdminState, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.panics {
+		panic("fake admin: state is broken")
+	}
+	return a.state(), nil
+}
+
+func (a *fakeAdmin) RevokeEpoch(_ context.Context, epoch uint64) (handlers.AdminState, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if epoch == 0 {
+		return handlers.AdminState{}, fencegate.Errorf(fencegate.CodeInvalidRequest, "epoch 0 does not exist")
+	}
+	if a.regKID != "" && epoch == a.epoch {
+		if err := a.rotateLocked(); err != nil {
+			return handlers.AdminState{}, err
+		}
+	}
+	if !slices.Contains(a.revoked, epoch) {
+		a.revoked = append(a.revoked, epoch)
+		slices.Sort(a.revoked)
+	}
+	return a.state(), nil
+}
+
+func (a *fakeAdmin) RotateKey(context.Context) (handlers.AdminState, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if err := a.rotateLocked(); err != nil {
+		return handlers.AdminState{}, err
+	}
+	return a.state(), nil
+}
+
+// rotateLocked publishes a bundle (version + 1) with a new key for the next
+// epoch, keeping the earlier keys.
+func (a *fakeAdmin) rotateLocked() error {
+	if a.regKID == "" {
+		return fencegate.Errorf(fencegate.CodeUnsupported, "no in-process registry")
+	}
+	kid := "registry-" + strconv.FormatUint(a.epoch+1, 10)
+	signer, err := proofs.GenerateEd25519Signer(kid)
+	if err != nil {
+		return fencegate.Wrap(err, fencegate.CodeInternal, "generate key")
+	}
+	old := a.verifier.Bundle()
+	nb, err := proofs.NewBundle(old.Version()+1, append(old.Keys(), signer.BundleKey(a.epoch+1))...)
+	if err != nil {
+		return err
+	}
+	if err := a.verifier.SetBundle(nb); err != nil {
+		return err
+	}
+	a.epoch++
+	a.regKID = kid
+	return nil
+}
+
+func (a *fakeAdmin) SetFloor(_ context.Context, floor uint64) (handlers.AdminState, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.regKID == "" {
+		return handlers.AdminState{}, fencegate.Errorf(fencegate.CodeUnsupported, "no in-process registry")
+	}
+	a.floor = max(a.floor, floor)
+	return a.state(), nil
+}
+
+func (a *fakeAdmin) BumpPolicy(context.Context) (handlers.AdminState, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.policy++
+	return a.state(), nil
+}
+
+func (a *fakeAdmin) TrustBundle(context.Context) ([]byte, error) {
+	return a.verifier.Bundle().Marshal()
+}
+
+func (a *fakeAdmin) SetTrustBundle(_ context.Context, data []byte) (handlers.AdminState, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	b, err := proofs.ParseBundle(data)
+	if err != nil {
+		return handlers.AdminState{}, err
+	}
+	if a.regKID != "" {
+		if _, ok := b.Key(a.regKID); !ok {
+			return handlers.AdminState{}, fencegate.Errorf(fencegate.CodeInvalidRequest, "the bundle lacks the registry's signing key %q", a.regKID)
+		}
+	}
+	if err := a.verifier.SetBundle(b); err != nil {
+		return handlers.AdminState{}, err
+	}
+	return a.state(), nil
+}
+
+// newEnv builds the router; mods change the server and the fake admin
+// before the router is built.
+func newEnv(t *testing.T, mods ...func(*handlers.Server, *fakeAdmin)) *testEnv {
 	t.Helper()
 	kit := prooftest.New(t)
 	dir := t.TempDir()
@@ -122,16 +250,22 @@ func newEnv(t *testing.T) *testEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
+	adm := &fakeAdmin{verifier: kit.Verifier(), regKID: kit.Signer().KeyID(), epoch: kit.Epoch(), policy: 1}
 	srv := &handlers.Server{
-		APIs:     map[string]*httpapi.API{"payouts": payouts},
-		Gateway:  gw,
-		Stores:   map[string]fencegate.ObjectStore{"local": loc},
-		Auth:     handlers.NewBearerTokens(map[string]string{tokA: prooftest.DefaultOwner, tokB: ownerB}),
-		Registry: reg,
-		SpoolDir: t.TempDir(),
-		MaxBody:  1 << 20,
+		APIs:      map[string]*httpapi.API{"payouts": payouts},
+		Gateway:   gw,
+		Stores:    map[string]fencegate.ObjectStore{"local": loc},
+		Auth:      handlers.NewBearerTokens(map[string]string{tokA: prooftest.DefaultOwner, tokB: ownerB}),
+		AdminAuth: handlers.NewBearerTokens(map[string]string{tokAdmin: "ops"}),
+		Admin:     adm,
+		Registry:  reg,
+		SpoolDir:  t.TempDir(),
+		MaxBody:   1 << 20,
 	}
-	return &testEnv{t: t, h: handlers.Router(srv), doc: loadDoc(t)}
+	for _, mod := range mods {
+		mod(srv, adm)
+	}
+	return &testEnv{t: t, h: handlers.Router(srv), doc: loadDoc(t), admin: adm}
 }
 
 // routedOperations walks the chi router and returns "METHOD /spec/path" for
@@ -283,11 +417,37 @@ func TestErrorResponsesMatchStatusOf(t *testing.T) {
 		}
 	}
 	for _, c := range fencegate.Codes {
-		if !seen[string(c)] && !unreturned[c] {
+		if !seen[string(c)] {
 			t.Errorf("code %s is not documented on any operation", c)
 		}
-		if seen[string(c)] && unreturned[c] {
-			t.Errorf("code %s is documented on an operation; drop it from unreturned", c)
+	}
+}
+
+// TestOperatorRoutesNeedTheAdminScheme checks that the operator routes, and
+// only they, declare the admin credential, and that they document 401
+// UNAUTHENTICATED and 403 FORBIDDEN.
+func TestOperatorRoutesNeedTheAdminScheme(t *testing.T) {
+	doc := loadDoc(t)
+	if s := doc.Components.SecuritySchemes["admin"]; s == nil || s.Value == nil || s.Value.Scheme != "bearer" {
+		t.Fatal("no bearer security scheme named admin")
+	}
+	for _, op := range specOperations(doc) {
+		method, path, _ := strings.Cut(op, " ")
+		o := doc.Paths.Value(path).GetOperation(method)
+		operator := strings.HasPrefix(path, "/v1/admin/") || path == "/v1/unknown/{receiptId}/resolve"
+		admin := o.Security != nil && len(*o.Security) == 1 && (*o.Security)[0]["admin"] != nil
+		if operator != admin {
+			t.Errorf("%s: operator route %v, but admin security %v", op, operator, admin)
+		}
+		if !operator {
+			continue
+		}
+		for status, code := range map[string]string{"401": "UNAUTHENTICATED", "403": "FORBIDDEN"} {
+			r := o.Responses.Value(status)
+			if r == nil || r.Value.Content.Get("application/problem+json") == nil ||
+				!slices.Contains(problemCodes(r.Value.Content.Get("application/problem+json").Schema), code) {
+				t.Errorf("%s: no %s %s response", op, status, code)
+			}
 		}
 	}
 }
@@ -420,8 +580,11 @@ func TestRealResponsesMatchTheSpec(t *testing.T) {
 	if h.Get("Fence-Replay") != "true" {
 		t.Errorf("replay without Fence-Replay: true")
 	}
-	_, p = e.call("PUT", "/v1/objects/local/inv/7/part-1", tokA, fenced(grant, status, 1), "other", 409)
+	h, p = e.call("PUT", "/v1/objects/local/inv/7/part-1", tokA, fenced(grant, status, 1), "other", 409)
 	wantCode(t, p, fencegate.CodeQuarantined)
+	if h.Get("Fence-Receipt") == "" || h.Get("Fence-Receipt") != p["receiptId"] {
+		t.Errorf("QUARANTINED: Fence-Receipt %q does not name the receipt %v", h.Get("Fence-Receipt"), p["receiptId"])
+	}
 	_, p = e.call("PUT", "/v1/objects/local/inv/7/part-1", tokA, fenced(grant, status, 3), "x", 409)
 	wantCode(t, p, fencegate.CodeSegmentOutOfOrder)
 	_, p = e.call("PUT", "/v1/objects/local/inv/70", tokA, fenced(grant, status, 2), "x", 403)
@@ -494,10 +657,143 @@ func TestRealResponsesMatchTheSpec(t *testing.T) {
 	wantCode(t, p, fencegate.CodeNotFound)
 	_, p = e.call("POST", "/v1/apis/nope/v1/x", tokA, fenced(grant, status, 2), `{}`, 404)
 	wantCode(t, p, fencegate.CodeNotFound)
-	_, p = e.call("POST", "/v1/unknown/"+h.Get("Fence-Receipt")+"/resolve", tokA, json, `{"state":"NOT_APPLIED"}`, 400)
+	_, p = e.call("POST", "/v1/unknown/"+h.Get("Fence-Receipt")+"/resolve", tokA, json, `{"state":"NOT_APPLIED"}`, 403)
+	wantCode(t, p, fencegate.CodeForbidden)
+	_, p = e.call("POST", "/v1/unknown/"+h.Get("Fence-Receipt")+"/resolve", "", json, `{"state":"NOT_APPLIED"}`, 401)
+	wantCode(t, p, fencegate.CodeUnauthenticated)
+	_, p = e.call("POST", "/v1/unknown/"+h.Get("Fence-Receipt")+"/resolve", tokAdmin, json, `{"state":"NOT_APPLIED"}`, 400)
 	wantCode(t, p, fencegate.CodeInvalidRequest)
-	_, p = e.call("POST", "/v1/unknown/rcpt_nope/resolve", tokA, json, `{"state":"COMMITTED","note":"checked"}`, 404)
+	_, p = e.call("POST", "/v1/unknown/rcpt_nope/resolve", tokAdmin, json, `{"state":"COMMITTED","note":"checked"}`, 404)
 	wantCode(t, p, fencegate.CodeNotFound)
+}
+
+// TestAdminResponsesMatchTheSpec drives every operator route: success, no or
+// an unknown credential (401), a workload credential (403), bad input (400),
+// validating every answer against the spec.
+func TestAdminResponsesMatchTheSpec(t *testing.T) {
+	e := newEnv(t)
+	json := map[string]string{"Content-Type": "application/json"}
+	routes := []struct{ method, path, body string }{
+		{"GET", "/v1/admin/state", ""},
+		{"POST", "/v1/admin/epochs/7/revoke", ""},
+		{"POST", "/v1/admin/keys/rotate", ""},
+		{"POST", "/v1/admin/floor", `{"floor":100}`},
+		{"POST", "/v1/admin/policy/bump", ""},
+		{"GET", "/v1/admin/trust-bundle", ""},
+		{"PUT", "/v1/admin/trust-bundle", `{"version":1,"keys":[]}`},
+	}
+	for _, r := range routes {
+		_, p := e.call(r.method, r.path, "", json, r.body, 401)
+		wantCode(t, p, fencegate.CodeUnauthenticated)
+		_, p = e.call(r.method, r.path, "not-a-token", json, r.body, 401)
+		wantCode(t, p, fencegate.CodeUnauthenticated)
+		_, p = e.call(r.method, r.path, tokA, json, r.body, 403)
+		wantCode(t, p, fencegate.CodeForbidden)
+	}
+	if e.admin.policy != 1 || len(e.admin.revoked) != 0 || e.admin.floor != 0 || e.admin.verifier.Bundle().Version() != 1 {
+		t.Fatal("a refused admin request changed the state")
+	}
+
+	_, st := e.call("GET", "/v1/admin/state", tokAdmin, nil, "", 200)
+	if st["trustBundleVersion"] != float64(1) || st["issuerEpoch"] != float64(1) {
+		t.Errorf("state %v", st)
+	}
+	_, st = e.call("POST", "/v1/admin/policy/bump", tokAdmin, nil, "", 200)
+	if st["policyGeneration"] != float64(2) {
+		t.Errorf("policy not bumped: %v", st)
+	}
+	_, st = e.call("POST", "/v1/admin/epochs/7/revoke", tokAdmin, nil, "", 200)
+	if !slices.Equal(st["revokedEpochs"].([]any), []any{float64(7)}) {
+		t.Errorf("epoch 7 not revoked: %v", st)
+	}
+	_, p := e.call("POST", "/v1/admin/epochs/0/revoke", tokAdmin, nil, "", 400)
+	wantCode(t, p, fencegate.CodeInvalidRequest)
+	_, p = e.call("POST", "/v1/admin/epochs/x/revoke", tokAdmin, nil, "", 400)
+	wantCode(t, p, fencegate.CodeInvalidRequest)
+	e.call("POST", "/v1/admin/floor", tokAdmin, json, `{"floor":100}`, 200)
+	_, p = e.call("POST", "/v1/admin/floor", tokAdmin, json, `{"floor":-1}`, 400)
+	wantCode(t, p, fencegate.CodeInvalidRequest)
+	_, p = e.call("POST", "/v1/admin/floor", tokAdmin, json, `{"floor":1,"extra":true}`, 400)
+	wantCode(t, p, fencegate.CodeInvalidRequest)
+	_, st = e.call("POST", "/v1/admin/keys/rotate", tokAdmin, nil, "", 200)
+	if st["issuerEpoch"] != float64(2) || st["trustBundleVersion"] != float64(2) || len(st["keyIds"].([]any)) != 2 {
+		t.Errorf("rotation: %v", st)
+	}
+
+	// The trust bundle: read it, put it back one version up, refuse a lower
+	// version, a bundle without the registry's key, and junk.
+	_, bundle := e.call("GET", "/v1/admin/trust-bundle", tokAdmin, nil, "", 200)
+	if bundle["version"] != float64(2) || len(bundle["keys"].([]any)) != 2 {
+		t.Fatalf("bundle %v", bundle)
+	}
+	withVersion := func(v int) string {
+		b := map[string]any{"version": v, "keys": bundle["keys"]}
+		out, err := jsonMarshal(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	_, st = e.call("PUT", "/v1/admin/trust-bundle", tokAdmin, json, withVersion(3), 200)
+	if st["trustBundleVersion"] != float64(3) {
+		t.Errorf("bundle not installed: %v", st)
+	}
+	_, p = e.call("PUT", "/v1/admin/trust-bundle", tokAdmin, json, withVersion(1), 400)
+	wantCode(t, p, fencegate.CodeInvalidRequest)
+	other, err := proofs.GenerateEd25519Signer("other-key")
+	if err != nil {
+		t.Fatal(err)
+	}
+	foreign, err := proofs.NewBundle(9, other.BundleKey(9))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := foreign.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, p = e.call("PUT", "/v1/admin/trust-bundle", tokAdmin, json, string(data), 400)
+	wantCode(t, p, fencegate.CodeInvalidRequest)
+	_, p = e.call("PUT", "/v1/admin/trust-bundle", tokAdmin, json, `{"version":4`, 400)
+	wantCode(t, p, fencegate.CodeInvalidRequest)
+	if v := e.admin.verifier.Bundle().Version(); v != 3 {
+		t.Errorf("bundle version %d after refused puts, want 3", v)
+	}
+}
+
+// TestAdminWithoutRegistryOrOperators covers the other configurations: no
+// in-process registry (rotate and floor are UNSUPPORTED), no operator
+// credentials (every operator route is FORBIDDEN), and a panicking admin
+// (500 INTERNAL from the recoverer).
+func TestAdminWithoutRegistryOrOperators(t *testing.T) {
+	json := map[string]string{"Content-Type": "application/json"}
+	e := newEnv(t, func(_ *handlers.Server, a *fakeAdmin) { a.regKID = "" })
+	_, p := e.call("POST", "/v1/admin/keys/rotate", tokAdmin, nil, "", 501)
+	wantCode(t, p, fencegate.CodeUnsupported)
+	_, p = e.call("POST", "/v1/admin/floor", tokAdmin, json, `{"floor":5}`, 501)
+	wantCode(t, p, fencegate.CodeUnsupported)
+	_, st := e.call("GET", "/v1/admin/state", tokAdmin, nil, "", 200)
+	if _, ok := st["issuerEpoch"]; ok {
+		t.Errorf("issuerEpoch without a registry: %v", st)
+	}
+	e.call("POST", "/v1/admin/epochs/1/revoke", tokAdmin, nil, "", 200)
+
+	e = newEnv(t, func(s *handlers.Server, _ *fakeAdmin) { s.AdminAuth = nil })
+	for _, tok := range []string{tokAdmin, tokA, ""} {
+		_, p = e.call("GET", "/v1/admin/state", tok, nil, "", 403)
+		wantCode(t, p, fencegate.CodeForbidden)
+		_, p = e.call("POST", "/v1/unknown/rcpt_nope/resolve", tok, json, `{"state":"COMMITTED"}`, 403)
+		wantCode(t, p, fencegate.CodeForbidden)
+	}
+
+	e = newEnv(t, func(_ *handlers.Server, a *fakeAdmin) { a.panics = true })
+	_, p = e.call("GET", "/v1/admin/state", tokAdmin, nil, "", 500)
+	wantCode(t, p, fencegate.CodeInternal)
+}
+
+func jsonMarshal(v any) (string, error) {
+	b, err := json.Marshal(v)
+	return string(b), err
 }
 
 // TestResponseValidationCatchesMismatches makes sure the validation above is
@@ -518,6 +814,12 @@ func TestResponseValidationCatchesMismatches(t *testing.T) {
 			`{"receiptId":"r","resource":"a/b","target":"objects/a/b","method":"PUT","segment":1,"operationId":"o",
 			  "operationRoot":"r","lease":"l","owner":"w","grantDigest":"sha256:` + strings.Repeat("0", 64) + `",
 			  "payloadDigest":"sha256:` + strings.Repeat("0", 64) + `","state":"COMMITTED","createdAt":"2024-01-01T00:00:00Z"}`},
+		{"admin 403 with a binding code", "GET", "/v1/admin/state", 403, "application/problem+json",
+			`{"type":"urn:fencegate:problem:owner_mismatch","title":"owner mismatch","status":403,"code":"OWNER_MISMATCH"}`},
+		{"admin state without keyIds", "POST", "/v1/admin/policy/bump", 200, "application/json",
+			`{"policyGeneration":2,"revokedEpochs":[],"trustBundleVersion":1}`},
+		{"trust bundle key without epoch", "GET", "/v1/admin/trust-bundle", 200, "application/json",
+			`{"version":1,"keys":[{"kty":"OKP","crv":"Ed25519","x":"AA","kid":"k","alg":"EdDSA"}]}`},
 	}
 	for _, b := range bad {
 		req := httptest.NewRequest(b.method, "http://gw"+b.path, nil)
