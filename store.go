@@ -85,5 +85,9 @@ type FenceStore interface {
 	Quarantined(ctx context.Context, resource string) ([]Quarantine, error)
 	// Version returns the backend version last committed for target, "" if none.
 	Version(ctx context.Context, target string) (string, error)
+	// SwapVersion records to as target's version if it is still from (""
+	// meaning none; to "" forgets it), else BACKEND_CONFLICT. It serves
+	// effects forwarded outside a receipt (shadow mode).
+	SwapVersion(ctx context.Context, target, from, to string) error
 	Close() error
 }

@@ -461,3 +461,24 @@ func storeErr(err error, op string) error {
 func ctxErr(err error) error {
 	return fencegate.Wrap(err, fencegate.CodeInternal, "fence store: request cancelled")
 }
+
+// SwapVersion sets target's version from -> to in one transaction.
+func (s *Store) SwapVersion(ctx context.Context, target, from, to string) error {
+	if err := ctx.Err(); err != nil {
+		return ctxErr(err)
+	}
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		if cur := getVersion(tx, target); cur != from {
+			return fencegate.Errorf(fencegate.CodeBackendConflict, "version of %q is %q, not %q", target, cur, from)
+		}
+		vb := tx.Bucket(bVersions)
+		if to == "" {
+			return vb.Delete([]byte(target))
+		}
+		return vb.Put([]byte(target), []byte(to))
+	})
+	if err != nil {
+		return storeErr(err, "swap version")
+	}
+	return nil
+}

@@ -45,6 +45,7 @@ func Run(t *testing.T, open func(t *testing.T) fencegate.FenceStore) {
 		{"UnknownKeepsResourceBusyUntilSettled", unknownKeepsResourceBusyUntilSettled},
 		{"FailedSegmentCanBeRetried", failedSegmentCanBeRetried},
 		{"CommittedVersionIsRecorded", committedVersionIsRecorded},
+		{"VersionSwapIsCompareAndSet", versionSwapIsCompareAndSet},
 		{"DeleteForgetsVersion", deleteForgetsVersion},
 		{"ReceiptsByOperationAreOrdered", receiptsByOperationAreOrdered},
 		{"ReceiptsByState", receiptsByState},
