@@ -17,6 +17,7 @@ import (
 
 	"github.com/fencegate/fencegate"
 	"github.com/fencegate/fencegate/backends/httpapi"
+	"github.com/fencegate/fencegate/gateway"
 )
 
 // Config is the whole configuration of `gateway serve` and `gateway dev`.
@@ -50,6 +51,9 @@ type Config struct {
 	Registry *Registry `yaml:"registry"`
 	// Reconcile configures the settlement of unknown outcomes.
 	Reconcile Reconcile `yaml:"reconcile"`
+	// Modes sets enforcement per resource pattern (enforce unless listed);
+	// the only place a pattern may start in shadow mode.
+	Modes []gateway.ModeRule `yaml:"modes"`
 	// APIs is the third-party API section, validated by backends/httpapi.
 	APIs yaml.Node `yaml:"apis"`
 }
@@ -226,6 +230,9 @@ func (c *Config) Validate() error {
 				add("registry.issuerEpoch %d is listed in revokedEpochs", e)
 			}
 		}
+	}
+	if _, err := gateway.NewModes(c.Modes...); err != nil {
+		errs = append(errs, err)
 	}
 	if _, err := httpapi.ParseNode(&c.APIs); err != nil {
 		errs = append(errs, err)

@@ -212,3 +212,12 @@ func wantCode(t *testing.T, a answer, status int, code string) {
 		t.Fatalf("problem answered as %q", ct)
 	}
 }
+
+// TestMain removes the binary built for the run.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binPath != "" {
+		_ = os.RemoveAll(filepath.Dir(binPath))
+	}
+	os.Exit(code)
+}

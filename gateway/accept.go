@@ -19,6 +19,10 @@ type Request struct {
 	Method        string
 	PayloadDigest string
 	Effect        Effect
+	// Authorized, when set, is the result of an Authorize call made for this
+	// same request when its headers arrived (before a long body was read); the
+	// fence rules are still applied at admission.
+	Authorized *fencegate.VerifiedGrant
 }
 
 // Effect performs a forwarded mutation for an admitted receipt. prev is the
@@ -41,6 +45,9 @@ type Result struct {
 	Receipt fencegate.Receipt
 	// Replay: the segment had been accepted before; nothing was forwarded.
 	Replay bool
+	// Verdict is set when shadow mode forwarded a request the acceptance
+	// point refused: it is the refusal's code. The receipt is not stored.
+	Verdict fencegate.Code
 }
 
 // Authorize runs steps 1 and 2 of the acceptance point: grant and status
@@ -101,8 +108,20 @@ func (g *Gateway) Apply(ctx context.Context, req Request) (Result, error) {
 	if req.Segment == 0 {
 		return Result{}, fencegate.Errorf(fencegate.CodeInvalidRequest, "Fence-Segment must be an integer >= 1")
 	}
-	vg, _, err := g.Authorize(ctx, req)
+	shadow := g.cfg.Modes.For(req.Resource) == Shadow
+	var (
+		vg  fencegate.VerifiedGrant
+		err error
+	)
+	if req.Authorized != nil {
+		vg = *req.Authorized
+	} else {
+		vg, _, err = g.Authorize(ctx, req)
+	}
 	if err != nil {
+		if shadow && isVerdict(err) {
+			return g.shadowForward(ctx, req, nil, err, false)
+		}
 		return Result{}, err
 	}
 	unlock, err := g.locks.lock(ctx, vg.Resource)
@@ -121,6 +140,9 @@ func (g *Gateway) Apply(ctx context.Context, req Request) (Result, error) {
 			if g.cfg.Alarm != nil {
 				g.cfg.Alarm.FenceRegression(vg.Resource, vg.FenceToken, err)
 			}
+		}
+		if shadow && isVerdict(err) {
+			return g.shadowForward(ctx, req, &vg, err, true)
 		}
 		return Result{}, err
 	}

@@ -36,9 +36,11 @@ type Policy interface {
 	EpochRevoked(epoch uint64) bool
 }
 
-// Alarm is told about events an operator must see, such as fence regressions.
+// Alarm is told about events an operator must see: fence regressions, and
+// refusals that shadow mode let through.
 type Alarm interface {
 	FenceRegression(resource string, fence uint64, err error)
+	ShadowVerdict(resource string, code fencegate.Code)
 }
 
 // Config builds a Gateway.
@@ -49,6 +51,8 @@ type Config struct {
 	Store   fencegate.FenceStore
 	Policy  Policy
 	Alarm   Alarm
+	// Modes is the enforcement mode per resource pattern (nil: enforce all).
+	Modes *Modes
 	Now     func() time.Time
 	NewID   func() string
 	Log     *slog.Logger
@@ -95,6 +99,9 @@ func New(cfg Config) (*Gateway, error) {
 	}
 	return &Gateway{cfg: cfg}, nil
 }
+
+// Modes returns the gateway's enforcement modes (nil if none were configured).
+func (g *Gateway) Modes() *Modes { return g.cfg.Modes }
 
 // Store returns the gateway's fence store.
 func (g *Gateway) Store() fencegate.FenceStore { return g.cfg.Store }

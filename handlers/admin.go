@@ -9,6 +9,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/gateway"
 )
 
 // AdminState is what the admin routes answer: the trust and policy state in force.
@@ -18,6 +19,8 @@ type AdminState struct {
 	RevokedEpochs      []uint64 `json:"revokedEpochs"`
 	TrustBundleVersion uint64   `json:"trustBundleVersion"`
 	KeyIDs             []string `json:"keyIds"`
+	// Modes are the enforcement modes per resource pattern (enforce unless listed).
+	Modes []gateway.ModeRule `json:"modes"`
 }
 
 // Admin performs operator actions. Each is a controlled path: trust, epochs
@@ -30,6 +33,8 @@ type Admin interface {
 	BumpPolicy(ctx context.Context) (AdminState, error)
 	TrustBundle(ctx context.Context) ([]byte, error)
 	SetTrustBundle(ctx context.Context, bundle []byte) (AdminState, error)
+	// SetMode sets a pattern's enforcement mode; enforce -> shadow needs breakGlass.
+	SetMode(ctx context.Context, rule gateway.ModeRule, breakGlass bool) (AdminState, error)
 }
 
 // adminOnly refuses callers without an admin credential. Workload
@@ -72,6 +77,17 @@ func (s *Server) adminRoutes(r chi.Router) {
 				return AdminState{}, err
 			}
 			return s.Admin.SetFloor(r.Context(), b.Floor)
+		}))
+		r.Put("/modes", s.adminAction(func(r *http.Request) (AdminState, error) {
+			var b struct {
+				Pattern    string       `json:"pattern"`
+				Mode       gateway.Mode `json:"mode"`
+				BreakGlass bool         `json:"breakGlass"`
+			}
+			if err := decodeJSON(r, &b); err != nil {
+				return AdminState{}, err
+			}
+			return s.Admin.SetMode(r.Context(), gateway.ModeRule{Pattern: b.Pattern, Mode: b.Mode}, b.BreakGlass)
 		}))
 		r.Post("/policy/bump", s.adminAction(func(r *http.Request) (AdminState, error) { return s.Admin.BumpPolicy(r.Context()) }))
 		r.Put("/trust-bundle", s.adminAction(func(r *http.Request) (AdminState, error) {

@@ -76,9 +76,13 @@ func (s *Server) putObject(w http.ResponseWriter, r *http.Request) {
 		s.problem(w, r, err)
 		return
 	}
-	// Authenticate the grant before reading a possibly large body.
+	// Authenticate the grant before reading a possibly large body; the status
+	// proof need only be fresh when the request arrives, since an upload may
+	// outlast it. A shadow-mode resource defers refusals to Apply.
 	req.Resource = fencegate.ObjectResource(store, key)
-	if _, _, err := s.Gateway.Authorize(r.Context(), req); err != nil {
+	if vg, _, err := s.Gateway.Authorize(r.Context(), req); err == nil {
+		req.Authorized = &vg
+	} else if s.Gateway.Modes().For(req.Resource) != gateway.Shadow {
 		s.problem(w, r, err)
 		return
 	}
@@ -127,6 +131,13 @@ func (s *Server) apply(w http.ResponseWriter, r *http.Request, req gateway.Reque
 	res, err := s.Gateway.Apply(r.Context(), req)
 	if err != nil {
 		s.problem(w, r, err)
+		return
+	}
+	if res.Verdict != "" {
+		// Shadow mode: refused, recorded, forwarded anyway.
+		w.Header().Set("Fence-Mode", "shadow")
+		w.Header().Set("Fence-Verdict", string(res.Verdict))
+		writeJSON(w, http.StatusOK, res.Receipt)
 		return
 	}
 	w.Header().Set("Fence-Receipt", res.Receipt.ID)

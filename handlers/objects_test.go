@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -239,4 +240,38 @@ func TestExpiredOwnerIsRefusedAndToldWhenSuperseded(t *testing.T) {
 	if after := e.snap(res7, "inv/7"); after != mid || before.object != "v1" || after.object != "B" {
 		t.Fatalf("state changed: %+v -> %+v", mid, after)
 	}
+}
+
+// clockReader advances the test clock while the body is being read, like an
+// upload that outlasts its status proof.
+type clockReader struct {
+	r       *strings.Reader
+	advance func()
+	done    bool
+}
+
+func (c *clockReader) Read(p []byte) (int, error) {
+	if !c.done {
+		c.done = true
+		c.advance()
+	}
+	return c.r.Read(p)
+}
+
+func TestUploadOutlastingItsStatusProofIsAccepted(t *testing.T) {
+	e := newEnv(t)
+	a := e.grant(res7, ownerA, 5, nil)
+	body := &clockReader{r: strings.NewReader("long upload"), advance: func() { e.kit.Advance(30 * time.Second) }}
+	req := httptest.NewRequest("PUT", "http://gw/v1/objects/local/inv/7", body)
+	req.Header.Set("Authorization", "Bearer "+tokA)
+	req.Header.Set("Fence-Grant", a.grant)
+	req.Header.Set("Fence-Status", a.status)
+	req.Header.Set("Fence-Segment", "1")
+	w := httptest.NewRecorder()
+	e.h.ServeHTTP(w, req)
+	if w.Code != http.StatusOK {
+		t.Fatalf("upload refused: %d %s", w.Code, w.Body.String())
+	}
+	// A request that arrives with the expired proof is still refused.
+	wantProblem(t, e.put(tokA, a, "local/inv/7", 2, "late"), 401, "STATUS_INVALID")
 }

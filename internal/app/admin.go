@@ -17,6 +17,7 @@ import (
 	"github.com/lestrrat-go/jwx/v2/jwa"
 
 	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/gateway"
 	"github.com/fencegate/fencegate/handlers"
 	"github.com/fencegate/fencegate/proofs"
 	"github.com/fencegate/fencegate/registry"
@@ -52,6 +53,8 @@ type persisted struct {
 	KeyID            string   `json:"keyId,omitempty"`
 	PolicyGeneration uint64   `json:"policyGeneration"`
 	RevokedEpochs    []uint64 `json:"revokedEpochs"`
+	// Modes are the enforcement modes an operator set.
+	Modes []gateway.ModeRule `json:"modes,omitempty"`
 }
 
 func loadPersisted(path string) (persisted, bool, error) {
@@ -91,6 +94,7 @@ type admin struct {
 	keyID      string
 	overlap    time.Duration
 	now        func() time.Time
+	modes      *gateway.Modes
 }
 
 var _ handlers.Admin = (*admin)(nil)
@@ -110,6 +114,10 @@ func (a *admin) state() handlers.AdminState {
 	}
 	slices.Sort(st.RevokedEpochs)
 	st.RevokedEpochs = slices.Compact(st.RevokedEpochs)
+	st.Modes = []gateway.ModeRule{}
+	if a.modes != nil {
+		st.Modes = a.modes.Rules()
+	}
 	b := a.verifier.Bundle()
 	st.TrustBundleVersion = b.Version()
 	st.KeyIDs = b.KeyIDs()
@@ -119,7 +127,8 @@ func (a *admin) state() handlers.AdminState {
 // save persists the operator state; the caller holds a.mu.
 func (a *admin) save() error {
 	st := a.state()
-	p := persisted{IssuerEpoch: st.IssuerEpoch, KeyID: a.keyID, PolicyGeneration: st.PolicyGeneration, RevokedEpochs: st.RevokedEpochs}
+	p := persisted{IssuerEpoch: st.IssuerEpoch, KeyID: a.keyID, PolicyGeneration: st.PolicyGeneration,
+		RevokedEpochs: st.RevokedEpochs, Modes: st.Modes}
 	data, _ := json.MarshalIndent(p, "", "  ")
 	if err := writeFileAtomic(a.statePath, data, 0o600); err != nil {
 		return fencegate.Wrap(err, fencegate.CodeInternal, "persist operator state")
@@ -234,6 +243,15 @@ func (a *admin) BumpPolicy(context.Context) (handlers.AdminState, error) {
 		a.policy.mu.Lock()
 		a.policy.minGen++
 		a.policy.mu.Unlock()
+	}
+	return a.state(), a.save()
+}
+
+func (a *admin) SetMode(_ context.Context, rule gateway.ModeRule, breakGlass bool) (handlers.AdminState, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if err := a.modes.Set(rule.Pattern, rule.Mode, breakGlass); err != nil {
+		return handlers.AdminState{}, err
 	}
 	return a.state(), a.save()
 }

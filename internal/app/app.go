@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/fencegate/fencegate"
 	"github.com/fencegate/fencegate/backends/httpapi"
 	"github.com/fencegate/fencegate/config"
 	"github.com/fencegate/fencegate/gateway"
@@ -112,7 +113,12 @@ func Build(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, er
 		a.admin.keyID = signer.KeyID()
 	}
 	a.bundlePath, a.verifier = bundlePath, verifier
-	gcfg := gateway.Config{Verifier: verifier, Store: store, Log: log, Alarm: a.metrics, Policy: pol}
+	modes, err := gateway.NewModes(cfg.Modes...)
+	if err != nil {
+		return nil, err
+	}
+	a.admin.modes = modes
+	gcfg := gateway.Config{Verifier: verifier, Store: store, Log: log, Alarm: a.metrics, Policy: pol, Modes: modes}
 	if fp := os.Getenv("FENCEGATE_FAILPOINT"); fp != "" {
 		// Test-only: crash at the named point of the acceptance point.
 		gcfg.Failpoint = func(name string) {
@@ -220,6 +226,7 @@ func (a *App) Close() {
 type metrics struct {
 	reg         *prometheus.Registry
 	regressions *prometheus.CounterVec
+	shadow      *prometheus.CounterVec
 }
 
 func newMetrics() *metrics {
@@ -228,13 +235,22 @@ func newMetrics() *metrics {
 		Name: "fencegate_fence_regressions_total",
 		Help: "Grants refused with FENCE_REGRESSION: the registry handed out a fence at or below one already seen.",
 	}, []string{"resource"})
-	m.reg.MustRegister(m.regressions, prometheus.NewGoCollector())
+	m.shadow = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "fencegate_shadow_verdicts_total",
+		Help: "Refusals that shadow mode recorded and forwarded anyway, by resource and code.",
+	}, []string{"resource", "code"})
+	m.reg.MustRegister(m.regressions, m.shadow, prometheus.NewGoCollector())
 	return m
 }
 
 // FenceRegression counts a regression (the gateway core logs it).
 func (m *metrics) FenceRegression(resource string, _ uint64, _ error) {
 	m.regressions.WithLabelValues(resource).Inc()
+}
+
+// ShadowVerdict counts a refusal shadow mode let through.
+func (m *metrics) ShadowVerdict(resource string, code fencegate.Code) {
+	m.shadow.WithLabelValues(resource, string(code)).Inc()
 }
 
 var _ gateway.Alarm = (*metrics)(nil)

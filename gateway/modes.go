@@ -1,0 +1,116 @@
+package gateway
+
+import (
+	"path"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/fencegate/fencegate"
+)
+
+// Mode is how the acceptance point treats a resource's refusals.
+type Mode string
+
+// Enforcement modes.
+const (
+	// Enforce refuses what fails verification or the fence rules.
+	Enforce Mode = "enforce"
+	// Shadow verifies and records the verdict but forwards refused requests
+	// anyway; it exists for rollout, never as a way back from Enforce.
+	Shadow Mode = "shadow"
+)
+
+// ModeRule applies Mode to resources matching Pattern (path.Match syntax,
+// matched against the resource and each of its ancestors).
+type ModeRule struct {
+	Pattern string `json:"pattern" yaml:"pattern"`
+	Mode    Mode   `json:"mode" yaml:"mode"`
+}
+
+// Modes holds the enforcement mode per resource pattern; the longest
+// matching pattern wins and a resource no pattern matches is enforced. Once a
+// pattern is enforced it goes back to shadow only with break-glass: a
+// rollback never switches resource-side validation off silently.
+type Modes struct {
+	mu    sync.RWMutex
+	rules []ModeRule
+}
+
+// NewModes returns Modes with the given rules (validated as by Set with break-glass).
+func NewModes(rules ...ModeRule) (*Modes, error) {
+	m := &Modes{}
+	for _, r := range rules {
+		if err := m.Set(r.Pattern, r.Mode, true); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// For returns the mode of resource.
+func (m *Modes) For(resource string) Mode {
+	if m == nil {
+		return Enforce
+	}
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	for _, r := range m.rules { // sorted longest pattern first
+		if matches(r.Pattern, resource) {
+			return r.Mode
+		}
+	}
+	return Enforce
+}
+
+// matches reports whether pattern matches resource or one of its ancestors,
+// so "local/*" covers local/inv and everything under it.
+func matches(pattern, resource string) bool {
+	for r := resource; r != ""; {
+		if ok, _ := path.Match(pattern, r); ok {
+			return true
+		}
+		i := strings.LastIndexByte(r, '/')
+		if i < 0 {
+			break
+		}
+		r = r[:i]
+	}
+	return false
+}
+
+// Set sets pattern's mode. Moving a pattern that resolves to enforce (by an
+// existing rule or the default) to shadow needs breakGlass.
+func (m *Modes) Set(pattern string, mode Mode, breakGlass bool) error {
+	if mode != Enforce && mode != Shadow {
+		return fencegate.Errorf(fencegate.CodeInvalidRequest, "mode must be enforce or shadow, not %q", mode)
+	}
+	if _, err := path.Match(pattern, ""); err != nil || pattern == "" {
+		return fencegate.Errorf(fencegate.CodeInvalidRequest, "bad resource pattern %q", pattern)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	idx := -1
+	for i, r := range m.rules {
+		if r.Pattern == pattern {
+			idx = i
+		}
+	}
+	if mode == Shadow && !breakGlass && (idx < 0 || m.rules[idx].Mode == Enforce) {
+		return fencegate.Errorf(fencegate.CodeForbidden, "pattern %q is enforced; going back to shadow needs the break-glass flag", pattern)
+	}
+	if idx >= 0 {
+		m.rules[idx].Mode = mode
+		return nil
+	}
+	m.rules = append(m.rules, ModeRule{Pattern: pattern, Mode: mode})
+	sort.SliceStable(m.rules, func(i, j int) bool { return len(m.rules[i].Pattern) > len(m.rules[j].Pattern) })
+	return nil
+}
+
+// Rules returns the rules, longest pattern first.
+func (m *Modes) Rules() []ModeRule {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return append([]ModeRule(nil), m.rules...)
+}

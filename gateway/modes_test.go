@@ -1,0 +1,96 @@
+package gateway_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+
+	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/backends/local"
+	"github.com/fencegate/fencegate/fencestore/embedded"
+	"github.com/fencegate/fencegate/gateway"
+	"github.com/fencegate/fencegate/proofs/prooftest"
+)
+
+func TestEnforcedPatternGoesBackToShadowOnlyWithBreakGlass(t *testing.T) {
+	m, err := gateway.NewModes(gateway.ModeRule{Pattern: "local/*", Mode: gateway.Shadow})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.For("local/inv") != gateway.Shadow || m.For("other/inv") != gateway.Enforce {
+		t.Fatal("modes do not follow the patterns")
+	}
+	if err := m.Set("local/*", gateway.Enforce, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Set("local/*", gateway.Shadow, false); fencegate.ErrorCode(err) != fencegate.CodeForbidden {
+		t.Fatalf("enforce -> shadow without break-glass: %v", err)
+	}
+	if err := m.Set("new/*", gateway.Shadow, false); fencegate.ErrorCode(err) != fencegate.CodeForbidden {
+		t.Fatalf("an enforced (default) pattern went to shadow without break-glass: %v", err)
+	}
+	if m.For("local/inv") != gateway.Enforce {
+		t.Fatal("a refused change took effect")
+	}
+	if err := m.Set("local/*", gateway.Shadow, true); err != nil || m.For("local/inv") != gateway.Shadow {
+		t.Fatalf("break-glass: %v", err)
+	}
+	if err := m.Set("local/*", "off", true); fencegate.ErrorCode(err) != fencegate.CodeInvalidRequest {
+		t.Fatalf("unknown mode: %v", err)
+	}
+}
+
+// shadowAlarm records shadow verdicts.
+type shadowAlarm struct{ verdicts []fencegate.Code }
+
+func (a *shadowAlarm) FenceRegression(string, uint64, error) {}
+func (a *shadowAlarm) ShadowVerdict(_ string, c fencegate.Code) {
+	a.verdicts = append(a.verdicts, c)
+}
+
+func TestShadowModeRecordsTheVerdictAndForwardsWithoutMovingFences(t *testing.T) {
+	kit := prooftest.New(t)
+	st, err := embedded.Open(filepath.Join(t.TempDir(), "fence.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	loc, err := local.New("local", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	modes, _ := gateway.NewModes(gateway.ModeRule{Pattern: "local/*", Mode: gateway.Shadow})
+	alarm := &shadowAlarm{}
+	gw, err := gateway.New(gateway.Config{Verifier: kit.Verifier(), Store: st, Now: kit.Now, Alarm: alarm,
+		Policy: gateway.StaticPolicy{Generation: 1}, Modes: modes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{t: t, kit: kit, store: st, obj: &faultyStore{ObjectStore: loc}, gw: gw}
+	ctx := context.Background()
+	if _, err := gw.Apply(ctx, f.request(6, 1, "new")); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := st.Resource(ctx, resource)
+	res, err := gw.Apply(ctx, f.request(5, 1, "stale")) // a stale owner
+	if err != nil || res.Verdict != fencegate.CodeStaleOwner || res.Receipt.State != fencegate.ReceiptCommitted {
+		t.Fatalf("shadow forward: %+v %v", res, err)
+	}
+	if got := f.content(); got != "stale" {
+		t.Fatalf("shadow mode did not forward: %q", got)
+	}
+	after, _ := st.Resource(ctx, resource)
+	if after != before || len(alarm.verdicts) != 1 {
+		t.Fatalf("fence state moved or verdict not recorded: %+v -> %+v, %v", before, after, alarm.verdicts)
+	}
+	if _, err := st.Receipt(ctx, res.Receipt.ID); fencegate.ErrorCode(err) != fencegate.CodeNotFound {
+		t.Fatalf("a shadow forward stored a receipt: %v", err)
+	}
+	// The version chain followed the forwarded write: the owner's next segment lands.
+	if r, err := gw.Apply(ctx, f.request(6, 2, "new2")); err != nil || r.Verdict != "" {
+		t.Fatalf("fenced write after a shadow forward: %+v %v", r, err)
+	}
+	if got := f.content(); got != "new2" {
+		t.Fatalf("object = %q", got)
+	}
+}

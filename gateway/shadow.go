@@ -1,0 +1,63 @@
+package gateway
+
+import (
+	"context"
+
+	"github.com/fencegate/fencegate"
+)
+
+// verdictCodes are the refusals shadow mode records and lets through. Caller
+// authentication, malformed requests and backend faults are never shadowed.
+var verdictCodes = map[fencegate.Code]bool{
+	fencegate.CodeGrantInvalid: true, fencegate.CodeStatusInvalid: true, fencegate.CodeEpochRevoked: true,
+	fencegate.CodeOwnerMismatch: true, fencegate.CodeResourceMismatch: true, fencegate.CodePolicyStale: true,
+	fencegate.CodeStaleOwner: true, fencegate.CodeSegmentOutOfOrder: true, fencegate.CodeFenceRegression: true,
+	fencegate.CodeQuarantined: true,
+}
+
+func isVerdict(err error) bool { return verdictCodes[fencegate.ErrorCode(err)] }
+
+// shadowForward records the verdict of a refused request on a shadow-mode
+// resource and forwards it anyway, chained on the target's last version like
+// any write; no fence state moves and no receipt is stored. vg is the
+// verified grant, nil if the grant itself was refused; locked says the caller
+// already holds the resource's lock.
+func (g *Gateway) shadowForward(ctx context.Context, req Request, vg *fencegate.VerifiedGrant, verdict error, locked bool) (Result, error) {
+	code := fencegate.ErrorCode(verdict)
+	g.cfg.Log.Warn("shadow mode: forwarding a refused request", "resource", req.Resource, "target", req.Target,
+		"verdict", code, "detail", fencegate.ErrorMessage(verdict))
+	if g.cfg.Alarm != nil {
+		g.cfg.Alarm.ShadowVerdict(req.Resource, code)
+	}
+	if !locked {
+		unlock, err := g.locks.lock(ctx, req.Resource)
+		if err != nil {
+			return Result{}, fencegate.Wrap(err, fencegate.CodeResourceBusy, "gave up waiting for the resource")
+		}
+		defer unlock()
+	}
+	prev, err := g.cfg.Store.Version(ctx, req.Target)
+	if err != nil {
+		return Result{}, err
+	}
+	id := NewID("shadow_")
+	r := fencegate.Receipt{ID: id, Resource: req.Resource, Target: req.Target, Method: req.Method, Segment: req.Segment,
+		PayloadDigest: req.PayloadDigest, OperationRoot: "shadow:" + id, Owner: req.Caller, State: fencegate.ReceiptPending,
+		CreatedAt: g.cfg.Now(), Error: "shadow mode forwarded a request refused with " + string(code)}
+	if vg != nil {
+		r.FenceToken, r.OperationID, r.Lease, r.GrantDigest = vg.FenceToken, vg.OperationID, vg.Lease, vg.Digest
+	}
+	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.EffectTimeout)
+	defer cancel()
+	out, effErr := req.Effect.Apply(ectx, r, prev)
+	if out.State == fencegate.ReceiptCommitted {
+		if err := g.cfg.Store.SwapVersion(context.WithoutCancel(ctx), req.Target, prev, out.Version); err != nil {
+			g.cfg.Log.Error("shadow mode: could not record the forwarded version", "target", req.Target, "err", err)
+		}
+	}
+	if out.State == "" {
+		out.State = fencegate.ReceiptUnknown
+	}
+	r.State, r.Version, r.Response = out.State, out.Version, out.Response
+	return Result{Receipt: r, Verdict: code}, effErr
+}
