@@ -53,9 +53,9 @@ type Config struct {
 	Alarm   Alarm
 	// Modes is the enforcement mode per resource pattern (nil: enforce all).
 	Modes *Modes
-	Now     func() time.Time
-	NewID   func() string
-	Log     *slog.Logger
+	Now   func() time.Time
+	NewID func() string
+	Log   *slog.Logger
 	// EffectTimeout bounds one forwarded effect (default 60 s).
 	EffectTimeout time.Duration
 	// Failpoint, when set, is called at named points ("after-effect": the

@@ -1,7 +1,6 @@
 package storetest
 
 import (
-
 	"github.com/fencegate/fencegate"
 )
 
