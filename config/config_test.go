@@ -92,3 +92,15 @@ func TestAPIWithoutFencingContractIsRefusedByName(t *testing.T) {
 		t.Fatalf("want a refusal naming legacy-payments, got %v", err)
 	}
 }
+
+func TestPayoutsExampleConfigIsValid(t *testing.T) {
+	t.Setenv("PAYOUTS_TOKEN", "sk_test")
+	c := Dev()
+	c.Identities = []Identity{{Name: "w", Token: "t"}}
+	if err := Load("../deploy/gateway.payouts.yaml", &c); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+}
