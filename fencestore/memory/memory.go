@@ -1,0 +1,217 @@
+// Package memory is a FenceStore held in process memory, behind one mutex. It
+// applies the same fence rules as the durable stores (fencestore/internal/
+// fencerules) and passes the same contract suite, but keeps nothing across a
+// restart: it exists for simulations and tests that need many thousands of
+// admissions per second, never for production.
+package memory
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/fencestore/internal/fencerules"
+)
+
+type liveKey struct {
+	resource string
+	fence    uint64
+	segment  uint64
+}
+
+// Store is an in-memory FenceStore, safe for concurrent use.
+type Store struct {
+	mu         sync.Mutex
+	resources  map[string]fencegate.ResourceState
+	receipts   map[string]fencegate.Receipt
+	live       map[liveKey]string
+	quarantine []fencegate.Quarantine
+	versions   map[string]string
+}
+
+var _ fencegate.FenceStore = (*Store)(nil)
+
+// New returns an empty store.
+func New() *Store {
+	return &Store{resources: map[string]fencegate.ResourceState{}, receipts: map[string]fencegate.Receipt{},
+		live: map[liveKey]string{}, versions: map[string]string{}}
+}
+
+// Admit implements fencegate.FenceStore.
+func (s *Store) Admit(ctx context.Context, req fencegate.AdmitRequest) (fencegate.Admission, error) {
+	if err := fencerules.ValidateAdmit(&req); err != nil {
+		return fencegate.Admission{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g := &req.Grant
+	row, ok := s.resources[g.Resource]
+	if !ok {
+		row = fencegate.ResourceState{Resource: g.Resource}
+	}
+	var live *fencegate.Receipt
+	if g.FenceToken == row.HighestFence {
+		if id, ok := s.live[liveKey{g.Resource, g.FenceToken, req.Segment}]; ok {
+			r := s.receipts[id]
+			live = &r
+		}
+	}
+	verdict, err := fencerules.Decide(row, &req, live)
+	switch verdict {
+	case fencerules.Reject:
+		return fencegate.Admission{}, err
+	case fencerules.Replay:
+		return fencegate.Admission{Receipt: *live, Replay: true, PreviousVersion: s.versions[req.Target]}, nil
+	case fencerules.Quarantine:
+		s.quarantine = append(s.quarantine, fencerules.QuarantineRecord(&req, live))
+		return fencegate.Admission{}, err
+	}
+	if _, dup := s.receipts[req.ReceiptID]; dup {
+		return fencegate.Admission{}, fencegate.Errorf(fencegate.CodeInvalidRequest, "receipt ID %q is already in use", req.ReceiptID)
+	}
+	r := fencerules.NewReceipt(&req)
+	s.receipts[r.ID] = r
+	s.live[liveKey{r.Resource, r.FenceToken, r.Segment}] = r.ID
+	s.resources[g.Resource] = fencerules.Accepted(&req)
+	return fencegate.Admission{Receipt: r, PreviousVersion: s.versions[req.Target]}, nil
+}
+
+// Settle implements fencegate.FenceStore.
+func (s *Store) Settle(ctx context.Context, id string, o fencegate.Outcome) (fencegate.Receipt, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.receipts[id]
+	if !ok {
+		return fencegate.Receipt{}, fencegate.Errorf(fencegate.CodeNotFound, "no receipt %q", id)
+	}
+	next, changed, err := fencerules.Settle(r, &o)
+	if err != nil || !changed {
+		return next, err
+	}
+	s.receipts[id] = next
+	switch {
+	case next.State == fencegate.ReceiptCommitted && next.Version == "":
+		delete(s.versions, next.Target)
+	case next.State == fencegate.ReceiptCommitted:
+		s.versions[next.Target] = next.Version
+	case next.State.NotApplied():
+		delete(s.live, liveKey{next.Resource, next.FenceToken, next.Segment})
+	}
+	if row, ok := s.resources[next.Resource]; ok {
+		if row, changed = fencerules.SettleRow(row, &next, o.Now); changed {
+			s.resources[next.Resource] = row
+		}
+	}
+	return next, nil
+}
+
+// Resource implements fencegate.FenceStore.
+func (s *Store) Resource(ctx context.Context, resource string) (fencegate.ResourceState, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	row, ok := s.resources[resource]
+	if !ok {
+		return fencegate.ResourceState{}, fencegate.Errorf(fencegate.CodeNotFound, "no resource %q", resource)
+	}
+	return row, nil
+}
+
+// Receipt implements fencegate.FenceStore.
+func (s *Store) Receipt(ctx context.Context, id string) (fencegate.Receipt, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.receipts[id]
+	if !ok {
+		return fencegate.Receipt{}, fencegate.Errorf(fencegate.CodeNotFound, "no receipt %q", id)
+	}
+	return r, nil
+}
+
+// ReceiptAt implements fencegate.FenceStore.
+func (s *Store) ReceiptAt(ctx context.Context, resource string, fence, segment uint64) (fencegate.Receipt, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	id, ok := s.live[liveKey{resource, fence, segment}]
+	if !ok {
+		return fencegate.Receipt{}, fencegate.Errorf(fencegate.CodeNotFound, "no receipt for %s fence %d segment %d", resource, fence, segment)
+	}
+	return s.receipts[id], nil
+}
+
+// ReceiptsByOperation implements fencegate.FenceStore.
+func (s *Store) ReceiptsByOperation(ctx context.Context, operationID string) ([]fencegate.Receipt, error) {
+	return s.filter(func(r *fencegate.Receipt) bool { return r.OperationID == operationID }, 0), nil
+}
+
+// ReceiptsByState implements fencegate.FenceStore.
+func (s *Store) ReceiptsByState(ctx context.Context, state fencegate.ReceiptState, limit int) ([]fencegate.Receipt, error) {
+	return s.filter(func(r *fencegate.Receipt) bool { return r.State == state }, limit), nil
+}
+
+// filter lists matching receipts oldest first (ties by ID), at most limit (> 0).
+func (s *Store) filter(keep func(*fencegate.Receipt) bool, limit int) []fencegate.Receipt {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []fencegate.Receipt
+	for _, r := range s.receipts {
+		if keep(&r) {
+			out = append(out, r)
+		}
+	}
+	slices.SortFunc(out, func(a, b fencegate.Receipt) int {
+		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return out
+}
+
+// Quarantined implements fencegate.FenceStore.
+func (s *Store) Quarantined(ctx context.Context, resource string) ([]fencegate.Quarantine, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []fencegate.Quarantine
+	for _, q := range s.quarantine {
+		if resource == "" || q.Resource == resource {
+			out = append(out, q)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b fencegate.Quarantine) int {
+		if c := strings.Compare(a.Resource, b.Resource); c != 0 {
+			return c
+		}
+		return a.At.Compare(b.At)
+	})
+	return out, nil
+}
+
+// Version implements fencegate.FenceStore.
+func (s *Store) Version(ctx context.Context, target string) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.versions[target], nil
+}
+
+// SwapVersion implements fencegate.FenceStore.
+func (s *Store) SwapVersion(ctx context.Context, target, from, to string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if cur := s.versions[target]; cur != from {
+		return fencegate.Errorf(fencegate.CodeBackendConflict, "version of %q is %q, not %q", target, cur, from)
+	}
+	if to == "" {
+		delete(s.versions, target)
+	} else {
+		s.versions[target] = to
+	}
+	return nil
+}
+
+// Close implements fencegate.FenceStore; it keeps the data.
+func (s *Store) Close() error { return nil }
