@@ -68,7 +68,7 @@ func (s *Server) callAPI(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req.Resource = resource
-	if _, _, err := s.Gateway.Authorize(r.Context(), req); err != nil {
+	if err := s.preauthorize(r, &req); err != nil {
 		s.problem(w, r, err)
 		return
 	}
@@ -92,6 +92,7 @@ func (s *Server) callAPI(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h := w.Header()
+	markShadow(w, res)
 	er := res.Receipt.Response
 	if er == nil { // settled by an operator without an upstream answer
 		h.Set("Fence-Receipt", res.Receipt.ID)

@@ -76,13 +76,8 @@ func (s *Server) putObject(w http.ResponseWriter, r *http.Request) {
 		s.problem(w, r, err)
 		return
 	}
-	// Authenticate the grant before reading a possibly large body; the status
-	// proof need only be fresh when the request arrives, since an upload may
-	// outlast it. A shadow-mode resource defers refusals to Apply.
 	req.Resource = fencegate.ObjectResource(store, key)
-	if vg, _, err := s.Gateway.Authorize(r.Context(), req); err == nil {
-		req.Authorized = &vg
-	} else if s.Gateway.Modes().For(req.Resource) != gateway.Shadow {
+	if err := s.preauthorize(r, &req); err != nil {
 		s.problem(w, r, err)
 		return
 	}
@@ -126,6 +121,31 @@ func (s *Server) deleteObject(w http.ResponseWriter, r *http.Request) {
 	s.apply(w, r, req)
 }
 
+// preauthorize verifies the grant and status when the request's headers
+// arrive, before a possibly large body is read: the status proof need only be
+// fresh then, since an upload may outlast it. On a shadow-mode resource a
+// refusal is left to Apply, which records it and forwards anyway.
+func (s *Server) preauthorize(r *http.Request, req *gateway.Request) error {
+	vg, _, err := s.Gateway.Authorize(r.Context(), *req)
+	switch {
+	case err == nil:
+		req.Authorized = &vg
+	case s.Gateway.Modes().For(req.Resource) != gateway.Shadow:
+		return err
+	}
+	return nil
+}
+
+// markShadow sets the headers of a request shadow mode forwarded despite a refusal.
+func markShadow(w http.ResponseWriter, res gateway.Result) bool {
+	if res.Verdict == "" {
+		return false
+	}
+	w.Header().Set("Fence-Mode", "shadow")
+	w.Header().Set("Fence-Verdict", string(res.Verdict))
+	return true
+}
+
 // apply runs the acceptance point and answers with the receipt.
 func (s *Server) apply(w http.ResponseWriter, r *http.Request, req gateway.Request) {
 	res, err := s.Gateway.Apply(r.Context(), req)
@@ -133,10 +153,7 @@ func (s *Server) apply(w http.ResponseWriter, r *http.Request, req gateway.Reque
 		s.problem(w, r, err)
 		return
 	}
-	if res.Verdict != "" {
-		// Shadow mode: refused, recorded, forwarded anyway.
-		w.Header().Set("Fence-Mode", "shadow")
-		w.Header().Set("Fence-Verdict", string(res.Verdict))
+	if markShadow(w, res) { // refused, recorded, forwarded anyway; no receipt kept
 		writeJSON(w, http.StatusOK, res.Receipt)
 		return
 	}
