@@ -70,7 +70,10 @@ type testEnv struct {
 // fakeAdmin implements handlers.Admin on the kit's verifier, checking its
 // inputs as the real one (internal/app) does: epoch 0 and bad bundles are
 // INVALID_REQUEST, rotate and floor without an in-process registry
-// UNSUPPORTED, a bundle lacking the registry's key INVALID_REQUEST.
+// UNSUPPORTED, a bundle lacking the registry's key INVALID_REQUEST. Its
+// modes are the gateway's own, so SetMode follows the real rules (a bad
+// pattern or mode INVALID_REQUEST, shadow without break-glass for a pattern
+// not already shadow FORBIDDEN) and takes effect on fenced writes.
 type fakeAdmin struct {
 	mu       sync.Mutex
 	verifier *proofs.Verifier
@@ -79,7 +82,8 @@ type fakeAdmin struct {
 	policy   uint64
 	revoked  []uint64
 	floor    uint64
-	panics   bool // State panics, to exercise the recoverer
+	modes    *gateway.Modes // shared with the gateway
+	panics   bool           // State panics, to exercise the recoverer
 }
 
 var _ handlers.Admin = (*fakeAdmin)(nil)
@@ -87,7 +91,10 @@ var _ handlers.Admin = (*fakeAdmin)(nil)
 func (a *fakeAdmin) state() handlers.AdminState {
 	b := a.verifier.Bundle()
 	st := handlers.AdminState{PolicyGeneration: a.policy, RevokedEpochs: append([]uint64{}, a.revoked...),
-		TrustBundleVersion: b.Version(), KeyIDs: b.KeyIDs()}
+		TrustBundleVersion: b.Version(), KeyIDs: b.KeyIDs(), Modes: []gateway.ModeRule{}}
+	if a.modes != nil {
+		st.Modes = append(st.Modes, a.modes.Rules()...)
+	}
 	if a.regKID != "" {
 		st.IssuerEpoch = a.epoch
 	}
@@ -171,6 +178,18 @@ func (a *fakeAdmin) BumpPolicy(context.Context) (handlers.AdminState, error) {
 	return a.state(), nil
 }
 
+func (a *fakeAdmin) SetMode(_ context.Context, rule gateway.ModeRule, breakGlass bool) (handlers.AdminState, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.modes == nil {
+		return handlers.AdminState{}, fencegate.Errorf(fencegate.CodeUnsupported, "no gateway modes")
+	}
+	if err := a.modes.Set(rule.Pattern, rule.Mode, breakGlass); err != nil {
+		return handlers.AdminState{}, err
+	}
+	return a.state(), nil
+}
+
 func (a *fakeAdmin) TrustBundle(context.Context) ([]byte, error) {
 	return a.verifier.Bundle().Marshal()
 }
@@ -220,9 +239,13 @@ func newEnv(t *testing.T, mods ...func(*handlers.Server, *fakeAdmin)) *testEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
+	modes, err := gateway.NewModes()
+	if err != nil {
+		t.Fatal(err)
+	}
 	gw, err := gateway.New(gateway.Config{
 		Verifier: kit.Verifier(), Store: st, Now: kit.Now,
-		Policy: gateway.StaticPolicy{Generation: 1},
+		Policy: gateway.StaticPolicy{Generation: 1}, Modes: modes,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -250,7 +273,7 @@ func newEnv(t *testing.T, mods ...func(*handlers.Server, *fakeAdmin)) *testEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	adm := &fakeAdmin{verifier: kit.Verifier(), regKID: kit.Signer().KeyID(), epoch: kit.Epoch(), policy: 1}
+	adm := &fakeAdmin{verifier: kit.Verifier(), regKID: kit.Signer().KeyID(), epoch: kit.Epoch(), policy: 1, modes: modes}
 	srv := &handlers.Server{
 		APIs:      map[string]*httpapi.API{"payouts": payouts},
 		Gateway:   gw,
@@ -571,6 +594,14 @@ func TestRealResponsesMatchTheSpec(t *testing.T) {
 	wantCode(t, p, fencegate.CodeLeaseHeld)
 	_, p = e.call("POST", "/v1/leases", tokA, json, `{"resource":"local/../x","requestId":"r","ttlMs":1000,"operationId":"o"}`, 400)
 	wantCode(t, p, fencegate.CodeInvalidRequest)
+	// Long-poll: the wait ends before the holder releases (LEASE_HELD); a
+	// negative wait is refused.
+	_, p = e.call("POST", "/v1/leases", tokB, json,
+		`{"resource":"local/inv/7","requestId":"req-b","ttlMs":30000,"operationId":"op-1","waitMs":30}`, 409)
+	wantCode(t, p, fencegate.CodeLeaseHeld)
+	_, p = e.call("POST", "/v1/leases", tokB, json,
+		`{"resource":"local/inv/7","requestId":"req-b","ttlMs":30000,"operationId":"op-1","waitMs":-1}`, 400)
+	wantCode(t, p, fencegate.CodeInvalidRequest)
 
 	h, rc := e.call("PUT", "/v1/objects/local/inv/7/part-1", tokA, fenced(grant, status, 1), "hello", 200)
 	if h.Get("Fence-Receipt") == "" || rc["receiptId"] != h.Get("Fence-Receipt") {
@@ -678,6 +709,7 @@ func TestAdminResponsesMatchTheSpec(t *testing.T) {
 		{"POST", "/v1/admin/epochs/7/revoke", ""},
 		{"POST", "/v1/admin/keys/rotate", ""},
 		{"POST", "/v1/admin/floor", `{"floor":100}`},
+		{"PUT", "/v1/admin/modes", `{"pattern":"local/*","mode":"shadow","breakGlass":true}`},
 		{"POST", "/v1/admin/policy/bump", ""},
 		{"GET", "/v1/admin/trust-bundle", ""},
 		{"PUT", "/v1/admin/trust-bundle", `{"version":1,"keys":[]}`},
@@ -690,7 +722,8 @@ func TestAdminResponsesMatchTheSpec(t *testing.T) {
 		_, p = e.call(r.method, r.path, tokA, json, r.body, 403)
 		wantCode(t, p, fencegate.CodeForbidden)
 	}
-	if e.admin.policy != 1 || len(e.admin.revoked) != 0 || e.admin.floor != 0 || e.admin.verifier.Bundle().Version() != 1 {
+	if e.admin.policy != 1 || len(e.admin.revoked) != 0 || e.admin.floor != 0 || e.admin.verifier.Bundle().Version() != 1 ||
+		len(e.admin.modes.Rules()) != 0 {
 		t.Fatal("a refused admin request changed the state")
 	}
 
@@ -715,6 +748,36 @@ func TestAdminResponsesMatchTheSpec(t *testing.T) {
 	wantCode(t, p, fencegate.CodeInvalidRequest)
 	_, p = e.call("POST", "/v1/admin/floor", tokAdmin, json, `{"floor":1,"extra":true}`, 400)
 	wantCode(t, p, fencegate.CodeInvalidRequest)
+	// Enforcement modes: enforce is always allowed; shadow needs break-glass
+	// unless the pattern is already shadow; bad patterns, modes and bodies
+	// are refused.
+	_, st = e.call("PUT", "/v1/admin/modes", tokAdmin, json, `{"pattern":"local/prod/*","mode":"enforce"}`, 200)
+	if m, _ := jsonMarshal(st["modes"]); m != `[{"mode":"enforce","pattern":"local/prod/*"}]` {
+		t.Errorf("modes after enforce: %v", st["modes"])
+	}
+	_, p = e.call("PUT", "/v1/admin/modes", tokAdmin, json, `{"pattern":"local/prod/*","mode":"shadow"}`, 403)
+	wantCode(t, p, fencegate.CodeForbidden)
+	_, p = e.call("PUT", "/v1/admin/modes", tokAdmin, json, `{"pattern":"local/new/*","mode":"shadow","breakGlass":false}`, 403)
+	wantCode(t, p, fencegate.CodeForbidden)
+	_, st = e.call("PUT", "/v1/admin/modes", tokAdmin, json, `{"pattern":"local/stage","mode":"shadow","breakGlass":true}`, 200)
+	if len(st["modes"].([]any)) != 2 {
+		t.Errorf("modes after break-glass: %v", st["modes"])
+	}
+	e.call("PUT", "/v1/admin/modes", tokAdmin, json, `{"pattern":"local/stage","mode":"shadow"}`, 200) // already shadow
+	for _, body := range []string{
+		`{"pattern":"local/*","mode":"audit"}`,
+		`{"pattern":"local/[","mode":"enforce"}`,
+		`{"pattern":"","mode":"enforce"}`,
+		`{"pattern":"local/*","mode":"enforce","extra":1}`,
+		`{"pattern":"local/*"`,
+	} {
+		_, p = e.call("PUT", "/v1/admin/modes", tokAdmin, json, body, 400)
+		wantCode(t, p, fencegate.CodeInvalidRequest)
+	}
+	if got := e.admin.modes.Rules(); len(got) != 2 || e.admin.modes.For("local/prod/x") != gateway.Enforce ||
+		e.admin.modes.For("local/stage/x") != gateway.Shadow {
+		t.Errorf("modes after refused puts: %v", got)
+	}
 	_, st = e.call("POST", "/v1/admin/keys/rotate", tokAdmin, nil, "", 200)
 	if st["issuerEpoch"] != float64(2) || st["trustBundleVersion"] != float64(2) || len(st["keyIds"].([]any)) != 2 {
 		t.Errorf("rotation: %v", st)
@@ -818,6 +881,14 @@ func TestResponseValidationCatchesMismatches(t *testing.T) {
 			`{"type":"urn:fencegate:problem:owner_mismatch","title":"owner mismatch","status":403,"code":"OWNER_MISMATCH"}`},
 		{"admin state without keyIds", "POST", "/v1/admin/policy/bump", 200, "application/json",
 			`{"policyGeneration":2,"revokedEpochs":[],"trustBundleVersion":1}`},
+		{"admin state without modes", "GET", "/v1/admin/state", 200, "application/json",
+			`{"policyGeneration":2,"revokedEpochs":[],"trustBundleVersion":1,"keyIds":[]}`},
+		{"mode rule with an unknown mode", "PUT", "/v1/admin/modes", 200, "application/json",
+			`{"policyGeneration":2,"revokedEpochs":[],"trustBundleVersion":1,"keyIds":[],"modes":[{"pattern":"a/*","mode":"audit"}]}`},
+		{"stored receipt without a grant digest", "PUT", "/v1/objects/local/a", 200, "application/json",
+			`{"receiptId":"rcpt_1","resource":"local/a","target":"objects/local/a","method":"PUT","fenceToken":0,"segment":1,
+			  "operationId":"","operationRoot":"shadow:rcpt_1","lease":"","owner":"w","grantDigest":"","payloadDigest":"sha256:` +
+				strings.Repeat("0", 64) + `","state":"COMMITTED","createdAt":"2024-01-01T00:00:00Z"}`},
 		{"trust bundle key without epoch", "GET", "/v1/admin/trust-bundle", 200, "application/json",
 			`{"version":1,"keys":[{"kty":"OKP","crv":"Ed25519","x":"AA","kid":"k","alg":"EdDSA"}]}`},
 	}
@@ -834,5 +905,103 @@ func TestResponseValidationCatchesMismatches(t *testing.T) {
 		if err := openapi3filter.ValidateResponse(context.Background(), in); err == nil {
 			t.Errorf("%s: accepted by the spec", b.name)
 		}
+	}
+}
+
+// TestShadowResponsesMatchTheSpec puts a pattern in shadow mode and drives
+// refused object writes under it: they are forwarded and answered 200 with
+// Fence-Mode and Fence-Verdict and an unstored shadow_ receipt, while a
+// resource outside the pattern is still refused.
+func TestShadowResponsesMatchTheSpec(t *testing.T) {
+	e := newEnv(t)
+	json := map[string]string{"Content-Type": "application/json"}
+	e.call("PUT", "/v1/admin/modes", tokAdmin, json, `{"pattern":"local/stage","mode":"shadow","breakGlass":true}`, 200)
+
+	_, lease := e.call("POST", "/v1/leases", tokA, json,
+		`{"resource":"local/stage/1","requestId":"req-s","ttlMs":30000,"operationId":"op-s"}`, 201)
+	grant, _ := lease["grant"].(string)
+	status, _ := lease["statusProof"].(string)
+	h, rc := e.call("PUT", "/v1/objects/local/stage/1/a", tokA, fenced(grant, status, 1), "one", 200)
+	if h.Get("Fence-Mode") != "" || h.Get("Fence-Receipt") != rc["receiptId"] {
+		t.Errorf("an admitted write in shadow mode: %v %v", h, rc)
+	}
+	_, state := e.call("GET", "/v1/resources/local/stage/1", tokA, nil, "", 200)
+
+	shadowed := func(h http.Header, rc map[string]any, verdict fencegate.Code) {
+		t.Helper()
+		id, _ := rc["receiptId"].(string)
+		if h.Get("Fence-Mode") != "shadow" || h.Get("Fence-Verdict") != string(verdict) || h.Get("Fence-Receipt") != "" ||
+			!strings.HasPrefix(id, "shadow_") {
+			t.Errorf("shadow answer for %s: headers %v, receipt %v", verdict, h, rc)
+		}
+		_, p := e.call("GET", "/v1/receipts/"+id, tokA, nil, "", 404)
+		wantCode(t, p, fencegate.CodeNotFound)
+	}
+	h, rc = e.call("PUT", "/v1/objects/local/stage/1/a", tokA, fenced(grant, status, 3), "out of order", 200)
+	shadowed(h, rc, fencegate.CodeSegmentOutOfOrder)
+	h, rc = e.call("PUT", "/v1/objects/local/stage/1/b", tokA, fenced("a.b.c", status, 1), "bad grant", 200)
+	shadowed(h, rc, fencegate.CodeGrantInvalid)
+	if rc["grantDigest"] != "" || rc["fenceToken"] != float64(0) {
+		t.Errorf("a refused grant left grant fields in the shadow receipt: %v", rc)
+	}
+	h, rc = e.call("PUT", "/v1/objects/local/stage/1/a", tokB, fenced(grant, status, 2), "not the owner", 200)
+	shadowed(h, rc, fencegate.CodeOwnerMismatch)
+	h, rc = e.call("DELETE", "/v1/objects/local/stage/1/b", tokA, fenced(grant, status, 5), "", 200)
+	shadowed(h, rc, fencegate.CodeSegmentOutOfOrder)
+	_, after := e.call("GET", "/v1/resources/local/stage/1", tokA, nil, "", 200)
+	if after["highestFence"] != state["highestFence"] || after["lastSegmentSeq"] != state["lastSegmentSeq"] {
+		t.Errorf("shadow answers moved the fence: %v -> %v", state, after)
+	}
+	rh, _ := e.call("GET", "/v1/objects/local/stage/1/a", tokA, nil, "", 200)
+	if rh.Get("Fence-Receipt") == "" {
+		t.Error("read of a shadow-forwarded object lacks its headers")
+	}
+
+	// Not shadowed: no caller credential, and resources outside the pattern.
+	_, p := e.call("PUT", "/v1/objects/local/stage/1/a", "", fenced(grant, status, 2), "x", 401)
+	wantCode(t, p, fencegate.CodeUnauthenticated)
+	_, p = e.call("PUT", "/v1/objects/local/prod/1", tokA, fenced("a.b.c", status, 1), "x", 401)
+	wantCode(t, p, fencegate.CodeGrantInvalid)
+
+	// The spec refuses a verdict that shadow mode never forwards.
+	req := httptest.NewRequest("PUT", "http://gw/v1/objects/local/stage/1/a", nil)
+	route, params := e.find("PUT", req.URL.Path)
+	in := &openapi3filter.ResponseValidationInput{
+		RequestValidationInput: &openapi3filter.RequestValidationInput{Request: req, PathParams: params, Route: route},
+		Status:                 200,
+		Header:                 http.Header{"Content-Type": {"application/json"}, "Fence-Mode": {"shadow"}, "Fence-Verdict": {"UNAUTHENTICATED"}},
+		Options:                &openapi3filter.Options{IncludeResponseStatus: true},
+	}
+	body, _ := jsonMarshal(rc)
+	in.SetBodyBytes([]byte(body))
+	if err := openapi3filter.ValidateResponse(context.Background(), in); err == nil {
+		t.Error("Fence-Verdict: UNAUTHENTICATED accepted by the spec")
+	}
+}
+
+// TestLongPollAcquire takes a lease with waitMs while another holder
+// releases it.
+func TestLongPollAcquire(t *testing.T) {
+	e := newEnv(t)
+	json := map[string]string{"Content-Type": "application/json"}
+	_, lease := e.call("POST", "/v1/leases", tokA, json,
+		`{"resource":"local/inv/9","requestId":"req-1","ttlMs":30000,"operationId":"op-9"}`, 201)
+	leaseID, _ := lease["lease"].(string)
+	done := make(chan int, 1)
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		req := httptest.NewRequest("DELETE", "http://gw/v1/leases/"+leaseID, nil)
+		req.Header.Set("Authorization", "Bearer "+tokA)
+		rec := httptest.NewRecorder()
+		e.h.ServeHTTP(rec, req)
+		done <- rec.Code
+	}()
+	_, got := e.call("POST", "/v1/leases", tokB, json,
+		`{"resource":"local/inv/9","requestId":"req-2","ttlMs":30000,"operationId":"op-9","waitMs":20000}`, 201)
+	if code := <-done; code != http.StatusOK {
+		t.Errorf("release: %d", code)
+	}
+	if got["owner"] != ownerB || got["fenceToken"].(float64) <= lease["fenceToken"].(float64) {
+		t.Errorf("long-poll lease %v after %v", got, lease)
 	}
 }
