@@ -4,6 +4,8 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -104,5 +106,33 @@ func TestPolicyBumpMakesOlderGrantsStale(t *testing.T) {
 	a2 := p.refresh(t, "token-a", a)
 	if r := p.put(t, "token-a", a2, "local/jobs/2", 1, "x"); r.status != 200 {
 		t.Fatalf("re-issued grant: %d %s", r.status, r.body)
+	}
+}
+
+func TestEnforcedModeSurvivesRestartAndShadowNeedsBreakGlass(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "gw.yaml")
+	if err := os.WriteFile(cfg, []byte("modes:\n  - {pattern: \"local/roll/*\", mode: shadow}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"dev", "--config", cfg, "--data-dir", filepath.Join(dir, "data"), "--identity", "worker-a=token-a", "--admin-token", "ops-token"}
+	p := startGateway(t, args...)
+	a := p.acquire(t, "token-a", "local/roll/x", "a-1", "roll", 60000)
+	// Shadow: a skipped segment is recorded and forwarded anyway.
+	r := p.put(t, "token-a", a, "local/roll/x", 3, "shadowed")
+	if r.status != 200 || r.header.Get("Fence-Verdict") != "SEGMENT_OUT_OF_ORDER" {
+		t.Fatalf("shadow write: %d %v %s", r.status, r.header, r.body)
+	}
+	if m := p.do(t, "PUT", "/v1/admin/modes", "ops-token", nil, `{"pattern":"local/roll/*","mode":"enforce"}`); m.status != 200 {
+		t.Fatalf("enforce: %d %s", m.status, m.body)
+	}
+	wantCode(t, p.put(t, "token-a", a, "local/roll/x", 3, "refused"), http.StatusConflict, "SEGMENT_OUT_OF_ORDER")
+	wantCode(t, p.do(t, "PUT", "/v1/admin/modes", "ops-token", nil, `{"pattern":"local/roll/*","mode":"shadow"}`), http.StatusForbidden, "FORBIDDEN")
+
+	p.stop(t)
+	p = startGateway(t, args...)
+	wantCode(t, p.put(t, "token-a", a, "local/roll/x", 3, "still refused"), http.StatusConflict, "SEGMENT_OUT_OF_ORDER")
+	if m := p.do(t, "PUT", "/v1/admin/modes", "ops-token", nil, `{"pattern":"local/roll/*","mode":"shadow","breakGlass":true}`); m.status != 200 {
+		t.Fatalf("break-glass: %d %s", m.status, m.body)
 	}
 }

@@ -113,7 +113,9 @@ func Build(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, er
 		a.admin.keyID = signer.KeyID()
 	}
 	a.bundlePath, a.verifier = bundlePath, verifier
-	modes, err := gateway.NewModes(cfg.Modes...)
+	// Operator changes (persisted) apply over the config's starting modes, so a
+	// restart never silently returns an enforced pattern to shadow.
+	modes, err := gateway.NewModes(append(slices.Clone(cfg.Modes), st.Modes...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -187,7 +189,7 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	hs := &http.Server{Handler: a.handler, ReadHeaderTimeout: 10 * time.Second}
 	rctx, stopReconciler := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan struct{})
-	go func() { defer close(done); a.reconciler.Run(rctx, a.cfg.Reconcile.Interval) }()
+	go func() { defer close(done); a.background(rctx) }()
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	a.ready.Store(true)
@@ -227,6 +229,7 @@ type metrics struct {
 	reg         *prometheus.Registry
 	regressions *prometheus.CounterVec
 	shadow      *prometheus.CounterVec
+	overdue     prometheus.Gauge
 }
 
 func newMetrics() *metrics {
@@ -239,7 +242,11 @@ func newMetrics() *metrics {
 		Name: "fencegate_shadow_verdicts_total",
 		Help: "Refusals that shadow mode recorded and forwarded anyway, by resource and code.",
 	}, []string{"resource", "code"})
-	m.reg.MustRegister(m.regressions, m.shadow, prometheus.NewGoCollector())
+	m.overdue = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "fencegate_unknown_overdue",
+		Help: "UNKNOWN receipts older than the reconcile deadline: they need manual reconciliation (alert on > 0).",
+	})
+	m.reg.MustRegister(m.regressions, m.shadow, m.overdue, prometheus.NewGoCollector())
 	return m
 }
 
