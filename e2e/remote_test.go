@@ -1,0 +1,79 @@
+package e2e
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// TestGatewayWithoutRegistryTrustsOnlyItsBundleFile: a gateway replica with no
+// registry of its own verifies grants from a separate registry through its
+// trust bundle file. A rotated key is trusted there only once the operator
+// installs the new bundle file, which the gateway reloads by itself.
+func TestGatewayWithoutRegistryTrustsOnlyItsBundleFile(t *testing.T) {
+	regDir := t.TempDir()
+	reg := startGateway(t, "dev", "--data-dir", regDir, "--identity", "worker-a=token-a", "--admin-token", "ops-token")
+
+	gwDir := t.TempDir()
+	bundle := filepath.Join(gwDir, "bundle.json")
+	copyFile(t, filepath.Join(regDir, "trust-bundle.json"), bundle)
+	cfg := filepath.Join(gwDir, "gw.yaml")
+	yml := fmt.Sprintf(`dataDir: %s
+trustBundle: %s
+stores: {local: "local:"}
+identities: [{name: worker-a, token: token-a}]
+admins: [{name: ops, token: gw-ops}]
+reconcile: {interval: 100ms, deadline: 15m, orphan: 2m}
+`, filepath.Join(gwDir, "data"), bundle)
+	if err := os.WriteFile(cfg, []byte(yml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	gw := startGateway(t, "serve", "--config", cfg)
+
+	a := reg.acquire(t, "token-a", "local/rep/1", "a-1", "rep", 60000)
+	if r := gw.put(t, "token-a", a, "local/rep/1", 1, "one"); r.status != http.StatusOK {
+		t.Fatalf("write at the replica: %d %s", r.status, r.body)
+	}
+	if r := reg.do(t, "POST", "/v1/admin/keys/rotate", "ops-token", nil, ""); r.status != 200 {
+		t.Fatalf("rotate: %d %s", r.status, r.body)
+	}
+	a2 := reg.refresh(t, "token-a", a) // re-issued under the new key
+	wantCode(t, gw.put(t, "token-a", a2, "local/rep/1", 2, "two"), http.StatusUnauthorized, "GRANT_INVALID")
+
+	copyFile(t, filepath.Join(regDir, "trust-bundle.json"), bundle)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r := gw.put(t, "token-a", a2, "local/rep/1", 2, "two")
+		if r.status == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("replica never trusted the new bundle: %d %s", r.status, r.body)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	st := gw.do(t, "GET", "/v1/admin/state", "gw-ops", nil, "")
+	if st.num("trustBundleVersion") != 2 {
+		t.Fatalf("replica state: %s", st.body)
+	}
+	// Rotation and floors are the registry's business; the replica says so.
+	wantCode(t, gw.do(t, "POST", "/v1/admin/keys/rotate", "gw-ops", nil, ""), http.StatusNotImplemented, "UNSUPPORTED")
+}
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	b, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmp := to + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, to); err != nil {
+		t.Fatal(err)
+	}
+}
