@@ -41,6 +41,10 @@ type Config struct {
 	TrustBundle string `yaml:"trustBundle"`
 	// StatusMode is "proof" (Fence-Status headers) or "query" (ask the registry).
 	StatusMode string `yaml:"statusMode"`
+	// RegistryURL is a registry in another process that query mode asks,
+	// with the bearer credential RegistryCredential.
+	RegistryURL        string   `yaml:"registryURL"`
+	RegistryCredential Identity `yaml:"registryCredential"`
 	// PolicyGeneration is the oldest policy generation a grant may carry.
 	PolicyGeneration uint64 `yaml:"policyGeneration"`
 	// RevokedEpochs are issuer epochs whose grants and proofs are refused.
@@ -203,8 +207,16 @@ func (c *Config) Validate() error {
 	if c.StatusMode != "proof" && c.StatusMode != "query" {
 		add("statusMode must be proof or query, not %q", c.StatusMode)
 	}
-	if c.StatusMode == "query" && c.Registry == nil {
-		add("statusMode query needs the in-process registry")
+	if c.StatusMode == "query" && c.Registry == nil && c.RegistryURL == "" {
+		add("statusMode query needs the in-process registry or registryURL")
+	}
+	if c.RegistryURL != "" {
+		if c.Registry != nil {
+			add("registryURL and an in-process registry exclude each other")
+		}
+		if _, err := TokensOf([]Identity{c.RegistryCredential}); err != nil {
+			add("registryCredential: %v", err)
+		}
 	}
 	if c.Registry == nil && c.TrustBundle == "" {
 		add("trustBundle is required when no in-process registry signs grants")

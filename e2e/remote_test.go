@@ -77,3 +77,33 @@ func copyFile(t *testing.T, from, to string) {
 		t.Fatal(err)
 	}
 }
+
+// TestReplicaInQueryModeAsksTheRemoteRegistry: a registry-less replica in
+// query mode asks the registry over HTTP for each grant's status and checks
+// the signed answer, so a release at the registry is refused at once.
+func TestReplicaInQueryModeAsksTheRemoteRegistry(t *testing.T) {
+	regDir := t.TempDir()
+	reg := startGateway(t, "dev", "--data-dir", regDir, "--identity", "worker-a=token-a", "--identity", "replica=replica-token")
+	gwDir := t.TempDir()
+	cfg := filepath.Join(gwDir, "gw.yaml")
+	yml := fmt.Sprintf(`dataDir: %s
+trustBundle: %s
+statusMode: query
+registryURL: %s
+registryCredential: {name: replica, token: replica-token}
+stores: {local: "local:"}
+identities: [{name: worker-a, token: token-a}]
+`, filepath.Join(gwDir, "data"), filepath.Join(regDir, "trust-bundle.json"), reg.base)
+	if err := os.WriteFile(cfg, []byte(yml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	gw := startGateway(t, "serve", "--config", cfg)
+	a := reg.acquire(t, "token-a", "local/q/2", "a-1", "q", 60000)
+	hdr := map[string]string{"Fence-Grant": a.grant, "Fence-Segment": "1"}
+	if r := gw.do(t, "PUT", "/v1/objects/local/q/2", "token-a", hdr, "v1"); r.status != http.StatusOK {
+		t.Fatalf("query-mode write at the replica: %d %s", r.status, r.body)
+	}
+	reg.do(t, "DELETE", "/v1/leases/"+a.id, "token-a", nil, "")
+	hdr["Fence-Segment"] = "2"
+	wantCode(t, gw.do(t, "PUT", "/v1/objects/local/q/2", "token-a", hdr, "v2"), http.StatusUnauthorized, "STATUS_INVALID")
+}

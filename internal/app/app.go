@@ -130,8 +130,21 @@ func Build(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, er
 			}
 		}
 	}
-	if cfg.StatusMode == "query" {
+	switch {
+	case cfg.StatusMode == "query" && a.Registry != nil:
 		gcfg.Querier = a.Registry
+	case cfg.StatusMode == "query":
+		toks, err := config.TokensOf([]config.Identity{cfg.RegistryCredential})
+		if err != nil {
+			return nil, err
+		}
+		var tok string
+		for t := range toks {
+			tok = t
+		}
+		if gcfg.Querier, err = newRemoteQuerier(cfg.RegistryURL, tok, verifier); err != nil {
+			return nil, err
+		}
 	}
 	if a.Gateway, err = gateway.New(gcfg); err != nil {
 		return nil, err
