@@ -115,6 +115,14 @@ func Dev() Config {
 	return c
 }
 
+// RegistryOnly returns the defaults of `gateway registry`: the lease registry
+// alone (embedded backend), with no object stores.
+func RegistryOnly() Config {
+	c := Default()
+	c.Registry = &Registry{Backend: "embedded", KeyID: "registry-1", IssuerEpoch: 1}
+	return c
+}
+
 // Load reads a YAML file over c. Unknown fields are errors.
 func Load(path string, c *Config) error {
 	data, err := os.ReadFile(path)

@@ -2,6 +2,7 @@
 //
 //	gateway dev   [flags]   everything in one process on embedded defaults
 //	gateway serve --config FILE [flags]
+//	gateway registry [--config FILE] [flags]   the lease registry alone
 package main
 
 import (
@@ -31,6 +32,8 @@ func main() {
 		cfg = config.Dev()
 	case "serve":
 		cfg = config.Default()
+	case "registry":
+		cfg = config.RegistryOnly()
 	case "-h", "--help", "help":
 		usage()
 		return
@@ -62,6 +65,7 @@ func usage() {
 	fmt.Fprint(os.Stderr, `usage:
   gateway dev   [--addr A] [--data-dir D] [--identity NAME=TOKEN]... [--admin-token T]... [--store NAME=URL]... [--config FILE]
   gateway serve --config FILE [--addr A] [--data-dir D] [--identity NAME=TOKEN]... [--store NAME=URL]...
+  gateway registry [--config FILE] [--addr A] [--data-dir D] [--identity NAME=TOKEN]... [--registry-backend URL]
 `)
 }
 
