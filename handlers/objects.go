@@ -55,29 +55,37 @@ func fenceRequest(r *http.Request, caller string) (gateway.Request, error) {
 	return req, nil
 }
 
-func (s *Server) putObject(w http.ResponseWriter, r *http.Request) {
+// objectRequest reads what every fenced object mutation carries: the caller,
+// the canonical store and key, and the fence headers. The grant is verified
+// here too, before any body is read.
+func (s *Server) objectRequest(r *http.Request) (gateway.Request, fencegate.ObjectStore, string, error) {
 	caller, err := s.Auth.Authenticate(r)
 	if err != nil {
-		s.problem(w, r, err)
-		return
+		return gateway.Request{}, nil, "", err
 	}
 	store, key, err := objectPath(r)
 	if err != nil {
-		s.problem(w, r, err)
-		return
+		return gateway.Request{}, nil, "", err
 	}
 	st, err := s.objectStore(store)
 	if err != nil {
-		s.problem(w, r, err)
-		return
+		return gateway.Request{}, nil, "", err
 	}
 	req, err := fenceRequest(r, caller)
 	if err != nil {
-		s.problem(w, r, err)
-		return
+		return gateway.Request{}, nil, "", err
 	}
 	req.Resource = fencegate.ObjectResource(store, key)
+	req.Target = gateway.ObjectTarget(store, key)
 	if err := s.preauthorize(r, &req); err != nil {
+		return gateway.Request{}, nil, "", err
+	}
+	return req, st, key, nil
+}
+
+func (s *Server) putObject(w http.ResponseWriter, r *http.Request) {
+	req, st, key, err := s.objectRequest(r)
+	if err != nil {
 		s.problem(w, r, err)
 		return
 	}
@@ -87,35 +95,17 @@ func (s *Server) putObject(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer body.Close()
-	req.Target = gateway.ObjectTarget(store, key)
 	req.PayloadDigest = body.digest
 	req.Effect = gateway.ObjectPut{Store: st, Key: key, Body: body.file, Size: body.size, ContentType: r.Header.Get("Content-Type")}
 	s.apply(w, r, req)
 }
 
 func (s *Server) deleteObject(w http.ResponseWriter, r *http.Request) {
-	caller, err := s.Auth.Authenticate(r)
+	req, st, key, err := s.objectRequest(r)
 	if err != nil {
 		s.problem(w, r, err)
 		return
 	}
-	store, key, err := objectPath(r)
-	if err != nil {
-		s.problem(w, r, err)
-		return
-	}
-	st, err := s.objectStore(store)
-	if err != nil {
-		s.problem(w, r, err)
-		return
-	}
-	req, err := fenceRequest(r, caller)
-	if err != nil {
-		s.problem(w, r, err)
-		return
-	}
-	req.Resource = fencegate.ObjectResource(store, key)
-	req.Target = gateway.ObjectTarget(store, key)
 	req.PayloadDigest = emptyDigest
 	req.Effect = gateway.ObjectDelete{Store: st, Key: key}
 	s.apply(w, r, req)
