@@ -40,6 +40,19 @@ type fakeGateway struct {
 	expires    time.Time
 	proofs     int
 	receipts   []fencegate.Receipt
+	// gate, if set for a route, holds its answer: the handler signals entered
+	// and waits for release.
+	gate map[string]*gate
+}
+
+type gate struct{ entered, release chan struct{} }
+
+func (f *fakeGateway) hold(route string) *gate {
+	g := &gate{entered: make(chan struct{}), release: make(chan struct{})}
+	f.mu.Lock()
+	f.gate = map[string]*gate{route: g}
+	f.mu.Unlock()
+	return g
 }
 
 const statusLife = 5 * time.Second
@@ -96,6 +109,13 @@ func (f *fakeGateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rt := route(r)
 	f.mu.Lock()
 	f.calls[rt]++
+	if g := f.gate[rt]; g != nil {
+		delete(f.gate, rt)
+		f.mu.Unlock()
+		close(g.entered)
+		<-g.release
+		f.mu.Lock()
+	}
 	var code fencegate.Code
 	if q := f.problems[rt]; len(q) > 0 {
 		code, f.problems[rt] = q[0], q[1:]

@@ -113,6 +113,35 @@ func TestRenewalHappensAtAThirdOfTheTTL(t *testing.T) {
 	}
 }
 
+func TestRenewingStillAllowsEffects(t *testing.T) {
+	f, l := held(t)
+	ctx := context.Background()
+	g := f.hold("renew")
+	f.clock.Advance(ttl / 3)
+	done := make(chan error, 1)
+	go func() { done <- l.Tick(ctx) }()
+	<-g.entered
+	released := false
+	defer func() {
+		if !released {
+			close(g.release)
+		}
+	}()
+	wantState(t, l, StateRenewing)
+	if _, err := l.Objects("bucket").Put(ctx, "jobs/a", strings.NewReader("x"), ""); err != nil {
+		t.Fatalf("put while renewing: %v", err)
+	}
+	if err := l.Tick(ctx); err != nil || f.count("renew") != 1 {
+		t.Fatalf("a second renewal was started: %v", err)
+	}
+	close(g.release)
+	released = true
+	if err := <-done; err != nil {
+		t.Fatalf("renew: %v", err)
+	}
+	wantState(t, l, StateHeld)
+}
+
 func TestUncertainRenewalBlocksNewEffects(t *testing.T) {
 	f, l := held(t)
 	ctx := context.Background()
