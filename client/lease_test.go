@@ -276,3 +276,13 @@ func TestProofLifeIsReadFromTheStatusProof(t *testing.T) {
 		t.Fatal("an opaque proof has no readable life")
 	}
 }
+
+func TestRunEndsWithItsContext(t *testing.T) {
+	_, l := held(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := l.Run(ctx); err != context.Canceled {
+		t.Fatalf("run: %v", err)
+	}
+	wantState(t, l, StateHeld)
+}
