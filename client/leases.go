@@ -35,6 +35,9 @@ type AcquireParams struct {
 	OperationID       string
 	OperationRoot     string
 	OperationCategory string
+	// Wait, when positive, long-polls: the gateway waits up to Wait (at most a
+	// minute) for a held resource to be released or to lapse.
+	Wait time.Duration
 }
 
 type acquireBody struct {
@@ -44,6 +47,7 @@ type acquireBody struct {
 	OperationID       string `json:"operationId"`
 	OperationRoot     string `json:"operationRoot,omitempty"`
 	OperationCategory string `json:"operationCategory,omitempty"`
+	WaitMs            int64  `json:"waitMs,omitempty"`
 }
 
 type renewBody struct {
@@ -57,6 +61,7 @@ func (c *Client) Acquire(ctx context.Context, p AcquireParams) (LeaseInfo, error
 	err := c.do(ctx, request{op: "acquire", method: "POST", path: "/v1/leases", json: acquireBody{
 		Resource: p.Resource, RequestID: p.RequestID, TTLMs: p.TTL.Milliseconds(),
 		OperationID: p.OperationID, OperationRoot: p.OperationRoot, OperationCategory: p.OperationCategory,
+		WaitMs: p.Wait.Milliseconds(),
 	}}, &out)
 	return out, err
 }
