@@ -30,6 +30,12 @@ type Config struct {
 	FenceStore string `yaml:"fenceStore"`
 	// Stores maps object store names to URLs: local:///dir or s3://bucket/prefix?...
 	Stores map[string]string `yaml:"stores"`
+	// Auth is how workloads authenticate: "bearer" (Identities) or "mtls"
+	// (a client certificate verified against TLS.ClientCA; its URI SAN or CN
+	// is the identity).
+	Auth string `yaml:"auth"`
+	// TLS serves HTTPS with this certificate and key (required for mtls).
+	TLS *TLS `yaml:"tls"`
 	// Identities are the bearer credentials of workload identities.
 	Identities []Identity `yaml:"identities"`
 	// Admins are the bearer credentials of operators (admin routes only).
@@ -70,6 +76,13 @@ type Identity struct {
 	TokenFile string `yaml:"tokenFile"`
 }
 
+// TLS is the server's certificate and the CA that client certificates must chain to.
+type TLS struct {
+	Cert     string `yaml:"cert"`
+	Key      string `yaml:"key"`
+	ClientCA string `yaml:"clientCA"`
+}
+
 // Registry configures the in-process lease registry.
 type Registry struct {
 	// Backend is "embedded" or a postgres:// URL.
@@ -97,6 +110,7 @@ func Default() Config {
 	return Config{
 		Addr:             "127.0.0.1:8080",
 		DataDir:          "data",
+		Auth:             "bearer",
 		FenceStore:       "embedded",
 		StatusMode:       "proof",
 		PolicyGeneration: 1,
@@ -193,8 +207,20 @@ func (c *Config) Validate() error {
 			add("store %q: URL must be local:DIR or s3://BUCKET[/PREFIX]?..., not %q", name, raw)
 		}
 	}
-	if len(c.Identities) == 0 {
-		add("at least one identity is required")
+	switch c.Auth {
+	case "bearer":
+		if len(c.Identities) == 0 {
+			add("at least one identity is required")
+		}
+	case "mtls":
+		if c.TLS == nil || c.TLS.ClientCA == "" {
+			add("auth mtls needs tls.cert, tls.key and tls.clientCA")
+		}
+	default:
+		add("auth must be bearer or mtls, not %q", c.Auth)
+	}
+	if c.TLS != nil && (c.TLS.Cert == "" || c.TLS.Key == "") {
+		add("tls needs cert and key")
 	}
 	work, err := c.Tokens()
 	if err != nil {

@@ -54,3 +54,24 @@ func (b *BearerTokens) Authenticate(r *http.Request) (string, error) {
 	}
 	return found, nil
 }
+
+// ClientCerts authenticates the caller by its verified TLS client
+// certificate (mTLS): the identity is the certificate's first URI SAN (a
+// SPIFFE ID, say), else its subject common name. The TLS server must have
+// verified the chain against the configured client CA.
+type ClientCerts struct{}
+
+// Authenticate returns the identity of the verified client certificate.
+func (ClientCerts) Authenticate(r *http.Request) (string, error) {
+	if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 || len(r.TLS.VerifiedChains[0]) == 0 {
+		return "", fencegate.Errorf(fencegate.CodeUnauthenticated, "a verified TLS client certificate is required")
+	}
+	leaf := r.TLS.VerifiedChains[0][0]
+	if len(leaf.URIs) > 0 {
+		return leaf.URIs[0].String(), nil
+	}
+	if leaf.Subject.CommonName != "" {
+		return leaf.Subject.CommonName, nil
+	}
+	return "", fencegate.Errorf(fencegate.CodeUnauthenticated, "the client certificate names no identity (URI SAN or CN)")
+}

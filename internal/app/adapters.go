@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -211,4 +213,30 @@ func openAPIs(cfg config.Config) (map[string]*httpapi.API, error) {
 		return nil, err
 	}
 	return httpapi.NewAll(c, &http.Client{})
+}
+
+// serverTLS loads the server certificate and, when given, the client CA that
+// mTLS identities must chain to; nil config serves plain HTTP.
+func serverTLS(c *config.TLS) (*tls.Config, error) {
+	if c == nil {
+		return nil, nil
+	}
+	cert, err := tls.LoadX509KeyPair(c.Cert, c.Key)
+	if err != nil {
+		return nil, fmt.Errorf("tls: %w", err)
+	}
+	out := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	if c.ClientCA != "" {
+		pem, err := os.ReadFile(c.ClientCA)
+		if err != nil {
+			return nil, fmt.Errorf("tls clientCA: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("tls clientCA %s holds no PEM certificate", c.ClientCA)
+		}
+		// Verified when given: workloads present one, operators may use bearer tokens.
+		out.ClientCAs, out.ClientAuth = pool, tls.VerifyClientCertIfGiven
+	}
+	return out, nil
 }

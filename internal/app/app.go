@@ -6,6 +6,7 @@ package app
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -41,6 +42,7 @@ type App struct {
 	admin      *admin
 	verifier   *proofs.Verifier
 	bundlePath string
+	tls        *tls.Config
 	// Registry is the in-process registry, nil if none.
 	Registry *registry.Registry
 	// Gateway is the acceptance point.
@@ -171,8 +173,15 @@ func Build(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, er
 	if err != nil {
 		return nil, err
 	}
+	var auth handlers.Authenticator = handlers.NewBearerTokens(tokens)
+	if cfg.Auth == "mtls" {
+		auth = handlers.ClientCerts{}
+	}
+	if a.tls, err = serverTLS(cfg.TLS); err != nil {
+		return nil, err
+	}
 	srv := &handlers.Server{
-		Gateway: a.Gateway, Stores: objects, Auth: handlers.NewBearerTokens(tokens),
+		Gateway: a.Gateway, Stores: objects, Auth: auth,
 		AdminAuth: handlers.NewBearerTokens(adminTokens), Admin: a.admin,
 		Registry: a.Registry, Reconciler: a.reconciler, APIs: apis, MaxBody: cfg.MaxBodyBytes,
 		SpoolDir: spool, Log: log, Ready: a.ready.Load,
@@ -200,6 +209,9 @@ func (a *App) Run(ctx context.Context) error {
 // Serve is Run on an existing listener.
 func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	hs := &http.Server{Handler: a.handler, ReadHeaderTimeout: 10 * time.Second}
+	if a.tls != nil {
+		ln = tls.NewListener(ln, a.tls)
+	}
 	rctx, stopReconciler := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan struct{})
 	go func() { defer close(done); a.background(rctx) }()
