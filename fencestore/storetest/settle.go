@@ -1,0 +1,170 @@
+package storetest
+
+import (
+	"github.com/fencegate/fencegate"
+)
+
+func pendingEffectMakesResourceBusy(f *fx) {
+	w5, w6 := f.writer("res/a", 5), f.writer("res/a", 6)
+	a := f.admit(w5.req(1, "a"))
+	if row := f.resource("res/a"); row.PendingReceipt != a.Receipt.ID {
+		f.t.Fatalf("PendingReceipt = %q, want %q", row.PendingReceipt, a.Receipt.ID)
+	}
+	f.reject(w5.req(2, "b"), fencegate.CodeResourceBusy, a.Receipt.ID)
+	f.reject(w6.req(1, "c"), fencegate.CodeResourceBusy, a.Receipt.ID)
+	f.reject(w5.req(3, "d"), fencegate.CodeResourceBusy, a.Receipt.ID)
+	// Rejections and replays are still answered.
+	f.reject(f.writer("res/a", 4).req(1, "x"), fencegate.CodeStaleOwner, "")
+	f.replay(w5.req(1, "a"), a.Receipt.ID)
+	// Another resource is not affected.
+	f.admit(f.writer("res/b", 5).req(1, "a"))
+	f.commit(a.Receipt.ID, "v1")
+	f.admit(w5.req(2, "b"))
+}
+
+func unknownKeepsResourceBusyUntilSettled(f *fx) {
+	w5, w6 := f.writer("res/a", 5), f.writer("res/a", 6)
+	a := f.admit(w5.req(1, "a"))
+	f.settle(a.Receipt.ID, unknown)
+	f.reject(w5.req(2, "b"), fencegate.CodeResourceBusy, a.Receipt.ID)
+	f.reject(w6.req(1, "c"), fencegate.CodeResourceBusy, a.Receipt.ID)
+	f.replay(w5.req(1, "a"), a.Receipt.ID)
+	f.settle(a.Receipt.ID, fencegate.Outcome{State: fencegate.ReceiptCommitted, Version: "v1"})
+
+	b := f.admit(w5.req(2, "b"))
+	f.settle(b.Receipt.ID, unknown)
+	f.reject(w5.req(3, "c"), fencegate.CodeResourceBusy, b.Receipt.ID)
+	f.settle(b.Receipt.ID, notApplied) // gives segment 2 back
+	if row := f.resource("res/a"); row.LastSegmentSeq != 1 || row.PendingReceipt != "" {
+		f.t.Fatalf("after NOT_APPLIED: %+v", row)
+	}
+	f.reject(w5.req(3, "c"), fencegate.CodeSegmentOutOfOrder, "")
+	c := f.admit(w5.req(2, "b-again"))
+	f.settle(c.Receipt.ID, unknown)
+	f.settle(c.Receipt.ID, failed)
+	f.commit(f.admit(w5.req(2, "b-third")).Receipt.ID, "v2")
+}
+
+func failedSegmentCanBeRetried(f *fx) {
+	w5, w6 := f.writer("res/a", 5), f.writer("res/a", 6)
+	f.commit(f.admit(w5.req(1, "a")).Receipt.ID, "v1")
+	b := f.admit(w5.req(2, "b"))
+	f.settle(b.Receipt.ID, failed)
+	if got := f.receipt(b.Receipt.ID); got.State != fencegate.ReceiptFailed || got.Error != failed.Error {
+		f.t.Fatalf("failed receipt: %+v", got)
+	}
+	// The retry may carry another payload: the failed segment is not live.
+	retry := f.admit(w5.req(2, "b2"))
+	if retry.PreviousVersion != "v1" {
+		f.t.Fatalf("PreviousVersion after a failed segment = %q, want v1", retry.PreviousVersion)
+	}
+	f.commit(retry.Receipt.ID, "v2")
+
+	// A failed first segment of a new fence keeps the fence but frees segment 1.
+	c := f.admit(w6.req(1, "c"))
+	f.settle(c.Receipt.ID, failed)
+	if row := f.resource("res/a"); row.HighestFence != 6 || row.LastSegmentSeq != 0 || row.Lease != "lease-6" {
+		f.t.Fatalf("after failing segment 1 of fence 6: %+v", row)
+	}
+	f.reject(w5.req(3, "x"), fencegate.CodeStaleOwner, "")
+	f.reject(w6.req(2, "x"), fencegate.CodeSegmentOutOfOrder, "")
+	f.commit(f.admit(w6.req(1, "c")).Receipt.ID, "v3")
+}
+
+func committedVersionIsRecorded(f *fx) {
+	w := f.writer("res/a", 5)
+	a := f.admit(w.req(1, "a"))
+	f.commit(a.Receipt.ID, "v1")
+	b := f.admit(w.req(2, "b"))
+	if b.PreviousVersion != "v1" {
+		f.t.Fatalf("PreviousVersion = %q, want v1", b.PreviousVersion)
+	}
+	f.commit(b.Receipt.ID, "v2")
+
+	child := *w
+	child.target = "res/a/child"
+	c := f.admit(child.req(3, "c"))
+	if c.PreviousVersion != "" {
+		f.t.Fatalf("PreviousVersion of another target = %q, want \"\"", c.PreviousVersion)
+	}
+	f.commit(c.Receipt.ID, "c1")
+	if v := f.version("res/a"); v != "v2" {
+		f.t.Fatalf("Version(res/a) = %q after a commit to another target", v)
+	}
+	// UNKNOWN and FAILED record no version, even when one is given.
+	d := f.admit(w.req(4, "d"))
+	f.settle(d.Receipt.ID, fencegate.Outcome{State: fencegate.ReceiptUnknown, Version: "maybe"})
+	f.settle(d.Receipt.ID, fencegate.Outcome{State: fencegate.ReceiptFailed})
+	e := f.admit(w.req(4, "e"))
+	f.settle(e.Receipt.ID, fencegate.Outcome{State: fencegate.ReceiptFailed, Version: "nope"})
+	if v := f.version("res/a"); v != "v2" {
+		f.t.Fatalf("Version(res/a) = %q after UNKNOWN/FAILED, want v2", v)
+	}
+	g := f.admit(w.req(4, "g"))
+	if g.PreviousVersion != "v2" {
+		f.t.Fatalf("PreviousVersion = %q, want v2", g.PreviousVersion)
+	}
+	f.settle(g.Receipt.ID, unknown)
+	f.commit(g.Receipt.ID, "v4")
+}
+
+func deleteForgetsVersion(f *fx) {
+	w := f.writer("res/a", 5)
+	f.commit(f.admit(w.req(1, "a")).Receipt.ID, "v1")
+	del := *w
+	del.method = "DELETE"
+	d := f.admit(del.req(2, "delete"))
+	if d.PreviousVersion != "v1" {
+		f.t.Fatalf("PreviousVersion of the delete = %q, want v1", d.PreviousVersion)
+	}
+	f.commit(d.Receipt.ID, "")
+	if v := f.version("res/a"); v != "" {
+		f.t.Fatalf("Version after a delete = %q, want \"\"", v)
+	}
+	if c := f.admit(w.req(3, "c")); c.PreviousVersion != "" {
+		f.t.Fatalf("PreviousVersion after a delete = %q, want \"\"", c.PreviousVersion)
+	}
+}
+
+func settleRejectsIllegalTransitions(f *fx) {
+	w := f.writer("res/a", 5)
+	a := f.admit(w.req(1, "a")).Receipt.ID
+	for _, to := range []fencegate.ReceiptState{fencegate.ReceiptPending, "BOGUS", ""} {
+		f.settleFails(a, fencegate.Outcome{State: to}, fencegate.CodeInvalidRequest)
+	}
+	done := f.commit(a, "v1")
+	// The same terminal state with the same version is an idempotent repeat.
+	again, err := f.s.Settle(f.ctx, a, fencegate.Outcome{State: fencegate.ReceiptCommitted, Version: "v1", Now: f.tick()})
+	if err != nil {
+		f.t.Fatalf("repeating COMMITTED v1: %v", err)
+	}
+	f.sameJSON("repeated settle", again, done)
+	f.sameJSON("receipt after repeated settle", f.receipt(a), done)
+	for _, o := range []fencegate.Outcome{
+		{State: fencegate.ReceiptCommitted, Version: "v2"},
+		{State: fencegate.ReceiptFailed}, {State: fencegate.ReceiptUnknown},
+		{State: fencegate.ReceiptNotApplied}, {State: fencegate.ReceiptPending},
+	} {
+		f.settleFails(a, o, fencegate.CodeInvalidRequest)
+	}
+
+	b := f.admit(w.req(2, "b")).Receipt.ID
+	f.settle(b, unknown)
+	f.settleFails(b, unknown, fencegate.CodeInvalidRequest)
+	f.settleFails(b, fencegate.Outcome{State: fencegate.ReceiptPending}, fencegate.CodeInvalidRequest)
+	f.settle(b, notApplied)
+	if _, err := f.s.Settle(f.ctx, b, fencegate.Outcome{State: fencegate.ReceiptNotApplied, Now: f.tick()}); err != nil {
+		f.t.Fatalf("repeating NOT_APPLIED: %v", err)
+	}
+	f.settleFails(b, committed, fencegate.CodeInvalidRequest)
+	f.settleFails(b, failed, fencegate.CodeInvalidRequest)
+
+	c := f.admit(w.req(2, "c")).Receipt.ID
+	f.settle(c, failed)
+	if _, err := f.s.Settle(f.ctx, c, fencegate.Outcome{State: fencegate.ReceiptFailed, Now: f.tick()}); err != nil {
+		f.t.Fatalf("repeating FAILED: %v", err)
+	}
+	f.settleFails(c, committed, fencegate.CodeInvalidRequest)
+	f.settleFails(c, unknown, fencegate.CodeInvalidRequest)
+	f.settleFails("rcpt-none", committed, fencegate.CodeNotFound)
+}
