@@ -275,3 +275,17 @@ func TestUploadOutlastingItsStatusProofIsAccepted(t *testing.T) {
 	// A request that arrives with the expired proof is still refused.
 	wantProblem(t, e.put(tokA, a, "local/inv/7", 2, "late"), 401, "STATUS_INVALID")
 }
+
+func TestKeyFencedUnderOneResourceRefusesANestedResourcesGrant(t *testing.T) {
+	e := newEnv(t)
+	outer := e.grant("local/inv", ownerA, 5, nil)
+	if r := e.put(tokA, outer, "local/inv/7", 1, "outer"); r.status != 200 {
+		t.Fatalf("outer: %d %s", r.status, r.body)
+	}
+	inner := e.grant(res7, ownerB, 50, nil)
+	before := e.snap(res7, "inv/7")
+	wantProblem(t, e.put(tokB, inner, "local/inv/7", 1, "inner"), 403, "RESOURCE_MISMATCH")
+	if after := e.snap(res7, "inv/7"); after != before || after.object != "outer" {
+		t.Fatalf("state changed: %+v -> %+v", before, after)
+	}
+}

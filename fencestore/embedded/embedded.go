@@ -62,7 +62,8 @@ var (
 	bByState    = []byte("bystate")
 	bQuarantine = []byte("quarantine")
 	bVersions   = []byte("versions")
-	allBuckets  = [][]byte{bResources, bReceipts, bLive, bByOp, bByState, bQuarantine, bVersions}
+	bTargets    = []byte("targets") // target -> the resource it is fenced under
+	allBuckets  = [][]byte{bResources, bReceipts, bLive, bByOp, bByState, bQuarantine, bVersions, bTargets}
 )
 
 // Store is the embedded FenceStore. It is safe for concurrent use.
@@ -115,6 +116,9 @@ func (s *Store) Admit(ctx context.Context, req fencegate.AdmitRequest) (fencegat
 	)
 	err := s.db.Update(func(tx *bolt.Tx) error {
 		g := &req.Grant
+		if err := fencerules.CheckTarget(string(tx.Bucket(bTargets).Get([]byte(req.Target))), &req); err != nil {
+			return err
+		}
 		row, _, err := getResource(tx, g.Resource)
 		if err != nil {
 			return err
@@ -165,6 +169,9 @@ func (s *Store) Admit(ctx context.Context, req fencegate.AdmitRequest) (fencegat
 		}
 		next := fencerules.Accepted(&req)
 		if err := putJSON(tx.Bucket(bResources), []byte(next.Resource), next); err != nil {
+			return err
+		}
+		if err := tx.Bucket(bTargets).Put([]byte(req.Target), []byte(g.Resource)); err != nil {
 			return err
 		}
 		adm = fencegate.Admission{Receipt: r, PreviousVersion: getVersion(tx, req.Target)}

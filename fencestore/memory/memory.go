@@ -29,6 +29,7 @@ type Store struct {
 	live       map[liveKey]string
 	quarantine []fencegate.Quarantine
 	versions   map[string]string
+	bound      map[string]string // target -> the resource it is fenced under
 }
 
 var _ fencegate.FenceStore = (*Store)(nil)
@@ -36,7 +37,7 @@ var _ fencegate.FenceStore = (*Store)(nil)
 // New returns an empty store.
 func New() *Store {
 	return &Store{resources: map[string]fencegate.ResourceState{}, receipts: map[string]fencegate.Receipt{},
-		live: map[liveKey]string{}, versions: map[string]string{}}
+		live: map[liveKey]string{}, versions: map[string]string{}, bound: map[string]string{}}
 }
 
 // Admit implements fencegate.FenceStore.
@@ -47,6 +48,9 @@ func (s *Store) Admit(ctx context.Context, req fencegate.AdmitRequest) (fencegat
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	g := &req.Grant
+	if err := fencerules.CheckTarget(s.bound[req.Target], &req); err != nil {
+		return fencegate.Admission{}, err
+	}
 	row, ok := s.resources[g.Resource]
 	if !ok {
 		row = fencegate.ResourceState{Resource: g.Resource}
@@ -75,6 +79,7 @@ func (s *Store) Admit(ctx context.Context, req fencegate.AdmitRequest) (fencegat
 	s.receipts[r.ID] = r
 	s.live[liveKey{r.Resource, r.FenceToken, r.Segment}] = r.ID
 	s.resources[g.Resource] = fencerules.Accepted(&req)
+	s.bound[req.Target] = g.Resource
 	return fencegate.Admission{Receipt: r, PreviousVersion: s.versions[req.Target]}, nil
 }
 

@@ -140,6 +140,17 @@ func (s *Store) Admit(ctx context.Context, req fencegate.AdmitRequest) (fencegat
 		quarantine error
 	)
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		// Bind the target to this resource, or learn (after any concurrent binder
+		// commits) which resource it is bound to; a refusal rolls the binding back.
+		var bound string
+		if err := tx.QueryRow(ctx, `INSERT INTO fence_targets (target, resource) VALUES ($1, $2)
+			ON CONFLICT (target) DO UPDATE SET target = EXCLUDED.target RETURNING resource`,
+			req.Target, g.Resource).Scan(&bound); err != nil {
+			return err
+		}
+		if err := fencerules.CheckTarget(bound, &req); err != nil {
+			return err
+		}
 		b := &pgx.Batch{}
 		b.Queue(`INSERT INTO fence_resources (resource) VALUES ($1) ON CONFLICT (resource) DO NOTHING`, g.Resource)
 		b.Queue(`SELECT `+resourceCols+` FROM fence_resources WHERE resource = $1 FOR UPDATE`, g.Resource)

@@ -40,6 +40,7 @@ func Run(t *testing.T, open func(t *testing.T) fencegate.FenceStore) {
 		{"FailedSegmentCanBeRetried", failedSegmentCanBeRetried},
 		{"CommittedVersionIsRecorded", committedVersionIsRecorded},
 		{"VersionSwapIsCompareAndSet", versionSwapIsCompareAndSet},
+		{"TargetIsFencedUnderOneResource", targetIsFencedUnderOneResource},
 		{"DeleteForgetsVersion", deleteForgetsVersion},
 		{"ReceiptsByOperationAreOrdered", receiptsByOperationAreOrdered},
 		{"ReceiptsByState", receiptsByState},

@@ -113,6 +113,19 @@ func Decide(row fencegate.ResourceState, req *fencegate.AdmitRequest, live *fenc
 	return Accept, nil
 }
 
+// CheckTarget enforces that a target is fenced under one resource only: bound
+// is the resource the target was first admitted under ("" if never). Nested
+// resources (local/inv and local/inv/7) are separate fence lines, so a key
+// both cover is bound to whichever admitted it first; a grant of the other is
+// RESOURCE_MISMATCH. Stores check it first and bind the target on Accept.
+func CheckTarget(bound string, req *fencegate.AdmitRequest) error {
+	if bound != "" && bound != req.Grant.Resource {
+		return fencegate.Errorf(fencegate.CodeResourceMismatch,
+			"target %q is fenced under resource %q, not %q", req.Target, bound, req.Grant.Resource)
+	}
+	return nil
+}
+
 // NewReceipt is the PENDING receipt an accepted req creates.
 func NewReceipt(req *fencegate.AdmitRequest) fencegate.Receipt {
 	g := &req.Grant
