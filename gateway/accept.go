@@ -19,10 +19,6 @@ type Request struct {
 	Method        string
 	PayloadDigest string
 	Effect        Effect
-	// Authorized, when set, is the result of an Authorize call made for this
-	// same request when its headers arrived (before a long body was read); the
-	// fence rules are still applied at admission.
-	Authorized *fencegate.VerifiedGrant
 }
 
 // Effect performs a forwarded mutation for an admitted receipt. prev is the
@@ -109,15 +105,9 @@ func (g *Gateway) Apply(ctx context.Context, req Request) (Result, error) {
 		return Result{}, fencegate.Errorf(fencegate.CodeInvalidRequest, "Fence-Segment must be an integer >= 1")
 	}
 	shadow := g.cfg.Modes.For(req.Resource) == Shadow
-	var (
-		vg  fencegate.VerifiedGrant
-		err error
-	)
-	if req.Authorized != nil {
-		vg = *req.Authorized
-	} else {
-		vg, _, err = g.Authorize(ctx, req)
-	}
+	// Verified again at admission even when the handler checked the headers
+	// before reading the body: the proof must still hold now (cached, cheap).
+	vg, _, err := g.Authorize(ctx, req)
 	if err != nil {
 		if shadow && isVerdict(err) {
 			return g.shadowForward(ctx, req, nil, err, false)

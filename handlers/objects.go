@@ -112,15 +112,13 @@ func (s *Server) deleteObject(w http.ResponseWriter, r *http.Request) {
 }
 
 // preauthorize verifies the grant and status when the request's headers
-// arrive, before a possibly large body is read: the status proof need only be
-// fresh then, since an upload may outlast it. On a shadow-mode resource a
-// refusal is left to Apply, which records it and forwards anyway.
+// arrive, so a refused request is answered before its body is read. Apply
+// verifies again at admission: a status proof must still be fresh once the
+// body is in (long uploads use query mode or a longer proof life). On a
+// shadow-mode resource a refusal is left to Apply, which records it.
 func (s *Server) preauthorize(r *http.Request, req *gateway.Request) error {
-	vg, _, err := s.Gateway.Authorize(r.Context(), *req)
-	switch {
-	case err == nil:
-		req.Authorized = &vg
-	case s.Gateway.Modes().For(req.Resource) != gateway.Shadow:
+	_, _, err := s.Gateway.Authorize(r.Context(), *req)
+	if err != nil && s.Gateway.Modes().For(req.Resource) != gateway.Shadow {
 		return err
 	}
 	return nil
