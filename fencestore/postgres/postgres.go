@@ -142,13 +142,24 @@ func (s *Store) Admit(ctx context.Context, req fencegate.AdmitRequest) (fencegat
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		// Bind the target to this resource, or learn (after any concurrent binder
 		// commits) which resource it is bound to; a refusal rolls the binding back.
-		var bound string
+		var (
+			bound   string
+			newBind bool
+		)
 		if err := tx.QueryRow(ctx, `INSERT INTO fence_targets (target, resource) VALUES ($1, $2)
-			ON CONFLICT (target) DO UPDATE SET target = EXCLUDED.target RETURNING resource`,
-			req.Target, g.Resource).Scan(&bound); err != nil {
+			ON CONFLICT (target) DO UPDATE SET target = EXCLUDED.target RETURNING resource, xmax = 0`,
+			req.Target, g.Resource).Scan(&bound, &newBind); err != nil {
 			return err
 		}
 		if err := fencerules.CheckTarget(bound, &req); err != nil {
+			return err
+		}
+		// Only an accepted admission binds a target: undo a new binding otherwise.
+		unbind := func() error {
+			if !newBind {
+				return nil
+			}
+			_, err := tx.Exec(ctx, `DELETE FROM fence_targets WHERE target = $1`, req.Target)
 			return err
 		}
 		b := &pgx.Batch{}
@@ -187,8 +198,11 @@ func (s *Store) Admit(ctx context.Context, req fencegate.AdmitRequest) (fencegat
 			return rerr
 		case fencerules.Replay:
 			adm = fencegate.Admission{Receipt: *live, Replay: true, PreviousVersion: prev}
-			return nil
+			return unbind()
 		case fencerules.Quarantine:
+			if err := unbind(); err != nil {
+				return err
+			}
 			q := fencerules.QuarantineRecord(&req, live)
 			if _, err := tx.Exec(ctx, `INSERT INTO fence_quarantine
 				(resource, fence_token, segment, receipt_id, payload_digest, owner, at)

@@ -41,6 +41,7 @@ func Run(t *testing.T, open func(t *testing.T) fencegate.FenceStore) {
 		{"CommittedVersionIsRecorded", committedVersionIsRecorded},
 		{"VersionSwapIsCompareAndSet", versionSwapIsCompareAndSet},
 		{"TargetIsFencedUnderOneResource", targetIsFencedUnderOneResource},
+		{"QuarantineBindsNoTarget", quarantineBindsNoTarget},
 		{"DeleteForgetsVersion", deleteForgetsVersion},
 		{"ReceiptsByOperationAreOrdered", receiptsByOperationAreOrdered},
 		{"ReceiptsByState", receiptsByState},

@@ -25,3 +25,16 @@ func targetIsFencedUnderOneResource(f *fx) {
 	f.admit(other.req(1, "e"))
 	f.reject(first.req(1, "f"), fencegate.CodeResourceMismatch, "")
 }
+
+// quarantineBindsNoTarget: a segment replayed with another target is
+// quarantined, and that target stays free for the resource that owns it.
+func quarantineBindsNoTarget(f *fx) {
+	outer := f.writer("res/q", 5)
+	outer.target = "res/q/a"
+	a := f.admit(outer.req(1, "a"))
+	other := *outer
+	other.target = "res/q/b"
+	f.quarantine(other.req(1, "a"), a.Receipt.ID)
+	inner := f.writer("res/q/b", 7)
+	f.admit(inner.req(1, "x"))
+}
