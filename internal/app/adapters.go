@@ -1,7 +1,9 @@
 package app
 
 import (
+	"bytes"
 	"context"
+	"crypto"
 	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/tls"
@@ -90,9 +92,6 @@ func openObjectStores(ctx context.Context, cfg config.Config, log *slog.Logger) 
 // the epoch, key ID, policy generation and revocations an operator set.
 func openRegistry(ctx context.Context, cfg config.Config, st persisted, keyPath string) (*registry.Registry, *proofs.Signer, func() error, error) {
 	rc := cfg.Registry
-	if rc.SigningKey != "" {
-		keyPath = rc.SigningKey
-	}
 	seed, err := loadOrCreateSeed(keyPath)
 	if err != nil {
 		return nil, nil, nil, err
@@ -175,8 +174,14 @@ func buildVerifier(bundlePath string, signer *proofs.Signer, epoch uint64) (*pro
 		return nil, fmt.Errorf("trust bundle %s: %w", bundlePath, err)
 	}
 	if signer != nil {
-		if _, ok := b.Key(signer.KeyID()); !ok {
+		k, ok := b.Key(signer.KeyID())
+		if !ok {
 			return nil, fmt.Errorf("trust bundle %s lacks the registry's signing key %q", bundlePath, signer.KeyID())
+		}
+		want, err1 := signer.PublicKey().Thumbprint(crypto.SHA256)
+		got, err2 := k.Key.Thumbprint(crypto.SHA256)
+		if err1 != nil || err2 != nil || !bytes.Equal(want, got) {
+			return nil, fmt.Errorf("trust bundle %s holds another key under the registry's key ID %q", bundlePath, signer.KeyID())
 		}
 	}
 	return proofs.NewVerifier(b)

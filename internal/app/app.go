@@ -84,6 +84,9 @@ func Build(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, er
 	if cfg.TrustBundle != "" {
 		bundlePath = cfg.TrustBundle
 	}
+	if cfg.Registry != nil && cfg.Registry.SigningKey != "" {
+		keyPath = cfg.Registry.SigningKey
+	}
 	st, _, err := loadPersisted(statePath)
 	if err != nil {
 		return nil, err
