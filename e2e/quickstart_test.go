@@ -23,6 +23,8 @@ func TestQuickstartStaleOwnerIsRefused(t *testing.T) {
 	if again := p.acquire(t, "token-a", "local/inv/7", "a-1", "invoice-7", 500); again.id != a.id || again.fence != a.fence {
 		t.Fatalf("idempotent acquire gave %+v, first was %+v", again, a)
 	}
+	// Only A may read A's lease (its grant and a fresh proof).
+	wantCode(t, p.do(t, "GET", "/v1/leases/"+a.id, "token-b", nil, ""), http.StatusForbidden, "OWNER_MISMATCH")
 	// While A holds the lease, B is refused.
 	held := p.do(t, "POST", "/v1/leases", "token-b", nil, `{"resource":"local/inv/7","requestId":"b-0","ttlMs":5000,"operationId":"invoice-7"}`)
 	wantCode(t, held, http.StatusConflict, "LEASE_HELD")

@@ -83,7 +83,8 @@ func copyFile(t *testing.T, from, to string) {
 // the signed answer, so a release at the registry is refused at once.
 func TestReplicaInQueryModeAsksTheRemoteRegistry(t *testing.T) {
 	regDir := t.TempDir()
-	reg := startGateway(t, "dev", "--data-dir", regDir, "--identity", "worker-a=token-a", "--identity", "replica=replica-token")
+	reg := startGateway(t, "dev", "--data-dir", regDir, "--identity", "worker-a=token-a", "--identity", "replica=replica-token",
+		"--admin-token", "ops-token")
 	gwDir := t.TempDir()
 	cfg := filepath.Join(gwDir, "gw.yaml")
 	yml := fmt.Sprintf(`dataDir: %s
@@ -93,6 +94,7 @@ registryURL: %s
 registryCredential: {name: replica, token: replica-token}
 stores: {local: "local:"}
 identities: [{name: worker-a, token: token-a}]
+reconcile: {interval: 100ms, deadline: 15m, orphan: 2m}
 `, filepath.Join(gwDir, "data"), filepath.Join(regDir, "trust-bundle.json"), reg.base)
 	if err := os.WriteFile(cfg, []byte(yml), 0o600); err != nil {
 		t.Fatal(err)
@@ -103,7 +105,24 @@ identities: [{name: worker-a, token: token-a}]
 	if r := gw.do(t, "PUT", "/v1/objects/local/q/2", "token-a", hdr, "v1"); r.status != http.StatusOK {
 		t.Fatalf("query-mode write at the replica: %d %s", r.status, r.body)
 	}
-	reg.do(t, "DELETE", "/v1/leases/"+a.id, "token-a", nil, "")
+	// A key rotation does not strand the grant in flight: the registry attests
+	// its status by digest, whatever epoch signs new grants.
+	if r := reg.do(t, "POST", "/v1/admin/keys/rotate", "ops-token", nil, ""); r.status != 200 {
+		t.Fatalf("rotate: %d %s", r.status, r.body)
+	}
 	hdr["Fence-Segment"] = "2"
-	wantCode(t, gw.do(t, "PUT", "/v1/objects/local/q/2", "token-a", hdr, "v2"), http.StatusUnauthorized, "STATUS_INVALID")
+	deadline := time.Now().Add(10 * time.Second)
+	for { // the replica trusts the registry's new key once it reloaded the shared bundle file
+		r := gw.do(t, "PUT", "/v1/objects/local/q/2", "token-a", hdr, "v2")
+		if r.status == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) || r.str("code") != "STATUS_INVALID" {
+			t.Fatalf("old-epoch grant after rotation: %d %s", r.status, r.body)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	reg.do(t, "DELETE", "/v1/leases/"+a.id, "token-a", nil, "")
+	hdr["Fence-Segment"] = "3"
+	wantCode(t, gw.do(t, "PUT", "/v1/objects/local/q/2", "token-a", hdr, "v3"), http.StatusUnauthorized, "STATUS_INVALID")
 }

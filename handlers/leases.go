@@ -73,6 +73,34 @@ func (s *Server) leaseRoutes(r chi.Router) {
 	r.With(s.authOnly).Post("/leases/{lease}/renew", s.renew)
 	r.With(s.authOnly).Delete("/leases/{lease}", s.release)
 	r.With(s.authOnly).Get("/leases/{lease}", s.leaseStatus)
+	r.With(s.authOnly).Post("/leases/{lease}/attest", s.attest)
+}
+
+// attestBody names the verified grant a gateway in query mode asks about.
+type attestBody struct {
+	GrantDigest string `json:"grantDigest"`
+	Resource    string `json:"resource"`
+	Owner       string `json:"owner"`
+	FenceToken  uint64 `json:"fenceToken"`
+	IssuerEpoch uint64 `json:"issuerEpoch"`
+}
+
+// attest answers a gateway's linearizable status query with a signed status
+// proof bound to the grant digest it names.
+func (s *Server) attest(w http.ResponseWriter, r *http.Request) {
+	var b attestBody
+	if err := decodeJSON(r, &b); err != nil {
+		s.problem(w, r, err)
+		return
+	}
+	g := fencegate.VerifiedGrant{Digest: b.GrantDigest, Grant: fencegate.Grant{Lease: chi.URLParam(r, "lease"),
+		Resource: b.Resource, Owner: b.Owner, FenceToken: b.FenceToken, IssuerEpoch: b.IssuerEpoch}}
+	tok, err := s.Registry.AttestStatus(r.Context(), g)
+	if err != nil {
+		s.problem(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"statusProof": tok})
 }
 
 func (s *Server) acquire(w http.ResponseWriter, r *http.Request) {
@@ -121,6 +149,9 @@ func (s *Server) release(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) leaseStatus(w http.ResponseWriter, r *http.Request) {
 	is, err := s.Registry.Status(r.Context(), chi.URLParam(r, "lease"))
+	if err == nil && is.Lease.Owner != callerOf(r) {
+		err = fencegate.Errorf(fencegate.CodeOwnerMismatch, "lease %s is not the caller's", is.Lease.ID)
+	}
 	if err != nil {
 		s.problem(w, r, err)
 		return

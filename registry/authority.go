@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"context"
 	"maps"
 	"sync"
 
@@ -110,4 +111,21 @@ func (r *Registry) Restore(st AuthorityState) error {
 	r.auth.revoked = revoked
 	r.auth.policyGen = max(r.auth.policyGen, st.PolicyGeneration)
 	return nil
+}
+
+// AttestStatus is GrantStatus signed: a status proof bound to g's digest,
+// for gateways in query mode that reach the registry over the network. g's
+// signature was checked by the asking gateway; the registry checks that it
+// names this lease, resource, owner and fence, and states REVOKED for a
+// revoked epoch.
+func (r *Registry) AttestStatus(ctx context.Context, g fencegate.VerifiedGrant) (string, error) {
+	st, err := r.GrantStatus(ctx, g)
+	if err != nil {
+		return "", err
+	}
+	tok, err := r.auth.snapshot().signer.SignStatus(st)
+	if err != nil {
+		return "", fencegate.Wrap(err, fencegate.CodeInternal, "sign status")
+	}
+	return tok, nil
 }

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,10 +17,11 @@ import (
 )
 
 // remoteQuerier is query mode against a registry in another process: it asks
-// the registry for the grant's lease now (GET /v1/leases/{lease}) and checks
-// the freshly signed status proof it answers against the trust bundle, so the
-// answer is as linearizable as the registry's read and cannot be forged by
-// the network.
+// the registry to attest the grant's status now (POST /v1/leases/{lease}/attest)
+// and checks the signed status proof it answers against the trust bundle, so
+// the answer is as linearizable as the registry's read and cannot be forged
+// by the network. An unreachable registry is BACKEND_UNAVAILABLE, not a
+// verdict on the lease.
 type remoteQuerier struct {
 	base     string
 	token    string
@@ -30,32 +32,44 @@ type remoteQuerier struct {
 var _ gateway.StatusQuerier = (*remoteQuerier)(nil)
 
 func (q *remoteQuerier) GrantStatus(ctx context.Context, g fencegate.VerifiedGrant) (fencegate.Status, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, q.base+"/v1/leases/"+url.PathEscape(g.Lease), nil)
+	body, _ := json.Marshal(map[string]any{"grantDigest": g.Digest, "resource": g.Resource, "owner": g.Owner,
+		"fenceToken": g.FenceToken, "issuerEpoch": g.IssuerEpoch})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, q.base+"/v1/leases/"+url.PathEscape(g.Lease)+"/attest", bytes.NewReader(body))
 	if err != nil {
 		return fencegate.Status{}, fencegate.Wrap(err, fencegate.CodeInternal, "registry query")
 	}
 	req.Header.Set("Authorization", "Bearer "+q.token)
+	req.Header.Set("Content-Type", "application/json")
 	resp, err := q.hc.Do(req)
 	if err != nil {
-		return fencegate.Status{}, fencegate.Wrap(err, fencegate.CodeStatusInvalid, "the registry could not be asked for the lease's status")
+		return fencegate.Status{}, fencegate.Wrap(err, fencegate.CodeBackendUnavailable, "the registry could not be asked for the grant's status")
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	if err != nil {
-		return fencegate.Status{}, fencegate.Wrap(err, fencegate.CodeStatusInvalid, "registry answer unreadable")
+		return fencegate.Status{}, fencegate.Wrap(err, fencegate.CodeBackendUnavailable, "registry answer unreadable")
 	}
-	if resp.StatusCode == http.StatusNotFound {
-		return fencegate.Status{}, fencegate.Errorf(fencegate.CodeStatusInvalid, "the registry does not know lease %q", g.Lease)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return fencegate.Status{}, fencegate.Errorf(fencegate.CodeStatusInvalid, "registry answered %d to a status query", resp.StatusCode)
+	switch {
+	case resp.StatusCode >= 500:
+		return fencegate.Status{}, fencegate.Errorf(fencegate.CodeBackendUnavailable, "registry answered %d to a status query", resp.StatusCode)
+	case resp.StatusCode != http.StatusOK:
+		var p struct {
+			Code   fencegate.Code `json:"code"`
+			Detail string         `json:"detail"`
+		}
+		_ = json.Unmarshal(raw, &p)
+		if p.Code == fencegate.CodeStatusInvalid {
+			return fencegate.Status{}, fencegate.Errorf(fencegate.CodeStatusInvalid, "registry: %s", p.Detail)
+		}
+		return fencegate.Status{}, fencegate.Errorf(fencegate.CodeBackendUnavailable, "registry refused the status query: %d %s", resp.StatusCode, p.Code)
 	}
 	var a struct {
 		StatusProof string `json:"statusProof"`
 	}
-	if err := json.Unmarshal(body, &a); err != nil || a.StatusProof == "" {
-		return fencegate.Status{}, fencegate.Errorf(fencegate.CodeStatusInvalid, "registry answer carries no status proof")
+	if err := json.Unmarshal(raw, &a); err != nil || a.StatusProof == "" {
+		return fencegate.Status{}, fencegate.Errorf(fencegate.CodeBackendUnavailable, "registry answer carries no status proof")
 	}
+	// A REVOKED or EXPIRED statement is a verified proof too; it still refuses.
 	st, err := q.verifier.VerifyStatus(a.StatusProof, g)
 	var fe *fencegate.Error
 	if err != nil && !errors.As(err, &fe) {
