@@ -57,6 +57,8 @@ type Config struct {
 	RevokedEpochs []uint64 `yaml:"revokedEpochs"`
 	// MaxBodyBytes caps a request body.
 	MaxBodyBytes int64 `yaml:"maxBodyBytes"`
+	// EffectTimeout bounds one forwarded effect; reconcile.orphan must exceed it.
+	EffectTimeout time.Duration `yaml:"effectTimeout"`
 	// Registry configures the in-process lease registry; nil runs none.
 	Registry *Registry `yaml:"registry"`
 	// Reconcile configures the settlement of unknown outcomes.
@@ -116,6 +118,7 @@ func Default() Config {
 		PolicyGeneration: 1,
 		MaxBodyBytes:     5 << 30,
 		KeyOverlap:       10 * time.Minute,
+		EffectTimeout:    60 * time.Second,
 		Reconcile:        Reconcile{Interval: 5 * time.Second, Deadline: 15 * time.Minute, Orphan: 2 * time.Minute},
 	}
 }
@@ -285,6 +288,11 @@ func (c *Config) Validate() error {
 	}
 	if c.Reconcile.Interval <= 0 || c.Reconcile.Deadline <= 0 || c.Reconcile.Orphan <= 0 {
 		add("reconcile interval, deadline and orphan must be positive")
+	}
+	if c.EffectTimeout <= 0 {
+		add("effectTimeout must be positive")
+	} else if c.Reconcile.Orphan <= c.EffectTimeout {
+		add("reconcile.orphan (%s) must exceed effectTimeout (%s): a live effect must never be taken for an orphan", c.Reconcile.Orphan, c.EffectTimeout)
 	}
 	return errors.Join(errs...)
 }

@@ -132,7 +132,7 @@ func crashAndSettle(t *testing.T, cs crashStore) {
 	// 2. Restart without the failpoint, with a reconciler that takes a PENDING
 	// receipt as orphaned after a second.
 	cfg := filepath.Join(t.TempDir(), "gateway.yaml")
-	if err := os.WriteFile(cfg, []byte("reconcile:\n  interval: 200ms\n  deadline: 15m\n  orphan: 1s\n"), 0o600); err != nil {
+	if err := os.WriteFile(cfg, []byte("effectTimeout: 500ms\nreconcile:\n  interval: 200ms\n  deadline: 15m\n  orphan: 1s\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	p2 := startGatewayEnv(t, cs.env, append(args, "--config", cfg)...)

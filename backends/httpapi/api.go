@@ -10,10 +10,12 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/fencegate/fencegate"
@@ -171,9 +173,16 @@ func (c *Call) Apply(ctx context.Context, r fencegate.Receipt, _ string) (fenceg
 				fencegate.Wrap(err, fencegate.CodeInternal, "cannot rewind the request body")
 		}
 	}
+	// net/http may resend a request carrying an Idempotency-Key on a fresh
+	// connection; count the attempts that wrote headers, so that "nothing was
+	// sent" is claimed only when none did.
+	var wrote atomic.Int32
+	req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+		WroteHeaders: func() { wrote.Add(1) },
+	}))
 	resp, err := a.client.Do(req)
 	if err != nil {
-		if notSent(err) {
+		if wrote.Load() == 0 && notSent(err) {
 			return fencegate.Outcome{State: fencegate.ReceiptFailed, Error: "upstream unreachable: " + err.Error()},
 				fencegate.Wrap(err, fencegate.CodeBackendUnavailable, fmt.Sprintf("api %q is unreachable; nothing was sent", a.cfg.Name))
 		}
@@ -184,9 +193,11 @@ func (c *Call) Apply(ctx context.Context, r fencegate.Receipt, _ string) (fenceg
 	case resp.StatusCode >= 500:
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, a.cfg.MaxResponseBytes))
 		return unknown(a, "upstream answered "+resp.Status, nil)
-	case resp.StatusCode == http.StatusTooManyRequests:
+	case resp.StatusCode == http.StatusTooManyRequests && wrote.Load() <= 1:
 		return fencegate.Outcome{State: fencegate.ReceiptFailed, Error: "upstream answered " + resp.Status},
 			fencegate.Errorf(fencegate.CodeBackendUnavailable, "api %q is rate limiting; nothing was applied", a.cfg.Name)
+	case resp.StatusCode == http.StatusTooManyRequests: // an earlier attempt may have been applied
+		return unknown(a, "upstream answered "+resp.Status+" to a resent request", nil)
 	}
 	er, err := a.readAnswer(resp)
 	if err != nil {

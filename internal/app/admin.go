@@ -95,6 +95,8 @@ type admin struct {
 	overlap    time.Duration
 	now        func() time.Time
 	modes      *gateway.Modes
+	// opModes are the rules operators set (persisted); config rules are not.
+	opModes []gateway.ModeRule
 }
 
 var _ handlers.Admin = (*admin)(nil)
@@ -128,7 +130,7 @@ func (a *admin) state() handlers.AdminState {
 func (a *admin) save() error {
 	st := a.state()
 	p := persisted{IssuerEpoch: st.IssuerEpoch, KeyID: a.keyID, PolicyGeneration: st.PolicyGeneration,
-		RevokedEpochs: st.RevokedEpochs, Modes: st.Modes}
+		RevokedEpochs: st.RevokedEpochs, Modes: a.opModes}
 	data, _ := json.MarshalIndent(p, "", "  ")
 	if err := writeFileAtomic(a.statePath, data, 0o600); err != nil {
 		return fencegate.Wrap(err, fencegate.CodeInternal, "persist operator state")
@@ -253,6 +255,8 @@ func (a *admin) SetMode(_ context.Context, rule gateway.ModeRule, breakGlass boo
 	if err := a.modes.Set(rule.Pattern, rule.Mode, breakGlass); err != nil {
 		return handlers.AdminState{}, err
 	}
+	a.opModes = slices.DeleteFunc(a.opModes, func(r gateway.ModeRule) bool { return r.Pattern == rule.Pattern })
+	a.opModes = append(a.opModes, rule)
 	return a.state(), a.save()
 }
 

@@ -65,7 +65,11 @@ func Build(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, er
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, err
 	}
+	// Bodies spooled before a crash are never needed again.
 	spool := filepath.Join(cfg.DataDir, "spool")
+	if err := os.RemoveAll(spool); err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(spool, 0o700); err != nil {
 		return nil, err
 	}
@@ -124,8 +128,9 @@ func Build(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, er
 	if err != nil {
 		return nil, err
 	}
-	a.admin.modes = modes
-	gcfg := gateway.Config{Verifier: verifier, Store: store, Log: log, Alarm: a.metrics, Policy: pol, Modes: modes}
+	a.admin.modes, a.admin.opModes = modes, st.Modes
+	gcfg := gateway.Config{Verifier: verifier, Store: store, Log: log, Alarm: a.metrics, Policy: pol, Modes: modes,
+		EffectTimeout: cfg.EffectTimeout}
 	if fp := os.Getenv("FENCEGATE_FAILPOINT"); fp != "" {
 		// Test-only: crash at the named point of the acceptance point.
 		gcfg.Failpoint = func(name string) {
@@ -211,7 +216,7 @@ func (a *App) Run(ctx context.Context) error {
 
 // Serve is Run on an existing listener.
 func (a *App) Serve(ctx context.Context, ln net.Listener) error {
-	hs := &http.Server{Handler: a.handler, ReadHeaderTimeout: 10 * time.Second}
+	hs := &http.Server{Handler: a.handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	if a.tls != nil {
 		ln = tls.NewListener(ln, a.tls)
 	}
@@ -268,8 +273,8 @@ func newMetrics() *metrics {
 	}, []string{"resource"})
 	m.shadow = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "fencegate_shadow_verdicts_total",
-		Help: "Refusals that shadow mode recorded and forwarded anyway, by resource and code.",
-	}, []string{"resource", "code"})
+		Help: "Refusals that shadow mode recorded and forwarded anyway, by code (resources are in the log).",
+	}, []string{"code"})
 	m.overdue = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "fencegate_unknown_overdue",
 		Help: "UNKNOWN receipts older than the reconcile deadline: they need manual reconciliation (alert on > 0).",
@@ -284,8 +289,8 @@ func (m *metrics) FenceRegression(resource string, _ uint64, _ error) {
 }
 
 // ShadowVerdict counts a refusal shadow mode let through.
-func (m *metrics) ShadowVerdict(resource string, code fencegate.Code) {
-	m.shadow.WithLabelValues(resource, string(code)).Inc()
+func (m *metrics) ShadowVerdict(_ string, code fencegate.Code) {
+	m.shadow.WithLabelValues(string(code)).Inc()
 }
 
 var _ gateway.Alarm = (*metrics)(nil)

@@ -1,0 +1,63 @@
+package httpapi
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"testing"
+
+	"github.com/fencegate/fencegate"
+)
+
+// TestResentRequestThatFailsToConnectIsUnknownNotUnsent: Go's transport
+// resends a request carrying an Idempotency-Key when a reused connection drops
+// after the request was written. If the resend cannot connect, the upstream
+// may still have applied the first attempt: the outcome is UNKNOWN, never
+// "nothing was sent" (which would free the segment for a second payment).
+func TestResentRequestThatFailsToConnectIsUnknownNotUnsent(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	applied := make(chan struct{}, 1)
+	go func() {
+		conn, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		br := bufio.NewReader(conn)
+		// First request on the connection: answered, so the connection is reused.
+		if req, err := http.ReadRequest(br); err == nil {
+			_, _ = io.Copy(io.Discard, req.Body)
+			_, _ = conn.Write([]byte("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}"))
+		}
+		// Second: read (the upstream applies it), then drop the connection and stop listening.
+		if req, err := http.ReadRequest(br); err == nil {
+			_, _ = io.Copy(io.Discard, req.Body)
+			applied <- struct{}{}
+		}
+		_ = ln.Close()
+		_ = conn.Close()
+	}()
+	c := validConfig("http://" + ln.Addr().String())
+	api, err := New(c, &http.Client{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := func(seg uint64) (fencegate.Outcome, error) {
+		r := fencegate.Receipt{ID: "r", Resource: "payouts/acc_1", OperationRoot: "root", FenceToken: 1, Segment: seg}
+		return api.Call("POST", "/v1/accounts/acc_1/payouts", http.Header{}, bytes.NewReader([]byte(payout)), int64(len(payout))).
+			Apply(context.Background(), r, "")
+	}
+	if out, err := call(1); err != nil || out.State != fencegate.ReceiptCommitted {
+		t.Fatalf("first call: %+v %v", out, err)
+	}
+	out, err := call(2)
+	<-applied
+	if out.State != fencegate.ReceiptUnknown || fencegate.ErrorCode(err) != fencegate.CodeMutationUnknown {
+		t.Fatalf("a written-then-dropped request is %s (%v), want UNKNOWN", out.State, err)
+	}
+}
