@@ -229,7 +229,7 @@ func (l *Lease) Release(ctx context.Context) error {
 }
 
 // Refresh asks the registry for the lease's status (GET /v1/leases/{lease})
-// and keeps the fresh proof. An uncertain or failed answer moves the lease to
+// and keeps the fresh proof and the grant it is bound to. An uncertain or failed answer moves the lease to
 // OWNERSHIP_UNKNOWN; EXPIRED, RELEASED and REVOKED are taken as confirmed.
 func (l *Lease) Refresh(ctx context.Context) error {
 	l.mu.Lock()
@@ -253,6 +253,11 @@ func (l *Lease) Refresh(ctx context.Context) error {
 	}
 	if err := l.notHeldLocked(); err != nil {
 		return err
+	}
+	// After a key rotation or policy bump the registry re-issues the lease's
+	// grant (same lease and fence); the fresh proof is bound to that grant.
+	if info.Grant != "" && info.Lease == l.info.Lease && info.FenceToken == l.info.FenceToken {
+		l.info.Grant, l.info.GrantDigest = info.Grant, info.GrantDigest
 	}
 	l.setProof(info, sent)
 	return nil

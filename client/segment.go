@@ -59,12 +59,17 @@ func (l *Lease) commit(ctx context.Context, e effect) (outcome, error) {
 		case IsUncertain(err) || code == fencegate.CodeMutationUnknown:
 			l.doubt = &inDoubt{seg: seg, key: e.key, receipt: receiptIDOf(err)}
 			return o, err
-		case code == fencegate.CodeStaleOwner || code == fencegate.CodeFenceRegression || code == fencegate.CodeEpochRevoked:
+		case code == fencegate.CodeStaleOwner || code == fencegate.CodeFenceRegression:
 			l.lose(err)
 			return o, err
-		case code == fencegate.CodeStatusInvalid && attempt == 0:
-			// The proof may have lapsed on the way; nothing was admitted.
+		case (code == fencegate.CodeStatusInvalid || code == fencegate.CodeEpochRevoked || code == fencegate.CodePolicyStale) && attempt == 0:
+			// The proof may have lapsed on the way, or the registry rotated its
+			// key or policy: nothing was admitted; refresh (which adopts the
+			// lease's re-issued grant) and try once more.
 			l.expireProof()
+		case code == fencegate.CodeEpochRevoked:
+			l.lose(err)
+			return o, err
 		default:
 			return o, err
 		}

@@ -140,7 +140,7 @@ func TestAPICallUnknownOutcomeReusesTheStoredAnswer(t *testing.T) {
 
 func TestStaleOwnerStopsTheWriter(t *testing.T) {
 	for code, want := range map[fencegate.Code]State{
-		fencegate.CodeStaleOwner: StateLost, fencegate.CodeFenceRegression: StateLost, fencegate.CodeEpochRevoked: StateRevoked,
+		fencegate.CodeStaleOwner: StateLost, fencegate.CodeFenceRegression: StateLost,
 	} {
 		f, l := held(t)
 		w := l.Objects("bucket")
@@ -168,4 +168,27 @@ func TestStatusInvalidOnWriteRefreshesTheProofOnce(t *testing.T) {
 	if f.count("status") != 1 || f.count("write") != 2 || f.writes[1].Get("Fence-Segment") != "1" {
 		t.Fatalf("status %d writes %d", f.count("status"), f.count("write"))
 	}
+}
+
+func TestRevokedEpochRefreshesTheGrantOnceThenStops(t *testing.T) {
+	// Once: the registry re-issued the grant under a new epoch; the writer
+	// refreshes and the commit goes through.
+	f, l := held(t)
+	w := l.Objects("bucket")
+	f.refuseNext("write", fencegate.CodeEpochRevoked)
+	if _, err := w.Put(context.Background(), "jobs/a", strings.NewReader("x"), ""); err != nil {
+		t.Fatalf("after one EPOCH_REVOKED: %v", err)
+	}
+	if f.count("write") != 2 || f.count("status") != 1 {
+		t.Fatalf("writes %d, status refreshes %d", f.count("write"), f.count("status"))
+	}
+	wantState(t, l, StateHeld)
+	// Twice: the lease itself is revoked.
+	f, l = held(t)
+	w = l.Objects("bucket")
+	f.refuseNext("write", fencegate.CodeEpochRevoked)
+	f.refuseNext("write", fencegate.CodeEpochRevoked)
+	_, err := w.Put(context.Background(), "jobs/a", strings.NewReader("x"), "")
+	wantCode(t, err, fencegate.CodeEpochRevoked)
+	wantState(t, l, StateRevoked)
 }

@@ -112,3 +112,28 @@ func TestFencectlAcquirePutReceipts(t *testing.T) {
 		t.Fatalf("skipped segment: %v\n%s", err, out)
 	}
 }
+
+// TestClientCarriesOnAcrossKeyRotationAndRevocation: after the registry
+// rotates its key and revokes the old epoch, the client's next commit is
+// refused once, refreshes the lease's re-issued grant, and goes through.
+func TestClientCarriesOnAcrossKeyRotationAndRevocation(t *testing.T) {
+	p := startGateway(t, "dev", "--data-dir", t.TempDir(), "--identity", "worker-a=token-a", "--admin-token", "ops-token")
+	ctx := context.Background()
+	l, err := client.New(p.base, "token-a").AcquireLease(ctx, client.LeaseParams{AcquireParams: client.AcquireParams{
+		Resource: "local/rot/1", RequestID: "r1", TTL: time.Minute, OperationID: "rot"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := l.Objects("local")
+	if _, err := w.Put(ctx, "rot/1", strings.NewReader("1"), ""); err != nil {
+		t.Fatal(err)
+	}
+	admin := client.New(p.base, "ops-token")
+	if _, err := admin.RevokeEpoch(ctx, 1); err != nil { // rotates first: epoch 1 is current
+		t.Fatal(err)
+	}
+	r, err := w.Put(ctx, "rot/1", strings.NewReader("2"), "")
+	if err != nil || r.Segment != 2 || l.State() != client.StateHeld {
+		t.Fatalf("after revocation: %+v %v (%s)", r, err, l.State())
+	}
+}
