@@ -268,6 +268,9 @@ func checkStatusClaims(st fencegate.Status, g fencegate.VerifiedGrant, now time.
 		return sk.errorf("iat is %d ms in the future, more than the %s skew allowed", st.IssuedAtMs-nowMs, MaxClockSkew)
 	case st.ExpiresAtMs <= st.IssuedAtMs:
 		return sk.errorf("exp is not after iat")
+	case st.IssuedAtMs < nowMs-fencegate.MaxStatusLife.Milliseconds()-MaxClockSkew.Milliseconds():
+		// Bounds iat before subtracting, so exp-iat cannot overflow.
+		return sk.errorf("iat is older than the longest status proof life")
 	case st.ExpiresAtMs-st.IssuedAtMs > fencegate.MaxStatusLife.Milliseconds():
 		return sk.errorf("life of %d ms exceeds the maximum %s", st.ExpiresAtMs-st.IssuedAtMs, fencegate.MaxStatusLife)
 	}

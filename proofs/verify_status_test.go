@@ -1,6 +1,7 @@
 package proofs_test
 
 import (
+	"math"
 	"strconv"
 	"strings"
 	"testing"
@@ -111,6 +112,12 @@ func TestStatusLongerThanMaxLifeIsRejected(t *testing.T) {
 		s.ExpiresAtMs = iat + 1000
 	}), vg)
 	wantRejected(t, err, statusInvalid, "exp is not after iat")
+	// An iat far in the past cannot overflow exp-iat into an accepted life.
+	_, err = f.v.VerifyStatus(f.statusToken(vg, func(s *fencegate.Status) {
+		s.IssuedAtMs = math.MinInt64
+		s.ExpiresAtMs = iat + 10*365*24*3600*1000
+	}), vg)
+	wantRejected(t, err, statusInvalid, "iat is older")
 }
 
 func TestStatusIssuedInTheFutureIsRejected(t *testing.T) {
