@@ -104,8 +104,11 @@ func (r *Registry) Restore(st AuthorityState) error {
 	if st.IssuerEpoch != r.auth.epoch {
 		return fencegate.Errorf(fencegate.CodeInvalidRequest, "saved issuer epoch %d differs from the signer's epoch %d", st.IssuerEpoch, r.auth.epoch)
 	}
-	revoked := map[uint64]bool{}
+	revoked := maps.Clone(r.auth.revoked) // a restore never lifts a revocation
 	for _, e := range st.RevokedEpochs {
+		if e == 0 || e >= r.auth.epoch {
+			return fencegate.Errorf(fencegate.CodeInvalidRequest, "saved state revokes epoch %d, not below the current epoch %d", e, r.auth.epoch)
+		}
 		revoked[e] = true
 	}
 	r.auth.revoked = revoked
@@ -119,11 +122,12 @@ func (r *Registry) Restore(st AuthorityState) error {
 // names this lease, resource, owner and fence, and states REVOKED for a
 // revoked epoch.
 func (r *Registry) AttestStatus(ctx context.Context, g fencegate.VerifiedGrant) (string, error) {
-	st, err := r.GrantStatus(ctx, g)
+	a := r.auth.snapshot() // the proof's epoch and its signing key must agree
+	st, err := r.grantStatus(ctx, g, a)
 	if err != nil {
 		return "", err
 	}
-	tok, err := r.auth.snapshot().signer.SignStatus(st)
+	tok, err := a.signer.SignStatus(st)
 	if err != nil {
 		return "", fencegate.Wrap(err, fencegate.CodeInternal, "sign status")
 	}

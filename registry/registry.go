@@ -167,6 +167,11 @@ func (r *Registry) Status(ctx context.Context, leaseID string) (Issued, error) {
 // lease is unknown or whose resource, owner or fence differ from the lease's
 // is STATUS_INVALID.
 func (r *Registry) GrantStatus(ctx context.Context, g fencegate.VerifiedGrant) (fencegate.Status, error) {
+	return r.grantStatus(ctx, g, r.auth.snapshot())
+}
+
+// grantStatus is GrantStatus under one authority snapshot.
+func (r *Registry) grantStatus(ctx context.Context, g fencegate.VerifiedGrant, a authoritySnapshot) (fencegate.Status, error) {
 	if g.Digest == "" || g.Lease == "" {
 		return fencegate.Status{}, fencegate.Errorf(fencegate.CodeStatusInvalid, "grant has no digest or lease")
 	}
@@ -181,7 +186,7 @@ func (r *Registry) GrantStatus(ctx context.Context, g fencegate.VerifiedGrant) (
 	if l.Resource != g.Resource || l.Owner != g.Owner || l.FenceToken != g.FenceToken {
 		return fencegate.Status{}, fencegate.Errorf(fencegate.CodeStatusInvalid, "grant does not match lease %s", l.ID)
 	}
-	return r.statusFor(l, g.Digest, g.IssuerEpoch, r.auth.snapshot(), now), nil
+	return r.statusFor(l, g.Digest, g.IssuerEpoch, a, now), nil
 }
 
 // SetFloor makes every later fence of every resource greater than floor; a

@@ -13,31 +13,46 @@ import (
 // may release it).
 const waitPoll = 25 * time.Millisecond
 
-// releases wakes acquirers waiting for a resource when this process releases it.
+// releases wakes acquirers waiting for a resource when this process releases
+// it. An entry lives while someone waits on it.
 type releases struct {
 	mu sync.Mutex
-	ch map[string]chan struct{}
+	ch map[string]*waitEntry
 }
 
-func (rs *releases) waitCh(resource string) <-chan struct{} {
+type waitEntry struct {
+	c       chan struct{}
+	waiters int
+}
+
+// wait registers a waiter on resource; done must be called when it stops.
+func (rs *releases) wait(resource string) (woken <-chan struct{}, done func()) {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	if rs.ch == nil {
-		rs.ch = map[string]chan struct{}{}
+		rs.ch = map[string]*waitEntry{}
 	}
-	c, ok := rs.ch[resource]
+	e, ok := rs.ch[resource]
 	if !ok {
-		c = make(chan struct{})
-		rs.ch[resource] = c
+		e = &waitEntry{c: make(chan struct{})}
+		rs.ch[resource] = e
 	}
-	return c
+	e.waiters++
+	return e.c, func() {
+		rs.mu.Lock()
+		defer rs.mu.Unlock()
+		e.waiters--
+		if e.waiters == 0 && rs.ch[resource] == e {
+			delete(rs.ch, resource)
+		}
+	}
 }
 
 func (rs *releases) wake(resource string) {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
-	if c, ok := rs.ch[resource]; ok {
-		close(c)
+	if e, ok := rs.ch[resource]; ok {
+		close(e.c)
 		delete(rs.ch, resource)
 	}
 }
@@ -49,23 +64,35 @@ func (rs *releases) wake(resource string) {
 func (r *Registry) AcquireWait(ctx context.Context, owner string, p AcquireParams, wait time.Duration) (Issued, error) {
 	deadline := time.Now().Add(wait)
 	for {
-		woken := r.released.waitCh(p.Resource)
+		woken, done := r.released.wait(p.Resource)
 		is, err := r.Acquire(ctx, owner, p)
 		if fencegate.ErrorCode(err) != fencegate.CodeLeaseHeld {
+			done()
 			return is, err
 		}
-		left := time.Until(deadline)
-		if left <= 0 {
+		err = r.sleepUntilWoken(ctx, woken, deadline)
+		done()
+		if err != nil {
 			return Issued{}, err
 		}
-		t := time.NewTimer(min(left, waitPoll))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return Issued{}, fencegate.Wrap(ctx.Err(), fencegate.CodeLeaseHeld, "gave up waiting for the resource")
-		case <-woken:
-		case <-t.C:
-		}
-		t.Stop()
 	}
+}
+
+// sleepUntilWoken waits for a release in this process, a poll interval (the
+// holder's TTL may lapse, or another replica may release it), or the
+// deadline; past the deadline it answers LEASE_HELD.
+func (r *Registry) sleepUntilWoken(ctx context.Context, woken <-chan struct{}, deadline time.Time) error {
+	left := time.Until(deadline)
+	if left <= 0 {
+		return fencegate.Errorf(fencegate.CodeLeaseHeld, "resource is held by another lease")
+	}
+	t := time.NewTimer(min(left, waitPoll))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return fencegate.Wrap(ctx.Err(), fencegate.CodeLeaseHeld, "gave up waiting for the resource")
+	case <-woken:
+	case <-t.C:
+	}
+	return nil
 }
