@@ -2,6 +2,9 @@ package gateway
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"strconv"
 
 	"github.com/fencegate/fencegate"
 )
@@ -16,6 +19,13 @@ var verdictCodes = map[fencegate.Code]bool{
 }
 
 func isVerdict(err error) bool { return verdictCodes[fencegate.ErrorCode(err)] }
+
+func grantResource(vg *fencegate.VerifiedGrant) string {
+	if vg == nil {
+		return ""
+	}
+	return vg.Resource
+}
 
 // shadowForward records the verdict of a refused request on a shadow-mode
 // resource and forwards it anyway, chained on the target's last version like
@@ -36,13 +46,22 @@ func (g *Gateway) shadowForward(ctx context.Context, req Request, vg *fencegate.
 		}
 		defer unlock()
 	}
+	// Never alongside a fenced effect in flight on the same resource.
+	for _, res := range []string{req.Resource, grantResource(vg)} {
+		if rs, err := g.cfg.Store.Resource(ctx, res); err == nil && rs.PendingReceipt != "" {
+			return Result{}, &fencegate.Error{Code: fencegate.CodeResourceBusy, Message: "another effect on the resource has not settled yet", ReceiptID: rs.PendingReceipt}
+		}
+	}
 	prev, err := g.cfg.Store.Version(ctx, req.Target)
 	if err != nil {
 		return Result{}, err
 	}
-	id := NewID("shadow_")
-	r := fencegate.Receipt{ID: id, Resource: req.Resource, Target: req.Target, Method: req.Method, Segment: req.Segment,
-		PayloadDigest: req.PayloadDigest, OperationRoot: "shadow:" + id, Owner: req.Caller, State: fencegate.ReceiptPending,
+	// A retried shadow forward carries the same idempotency root, so an API
+	// that dedupes by key applies it once.
+	sum := sha256.Sum256([]byte(req.GrantToken + "\x00" + strconv.FormatUint(req.Segment, 10) + "\x00" + req.Target + "\x00" + req.PayloadDigest))
+	root := "shadow:" + hex.EncodeToString(sum[:16])
+	r := fencegate.Receipt{ID: NewID("shadow_"), Resource: req.Resource, Target: req.Target, Method: req.Method, Segment: req.Segment,
+		PayloadDigest: req.PayloadDigest, OperationRoot: root, Owner: req.Caller, State: fencegate.ReceiptPending,
 		CreatedAt: g.cfg.Now(), Error: "shadow mode forwarded a request refused with " + string(code)}
 	if vg != nil {
 		r.FenceToken, r.OperationID, r.Lease, r.GrantDigest = vg.FenceToken, vg.OperationID, vg.Lease, vg.Digest
