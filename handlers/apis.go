@@ -1,12 +1,14 @@
 package handlers
 
 import (
+	"context"
 	"net/http"
 	"strconv"
 	"strings"
 
 	"github.com/fencegate/fencegate"
 	"github.com/fencegate/fencegate/backends/httpapi"
+	"github.com/fencegate/fencegate/gateway"
 	"github.com/go-chi/chi/v5"
 )
 
@@ -152,10 +154,45 @@ func (s *Server) resolveUnknown(w http.ResponseWriter, r *http.Request) {
 	if in.Note != "" {
 		note += ": " + in.Note
 	}
-	out, err := s.Gateway.Store().Settle(ctx, id, fencegate.Outcome{State: in.State, Error: note, Now: s.Now()})
+	o := fencegate.Outcome{State: in.State, Error: note, Now: s.Now()}
+	if in.State == fencegate.ReceiptCommitted {
+		if o.Version, err = s.committedObjectVersion(ctx, rc); err != nil {
+			s.problem(w, r, err)
+			return
+		}
+	}
+	out, err := s.Gateway.Store().Settle(ctx, id, o)
 	if err != nil {
 		s.problem(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// committedObjectVersion is the version an operator's COMMITTED verdict on an
+// object receipt records: the object must carry the receipt (its ETag chains
+// the next write), or, for a delete, be gone. Other targets record none.
+func (s *Server) committedObjectVersion(ctx context.Context, rc fencegate.Receipt) (string, error) {
+	store, key, ok := gateway.SplitObjectTarget(rc.Target)
+	if !ok {
+		return "", nil
+	}
+	st, err := s.objectStore(store)
+	if err != nil {
+		return "", err
+	}
+	info, err := st.Head(ctx, key)
+	if rc.Method == http.MethodDelete {
+		if fencegate.ErrorCode(err) == fencegate.CodeNotFound {
+			return "", nil
+		}
+		return "", fencegate.Errorf(fencegate.CodeInvalidRequest, "the object still exists: the delete is not committed")
+	}
+	if err != nil {
+		return "", err
+	}
+	if m, ok := fencegate.ParseEffectMeta(info.Metadata); !ok || m.ReceiptID != rc.ID {
+		return "", fencegate.Errorf(fencegate.CodeInvalidRequest, "the object does not carry receipt %s: the write is not committed", rc.ID)
+	}
+	return info.ETag, nil
 }
