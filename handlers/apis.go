@@ -188,10 +188,10 @@ func (s *Server) committedObjectVersion(ctx context.Context, rc fencegate.Receip
 		}
 		return "", fencegate.Errorf(fencegate.CodeInvalidRequest, "the object still exists: the delete is not committed")
 	}
-	if err != nil {
+	if err != nil && fencegate.ErrorCode(err) != fencegate.CodeNotFound {
 		return "", err
 	}
-	if m, ok := fencegate.ParseEffectMeta(info.Metadata); !ok || m.ReceiptID != rc.ID {
+	if m, ok := fencegate.ParseEffectMeta(info.Metadata); err != nil || !ok || m.ReceiptID != rc.ID {
 		return "", fencegate.Errorf(fencegate.CodeInvalidRequest, "the object does not carry receipt %s: the write is not committed", rc.ID)
 	}
 	return info.ETag, nil

@@ -31,11 +31,25 @@ const (
 type countingStore struct {
 	fencegate.ObjectStore
 	puts, deletes atomic.Int64
+	// lose, when set, makes the next Put and the Head after it fail uncertainly.
+	lose atomic.Bool
+	deaf atomic.Bool
 }
 
 func (c *countingStore) Put(ctx context.Context, req fencegate.PutRequest) (string, error) {
 	c.puts.Add(1)
+	if c.lose.CompareAndSwap(true, false) {
+		c.deaf.Store(true)
+		return "", fencegate.Errorf(fencegate.CodeBackendUnavailable, "connection reset")
+	}
 	return c.ObjectStore.Put(ctx, req)
+}
+
+func (c *countingStore) Head(ctx context.Context, key string) (fencegate.ObjectInfo, error) {
+	if c.deaf.CompareAndSwap(true, false) {
+		return fencegate.ObjectInfo{}, fencegate.Errorf(fencegate.CodeBackendUnavailable, "connection reset")
+	}
+	return c.ObjectStore.Head(ctx, key)
 }
 
 func (c *countingStore) Delete(ctx context.Context, key, ifMatch string) error {
@@ -83,8 +97,9 @@ func newEnv(t *testing.T) *env {
 	objects := &countingStore{ObjectStore: loc}
 	srv := &handlers.Server{
 		Gateway: gw, Stores: map[string]fencegate.ObjectStore{"local": objects},
-		Auth:     handlers.NewBearerTokens(map[string]string{tokA: ownerA, tokB: ownerB}),
-		SpoolDir: t.TempDir(), MaxBody: 1 << 20,
+		Auth:      handlers.NewBearerTokens(map[string]string{tokA: ownerA, tokB: ownerB}),
+		AdminAuth: handlers.NewBearerTokens(map[string]string{"ops": "ops"}),
+		SpoolDir:  t.TempDir(), MaxBody: 1 << 20,
 	}
 	return &env{t: t, kit: kit, store: st, objects: objects, policy: pol, h: handlers.Router(srv)}
 }

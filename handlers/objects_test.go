@@ -292,3 +292,21 @@ func TestKeyFencedUnderOneResourceRefusesANestedResourcesGrant(t *testing.T) {
 		t.Fatalf("state changed: %+v -> %+v", before, after)
 	}
 }
+
+func TestOperatorCommitsAnObjectReceiptOnlyIfTheObjectCarriesIt(t *testing.T) {
+	e := newEnv(t)
+	a := e.grant(res7, ownerA, 5, nil)
+	e.objects.lose.Store(true)
+	lost := e.put(tokA, a, "local/inv/7", 1, "v1")
+	wantProblem(t, lost, 502, "MUTATION_UNKNOWN")
+	id, _ := lost.json["receiptId"].(string)
+	path := "/v1/unknown/" + id + "/resolve"
+	// The write never landed: the operator cannot call it committed.
+	wantProblem(t, e.do("POST", path, "ops", nil, `{"state":"COMMITTED"}`), 400, "INVALID_REQUEST")
+	if r := e.do("POST", path, "ops", nil, `{"state":"NOT_APPLIED","note":"checked"}`); r.status != 200 || r.json["state"] != "NOT_APPLIED" {
+		t.Fatalf("resolve NOT_APPLIED: %d %s", r.status, r.body)
+	}
+	if r := e.put(tokA, a, "local/inv/7", 1, "v1"); r.status != 200 {
+		t.Fatalf("segment after NOT_APPLIED: %d %s", r.status, r.body)
+	}
+}
