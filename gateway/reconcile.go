@@ -42,6 +42,9 @@ type Reconciler struct {
 	next map[string]retryState
 }
 
+// passLimit bounds the receipts of each state one pass looks at.
+const passLimit = 10_000
+
 type retryState struct {
 	at    time.Time
 	delay time.Duration
@@ -66,16 +69,18 @@ func (rc *Reconciler) defaults() {
 func (rc *Reconciler) RunOnce(ctx context.Context) (int, error) {
 	rc.defaults()
 	now := rc.Now()
-	pending, err := rc.Store.ReceiptsByState(ctx, fencegate.ReceiptPending, 500)
+	pending, err := rc.Store.ReceiptsByState(ctx, fencegate.ReceiptPending, passLimit)
 	if err != nil {
 		return 0, err
 	}
-	unknown, err := rc.Store.ReceiptsByState(ctx, fencegate.ReceiptUnknown, 500)
+	unknown, err := rc.Store.ReceiptsByState(ctx, fencegate.ReceiptUnknown, passLimit)
 	if err != nil {
 		return 0, err
 	}
+	all := append(pending, unknown...)
+	rc.prune(all)
 	settled := 0
-	for _, r := range append(pending, unknown...) {
+	for _, r := range all {
 		if r.State == fencegate.ReceiptPending && now.Sub(r.CreatedAt) < rc.Orphan {
 			continue
 		}
@@ -128,7 +133,7 @@ func (rc *Reconciler) Run(ctx context.Context, interval time.Duration) {
 // Overdue lists UNKNOWN receipts older than Deadline: they need a person.
 func (rc *Reconciler) Overdue(ctx context.Context) ([]fencegate.Receipt, error) {
 	rc.defaults()
-	all, err := rc.Store.ReceiptsByState(ctx, fencegate.ReceiptUnknown, 1000)
+	all, err := rc.Store.ReceiptsByState(ctx, fencegate.ReceiptUnknown, passLimit)
 	if err != nil {
 		return nil, err
 	}
@@ -166,6 +171,24 @@ func (rc *Reconciler) backoff(id string, now time.Time) {
 	s.delay = min(max(2*s.delay, time.Second), time.Minute)
 	s.at = now.Add(s.delay)
 	rc.next[id] = s
+}
+
+// prune drops retry state of receipts no longer waiting (settled elsewhere).
+func (rc *Reconciler) prune(waiting []fencegate.Receipt) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if len(rc.next) == 0 {
+		return
+	}
+	keep := make(map[string]bool, len(waiting))
+	for _, r := range waiting {
+		keep[r.ID] = true
+	}
+	for id := range rc.next {
+		if !keep[id] {
+			delete(rc.next, id)
+		}
+	}
 }
 
 func (rc *Reconciler) forget(id string) {

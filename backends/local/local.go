@@ -226,8 +226,8 @@ func (s *Store) Delete(ctx context.Context, key, ifMatch string) error {
 	defer mu.Unlock()
 	cur, err := readTrailerAt(path)
 	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return s.notFound(key)
+	case errors.Is(err, fs.ErrNotExist): // If-Match on a missing key does not hold
+		return preconditionFailed(s.name, key, "If-Match "+ifMatch+" on a missing key")
 	case err != nil:
 		return s.unavailable(err, "read", key)
 	case cur.ETag != ifMatch:

@@ -262,6 +262,9 @@ func (s *Store) Delete(ctx context.Context, key, ifMatch string) error {
 		return err
 	})
 	if err != nil {
+		if missingKey(err) { // If-Match on a missing key: the condition did not hold
+			return s.precondition(err, "delete", key)
+		}
 		return s.translate(err, "delete", key, true)
 	}
 	return nil
