@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/fencegate/fencegate"
 )
@@ -120,10 +121,17 @@ func (g *Gateway) Apply(ctx context.Context, req Request) (Result, error) {
 	}
 	defer unlock()
 
-	adm, err := g.cfg.Store.Admit(ctx, fencegate.AdmitRequest{
+	// Admission is not abandoned when the caller hangs up mid-transaction.
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), admitTimeout)
+	defer cancel()
+	areq := fencegate.AdmitRequest{
 		Grant: vg, Segment: req.Segment, Target: req.Target, Method: req.Method,
 		PayloadDigest: req.PayloadDigest, ReceiptID: g.cfg.NewID(), Now: g.cfg.Now(),
-	})
+	}
+	adm, err := g.cfg.Store.Admit(actx, areq)
+	if err != nil && !isRuling(err) {
+		adm, err = g.recoverAdmission(actx, areq, err)
+	}
 	if err != nil {
 		if fencegate.ErrorCode(err) == fencegate.CodeFenceRegression {
 			g.cfg.Log.Error("fence regression", "resource", vg.Resource, "fence", vg.FenceToken, "lease", vg.Lease, "err", err)
@@ -206,4 +214,41 @@ func (g *Gateway) supersededBy(ctx context.Context, caller string, vg fencegate.
 		return nil
 	}
 	return fencegate.Errorf(fencegate.CodeStaleOwner, "fence %d is below the resource's highest fence %d: a newer owner holds it", vg.FenceToken, rs.HighestFence)
+}
+
+// admitTimeout bounds one admission transaction.
+const admitTimeout = 30 * time.Second
+
+// isRuling reports whether err is the store's verdict on the request (a fence
+// rule), rather than a fault that leaves the outcome of the transaction open.
+func isRuling(err error) bool {
+	switch fencegate.ErrorCode(err) {
+	case fencegate.CodeInternal, fencegate.CodeBackendUnavailable:
+		return false
+	}
+	return true
+}
+
+// recoverAdmission settles an admission whose transaction failed without a
+// verdict (its commit acknowledgement may have been lost): the receipt ID is
+// ours, so the receipt's presence tells whether it committed. A committed
+// admission goes on to its effect; otherwise nothing was admitted.
+func (g *Gateway) recoverAdmission(ctx context.Context, req fencegate.AdmitRequest, cause error) (fencegate.Admission, error) {
+	r, err := g.cfg.Store.Receipt(ctx, req.ReceiptID)
+	switch {
+	case err == nil && r.State == fencegate.ReceiptPending:
+		prev, verr := g.cfg.Store.Version(ctx, req.Target)
+		if verr != nil {
+			return fencegate.Admission{}, &fencegate.Error{Code: fencegate.CodeBackendUnavailable,
+				Message: "the admission committed but the store cannot be read; nothing was forwarded", ReceiptID: r.ID, Err: verr}
+		}
+		g.cfg.Log.Warn("admission committed despite an error; going on", "receipt", r.ID, "err", cause)
+		return fencegate.Admission{Receipt: r, PreviousVersion: prev}, nil
+	case fencegate.ErrorCode(err) == fencegate.CodeNotFound:
+		return fencegate.Admission{}, cause
+	}
+	// Unknown whether it was admitted: nothing was forwarded; an orphaned
+	// PENDING receipt is settled NOT_APPLIED by the reconciler.
+	return fencegate.Admission{}, &fencegate.Error{Code: fencegate.CodeBackendUnavailable,
+		Message: "the fence store failed; nothing was forwarded", ReceiptID: req.ReceiptID, Err: cause}
 }

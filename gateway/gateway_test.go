@@ -300,3 +300,47 @@ func TestHigherFenceWaitsForTheLowerEffectToSettle(t *testing.T) {
 		t.Fatalf("effect order %s", got)
 	}
 }
+
+// ackLosingStore commits an admission but loses its acknowledgement.
+type ackLosingStore struct {
+	fencegate.FenceStore
+	lose, commit bool
+}
+
+func (s *ackLosingStore) Admit(ctx context.Context, req fencegate.AdmitRequest) (fencegate.Admission, error) {
+	if !s.lose {
+		return s.FenceStore.Admit(ctx, req)
+	}
+	s.lose = false
+	if s.commit {
+		if _, err := s.FenceStore.Admit(ctx, req); err != nil {
+			return fencegate.Admission{}, err
+		}
+	}
+	return fencegate.Admission{}, fencegate.Errorf(fencegate.CodeInternal, "connection lost during commit")
+}
+
+func TestLostAdmissionAckIsRecoveredByTheReceiptID(t *testing.T) {
+	for _, committed := range []bool{true, false} {
+		f := newFixture(t)
+		st := &ackLosingStore{FenceStore: f.store, lose: true, commit: committed}
+		gw, err := gateway.New(gateway.Config{Verifier: f.kit.Verifier(), Store: st, Now: f.kit.Now,
+			Policy: gateway.StaticPolicy{Generation: 1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := gw.Apply(context.Background(), f.request(5, 1, "v1"))
+		if committed {
+			if err != nil || res.Receipt.State != fencegate.ReceiptCommitted || f.content() != "v1" {
+				t.Fatalf("committed admission with a lost ack: %+v %v (object %q)", res.Receipt, err, f.content())
+			}
+			continue
+		}
+		if err == nil || f.content() != "" {
+			t.Fatalf("an admission that never committed was forwarded: %v (object %q)", err, f.content())
+		}
+		if rs, err := f.store.Resource(context.Background(), resource); err == nil {
+			t.Fatalf("state moved: %+v", rs)
+		}
+	}
+}
