@@ -64,9 +64,20 @@ type config struct {
 // WithPrefix sets the key prefix (Open only; New takes it as an argument).
 func WithPrefix(p string) Option { return func(c *config) { c.prefix = p } }
 
+// MinRetention is the shortest retention accepted: lease records expire on
+// the Redis server's clock, so they must outlive any skew from the registry's.
+const MinRetention = time.Hour
+
 // WithRetention sets how long lease records and request IDs outlive their
-// lease TTL; 0 keeps them forever.
-func WithRetention(d time.Duration) Option { return func(c *config) { c.retention = max(d, 0) } }
+// lease TTL (at least MinRetention); 0 keeps them forever.
+func WithRetention(d time.Duration) Option {
+	return func(c *config) {
+		if d > 0 {
+			d = max(d, MinRetention)
+		}
+		c.retention = max(d, 0)
+	}
+}
 
 // WithRedisOptions lets Open adjust the client options (password, DB, TLS).
 func WithRedisOptions(f func(*redis.Options)) Option { return func(c *config) { c.redisOpts = f } }
