@@ -150,7 +150,7 @@ func (f *fakeGateway) act(rt string, r *http.Request, code fencegate.Code) (int,
 	now := f.clock.Now()
 	switch rt {
 	case "acquire":
-		var b acquireBody
+		var b fencegate.LeaseRequest
 		_ = json.NewDecoder(r.Body).Decode(&b)
 		f.requestIDs = append(f.requestIDs, b.RequestID)
 		if code != "" {
@@ -161,7 +161,7 @@ func (f *fakeGateway) act(rt string, r *http.Request, code fencegate.Code) (int,
 		}
 		return http.StatusCreated, f.info(now, b.RequestID)
 	case "renew":
-		var b renewBody
+		var b fencegate.RenewRequest
 		_ = json.NewDecoder(r.Body).Decode(&b)
 		if code != "" {
 			return 0, &fencegate.Error{Code: code, Message: "refused"}

@@ -9,22 +9,7 @@ import (
 
 // LeaseInfo is the registry's answer on a lease route: the lease, its signed
 // grant and (for acquire, renew and status) a fresh status proof.
-type LeaseInfo struct {
-	Lease             string                `json:"lease"`
-	Resource          string                `json:"resource"`
-	Owner             string                `json:"owner"`
-	RequestID         string                `json:"requestId"`
-	FenceToken        uint64                `json:"fenceToken"`
-	OperationID       string                `json:"operationId"`
-	OperationRoot     string                `json:"operationRoot"`
-	OperationCategory string                `json:"operationCategory,omitempty"`
-	State             fencegate.StatusState `json:"state"`
-	ExpiresAt         time.Time             `json:"expiresAt"`
-	Grant             string                `json:"grant,omitempty"`
-	GrantDigest       string                `json:"grantDigest,omitempty"`
-	StatusProof       string                `json:"statusProof,omitempty"`
-	StatusExpiresAt   *time.Time            `json:"statusExpiresAt,omitempty"`
-}
+type LeaseInfo = fencegate.LeaseAnswer
 
 // AcquireParams asks for a lease. RequestID makes the acquisition idempotent:
 // asking again with the same RequestID returns the same lease and fence.
@@ -40,25 +25,11 @@ type AcquireParams struct {
 	Wait time.Duration
 }
 
-type acquireBody struct {
-	Resource          string `json:"resource"`
-	RequestID         string `json:"requestId"`
-	TTLMs             int64  `json:"ttlMs"`
-	OperationID       string `json:"operationId"`
-	OperationRoot     string `json:"operationRoot,omitempty"`
-	OperationCategory string `json:"operationCategory,omitempty"`
-	WaitMs            int64  `json:"waitMs,omitempty"`
-}
-
-type renewBody struct {
-	TTLMs int64 `json:"ttlMs"`
-}
-
 // Acquire is one POST /v1/leases. It does not retry; see AcquireLease for the
 // recovering acquisition.
 func (c *Client) Acquire(ctx context.Context, p AcquireParams) (LeaseInfo, error) {
 	var out LeaseInfo
-	err := c.do(ctx, request{op: "acquire", method: "POST", path: "/v1/leases", json: acquireBody{
+	err := c.do(ctx, request{op: "acquire", method: "POST", path: "/v1/leases", json: fencegate.LeaseRequest{
 		Resource: p.Resource, RequestID: p.RequestID, TTLMs: p.TTL.Milliseconds(),
 		OperationID: p.OperationID, OperationRoot: p.OperationRoot, OperationCategory: p.OperationCategory,
 		WaitMs: p.Wait.Milliseconds(),
@@ -70,7 +41,7 @@ func (c *Client) Acquire(ctx context.Context, p AcquireParams) (LeaseInfo, error
 func (c *Client) Renew(ctx context.Context, lease string, ttl time.Duration) (LeaseInfo, error) {
 	var out LeaseInfo
 	err := c.do(ctx, request{op: "renew", method: "POST", path: "/v1/leases/" + escapePath(lease) + "/renew",
-		json: renewBody{TTLMs: ttl.Milliseconds()}}, &out)
+		json: fencegate.RenewRequest{TTLMs: ttl.Milliseconds()}}, &out)
 	return out, err
 }
 

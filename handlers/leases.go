@@ -9,56 +9,18 @@ import (
 	"github.com/go-chi/chi/v5"
 )
 
-// acquireBody is the JSON body of POST /v1/leases. The owner is the
-// authenticated caller, never a field of the body.
-type acquireBody struct {
-	Resource          string `json:"resource"`
-	RequestID         string `json:"requestId"`
-	TTLMs             int64  `json:"ttlMs"`
-	OperationID       string `json:"operationId"`
-	OperationRoot     string `json:"operationRoot"`
-	OperationCategory string `json:"operationCategory"`
-	// WaitMs, when positive, long-polls: the call waits up to WaitMs for a
-	// held resource to be released or to lapse (capped at MaxLeaseWait).
-	WaitMs int64 `json:"waitMs"`
-}
-
 // MaxLeaseWait caps a long-polling acquisition.
 const MaxLeaseWait = 60 * time.Second
 
-// renewBody is the JSON body of POST /v1/leases/{lease}/renew.
-type renewBody struct {
-	TTLMs int64 `json:"ttlMs"`
-}
-
-// leaseAnswer is what lease routes answer: the lease, its grant and a fresh
-// status proof.
-type leaseAnswer struct {
-	Lease             string                `json:"lease"`
-	Resource          string                `json:"resource"`
-	Owner             string                `json:"owner"`
-	RequestID         string                `json:"requestId"`
-	FenceToken        uint64                `json:"fenceToken"`
-	OperationID       string                `json:"operationId"`
-	OperationRoot     string                `json:"operationRoot"`
-	OperationCategory string                `json:"operationCategory,omitempty"`
-	State             fencegate.StatusState `json:"state"`
-	ExpiresAt         time.Time             `json:"expiresAt"`
-	Grant             string                `json:"grant,omitempty"`
-	GrantDigest       string                `json:"grantDigest,omitempty"`
-	StatusProof       string                `json:"statusProof,omitempty"`
-	StatusExpiresAt   *time.Time            `json:"statusExpiresAt,omitempty"`
-}
-
-func answerOf(l fencegate.Lease) leaseAnswer {
-	return leaseAnswer{
+func answerOf(l fencegate.Lease) fencegate.LeaseAnswer {
+	return fencegate.LeaseAnswer{
 		Lease: l.ID, Resource: l.Resource, Owner: l.Owner, RequestID: l.RequestID, FenceToken: l.FenceToken,
 		OperationID: l.OperationID, OperationRoot: l.OperationRoot, OperationCategory: l.OperationCategory,
 		State: l.State, ExpiresAt: l.ExpiresAt,
 	}
 }
 
-func issuedAnswer(is registry.Issued) leaseAnswer {
+func issuedAnswer(is registry.Issued) fencegate.LeaseAnswer {
 	a := answerOf(is.Lease)
 	a.Grant, a.GrantDigest, a.StatusProof = is.Grant, is.GrantDigest, is.StatusProof
 	if !is.StatusExpiresAt.IsZero() {
@@ -104,7 +66,7 @@ func (s *Server) attest(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) acquire(w http.ResponseWriter, r *http.Request) {
-	var b acquireBody
+	var b fencegate.LeaseRequest
 	if err := decodeJSON(r, &b); err != nil {
 		s.problem(w, r, err)
 		return
@@ -125,7 +87,7 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) renew(w http.ResponseWriter, r *http.Request) {
-	var b renewBody
+	var b fencegate.RenewRequest
 	if err := decodeJSON(r, &b); err != nil {
 		s.problem(w, r, err)
 		return

@@ -1,0 +1,41 @@
+package fencegate
+
+import "time"
+
+// LeaseRequest is the JSON body of POST /v1/leases. The owner is the
+// authenticated caller, never a field of the body.
+type LeaseRequest struct {
+	Resource          string `json:"resource"`
+	RequestID         string `json:"requestId"`
+	TTLMs             int64  `json:"ttlMs"`
+	OperationID       string `json:"operationId"`
+	OperationRoot     string `json:"operationRoot,omitempty"`
+	OperationCategory string `json:"operationCategory,omitempty"`
+	// WaitMs, when positive, long-polls: the registry waits up to WaitMs for a
+	// held resource to be released or to lapse.
+	WaitMs int64 `json:"waitMs,omitempty"`
+}
+
+// RenewRequest is the JSON body of POST /v1/leases/{lease}/renew.
+type RenewRequest struct {
+	TTLMs int64 `json:"ttlMs"`
+}
+
+// LeaseAnswer is what the lease routes answer: the lease, and for acquire,
+// renew and status its signed grant and a fresh status proof.
+type LeaseAnswer struct {
+	Lease             string      `json:"lease"`
+	Resource          string      `json:"resource"`
+	Owner             string      `json:"owner"`
+	RequestID         string      `json:"requestId"`
+	FenceToken        uint64      `json:"fenceToken"`
+	OperationID       string      `json:"operationId"`
+	OperationRoot     string      `json:"operationRoot"`
+	OperationCategory string      `json:"operationCategory,omitempty"`
+	State             StatusState `json:"state"`
+	ExpiresAt         time.Time   `json:"expiresAt"`
+	Grant             string      `json:"grant,omitempty"`
+	GrantDigest       string      `json:"grantDigest,omitempty"`
+	StatusProof       string      `json:"statusProof,omitempty"`
+	StatusExpiresAt   *time.Time  `json:"statusExpiresAt,omitempty"`
+}
