@@ -128,10 +128,7 @@ func (g *Gateway) Apply(ctx context.Context, req Request) (Result, error) {
 		Grant: vg, Segment: req.Segment, Target: req.Target, Method: req.Method,
 		PayloadDigest: req.PayloadDigest, ReceiptID: g.cfg.NewID(), Now: g.cfg.Now(),
 	}
-	adm, err := g.cfg.Store.Admit(actx, areq)
-	if err != nil && !isRuling(err) {
-		adm, err = g.recoverAdmission(actx, areq, err)
-	}
+	adm, err := g.admit(actx, areq)
 	if err != nil {
 		if fencegate.ErrorCode(err) == fencegate.CodeFenceRegression {
 			g.cfg.Log.Error("fence regression", "resource", vg.Resource, "fence", vg.FenceToken, "lease", vg.Lease, "err", err)
@@ -251,4 +248,34 @@ func (g *Gateway) recoverAdmission(ctx context.Context, req fencegate.AdmitReque
 	// PENDING receipt is settled NOT_APPLIED by the reconciler.
 	return fencegate.Admission{}, &fencegate.Error{Code: fencegate.CodeBackendUnavailable,
 		Message: "the fence store failed; nothing was forwarded", ReceiptID: req.ReceiptID, Err: cause}
+}
+
+// busyWait bounds how long an admission waits for another replica's effect
+// on the resource to settle before answering RESOURCE_BUSY.
+const busyWait = 5 * time.Second
+
+// admit runs the store's admission. While another effect on the resource is
+// PENDING (in flight at another replica) it waits, polling, up to busyWait:
+// a higher fence's first effect waits for the lower one to settle. An UNKNOWN
+// one is answered at once: it waits for the reconciler, not for a request.
+func (g *Gateway) admit(ctx context.Context, req fencegate.AdmitRequest) (fencegate.Admission, error) {
+	deadline := time.Now().Add(busyWait)
+	for delay := 10 * time.Millisecond; ; delay = min(2*delay, 200*time.Millisecond) {
+		adm, err := g.cfg.Store.Admit(ctx, req)
+		if err != nil && !isRuling(err) {
+			return g.recoverAdmission(ctx, req, err)
+		}
+		var fe *fencegate.Error
+		if fencegate.ErrorCode(err) != fencegate.CodeResourceBusy || !errors.As(err, &fe) || time.Now().After(deadline) {
+			return adm, err
+		}
+		if r, rerr := g.cfg.Store.Receipt(ctx, fe.ReceiptID); rerr != nil || r.State != fencegate.ReceiptPending {
+			return adm, err
+		}
+		select {
+		case <-ctx.Done():
+			return adm, err
+		case <-time.After(delay):
+		}
+	}
 }

@@ -344,3 +344,46 @@ func TestLostAdmissionAckIsRecoveredByTheReceiptID(t *testing.T) {
 		}
 	}
 }
+
+func TestReplicaWaitsForAnotherReplicasEffectToSettle(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	other, err := gateway.New(gateway.Config{Verifier: f.kit.Verifier(), Store: f.store, Now: f.kit.Now,
+		Policy: gateway.StaticPolicy{Generation: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu     sync.Mutex
+		events []string
+	)
+	log := func(s string) { mu.Lock(); events = append(events, s); mu.Unlock() }
+	entered, release := make(chan struct{}), make(chan struct{})
+	slow := f.request(5, 1, "low")
+	slow.Effect = gateway.EffectFunc(func(ctx context.Context, r fencegate.Receipt, prev string) (fencegate.Outcome, error) {
+		log("low-start")
+		close(entered)
+		<-release
+		log("low-end")
+		return fencegate.Outcome{State: fencegate.ReceiptCommitted, Version: "v-low"}, nil
+	})
+	high := f.request(6, 1, "high")
+	high.Effect = gateway.EffectFunc(func(ctx context.Context, r fencegate.Receipt, prev string) (fencegate.Outcome, error) {
+		log("high-start prev=" + prev)
+		return fencegate.Outcome{State: fencegate.ReceiptCommitted, Version: "v-high"}, nil
+	})
+	done := make(chan error, 2)
+	go func() { _, err := f.gw.Apply(ctx, slow); done <- err }()
+	<-entered
+	go func() { _, err := other.Apply(ctx, high); done <- err }() // another replica, same store
+	time.Sleep(50 * time.Millisecond)
+	close(release)
+	for range 2 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := strings.Join(events, ","); got != "low-start,low-end,high-start prev=v-low" {
+		t.Fatalf("effect order %s", got)
+	}
+}
