@@ -1,0 +1,66 @@
+package e2e
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/fencegate/fencegate/e2e/upstream"
+)
+
+// TestPayoutFlowThroughTheBinary runs a payout flow through `gateway dev
+// --config` against a payments upstream: the gateway injects the upstream
+// credential, a replay returns the stored answer without paying again, and
+// the old owner never pays after the new owner's first call.
+func TestPayoutFlowThroughTheBinary(t *testing.T) {
+	pay := upstream.New(upstream.Options{Credential: "Bearer sk_live_gateway"})
+	srv := pay.Start()
+	defer srv.Close()
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "gw.yaml")
+	yml := fmt.Sprintf(`apis:
+  - name: payouts
+    baseURL: %s
+    credentials: {header: Authorization, prefix: "Bearer ", env: PAYOUTS_TOKEN}
+    timeout: 5s
+    contract:
+      idempotency:
+        keyRetention: 24h
+        effectQuery: {method: GET, url: "/v1/payouts?idempotency_key={key}"}
+    routes:
+      - {method: POST, path: "/v1/accounts/{account}/payouts", resource: "payouts/{account}"}
+`, srv.URL)
+	if err := os.WriteFile(cfg, []byte(yml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := startGatewayEnv(t, []string{"PAYOUTS_TOKEN=sk_live_gateway"}, "dev", "--config", cfg, "--data-dir", filepath.Join(dir, "data"),
+		"--identity", "worker-a=token-a", "--identity", "worker-b=token-b")
+
+	call := func(token string, l lease, seg int, body string) answer {
+		return p.do(t, "POST", "/v1/apis/payouts/v1/accounts/acc_1/payouts", token, map[string]string{
+			"Authorization": "Bearer " + token, "Content-Type": "application/json",
+			"Fence-Grant": l.grant, "Fence-Status": l.status, "Fence-Segment": fmt.Sprint(seg)}, body)
+	}
+	a := p.acquire(t, "token-a", "payouts/acc_1", "a-1", "payroll-7", 500)
+	first := call("token-a", a, 1, `{"amount":100,"currency":"eur"}`)
+	if first.status >= 300 || first.header.Get("Fence-Receipt") == "" {
+		t.Fatalf("payout: %d %s", first.status, first.body)
+	}
+	again := call("token-a", a, 1, `{"amount":100,"currency":"eur"}`)
+	if again.status != first.status || string(again.body) != string(first.body) || again.header.Get("Fence-Replay") != "true" {
+		t.Fatalf("replay: %d %s (first %d %s)", again.status, again.body, first.status, first.body)
+	}
+	time.Sleep(700 * time.Millisecond) // A pauses past its TTL
+	b := p.acquire(t, "token-b", "payouts/acc_1", "b-1", "payroll-7", 30000)
+	if r := call("token-b", b, 1, `{"amount":200,"currency":"eur"}`); r.status >= 300 {
+		t.Fatalf("B payout: %d %s", r.status, r.body)
+	}
+	late := call("token-a", a, 2, `{"amount":300,"currency":"eur"}`)
+	wantCode(t, late, http.StatusConflict, "STALE_OWNER")
+	if pay.Effects() != 2 || pay.LeakedAuthorization() != 0 {
+		t.Fatalf("upstream effects %d (want 2), leaked worker credentials %d", pay.Effects(), pay.LeakedAuthorization())
+	}
+}
