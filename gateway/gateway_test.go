@@ -260,45 +260,49 @@ func TestOrphanedPendingReceiptIsSettledFromObjectMetadata(t *testing.T) {
 
 func TestHigherFenceWaitsForTheLowerEffectToSettle(t *testing.T) {
 	f := newFixture(t)
-	ctx := context.Background()
-	if _, err := f.gw.Apply(ctx, f.request(5, 1, "v1")); err != nil {
+	if _, err := f.gw.Apply(context.Background(), f.request(5, 1, "v1")); err != nil {
 		t.Fatal(err)
 	}
+	if got := lowThenHigh(t, f, f.gw, f.request(5, 2, "v2"), f.gw); got != "low-start,low-end,high-start prev=v-low" {
+		t.Fatalf("effect order %s", got)
+	}
+}
+
+// lowThenHigh starts a slow effect through low, then a higher fence's first
+// write through high while it is in flight, and returns the effect events.
+func lowThenHigh(t *testing.T, f *fixture, low *gateway.Gateway, slow gateway.Request, high *gateway.Gateway) string {
+	t.Helper()
+	ctx := context.Background()
 	var (
 		mu     sync.Mutex
 		events []string
 	)
 	log := func(s string) { mu.Lock(); events = append(events, s); mu.Unlock() }
 	entered, release := make(chan struct{}), make(chan struct{})
-	slow := f.request(5, 2, "v2")
 	slow.Effect = gateway.EffectFunc(func(ctx context.Context, r fencegate.Receipt, prev string) (fencegate.Outcome, error) {
 		log("low-start")
 		close(entered)
 		<-release
 		log("low-end")
-		return fencegate.Outcome{State: fencegate.ReceiptCommitted, Version: prev}, nil
+		return fencegate.Outcome{State: fencegate.ReceiptCommitted, Version: "v-low"}, nil
 	})
-	high := f.request(6, 1, "v3")
-	high.Effect = gateway.EffectFunc(func(ctx context.Context, r fencegate.Receipt, prev string) (fencegate.Outcome, error) {
-		log("high-start")
-		return fencegate.Outcome{State: fencegate.ReceiptCommitted, Version: prev}, nil
+	next := f.request(6, 1, "high")
+	next.Effect = gateway.EffectFunc(func(ctx context.Context, r fencegate.Receipt, prev string) (fencegate.Outcome, error) {
+		log("high-start prev=" + prev)
+		return fencegate.Outcome{State: fencegate.ReceiptCommitted, Version: "v-high"}, nil
 	})
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); _, _ = f.gw.Apply(ctx, slow) }()
+	done := make(chan error, 2)
+	go func() { _, err := low.Apply(ctx, slow); done <- err }()
 	<-entered
-	go func() {
-		defer wg.Done()
-		if _, err := f.gw.Apply(ctx, high); err != nil {
-			t.Errorf("high fence: %v", err)
-		}
-	}()
-	time.Sleep(20 * time.Millisecond) // give the higher fence a chance to overtake (it must not)
+	go func() { _, err := high.Apply(ctx, next); done <- err }()
+	time.Sleep(50 * time.Millisecond) // give the higher fence a chance to overtake (it must not)
 	close(release)
-	wg.Wait()
-	if got := strings.Join(events, ","); got != "low-start,low-end,high-start" {
-		t.Fatalf("effect order %s", got)
+	for range 2 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
 	}
+	return strings.Join(events, ",")
 }
 
 // ackLosingStore commits an admission but loses its acknowledgement.
@@ -347,43 +351,13 @@ func TestLostAdmissionAckIsRecoveredByTheReceiptID(t *testing.T) {
 
 func TestReplicaWaitsForAnotherReplicasEffectToSettle(t *testing.T) {
 	f := newFixture(t)
-	ctx := context.Background()
 	other, err := gateway.New(gateway.Config{Verifier: f.kit.Verifier(), Store: f.store, Now: f.kit.Now,
 		Policy: gateway.StaticPolicy{Generation: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var (
-		mu     sync.Mutex
-		events []string
-	)
-	log := func(s string) { mu.Lock(); events = append(events, s); mu.Unlock() }
-	entered, release := make(chan struct{}), make(chan struct{})
-	slow := f.request(5, 1, "low")
-	slow.Effect = gateway.EffectFunc(func(ctx context.Context, r fencegate.Receipt, prev string) (fencegate.Outcome, error) {
-		log("low-start")
-		close(entered)
-		<-release
-		log("low-end")
-		return fencegate.Outcome{State: fencegate.ReceiptCommitted, Version: "v-low"}, nil
-	})
-	high := f.request(6, 1, "high")
-	high.Effect = gateway.EffectFunc(func(ctx context.Context, r fencegate.Receipt, prev string) (fencegate.Outcome, error) {
-		log("high-start prev=" + prev)
-		return fencegate.Outcome{State: fencegate.ReceiptCommitted, Version: "v-high"}, nil
-	})
-	done := make(chan error, 2)
-	go func() { _, err := f.gw.Apply(ctx, slow); done <- err }()
-	<-entered
-	go func() { _, err := other.Apply(ctx, high); done <- err }() // another replica, same store
-	time.Sleep(50 * time.Millisecond)
-	close(release)
-	for range 2 {
-		if err := <-done; err != nil {
-			t.Fatal(err)
-		}
-	}
-	if got := strings.Join(events, ","); got != "low-start,low-end,high-start prev=v-low" {
+	// The second gateway shares only the store, like another replica.
+	if got := lowThenHigh(t, f, f.gw, f.request(5, 1, "low"), other); got != "low-start,low-end,high-start prev=v-low" {
 		t.Fatalf("effect order %s", got)
 	}
 }
