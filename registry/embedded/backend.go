@@ -29,8 +29,6 @@ var (
 	keyFloor    = []byte("floor")
 )
 
-var stateAt = leaserule.StateAt
-
 // Backend implements fencegate.LeaseBackend on bbolt. Fences use the full
 // uint64 range.
 type Backend struct {
@@ -99,7 +97,7 @@ func (b *Backend) Acquire(ctx context.Context, req fencegate.AcquireRequest) (fe
 			if rec.Resource != req.Resource {
 				return fencegate.Errorf(fencegate.CodeInvalidRequest, "request ID already used for another resource")
 			}
-			out = rec.lease(req.Now)
+			out = rec.Lease(req.Now)
 			return nil
 		}
 		if leases.Get([]byte(req.LeaseID)) != nil {
@@ -117,7 +115,7 @@ func (b *Backend) Acquire(ctx context.Context, req fencegate.AcquireRequest) (fe
 			if err != nil {
 				return err
 			}
-			if cur.lease(req.Now).State == fencegate.StateHeld {
+			if cur.Lease(req.Now).State == fencegate.StateHeld {
 				return fencegate.Errorf(fencegate.CodeLeaseHeld, "resource is held by another lease")
 			}
 			if cur.State == fencegate.StateHeld { // superseded: expired for good
@@ -136,12 +134,7 @@ func (b *Backend) Acquire(ctx context.Context, req fencegate.AcquireRequest) (fe
 		if err != nil {
 			return err
 		}
-		rec := &record{
-			ID: req.LeaseID, Resource: req.Resource, Owner: req.Owner, RequestID: req.RequestID,
-			Fence: fence, Revision: rev, OperationID: req.OperationID, OperationRoot: req.OperationRoot,
-			OperationCategory: req.OperationCategory, State: fencegate.StateHeld, TTL: int64(req.TTL),
-			AcquiredAt: req.Now.UnixNano(), ExpiresAt: req.Now.Add(req.TTL).UnixNano(),
-		}
+		rec := leaserule.NewRecord(req, fence, rev)
 		if err := putRecord(leases, rec); err != nil {
 			return err
 		}
@@ -151,7 +144,7 @@ func (b *Backend) Acquire(ctx context.Context, req fencegate.AcquireRequest) (fe
 		if err := requests.Put(rk, []byte(rec.ID)); err != nil {
 			return err
 		}
-		out = rec.lease(req.Now)
+		out = rec.Lease(req.Now)
 		return nil
 	})
 	return out, translate(err, "acquire")
@@ -170,10 +163,10 @@ func (b *Backend) Renew(ctx context.Context, id, owner string, ttl time.Duration
 		if err != nil {
 			return err
 		}
-		if err := leaserule.Mismatch(rec.lease(now), owner); err != nil {
+		if err := leaserule.Mismatch(rec.Lease(now), owner); err != nil {
 			return err
 		}
-		if rec.lease(now).State != fencegate.StateHeld {
+		if rec.Lease(now).State != fencegate.StateHeld {
 			return fencegate.Errorf(fencegate.CodeLeaseNotHeld, "lease %s is not held", id)
 		}
 		if _, err := bumpRevision(tx.Bucket(bucketMeta)); err != nil {
@@ -183,7 +176,7 @@ func (b *Backend) Renew(ctx context.Context, id, owner string, ttl time.Duration
 		if err := putRecord(leases, rec); err != nil {
 			return err
 		}
-		out = rec.lease(now)
+		out = rec.Lease(now)
 		return nil
 	})
 	return out, translate(err, "renew")
@@ -199,11 +192,11 @@ func (b *Backend) Release(ctx context.Context, id, owner string, now time.Time) 
 		if err != nil {
 			return err
 		}
-		if err := leaserule.Mismatch(rec.lease(now), owner); err != nil {
+		if err := leaserule.Mismatch(rec.Lease(now), owner); err != nil {
 			return err
 		}
-		if rec.lease(now).State != fencegate.StateHeld {
-			out = rec.lease(now)
+		if rec.Lease(now).State != fencegate.StateHeld {
+			out = rec.Lease(now)
 			return nil
 		}
 		if _, err := bumpRevision(tx.Bucket(bucketMeta)); err != nil {
@@ -223,7 +216,7 @@ func (b *Backend) Release(ctx context.Context, id, owner string, now time.Time) 
 				return err
 			}
 		}
-		out = rec.lease(now)
+		out = rec.Lease(now)
 		return nil
 	})
 	return out, translate(err, "release")
@@ -237,7 +230,7 @@ func (b *Backend) Lease(ctx context.Context, id string, now time.Time) (fencegat
 		if err != nil {
 			return err
 		}
-		out = rec.lease(now)
+		out = rec.Lease(now)
 		return nil
 	})
 	return out, translate(err, "read lease")

@@ -3,48 +3,13 @@ package embedded
 import (
 	"encoding/binary"
 	"encoding/json"
-	"time"
 
 	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/registry/internal/leaserule"
 )
 
-// record is a lease as stored: the state written by the last mutation
-// (HELD, RELEASED or EXPIRED) and times in Unix nanoseconds.
-type record struct {
-	ID                string                `json:"id"`
-	Resource          string                `json:"resource"`
-	Owner             string                `json:"owner"`
-	RequestID         string                `json:"requestId"`
-	Fence             uint64                `json:"fence"`
-	Revision          uint64                `json:"revision"`
-	OperationID       string                `json:"operationId"`
-	OperationRoot     string                `json:"operationRoot"`
-	OperationCategory string                `json:"operationCategory"`
-	State             fencegate.StatusState `json:"state"`
-	TTL               int64                 `json:"ttlNs"`
-	AcquiredAt        int64                 `json:"acquiredAtNs"`
-	ExpiresAt         int64                 `json:"expiresAtNs"`
-}
-
-// lease is the record as a fencegate.Lease whose state is read at now.
-func (r *record) lease(now time.Time) fencegate.Lease {
-	l := fencegate.Lease{
-		ID:                r.ID,
-		Resource:          r.Resource,
-		Owner:             r.Owner,
-		RequestID:         r.RequestID,
-		FenceToken:        r.Fence,
-		Revision:          r.Revision,
-		OperationID:       r.OperationID,
-		OperationRoot:     r.OperationRoot,
-		OperationCategory: r.OperationCategory,
-		TTL:               time.Duration(r.TTL),
-		AcquiredAt:        time.Unix(0, r.AcquiredAt).UTC(),
-		ExpiresAt:         time.Unix(0, r.ExpiresAt).UTC(),
-	}
-	l.State = stateAt(r.State, l.ExpiresAt, now)
-	return l
-}
+// record is a lease as stored.
+type record = leaserule.Record
 
 // resourceRecord is the per-resource sequence: the last fence handed out and
 // the lease that took it (empty once released).

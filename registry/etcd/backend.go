@@ -95,32 +95,8 @@ func (b *Backend) Close() error {
 	return translate(b.client.Close(), "close registry etcd")
 }
 
-// record is a lease as stored; times are Unix nanoseconds.
-type record struct {
-	ID                string                `json:"id"`
-	Resource          string                `json:"resource"`
-	Owner             string                `json:"owner"`
-	RequestID         string                `json:"requestId"`
-	Fence             uint64                `json:"fence"`
-	Revision          uint64                `json:"revision"`
-	OperationID       string                `json:"operationId"`
-	OperationRoot     string                `json:"operationRoot"`
-	OperationCategory string                `json:"operationCategory"`
-	State             fencegate.StatusState `json:"state"`
-	TTL               int64                 `json:"ttl"`
-	AcquiredAt        int64                 `json:"acquiredAt"`
-	ExpiresAt         int64                 `json:"expiresAt"`
-}
-
-func (r *record) lease(now time.Time) fencegate.Lease {
-	exp := time.Unix(0, r.ExpiresAt).UTC()
-	return fencegate.Lease{
-		ID: r.ID, Resource: r.Resource, Owner: r.Owner, RequestID: r.RequestID, FenceToken: r.Fence,
-		Revision: r.Revision, OperationID: r.OperationID, OperationRoot: r.OperationRoot,
-		OperationCategory: r.OperationCategory, State: leaserule.StateAt(r.State, exp, now),
-		TTL: time.Duration(r.TTL), AcquiredAt: time.Unix(0, r.AcquiredAt).UTC(), ExpiresAt: exp,
-	}
-}
+// record is a lease as stored.
+type record = leaserule.Record
 
 // resource is a resource's key: its last fence and its last acquired lease.
 type resource struct {
@@ -158,7 +134,7 @@ func (b *Backend) Acquire(ctx context.Context, req fencegate.AcquireRequest) (fe
 			if prev.Resource != req.Resource {
 				return nil, fencegate.Errorf(fencegate.CodeInvalidRequest, "request ID already used for another resource")
 			}
-			out = prev.lease(req.Now)
+			out = prev.Lease(req.Now)
 			return nil, nil
 		}
 		var res resource
@@ -171,7 +147,7 @@ func (b *Backend) Acquire(ctx context.Context, req fencegate.AcquireRequest) (fe
 			if err != nil {
 				return nil, err
 			}
-			if cur.lease(req.Now).State == fencegate.StateHeld {
+			if cur.Lease(req.Now).State == fencegate.StateHeld {
 				return nil, fencegate.Errorf(fencegate.CodeLeaseHeld, "resource is held by another lease")
 			}
 			if cur.State == fencegate.StateHeld { // superseded: expired for good
@@ -198,13 +174,8 @@ func (b *Backend) Acquire(ctx context.Context, req fencegate.AcquireRequest) (fe
 		if err != nil {
 			return nil, err
 		}
-		rec := &record{
-			ID: req.LeaseID, Resource: req.Resource, Owner: req.Owner, RequestID: req.RequestID,
-			Fence: fence, Revision: rev, OperationID: req.OperationID, OperationRoot: req.OperationRoot,
-			OperationCategory: req.OperationCategory, State: fencegate.StateHeld, TTL: int64(req.TTL),
-			AcquiredAt: req.Now.UnixNano(), ExpiresAt: req.Now.Add(req.TTL).UnixNano(),
-		}
-		out = rec.lease(req.Now)
+		rec := leaserule.NewRecord(req, fence, rev)
+		out = rec.Lease(req.Now)
 		return append(ops, putJSON(b.leaseKey(rec.ID), rec), clientv3.OpPut(rk, rec.ID),
 			putJSON(resKey, resource{LastFence: fence, Current: rec.ID}), liveOp), nil
 	})
@@ -229,10 +200,10 @@ func (b *Backend) Renew(ctx context.Context, id, owner string, ttl time.Duration
 		if err != nil {
 			return nil, err
 		}
-		if err := leaserule.Mismatch(rec.lease(now), owner); err != nil {
+		if err := leaserule.Mismatch(rec.Lease(now), owner); err != nil {
 			return nil, err
 		}
-		if rec.lease(now).State != fencegate.StateHeld {
+		if rec.Lease(now).State != fencegate.StateHeld {
 			return nil, fencegate.Errorf(fencegate.CodeLeaseNotHeld, "lease %s is not held", id)
 		}
 		if _, err := v.next(); err != nil {
@@ -243,7 +214,7 @@ func (b *Backend) Renew(ctx context.Context, id, owner string, ttl time.Duration
 			return nil, err
 		}
 		rec.ExpiresAt = now.Add(ttl).UnixNano()
-		out = rec.lease(now)
+		out = rec.Lease(now)
 		return []clientv3.Op{putJSON(b.leaseKey(id), rec), liveOp}, nil
 	})
 	live.done(err)
@@ -259,18 +230,18 @@ func (b *Backend) Release(ctx context.Context, id, owner string, now time.Time) 
 		if err != nil {
 			return nil, err
 		}
-		if err := leaserule.Mismatch(rec.lease(now), owner); err != nil {
+		if err := leaserule.Mismatch(rec.Lease(now), owner); err != nil {
 			return nil, err
 		}
-		if rec.lease(now).State != fencegate.StateHeld {
-			out = rec.lease(now)
+		if rec.Lease(now).State != fencegate.StateHeld {
+			out = rec.Lease(now)
 			return nil, nil
 		}
 		if _, err := v.next(); err != nil {
 			return nil, err
 		}
 		rec.State = fencegate.StateReleased
-		out = rec.lease(now)
+		out = rec.Lease(now)
 		ops := []clientv3.Op{putJSON(b.leaseKey(id), rec)}
 		// A HELD lease is its resource's current one: clear it.
 		var res resource
@@ -299,7 +270,7 @@ func (b *Backend) Lease(ctx context.Context, id string, now time.Time) (fencegat
 	if err := decode(resp.Kvs[0].Value, &rec); err != nil {
 		return fencegate.Lease{}, err
 	}
-	return rec.lease(now), nil
+	return rec.Lease(now), nil
 }
 
 // SetFloor implements fencegate.LeaseBackend. The floor only ever rises; a
