@@ -48,66 +48,57 @@ func acquireFlags(fs *flag.FlagSet) func(context.Context, *cmd) error {
 
 func renewFlags(fs *flag.FlagSet) func(context.Context, *cmd) error {
 	ttl := fs.Duration("ttl", 0, "new time to live (default: the acquisition's)")
-	return func(ctx context.Context, c *cmd) error {
-		lf, err := loadLease(c.g.leaseFile)
-		if err != nil {
-			return err
-		}
+	return leaseVerb(func(ctx context.Context, c *cmd, lf *leaseFile) (client.LeaseInfo, error) {
 		d := time.Duration(lf.TTLMs) * time.Millisecond
 		if *ttl > 0 {
 			d = *ttl
 		}
-		info, err := c.client.Renew(ctx, lf.Lease.Lease, d)
-		if err != nil {
-			return err
-		}
-		lf.update(info)
-		if err := lf.save(c.g.leaseFile); err != nil {
-			return err
-		}
-		return showLease(c, lf)
-	}
+		return c.client.Renew(ctx, lf.Lease.Lease, d)
+	})
 }
 
 func releaseFlags(fs *flag.FlagSet) func(context.Context, *cmd) error {
-	return func(ctx context.Context, c *cmd) error {
-		lf, err := loadLease(c.g.leaseFile)
-		if err != nil {
-			return err
-		}
-		info, err := c.client.Release(ctx, lf.Lease.Lease)
-		if err != nil {
-			return err
-		}
-		lf.update(info)
-		if err := lf.save(c.g.leaseFile); err != nil {
-			return err
-		}
-		return showLease(c, lf)
-	}
+	return leaseVerb(func(ctx context.Context, c *cmd, lf *leaseFile) (client.LeaseInfo, error) {
+		return c.client.Release(ctx, lf.Lease.Lease)
+	})
 }
 
 func statusFlags(fs *flag.FlagSet) func(context.Context, *cmd) error {
+	return leaseVerb(func(ctx context.Context, c *cmd, lf *leaseFile) (client.LeaseInfo, error) {
+		return c.client.LeaseStatus(ctx, lf.Lease.Lease)
+	})
+}
+
+// leaseVerb runs call on the lease in the lease file, keeps its answer there
+// and shows the lease.
+func leaseVerb(call func(context.Context, *cmd, *leaseFile) (client.LeaseInfo, error)) func(context.Context, *cmd) error {
 	return func(ctx context.Context, c *cmd) error {
 		lf, err := loadLease(c.g.leaseFile)
 		if err != nil {
 			return err
 		}
-		if err := refreshStatus(ctx, c, lf); err != nil {
+		if err := updateLease(ctx, c, lf, call); err != nil {
 			return err
 		}
 		return showLease(c, lf)
 	}
 }
 
-// refreshStatus asks for the lease's status and keeps the new proof.
-func refreshStatus(ctx context.Context, c *cmd, lf *leaseFile) error {
-	info, err := c.client.LeaseStatus(ctx, lf.Lease.Lease)
+// updateLease stores call's answer about lf in the lease file.
+func updateLease(ctx context.Context, c *cmd, lf *leaseFile, call func(context.Context, *cmd, *leaseFile) (client.LeaseInfo, error)) error {
+	info, err := call(ctx, c, lf)
 	if err != nil {
 		return err
 	}
 	lf.update(info)
 	return lf.save(c.g.leaseFile)
+}
+
+// refreshStatus replaces lf's status proof (and re-issued grant) with a fresh one.
+func refreshStatus(ctx context.Context, c *cmd, lf *leaseFile) error {
+	return updateLease(ctx, c, lf, func(ctx context.Context, c *cmd, lf *leaseFile) (client.LeaseInfo, error) {
+		return c.client.LeaseStatus(ctx, lf.Lease.Lease)
+	})
 }
 
 // fenceFor returns the fence headers for a write with segment seg (0: the
