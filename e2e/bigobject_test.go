@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -245,26 +244,9 @@ func TestOneGiBObjectPassesWithFlatMemory(t *testing.T) {
 // putStream is put with a streamed body and extra headers.
 func putStream(t *testing.T, p *gatewayProc, l lease, key string, seg int, body io.Reader, hdr map[string]string) answer {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, "PUT", p.base+"/v1/objects/"+key, body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer token-a")
-	for k, v := range fenceHeaders(l, seg) {
-		req.Header.Set(k, v)
-	}
+	all := fenceHeaders(l, seg)
 	for k, v := range hdr {
-		req.Header.Set(k, v)
+		all[k] = v
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	a := answer{status: resp.StatusCode, header: resp.Header, body: data}
-	_ = json.Unmarshal(data, &a.json)
-	return a
+	return p.send(t, time.Minute, "PUT", "/v1/objects/"+key, "token-a", all, body)
 }

@@ -157,9 +157,15 @@ func (a answer) num(k string) uint64 { f, _ := a.json[k].(float64); return uint6
 // do sends a request with a bearer token and optional headers and body.
 func (p *gatewayProc) do(t *testing.T, method, path, token string, hdr map[string]string, body string) answer {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	return p.send(t, 20*time.Second, method, path, token, hdr, strings.NewReader(body))
+}
+
+// send is do with a streamed body and a deadline of its own.
+func (p *gatewayProc) send(t *testing.T, timeout time.Duration, method, path, token string, hdr map[string]string, body io.Reader) answer {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, method, p.base+path, strings.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, method, p.base+path, body)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,11 +202,14 @@ func (p *gatewayProc) acquire(t *testing.T, token, resource, requestID, opID str
 	return lease{id: a.str("lease"), grant: a.str("grant"), status: a.str("statusProof"), fence: a.num("fenceToken")}
 }
 
+// fenceHeaders are the headers of a fenced write of segment seg under l.
+func fenceHeaders(l lease, seg int) map[string]string {
+	return map[string]string{"Fence-Grant": l.grant, "Fence-Status": l.status, "Fence-Segment": fmt.Sprint(seg)}
+}
+
 func (p *gatewayProc) put(t *testing.T, token string, l lease, key string, seg int, body string) answer {
 	t.Helper()
-	return p.do(t, "PUT", "/v1/objects/"+key, token, map[string]string{
-		"Fence-Grant": l.grant, "Fence-Status": l.status, "Fence-Segment": fmt.Sprint(seg),
-	}, body)
+	return p.do(t, "PUT", "/v1/objects/"+key, token, fenceHeaders(l, seg), body)
 }
 
 func wantCode(t *testing.T, a answer, status int, code string) {

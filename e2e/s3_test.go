@@ -146,11 +146,6 @@ func (p *gatewayProc) tryDo(method, path, token string, hdr map[string]string, b
 	return a, err
 }
 
-// fenceHeaders are the headers of a fenced write of segment seg under l.
-func fenceHeaders(l lease, seg int) map[string]string {
-	return map[string]string{"Fence-Grant": l.grant, "Fence-Status": l.status, "Fence-Segment": fmt.Sprint(seg)}
-}
-
 // receipt is the JSON receipt the gateway answers with.
 type receipt struct {
 	ID            string    `json:"receiptId"`
