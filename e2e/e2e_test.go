@@ -163,11 +163,25 @@ func (p *gatewayProc) do(t *testing.T, method, path, token string, hdr map[strin
 // send is do with a streamed body and a deadline of its own.
 func (p *gatewayProc) send(t *testing.T, timeout time.Duration, method, path, token string, hdr map[string]string, body io.Reader) answer {
 	t.Helper()
+	a, err := p.exchange(timeout, method, path, token, hdr, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// tryDo is do that returns transport errors (the gateway may be gone).
+func (p *gatewayProc) tryDo(method, path, token string, hdr map[string]string, body string) (answer, error) {
+	return p.exchange(30*time.Second, method, path, token, hdr, strings.NewReader(body))
+}
+
+// exchange sends one request and decodes the answer.
+func (p *gatewayProc) exchange(timeout time.Duration, method, path, token string, hdr map[string]string, body io.Reader) (answer, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, method, p.base+path, body)
 	if err != nil {
-		t.Fatal(err)
+		return answer{}, err
 	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
@@ -177,13 +191,13 @@ func (p *gatewayProc) send(t *testing.T, timeout time.Duration, method, path, to
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		t.Fatal(err)
+		return answer{}, err
 	}
 	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
+	b, err := io.ReadAll(resp.Body)
 	a := answer{status: resp.StatusCode, header: resp.Header, body: b}
 	_ = json.Unmarshal(b, &a.json)
-	return a
+	return a, err
 }
 
 // lease is what a worker keeps from an acquisition.

@@ -120,31 +120,6 @@ func (b *s3Bucket) empty(t *testing.T) {
 	}
 }
 
-// tryDo is do without a testing.T (safe in goroutines): it returns transport
-// errors instead of failing the test.
-func (p *gatewayProc) tryDo(method, path, token string, hdr map[string]string, body string) (answer, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, method, p.base+path, strings.NewReader(body))
-	if err != nil {
-		return answer{}, err
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	for k, v := range hdr {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return answer{}, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	a := answer{status: resp.StatusCode, header: resp.Header, body: b}
-	_ = json.Unmarshal(b, &a.json)
-	return a, err
-}
 
 // receipt is the JSON receipt the gateway answers with.
 type receipt struct {
