@@ -120,7 +120,6 @@ func (b *s3Bucket) empty(t *testing.T) {
 	}
 }
 
-
 // receipt is the JSON receipt the gateway answers with.
 type receipt struct {
 	ID            string    `json:"receiptId"`
