@@ -361,3 +361,30 @@ func TestReplicaWaitsForAnotherReplicasEffectToSettle(t *testing.T) {
 		t.Fatalf("effect order %s", got)
 	}
 }
+
+// countingQuerier is a query-mode status source that says HELD and counts.
+type countingQuerier struct{ n int }
+
+func (q *countingQuerier) GrantStatus(_ context.Context, g fencegate.VerifiedGrant) (fencegate.Status, error) {
+	q.n++
+	return fencegate.Status{GrantDigest: g.Digest, Resource: g.Resource, Lease: g.Lease, FenceToken: g.FenceToken,
+		State: fencegate.StateHeld, IssuerEpoch: g.IssuerEpoch}, nil
+}
+
+func TestQueryModeAsksTheRegistryOncePerWrite(t *testing.T) {
+	f := newFixture(t)
+	q := &countingQuerier{}
+	gw, err := gateway.New(gateway.Config{Verifier: f.kit.Verifier(), Querier: q, Store: f.store, Now: f.kit.Now,
+		Policy: gateway.StaticPolicy{Generation: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := f.request(5, 1, "v1")
+	req.StatusToken = ""
+	if err := gw.Precheck(context.Background(), req); err != nil || q.n != 0 {
+		t.Fatalf("precheck: %v, %d queries", err, q.n)
+	}
+	if _, err := gw.Apply(context.Background(), req); err != nil || q.n != 1 {
+		t.Fatalf("apply: %v, %d queries", err, q.n)
+	}
+}

@@ -117,7 +117,7 @@ func (s *Server) deleteObject(w http.ResponseWriter, r *http.Request) {
 // body is in (long uploads use query mode or a longer proof life). On a
 // shadow-mode resource a refusal is left to Apply, which records it.
 func (s *Server) preauthorize(r *http.Request, req *gateway.Request) error {
-	_, _, err := s.Gateway.Authorize(r.Context(), *req)
+	err := s.Gateway.Precheck(r.Context(), *req)
 	if err != nil && s.Gateway.Modes().For(req.Resource) != gateway.Shadow {
 		return err
 	}
