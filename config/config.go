@@ -163,20 +163,9 @@ func TokensOf(ids []Identity) (map[string]string, error) {
 	out := map[string]string{}
 	var errs []error
 	for _, id := range ids {
-		tok := id.Token
-		switch {
-		case id.TokenEnv != "":
-			tok = os.Getenv(id.TokenEnv)
-		case id.TokenFile != "":
-			b, err := os.ReadFile(id.TokenFile)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("identity %q: %w", id.Name, err))
-				continue
-			}
-			tok = strings.TrimSpace(string(b))
-		}
-		if tok == "" {
-			errs = append(errs, fmt.Errorf("identity %q: empty token", id.Name))
+		tok, err := id.Secret()
+		if err != nil {
+			errs = append(errs, err)
 			continue
 		}
 		if _, dup := out[tok]; dup {
@@ -186,6 +175,26 @@ func TokensOf(ids []Identity) (map[string]string, error) {
 		out[tok] = id.Name
 	}
 	return out, errors.Join(errs...)
+}
+
+// Secret resolves the identity's token from its value, environment variable
+// or file; an empty token is an error.
+func (id Identity) Secret() (string, error) {
+	tok := id.Token
+	switch {
+	case id.TokenEnv != "":
+		tok = os.Getenv(id.TokenEnv)
+	case id.TokenFile != "":
+		b, err := os.ReadFile(id.TokenFile)
+		if err != nil {
+			return "", fmt.Errorf("identity %q: %w", id.Name, err)
+		}
+		tok = strings.TrimSpace(string(b))
+	}
+	if tok == "" {
+		return "", fmt.Errorf("identity %q: empty token", id.Name)
+	}
+	return tok, nil
 }
 
 // Validate reports every problem with c at once.
@@ -251,7 +260,7 @@ func (c *Config) Validate() error {
 		if c.Registry != nil {
 			add("registryURL and an in-process registry exclude each other")
 		}
-		if _, err := TokensOf([]Identity{c.RegistryCredential}); err != nil {
+		if _, err := c.RegistryCredential.Secret(); err != nil {
 			add("registryCredential: %v", err)
 		}
 	}

@@ -40,8 +40,6 @@ type App struct {
 	ready      atomic.Bool
 	metrics    *metrics
 	admin      *admin
-	verifier   *proofs.Verifier
-	bundlePath string
 	tls        *tls.Config
 	// Registry is the in-process registry, nil if none.
 	Registry *registry.Registry
@@ -121,7 +119,6 @@ func Build(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, er
 	if signer != nil {
 		a.admin.keyID = signer.KeyID()
 	}
-	a.bundlePath, a.verifier = bundlePath, verifier
 	// Operator changes (persisted) apply over the config's starting modes, so a
 	// restart never silently returns an enforced pattern to shadow.
 	modes, err := gateway.NewModes(append(slices.Clone(cfg.Modes), st.Modes...)...)
@@ -144,13 +141,9 @@ func Build(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, er
 	case cfg.StatusMode == "query" && a.Registry != nil:
 		gcfg.Querier = a.Registry
 	case cfg.StatusMode == "query":
-		toks, err := config.TokensOf([]config.Identity{cfg.RegistryCredential})
+		tok, err := cfg.RegistryCredential.Secret()
 		if err != nil {
 			return nil, err
-		}
-		var tok string
-		for t := range toks {
-			tok = t
 		}
 		if gcfg.Querier, err = newRemoteQuerier(cfg.RegistryURL, tok, verifier); err != nil {
 			return nil, err

@@ -16,7 +16,7 @@ func (a *App) background(ctx context.Context) {
 	t := time.NewTicker(a.cfg.Reconcile.Interval)
 	defer t.Stop()
 	var bundleMod time.Time
-	if fi, err := os.Stat(a.bundlePath); err == nil {
+	if fi, err := os.Stat(a.admin.bundlePath); err == nil {
 		bundleMod = fi.ModTime()
 	}
 	for {
@@ -43,18 +43,18 @@ func (a *App) background(ctx context.Context) {
 // reloadBundle installs the trust bundle file if it changed since mod; a
 // bundle that does not parse or whose version is lower is refused and logged.
 func (a *App) reloadBundle(mod time.Time) time.Time {
-	fi, err := os.Stat(a.bundlePath)
+	fi, err := os.Stat(a.admin.bundlePath)
 	if err != nil || !fi.ModTime().After(mod) {
 		return mod
 	}
-	b, err := proofs.LoadBundle(a.bundlePath)
+	b, err := proofs.LoadBundle(a.admin.bundlePath)
 	if err == nil {
-		err = a.verifier.SetBundle(b)
+		err = a.admin.verifier.SetBundle(b)
 	}
 	if err != nil {
-		a.log.Error("trust bundle file refused", "path", a.bundlePath, "err", err)
+		a.log.Error("trust bundle file refused", "path", a.admin.bundlePath, "err", err)
 		return fi.ModTime()
 	}
-	a.log.Info("trust bundle reloaded", "path", a.bundlePath, "version", b.Version())
+	a.log.Info("trust bundle reloaded", "path", a.admin.bundlePath, "version", b.Version())
 	return fi.ModTime()
 }
