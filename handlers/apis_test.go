@@ -387,7 +387,7 @@ func TestUpstreamDownIsBackendUnavailableAndSegmentReusable(t *testing.T) {
 	}
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
-		t.Skipf("cannot listen on %s again: %v", addr, err)
+		t.Fatalf("cannot listen on %s again: %v", addr, err)
 	}
 	e.up = &httptest.Server{Listener: l, Config: &http.Server{Handler: http.HandlerFunc(e.record)}}
 	e.up.Start()
