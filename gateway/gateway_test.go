@@ -388,3 +388,38 @@ func TestQueryModeAsksTheRegistryOncePerWrite(t *testing.T) {
 		t.Fatalf("apply: %v, %d queries", err, q.n)
 	}
 }
+
+func TestReconcilerRaisesUnknownsPastTheDeadline(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.obj.set(func(context.Context, fencegate.PutRequest) (string, error) {
+		return "", fencegate.Errorf(fencegate.CodeBackendUnavailable, "timeout")
+	}, func(context.Context, string) (fencegate.ObjectInfo, error) {
+		return fencegate.ObjectInfo{}, fencegate.Errorf(fencegate.CodeBackendUnavailable, "timeout")
+	})
+	if _, err := f.gw.Apply(ctx, f.request(5, 1, "v1")); fencegate.ErrorCode(err) != fencegate.CodeMutationUnknown {
+		t.Fatalf("want MUTATION_UNKNOWN, got %v", err)
+	}
+	var raised []fencegate.Receipt
+	rc := &gateway.Reconciler{Store: f.store, Now: f.kit.Now, Deadline: 15 * time.Minute,
+		OnOverdue: func(o []fencegate.Receipt) { raised = o },
+		Resolver: func(string) gateway.Resolver {
+			return gateway.ResolverFunc(func(context.Context, fencegate.Receipt) (fencegate.Outcome, error) {
+				return fencegate.Outcome{State: fencegate.ReceiptUnknown}, nil // the effect cannot be queried
+			})
+		}}
+	if _, err := rc.RunOnce(ctx); err != nil || len(raised) != 0 {
+		t.Fatalf("raised before the deadline: %v %v", raised, err)
+	}
+	f.kit.Advance(16 * time.Minute)
+	if _, err := rc.RunOnce(ctx); err != nil || len(raised) != 1 {
+		t.Fatalf("not raised past the deadline: %v %v", raised, err)
+	}
+	f.kit.Advance(time.Second) // in backoff now, and still raised
+	if _, err := rc.RunOnce(ctx); err != nil || len(raised) != 1 {
+		t.Fatalf("a receipt in backoff fell off the overdue list: %v %v", raised, err)
+	}
+	if od, _ := rc.Overdue(ctx); len(od) != 1 {
+		t.Fatalf("Overdue = %v", od)
+	}
+}

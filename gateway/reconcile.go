@@ -37,6 +37,9 @@ type Reconciler struct {
 	// Deadline is the age after which an UNKNOWN receipt needs a person. Default 15 minutes.
 	Deadline time.Duration
 	Log      *slog.Logger
+	// OnOverdue, if set, is told after each pass which UNKNOWN receipts are
+	// past Deadline (the same list Overdue answers), to raise an alarm.
+	OnOverdue func(overdue []fencegate.Receipt)
 
 	mu   sync.Mutex
 	next map[string]retryState
@@ -80,6 +83,7 @@ func (rc *Reconciler) RunOnce(ctx context.Context) (int, error) {
 	all := append(pending, unknown...)
 	rc.prune(all)
 	settled := 0
+	done := map[string]bool{}
 	for _, r := range all {
 		if r.State == fencegate.ReceiptPending && now.Sub(r.CreatedAt) < rc.Orphan {
 			continue
@@ -108,8 +112,18 @@ func (rc *Reconciler) RunOnce(ctx context.Context) (int, error) {
 		rc.forget(r.ID)
 		if out.State != fencegate.ReceiptUnknown {
 			settled++
+			done[r.ID] = true
 			rc.Log.Info("reconciled", "receipt", r.ID, "state", out.State)
 		}
+	}
+	if rc.OnOverdue != nil {
+		var overdue []fencegate.Receipt
+		for _, r := range unknown {
+			if !done[r.ID] && now.Sub(r.CreatedAt) >= rc.Deadline {
+				overdue = append(overdue, r)
+			}
+		}
+		rc.OnOverdue(overdue)
 	}
 	return settled, nil
 }

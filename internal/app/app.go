@@ -164,7 +164,7 @@ func Build(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, er
 	}
 	a.reconciler = &gateway.Reconciler{
 		Store: store, Log: log, Deadline: cfg.Reconcile.Deadline, Orphan: cfg.Reconcile.Orphan,
-		Resolver: httpapi.Resolvers(apis).Or(objectResolver),
+		Resolver: httpapi.Resolvers(apis).Or(objectResolver), OnOverdue: a.raiseOverdue,
 	}
 	tokens, err := cfg.Tokens()
 	if err != nil {

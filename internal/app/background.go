@@ -5,6 +5,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/fencegate/fencegate"
 	"github.com/fencegate/fencegate/proofs"
 )
 
@@ -22,12 +23,6 @@ func (a *App) background(ctx context.Context) {
 	for {
 		if _, err := a.reconciler.RunOnce(ctx); err != nil && ctx.Err() == nil {
 			a.log.Warn("reconcile pass failed", "err", err)
-		}
-		if overdue, err := a.reconciler.Overdue(ctx); err == nil {
-			a.metrics.overdue.Set(float64(len(overdue)))
-			for _, r := range overdue {
-				a.log.Error("UNKNOWN receipt needs manual reconciliation", "receipt", r.ID, "target", r.Target, "age", time.Since(r.CreatedAt).Round(time.Second))
-			}
 		}
 		if a.Registry == nil {
 			bundleMod = a.reloadBundle(bundleMod)
@@ -57,4 +52,13 @@ func (a *App) reloadBundle(mod time.Time) time.Time {
 	}
 	a.log.Info("trust bundle reloaded", "path", a.admin.bundlePath, "version", b.Version())
 	return fi.ModTime()
+}
+
+// raiseOverdue alarms on UNKNOWN receipts past the reconcile deadline: the
+// fencegate_unknown_overdue gauge and an error log line each.
+func (a *App) raiseOverdue(overdue []fencegate.Receipt) {
+	a.metrics.overdue.Set(float64(len(overdue)))
+	for _, r := range overdue {
+		a.log.Error("UNKNOWN receipt needs manual reconciliation", "receipt", r.ID, "target", r.Target, "age", time.Since(r.CreatedAt).Round(time.Second))
+	}
 }
