@@ -53,25 +53,45 @@ type retryState struct {
 	delay time.Duration
 }
 
-func (rc *Reconciler) defaults() {
+// The accessors below apply the documented defaults without writing to rc,
+// so passes and REST reads may run concurrently.
+
+func (rc *Reconciler) now() time.Time {
 	if rc.Now == nil {
-		rc.Now = time.Now
+		return time.Now()
 	}
+	return rc.Now()
+}
+
+func (rc *Reconciler) orphan() time.Duration {
 	if rc.Orphan <= 0 {
-		rc.Orphan = 2 * time.Minute
+		return 2 * time.Minute
 	}
+	return rc.Orphan
+}
+
+func (rc *Reconciler) deadline() time.Duration {
 	if rc.Deadline <= 0 {
-		rc.Deadline = 15 * time.Minute
+		return 15 * time.Minute
 	}
+	return rc.Deadline
+}
+
+func (rc *Reconciler) log() *slog.Logger {
 	if rc.Log == nil {
-		rc.Log = slog.Default()
+		return slog.Default()
 	}
+	return rc.Log
+}
+
+// IsOverdue reports whether r is an UNKNOWN receipt past Deadline: it needs a person.
+func (rc *Reconciler) IsOverdue(r fencegate.Receipt) bool {
+	return r.State == fencegate.ReceiptUnknown && rc.now().Sub(r.CreatedAt) >= rc.deadline()
 }
 
 // RunOnce makes one pass and returns how many receipts it settled.
 func (rc *Reconciler) RunOnce(ctx context.Context) (int, error) {
-	rc.defaults()
-	now := rc.Now()
+	now := rc.now()
 	pending, err := rc.Store.ReceiptsByState(ctx, fencegate.ReceiptPending, passLimit)
 	if err != nil {
 		return 0, err
@@ -85,7 +105,7 @@ func (rc *Reconciler) RunOnce(ctx context.Context) (int, error) {
 	settled := 0
 	done := map[string]bool{}
 	for _, r := range all {
-		if r.State == fencegate.ReceiptPending && now.Sub(r.CreatedAt) < rc.Orphan {
+		if r.State == fencegate.ReceiptPending && now.Sub(r.CreatedAt) < rc.orphan() {
 			continue
 		}
 		if !rc.due(r.ID, now) {
@@ -95,7 +115,7 @@ func (rc *Reconciler) RunOnce(ctx context.Context) (int, error) {
 		if res := rc.resolver(r.Target); res != nil {
 			o, err := res.Resolve(ctx, r)
 			if err != nil {
-				rc.Log.Warn("reconcile: effect query failed", "receipt", r.ID, "err", err)
+				rc.log().Warn("reconcile: effect query failed", "receipt", r.ID, "err", err)
 			} else {
 				out = o
 			}
@@ -104,22 +124,22 @@ func (rc *Reconciler) RunOnce(ctx context.Context) (int, error) {
 			rc.backoff(r.ID, now)
 			continue
 		}
-		out.Now = rc.Now()
+		out.Now = rc.now()
 		if _, err := rc.Store.Settle(ctx, r.ID, out); err != nil {
-			rc.Log.Warn("reconcile: settle failed", "receipt", r.ID, "err", err)
+			rc.log().Warn("reconcile: settle failed", "receipt", r.ID, "err", err)
 			continue
 		}
 		rc.forget(r.ID)
 		if out.State != fencegate.ReceiptUnknown {
 			settled++
 			done[r.ID] = true
-			rc.Log.Info("reconciled", "receipt", r.ID, "state", out.State)
+			rc.log().Info("reconciled", "receipt", r.ID, "state", out.State)
 		}
 	}
 	if rc.OnOverdue != nil {
 		var overdue []fencegate.Receipt
 		for _, r := range unknown {
-			if !done[r.ID] && now.Sub(r.CreatedAt) >= rc.Deadline {
+			if !done[r.ID] && rc.IsOverdue(r) {
 				overdue = append(overdue, r)
 			}
 		}
@@ -134,7 +154,7 @@ func (rc *Reconciler) Run(ctx context.Context, interval time.Duration) {
 	defer t.Stop()
 	for {
 		if _, err := rc.RunOnce(ctx); err != nil && ctx.Err() == nil {
-			rc.Log.Warn("reconcile pass failed", "err", err)
+			rc.log().Warn("reconcile pass failed", "err", err)
 		}
 		select {
 		case <-ctx.Done():
@@ -146,15 +166,13 @@ func (rc *Reconciler) Run(ctx context.Context, interval time.Duration) {
 
 // Overdue lists UNKNOWN receipts older than Deadline: they need a person.
 func (rc *Reconciler) Overdue(ctx context.Context) ([]fencegate.Receipt, error) {
-	rc.defaults()
 	all, err := rc.Store.ReceiptsByState(ctx, fencegate.ReceiptUnknown, passLimit)
 	if err != nil {
 		return nil, err
 	}
-	now := rc.Now()
 	var out []fencegate.Receipt
 	for _, r := range all {
-		if now.Sub(r.CreatedAt) >= rc.Deadline {
+		if rc.IsOverdue(r) {
 			out = append(out, r)
 		}
 	}

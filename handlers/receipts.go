@@ -89,22 +89,11 @@ func (s *Server) listUnknown(w http.ResponseWriter, r *http.Request) {
 		s.problem(w, r, err)
 		return
 	}
-	overdue := map[string]bool{}
-	if s.Reconciler != nil {
-		od, err := s.Reconciler.Overdue(r.Context())
-		if err != nil {
-			s.problem(w, r, err)
-			return
-		}
-		for _, o := range od {
-			overdue[o.ID] = true
-		}
-	}
 	out := struct {
 		Receipts []unknownReceipt `json:"receipts"`
 	}{Receipts: []unknownReceipt{}}
 	for _, rc := range all {
-		out.Receipts = append(out.Receipts, unknownReceipt{rc, overdue[rc.ID]})
+		out.Receipts = append(out.Receipts, unknownReceipt{rc, s.Reconciler != nil && s.Reconciler.IsOverdue(rc)})
 	}
 	writeJSON(w, http.StatusOK, out)
 }
