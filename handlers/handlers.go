@@ -31,14 +31,14 @@ type Server struct {
 	Registry   *registry.Registry // nil: no lease routes
 	Reconciler *gateway.Reconciler
 	APIs       map[string]*httpapi.API // third-party APIs by name
-	// MaxBody caps a request body in bytes (default 1 GiB + 1 MiB... see Defaults).
+	// MaxBody caps a request body in bytes (default DefaultMaxBody).
 	MaxBody int64
 	// SpoolDir holds request bodies while they are admitted and forwarded.
 	SpoolDir string
 	Log      *slog.Logger
 	// Ready reports whether the service may take traffic (default: always).
 	Ready func() bool
-	// Now is the registry-side clock for lease waits (default time.Now).
+	// Now stamps operator resolutions (default time.Now).
 	Now func() time.Time
 }
 
