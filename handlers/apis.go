@@ -26,8 +26,8 @@ func (s *Server) apiRoutes(r chi.Router) {
 // path (with its leading slash). Encoded slashes and query strings are refused:
 // the payload digest covers only the body, so nothing else may vary the call.
 func apiCallPath(r *http.Request) (api, path string, err error) {
-	if raw := strings.ToLower(r.URL.RawPath); strings.Contains(raw, "%2f") || strings.Contains(raw, "%5c") {
-		return "", "", fencegate.Errorf(fencegate.CodeInvalidRequest, "encoded slashes are not allowed in API paths")
+	if err := noEncodedSlashes(r, "API paths"); err != nil {
+		return "", "", err
 	}
 	if r.URL.RawQuery != "" {
 		return "", "", fencegate.Errorf(fencegate.CodeInvalidRequest, "query strings are not forwarded to APIs; put parameters in the body")

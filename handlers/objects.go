@@ -14,8 +14,8 @@ import (
 // key. Percent-encoded slashes or backslashes, and any key that fails
 // fencegate.CheckName, are refused rather than normalised.
 func objectPath(r *http.Request) (store, key string, err error) {
-	if raw := strings.ToLower(r.URL.RawPath); strings.Contains(raw, "%2f") || strings.Contains(raw, "%5c") {
-		return "", "", fencegate.Errorf(fencegate.CodeInvalidRequest, "encoded slashes are not allowed in object keys")
+	if err := noEncodedSlashes(r, "object keys"); err != nil {
+		return "", "", err
 	}
 	rest, ok := strings.CutPrefix(r.URL.Path, "/v1/objects/")
 	if !ok {
@@ -29,6 +29,15 @@ func objectPath(r *http.Request) (store, key string, err error) {
 		return "", "", err
 	}
 	return store, key, nil
+}
+
+// noEncodedSlashes refuses a path whose raw form hides a slash or backslash
+// (%2F, %5C): decoding it would turn one name into another.
+func noEncodedSlashes(r *http.Request, what string) error {
+	if raw := strings.ToLower(r.URL.RawPath); strings.Contains(raw, "%2f") || strings.Contains(raw, "%5c") {
+		return fencegate.Errorf(fencegate.CodeInvalidRequest, "encoded slashes are not allowed in %s", what)
+	}
+	return nil
 }
 
 func (s *Server) objectStore(name string) (fencegate.ObjectStore, error) {
