@@ -339,6 +339,7 @@ func TestUndeclaredRouteIsRefused(t *testing.T) {
 		wantCode(t, e.send(c.method, c.path, payerTokA, hdr, payoutBody), http.StatusNotFound, fencegate.CodeNotFound)
 	}
 	wantCode(t, e.send("POST", payoutPath+"?amount=1", payerTokA, hdr, payoutBody), http.StatusBadRequest, fencegate.CodeInvalidRequest)
+	wantCode(t, e.send("POST", "/v1/apis/payouts/v1/accounts/acc_1%2Fpayouts", payerTokA, hdr, payoutBody), http.StatusBadRequest, fencegate.CodeInvalidRequest)
 	e.wantUnchanged(before)
 }
 
