@@ -77,6 +77,21 @@ type PutRequest struct {
 	Meta        EffectMeta
 }
 
+// Validate checks what every backend requires of a put: a canonical key,
+// exactly one condition, and a body size that fits the body.
+func (req PutRequest) Validate() error {
+	if err := CheckName(req.Key); err != nil {
+		return err
+	}
+	if (req.IfMatch != "") == req.IfNoneMatch {
+		return Errorf(CodeInvalidRequest, "put of %q needs exactly one of If-Match and If-None-Match", req.Key)
+	}
+	if req.Size < 0 || (req.Body == nil && req.Size != 0) {
+		return Errorf(CodeInvalidRequest, "put of %q: bad body size %d", req.Key, req.Size)
+	}
+	return nil
+}
+
 // ObjectStore is an object backend that keeps the fencing contract: writes are
 // conditional and atomic, metadata is stored with the object, and a failed
 // condition returns an error whose cause is ErrPreconditionFailed.

@@ -107,7 +107,7 @@ func preconditionFailed(store, key, cond string) error {
 // Put writes the object if its condition holds. The body is streamed to a temp
 // file first; only the check and the rename happen under the key's lock.
 func (s *Store) Put(ctx context.Context, req fencegate.PutRequest) (string, error) {
-	if err := checkPut(req); err != nil {
+	if err := req.Validate(); err != nil {
 		return "", err
 	}
 	path, mu := s.path(req.Key)
@@ -142,19 +142,6 @@ func (s *Store) Put(ctx context.Context, req fencegate.PutRequest) (string, erro
 		return "", s.unavailable(err, "sync directory for", req.Key)
 	}
 	return etag, nil
-}
-
-func checkPut(req fencegate.PutRequest) error {
-	if err := fencegate.CheckName(req.Key); err != nil {
-		return err
-	}
-	if (req.IfMatch != "") == req.IfNoneMatch {
-		return fencegate.Errorf(fencegate.CodeInvalidRequest, "put of %q needs exactly one of If-Match and If-None-Match", req.Key)
-	}
-	if req.Size < 0 || (req.Body == nil && req.Size != 0) {
-		return fencegate.Errorf(fencegate.CodeInvalidRequest, "put of %q: bad body size %d", req.Key, req.Size)
-	}
-	return nil
 }
 
 // writeTemp streams the body and its trailer into a synced temp file.

@@ -190,7 +190,7 @@ func (s *Store) full(key string) *string { return aws.String(s.prefix + key) }
 // Objects larger than the single-PUT limit go through a multipart upload whose
 // completion carries the condition.
 func (s *Store) Put(ctx context.Context, req fencegate.PutRequest) (string, error) {
-	if err := checkPut(req); err != nil {
+	if err := req.Validate(); err != nil {
 		return "", err
 	}
 	body := req.Body
@@ -230,19 +230,6 @@ func (s *Store) Put(ctx context.Context, req fencegate.PutRequest) (string, erro
 		return "", s.translate(err, "put", req.Key, true)
 	}
 	return aws.ToString(out.ETag), nil
-}
-
-func checkPut(req fencegate.PutRequest) error {
-	if err := fencegate.CheckName(req.Key); err != nil {
-		return err
-	}
-	if (req.IfMatch != "") == req.IfNoneMatch {
-		return fencegate.Errorf(fencegate.CodeInvalidRequest, "put of %q needs exactly one of If-Match and If-None-Match", req.Key)
-	}
-	if req.Size < 0 || (req.Body == nil && req.Size != 0) {
-		return fencegate.Errorf(fencegate.CodeInvalidRequest, "put of %q: bad body size %d", req.Key, req.Size)
-	}
-	return nil
 }
 
 // Delete removes the object if its ETag equals ifMatch. UNSUPPORTED when the
