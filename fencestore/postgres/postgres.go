@@ -25,23 +25,19 @@ package postgres
 
 import (
 	"context"
-	"database/sql"
 	"embed"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"io/fs"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/jackc/pgx/v5/stdlib"
-	"github.com/pressly/goose/v3"
-	"github.com/pressly/goose/v3/lock"
 
 	"github.com/fencegate/fencegate"
 	"github.com/fencegate/fencegate/fencestore/internal/fencerules"
+	"github.com/fencegate/fencegate/internal/pgmigrate"
 )
 
 //go:embed migrations/*.sql
@@ -73,47 +69,15 @@ func Open(ctx context.Context, url string) (*Store, error) {
 	return &Store{pool: pool}, nil
 }
 
-// Migrate applies the pending migrations of the store over one dedicated
-// connection described by cc, under a session advisory lock keyed by the
-// database and the current schema; closing that connection at the end releases
-// the lock even if unlocking failed. Running it again is a no-op.
+// Migrate applies the pending migrations of the store (package pgmigrate:
+// goose under an advisory lock keyed by database and schema) over one
+// dedicated connection described by cc. Running it again is a no-op.
 func Migrate(ctx context.Context, cc *pgx.ConnConfig) error {
-	db := stdlib.OpenDB(*cc.Copy())
-	defer db.Close()
-	db.SetMaxOpenConns(2)
-
-	var where sql.NullString
-	if err := db.QueryRowContext(ctx, "SELECT current_database() || '/' || current_schema()").Scan(&where); err != nil {
-		return fencegate.Wrap(err, fencegate.CodeInternal, "connect to Postgres")
-	}
-	if !where.Valid {
-		return fencegate.Errorf(fencegate.CodeInvalidRequest, "the search_path names no existing schema")
-	}
-	h := fnv.New64a()
-	_, _ = h.Write([]byte("fencegate/fencestore/postgres:" + where.String))
-	locker, err := lock.NewPostgresSessionLocker(
-		lock.WithLockID(int64(h.Sum64())),
-		lock.WithLockTimeout(1, 300), // poll every second, for up to 5 minutes
-	)
-	if err != nil {
-		return fencegate.Wrap(err, fencegate.CodeInternal, "migration lock")
-	}
 	sub, err := fs.Sub(migrations, "migrations")
 	if err != nil {
 		return fencegate.Wrap(err, fencegate.CodeInternal, "migrations")
 	}
-	p, err := goose.NewProvider(goose.DialectPostgres, db, sub,
-		goose.WithSessionLocker(locker),
-		goose.WithTableName(MigrationsTable),
-		goose.WithDisableGlobalRegistry(true),
-	)
-	if err != nil {
-		return fencegate.Wrap(err, fencegate.CodeInternal, "migrations")
-	}
-	if _, err := p.Up(ctx); err != nil {
-		return fencegate.Wrap(err, fencegate.CodeInternal, "apply migrations")
-	}
-	return nil
+	return pgmigrate.Up(ctx, cc, sub, MigrationsTable, "fencegate/fencestore/postgres")
 }
 
 // Close closes the pool.

@@ -9,7 +9,9 @@ package postgres
 
 import (
 	"context"
+	"embed"
 	"errors"
+	"io/fs"
 	"math"
 	"strconv"
 	"time"
@@ -18,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/internal/pgmigrate"
 	"github.com/fencegate/fencegate/registry/internal/leaserule"
 )
 
@@ -29,18 +32,39 @@ type Backend struct {
 
 var _ fencegate.LeaseBackend = (*Backend)(nil)
 
-// Open connects to url and applies the embedded migrations (tracked in
-// registry_schema_migrations) before returning; Close closes the pool.
+// MigrationsTable is the goose version table of the registry's schema.
+const MigrationsTable = "registry_migrations"
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// Open connects to url and applies the embedded migrations with goose
+// (package pgmigrate, version table MigrationsTable, under an advisory lock
+// keyed by database and schema) before returning; Close closes the pool.
 func Open(ctx context.Context, url string) (*Backend, error) {
-	pool, err := pgxpool.New(ctx, url)
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fencegate.Wrap(err, fencegate.CodeInvalidRequest, "parse registry Postgres URL")
+	}
+	if err := Migrate(ctx, cfg.ConnConfig); err != nil {
+		return nil, err
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, translate(err, "connect registry database")
 	}
-	if err := migrate(ctx, pool); err != nil {
-		pool.Close()
-		return nil, translate(err, "migrate registry schema")
-	}
 	return &Backend{pool: pool}, nil
+}
+
+// Migrate applies the registry's pending migrations over one dedicated
+// connection described by cc. Running it again is a no-op; a database whose
+// tables predate goose is taken over as it is (the DDL is idempotent).
+func Migrate(ctx context.Context, cc *pgx.ConnConfig) error {
+	sub, err := fs.Sub(migrations, "migrations")
+	if err != nil {
+		return fencegate.Wrap(err, fencegate.CodeInternal, "registry migrations")
+	}
+	return pgmigrate.Up(ctx, cc, sub, MigrationsTable, "fencegate/registry/postgres")
 }
 
 // Close closes the connection pool.
