@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"os"
 	"slices"
@@ -66,8 +67,13 @@ type Config struct {
 	// Modes sets enforcement per resource pattern (enforce unless listed);
 	// the only place a pattern may start in shadow mode.
 	Modes []gateway.ModeRule `yaml:"modes"`
-	// APIs is the third-party API section, validated by backends/httpapi.
-	APIs yaml.Node `yaml:"apis"`
+	// APIs are the third-party HTTP APIs the gateway fronts, decoded here with
+	// the rest of the file and checked by Validate (httpapi.Config's rules),
+	// so the adapter is handed a plain, validated struct.
+	APIs []httpapi.APIConfig `yaml:"apis"`
+
+	// src is the file Load read, kept to give problems their line numbers.
+	src *source
 }
 
 // Identity is one workload identity and where its bearer token comes from.
@@ -140,19 +146,29 @@ func RegistryOnly() Config {
 	return c
 }
 
-// Load reads a YAML file over c. Unknown fields are errors.
+// Load reads a YAML file over c. Unknown fields and values of the wrong type
+// are errors, every one of them reported with its line; c keeps the file's
+// positions so that Validate's problems carry line numbers too.
 func Load(path string, c *Config) error {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(c); err != nil {
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
 		return fmt.Errorf("config %s: %w", path, err)
 	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(c); err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("config %s: %w", path, err)
+	}
+	c.src = &source{path: path, root: &root}
 	return nil
 }
+
+// APIConfig is the `apis:` section as httpapi.Config.
+func (c *Config) APIConfig() httpapi.Config { return httpapi.Config{APIs: c.APIs} }
 
 // Tokens resolves every workload identity's token: token -> identity name.
 func (c *Config) Tokens() (map[string]string, error) { return TokensOf(c.Identities) }
@@ -292,8 +308,8 @@ func (c *Config) Validate() error {
 	if _, err := gateway.NewModes(c.Modes...); err != nil {
 		errs = append(errs, err)
 	}
-	if _, err := httpapi.ParseNode(&c.APIs); err != nil {
-		errs = append(errs, err)
+	if err := c.APIConfig().Validate(); err != nil {
+		errs = append(errs, c.src.locate(err)...)
 	}
 	if c.Reconcile.Interval <= 0 || c.Reconcile.Deadline <= 0 || c.Reconcile.Orphan <= 0 {
 		add("reconcile interval, deadline and orphan must be positive")

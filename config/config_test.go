@@ -5,6 +5,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/fencegate/fencegate/backends/httpapi"
 )
 
 func TestValidateReportsEveryProblemAtOnce(t *testing.T) {
@@ -102,5 +105,104 @@ func TestPayoutsExampleConfigIsValid(t *testing.T) {
 	}
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// loadFile writes yml to a file named c.yaml and loads it over Dev defaults.
+func loadFile(t *testing.T, yml string) (Config, error) {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "c.yaml")
+	if err := os.WriteFile(p, []byte(yml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := Dev()
+	c.Identities = []Identity{{Name: "w", Token: "t"}}
+	return c, Load(p, &c)
+}
+
+func TestAPIProblemsAreAllReportedWithTheirLines(t *testing.T) {
+	c, err := loadFile(t, `addr: 127.0.0.1:1
+apis:
+  - name: payouts
+    baseURL: ftp://payments.example.com
+    timeout: -1s
+    contract:
+      idempotency:
+        effectQuery: {method: GET, url: "/v1/payouts?key={key}"}
+    routes:
+      - {method: POST, path: "/v1/pay/{id}", resource: "pay/{id}"}
+      - {method: POST, path: "/v1/x/{id}", resource: "x/{other}"}
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = c.Validate()
+	if err == nil {
+		t.Fatal("invalid apis section accepted")
+	}
+	for _, want := range []string{
+		`c.yaml:4: INVALID_REQUEST: api "payouts": baseURL "ftp://payments.example.com"`,
+		`c.yaml:5: INVALID_REQUEST: api "payouts": timeout must not be negative`,
+		`c.yaml:7: UNSUPPORTED: api "payouts": contract.idempotency needs keyRetention`,
+		`c.yaml:11: INVALID_REQUEST: api "payouts": routes[1]`,
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+}
+
+func TestUnknownAndMistypedAPIFieldsAreAllRefusedWithTheirLines(t *testing.T) {
+	_, err := loadFile(t, `apis:
+  - name: payouts
+    baseURL: https://payments.example.com
+    retries: 3
+    timeout: soon
+    routes:
+      - {method: POST, path: "/v1/pay/{id}", resource: "pay/{id}", verb: x}
+`)
+	if err == nil {
+		t.Fatal("unknown fields accepted")
+	}
+	for _, want := range []string{"line 4: field retries not found", "line 5: cannot unmarshal", "line 7: field verb not found"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+}
+
+func TestAValidAPIsSectionReachesTheAdapterAsAStruct(t *testing.T) {
+	t.Setenv("FG_TEST_PAY_TOKEN", "sk_test")
+	c, err := loadFile(t, `apis:
+  - name: payouts
+    baseURL: https://payments.example.com
+    credentials: {prefix: "Bearer ", env: FG_TEST_PAY_TOKEN}
+    timeout: 10s
+    contract:
+      idempotency:
+        keyRetention: 24h
+        effectQuery: {method: GET, url: "/v1/payouts?key={key}"}
+    routes:
+      - {method: POST, path: "/v1/pay/{id}", resource: "pay/{id}"}
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	a := c.APIConfig().APIs
+	if len(a) != 1 || a[0].Timeout != 10*time.Second || a[0].Contract.Idempotency.KeyRetention != 24*time.Hour {
+		t.Fatalf("decoded %+v", a)
+	}
+}
+
+func TestAPIProblemsOfAConfigBuiltInCodeHaveNoLines(t *testing.T) {
+	c := Dev()
+	c.Identities = []Identity{{Name: "w", Token: "t"}}
+	c.APIs = []httpapi.APIConfig{{Name: "x", BaseURL: "nope"}}
+	err := c.Validate()
+	if err == nil || !strings.Contains(err.Error(), `api "x": baseURL "nope"`) || strings.Contains(err.Error(), ".yaml:") {
+		t.Fatalf("err = %v", err)
 	}
 }

@@ -43,18 +43,23 @@ type Option func(*API)
 // WithClock sets the clock the reconciliation rules read (default time.Now).
 func WithClock(now func() time.Time) Option { return func(a *API) { a.now = now } }
 
-// New validates c, reads its credential and returns the API. client (nil for
-// a default one) is copied so that redirects are never followed: a 3xx is the
-// upstream's answer, and credentials never travel to another location.
+// New builds the API from c, which Config.Validate has accepted (New checks
+// nothing again: config validates every API once, up front), and reads its
+// credential. client (nil for a default one) is copied so that redirects are
+// never followed: a 3xx is the upstream's answer, and credentials never
+// travel to another location.
 func New(c APIConfig, client *http.Client, opts ...Option) (*API, error) {
-	if err := c.validate(0); err != nil {
-		return nil, err
-	}
 	c = c.withDefaults()
 	a := &API{cfg: c, now: time.Now}
-	a.base, _ = url.Parse(c.BaseURL)
+	var err error
+	if a.base, err = url.Parse(c.BaseURL); err != nil {
+		return nil, fencegate.Wrap(err, fencegate.CodeInvalidRequest, fmt.Sprintf("api %q: not validated: baseURL does not parse", c.Name))
+	}
 	for _, r := range c.Routes {
-		cr, _ := compileRoute(r)
+		cr, err := compileRoute(r)
+		if err != nil {
+			return nil, fencegate.Wrap(err, fencegate.CodeInvalidRequest, fmt.Sprintf("api %q: not validated: route %s %s", c.Name, r.Method, r.Path))
+		}
 		a.routes = append(a.routes, cr)
 	}
 	a.keep = []string{"Content-Type"}
@@ -84,11 +89,8 @@ func New(c APIConfig, client *http.Client, opts ...Option) (*API, error) {
 	return a, nil
 }
 
-// NewAll builds every API of a validated Config, by name.
+// NewAll builds every API of a Config that Validate has accepted, by name.
 func NewAll(c Config, client *http.Client, opts ...Option) (map[string]*API, error) {
-	if err := c.Validate(); err != nil {
-		return nil, err
-	}
 	out := make(map[string]*API, len(c.APIs))
 	for _, ac := range c.APIs {
 		a, err := New(ac, client, opts...)

@@ -12,10 +12,8 @@
 package httpapi
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -23,7 +21,6 @@ import (
 	"time"
 
 	"github.com/fencegate/fencegate"
-	"gopkg.in/yaml.v3"
 )
 
 // Defaults of an API's configuration.
@@ -36,7 +33,8 @@ const (
 	DefaultMaxResponseBytes  = 64 << 10
 )
 
-// Config is the `apis:` section of the gateway's configuration file.
+// Config is the `apis:` section of the gateway's configuration file, decoded
+// by package config (the one decoder of the file) and checked by Validate.
 type Config struct {
 	APIs []APIConfig `yaml:"apis"`
 }
@@ -109,56 +107,29 @@ type Route struct {
 	Resource string `yaml:"resource"`
 }
 
-// Load reads a YAML file holding an `apis:` list, refusing unknown fields,
-// and validates it.
-func Load(path string) (Config, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return Config{}, fencegate.Wrap(err, fencegate.CodeInvalidRequest, "cannot read API config "+path)
-	}
-	return Parse(data)
+// FieldError is one problem of the configuration, at Field: the YAML path of
+// the offending value below the file's root ("apis[0].contract.idempotency").
+// The config package turns Field into a file line; Err carries the code.
+type FieldError struct {
+	Field string
+	Err   error
 }
 
-// Parse decodes strict YAML (unknown fields are errors) and validates it.
-func Parse(data []byte) (Config, error) {
-	var c Config
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
-		return Config{}, fencegate.Wrap(err, fencegate.CodeInvalidRequest, "API config is not valid YAML: "+err.Error())
-	}
-	if err := c.Validate(); err != nil {
-		return Config{}, err
-	}
-	return c, nil
-}
+func (e *FieldError) Error() string { return e.Err.Error() }
+func (e *FieldError) Unwrap() error { return e.Err }
 
-// ParseNode strictly decodes and validates an `apis:` value held as a YAML
-// node inside a larger configuration file (a zero node means no APIs).
-func ParseNode(n *yaml.Node) (Config, error) {
-	if n == nil || n.Kind == 0 {
-		return Config{}, nil
-	}
-	doc := &yaml.Node{Kind: yaml.MappingNode, Content: []*yaml.Node{{Kind: yaml.ScalarNode, Value: "apis"}, n}}
-	data, err := yaml.Marshal(doc)
-	if err != nil {
-		return Config{}, fencegate.Wrap(err, fencegate.CodeInvalidRequest, "API config cannot be re-encoded")
-	}
-	return Parse(data)
-}
-
-// Validate reports every problem of every API at once, each naming its API.
+// Validate reports every problem of every API at once, each a *FieldError
+// naming its API and field. It is the only check: New and NewAll trust it.
 func (c Config) Validate() error {
 	var errs []error
 	seen := map[string]bool{}
 	for i, a := range c.APIs {
 		if a.Name != "" && seen[a.Name] {
-			errs = append(errs, fencegate.Errorf(fencegate.CodeInvalidRequest, "api %q is declared more than once", a.Name))
+			errs = append(errs, &FieldError{Field: fmt.Sprintf("apis[%d].name", i),
+				Err: fencegate.Errorf(fencegate.CodeInvalidRequest, "api %q is declared more than once", a.Name)})
 		}
 		seen[a.Name] = true
-		if err := a.validate(i); err != nil {
-			errs = append(errs, err)
-		}
+		errs = append(errs, a.validate(i)...)
 	}
 	return errors.Join(errs...)
 }
@@ -190,96 +161,101 @@ func (a APIConfig) withDefaults() APIConfig {
 	return a
 }
 
-// validate checks one API (index i names it when it has no name).
-func (a APIConfig) validate(i int) error {
+// validate checks apis[i]; its problems name the API (or its index).
+func (a APIConfig) validate(i int) []error {
 	a = a.withDefaults()
-	label := fmt.Sprintf("apis[%d]", i)
+	root := fmt.Sprintf("apis[%d]", i)
+	label := root
 	if a.Name != "" {
 		label = fmt.Sprintf("api %q", a.Name)
 	}
 	var errs []error
-	bad := func(code fencegate.Code, format string, args ...any) {
-		errs = append(errs, fencegate.Errorf(code, "%s: %s", label, fmt.Sprintf(format, args...)))
+	at := func(field string, code fencegate.Code, format string, args ...any) {
+		if field != "" {
+			field = "." + field
+		}
+		errs = append(errs, &FieldError{Field: root + field, Err: fencegate.Errorf(code, "%s: %s", label, fmt.Sprintf(format, args...))})
 	}
 	if a.Name == "" {
-		bad(fencegate.CodeInvalidRequest, "name is required")
+		at("name", fencegate.CodeInvalidRequest, "name is required")
 	} else if fencegate.CheckName(a.Name) != nil || strings.Contains(a.Name, "/") {
-		bad(fencegate.CodeInvalidRequest, "name must be a single canonical path segment")
+		at("name", fencegate.CodeInvalidRequest, "name must be a single canonical path segment")
 	}
 	if u, err := url.Parse(a.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
-		bad(fencegate.CodeInvalidRequest, "baseURL %q must be an absolute http(s) URL without user info, query or fragment", a.BaseURL)
+		at("baseURL", fencegate.CodeInvalidRequest, "baseURL %q must be an absolute http(s) URL without user info, query or fragment", a.BaseURL)
 	}
-	if a.Timeout < 0 || a.MaxBodyBytes < 0 || a.MaxResponseBytes < 0 {
-		bad(fencegate.CodeInvalidRequest, "timeout, maxBodyBytes and maxResponseBytes must not be negative")
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{{"timeout", int64(a.Timeout)}, {"maxBodyBytes", a.MaxBodyBytes}, {"maxResponseBytes", a.MaxResponseBytes}} {
+		if f.v < 0 {
+			at(f.name, fencegate.CodeInvalidRequest, "%s must not be negative", f.name)
+		}
 	}
 	if !validHeaderName(a.IdempotencyHeader) {
-		bad(fencegate.CodeInvalidRequest, "idempotencyHeader %q is not a valid header name", a.IdempotencyHeader)
+		at("idempotencyHeader", fencegate.CodeInvalidRequest, "idempotencyHeader %q is not a valid header name", a.IdempotencyHeader)
 	}
 	for _, h := range a.KeepResponseHeaders {
 		if !validHeaderName(h) {
-			bad(fencegate.CodeInvalidRequest, "keepResponseHeaders: %q is not a valid header name", h)
+			at("keepResponseHeaders", fencegate.CodeInvalidRequest, "keepResponseHeaders: %q is not a valid header name", h)
 		}
 	}
 	if cr := a.Credentials; cr != nil {
 		if !validHeaderName(cr.Header) {
-			bad(fencegate.CodeInvalidRequest, "credentials.header %q is not a valid header name", cr.Header)
+			at("credentials.header", fencegate.CodeInvalidRequest, "credentials.header %q is not a valid header name", cr.Header)
 		}
 		switch {
 		case (cr.Env == "") == (cr.File == ""):
-			bad(fencegate.CodeInvalidRequest, "credentials need exactly one of env or file")
+			at("credentials", fencegate.CodeInvalidRequest, "credentials need exactly one of env or file")
 		case cr.Env != "" && os.Getenv(cr.Env) == "":
-			bad(fencegate.CodeInvalidRequest, "credentials: environment variable %s is not set", cr.Env)
+			at("credentials.env", fencegate.CodeInvalidRequest, "credentials: environment variable %s is not set", cr.Env)
 		case cr.File != "":
 			if _, err := os.Stat(cr.File); err != nil {
-				bad(fencegate.CodeInvalidRequest, "credentials: cannot read file %s", cr.File)
+				at("credentials.file", fencegate.CodeInvalidRequest, "credentials: cannot read file %s", cr.File)
 			}
 		}
 	}
-	errs = append(errs, a.Contract.validate(label)...)
+	a.Contract.validate(at)
 	if len(a.Routes) == 0 {
-		bad(fencegate.CodeInvalidRequest, "at least one route is required")
+		at("routes", fencegate.CodeInvalidRequest, "at least one route is required")
 	}
 	for j, r := range a.Routes {
 		if _, err := compileRoute(r); err != nil {
-			bad(fencegate.CodeInvalidRequest, "routes[%d]: %s", j, fencegate.ErrorMessage(err))
+			at(fmt.Sprintf("routes[%d]", j), fencegate.CodeInvalidRequest, "routes[%d]: %s", j, fencegate.ErrorMessage(err))
 		}
 	}
-	return errors.Join(errs...)
+	return errs
 }
 
-func (c Contract) validate(label string) []error {
-	var errs []error
-	bad := func(code fencegate.Code, format string, args ...any) {
-		errs = append(errs, fencegate.Errorf(code, "%s: %s", label, fmt.Sprintf(format, args...)))
-	}
+// validate reports the contract's problems through at (field, code, message).
+func (c Contract) validate(at func(field string, code fencegate.Code, format string, args ...any)) {
 	if c.Idempotency == nil && c.NativeFence == nil {
-		bad(fencegate.CodeUnsupported, "declares no fencing contract: it needs contract.idempotency (keyRetention and effectQuery) or contract.nativeFence (header)")
-		return errs
+		at("contract", fencegate.CodeUnsupported, "declares no fencing contract: it needs contract.idempotency (keyRetention and effectQuery) or contract.nativeFence (header)")
+		return
 	}
 	if id := c.Idempotency; id != nil {
 		if id.KeyRetention <= 0 {
-			bad(fencegate.CodeUnsupported, "contract.idempotency needs keyRetention > 0")
+			at("contract.idempotency.keyRetention", fencegate.CodeUnsupported, "contract.idempotency needs keyRetention > 0")
 		}
 		if id.EffectQuery == nil {
-			bad(fencegate.CodeUnsupported, "contract.idempotency needs an effectQuery to settle unknown outcomes")
+			at("contract.idempotency", fencegate.CodeUnsupported, "contract.idempotency needs an effectQuery to settle unknown outcomes")
 		} else if err := id.EffectQuery.validate(); err != nil {
-			bad(fencegate.CodeInvalidRequest, "contract.idempotency.effectQuery: %s", err)
+			at("contract.idempotency.effectQuery", fencegate.CodeInvalidRequest, "contract.idempotency.effectQuery: %s", err)
 		}
 	}
 	if nf := c.NativeFence; nf != nil {
 		if nf.Header == "" || !validHeaderName(nf.Header) {
-			bad(fencegate.CodeUnsupported, "contract.nativeFence needs a valid header name")
+			at("contract.nativeFence.header", fencegate.CodeUnsupported, "contract.nativeFence needs a valid header name")
 		}
 		if nf.SegmentHeader != "" && !validHeaderName(nf.SegmentHeader) {
-			bad(fencegate.CodeInvalidRequest, "contract.nativeFence.segmentHeader %q is not a valid header name", nf.SegmentHeader)
+			at("contract.nativeFence.segmentHeader", fencegate.CodeInvalidRequest, "contract.nativeFence.segmentHeader %q is not a valid header name", nf.SegmentHeader)
 		}
 		if nf.EffectQuery != nil {
 			if err := nf.EffectQuery.validate(); err != nil {
-				bad(fencegate.CodeInvalidRequest, "contract.nativeFence.effectQuery: %s", err)
+				at("contract.nativeFence.effectQuery", fencegate.CodeInvalidRequest, "contract.nativeFence.effectQuery: %s", err)
 			}
 		}
 	}
-	return errs
 }
 
 func (q *EffectQuery) validate() error {

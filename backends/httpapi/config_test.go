@@ -2,55 +2,19 @@ package httpapi
 
 import (
 	"errors"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/fencegate/fencegate"
-	"gopkg.in/yaml.v3"
 )
 
-// payoutsYAML is the worked example of the configuration schema.
-const payoutsYAML = `
-apis:
-  - name: payouts
-    baseURL: https://payments.example.com
-    credentials:
-      header: Authorization
-      prefix: "Bearer "
-      env: FG_TEST_PAYOUTS_TOKEN
-    timeout: 10s
-    idempotencyHeader: Idempotency-Key
-    maxBodyBytes: 65536
-    maxResponseBytes: 65536
-    keepResponseHeaders: [Request-Id]
-    contract:
-      idempotency:
-        keyRetention: 24h
-        effectQuery:
-          method: GET
-          url: "/v1/payouts?idempotency_key={key}"
-    routes:
-      - method: POST
-        path: /v1/accounts/{account}/payouts
-        resource: payouts/{account}
-`
-
-func TestWorkedExampleLoads(t *testing.T) {
+func TestNewReadsTheCredentialOfAValidatedConfig(t *testing.T) {
 	t.Setenv("FG_TEST_PAYOUTS_TOKEN", "sk_test")
-	path := filepath.Join(t.TempDir(), "apis.yaml")
-	if err := os.WriteFile(path, []byte(payoutsYAML), 0o600); err != nil {
+	a := validConfig("https://payments.example.com")
+	a.Credentials = &Credentials{Prefix: "Bearer ", Env: "FG_TEST_PAYOUTS_TOKEN"}
+	if err := (Config{APIs: []APIConfig{a}}).Validate(); err != nil {
 		t.Fatal(err)
-	}
-	c, err := Load(path)
-	if err != nil {
-		t.Fatalf("Load: %v", err)
-	}
-	a := c.APIs[0]
-	if a.Contract.Idempotency.KeyRetention != 24*time.Hour || a.Timeout != 10*time.Second {
-		t.Fatalf("durations not decoded: %+v", a)
 	}
 	api, err := New(a, nil)
 	if err != nil {
@@ -62,21 +26,35 @@ func TestWorkedExampleLoads(t *testing.T) {
 }
 
 func TestAPIWithoutContractIsRefusedNamingIt(t *testing.T) {
-	t.Setenv("FG_TEST_PAYOUTS_TOKEN", "sk_test")
-	y := strings.Replace(payoutsYAML, `    contract:
-      idempotency:
-        keyRetention: 24h
-        effectQuery:
-          method: GET
-          url: "/v1/payouts?idempotency_key={key}"
-`, "", 1)
-	_, err := Parse([]byte(y))
+	a := validConfig("https://payments.example.com")
+	a.Contract = Contract{}
+	err := Config{APIs: []APIConfig{a}}.Validate()
 	var fe *fencegate.Error
 	if !errors.As(err, &fe) || fe.Code != fencegate.CodeUnsupported {
 		t.Fatalf("err = %v, want UNSUPPORTED", err)
 	}
 	if !strings.Contains(err.Error(), `api "payouts"`) || !strings.Contains(err.Error(), "no fencing contract") {
 		t.Fatalf("message does not name the API and the missing contract: %v", err)
+	}
+}
+
+func TestEveryProblemNamesItsField(t *testing.T) {
+	a := validConfig("ftp://nowhere")
+	a.Timeout = -1
+	a.Contract.Idempotency.KeyRetention = 0
+	a.Routes = append(a.Routes, Route{Method: "GET", Path: "/v1/x", Resource: "x"})
+	err := Config{APIs: []APIConfig{validConfig("http://ok.example"), a}}.Validate()
+	var got []string
+	for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+		var fe *FieldError
+		if !errors.As(e, &fe) {
+			t.Fatalf("problem %v is not a *FieldError", e)
+		}
+		got = append(got, fe.Field)
+	}
+	want := []string{"apis[1].name", "apis[1].baseURL", "apis[1].timeout", "apis[1].contract.idempotency.keyRetention", "apis[1].routes[1]"}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("fields = %v, want %v", got, want)
 	}
 }
 
@@ -107,14 +85,6 @@ func TestValidateReportsEveryProblemAtOnce(t *testing.T) {
 		if !strings.Contains(msg, want) {
 			t.Errorf("error does not report %q:\n%v", want, msg)
 		}
-	}
-}
-
-func TestLoadRejectsUnknownFields(t *testing.T) {
-	t.Setenv("FG_TEST_PAYOUTS_TOKEN", "sk_test")
-	_, err := Parse([]byte(strings.Replace(payoutsYAML, "timeout: 10s", "timeout: 10s\n    retries: 3", 1)))
-	if fencegate.ErrorCode(err) != fencegate.CodeInvalidRequest || !strings.Contains(err.Error(), "retries") {
-		t.Fatalf("err = %v, want the unknown field refused", err)
 	}
 }
 
@@ -193,34 +163,5 @@ func validConfig(base string) APIConfig {
 		Contract: Contract{Idempotency: &Idempotency{KeyRetention: 24 * time.Hour,
 			EffectQuery: &EffectQuery{Method: "GET", URL: "/v1/payouts?idempotency_key={key}"}}},
 		Routes: []Route{{Method: "POST", Path: "/v1/accounts/{account}/payouts", Resource: "payouts/{account}"}},
-	}
-}
-
-func TestAPIsSectionOfALargerFileDecodesStrictly(t *testing.T) {
-	t.Setenv("FG_TEST_PAYOUTS_TOKEN", "sk_test")
-	var outer struct {
-		Listen string    `yaml:"listen"`
-		APIs   yaml.Node `yaml:"apis"`
-	}
-	if err := yaml.Unmarshal([]byte("listen: :8080\n"+payoutsYAML), &outer); err != nil {
-		t.Fatal(err)
-	}
-	c, err := ParseNode(&outer.APIs)
-	if err != nil || len(c.APIs) != 1 || c.APIs[0].Name != "payouts" {
-		t.Fatalf("ParseNode = %+v, %v", c, err)
-	}
-	apis, err := NewAll(c, nil)
-	if err != nil || apis["payouts"] == nil {
-		t.Fatalf("NewAll = %v, %v", apis, err)
-	}
-	bad := strings.Replace(payoutsYAML, "timeout: 10s", "timeout: 10s\n    retries: 3", 1)
-	if err := yaml.Unmarshal([]byte(bad), &outer); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ParseNode(&outer.APIs); err == nil || !strings.Contains(err.Error(), "retries") {
-		t.Fatalf("unknown field accepted: %v", err)
-	}
-	if c, err := ParseNode(&yaml.Node{}); err != nil || len(c.APIs) != 0 {
-		t.Fatalf("absent section: %+v %v", c, err)
 	}
 }

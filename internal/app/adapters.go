@@ -210,14 +210,10 @@ func loadOrCreateSeed(path string) ([]byte, error) {
 	return seed, nil
 }
 
-// openAPIs builds the configured third-party APIs; each has declared a
-// fencing contract or the config was refused.
+// openAPIs builds the configured third-party APIs from the validated config:
+// each has declared a fencing contract or the config was refused.
 func openAPIs(cfg config.Config) (map[string]*httpapi.API, error) {
-	c, err := httpapi.ParseNode(&cfg.APIs)
-	if err != nil {
-		return nil, err
-	}
-	return httpapi.NewAll(c, &http.Client{})
+	return httpapi.NewAll(cfg.APIConfig(), &http.Client{})
 }
 
 // serverTLS loads the server certificate and, when given, the client CA that
