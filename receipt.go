@@ -3,7 +3,8 @@ package fencegate
 import "time"
 
 // ReceiptState is where an admitted effect stands.
-// PENDING -> COMMITTED | FAILED | UNKNOWN; UNKNOWN -> COMMITTED | NOT_APPLIED | FAILED.
+// PENDING -> COMMITTED | FAILED | UNKNOWN; UNKNOWN -> COMMITTED | NOT_APPLIED | FAILED,
+// or UNKNOWN again to record another attempt (a resend that settled nothing).
 type ReceiptState string
 
 // Receipt states.
@@ -37,7 +38,7 @@ func CanSettle(from, to ReceiptState) bool {
 	case ReceiptPending:
 		return to == ReceiptCommitted || to == ReceiptFailed || to == ReceiptUnknown || to == ReceiptNotApplied
 	case ReceiptUnknown:
-		return to == ReceiptCommitted || to == ReceiptFailed || to == ReceiptNotApplied
+		return to == ReceiptCommitted || to == ReceiptFailed || to == ReceiptNotApplied || to == ReceiptUnknown
 	}
 	return false
 }
@@ -48,6 +49,52 @@ type EffectResponse struct {
 	Status int               `json:"status"`
 	Header map[string]string `json:"header,omitempty"`
 	Body   []byte            `json:"body,omitempty"`
+}
+
+// Bounds of an EffectRequest kept with a receipt.
+const (
+	// MaxEffectRequestBody is the largest request body a receipt keeps.
+	MaxEffectRequestBody = 1 << 20
+	// MaxEffectRequestHeader bounds the kept header names and values together.
+	MaxEffectRequestHeader = 64 << 10
+)
+
+// EffectRequest is the exact upstream request of an API effect as the gateway
+// sends it: method, path (with query) relative to the API's base URL, the
+// headers the API declares (the idempotency key among them, never the
+// upstream credential, which is added per attempt) and the body (the key
+// inside it when the API wants it there). It is kept with the receipt so that
+// an unknown outcome can be settled by resending the very same request under
+// the same key.
+type EffectRequest struct {
+	Method string              `json:"method"`
+	Path   string              `json:"path"`
+	Header map[string][]string `json:"header,omitempty"`
+	Body   []byte              `json:"body,omitempty"`
+	// Key is the idempotency key the request carries ("" for none).
+	Key string `json:"key,omitempty"`
+}
+
+// Validate checks that r has a method and a path starting with "/", and fits
+// MaxEffectRequestBody and MaxEffectRequestHeader.
+func (r *EffectRequest) Validate() error {
+	if r.Method == "" || len(r.Path) == 0 || r.Path[0] != '/' {
+		return Errorf(CodeInvalidRequest, "a kept request needs a method and a path starting with /")
+	}
+	if len(r.Body) > MaxEffectRequestBody {
+		return Errorf(CodeInvalidRequest, "request body of %d bytes is over the %d a receipt keeps", len(r.Body), MaxEffectRequestBody)
+	}
+	n := len(r.Key)
+	for k, vs := range r.Header {
+		n += len(k)
+		for _, v := range vs {
+			n += len(v)
+		}
+	}
+	if n > MaxEffectRequestHeader {
+		return Errorf(CodeInvalidRequest, "request headers of %d bytes are over the %d a receipt keeps", n, MaxEffectRequestHeader)
+	}
+	return nil
 }
 
 // Receipt records one admitted segment and, once settled, its effect. The
@@ -70,6 +117,14 @@ type Receipt struct {
 	Version string `json:"version,omitempty"`
 	// Response is the stored upstream answer of an API effect.
 	Response *EffectResponse `json:"response,omitempty"`
+	// Request is the exact upstream request of an API effect (nil for objects).
+	Request *EffectRequest `json:"request,omitempty"`
+	// Attempts counts the upstream sends made for an API effect.
+	Attempts int `json:"attempts,omitempty"`
+	// Resend is set on an UNKNOWN receipt whose last attempt ended where the
+	// API's contract allows resending Request under the same key (no answer,
+	// an in-progress answer, a 5xx declared safe to resend).
+	Resend bool `json:"resend,omitempty"`
 	// Error explains a FAILED or UNKNOWN receipt.
 	Error     string     `json:"error,omitempty"`
 	CreatedAt time.Time  `json:"createdAt"`

@@ -28,6 +28,9 @@ type AdmitRequest struct {
 	PayloadDigest string
 	// ReceiptID is the ID the new receipt gets if the segment is admitted.
 	ReceiptID string
+	// Request, for an API effect, is the exact upstream request the receipt
+	// keeps (nil for none); it must pass EffectRequest.Validate.
+	Request *EffectRequest
 	Now       time.Time
 }
 
@@ -48,7 +51,12 @@ type Outcome struct {
 	Version  string
 	Response *EffectResponse
 	Error    string
-	Now      time.Time
+	// Attempts is the number of upstream sends this outcome adds to the receipt.
+	Attempts int
+	// Resend (UNKNOWN only) records that the API allows resending the kept
+	// request under the same key.
+	Resend bool
+	Now    time.Time
 }
 
 // FenceStore keeps fence state and receipts. Admit applies the fence rules of
@@ -65,7 +73,10 @@ type Outcome struct {
 //     lastSegmentSeq+1; anything else SEGMENT_OUT_OF_ORDER.
 //
 // A rejected Admit changes nothing but, for QUARANTINED, the quarantine list.
-// Settle moves a receipt along CanSettle; COMMITTED records Version as the
+// Admit keeps AdmitRequest.Request verbatim in the receipt (INVALID_REQUEST,
+// nothing written, if it is over the bounds).
+// Settle moves a receipt along CanSettle (UNKNOWN to UNKNOWN records another
+// attempt: its error, Resend, and Attempts added); COMMITTED records Version as the
 // target's latest version ("" forgets it, e.g. after a delete); FAILED and
 // NOT_APPLIED give the segment number back when it is still the last one.
 // Settling clears the resource's pending mark unless the new state is UNKNOWN.

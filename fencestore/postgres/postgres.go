@@ -89,7 +89,8 @@ func (s *Store) Close() error {
 const (
 	resourceCols = `resource, highest_fence, root, lease, last_segment_seq, grant_issued_at, pending_receipt, updated_at`
 	receiptCols  = `receipt_id, resource, target, method, fence_token, segment, operation_id, operation_root,
-		lease, owner, grant_digest, payload_digest, state, version, response, error, created_at, settled_at`
+		lease, owner, grant_digest, payload_digest, state, version, response, error, created_at, settled_at,
+		request, attempts, resend`
 	liveState = `state NOT IN ('FAILED', 'NOT_APPLIED')`
 )
 
@@ -182,7 +183,7 @@ func (s *Store) Admit(ctx context.Context, req fencegate.AdmitRequest) (fencegat
 		next := fencerules.Accepted(&req)
 		b = &pgx.Batch{}
 		b.Queue(`INSERT INTO fence_receipts (`+receiptCols+`)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)`,
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)`,
 			receiptArgs(&r)...)
 		b.Queue(`UPDATE fence_resources SET highest_fence = $2, root = $3, lease = $4, last_segment_seq = $5,
 			grant_issued_at = $6, pending_receipt = $7, updated_at = $8 WHERE resource = $1`,
@@ -237,9 +238,10 @@ func (s *Store) Settle(ctx context.Context, receiptID string, o fencegate.Outcom
 			return nil
 		}
 		b = &pgx.Batch{}
-		b.Queue(`UPDATE fence_receipts SET state = $2, version = $3, response = $4, error = $5, settled_at = $6
-			WHERE receipt_id = $1`,
-			next.ID, string(next.State), next.Version, responseArg(next.Response), next.Error, next.SettledAt)
+		b.Queue(`UPDATE fence_receipts SET state = $2, version = $3, response = $4, error = $5, settled_at = $6,
+			attempts = $7, resend = $8 WHERE receipt_id = $1`,
+			next.ID, string(next.State), next.Version, responseArg(next.Response), next.Error, next.SettledAt,
+			next.Attempts, next.Resend)
 		if next.State == fencegate.ReceiptCommitted {
 			if next.Version == "" {
 				b.Queue(`DELETE FROM fence_versions WHERE target = $1`, next.Target)
@@ -373,10 +375,11 @@ func scanReceipt(row pgx.Row) (fencegate.Receipt, error) {
 		r        fencegate.Receipt
 		state    string
 		response []byte
+		request  []byte
 	)
 	err := row.Scan(&r.ID, &r.Resource, &r.Target, &r.Method, &r.FenceToken, &r.Segment, &r.OperationID,
 		&r.OperationRoot, &r.Lease, &r.Owner, &r.GrantDigest, &r.PayloadDigest, &state, &r.Version,
-		&response, &r.Error, &r.CreatedAt, &r.SettledAt)
+		&response, &r.Error, &r.CreatedAt, &r.SettledAt, &request, &r.Attempts, &r.Resend)
 	if err != nil {
 		return fencegate.Receipt{}, err
 	}
@@ -390,6 +393,12 @@ func scanReceipt(row pgx.Row) (fencegate.Receipt, error) {
 		r.Response = new(fencegate.EffectResponse)
 		if err := json.Unmarshal(response, r.Response); err != nil {
 			return fencegate.Receipt{}, fmt.Errorf("decode response of receipt %q: %w", r.ID, err)
+		}
+	}
+	if request != nil {
+		r.Request = new(fencegate.EffectRequest)
+		if err := json.Unmarshal(request, r.Request); err != nil {
+			return fencegate.Receipt{}, fmt.Errorf("decode request of receipt %q: %w", r.ID, err)
 		}
 	}
 	return r, nil
@@ -407,7 +416,19 @@ func scanVersion(row pgx.Row) (string, error) {
 func receiptArgs(r *fencegate.Receipt) []any {
 	return []any{r.ID, r.Resource, r.Target, r.Method, r.FenceToken, r.Segment, r.OperationID,
 		r.OperationRoot, r.Lease, r.Owner, r.GrantDigest, r.PayloadDigest, string(r.State), r.Version,
-		responseArg(r.Response), r.Error, r.CreatedAt, r.SettledAt}
+		responseArg(r.Response), r.Error, r.CreatedAt, r.SettledAt, jsonArg(r.Request), r.Attempts, r.Resend}
+}
+
+// jsonArg is the jsonb argument for a kept request: NULL for nil.
+func jsonArg(req *fencegate.EffectRequest) any {
+	if req == nil {
+		return nil
+	}
+	data, err := json.Marshal(req)
+	if err != nil {
+		return nil // strings, a map of string slices and a []byte always marshal
+	}
+	return data
 }
 
 // responseArg is the jsonb argument for resp: NULL for nil.

@@ -119,7 +119,7 @@ func (f *fx) admit(req fencegate.AdmitRequest) fencegate.Admission {
 		ID: req.ReceiptID, Resource: g.Resource, Target: req.Target, Method: req.Method,
 		FenceToken: g.FenceToken, Segment: req.Segment, OperationID: g.OperationID,
 		OperationRoot: g.OperationRoot, Lease: g.Lease, Owner: g.Owner, GrantDigest: g.Digest,
-		PayloadDigest: req.PayloadDigest, State: fencegate.ReceiptPending, CreatedAt: req.Now,
+		PayloadDigest: req.PayloadDigest, Request: req.Request, State: fencegate.ReceiptPending, CreatedAt: req.Now,
 	}
 	f.sameJSON("admitted receipt", adm.Receipt, want)
 	if adm.PreviousVersion != prev {
@@ -157,6 +157,8 @@ func (f *fx) settle(id string, o fencegate.Outcome) fencegate.Receipt {
 	}
 	want := before
 	want.State, want.Version, want.Response, want.Error = o.State, o.Version, o.Response, o.Error
+	want.Attempts += o.Attempts
+	want.Resend = o.Resend && o.State == fencegate.ReceiptUnknown
 	at := o.Now
 	want.SettledAt = &at
 	f.sameJSON("settled receipt", got, want)

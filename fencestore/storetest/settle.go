@@ -150,7 +150,6 @@ func settleRejectsIllegalTransitions(f *fx) {
 
 	b := f.admit(w.req(2, "b")).Receipt.ID
 	f.settle(b, unknown)
-	f.settleFails(b, unknown, fencegate.CodeInvalidRequest)
 	f.settleFails(b, fencegate.Outcome{State: fencegate.ReceiptPending}, fencegate.CodeInvalidRequest)
 	f.settle(b, notApplied)
 	if _, err := f.s.Settle(f.ctx, b, fencegate.Outcome{State: fencegate.ReceiptNotApplied, Now: f.tick()}); err != nil {

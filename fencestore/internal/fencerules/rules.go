@@ -41,6 +41,8 @@ func ValidateAdmit(req *fencegate.AdmitRequest) error {
 		return fencegate.Errorf(fencegate.CodeInvalidRequest, "admit request has no receipt ID")
 	case req.PayloadDigest == "":
 		return fencegate.Errorf(fencegate.CodeInvalidRequest, "admit request has no payload digest")
+	case req.Request != nil:
+		return req.Request.Validate()
 	}
 	return nil
 }
@@ -142,6 +144,7 @@ func NewReceipt(req *fencegate.AdmitRequest) fencegate.Receipt {
 		Owner:         g.Owner,
 		GrantDigest:   g.Digest,
 		PayloadDigest: req.PayloadDigest,
+		Request:       cloneRequest(req.Request),
 		State:         fencegate.ReceiptPending,
 		CreatedAt:     Now(req.Now),
 	}
@@ -192,8 +195,26 @@ func Settle(r fencegate.Receipt, o *fencegate.Outcome) (next fencegate.Receipt, 
 	r.Version = o.Version
 	r.Response = o.Response
 	r.Error = o.Error
+	r.Attempts += max(o.Attempts, 0)
+	r.Resend = o.Resend && o.State == fencegate.ReceiptUnknown
 	r.SettledAt = &at
 	return r, true, nil
+}
+
+// cloneRequest copies r so that a store never shares the caller's slices.
+func cloneRequest(r *fencegate.EffectRequest) *fencegate.EffectRequest {
+	if r == nil {
+		return nil
+	}
+	cp := *r
+	cp.Body = append([]byte(nil), r.Body...)
+	if r.Header != nil {
+		cp.Header = make(map[string][]string, len(r.Header))
+		for k, v := range r.Header {
+			cp.Header[k] = append([]string(nil), v...)
+		}
+	}
+	return &cp
 }
 
 // SettleRow is the resource's state after its receipt was settled to
