@@ -31,7 +31,7 @@ type AdmitRequest struct {
 	// Request, for an API effect, is the exact upstream request the receipt
 	// keeps (nil for none); it must pass EffectRequest.Validate.
 	Request *EffectRequest
-	Now       time.Time
+	Now     time.Time
 }
 
 // Admission is the result of an admitted (or replayed) segment.

@@ -56,10 +56,12 @@ func oversizedRequestIsRejected(f *fx) {
 	w := f.writer("res/a", 5)
 	f.commit(f.admit(w.req(1, "a")).Receipt.ID, "v1")
 	mutations := map[string]func(r *fencegate.EffectRequest){
-		"body too big":    func(r *fencegate.EffectRequest) { r.Body = make([]byte, fencegate.MaxEffectRequestBody+1) },
-		"headers too big": func(r *fencegate.EffectRequest) { r.Header["X-Big"] = []string{strings.Repeat("x", fencegate.MaxEffectRequestHeader)} },
-		"no method":       func(r *fencegate.EffectRequest) { r.Method = "" },
-		"relative path":   func(r *fencegate.EffectRequest) { r.Path = "v1/x" },
+		"body too big": func(r *fencegate.EffectRequest) { r.Body = make([]byte, fencegate.MaxEffectRequestBody+1) },
+		"headers too big": func(r *fencegate.EffectRequest) {
+			r.Header["X-Big"] = []string{strings.Repeat("x", fencegate.MaxEffectRequestHeader)}
+		},
+		"no method":     func(r *fencegate.EffectRequest) { r.Method = "" },
+		"relative path": func(r *fencegate.EffectRequest) { r.Path = "v1/x" },
 	}
 	for _, name := range sortedKeys(mutations) {
 		req := w.req(2, "b")
