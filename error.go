@@ -41,6 +41,10 @@ const (
 	CodeUnsupported Code = "UNSUPPORTED"
 	// CodeInternal: a fault inside the service; nothing about the request is implied.
 	CodeInternal Code = "INTERNAL"
+	// CodeRequestIDConflict: the acquisition's request ID was already used by
+	// the same owner with other parameters (resource, TTL, operation ID, root
+	// or category); nothing was changed and the earlier lease is not returned.
+	CodeRequestIDConflict Code = "REQUEST_ID_CONFLICT"
 )
 
 // Codes lists every code, in a stable order.
@@ -50,6 +54,7 @@ var Codes = []Code{
 	CodeSegmentOutOfOrder, CodeQuarantined, CodeFenceRegression, CodeBackendUnavailable,
 	CodeBackendConflict, CodeMutationUnknown, CodeInvalidRequest, CodeResourceBusy,
 	CodeLeaseHeld, CodeLeaseNotHeld, CodeNotFound, CodeForbidden, CodeUnsupported, CodeInternal,
+	CodeRequestIDConflict,
 }
 
 // Error is the only error type the domain returns. Adapters translate driver

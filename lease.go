@@ -41,7 +41,10 @@ type AcquireRequest struct {
 // registry's clock, passed in as now; state is computed against it (a HELD lease
 // past ExpiresAt reads as EXPIRED).
 //
-//   - Acquire is idempotent by (Owner, RequestID); a resource held by another
+//   - Acquire is idempotent by (Owner, RequestID): a repeat with the same
+//     Resource, TTL, OperationID, OperationRoot and OperationCategory returns
+//     the first lease, one with any of them different is REQUEST_ID_CONFLICT
+//     and changes nothing; a resource held by another
 //     live lease gives LEASE_HELD; every new lease gets a fence above every
 //     earlier fence of the resource and above the floor.
 //   - Renew extends a HELD lease of owner by ttl; LEASE_NOT_HELD otherwise.

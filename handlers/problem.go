@@ -29,7 +29,8 @@ func StatusOf(code fencegate.Code) int {
 	case fencegate.CodeOwnerMismatch, fencegate.CodeResourceMismatch, fencegate.CodePolicyStale, fencegate.CodeForbidden:
 		return http.StatusForbidden
 	case fencegate.CodeStaleOwner, fencegate.CodeSegmentOutOfOrder, fencegate.CodeQuarantined, fencegate.CodeFenceRegression,
-		fencegate.CodeLeaseHeld, fencegate.CodeLeaseNotHeld, fencegate.CodeBackendConflict, fencegate.CodeResourceBusy:
+		fencegate.CodeLeaseHeld, fencegate.CodeLeaseNotHeld, fencegate.CodeBackendConflict, fencegate.CodeResourceBusy,
+		fencegate.CodeRequestIDConflict:
 		return http.StatusConflict
 	case fencegate.CodeMutationUnknown:
 		return http.StatusBadGateway

@@ -109,8 +109,9 @@ func New(cfg Config) (*Registry, error) {
 
 // Acquire takes a lease on p.Resource for owner and returns it with its signed
 // grant and a fresh status proof. Asking again with the same (owner,
-// RequestID) returns the same lease, fence and grant payload, whatever its
-// state now; other fields of the repeat are ignored.
+// RequestID) and the same parameters returns the same lease, fence and grant
+// payload, whatever its state now; a repeat whose resource, TTL, operation ID,
+// root or category differ is REQUEST_ID_CONFLICT and changes nothing.
 func (r *Registry) Acquire(ctx context.Context, owner string, p AcquireParams) (Issued, error) {
 	if err := r.checkAcquire(owner, &p); err != nil {
 		return Issued{}, err

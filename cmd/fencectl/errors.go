@@ -33,6 +33,7 @@ var hints = map[fencegate.Code]string{
 	fencegate.CodeForbidden:          "this token may not do that (admin commands need an admin token)",
 	fencegate.CodeUnsupported:        "the backend cannot do this under the fencing contract",
 	fencegate.CodeInternal:           "a fault in the gateway; check its logs",
+	fencegate.CodeRequestIDConflict:  "this request ID was used with other parameters; resend the original parameters, or use a new request ID",
 }
 
 const uncertainHint = "the request may or may not have taken effect; query receipts by operation ID, then retry with the same segment"

@@ -94,10 +94,11 @@ func (b *Backend) Acquire(ctx context.Context, req fencegate.AcquireRequest) (fe
 			if err != nil {
 				return err
 			}
-			if rec.Resource != req.Resource {
-				return fencegate.Errorf(fencegate.CodeInvalidRequest, "request ID already used for another resource")
+			l := rec.Lease(req.Now)
+			if err := leaserule.SameRequest(l, req); err != nil {
+				return err
 			}
-			out = rec.Lease(req.Now)
+			out = l
 			return nil
 		}
 		if leases.Get([]byte(req.LeaseID)) != nil {

@@ -131,10 +131,11 @@ func (b *Backend) Acquire(ctx context.Context, req fencegate.AcquireRequest) (fe
 			if err != nil {
 				return nil, err
 			}
-			if prev.Resource != req.Resource {
-				return nil, fencegate.Errorf(fencegate.CodeInvalidRequest, "request ID already used for another resource")
+			l := prev.Lease(req.Now)
+			if err := leaserule.SameRequest(l, req); err != nil {
+				return nil, err
 			}
-			out = prev.Lease(req.Now)
+			out = l
 			return nil, nil
 		}
 		var res resource

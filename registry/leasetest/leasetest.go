@@ -29,7 +29,7 @@ func Run(t *testing.T, open Open) {
 		{"FirstFenceIsOneThenStrictlyIncreasingPerResource", testFencesIncreasePerResource},
 		{"SameRequestIDReturnsSameLeaseAndFence", testSameRequestID},
 		{"SameRequestIDAfterExpiryReturnsExpiredLease", testSameRequestIDAfterExpiry},
-		{"SameRequestIDForOtherResourceIsInvalid", testSameRequestIDOtherResource},
+		{"SameRequestIDWithOtherParametersIsConflictAndChangesNothing", testSameRequestIDOtherParameters},
 		{"OtherOwnerWhileLiveGetsLeaseHeldAndBurnsNoFence", testLeaseHeld},
 		{"AcquireAfterExpiryGetsHigherFenceAndOldLeaseReadsExpired", testAcquireAfterExpiry},
 		{"RenewExtendsExpiryFromNow", testRenewExtends},

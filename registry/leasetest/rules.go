@@ -72,13 +72,50 @@ func testSameRequestIDAfterExpiry(t *testing.T, h *harness) {
 	wantState(t, got, fencegate.StateExpired)
 }
 
-func testSameRequestIDOtherResource(t *testing.T, h *harness) {
+func testSameRequestIDOtherParameters(t *testing.T, h *harness) {
 	req := h.req("db/a", "alice", ttl, T0)
-	h.acquire(req)
-	req.Resource = "db/b"
-	req.LeaseID = h.id("lease")
-	_, err := h.b.Acquire(h.ctx, req)
-	wantCode(t, err, fencegate.CodeInvalidRequest)
+	first := h.acquire(req)
+	for name, mut := range map[string]func(*fencegate.AcquireRequest){
+		"resource":           func(r *fencegate.AcquireRequest) { r.Resource = "db/b" },
+		"ttl":                func(r *fencegate.AcquireRequest) { r.TTL = 2 * ttl },
+		"operation id":       func(r *fencegate.AcquireRequest) { r.OperationID = "op-other" },
+		"operation root":     func(r *fencegate.AcquireRequest) { r.OperationRoot = "sha256:other" },
+		"operation category": func(r *fencegate.AcquireRequest) { r.OperationCategory = "delete" },
+	} {
+		again := req
+		again.LeaseID = h.id("lease")
+		again.Now = T0.Add(time.Second)
+		mut(&again)
+		l, err := h.b.Acquire(h.ctx, again)
+		if fencegate.ErrorCode(err) != fencegate.CodeRequestIDConflict {
+			t.Errorf("repeat with another %s: want REQUEST_ID_CONFLICT, got %+v, %v", name, l, err)
+		}
+		if _, err := h.b.Lease(h.ctx, again.LeaseID, again.Now); fencegate.ErrorCode(err) != fencegate.CodeNotFound {
+			t.Errorf("repeat with another %s created lease %s: %v", name, again.LeaseID, err)
+		}
+	}
+	// Nothing changed: the first lease is as it was, no fence was burned on
+	// either resource, and the same parameters still return the first lease.
+	got := h.lease(first.ID, T0.Add(time.Second))
+	if got.FenceToken != first.FenceToken || got.TTL != first.TTL || !got.ExpiresAt.Equal(first.ExpiresAt) ||
+		got.OperationID != first.OperationID || got.Revision != first.Revision {
+		t.Fatalf("conflicting repeats changed the lease: %+v -> %+v", first, got)
+	}
+	wantState(t, got, fencegate.StateHeld)
+	same := req
+	same.LeaseID = h.id("lease")
+	if l := h.acquire(same); l.ID != first.ID || l.FenceToken != first.FenceToken {
+		t.Fatalf("same parameters: want lease %s, got %+v", first.ID, l)
+	}
+	other := h.acquire(h.req("db/b", "bob", ttl, T0))
+	if other.FenceToken != 1 {
+		t.Fatalf("a conflicting repeat burned a fence of db/b: got %d", other.FenceToken)
+	}
+	h.release(first, T0.Add(time.Second))
+	next := h.acquire(h.req("db/a", "bob", ttl, T0.Add(time.Second)))
+	if next.FenceToken != first.FenceToken+1 {
+		t.Fatalf("a conflicting repeat burned a fence of db/a: want %d, got %d", first.FenceToken+1, next.FenceToken)
+	}
 }
 
 func testLeaseHeld(t *testing.T, h *harness) {

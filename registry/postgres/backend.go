@@ -131,9 +131,10 @@ func (b *Backend) Acquire(ctx context.Context, req fencegate.AcquireRequest) (fe
 		prev, err := scanLease(tx.QueryRow(ctx, `SELECT `+leaseColumns+` FROM registry_leases WHERE owner = $1 AND request_id = $2`,
 			req.Owner, req.RequestID))
 		switch {
-		case err == nil && prev.Resource != req.Resource:
-			return fencegate.Errorf(fencegate.CodeInvalidRequest, "request ID already used for another resource")
 		case err == nil:
+			if err := leaserule.SameRequest(prev.at(req.Now), req); err != nil {
+				return err
+			}
 			out = prev.at(req.Now)
 			return nil
 		case fencegate.ErrorCode(err) != fencegate.CodeNotFound:

@@ -136,7 +136,16 @@ func (b *Backend) Acquire(ctx context.Context, req fencegate.AcquireRequest) (fe
 	if err != nil {
 		return fencegate.Lease{}, translate(err, "acquire")
 	}
-	return b.answer(reply, req.Now, "acquire")
+	l, err := b.answer(reply, req.Now, "acquire")
+	if err != nil {
+		return fencegate.Lease{}, err
+	}
+	// A repeat returns the first lease; a new one reflects req, so this only
+	// ever refuses repeats (which changed nothing).
+	if err := leaserule.SameRequest(l, req); err != nil {
+		return fencegate.Lease{}, err
+	}
+	return l, nil
 }
 
 // Renew implements fencegate.LeaseBackend. The lease keeps its TTL and
@@ -235,7 +244,7 @@ func (b *Backend) answer(reply []string, now time.Time, op string) (fencegate.Le
 	case "OWNER":
 		return fencegate.Lease{}, fencegate.Errorf(fencegate.CodeOwnerMismatch, "lease is not owned by the caller")
 	case "OTHER_RESOURCE":
-		return fencegate.Lease{}, fencegate.Errorf(fencegate.CodeInvalidRequest, "request ID already used for another resource")
+		return fencegate.Lease{}, fencegate.Errorf(fencegate.CodeRequestIDConflict, "request ID already used for another resource")
 	case "ID_EXISTS":
 		return fencegate.Lease{}, fencegate.Errorf(fencegate.CodeBackendConflict, "lease ID already exists")
 	case "LOST":

@@ -60,6 +60,30 @@ func NextFence(last, floor, limit uint64) (uint64, error) {
 	return base + 1, nil
 }
 
+// SameRequest checks a repeated acquisition (same owner and request ID)
+// against the lease the first one made: REQUEST_ID_CONFLICT unless resource,
+// TTL, operation ID, operation root and category are all the same, so a
+// client bug never gets another operation's lease back.
+func SameRequest(l fencegate.Lease, req fencegate.AcquireRequest) error {
+	var differ string
+	switch {
+	case l.Resource != req.Resource:
+		differ = "resource"
+	case l.TTL != req.TTL:
+		differ = "TTL"
+	case l.OperationID != req.OperationID:
+		differ = "operation ID"
+	case l.OperationRoot != req.OperationRoot:
+		differ = "operation root"
+	case l.OperationCategory != req.OperationCategory:
+		differ = "operation category"
+	default:
+		return nil
+	}
+	return fencegate.Errorf(fencegate.CodeRequestIDConflict,
+		"request ID %q was already used with another %s (lease %s); use a new request ID for a new acquisition", req.RequestID, differ, l.ID)
+}
+
 // Mismatch checks a renew or release of lease l by owner: OWNER_MISMATCH when
 // owner is not the holder.
 func Mismatch(l fencegate.Lease, owner string) error {
