@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -32,6 +33,7 @@ func TestPayoutFlowThroughTheBinary(t *testing.T) {
         effectQuery: {method: GET, url: "/v1/payouts?idempotency_key={key}"}
     routes:
       - {method: POST, path: "/v1/accounts/{account}/payouts", resource: "payouts/{account}"}
+      - {method: GET, path: "/v1/payouts", resource: "payouts/acc_1"}
 `, srv.URL)
 	if err := os.WriteFile(cfg, []byte(yml), 0o600); err != nil {
 		t.Fatal(err)
@@ -60,6 +62,15 @@ func TestPayoutFlowThroughTheBinary(t *testing.T) {
 	}
 	late := call("token-a", a, 2, `{"amount":300,"currency":"eur"}`)
 	wantCode(t, late, http.StatusConflict, "STALE_OWNER")
+	// A read needs no grant: the gateway's credential finds the first payout.
+	var po upstream.Payout
+	if err := json.Unmarshal(first.body, &po); err != nil {
+		t.Fatal(err)
+	}
+	read := p.do(t, "GET", "/v1/apis/payouts/v1/payouts?idempotency_key="+po.IdempotencyKey, "token-b", nil, "")
+	if read.status != http.StatusOK || read.str("id") != po.ID || read.header.Get("Fence-Receipt") != "" {
+		t.Fatalf("read through the gateway: %d %s", read.status, read.body)
+	}
 	if pay.Effects() != 2 || pay.LeakedAuthorization() != 0 {
 		t.Fatalf("upstream effects %d (want 2), leaked worker credentials %d", pay.Effects(), pay.LeakedAuthorization())
 	}

@@ -13,23 +13,25 @@ import (
 )
 
 // apiRoutes mounts the fenced third-party API calls
-// (POST|PUT|PATCH|DELETE /v1/apis/{api}/{path...}) and the operator's resolve
-// endpoint for UNKNOWN receipts.
+// (POST|PUT|PATCH|DELETE /v1/apis/{api}/{path...}), the unfenced reads of
+// declared GET routes, and the operator's resolve endpoint for UNKNOWN receipts.
 func (s *Server) apiRoutes(r chi.Router) {
 	for _, m := range []string{http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
 		r.Method(m, "/apis/{api}/*", http.HandlerFunc(s.callAPI))
 	}
+	r.Get("/apis/{api}/*", s.readAPI)
 	r.With(s.adminOnly).Post("/unknown/{receiptId}/resolve", s.resolveUnknown)
 }
 
 // apiCallPath splits /v1/apis/{api}/{path...} into the API and the upstream
-// path (with its leading slash). Encoded slashes and query strings are refused:
-// the payload digest covers only the body, so nothing else may vary the call.
+// path (with its leading slash). Encoded slashes are refused, and so are
+// query strings on writes: the payload digest covers only the body, so
+// nothing else may vary the call.
 func apiCallPath(r *http.Request) (api, path string, err error) {
 	if err := noEncodedSlashes(r, "API paths"); err != nil {
 		return "", "", err
 	}
-	if r.URL.RawQuery != "" {
+	if r.URL.RawQuery != "" && r.Method != http.MethodGet {
 		return "", "", fencegate.Errorf(fencegate.CodeInvalidRequest, "query strings are not forwarded to APIs; put parameters in the body")
 	}
 	rest, _ := strings.CutPrefix(r.URL.Path, "/v1/apis/")

@@ -48,6 +48,8 @@ type apiEnv struct {
 	api    *httpapi.API
 	rc     *gateway.Reconciler
 	h      http.Handler
+	// mayRead, when set, is the server's read policy.
+	mayRead func(identity, resource string) bool
 
 	mu   sync.Mutex
 	seen []http.Header // headers of every upstream request
@@ -106,7 +108,7 @@ func (e *apiEnv) open() {
 		Gateway: gw, Reconciler: e.rc, APIs: map[string]*httpapi.API{"payouts": e.api},
 		Auth:      handlers.NewBearerTokens(map[string]string{payerTokA: payerA, payerTokB: payerB}),
 		AdminAuth: handlers.NewBearerTokens(map[string]string{"admin-token": "ops"}),
-		SpoolDir:  e.t.TempDir(), MaxBody: 1 << 20, Now: e.kit.Now,
+		SpoolDir:  e.t.TempDir(), MaxBody: 1 << 20, Now: e.kit.Now, MayRead: func(id, res string) bool { return e.mayRead == nil || e.mayRead(id, res) },
 	})
 }
 

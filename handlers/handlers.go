@@ -31,6 +31,9 @@ type Server struct {
 	Registry   *registry.Registry // nil: no lease routes
 	Reconciler *gateway.Reconciler
 	APIs       map[string]*httpapi.API // third-party APIs by name
+	// MayRead decides whether an authenticated identity may read a resource
+	// through an API's read route; nil lets every authenticated workload read.
+	MayRead func(identity, resource string) bool
 	// MaxBody caps a request body in bytes (default DefaultMaxBody).
 	MaxBody int64
 	// SpoolDir holds request bodies while they are admitted and forwarded.

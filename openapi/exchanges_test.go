@@ -136,6 +136,16 @@ func TestRealResponsesMatchTheSpec(t *testing.T) {
 	wantCode(t, p, fencegate.CodeNotFound)
 	_, p = e.call("POST", "/v1/apis/nope/v1/x", tokA, fenced(grant, status, 2), `{}`, 404)
 	wantCode(t, p, fencegate.CodeNotFound)
+	// A read of a declared read route: no grant, no receipt.
+	if rh, _ := e.call("GET", "/v1/apis/payouts/v1/payouts/po_1?expand=x", tokB, nil, "", 200); rh.Get("Fence-Receipt") != "" {
+		t.Error("a read answered with a receipt")
+	}
+	_, p = e.call("GET", "/v1/apis/payouts/v1/payouts/po_1", "", nil, "", 401)
+	wantCode(t, p, fencegate.CodeUnauthenticated)
+	_, p = e.call("GET", "/v1/apis/payouts/v1/accounts/acct-1/payouts", tokA, nil, "", 404)
+	wantCode(t, p, fencegate.CodeNotFound)
+	_, p = e.call("GET", "/v1/apis/payouts/v1/payouts/po_1", tokA, nil, "{}", 400)
+	wantCode(t, p, fencegate.CodeInvalidRequest)
 	_, p = e.call("POST", "/v1/unknown/"+h.Get("Fence-Receipt")+"/resolve", tokA, json, `{"state":"NOT_APPLIED"}`, 403)
 	wantCode(t, p, fencegate.CodeForbidden)
 	_, p = e.call("POST", "/v1/unknown/"+h.Get("Fence-Receipt")+"/resolve", "", json, `{"state":"NOT_APPLIED"}`, 401)

@@ -230,6 +230,11 @@ func newEnv(t *testing.T, mods ...func(*handlers.Server, *fakeAdmin)) *testEnv {
 		t.Fatal(err)
 	}
 	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet && r.Header.Get("Authorization") == "Bearer upstream-secret" {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"payout":"po_1"}`))
+			return
+		}
 		if r.Header.Get("Idempotency-Key") == "" || r.Header.Get("Authorization") != "Bearer upstream-secret" {
 			http.Error(w, "bad call", http.StatusBadRequest)
 			return
@@ -247,7 +252,8 @@ func newEnv(t *testing.T, mods ...func(*handlers.Server, *fakeAdmin)) *testEnv {
 			KeyRetention: 24 * time.Hour,
 			EffectQuery:  &httpapi.EffectQuery{Method: "GET", URL: "/v1/payouts?key={key}"},
 		}},
-		Routes: []httpapi.Route{{Method: "POST", Path: "/v1/accounts/{account}/payouts", Resource: "payouts/{account}"}},
+		Routes: []httpapi.Route{{Method: "POST", Path: "/v1/accounts/{account}/payouts", Resource: "payouts/{account}"},
+			{Method: "GET", Path: "/v1/payouts/{payout}", Resource: "payouts/reads"}},
 	}, upstream.Client())
 	if err != nil {
 		t.Fatal(err)

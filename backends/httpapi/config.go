@@ -101,6 +101,9 @@ type EffectQuery struct {
 
 // Route allows Method on the path template Path ("/v1/accounts/{account}/payouts");
 // Resource ("payouts/{account}") derives the call's resource from its parameters.
+// POST, PUT, PATCH and DELETE routes are fenced writes; a GET route is a read,
+// passed through with the gateway's credential to a caller allowed to read
+// the resource, without grant, fence or receipt.
 type Route struct {
 	Method   string `yaml:"method"`
 	Path     string `yaml:"path"`

@@ -42,7 +42,7 @@ func TestEveryProblemNamesItsField(t *testing.T) {
 	a := validConfig("ftp://nowhere")
 	a.Timeout = -1
 	a.Contract.Idempotency.KeyRetention = 0
-	a.Routes = append(a.Routes, Route{Method: "GET", Path: "/v1/x", Resource: "x"})
+	a.Routes = append(a.Routes, Route{Method: "TRACE", Path: "/v1/x", Resource: "x"})
 	err := Config{APIs: []APIConfig{validConfig("http://ok.example"), a}}.Validate()
 	var got []string
 	for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {

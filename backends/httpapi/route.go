@@ -21,15 +21,16 @@ type segment struct {
 	param string
 }
 
-// compileRoute checks a route: an allowed method, a path template of literal
+// compileRoute checks a route: an allowed method (GET declares a read), a path template of literal
 // segments and {param} segments (unique names), and a resource template that
 // uses only the path's parameters and forms a canonical name.
 func compileRoute(r Route) (route, error) {
 	m := strings.ToUpper(r.Method)
 	switch m {
 	case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
+	case http.MethodGet: // a read route: passed through unfenced, never stored (read.go)
 	default:
-		return route{}, fencegate.Errorf(fencegate.CodeInvalidRequest, "method %q must be POST, PUT, PATCH or DELETE", r.Method)
+		return route{}, fencegate.Errorf(fencegate.CodeInvalidRequest, "method %q must be GET (a read), POST, PUT, PATCH or DELETE", r.Method)
 	}
 	p, ok := strings.CutPrefix(r.Path, "/")
 	if !ok {

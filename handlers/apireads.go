@@ -1,0 +1,79 @@
+package handlers
+
+import (
+	"io"
+	"net/http"
+
+	"github.com/fencegate/fencegate"
+)
+
+// readHopByHop are upstream answer headers that describe the upstream
+// connection or would set state in the worker's client; they are not passed on.
+var readHopByHop = []string{
+	"Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authenticate", "Te", "Trailer",
+	"Transfer-Encoding", "Upgrade", "Set-Cookie", "Content-Length",
+}
+
+// readAPI passes a read through: GET /v1/apis/{api}/{path...}?query on a GET
+// route the API declares. The caller must be an authenticated workload that
+// MayRead lets read the route's resource; no grant, status or segment is
+// needed (fence headers are ignored and never forwarded), nothing is fenced,
+// serialised or stored. The gateway's upstream credential is injected as for
+// writes, and the upstream's answer, of any status, is streamed back as it is
+// (without connection headers and cookies). Query strings are forwarded.
+func (s *Server) readAPI(w http.ResponseWriter, r *http.Request) {
+	caller, err := s.Auth.Authenticate(r)
+	if err != nil {
+		s.problem(w, r, err)
+		return
+	}
+	name, path, err := apiCallPath(r)
+	if err != nil {
+		s.problem(w, r, err)
+		return
+	}
+	api := s.APIs[name]
+	if api == nil {
+		s.problem(w, r, fencegate.Errorf(fencegate.CodeNotFound, "no API named %q is configured", name))
+		return
+	}
+	_, resource, ok := api.Match(http.MethodGet, path)
+	if !ok {
+		s.problem(w, r, fencegate.Errorf(fencegate.CodeNotFound, "api %q declares no read route GET %s", name, path))
+		return
+	}
+	if !s.mayRead(caller, resource) {
+		s.problem(w, r, fencegate.Errorf(fencegate.CodeForbidden, "%q may not read %q", caller, resource))
+		return
+	}
+	if r.ContentLength != 0 {
+		s.problem(w, r, fencegate.Errorf(fencegate.CodeInvalidRequest, "a read carries no body"))
+		return
+	}
+	resp, err := api.Read(r.Context(), path, r.URL.RawQuery, r.Header)
+	if err != nil {
+		s.problem(w, r, err)
+		return
+	}
+	defer resp.Body.Close()
+	h := w.Header()
+	for k, v := range resp.Header {
+		h[k] = append([]string(nil), v...)
+	}
+	for _, k := range readHopByHop {
+		h.Del(k)
+	}
+	w.WriteHeader(resp.StatusCode)
+	if _, err := io.Copy(w, resp.Body); err != nil {
+		s.Log.Warn("api read broke off", "api", name, "path", path, "err", err)
+	}
+}
+
+// mayRead applies the read policy: MayRead when set, else every
+// authenticated workload may read (as receipts and objects are read).
+func (s *Server) mayRead(caller, resource string) bool {
+	if s.MayRead == nil {
+		return true
+	}
+	return s.MayRead(caller, resource)
+}
