@@ -63,8 +63,8 @@ func TestReadRefusalsReachNoUpstreamAndChangeNothing(t *testing.T) {
 	before := e.state()
 	cases := []struct {
 		name, method, path, token, body string
-		status                           int
-		code                             fencegate.Code
+		status                          int
+		code                            fencegate.Code
 	}{
 		{"no credential", "GET", "/v1/apis/payouts/v1/payouts", "wrong", "", 401, fencegate.CodeUnauthenticated},
 		{"policy says no", "GET", "/v1/apis/payouts/v1/payouts", payerTokB, "", 403, fencegate.CodeForbidden},
