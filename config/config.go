@@ -23,8 +23,13 @@ import (
 
 // Config is the whole configuration of `gateway serve` and `gateway dev`.
 type Config struct {
-	// Addr is the listen address.
+	// Addr is the listen address of the API (workloads and operators).
 	Addr string `yaml:"addr"`
+	// MetricsAddr is the operator listener that serves /metrics; "" serves
+	// none. The API listener never serves /metrics.
+	MetricsAddr string `yaml:"metricsAddr"`
+	// HTTP bounds what one client can hold of the API listener.
+	HTTP HTTPLimits `yaml:"http"`
 	// DataDir holds embedded state (fence store, registry, local objects, spool).
 	DataDir string `yaml:"dataDir"`
 	// FenceStore is "embedded" (a file in DataDir) or a postgres:// URL.
@@ -84,6 +89,25 @@ type Identity struct {
 	TokenFile string `yaml:"tokenFile"`
 }
 
+// HTTPLimits are the API listener's timeouts and limits. A client that
+// trickles its headers or body is cut off; a refusal is answered at once and
+// its connection closed instead of waiting for a body it does not need.
+type HTTPLimits struct {
+	// ReadHeaderTimeout bounds reading a request's headers (default 10 s).
+	ReadHeaderTimeout time.Duration `yaml:"readHeaderTimeout"`
+	// BodyReadTimeout bounds every wait for more of a request body: a body
+	// that makes no progress for this long is refused (default 30 s). It is
+	// a gap, not a total, so large uploads at any steady rate pass.
+	BodyReadTimeout time.Duration `yaml:"bodyReadTimeout"`
+	// IdleTimeout closes a keep-alive connection idle this long (default 60 s).
+	IdleTimeout time.Duration `yaml:"idleTimeout"`
+	// MaxHeaderBytes caps a request's header block (default 64 KiB).
+	MaxHeaderBytes int `yaml:"maxHeaderBytes"`
+	// MaxConns caps the open client connections; more wait in the kernel's
+	// accept queue (default 1024), so the open file count stays bounded.
+	MaxConns int `yaml:"maxConns"`
+}
+
 // TLS is the server's certificate and the CA that client certificates must chain to.
 type TLS struct {
 	Cert     string `yaml:"cert"`
@@ -126,6 +150,8 @@ func Default() Config {
 		KeyOverlap:       10 * time.Minute,
 		EffectTimeout:    60 * time.Second,
 		Reconcile:        Reconcile{Interval: 5 * time.Second, Deadline: 15 * time.Minute, Orphan: 2 * time.Minute},
+		HTTP: HTTPLimits{ReadHeaderTimeout: 10 * time.Second, BodyReadTimeout: 30 * time.Second,
+			IdleTimeout: 60 * time.Second, MaxHeaderBytes: 64 << 10, MaxConns: 1024},
 	}
 }
 
@@ -222,6 +248,18 @@ func (c *Config) Validate() error {
 	}
 	if c.DataDir == "" {
 		add("dataDir is required")
+	}
+	if c.MetricsAddr != "" && c.MetricsAddr == c.Addr {
+		add("metricsAddr must differ from addr: /metrics is served on an operator listener only")
+	}
+	if h := c.HTTP; h.ReadHeaderTimeout <= 0 || h.BodyReadTimeout <= 0 || h.IdleTimeout <= 0 {
+		add("http readHeaderTimeout, bodyReadTimeout and idleTimeout must be positive")
+	}
+	if h := c.HTTP; h.MaxHeaderBytes < 32<<10 {
+		add("http.maxHeaderBytes must be at least 32768: a grant and a status proof are up to 8 KiB each")
+	}
+	if c.HTTP.MaxConns < 1 {
+		add("http.maxConns must be positive")
 	}
 	if c.FenceStore != "embedded" && !strings.HasPrefix(c.FenceStore, "postgres://") && !strings.HasPrefix(c.FenceStore, "postgresql://") {
 		add("fenceStore must be \"embedded\" or a postgres:// URL, not %q", c.FenceStore)

@@ -206,3 +206,19 @@ func TestAPIProblemsOfAConfigBuiltInCodeHaveNoLines(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+func TestHTTPLimitsAndMetricsListenerAreValidated(t *testing.T) {
+	c := Dev()
+	c.Identities = []Identity{{Name: "w", Token: "t"}}
+	c.MetricsAddr = c.Addr
+	c.HTTP = HTTPLimits{MaxHeaderBytes: 1024}
+	err := c.Validate()
+	for _, want := range []string{"metricsAddr must differ", "readHeaderTimeout", "maxHeaderBytes", "maxConns"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+	if d := Default().HTTP; d.ReadHeaderTimeout <= 0 || d.BodyReadTimeout <= 0 || d.IdleTimeout <= 0 || d.MaxHeaderBytes < 32<<10 || d.MaxConns < 1 {
+		t.Fatalf("defaults do not bound the listener: %+v", d)
+	}
+}

@@ -28,8 +28,9 @@ func TestRestoredRedisSnapshotIsFenceRegressionUntilTheFloorIsRaised(t *testing.
 		}
 		_ = rdb.Close()
 	})
+	maddr := freePort(t)
 	p := startGateway(t, "dev", "--data-dir", t.TempDir(), "--identity", "worker-a=token-a", "--identity", "worker-b=token-b",
-		"--admin-token", "ops-token", "--registry-backend", "redis://"+addr+"?prefix="+prefix)
+		"--admin-token", "ops-token", "--registry-backend", "redis://"+addr+"?prefix="+prefix, "--metrics-addr", maddr)
 
 	a := p.acquire(t, "token-a", "local/ledger", "a-1", "close-books", 60000)
 	if r := p.put(t, "token-a", a, "local/ledger", 1, "A"); r.status != 200 {
@@ -61,7 +62,7 @@ func TestRestoredRedisSnapshotIsFenceRegressionUntilTheFloorIsRaised(t *testing.
 	if obj := p.do(t, "GET", "/v1/objects/local/ledger", "token-a", nil, ""); string(obj.body) != "B" {
 		t.Fatalf("object = %q", obj.body)
 	}
-	metrics := p.do(t, "GET", "/metrics", "", nil, "")
+	metrics := (&gatewayProc{base: "http://" + maddr}).do(t, "GET", "/metrics", "", nil, "")
 	m := regexp.MustCompile(`fencegate_fence_regressions_total\{resource="local/ledger"\} (\d+)`).FindSubmatch(metrics.body)
 	if m == nil {
 		t.Fatalf("no regression alarm in metrics:\n%s", metrics.body)

@@ -36,6 +36,8 @@ type Server struct {
 	MayRead func(identity, resource string) bool
 	// MaxBody caps a request body in bytes (default DefaultMaxBody).
 	MaxBody int64
+	// BodyReadTimeout bounds every wait for more of a request body (0: none).
+	BodyReadTimeout time.Duration
 	// SpoolDir holds request bodies while they are admitted and forwarded.
 	SpoolDir string
 	Log      *slog.Logger
@@ -63,7 +65,7 @@ func Router(s *Server) http.Handler {
 		s.Now = time.Now
 	}
 	r := chi.NewRouter()
-	r.Use(s.recoverer)
+	r.Use(s.recoverer, s.guardBodies)
 	r.Get("/healthz", s.healthz)
 	r.Route("/v1", func(r chi.Router) {
 		r.Put("/objects/{store}/*", s.putObject)

@@ -63,8 +63,8 @@ func main() {
 
 func usage() {
 	fmt.Fprint(os.Stderr, `usage:
-  gateway dev   [--addr A] [--data-dir D] [--identity NAME=TOKEN]... [--admin-token T]... [--store NAME=URL]... [--config FILE]
-  gateway serve --config FILE [--addr A] [--data-dir D] [--identity NAME=TOKEN]... [--store NAME=URL]...
+  gateway dev   [--addr A] [--metrics-addr M] [--data-dir D] [--identity NAME=TOKEN]... [--admin-token T]... [--store NAME=URL]... [--config FILE]
+  gateway serve --config FILE [--addr A] [--metrics-addr M] [--data-dir D] [--identity NAME=TOKEN]... [--store NAME=URL]...
   gateway registry [--config FILE] [--addr A] [--data-dir D] [--identity NAME=TOKEN]... [--registry-backend URL]
 `)
 }
@@ -74,6 +74,7 @@ func parseFlags(cmd string, args []string, cfg *config.Config) error {
 	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
 	configFile := fs.String("config", "", "YAML config file")
 	addr := fs.String("addr", "", "listen address (default "+cfg.Addr+")")
+	metricsAddr := fs.String("metrics-addr", "", "operator listener serving /metrics (default: none)")
 	dataDir := fs.String("data-dir", "", "directory for embedded state (default "+cfg.DataDir+")")
 	fenceStore := fs.String("fence-store", "", `fence store: "embedded" or a postgres:// URL`)
 	statusMode := fs.String("status-mode", "", "proof (Fence-Status headers) or query (ask the registry)")
@@ -113,7 +114,7 @@ func parseFlags(cmd string, args []string, cfg *config.Config) error {
 	for _, set := range []struct {
 		dst *string
 		v   string
-	}{{&cfg.Addr, *addr}, {&cfg.DataDir, *dataDir}, {&cfg.FenceStore, *fenceStore}, {&cfg.StatusMode, *statusMode}} {
+	}{{&cfg.Addr, *addr}, {&cfg.MetricsAddr, *metricsAddr}, {&cfg.DataDir, *dataDir}, {&cfg.FenceStore, *fenceStore}, {&cfg.StatusMode, *statusMode}} {
 		if set.v != "" {
 			*set.dst = set.v
 		}

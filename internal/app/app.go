@@ -20,6 +20,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/net/netutil"
 
 	"github.com/fencegate/fencegate"
 	"github.com/fencegate/fencegate/backends/httpapi"
@@ -185,39 +186,53 @@ func Build(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, er
 		Gateway: a.Gateway, Stores: objects, Auth: auth,
 		AdminAuth: handlers.NewBearerTokens(adminTokens), Admin: a.admin,
 		Registry: a.Registry, Reconciler: a.reconciler, APIs: apis, MaxBody: cfg.MaxBodyBytes,
-		SpoolDir: spool, Log: log, Ready: a.ready.Load,
+		BodyReadTimeout: cfg.HTTP.BodyReadTimeout, SpoolDir: spool, Log: log, Ready: a.ready.Load,
 	}
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(a.metrics.reg, promhttp.HandlerOpts{}))
-	mux.Handle("/", handlers.Router(srv))
-	a.handler = mux
+	// The router is served as it is: no http.ServeMux in front, which would
+	// answer ".", ".." and "//" paths with a redirect to a cleaned path.
+	a.handler = handlers.Router(srv)
 	return a, nil
 }
 
-// Handler is the HTTP surface (for tests that serve it themselves).
-func (a *App) Handler() http.Handler { a.ready.Store(true); return a.handler }
-
-// Run listens on the configured address and serves until ctx ends, then
-// drains in-flight requests (up to 30 s) and stops the reconciler.
+// Run listens on the configured addresses (the API, and the operator's
+// metrics listener if configured) and serves until ctx ends, then drains
+// in-flight requests (up to 30 s) and stops the reconciler.
 func (a *App) Run(ctx context.Context) error {
 	ln, err := net.Listen("tcp", a.cfg.Addr)
 	if err != nil {
 		return err
 	}
-	return a.Serve(ctx, ln)
+	var mln net.Listener
+	if a.cfg.MetricsAddr != "" {
+		if mln, err = net.Listen("tcp", a.cfg.MetricsAddr); err != nil {
+			ln.Close()
+			return fmt.Errorf("metrics listener: %w", err)
+		}
+	}
+	return a.Serve(ctx, ln, mln)
 }
 
-// Serve is Run on an existing listener.
-func (a *App) Serve(ctx context.Context, ln net.Listener) error {
-	hs := &http.Server{Handler: a.handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+// Serve is Run on existing listeners; metrics (nil for none) serves only
+// /metrics.
+func (a *App) Serve(ctx context.Context, ln, metrics net.Listener) error {
+	lim := a.cfg.HTTP
+	hs := &http.Server{Handler: a.handler, ReadHeaderTimeout: lim.ReadHeaderTimeout,
+		IdleTimeout: lim.IdleTimeout, MaxHeaderBytes: lim.MaxHeaderBytes}
+	ln = netutil.LimitListener(ln, lim.MaxConns)
 	if a.tls != nil {
 		ln = tls.NewListener(ln, a.tls)
 	}
 	rctx, stopReconciler := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan struct{})
 	go func() { defer close(done); a.background(rctx) }()
-	errc := make(chan error, 1)
+	errc := make(chan error, 2)
 	go func() { errc <- hs.Serve(ln) }()
+	if metrics != nil {
+		ms := a.metricsServer()
+		go func() { errc <- ms.Serve(metrics) }()
+		defer ms.Close()
+		a.log.Info("metrics listening", "addr", metrics.Addr().String())
+	}
 	a.ready.Store(true)
 	a.log.Info("gateway listening", "addr", ln.Addr().String())
 
@@ -248,6 +263,20 @@ func (a *App) Close() {
 		}
 	}
 	a.closers = nil
+}
+
+// metricsServer serves GET /metrics and nothing else, for operators.
+func (a *App) metricsServer() *http.Server {
+	prom := promhttp.HandlerFor(a.metrics.reg, promhttp.HandlerOpts{})
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/metrics" {
+			http.NotFound(w, r)
+			return
+		}
+		prom.ServeHTTP(w, r)
+	})
+	return &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 10 * time.Second,
+		WriteTimeout: 30 * time.Second, IdleTimeout: 60 * time.Second, MaxHeaderBytes: 16 << 10}
 }
 
 // metrics holds the gateway's Prometheus metrics and raises alarms.

@@ -1,0 +1,89 @@
+package handlers
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"time"
+)
+
+// guardBodies makes a request body cheap to refuse and impossible to trickle:
+//
+//   - Every wait for more of the body is bounded by BodyReadTimeout (a gap,
+//     not a total): a client that stops sending is cut off, its read fails
+//     and the request is refused.
+//   - Until the body has been read to its end, the answer carries
+//     "Connection: close". net/http otherwise drains an unread body (up to
+//     256 KiB) before it sends the answer, so a refusal of a request whose
+//     body never comes would never be answered; closing instead answers at
+//     once and the client's unsent body is never needed. A body read to its
+//     end leaves the connection reusable. After the handler, a body not read
+//     to its end is not drained either: the read deadline is moved to now,
+//     so the connection closes instead of waiting for bytes that may never
+//     come.
+//
+// HTTP/2 streams are answered without draining, so only HTTP/1 is marked.
+func (s *Server) guardBodies(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Body == nil || r.Body == http.NoBody {
+			next.ServeHTTP(w, r)
+			return
+		}
+		g := &guardedBody{rc: r.Body, ctl: http.NewResponseController(w), gap: s.BodyReadTimeout}
+		if r.ProtoMajor == 1 {
+			g.header = w.Header()
+			g.header.Set("Connection", "close")
+		}
+		g.extend(time.Now())
+		r.Body = g
+		next.ServeHTTP(w, r)
+		if g.header != nil && !g.done {
+			_ = g.ctl.SetReadDeadline(time.Now())
+		}
+	})
+}
+
+// guardedBody is a request body whose reads must make progress within gap.
+type guardedBody struct {
+	rc     io.ReadCloser
+	ctl    *http.ResponseController
+	gap    time.Duration
+	header http.Header // the answer's header, while "Connection: close" is pending
+	armed  time.Time   // when the read deadline was last moved
+	done   bool
+}
+
+// extend moves the read deadline to now+gap, at most every gap/4.
+func (g *guardedBody) extend(now time.Time) {
+	if g.gap <= 0 || now.Sub(g.armed) < g.gap/4 {
+		return
+	}
+	g.armed = now
+	_ = g.ctl.SetReadDeadline(now.Add(g.gap))
+}
+
+// Read reads the body; at its end the deadline is lifted (the connection's
+// own timeouts take over) and the connection is reusable again.
+func (g *guardedBody) Read(p []byte) (int, error) {
+	n, err := g.rc.Read(p)
+	switch {
+	case err == io.EOF && !g.done:
+		g.done = true
+		_ = g.ctl.SetReadDeadline(time.Time{})
+		if g.header != nil {
+			g.header.Del("Connection")
+		}
+	case err != nil && errors.Is(err, os.ErrDeadlineExceeded):
+		err = errBodyTimeout
+	case n > 0:
+		g.extend(time.Now())
+	}
+	return n, err
+}
+
+// Close closes the body.
+func (g *guardedBody) Close() error { return g.rc.Close() }
+
+// errBodyTimeout is a body that stopped arriving for longer than the limit.
+var errBodyTimeout = errors.New("the request body stopped arriving (body read timeout)")
