@@ -178,8 +178,13 @@ func (g *Gateway) forward(ctx context.Context, adm fencegate.Admission, eff Effe
 	out.Now = g.cfg.Now()
 	r, err := g.cfg.Store.Settle(context.WithoutCancel(ctx), adm.Receipt.ID, out)
 	if err != nil {
-		g.cfg.Log.Error("settle failed; receipt stays PENDING for the reconciler", "receipt", adm.Receipt.ID, "err", err)
-		return Result{}, &fencegate.Error{Code: fencegate.CodeMutationUnknown, Message: "the effect's outcome could not be recorded", ReceiptID: adm.Receipt.ID, Err: err}
+		if !isRuling(err) {
+			g.cfg.Log.Error("settle failed; retrying in the background", "receipt", adm.Receipt.ID, "state", out.State, "err", err)
+			g.retry.add(adm.Receipt.ID, out)
+		} else {
+			g.cfg.Log.Error("settle refused; receipt left for the reconciler", "receipt", adm.Receipt.ID, "err", err)
+		}
+		return Result{}, &fencegate.Error{Code: fencegate.CodeMutationUnknown, Message: "the effect's outcome could not be recorded yet; it is retried in the background", ReceiptID: adm.Receipt.ID, Err: err}
 	}
 	if out.State == fencegate.ReceiptUnknown {
 		return Result{Receipt: r}, &fencegate.Error{Code: fencegate.CodeMutationUnknown, Message: "the effect's outcome is unknown; the reconciler will settle it", ReceiptID: r.ID, Err: effErr}
@@ -252,6 +257,7 @@ func (g *Gateway) recoverAdmission(ctx context.Context, req fencegate.AdmitReque
 	case err == nil && r.State == fencegate.ReceiptPending:
 		prev, verr := g.cfg.Store.Version(ctx, req.Target)
 		if verr != nil {
+			g.notApplied(req.ReceiptID)
 			return fencegate.Admission{}, &fencegate.Error{Code: fencegate.CodeBackendUnavailable,
 				Message: "the admission committed but the store cannot be read; nothing was forwarded", ReceiptID: r.ID, Err: verr}
 		}
@@ -260,10 +266,20 @@ func (g *Gateway) recoverAdmission(ctx context.Context, req fencegate.AdmitReque
 	case fencegate.ErrorCode(err) == fencegate.CodeNotFound:
 		return fencegate.Admission{}, cause
 	}
-	// Unknown whether it was admitted: nothing was forwarded; an orphaned
-	// PENDING receipt is settled NOT_APPLIED by the reconciler.
+	// Unknown whether it was admitted; nothing was forwarded, and nothing
+	// will be: the receipt ID is this request's alone. If the receipt was
+	// written it is settled NOT_APPLIED (its segment free again) as soon as
+	// the store is back; if not, the store answers NOT_FOUND and that is all.
+	g.notApplied(req.ReceiptID)
 	return fencegate.Admission{}, &fencegate.Error{Code: fencegate.CodeBackendUnavailable,
 		Message: "the fence store failed; nothing was forwarded", ReceiptID: req.ReceiptID, Err: cause}
+}
+
+// notApplied queues NOT_APPLIED for a receipt this gateway may have admitted
+// but whose effect it did not forward and never will.
+func (g *Gateway) notApplied(receiptID string) {
+	g.retry.add(receiptID, fencegate.Outcome{State: fencegate.ReceiptNotApplied,
+		Error: "the fence store failed during admission; nothing was forwarded", Now: g.cfg.Now()})
 }
 
 // busyWait bounds how long an admission waits for another replica's effect

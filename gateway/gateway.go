@@ -58,6 +58,9 @@ type Config struct {
 	Log   *slog.Logger
 	// EffectTimeout bounds one forwarded effect (default 60 s).
 	EffectTimeout time.Duration
+	// After waits between retries of a settle that failed (default
+	// time.After); tests inject it so that no test sleeps.
+	After func(time.Duration) <-chan time.Time
 	// Failpoint, when set, is called at named points ("after-effect": the
 	// effect returned, its receipt is not yet settled) so tests can crash the
 	// process exactly there.
@@ -68,6 +71,7 @@ type Config struct {
 type Gateway struct {
 	cfg   Config
 	locks keyedMutex
+	retry settleRetry
 }
 
 // New returns a Gateway; it reports every missing part at once.
@@ -97,8 +101,16 @@ func New(cfg Config) (*Gateway, error) {
 	if cfg.EffectTimeout <= 0 {
 		cfg.EffectTimeout = 60 * time.Second
 	}
-	return &Gateway{cfg: cfg}, nil
+	if cfg.After == nil {
+		cfg.After = time.After
+	}
+	return &Gateway{cfg: cfg, retry: settleRetry{store: cfg.Store, after: cfg.After, log: cfg.Log}}, nil
 }
+
+// UnsettledOutcomes is the number of known effect outcomes still waiting to
+// be recorded because the fence store failed when they were settled; they are
+// retried in the background until the store takes them.
+func (g *Gateway) UnsettledOutcomes() int { return g.retry.len() }
 
 // Modes returns the gateway's enforcement modes (nil if none were configured).
 func (g *Gateway) Modes() *Modes { return g.cfg.Modes }

@@ -68,7 +68,10 @@ func writeProblem(w http.ResponseWriter, r *http.Request, log *slog.Logger, err 
 	} else {
 		log.Info("request refused", "method", r.Method, "path", r.URL.Path, "code", code, "detail", p.Detail)
 	}
-	if code == fencegate.CodeResourceBusy {
+	if code == fencegate.CodeResourceBusy || code == fencegate.CodeBackendUnavailable {
+		// RFC 9110 §10.2.3: delay-seconds. A store or backend fault is worth
+		// retrying at once; the settle of an applied effect is retried in the
+		// background meanwhile.
 		w.Header().Set("Retry-After", "1")
 	}
 	if code == fencegate.CodeUnauthenticated {

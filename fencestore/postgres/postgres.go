@@ -32,7 +32,6 @@ import (
 	"io/fs"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/fencegate/fencegate"
@@ -441,35 +440,4 @@ func responseArg(resp *fencegate.EffectResponse) any {
 		return nil // a map[string]string and a []byte always marshal
 	}
 	return data
-}
-
-// --- errors ------------------------------------------------------------------
-
-// translate turns driver errors into *fencegate.Error; domain errors pass
-// through unchanged.
-func translate(err error, op string) error {
-	var fe *fencegate.Error
-	if errors.As(err, &fe) {
-		return fe
-	}
-	if errors.Is(err, pgx.ErrNoRows) {
-		return fencegate.Wrap(err, fencegate.CodeNotFound, "fence store: "+op+": not found")
-	}
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
-		switch {
-		case pe.Code == "23505" && pe.ConstraintName == "fence_receipts_pkey":
-			return fencegate.Wrap(err, fencegate.CodeInvalidRequest, "receipt ID is already in use")
-		case pe.Code == "22021", // character_not_in_repertoire (e.g. a NUL byte in text)
-			pe.Code == "22001", // string_data_right_truncation
-			pe.Code == "22003", // numeric_value_out_of_range
-			pe.Code == "22P02", // invalid_text_representation
-			pe.Code == "23514": // check_violation
-			return fencegate.Wrap(err, fencegate.CodeInvalidRequest, "fence store: "+op+": value refused")
-		}
-	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return fencegate.Wrap(err, fencegate.CodeInternal, "fence store: "+op+": cancelled")
-	}
-	return fencegate.Wrap(err, fencegate.CodeInternal, "fence store: "+op)
 }

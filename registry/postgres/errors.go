@@ -3,17 +3,18 @@ package postgres
 import (
 	"context"
 	"errors"
-	"net"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/internal/pgfault"
 )
 
 // translate turns pgx, network and context errors into *fencegate.Error:
 // serialisation failures, deadlocks and unique violations are
 // BACKEND_CONFLICT (safe to retry with the same request ID), lost
-// connections and cancelled contexts BACKEND_UNAVAILABLE, a range check
+// connections, a server shutting down or starting up (pgfault.Unavailable)
+// and cancelled contexts BACKEND_UNAVAILABLE, a range check
 // (exhausted uint64 sequence) INTERNAL, malformed text INVALID_REQUEST.
 func translate(err error, op string) error {
 	if err == nil {
@@ -22,8 +23,6 @@ func translate(err error, op string) error {
 	var (
 		fe  *fencegate.Error
 		pe  *pgconn.PgError
-		ce  *pgconn.ConnectError
-		ne  net.Error
 		msg = op + ": registry database"
 	)
 	switch {
@@ -37,12 +36,11 @@ func translate(err error, op string) error {
 			return fencegate.Wrap(err, fencegate.CodeInternal, msg+" sequence exhausted")
 		case pe.Code == "22021", pe.Code == "22P05", pe.Code == "54000":
 			return fencegate.Wrap(err, fencegate.CodeInvalidRequest, msg+" refused the value")
-		case pe.Code[:2] == "08", pe.Code[:2] == "53", pe.Code[:2] == "57":
+		case pe.Code[:2] == "08", pe.Code[:2] == "53", pe.Code[:2] == "57", pe.Code[:2] == "58":
 			return fencegate.Wrap(err, fencegate.CodeBackendUnavailable, msg+" unavailable")
 		}
 		return fencegate.Wrap(err, fencegate.CodeInternal, msg+" error")
-	case errors.As(err, &ce), errors.As(err, &ne), pgconn.Timeout(err),
-		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+	case pgfault.Unavailable(err), errors.Is(err, context.Canceled):
 		return fencegate.Wrap(err, fencegate.CodeBackendUnavailable, msg+" unavailable")
 	}
 	return fencegate.Wrap(err, fencegate.CodeInternal, msg+" error")

@@ -1,0 +1,121 @@
+package gateway
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/fencegate/fencegate"
+)
+
+// settleRetry records outcomes whose Settle failed because the fence store
+// was unavailable: the effect was forwarded (or, for a failed admission, is
+// known not to have been), so the outcome is known here and only the write of
+// it is missing. Without this the receipt would stay PENDING until the
+// reconciler takes it as orphaned (Reconciler.Orphan, minutes), and every
+// retry of the segment would answer MUTATION_UNKNOWN although its effect was
+// applied. A background goroutine retries each outcome promptly (20 ms,
+// doubling to at most 1 s) until the store takes it or rules on it (the
+// receipt settled elsewhere, or never admitted), and stops when nothing is
+// left. Entries are lost if the process exits first: the reconciler settles
+// those receipts after Orphan, as after a crash.
+type settleRetry struct {
+	store fencegate.FenceStore
+	after func(time.Duration) <-chan time.Time
+	log   *slog.Logger
+
+	mu      sync.Mutex
+	queue   map[string]fencegate.Outcome
+	running bool
+}
+
+// maxRetryQueue bounds the outcomes kept for retry; beyond it the reconciler
+// settles the receipts (after Orphan).
+const maxRetryQueue = 100_000
+
+// settleTimeout bounds one Settle attempt.
+const settleTimeout = 10 * time.Second
+
+const (
+	retryMinDelay = 20 * time.Millisecond
+	retryMaxDelay = time.Second
+)
+
+// add queues o for receipt id and starts the retry loop if it is not running.
+func (q *settleRetry) add(id string, o fencegate.Outcome) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.queue == nil {
+		q.queue = map[string]fencegate.Outcome{}
+	}
+	if len(q.queue) >= maxRetryQueue {
+		q.log.Error("settle retry queue full; the reconciler will settle the receipt", "receipt", id, "state", o.State)
+		return
+	}
+	q.queue[id] = o
+	if !q.running {
+		q.running = true
+		go q.run()
+	}
+}
+
+// len is the number of outcomes waiting.
+func (q *settleRetry) len() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.queue)
+}
+
+func (q *settleRetry) run() {
+	delay := retryMinDelay
+	for {
+		q.mu.Lock()
+		if len(q.queue) == 0 {
+			q.running = false
+			q.mu.Unlock()
+			return
+		}
+		batch := make(map[string]fencegate.Outcome, len(q.queue))
+		for id, o := range q.queue {
+			batch[id] = o
+		}
+		q.mu.Unlock()
+
+		progress := false
+		for id, o := range batch {
+			ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+			r, err := q.store.Settle(ctx, id, o)
+			cancel()
+			if err != nil && !isRuling(err) {
+				// The store is still down: the rest of the batch would
+				// fail alike.
+				break
+			}
+			progress = true
+			q.mu.Lock()
+			delete(q.queue, id)
+			q.mu.Unlock()
+			if err != nil {
+				q.log.Info("settle retry: the store ruled; dropped", "receipt", id, "err", err)
+			} else {
+				q.log.Info("settle retried: receipt recorded", "receipt", id, "state", r.State)
+			}
+		}
+		if progress {
+			delay = retryMinDelay
+			if q.len() > 0 {
+				continue // the store is back: go on with the rest at once
+			}
+		}
+		q.mu.Lock()
+		if len(q.queue) == 0 {
+			q.running = false
+			q.mu.Unlock()
+			return
+		}
+		q.mu.Unlock()
+		<-q.after(delay)
+		delay = min(2*delay, retryMaxDelay)
+	}
+}

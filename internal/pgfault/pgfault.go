@@ -1,0 +1,68 @@
+// Package pgfault classifies errors of the pgx driver for the Postgres
+// adapters (fencestore/postgres, registry/postgres), so both answer a server
+// that is down, restarting or overloaded the same way: BACKEND_UNAVAILABLE,
+// never INTERNAL. It is the one place that knows which driver errors mean
+// "the database could not do it now" rather than "the request is wrong".
+package pgfault
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"syscall"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Unavailable reports whether err means the server could not be reached,
+// dropped the session, or refused work for the moment: a retry later may
+// succeed and nothing about the request is wrong. It covers
+//
+//   - server errors of SQLSTATE class 08 (connection exception), 53
+//     (insufficient resources), 57 (operator intervention: admin_shutdown,
+//     crash_shutdown, cannot_connect_now while starting up or recovering) and
+//     58 (system error), as the PostgreSQL manual's Appendix A lists them;
+//   - failures to connect (*pgconn.ConnectError) and network errors;
+//   - a connection lost mid-exchange (io.EOF, io.ErrUnexpectedEOF, reset,
+//     broken pipe, pgconn.ErrConnClosed) and a transaction left closed by it;
+//   - driver timeouts and expired deadlines, and errors pgconn marks
+//     SafeToRetry (nothing was sent).
+//
+// A cancelled context is not a store fault (the caller went away); it is left
+// to the caller.
+func Unavailable(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) {
+		return false
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch pe.Code[:2] {
+		case "08", "53", "57", "58":
+			return true
+		}
+		return false
+	}
+	var (
+		ce *pgconn.ConnectError
+		ne net.Error
+	)
+	switch {
+	case errors.As(err, &ce), errors.As(err, &ne),
+		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
+		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE),
+		errors.Is(err, pgconn.ErrConnClosed), errors.Is(err, pgx.ErrTxClosed), errors.Is(err, pgx.ErrTxCommitRollback),
+		errors.Is(err, context.DeadlineExceeded), pgconn.Timeout(err), pgconn.SafeToRetry(err):
+		return true
+	}
+	return false
+}
+
+// Transient reports whether err is a server verdict that the same
+// transaction may succeed when run again: serialization_failure (40001) and
+// deadlock_detected (40P01).
+func Transient(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01")
+}
