@@ -97,22 +97,44 @@ func (r *EffectRequest) Validate() error {
 	return nil
 }
 
+// MaxEffectKey is the longest EffectKey (Stripe's limit for its own
+// idempotency keys, the longest of the APIs fronted).
+const MaxEffectKey = 255
+
+// CheckEffectKey accepts "" or up to MaxEffectKey visible ASCII characters.
+func CheckEffectKey(k string) error {
+	if len(k) > MaxEffectKey {
+		return Errorf(CodeInvalidRequest, "effect key of %d characters is over %d", len(k), MaxEffectKey)
+	}
+	for i := 0; i < len(k); i++ {
+		if k[i] <= ' ' || k[i] > '~' {
+			return Errorf(CodeInvalidRequest, "effect key must be visible ASCII without spaces")
+		}
+	}
+	return nil
+}
+
 // Receipt records one admitted segment and, once settled, its effect. The
 // receipt, the segment number and the fence move in the same store transaction.
 type Receipt struct {
-	ID            string       `json:"receiptId"`
-	Resource      string       `json:"resource"`
-	Target        string       `json:"target"`
-	Method        string       `json:"method"`
-	FenceToken    uint64       `json:"fenceToken"`
-	Segment       uint64       `json:"segment"`
-	OperationID   string       `json:"operationId"`
-	OperationRoot string       `json:"operationRoot"`
-	Lease         string       `json:"lease"`
-	Owner         string       `json:"owner"`
-	GrantDigest   string       `json:"grantDigest"`
-	PayloadDigest string       `json:"payloadDigest"`
-	State         ReceiptState `json:"state"`
+	ID            string `json:"receiptId"`
+	Resource      string `json:"resource"`
+	Target        string `json:"target"`
+	Method        string `json:"method"`
+	FenceToken    uint64 `json:"fenceToken"`
+	Segment       uint64 `json:"segment"`
+	OperationID   string `json:"operationId"`
+	OperationRoot string `json:"operationRoot"`
+	Lease         string `json:"lease"`
+	Owner         string `json:"owner"`
+	GrantDigest   string `json:"grantDigest"`
+	PayloadDigest string `json:"payloadDigest"`
+	// EffectKey is the worker's own key for this effect (the Fence-Effect-Key
+	// header, for example an SDK's idempotency key), "" for none. It is part of
+	// the segment's identity (a replay under another key is QUARANTINED) and
+	// lets a recovering worker find the effect by operation ID.
+	EffectKey string       `json:"effectKey,omitempty"`
+	State     ReceiptState `json:"state"`
 	// Version is the backend's version token (ETag) after a committed object write.
 	Version string `json:"version,omitempty"`
 	// Response is the stored upstream answer of an API effect.

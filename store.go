@@ -26,6 +26,9 @@ type AdmitRequest struct {
 	Target        string
 	Method        string
 	PayloadDigest string
+	// EffectKey is the worker's own key for the effect ("" for none); it
+	// must pass CheckEffectKey and is kept in the receipt.
+	EffectKey string
 	// ReceiptID is the ID the new receipt gets if the segment is admitted.
 	ReceiptID string
 	// Request, for an API effect, is the exact upstream request the receipt

@@ -19,7 +19,10 @@ type Request struct {
 	Target        string
 	Method        string
 	PayloadDigest string
-	Effect        Effect
+	// EffectKey is the worker's own key for the effect (Fence-Effect-Key), kept
+	// in the receipt; "" for none.
+	EffectKey string
+	Effect    Effect
 }
 
 // Effect performs a forwarded mutation for an admitted receipt. prev is the
@@ -142,7 +145,7 @@ func (g *Gateway) Apply(ctx context.Context, req Request) (Result, error) {
 	defer cancel()
 	areq := fencegate.AdmitRequest{
 		Grant: vg, Segment: req.Segment, Target: req.Target, Method: req.Method,
-		PayloadDigest: req.PayloadDigest, ReceiptID: g.cfg.NewID(), Now: g.cfg.Now(),
+		PayloadDigest: req.PayloadDigest, EffectKey: req.EffectKey, ReceiptID: g.cfg.NewID(), Now: g.cfg.Now(),
 	}
 	adm, err := g.admit(actx, areq)
 	if err != nil {

@@ -61,6 +61,10 @@ func fenceRequest(r *http.Request, caller string) (gateway.Request, error) {
 		return req, fencegate.Errorf(fencegate.CodeInvalidRequest, "Fence-Segment must be an integer >= 1")
 	}
 	req.Segment = seg
+	req.EffectKey = r.Header.Get("Fence-Effect-Key")
+	if err := fencegate.CheckEffectKey(req.EffectKey); err != nil {
+		return req, fencegate.Errorf(fencegate.CodeInvalidRequest, "Fence-Effect-Key: %s", fencegate.ErrorMessage(err))
+	}
 	return req, nil
 }
 

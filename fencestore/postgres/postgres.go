@@ -89,7 +89,7 @@ const (
 	resourceCols = `resource, highest_fence, root, lease, last_segment_seq, grant_issued_at, pending_receipt, updated_at`
 	receiptCols  = `receipt_id, resource, target, method, fence_token, segment, operation_id, operation_root,
 		lease, owner, grant_digest, payload_digest, state, version, response, error, created_at, settled_at,
-		request, attempts, resend`
+		request, attempts, resend, effect_key`
 	liveState = `state NOT IN ('FAILED', 'NOT_APPLIED')`
 )
 
@@ -182,7 +182,7 @@ func (s *Store) Admit(ctx context.Context, req fencegate.AdmitRequest) (fencegat
 		next := fencerules.Accepted(&req)
 		b = &pgx.Batch{}
 		b.Queue(`INSERT INTO fence_receipts (`+receiptCols+`)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)`,
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22)`,
 			receiptArgs(&r)...)
 		b.Queue(`UPDATE fence_resources SET highest_fence = $2, root = $3, lease = $4, last_segment_seq = $5,
 			grant_issued_at = $6, pending_receipt = $7, updated_at = $8 WHERE resource = $1`,
@@ -378,7 +378,7 @@ func scanReceipt(row pgx.Row) (fencegate.Receipt, error) {
 	)
 	err := row.Scan(&r.ID, &r.Resource, &r.Target, &r.Method, &r.FenceToken, &r.Segment, &r.OperationID,
 		&r.OperationRoot, &r.Lease, &r.Owner, &r.GrantDigest, &r.PayloadDigest, &state, &r.Version,
-		&response, &r.Error, &r.CreatedAt, &r.SettledAt, &request, &r.Attempts, &r.Resend)
+		&response, &r.Error, &r.CreatedAt, &r.SettledAt, &request, &r.Attempts, &r.Resend, &r.EffectKey)
 	if err != nil {
 		return fencegate.Receipt{}, err
 	}
@@ -415,7 +415,7 @@ func scanVersion(row pgx.Row) (string, error) {
 func receiptArgs(r *fencegate.Receipt) []any {
 	return []any{r.ID, r.Resource, r.Target, r.Method, r.FenceToken, r.Segment, r.OperationID,
 		r.OperationRoot, r.Lease, r.Owner, r.GrantDigest, r.PayloadDigest, string(r.State), r.Version,
-		responseArg(r.Response), r.Error, r.CreatedAt, r.SettledAt, jsonArg(r.Request), r.Attempts, r.Resend}
+		responseArg(r.Response), r.Error, r.CreatedAt, r.SettledAt, jsonArg(r.Request), r.Attempts, r.Resend, r.EffectKey}
 }
 
 // jsonArg is the jsonb argument for a kept request: NULL for nil.

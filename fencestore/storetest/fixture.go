@@ -119,7 +119,7 @@ func (f *fx) admit(req fencegate.AdmitRequest) fencegate.Admission {
 		ID: req.ReceiptID, Resource: g.Resource, Target: req.Target, Method: req.Method,
 		FenceToken: g.FenceToken, Segment: req.Segment, OperationID: g.OperationID,
 		OperationRoot: g.OperationRoot, Lease: g.Lease, Owner: g.Owner, GrantDigest: g.Digest,
-		PayloadDigest: req.PayloadDigest, Request: req.Request, State: fencegate.ReceiptPending, CreatedAt: req.Now,
+		PayloadDigest: req.PayloadDigest, EffectKey: req.EffectKey, Request: req.Request, State: fencegate.ReceiptPending, CreatedAt: req.Now,
 	}
 	f.sameJSON("admitted receipt", adm.Receipt, want)
 	if adm.PreviousVersion != prev {

@@ -49,6 +49,7 @@ func Run(t *testing.T, open func(t *testing.T) fencegate.FenceStore) {
 		{"RequestIsKeptVerbatim", requestIsKeptVerbatim},
 		{"OversizedRequestIsRejectedWithoutStateChange", oversizedRequestIsRejected},
 		{"UnknownRecordsAnotherAttempt", unknownRecordsAnotherAttempt},
+		{"EffectKeyIsKeptAndPartOfTheSegment", effectKeyIsKeptAndPartOfTheSegment},
 		{"HighestFenceNeverDecreases", highestFenceNeverDecreases},
 		{"FencesAboveInt64Survive", fencesAboveInt64Survive},
 		{"DuplicateReceiptIDIsRejected", duplicateReceiptIDIsRejected},

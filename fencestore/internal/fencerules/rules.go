@@ -41,6 +41,8 @@ func ValidateAdmit(req *fencegate.AdmitRequest) error {
 		return fencegate.Errorf(fencegate.CodeInvalidRequest, "admit request has no receipt ID")
 	case req.PayloadDigest == "":
 		return fencegate.Errorf(fencegate.CodeInvalidRequest, "admit request has no payload digest")
+	case fencegate.CheckEffectKey(req.EffectKey) != nil:
+		return fencegate.CheckEffectKey(req.EffectKey)
 	case req.Request != nil:
 		return req.Request.Validate()
 	}
@@ -84,12 +86,12 @@ func Decide(row fencegate.ResourceState, req *fencegate.AdmitRequest, live *fenc
 				"fence %d is already held under another lease or operation root", fence)
 		}
 		if live != nil {
-			if live.PayloadDigest == req.PayloadDigest && live.Target == req.Target && live.Method == req.Method {
+			if live.PayloadDigest == req.PayloadDigest && live.Target == req.Target && live.Method == req.Method && live.EffectKey == req.EffectKey {
 				return Replay, nil
 			}
 			return Quarantine, &fencegate.Error{
 				Code:      fencegate.CodeQuarantined,
-				Message:   "segment was already accepted with another payload, target or method",
+				Message:   "segment was already accepted with another payload, target, method or effect key",
 				ReceiptID: live.ID,
 			}
 		}
@@ -144,6 +146,7 @@ func NewReceipt(req *fencegate.AdmitRequest) fencegate.Receipt {
 		Owner:         g.Owner,
 		GrantDigest:   g.Digest,
 		PayloadDigest: req.PayloadDigest,
+		EffectKey:     req.EffectKey,
 		Request:       cloneRequest(req.Request),
 		State:         fencegate.ReceiptPending,
 		CreatedAt:     Now(req.Now),
