@@ -15,6 +15,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 )
 
 // EtcdCluster is a private three-member etcd cluster owned by one test: each
@@ -185,7 +186,7 @@ func (c *EtcdCluster) Running(i int) bool {
 
 // memberStatus asks member i for its status: its own ID and its leader's.
 func (c *EtcdCluster) memberStatus(ctx context.Context, i int) (*clientv3.StatusResponse, error) {
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{c.members[i].client}, DialTimeout: 2 * time.Second})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{c.members[i].client}, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		return nil, err
 	}
@@ -231,7 +232,7 @@ func (c *EtcdCluster) MoveLeader(ctx context.Context, to int) error {
 	if err != nil {
 		return fmt.Errorf("etcd cluster: status of member %d: %w", to, err)
 	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{c.members[lead].client}, DialTimeout: 2 * time.Second})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{c.members[lead].client}, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		return err
 	}
@@ -245,7 +246,7 @@ func (c *EtcdCluster) MoveLeader(ctx context.Context, to int) error {
 // WaitHealthy waits until the cluster has a leader and a linearizable read
 // through all client endpoints succeeds.
 func (c *EtcdCluster) WaitHealthy(ctx context.Context) error {
-	cli, err := clientv3.New(clientv3.Config{Endpoints: c.Endpoints(), DialTimeout: 2 * time.Second})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: c.Endpoints(), DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,106 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+)
+
+// fault is one kind of failure the nemesis injects: inject starts it and
+// returns the function that ends it.
+type fault struct {
+	name   string
+	inject func(ctx context.Context, rng *rand.Rand) (heal func() error, err error)
+}
+
+// faults lists the failures of a run. Postgres restarts need a server of the
+// test's own: pgRestart is nil without one.
+func (c *cluster) faults(pgRestart func() error) []fault {
+	fs := []fault{
+		{"kill -9 a replica", c.killReplica},
+	}
+	if pgRestart != nil {
+		fs = append(fs, fault{"postgres restart", func(context.Context, *rand.Rand) (func() error, error) {
+			return func() error { return nil }, pgRestart()
+		}})
+	}
+	return fs
+}
+
+// killReplica kills a running replica with SIGKILL; healing starts it again
+// on the same address, config and data directory.
+func (c *cluster) killReplica(ctx context.Context, rng *rand.Rand) (func() error, error) {
+	var up []*replica
+	for _, r := range c.replicas {
+		if r.up() {
+			up = append(up, r)
+		}
+	}
+	if len(up) < 2 {
+		return nil, errors.New("fewer than two replicas up")
+	}
+	r := up[rng.IntN(len(up))]
+	r.kill()
+	return func() error {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		return r.start(sctx)
+	}, nil
+}
+
+// nemesis injects the faults one at a time, in shuffled rounds so that each
+// is injected once per round, until ctx ends and every fault has been
+// injected at least once, or until hard ends. Each fault lasts 1 to 4 s, the
+// gaps between them 0.5 to 1.5 s. It returns the first error a healing
+// returned; every fault is healed on return.
+func (c *cluster) nemesis(ctx, hard context.Context, rng *rand.Rand, faults []fault) error {
+	injected := map[string]bool{}
+	done := func() bool {
+		if hard.Err() != nil {
+			return true
+		}
+		if ctx.Err() == nil {
+			return false
+		}
+		for _, f := range faults {
+			if !injected[f.name] {
+				return false
+			}
+		}
+		return true
+	}
+	for !done() {
+		for _, k := range rng.Perm(len(faults)) {
+			if done() {
+				return nil
+			}
+			f := faults[k]
+			if !sleepCtx(hard, time.Duration(500+rng.IntN(1000))*time.Millisecond) {
+				return nil
+			}
+			heal, err := f.inject(hard, rng)
+			if err != nil {
+				c.count("fault failed to inject: " + f.name)
+				continue
+			}
+			injected[f.name] = true
+			c.count("fault " + f.name)
+			sleepCtx(hard, time.Duration(1000+rng.IntN(3000))*time.Millisecond)
+			if err := heal(); err != nil {
+				return fmt.Errorf("heal %s: %w", f.name, err)
+			}
+		}
+	}
+	return nil
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(d):
+		return true
+	}
+}

@@ -1,0 +1,223 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// binary builds cmd/gateway once per test run, as users run it.
+func binary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "fencegate-chaos-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "gateway")
+		out, err := exec.Command("go", "build", "-o", binPath, "../../cmd/gateway").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+// TestMain removes the binary built for the run.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binPath != "" {
+		_ = os.RemoveAll(filepath.Dir(binPath))
+	}
+	os.Exit(code)
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// replica is one `gateway serve` process: started, killed with SIGKILL and
+// started again on the same address, config and data directory.
+type replica struct {
+	idx     int
+	bin     string
+	addr    string
+	cfgPath string
+	logPath string
+	env     []string
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	exited chan struct{}
+	starts int
+}
+
+// base is the replica's URL.
+func (r *replica) base() string { return "http://" + r.addr }
+
+// up reports whether the process is running (it may not serve yet).
+func (r *replica) up() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cmd == nil {
+		return false
+	}
+	select {
+	case <-r.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// start runs the process and waits until /healthz answers 200.
+func (r *replica) start(ctx context.Context) error {
+	r.mu.Lock()
+	if r.cmd != nil {
+		r.mu.Unlock()
+		return fmt.Errorf("replica %d is running", r.idx)
+	}
+	logf, err := os.OpenFile(r.logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		r.mu.Unlock()
+		return err
+	}
+	r.starts++
+	fmt.Fprintf(logf, "=== start %d of replica %d at %s ===\n", r.starts, r.idx, time.Now().Format(time.RFC3339Nano))
+	cmd := exec.Command(r.bin, "serve", "--config", r.cfgPath, "--addr", r.addr)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Env = append(os.Environ(), r.env...)
+	err = cmd.Start()
+	_ = logf.Close()
+	if err != nil {
+		r.mu.Unlock()
+		return err
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	r.cmd, r.exited = cmd, exited
+	r.mu.Unlock()
+
+	hc := &http.Client{Timeout: 2 * time.Second}
+	for {
+		resp, err := hc.Get(r.base() + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-exited:
+			r.mu.Lock()
+			r.cmd = nil
+			r.mu.Unlock()
+			return fmt.Errorf("replica %d exited during start (see %s)", r.idx, r.logPath)
+		case <-ctx.Done():
+			return fmt.Errorf("replica %d not healthy: %w (see %s)", r.idx, ctx.Err(), r.logPath)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// kill sends SIGKILL (no shutdown: in-flight effects and receipts are left as
+// a crash leaves them) and waits until the process is gone.
+func (r *replica) kill() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cmd == nil {
+		return
+	}
+	_ = r.cmd.Process.Signal(syscall.SIGKILL)
+	<-r.exited
+	r.cmd = nil
+}
+
+// stop ends the process gracefully (SIGINT) and reports whether it exited
+// cleanly within 30 s; a process that did not is killed.
+func (r *replica) stop() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cmd == nil {
+		return nil
+	}
+	defer func() { r.cmd = nil }()
+	select {
+	case <-r.exited:
+		return fmt.Errorf("replica %d had exited by itself: %v", r.idx, r.cmd.ProcessState)
+	default:
+	}
+	_ = r.cmd.Process.Signal(os.Interrupt)
+	select {
+	case <-r.exited:
+		if !r.cmd.ProcessState.Success() {
+			return fmt.Errorf("replica %d exited uncleanly after SIGINT: %v", r.idx, r.cmd.ProcessState)
+		}
+		return nil
+	case <-time.After(30 * time.Second):
+		_ = r.cmd.Process.Signal(syscall.SIGKILL)
+		<-r.exited
+		return fmt.Errorf("replica %d did not stop within 30s of SIGINT", r.idx)
+	}
+}
+
+// replicaConfig is the config file of one replica. Every replica signs grants
+// with the same key under the same key ID and trusts the same bundle file, so
+// a grant from any replica's registry is good at every replica; the lease
+// records live in one etcd cluster, the fence state in one Postgres schema.
+type replicaConfig struct {
+	DataDir, FenceStore, Store, Bundle, SigningKey, Registry, StatusMode string
+	Identities                                                           []string
+}
+
+func (c replicaConfig) yaml() string {
+	ids := ""
+	for i, tok := range c.Identities {
+		ids += fmt.Sprintf("  - {name: worker-%d, token: %s}\n", i, tok)
+	}
+	return fmt.Sprintf(`dataDir: %s
+fenceStore: %q
+stores:
+  s3c: %q
+trustBundle: %s
+statusMode: %s
+effectTimeout: 3s
+identities:
+%sadmins:
+  - {name: ops, token: %s}
+registry:
+  backend: %q
+  signingKey: %s
+  keyId: chaos-1
+  issuerEpoch: 1
+  statusLife: 3s
+reconcile:
+  interval: 200ms
+  deadline: 15m
+  orphan: 6s
+`, c.DataDir, c.FenceStore, c.Store, c.Bundle, c.StatusMode, ids, adminToken, c.Registry, c.SigningKey)
+}
