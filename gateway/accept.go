@@ -109,6 +109,11 @@ func (g *Gateway) authorize(ctx context.Context, req Request, query bool) (fence
 	if req.Caller != vg.Owner {
 		return none, fencegate.Status{}, fencegate.Errorf(fencegate.CodeOwnerMismatch, "caller %q is not the grant's owner", req.Caller)
 	}
+	if g.cfg.Access != nil {
+		if err := g.cfg.Access.CheckLease(req.Caller, vg.Resource); err != nil {
+			return none, fencegate.Status{}, err
+		}
+	}
 	if !fencegate.Covers(vg.Resource, req.Resource) {
 		return none, fencegate.Status{}, fencegate.Errorf(fencegate.CodeResourceMismatch, "target %q is outside the grant's resource %q", req.Resource, vg.Resource)
 	}

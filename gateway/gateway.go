@@ -36,6 +36,12 @@ type Policy interface {
 	EpochRevoked(epoch uint64) bool
 }
 
+// Access is the part of the authorization policy the acceptance point
+// applies (authz.Policy implements it).
+type Access interface {
+	CheckLease(identity, resource string) error
+}
+
 // Alarm is told about events an operator must see: fence regressions, and
 // refusals that shadow mode let through.
 type Alarm interface {
@@ -50,7 +56,11 @@ type Config struct {
 	Querier StatusQuerier
 	Store   fencegate.FenceStore
 	Policy  Policy
-	Alarm   Alarm
+	// Access, when set, is re-checked at every write: the caller must still
+	// be allowed to lease the grant's resource (else FORBIDDEN, which shadow
+	// mode never forwards).
+	Access Access
+	Alarm  Alarm
 	// Modes is the enforcement mode per resource pattern (nil: enforce all).
 	Modes *Modes
 	Now   func() time.Time

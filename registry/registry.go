@@ -44,6 +44,15 @@ type Config struct {
 	// MinTTL and MaxTTL bound requested TTLs (defaults DefaultMinTTL,
 	// DefaultMaxTTL); MinTTL is at least a millisecond, the grant's resolution.
 	MinTTL, MaxTTL time.Duration
+	// Access, when set, decides which owners may lease which resources: an
+	// acquisition or renewal it refuses is FORBIDDEN and changes nothing.
+	Access Access
+}
+
+// Access is the part of the authorization policy the registry applies
+// (authz.Policy implements it).
+type Access interface {
+	CheckLease(identity, resource string) error
 }
 
 // Registry issues and tracks leases. It is safe for concurrent use; every
@@ -57,6 +66,7 @@ type Registry struct {
 	statusLife time.Duration
 	minTTL     time.Duration
 	maxTTL     time.Duration
+	access     Access
 }
 
 // New validates cfg and returns a Registry. It reports every problem at once,
@@ -65,7 +75,7 @@ func New(cfg Config) (*Registry, error) {
 	r := &Registry{
 		backend: cfg.Backend, now: cfg.Now, newID: cfg.NewID,
 		auth:       authority{signer: cfg.Signer, epoch: cfg.IssuerEpoch, policyGen: cfg.PolicyGeneration, revoked: map[uint64]bool{}},
-		statusLife: cfg.StatusLife, minTTL: cfg.MinTTL, maxTTL: cfg.MaxTTL,
+		statusLife: cfg.StatusLife, minTTL: cfg.MinTTL, maxTTL: cfg.MaxTTL, access: cfg.Access,
 	}
 	if r.now == nil {
 		r.now = time.Now
@@ -108,13 +118,19 @@ func New(cfg Config) (*Registry, error) {
 }
 
 // Acquire takes a lease on p.Resource for owner and returns it with its signed
-// grant and a fresh status proof. Asking again with the same (owner,
+// grant and a fresh status proof, if Access lets owner lease it (else
+// FORBIDDEN, and nothing is acquired). Asking again with the same (owner,
 // RequestID) and the same parameters returns the same lease, fence and grant
 // payload, whatever its state now; a repeat whose resource, TTL, operation ID,
 // root or category differ is REQUEST_ID_CONFLICT and changes nothing.
 func (r *Registry) Acquire(ctx context.Context, owner string, p AcquireParams) (Issued, error) {
 	if err := r.checkAcquire(owner, &p); err != nil {
 		return Issued{}, err
+	}
+	if r.access != nil {
+		if err := r.access.CheckLease(owner, p.Resource); err != nil {
+			return Issued{}, err
+		}
 	}
 	now := r.now()
 	l, err := r.backend.Acquire(ctx, fencegate.AcquireRequest{
@@ -128,13 +144,21 @@ func (r *Registry) Acquire(ctx context.Context, owner string, p AcquireParams) (
 	return r.issue(l, now)
 }
 
-// Renew extends owner's held lease to now+ttl. The grant keeps its original
+// Renew extends owner's held lease to now+ttl, if Access still lets owner
+// lease its resource (else FORBIDDEN, and the lease runs out). The grant keeps its original
 // times; the fresh status proof is what proves the lease still lives.
 func (r *Registry) Renew(ctx context.Context, owner, leaseID string, ttl time.Duration) (Issued, error) {
 	if err := r.checkTTL(ttl); err != nil {
 		return Issued{}, err
 	}
 	now := r.now()
+	if r.access != nil { // the policy may have changed since the acquisition
+		if l, err := r.backend.Lease(ctx, leaseID, now); err == nil && l.Owner == owner {
+			if err := r.access.CheckLease(owner, l.Resource); err != nil {
+				return Issued{}, err
+			}
+		}
+	}
 	l, err := r.backend.Renew(ctx, leaseID, owner, ttl, now)
 	if err != nil {
 		return Issued{}, backendErr(err)

@@ -1,0 +1,54 @@
+package gateway_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/authz"
+	"github.com/fencegate/fencegate/gateway"
+)
+
+// TestWriteOutsideThePolicyIsForbiddenWithoutStateChange: the acceptance
+// point re-checks the access policy at write time (a grant issued before the
+// policy changed, or by a registry without it, is not enough). The refusal is
+// FORBIDDEN in enforce and shadow mode alike, nothing is admitted, stored or
+// forwarded, and the owner writes once the policy lets it.
+func TestWriteOutsideThePolicyIsForbiddenWithoutStateChange(t *testing.T) {
+	f := newFixture(t)
+	modes, err := gateway.NewModes(gateway.ModeRule{Pattern: resource, Mode: gateway.Shadow})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deny, err := authz.New([]authz.Rule{{Identity: owner, Lease: []string{resource + "-other"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for name, m := range map[string]*gateway.Modes{"enforce": nil, "shadow": modes} {
+		gw, err := gateway.New(gateway.Config{Verifier: f.kit.Verifier(), Store: f.store, Now: f.kit.Now,
+			Policy: gateway.StaticPolicy{Generation: 1}, Access: deny, Modes: m})
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := f.request(5, 1, "v1")
+		if err := gw.Precheck(ctx, req); fencegate.ErrorCode(err) != fencegate.CodeForbidden {
+			t.Fatalf("%s precheck: %v", name, err)
+		}
+		if _, err := gw.Apply(ctx, req); fencegate.ErrorCode(err) != fencegate.CodeForbidden {
+			t.Fatalf("%s apply: %v", name, err)
+		}
+		if _, err := f.store.Resource(ctx, resource); fencegate.ErrorCode(err) != fencegate.CodeNotFound {
+			t.Fatalf("%s: a forbidden write touched the resource: %v", name, err)
+		}
+		if got := f.content(); got != "" {
+			t.Fatalf("%s: a forbidden write was forwarded: %q", name, got)
+		}
+	}
+	allow, _ := authz.New([]authz.Rule{{Identity: owner, Lease: []string{resource}}})
+	gw, _ := gateway.New(gateway.Config{Verifier: f.kit.Verifier(), Store: f.store, Now: f.kit.Now,
+		Policy: gateway.StaticPolicy{Generation: 1}, Access: allow})
+	if _, err := gw.Apply(ctx, f.request(5, 1, "v1")); err != nil {
+		t.Fatalf("allowed write: %v", err)
+	}
+}
