@@ -17,6 +17,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/authz"
 	"github.com/fencegate/fencegate/backends/httpapi"
 	"github.com/fencegate/fencegate/gateway"
 )
@@ -72,6 +73,10 @@ type Config struct {
 	// Modes sets enforcement per resource pattern (enforce unless listed);
 	// the only place a pattern may start in shadow mode.
 	Modes []gateway.ModeRule `yaml:"modes"`
+	// Access is the authorization policy: who may lease (renew, write) and
+	// read which resources. Without rules, serve and registry deny every
+	// workload; dev permits everything.
+	Access Access `yaml:"access"`
 	// APIs are the third-party HTTP APIs the gateway fronts, decoded here with
 	// the rest of the file and checked by Validate (httpapi.Config's rules),
 	// so the adapter is handed a plain, validated struct.
@@ -155,12 +160,30 @@ func Default() Config {
 	}
 }
 
+// Access holds the authorization rules (see package authz).
+type Access struct {
+	Rules []authz.Rule `yaml:"rules"`
+	// openWithoutRules: no rules means permit everything (dev only; no
+	// file can set it).
+	openWithoutRules bool
+}
+
+// Policy returns the policy the rules grant: Open when there are none and
+// the mode is dev, else exactly the rules (none: deny everything).
+func (a Access) Policy() (*authz.Policy, error) {
+	if len(a.Rules) == 0 && a.openWithoutRules {
+		return authz.Open(), nil
+	}
+	return authz.New(a.Rules)
+}
+
 // Dev returns the defaults of `gateway dev`: embedded everything, an
 // in-process registry, and a local-directory object store named local.
 func Dev() Config {
 	c := Default()
 	c.Stores = map[string]string{"local": "local:"}
 	c.Registry = &Registry{Backend: "embedded", KeyID: "dev-1", IssuerEpoch: 1}
+	c.Access.openWithoutRules = true
 	return c
 }
 
@@ -342,6 +365,9 @@ func (c *Config) Validate() error {
 				add("registry.issuerEpoch %d is listed in revokedEpochs", e)
 			}
 		}
+	}
+	if _, err := c.Access.Policy(); err != nil {
+		errs = append(errs, err)
 	}
 	if _, err := gateway.NewModes(c.Modes...); err != nil {
 		errs = append(errs, err)

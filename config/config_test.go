@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencegate/fencegate/authz"
 	"github.com/fencegate/fencegate/backends/httpapi"
 )
 
@@ -220,5 +221,41 @@ func TestHTTPLimitsAndMetricsListenerAreValidated(t *testing.T) {
 	}
 	if d := Default().HTTP; d.ReadHeaderTimeout <= 0 || d.BodyReadTimeout <= 0 || d.IdleTimeout <= 0 || d.MaxHeaderBytes < 32<<10 || d.MaxConns < 1 {
 		t.Fatalf("defaults do not bound the listener: %+v", d)
+	}
+}
+
+func TestAccessIsOpenInDevWithoutRulesAndDeniesOtherwise(t *testing.T) {
+	dev, err := Dev().Access.Policy()
+	if err != nil || !dev.IsOpen() {
+		t.Fatalf("dev without rules: %v open=%v", err, dev.IsOpen())
+	}
+	serve, err := Default().Access.Policy()
+	if err != nil || serve.IsOpen() || serve.MayRead("w", "local/x") {
+		t.Fatalf("serve without rules must deny: %v", err)
+	}
+	d := Dev()
+	d.Access.Rules = []authz.Rule{{Identity: "w", Lease: []string{"local/inv/*"}}}
+	p, err := d.Access.Policy()
+	if err != nil || p.IsOpen() || p.MayLease("w", "local") || !p.MayLease("w", "local/inv/7") {
+		t.Fatalf("dev with rules must apply exactly the rules: %v", err)
+	}
+}
+
+func TestAccessRulesFromAFileAreValidatedWithTheRest(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "gw.yaml")
+	yml := "access:\n  rules:\n    - {identity: w, san: 'spiffe://x/*', lease: [local]}\n    - {identity: v, lease: ['a//b']}\n"
+	if err := os.WriteFile(path, []byte(yml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := Dev()
+	if err := Load(path, &c); err != nil {
+		t.Fatal(err)
+	}
+	c.Identities = []Identity{{Name: "w", Token: "t"}}
+	err := c.Validate()
+	for _, want := range []string{"access rule 1: needs exactly one of identity or san", `access rule 2: resource pattern "a//b"`} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
 	}
 }

@@ -25,6 +25,7 @@ func TestGatewayWithoutRegistryTrustsOnlyItsBundleFile(t *testing.T) {
 trustBundle: %s
 stores: {local: "local:"}
 identities: [{name: worker-a, token: token-a}]
+access: {rules: [{identity: worker-a, lease: [local]}]}
 admins: [{name: ops, token: gw-ops}]
 reconcile: {interval: 100ms, deadline: 15m, orphan: 2m}
 `, filepath.Join(gwDir, "data"), bundle)
@@ -94,6 +95,7 @@ registryURL: %s
 registryCredential: {name: replica, token: replica-token}
 stores: {local: "local:"}
 identities: [{name: worker-a, token: token-a}]
+access: {rules: [{identity: worker-a, lease: [local]}]}
 reconcile: {interval: 100ms, deadline: 15m, orphan: 2m}
 `, filepath.Join(gwDir, "data"), filepath.Join(regDir, "trust-bundle.json"), reg.base)
 	if err := os.WriteFile(cfg, []byte(yml), 0o600); err != nil {

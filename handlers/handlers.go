@@ -31,8 +31,11 @@ type Server struct {
 	Registry   *registry.Registry // nil: no lease routes
 	Reconciler *gateway.Reconciler
 	APIs       map[string]*httpapi.API // third-party APIs by name
-	// MayRead decides whether an authenticated identity may read a resource
-	// through an API's read route; nil lets every authenticated workload read.
+	// MayRead decides whether an authenticated identity may read a resource:
+	// its receipts (with stored upstream answers), fence state, objects,
+	// quarantine records, and an API's read routes. Lists leave out what it
+	// may not read; a direct read of it is FORBIDDEN. nil lets every
+	// authenticated workload read.
 	MayRead func(identity, resource string) bool
 	// MaxBody caps a request body in bytes (default DefaultMaxBody).
 	MaxBody int64

@@ -166,11 +166,15 @@ func (s *Server) apply(w http.ResponseWriter, r *http.Request, req gateway.Reque
 }
 
 func (s *Server) getObject(w http.ResponseWriter, r *http.Request) {
-	if _, err := s.Auth.Authenticate(r); err != nil {
+	caller, err := s.Auth.Authenticate(r)
+	if err != nil {
 		s.problem(w, r, err)
 		return
 	}
 	store, key, err := objectPath(r)
+	if err == nil {
+		err = s.checkRead(caller, fencegate.ObjectResource(store, key))
+	}
 	if err != nil {
 		s.problem(w, r, err)
 		return

@@ -27,6 +27,9 @@ func (s *Server) listReceipts(w http.ResponseWriter, r *http.Request) {
 	case q.Get("operationId") != "":
 		list, err = s.Gateway.Store().ReceiptsByOperation(ctx, q.Get("operationId"))
 	case q.Get("resource") != "":
+		if err = s.checkRead(callerOf(r), q.Get("resource")); err != nil {
+			break
+		}
 		fence, ferr := strconv.ParseUint(q.Get("fence"), 10, 64)
 		seg, serr := strconv.ParseUint(q.Get("segment"), 10, 64)
 		if ferr != nil || serr != nil {
@@ -47,14 +50,14 @@ func (s *Server) listReceipts(w http.ResponseWriter, r *http.Request) {
 		s.problem(w, r, err)
 		return
 	}
-	if list == nil {
-		list = []fencegate.Receipt{}
-	}
-	writeJSON(w, http.StatusOK, receiptList{list})
+	writeJSON(w, http.StatusOK, receiptList{s.readableReceipts(callerOf(r), list)})
 }
 
 func (s *Server) getReceipt(w http.ResponseWriter, r *http.Request) {
 	rc, err := s.Gateway.Store().Receipt(r.Context(), chi.URLParam(r, "id"))
+	if err == nil {
+		err = s.checkRead(callerOf(r), rc.Resource)
+	}
 	if err != nil {
 		s.problem(w, r, err)
 		return
@@ -65,6 +68,10 @@ func (s *Server) getReceipt(w http.ResponseWriter, r *http.Request) {
 func (s *Server) getResource(w http.ResponseWriter, r *http.Request) {
 	name := strings.TrimPrefix(r.URL.Path, "/v1/resources/")
 	if err := fencegate.CheckName(name); err != nil {
+		s.problem(w, r, err)
+		return
+	}
+	if err := s.checkRead(callerOf(r), name); err != nil {
 		s.problem(w, r, err)
 		return
 	}
@@ -92,22 +99,26 @@ func (s *Server) listUnknown(w http.ResponseWriter, r *http.Request) {
 	out := struct {
 		Receipts []unknownReceipt `json:"receipts"`
 	}{Receipts: []unknownReceipt{}}
-	for _, rc := range all {
+	for _, rc := range s.readableReceipts(callerOf(r), all) {
 		out.Receipts = append(out.Receipts, unknownReceipt{rc, s.Reconciler != nil && s.Reconciler.IsOverdue(rc)})
 	}
 	writeJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) listQuarantine(w http.ResponseWriter, r *http.Request) {
-	list, err := s.Gateway.Store().Quarantined(r.Context(), r.URL.Query().Get("resource"))
+	res := r.URL.Query().Get("resource")
+	if res != "" {
+		if err := s.checkRead(callerOf(r), res); err != nil {
+			s.problem(w, r, err)
+			return
+		}
+	}
+	list, err := s.Gateway.Store().Quarantined(r.Context(), res)
 	if err != nil {
 		s.problem(w, r, err)
 		return
 	}
-	if list == nil {
-		list = []fencegate.Quarantine{}
-	}
 	writeJSON(w, http.StatusOK, struct {
 		Quarantine []fencegate.Quarantine `json:"quarantine"`
-	}{list})
+	}{s.readableQuarantine(callerOf(r), list)})
 }

@@ -90,7 +90,7 @@ func openObjectStores(ctx context.Context, cfg config.Config, log *slog.Logger) 
 
 // openRegistry builds the in-process registry with its signing key, resuming
 // the epoch, key ID, policy generation and revocations an operator set.
-func openRegistry(ctx context.Context, cfg config.Config, st persisted, keyPath string) (*registry.Registry, *proofs.Signer, func() error, error) {
+func openRegistry(ctx context.Context, cfg config.Config, st persisted, keyPath string, access registry.Access) (*registry.Registry, *proofs.Signer, func() error, error) {
 	rc := cfg.Registry
 	seed, err := loadOrCreateSeed(keyPath)
 	if err != nil {
@@ -114,6 +114,7 @@ func openRegistry(ctx context.Context, cfg config.Config, st persisted, keyPath 
 	reg, err := registry.New(registry.Config{
 		Backend: backend, Signer: signer, IssuerEpoch: epoch,
 		PolicyGeneration: max(cfg.PolicyGeneration, st.PolicyGeneration), StatusLife: rc.StatusLife, MaxTTL: rc.MaxTTL,
+		Access: access,
 	})
 	if err == nil {
 		err = reg.Restore(registry.AuthorityState{IssuerEpoch: epoch, PolicyGeneration: st.PolicyGeneration,

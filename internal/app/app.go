@@ -94,10 +94,20 @@ func Build(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, er
 	if err != nil {
 		return nil, err
 	}
+	access, err := cfg.Access.Policy()
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case access.IsOpen():
+		log.Warn("access policy: none configured, every workload may lease and read every resource (gateway dev)")
+	case len(cfg.Access.Rules) == 0:
+		log.Warn("access policy: no rules, every workload's lease, write and read is refused (FORBIDDEN)")
+	}
 	var signer *proofs.Signer
 	if cfg.Registry != nil {
 		var closeReg func() error
-		a.Registry, signer, closeReg, err = openRegistry(ctx, cfg, st, keyPath)
+		a.Registry, signer, closeReg, err = openRegistry(ctx, cfg, st, keyPath, access)
 		if err != nil {
 			return nil, err
 		}
@@ -127,7 +137,7 @@ func Build(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, er
 		return nil, err
 	}
 	a.admin.modes, a.admin.opModes = modes, st.Modes
-	gcfg := gateway.Config{Verifier: verifier, Store: store, Log: log, Alarm: a.metrics, Policy: pol, Modes: modes,
+	gcfg := gateway.Config{Verifier: verifier, Store: store, Log: log, Alarm: a.metrics, Policy: pol, Modes: modes, Access: access,
 		EffectTimeout: cfg.EffectTimeout}
 	if fp := os.Getenv("FENCEGATE_FAILPOINT"); fp != "" {
 		// Test-only: crash at the named point of the acceptance point.
@@ -186,7 +196,7 @@ func Build(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, er
 		Gateway: a.Gateway, Stores: objects, Auth: auth,
 		AdminAuth: handlers.NewBearerTokens(adminTokens), Admin: a.admin,
 		Registry: a.Registry, Reconciler: a.reconciler, APIs: apis, MaxBody: cfg.MaxBodyBytes,
-		BodyReadTimeout: cfg.HTTP.BodyReadTimeout, SpoolDir: spool, Log: log, Ready: a.ready.Load,
+		BodyReadTimeout: cfg.HTTP.BodyReadTimeout, MayRead: access.MayRead, SpoolDir: spool, Log: log, Ready: a.ready.Load,
 	}
 	// The router is served as it is: no http.ServeMux in front, which would
 	// answer ".", ".." and "//" paths with a redirect to a cleaned path.

@@ -1,0 +1,36 @@
+package handlers
+
+import (
+	"github.com/fencegate/fencegate"
+)
+
+// checkRead is mayRead as an error: FORBIDDEN, naming caller and resource.
+func (s *Server) checkRead(caller, resource string) error {
+	if s.mayRead(caller, resource) {
+		return nil
+	}
+	return fencegate.Errorf(fencegate.CodeForbidden, "the access policy does not let %q read %q", caller, resource)
+}
+
+// readableReceipts keeps the receipts (and with them any stored upstream
+// answer) of resources caller may read; the others are left out of a list.
+func (s *Server) readableReceipts(caller string, list []fencegate.Receipt) []fencegate.Receipt {
+	out := make([]fencegate.Receipt, 0, len(list))
+	for _, rc := range list {
+		if s.mayRead(caller, rc.Resource) {
+			out = append(out, rc)
+		}
+	}
+	return out
+}
+
+// readableQuarantine keeps the quarantine records of resources caller may read.
+func (s *Server) readableQuarantine(caller string, list []fencegate.Quarantine) []fencegate.Quarantine {
+	out := make([]fencegate.Quarantine, 0, len(list))
+	for _, q := range list {
+		if s.mayRead(caller, q.Resource) {
+			out = append(out, q)
+		}
+	}
+	return out
+}
