@@ -128,8 +128,8 @@ apis:
     baseURL: ftp://payments.example.com
     timeout: -1s
     contract:
-      idempotency:
-        effectQuery: {method: GET, url: "/v1/payouts?key={key}"}
+      idempotency: {}
+    settle: {strategy: resend}
     routes:
       - {method: POST, path: "/v1/pay/{id}", resource: "pay/{id}"}
       - {method: POST, path: "/v1/x/{id}", resource: "x/{other}"}
@@ -182,7 +182,6 @@ func TestAValidAPIsSectionReachesTheAdapterAsAStruct(t *testing.T) {
     contract:
       idempotency:
         keyRetention: 24h
-        effectQuery: {method: GET, url: "/v1/payouts?key={key}"}
     routes:
       - {method: POST, path: "/v1/pay/{id}", resource: "pay/{id}"}
 `)

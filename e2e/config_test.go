@@ -17,6 +17,7 @@ func TestBadAPIsSectionStopsTheBinaryWithEveryProblemAndItsLine(t *testing.T) {
 	if err := os.WriteFile(cfg, []byte(`apis:
   - name: payouts
     baseURL: payments.example.com
+    key: {maxLength: 20}
     contract:
       idempotency: {keyRetention: 24h}
     routes:
@@ -29,7 +30,7 @@ func TestBadAPIsSectionStopsTheBinaryWithEveryProblemAndItsLine(t *testing.T) {
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() == 0 {
 		t.Fatalf("gateway started on an invalid config (err %v):\n%s", err, out)
 	}
-	for _, want := range []string{"gateway.yaml:3: INVALID_REQUEST: api \"payouts\": baseURL", "gateway.yaml:5: UNSUPPORTED: api \"payouts\": contract.idempotency needs an effectQuery", "gateway.yaml:7: INVALID_REQUEST: api \"payouts\": routes[0]"} {
+	for _, want := range []string{"gateway.yaml:3: INVALID_REQUEST: api \"payouts\": baseURL", "gateway.yaml:4: INVALID_REQUEST: api \"payouts\": key.maxLength 20", "gateway.yaml:8: INVALID_REQUEST: api \"payouts\": routes[0]"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}

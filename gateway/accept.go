@@ -32,6 +32,15 @@ type Effect interface {
 	Apply(ctx context.Context, r fencegate.Receipt, prev string) (fencegate.Outcome, error)
 }
 
+// RequestKeeper is an Effect whose exact request is kept with its receipt
+// (an API call, so the reconciler can resend it under the same key).
+// KeptRequest is called once the grant is verified and before admission,
+// with the receipt-to-be's resource, root, fence, segment, target and
+// method; an error refuses the request with nothing stored.
+type RequestKeeper interface {
+	KeptRequest(r fencegate.Receipt) (*fencegate.EffectRequest, error)
+}
+
 // EffectFunc adapts a function to Effect.
 type EffectFunc func(ctx context.Context, r fencegate.Receipt, prev string) (fencegate.Outcome, error)
 
@@ -152,6 +161,12 @@ func (g *Gateway) Apply(ctx context.Context, req Request) (Result, error) {
 		Grant: vg, Segment: req.Segment, Target: req.Target, Method: req.Method,
 		PayloadDigest: req.PayloadDigest, EffectKey: req.EffectKey, ReceiptID: g.cfg.NewID(), Now: g.cfg.Now(),
 	}
+	if k, ok := req.Effect.(RequestKeeper); ok && !shadow {
+		if areq.Request, err = k.KeptRequest(fencegate.Receipt{Resource: vg.Resource, OperationRoot: vg.OperationRoot,
+			FenceToken: vg.FenceToken, Segment: req.Segment, Target: req.Target, Method: req.Method}); err != nil {
+			return Result{}, err
+		}
+	}
 	adm, err := g.admit(actx, areq)
 	if err != nil {
 		if fencegate.ErrorCode(err) == fencegate.CodeFenceRegression {
@@ -166,7 +181,7 @@ func (g *Gateway) Apply(ctx context.Context, req Request) (Result, error) {
 		return Result{}, err
 	}
 	if adm.Replay {
-		return replayResult(adm.Receipt)
+		return g.replay(ctx, adm.Receipt)
 	}
 	return g.forward(ctx, adm, req.Effect)
 }
@@ -209,13 +224,63 @@ func (g *Gateway) forward(ctx context.Context, adm fencegate.Admission, eff Effe
 	return Result{Receipt: r}, nil
 }
 
-// replayResult answers a replayed segment from its original receipt.
-func replayResult(r fencegate.Receipt) (Result, error) {
+// replay answers a replayed segment from its original receipt. An UNKNOWN
+// receipt is first given to the target's Resolver (an API resends the kept
+// request under the same key where its contract allows it); what that
+// settles is recorded and answered, so a worker that retries after
+// MUTATION_UNKNOWN gets the settled answer. The caller holds the resource.
+func (g *Gateway) replay(ctx context.Context, r fencegate.Receipt) (Result, error) {
+	if r.State == fencegate.ReceiptUnknown && g.cfg.Resolver != nil {
+		if res := g.cfg.Resolver(r.Target); res != nil {
+			r = g.resolveNow(ctx, res, r)
+		}
+	}
 	switch r.State {
 	case fencegate.ReceiptPending, fencegate.ReceiptUnknown:
 		return Result{Receipt: r, Replay: true}, &fencegate.Error{Code: fencegate.CodeMutationUnknown, Message: "the original effect has not settled yet", ReceiptID: r.ID}
+	case fencegate.ReceiptNotApplied, fencegate.ReceiptFailed:
+		return Result{Receipt: r, Replay: true}, &fencegate.Error{Code: fencegate.CodeBackendUnavailable,
+			Message: "the original effect was not applied; send the segment again", ReceiptID: r.ID}
 	}
 	return Result{Receipt: r, Replay: true}, nil
+}
+
+// resolveNow runs res on r and records what it learnt; it returns the
+// receipt as stored afterwards (r itself when nothing was recorded).
+func (g *Gateway) resolveNow(ctx context.Context, res Resolver, r fencegate.Receipt) fencegate.Receipt {
+	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.EffectTimeout)
+	defer cancel()
+	out, err := res.Resolve(ectx, r)
+	if err != nil {
+		g.cfg.Log.Warn("replay: settling the unknown outcome failed", "receipt", r.ID, "err", err)
+		return r
+	}
+	if !Learnt(r, out) {
+		return r
+	}
+	out.Now = g.cfg.Now()
+	settled, err := g.cfg.Store.Settle(context.WithoutCancel(ctx), r.ID, out)
+	if err != nil {
+		g.cfg.Log.Warn("replay: recording the settled outcome failed", "receipt", r.ID, "err", err)
+		if cur, rerr := g.cfg.Store.Receipt(context.WithoutCancel(ctx), r.ID); rerr == nil {
+			return cur // settled meanwhile by the reconciler
+		}
+		return r
+	}
+	return settled
+}
+
+// Learnt reports whether a resolver's outcome for r is worth recording: a
+// new state, or, still UNKNOWN, another attempt or a changed resend mark or
+// reason.
+func Learnt(r fencegate.Receipt, out fencegate.Outcome) bool {
+	if out.State == "" {
+		return false
+	}
+	if out.State != fencegate.ReceiptUnknown || r.State != fencegate.ReceiptUnknown {
+		return true
+	}
+	return out.Attempts > 0 || out.Resend != r.Resend || (out.Error != "" && out.Error != r.Error)
 }
 
 // asCode keeps a domain error's code, or wraps any other error under code.

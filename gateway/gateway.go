@@ -66,6 +66,9 @@ type Config struct {
 	Now   func() time.Time
 	NewID func() string
 	Log   *slog.Logger
+	// Resolver, when set, picks the resolver of a target: a replayed segment
+	// whose receipt is UNKNOWN is settled through it before it is answered.
+	Resolver func(target string) Resolver
 	// EffectTimeout bounds one forwarded effect (default 60 s).
 	EffectTimeout time.Duration
 	// After waits between retries of a settle that failed (default

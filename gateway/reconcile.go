@@ -120,7 +120,7 @@ func (rc *Reconciler) RunOnce(ctx context.Context) (int, error) {
 				out = o
 			}
 		}
-		if out.State == fencegate.ReceiptUnknown && r.State == fencegate.ReceiptUnknown {
+		if !Learnt(r, out) {
 			rc.backoff(r.ID, now)
 			continue
 		}
@@ -129,8 +129,12 @@ func (rc *Reconciler) RunOnce(ctx context.Context) (int, error) {
 			rc.log().Warn("reconcile: settle failed", "receipt", r.ID, "err", err)
 			continue
 		}
+		if out.State == fencegate.ReceiptUnknown {
+			rc.backoff(r.ID, now) // another attempt recorded; the next one waits
+			continue
+		}
 		rc.forget(r.ID)
-		if out.State != fencegate.ReceiptUnknown {
+		{
 			settled++
 			done[r.ID] = true
 			rc.log().Info("reconciled", "receipt", r.ID, "state", out.State)

@@ -73,9 +73,8 @@ func newAPIEnv(t *testing.T, kit *prooftest.Kit, pay *upstream.Payments, mod fun
 		Name: "payouts", BaseURL: e.up.URL,
 		Credentials:         &httpapi.Credentials{Prefix: "Bearer ", Env: "FG_TEST_PAYOUTS_KEY"},
 		KeepResponseHeaders: []string{"Request-Id"},
-		Contract: httpapi.Contract{Idempotency: &httpapi.Idempotency{KeyRetention: 24 * time.Hour,
-			EffectQuery: &httpapi.EffectQuery{Method: "GET", URL: "/v1/payouts?idempotency_key={key}"}}},
-		Routes: []httpapi.Route{{Method: "POST", Path: "/v1/accounts/{account}/payouts", Resource: "payouts/{account}"}},
+		Contract:            httpapi.Contract{Idempotency: &httpapi.Idempotency{KeyRetention: 24 * time.Hour}},
+		Routes:              []httpapi.Route{{Method: "POST", Path: "/v1/accounts/{account}/payouts", Resource: "payouts/{account}"}},
 	}
 	if mod != nil {
 		mod(&c)
@@ -99,7 +98,7 @@ func (e *apiEnv) open() {
 	e.t.Cleanup(func() { _ = st.Close() })
 	e.store = st
 	gw, err := gateway.New(gateway.Config{Verifier: e.kit.Verifier(), Store: st,
-		Policy: gateway.StaticPolicy{Generation: 1}, Now: e.kit.Now})
+		Policy: gateway.StaticPolicy{Generation: 1}, Now: e.kit.Now, Resolver: httpapi.Resolvers{"payouts": e.api}.For})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -297,16 +296,22 @@ func TestCrashMidCallIsReconciledAfterRestart(t *testing.T) {
 	e := newAPIEnv(t, nil, nil, nil)
 	a := e.grantFor(payerA, payerTokA, 1)
 	sum := sha256.Sum256([]byte(payoutBody))
+	call := e.api.Call("POST", "/v1/accounts/acc_1/payouts", http.Header{"Content-Type": {"application/json"}},
+		strings.NewReader(payoutBody), int64(len(payoutBody)))
+	target := httpapi.Target("payouts", "/v1/accounts/acc_1/payouts")
+	kept, err := call.KeptRequest(fencegate.Receipt{Resource: a.vg.Resource, OperationRoot: a.vg.OperationRoot,
+		FenceToken: a.vg.FenceToken, Segment: 1, Target: target, Method: "POST"})
+	if err != nil {
+		t.Fatal(err)
+	}
 	adm, err := e.store.Admit(context.Background(), fencegate.AdmitRequest{
-		Grant: a.vg, Segment: 1, Target: httpapi.Target("payouts", "/v1/accounts/acc_1/payouts"), Method: "POST",
+		Grant: a.vg, Segment: 1, Target: target, Method: "POST", Request: kept,
 		PayloadDigest: "sha256:" + hex.EncodeToString(sum[:]), ReceiptID: "rcpt_crashed", Now: e.kit.Now(),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The call reaches the upstream; the gateway dies before settling.
-	call := e.api.Call("POST", "/v1/accounts/acc_1/payouts", http.Header{"Content-Type": {"application/json"}},
-		strings.NewReader(payoutBody), int64(len(payoutBody)))
 	if _, err := call.Apply(context.Background(), adm.Receipt, ""); err != nil {
 		t.Fatal(err)
 	}

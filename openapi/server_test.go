@@ -250,7 +250,6 @@ func newEnv(t *testing.T, mods ...func(*handlers.Server, *fakeAdmin)) *testEnv {
 		Credentials: &httpapi.Credentials{Header: "Authorization", Prefix: "Bearer ", Env: "OPENAPI_TEST_UPSTREAM_TOKEN"},
 		Contract: httpapi.Contract{Idempotency: &httpapi.Idempotency{
 			KeyRetention: 24 * time.Hour,
-			EffectQuery:  &httpapi.EffectQuery{Method: "GET", URL: "/v1/payouts?key={key}"},
 		}},
 		Routes: []httpapi.Route{{Method: "POST", Path: "/v1/accounts/{account}/payouts", Resource: "payouts/{account}"},
 			{Method: "GET", Path: "/v1/payouts/{payout}", Resource: "payouts/reads"}},

@@ -2,19 +2,22 @@
 // forwards fenced calls to payment-style APIs.
 //
 // Guarantees: an API is admitted only with a fencing contract (idempotency
-// with a key retention and an effect query, or a native fence header); every
-// call of a receipt carries the same deterministic idempotency key derived
-// from resource, operation root, fence and segment, so a retry can never
-// create a second effect under another key; the worker's Authorization and
-// fence headers never reach the upstream, which sees only the configured
-// credential; an outcome is COMMITTED only when an answer was received,
-// FAILED only when nothing can have been sent, and UNKNOWN otherwise.
+// with a key retention, or a native fence header) and a declared way to
+// settle unknown outcomes (Settle); every call of a receipt carries the same
+// deterministic idempotency key derived from resource, operation root, fence
+// and segment, placed and shaped as the API wants it (Key), so a retry can
+// never create a second effect under another key; the exact request is kept
+// with the receipt and every resend is that request under that key, made only
+// where the API's answer classes (Answers) and key retention allow it, never
+// by the HTTP transport; the worker's Authorization and fence headers never
+// reach the upstream, which sees only the configured credential; an outcome
+// is COMMITTED only with a final answer (or a lookup/fetch that proves the
+// effect), FAILED only when nothing can have been sent, and UNKNOWN otherwise.
 package httpapi
 
 import (
 	"errors"
 	"fmt"
-	"net/http"
 	"net/url"
 	"os"
 	"strings"
@@ -46,8 +49,14 @@ type APIConfig struct {
 	BaseURL     string       `yaml:"baseURL"`
 	Credentials *Credentials `yaml:"credentials"`
 	// Timeout bounds one upstream call (default 30 s).
-	Timeout           time.Duration `yaml:"timeout"`
-	IdempotencyHeader string        `yaml:"idempotencyHeader"`
+	Timeout time.Duration `yaml:"timeout"`
+	// Key is where the idempotency key goes and its shape (idempotency
+	// contracts only: a native-fence-only API is sent no key).
+	Key Key `yaml:"key"`
+	// Answers classifies the API's answers (defaults: Answers).
+	Answers Answers `yaml:"answers"`
+	// Settle is how unknown outcomes are settled, unless a route overrides it.
+	Settle Settle `yaml:"settle"`
 	// MaxBodyBytes caps a forwarded request body (default 1 MiB).
 	MaxBodyBytes int64 `yaml:"maxBodyBytes"`
 	// MaxResponseBytes caps the upstream body kept in the receipt (default 64 KiB).
@@ -73,11 +82,10 @@ type Contract struct {
 	NativeFence *NativeFence `yaml:"nativeFence"`
 }
 
-// Idempotency: the upstream deduplicates by key for KeyRetention, and
-// EffectQuery finds an effect by key.
+// Idempotency: the upstream deduplicates requests by key for KeyRetention
+// (Stripe and Checkout.com 24 h, PayPal Orders 6 h, Adyen at least 31 days).
 type Idempotency struct {
 	KeyRetention time.Duration `yaml:"keyRetention"`
-	EffectQuery  *EffectQuery  `yaml:"effectQuery"`
 }
 
 // NativeFence: the upstream itself rejects fences lower than the highest it
@@ -85,18 +93,6 @@ type Idempotency struct {
 type NativeFence struct {
 	Header        string `yaml:"header"`
 	SegmentHeader string `yaml:"segmentHeader"`
-	// EffectQuery, optional here, lets the reconciler settle unknown outcomes.
-	EffectQuery *EffectQuery `yaml:"effectQuery"`
-}
-
-// EffectQuery finds an effect by its idempotency key: URL (relative to the
-// base URL) contains {key}. 2xx means found; 404 means not applied.
-type EffectQuery struct {
-	Method string `yaml:"method"`
-	URL    string `yaml:"url"`
-	// NotAppliedAfter is the receipt age before a 404 counts as proof that the
-	// effect did not happen (a late request may still land); default: Timeout.
-	NotAppliedAfter time.Duration `yaml:"notAppliedAfter"`
 }
 
 // Route allows Method on the path template Path ("/v1/accounts/{account}/payouts");
@@ -108,6 +104,8 @@ type Route struct {
 	Method   string `yaml:"method"`
 	Path     string `yaml:"path"`
 	Resource string `yaml:"resource"`
+	// Settle overrides the API's Settle for this route.
+	Settle *Settle `yaml:"settle"`
 }
 
 // FieldError is one problem of the configuration, at Field: the YAML path of
@@ -142,9 +140,9 @@ func (a APIConfig) withDefaults() APIConfig {
 	if a.Timeout == 0 {
 		a.Timeout = DefaultTimeout
 	}
-	if a.IdempotencyHeader == "" {
-		a.IdempotencyHeader = DefaultIdempotencyHeader
-	}
+	a.Key = a.Key.withDefaults()
+	a.Answers = a.Answers.withDefaults(a.Contract)
+	a.Settle = a.Settle.withDefaults(a.Contract)
 	if a.MaxBodyBytes == 0 {
 		a.MaxBodyBytes = DefaultMaxBodyBytes
 	}
@@ -195,8 +193,19 @@ func (a APIConfig) validate(i int) []error {
 			at(f.name, fencegate.CodeInvalidRequest, "%s must not be negative", f.name)
 		}
 	}
-	if !validHeaderName(a.IdempotencyHeader) {
-		at("idempotencyHeader", fencegate.CodeInvalidRequest, "idempotencyHeader %q is not a valid header name", a.IdempotencyHeader)
+	if a.MaxBodyBytes > fencegate.MaxEffectRequestBody {
+		at("maxBodyBytes", fencegate.CodeInvalidRequest, "maxBodyBytes %d is over the %d bytes a receipt keeps to resend the request", a.MaxBodyBytes, fencegate.MaxEffectRequestBody)
+	}
+	if a.Contract.Idempotency != nil {
+		for _, e := range a.Key.validate() {
+			at("key", fencegate.CodeInvalidRequest, "%s", e)
+		}
+	}
+	for _, e := range a.Answers.validate() {
+		at("answers", fencegate.CodeInvalidRequest, "%s", e)
+	}
+	for _, e := range a.Settle.validate(a) {
+		at("settle", e.code, "settle: %s", e.msg)
 	}
 	for _, h := range a.KeepResponseHeaders {
 		if !validHeaderName(h) {
@@ -226,6 +235,11 @@ func (a APIConfig) validate(i int) []error {
 		if _, err := compileRoute(r); err != nil {
 			at(fmt.Sprintf("routes[%d]", j), fencegate.CodeInvalidRequest, "routes[%d]: %s", j, fencegate.ErrorMessage(err))
 		}
+		if r.Settle != nil {
+			for _, e := range r.Settle.withDefaults(a.Contract).validate(a) {
+				at(fmt.Sprintf("routes[%d].settle", j), e.code, "routes[%d].settle: %s", j, e.msg)
+			}
+		}
 	}
 	return errs
 }
@@ -233,17 +247,12 @@ func (a APIConfig) validate(i int) []error {
 // validate reports the contract's problems through at (field, code, message).
 func (c Contract) validate(at func(field string, code fencegate.Code, format string, args ...any)) {
 	if c.Idempotency == nil && c.NativeFence == nil {
-		at("contract", fencegate.CodeUnsupported, "declares no fencing contract: it needs contract.idempotency (keyRetention and effectQuery) or contract.nativeFence (header)")
+		at("contract", fencegate.CodeUnsupported, "declares no fencing contract: it needs contract.idempotency (keyRetention) or contract.nativeFence (header)")
 		return
 	}
 	if id := c.Idempotency; id != nil {
 		if id.KeyRetention <= 0 {
 			at("contract.idempotency.keyRetention", fencegate.CodeUnsupported, "contract.idempotency needs keyRetention > 0")
-		}
-		if id.EffectQuery == nil {
-			at("contract.idempotency", fencegate.CodeUnsupported, "contract.idempotency needs an effectQuery to settle unknown outcomes")
-		} else if err := id.EffectQuery.validate(); err != nil {
-			at("contract.idempotency.effectQuery", fencegate.CodeInvalidRequest, "contract.idempotency.effectQuery: %s", err)
 		}
 	}
 	if nf := c.NativeFence; nf != nil {
@@ -253,30 +262,7 @@ func (c Contract) validate(at func(field string, code fencegate.Code, format str
 		if nf.SegmentHeader != "" && !validHeaderName(nf.SegmentHeader) {
 			at("contract.nativeFence.segmentHeader", fencegate.CodeInvalidRequest, "contract.nativeFence.segmentHeader %q is not a valid header name", nf.SegmentHeader)
 		}
-		if nf.EffectQuery != nil {
-			if err := nf.EffectQuery.validate(); err != nil {
-				at("contract.nativeFence.effectQuery", fencegate.CodeInvalidRequest, "contract.nativeFence.effectQuery: %s", err)
-			}
-		}
 	}
-}
-
-func (q *EffectQuery) validate() error {
-	switch strings.ToUpper(q.Method) {
-	case http.MethodGet, http.MethodHead, http.MethodPost:
-	default:
-		return fmt.Errorf("method %q must be GET, HEAD or POST", q.Method)
-	}
-	if !strings.HasPrefix(q.URL, "/") || !strings.Contains(q.URL, "{key}") {
-		return fmt.Errorf("url %q must start with / and contain {key}", q.URL)
-	}
-	if _, err := url.Parse(strings.ReplaceAll(q.URL, "{key}", "k")); err != nil {
-		return fmt.Errorf("url %q does not parse", q.URL)
-	}
-	if q.NotAppliedAfter < 0 {
-		return fmt.Errorf("notAppliedAfter must not be negative")
-	}
-	return nil
 }
 
 // validHeaderName reports whether s is an RFC 9110 token.

@@ -58,7 +58,7 @@ func TestEveryProblemNamesItsField(t *testing.T) {
 	}
 }
 
-func TestIdempotencyContractNeedsRetentionAndEffectQuery(t *testing.T) {
+func TestIdempotencyContractNeedsRetentionAboveTheTimeout(t *testing.T) {
 	c := validConfig("http://up.example")
 	c.Contract.Idempotency = &Idempotency{}
 	err := Config{APIs: []APIConfig{c}}.Validate()
@@ -66,8 +66,8 @@ func TestIdempotencyContractNeedsRetentionAndEffectQuery(t *testing.T) {
 	if !errors.As(err, &fe) || fe.Code != fencegate.CodeUnsupported {
 		t.Fatalf("err = %v, want UNSUPPORTED", err)
 	}
-	if !strings.Contains(err.Error(), "keyRetention") || !strings.Contains(err.Error(), "effectQuery") {
-		t.Fatalf("err = %v, want both missing parts named", err)
+	if !strings.Contains(err.Error(), "keyRetention > 0") || !strings.Contains(err.Error(), "strategy resend needs keyRetention") {
+		t.Fatalf("err = %v, want the retention and the resend strategy's need of it named", err)
 	}
 }
 
@@ -122,7 +122,7 @@ func TestIdempotencyKeyDependsOnResourceRootFenceSegmentOnly(t *testing.T) {
 	if IdempotencyKey(r) != IdempotencyKey(same) {
 		t.Fatal("the key changed with fields outside resource, root, fence, segment")
 	}
-	if k := IdempotencyKey(r); !strings.HasPrefix(k, "fg-") || len(k) != 3+64 {
+	if k := IdempotencyKey(r); !strings.HasPrefix(k, "fg-") || len(k) != DefaultKeyMaxLength {
 		t.Fatalf("key %q is not fg-<sha256 hex>", k)
 	}
 	for _, mod := range []func(*fencegate.Receipt){
@@ -160,8 +160,7 @@ func TestTargetRoundTrips(t *testing.T) {
 func validConfig(base string) APIConfig {
 	return APIConfig{
 		Name: "payouts", BaseURL: base,
-		Contract: Contract{Idempotency: &Idempotency{KeyRetention: 24 * time.Hour,
-			EffectQuery: &EffectQuery{Method: "GET", URL: "/v1/payouts?idempotency_key={key}"}}},
-		Routes: []Route{{Method: "POST", Path: "/v1/accounts/{account}/payouts", Resource: "payouts/{account}"}},
+		Contract: Contract{Idempotency: &Idempotency{KeyRetention: 24 * time.Hour}},
+		Routes:   []Route{{Method: "POST", Path: "/v1/accounts/{account}/payouts", Resource: "payouts/{account}"}},
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"sync"
 	"testing"
 
 	"github.com/fencegate/fencegate"
@@ -59,5 +60,82 @@ func TestResentRequestThatFailsToConnectIsUnknownNotUnsent(t *testing.T) {
 	<-applied
 	if out.State != fencegate.ReceiptUnknown || fencegate.ErrorCode(err) != fencegate.CodeMutationUnknown {
 		t.Fatalf("a written-then-dropped request is %s (%v), want UNKNOWN", out.State, err)
+	}
+}
+
+// TestTransportNeverResendsOnItsOwn: an upstream that reads the second
+// request of a keep-alive connection (it applies it) and then drops the
+// connection, still listening. Go's http.Transport would resend a request
+// carrying Idempotency-Key on a new connection by itself; the gateway's
+// transport must not: the upstream sees two requests, not three, and the
+// second call is UNKNOWN. Both for a keyed API and a native-fence-only one.
+func TestTransportNeverResendsOnItsOwn(t *testing.T) {
+	for name, mod := range map[string]func(*APIConfig){
+		"idempotency": nil,
+		"native fence": func(c *APIConfig) {
+			c.Contract = Contract{NativeFence: &NativeFence{Header: "Fence-Token"}}
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ln.Close()
+			var mu sync.Mutex
+			requests := 0
+			go func() {
+				for {
+					conn, err := ln.Accept()
+					if err != nil {
+						return
+					}
+					go func(conn net.Conn) {
+						defer conn.Close()
+						br := bufio.NewReader(conn)
+						for {
+							req, err := http.ReadRequest(br)
+							if err != nil {
+								return
+							}
+							_, _ = io.Copy(io.Discard, req.Body)
+							mu.Lock()
+							requests++
+							n := requests
+							mu.Unlock()
+							if n == 2 {
+								return // applied, then dropped without an answer
+							}
+							_, _ = conn.Write([]byte("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}"))
+						}
+					}(conn)
+				}
+			}()
+			c := validConfig("http://" + ln.Addr().String())
+			if mod != nil {
+				mod(&c)
+			}
+			api, err := New(c, &http.Client{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			call := func(seg uint64) (fencegate.Outcome, error) {
+				r := fencegate.Receipt{ID: "r", Resource: "payouts/acc_1", OperationRoot: "root", FenceToken: 1, Segment: seg}
+				return api.Call("POST", "/v1/accounts/acc_1/payouts", http.Header{}, bytes.NewReader([]byte(payout)), int64(len(payout))).
+					Apply(context.Background(), r, "")
+			}
+			if out, err := call(1); err != nil || out.State != fencegate.ReceiptCommitted {
+				t.Fatalf("first call: %+v %v", out, err)
+			}
+			out, err := call(2)
+			if out.State != fencegate.ReceiptUnknown || fencegate.ErrorCode(err) != fencegate.CodeMutationUnknown {
+				t.Fatalf("a written-then-dropped request is %s (%v), want UNKNOWN", out.State, err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if requests != 2 {
+				t.Fatalf("upstream received %d requests, want 2: the transport resent on its own", requests)
+			}
+		})
 	}
 }

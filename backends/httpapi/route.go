@@ -13,6 +13,7 @@ type route struct {
 	path     string
 	segs     []segment
 	resource []segment // split on "/" like segs
+	settle   Settle    // the route's, or the API's (defaults applied)
 }
 
 // segment is a literal, or a parameter when param is set.

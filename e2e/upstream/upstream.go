@@ -39,6 +39,18 @@ type Options struct {
 	Now func() time.Time
 	// FenceHeader, when set, turns on native-fence mode.
 	FenceHeader string
+	// KeyField, when set, reads the key from this top-level member of the
+	// JSON body instead of KeyHeader (Square's idempotency_key).
+	KeyField string
+	// MaxKeyLength, when set, refuses longer keys with 400 (Adyen 64, Square 45).
+	MaxKeyLength int
+	// ConflictOnReplay answers a same-key replay of a created payout with
+	// GoCardless' 409 idempotent_creation_conflict naming the payout, instead
+	// of the saved answer.
+	ConflictOnReplay bool
+	// SearchLag delays a payout's visibility in GET /v1/payouts/search
+	// (Stripe Search is eventually consistent), on the Now clock.
+	SearchLag time.Duration
 }
 
 // Fault is injected into one payout request.
@@ -56,6 +68,15 @@ const (
 	Hang
 	// ServerError answers 500 without applying anything.
 	ServerError
+	// InProgress answers 409 idempotency_key_in_use without applying
+	// anything, as while another request with the key is being processed.
+	InProgress
+	// SavedServerError applies the payout and answers 500, saving the 500
+	// under the key (Stripe replays saved 500s) with Stripe-Should-Retry: false.
+	SavedServerError
+	// RetryableServerError answers 500 with Stripe-Should-Retry: true,
+	// applying and saving nothing.
+	RetryableServerError
 )
 
 // Payout is one effect: money sent.
@@ -73,6 +94,7 @@ type saved struct {
 	at      time.Time
 	status  int
 	body    []byte
+	header  http.Header
 }
 
 // Payments is the fake provider. It is safe for concurrent use.
@@ -81,6 +103,7 @@ type Payments struct {
 
 	mu           sync.Mutex
 	payouts      []Payout
+	created      []time.Time // of each payout, on the Now clock
 	keys         map[string]*saved
 	fences       map[string]uint64
 	faults       []Fault
@@ -195,6 +218,10 @@ func (p *Payments) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
 	switch {
+	case r.Method == http.MethodGet && r.URL.Path == "/v1/payouts/search":
+		p.search(w, r.URL.Query().Get("key"))
+	case r.Method == http.MethodGet && len(parts) == 3 && parts[0] == "v1" && parts[1] == "payouts":
+		p.byID(w, parts[2])
 	case r.Method == http.MethodGet && r.URL.Path == "/v1/payouts":
 		p.findByKey(w, r.URL.Query().Get("idempotency_key"))
 	case r.Method == http.MethodPost && len(parts) == 4 && parts[0] == "v1" && parts[1] == "accounts" && parts[3] == "payouts":
@@ -221,6 +248,14 @@ func (p *Payments) createPayout(w http.ResponseWriter, r *http.Request, account 
 	if err != nil {
 		return
 	}
+	key := r.Header.Get(p.opt.KeyHeader)
+	if p.opt.KeyField != "" {
+		var fields map[string]any
+		_ = json.Unmarshal(raw, &fields)
+		key, _ = fields[p.opt.KeyField].(string)
+		delete(fields, p.opt.KeyField)
+		raw, _ = json.Marshal(fields) // the key is not part of the payout
+	}
 	var in struct {
 		Amount   int64  `json:"amount"`
 		Currency string `json:"currency"`
@@ -231,7 +266,10 @@ func (p *Payments) createPayout(w http.ResponseWriter, r *http.Request, account 
 		answer(w, http.StatusBadRequest, map[string]string{"error": "invalid_request"})
 		return
 	}
-	key := r.Header.Get(p.opt.KeyHeader)
+	if p.opt.MaxKeyLength > 0 && len(key) > p.opt.MaxKeyLength {
+		answer(w, http.StatusBadRequest, map[string]string{"error": "idempotency_key_too_long"})
+		return
+	}
 	sum := sha256.Sum256(raw)
 	request := fmt.Sprintf("%s %s %x", r.Method, r.URL.Path, sum)
 
@@ -245,9 +283,19 @@ func (p *Payments) createPayout(w http.ResponseWriter, r *http.Request, account 
 			p.mu.Unlock()
 			answer(w, http.StatusUnprocessableEntity, map[string]string{"error": "idempotency_key_reuse"})
 			return
+		case p.opt.ConflictOnReplay && s.status < 300:
+			id := p.byKeyLocked(key)
+			p.mu.Unlock()
+			answer(w, http.StatusConflict, map[string]any{"error": map[string]any{"code": 409, "type": "invalid_state",
+				"errors": []any{map[string]any{"reason": "idempotent_creation_conflict",
+					"links": map[string]string{"conflicting_resource_id": id}}}}})
+			return
 		default:
 			p.mu.Unlock()
 			w.Header().Set("Idempotent-Replayed", "true")
+			for k, v := range s.header {
+				w.Header()[k] = v
+			}
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(s.status)
 			_, _ = w.Write(s.body)
@@ -283,11 +331,34 @@ func (p *Payments) createPayout(w http.ResponseWriter, r *http.Request, account 
 		p.mu.Unlock()
 		answer(w, http.StatusInternalServerError, map[string]string{"error": "internal"})
 		return
+	case InProgress:
+		p.mu.Unlock()
+		answer(w, http.StatusConflict, map[string]any{"error": map[string]string{"type": "idempotency_error", "code": "idempotency_key_in_use"}})
+		return
+	case RetryableServerError:
+		p.mu.Unlock()
+		w.Header().Set("Stripe-Should-Retry", "true")
+		answer(w, http.StatusInternalServerError, map[string]string{"error": "internal"})
+		return
 	}
 	po := Payout{ID: fmt.Sprintf("po_%d", len(p.payouts)+1), Account: account, Amount: in.Amount,
 		Currency: in.Currency, IdempotencyKey: key, Fence: fence}
 	p.payouts = append(p.payouts, po)
+	p.created = append(p.created, now)
 	body, _ := json.Marshal(po)
+	if fault == SavedServerError {
+		saved500 := &saved{request: request, at: now, status: http.StatusInternalServerError,
+			body: []byte(`{"error":{"type":"api_error"}}`), header: http.Header{"Stripe-Should-Retry": {"false"}}}
+		if key != "" {
+			p.keys[key] = saved500
+		}
+		p.mu.Unlock()
+		w.Header().Set("Stripe-Should-Retry", "false")
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusInternalServerError)
+		_, _ = w.Write(saved500.body)
+		return
+	}
 	if key != "" {
 		p.keys[key] = &saved{request: request, at: now, status: http.StatusOK, body: body}
 	}

@@ -213,8 +213,9 @@ func loadOrCreateSeed(path string) ([]byte, error) {
 
 // openAPIs builds the configured third-party APIs from the validated config:
 // each has declared a fencing contract or the config was refused.
-func openAPIs(cfg config.Config) (map[string]*httpapi.API, error) {
-	return httpapi.NewAll(cfg.APIConfig(), &http.Client{})
+// Every resend is logged and counted by onResend.
+func openAPIs(cfg config.Config, log *slog.Logger, onResend func(api, reason string)) (map[string]*httpapi.API, error) {
+	return httpapi.NewAll(cfg.APIConfig(), &http.Client{}, httpapi.WithLogger(log), httpapi.WithResendHook(onResend))
 }
 
 // serverTLS loads the server certificate and, when given, the client CA that

@@ -160,10 +160,7 @@ func Build(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, er
 			return nil, err
 		}
 	}
-	if a.Gateway, err = gateway.New(gcfg); err != nil {
-		return nil, err
-	}
-	apis, err := openAPIs(cfg)
+	apis, err := openAPIs(cfg, log, a.metrics.Resend)
 	if err != nil {
 		return nil, err
 	}
@@ -173,9 +170,16 @@ func Build(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, er
 		}
 		return nil
 	}
+	resolvers := httpapi.Resolvers(apis).Or(objectResolver)
+	// A replayed segment whose receipt is UNKNOWN is settled (an API call
+	// resent under its key) before it is answered.
+	gcfg.Resolver = resolvers
+	if a.Gateway, err = gateway.New(gcfg); err != nil {
+		return nil, err
+	}
 	a.reconciler = &gateway.Reconciler{
 		Store: store, Log: log, Deadline: cfg.Reconcile.Deadline, Orphan: cfg.Reconcile.Orphan,
-		Resolver: httpapi.Resolvers(apis).Or(objectResolver), OnOverdue: a.raiseOverdue,
+		Resolver: resolvers, OnOverdue: a.raiseOverdue,
 	}
 	tokens, err := cfg.Tokens()
 	if err != nil {
@@ -295,6 +299,7 @@ type metrics struct {
 	regressions *prometheus.CounterVec
 	shadow      *prometheus.CounterVec
 	overdue     prometheus.Gauge
+	resends     *prometheus.CounterVec
 }
 
 func newMetrics() *metrics {
@@ -311,9 +316,16 @@ func newMetrics() *metrics {
 		Name: "fencegate_unknown_overdue",
 		Help: "UNKNOWN receipts older than the reconcile deadline: they need manual reconciliation (alert on > 0).",
 	})
-	m.reg.MustRegister(m.regressions, m.shadow, m.overdue, prometheus.NewGoCollector())
+	m.resends = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "fencegate_upstream_resends_total",
+		Help: "Upstream API requests resent under their idempotency key (by the reconciler or a replay), by API and why.",
+	}, []string{"api", "reason"})
+	m.reg.MustRegister(m.resends, m.regressions, m.shadow, m.overdue, prometheus.NewGoCollector())
 	return m
 }
+
+// Resend counts one same-key resend of an upstream API request.
+func (m *metrics) Resend(api, reason string) { m.resends.WithLabelValues(api, reason).Inc() }
 
 // FenceRegression counts a regression (the gateway core logs it).
 func (m *metrics) FenceRegression(resource string, _ uint64, _ error) {

@@ -1,0 +1,233 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/fencegate/fencegate"
+)
+
+// SettledByHeader names, in a stored answer, how an unknown outcome was
+// settled when the answer is not the call's own ("lookup", "conflict-fetch").
+const SettledByHeader = "Fence-Settled-By"
+
+// Resends is the number of same-key resends this API has made.
+func (a *API) Resends() int64 { return a.resends.Load() }
+
+// settleFor is the Settle of the route r was admitted on (the API's when the
+// route is not found any more).
+func (a *API) settleFor(r fencegate.Receipt) Settle {
+	if _, path, ok := SplitTarget(r.Target); ok {
+		p, _ := strings.CutPrefix(path, "/")
+		parts := strings.Split(p, "/")
+		for i := range a.routes {
+			if _, ok := a.routes[i].match(r.Method, parts); ok {
+				return a.routes[i].settle
+			}
+		}
+	}
+	return a.cfg.Settle
+}
+
+// Resolve settles an unknown (or orphaned PENDING) outcome by the strategy of
+// the receipt's route. It returns State UNKNOWN when nothing is proved; the
+// error is set only when the attempt itself failed and nothing was learnt.
+//
+//   - resend / conflict-fetch: the kept request is sent again under the same
+//     key, if the last attempt allowed it (Receipt.Resend, or a PENDING orphan),
+//     the key is still retained (receipt age plus timeout below keyRetention)
+//     and fewer than maxAttempts sends were made; its answer is classified as
+//     the first one was. Otherwise the receipt stays UNKNOWN for an operator.
+//   - lookup: see Lookup.
+//   - manual: nothing; an operator resolves it.
+func (a *API) Resolve(ctx context.Context, r fencegate.Receipt) (fencegate.Outcome, error) {
+	st := a.settleFor(r)
+	switch st.Strategy {
+	case StrategyResend, StrategyConflictFetch:
+		return a.resend(ctx, r, st)
+	case StrategyLookup:
+		return a.lookup(ctx, r, st.Lookup)
+	}
+	return fencegate.Outcome{State: fencegate.ReceiptUnknown}, fencegate.Errorf(fencegate.CodeUnsupported,
+		"api %q settles unknown outcomes by hand; an operator must resolve %s", a.cfg.Name, r.ID)
+}
+
+func (a *API) resend(ctx context.Context, r fencegate.Receipt, st Settle) (fencegate.Outcome, error) {
+	still := fencegate.Outcome{State: fencegate.ReceiptUnknown, Resend: r.Resend, Error: r.Error}
+	manual := func(why string) (fencegate.Outcome, error) {
+		if r.State == fencegate.ReceiptUnknown && !r.Resend {
+			return still, nil // already waiting for a person
+		}
+		return fencegate.Outcome{State: fencegate.ReceiptUnknown, Error: why + "; it needs manual reconciliation"}, nil
+	}
+	switch {
+	case r.Request == nil:
+		return manual("the receipt keeps no request to resend")
+	case r.State == fencegate.ReceiptUnknown && !r.Resend:
+		return still, nil // the last answer does not allow a resend
+	case a.now().Sub(r.CreatedAt)+a.cfg.Timeout >= a.cfg.Contract.Idempotency.KeyRetention:
+		return manual(fmt.Sprintf("past the key retention of %s with no proof", a.cfg.Contract.Idempotency.KeyRetention))
+	case r.Attempts >= st.MaxAttempts:
+		return manual(fmt.Sprintf("%d sends without a final answer", r.Attempts))
+	}
+	reason := "orphaned"
+	if r.State == fencegate.ReceiptUnknown {
+		reason = "unknown"
+	}
+	a.resends.Add(1)
+	if a.onResend != nil {
+		a.onResend(a.cfg.Name, reason)
+	}
+	a.log.Info("resending an upstream request under its idempotency key", "api", a.cfg.Name, "receipt", r.ID,
+		"attempt", r.Attempts+1, "reason", reason, "last", r.Error)
+	out, _ := a.attempt(ctx, r, r.Request, false)
+	return out, nil
+}
+
+// lookup asks the declared query and matches its answer.
+func (a *API) lookup(ctx context.Context, r fencegate.Receipt, l *Lookup) (fencegate.Outcome, error) {
+	still := fencegate.Outcome{State: fencegate.ReceiptUnknown, Resend: r.Resend, Error: r.Error}
+	want, ref, err := a.lookupValue(r, l)
+	if err != nil {
+		return still, err
+	}
+	u := strings.ReplaceAll(strings.ReplaceAll(l.URL, "{key}", url.QueryEscape(want)), "{ref}", url.QueryEscape(ref))
+	path, rawQuery, _ := strings.Cut(u, "?")
+	ctx, cancel := context.WithTimeout(ctx, a.cfg.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, a.endpoint(path, rawQuery), http.NoBody)
+	if err != nil {
+		return still, fencegate.Wrap(err, fencegate.CodeInternal, "cannot build the lookup")
+	}
+	req.Header = a.forwardHeader(nil)
+	resp, err := a.client.Do(req)
+	if err != nil {
+		return still, fencegate.Wrap(err, fencegate.CodeBackendUnavailable, fmt.Sprintf("api %q: lookup failed", a.cfg.Name))
+	}
+	defer resp.Body.Close()
+	notFound := func(why string) (fencegate.Outcome, error) {
+		minAge := l.MinAge
+		if minAge == 0 {
+			minAge = a.cfg.Timeout
+		}
+		if a.now().Sub(r.CreatedAt) < minAge {
+			return still, nil // a late request may still land, or the search may lag
+		}
+		return fencegate.Outcome{State: fencegate.ReceiptNotApplied, Error: fmt.Sprintf("the lookup found no effect for %q (%s)", want, why)}, nil
+	}
+	switch {
+	case resp.StatusCode == http.StatusNotFound && l.List == "":
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, a.cfg.MaxResponseBytes))
+		return notFound("404")
+	case resp.StatusCode < 200 || resp.StatusCode > 299:
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, a.cfg.MaxResponseBytes))
+		return still, fencegate.Errorf(fencegate.CodeBackendUnavailable, "api %q: lookup answered %s", a.cfg.Name, resp.Status)
+	}
+	er, err := a.readAnswer(resp)
+	if err != nil || er.Header[TruncatedHeader] != "" {
+		return still, fencegate.Errorf(fencegate.CodeBackendUnavailable, "api %q: lookup answer broke off or is over maxResponseBytes", a.cfg.Name)
+	}
+	doc, err := decodeJSON(er.Body)
+	if err != nil {
+		return still, fencegate.Errorf(fencegate.CodeBackendUnavailable, "api %q: lookup answer is not JSON", a.cfg.Name)
+	}
+	candidates := []any{doc}
+	if l.List != "" {
+		toks, _ := parsePointer(l.List)
+		v, ok := lookupPointer(doc, toks)
+		list, isList := v.([]any)
+		if !ok || !isList {
+			return still, fencegate.Errorf(fencegate.CodeBackendUnavailable, "api %q: lookup answer has no list at %s", a.cfg.Name, l.List)
+		}
+		candidates = list
+	}
+	field, _ := parsePointer(l.Field)
+	for _, c := range candidates {
+		v, ok := lookupPointer(c, field)
+		if s, isScalar := scalarText(v); ok && isScalar && s == want {
+			body, _ := json.Marshal(c)
+			return fencegate.Outcome{State: fencegate.ReceiptCommitted, Response: &fencegate.EffectResponse{
+				Status: l.Status, Body: body,
+				Header: map[string]string{"Content-Type": "application/json", SettledByHeader: StrategyLookup},
+			}}, nil
+		}
+	}
+	return notFound(fmt.Sprintf("%d candidates, none matching", len(candidates)))
+}
+
+// lookupValue is what a candidate's field must equal (the key, or the ref
+// read from the kept request) and the ref for {ref}.
+func (a *API) lookupValue(r fencegate.Receipt, l *Lookup) (want, ref string, err error) {
+	key := ""
+	if r.Request != nil {
+		key = r.Request.Key
+	} else if a.cfg.Contract.Idempotency != nil {
+		key = a.cfg.Key.For(r)
+	}
+	if l.Ref == "" {
+		if key == "" {
+			return "", "", fencegate.Errorf(fencegate.CodeUnsupported, "receipt %s has no key to look up", r.ID)
+		}
+		return key, "", nil
+	}
+	if r.Request == nil {
+		return "", "", fencegate.Errorf(fencegate.CodeUnsupported, "receipt %s keeps no request to read %s from", r.ID, l.Ref)
+	}
+	if name, ok := strings.CutPrefix(l.Ref, "form:"); ok {
+		q, perr := url.ParseQuery(string(r.Request.Body))
+		ref = q.Get(name)
+		if perr != nil || ref == "" {
+			return "", "", fencegate.Errorf(fencegate.CodeUnsupported, "receipt %s: the kept body has no form field %s", r.ID, name)
+		}
+		return ref, ref, nil
+	}
+	doc, derr := decodeJSON(r.Request.Body)
+	toks, _ := parsePointer(l.Ref)
+	v, ok := lookupPointer(doc, toks)
+	s, isScalar := scalarText(v)
+	if derr != nil || !ok || !isScalar || s == "" {
+		return "", "", fencegate.Errorf(fencegate.CodeUnsupported, "receipt %s: the kept body has no value at %s", r.ID, l.Ref)
+	}
+	return s, s, nil
+}
+
+// fetchConflict reads the existing resource's ID from a conflict answer and
+// fetches it; a 2xx answer is the call's result.
+func (a *API) fetchConflict(ctx context.Context, c *ConflictFetch, er *fencegate.EffectResponse) fencegate.Outcome {
+	again := fencegate.Outcome{State: fencegate.ReceiptUnknown, Resend: true}
+	doc, err := decodeJSON(er.Body)
+	toks, _ := parsePointer(c.ID)
+	v, ok := lookupPointer(doc, toks)
+	id, isScalar := scalarText(v)
+	if err != nil || !ok || !isScalar || id == "" {
+		again.Error = fmt.Sprintf("upstream answered %d: a conflict without a resource ID at %s", er.Status, c.ID)
+		return again
+	}
+	path, rawQuery, _ := strings.Cut(strings.ReplaceAll(c.URL, "{id}", url.PathEscape(id)), "?")
+	ctx, cancel := context.WithTimeout(ctx, a.cfg.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, a.endpoint(path, rawQuery), http.NoBody)
+	if err != nil {
+		again.Error = "cannot build the conflict fetch: " + err.Error()
+		return again
+	}
+	req.Header = a.forwardHeader(nil)
+	resp, err := a.client.Do(req)
+	if err != nil {
+		again.Error = "the conflict fetch failed: " + err.Error()
+		return again
+	}
+	defer resp.Body.Close()
+	got, err := a.readAnswer(resp)
+	if err != nil || resp.StatusCode < 200 || resp.StatusCode > 299 {
+		again.Error = fmt.Sprintf("the conflict fetch of %s answered %s", id, resp.Status)
+		return again
+	}
+	got.Header[SettledByHeader] = StrategyConflictFetch
+	return fencegate.Outcome{State: fencegate.ReceiptCommitted, Response: got}
+}

@@ -1,0 +1,295 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/e2e/upstream"
+)
+
+// admitted is a PENDING receipt of segment seg keeping the request the
+// gateway would keep for it, as admission stores it.
+func (h *harness) admitted(t *testing.T, seg uint64, body string) *fencegate.Receipt {
+	t.Helper()
+	r := h.receipt(1, seg)
+	r.Target, r.Method, r.State = Target("payouts", "/v1/accounts/acc_1/payouts"), "POST", fencegate.ReceiptPending
+	c := h.api.Call("POST", "/v1/accounts/acc_1/payouts", http.Header{"Content-Type": {"application/json"}},
+		bytes.NewReader([]byte(body)), int64(len(body)))
+	kr, err := c.KeptRequest(r)
+	if err != nil {
+		t.Fatalf("KeptRequest: %v", err)
+	}
+	r.Request = kr
+	return &r
+}
+
+// fold records o on r as the store's Settle does.
+func fold(r *fencegate.Receipt, o fencegate.Outcome) {
+	r.State, r.Response, r.Error = o.State, o.Response, o.Error
+	r.Attempts += o.Attempts
+	r.Resend = o.Resend && o.State == fencegate.ReceiptUnknown
+}
+
+// apply is the first send of r, folded into it.
+func (h *harness) apply(t *testing.T, r *fencegate.Receipt) {
+	t.Helper()
+	c := h.api.Call("POST", "/v1/accounts/acc_1/payouts", nil, nil, 0)
+	o, _ := c.Apply(context.Background(), *r, "")
+	fold(r, o)
+}
+
+// resolve runs the reconciler's step on r, folded into it.
+func (h *harness) resolve(t *testing.T, r *fencegate.Receipt) error {
+	t.Helper()
+	o, err := h.api.Resolve(context.Background(), *r)
+	if err == nil {
+		fold(r, o)
+	}
+	return err
+}
+
+// paidOnce checks the rule every test here ends with: exactly want payouts
+// were made, and the receipt claims COMMITTED only if one was.
+func (h *harness) paidOnce(t *testing.T, r *fencegate.Receipt, want int) {
+	t.Helper()
+	if n := h.pay.Effects(); n != want {
+		t.Fatalf("upstream made %d payouts, want %d", n, want)
+	}
+	if r.State == fencegate.ReceiptCommitted && want == 0 {
+		t.Fatal("COMMITTED without a payout")
+	}
+	if r.State.NotApplied() && want > 0 {
+		t.Fatalf("%s although the payout was made", r.State)
+	}
+}
+
+func TestDropAfterTheEffectIsSettledByAResendUnderTheSameKey(t *testing.T) {
+	h := newHarness(t, upstream.Options{}, nil)
+	h.pay.Inject(upstream.DropResponse)
+	r := h.admitted(t, 1, payout)
+	h.apply(t, r)
+	if r.State != fencegate.ReceiptUnknown || !r.Resend {
+		t.Fatalf("after a drop: %s resend=%v", r.State, r.Resend)
+	}
+	if err := h.resolve(t, r); err != nil || r.State != fencegate.ReceiptCommitted || r.Attempts != 2 || h.api.Resends() != 1 {
+		t.Fatalf("resend: %s attempts %d resends %d err %v", r.State, r.Attempts, h.api.Resends(), err)
+	}
+	var po upstream.Payout
+	if err := json.Unmarshal(r.Response.Body, &po); err != nil || po.IdempotencyKey != r.Request.Key {
+		t.Fatalf("stored answer %q", r.Response.Body)
+	}
+	if k1, k2 := h.seen[0].Get("Idempotency-Key"), h.seen[1].Get("Idempotency-Key"); k1 != k2 || k1 != IdempotencyKey(*r) {
+		t.Fatalf("the resend carried another key: %q then %q", k1, k2)
+	}
+	h.paidOnce(t, r, 1)
+}
+
+func TestInProgressAnswerIsNeverStoredAndIsRetriedUnderTheSameKey(t *testing.T) {
+	h := newHarness(t, upstream.Options{}, nil)
+	h.pay.Inject(upstream.InProgress, upstream.InProgress)
+	r := h.admitted(t, 1, payout)
+	h.apply(t, r)
+	if r.State != fencegate.ReceiptUnknown || !r.Resend || r.Response != nil {
+		t.Fatalf("an in-progress 409 was taken as %s (response %v)", r.State, r.Response)
+	}
+	_ = h.resolve(t, r)
+	if r.State != fencegate.ReceiptUnknown || !r.Resend {
+		t.Fatalf("a second in-progress answer: %s", r.State)
+	}
+	_ = h.resolve(t, r)
+	if r.State != fencegate.ReceiptCommitted || r.Response.Status != http.StatusOK || r.Attempts != 3 {
+		t.Fatalf("after in-progress: %s %+v attempts %d", r.State, r.Response, r.Attempts)
+	}
+	h.paidOnce(t, r, 1)
+}
+
+func TestResendsAreBoundedThenManual(t *testing.T) {
+	h := newHarness(t, upstream.Options{}, func(c *APIConfig) { c.Settle.MaxAttempts = 2 })
+	h.pay.Inject(upstream.InProgress, upstream.InProgress, upstream.InProgress)
+	r := h.admitted(t, 1, payout)
+	h.apply(t, r)
+	_ = h.resolve(t, r)
+	_ = h.resolve(t, r)
+	if r.State != fencegate.ReceiptUnknown || r.Resend || !strings.Contains(r.Error, "manual") || r.Attempts != 2 {
+		t.Fatalf("after the bound: %s resend=%v attempts %d %q", r.State, r.Resend, r.Attempts, r.Error)
+	}
+	requests := h.pay.Requests()
+	_ = h.resolve(t, r)
+	if h.pay.Requests() != requests {
+		t.Fatal("a receipt past its resend bound was resent")
+	}
+	h.paidOnce(t, r, 0)
+}
+
+func TestSavedServerErrorIsUnknownAndNeverGuessed(t *testing.T) {
+	h := newHarness(t, upstream.Options{}, func(c *APIConfig) {
+		// Stripe's hint: Stripe-Should-Retry: false means a resend cannot help.
+		c.Answers.Unknown = []Match{{Header: "Stripe-Should-Retry: false"}}
+		c.Answers.Resend = []Match{{Header: "Stripe-Should-Retry: true"}}
+	})
+	h.pay.Inject(upstream.SavedServerError)
+	r := h.admitted(t, 1, payout)
+	h.apply(t, r)
+	if r.State != fencegate.ReceiptUnknown || r.Resend {
+		t.Fatalf("a saved 500: %s resend=%v", r.State, r.Resend)
+	}
+	requests := h.pay.Requests()
+	_ = h.resolve(t, r)
+	if r.State != fencegate.ReceiptUnknown || h.pay.Requests() != requests {
+		t.Fatalf("a saved 500 was resent or settled: %s", r.State)
+	}
+	h.paidOnce(t, r, 1) // it did pay: anything but UNKNOWN would be a lie
+}
+
+func TestRetryHintMakesA500Resendable(t *testing.T) {
+	h := newHarness(t, upstream.Options{}, func(c *APIConfig) {
+		c.Answers.Resend = []Match{{Header: "Stripe-Should-Retry: true"}}
+	})
+	h.pay.Inject(upstream.RetryableServerError)
+	r := h.admitted(t, 1, payout)
+	h.apply(t, r)
+	if r.State != fencegate.ReceiptUnknown || !r.Resend {
+		t.Fatalf("500 with Stripe-Should-Retry: true: %s resend=%v", r.State, r.Resend)
+	}
+	if err := h.resolve(t, r); err != nil || r.State != fencegate.ReceiptCommitted {
+		t.Fatalf("resend: %s %v", r.State, err)
+	}
+	h.paidOnce(t, r, 1)
+}
+
+func TestPastKeyRetentionGoesToManualNeverAGuess(t *testing.T) {
+	h := newHarness(t, upstream.Options{}, nil)
+	h.pay.Inject(upstream.Reset)
+	r := h.admitted(t, 1, payout)
+	h.apply(t, r)
+	h.advance(24 * time.Hour)
+	requests := h.pay.Requests()
+	if err := h.resolve(t, r); err != nil || r.State != fencegate.ReceiptUnknown || r.Resend || !strings.Contains(r.Error, "retention") {
+		t.Fatalf("past retention: %s resend=%v %q %v", r.State, r.Resend, r.Error, err)
+	}
+	if h.pay.Requests() != requests {
+		t.Fatal("resent after the key retention: the upstream may have forgotten the key")
+	}
+	h.paidOnce(t, r, 0)
+}
+
+func TestKeyInTheBodyIsPlacedAndKeptShort(t *testing.T) {
+	h := newHarness(t, upstream.Options{KeyField: "idempotency_key", MaxKeyLength: 45}, func(c *APIConfig) {
+		c.Key = Key{BodyField: "/idempotency_key", MaxLength: 45}
+	})
+	h.pay.Inject(upstream.DropResponse)
+	r := h.admitted(t, 1, `{"amount":500,"currency":"eur","idempotency_key":"chosen-by-the-sdk"}`)
+	if len(r.Request.Key) != 45 || !bytes.Contains(r.Request.Body, []byte(`"idempotency_key":"`+r.Request.Key+`"`)) {
+		t.Fatalf("kept body %s, key %q", r.Request.Body, r.Request.Key)
+	}
+	if r.Request.Header["Idempotency-Key"] != nil {
+		t.Fatal("a body-key API was also sent an Idempotency-Key header")
+	}
+	h.apply(t, r)
+	if err := h.resolve(t, r); err != nil || r.State != fencegate.ReceiptCommitted {
+		t.Fatalf("resend: %s %v", r.State, err)
+	}
+	if po := h.pay.Payouts()[0]; po.IdempotencyKey != r.Request.Key {
+		t.Fatalf("upstream saw key %q, want %q", po.IdempotencyKey, r.Request.Key)
+	}
+	h.paidOnce(t, r, 1)
+}
+
+func TestAlphanumericKeyFitsAShortLimit(t *testing.T) {
+	k := Key{Header: "Idempotency-Key", MaxLength: 40, Charset: CharsetAlphanumeric}
+	if errs := k.validate(); len(errs) != 0 {
+		t.Fatal(errs)
+	}
+	got := k.For(fencegate.Receipt{Resource: "r", OperationRoot: "o", FenceToken: 1, Segment: 1})
+	if len(got) != 40 || strings.ContainsAny(got, "-_.") {
+		t.Fatalf("key %q", got)
+	}
+	if errs := (Key{MaxLength: 20}).withDefaults().validate(); len(errs) == 0 {
+		t.Fatal("a key too short for 128 bits of digest was accepted")
+	}
+}
+
+func TestBodyKeyNeedsAJSONObject(t *testing.T) {
+	h := newHarness(t, upstream.Options{}, func(c *APIConfig) { c.Key = Key{BodyField: "/idempotency_key"} })
+	c := h.api.Call("POST", "/v1/accounts/acc_1/payouts", nil, bytes.NewReader([]byte(`[1]`)), 3)
+	if _, err := c.KeptRequest(h.receipt(1, 1)); fencegate.ErrorCode(err) != fencegate.CodeInvalidRequest {
+		t.Fatalf("err = %v, want INVALID_REQUEST", err)
+	}
+}
+
+func searchLookup(c *APIConfig) {
+	c.Settle = Settle{Strategy: StrategyLookup, Lookup: &Lookup{
+		URL: "/v1/payouts/search?key={key}", List: "/data", Field: "/idempotency_key", MinAge: time.Minute}}
+}
+
+func TestEventuallyConsistentSearchProvesNothingBeforeMinAge(t *testing.T) {
+	h := newHarness(t, upstream.Options{SearchLag: 40 * time.Second}, searchLookup)
+	h.pay.Inject(upstream.DropResponse)
+	r := h.admitted(t, 1, payout)
+	h.apply(t, r)
+	if err := h.resolve(t, r); err != nil || r.State != fencegate.ReceiptUnknown {
+		t.Fatalf("an empty search result right after the write settled %s (%v)", r.State, err)
+	}
+	h.advance(45 * time.Second) // the search caught up
+	if err := h.resolve(t, r); err != nil || r.State != fencegate.ReceiptCommitted {
+		t.Fatalf("after the lag: %s %v", r.State, err)
+	}
+	var po upstream.Payout
+	if err := json.Unmarshal(r.Response.Body, &po); err != nil || po.ID != "po_1" || r.Response.Header[SettledByHeader] != "lookup" {
+		t.Fatalf("stored %q %v: want the matched payout, not the list", r.Response.Body, r.Response.Header)
+	}
+	h.paidOnce(t, r, 1)
+}
+
+func TestEmptySearchResultIsNotFoundNeverFound(t *testing.T) {
+	h := newHarness(t, upstream.Options{}, searchLookup)
+	h.pay.Inject(upstream.Reset)
+	r := h.admitted(t, 1, payout)
+	h.apply(t, r)
+	h.advance(time.Minute)
+	if err := h.resolve(t, r); err != nil || r.State != fencegate.ReceiptNotApplied {
+		t.Fatalf("an empty list after minAge: %s %v", r.State, err)
+	}
+	h.paidOnce(t, r, 0)
+}
+
+func TestConflictAnswerIsFetched(t *testing.T) {
+	h := newHarness(t, upstream.Options{ConflictOnReplay: true}, func(c *APIConfig) {
+		c.Settle = Settle{Strategy: StrategyConflictFetch, Conflict: &ConflictFetch{
+			Match: Match{Status: "409", Field: "/error/errors/0/reason", Equals: "idempotent_creation_conflict"},
+			ID:    "/error/errors/0/links/conflicting_resource_id",
+			URL:   "/v1/payouts/{id}",
+		}}
+	})
+	h.pay.Inject(upstream.DropResponse)
+	r := h.admitted(t, 1, payout)
+	h.apply(t, r)
+	if err := h.resolve(t, r); err != nil || r.State != fencegate.ReceiptCommitted {
+		t.Fatalf("conflict-fetch: %s %v", r.State, err)
+	}
+	var po upstream.Payout
+	if err := json.Unmarshal(r.Response.Body, &po); err != nil || po.ID != "po_1" || r.Response.Header[SettledByHeader] != "conflict-fetch" {
+		t.Fatalf("stored %q", r.Response.Body)
+	}
+	h.paidOnce(t, r, 1)
+}
+
+func TestConfigRefusesResendWithoutAKey(t *testing.T) {
+	c := validConfig("http://up.example")
+	c.Contract = Contract{NativeFence: &NativeFence{Header: "Fence-Token"}}
+	c.Settle = Settle{Strategy: StrategyResend}
+	err := Config{APIs: []APIConfig{c}}.Validate()
+	if fencegate.ErrorCode(err) != fencegate.CodeUnsupported || !strings.Contains(err.Error(), "pay twice") {
+		t.Fatalf("err = %v", err)
+	}
+	c.Settle = Settle{}
+	if err := (Config{APIs: []APIConfig{c}}).Validate(); err != nil {
+		t.Fatalf("native fence with manual settling: %v", err)
+	}
+}
