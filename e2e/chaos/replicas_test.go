@@ -207,7 +207,10 @@ trustBundle: %s
 statusMode: %s
 effectTimeout: 3s
 identities:
-%sadmins:
+%saccess:
+  rules:
+    - {san: "worker-*", lease: [s3c]}
+admins:
   - {name: ops, token: %s}
 registry:
   backend: %q
