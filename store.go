@@ -91,10 +91,17 @@ type FenceStore interface {
 	Receipt(ctx context.Context, id string) (Receipt, error)
 	// ReceiptAt returns the live (not FAILED/NOT_APPLIED) receipt of a segment.
 	ReceiptAt(ctx context.Context, resource string, fence, segment uint64) (Receipt, error)
-	// ReceiptsByOperation lists receipts by operation ID, oldest first.
-	ReceiptsByOperation(ctx context.Context, operationID string) ([]Receipt, error)
-	// ReceiptsByState lists up to limit receipts in state, oldest first.
-	ReceiptsByState(ctx context.Context, state ReceiptState, limit int) ([]Receipt, error)
+	// The receipt lists are paged (see Page): oldest first (creation time, then
+	// receipt ID), at most page.Size() receipts and about MaxPageBytes each,
+	// Next naming the rest. A limit out of range or a cursor of another list
+	// is INVALID_REQUEST.
+	//
+	// ReceiptsByOperation lists the receipts of an operation ID.
+	ReceiptsByOperation(ctx context.Context, operationID string, page Page) (ReceiptPage, error)
+	// ReceiptsByResource lists the receipts of a resource.
+	ReceiptsByResource(ctx context.Context, resource string, page Page) (ReceiptPage, error)
+	// ReceiptsByState lists the receipts in a state.
+	ReceiptsByState(ctx context.Context, state ReceiptState, page Page) (ReceiptPage, error)
 	// Quarantined lists quarantine records, of one resource or ("" ) of all.
 	Quarantined(ctx context.Context, resource string) ([]Quarantine, error)
 	// Version returns the backend version last committed for target, "" if none.

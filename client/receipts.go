@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"net/url"
+	"strconv"
 
 	"github.com/fencegate/fencegate"
 )
@@ -14,15 +15,67 @@ type UnknownReceipt struct {
 	Overdue bool `json:"overdue"`
 }
 
-// Receipts lists the receipts of an operation, oldest first (GET
-// /v1/receipts?operationId=). A recovering worker asks this first.
-func (c *Client) Receipts(ctx context.Context, operationID string) ([]fencegate.Receipt, error) {
-	var out struct {
-		Receipts []fencegate.Receipt `json:"receipts"`
+// UnknownPage is one page of GET /v1/unknown; Next is "" on the last.
+type UnknownPage struct {
+	Receipts []UnknownReceipt `json:"receipts"`
+	Next     string           `json:"next,omitempty"`
+}
+
+// ReceiptQuery selects a list of receipts: by operation ID, else by resource.
+type ReceiptQuery struct {
+	OperationID string
+	Resource    string
+}
+
+// maxPages bounds how many pages the All helpers follow (a gateway that kept
+// answering a next page would otherwise never end).
+const maxPages = 100_000
+
+// pageQuery adds page's limit and cursor to q.
+func pageQuery(q url.Values, page fencegate.Page) url.Values {
+	if q == nil {
+		q = url.Values{}
 	}
-	err := c.do(ctx, request{op: "receipts", method: "GET", path: "/v1/receipts",
-		query: url.Values{"operationId": {operationID}}}, &out)
-	return out.Receipts, err
+	if page.Limit > 0 {
+		q.Set("limit", strconv.Itoa(page.Limit))
+	}
+	if page.Cursor != "" {
+		q.Set("cursor", page.Cursor)
+	}
+	return q
+}
+
+// ReceiptPage reads one page of receipts, oldest first (GET /v1/receipts with
+// operationId or resource, limit and cursor).
+func (c *Client) ReceiptPage(ctx context.Context, sel ReceiptQuery, page fencegate.Page) (fencegate.ReceiptPage, error) {
+	q := url.Values{}
+	if sel.OperationID != "" {
+		q.Set("operationId", sel.OperationID)
+	} else {
+		q.Set("resource", sel.Resource)
+	}
+	var out fencegate.ReceiptPage
+	err := c.do(ctx, request{op: "receipts", method: "GET", path: "/v1/receipts", query: pageQuery(q, page)}, &out)
+	return out, err
+}
+
+// Receipts lists every receipt of an operation, oldest first, following the
+// pages. A recovering worker asks this first.
+func (c *Client) Receipts(ctx context.Context, operationID string) ([]fencegate.Receipt, error) {
+	var all []fencegate.Receipt
+	page := fencegate.Page{Limit: fencegate.MaxPageLimit}
+	for range maxPages {
+		p, err := c.ReceiptPage(ctx, ReceiptQuery{OperationID: operationID}, page)
+		if err != nil {
+			return all, err
+		}
+		all = append(all, p.Receipts...)
+		if p.Next == "" {
+			return all, nil
+		}
+		page.Cursor = p.Next
+	}
+	return all, fencegate.Errorf(fencegate.CodeInternal, "receipts of %q: more than %d pages", operationID, maxPages)
 }
 
 // Receipt reads one receipt by ID.
@@ -39,13 +92,30 @@ func (c *Client) Resource(ctx context.Context, name string) (fencegate.ResourceS
 	return out, err
 }
 
-// Unknown lists UNKNOWN receipts (effects whose outcome is not settled yet).
+// UnknownPage reads one page of UNKNOWN receipts (effects whose outcome is not
+// settled yet), oldest first.
+func (c *Client) UnknownPage(ctx context.Context, page fencegate.Page) (UnknownPage, error) {
+	var out UnknownPage
+	err := c.do(ctx, request{op: "unknown", method: "GET", path: "/v1/unknown", query: pageQuery(nil, page)}, &out)
+	return out, err
+}
+
+// Unknown lists every UNKNOWN receipt, following the pages.
 func (c *Client) Unknown(ctx context.Context) ([]UnknownReceipt, error) {
-	var out struct {
-		Receipts []UnknownReceipt `json:"receipts"`
+	var all []UnknownReceipt
+	page := fencegate.Page{Limit: fencegate.MaxPageLimit}
+	for range maxPages {
+		p, err := c.UnknownPage(ctx, page)
+		if err != nil {
+			return all, err
+		}
+		all = append(all, p.Receipts...)
+		if p.Next == "" {
+			return all, nil
+		}
+		page.Cursor = p.Next
 	}
-	err := c.do(ctx, request{op: "unknown", method: "GET", path: "/v1/unknown"}, &out)
-	return out.Receipts, err
+	return all, fencegate.Errorf(fencegate.CodeInternal, "unknown receipts: more than %d pages", maxPages)
 }
 
 // Quarantine lists quarantine records of one resource, or of all ("").

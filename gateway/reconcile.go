@@ -92,11 +92,11 @@ func (rc *Reconciler) IsOverdue(r fencegate.Receipt) bool {
 // RunOnce makes one pass and returns how many receipts it settled.
 func (rc *Reconciler) RunOnce(ctx context.Context) (int, error) {
 	now := rc.now()
-	pending, err := rc.Store.ReceiptsByState(ctx, fencegate.ReceiptPending, passLimit)
+	pending, err := rc.collect(ctx, fencegate.ReceiptPending)
 	if err != nil {
 		return 0, err
 	}
-	unknown, err := rc.Store.ReceiptsByState(ctx, fencegate.ReceiptUnknown, passLimit)
+	unknown, err := rc.collect(ctx, fencegate.ReceiptUnknown)
 	if err != nil {
 		return 0, err
 	}
@@ -170,7 +170,7 @@ func (rc *Reconciler) Run(ctx context.Context, interval time.Duration) {
 
 // Overdue lists UNKNOWN receipts older than Deadline: they need a person.
 func (rc *Reconciler) Overdue(ctx context.Context) ([]fencegate.Receipt, error) {
-	all, err := rc.Store.ReceiptsByState(ctx, fencegate.ReceiptUnknown, passLimit)
+	all, err := rc.collect(ctx, fencegate.ReceiptUnknown)
 	if err != nil {
 		return nil, err
 	}
@@ -179,6 +179,24 @@ func (rc *Reconciler) Overdue(ctx context.Context) ([]fencegate.Receipt, error) 
 		if rc.IsOverdue(r) {
 			out = append(out, r)
 		}
+	}
+	return out, nil
+}
+
+// collect reads up to passLimit receipts in state, oldest first, page by page.
+func (rc *Reconciler) collect(ctx context.Context, state fencegate.ReceiptState) ([]fencegate.Receipt, error) {
+	var out []fencegate.Receipt
+	page := fencegate.Page{Limit: fencegate.MaxPageLimit}
+	for len(out) < passLimit {
+		p, err := rc.Store.ReceiptsByState(ctx, state, page)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p.Receipts...)
+		if p.Next == "" {
+			break
+		}
+		page.Cursor = p.Next
 	}
 	return out, nil
 }

@@ -205,11 +205,11 @@ func (e *apiEnv) state() apiState {
 	}
 	for _, st := range []fencegate.ReceiptState{fencegate.ReceiptPending, fencegate.ReceiptCommitted,
 		fencegate.ReceiptFailed, fencegate.ReceiptUnknown, fencegate.ReceiptNotApplied} {
-		l, err := e.store.ReceiptsByState(ctx, st, 1000)
+		l, err := e.store.ReceiptsByState(ctx, st, fencegate.Page{Limit: fencegate.MaxPageLimit})
 		if err != nil {
 			e.t.Fatal(err)
 		}
-		s.receipts += len(l)
+		s.receipts += len(l.Receipts)
 	}
 	s.requests = e.pay.Requests()
 	return s

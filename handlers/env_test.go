@@ -170,11 +170,11 @@ func (e *env) snap(resource, key string) snapshot {
 	var s snapshot
 	s.resource, _ = e.store.Resource(ctx, resource)
 	for _, st := range []fencegate.ReceiptState{fencegate.ReceiptPending, fencegate.ReceiptCommitted, fencegate.ReceiptFailed, fencegate.ReceiptUnknown} {
-		l, err := e.store.ReceiptsByState(ctx, st, 1000)
+		l, err := e.store.ReceiptsByState(ctx, st, fencegate.Page{Limit: fencegate.MaxPageLimit})
 		if err != nil {
 			e.t.Fatal(err)
 		}
-		s.receipts += len(l)
+		s.receipts += len(l.Receipts)
 	}
 	if rc, _, err := e.objects.Get(ctx, key); err == nil {
 		b, _ := io.ReadAll(rc)

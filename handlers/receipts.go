@@ -9,23 +9,27 @@ import (
 	"github.com/go-chi/chi/v5"
 )
 
-// receiptList is the JSON shape of every list of receipts.
-type receiptList struct {
-	Receipts []fencegate.Receipt `json:"receipts"`
-}
-
-// listReceipts answers GET /v1/receipts?operationId=... or
-// ?resource=...&fence=...&segment=....
+// listReceipts answers GET /v1/receipts?operationId=..., ?resource=...
+// (both paged: limit, cursor) or ?resource=...&fence=...&segment=... (the
+// segment's live receipt, a list of at most one).
 func (s *Server) listReceipts(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	ctx := r.Context()
-	var (
-		list []fencegate.Receipt
-		err  error
-	)
+	page, err := pageOf(r)
+	if err != nil {
+		s.problem(w, r, err)
+		return
+	}
+	var out fencegate.ReceiptPage
 	switch {
 	case q.Get("operationId") != "":
-		list, err = s.Gateway.Store().ReceiptsByOperation(ctx, q.Get("operationId"))
+		out, err = s.Gateway.Store().ReceiptsByOperation(ctx, q.Get("operationId"), page)
+	case q.Get("resource") != "" && !q.Has("fence") && !q.Has("segment"):
+		if err = fencegate.CheckName(q.Get("resource")); err == nil {
+			if err = s.checkRead(callerOf(r), q.Get("resource")); err == nil {
+				out, err = s.Gateway.Store().ReceiptsByResource(ctx, q.Get("resource"), page)
+			}
+		}
 	case q.Get("resource") != "":
 		if err = s.checkRead(callerOf(r), q.Get("resource")); err != nil {
 			break
@@ -33,24 +37,28 @@ func (s *Server) listReceipts(w http.ResponseWriter, r *http.Request) {
 		fence, ferr := strconv.ParseUint(q.Get("fence"), 10, 64)
 		seg, serr := strconv.ParseUint(q.Get("segment"), 10, 64)
 		if ferr != nil || serr != nil {
-			err = fencegate.Errorf(fencegate.CodeInvalidRequest, "resource queries need integer fence and segment parameters")
+			err = fencegate.Errorf(fencegate.CodeInvalidRequest, "a segment query needs integer fence and segment parameters")
 			break
 		}
 		var rc fencegate.Receipt
 		rc, err = s.Gateway.Store().ReceiptAt(ctx, q.Get("resource"), fence, seg)
+		out.Receipts = []fencegate.Receipt{}
 		if fencegate.ErrorCode(err) == fencegate.CodeNotFound {
 			err = nil
 		} else if err == nil {
-			list = append(list, rc)
+			out.Receipts = append(out.Receipts, rc)
 		}
 	default:
-		err = fencegate.Errorf(fencegate.CodeInvalidRequest, "give operationId, or resource with fence and segment")
+		err = fencegate.Errorf(fencegate.CodeInvalidRequest, "give operationId, or resource (with fence and segment for one segment)")
 	}
 	if err != nil {
 		s.problem(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, receiptList{s.readableReceipts(callerOf(r), list)})
+	// Receipts the caller may not read are left out: a page may hold fewer
+	// than limit, and next still goes on from the last one read.
+	out.Receipts = s.readableReceipts(callerOf(r), out.Receipts)
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) getReceipt(w http.ResponseWriter, r *http.Request) {
@@ -90,16 +98,23 @@ type unknownReceipt struct {
 	Overdue bool `json:"overdue"`
 }
 
+// listUnknown answers GET /v1/unknown (paged: limit, cursor).
 func (s *Server) listUnknown(w http.ResponseWriter, r *http.Request) {
-	all, err := s.Gateway.Store().ReceiptsByState(r.Context(), fencegate.ReceiptUnknown, 1000)
+	page, err := pageOf(r)
+	if err != nil {
+		s.problem(w, r, err)
+		return
+	}
+	all, err := s.Gateway.Store().ReceiptsByState(r.Context(), fencegate.ReceiptUnknown, page)
 	if err != nil {
 		s.problem(w, r, err)
 		return
 	}
 	out := struct {
 		Receipts []unknownReceipt `json:"receipts"`
-	}{Receipts: []unknownReceipt{}}
-	for _, rc := range s.readableReceipts(callerOf(r), all) {
+		Next     string           `json:"next,omitempty"`
+	}{Receipts: []unknownReceipt{}, Next: all.Next}
+	for _, rc := range s.readableReceipts(callerOf(r), all.Receipts) {
 		out.Receipts = append(out.Receipts, unknownReceipt{rc, s.Reconciler != nil && s.Reconciler.IsOverdue(rc)})
 	}
 	writeJSON(w, http.StatusOK, out)

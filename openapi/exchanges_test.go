@@ -28,7 +28,7 @@ func TestRealResponsesMatchTheSpec(t *testing.T) {
 	wantCode(t, p, fencegate.CodeNotFound)
 	_, p = e.call("GET", "/v1/resources/local/inv/7", tokA, nil, "", 404)
 	wantCode(t, p, fencegate.CodeNotFound)
-	_, p = e.call("GET", "/v1/receipts?resource=local/inv/7", tokA, nil, "", 400)
+	_, p = e.call("GET", "/v1/receipts?resource=local/inv/7&fence=1", tokA, nil, "", 400)
 	wantCode(t, p, fencegate.CodeInvalidRequest)
 
 	// Lease, then fenced writes under it.
@@ -91,6 +91,21 @@ func TestRealResponsesMatchTheSpec(t *testing.T) {
 	_, p = e.call("GET", "/v1/objects/local/inv/7/none", tokA, nil, "", 404)
 	wantCode(t, p, fencegate.CodeNotFound)
 	e.call("GET", "/v1/receipts?operationId=op-1", tokA, nil, "", 200)
+	// Pages: op-1 has more than one receipt (part-1, part-2, its delete).
+	_, pg := e.call("GET", "/v1/receipts?operationId=op-1&limit=1", tokA, nil, "", 200)
+	next, _ := pg["next"].(string)
+	if rs, _ := pg["receipts"].([]any); len(rs) != 1 || next == "" {
+		t.Fatalf("a page of 1: %v", pg)
+	}
+	e.call("GET", "/v1/receipts?operationId=op-1&limit=1&cursor="+next, tokA, nil, "", 200)
+	e.call("GET", "/v1/receipts?resource=local/inv/7&limit=1000", tokA, nil, "", 200)
+	e.call("GET", "/v1/unknown?limit=5", tokA, nil, "", 200)
+	for _, bad := range []string{"/v1/receipts?operationId=op-1&limit=0", "/v1/receipts?operationId=op-1&limit=1001",
+		"/v1/receipts?operationId=op-1&limit=x", "/v1/receipts?operationId=op-2&cursor=" + next,
+		"/v1/receipts?resource=local/inv/7&cursor=" + next, "/v1/unknown?cursor=nope"} {
+		_, p = e.call("GET", bad, tokA, nil, "", 400)
+		wantCode(t, p, fencegate.CodeInvalidRequest)
+	}
 	fence := strconv.FormatFloat(rc["fenceToken"].(float64), 'f', 0, 64)
 	e.call("GET", "/v1/receipts?resource=local/inv/7&fence="+fence+"&segment=1", tokA, nil, "", 200)
 	e.call("GET", "/v1/receipts/"+h.Get("Fence-Receipt"), tokA, nil, "", 200)

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -62,7 +63,17 @@ func (f *fakeGateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Fence-Receipt", rc.ID)
 		answer(w, http.StatusOK, rc)
 	case r.Method == "GET" && r.URL.Path == "/v1/receipts" && r.URL.Query().Get("operationId") == "op-1":
-		answer(w, http.StatusOK, map[string]any{"receipts": f.receipts})
+		// Pages as the gateway does, with the index as the cursor.
+		from, _ := strconv.Atoi(r.URL.Query().Get("cursor"))
+		limit, err := strconv.Atoi(r.URL.Query().Get("limit"))
+		if err != nil {
+			limit = fencegate.DefaultPageLimit
+		}
+		to, next := min(from+limit, len(f.receipts)), ""
+		if to < len(f.receipts) {
+			next = strconv.Itoa(to)
+		}
+		answer(w, http.StatusOK, fencegate.ReceiptPage{Receipts: f.receipts[from:to], Next: next})
 	default:
 		problem(w, fencegate.CodeNotFound, http.StatusNotFound, "no route")
 	}
@@ -132,6 +143,33 @@ func TestAcquirePutAndReceipts(t *testing.T) {
 	}
 	if code, out, _ := h.run("receipts", "--operation", "op-1"); code != 0 || !strings.Contains(out, "RECEIPT") {
 		t.Fatalf("readable receipts: %d %s", code, out)
+	}
+}
+
+// TestReceiptsArePagedWithLimitAndCursor: --limit asks for a page, the
+// readable output says how to get the next one, --cursor gets it.
+func TestReceiptsArePagedWithLimitAndCursor(t *testing.T) {
+	h := newHarness(t)
+	if code, _, e := h.run("acquire", "bucket/jobs", "--ttl", "10s", "--operation", "op-1"); code != 0 {
+		t.Fatalf("acquire: %s", e)
+	}
+	file := filepath.Join(h.dir, "data.txt")
+	if err := os.WriteFile(file, []byte("hello"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if code, out, errOut := h.run("put", "bucket/jobs/a", file); code != 0 {
+			t.Fatalf("put: %d\n%s%s", code, out, errOut)
+		}
+	}
+	code, out, _ := h.run("receipts", "--operation", "op-1", "--limit", "1")
+	if code != 0 || strings.Count(out, "bucket/jobs/a") != 1 || !strings.Contains(out, "more: fencectl receipts --operation op-1 --limit 1 --cursor 1") {
+		t.Fatalf("first page: %d\n%s", code, out)
+	}
+	code, out, _ = h.run("--json", "receipts", "--operation", "op-1", "--limit", "1", "--cursor", "1")
+	var page fencegate.ReceiptPage
+	if code != 0 || json.Unmarshal([]byte(out), &page) != nil || len(page.Receipts) != 1 || page.Receipts[0].Segment != 2 || page.Next != "" {
+		t.Fatalf("second page: %d %s", code, out)
 	}
 }
 

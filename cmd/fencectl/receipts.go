@@ -9,49 +9,81 @@ import (
 	"time"
 
 	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/client"
 )
 
 func init() {
-	register("receipts", verb{usage: "receipts --operation ID", help: "list an operation's receipts (ask this first when recovering)", flags: receiptsFlags})
-	register("unknown", verb{usage: "unknown", help: "list effects whose outcome is still unknown", flags: unknownFlags})
+	register("receipts", verb{usage: "receipts --operation ID | --resource R [--limit N] [--cursor C]", help: "list an operation's (or a resource's) receipts, a page at a time (ask this first when recovering)", flags: receiptsFlags})
+	register("unknown", verb{usage: "unknown [--limit N] [--cursor C]", help: "list effects whose outcome is still unknown", flags: unknownFlags})
 	register("resource", verb{usage: "resource NAME", nargs: 1, help: "show a resource's fence state", flags: resourceFlags})
 	register("quarantine", verb{usage: "quarantine [--resource R]", help: "list quarantined segments", flags: quarantineFlags})
 }
 
+// pageFlags adds --limit and --cursor to a listing verb.
+func pageFlags(fs *flag.FlagSet) *fencegate.Page {
+	p := &fencegate.Page{}
+	fs.IntVar(&p.Limit, "limit", 0, fmt.Sprintf("receipts per page (default %d, at most %d)", fencegate.DefaultPageLimit, fencegate.MaxPageLimit))
+	fs.StringVar(&p.Cursor, "cursor", "", "the next cursor a previous page printed")
+	return p
+}
+
+// nextHint tells how to read the page after this one.
+func nextHint(c *cmd, verb, next string) {
+	if next != "" {
+		fmt.Fprintf(c.out, "more: fencectl %s --cursor %s\n", verb, next)
+	}
+}
+
 func receiptsFlags(fs *flag.FlagSet) func(context.Context, *cmd) error {
-	op := fs.String("operation", "", "operation ID (required)")
+	op := fs.String("operation", "", "operation ID")
+	res := fs.String("resource", "", "resource (when no --operation is given)")
+	page := pageFlags(fs)
 	return func(ctx context.Context, c *cmd) error {
-		if *op == "" {
-			return usageError{"--operation is required"}
+		if *op == "" && *res == "" {
+			return usageError{"--operation or --resource is required"}
 		}
-		list, err := c.client.Receipts(ctx, *op)
+		p, err := c.client.ReceiptPage(ctx, client.ReceiptQuery{OperationID: *op, Resource: *res}, *page)
 		if err != nil {
 			return err
 		}
 		if c.g.json {
-			return emit(c.out, map[string]any{"receipts": list})
+			return emit(c.out, p)
 		}
-		receiptTable(c, list, nil)
+		receiptTable(c, p.Receipts, nil)
+		verb := "receipts --operation " + *op
+		if *op == "" {
+			verb = "receipts --resource " + *res
+		}
+		if page.Limit > 0 {
+			verb += " --limit " + strconv.Itoa(page.Limit)
+		}
+		nextHint(c, verb, p.Next)
 		return nil
 	}
 }
 
 func unknownFlags(fs *flag.FlagSet) func(context.Context, *cmd) error {
+	page := pageFlags(fs)
 	return func(ctx context.Context, c *cmd) error {
-		list, err := c.client.Unknown(ctx)
+		p, err := c.client.UnknownPage(ctx, *page)
 		if err != nil {
 			return err
 		}
 		if c.g.json {
-			return emit(c.out, map[string]any{"receipts": list})
+			return emit(c.out, p)
 		}
-		rs := make([]fencegate.Receipt, len(list))
+		rs := make([]fencegate.Receipt, len(p.Receipts))
 		overdue := map[string]bool{}
-		for i, u := range list {
+		for i, u := range p.Receipts {
 			rs[i] = u.Receipt
 			overdue[u.ID] = u.Overdue
 		}
 		receiptTable(c, rs, overdue)
+		verb := "unknown"
+		if page.Limit > 0 {
+			verb += " --limit " + strconv.Itoa(page.Limit)
+		}
+		nextHint(c, verb, p.Next)
 		return nil
 	}
 }

@@ -31,13 +31,18 @@
 //	receipts    receipt ID                          -> Receipt
 //	live        resource 0 fence segment            -> receipt ID (live receipts only)
 //	byop        operation ID 0 createdAt receipt ID -> receipt ID
+//	byres       resource 0 createdAt receipt ID     -> receipt ID
 //	bystate     state 0 createdAt receipt ID        -> receipt ID
 //	quarantine  resource 0 at sequence              -> Quarantine
 //	versions    target                              -> version
+//	targets     target                              -> resource it is fenced under
+//	meta        "layout"                            -> layout version (big-endian uint64)
+//
+// Layout 2 added byres; Open fills it from receipts for a file of layout 1.
+// Lists seek their index to the cursor's key, so a page costs its own size.
 package embedded
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -63,7 +68,8 @@ var (
 	bQuarantine = []byte("quarantine")
 	bVersions   = []byte("versions")
 	bTargets    = []byte("targets") // target -> the resource it is fenced under
-	allBuckets  = [][]byte{bResources, bReceipts, bLive, bByOp, bByState, bQuarantine, bVersions, bTargets}
+	bByRes      = []byte("byres")
+	allBuckets  = [][]byte{bResources, bReceipts, bLive, bByOp, bByState, bQuarantine, bVersions, bTargets, bByRes}
 )
 
 // Store is the embedded FenceStore. It is safe for concurrent use.
@@ -85,7 +91,7 @@ func Open(path string) (*Store, error) {
 				return err
 			}
 		}
-		return nil
+		return upgrade(tx)
 	})
 	if err != nil {
 		_ = db.Close()
@@ -164,7 +170,7 @@ func (s *Store) Admit(ctx context.Context, req fencegate.AdmitRequest) (fencegat
 		if err := tx.Bucket(bLive).Put(liveKey(r.Resource, r.FenceToken, r.Segment), []byte(r.ID)); err != nil {
 			return err
 		}
-		if err := tx.Bucket(bByOp).Put(join([]byte(r.OperationID), timeKey(r.CreatedAt), []byte(r.ID)), []byte(r.ID)); err != nil {
+		if err := putIndexes(tx, &r); err != nil {
 			return err
 		}
 		next := fencerules.Accepted(&req)
@@ -290,65 +296,6 @@ func (s *Store) ReceiptAt(ctx context.Context, resource string, fence, segment u
 		return fencegate.Receipt{}, storeErr(err, "read receipt")
 	}
 	return r, nil
-}
-
-// ReceiptsByOperation implements fencegate.FenceStore.
-func (s *Store) ReceiptsByOperation(ctx context.Context, operationID string) ([]fencegate.Receipt, error) {
-	return s.scanIndex(ctx, bByOp, operationID, 0)
-}
-
-// ReceiptsByState implements fencegate.FenceStore. A limit of 0 or less means
-// no limit.
-func (s *Store) ReceiptsByState(ctx context.Context, state fencegate.ReceiptState, limit int) ([]fencegate.Receipt, error) {
-	return s.scanIndex(ctx, bByState, string(state), limit)
-}
-
-func (s *Store) scanIndex(ctx context.Context, bucket []byte, prefix string, limit int) ([]fencegate.Receipt, error) {
-	out := []fencegate.Receipt{}
-	err := s.view(ctx, func(tx *bolt.Tx) error {
-		p := append([]byte(prefix), 0)
-		c := tx.Bucket(bucket).Cursor()
-		for k, id := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, id = c.Next() {
-			r, err := getReceipt(tx, string(id))
-			if err != nil {
-				return err
-			}
-			out = append(out, r)
-			if limit > 0 && len(out) == limit {
-				break
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, storeErr(err, "list receipts")
-	}
-	return out, nil
-}
-
-// Quarantined implements fencegate.FenceStore. Records come ordered by
-// resource, then time.
-func (s *Store) Quarantined(ctx context.Context, resource string) ([]fencegate.Quarantine, error) {
-	out := []fencegate.Quarantine{}
-	err := s.view(ctx, func(tx *bolt.Tx) error {
-		var p []byte
-		if resource != "" {
-			p = append([]byte(resource), 0)
-		}
-		c := tx.Bucket(bQuarantine).Cursor()
-		for k, v := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, v = c.Next() {
-			var q fencegate.Quarantine
-			if err := json.Unmarshal(v, &q); err != nil {
-				return fmt.Errorf("decode quarantine record: %w", err)
-			}
-			out = append(out, q)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, storeErr(err, "list quarantine")
-	}
-	return out, nil
 }
 
 // Version implements fencegate.FenceStore.

@@ -146,35 +146,50 @@ func (s *Store) ReceiptAt(ctx context.Context, resource string, fence, segment u
 }
 
 // ReceiptsByOperation implements fencegate.FenceStore.
-func (s *Store) ReceiptsByOperation(ctx context.Context, operationID string) ([]fencegate.Receipt, error) {
-	return s.filter(func(r *fencegate.Receipt) bool { return r.OperationID == operationID }, 0), nil
+func (s *Store) ReceiptsByOperation(ctx context.Context, operationID string, page fencegate.Page) (fencegate.ReceiptPage, error) {
+	return s.filter(fencerules.ByOperationList(operationID), page, func(r *fencegate.Receipt) bool { return r.OperationID == operationID })
+}
+
+// ReceiptsByResource implements fencegate.FenceStore.
+func (s *Store) ReceiptsByResource(ctx context.Context, resource string, page fencegate.Page) (fencegate.ReceiptPage, error) {
+	return s.filter(fencerules.ByResourceList(resource), page, func(r *fencegate.Receipt) bool { return r.Resource == resource })
 }
 
 // ReceiptsByState implements fencegate.FenceStore.
-func (s *Store) ReceiptsByState(ctx context.Context, state fencegate.ReceiptState, limit int) ([]fencegate.Receipt, error) {
-	return s.filter(func(r *fencegate.Receipt) bool { return r.State == state }, limit), nil
+func (s *Store) ReceiptsByState(ctx context.Context, state fencegate.ReceiptState, page fencegate.Page) (fencegate.ReceiptPage, error) {
+	return s.filter(fencerules.ByStateList(state), page, func(r *fencegate.Receipt) bool { return r.State == state })
 }
 
-// filter lists matching receipts oldest first (ties by ID), at most limit (> 0).
-func (s *Store) filter(keep func(*fencegate.Receipt) bool, limit int) []fencegate.Receipt {
+// filter pages through the matching receipts, oldest first (ties by ID). It
+// sorts every match: the memory store serves tests, not large lists.
+func (s *Store) filter(list string, page fencegate.Page, keep func(*fencegate.Receipt) bool) (fencegate.ReceiptPage, error) {
+	pg, after, from, err := fencerules.NewPager(list, page)
+	if err != nil {
+		return fencegate.ReceiptPage{}, err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var out []fencegate.Receipt
+	var all []fencegate.Receipt
 	for _, r := range s.receipts {
-		if keep(&r) {
-			out = append(out, r)
+		if keep(&r) && (!from || after.After("", r.CreatedAt, r.ID)) {
+			all = append(all, r)
 		}
 	}
-	slices.SortFunc(out, func(a, b fencegate.Receipt) int {
+	slices.SortFunc(all, func(a, b fencegate.Receipt) int {
 		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
 			return c
 		}
 		return strings.Compare(a.ID, b.ID)
 	})
-	if limit > 0 && len(out) > limit {
-		out = out[:limit]
+	out := fencegate.ReceiptPage{Receipts: []fencegate.Receipt{}}
+	for i := range all {
+		if !pg.Take(fencegate.ReceiptPosition(&all[i]), all[i].ApproxSize()) {
+			break
+		}
+		out.Receipts = append(out.Receipts, all[i])
 	}
-	return out
+	out.Next = pg.Next
+	return out, nil
 }
 
 // Quarantined implements fencegate.FenceStore.

@@ -41,11 +41,15 @@ func TestServerDownIsBackendUnavailable(t *testing.T) {
 		"Resource":            func() error { _, err := s.Resource(ctx, "res/a"); return err },
 		"Receipt":             func() error { _, err := s.Receipt(ctx, "r1"); return err },
 		"ReceiptAt":           func() error { _, err := s.ReceiptAt(ctx, "res/a", 7, 1); return err },
-		"ReceiptsByOperation": func() error { _, err := s.ReceiptsByOperation(ctx, "op"); return err },
-		"ReceiptsByState":     func() error { _, err := s.ReceiptsByState(ctx, fencegate.ReceiptPending, 10); return err },
-		"Quarantined":         func() error { _, err := s.Quarantined(ctx, ""); return err },
-		"Version":             func() error { _, err := s.Version(ctx, "res/a"); return err },
-		"SwapVersion":         func() error { return s.SwapVersion(ctx, "res/b", "", "v") },
+		"ReceiptsByOperation": func() error { _, err := s.ReceiptsByOperation(ctx, "op", fencegate.Page{}); return err },
+		"ReceiptsByState": func() error {
+			_, err := s.ReceiptsByState(ctx, fencegate.ReceiptPending, fencegate.Page{Limit: 10})
+			return err
+		},
+		"ReceiptsByResource": func() error { _, err := s.ReceiptsByResource(ctx, "res/a", fencegate.Page{}); return err },
+		"Quarantined":        func() error { _, err := s.Quarantined(ctx, ""); return err },
+		"Version":            func() error { _, err := s.Version(ctx, "res/a"); return err },
+		"SwapVersion":        func() error { return s.SwapVersion(ctx, "res/b", "", "v") },
 	}
 	check := func(when string) {
 		t.Helper()

@@ -301,55 +301,6 @@ func (s *Store) ReceiptAt(ctx context.Context, resource string, fence, segment u
 	return r, nil
 }
 
-// ReceiptsByOperation implements fencegate.FenceStore.
-func (s *Store) ReceiptsByOperation(ctx context.Context, operationID string) ([]fencegate.Receipt, error) {
-	return s.receipts(ctx, `SELECT `+receiptCols+` FROM fence_receipts
-		WHERE operation_id = $1 ORDER BY created_at, receipt_id`, operationID)
-}
-
-// ReceiptsByState implements fencegate.FenceStore. A limit of 0 or less means
-// no limit.
-func (s *Store) ReceiptsByState(ctx context.Context, state fencegate.ReceiptState, limit int) ([]fencegate.Receipt, error) {
-	var lim any
-	if limit > 0 {
-		lim = int64(limit)
-	}
-	return s.receipts(ctx, `SELECT `+receiptCols+` FROM fence_receipts
-		WHERE state = $1 ORDER BY created_at, receipt_id LIMIT $2`, string(state), lim)
-}
-
-func (s *Store) receipts(ctx context.Context, query string, args ...any) ([]fencegate.Receipt, error) {
-	rows, err := s.pool.Query(ctx, query, args...)
-	if err != nil {
-		return nil, translate(err, "list receipts")
-	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (fencegate.Receipt, error) { return scanReceipt(row) })
-	if err != nil {
-		return nil, translate(err, "list receipts")
-	}
-	return out, nil
-}
-
-// Quarantined implements fencegate.FenceStore. Records come ordered by
-// resource, then time.
-func (s *Store) Quarantined(ctx context.Context, resource string) ([]fencegate.Quarantine, error) {
-	rows, err := s.pool.Query(ctx, `SELECT resource, fence_token, segment, receipt_id, payload_digest, owner, at
-		FROM fence_quarantine WHERE $1 = '' OR resource = $1 ORDER BY resource, at, id`, resource)
-	if err != nil {
-		return nil, translate(err, "list quarantine")
-	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (fencegate.Quarantine, error) {
-		var q fencegate.Quarantine
-		err := row.Scan(&q.Resource, &q.FenceToken, &q.Segment, &q.ReceiptID, &q.PayloadDigest, &q.Owner, &q.At)
-		q.At = q.At.UTC()
-		return q, err
-	})
-	if err != nil {
-		return nil, translate(err, "list quarantine")
-	}
-	return out, nil
-}
-
 // Version implements fencegate.FenceStore.
 func (s *Store) Version(ctx context.Context, target string) (string, error) {
 	v, err := scanVersion(s.pool.QueryRow(ctx, `SELECT version FROM fence_versions WHERE target = $1`, target))

@@ -317,24 +317,6 @@ func (f *fx) quarantined(res string) []fencegate.Quarantine {
 	return q
 }
 
-func (f *fx) byState(state fencegate.ReceiptState, limit int) []fencegate.Receipt {
-	f.t.Helper()
-	rs, err := f.s.ReceiptsByState(f.ctx, state, limit)
-	if err != nil {
-		f.t.Fatalf("ReceiptsByState(%s, %d): %v", state, limit, err)
-	}
-	return rs
-}
-
-func (f *fx) byOperation(op string) []fencegate.Receipt {
-	f.t.Helper()
-	rs, err := f.s.ReceiptsByOperation(f.ctx, op)
-	if err != nil {
-		f.t.Fatalf("ReceiptsByOperation(%s): %v", op, err)
-	}
-	return rs
-}
-
 // snapshot is everything a client can read about the resources and targets
 // the subtest used.
 type snapshot struct {
@@ -344,6 +326,7 @@ type snapshot struct {
 	Versions   map[string]string
 	Quarantine []fencegate.Quarantine `json:",omitempty"`
 	Operations map[string][]string
+	ByResource map[string][]string
 }
 
 var allStates = []fencegate.ReceiptState{
@@ -359,8 +342,10 @@ func (f *fx) snapshot(withQuarantine bool) snapshot {
 		Receipts:   map[fencegate.ReceiptState][]fencegate.Receipt{},
 		Versions:   map[string]string{},
 		Operations: map[string][]string{},
+		ByResource: map[string][]string{},
 	}
 	for res := range f.resources {
+		s.ByResource[res] = ids(f.byResource(res))
 		row, err := f.s.Resource(f.ctx, res)
 		if err != nil {
 			wantCode(f.t, err, fencegate.CodeNotFound, "")
