@@ -20,6 +20,28 @@ type fault struct {
 func (c *cluster) faults(pgRestart func() error) []fault {
 	fs := []fault{
 		{"kill -9 a replica", c.killReplica},
+		{"latency replica->postgres", func(ctx context.Context, rng *rand.Rand) (func() error, error) {
+			l := c.pgLinks[rng.IntN(len(c.pgLinks))]
+			return l.heal, l.latency(50+rng.IntN(250), 40)
+		}},
+		{"latency replica->s3", func(ctx context.Context, rng *rand.Rand) (func() error, error) {
+			l := c.s3Links[rng.IntN(len(c.s3Links))]
+			return l.heal, l.latency(50+rng.IntN(400), 40)
+		}},
+		{"connection resets replica->postgres", func(ctx context.Context, rng *rand.Rand) (func() error, error) {
+			l := c.pgLinks[rng.IntN(len(c.pgLinks))]
+			return l.heal, l.resetPeers(rng.IntN(20))
+		}},
+		{"connection resets replica->s3", func(ctx context.Context, rng *rand.Rand) (func() error, error) {
+			l := c.s3Links[rng.IntN(len(c.s3Links))]
+			return l.heal, l.resetPeers(rng.IntN(20))
+		}},
+		{"replica cut off from its stores", func(ctx context.Context, rng *rand.Rand) (func() error, error) {
+			i := rng.IntN(len(c.replicas))
+			c.pgLinks[i].sever()
+			c.s3Links[i].sever()
+			return func() error { return errors.Join(c.pgLinks[i].heal(), c.s3Links[i].heal()) }, nil
+		}},
 	}
 	if pgRestart != nil {
 		fs = append(fs, fault{"postgres restart", func(context.Context, *rand.Rand) (func() error, error) {
