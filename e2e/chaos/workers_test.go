@@ -144,7 +144,8 @@ func (w *worker) acquire(ctx context.Context, res string) (held, bool) {
 			continue
 		}
 		if a.status != http.StatusCreated {
-			return held{}, false // LEASE_HELD after the wait, mostly
+			w.c.count("acquire refused " + a.code) // LEASE_HELD after the wait, mostly
+			return held{}, false
 		}
 		var la fencegate.LeaseAnswer
 		if json.Unmarshal(a.body, &la) != nil {
