@@ -47,6 +47,15 @@ type Config struct {
 	Identities []Identity `yaml:"identities"`
 	// Admins are the bearer credentials of operators (admin routes only).
 	Admins []Identity `yaml:"admins"`
+	// Gateways are the bearer credentials of gateway replicas that ask this
+	// process's registry for lease status (POST /v1/leases/{lease}/attest) on
+	// behalf of any workload; a workload is answered for its own leases only.
+	// A replica presents one as its registryCredential.
+	Gateways []Identity `yaml:"gateways"`
+	// BreakGlass (the --break-glass flag, never the file) lets this start
+	// switch validation off against the modes in force; it is logged and
+	// counted (fencegate_break_glass_total).
+	BreakGlass bool `yaml:"-"`
 	// KeyOverlap is how long keys replaced by a rotation stay trusted.
 	KeyOverlap time.Duration `yaml:"keyOverlap"`
 	// TrustBundle is the path of the trust bundle file (required unless an
@@ -323,6 +332,21 @@ func (c *Config) Validate() error {
 		if _, clash := work[tok]; clash {
 			add("admin %q shares its token with a workload identity", name)
 		}
+	}
+	gateways, err := TokensOf(c.Gateways)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("gateways: %w", err))
+	}
+	for tok, name := range gateways {
+		if _, clash := work[tok]; clash {
+			add("gateway %q shares its token with a workload identity", name)
+		}
+		if _, clash := admins[tok]; clash {
+			add("gateway %q shares its token with an admin", name)
+		}
+	}
+	if len(c.Gateways) > 0 && c.Registry == nil {
+		add("gateways are answered by an in-process registry: add a registry section or remove gateways")
 	}
 	if c.KeyOverlap <= 0 {
 		add("keyOverlap must be positive")

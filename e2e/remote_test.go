@@ -84,7 +84,7 @@ func copyFile(t *testing.T, from, to string) {
 // the signed answer, so a release at the registry is refused at once.
 func TestReplicaInQueryModeAsksTheRemoteRegistry(t *testing.T) {
 	regDir := t.TempDir()
-	reg := startGateway(t, "dev", "--data-dir", regDir, "--identity", "worker-a=token-a", "--identity", "replica=replica-token",
+	reg := startGateway(t, "dev", "--data-dir", regDir, "--identity", "worker-a=token-a", "--gateway", "replica=replica-token",
 		"--admin-token", "ops-token")
 	gwDir := t.TempDir()
 	cfg := filepath.Join(gwDir, "gw.yaml")

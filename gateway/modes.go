@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"fmt"
 	"path"
 	"sort"
 	"strings"
@@ -113,4 +114,53 @@ func (m *Modes) Rules() []ModeRule {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	return append([]ModeRule(nil), m.rules...)
+}
+
+// Downgrade is one change that switches resource-side validation off: a
+// pattern that was enforced (or is new, so its resources were enforced by the
+// default) going to shadow, or an enforce rule going away (To is "").
+type Downgrade struct {
+	Pattern string
+	From    Mode
+	To      Mode
+}
+
+// Downgrades lists the changes from the rules before to the rules after that
+// need break-glass, by the same rule as Set: a pattern whose rule becomes
+// shadow while it was enforce or absent, and an enforce rule that is removed.
+// Patterns are listed in order.
+func Downgrades(before, after []ModeRule) []Downgrade {
+	was := map[string]Mode{}
+	for _, r := range before {
+		was[r.Pattern] = r.Mode
+	}
+	now := map[string]Mode{}
+	for _, r := range after {
+		now[r.Pattern] = r.Mode
+	}
+	var out []Downgrade
+	for p, m := range now {
+		if m == Shadow && was[p] != Shadow {
+			from := was[p]
+			if from == "" {
+				from = Enforce // the default for a pattern no rule names
+			}
+			out = append(out, Downgrade{Pattern: p, From: from, To: Shadow})
+		}
+	}
+	for p, m := range was {
+		if _, kept := now[p]; m == Enforce && !kept {
+			out = append(out, Downgrade{Pattern: p, From: Enforce})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Pattern < out[j].Pattern })
+	return out
+}
+
+// String says what the downgrade does, for logs and refusals.
+func (d Downgrade) String() string {
+	if d.To == "" {
+		return fmt.Sprintf("the enforce rule for %q is removed", d.Pattern)
+	}
+	return fmt.Sprintf("%q goes from %s to %s", d.Pattern, d.From, d.To)
 }

@@ -94,3 +94,29 @@ func TestShadowModeRecordsTheVerdictAndForwardsWithoutMovingFences(t *testing.T)
 		t.Fatalf("object = %q", got)
 	}
 }
+
+func TestDowngradesNameEveryEnforceToShadowAndEveryRemovedEnforceRule(t *testing.T) {
+	r := func(p string, m gateway.Mode) gateway.ModeRule { return gateway.ModeRule{Pattern: p, Mode: m} }
+	before := []gateway.ModeRule{r("a/*", gateway.Enforce), r("b/*", gateway.Shadow), r("c/*", gateway.Enforce), r("d/*", gateway.Shadow)}
+	after := []gateway.ModeRule{r("a/*", gateway.Shadow), r("b/*", gateway.Enforce), r("e/*", gateway.Shadow), r("f/*", gateway.Enforce)}
+	got := gateway.Downgrades(before, after)
+	want := []gateway.Downgrade{
+		{Pattern: "a/*", From: gateway.Enforce, To: gateway.Shadow}, // enforce -> shadow
+		{Pattern: "c/*", From: gateway.Enforce},                     // enforce rule removed
+		{Pattern: "e/*", From: gateway.Enforce, To: gateway.Shadow}, // new shadow pattern: was enforced by default
+	}
+	if len(got) != len(want) {
+		t.Fatalf("downgrades %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("downgrade %d: %v, want %v", i, got[i], want[i])
+		}
+	}
+	if d := gateway.Downgrades(after, after); len(d) != 0 {
+		t.Fatalf("an unchanged rule set downgrades %v", d)
+	}
+	if d := gateway.Downgrades(before, append(before, r("g/*", gateway.Enforce))); len(d) != 0 {
+		t.Fatalf("adding an enforce rule downgrades %v", d)
+	}
+}

@@ -9,25 +9,21 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/authority"
 	"github.com/fencegate/fencegate/gateway"
 )
 
-// AdminState is what the admin routes answer: the trust and policy state in force.
-type AdminState struct {
-	IssuerEpoch        uint64   `json:"issuerEpoch,omitempty"`
-	PolicyGeneration   uint64   `json:"policyGeneration"`
-	RevokedEpochs      []uint64 `json:"revokedEpochs"`
-	TrustBundleVersion uint64   `json:"trustBundleVersion"`
-	KeyIDs             []string `json:"keyIds"`
-	// Modes are the enforcement modes per resource pattern (enforce unless listed).
-	Modes []gateway.ModeRule `json:"modes"`
-}
+// AdminState is what the admin routes answer: the operator state in force,
+// owned by package authority.
+type AdminState = authority.State
 
-// Admin performs operator actions. Each is a controlled path: trust, epochs
-// and policy never change because a token says so.
+// Admin performs operator actions (implemented by *authority.Authority, the
+// one owner of operator state). Each is a controlled path: trust, epochs and
+// policy never change because a token says so.
 type Admin interface {
 	State(ctx context.Context) (AdminState, error)
-	RevokeEpoch(ctx context.Context, epoch uint64) (AdminState, error)
+	// RetireEpoch revokes an issuer epoch (rotating first if it is the current one).
+	RetireEpoch(ctx context.Context, epoch uint64) (AdminState, error)
 	RotateKey(ctx context.Context) (AdminState, error)
 	SetFloor(ctx context.Context, floor uint64) (AdminState, error)
 	BumpPolicy(ctx context.Context) (AdminState, error)
@@ -66,7 +62,7 @@ func (s *Server) adminRoutes(r chi.Router) {
 			if err != nil {
 				return AdminState{}, fencegate.Errorf(fencegate.CodeInvalidRequest, "epoch must be an unsigned integer")
 			}
-			return s.Admin.RevokeEpoch(r.Context(), e)
+			return s.Admin.RetireEpoch(r.Context(), e)
 		}))
 		r.Post("/keys/rotate", s.adminAction(func(r *http.Request) (AdminState, error) { return s.Admin.RotateKey(r.Context()) }))
 		r.Post("/floor", s.adminAction(func(r *http.Request) (AdminState, error) {

@@ -26,6 +26,9 @@ type Server struct {
 	Auth    Authenticator
 	// AdminAuth authenticates operators for /v1/admin and receipt resolution.
 	AdminAuth Authenticator
+	// GatewayAuth authenticates gateway identities, which may ask the
+	// registry to attest any lease's status (nil: none may).
+	GatewayAuth Authenticator
 	// Admin performs operator actions; nil: no admin routes.
 	Admin      Admin
 	Registry   *registry.Registry // nil: no lease routes

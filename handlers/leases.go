@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"context"
 	"net/http"
 	"time"
 
@@ -35,10 +36,12 @@ func (s *Server) leaseRoutes(r chi.Router) {
 	r.With(s.authOnly).Post("/leases/{lease}/renew", s.renew)
 	r.With(s.authOnly).Delete("/leases/{lease}", s.release)
 	r.With(s.authOnly).Get("/leases/{lease}", s.leaseStatus)
-	r.With(s.authOnly).Post("/leases/{lease}/attest", s.attest)
+	r.With(s.gatewayOrWorkload).Post("/leases/{lease}/attest", s.attest)
 }
 
-// attestBody names the verified grant a gateway in query mode asks about.
+// attestBody names the grant a gateway in query mode asks about by its
+// digest; the other members may repeat the grant's claims and are checked
+// against the lease's grant, never used in its place.
 type attestBody struct {
 	GrantDigest string `json:"grantDigest"`
 	Resource    string `json:"resource"`
@@ -47,17 +50,39 @@ type attestBody struct {
 	IssuerEpoch uint64 `json:"issuerEpoch"`
 }
 
-// attest answers a gateway's linearizable status query with a signed status
-// proof bound to the grant digest it names.
+type gatewayKey struct{}
+
+// gatewayOrWorkload admits an authenticated gateway identity (marked in the
+// context) or, failing that, a workload, as authOnly does.
+func (s *Server) gatewayOrWorkload(next http.Handler) http.Handler {
+	workload := s.authOnly(next)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.GatewayAuth != nil {
+			if id, err := s.GatewayAuth.Authenticate(r); err == nil {
+				ctx := context.WithValue(context.WithValue(r.Context(), callerKey{}, "gateway:"+id), gatewayKey{}, true)
+				next.ServeHTTP(w, r.WithContext(ctx))
+				return
+			}
+		}
+		workload.ServeHTTP(w, r)
+	})
+}
+
+// attest answers a linearizable status query with a signed status proof for
+// the lease's own grant that the digest names. Only the lease's owner or a
+// gateway identity is answered; the registry decides the grant's epoch.
 func (s *Server) attest(w http.ResponseWriter, r *http.Request) {
 	var b attestBody
 	if err := decodeJSON(r, &b); err != nil {
 		s.problem(w, r, err)
 		return
 	}
-	g := fencegate.VerifiedGrant{Digest: b.GrantDigest, Grant: fencegate.Grant{Lease: chi.URLParam(r, "lease"),
-		Resource: b.Resource, Owner: b.Owner, FenceToken: b.FenceToken, IssuerEpoch: b.IssuerEpoch}}
-	tok, err := s.Registry.AttestStatus(r.Context(), g)
+	req := registry.AttestRequest{Lease: chi.URLParam(r, "lease"), GrantDigest: b.GrantDigest, Resource: b.Resource,
+		Owner: b.Owner, FenceToken: b.FenceToken, IssuerEpoch: b.IssuerEpoch, Caller: callerOf(r)}
+	if gw, _ := r.Context().Value(gatewayKey{}).(bool); gw {
+		req.Caller = ""
+	}
+	tok, err := s.Registry.AttestStatus(r.Context(), req)
 	if err != nil {
 		s.problem(w, r, err)
 		return

@@ -89,7 +89,7 @@ func (a *fakeAdmin) State(context.Context) (handlers.AdminState, error) {
 	return a.state(), nil
 }
 
-func (a *fakeAdmin) RevokeEpoch(_ context.Context, epoch uint64) (handlers.AdminState, error) {
+func (a *fakeAdmin) RetireEpoch(_ context.Context, epoch uint64) (handlers.AdminState, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if epoch == 0 {

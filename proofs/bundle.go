@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"slices"
 	"strconv"
 	"time"
 
@@ -83,13 +84,18 @@ func (k *bundleKey) public() BundleKey {
 	return BundleKey{Key: c, Alg: k.alg, Epoch: k.epoch, NotBefore: k.nbf, NotAfter: k.exp}
 }
 
-// Bundle is a versioned, immutable set of trusted keys indexed by kid. All
-// methods are safe for concurrent use. Build one with NewBundle, ParseBundle or
+// Bundle is a versioned, immutable set of trusted keys indexed by kid, with
+// the issuer epochs revoked as of its version. All methods are safe for
+// concurrent use. Build one with NewBundle, NewRevokingBundle, ParseBundle or
 // LoadBundle.
 type Bundle struct {
 	version uint64
 	keys    map[string]*bundleKey
 	order   []string
+	revoked []uint64 // sorted, unique; no key of these epochs is in keys
+	// revokedKids are the key IDs dropped by revocations (sorted, unique):
+	// a token naming one is EPOCH_REVOKED rather than of an unknown key.
+	revokedKids []string
 }
 
 func bundleErr(format string, args ...any) error {
@@ -101,14 +107,41 @@ func bundleErr(format string, args ...any) error {
 // P-256 for ES256, oct of at least MinHMACKeySize bytes for HS256), and must be
 // a public key unless HS256; kids must be unique and the bundle non-empty.
 func NewBundle(version uint64, entries ...BundleKey) (*Bundle, error) {
+	return NewRevokingBundle(version, Revocations{}, entries...)
+}
+
+// Revocations are what a bundle revokes: issuer epochs, and the key IDs of
+// the keys dropped for them (so that a token naming one is refused as
+// EPOCH_REVOKED, not as signed by an unknown key).
+type Revocations struct {
+	Epochs []uint64
+	KeyIDs []string
+}
+
+// NewRevokingBundle is NewBundle for a bundle that also carries revoked
+// issuer epochs. Revocation has no overlap window: a bundle holding a key of
+// a revoked epoch is refused, so the key is dropped in the same version that
+// revokes it. Epoch 0 cannot be revoked (it is never issued).
+func NewRevokingBundle(version uint64, revoked Revocations, entries ...BundleKey) (*Bundle, error) {
 	if len(entries) == 0 {
 		return nil, bundleErr("no keys")
 	}
 	b := &Bundle{version: version, keys: make(map[string]*bundleKey, len(entries))}
+	b.revoked = slices.Compact(slices.Sorted(slices.Values(revoked.Epochs)))
+	b.revokedKids = slices.Compact(slices.Sorted(slices.Values(revoked.KeyIDs)))
+	if len(b.revoked) > 0 && b.revoked[0] == 0 {
+		return nil, bundleErr("epoch 0 cannot be revoked")
+	}
 	for i, e := range entries {
 		k, err := checkBundleKey(e)
 		if err != nil {
 			return nil, bundleErr("key #%d: %v", i, err)
+		}
+		if b.EpochRevoked(k.epoch) {
+			return nil, bundleErr("key %s signs for revoked epoch %d: a revoked epoch's key is dropped, not kept", quoteShort(k.kid), k.epoch)
+		}
+		if b.KeyRevoked(k.kid) {
+			return nil, bundleErr("key %s is listed as revoked", quoteShort(k.kid))
 		}
 		if _, dup := b.keys[k.kid]; dup {
 			return nil, bundleErr("duplicate kid %s", quoteShort(k.kid))
@@ -209,6 +242,26 @@ func publicRawForAlg(raw any, alg jwa.SignatureAlgorithm) (any, error) {
 // Version returns the bundle's version. A Verifier never moves to a lower one.
 func (b *Bundle) Version() uint64 { return b.version }
 
+// RevokedEpochs returns the revoked issuer epochs, ascending.
+func (b *Bundle) RevokedEpochs() []uint64 { return slices.Clone(b.revoked) }
+
+// Revocations returns what the bundle revokes.
+func (b *Bundle) Revocations() Revocations {
+	return Revocations{Epochs: slices.Clone(b.revoked), KeyIDs: slices.Clone(b.revokedKids)}
+}
+
+// KeyRevoked reports whether kid is a key the bundle dropped for a revocation.
+func (b *Bundle) KeyRevoked(kid string) bool {
+	_, ok := slices.BinarySearch(b.revokedKids, kid)
+	return ok
+}
+
+// EpochRevoked reports whether the bundle revokes epoch.
+func (b *Bundle) EpochRevoked(epoch uint64) bool {
+	_, ok := slices.BinarySearch(b.revoked, epoch)
+	return ok
+}
+
 // KeyIDs returns the kids in bundle order.
 func (b *Bundle) KeyIDs() []string { return append([]string(nil), b.order...) }
 
@@ -237,16 +290,19 @@ func (b *Bundle) lookup(kid string) (*bundleKey, bool) {
 
 // bundleFile is the on-disk form: a JWKS with a version.
 type bundleFile struct {
-	Version uint64            `json:"version"`
-	Keys    []json.RawMessage `json:"keys"`
+	Version       uint64            `json:"version"`
+	Keys          []json.RawMessage `json:"keys"`
+	RevokedEpochs []uint64          `json:"revokedEpochs,omitempty"`
+	RevokedKeyIDs []string          `json:"revokedKeyIds,omitempty"`
 }
 
-// Marshal returns the bundle as a JWKS document: {"version": N, "keys": [...]},
+// Marshal returns the bundle as a JWKS document: {"version": N, "keys": [...]}
+// plus "revokedEpochs": [...] and "revokedKeyIds": [...] when it revokes any,
 // each key with its standard JWK members (kid and alg included) plus "epoch"
 // and, when set, "nbf" and "exp" in Unix seconds. A window is written inward:
 // nbf rounded up, exp rounded down to the second.
 func (b *Bundle) Marshal() ([]byte, error) {
-	f := bundleFile{Version: b.version}
+	f := bundleFile{Version: b.version, RevokedEpochs: b.revoked, RevokedKeyIDs: b.revokedKids}
 	for _, kid := range b.order {
 		k := b.keys[kid]
 		js, err := json.Marshal(k.jwk)
@@ -281,7 +337,8 @@ var bundleFields = jsonFields[bundleFile]()
 
 // ParseBundle parses a bundle document (see Marshal) under the same strict JSON
 // rules as tokens (no duplicate keys, no trailing data, no unknown top-level
-// members) and checks every key as NewBundle does. Each key must carry "kid",
+// members) and checks every key as NewRevokingBundle does (no key of a
+// revoked epoch). Each key must carry "kid",
 // "alg" and "epoch"; "nbf" and "exp" are optional Unix seconds.
 func ParseBundle(data []byte) (*Bundle, error) {
 	if len(data) > MaxBundleSize {
@@ -306,7 +363,7 @@ func ParseBundle(data []byte) (*Bundle, error) {
 		}
 		entries = append(entries, e)
 	}
-	return NewBundle(f.Version, entries...)
+	return NewRevokingBundle(f.Version, Revocations{Epochs: f.RevokedEpochs, KeyIDs: f.RevokedKeyIDs}, entries...)
 }
 
 func contains(list []string, s string) bool {

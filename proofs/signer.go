@@ -160,6 +160,16 @@ func (s *Signer) SignGrant(g fencegate.Grant) (token string, digest string, err 
 	return tok, GrantDigest(payload), nil
 }
 
+// GrantDigest returns the digest SignGrant would return for g, without
+// signing: the grant's payload bytes do not depend on the key.
+func (s *Signer) GrantDigest(g fencegate.Grant) (string, error) {
+	payload, err := json.Marshal(g)
+	if err != nil {
+		return "", err
+	}
+	return GrantDigest(payload), nil
+}
+
 // SignStatus signs json.Marshal(st) as a compact JWS with typ grantstatus+jws.
 func (s *Signer) SignStatus(st fencegate.Status) (string, error) {
 	payload, err := json.Marshal(st)

@@ -114,7 +114,8 @@ func (v *Verifier) Bundle() *Bundle { return v.bundle.Load() }
 
 // SetBundle replaces the trust bundle. It is the only way keys change: a file
 // reload or an admin action calls it, a token never does. A bundle with a lower
-// version than the current one is refused. The caches are emptied, and entries
+// version than the current one is refused, and so is one that lifts a
+// revocation of the current one (revocation is one-way). The caches are emptied, and entries
 // verified under an earlier bundle are never used again.
 func (v *Verifier) SetBundle(b *Bundle) error {
 	if b == nil {
@@ -125,6 +126,11 @@ func (v *Verifier) SetBundle(b *Bundle) error {
 	cur := v.bundle.Load()
 	if b.Version() < cur.Version() {
 		return bundleErr("version %d is lower than the current version %d", b.Version(), cur.Version())
+	}
+	for _, e := range cur.revoked {
+		if !b.EpochRevoked(e) {
+			return bundleErr("version %d lifts the revocation of epoch %d", b.Version(), e)
+		}
 	}
 	v.bundle.Store(b)
 	if v.grants != nil {
@@ -340,6 +346,9 @@ func (v *Verifier) verifyToken(token string, kind docKind, b *Bundle, now time.T
 		return nil, nil, kind.errorf("header typ %s is not %q", quoteShort(hdr.Typ), kind.typ)
 	}
 	key, ok := b.lookup(hdr.Kid)
+	if !ok && b.KeyRevoked(hdr.Kid) {
+		return nil, nil, fencegate.Errorf(fencegate.CodeEpochRevoked, "%s: kid %s belongs to a revoked issuer epoch (trust bundle version %d)", kind.name, quoteShort(hdr.Kid), b.Version())
+	}
 	if !ok {
 		return nil, nil, kind.errorf("kid %s is not in the trust bundle (version %d)", quoteShort(hdr.Kid), b.Version())
 	}

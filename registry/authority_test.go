@@ -3,9 +3,15 @@ package registry_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/registry"
+	"github.com/fencegate/fencegate/registry/embedded"
 )
 
 func grantOf(t *testing.T, token string) fencegate.Grant {
@@ -17,76 +23,124 @@ func grantOf(t *testing.T, token string) fencegate.Grant {
 	return g
 }
 
-func TestRotationReissuesGrantsUnderTheNewEpochKeepingTheFence(t *testing.T) {
-	r, _ := newRegistry(t)
-	is := acquire(t, r, "w", params("res/a", "q1"))
-	if err := r.Rotate(jsonSigner{}, 3); err == nil {
-		t.Fatal("rotation to the same epoch accepted")
-	}
-	if err := r.Rotate(jsonSigner{}, 4); err != nil {
+// mutableAuthority stands in for package authority: tests change what the
+// registry signs with between calls.
+type mutableAuthority struct {
+	mu sync.Mutex
+	is registry.Issuing
+}
+
+func (m *mutableAuthority) Issuing() registry.Issuing { m.mu.Lock(); defer m.mu.Unlock(); return m.is }
+func (m *mutableAuthority) set(f func(*registry.Issuing)) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	f(&m.is)
+}
+
+func newAuthorityRegistry(t *testing.T) (*registry.Registry, *mutableAuthority) {
+	t.Helper()
+	b, err := embedded.Open(filepath.Join(t.TempDir(), "registry.db"))
+	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = b.Close() })
+	auth := &mutableAuthority{is: registry.Issuing{Signer: jsonSigner{}, Epoch: 3, PolicyGeneration: 7}}
+	c := &clock{now: t0}
+	n := 0
+	r, err := registry.New(registry.Config{Backend: b, Authority: auth, Now: c.Now, StatusLife: 5 * time.Second,
+		NewID: func() string { n++; return fmt.Sprintf("lease-%d", n) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, auth
+}
+
+func TestRegistryReadsItsAuthorityAtEveryIssuance(t *testing.T) {
+	r, auth := newAuthorityRegistry(t)
+	is := acquire(t, r, "w", params("res/a", "q1"))
+	if g := grantOf(t, is.Grant); g.IssuerEpoch != 3 || g.PolicyGeneration != 7 {
+		t.Fatalf("first grant %+v", g)
+	}
+	auth.set(func(is *registry.Issuing) { is.Epoch, is.PolicyGeneration, is.Standing = 4, 8, []uint64{3} })
 	again, err := r.Status(context.Background(), is.Lease.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	g := grantOf(t, again.Grant)
-	if g.IssuerEpoch != 4 || g.FenceToken != is.Lease.FenceToken || g.Lease != is.Lease.ID {
+	if g.IssuerEpoch != 4 || g.PolicyGeneration != 8 || g.FenceToken != is.Lease.FenceToken || g.Lease != is.Lease.ID {
 		t.Fatalf("re-issued grant %+v", g)
 	}
 }
 
-func TestRevokedEpochGrantsAreStatedRevoked(t *testing.T) {
-	r, _ := newRegistry(t)
+// attest is AttestStatus decoded (jsonSigner proofs are plain JSON).
+func attest(t *testing.T, r *registry.Registry, req registry.AttestRequest) (fencegate.Status, error) {
+	t.Helper()
+	tok, err := r.AttestStatus(context.Background(), req)
+	if err != nil {
+		return fencegate.Status{}, err
+	}
+	return decode[fencegate.Status](t, tok), nil
+}
+
+func TestAttestFindsTheGrantByDigestAndNeverTakesTheAskersEpoch(t *testing.T) {
+	r, auth := newAuthorityRegistry(t)
 	ctx := context.Background()
-	is := acquire(t, r, "w", params("res/a", "q1"))
-	old := fencegate.VerifiedGrant{Grant: grantOf(t, is.Grant), Digest: is.GrantDigest}
-	if err := r.RevokeEpoch(3); err == nil {
-		t.Fatal("the current epoch was revoked without a rotation")
+	is := acquire(t, r, "alice", params("res/a", "q1"))
+	other := acquire(t, r, "alice", params("res/b", "q2"))
+	req := registry.AttestRequest{Lease: is.Lease.ID, GrantDigest: is.GrantDigest, Caller: "alice"}
+	if st, err := attest(t, r, req); err != nil || st.State != fencegate.StateHeld || st.GrantDigest != is.GrantDigest {
+		t.Fatalf("owner, current grant: %+v %v", st, err)
 	}
-	if err := r.Rotate(jsonSigner{}, 4); err != nil {
-		t.Fatal(err)
+	gw := req
+	gw.Caller = "" // a gateway identity
+	if st, err := attest(t, r, gw); err != nil || st.State != fencegate.StateHeld {
+		t.Fatalf("gateway, current grant: %+v %v", st, err)
 	}
-	if st, _ := r.GrantStatus(ctx, old); st.State != fencegate.StateHeld {
-		t.Fatalf("before revocation: %s", st.State)
+
+	// Rotation: the epoch-3 grant stands during the overlap.
+	auth.set(func(is *registry.Issuing) { is.Epoch, is.Standing = 4, []uint64{3} })
+	if st, err := attest(t, r, req); err != nil || st.State != fencegate.StateHeld || st.IssuerEpoch != 4 {
+		t.Fatalf("standing epoch-3 grant: %+v %v", st, err)
 	}
-	if err := r.RevokeEpoch(3); err != nil {
-		t.Fatal(err)
+	// Revocation: no overlap; the grant is stated REVOKED whatever the asker claims.
+	auth.set(func(is *registry.Issuing) { is.Standing, is.Revoked = nil, map[uint64]bool{3: true} })
+	if st, err := attest(t, r, req); err != nil || st.State != fencegate.StateRevoked {
+		t.Fatalf("revoked epoch-3 grant: %+v %v", st, err)
 	}
-	st, err := r.GrantStatus(ctx, old)
-	if err != nil || st.State != fencegate.StateRevoked || !r.EpochRevoked(3) {
-		t.Fatalf("after revocation: %+v %v", st, err)
+
+	refused := map[string]struct {
+		req  registry.AttestRequest
+		code fencegate.Code
+	}{
+		"another epoch in the body":        {registry.AttestRequest{Lease: is.Lease.ID, GrantDigest: is.GrantDigest, IssuerEpoch: 4, Caller: "alice"}, fencegate.CodeStatusInvalid},
+		"a digest the lease never had":     {registry.AttestRequest{Lease: is.Lease.ID, GrantDigest: "sha256:" + fmt.Sprintf("%064x", 1), Caller: "alice"}, fencegate.CodeStatusInvalid},
+		"another lease's digest":           {registry.AttestRequest{Lease: is.Lease.ID, GrantDigest: other.GrantDigest, Caller: "alice"}, fencegate.CodeStatusInvalid},
+		"no digest":                        {registry.AttestRequest{Lease: is.Lease.ID, Caller: "alice"}, fencegate.CodeStatusInvalid},
+		"another fence in the body":        {registry.AttestRequest{Lease: is.Lease.ID, GrantDigest: is.GrantDigest, FenceToken: 99, Caller: "alice"}, fencegate.CodeStatusInvalid},
+		"a workload that is not the owner": {registry.AttestRequest{Lease: is.Lease.ID, GrantDigest: is.GrantDigest, Caller: "mallory"}, fencegate.CodeOwnerMismatch},
+		"an unknown lease":                 {registry.AttestRequest{Lease: "nope", GrantDigest: is.GrantDigest, Caller: "alice"}, fencegate.CodeStatusInvalid},
 	}
-	// The lease itself lives on under the new epoch.
-	fresh, err := r.Status(ctx, is.Lease.ID)
+	before, err := r.Status(ctx, is.Lease.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	nv := fencegate.VerifiedGrant{Grant: grantOf(t, fresh.Grant), Digest: fresh.GrantDigest}
-	if st, _ := r.GrantStatus(ctx, nv); st.State != fencegate.StateHeld {
-		t.Fatalf("new-epoch grant is %s", st.State)
+	for name, c := range refused {
+		if _, err := r.AttestStatus(ctx, c.req); fencegate.ErrorCode(err) != c.code {
+			t.Errorf("%s: want %s, got %v", name, c.code, err)
+		}
 	}
-}
+	after, err := r.Status(ctx, is.Lease.ID)
+	if err != nil || after.Lease != before.Lease {
+		t.Fatalf("refused attests changed the lease: %+v -> %+v (%v)", before.Lease, after.Lease, err)
+	}
 
-func TestPolicyBumpIsStampedIntoNewGrantsAndRestored(t *testing.T) {
-	r, _ := newRegistry(t)
-	if g := r.BumpPolicy(); g != 8 {
-		t.Fatalf("bumped to %d", g)
+	// A policy bump retires every grant of the older generation.
+	cur := registry.AttestRequest{Lease: is.Lease.ID, GrantDigest: after.GrantDigest, Caller: "alice"}
+	if st, err := attest(t, r, cur); err != nil || st.State != fencegate.StateHeld {
+		t.Fatalf("current epoch-4 grant: %+v %v", st, err)
 	}
-	is := acquire(t, r, "w", params("res/a", "q1"))
-	if g := grantOf(t, is.Grant); g.PolicyGeneration != 8 {
-		t.Fatalf("grant policy generation %d", g.PolicyGeneration)
-	}
-	r2, _ := newRegistry(t)
-	if err := r2.Restore(r.State()); err != nil {
-		t.Fatal(err)
-	}
-	if r2.PolicyGeneration() != 8 {
-		t.Fatalf("restored generation %d", r2.PolicyGeneration())
-	}
-	st := r.State()
-	st.IssuerEpoch = 99
-	if err := r2.Restore(st); err == nil {
-		t.Fatal("restore with another epoch accepted")
+	auth.set(func(is *registry.Issuing) { is.PolicyGeneration++ })
+	if _, err := r.AttestStatus(ctx, cur); fencegate.ErrorCode(err) != fencegate.CodeStatusInvalid {
+		t.Fatalf("grant of an older policy generation: %v", err)
 	}
 }

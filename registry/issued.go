@@ -20,13 +20,13 @@ type Issued struct {
 
 // issue signs the lease's grant and a status proof of its state at now.
 func (r *Registry) issue(l fencegate.Lease, now time.Time) (Issued, error) {
-	a := r.auth.snapshot()
-	token, digest, err := a.signer.SignGrant(grantFor(l, a))
+	a := r.auth.Issuing()
+	token, digest, err := a.Signer.SignGrant(grantFor(l, a))
 	if err != nil {
 		return Issued{}, fencegate.Wrap(err, fencegate.CodeInternal, "sign grant")
 	}
-	st := r.statusFor(l, digest, a.epoch, a, now)
-	proof, err := a.signer.SignStatus(st)
+	st := r.statusFor(l, digest, a.Epoch, a, now)
+	proof, err := a.Signer.SignStatus(st)
 	if err != nil {
 		return Issued{}, fencegate.Wrap(err, fencegate.CodeInternal, "sign status")
 	}
@@ -37,7 +37,7 @@ func (r *Registry) issue(l fencegate.Lease, now time.Time) (Issued, error) {
 // grantFor builds the grant from the lease's acquisition facts and the
 // issuing authority only, so every call for the same lease under the same
 // signing epoch and policy generation gives the same payload.
-func grantFor(l fencegate.Lease, a authoritySnapshot) fencegate.Grant {
+func grantFor(l fencegate.Lease, a Issuing) fencegate.Grant {
 	return fencegate.Grant{
 		Schema:            fencegate.GrantSchema,
 		Resource:          l.Resource,
@@ -46,11 +46,11 @@ func grantFor(l fencegate.Lease, a authoritySnapshot) fencegate.Grant {
 		Lease:             l.ID,
 		FenceToken:        l.FenceToken,
 		BackendRevision:   l.Revision,
-		PolicyGeneration:  a.policyGen,
+		PolicyGeneration:  a.PolicyGeneration,
 		OperationID:       l.OperationID,
 		OperationRoot:     l.OperationRoot,
 		OperationCategory: l.OperationCategory,
-		IssuerEpoch:       a.epoch,
+		IssuerEpoch:       a.Epoch,
 		TTLMs:             uint64(l.TTL.Milliseconds()),
 		IssuedAt:          l.AcquiredAt.UnixMilli(),
 		ExpiresAt:         l.AcquiredAt.Add(l.TTL).UnixMilli(),
@@ -60,8 +60,8 @@ func grantFor(l fencegate.Lease, a authoritySnapshot) fencegate.Grant {
 // statusFor states the lease's state at now, bound to the digest of a grant of
 // grantEpoch. It lives StatusLife, but a HELD proof never outlives the lease
 // itself; a grant of a revoked epoch is stated REVOKED.
-func (r *Registry) statusFor(l fencegate.Lease, digest string, grantEpoch uint64, a authoritySnapshot, now time.Time) fencegate.Status {
-	if a.revoked[grantEpoch] && l.State == fencegate.StateHeld {
+func (r *Registry) statusFor(l fencegate.Lease, digest string, grantEpoch uint64, a Issuing, now time.Time) fencegate.Status {
+	if a.Revoked[grantEpoch] && l.State == fencegate.StateHeld {
 		l.State = fencegate.StateRevoked
 	}
 	exp := now.Add(r.statusLife)
@@ -76,7 +76,7 @@ func (r *Registry) statusFor(l fencegate.Lease, digest string, grantEpoch uint64
 		FenceToken:  l.FenceToken,
 		State:       l.State,
 		Revision:    l.Revision,
-		IssuerEpoch: a.epoch,
+		IssuerEpoch: a.Epoch,
 		IssuedAtMs:  now.UnixMilli(),
 		ExpiresAtMs: exp.UnixMilli(),
 	}

@@ -27,17 +27,22 @@ type Signer interface {
 	SignStatus(fencegate.Status) (string, error)
 }
 
-// Config configures a Registry. Backend and Signer are required; zero values
+// Config configures a Registry. Backend and Signer (or Authority) are required; zero values
 // of the rest take the documented defaults.
 type Config struct {
 	Backend fencegate.LeaseBackend
-	Signer  Signer
+	// Signer signs grants and proofs unless Authority is set.
+	Signer Signer
 	// Now is the registry's clock (default time.Now).
 	Now func() time.Time
 	// NewID returns a fresh, unique lease ID (default: random, 130 bits).
 	NewID func() string
 	// IssuerEpoch and PolicyGeneration are stamped into every grant.
 	IssuerEpoch, PolicyGeneration uint64
+	// Authority, when set, supplies signer, epoch, policy generation and
+	// revoked epochs instead of Signer, IssuerEpoch and PolicyGeneration,
+	// which are then ignored: operator state changes there, not here.
+	Authority Authority
 	// StatusLife is the life of a status proof: default
 	// fencegate.DefaultStatusLife, at most fencegate.MaxStatusLife.
 	StatusLife time.Duration
@@ -59,7 +64,7 @@ type Access interface {
 // operation is one backend call, so it is linearizable when the backend is.
 type Registry struct {
 	backend    fencegate.LeaseBackend
-	auth       authority
+	auth       Authority
 	released   releases
 	now        func() time.Time
 	newID      func() string
@@ -74,8 +79,11 @@ type Registry struct {
 func New(cfg Config) (*Registry, error) {
 	r := &Registry{
 		backend: cfg.Backend, now: cfg.Now, newID: cfg.NewID,
-		auth:       authority{signer: cfg.Signer, epoch: cfg.IssuerEpoch, policyGen: cfg.PolicyGeneration, revoked: map[uint64]bool{}},
+		auth:       cfg.Authority,
 		statusLife: cfg.StatusLife, minTTL: cfg.MinTTL, maxTTL: cfg.MaxTTL, access: cfg.Access,
+	}
+	if r.auth == nil && cfg.Signer != nil {
+		r.auth = StaticAuthority{Signer: cfg.Signer, Epoch: cfg.IssuerEpoch, PolicyGeneration: cfg.PolicyGeneration}
 	}
 	if r.now == nil {
 		r.now = time.Now
@@ -99,8 +107,8 @@ func New(cfg Config) (*Registry, error) {
 	if r.backend == nil {
 		bad("Backend is required")
 	}
-	if r.auth.signer == nil {
-		bad("Signer is required")
+	if r.auth == nil {
+		bad("Signer or Authority is required")
 	}
 	if r.statusLife < 0 || r.statusLife > fencegate.MaxStatusLife {
 		bad("StatusLife %v outside (0, %v]", r.statusLife, fencegate.MaxStatusLife)
@@ -185,33 +193,6 @@ func (r *Registry) Status(ctx context.Context, leaseID string) (Issued, error) {
 		return Issued{}, backendErr(err)
 	}
 	return r.issue(l, now)
-}
-
-// GrantStatus is the linearizable status query of gateways in query mode: it
-// reads the grant's lease now and returns its state, unsigned. A grant whose
-// lease is unknown or whose resource, owner or fence differ from the lease's
-// is STATUS_INVALID.
-func (r *Registry) GrantStatus(ctx context.Context, g fencegate.VerifiedGrant) (fencegate.Status, error) {
-	return r.grantStatus(ctx, g, r.auth.snapshot())
-}
-
-// grantStatus is GrantStatus under one authority snapshot.
-func (r *Registry) grantStatus(ctx context.Context, g fencegate.VerifiedGrant, a authoritySnapshot) (fencegate.Status, error) {
-	if g.Digest == "" || g.Lease == "" {
-		return fencegate.Status{}, fencegate.Errorf(fencegate.CodeStatusInvalid, "grant has no digest or lease")
-	}
-	now := r.now()
-	l, err := r.backend.Lease(ctx, g.Lease, now)
-	if fencegate.ErrorCode(err) == fencegate.CodeNotFound {
-		return fencegate.Status{}, fencegate.Wrap(err, fencegate.CodeStatusInvalid, "grant names an unknown lease")
-	}
-	if err != nil {
-		return fencegate.Status{}, backendErr(err)
-	}
-	if l.Resource != g.Resource || l.Owner != g.Owner || l.FenceToken != g.FenceToken {
-		return fencegate.Status{}, fencegate.Errorf(fencegate.CodeStatusInvalid, "grant does not match lease %s", l.ID)
-	}
-	return r.statusFor(l, g.Digest, g.IssuerEpoch, a, now), nil
 }
 
 // SetFloor makes every later fence of every resource greater than floor; a

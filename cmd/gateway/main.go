@@ -63,9 +63,9 @@ func main() {
 
 func usage() {
 	fmt.Fprint(os.Stderr, `usage:
-  gateway dev   [--addr A] [--metrics-addr M] [--data-dir D] [--identity NAME=TOKEN]... [--admin-token T]... [--store NAME=URL]... [--config FILE]
-  gateway serve --config FILE [--addr A] [--metrics-addr M] [--data-dir D] [--identity NAME=TOKEN]... [--store NAME=URL]...
-  gateway registry [--config FILE] [--addr A] [--data-dir D] [--identity NAME=TOKEN]... [--registry-backend URL]
+  gateway dev   [--addr A] [--metrics-addr M] [--data-dir D] [--identity NAME=TOKEN]... [--admin-token T]... [--gateway NAME=TOKEN]... [--store NAME=URL]... [--config FILE] [--break-glass]
+  gateway serve --config FILE [--addr A] [--metrics-addr M] [--data-dir D] [--identity NAME=TOKEN]... [--store NAME=URL]... [--break-glass]
+  gateway registry [--config FILE] [--addr A] [--data-dir D] [--identity NAME=TOKEN]... [--gateway NAME=TOKEN]... [--registry-backend URL] [--break-glass]
 `)
 }
 
@@ -92,6 +92,15 @@ func parseFlags(cmd string, args []string, cfg *config.Config) error {
 		cfg.Admins = append(cfg.Admins, config.Identity{Name: fmt.Sprintf("admin-%d", len(cfg.Admins)+1), Token: v})
 		return nil
 	})
+	fs.Func("gateway", "gateway identity NAME=TOKEN whose status queries the registry answers for any lease (repeatable)", func(v string) error {
+		name, tok, ok := strings.Cut(v, "=")
+		if !ok || name == "" || tok == "" {
+			return fmt.Errorf("--gateway wants NAME=TOKEN")
+		}
+		cfg.Gateways = append(cfg.Gateways, config.Identity{Name: name, Token: tok})
+		return nil
+	})
+	breakGlass := fs.Bool("break-glass", false, "allow this start to switch validation off (enforce -> shadow, a removed enforce rule); logged and counted")
 	stores := map[string]string{}
 	fs.Func("store", "object store NAME=URL (repeatable): local:DIR or s3://BUCKET[/PREFIX]?endpoint=URL&region=R&pathStyle=true", func(v string) error {
 		name, u, ok := strings.Cut(v, "=")
@@ -126,6 +135,7 @@ func parseFlags(cmd string, args []string, cfg *config.Config) error {
 		cfg.Registry.Backend = *registryBackend
 	}
 	cfg.Identities = append(cfg.Identities, identities...)
+	cfg.BreakGlass = *breakGlass
 	if len(stores) > 0 && cfg.Stores == nil {
 		cfg.Stores = map[string]string{}
 	}

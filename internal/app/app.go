@@ -14,7 +14,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
 	"sync/atomic"
 	"time"
 
@@ -23,11 +22,11 @@ import (
 	"golang.org/x/net/netutil"
 
 	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/authority"
 	"github.com/fencegate/fencegate/backends/httpapi"
 	"github.com/fencegate/fencegate/config"
 	"github.com/fencegate/fencegate/gateway"
 	"github.com/fencegate/fencegate/handlers"
-	"github.com/fencegate/fencegate/proofs"
 	"github.com/fencegate/fencegate/registry"
 )
 
@@ -40,8 +39,10 @@ type App struct {
 	closers    []func() error
 	ready      atomic.Bool
 	metrics    *metrics
-	admin      *admin
-	tls        *tls.Config
+	auth       *authority.Authority
+	// refusedBundle is the last bundle file version refused (logged once).
+	refusedBundle uint64
+	tls           *tls.Config
 	// Registry is the in-process registry, nil if none.
 	Registry *registry.Registry
 	// Gateway is the acceptance point.
@@ -83,15 +84,21 @@ func Build(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, er
 		return nil, err
 	}
 
-	statePath, bundlePath, keyPath := statePaths(cfg.DataDir)
+	files := authority.Files{State: filepath.Join(cfg.DataDir, "authority.json"),
+		Bundle: filepath.Join(cfg.DataDir, "trust-bundle.json"), Key: filepath.Join(cfg.DataDir, "registry-signing-key")}
 	if cfg.TrustBundle != "" {
-		bundlePath = cfg.TrustBundle
+		files.Bundle = cfg.TrustBundle
 	}
-	if cfg.Registry != nil && cfg.Registry.SigningKey != "" {
-		keyPath = cfg.Registry.SigningKey
+	acfg := authority.Config{Files: files, Signing: cfg.Registry != nil, PolicyGeneration: cfg.PolicyGeneration,
+		RevokedEpochs: cfg.RevokedEpochs, Modes: cfg.Modes, BreakGlass: cfg.BreakGlass, Overlap: cfg.KeyOverlap,
+		Log: log, Alarm: a.metrics}
+	if rc := cfg.Registry; rc != nil {
+		acfg.KeyID, acfg.IssuerEpoch = rc.KeyID, rc.IssuerEpoch
+		if rc.SigningKey != "" {
+			acfg.Files.Key = rc.SigningKey
+		}
 	}
-	st, _, err := loadPersisted(statePath)
-	if err != nil {
+	if a.auth, err = authority.Open(acfg); err != nil {
 		return nil, err
 	}
 	access, err := cfg.Access.Policy()
@@ -104,40 +111,15 @@ func Build(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, er
 	case len(cfg.Access.Rules) == 0:
 		log.Warn("access policy: no rules, every workload's lease, write and read is refused (FORBIDDEN)")
 	}
-	var signer *proofs.Signer
 	if cfg.Registry != nil {
 		var closeReg func() error
-		a.Registry, signer, closeReg, err = openRegistry(ctx, cfg, st, keyPath, access)
-		if err != nil {
+		if a.Registry, closeReg, err = openRegistry(ctx, cfg, a.auth, access); err != nil {
 			return nil, err
 		}
 		a.closers = append(a.closers, closeReg)
 	}
-	epoch := uint64(0)
-	if a.Registry != nil {
-		epoch = a.Registry.IssuerEpoch()
-	}
-	verifier, err := buildVerifier(bundlePath, signer, epoch)
-	if err != nil {
-		return nil, err
-	}
-	pol := &policy{minGen: max(cfg.PolicyGeneration, st.PolicyGeneration), revoked: map[uint64]bool{}, reg: a.Registry}
-	for _, e := range append(slices.Clone(cfg.RevokedEpochs), st.RevokedEpochs...) {
-		pol.revoked[e] = true
-	}
-	a.admin = &admin{reg: a.Registry, verifier: verifier, policy: pol, statePath: statePath, bundlePath: bundlePath,
-		keyPath: keyPath, overlap: cfg.KeyOverlap, now: time.Now}
-	if signer != nil {
-		a.admin.keyID = signer.KeyID()
-	}
-	// Operator changes (persisted) apply over the config's starting modes, so a
-	// restart never silently returns an enforced pattern to shadow.
-	modes, err := gateway.NewModes(append(slices.Clone(cfg.Modes), st.Modes...)...)
-	if err != nil {
-		return nil, err
-	}
-	a.admin.modes, a.admin.opModes = modes, st.Modes
-	gcfg := gateway.Config{Verifier: verifier, Store: store, Log: log, Alarm: a.metrics, Policy: pol, Modes: modes, Access: access,
+	verifier := a.auth.Verifier()
+	gcfg := gateway.Config{Verifier: verifier, Store: store, Log: log, Alarm: a.metrics, Policy: a.auth, Modes: a.auth.Modes(), Access: access,
 		EffectTimeout: cfg.EffectTimeout}
 	if fp := os.Getenv("FENCEGATE_FAILPOINT"); fp != "" {
 		// Test-only: crash at the named point of the acceptance point.
@@ -189,6 +171,10 @@ func Build(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, er
 	if err != nil {
 		return nil, err
 	}
+	gatewayTokens, err := config.TokensOf(cfg.Gateways)
+	if err != nil {
+		return nil, err
+	}
 	var auth handlers.Authenticator = handlers.NewBearerTokens(tokens)
 	if cfg.Auth == "mtls" {
 		auth = handlers.ClientCerts{}
@@ -198,7 +184,7 @@ func Build(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, er
 	}
 	srv := &handlers.Server{
 		Gateway: a.Gateway, Stores: objects, Auth: auth,
-		AdminAuth: handlers.NewBearerTokens(adminTokens), Admin: a.admin,
+		AdminAuth: handlers.NewBearerTokens(adminTokens), Admin: a.auth, GatewayAuth: handlers.NewBearerTokens(gatewayTokens),
 		Registry: a.Registry, Reconciler: a.reconciler, APIs: apis, MaxBody: cfg.MaxBodyBytes,
 		BodyReadTimeout: cfg.HTTP.BodyReadTimeout, MayRead: access.MayRead, SpoolDir: spool, Log: log, Ready: a.ready.Load,
 	}
@@ -300,6 +286,7 @@ type metrics struct {
 	shadow      *prometheus.CounterVec
 	overdue     prometheus.Gauge
 	resends     *prometheus.CounterVec
+	breakGlass  *prometheus.CounterVec
 }
 
 func newMetrics() *metrics {
@@ -320,7 +307,11 @@ func newMetrics() *metrics {
 		Name: "fencegate_upstream_resends_total",
 		Help: "Upstream API requests resent under their idempotency key (by the reconciler or a replay), by API and why.",
 	}, []string{"api", "reason"})
-	m.reg.MustRegister(m.resends, m.regressions, m.shadow, m.overdue, prometheus.NewGoCollector())
+	m.breakGlass = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "fencegate_break_glass_total",
+		Help: "Uses of break-glass that switched resource-side validation off: at start (--break-glass) or by an operator (admin API).",
+	}, []string{"source"})
+	m.reg.MustRegister(m.resends, m.regressions, m.shadow, m.overdue, m.breakGlass, prometheus.NewGoCollector())
 	return m
 }
 
@@ -337,4 +328,10 @@ func (m *metrics) ShadowVerdict(_ string, code fencegate.Code) {
 	m.shadow.WithLabelValues(string(code)).Inc()
 }
 
-var _ gateway.Alarm = (*metrics)(nil)
+// BreakGlass counts a use of break-glass (authority.Alarm).
+func (m *metrics) BreakGlass(source string) { m.breakGlass.WithLabelValues(source).Inc() }
+
+var (
+	_ gateway.Alarm   = (*metrics)(nil)
+	_ authority.Alarm = (*metrics)(nil)
+)

@@ -2,11 +2,9 @@ package app
 
 import (
 	"context"
-	"os"
 	"time"
 
 	"github.com/fencegate/fencegate"
-	"github.com/fencegate/fencegate/proofs"
 )
 
 // background runs the periodic work of a serving gateway until ctx ends:
@@ -16,16 +14,12 @@ import (
 func (a *App) background(ctx context.Context) {
 	t := time.NewTicker(a.cfg.Reconcile.Interval)
 	defer t.Stop()
-	var bundleMod time.Time
-	if fi, err := os.Stat(a.admin.bundlePath); err == nil {
-		bundleMod = fi.ModTime()
-	}
 	for {
 		if _, err := a.reconciler.RunOnce(ctx); err != nil && ctx.Err() == nil {
 			a.log.Warn("reconcile pass failed", "err", err)
 		}
 		if a.Registry == nil {
-			bundleMod = a.reloadBundle(bundleMod)
+			a.reloadBundle()
 		}
 		select {
 		case <-ctx.Done():
@@ -35,23 +29,18 @@ func (a *App) background(ctx context.Context) {
 	}
 }
 
-// reloadBundle installs the trust bundle file if it changed since mod; a
-// bundle that does not parse or whose version is lower is refused and logged.
-func (a *App) reloadBundle(mod time.Time) time.Time {
-	fi, err := os.Stat(a.admin.bundlePath)
-	if err != nil || !fi.ModTime().After(mod) {
-		return mod
+// reloadBundle installs the trust bundle file if it holds a higher version;
+// a file that is refused (does not parse, lifts a revocation, ...) changes
+// nothing and is logged once per version.
+func (a *App) reloadBundle() {
+	installed, version, err := a.auth.ReloadBundle()
+	switch {
+	case err != nil && version != a.refusedBundle:
+		a.refusedBundle = version
+		a.log.Error("trust bundle file refused", "version", version, "err", err)
+	case installed:
+		a.log.Info("trust bundle reloaded", "version", version, "revokedEpochs", a.auth.Verifier().Bundle().RevokedEpochs())
 	}
-	b, err := proofs.LoadBundle(a.admin.bundlePath)
-	if err == nil {
-		err = a.admin.verifier.SetBundle(b)
-	}
-	if err != nil {
-		a.log.Error("trust bundle file refused", "path", a.admin.bundlePath, "err", err)
-		return fi.ModTime()
-	}
-	a.log.Info("trust bundle reloaded", "path", a.admin.bundlePath, "version", b.Version())
-	return fi.ModTime()
 }
 
 // raiseOverdue alarms on UNKNOWN receipts past the reconcile deadline: the

@@ -1,0 +1,222 @@
+package authority
+
+import (
+	"context"
+	"crypto/ed25519"
+	"fmt"
+	"maps"
+
+	"github.com/lestrrat-go/jwx/v2/jwa"
+
+	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/proofs"
+)
+
+// RotateKey makes a new Ed25519 key for the next epoch sign everything from
+// now on. The trust bundle (version + 1) holds it and the earlier keys, those
+// valid for the overlap window only. Key and bundle are persisted before any
+// grant is signed with the key. Leases keep their fences; asking for a
+// lease's status re-issues its grant under the new epoch.
+func (a *Authority) RotateKey(context.Context) (State, error) {
+	a.change.Lock()
+	defer a.change.Unlock()
+	if err := a.rotateLocked(); err != nil {
+		return State{}, err
+	}
+	return a.saved()
+}
+
+// RetireEpoch retires issuer epoch n at once, the one path for "this epoch's
+// key must no longer be trusted" (an operator's revocation, or a registry
+// that detected the loss of its coordination state): if n is the epoch
+// being signed for, it first rotates to a new key; then n is revoked, its key
+// dropped from the trust bundle in a new version that lists n as revoked
+// (revocation has no overlap), and everything is persisted. From then on the
+// registry states grants of n REVOKED and signs no proof for them, and this
+// process refuses them; registry-less replicas refuse them once they load the
+// new bundle, and in any case within one status-proof life. Without a
+// signing key (a replica) it records the revocation locally. Retiring a
+// revoked epoch again changes nothing.
+func (a *Authority) RetireEpoch(_ context.Context, n uint64) (State, error) {
+	a.change.Lock()
+	defer a.change.Unlock()
+	if n == 0 {
+		return State{}, fencegate.Errorf(fencegate.CodeInvalidRequest, "epoch 0 does not exist")
+	}
+	if a.signing && n > a.epoch {
+		return State{}, fencegate.Errorf(fencegate.CodeInvalidRequest, "epoch %d has not been issued (the current epoch is %d)", n, a.epoch)
+	}
+	if a.EpochRevoked(n) {
+		return a.state(), nil
+	}
+	if a.signing && n == a.epoch {
+		if err := a.rotateLocked(); err != nil {
+			return State{}, err
+		}
+	}
+	revoked := maps.Clone(a.revoked)
+	revoked[n] = true
+	if a.signing {
+		b := a.verifier.Bundle()
+		if err := a.publishWith(revoked, b.Keys(), b.Version()+1); err != nil {
+			return State{}, err
+		}
+	}
+	a.mu.Lock()
+	a.revoked = revoked
+	a.mu.Unlock()
+	a.log.Warn("issuer epoch retired: its grants and status proofs are refused", "epoch", n)
+	return a.saved()
+}
+
+// rotateLocked is RotateKey's work; the caller holds a.change.
+func (a *Authority) rotateLocked() error {
+	if !a.signing {
+		return fencegate.Errorf(fencegate.CodeUnsupported, "no in-process registry: rotate keys at the registry and load its bundle here")
+	}
+	epoch := a.epoch + 1
+	seed, err := newSeed()
+	if err != nil {
+		return err
+	}
+	signer, err := proofs.NewSigner(ed25519.NewKeyFromSeed(seed), fmt.Sprintf("registry-%d", epoch), jwa.EdDSA)
+	if err != nil {
+		return fencegate.Wrap(err, fencegate.CodeInternal, "new signer")
+	}
+	old := a.verifier.Bundle()
+	until := a.now().Add(a.overlap)
+	var keys []proofs.BundleKey
+	for _, k := range old.Keys() {
+		if k.NotAfter.IsZero() || k.NotAfter.After(until) {
+			k.NotAfter = until
+		}
+		keys = append(keys, k)
+	}
+	keys = append(keys, signer.BundleKey(epoch))
+	// Persist the key before anyone can see grants signed by it.
+	if err := writeSeed(a.files.Key, seed); err != nil {
+		return err
+	}
+	if err := a.publishWith(a.revoked, keys, old.Version()+1); err != nil {
+		return err
+	}
+	a.mu.Lock()
+	a.signer, a.epoch = signer, epoch
+	a.mu.Unlock()
+	a.log.Info("signing key rotated", "epoch", epoch, "keyId", signer.KeyID(), "overlapUntil", until)
+	return nil
+}
+
+// publish is publishWith the revocations in force.
+func (a *Authority) publish(keys []proofs.BundleKey, version uint64) error {
+	return a.publishWith(a.revoked, keys, version)
+}
+
+// publishWith writes and installs a bundle of version holding keys, less
+// those of revoked epochs and those expired, and listing revoked.
+func (a *Authority) publishWith(revoked map[uint64]bool, keys []proofs.BundleKey, version uint64) error {
+	now := a.now()
+	var kept []proofs.BundleKey
+	rv := proofs.Revocations{Epochs: revokedList(revoked), KeyIDs: a.verifier.Bundle().Revocations().KeyIDs}
+	for _, k := range keys {
+		switch {
+		case revoked[k.Epoch]:
+			rv.KeyIDs = append(rv.KeyIDs, k.Key.KeyID())
+		case k.NotAfter.IsZero() || k.NotAfter.After(now):
+			kept = append(kept, k)
+		}
+	}
+	b, err := proofs.NewRevokingBundle(version, rv, kept...)
+	if err != nil {
+		return err
+	}
+	if err := writeBundle(a.files.Bundle, b); err != nil {
+		return fencegate.Wrap(err, fencegate.CodeInternal, "persist trust bundle")
+	}
+	return a.install(b)
+}
+
+// install makes b the bundle in force and takes over its revocations.
+func (a *Authority) install(b *proofs.Bundle) error {
+	if err := a.verifier.SetBundle(b); err != nil {
+		return err
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.windows = windowsOf(b)
+	if len(b.RevokedEpochs()) > 0 {
+		revoked := maps.Clone(a.revoked)
+		for _, e := range b.RevokedEpochs() {
+			revoked[e] = true
+		}
+		a.revoked = revoked
+	}
+	return nil
+}
+
+// TrustBundle is the trust bundle in force, as a document.
+func (a *Authority) TrustBundle(context.Context) ([]byte, error) {
+	return a.verifier.Bundle().Marshal()
+}
+
+// SetTrustBundle installs a bundle document (the controlled path besides
+// rotation) and persists it as the bundle file. It is refused, changing
+// nothing, if it does not parse, has a lower version, lifts a revocation, or
+// (signing) lacks the registry's key or holds a key of a revoked epoch. Its
+// revoked epochs are revoked here from then on.
+func (a *Authority) SetTrustBundle(_ context.Context, data []byte) (State, error) {
+	a.change.Lock()
+	defer a.change.Unlock()
+	b, err := proofs.ParseBundle(data)
+	if err != nil {
+		return State{}, err
+	}
+	if err := a.admissible(b); err != nil {
+		return State{}, err
+	}
+	if err := a.install(b); err != nil {
+		return State{}, err
+	}
+	if err := writeFileAtomic(a.files.Bundle, data, 0o644); err != nil {
+		return State{}, fencegate.Wrap(err, fencegate.CodeInternal, "persist trust bundle")
+	}
+	return a.saved()
+}
+
+// ReloadBundle installs the bundle file if its version is above the one in
+// force (the path a replica's operator uses: replace the file). It reports
+// whether it installed a new version; a file that is refused changes nothing.
+func (a *Authority) ReloadBundle() (installed bool, version uint64, err error) {
+	a.change.Lock()
+	defer a.change.Unlock()
+	b, err := proofs.LoadBundle(a.files.Bundle)
+	if err != nil {
+		return false, 0, err
+	}
+	if b.Version() <= a.verifier.Bundle().Version() {
+		return false, b.Version(), nil
+	}
+	if err := a.admissible(b); err != nil {
+		return false, b.Version(), err
+	}
+	if err := a.install(b); err != nil {
+		return false, b.Version(), err
+	}
+	_, err = a.saved()
+	return true, b.Version(), err
+}
+
+// admissible checks what a loaded bundle must satisfy beyond parsing.
+func (a *Authority) admissible(b *proofs.Bundle) error {
+	if a.signer != nil {
+		if err := holdsSigner(b, a.signer); err != nil {
+			return fencegate.Errorf(fencegate.CodeInvalidRequest, "trust bundle: %v", err)
+		}
+	}
+	for _, k := range b.Keys() {
+		if a.EpochRevoked(k.Epoch) {
+			return fencegate.Errorf(fencegate.CodeInvalidRequest, "trust bundle: key %q signs for revoked epoch %d", k.Key.KeyID(), k.Epoch)
+		}
+	}
+	return nil
+}

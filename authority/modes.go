@@ -1,0 +1,77 @@
+package authority
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/gateway"
+)
+
+// openModes builds the modes in force at start: the configured rules with the
+// operator's changes over them. Against the modes in force when the state was
+// last saved, every downgrade (gateway.Downgrades) needs cfg.BreakGlass;
+// without it the start is refused naming each, and with it each is logged
+// and the use counted.
+func (a *Authority) openModes(cfg Config, p persisted) error {
+	m, err := gateway.NewModes(cfg.Modes...)
+	if err != nil {
+		return err
+	}
+	for _, r := range p.OperatorModes {
+		if err := m.Set(r.Pattern, r.Mode, true); err != nil {
+			return fmt.Errorf("persisted operator mode: %w", err)
+		}
+	}
+	a.modes, a.opModes = m, slices.Clone(p.OperatorModes)
+	if p.ModesInForce == nil {
+		return nil // first start: the config's modes are where rollout starts
+	}
+	down := gateway.Downgrades(*p.ModesInForce, m.Rules())
+	if len(down) == 0 {
+		return nil
+	}
+	if !cfg.BreakGlass {
+		errs := []error{errors.New("the configured modes switch resource-side validation off; restore them, or start with --break-glass to allow it")}
+		for _, d := range down {
+			errs = append(errs, errors.New(d.String()))
+		}
+		return errors.Join(errs...)
+	}
+	for _, d := range down {
+		a.log.Error("BREAK-GLASS: validation switched off at start", "change", d.String(), "pattern", d.Pattern)
+	}
+	a.alarm.BreakGlass("start")
+	return nil
+}
+
+// SetMode sets a pattern's enforcement mode. Moving a pattern that resolves
+// to enforce to shadow needs breakGlass (refused with FORBIDDEN otherwise,
+// changing nothing); a break-glass change is logged and counted. The rule is
+// persisted with the operator's other changes and survives restarts over the
+// config's modes.
+func (a *Authority) SetMode(_ context.Context, rule gateway.ModeRule, breakGlass bool) (State, error) {
+	a.change.Lock()
+	defer a.change.Unlock()
+	before := a.modes.Rules()
+	if err := a.modes.Set(rule.Pattern, rule.Mode, breakGlass); err != nil {
+		return State{}, err
+	}
+	if down := gateway.Downgrades(before, a.modes.Rules()); len(down) > 0 {
+		for _, d := range down {
+			a.log.Error("BREAK-GLASS: validation switched off by an operator", "change", d.String(), "pattern", d.Pattern)
+		}
+		a.alarm.BreakGlass("admin")
+	}
+	a.mu.Lock()
+	a.opModes = slices.DeleteFunc(a.opModes, func(r gateway.ModeRule) bool { return r.Pattern == rule.Pattern })
+	a.opModes = append(a.opModes, rule)
+	a.mu.Unlock()
+	st, err := a.saved()
+	if err != nil {
+		return State{}, fencegate.Wrap(err, fencegate.CodeInternal, "mode set in memory but not persisted")
+	}
+	return st, nil
+}

@@ -1,0 +1,137 @@
+package authority
+
+import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/gateway"
+)
+
+// persisted is the State file. Older files wrote the operator's modes as
+// "modes" and had no modesInForce; they are read as such.
+type persisted struct {
+	IssuerEpoch      uint64   `json:"issuerEpoch,omitempty"`
+	KeyID            string   `json:"keyId,omitempty"`
+	PolicyGeneration uint64   `json:"policyGeneration"`
+	RevokedEpochs    []uint64 `json:"revokedEpochs"`
+	// OperatorModes are the rules set through the admin API; they apply over the config's.
+	OperatorModes []gateway.ModeRule `json:"operatorModes,omitempty"`
+	// LegacyModes is the "modes" member of files written before operatorModes.
+	LegacyModes []gateway.ModeRule `json:"modes,omitempty"`
+	// ModesInForce are all the rules in force when last saved; nil when
+	// never recorded (a first start takes the config's as they are).
+	ModesInForce *[]gateway.ModeRule `json:"modesInForce,omitempty"`
+}
+
+func loadPersisted(path string) (persisted, error) {
+	var p persisted
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return p, nil
+	}
+	if err != nil {
+		return p, err
+	}
+	if err := json.Unmarshal(b, &p); err != nil {
+		return p, fmt.Errorf("%s: %w", path, err)
+	}
+	if p.OperatorModes == nil {
+		p.OperatorModes = p.LegacyModes
+	}
+	p.LegacyModes = nil
+	return p, nil
+}
+
+// save writes the State file; the caller holds a.change.
+func (a *Authority) save() error {
+	a.mu.RLock()
+	p := persisted{IssuerEpoch: a.epoch, PolicyGeneration: a.policyGen, OperatorModes: a.opModes}
+	if a.signer != nil {
+		p.KeyID = a.signer.KeyID()
+	}
+	for e := range a.revoked {
+		p.RevokedEpochs = append(p.RevokedEpochs, e)
+	}
+	a.mu.RUnlock()
+	slices.Sort(p.RevokedEpochs)
+	inForce := a.modes.Rules()
+	if inForce == nil {
+		inForce = []gateway.ModeRule{}
+	}
+	p.ModesInForce = &inForce
+	data, err := json.MarshalIndent(p, "", "  ")
+	if err == nil {
+		err = writeFileAtomic(a.files.State, data, 0o600)
+	}
+	if err != nil {
+		return fencegate.Wrap(err, fencegate.CodeInternal, "persist operator state")
+	}
+	return nil
+}
+
+// writeFileAtomic replaces path with data so readers see old or new, never
+// half: a temporary file, synced, renamed over path.
+func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, mode)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// newSeed returns a fresh Ed25519 seed.
+func newSeed() ([]byte, error) {
+	seed := make([]byte, ed25519.SeedSize)
+	if _, err := rand.Read(seed); err != nil {
+		return nil, fencegate.Wrap(err, fencegate.CodeInternal, "generate key")
+	}
+	return seed, nil
+}
+
+// writeSeed persists seed (hex) at path, mode 0600.
+func writeSeed(path string, seed []byte) error {
+	if err := writeFileAtomic(path, []byte(hex.EncodeToString(seed)+"\n"), 0o600); err != nil {
+		return fencegate.Wrap(err, fencegate.CodeInternal, "persist signing key")
+	}
+	return nil
+}
+
+// loadOrCreateSeed reads a hex Ed25519 seed, creating one if absent.
+func loadOrCreateSeed(path string) ([]byte, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		seed, err := newSeed()
+		if err == nil {
+			err = writeSeed(path, seed)
+		}
+		return seed, err
+	}
+	if err != nil {
+		return nil, fmt.Errorf("signing key: %w", err)
+	}
+	seed, err := hex.DecodeString(strings.TrimSpace(string(data)))
+	if err != nil || len(seed) != ed25519.SeedSize {
+		return nil, fmt.Errorf("signing key %s: not a hex Ed25519 seed", path)
+	}
+	return seed, nil
+}
