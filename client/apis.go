@@ -33,9 +33,22 @@ func (c *Client) CallAPI(ctx context.Context, api, method, path string, f Fence,
 	default:
 		return nil, fencegate.Errorf(fencegate.CodeInvalidRequest, "fenced API calls are POST, PUT, PATCH or DELETE, not %q", method)
 	}
-	h := f.header()
+	var h http.Header
 	if contentType != "" {
-		h.Set("Content-Type", contentType)
+		h = http.Header{"Content-Type": {contentType}}
+	}
+	return c.callAPI(ctx, api, method, path, f, h, body)
+}
+
+// callAPI is CallAPI with the caller's own headers (an SDK's) besides the
+// fence headers, which win.
+func (c *Client) callAPI(ctx context.Context, api, method, path string, f Fence, header http.Header, body []byte) (*APIResponse, error) {
+	h := header.Clone()
+	if h == nil {
+		h = http.Header{}
+	}
+	for k, v := range f.header() {
+		h[k] = v
 	}
 	op := "call " + api
 	resp, err := c.send(ctx, request{op: op, method: method, path: apiPath(api, path), header: h, body: bytes.NewReader(body)})

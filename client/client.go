@@ -131,9 +131,11 @@ type request struct {
 	method string
 	path   string // already escaped, starting with /
 	query  url.Values
-	header http.Header
-	body   io.Reader
-	json   any // marshalled as the body when set
+	// rawQuery is sent as it is when query is empty (an SDK's own query).
+	rawQuery string
+	header   http.Header
+	body     io.Reader
+	json     any // marshalled as the body when set
 }
 
 // send performs r and returns the response for any status; only a transport
@@ -142,6 +144,8 @@ func (c *Client) send(ctx context.Context, r request) (*http.Response, error) {
 	u := c.base + r.path
 	if len(r.query) > 0 {
 		u += "?" + r.query.Encode()
+	} else if r.rawQuery != "" {
+		u += "?" + r.rawQuery
 	}
 	body := r.body
 	if r.json != nil {

@@ -75,6 +75,7 @@ type Lease struct {
 	commitMu sync.Mutex // held for a whole commit: numbering follows order
 	nextSeg  uint64
 	doubt    *inDoubt
+	led      ledger // effect keys of the operation (keyed.go)
 }
 
 // NewLease returns a lease in REQUESTED with its request ID fixed for life

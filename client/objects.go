@@ -10,12 +10,14 @@ import (
 )
 
 // Fence is what a fenced mutation carries besides the workload credential:
-// the grant, a status proof (empty for gateways in query mode) and the
-// segment number (1, 2, 3, ... under one grant).
+// the grant, a status proof (empty for gateways in query mode), the segment
+// number (1, 2, 3, ... under one grant) and optionally the worker's own key
+// for the effect (Fence-Effect-Key, kept in the receipt).
 type Fence struct {
-	Grant   string
-	Status  string
-	Segment uint64
+	Grant     string
+	Status    string
+	Segment   uint64
+	EffectKey string
 }
 
 func (f Fence) header() http.Header {
@@ -25,6 +27,9 @@ func (f Fence) header() http.Header {
 		h.Set("Fence-Status", f.Status)
 	}
 	h.Set("Fence-Segment", strconv.FormatUint(f.Segment, 10))
+	if f.EffectKey != "" {
+		h.Set("Fence-Effect-Key", f.EffectKey)
+	}
 	return h
 }
 

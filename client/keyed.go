@@ -1,0 +1,159 @@
+package client
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/fencegate/fencegate"
+)
+
+// ledger is what a lease knows of its operation's receipts by effect key:
+// loaded once from the receipt ledger (GET /v1/receipts?operationId=) on the
+// first keyed commit, then kept up to date by the lease's own commits.
+type ledger struct {
+	loaded bool
+	// byKey is the best receipt of each effect key under the operation, of
+	// any owner (COMMITTED over unsettled over not applied).
+	byKey map[string]fencegate.Receipt
+	// seg maps an effect key to its segment under this lease's grant.
+	seg map[string]uint64
+}
+
+// doubtKey is the inDoubt key of a keyed effect (generic effects use
+// "METHOD target digest", which never starts with "key ").
+func doubtKey(key string) string { return "key " + key }
+
+// commitKeyed is commit for an effect the worker names with key (an SDK's
+// idempotency key): one key is one segment. A key this lease already used is
+// sent again under its segment (a replay: the gateway answers the stored
+// answer, settles the segment, or admits it if it was never admitted); a key
+// an earlier process or owner committed answers that receipt's stored answer
+// without sending; one still unsettled under another grant is
+// MUTATION_UNKNOWN (resending it under this grant would be a new effect under
+// a new upstream key); otherwise the key takes the next segment.
+func (l *Lease) commitKeyed(ctx context.Context, key string, send func(ctx context.Context, f Fence) (outcome, error)) (outcome, error) {
+	l.commitMu.Lock()
+	defer l.commitMu.Unlock()
+	if err := l.live(); err != nil {
+		return outcome{}, err
+	}
+	if err := l.loadLedger(ctx); err != nil {
+		return outcome{}, err
+	}
+	if seg, ok := l.led.seg[key]; ok {
+		return l.sendKeyed(ctx, key, seg, send)
+	}
+	if r, ok := l.led.byKey[key]; ok {
+		switch {
+		case r.State == fencegate.ReceiptCommitted:
+			return outcome{receipt: r, api: responseOf(r), reused: true}, nil
+		case !r.State.NotApplied():
+			return outcome{}, &fencegate.Error{Code: fencegate.CodeMutationUnknown, ReceiptID: r.ID,
+				Message: fmt.Sprintf("effect %q was sent under fence %d and is %s; it is not sent again under fence %d until it settles", key, r.FenceToken, r.State, l.Fence())}
+		}
+	}
+	if d := l.doubt; d != nil {
+		o, done, err := l.settleDoubt(ctx, doubtKey(key))
+		if err != nil || done {
+			return o, err
+		}
+		if l.nextSeg == d.seg { // not applied: the segment is free, its key forgotten
+			for k, s := range l.led.seg {
+				if s == d.seg {
+					delete(l.led.seg, k)
+				}
+			}
+		}
+	}
+	return l.sendKeyed(ctx, key, l.nextSeg, send)
+}
+
+// sendKeyed sends key's effect as segment seg and records what the answer
+// says about the segment.
+func (l *Lease) sendKeyed(ctx context.Context, key string, seg uint64, send func(ctx context.Context, f Fence) (outcome, error)) (outcome, error) {
+	for attempt := 0; ; attempt++ {
+		grant, proof, err := l.ready(ctx)
+		if err != nil {
+			return outcome{}, err
+		}
+		o, err := send(ctx, Fence{Grant: grant, Status: proof, Segment: seg})
+		code := fencegate.ErrorCode(err)
+		switch {
+		case err == nil:
+			l.led.seg[key] = seg
+			if seg >= l.nextSeg {
+				l.nextSeg = seg + 1
+			}
+			if l.doubt != nil && l.doubt.seg == seg {
+				l.doubt = nil
+			}
+			return o, nil
+		case IsUncertain(err) || code == fencegate.CodeMutationUnknown:
+			l.led.seg[key] = seg
+			if seg >= l.nextSeg {
+				l.doubt = &inDoubt{seg: seg, key: doubtKey(key), receipt: receiptIDOf(err)}
+			}
+			return o, err
+		case code == fencegate.CodeStaleOwner || code == fencegate.CodeFenceRegression:
+			l.lose(err)
+			return o, err
+		case (code == fencegate.CodeStatusInvalid || code == fencegate.CodeEpochRevoked || code == fencegate.CodePolicyStale) && attempt == 0:
+			l.expireProof()
+		case code == fencegate.CodeEpochRevoked:
+			l.lose(err)
+			return o, err
+		default:
+			if code == fencegate.CodeBackendUnavailable && seg >= l.nextSeg {
+				// Nothing was applied and the segment is free again.
+				delete(l.led.seg, key)
+				if l.doubt != nil && l.doubt.seg == seg {
+					l.doubt = nil
+				}
+			}
+			return o, err
+		}
+	}
+}
+
+// loadLedger reads the operation's receipts once: every effect key's best
+// receipt, and for this lease's grant the keys' segments, the next segment
+// number and a segment still in doubt. So a worker restarted under the same
+// lease (the same request ID) continues its numbering and its keys.
+func (l *Lease) loadLedger(ctx context.Context) error {
+	if l.led.loaded {
+		return nil
+	}
+	info := l.Info()
+	list, err := l.c.Receipts(ctx, info.OperationID)
+	if err != nil {
+		return err
+	}
+	byKey := map[string]fencegate.Receipt{}
+	seg := map[string]uint64{}
+	next := l.nextSeg
+	var doubt *inDoubt
+	for _, r := range list {
+		if r.EffectKey != "" {
+			if b, ok := byKey[r.EffectKey]; !ok || rank(r.State) > rank(b.State) || rank(r.State) == rank(b.State) && r.CreatedAt.After(b.CreatedAt) {
+				byKey[r.EffectKey] = r
+			}
+		}
+		if r.Lease != info.Lease || r.FenceToken != info.FenceToken || r.State.NotApplied() {
+			continue
+		}
+		if r.EffectKey != "" {
+			seg[r.EffectKey] = r.Segment
+		}
+		if r.State == fencegate.ReceiptCommitted {
+			next = max(next, r.Segment+1)
+		} else {
+			doubt = &inDoubt{seg: r.Segment, key: doubtKey(r.EffectKey), receipt: r.ID}
+		}
+	}
+	l.led = ledger{loaded: true, byKey: byKey, seg: seg}
+	l.nextSeg = next
+	if doubt != nil && doubt.seg >= next && l.doubt == nil {
+		l.doubt = doubt
+	}
+	return nil
+}
