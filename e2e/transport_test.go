@@ -58,7 +58,6 @@ func TestTransportGivesAnSDKOneSegmentPerKeyAcrossRestartsAndOwners(t *testing.T
     contract:
       idempotency:
         keyRetention: 24h
-        effectQuery: {method: GET, url: "/v1/payouts?idempotency_key={key}"}
     routes:
       - {method: POST, path: "/v1/accounts/{account}/payouts", resource: "payouts/{account}"}
       - {method: GET, path: "/v1/payouts", resource: "payouts/acc_1"}
