@@ -162,14 +162,6 @@ func (a *API) endpoint(path, rawQuery string) string {
 	return u.String()
 }
 
-// hopByHop are connection-scoped headers (RFC 9110 §7.6.1) plus those the
-// gateway owns or that must never be forwarded from a worker.
-var hopByHop = []string{
-	"Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authenticate", "Proxy-Authorization",
-	"Te", "Trailer", "Transfer-Encoding", "Upgrade", "Authorization", "Cookie", "Host",
-	"Content-Length", "Expect", "Accept-Encoding",
-}
-
 // forwardHeader is keptHeader plus the configured upstream credential.
 func (a *API) forwardHeader(in http.Header) http.Header {
 	return a.withCredential(a.keptHeader(in))
@@ -184,38 +176,6 @@ func (a *API) withCredential(h http.Header) http.Header {
 	return h
 }
 
-// keptHeader is the client's header without hop-by-hop, credential, cookie
-// and Fence-* headers, nor any header the gateway sets itself (idempotency
-// keys under any of their common names included): what a receipt keeps.
-func (a *API) keptHeader(in http.Header) http.Header {
-	out := in.Clone()
-	if out == nil {
-		out = http.Header{}
-	}
-	for _, v := range in.Values("Connection") {
-		for _, name := range strings.Split(v, ",") {
-			out.Del(strings.TrimSpace(name))
-		}
-	}
-	for _, name := range hopByHop {
-		out.Del(name)
-	}
-	for name := range out {
-		if strings.HasPrefix(http.CanonicalHeaderKey(name), "Fence-") {
-			delete(out, name)
-		}
-	}
-	for _, name := range []string{a.cfg.Key.Header, DefaultIdempotencyHeader, "X-Idempotency-Key"} {
-		if name != "" {
-			out.Del(name)
-		}
-	}
-	if nf := a.cfg.Contract.NativeFence; nf != nil {
-		out.Del(nf.Header)
-		out.Del(nf.SegmentHeader)
-	}
-	if a.credName != "" {
-		out.Del(a.credName)
-	}
-	return out
-}
+// keptHeader is the client's header as allowedHeader (headers.go) lets it
+// through: what a receipt keeps and what the upstream is sent.
+func (a *API) keptHeader(in http.Header) http.Header { return a.allowedHeader(in) }

@@ -125,7 +125,7 @@ func TestRetriesOfOneSegmentSendTheSameKeyAndPayOnce(t *testing.T) {
 }
 
 func TestWorkerCredentialAndFenceHeadersNeverReachUpstream(t *testing.T) {
-	h := newHarness(t, upstream.Options{}, nil)
+	h := newHarness(t, upstream.Options{}, func(c *APIConfig) { c.ForwardHeaders = []string{"X-Trace"} })
 	hd := http.Header{
 		"Authorization":   {"Bearer worker-token"},
 		"Cookie":          {"session=1"},
@@ -137,6 +137,7 @@ func TestWorkerCredentialAndFenceHeadersNeverReachUpstream(t *testing.T) {
 		"X-Hop":           {"1"},
 		"Content-Type":    {"application/json"},
 		"X-Trace":         {"abc"},
+		"X-Undeclared":    {"x"},
 	}
 	r := h.receipt(1, 1)
 	if out, err := h.call(r, hd, payout); err != nil || out.State != fencegate.ReceiptCommitted {
@@ -146,7 +147,7 @@ func TestWorkerCredentialAndFenceHeadersNeverReachUpstream(t *testing.T) {
 	if got.Get("Authorization") != secret || h.pay.LeakedAuthorization() != 0 || h.pay.Unauthorized() != 0 {
 		t.Fatalf("upstream saw Authorization %q (leaked %d)", got.Get("Authorization"), h.pay.LeakedAuthorization())
 	}
-	for _, name := range []string{"Cookie", "Fence-Grant", "Fence-Status", "Fence-Segment", "X-Hop"} {
+	for _, name := range []string{"Cookie", "Fence-Grant", "Fence-Status", "Fence-Segment", "X-Hop", "X-Undeclared"} {
 		if got.Get(name) != "" {
 			t.Errorf("upstream saw %s: %q", name, got.Get(name))
 		}

@@ -63,8 +63,11 @@ type APIConfig struct {
 	MaxResponseBytes int64 `yaml:"maxResponseBytes"`
 	// KeepResponseHeaders are stored with the answer (Content-Type always is).
 	KeepResponseHeaders []string `yaml:"keepResponseHeaders"`
-	Contract            Contract `yaml:"contract"`
-	Routes              []Route  `yaml:"routes"`
+	// ForwardHeaders are the worker's request headers the upstream is sent,
+	// besides content negotiation (see headers.go); all others are dropped.
+	ForwardHeaders []string `yaml:"forwardHeaders"`
+	Contract       Contract `yaml:"contract"`
+	Routes         []Route  `yaml:"routes"`
 }
 
 // Credentials is the upstream credential the gateway injects: Prefix followed
@@ -206,6 +209,9 @@ func (a APIConfig) validate(i int) []error {
 	}
 	for _, e := range a.Settle.validate(a) {
 		at("settle", e.code, "settle: %s", e.msg)
+	}
+	for _, e := range a.checkForwardHeaders() {
+		at("forwardHeaders", fencegate.CodeInvalidRequest, "forwardHeaders: %s", e)
 	}
 	for _, h := range a.KeepResponseHeaders {
 		if !validHeaderName(h) {
