@@ -21,20 +21,30 @@ func digestOf(s string) string {
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
-// receipts lists every receipt of resource res (the workers use the resource
-// as the operation ID) through replica rep.
+// receipts lists every receipt of resource res through replica rep,
+// following the pages of GET /v1/receipts?resource=.
 func (c *cluster) receipts(ctx context.Context, rep int, res string) ([]fencegate.Receipt, error) {
-	a, err := exchange(ctx, c.replicas[rep].base(), "GET", "/v1/receipts?operationId="+url.QueryEscape(res), c.tokens[0], nil, nil)
-	if err != nil {
-		return nil, err
+	var all []fencegate.Receipt
+	cursor := ""
+	for {
+		path := "/v1/receipts?resource=" + url.QueryEscape(res) + "&cursor=" + url.QueryEscape(cursor)
+		a, err := exchange(ctx, c.replicas[rep].base(), "GET", path, c.tokens[0], nil, nil)
+		if err != nil {
+			return nil, err
+		}
+		var page struct {
+			Receipts []fencegate.Receipt `json:"receipts"`
+			Next     string              `json:"next"`
+		}
+		if a.status != http.StatusOK || json.Unmarshal(a.body, &page) != nil {
+			return nil, fmt.Errorf("receipts of %s at replica %d: %d %s", res, rep, a.status, a.body)
+		}
+		all = append(all, page.Receipts...)
+		if page.Next == "" || len(page.Receipts) == 0 && page.Next == cursor {
+			return all, nil
+		}
+		cursor = page.Next
 	}
-	var list struct {
-		Receipts []fencegate.Receipt `json:"receipts"`
-	}
-	if a.status != http.StatusOK || json.Unmarshal(a.body, &list) != nil {
-		return nil, fmt.Errorf("receipts of %s at replica %d: %d %s", res, rep, a.status, a.body)
-	}
-	return list.Receipts, nil
 }
 
 // unknownCount is the length of GET /v1/unknown at replica rep.
