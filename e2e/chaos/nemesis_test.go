@@ -42,6 +42,15 @@ func (c *cluster) faults(pgRestart func() error) []fault {
 			c.s3Links[i].sever()
 			return func() error { return errors.Join(c.pgLinks[i].heal(), c.s3Links[i].heal()) }, nil
 		}},
+		{"etcd member killed", c.killEtcdMember},
+		{"etcd leader moved", func(ctx context.Context, rng *rand.Rand) (func() error, error) {
+			lead, err := c.etcd.Leader(ctx)
+			if err != nil {
+				return nil, err
+			}
+			to := (lead + 1 + rng.IntN(2)) % 3
+			return func() error { return nil }, c.etcd.MoveLeader(ctx, to)
+		}},
 	}
 	if pgRestart != nil {
 		fs = append(fs, fault{"postgres restart", func(context.Context, *rand.Rand) (func() error, error) {
@@ -70,6 +79,21 @@ func (c *cluster) killReplica(ctx context.Context, rng *rand.Rand) (func() error
 		defer cancel()
 		return r.start(sctx)
 	}, nil
+}
+
+// killEtcdMember kills one member (the leader half the time) with SIGKILL;
+// healing starts it again on its own data.
+func (c *cluster) killEtcdMember(ctx context.Context, rng *rand.Rand) (func() error, error) {
+	i := rng.IntN(3)
+	if rng.IntN(2) == 0 {
+		if lead, err := c.etcd.Leader(ctx); err == nil {
+			i = lead
+		}
+	}
+	if err := c.etcd.Kill(i); err != nil {
+		return nil, err
+	}
+	return func() error { return c.etcd.Start(i) }, nil
 }
 
 // nemesis injects the faults one at a time, in shuffled rounds so that each
