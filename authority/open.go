@@ -50,6 +50,10 @@ func Open(cfg Config) (*Authority, error) {
 			a.revoked[e] = true
 		}
 	}
+	// Modes first: a start they refuse writes nothing.
+	if err := a.openModes(cfg, p); err != nil {
+		return nil, err
+	}
 	if cfg.Signing {
 		if err := a.openSigner(cfg, p); err != nil {
 			return nil, err
@@ -72,9 +76,6 @@ func Open(cfg Config) (*Authority, error) {
 		if err := a.publish(b.Keys(), b.Version()+1); err != nil {
 			return nil, err
 		}
-	}
-	if err := a.openModes(cfg, p); err != nil {
-		return nil, err
 	}
 	if err := a.save(); err != nil {
 		return nil, err
