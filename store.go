@@ -112,3 +112,17 @@ type FenceStore interface {
 	SwapVersion(ctx context.Context, target, from, to string) error
 	Close() error
 }
+
+// TargetBindings is the operator's handle on the canonical mapping's binding
+// of a target to the resource that first admitted it (README, "Canonical
+// mapping"). Every fence store implements it.
+type TargetBindings interface {
+	// Binding returns the resource target is bound to; NOT_FOUND if none.
+	Binding(ctx context.Context, target string) (string, error)
+	// Unbind removes target's binding in one transaction, if it is still to
+	// resource (else RESOURCE_MISMATCH; NOT_FOUND if unbound) and resource
+	// has no effect in flight (else RESOURCE_BUSY). The resource's fence
+	// state, receipts and the target's version are kept: the next accepted
+	// admission binds the target again.
+	Unbind(ctx context.Context, target, resource string) error
+}

@@ -235,3 +235,26 @@ func (s *Store) SwapVersion(ctx context.Context, target, from, to string) error 
 
 // Close implements fencegate.FenceStore; it keeps the data.
 func (s *Store) Close() error { return nil }
+
+var _ fencegate.TargetBindings = (*Store)(nil)
+
+// Binding implements fencegate.TargetBindings.
+func (s *Store) Binding(ctx context.Context, target string) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if b, ok := s.bound[target]; ok {
+		return b, nil
+	}
+	return "", fencegate.Errorf(fencegate.CodeNotFound, "target %q is bound to no resource", target)
+}
+
+// Unbind implements fencegate.TargetBindings.
+func (s *Store) Unbind(ctx context.Context, target, resource string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := fencerules.CheckUnbind(s.bound[target], target, resource, s.resources[resource]); err != nil {
+		return err
+	}
+	delete(s.bound, target)
+	return nil
+}

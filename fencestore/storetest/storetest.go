@@ -42,6 +42,7 @@ func Run(t *testing.T, open func(t *testing.T) fencegate.FenceStore) {
 		{"VersionSwapIsCompareAndSet", versionSwapIsCompareAndSet},
 		{"TargetIsFencedUnderOneResource", targetIsFencedUnderOneResource},
 		{"QuarantineBindsNoTarget", quarantineBindsNoTarget},
+		{"BindingCanBeInspectedAndClearedWhenIdle", bindingCanBeInspectedAndClearedWhenIdle},
 		{"DeleteForgetsVersion", deleteForgetsVersion},
 		{"ReceiptsByOperationAreOrdered", receiptsByOperationAreOrdered},
 		{"ReceiptsByState", receiptsByState},

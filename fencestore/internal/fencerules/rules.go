@@ -9,6 +9,7 @@
 package fencerules
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/fencegate/fencegate"
@@ -235,4 +236,19 @@ func SettleRow(row fencegate.ResourceState, settled *fencegate.Receipt, now time
 		row.UpdatedAt = Now(now)
 	}
 	return row, changed
+}
+
+// CheckUnbind is the rule of TargetBindings.Unbind: bound is the resource
+// the target is bound to ("" if none), row the state of resource.
+func CheckUnbind(bound, target, resource string, row fencegate.ResourceState) error {
+	switch {
+	case bound == "":
+		return fencegate.Errorf(fencegate.CodeNotFound, "target %q is bound to no resource", target)
+	case bound != resource:
+		return fencegate.Errorf(fencegate.CodeResourceMismatch, "target %q is bound to %q, not %q", target, bound, resource)
+	case row.PendingReceipt != "":
+		return &fencegate.Error{Code: fencegate.CodeResourceBusy, ReceiptID: row.PendingReceipt,
+			Message: fmt.Sprintf("resource %q has an effect in flight; its binding stays until it settles", resource)}
+	}
+	return nil
 }
