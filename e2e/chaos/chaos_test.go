@@ -50,7 +50,8 @@ func TestReplicasUnderChaosKeepTheFencingContract(t *testing.T) {
 	workers := setting(*flagWorkers, 0, "FENCEGATE_CHAOS_WORKERS", strconv.Atoi, 6)
 	t.Logf("chaos: %s of faults, seed %d, %d workers (FENCEGATE_CHAOS_DURATION, _SEED, _WORKERS to change)", dur, seed, workers)
 
-	c := startCluster(t, clusterSpec{workers: workers, resources: 3, pgURL: testenv.PostgresURL(t)})
+	pg := testenv.OwnPostgres(t) // a server of the test's own: the nemesis restarts it
+	c := startCluster(t, clusterSpec{workers: workers, resources: 3, pgURL: pg.URL()})
 	t.Cleanup(func() {
 		if t.Failed() {
 			for _, r := range c.replicas {
@@ -72,7 +73,7 @@ func TestReplicasUnderChaosKeepTheFencingContract(t *testing.T) {
 		wg.Go(func() { w.run(load) })
 	}
 	wg.Go(func() { c.reader(load, workers) })
-	faults := c.faults(nil)
+	faults := c.faults(pg)
 	nemErr := c.nemesis(ctx, hard, rng, faults)
 	stopLoad()
 	wg.Wait()

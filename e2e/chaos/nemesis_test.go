@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"time"
+
+	"github.com/fencegate/fencegate/internal/testenv"
 )
 
 // fault is one kind of failure the nemesis injects: inject starts it and
@@ -16,8 +18,8 @@ type fault struct {
 }
 
 // faults lists the failures of a run. Postgres restarts need a server of the
-// test's own: pgRestart is nil without one.
-func (c *cluster) faults(pgRestart func() error) []fault {
+// test's own: pg is nil without one.
+func (c *cluster) faults(pg *testenv.Postgres) []fault {
 	fs := []fault{
 		{"kill -9 a replica", c.killReplica},
 		{"latency replica->postgres", func(ctx context.Context, rng *rand.Rand) (func() error, error) {
@@ -52,9 +54,17 @@ func (c *cluster) faults(pgRestart func() error) []fault {
 			return func() error { return nil }, c.etcd.MoveLeader(ctx, to)
 		}},
 	}
-	if pgRestart != nil {
-		fs = append(fs, fault{"postgres restart", func(context.Context, *rand.Rand) (func() error, error) {
-			return func() error { return nil }, pgRestart()
+	if pg != nil {
+		// Down for the fault's length: killed as a crash (immediate mode,
+		// crash recovery at the next start) or shut down cleanly (fast mode).
+		// Both run in the test's goroutine: they fail the test if the server
+		// will not stop or start.
+		fs = append(fs, fault{"postgres crash and restart", func(context.Context, *rand.Rand) (func() error, error) {
+			pg.Kill()
+			return func() error { pg.Start(); return nil }, nil
+		}}, fault{"postgres clean restart", func(context.Context, *rand.Rand) (func() error, error) {
+			pg.Stop()
+			return func() error { pg.Start(); return nil }, nil
 		}})
 	}
 	return fs
