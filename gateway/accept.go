@@ -364,14 +364,14 @@ const busyWait = 5 * time.Second
 // a higher fence's first effect waits for the lower one to settle. An UNKNOWN
 // one is answered at once: it waits for the reconciler, not for a request.
 func (g *Gateway) admit(ctx context.Context, req fencegate.AdmitRequest) (fencegate.Admission, error) {
-	deadline := time.Now().Add(busyWait)
+	var waited time.Duration
 	for delay := 10 * time.Millisecond; ; delay = min(2*delay, 200*time.Millisecond) {
 		adm, err := g.cfg.Store.Admit(ctx, req)
 		if err != nil && !isRuling(err) {
 			return g.recoverAdmission(ctx, req, err)
 		}
 		var fe *fencegate.Error
-		if fencegate.ErrorCode(err) != fencegate.CodeResourceBusy || !errors.As(err, &fe) || time.Now().After(deadline) {
+		if fencegate.ErrorCode(err) != fencegate.CodeResourceBusy || !errors.As(err, &fe) || waited >= busyWait {
 			return adm, err
 		}
 		if r, rerr := g.cfg.Store.Receipt(ctx, fe.ReceiptID); rerr != nil || r.State != fencegate.ReceiptPending {
@@ -380,7 +380,8 @@ func (g *Gateway) admit(ctx context.Context, req fencegate.AdmitRequest) (fenceg
 		select {
 		case <-ctx.Done():
 			return adm, err
-		case <-time.After(delay):
+		case <-g.cfg.After(delay):
 		}
+		waited += delay
 	}
 }

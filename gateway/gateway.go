@@ -71,8 +71,9 @@ type Config struct {
 	Resolver func(target string) Resolver
 	// EffectTimeout bounds one forwarded effect (default 60 s).
 	EffectTimeout time.Duration
-	// After waits between retries of a settle that failed (default
-	// time.After); tests inject it so that no test sleeps.
+	// After waits between retries of a settle that failed and between polls
+	// of a busy resource (default time.After); tests inject it so that no
+	// test sleeps.
 	After func(time.Duration) <-chan time.Time
 	// Failpoint, when set, is called at named points ("after-effect": the
 	// effect returned, its receipt is not yet settled) so tests can crash the
