@@ -141,12 +141,29 @@ func (g *Gateway) Apply(ctx context.Context, req Request) (Result, error) {
 	shadow := g.cfg.Modes.For(req.Resource) == Shadow
 	// Verified again at admission even when the handler checked the headers
 	// before reading the body: the proof must still hold now (cached, cheap).
-	vg, _, err := g.Authorize(ctx, req)
+	authorizedAt := g.cfg.Now()
+	vg, st, err := g.Authorize(ctx, req)
 	if err != nil {
 		if shadow && isVerdict(err) {
 			return g.shadowForward(ctx, req, nil, err, false)
 		}
 		return Result{}, err
+	}
+	// The status must still hold when the segment is admitted: a request
+	// that waited for the resource (this process's lock, another replica's
+	// effect) past its status's expiry, or longer than reauthorizeAfter, is
+	// authorized again before the admission attempt.
+	recheck := func(areq *fencegate.AdmitRequest) error {
+		now := g.cfg.Now()
+		if now.UnixMilli() < st.ExpiresAtMs && now.Sub(authorizedAt) < reauthorizeAfter {
+			return nil
+		}
+		var err error
+		if _, st, err = g.Authorize(ctx, req); err != nil {
+			return err
+		}
+		authorizedAt, areq.Now = now, now
+		return nil
 	}
 	unlock, err := g.locks.lock(ctx, vg.Resource)
 	if err != nil {
@@ -167,7 +184,7 @@ func (g *Gateway) Apply(ctx context.Context, req Request) (Result, error) {
 			return Result{}, err
 		}
 	}
-	adm, err := g.admit(actx, areq)
+	adm, err := g.admit(actx, areq, recheck)
 	if err != nil {
 		if fencegate.ErrorCode(err) == fencegate.CodeFenceRegression {
 			g.cfg.Log.Error("fence regression", "resource", vg.Resource, "fence", vg.FenceToken, "lease", vg.Lease, "err", err)
@@ -359,13 +376,22 @@ func (g *Gateway) notApplied(receiptID string) {
 // on the resource to settle before answering RESOURCE_BUSY.
 const busyWait = 5 * time.Second
 
+// reauthorizeAfter is how long an authorization is taken to hold for
+// admission; a request that waited longer is authorized again.
+const reauthorizeAfter = 10 * time.Millisecond
+
 // admit runs the store's admission. While another effect on the resource is
 // PENDING (in flight at another replica) it waits, polling, up to busyWait:
 // a higher fence's first effect waits for the lower one to settle. An UNKNOWN
 // one is answered at once: it waits for the reconciler, not for a request.
-func (g *Gateway) admit(ctx context.Context, req fencegate.AdmitRequest) (fencegate.Admission, error) {
+// recheck runs before every attempt: a lease that expired (or was revoked)
+// while the request waited is refused, not admitted on an old verdict.
+func (g *Gateway) admit(ctx context.Context, req fencegate.AdmitRequest, recheck func(*fencegate.AdmitRequest) error) (fencegate.Admission, error) {
 	var waited time.Duration
 	for delay := 10 * time.Millisecond; ; delay = min(2*delay, 200*time.Millisecond) {
+		if err := recheck(&req); err != nil {
+			return fencegate.Admission{}, err
+		}
 		adm, err := g.cfg.Store.Admit(ctx, req)
 		if err != nil && !isRuling(err) {
 			return g.recoverAdmission(ctx, req, err)

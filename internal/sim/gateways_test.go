@@ -1,0 +1,101 @@
+package sim
+
+import (
+	"context"
+	"time"
+
+	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/backends/httpapi"
+	"github.com/fencegate/fencegate/gateway"
+	"github.com/fencegate/fencegate/proofs"
+)
+
+// Gateway settings of the run, in simulated time.
+const (
+	effectTimeout   = 10 * time.Second
+	orphanAfter     = 30 * time.Second // > effectTimeout, as the reconciler requires
+	unknownDeadline = 15 * time.Minute
+)
+
+// policy is what every gateway knows of the operator state: the current
+// registry's policy generation and revoked epochs.
+type policy struct{ w *world }
+
+func (p policy) PolicyGeneration() uint64       { return p.w.reg.PolicyGeneration() }
+func (p policy) EpochRevoked(epoch uint64) bool { return p.w.reg.EpochRevoked(epoch) }
+
+// querier is a query-mode gateway's linearizable status query.
+type querier struct{ w *world }
+
+func (q querier) GrantStatus(ctx context.Context, g fencegate.VerifiedGrant) (fencegate.Status, error) {
+	q.w.point(ctx, "status-query")
+	return q.w.reg.GrantStatus(ctx, g)
+}
+
+// startGateway starts (or restarts after a crash) gateway process idx with a
+// fresh verifier, a fresh in-process state and its own reconciler task.
+func (w *world) startGateway(ctx context.Context, idx int) {
+	old := (*gwInst)(nil)
+	if idx < len(w.gws) {
+		old = w.gws[idx]
+	}
+	gi := &gwInst{idx: idx, query: idx%2 == 1, busy: map[string]bool{}}
+	if old != nil {
+		gi.gen = old.gen + 1
+	}
+	v, err := proofs.NewVerifier(w.bundle, proofs.WithClock(w.clock.Now))
+	if err != nil {
+		w.fail("verifier: %v", err)
+		return
+	}
+	cfg := gateway.Config{Verifier: v, Store: w.sp, Policy: policy{w}, Now: w.clock.Now,
+		Sleep: func(ctx context.Context, d time.Duration) error { w.s.sleep(ctx, d); return nil },
+		NewID: func() string { return w.newID("rcpt") }, Log: discard, EffectTimeout: effectTimeout}
+	if gi.query {
+		cfg.Querier = querier{w}
+	}
+	if gi.g, err = gateway.New(cfg); err != nil {
+		w.fail("gateway: %v", err)
+		return
+	}
+	objects := func(target string) gateway.Resolver {
+		if _, _, ok := gateway.SplitObjectTarget(target); ok {
+			return gateway.ObjectResolver{Stores: map[string]fencegate.ObjectStore{"local": w.op}, Now: w.clock.Now, Grace: orphanAfter}
+		}
+		return nil
+	}
+	gi.rc = &gateway.Reconciler{Store: w.sp, Now: w.clock.Now, Orphan: orphanAfter, Deadline: unknownDeadline, Log: discard,
+		Resolver: httpapi.Resolvers{"payouts": w.api}.Or(objects)}
+	if idx < len(w.gws) {
+		w.gws[idx] = gi
+	} else {
+		w.gws = append(w.gws, gi)
+	}
+	w.s.spawn(ctx, "reconciler", func(ctx context.Context) { w.reconcile(ctx, gi) })
+}
+
+// reconcile runs the reconciler's passes of one gateway process until it
+// crashes or the run ends.
+func (w *world) reconcile(ctx context.Context, gi *gwInst) {
+	for !gi.crashed && !w.done() {
+		w.s.sleep(ctx, time.Duration(1000+w.rng.IntN(4000))*time.Millisecond)
+		func() {
+			defer func() {
+				if v := recover(); v != nil {
+					if _, ok := v.(crashed); !ok {
+						panic(v)
+					}
+				}
+			}()
+			rctx := context.WithValue(ctx, reqKey{}, &reqInfo{gw: gi, gen: gi.gen})
+			_, _ = gi.rc.RunOnce(rctx)
+		}()
+	}
+}
+
+// crash kills gateway process gi: its requests die at their next
+// interception point, and a fresh process takes its place.
+func (w *world) crash(gi *gwInst) {
+	gi.crashed = true
+	w.startGateway(context.Background(), gi.idx)
+}

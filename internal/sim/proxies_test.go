@@ -1,0 +1,311 @@
+package sim
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/gateway"
+)
+
+var errInjected = errors.New("sim: injected fault")
+
+// storeProxy is the network between the gateways and their fence store:
+// every call is an interception point; calls may fail before reaching the
+// store or lose their acknowledgement after it committed.
+type storeProxy struct {
+	w     *world
+	inner fencegate.FenceStore
+}
+
+var _ fencegate.FenceStore = (*storeProxy)(nil)
+
+func (p *storeProxy) Admit(ctx context.Context, req fencegate.AdmitRequest) (fencegate.Admission, error) {
+	w := p.w
+	sentAt := w.clock.Now() // the gateway's decision; the hop to the store follows
+	w.point(ctx, "admit")
+	if w.chance(0.01) {
+		w.stats.inject("fence store unreachable")
+		return fencegate.Admission{}, fencegate.Wrap(errInjected, fencegate.CodeBackendUnavailable, "fence store unreachable")
+	}
+	adm, err := p.inner.Admit(ctx, req)
+	if err == nil && !adm.Replay {
+		w.onAdmitted(ctx, req, sentAt)
+	}
+	w.tracef("  admit %s fence %d seg %d lease %s (authorized at %s) -> replay %v %v", req.Grant.Resource, req.Grant.FenceToken,
+		req.Segment, req.Grant.Lease, req.Now.Format("15:04:05.000"), adm.Replay, err)
+	if err == nil && w.chance(0.02) {
+		w.stats.inject("lost transaction ACK")
+		return fencegate.Admission{}, fmt.Errorf("commit acknowledgement lost: %w", errInjected)
+	}
+	w.point(ctx, "after-admit")
+	return adm, err
+}
+
+func (p *storeProxy) Settle(ctx context.Context, id string, o fencegate.Outcome) (fencegate.Receipt, error) {
+	w := p.w
+	w.point(ctx, "settle")
+	if w.chance(0.01) {
+		w.stats.inject("fence store unreachable")
+		return fencegate.Receipt{}, fencegate.Wrap(errInjected, fencegate.CodeBackendUnavailable, "fence store unreachable")
+	}
+	r, err := p.inner.Settle(ctx, id, o)
+	if err == nil {
+		w.onSettled(r)
+	}
+	if err == nil && w.chance(0.01) {
+		w.stats.inject("lost transaction ACK")
+		return fencegate.Receipt{}, fmt.Errorf("settle acknowledgement lost: %w", errInjected)
+	}
+	w.point(ctx, "after-settle")
+	return r, err
+}
+
+func (p *storeProxy) Resource(ctx context.Context, res string) (fencegate.ResourceState, error) {
+	p.w.point(ctx, "read")
+	return p.inner.Resource(ctx, res)
+}
+
+func (p *storeProxy) Receipt(ctx context.Context, id string) (fencegate.Receipt, error) {
+	p.w.point(ctx, "read")
+	return p.inner.Receipt(ctx, id)
+}
+
+func (p *storeProxy) ReceiptAt(ctx context.Context, res string, f, s uint64) (fencegate.Receipt, error) {
+	p.w.point(ctx, "read")
+	return p.inner.ReceiptAt(ctx, res, f, s)
+}
+
+func (p *storeProxy) ReceiptsByOperation(ctx context.Context, op string) ([]fencegate.Receipt, error) {
+	p.w.point(ctx, "read")
+	return p.inner.ReceiptsByOperation(ctx, op)
+}
+
+func (p *storeProxy) ReceiptsByState(ctx context.Context, st fencegate.ReceiptState, n int) ([]fencegate.Receipt, error) {
+	p.w.point(ctx, "read")
+	return p.inner.ReceiptsByState(ctx, st, n)
+}
+
+func (p *storeProxy) Quarantined(ctx context.Context, res string) ([]fencegate.Quarantine, error) {
+	p.w.point(ctx, "read")
+	return p.inner.Quarantined(ctx, res)
+}
+
+func (p *storeProxy) Version(ctx context.Context, target string) (string, error) {
+	p.w.point(ctx, "read")
+	return p.inner.Version(ctx, target)
+}
+
+func (p *storeProxy) SwapVersion(ctx context.Context, target, from, to string) error {
+	p.w.point(ctx, "swap")
+	return p.inner.SwapVersion(ctx, target, from, to)
+}
+
+func (p *storeProxy) Close() error { return nil }
+
+// onAdmitted checks an admission against the ground truth: the gates on
+// stale, skipped, regressed and expired-owner writes, and authentication.
+func (w *world) onAdmitted(ctx context.Context, req fencegate.AdmitRequest, now time.Time) {
+	g := &req.Grant
+	if ri := reqOf(ctx); ri != nil {
+		ri.admitted = true
+		if ri.forged {
+			w.stats.gate("forged accepted")
+			w.fail("forged request admitted: %s fence %d seg %d", g.Resource, g.FenceToken, req.Segment)
+		}
+	}
+	a := w.admitted[g.Resource]
+	if a == nil {
+		a = &admitted{}
+		w.admitted[g.Resource] = a
+	}
+	switch {
+	case g.FenceToken < a.fence:
+		w.stats.gate("accepted stale")
+		w.fail("stale admission on %s: fence %d after %d", g.Resource, g.FenceToken, a.fence)
+	case g.FenceToken == a.fence && req.Segment != a.seg+1:
+		w.stats.gate("skipped segment")
+		w.fail("segment %d admitted after %d on %s fence %d", req.Segment, a.seg, g.Resource, g.FenceToken)
+	case g.FenceToken > a.fence && req.Segment != 1:
+		w.stats.gate("skipped segment")
+		w.fail("fence %d on %s started at segment %d", g.FenceToken, g.Resource, req.Segment)
+	}
+	key := fmt.Sprint(g.Resource, "/", g.FenceToken)
+	if l, ok := w.fenceOf[key]; ok && l != g.Lease {
+		w.stats.gate("regressed token")
+		w.fail("fence %d of %s admitted under leases %s and %s", g.FenceToken, g.Resource, l, g.Lease)
+	}
+	w.fenceOf[key] = g.Lease
+	if exp, ok := w.leaseExp[g.Lease]; !ok || !now.Before(exp) {
+		w.stats.gate("expired owner")
+		w.fail("admission on %s fence %d at %s: lease %s expired at %s", g.Resource, g.FenceToken,
+			now.Format("15:04:05.000"), g.Lease, exp.Format("15:04:05.000"))
+	}
+	if g.FenceToken >= a.fence {
+		a.fence, a.seg, a.lease = g.FenceToken, req.Segment, g.Lease
+	}
+}
+
+// onSettled mirrors the store's rule that a not-applied last segment gives its
+// number back.
+func (w *world) onSettled(r fencegate.Receipt) {
+	if a := w.admitted[r.Resource]; a != nil && r.State.NotApplied() && a.fence == r.FenceToken && a.seg == r.Segment {
+		a.seg--
+	}
+}
+
+// effect wraps a forwarded effect: it counts effects in flight per resource
+// and the order of fences forwarded.
+type effect struct {
+	w     *world
+	inner gateway.Effect
+}
+
+func (e effect) Apply(ctx context.Context, r fencegate.Receipt, prev string) (fencegate.Outcome, error) {
+	w := e.w
+	w.inflight[r.Resource]++
+	defer func() { w.inflight[r.Resource]-- }()
+	if w.inflight[r.Resource] > 1 {
+		w.stats.gate("two effects in flight")
+		w.fail("two effects in flight on %s (fence %d)", r.Resource, r.FenceToken)
+	}
+	if r.FenceToken < w.maxFwd[r.Resource] {
+		w.stats.gate("accepted stale")
+		w.fail("effect of fence %d forwarded on %s after fence %d", r.FenceToken, r.Resource, w.maxFwd[r.Resource])
+	}
+	w.maxFwd[r.Resource] = max(w.maxFwd[r.Resource], r.FenceToken)
+	return e.inner.Apply(ctx, r, prev)
+}
+
+// objectProxy is the network between gateways and the object store: a put
+// may time out before it is sent, lose its answer, or arrive late (after the
+// gateway gave up), as a delayed old message.
+type objectProxy struct {
+	w     *world
+	inner fencegate.ObjectStore
+}
+
+func (p *objectProxy) Name() string { return p.inner.Name() }
+
+func (p *objectProxy) Put(ctx context.Context, req fencegate.PutRequest) (string, error) {
+	w := p.w
+	w.point(ctx, "effect")
+	switch {
+	case w.chance(0.02):
+		w.stats.inject("effect timeout")
+		return "", fencegate.Wrap(context.DeadlineExceeded, fencegate.CodeBackendUnavailable, "put timed out")
+	case w.chance(0.02):
+		w.stats.inject("effect lost answer")
+		_, _ = p.inner.Put(context.WithoutCancel(ctx), req)
+		return "", fencegate.Wrap(io.ErrUnexpectedEOF, fencegate.CodeBackendUnavailable, "put answer lost")
+	case w.chance(0.01):
+		w.stats.inject("delayed old message (backend)")
+		body, _ := io.ReadAll(req.Body)
+		late := req
+		w.s.spawn(context.Background(), "late-put", func(ctx context.Context) {
+			w.s.sleep(ctx, time.Duration(w.rng.IntN(120))*time.Second)
+			late.Body = bytes.NewReader(body)
+			_, _ = p.inner.Put(ctx, late)
+		})
+		return "", fencegate.Wrap(context.DeadlineExceeded, fencegate.CodeBackendUnavailable, "put timed out")
+	}
+	etag, err := p.inner.Put(ctx, req)
+	w.point(ctx, "after-effect")
+	return etag, err
+}
+
+func (p *objectProxy) Delete(ctx context.Context, key, ifMatch string) error {
+	p.w.point(ctx, "effect")
+	return p.inner.Delete(ctx, key, ifMatch)
+}
+
+func (p *objectProxy) Get(ctx context.Context, key string) (io.ReadCloser, fencegate.ObjectInfo, error) {
+	p.w.point(ctx, "read")
+	return p.inner.Get(ctx, key)
+}
+
+func (p *objectProxy) Head(ctx context.Context, key string) (fencegate.ObjectInfo, error) {
+	p.w.point(ctx, "read")
+	return p.inner.Head(ctx, key)
+}
+
+// upstream is a payments API in memory, behaving as Stripe documents
+// idempotent requests: the first request with a key is executed and its
+// answer stored; a repeat with that key gets the stored answer.
+type upstream struct {
+	w       *world
+	answers map[string][]byte // by idempotency key
+	payout  map[string]string // account -> the last payout's description
+	n       int
+}
+
+func newUpstream(w *world) *upstream {
+	return &upstream{w: w, answers: map[string][]byte{}, payout: map[string]string{}}
+}
+
+func (u *upstream) RoundTrip(req *http.Request) (*http.Response, error) {
+	w := u.w
+	ctx := req.Context()
+	w.point(ctx, "effect")
+	if req.Method == http.MethodGet { // the effect query
+		key := req.URL.Query().Get("idempotency_key")
+		if a, ok := u.answers[key]; ok {
+			return answer(req, 200, a), nil
+		}
+		return answer(req, 404, []byte(`{"error":"not found"}`)), nil
+	}
+	key := req.Header.Get("Idempotency-Key")
+	var body []byte
+	if req.Body != nil {
+		body, _ = io.ReadAll(req.Body)
+	}
+	acct := strings.TrimSuffix(strings.TrimPrefix(req.URL.Path, "/v1/accounts/"), "/payouts")
+	apply := func() []byte {
+		if a, ok := u.answers[key]; ok {
+			return a
+		}
+		u.n++
+		u.payout[acct] = string(body)
+		a, _ := json.Marshal(map[string]any{"id": fmt.Sprint("po_", u.n), "description": string(body)})
+		u.answers[key] = a
+		return a
+	}
+	switch {
+	case w.chance(0.02):
+		w.stats.inject("effect timeout")
+		return nil, &net.OpError{Op: "dial", Net: "tcp", Err: errInjected}
+	case w.chance(0.02):
+		w.stats.inject("effect lost answer")
+		apply()
+		return nil, fmt.Errorf("read answer: %w", io.ErrUnexpectedEOF)
+	case w.chance(0.01):
+		w.stats.inject("effect 5xx")
+		return answer(req, 503, []byte(`{"error":"try later"}`)), nil
+	case w.chance(0.01):
+		// A late request lands within the API's timeout, the bound on the
+		// network delay that the effect query's grace relies on.
+		w.stats.inject("delayed old message (backend)")
+		w.s.spawn(context.Background(), "late-call", func(ctx context.Context) {
+			w.s.sleep(ctx, time.Duration(w.rng.IntN(9000))*time.Millisecond)
+			apply()
+		})
+		return nil, fmt.Errorf("read answer: %w", context.DeadlineExceeded)
+	}
+	a := apply()
+	w.point(ctx, "after-effect")
+	return answer(req, 200, a), nil
+}
+
+func answer(req *http.Request, code int, body []byte) *http.Response {
+	return &http.Response{StatusCode: code, Status: fmt.Sprint(code, " ", http.StatusText(code)), Proto: "HTTP/1.1",
+		ProtoMajor: 1, ProtoMinor: 1, Header: http.Header{"Content-Type": {"application/json"}},
+		Body: io.NopCloser(bytes.NewReader(body)), ContentLength: int64(len(body)), Request: req}
+}

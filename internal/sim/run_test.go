@@ -1,0 +1,251 @@
+package sim
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"go.etcd.io/bbolt"
+
+	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/internal/history"
+	"github.com/fencegate/fencegate/registry"
+)
+
+// stats are the counters of a batch of runs.
+type stats struct {
+	mu       sync.Mutex
+	injected map[string]int
+	gates    map[string]int
+	codes    map[string]int
+	runs     int
+	steps    int
+	ops      int
+}
+
+func newStats() *stats {
+	return &stats{injected: map[string]int{}, gates: map[string]int{}, codes: map[string]int{}}
+}
+
+func (s *stats) inject(item string) { s.mu.Lock(); s.injected[item]++; s.mu.Unlock() }
+func (s *stats) gate(name string)   { s.mu.Lock(); s.gates[name]++; s.mu.Unlock() }
+func (s *stats) code(c string) {
+	if c == "" {
+		c = "accepted"
+	}
+	s.mu.Lock()
+	s.codes[c]++
+	s.mu.Unlock()
+}
+
+// Gates: each must stay 0.
+var gates = []string{"accepted stale", "forged accepted", "expired owner", "skipped segment", "regressed token",
+	"auth failure touched state", "two effects in flight", "unknown unsettled after 15 min", "not linearizable"}
+
+func table(m map[string]int) string {
+	var keys []string
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		fmt.Fprintf(&b, "  %-45s %d\n", k, m[k])
+	}
+	return b.String()
+}
+
+// simulate runs seed to completion and returns the broken invariants.
+func simulate(w *world) []string {
+	ctx := context.Background()
+	for i := range w.cfg.gateways {
+		w.startGateway(ctx, i)
+	}
+	live := w.cfg.workers
+	for i := range w.cfg.workers {
+		wk := &worker{w: w, id: i, name: fmt.Sprint("w", i)}
+		w.s.spawn(ctx, wk.name, func(ctx context.Context) {
+			wk.run(ctx)
+			live--
+		})
+	}
+	w.s.spawn(ctx, "operator", w.operate)
+	w.s.spawn(ctx, "reader", func(ctx context.Context) {
+		for !w.finished {
+			w.s.sleep(ctx, time.Duration(200+w.rng.IntN(1500))*time.Millisecond)
+			w.read(ctx)
+		}
+	})
+	w.s.spawn(ctx, "monitor", func(ctx context.Context) {
+		for live > 0 {
+			w.s.sleep(ctx, time.Second)
+		}
+		w.stopping = true // no more faults: let every outcome settle
+		stop := w.clock.Now()
+		for {
+			w.s.sleep(ctx, 5*time.Second)
+			n := 0
+			for _, state := range []fencegate.ReceiptState{fencegate.ReceiptPending, fencegate.ReceiptUnknown} {
+				rs, err := w.store.ReceiptsByState(ctx, state, 1000)
+				if err != nil {
+					w.fail("list %s: %v", state, err)
+				}
+				n += len(rs)
+			}
+			if n == 0 {
+				break
+			}
+			if w.clock.Now().Sub(stop) > unknownDeadline {
+				w.stats.gate("unknown unsettled after 15 min")
+				w.fail("%d receipts still PENDING or UNKNOWN 15 minutes after the faults stopped", n)
+				break
+			}
+		}
+		for range 3 { // reads after everything settled
+			w.read(ctx)
+		}
+		w.finished = true
+	})
+	if err := w.s.run(); err != nil {
+		w.fail("%v", err)
+	}
+	w.stats.mu.Lock()
+	w.stats.runs++
+	w.stats.steps += w.s.steps
+	w.stats.ops += w.hist.Len()
+	w.stats.mu.Unlock()
+	return w.errs
+}
+
+// done reports whether background tasks should end.
+func (w *world) done() bool { return w.finished }
+
+// read reads one register straight from its backend.
+func (w *world) read(ctx context.Context) {
+	r := w.res[w.rng.IntN(len(w.res))]
+	key := r.key(uint64(w.rng.IntN(2)))
+	w.point(ctx, "read")
+	call := w.hist.Invoke(w.cfg.workers, history.Input{Kind: history.Read, Resource: r.name, Key: key})
+	val := ""
+	if r.api {
+		val = w.upstream.payout[r.acct]
+	} else if rc, _, err := w.objects.Get(ctx, key); err == nil {
+		b, _ := io.ReadAll(rc)
+		_ = rc.Close()
+		val = string(b)
+	}
+	call.Return(history.Output{Value: val})
+}
+
+// operate is the operator: policy bumps, one key rotation with revocation of
+// the old epoch, and snapshots of the coordination state restored later (with
+// the fence floor raised afterwards, as the runbook says).
+func (w *world) operate(ctx context.Context) {
+	ctx = context.WithoutCancel(ctx)
+	rotated := false
+	for !w.stopping {
+		w.s.sleep(ctx, time.Duration(3000+w.rng.IntN(12000))*time.Millisecond)
+		if w.stopping || !w.cfg.faults {
+			continue
+		}
+		switch w.rng.IntN(5) {
+		case 0:
+			w.stats.inject("stale policy")
+			w.reg.BumpPolicy()
+		case 1:
+			if !rotated {
+				rotated = true
+				w.stats.inject("revoked issuer epoch")
+				if err := w.reg.Rotate(w.signer[1], 2); err != nil {
+					w.fail("rotate: %v", err)
+				}
+				if err := w.reg.RevokeEpoch(1); err != nil {
+					w.fail("revoke: %v", err)
+				}
+			}
+		case 2, 3:
+			if w.snapshot == "" {
+				w.snapshot = w.regDB + ".snap"
+				if err := w.regDBh.View(func(tx *bbolt.Tx) error { return tx.CopyFile(w.snapshot, 0o600) }); err != nil {
+					w.fail("snapshot: %v", err)
+				}
+				continue
+			}
+			w.stats.inject("restore of an old coordination snapshot")
+			if err := w.restore(); err != nil {
+				w.fail("restore: %v", err)
+			}
+			// Fences issued now regress; the operator raises the floor
+			// above every fence the gateways hold a little later.
+			w.s.sleep(ctx, time.Duration(w.rng.IntN(5000))*time.Millisecond)
+			var floor uint64
+			for _, r := range w.res {
+				if rs, err := w.store.Resource(ctx, r.name); err == nil {
+					floor = max(floor, rs.HighestFence)
+				}
+			}
+			if err := w.reg.SetFloor(ctx, floor); err != nil {
+				w.fail("floor: %v", err)
+			}
+		case 4:
+			w.stats.inject("fence floor raised")
+			_ = w.reg.SetFloor(ctx, 0)
+		}
+	}
+}
+
+// restore puts the registry's database back to the snapshot, as an operator
+// restoring a backup (or a failover to a lagging replica) would.
+func (w *world) restore() error {
+	st := w.reg.State()
+	epoch := w.reg.IssuerEpoch()
+	if err := w.regDBh.Close(); err != nil {
+		return err
+	}
+	data, err := os.ReadFile(w.snapshot)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(w.regDB, data, 0o600); err != nil {
+		return err
+	}
+	w.snapshot = ""
+	return w.openRegistry(epoch, st)
+}
+
+// tamper rewrites one claim of a token's payload (raw JSON value) and keeps
+// the signature.
+func tamper(token, claim, raw string) string {
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		return token + "x"
+	}
+	payload, _ := base64.RawURLEncoding.DecodeString(parts[1])
+	var m map[string]json.RawMessage
+	if json.Unmarshal(payload, &m) != nil {
+		return token + "x"
+	}
+	m[claim] = json.RawMessage(raw)
+	b, _ := json.Marshal(m)
+	parts[1] = base64.RawURLEncoding.EncodeToString(b)
+	return strings.Join(parts, ".")
+}
+
+// grantOf decodes an issued grant's claims with another fence.
+func grantOf(iss registry.Issued, fence uint64) fencegate.Grant {
+	var g fencegate.Grant
+	parts := strings.Split(iss.Grant, ".")
+	if len(parts) == 3 {
+		payload, _ := base64.RawURLEncoding.DecodeString(parts[1])
+		_ = json.Unmarshal(payload, &g)
+	}
+	g.FenceToken = fence
+	return g
+}

@@ -1,0 +1,227 @@
+package sim
+
+import (
+	"flag"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/fencegate/fencegate/internal/history"
+	"github.com/fencegate/fencegate/internal/testenv"
+)
+
+var (
+	seedFlag  = flag.Int64("seed", -1, "replay exactly this seed (of the store named by -sim.store) and log it")
+	seedsFlag = flag.Int("sim.seeds", 0, "seeds per store (0: the CI size; -short: fewer)")
+	storeFlag = flag.String("sim.store", "memory,embedded,postgres", "fence stores to simulate over")
+)
+
+// ciSeeds is the CI size per store: the whole test stays within about 30 s
+// on a loaded 2-core machine.
+var ciSeeds = map[string]int{"memory": 300, "embedded": 60, "postgres": 25}
+
+// minInjected is how often the CI-sized run must inject each item of the
+// failure matrix of DESIGN §9 (summed over stores); fewer fails the test.
+var minInjected = map[string]int{
+	"owner pause past the TTL":                100,
+	"lost renewal response":                   50,
+	"lost acquisition response":               50,
+	"interleaved release and reacquire":       50,
+	"duplicate segment":                       50,
+	"different-payload segment":               50,
+	"out-of-order segment":                    50,
+	"delayed old message":                     100,
+	"delayed old message (backend)":           20,
+	"restore of an old coordination snapshot": 20,
+	"lost transaction ACK":                    50,
+	"forged oversized token":                  20,
+	"tampered grant digest":                   20,
+	"cross-resource replay":                   20,
+	"forged grant":                            20,
+	"impostor caller":                         20,
+	"revoked issuer epoch":                    20,
+	"stale policy":                            20,
+	"effect timeout":                          50,
+	"effect lost answer":                      50,
+	"effect 5xx":                              10,
+	"fence store unreachable":                 50,
+	"gateway crash at admit":                  10,
+	"gateway crash at after-admit":            10,
+	"gateway crash at effect":                 10,
+	"gateway crash at after-effect":           10,
+	"gateway crash at settle":                 10,
+	"gateway crash at after-settle":           5,
+}
+
+var baseConfig = config{workers: 5, resources: 4, gateways: 3, actions: 40, faults: true}
+
+// TestSimWholeSystemKeepsEveryGate runs seeded worlds over every fence store
+// and fails on any broken gate, any history that is not linearizable, or a
+// matrix item injected less often than minInjected says.
+func TestSimWholeSystemKeepsEveryGate(t *testing.T) {
+	st := newStats()
+	start := time.Now()
+	stores := strings.Split(*storeFlag, ",")
+	var mu sync.Mutex
+	failed := 0
+	for _, store := range stores {
+		n := ciSeeds[store]
+		if *seedsFlag > 0 {
+			n = *seedsFlag
+		} else if testing.Short() {
+			n = max(n/5, 3)
+		}
+		seeds := make([]uint64, 0, n)
+		for i := range n {
+			seeds = append(seeds, uint64(i))
+		}
+		if *seedFlag >= 0 {
+			seeds = []uint64{uint64(*seedFlag)}
+		}
+		cfg := baseConfig
+		cfg.store = store
+		// Two runs at a time (the machine has 2 cores); each run is
+		// single-threaded and deterministic on its own.
+		var wg sync.WaitGroup
+		next := make(chan uint64)
+		for range 2 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for seed := range next {
+					c := cfg
+					if store == "postgres" {
+						c.pgURL = testenv.PostgresURL(t)
+					}
+					errs := runOne(t, seed, c, st)
+					if len(errs) > 0 {
+						mu.Lock()
+						failed++
+						if failed <= 3 {
+							t.Errorf("store %s seed %d: %d broken invariants, first: %s\n  replay: go test ./internal/sim/ -run Sim -sim.store %s -seed %d -v",
+								store, seed, len(errs), strings.Join(errs[:min(len(errs), 5)], "\n    "), store, seed)
+						}
+						mu.Unlock()
+					}
+				}
+			}()
+		}
+		for _, s := range seeds {
+			next <- s
+		}
+		close(next)
+		wg.Wait()
+	}
+	t.Logf("%d runs, %d scheduling steps, %d recorded operations in %v", st.runs, st.steps, st.ops, time.Since(start).Round(time.Millisecond))
+	t.Logf("gates (each must be 0):\n%s", table(withZeros(st.gates, gates)))
+	t.Logf("failure matrix, times injected:\n%s", table(st.injected))
+	t.Logf("answers:\n%s", table(st.codes))
+	for _, g := range gates {
+		if st.gates[g] != 0 && failed == 0 {
+			t.Errorf("gate %q: %d", g, st.gates[g])
+		}
+	}
+	if *seedFlag >= 0 || *seedsFlag > 0 && *seedsFlag < 50 || testing.Short() {
+		return // a replay or a small run does not claim coverage of the matrix
+	}
+	for item, min := range minInjected {
+		if st.injected[item] < min {
+			t.Errorf("matrix item %q injected %d times, want at least %d", item, st.injected[item], min)
+		}
+	}
+}
+
+func withZeros(m map[string]int, keys []string) map[string]int {
+	out := map[string]int{}
+	for _, k := range keys {
+		out[k] = m[k]
+	}
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// runOne builds, runs and checks one seeded world.
+func runOne(t *testing.T, seed uint64, cfg config, st *stats) []string {
+	w, err := newWorld(t, seed, cfg, st)
+	if err != nil {
+		return []string{fmt.Sprintf("build: %v", err)}
+	}
+	defer w.close()
+	errs := simulate(w)
+	html := filepath.Join(history.ArtifactDir(), fmt.Sprintf("sim-%s-seed-%d.html", cfg.store, seed))
+	res, err := history.Check(w.hist.Operations(), 30*time.Second, html)
+	switch {
+	case err != nil:
+		errs = append(errs, fmt.Sprintf("history check: %v", err))
+	case res.TimedOut:
+		errs = append(errs, fmt.Sprintf("history check timed out (%d operations); visualisation: %s", res.Operations, res.Visualization))
+	case !res.Linearizable:
+		st.gate("not linearizable")
+		errs = append(errs, fmt.Sprintf("history of %d operations is not linearizable for a fenced register; visualisation: %s", res.Operations, res.Visualization))
+	}
+	if *seedFlag >= 0 {
+		t.Logf("seed %d: %d steps, %d operations, simulated %v", seed, w.s.steps, w.hist.Len(), w.clock.Now().Sub(time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC)))
+		t.Log("trace:\n" + strings.Join(w.trace, "\n"))
+		if !res.Linearizable {
+			explain(t, w.hist.Operations())
+		}
+	}
+	return errs
+}
+
+// explain lists, for a replayed seed, the operations of each resource whose
+// history is not linearizable.
+func explain(t *testing.T, ops []porcupine.Operation) {
+	byRes := map[string][]porcupine.Operation{}
+	for _, op := range ops {
+		r := op.Input.(history.Input).Resource
+		byRes[r] = append(byRes[r], op)
+	}
+	for r, part := range byRes {
+		if res, _ := history.Check(part, 10*time.Second, ""); res.Linearizable {
+			continue
+		}
+		t.Logf("resource %s is not linearizable:", r)
+		for _, op := range part {
+			t.Logf("  [%4d,%4d] c%d %s", op.Call, op.Return, op.ClientId,
+				history.Model.DescribeOperation(op.Input, op.Output))
+		}
+	}
+}
+
+// TestSimSameSeedReplaysExactly: two runs of one seed schedule the same steps
+// and record the same history, so a failing seed can be replayed.
+func TestSimSameSeedReplaysExactly(t *testing.T) {
+	var runs [2][]string
+	for i := range runs {
+		cfg := baseConfig
+		cfg.store = "memory"
+		w, err := newWorld(t, 7, cfg, newStats())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if errs := simulate(w); len(errs) > 0 {
+			t.Fatalf("seed 7: %v", errs)
+		}
+		runs[i] = append(runs[i], fmt.Sprint("steps ", w.s.steps, " end ", w.clock.Now()))
+		for _, op := range w.hist.Operations() {
+			runs[i] = append(runs[i], fmt.Sprint(op.Call, op.Return, op.ClientId, history.Model.DescribeOperation(op.Input, op.Output)))
+		}
+		w.close()
+	}
+	if len(runs[0]) < 50 {
+		t.Fatalf("seed 7 recorded only %d operations", len(runs[0]))
+	}
+	for i := range runs[0] {
+		if i >= len(runs[1]) || runs[0][i] != runs[1][i] {
+			t.Fatalf("runs diverge at line %d:\n  %s\n  %s", i, runs[0][i], runs[1][min(i, len(runs[1])-1)])
+		}
+	}
+}

@@ -1,0 +1,287 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lestrrat-go/jwx/v2/jwa"
+	"go.etcd.io/bbolt"
+
+	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/backends/httpapi"
+	"github.com/fencegate/fencegate/backends/local"
+	"github.com/fencegate/fencegate/fencestore/embedded"
+	"github.com/fencegate/fencegate/fencestore/memory"
+	"github.com/fencegate/fencegate/fencestore/postgres"
+	"github.com/fencegate/fencegate/gateway"
+	"github.com/fencegate/fencegate/internal/history"
+	"github.com/fencegate/fencegate/proofs"
+	"github.com/fencegate/fencegate/registry"
+	regembedded "github.com/fencegate/fencegate/registry/embedded"
+)
+
+// config sizes one run.
+type config struct {
+	store     string // memory, embedded, postgres
+	pgURL     string // for postgres: a fresh schema
+	workers   int
+	resources int // half object resources, half API resources
+	gateways  int
+	actions   int // per worker
+	faults    bool
+}
+
+// world is everything one seeded run builds.
+type world struct {
+	t     testing.TB
+	seed  uint64
+	cfg   config
+	rng   *rand.Rand
+	clock *simClock
+	s     *sched
+	dir   string
+
+	store  fencegate.FenceStore // the real store
+	sp     *storeProxy
+	regDB  string
+	regBk  *regembedded.Backend
+	regDBh *bbolt.DB
+	reg    *registry.Registry
+	signer []*proofs.Signer // by epoch-1
+	forger *proofs.Signer
+	bundle *proofs.Bundle
+
+	objects  *local.Store
+	op       *objectProxy
+	upstream *upstream
+	api      *httpapi.API
+	gws      []*gwInst
+	res      []simRes
+
+	hist  history.Recorder
+	stats *stats
+
+	// ground truth, maintained at the interception points
+	admitted map[string]*admitted // by resource
+	fenceOf  map[string]string    // resource/fence -> lease admitted under it
+	leaseExp map[string]time.Time // latest expiry the registry granted, by lease
+	inflight map[string]int       // forwarded effects in flight, by resource
+	maxFwd   map[string]uint64    // highest fence forwarded, by resource
+	archive  []sent               // every request sent, for delayed replays
+	snapshot string               // registry snapshot file, "" if none
+	ids      int
+	stopping bool // workers finished: no new faults
+	finished bool // everything settled: background tasks end
+	errs     []string
+	trace    []string
+}
+
+type admitted struct {
+	fence uint64
+	seg   uint64
+	lease string
+}
+
+// simRes is a resource of the run: an object resource (keys under it) or an
+// API resource (one payout account).
+type simRes struct {
+	name string // resource ID
+	api  bool
+	acct string // API account
+}
+
+// gwInst is one gateway process; crash replaces it with a fresh one.
+type gwInst struct {
+	idx     int
+	gen     int
+	crashed bool
+	query   bool
+	g       *gateway.Gateway
+	rc      *gateway.Reconciler
+	busy    map[string]bool // resources with a request inside this process
+}
+
+var discard = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+func newWorld(t testing.TB, seed uint64, cfg config, st *stats) (*world, error) {
+	rng := rand.New(rand.NewPCG(seed, seed^0x5851f42d4c957f2d))
+	clock := &simClock{now: time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC)}
+	w := &world{t: t, seed: seed, cfg: cfg, rng: rng, clock: clock, s: newSched(clock, rng), stats: st,
+		admitted: map[string]*admitted{}, fenceOf: map[string]string{}, leaseExp: map[string]time.Time{},
+		inflight: map[string]int{}, maxFwd: map[string]uint64{}}
+	base := os.TempDir()
+	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
+		base = "/dev/shm" // bbolt fsyncs: keep them off the disk
+	}
+	dir, err := os.MkdirTemp(base, "fencegate-sim-")
+	if err != nil {
+		return nil, err
+	}
+	w.dir = dir
+	for e := 1; e <= 2; e++ {
+		sg, err := proofs.NewSigner([]byte(strings.Repeat(fmt.Sprint(e), 32)), fmt.Sprint("sim-", e), jwa.HS256)
+		if err != nil {
+			return nil, err
+		}
+		w.signer = append(w.signer, sg)
+	}
+	w.forger, _ = proofs.NewSigner([]byte(strings.Repeat("f", 32)), "sim-1", jwa.HS256)
+	if w.bundle, err = proofs.NewBundle(1, w.signer[0].BundleKey(1), w.signer[1].BundleKey(2)); err != nil {
+		return nil, err
+	}
+	switch cfg.store {
+	case "memory":
+		w.store = memory.New()
+	case "embedded":
+		if w.store, err = embedded.Open(filepath.Join(dir, "fence.db")); err != nil {
+			return nil, err
+		}
+	case "postgres":
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if w.store, err = postgres.Open(ctx, cfg.pgURL); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, fmt.Errorf("unknown store %q", cfg.store)
+	}
+	w.sp = &storeProxy{w: w, inner: w.store}
+	w.regDB = filepath.Join(dir, "registry.db")
+	if err := w.openRegistry(1, registry.AuthorityState{}); err != nil {
+		return nil, err
+	}
+	if w.objects, err = local.New("local", filepath.Join(dir, "objects")); err != nil {
+		return nil, err
+	}
+	w.op = &objectProxy{w: w, inner: w.objects}
+	w.upstream = newUpstream(w)
+	if w.api, err = httpapi.New(upstreamConfig, &http.Client{Transport: w.upstream}, httpapi.WithClock(clock.Now)); err != nil {
+		return nil, err
+	}
+	for i := range cfg.resources {
+		if i%2 == 0 {
+			w.res = append(w.res, simRes{name: fmt.Sprintf("local/sim/r%d", i)})
+		} else {
+			acct := fmt.Sprintf("a%d", i)
+			w.res = append(w.res, simRes{name: "payouts/" + acct, api: true, acct: acct})
+		}
+	}
+	return w, nil
+}
+
+// upstreamConfig is a payments API as Stripe documents it: the idempotency
+// key in a header, keys kept 24 h, a 5xx or a broken answer leaves the
+// outcome open, and the effect is found again by key.
+var upstreamConfig = httpapi.APIConfig{
+	Name: "payouts", BaseURL: "http://payments.sim", Timeout: 10 * time.Second,
+	Contract: httpapi.Contract{Idempotency: &httpapi.Idempotency{KeyRetention: 24 * time.Hour,
+		EffectQuery: &httpapi.EffectQuery{Method: "GET", URL: "/v1/payouts?idempotency_key={key}"}}},
+	Routes: []httpapi.Route{{Method: "POST", Path: "/v1/accounts/{account}/payouts", Resource: "payouts/{account}"}},
+}
+
+func (w *world) close() {
+	if w.store != nil {
+		_ = w.store.Close()
+	}
+	if w.regDBh != nil {
+		_ = w.regDBh.Close()
+	}
+	_ = os.RemoveAll(w.dir)
+}
+
+// openRegistry (re)opens the registry over the bolt file, signing with the
+// key of epoch, keeping the operator state st.
+func (w *world) openRegistry(epoch uint64, st registry.AuthorityState) error {
+	db, err := bbolt.Open(w.regDB, 0o600, &bbolt.Options{NoSync: true, Timeout: time.Second})
+	if err != nil {
+		return err
+	}
+	bk, err := regembedded.New(db)
+	if err != nil {
+		return err
+	}
+	w.regBk, w.regDBh = bk, db
+	reg, err := registry.New(registry.Config{Backend: bk, Signer: w.signer[epoch-1], Now: w.clock.Now,
+		NewID: func() string { return w.newID("lease") }, IssuerEpoch: epoch, PolicyGeneration: 1,
+		MinTTL: time.Millisecond})
+	if err != nil {
+		return err
+	}
+	if st.IssuerEpoch != 0 {
+		st.IssuerEpoch = epoch
+		if err := reg.Restore(st); err != nil {
+			return err
+		}
+	}
+	w.reg = reg
+	return nil
+}
+
+func (w *world) newID(prefix string) string {
+	w.ids++
+	return fmt.Sprintf("%s_%d_%d", prefix, w.seed, w.ids)
+}
+
+// ctx keys of a request in flight.
+type reqKey struct{}
+
+// reqInfo follows one request through a gateway.
+type reqInfo struct {
+	gw       *gwInst
+	gen      int
+	resource string // the resource the request's grant claims
+	admitted bool   // the store admitted it (state moved)
+	forged   bool
+}
+
+func reqOf(ctx context.Context) *reqInfo {
+	ri, _ := ctx.Value(reqKey{}).(*reqInfo)
+	return ri
+}
+
+// crashed is the panic that unwinds a request (or reconciler pass) of a
+// gateway process that crashed.
+type crashed struct{}
+
+// point is an interception point: the scheduler may run other tasks here, and
+// a crash of the request's gateway may be injected here.
+func (w *world) point(ctx context.Context, label string) {
+	ri := reqOf(ctx)
+	if ri != nil && !w.stopping && w.cfg.faults && !ri.gw.crashed && w.chance(0.004) {
+		w.stats.inject("gateway crash at " + label)
+		w.crash(ri.gw)
+	}
+	w.s.sleep(ctx, 0)
+	if ri != nil && (ri.gw.crashed || ri.gw.gen != ri.gen) {
+		panic(crashed{})
+	}
+}
+
+// chance draws a fault with probability p (never while draining).
+func (w *world) chance(p float64) bool {
+	if w.stopping || !w.cfg.faults {
+		return false
+	}
+	return w.rng.Float64() < p
+}
+
+// tracef keeps a line of the run's trace when a single seed is replayed.
+func (w *world) tracef(format string, args ...any) {
+	if *seedFlag >= 0 {
+		w.trace = append(w.trace, w.clock.Now().Format("15:04:05.000")+" "+fmt.Sprintf(format, args...))
+	}
+}
+
+func (w *world) fail(format string, args ...any) {
+	w.tracef("FAIL "+format, args...)
+	w.errs = append(w.errs, fmt.Sprintf("t=%s: ", w.clock.Now().Format("15:04:05.000"))+fmt.Sprintf(format, args...))
+}
