@@ -155,7 +155,8 @@ func (g *Gateway) Apply(ctx context.Context, req Request) (Result, error) {
 	// authorized again before the admission attempt.
 	recheck := func(areq *fencegate.AdmitRequest) error {
 		now := g.cfg.Now()
-		if now.UnixMilli() < st.ExpiresAtMs && now.Sub(authorizedAt) < reauthorizeAfter {
+		expired := st.ExpiresAtMs != 0 && now.UnixMilli() >= st.ExpiresAtMs
+		if !expired && now.Sub(authorizedAt) < reauthorizeAfter {
 			return nil
 		}
 		var err error

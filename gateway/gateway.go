@@ -75,6 +75,9 @@ type Config struct {
 	// of a busy resource (default time.After); tests inject it so that no
 	// test sleeps.
 	After func(time.Duration) <-chan time.Time
+	// Go starts a background task (default: a goroutine); a simulation
+	// runs it under its own scheduler.
+	Go func(func())
 	// Failpoint, when set, is called at named points ("after-effect": the
 	// effect returned, its receipt is not yet settled) so tests can crash the
 	// process exactly there.
@@ -118,7 +121,10 @@ func New(cfg Config) (*Gateway, error) {
 	if cfg.After == nil {
 		cfg.After = time.After
 	}
-	return &Gateway{cfg: cfg, retry: settleRetry{store: cfg.Store, after: cfg.After, log: cfg.Log}}, nil
+	if cfg.Go == nil {
+		cfg.Go = func(f func()) { go f() }
+	}
+	return &Gateway{cfg: cfg, retry: settleRetry{store: cfg.Store, after: cfg.After, spawn: cfg.Go, log: cfg.Log}}, nil
 }
 
 // UnsettledOutcomes is the number of known effect outcomes still waiting to

@@ -3,6 +3,8 @@ package gateway
 import (
 	"context"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -23,6 +25,7 @@ import (
 type settleRetry struct {
 	store fencegate.FenceStore
 	after func(time.Duration) <-chan time.Time
+	spawn func(func())
 	log   *slog.Logger
 
 	mu      sync.Mutex
@@ -56,7 +59,7 @@ func (q *settleRetry) add(id string, o fencegate.Outcome) {
 	q.queue[id] = o
 	if !q.running {
 		q.running = true
-		go q.run()
+		q.spawn(q.run)
 	}
 }
 
@@ -83,7 +86,8 @@ func (q *settleRetry) run() {
 		q.mu.Unlock()
 
 		progress := false
-		for id, o := range batch {
+		for _, id := range slices.Sorted(maps.Keys(batch)) { // in a stable order
+			o := batch[id]
 			ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
 			r, err := q.store.Settle(ctx, id, o)
 			cancel()

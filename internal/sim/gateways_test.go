@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/fencegate/fencegate"
@@ -49,7 +50,13 @@ func (w *world) startGateway(ctx context.Context, idx int) {
 		return
 	}
 	cfg := gateway.Config{Verifier: v, Store: w.sp, Policy: policy{w}, Now: w.clock.Now,
-		Sleep: func(ctx context.Context, d time.Duration) error { w.s.sleep(ctx, d); return nil },
+		After: func(d time.Duration) <-chan time.Time {
+			w.s.sleep(ctx, d)
+			c := make(chan time.Time, 1)
+			c <- w.clock.Now()
+			return c
+		},
+		Go:    func(f func()) { w.s.spawn(ctx, fmt.Sprint("gw", idx, "-settle-retry"), func(context.Context) { f() }) },
 		NewID: func() string { return w.newID("rcpt") }, Log: discard, EffectTimeout: effectTimeout}
 	if gi.query {
 		cfg.Querier = querier{w}
