@@ -22,8 +22,9 @@ var errInjected = errors.New("sim: injected fault")
 // every call is an interception point; calls may fail before reaching the
 // store or lose their acknowledgement after it committed.
 type storeProxy struct {
-	w     *world
-	inner fencegate.FenceStore
+	fencegate.FenceStore // listings pass through unintercepted
+	w                    *world
+	inner                fencegate.FenceStore
 }
 
 var _ fencegate.FenceStore = (*storeProxy)(nil)
@@ -82,21 +83,6 @@ func (p *storeProxy) Receipt(ctx context.Context, id string) (fencegate.Receipt,
 func (p *storeProxy) ReceiptAt(ctx context.Context, res string, f, s uint64) (fencegate.Receipt, error) {
 	p.w.point(ctx, "read")
 	return p.inner.ReceiptAt(ctx, res, f, s)
-}
-
-func (p *storeProxy) ReceiptsByOperation(ctx context.Context, op string) ([]fencegate.Receipt, error) {
-	p.w.point(ctx, "read")
-	return p.inner.ReceiptsByOperation(ctx, op)
-}
-
-func (p *storeProxy) ReceiptsByState(ctx context.Context, st fencegate.ReceiptState, n int) ([]fencegate.Receipt, error) {
-	p.w.point(ctx, "read")
-	return p.inner.ReceiptsByState(ctx, st, n)
-}
-
-func (p *storeProxy) Quarantined(ctx context.Context, res string) ([]fencegate.Quarantine, error) {
-	p.w.point(ctx, "read")
-	return p.inner.Quarantined(ctx, res)
 }
 
 func (p *storeProxy) Version(ctx context.Context, target string) (string, error) {
@@ -183,6 +169,25 @@ func (e effect) Apply(ctx context.Context, r fencegate.Receipt, prev string) (fe
 	}
 	w.maxFwd[r.Resource] = max(w.maxFwd[r.Resource], r.FenceToken)
 	return e.inner.Apply(ctx, r, prev)
+}
+
+// keptEffect is an effect whose request the receipt keeps (an API call), so
+// that the reconciler can resend it.
+type keptEffect struct {
+	effect
+	keeper gateway.RequestKeeper
+}
+
+func (k keptEffect) KeptRequest(r fencegate.Receipt) (*fencegate.EffectRequest, error) {
+	return k.keeper.KeptRequest(r)
+}
+
+// wrap counts inner's forwarding and keeps what it keeps.
+func (w *world) wrap(inner gateway.Effect) gateway.Effect {
+	if k, ok := inner.(gateway.RequestKeeper); ok {
+		return keptEffect{effect{w, inner}, k}
+	}
+	return effect{w, inner}
 }
 
 // objectProxy is the network between gateways and the object store: a put
@@ -290,11 +295,11 @@ func (u *upstream) RoundTrip(req *http.Request) (*http.Response, error) {
 		w.stats.inject("effect 5xx")
 		return answer(req, 503, []byte(`{"error":"try later"}`)), nil
 	case w.chance(0.01):
-		// A late request lands within the API's timeout, the bound on the
-		// network delay that the effect query's grace relies on.
+		// A late request may land at any time: the idempotency key makes it
+		// a no-op once a resend settled the receipt.
 		w.stats.inject("delayed old message (backend)")
 		w.s.spawn(context.Background(), "late-call", func(ctx context.Context) {
-			w.s.sleep(ctx, time.Duration(w.rng.IntN(9000))*time.Millisecond)
+			w.s.sleep(ctx, time.Duration(w.rng.IntN(120))*time.Second)
 			apply()
 		})
 		return nil, fmt.Errorf("read answer: %w", context.DeadlineExceeded)

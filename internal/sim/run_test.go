@@ -93,11 +93,17 @@ func simulate(w *world) []string {
 			w.s.sleep(ctx, 5*time.Second)
 			n := 0
 			for _, state := range []fencegate.ReceiptState{fencegate.ReceiptPending, fencegate.ReceiptUnknown} {
-				rs, err := w.store.ReceiptsByState(ctx, state, 1000)
+				rs, err := w.store.ReceiptsByState(ctx, state, fencegate.Page{Limit: 1000})
 				if err != nil {
 					w.fail("list %s: %v", state, err)
 				}
-				n += len(rs)
+				n += len(rs.Receipts)
+				if w.clock.Now().Sub(stop) > unknownDeadline {
+					for _, r := range rs.Receipts {
+						w.fail("unsettled: %s %s fence %d seg %d target %s created %s error %q", r.ID, r.State, r.FenceToken, r.Segment,
+							r.Target, r.CreatedAt.Format("15:04:05.000"), r.Error)
+					}
+				}
 			}
 			if n == 0 {
 				break

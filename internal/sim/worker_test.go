@@ -318,10 +318,10 @@ func (wk *worker) send(ctx context.Context, m sent, forged bool) error {
 		path := "/v1/accounts/" + m.res.acct + "/payouts"
 		_, res, _ := w.api.Match("POST", path)
 		req.Resource, req.Target, req.Method = res, "apis/payouts"+path, "POST"
-		req.Effect = effect{w, w.api.Call("POST", path, http.Header{}, body, int64(len(m.body)))}
+		req.Effect = w.wrap(w.api.Call("POST", path, http.Header{}, body, int64(len(m.body))))
 	} else {
 		req.Resource, req.Target, req.Method = fencegate.ObjectResource("local", key), gateway.ObjectTarget("local", key), "PUT"
-		req.Effect = effect{w, gateway.ObjectPut{Store: w.op, Key: key, Body: body, Size: int64(len(m.body))}}
+		req.Effect = w.wrap(gateway.ObjectPut{Store: w.op, Key: key, Body: body, Size: int64(len(m.body))})
 	}
 	// A cross-resource replay is no write of the targeted resource's fence
 	// line (its refusal may speak of the grant's resource): the gates check

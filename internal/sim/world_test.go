@@ -154,7 +154,7 @@ func newWorld(t testing.TB, seed uint64, cfg config, st *stats) (*world, error) 
 	default:
 		return nil, fmt.Errorf("unknown store %q", cfg.store)
 	}
-	w.sp = &storeProxy{w: w, inner: w.store}
+	w.sp = &storeProxy{FenceStore: w.store, w: w, inner: w.store}
 	w.regDB = filepath.Join(dir, "registry.db")
 	if err := w.openRegistry(1, registry.AuthorityState{}); err != nil {
 		return nil, err
@@ -164,7 +164,7 @@ func newWorld(t testing.TB, seed uint64, cfg config, st *stats) (*world, error) 
 	}
 	w.op = &objectProxy{w: w, inner: w.objects}
 	w.upstream = newUpstream(w)
-	if w.api, err = httpapi.New(upstreamConfig, &http.Client{Transport: w.upstream}, httpapi.WithClock(clock.Now)); err != nil {
+	if w.api, err = httpapi.New(upstreamConfig, &http.Client{Transport: w.upstream}, httpapi.WithClock(clock.Now), httpapi.WithLogger(discard)); err != nil {
 		return nil, err
 	}
 	for i := range cfg.resources {
@@ -180,11 +180,10 @@ func newWorld(t testing.TB, seed uint64, cfg config, st *stats) (*world, error) 
 
 // upstreamConfig is a payments API as Stripe documents it: the idempotency
 // key in a header, keys kept 24 h, a 5xx or a broken answer leaves the
-// outcome open, and the effect is found again by key.
+// outcome open, which a resend under the same key settles.
 var upstreamConfig = httpapi.APIConfig{
 	Name: "payouts", BaseURL: "http://payments.sim", Timeout: 10 * time.Second,
-	Contract: httpapi.Contract{Idempotency: &httpapi.Idempotency{KeyRetention: 24 * time.Hour,
-		EffectQuery: &httpapi.EffectQuery{Method: "GET", URL: "/v1/payouts?idempotency_key={key}"}}},
+	Contract: httpapi.Contract{Idempotency: &httpapi.Idempotency{KeyRetention: 24 * time.Hour}},
 	Routes: []httpapi.Route{{Method: "POST", Path: "/v1/accounts/{account}/payouts", Resource: "payouts/{account}"}},
 }
 
