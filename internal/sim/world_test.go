@@ -184,7 +184,7 @@ func newWorld(t testing.TB, seed uint64, cfg config, st *stats) (*world, error) 
 var upstreamConfig = httpapi.APIConfig{
 	Name: "payouts", BaseURL: "http://payments.sim", Timeout: 10 * time.Second,
 	Contract: httpapi.Contract{Idempotency: &httpapi.Idempotency{KeyRetention: 24 * time.Hour}},
-	Routes: []httpapi.Route{{Method: "POST", Path: "/v1/accounts/{account}/payouts", Resource: "payouts/{account}"}},
+	Routes:   []httpapi.Route{{Method: "POST", Path: "/v1/accounts/{account}/payouts", Resource: "payouts/{account}"}},
 }
 
 func (w *world) close() {
