@@ -9,6 +9,7 @@ import (
 	"github.com/fencegate/fencegate/backends/httpapi"
 	"github.com/fencegate/fencegate/gateway"
 	"github.com/fencegate/fencegate/proofs"
+	"github.com/fencegate/fencegate/registry"
 )
 
 // Gateway settings of the run, in simulated time.
@@ -18,12 +19,19 @@ const (
 	unknownDeadline = 15 * time.Minute
 )
 
-// policy is what every gateway knows of the operator state: the current
-// registry's policy generation and revoked epochs.
-type policy struct{ w *world }
+// simAuthority is the operator state of the run: the registry issues from it
+// (registry.Authority) and every gateway enforces it (gateway.Policy). It
+// survives a registry restore, as the operator's state does.
+type simAuthority struct{ is registry.Issuing }
 
-func (p policy) PolicyGeneration() uint64       { return p.w.reg.PolicyGeneration() }
-func (p policy) EpochRevoked(epoch uint64) bool { return p.w.reg.EpochRevoked(epoch) }
+func (a *simAuthority) Issuing() registry.Issuing      { return a.is }
+func (a *simAuthority) PolicyGeneration() uint64       { return a.is.PolicyGeneration }
+func (a *simAuthority) EpochRevoked(epoch uint64) bool { return a.is.Revoked[epoch] }
+func (a *simAuthority) bumpPolicy()                    { a.is.PolicyGeneration++ }
+func (a *simAuthority) rotate(s registry.Signer, e uint64) {
+	a.is = registry.Issuing{Signer: s, Epoch: e, PolicyGeneration: a.is.PolicyGeneration,
+		Revoked: map[uint64]bool{a.is.Epoch: true}}
+}
 
 // querier is a query-mode gateway's linearizable status query.
 type querier struct{ w *world }
@@ -49,7 +57,7 @@ func (w *world) startGateway(ctx context.Context, idx int) {
 		w.fail("verifier: %v", err)
 		return
 	}
-	cfg := gateway.Config{Verifier: v, Store: w.sp, Policy: policy{w}, Now: w.clock.Now,
+	cfg := gateway.Config{Verifier: v, Store: w.sp, Policy: w.auth, Now: w.clock.Now,
 		After: func(d time.Duration) <-chan time.Time {
 			w.s.sleep(ctx, d)
 			c := make(chan time.Time, 1)

@@ -164,17 +164,12 @@ func (w *world) operate(ctx context.Context) {
 		switch w.rng.IntN(5) {
 		case 0:
 			w.stats.inject("stale policy")
-			w.reg.BumpPolicy()
+			w.auth.bumpPolicy()
 		case 1:
 			if !rotated {
 				rotated = true
 				w.stats.inject("revoked issuer epoch")
-				if err := w.reg.Rotate(w.signer[1], 2); err != nil {
-					w.fail("rotate: %v", err)
-				}
-				if err := w.reg.RevokeEpoch(1); err != nil {
-					w.fail("revoke: %v", err)
-				}
+				w.auth.rotate(w.signer[1], 2) // and epoch 1 is revoked at once
 			}
 		case 2, 3:
 			if w.snapshot == "" {
@@ -210,8 +205,6 @@ func (w *world) operate(ctx context.Context) {
 // restore puts the registry's database back to the snapshot, as an operator
 // restoring a backup (or a failover to a lagging replica) would.
 func (w *world) restore() error {
-	st := w.reg.State()
-	epoch := w.reg.IssuerEpoch()
 	if err := w.regDBh.Close(); err != nil {
 		return err
 	}
@@ -223,7 +216,7 @@ func (w *world) restore() error {
 		return err
 	}
 	w.snapshot = ""
-	return w.openRegistry(epoch, st)
+	return w.openRegistry()
 }
 
 // tamper rewrites one claim of a token's payload (raw JSON value) and keeps

@@ -56,6 +56,7 @@ type world struct {
 	regBk  *regembedded.Backend
 	regDBh *bbolt.DB
 	reg    *registry.Registry
+	auth   *simAuthority
 	signer []*proofs.Signer // by epoch-1
 	forger *proofs.Signer
 	bundle *proofs.Bundle
@@ -156,7 +157,8 @@ func newWorld(t testing.TB, seed uint64, cfg config, st *stats) (*world, error) 
 	}
 	w.sp = &storeProxy{FenceStore: w.store, w: w, inner: w.store}
 	w.regDB = filepath.Join(dir, "registry.db")
-	if err := w.openRegistry(1, registry.AuthorityState{}); err != nil {
+	w.auth = &simAuthority{is: registry.Issuing{Signer: w.signer[0], Epoch: 1, PolicyGeneration: 1}}
+	if err := w.openRegistry(); err != nil {
 		return nil, err
 	}
 	if w.objects, err = local.New("local", filepath.Join(dir, "objects")); err != nil {
@@ -197,9 +199,8 @@ func (w *world) close() {
 	_ = os.RemoveAll(w.dir)
 }
 
-// openRegistry (re)opens the registry over the bolt file, signing with the
-// key of epoch, keeping the operator state st.
-func (w *world) openRegistry(epoch uint64, st registry.AuthorityState) error {
+// openRegistry (re)opens the registry over the bolt file.
+func (w *world) openRegistry() error {
 	db, err := bbolt.Open(w.regDB, 0o600, &bbolt.Options{NoSync: true, Timeout: time.Second})
 	if err != nil {
 		return err
@@ -209,17 +210,10 @@ func (w *world) openRegistry(epoch uint64, st registry.AuthorityState) error {
 		return err
 	}
 	w.regBk, w.regDBh = bk, db
-	reg, err := registry.New(registry.Config{Backend: bk, Signer: w.signer[epoch-1], Now: w.clock.Now,
-		NewID: func() string { return w.newID("lease") }, IssuerEpoch: epoch, PolicyGeneration: 1,
-		MinTTL: time.Millisecond})
+	reg, err := registry.New(registry.Config{Backend: bk, Authority: w.auth, Now: w.clock.Now,
+		NewID: func() string { return w.newID("lease") }, MinTTL: time.Millisecond})
 	if err != nil {
 		return err
-	}
-	if st.IssuerEpoch != 0 {
-		st.IssuerEpoch = epoch
-		if err := reg.Restore(st); err != nil {
-			return err
-		}
 	}
 	w.reg = reg
 	return nil
