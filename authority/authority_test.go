@@ -273,3 +273,26 @@ func TestLegacyStateFileModesAreTheOperatorsModes(t *testing.T) {
 		t.Fatal("modes in force not recorded")
 	}
 }
+
+func TestReplicaRevokesLocallyAtOnceAndKeepsItAcrossRestarts(t *testing.T) {
+	reg := newEnv(t, true)
+	v1, _ := reg.open().TrustBundle(ctx)
+	rep := newEnv(t, false)
+	if err := os.WriteFile(rep.cfg.Files.Bundle, v1, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a := rep.open()
+	st, err := a.RetireEpoch(ctx, 1)
+	if err != nil || !a.EpochRevoked(1) || !slices.Equal(st.RevokedEpochs, []uint64{1}) {
+		t.Fatalf("local revocation: %+v %v", st, err)
+	}
+	if !bytes.Equal(v1, rep.read("trust-bundle.json")) {
+		t.Fatal("a replica rewrote the registry's bundle")
+	}
+	if !rep.open().EpochRevoked(1) {
+		t.Fatal("local revocation lost on restart")
+	}
+	// The registry's key for epoch 1 is now refused in any bundle given here.
+	_, err = a.SetTrustBundle(ctx, v1)
+	wantCode(t, err, fencegate.CodeInvalidRequest)
+}
