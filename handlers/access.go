@@ -34,3 +34,12 @@ func (s *Server) readableQuarantine(caller string, list []fencegate.Quarantine) 
 	}
 	return out
 }
+
+// mayRead applies the read policy: MayRead when set, else every
+// authenticated workload may read (as receipts and objects are read).
+func (s *Server) mayRead(caller, resource string) bool {
+	if s.MayRead == nil {
+		return true
+	}
+	return s.MayRead(caller, resource)
+}

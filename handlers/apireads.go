@@ -42,8 +42,8 @@ func (s *Server) readAPI(w http.ResponseWriter, r *http.Request) {
 		s.problem(w, r, fencegate.Errorf(fencegate.CodeNotFound, "api %q declares no read route GET %s", name, path))
 		return
 	}
-	if !s.mayRead(caller, resource) {
-		s.problem(w, r, fencegate.Errorf(fencegate.CodeForbidden, "%q may not read %q", caller, resource))
+	if err := s.checkRead(caller, resource); err != nil {
+		s.problem(w, r, err)
 		return
 	}
 	if r.ContentLength != 0 {
@@ -67,13 +67,4 @@ func (s *Server) readAPI(w http.ResponseWriter, r *http.Request) {
 	if _, err := io.Copy(w, resp.Body); err != nil {
 		s.Log.Warn("api read broke off", "api", name, "path", path, "err", err)
 	}
-}
-
-// mayRead applies the read policy: MayRead when set, else every
-// authenticated workload may read (as receipts and objects are read).
-func (s *Server) mayRead(caller, resource string) bool {
-	if s.MayRead == nil {
-		return true
-	}
-	return s.MayRead(caller, resource)
 }
