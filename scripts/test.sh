@@ -15,3 +15,8 @@ export FENCEGATE_TEST_REDIS="127.0.0.1:6379"
 
 go vet ./...
 go test -count=1 -p 2 -timeout 10m "$@" ./...
+
+# Modules of their own: the stripe-go example runs the SDK through the binary.
+for m in examples/stripe; do
+  (cd "$m" && go vet ./... && go test -count=1 -timeout 5m ./...)
+done
