@@ -126,3 +126,12 @@ type TargetBindings interface {
 	// admission binds the target again.
 	Unbind(ctx context.Context, target, resource string) error
 }
+
+// HighWater is the fence store's report of the highest fence it has accepted
+// on any resource (0 when none). A registry that finds its coordination state
+// lost or rolled back continues issuing strictly above it, so no new grant
+// can be at or below a fence a gateway sharing this store has accepted. Every
+// fence store implements it.
+type HighWater interface {
+	HighestFence(ctx context.Context) (uint64, error)
+}

@@ -56,6 +56,7 @@ func Run(t *testing.T, open func(t *testing.T) fencegate.FenceStore) {
 		{"EffectKeyIsKeptAndPartOfTheSegment", effectKeyIsKeptAndPartOfTheSegment},
 		{"HighestFenceNeverDecreases", highestFenceNeverDecreases},
 		{"FencesAboveInt64Survive", fencesAboveInt64Survive},
+		{"HighestFenceIsTheTopAcceptedFence", highestFenceIsTheTopAcceptedFence},
 		{"DuplicateReceiptIDIsRejected", duplicateReceiptIDIsRejected},
 		{"ConcurrentAdmissionsOnOneResource", concurrentAdmissions},
 	}

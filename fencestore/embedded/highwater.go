@@ -1,0 +1,34 @@
+package embedded
+
+import (
+	"context"
+	"encoding/json"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/fencegate/fencegate"
+)
+
+var _ fencegate.HighWater = (*Store)(nil)
+
+// HighestFence implements fencegate.HighWater: the highest highestFence over
+// every resource, in one read transaction.
+func (s *Store) HighestFence(ctx context.Context) (uint64, error) {
+	var top uint64
+	err := s.view(ctx, func(tx *bolt.Tx) error {
+		return tx.Bucket(bResources).ForEach(func(k, v []byte) error {
+			var row struct {
+				HighestFence uint64 `json:"highestFence"`
+			}
+			if err := json.Unmarshal(v, &row); err != nil {
+				return err
+			}
+			top = max(top, row.HighestFence)
+			return nil
+		})
+	})
+	if err != nil {
+		return 0, storeErr(err, "read highest fence")
+	}
+	return top, nil
+}
