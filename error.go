@@ -45,6 +45,11 @@ const (
 	// the same owner with other parameters (resource, TTL, operation ID, root
 	// or category); nothing was changed and the earlier lease is not returned.
 	CodeRequestIDConflict Code = "REQUEST_ID_CONFLICT"
+	// CodeStateLost: the registry found its coordination backend's state lost
+	// or rolled back (marker missing or changed, revision gone back, fences
+	// below what gateways accepted) and issues no grant until it can continue
+	// above every fence any gateway has accepted; retry after Retry-After.
+	CodeStateLost Code = "COORDINATION_STATE_LOST"
 )
 
 // Codes lists every code, in a stable order.
@@ -54,7 +59,7 @@ var Codes = []Code{
 	CodeSegmentOutOfOrder, CodeQuarantined, CodeFenceRegression, CodeBackendUnavailable,
 	CodeBackendConflict, CodeMutationUnknown, CodeInvalidRequest, CodeResourceBusy,
 	CodeLeaseHeld, CodeLeaseNotHeld, CodeNotFound, CodeForbidden, CodeUnsupported, CodeInternal,
-	CodeRequestIDConflict,
+	CodeRequestIDConflict, CodeStateLost,
 }
 
 // Error is the only error type the domain returns. Adapters translate driver

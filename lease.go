@@ -35,6 +35,32 @@ type AcquireRequest struct {
 	OperationCategory string
 	TTL               time.Duration
 	Now               time.Time
+	// Incarnation, when not empty, is the marker the registry expects the
+	// backend to carry, and MinRevision the highest revision it has seen
+	// there: a backend carrying another marker (or none) or a lower revision
+	// lost or rolled back its state, and the acquire is
+	// COORDINATION_STATE_LOST, deciding nothing and issuing no fence. The
+	// check is in the same transaction as the fence.
+	Incarnation string
+	MinRevision uint64
+}
+
+// Incarnation is one life of a coordination backend's fence state: a marker
+// written by the registry that claimed the backend, stored with the fences so
+// that it vanishes, or goes back in time, together with them.
+type Incarnation struct {
+	// ID is the marker; "" when the backend carries none (never claimed, or
+	// emptied: a restart without persistence, a new or switched backend).
+	ID string `json:"id"`
+	// Since is the revision at which ID was written; leases of lower
+	// revisions were issued before the claim.
+	Since uint64 `json:"since"`
+	// Revision is the backend's global revision, moved by every mutation in
+	// the same transaction: an older copy restored shows a lower one.
+	Revision uint64 `json:"revision"`
+	// HighestFence is the highest fence the backend has handed out on any
+	// resource, or its floor when that is higher.
+	HighestFence uint64 `json:"highestFence"`
 }
 
 // LeaseBackend is a coordination backend of the registry. All times are the
@@ -50,12 +76,27 @@ type AcquireRequest struct {
 //   - Renew extends a HELD lease of owner by ttl; LEASE_NOT_HELD otherwise.
 //   - Release ends a HELD lease of owner; releasing twice is not an error.
 //   - Lease reads one lease; NOT_FOUND if unknown.
-//   - SetFloor makes every later fence of every resource greater than floor.
+//   - SetFloor makes every later fence of every resource greater than floor;
+//     a floor that leaves fewer than MinFenceHeadroom fences below the
+//     backend's limit is INVALID_REQUEST.
+//   - Incarnation reads the marker, revision and highest fence in one
+//     consistent read.
+//   - Claim, in one transaction, raises the floor to at least floor, writes a
+//     new marker id (Since = the revision of this write) and returns the new
+//     incarnation; COORDINATION_STATE_LOST if the current marker is not prev,
+//     so two registries cannot both claim one loss.
 type LeaseBackend interface {
 	Acquire(ctx context.Context, req AcquireRequest) (Lease, error)
 	Renew(ctx context.Context, id, owner string, ttl time.Duration, now time.Time) (Lease, error)
 	Release(ctx context.Context, id, owner string, now time.Time) (Lease, error)
 	Lease(ctx context.Context, id string, now time.Time) (Lease, error)
 	SetFloor(ctx context.Context, floor uint64) error
+	Incarnation(ctx context.Context) (Incarnation, error)
+	Claim(ctx context.Context, prev, id string, floor uint64) (Incarnation, error)
 	Close() error
 }
+
+// MinFenceHeadroom is how many fences a floor must leave below a backend's
+// limit: a floor closer to the end of the sequence would make acquisitions
+// fail for good.
+const MinFenceHeadroom = 1 << 32

@@ -25,8 +25,10 @@ var (
 	bucketResources = []byte("registry.resources")
 	bucketRequests  = []byte("registry.requests")
 
-	keyRevision = []byte("revision")
-	keyFloor    = []byte("floor")
+	keyRevision    = []byte("revision")
+	keyFloor       = []byte("floor")
+	keyIncarnation = []byte("incarnation")
+	keySince       = []byte("since")
 )
 
 // Backend implements fencegate.LeaseBackend on bbolt. Fences use the full
@@ -87,6 +89,10 @@ func (b *Backend) Acquire(ctx context.Context, req fencegate.AcquireRequest) (fe
 	}
 	var out fencegate.Lease
 	err := b.db.Update(func(tx *bbolt.Tx) error {
+		meta := tx.Bucket(bucketMeta)
+		if err := leaserule.CheckIncarnation(req, string(meta.Get(keyIncarnation)), getUint(meta, keyRevision)); err != nil {
+			return err
+		}
 		leases, resources, requests := tx.Bucket(bucketLeases), tx.Bucket(bucketResources), tx.Bucket(bucketRequests)
 		rk := requestKey(req.Owner, req.RequestID)
 		if id := requests.Get(rk); id != nil {
@@ -126,7 +132,6 @@ func (b *Backend) Acquire(ctx context.Context, req fencegate.AcquireRequest) (fe
 				}
 			}
 		}
-		meta := tx.Bucket(bucketMeta)
 		fence, err := leaserule.NextFence(res.LastFence, getUint(meta, keyFloor), math.MaxUint64)
 		if err != nil {
 			return err
@@ -240,6 +245,9 @@ func (b *Backend) Lease(ctx context.Context, id string, now time.Time) (fencegat
 // SetFloor implements fencegate.LeaseBackend. The floor only ever rises; a
 // lower floor changes nothing and moves no revision.
 func (b *Backend) SetFloor(ctx context.Context, floor uint64) error {
+	if err := leaserule.CheckFloor(floor, math.MaxUint64); err != nil {
+		return err
+	}
 	err := b.db.Update(func(tx *bbolt.Tx) error {
 		meta := tx.Bucket(bucketMeta)
 		if floor <= getUint(meta, keyFloor) {

@@ -124,8 +124,11 @@ func (b *Backend) Acquire(ctx context.Context, req fencegate.AcquireRequest) (fe
 	live := &liveLease{b: b, ttl: req.TTL}
 	var out fencegate.Lease
 	rk, resKey := b.requestKey(req.Owner, req.RequestID), b.resourceKey(req.Resource)
-	err := b.update(ctx, []string{rk, resKey, b.floorKey(), b.leaseKey(req.LeaseID)}, func(v *view) ([]clientv3.Op, error) {
+	err := b.update(ctx, []string{rk, resKey, b.floorKey(), b.leaseKey(req.LeaseID), b.incarnationKey()}, func(v *view) ([]clientv3.Op, error) {
 		live.attempt()
+		if err := v.checkIncarnation(req); err != nil {
+			return nil, err
+		}
 		if id, ok := v.kvs[rk]; ok {
 			prev, err := v.record(ctx, string(id))
 			if err != nil {
@@ -277,6 +280,9 @@ func (b *Backend) Lease(ctx context.Context, id string, now time.Time) (fencegat
 // SetFloor implements fencegate.LeaseBackend. The floor only ever rises; a
 // lower floor changes nothing and moves no revision.
 func (b *Backend) SetFloor(ctx context.Context, floor uint64) error {
+	if err := leaserule.CheckFloor(floor, math.MaxUint64); err != nil {
+		return err
+	}
 	err := b.update(ctx, []string{b.floorKey()}, func(v *view) ([]clientv3.Op, error) {
 		cur, err := v.uint(b.floorKey())
 		if err != nil || floor <= cur {

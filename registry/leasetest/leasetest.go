@@ -41,6 +41,11 @@ func Run(t *testing.T, open Open) {
 		{"UnknownLeaseIsNotFound", testNotFound},
 		{"FloorRaisesNextFenceAndNeverGoesDown", testFloor},
 		{"RevisionIncreasesWithEveryMutation", testRevision},
+		{"EmptyBackendHasNoIncarnation", testEmptyBackendHasNoIncarnation},
+		{"ClaimWritesMarkerAndRaisesFloor", testClaimWritesMarkerAndRaisesFloor},
+		{"ClaimOverAnotherMarkerIsStateLost", testClaimOverAnotherMarkerIsStateLost},
+		{"AcquireUnderAnotherIncarnationIsStateLost", testAcquireUnderAnotherIncarnationIsStateLost},
+		{"FloorNearTheEndOfTheSequenceIsRefused", testFloorNearTheEndIsRefused},
 		{"InvalidAcquireIsRejected", testInvalidAcquire},
 		{"ConcurrentAcquiresHaveOneWinnerPerLivePeriod", testConcurrentAcquire},
 	}

@@ -162,6 +162,11 @@ func (b *Backend) Acquire(ctx context.Context, req fencegate.AcquireRequest) (fe
 		if err != nil {
 			return err
 		}
+		// The meta row is locked now: the marker and revision read with the
+		// bump are those this fence is issued under.
+		if err := checkIncarnation(ctx, tx, req, rev); err != nil {
+			return err
+		}
 		fence, err := leaserule.NextFence(last, floor, math.MaxUint64)
 		if err != nil {
 			return err
@@ -273,6 +278,9 @@ func (b *Backend) Lease(ctx context.Context, id string, now time.Time) (fencegat
 // SetFloor implements fencegate.LeaseBackend. The floor only ever rises; a
 // lower floor changes nothing and moves no revision.
 func (b *Backend) SetFloor(ctx context.Context, floor uint64) error {
+	if err := leaserule.CheckFloor(floor, math.MaxUint64); err != nil {
+		return err
+	}
 	_, err := b.pool.Exec(ctx, `UPDATE registry_meta SET floor = $1::numeric, revision = revision + 1 WHERE floor < $1::numeric`,
 		formatUint(floor))
 	return translate(err, "set floor")

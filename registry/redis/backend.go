@@ -5,7 +5,8 @@
 // Fence source: a per-resource counter moved by INCR, lifted to the floor
 // first (fence = max(counter, floor) + 1). Redis integers are int64, so fences
 // and revisions stop at math.MaxInt64: an acquire past it fails with INTERNAL,
-// never wraps, and SetFloor refuses floors at or above it with UNSUPPORTED.
+// never wraps, and SetFloor refuses floors within fencegate.MinFenceHeadroom
+// of it with INVALID_REQUEST.
 //
 // Time: the registry's clock decides. A lease record keeps AcquiredAt and
 // ExpiresAt as data and its state is read at the now passed in. The live-lease
@@ -48,6 +49,8 @@ type Backend struct {
 	prefix    string
 	retention time.Duration
 	owns      bool
+	replicas  int
+	waitFor   time.Duration
 }
 
 var _ fencegate.LeaseBackend = (*Backend)(nil)
@@ -59,6 +62,23 @@ type config struct {
 	prefix    string
 	retention time.Duration
 	redisOpts func(*redis.Options)
+	volatile  bool
+	replicas  int
+	waitFor   time.Duration
+}
+
+// AllowVolatile lets Open accept a server that does not fsync every write to
+// its append-only file. Such a server can lose issued fences on a crash or
+// restart; the registry detects that (the incarnation marker), but only an
+// operator who accepts the pause it causes should allow it.
+func AllowVolatile() Option { return func(c *config) { c.volatile = true } }
+
+// WithReplicas makes every mutation wait (WAIT n, up to timeout) until n
+// replicas have it before it is answered, so a failover to a replica does not
+// lose a fence already handed out; fewer acknowledgements are
+// BACKEND_UNAVAILABLE (the fence is burned, never handed out).
+func WithReplicas(n int, timeout time.Duration) Option {
+	return func(c *config) { c.replicas, c.waitFor = max(n, 0), max(timeout, time.Millisecond) }
 }
 
 // WithPrefix sets the key prefix (Open only; New takes it as an argument).
@@ -103,7 +123,54 @@ func Open(ctx context.Context, addr string, opts ...Option) (*Backend, error) {
 		_ = client.Close()
 		return nil, translate(err, "connect registry redis")
 	}
-	return &Backend{client: client, prefix: c.prefix, retention: c.retention, owns: true}, nil
+	if !c.volatile {
+		if err := checkDurable(ctx, client, addr); err != nil {
+			_ = client.Close()
+			return nil, err
+		}
+	}
+	return &Backend{client: client, prefix: c.prefix, retention: c.retention, owns: true,
+		replicas: c.replicas, waitFor: c.waitFor}, nil
+}
+
+// checkDurable refuses (UNSUPPORTED) a server that does not write every
+// command to its append-only file before answering: appendonly yes and
+// appendfsync always (https://redis.io/docs/latest/operate/oss_and_stack/management/persistence/).
+// With everysec up to a second of acquisitions, and with RDB snapshots
+// everything since the last one, is lost by a crash.
+func checkDurable(ctx context.Context, client *redis.Client, addr string) error {
+	got := map[string]string{}
+	for _, key := range []string{"appendonly", "appendfsync"} {
+		m, err := client.ConfigGet(ctx, key).Result()
+		if err != nil {
+			return fencegate.Wrap(err, fencegate.CodeUnsupported,
+				"registry redis "+addr+": cannot read its persistence settings (CONFIG GET); start with --allow-volatile-backend if the server is known to be durable")
+		}
+		got[key] = m[key]
+	}
+	if got["appendonly"] != "yes" || got["appendfsync"] != "always" {
+		return fencegate.Errorf(fencegate.CodeUnsupported,
+			"registry redis %s runs with appendonly=%s appendfsync=%s: a crash or restart loses issued fences; "+
+				"configure appendonly yes and appendfsync always (and replicas=N to WAIT for replicas), or start with --allow-volatile-backend",
+			addr, got["appendonly"], got["appendfsync"])
+	}
+	return nil
+}
+
+// replicate waits for the configured replicas to acknowledge the mutation
+// just made (WAIT, https://redis.io/docs/latest/commands/wait/).
+func (b *Backend) replicate(ctx context.Context, op string) error {
+	if b.replicas == 0 {
+		return nil
+	}
+	n, err := b.client.Do(ctx, "WAIT", b.replicas, b.waitFor.Milliseconds()).Int()
+	if err != nil {
+		return translate(err, op+": WAIT")
+	}
+	if n < b.replicas {
+		return fencegate.Errorf(fencegate.CodeBackendUnavailable, "%s: %d of %d replicas acknowledged within %v", op, n, b.replicas, b.waitFor)
+	}
+	return nil
 }
 
 // New uses client with keys under prefix; Close leaves the client open. Of
@@ -132,12 +199,22 @@ func (b *Backend) Acquire(ctx context.Context, req fencegate.AcquireRequest) (fe
 	}
 	reply, err := b.run(ctx, acquireScript, req.LeaseID, req.Resource, req.Owner, req.RequestID,
 		req.OperationID, req.OperationRoot, req.OperationCategory, strconv.FormatInt(int64(req.TTL), 10),
-		now, exp, millis(req.TTL), b.keep(req.TTL))
+		now, exp, millis(req.TTL), b.keep(req.TTL), req.Incarnation, strconv.FormatUint(req.MinRevision, 10))
 	if err != nil {
 		return fencegate.Lease{}, translate(err, "acquire")
 	}
+	if len(reply) == 2 && (reply[0] == "STATE_LOST" || reply[0] == "ROLLED_BACK") {
+		rev, _ := strconv.ParseUint(reply[1], 10, 64)
+		if reply[0] == "STATE_LOST" {
+			return fencegate.Lease{}, leaserule.CheckIncarnation(req, reply[1], req.MinRevision)
+		}
+		return fencegate.Lease{}, leaserule.CheckIncarnation(req, req.Incarnation, rev)
+	}
 	l, err := b.answer(reply, req.Now, "acquire")
 	if err != nil {
+		return fencegate.Lease{}, err
+	}
+	if err := b.replicate(ctx, "acquire"); err != nil {
 		return fencegate.Lease{}, err
 	}
 	// A repeat returns the first lease; a new one reflects req, so this only
@@ -162,7 +239,11 @@ func (b *Backend) Renew(ctx context.Context, id, owner string, ttl time.Duration
 	if err != nil {
 		return fencegate.Lease{}, translate(err, "renew")
 	}
-	return b.answer(reply, now, "renew")
+	l, err := b.answer(reply, now, "renew")
+	if err == nil {
+		err = b.replicate(ctx, "renew")
+	}
+	return l, err
 }
 
 // Release implements fencegate.LeaseBackend. A lease that is no longer held
@@ -176,7 +257,11 @@ func (b *Backend) Release(ctx context.Context, id, owner string, now time.Time) 
 	if err != nil {
 		return fencegate.Lease{}, translate(err, "release")
 	}
-	return b.answer(reply, now, "release")
+	l, err := b.answer(reply, now, "release")
+	if err == nil {
+		err = b.replicate(ctx, "release")
+	}
+	return l, err
 }
 
 // Lease implements fencegate.LeaseBackend with one HGETALL.
@@ -192,18 +277,20 @@ func (b *Backend) Lease(ctx context.Context, id string, now time.Time) (fencegat
 }
 
 // SetFloor implements fencegate.LeaseBackend. The floor only ever rises; a
-// lower floor changes nothing and moves no revision. A floor at or above
-// MaxFence is UNSUPPORTED: no fence could be issued above it.
+// lower floor changes nothing and moves no revision. A floor within
+// fencegate.MinFenceHeadroom of MaxFence is INVALID_REQUEST.
 func (b *Backend) SetFloor(ctx context.Context, floor uint64) error {
-	if floor >= MaxFence {
-		return fencegate.Errorf(fencegate.CodeUnsupported, "floor %d is beyond the Redis fence range (max %d)", floor, MaxFence)
+	if err := leaserule.CheckFloor(floor, MaxFence); err != nil {
+		return err
 	}
 	reply, err := b.run(ctx, floorScript, strconv.FormatUint(floor, 10))
 	if err != nil {
 		return translate(err, "set floor")
 	}
-	_, err = b.answer(reply, time.Time{}, "set floor")
-	return err
+	if _, err = b.answer(reply, time.Time{}, "set floor"); err != nil {
+		return err
+	}
+	return b.replicate(ctx, "set floor")
 }
 
 // run executes script with the common KEYS/ARGV prefix and returns its reply

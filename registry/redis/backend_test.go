@@ -42,7 +42,7 @@ func TestContract(t *testing.T) {
 func TestOpenPingsAndUsesThePrefix(t *testing.T) {
 	c, prefix := client(t)
 	ctx := context.Background()
-	b, err := redis.Open(ctx, testenv.RedisAddr(t), redis.WithPrefix(prefix), redis.WithRetention(time.Hour))
+	b, err := redis.Open(ctx, testenv.RedisAddr(t), redis.WithPrefix(prefix), redis.WithRetention(time.Hour), redis.AllowVolatile())
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}
@@ -78,11 +78,15 @@ func TestOpenUnreachableIsBackendUnavailable(t *testing.T) {
 	}
 }
 
-func TestFloorBeyondInt64IsUnsupported(t *testing.T) {
+func TestFloorNearTheEndOfTheInt64RangeIsInvalid(t *testing.T) {
 	b := backend(t)
-	err := b.SetFloor(context.Background(), redis.MaxFence)
-	if fencegate.ErrorCode(err) != fencegate.CodeUnsupported {
-		t.Fatalf("want UNSUPPORTED, got %v", err)
+	for _, floor := range []uint64{redis.MaxFence, redis.MaxFence - fencegate.MinFenceHeadroom + 1} {
+		if err := b.SetFloor(context.Background(), floor); fencegate.ErrorCode(err) != fencegate.CodeInvalidRequest {
+			t.Fatalf("floor %d: want INVALID_REQUEST, got %v", floor, err)
+		}
+	}
+	if err := b.SetFloor(context.Background(), redis.MaxFence-fencegate.MinFenceHeadroom); err != nil {
+		t.Fatalf("the highest usable floor: %v", err)
 	}
 }
 

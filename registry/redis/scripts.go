@@ -13,6 +13,9 @@ import "github.com/redis/go-redis/v9"
 //	<p>live:<resource>     ID of the live lease, PEXPIRE = lease TTL (mirror)
 //	<p>lease:<id>          lease record (hash), PEXPIRE = TTL + retention
 //	<p>req:<n>:<owner>:<r> lease ID of (owner, request ID), same PEXPIRE
+//	<p>incarnation         the incarnation marker, no TTL ("" or absent: none)
+//	<p>since               revision at which the marker was written, no TTL
+//	<p>maxfence            highest fence handed out on any resource, no TTL
 //
 // Numbers that may exceed 2^53 (fences, floor, revision) never pass through
 // Lua arithmetic: they are compared as decimal strings and moved by INCR on
@@ -54,9 +57,16 @@ end
 
 // acquireScript: ARGV 2 lease ID, 3 resource, 4 owner, 5 request ID,
 // 6 operation ID, 7 root, 8 category, 9 TTL ns, 10 now, 11 expires,
-// 12 TTL ms (live key), 13 record retention ms (0: none).
+// 12 TTL ms (live key), 13 record retention ms (0: none), 14 expected
+// incarnation ("" checks nothing), 15 minimum revision.
 var acquireScript = redis.NewScript(luaCommon + `
 local id, res, owner, rid, now = ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[10]
+if ARGV[14] ~= '' then
+  local inc = redis.call('GET', P .. 'incarnation') or ''
+  if inc ~= ARGV[14] then return {'STATE_LOST', inc} end
+  local rev = redis.call('GET', KEYS[1]) or '0'
+  if gt(ARGV[15], rev) then return {'ROLLED_BACK', rev} end
+end
 local rk = reqkey(owner, rid)
 local prev = redis.call('GET', rk)
 if prev then
@@ -89,6 +99,7 @@ if superseded then redis.call('HSET', superseded, 'state', 'EXPIRED') end
 redis.call('SET', fk, last)
 redis.call('INCR', fk)
 local fence = redis.call('GET', fk)
+if gt(fence, redis.call('GET', P .. 'maxfence') or '0') then redis.call('SET', P .. 'maxfence', fence) end
 redis.call('HSET', lk, 'id', id, 'resource', res, 'owner', owner, 'req', rid, 'fence', fence,
   'rev', rev, 'op', ARGV[6], 'root', ARGV[7], 'cat', ARGV[8], 'state', 'HELD', 'ttl', ARGV[9],
   'acq', now, 'exp', ARGV[11])
@@ -138,5 +149,28 @@ local fk = P .. 'floor'
 if not gt(ARGV[2], redis.call('GET', fk) or '0') then return {'OK'} end
 if not bump(KEYS[1]) then return {'EXHAUSTED'} end
 redis.call('SET', fk, ARGV[2])
+return {'OK'}
+`)
+
+// incarnationScript reads the marker, its revision, the revision and the
+// highest fence (the floor when higher) at one instant.
+var incarnationScript = redis.NewScript(luaCommon + `
+local top = redis.call('GET', P .. 'maxfence') or '0'
+local floor = redis.call('GET', P .. 'floor') or '0'
+if gt(floor, top) then top = floor end
+return {'OK', redis.call('GET', P .. 'incarnation') or '', redis.call('GET', P .. 'since') or '0',
+  redis.call('GET', KEYS[1]) or '0', top}
+`)
+
+// claimScript: ARGV 2 expected previous marker, 3 new marker, 4 floor. The
+// floor only rises.
+var claimScript = redis.NewScript(luaCommon + `
+local cur = redis.call('GET', P .. 'incarnation') or ''
+if cur ~= ARGV[2] then return {'CLAIMED', cur} end
+local rev = bump(KEYS[1])
+if not rev then return {'EXHAUSTED'} end
+if gt(ARGV[4], redis.call('GET', P .. 'floor') or '0') then redis.call('SET', P .. 'floor', ARGV[4]) end
+redis.call('SET', P .. 'incarnation', ARGV[3])
+redis.call('SET', P .. 'since', rev)
 return {'OK'}
 `)

@@ -84,6 +84,37 @@ func SameRequest(l fencegate.Lease, req fencegate.AcquireRequest) error {
 		"request ID %q was already used with another %s (lease %s); use a new request ID for a new acquisition", req.RequestID, differ, l.ID)
 }
 
+// CheckFloor refuses (INVALID_REQUEST) a floor that leaves fewer than
+// fencegate.MinFenceHeadroom fences below limit, the backend's highest fence.
+func CheckFloor(floor, limit uint64) error {
+	if floor > limit-fencegate.MinFenceHeadroom {
+		return fencegate.Errorf(fencegate.CodeInvalidRequest,
+			"floor %d leaves fewer than %d fences below the backend's limit %d: the sequence would run out", floor, uint64(fencegate.MinFenceHeadroom), limit)
+	}
+	return nil
+}
+
+// CheckIncarnation is the guard of an acquire: COORDINATION_STATE_LOST when
+// req expects a marker and the backend carries another (cur) or a revision
+// below req.MinRevision.
+func CheckIncarnation(req fencegate.AcquireRequest, cur string, revision uint64) error {
+	switch {
+	case req.Incarnation == "":
+		return nil
+	case cur != req.Incarnation:
+		return fencegate.Errorf(fencegate.CodeStateLost, "the coordination backend carries incarnation %q, not %q: its state was lost or replaced", cur, req.Incarnation)
+	case revision < req.MinRevision:
+		return fencegate.Errorf(fencegate.CodeStateLost, "the coordination backend is at revision %d, below %d already seen: it was rolled back", revision, req.MinRevision)
+	}
+	return nil
+}
+
+// ClaimLost is the COORDINATION_STATE_LOST of a claim whose expected
+// previous marker is not the backend's.
+func ClaimLost(prev, cur string) error {
+	return fencegate.Errorf(fencegate.CodeStateLost, "claim expected incarnation %q, the backend carries %q: another registry claimed it", prev, cur)
+}
+
 // Mismatch checks a renew or release of lease l by owner: OWNER_MISMATCH when
 // owner is not the holder.
 func Mismatch(l fencegate.Lease, owner string) error {

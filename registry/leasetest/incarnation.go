@@ -1,0 +1,104 @@
+package leasetest
+
+import (
+	"math"
+	"testing"
+
+	"github.com/fencegate/fencegate"
+)
+
+func (h *harness) incarnation() fencegate.Incarnation {
+	h.t.Helper()
+	inc, err := h.b.Incarnation(h.ctx)
+	if err != nil {
+		h.t.Fatalf("incarnation: %v", err)
+	}
+	return inc
+}
+
+func (h *harness) claim(prev, id string, floor uint64) fencegate.Incarnation {
+	h.t.Helper()
+	inc, err := h.b.Claim(h.ctx, prev, id, floor)
+	if err != nil {
+		h.t.Fatalf("claim %q over %q: %v", id, prev, err)
+	}
+	return inc
+}
+
+func testEmptyBackendHasNoIncarnation(t *testing.T, h *harness) {
+	if inc := h.incarnation(); inc != (fencegate.Incarnation{}) {
+		t.Fatalf("empty backend: want a zero incarnation, got %+v", inc)
+	}
+}
+
+func testClaimWritesMarkerAndRaisesFloor(t *testing.T, h *harness) {
+	old := h.acquire(h.req("db/a", "alice", ttl, T0))
+	inc := h.claim("", "inc-1", 100)
+	if inc.ID != "inc-1" || inc.Since <= old.Revision || inc.Revision < inc.Since || inc.HighestFence < 100 {
+		t.Fatalf("claim: want marker inc-1 since a revision above %d and highest fence ≥ 100, got %+v", old.Revision, inc)
+	}
+	h.release(old, T0)
+	req := h.req("db/a", "bob", ttl, T0)
+	req.Incarnation, req.MinRevision = inc.ID, inc.Revision
+	l := h.acquire(req)
+	if l.FenceToken <= 100 || l.Revision <= inc.Since {
+		t.Fatalf("after the claim: fence %d (want > 100), revision %d (want > %d)", l.FenceToken, l.Revision, inc.Since)
+	}
+	now := h.incarnation()
+	if now.ID != "inc-1" || now.Since != inc.Since || now.HighestFence != l.FenceToken || now.Revision < l.Revision {
+		t.Fatalf("incarnation after an acquire: %+v (lease fence %d, revision %d)", now, l.FenceToken, l.Revision)
+	}
+}
+
+func testClaimOverAnotherMarkerIsStateLost(t *testing.T, h *harness) {
+	h.claim("", "inc-1", 0)
+	for _, prev := range []string{"", "inc-0"} {
+		_, err := h.b.Claim(h.ctx, prev, "inc-2", 50)
+		wantCode(t, err, fencegate.CodeStateLost)
+	}
+	if inc := h.incarnation(); inc.ID != "inc-1" || inc.HighestFence != 0 {
+		t.Fatalf("refused claims changed the backend: %+v", inc)
+	}
+	h.claim("inc-1", "inc-2", 0)
+}
+
+func testAcquireUnderAnotherIncarnationIsStateLost(t *testing.T, h *harness) {
+	lost := func(name string, mut func(*fencegate.AcquireRequest)) {
+		t.Helper()
+		req := h.req("db/a", "alice", ttl, T0)
+		mut(&req)
+		_, err := h.b.Acquire(h.ctx, req)
+		if fencegate.ErrorCode(err) != fencegate.CodeStateLost {
+			t.Fatalf("%s: want COORDINATION_STATE_LOST, got %v", name, err)
+		}
+		if _, err := h.b.Lease(h.ctx, req.LeaseID, T0); fencegate.ErrorCode(err) != fencegate.CodeNotFound {
+			t.Fatalf("%s: the refused acquire left lease %s: %v", name, req.LeaseID, err)
+		}
+	}
+	lost("unclaimed backend", func(r *fencegate.AcquireRequest) { r.Incarnation = "inc-1" })
+	inc := h.claim("", "inc-1", 0)
+	lost("other marker", func(r *fencegate.AcquireRequest) { r.Incarnation = "inc-0" })
+	lost("revision gone back", func(r *fencegate.AcquireRequest) { r.Incarnation, r.MinRevision = "inc-1", inc.Revision+1 })
+	if now := h.incarnation(); now != inc {
+		t.Fatalf("refused acquires changed the backend: %+v -> %+v", inc, now)
+	}
+	req := h.req("db/a", "alice", ttl, T0)
+	req.Incarnation, req.MinRevision = "inc-1", inc.Revision
+	if l := h.acquire(req); l.FenceToken != 1 {
+		t.Fatalf("refused acquires burned fences: got %d", l.FenceToken)
+	}
+}
+
+func testFloorNearTheEndIsRefused(t *testing.T, h *harness) {
+	for _, floor := range []uint64{math.MaxUint64, math.MaxUint64 - fencegate.MinFenceHeadroom + 1} {
+		wantCode(t, h.b.SetFloor(h.ctx, floor), fencegate.CodeInvalidRequest)
+		_, err := h.b.Claim(h.ctx, "", "inc-1", floor)
+		wantCode(t, err, fencegate.CodeInvalidRequest)
+	}
+	if inc := h.incarnation(); inc != (fencegate.Incarnation{}) {
+		t.Fatalf("refused floors changed the backend: %+v", inc)
+	}
+	if l := h.acquire(h.req("db/a", "alice", ttl, T0)); l.FenceToken != 1 {
+		t.Fatalf("after refused floors: fence %d, want 1", l.FenceToken)
+	}
+}

@@ -1,0 +1,81 @@
+package postgres
+
+import (
+	"context"
+	"math"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/registry/internal/leaserule"
+)
+
+// checkIncarnation is the acquire guard, run after bumpRevision locked the
+// meta row and moved the revision to rev.
+func checkIncarnation(ctx context.Context, tx pgx.Tx, req fencegate.AcquireRequest, rev uint64) error {
+	if req.Incarnation == "" {
+		return nil
+	}
+	var cur string
+	if err := tx.QueryRow(ctx, `SELECT incarnation FROM registry_meta`).Scan(&cur); err != nil {
+		return err
+	}
+	return leaserule.CheckIncarnation(req, cur, rev-1)
+}
+
+const incarnationQuery = `SELECT incarnation, incarnation_since::text, revision::text,
+	greatest(floor, (SELECT coalesce(max(last_fence), 0) FROM registry_resources))::text FROM registry_meta`
+
+// Incarnation implements fencegate.LeaseBackend with one statement.
+func (b *Backend) Incarnation(ctx context.Context) (fencegate.Incarnation, error) {
+	inc, err := scanIncarnation(b.pool.QueryRow(ctx, incarnationQuery))
+	return inc, translate(err, "read incarnation")
+}
+
+func scanIncarnation(row pgx.Row) (fencegate.Incarnation, error) {
+	var (
+		inc                 fencegate.Incarnation
+		since, rev, highest string
+	)
+	if err := row.Scan(&inc.ID, &since, &rev, &highest); err != nil {
+		return inc, err
+	}
+	var err error
+	for _, f := range []struct {
+		dst *uint64
+		s   string
+	}{{&inc.Since, since}, {&inc.Revision, rev}, {&inc.HighestFence, highest}} {
+		if *f.dst, err = parseUint(f.s); err != nil {
+			return inc, err
+		}
+	}
+	return inc, nil
+}
+
+// Claim implements fencegate.LeaseBackend in one transaction on the meta row.
+func (b *Backend) Claim(ctx context.Context, prev, id string, floor uint64) (fencegate.Incarnation, error) {
+	if err := leaserule.CheckFloor(floor, math.MaxUint64); err != nil {
+		return fencegate.Incarnation{}, err
+	}
+	if id == "" {
+		return fencegate.Incarnation{}, fencegate.Errorf(fencegate.CodeInvalidRequest, "claim needs an incarnation ID")
+	}
+	var out fencegate.Incarnation
+	err := pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
+		var cur string
+		if err := tx.QueryRow(ctx, `SELECT incarnation FROM registry_meta FOR UPDATE`).Scan(&cur); err != nil {
+			return err
+		}
+		if cur != prev {
+			return leaserule.ClaimLost(prev, cur)
+		}
+		if _, err := tx.Exec(ctx, `UPDATE registry_meta SET revision = revision + 1, floor = greatest(floor, $1::numeric),
+			incarnation = $2, incarnation_since = revision + 1`, formatUint(floor), id); err != nil {
+			return err
+		}
+		var err error
+		out, err = scanIncarnation(tx.QueryRow(ctx, incarnationQuery))
+		return err
+	})
+	return out, translate(err, "claim")
+}
