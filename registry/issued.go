@@ -59,9 +59,10 @@ func grantFor(l fencegate.Lease, a Issuing) fencegate.Grant {
 
 // statusFor states the lease's state at now, bound to the digest of a grant of
 // grantEpoch. It lives StatusLife, but a HELD proof never outlives the lease
-// itself; a grant of a revoked epoch is stated REVOKED.
+// itself; a grant of a revoked epoch, and a lease from before a coordination
+// state loss (or any lease while grants are paused by one), is stated REVOKED.
 func (r *Registry) statusFor(l fencegate.Lease, digest string, grantEpoch uint64, a Issuing, now time.Time) fencegate.Status {
-	if a.Revoked[grantEpoch] && l.State == fencegate.StateHeld {
+	if l.State == fencegate.StateHeld && (a.Revoked[grantEpoch] || r.preLoss(l)) {
 		l.State = fencegate.StateRevoked
 	}
 	exp := now.Add(r.statusLife)

@@ -8,6 +8,7 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"log/slog"
 	"time"
 
 	"github.com/fencegate/fencegate"
@@ -52,6 +53,19 @@ type Config struct {
 	// Access, when set, decides which owners may lease which resources: an
 	// acquisition or renewal it refuses is FORBIDDEN and changes nothing.
 	Access Access
+	// HighWater is the fence store the gateways share: after a loss of
+	// coordination state the registry resumes above the highest fence it
+	// reports. Nil: the registry cannot know it, and an operator floor is
+	// needed to resume (see SetFloor).
+	HighWater fencegate.HighWater
+	// Memory keeps what the registry saw of its backend across restarts.
+	Memory Memory
+	// OnLoss retires the issuer epoch that signed pre-loss grants (rotate to
+	// a new key, revoke the old epoch) when a loss is detected; grants stay
+	// paused until it succeeds. It is never called from SetFloor.
+	OnLoss func(ctx context.Context) error
+	// Log receives the loss, claim, floor and resume events (default: none).
+	Log *slog.Logger
 }
 
 // Access is the part of the authorization policy the registry applies
@@ -62,6 +76,10 @@ type Access interface {
 
 // Registry issues and tracks leases. It is safe for concurrent use; every
 // operation is one backend call, so it is linearizable when the backend is.
+// Once Check has run, every acquire carries the backend's incarnation and
+// the highest revision seen, so a backend that lost or rolled back its state
+// issues no fence; grants then pause until the registry has claimed the
+// backend above every known fence and every pre-loss status proof expired.
 type Registry struct {
 	backend    fencegate.LeaseBackend
 	auth       Authority
@@ -72,6 +90,11 @@ type Registry struct {
 	minTTL     time.Duration
 	maxTTL     time.Duration
 	access     Access
+	rec        recovery
+	fences     fencegate.HighWater
+	memory     Memory
+	onLoss     func(ctx context.Context) error
+	log        *slog.Logger
 }
 
 // New validates cfg and returns a Registry. It reports every problem at once,
@@ -81,6 +104,10 @@ func New(cfg Config) (*Registry, error) {
 		backend: cfg.Backend, now: cfg.Now, newID: cfg.NewID,
 		auth:       cfg.Authority,
 		statusLife: cfg.StatusLife, minTTL: cfg.MinTTL, maxTTL: cfg.MaxTTL, access: cfg.Access,
+		fences: cfg.HighWater, memory: cfg.Memory, onLoss: cfg.OnLoss, log: cfg.Log,
+	}
+	if r.log == nil {
+		r.log = discard
 	}
 	if r.auth == nil && cfg.Signer != nil {
 		r.auth = StaticAuthority{Signer: cfg.Signer, Epoch: cfg.IssuerEpoch, PolicyGeneration: cfg.PolicyGeneration}
@@ -141,14 +168,22 @@ func (r *Registry) Acquire(ctx context.Context, owner string, p AcquireParams) (
 		}
 	}
 	now := r.now()
+	inc, minRev, err := r.guard(ctx, now)
+	if err != nil {
+		return Issued{}, err
+	}
 	l, err := r.backend.Acquire(ctx, fencegate.AcquireRequest{
 		LeaseID: r.newID(), Resource: p.Resource, Owner: owner, RequestID: p.RequestID,
 		OperationID: p.OperationID, OperationRoot: p.OperationRoot, OperationCategory: p.OperationCategory,
-		TTL: p.TTL, Now: now,
+		TTL: p.TTL, Now: now, Incarnation: inc, MinRevision: minRev,
 	})
+	if fencegate.ErrorCode(err) == fencegate.CodeStateLost {
+		return Issued{}, r.lostOnAcquire(ctx, err, now)
+	}
 	if err != nil {
 		return Issued{}, backendErr(err)
 	}
+	r.observe(l)
 	return r.issue(l, now)
 }
 
@@ -195,11 +230,6 @@ func (r *Registry) Status(ctx context.Context, leaseID string) (Issued, error) {
 	return r.issue(l, now)
 }
 
-// SetFloor makes every later fence of every resource greater than floor; a
-// floor below the current one changes nothing.
-func (r *Registry) SetFloor(ctx context.Context, floor uint64) error {
-	return backendErr(r.backend.SetFloor(ctx, floor))
-}
 
 // backendErr keeps *fencegate.Error as it is and wraps anything else as INTERNAL.
 func backendErr(err error) error {

@@ -1,0 +1,415 @@
+package registry
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"log/slog"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fencegate/fencegate"
+)
+
+// Memory keeps what a registry last saw of its coordination backend (marker,
+// revision, highest fence) across restarts, outside the backend: a backend
+// that comes back older than this, or with another marker, lost state.
+type Memory interface {
+	Load() (fencegate.Incarnation, error)
+	Save(fencegate.Incarnation) error
+}
+
+// Issuance is the registry's issuing state as operators see it.
+type Issuance struct {
+	// Paused: grants are refused with COORDINATION_STATE_LOST.
+	Paused bool   `json:"paused"`
+	Reason string `json:"reason,omitempty"`
+	// DetectedAt is when the loss was found; ResumeAt is the earliest
+	// instant grants resume (every status proof signed before the loss has
+	// expired by then).
+	DetectedAt *time.Time `json:"detectedAt,omitempty"`
+	ResumeAt   *time.Time `json:"resumeAt,omitempty"`
+	// NeedsFloor: the registry has no fence store to ask for the gateways'
+	// highest fence; an operator must set a floor at or above it.
+	NeedsFloor bool `json:"needsFloor,omitempty"`
+	// Incarnation is the backend's marker this registry issues under.
+	Incarnation string `json:"incarnation"`
+	// HighWater is the highest fence known here: issued by this registry,
+	// held by the backend, or (when a fence store is configured) accepted by
+	// a gateway. A safe floor is at or above it.
+	HighWater uint64 `json:"highWater"`
+	// Losses counts the losses detected since start.
+	Losses uint64 `json:"losses"`
+}
+
+// recovery is the registry's view of its backend's incarnation and the
+// pause that follows a detected loss. mu guards the fields; run serialises
+// detection and resumption, which call the backend and the retirement hook
+// without holding mu.
+type recovery struct {
+	run     sync.Mutex
+	mu      sync.Mutex
+	checked bool                  // Check ran: acquires carry the guard
+	seen    fencegate.Incarnation // marker and Since adopted; highest revision and fence seen
+	lost    bool
+	retired bool // the pre-loss epoch was retired (OnLoss succeeded)
+	claimed bool // a new marker was written above the high-water mark
+	reason  string
+	detect  time.Time
+	resume  time.Time
+	opFloor uint64
+	// paused mirrors lost for the hot paths; since mirrors seen.Since.
+	paused atomic.Bool
+	since  atomic.Uint64
+	losses atomic.Uint64
+}
+
+// Check compares the backend's incarnation with what this registry saw
+// last (Memory, and earlier calls) and with the fence store's high-water
+// mark. A first start on an empty backend claims it; a backend whose marker
+// is missing or changed, whose revision went back, or whose highest fence
+// is below a fence already issued or accepted has lost state: grants pause
+// (COORDINATION_STATE_LOST) until issuance can continue above every known
+// fence. Call it before serving, and periodically; an unreachable backend is
+// an error, not a loss.
+func (r *Registry) Check(ctx context.Context) error {
+	r.rec.run.Lock()
+	defer r.rec.run.Unlock()
+	inc, err := r.backend.Incarnation(ctx)
+	if err != nil {
+		return backendErr(err)
+	}
+	hw, err := r.highWater(ctx)
+	if err != nil {
+		return err
+	}
+	rc := &r.rec
+	rc.mu.Lock()
+	if !rc.checked && r.memory != nil {
+		mem, err := r.memory.Load()
+		if err != nil {
+			rc.mu.Unlock()
+			return fencegate.Wrap(err, fencegate.CodeInternal, "load the registry's incarnation memory")
+		}
+		rc.seen = mem
+	}
+	rc.checked = true
+	seen, lost := rc.seen, rc.lost
+	rc.mu.Unlock()
+	if lost {
+		return r.resumeLocked(ctx, r.now(), true)
+	}
+	if inc == (fencegate.Incarnation{}) && seen == (fencegate.Incarnation{}) && hw == 0 {
+		// A first start: nothing was ever issued or accepted. A registry
+		// sharing the backend may claim it first; then adopt its marker.
+		err := r.claimLocked(ctx, "", 0)
+		if fencegate.ErrorCode(err) != fencegate.CodeStateLost {
+			return err
+		}
+		if inc, err = r.backend.Incarnation(ctx); err != nil {
+			return backendErr(err)
+		}
+	}
+	if reason := diagnose(inc, seen, hw); reason != "" {
+		r.detectLocked(ctx, reason, r.now())
+		return r.resumeLocked(ctx, r.now(), true)
+	}
+	rc.mu.Lock()
+	rc.seen = fencegate.Incarnation{ID: inc.ID, Since: inc.Since, Revision: max(seen.Revision, inc.Revision),
+		HighestFence: max(seen.HighestFence, inc.HighestFence)}
+	rc.since.Store(inc.Since)
+	rc.mu.Unlock()
+	return r.Remember()
+}
+
+// diagnose names the loss inc shows against what was seen and accepted, or
+// returns "" when there is none.
+func diagnose(inc, seen fencegate.Incarnation, hw uint64) string {
+	switch {
+	case inc.ID == "":
+		return "the backend carries no incarnation marker: it was emptied, replaced or restored from before its first claim"
+	case seen.ID != "" && inc.ID != seen.ID:
+		return fmt.Sprintf("the backend carries incarnation %q, this registry last issued under %q: it was switched or replaced", inc.ID, seen.ID)
+	case inc.Revision < seen.Revision:
+		return fmt.Sprintf("the backend's revision went back from %d to %d: it was restored from an older copy", seen.Revision, inc.Revision)
+	case seen.HighestFence > inc.HighestFence:
+		return fmt.Sprintf("this registry issued fence %d, the backend's highest is %d: fences were lost", seen.HighestFence, inc.HighestFence)
+	case hw > inc.HighestFence:
+		return fmt.Sprintf("gateways accepted fence %d, the backend's highest is %d: fences were lost", hw, inc.HighestFence)
+	}
+	return ""
+}
+
+// highWater asks the fence store for the highest accepted fence; 0 without one.
+func (r *Registry) highWater(ctx context.Context) (uint64, error) {
+	if r.fences == nil {
+		return 0, nil
+	}
+	hw, err := r.fences.HighestFence(ctx)
+	if err != nil {
+		return 0, backendErr(err)
+	}
+	return hw, nil
+}
+
+// detectLocked enters the pause (once per loss): logged, counted, and the
+// issuer epoch that signed pre-loss grants is retired. The caller holds run.
+func (r *Registry) detectLocked(ctx context.Context, reason string, now time.Time) {
+	rc := &r.rec
+	rc.mu.Lock()
+	if rc.lost {
+		rc.mu.Unlock()
+		return
+	}
+	rc.lost, rc.retired, rc.claimed, rc.reason, rc.detect = true, false, false, reason, now
+	rc.resume = now.Add(r.statusLife)
+	rc.paused.Store(true)
+	rc.mu.Unlock()
+	rc.losses.Add(1)
+	r.log.Error("coordination state lost: grants paused until issuance can continue above every known fence",
+		"reason", reason, "resumeAt", rc.resume, "epoch", r.IssuerEpoch())
+	r.retireLocked(ctx)
+}
+
+// retireLocked calls the retirement hook until it succeeds once per loss.
+func (r *Registry) retireLocked(ctx context.Context) bool {
+	rc := &r.rec
+	rc.mu.Lock()
+	done := rc.retired
+	rc.mu.Unlock()
+	if done {
+		return true
+	}
+	epoch := r.IssuerEpoch()
+	if r.onLoss != nil {
+		if err := r.onLoss(ctx); err != nil {
+			r.log.Error("retiring the pre-loss issuer epoch failed; grants stay paused", "epoch", epoch, "err", err)
+			return false
+		}
+	}
+	rc.mu.Lock()
+	rc.retired = true
+	rc.mu.Unlock()
+	r.log.Warn("pre-loss issuer epoch retired", "epoch", epoch, "newEpoch", r.IssuerEpoch())
+	return true
+}
+
+// resumeLocked moves a paused registry on as far as it can: retire the old
+// epoch (if retire), claim the backend above the high-water mark, and end the
+// pause once every pre-loss status proof has expired. It returns
+// COORDINATION_STATE_LOST while grants stay paused. The caller holds run.
+func (r *Registry) resumeLocked(ctx context.Context, now time.Time, retire bool) error {
+	rc := &r.rec
+	rc.mu.Lock()
+	lost, retired, claimed, seen, opFloor := rc.lost, rc.retired, rc.claimed, rc.seen, rc.opFloor
+	rc.mu.Unlock()
+	if !lost {
+		return nil
+	}
+	if !retired && (!retire || !r.retireLocked(ctx)) {
+		return r.pausedErr("the pre-loss issuer epoch is not retired yet")
+	}
+	if !claimed {
+		inc, err := r.backend.Incarnation(ctx)
+		if err != nil {
+			return backendErr(err)
+		}
+		hw, err := r.highWater(ctx)
+		if err != nil {
+			return err
+		}
+		known := max(hw, seen.HighestFence, inc.HighestFence)
+		if r.fences == nil && opFloor == 0 {
+			return r.pausedErr(fmt.Sprintf("no fence store to ask for the gateways' highest fence: an operator must set a floor "+
+				"(POST /v1/admin/floor) at or above it; the highest fence known here is %d", known))
+		}
+		if err := r.claimOrJoinLocked(ctx, inc, seen, max(known, opFloor)); err != nil {
+			return err
+		}
+	}
+	if now.Before(rc.resume) {
+		return r.pausedErr(fmt.Sprintf("grants resume at %s, when every status proof signed before the loss has expired", rc.resume.Format(time.RFC3339Nano)))
+	}
+	rc.mu.Lock()
+	rc.lost = false
+	rc.paused.Store(false)
+	rc.mu.Unlock()
+	r.log.Info("grants resumed after a coordination state loss", "incarnation", r.Issuance().Incarnation, "floor", r.Issuance().HighWater)
+	return nil
+}
+
+// claimOrJoinLocked continues above floor. A backend carrying no marker, or
+// the marker this registry issued under (a rollback), gets a new one. One
+// carrying another marker was claimed by another registry sharing it (or
+// restored from one): this registry joins it, raising the floor to what it
+// knows, instead of claiming again, so registries sharing a backend never
+// take turns detecting each other's claims.
+func (r *Registry) claimOrJoinLocked(ctx context.Context, inc, seen fencegate.Incarnation, floor uint64) error {
+	if inc.ID == "" || inc.ID == seen.ID {
+		return r.claimLocked(ctx, inc.ID, floor)
+	}
+	if err := r.backend.SetFloor(ctx, floor); err != nil {
+		return backendErr(err)
+	}
+	now, err := r.backend.Incarnation(ctx)
+	if err != nil {
+		return backendErr(err)
+	}
+	if now.ID != inc.ID {
+		return fencegate.Errorf(fencegate.CodeStateLost, "the backend's incarnation changed again while joining it")
+	}
+	r.adopt(now, floor)
+	r.log.Warn("joined the coordination backend's incarnation claimed elsewhere", "incarnation", now.ID, "floor", floor)
+	return r.Remember()
+}
+
+// adopt makes inc the incarnation this registry issues under.
+func (r *Registry) adopt(inc fencegate.Incarnation, floor uint64) {
+	rc := &r.rec
+	rc.mu.Lock()
+	rc.seen = fencegate.Incarnation{ID: inc.ID, Since: inc.Since, Revision: inc.Revision,
+		HighestFence: max(inc.HighestFence, floor, rc.seen.HighestFence)}
+	rc.claimed, rc.checked = true, true
+	rc.since.Store(inc.Since)
+	rc.mu.Unlock()
+}
+
+// claimLocked writes a new marker over prev with the floor raised to floor,
+// and adopts it. The caller holds run.
+func (r *Registry) claimLocked(ctx context.Context, prev string, floor uint64) error {
+	id := "inc_" + rand.Text()
+	inc, err := r.backend.Claim(ctx, prev, id, floor)
+	if err != nil {
+		return backendErr(err)
+	}
+	r.adopt(inc, floor)
+	r.log.Warn("coordination backend claimed", "incarnation", id, "previous", prev, "floor", floor, "revision", inc.Revision)
+	return r.Remember()
+}
+
+func (r *Registry) pausedErr(why string) error {
+	r.rec.mu.Lock()
+	reason := r.rec.reason
+	r.rec.mu.Unlock()
+	return fencegate.Errorf(fencegate.CodeStateLost, "grants are paused: %s; %s", reason, why)
+}
+
+// guard returns the incarnation an acquire must find, resuming a paused
+// registry first; COORDINATION_STATE_LOST while paused.
+func (r *Registry) guard(ctx context.Context, now time.Time) (string, uint64, error) {
+	if r.rec.paused.Load() {
+		r.rec.run.Lock()
+		err := r.resumeLocked(ctx, now, true)
+		r.rec.run.Unlock()
+		if err != nil {
+			return "", 0, err
+		}
+	}
+	r.rec.mu.Lock()
+	defer r.rec.mu.Unlock()
+	if !r.rec.checked {
+		return "", 0, nil
+	}
+	return r.rec.seen.ID, r.rec.seen.Revision, nil
+}
+
+// observe records an issued lease's revision and fence as seen.
+func (r *Registry) observe(l fencegate.Lease) {
+	r.rec.mu.Lock()
+	r.rec.seen.Revision = max(r.rec.seen.Revision, l.Revision)
+	r.rec.seen.HighestFence = max(r.rec.seen.HighestFence, l.FenceToken)
+	r.rec.mu.Unlock()
+}
+
+// lostOnAcquire handles COORDINATION_STATE_LOST from the backend's guard.
+func (r *Registry) lostOnAcquire(ctx context.Context, cause error, now time.Time) error {
+	r.rec.run.Lock()
+	r.detectLocked(ctx, fencegate.ErrorMessage(cause), now)
+	err := r.resumeLocked(ctx, now, true)
+	r.rec.run.Unlock()
+	if err == nil { // cannot happen with a positive status life; stay safe
+		err = r.pausedErr("retry")
+	}
+	return err
+}
+
+// preLoss reports whether a lease's status must read REVOKED: grants are
+// paused after a loss, or the lease was issued before the backend's claim.
+func (r *Registry) preLoss(l fencegate.Lease) bool {
+	return r.rec.paused.Load() || l.Revision < r.rec.since.Load()
+}
+
+// Issuance reports the issuing state.
+func (r *Registry) Issuance() Issuance {
+	rc := &r.rec
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	is := Issuance{Paused: rc.lost, Incarnation: rc.seen.ID, HighWater: max(rc.seen.HighestFence, rc.opFloor),
+		Losses: rc.losses.Load()}
+	if rc.lost {
+		d, res := rc.detect, rc.resume
+		is.Reason, is.DetectedAt, is.ResumeAt = rc.reason, &d, &res
+		is.NeedsFloor = r.fences == nil && !rc.claimed && rc.opFloor == 0
+	}
+	return is
+}
+
+// Remember saves what this registry has seen of the backend to Memory.
+func (r *Registry) Remember() error {
+	if r.memory == nil {
+		return nil
+	}
+	r.rec.mu.Lock()
+	seen := r.rec.seen
+	r.rec.mu.Unlock()
+	if err := r.memory.Save(seen); err != nil {
+		return fencegate.Wrap(err, fencegate.CodeInternal, "save the registry's incarnation memory")
+	}
+	return nil
+}
+
+// MaxFloor is the highest floor a registry accepts: one that leaves at
+// least fencegate.MinFenceHeadroom fences (backends with a narrower range
+// refuse lower ones).
+const MaxFloor = math.MaxUint64 - fencegate.MinFenceHeadroom
+
+// SetFloor makes every later fence of every resource greater than floor; a
+// floor below the current one changes nothing. A floor above MaxFloor (or
+// the backend's own limit) is INVALID_REQUEST. While grants are paused after
+// a loss and the registry has no fence store to ask, the floor is what they
+// resume above (with every fence known here). Every floor is logged.
+func (r *Registry) SetFloor(ctx context.Context, floor uint64) error {
+	if floor > MaxFloor {
+		return fencegate.Errorf(fencegate.CodeInvalidRequest, "floor %d leaves fewer than %d fences: the sequence would run out", floor, uint64(fencegate.MinFenceHeadroom))
+	}
+	r.rec.run.Lock()
+	defer r.rec.run.Unlock()
+	rc := &r.rec
+	rc.mu.Lock()
+	pending := rc.lost && !rc.claimed
+	if pending {
+		rc.opFloor = max(rc.opFloor, floor)
+	}
+	rc.mu.Unlock()
+	if pending {
+		r.log.Warn("operator floor set for the recovery from a coordination state loss", "floor", floor)
+		// The epoch was retired at detection; never call the hook from here
+		// (an operator path may hold its own locks).
+		if err := r.resumeLocked(ctx, r.now(), false); err != nil && fencegate.ErrorCode(err) != fencegate.CodeStateLost {
+			return err
+		}
+		return nil
+	}
+	if err := r.backend.SetFloor(ctx, floor); err != nil {
+		return backendErr(err)
+	}
+	rc.mu.Lock()
+	rc.seen.HighestFence = max(rc.seen.HighestFence, floor)
+	rc.mu.Unlock()
+	r.log.Info("fence floor raised", "floor", floor)
+	return nil
+}
+
+var discard = slog.New(slog.DiscardHandler)
