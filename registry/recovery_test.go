@@ -68,8 +68,17 @@ type memory struct {
 	inc fencegate.Incarnation
 }
 
-func (m *memory) Load() (fencegate.Incarnation, error) { m.mu.Lock(); defer m.mu.Unlock(); return m.inc, nil }
-func (m *memory) Save(i fencegate.Incarnation) error   { m.mu.Lock(); defer m.mu.Unlock(); m.inc = i; return nil }
+func (m *memory) Load() (fencegate.Incarnation, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.inc, nil
+}
+func (m *memory) Save(i fencegate.Incarnation) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.inc = i
+	return nil
+}
 
 // highWater is the fence store's report.
 type highWater struct{ v atomic.Uint64 }
@@ -183,7 +192,7 @@ func TestEmptiedBackendPausesGrantsRetiresTheEpochAndResumesAboveEveryKnownFence
 	if _, err := e.r.Release(context.Background(), "alice", first.Lease.ID); err != nil {
 		t.Fatal(err)
 	}
-	hw.v.Store(first.Lease.FenceToken) // a gateway accepted fence 1
+	hw.v.Store(first.Lease.FenceToken)        // a gateway accepted fence 1
 	a := e.mustAcquire("alice", "db/a", "r2") // A holds fence 2 and has not written
 	e.backend.wipe()                          // Redis restarted without persistence
 
