@@ -95,6 +95,10 @@ type State struct {
 	KeyIDs             []string `json:"keyIds"`
 	// Modes are the enforcement modes per resource pattern (enforce unless listed).
 	Modes []gateway.ModeRule `json:"modes"`
+	// Issuance is the in-process registry's issuing state: paused after a
+	// coordination state loss, and the highest fence known (a safe floor is
+	// at or above it). Absent without a registry.
+	Issuance *registry.Issuance `json:"issuance,omitempty"`
 }
 
 // Authority owns the operator state. It is safe for concurrent use: changes
@@ -202,7 +206,12 @@ func (a *Authority) state() State {
 	a.mu.RLock()
 	st := State{IssuerEpoch: a.epoch, PolicyGeneration: a.policyGen,
 		RevokedEpochs: slices.Sorted(maps.Keys(a.revoked))}
+	f := a.floors
 	a.mu.RUnlock()
+	if r, ok := f.(interface{ Issuance() registry.Issuance }); ok {
+		is := r.Issuance()
+		st.Issuance = &is
+	}
 	if st.RevokedEpochs == nil {
 		st.RevokedEpochs = []uint64{}
 	}

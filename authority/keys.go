@@ -177,7 +177,7 @@ func (a *Authority) SetTrustBundle(_ context.Context, data []byte) (State, error
 	if err := a.install(b); err != nil {
 		return State{}, err
 	}
-	if err := writeFileAtomic(a.files.Bundle, data, 0o644); err != nil {
+	if err := WriteFileAtomic(a.files.Bundle, data, 0o644); err != nil {
 		return State{}, fencegate.Wrap(err, fencegate.CodeInternal, "persist trust bundle")
 	}
 	return a.saved()

@@ -173,7 +173,7 @@ func windowsOf(b *proofs.Bundle) []window {
 func writeBundle(path string, b *proofs.Bundle) error {
 	data, err := b.Marshal()
 	if err == nil {
-		err = writeFileAtomic(path, data, 0o644)
+		err = WriteFileAtomic(path, data, 0o644)
 	}
 	return err
 }

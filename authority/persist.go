@@ -69,7 +69,7 @@ func (a *Authority) save() error {
 	p.ModesInForce = &inForce
 	data, err := json.MarshalIndent(p, "", "  ")
 	if err == nil {
-		err = writeFileAtomic(a.files.State, data, 0o600)
+		err = WriteFileAtomic(a.files.State, data, 0o600)
 	}
 	if err != nil {
 		return fencegate.Wrap(err, fencegate.CodeInternal, "persist operator state")
@@ -77,9 +77,9 @@ func (a *Authority) save() error {
 	return nil
 }
 
-// writeFileAtomic replaces path with data so readers see old or new, never
+// WriteFileAtomic replaces path with data so readers see old or new, never
 // half: a temporary file, synced, renamed over path.
-func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
+func WriteFileAtomic(path string, data []byte, mode os.FileMode) error {
 	tmp := path + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, mode)
 	if err != nil {
@@ -110,7 +110,7 @@ func newSeed() ([]byte, error) {
 
 // writeSeed persists seed (hex) at path, mode 0600.
 func writeSeed(path string, seed []byte) error {
-	if err := writeFileAtomic(path, []byte(hex.EncodeToString(seed)+"\n"), 0o600); err != nil {
+	if err := WriteFileAtomic(path, []byte(hex.EncodeToString(seed)+"\n"), 0o600); err != nil {
 		return fencegate.Wrap(err, fencegate.CodeInternal, "persist signing key")
 	}
 	return nil

@@ -131,8 +131,19 @@ type TLS struct {
 
 // Registry configures the in-process lease registry.
 type Registry struct {
-	// Backend is "embedded" or a postgres:// URL.
+	// Backend is "embedded", a postgres:// URL, redis://HOST:PORT[?prefix=P&replicas=N&waitMs=MS]
+	// or etcd://HOST:PORT[,HOST:PORT][?prefix=P].
 	Backend string `yaml:"backend"`
+	// AllowVolatileBackend accepts a Redis backend that does not fsync every
+	// write (appendfsync always); without it such a backend is refused at start.
+	AllowVolatileBackend bool `yaml:"allowVolatileBackend"`
+	// HighWater is where the registry learns the highest fence gateways have
+	// accepted after a coordination state loss: "fencestore" (this process's
+	// fence store, which the gateways share: the default with gateways in
+	// the process, and for `gateway registry` with a postgres:// fenceStore)
+	// or "operator" (an operator floor is needed to resume; the default of
+	// `gateway registry` with its own embedded fence store). See HighWaterSource.
+	HighWater string `yaml:"highWater"`
 	// SigningKey is a file holding the Ed25519 seed (hex); generated if absent.
 	SigningKey string `yaml:"signingKey"`
 	KeyID      string `yaml:"keyId"`
@@ -140,6 +151,21 @@ type Registry struct {
 	IssuerEpoch uint64        `yaml:"issuerEpoch"`
 	StatusLife  time.Duration `yaml:"statusLife"`
 	MaxTTL      time.Duration `yaml:"maxTTL"`
+}
+
+// HighWaterSource resolves Registry.HighWater: the configured value, else
+// "fencestore" when the fence store is the gateways' (object stores served
+// in this process, or a postgres:// fence store), else "operator".
+func (c Config) HighWaterSource() string {
+	switch {
+	case c.Registry == nil:
+		return ""
+	case c.Registry.HighWater != "":
+		return c.Registry.HighWater
+	case len(c.Stores) > 0, strings.HasPrefix(c.FenceStore, "postgres"):
+		return "fencestore"
+	}
+	return "operator"
 }
 
 // Reconcile configures the reconciler.
@@ -380,6 +406,9 @@ func (c *Config) Validate() error {
 		}
 		if r.IssuerEpoch == 0 {
 			add("registry.issuerEpoch must be >= 1")
+		}
+		if r.HighWater != "" && r.HighWater != "fencestore" && r.HighWater != "operator" {
+			add("registry.highWater must be fencestore or operator, not %q", r.HighWater)
 		}
 		if r.StatusLife < 0 || r.StatusLife > fencegate.MaxStatusLife {
 			add("registry.statusLife must be within (0, %s]", fencegate.MaxStatusLife)

@@ -105,6 +105,9 @@ func (g *Gateway) authorize(ctx context.Context, req Request, query bool) (fence
 		err = fencegate.Errorf(fencegate.CodeStatusInvalid, "Fence-Status header is required")
 	default:
 		st, err = g.cfg.Verifier.VerifyStatus(req.StatusToken, vg)
+		if err == nil && query && req.Segment == 1 && g.cfg.Confirm != nil {
+			err = confirmHeld(ctx, g.cfg.Confirm, vg)
+		}
 	}
 	if err != nil {
 		if stale := g.supersededBy(ctx, req.Caller, vg); stale != nil {
@@ -130,6 +133,20 @@ func (g *Gateway) authorize(ctx context.Context, req Request, query bool) (fence
 		return none, fencegate.Status{}, fencegate.Errorf(fencegate.CodePolicyStale, "grant policy generation %d is older than %d", vg.PolicyGeneration, cur)
 	}
 	return vg, st, nil
+}
+
+// confirmHeld asks q whether vg's lease is still HELD.
+func confirmHeld(ctx context.Context, q StatusQuerier, vg fencegate.VerifiedGrant) error {
+	st, err := q.GrantStatus(ctx, vg)
+	switch {
+	case err != nil:
+		return err
+	case st.State == fencegate.StateRevoked:
+		return fencegate.Errorf(fencegate.CodeEpochRevoked, "the registry states the grant's lease revoked")
+	case st.State != fencegate.StateHeld:
+		return fencegate.Errorf(fencegate.CodeStatusInvalid, "the registry states the grant's lease %s, not HELD", st.State)
+	}
+	return nil
 }
 
 // Apply is applyFencedMutation: Authorize, admit in one store transaction,

@@ -54,6 +54,12 @@ type Config struct {
 	Verifier GrantVerifier
 	// Querier, when set, replaces status proofs with a registry query.
 	Querier StatusQuerier
+	// Confirm, when set in proof mode, also asks the registry (in process:
+	// one lease read) about the first segment of every grant, the write that
+	// raises a resource's fence: a grant whose lease vanished with lost
+	// coordination state is refused even while its status proof is fresh.
+	// Later segments rely on the proof alone.
+	Confirm StatusQuerier
 	Store   fencegate.FenceStore
 	Policy  Policy
 	// Access, when set, is re-checked at every write: the caller must still

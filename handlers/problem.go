@@ -34,7 +34,7 @@ func StatusOf(code fencegate.Code) int {
 		return http.StatusConflict
 	case fencegate.CodeMutationUnknown:
 		return http.StatusBadGateway
-	case fencegate.CodeBackendUnavailable:
+	case fencegate.CodeBackendUnavailable, fencegate.CodeStateLost:
 		return http.StatusServiceUnavailable
 	case fencegate.CodeInvalidRequest:
 		return http.StatusBadRequest
@@ -68,7 +68,7 @@ func writeProblem(w http.ResponseWriter, r *http.Request, log *slog.Logger, err 
 	} else {
 		log.Info("request refused", "method", r.Method, "path", r.URL.Path, "code", code, "detail", p.Detail)
 	}
-	if code == fencegate.CodeResourceBusy || code == fencegate.CodeBackendUnavailable {
+	if code == fencegate.CodeResourceBusy || code == fencegate.CodeBackendUnavailable || code == fencegate.CodeStateLost {
 		// RFC 9110 §10.2.3: delay-seconds. A store or backend fault is worth
 		// retrying at once; the settle of an applied effect is retried in the
 		// background meanwhile.

@@ -34,6 +34,7 @@ var hints = map[fencegate.Code]string{
 	fencegate.CodeUnsupported:        "the backend cannot do this under the fencing contract",
 	fencegate.CodeInternal:           "a fault in the gateway; check its logs",
 	fencegate.CodeRequestIDConflict:  "this request ID was used with other parameters; resend the original parameters, or use a new request ID",
+	fencegate.CodeStateLost:          "the registry's coordination state was lost and grants are paused; retry later (GET /v1/admin/state shows why and until when)",
 }
 
 const uncertainHint = "the request may or may not have taken effect; query receipts by operation ID, then retry with the same segment"

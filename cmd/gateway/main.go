@@ -65,7 +65,7 @@ func usage() {
 	fmt.Fprint(os.Stderr, `usage:
   gateway dev   [--addr A] [--metrics-addr M] [--data-dir D] [--identity NAME=TOKEN]... [--admin-token T]... [--gateway NAME=TOKEN]... [--store NAME=URL]... [--config FILE] [--break-glass]
   gateway serve --config FILE [--addr A] [--metrics-addr M] [--data-dir D] [--identity NAME=TOKEN]... [--store NAME=URL]... [--break-glass]
-  gateway registry [--config FILE] [--addr A] [--data-dir D] [--identity NAME=TOKEN]... [--gateway NAME=TOKEN]... [--registry-backend URL] [--break-glass]
+  gateway registry [--config FILE] [--addr A] [--data-dir D] [--identity NAME=TOKEN]... [--gateway NAME=TOKEN]... [--registry-backend URL] [--allow-volatile-backend] [--break-glass]
 `)
 }
 
@@ -78,6 +78,7 @@ func parseFlags(cmd string, args []string, cfg *config.Config) error {
 	dataDir := fs.String("data-dir", "", "directory for embedded state (default "+cfg.DataDir+")")
 	fenceStore := fs.String("fence-store", "", `fence store: "embedded" or a postgres:// URL`)
 	statusMode := fs.String("status-mode", "", "proof (Fence-Status headers) or query (ask the registry)")
+	allowVolatile := fs.Bool("allow-volatile-backend", false, "accept a Redis registry backend that does not fsync every write (logged)")
 	registryBackend := fs.String("registry-backend", "", `registry backend: "embedded", postgres://..., redis://HOST:PORT?prefix=P or etcd://HOST:PORT?prefix=P`)
 	var identities []config.Identity
 	fs.Func("identity", "workload identity NAME=TOKEN (repeatable)", func(v string) error {
@@ -133,6 +134,12 @@ func parseFlags(cmd string, args []string, cfg *config.Config) error {
 			return fmt.Errorf("--registry-backend needs a registry (gateway dev, or registry: in the config)")
 		}
 		cfg.Registry.Backend = *registryBackend
+	}
+	if *allowVolatile {
+		if cfg.Registry == nil {
+			return fmt.Errorf("--allow-volatile-backend needs a registry (gateway dev, or registry: in the config)")
+		}
+		cfg.Registry.AllowVolatileBackend = true
 	}
 	cfg.Identities = append(cfg.Identities, identities...)
 	cfg.BreakGlass = *breakGlass

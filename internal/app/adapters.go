@@ -11,7 +11,9 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/fencegate/fencegate"
 	"github.com/fencegate/fencegate/authority"
@@ -82,14 +84,14 @@ func openObjectStores(ctx context.Context, cfg config.Config, log *slog.Logger) 
 
 // openRegistry builds the in-process registry over its coordination
 // backend; it signs with what auth holds and auth sets floors through it.
-func openRegistry(ctx context.Context, cfg config.Config, auth *authority.Authority, access registry.Access) (*registry.Registry, func() error, error) {
+func openRegistry(ctx context.Context, cfg config.Config, auth *authority.Authority, access registry.Access, loss registry.Config) (*registry.Registry, func() error, error) {
 	rc := cfg.Registry
 	backend, err := openLeaseBackend(ctx, cfg)
 	if err != nil {
 		return nil, nil, fmt.Errorf("registry backend: %w", err)
 	}
 	reg, err := registry.New(registry.Config{Backend: backend, Authority: auth, StatusLife: rc.StatusLife, MaxTTL: rc.MaxTTL,
-		Access: access})
+		Access: access, HighWater: loss.HighWater, Memory: loss.Memory, OnLoss: loss.OnLoss, Log: loss.Log})
 	if err != nil {
 		_ = backend.Close()
 		return nil, nil, err
@@ -114,8 +116,25 @@ func openLeaseBackend(ctx context.Context, cfg config.Config) (fencegate.LeaseBa
 		return regpostgres.Open(ctx, raw)
 	case "redis":
 		var opts []regredis.Option
-		if p := u.Query().Get("prefix"); p != "" {
+		q := u.Query()
+		if p := q.Get("prefix"); p != "" {
 			opts = append(opts, regredis.WithPrefix(p))
+		}
+		if cfg.Registry.AllowVolatileBackend {
+			opts = append(opts, regredis.AllowVolatile())
+		}
+		if n := q.Get("replicas"); n != "" {
+			replicas, err := strconv.Atoi(n)
+			wait := time.Second
+			if ms := q.Get("waitMs"); err == nil && ms != "" {
+				var v int
+				v, err = strconv.Atoi(ms)
+				wait = time.Duration(v) * time.Millisecond
+			}
+			if err != nil || replicas < 0 {
+				return nil, fmt.Errorf("registry backend %q: replicas and waitMs must be non-negative integers", raw)
+			}
+			opts = append(opts, regredis.WithReplicas(replicas, wait))
 		}
 		return regredis.Open(ctx, u.Host, opts...)
 	case "etcd":

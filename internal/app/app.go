@@ -112,11 +112,25 @@ func Build(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, er
 		log.Warn("access policy: no rules, every workload's lease, write and read is refused (FORBIDDEN)")
 	}
 	if cfg.Registry != nil {
+		if cfg.Registry.AllowVolatileBackend {
+			log.Warn("registry backend accepted without durable writes (--allow-volatile-backend): a crash or restart of it "+
+				"loses issued fences, detected as a coordination state loss that pauses grants", "backend", redactURL(cfg.Registry.Backend))
+		}
+		loss := registry.Config{Memory: fileMemory{path: incarnationPath(cfg.DataDir)}, OnLoss: a.retireEpoch, Log: log}
+		if hw, ok := store.(fencegate.HighWater); ok && cfg.HighWaterSource() == "fencestore" {
+			loss.HighWater = hw
+		}
 		var closeReg func() error
-		if a.Registry, closeReg, err = openRegistry(ctx, cfg, a.auth, access); err != nil {
+		if a.Registry, closeReg, err = openRegistry(ctx, cfg, a.auth, access, loss); err != nil {
 			return nil, err
 		}
 		a.closers = append(a.closers, closeReg)
+		// Before any grant: compare the backend with what was seen and accepted.
+		if err := a.Registry.Check(ctx); err != nil && fencegate.ErrorCode(err) != fencegate.CodeStateLost {
+			return nil, fmt.Errorf("registry backend: %w", err)
+		}
+		a.closers = append(a.closers, a.Registry.Remember)
+		a.metrics.registry(a.Registry)
 	}
 	verifier := a.auth.Verifier()
 	gcfg := gateway.Config{Verifier: verifier, Store: store, Log: log, Alarm: a.metrics, Policy: a.auth, Modes: a.auth.Modes(), Access: access,
@@ -133,6 +147,8 @@ func Build(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, er
 	switch {
 	case cfg.StatusMode == "query" && a.Registry != nil:
 		gcfg.Querier = a.Registry
+	case a.Registry != nil:
+		gcfg.Confirm = a.Registry // a new fence's first write is checked against the backend too
 	case cfg.StatusMode == "query":
 		tok, err := cfg.RegistryCredential.Secret()
 		if err != nil {

@@ -10,7 +10,9 @@ import (
 // background runs the periodic work of a serving gateway until ctx ends:
 // reconciliation passes (raising overdue UNKNOWN receipts on the
 // fencegate_unknown_overdue gauge and in the log), and, for a gateway without
-// an in-process registry, reloading the trust bundle file when it changes.
+// an in-process registry, reloading the trust bundle file when it changes;
+// with one, checking its coordination backend for lost state (and
+// remembering what it saw).
 func (a *App) background(ctx context.Context) {
 	t := time.NewTicker(a.cfg.Reconcile.Interval)
 	defer t.Stop()
@@ -20,6 +22,8 @@ func (a *App) background(ctx context.Context) {
 		}
 		if a.Registry == nil {
 			a.reloadBundle()
+		} else if err := a.Registry.Check(ctx); err != nil && ctx.Err() == nil && fencegate.ErrorCode(err) != fencegate.CodeStateLost {
+			a.log.Warn("registry incarnation check failed", "err", err)
 		}
 		select {
 		case <-ctx.Done():

@@ -175,6 +175,7 @@ func TestOutcomeOfCodeClassifiesEveryCode(t *testing.T) {
 		fencegate.CodeLeaseHeld:          Unknown, // not an answer a fenced write gets
 		fencegate.CodeLeaseNotHeld:       Unknown,
 		fencegate.CodeRequestIDConflict:  Unknown, // an acquisition's answer, never a write's
+		fencegate.CodeStateLost:          Unknown, // an acquisition's answer, never a write's
 	}
 	for _, c := range fencegate.Codes {
 		got := OutcomeOfCode(c).Outcome
