@@ -1,0 +1,241 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/fencegate/fencegate/internal/testenv"
+	"github.com/fencegate/fencegate/registry/redis/redistest"
+)
+
+// lossCase is one way of losing the registry's coordination state under a
+// running gateway: args select the backend; snapshot (optional) runs before
+// the unwritten fence is issued; lose loses the state and returns the
+// gateway to talk to afterwards (the same one, or a restarted one).
+type lossCase struct {
+	name     string
+	args     func(t *testing.T) []string
+	snapshot func(t *testing.T)
+	lose     func(t *testing.T, p *gatewayProc, start func(extra ...string) *gatewayProc) *gatewayProc
+}
+
+func lossCases() []lossCase {
+	var (
+		ownRedis *testenv.Redis
+		ownEtcd  *testenv.Etcd
+		rdb      string
+		dump     redistest.Snap
+		shared   *goredis.Client
+		prefix   string
+	)
+	same := func(_ *testing.T, p *gatewayProc, _ func(...string) *gatewayProc) *gatewayProc { return p }
+	return []lossCase{{
+		name: "RedisKilledAndRestartedEmpty",
+		args: func(t *testing.T) []string {
+			ownRedis = testenv.OwnRedis(t)
+			return []string{"--registry-backend", "redis://" + ownRedis.Addr(), "--allow-volatile-backend"}
+		},
+		lose: func(t *testing.T, p *gatewayProc, s func(...string) *gatewayProc) *gatewayProc {
+			ownRedis.RestartEmpty() // kill -9, no persistence: every fence, floor and lease is gone
+			return p
+		},
+	}, {
+		name: "RedisRestoredFromAnOlderRDB",
+		args: func(t *testing.T) []string {
+			ownRedis = testenv.OwnRedis(t, testenv.RedisDurable())
+			return []string{"--registry-backend", "redis://" + ownRedis.Addr()}
+		},
+		snapshot: func(t *testing.T) { rdb = ownRedis.Save() },
+		lose: func(t *testing.T, p *gatewayProc, s func(...string) *gatewayProc) *gatewayProc {
+			ownRedis.RestoreRDB(rdb)
+			return p
+		},
+	}, {
+		name: "RedisKeysRestoredFromAnOlderDUMP",
+		args: func(t *testing.T) []string {
+			addr := testenv.RedisAddr(t)
+			prefix = testenv.RandomName("{fg-e2e-") + "}:"
+			shared = goredis.NewClient(&goredis.Options{Addr: addr})
+			t.Cleanup(func() {
+				ctx := context.Background()
+				if keys, err := shared.Keys(ctx, prefix+"*").Result(); err == nil && len(keys) > 0 {
+					shared.Del(ctx, keys...)
+				}
+				_ = shared.Close()
+			})
+			return []string{"--registry-backend", "redis://" + addr + "?prefix=" + prefix, "--allow-volatile-backend"}
+		},
+		snapshot: func(t *testing.T) {
+			var err error
+			if dump, err = redistest.Snapshot(context.Background(), shared, prefix); err != nil || dump.Len() == 0 {
+				t.Fatalf("snapshot: %v (%d keys)", err, dump.Len())
+			}
+		},
+		lose: func(t *testing.T, p *gatewayProc, s func(...string) *gatewayProc) *gatewayProc {
+			if err := dump.Restore(context.Background(), shared); err != nil {
+				t.Fatal(err)
+			}
+			return p
+		},
+	}, {
+		name: "EtcdRestoredFromAnOlderSnapshot",
+		args: func(t *testing.T) []string {
+			ownEtcd = testenv.OwnEtcd(t)
+			return []string{"--registry-backend", "etcd://" + ownEtcd.Addr()}
+		},
+		snapshot: func(t *testing.T) { rdb = ownEtcd.Snapshot() },
+		lose: func(t *testing.T, p *gatewayProc, s func(...string) *gatewayProc) *gatewayProc {
+			ownEtcd.Restore(rdb)
+			return p
+		},
+	}, {
+		name: "BackendSwitchedFromEmbeddedToPostgres",
+		args: func(t *testing.T) []string { return nil },
+		lose: func(t *testing.T, p *gatewayProc, start func(...string) *gatewayProc) *gatewayProc {
+			p.stop(t)
+			return start("--registry-backend", testenv.PostgresURL(t))
+		},
+	}, {
+		name: "NoLoss",
+		args: func(t *testing.T) []string { return nil },
+		lose: same,
+	}}
+}
+
+// TestStateLossNeverLetsAVanishedOwnerWrite runs the sequence of issue 8
+// against the built binary, for every way of losing the coordination state
+// and in both status modes: A holds an unwritten fence, the state is lost, B
+// acquires, A writes late. A is refused, before B's grant and after it; B is
+// issued above A's fence and its writes are accepted; writes accepted from
+// owners whose lease no longer exists: 0.
+func TestStateLossNeverLetsAVanishedOwnerWrite(t *testing.T) {
+	for _, mode := range []string{"proof", "query"} {
+		for _, c := range lossCases() {
+			t.Run(mode+"/"+c.name, func(t *testing.T) { runLossCase(t, mode, c) })
+		}
+	}
+}
+
+func runLossCase(t *testing.T, mode string, c lossCase) {
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "gateway.yaml")
+	if err := os.WriteFile(conf, []byte("registry:\n  backend: embedded\n  keyId: dev-1\n  issuerEpoch: 1\n  statusLife: 1s\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	base := append([]string{"dev", "--config", conf, "--data-dir", filepath.Join(dir, "data"), "--status-mode", mode,
+		"--identity", "worker-a=token-a", "--identity", "worker-b=token-b", "--identity", "worker-w=token-w",
+		"--admin-token", "ops-token"}, c.args(t)...)
+	start := func(extra ...string) *gatewayProc {
+		return startGateway(t, append(append([]string{}, base...), extra...)...)
+	}
+	p := start()
+	const res = "local/ledger"
+
+	// Two earlier owners wrote and left: the resource has accepted fences 1, 2.
+	for i := range 2 {
+		w := p.acquire(t, "token-w", res, fmt.Sprintf("w-%d", i), "close-books", 60000)
+		if r := p.put(t, "token-w", w, res, 1, "W"); r.status != 200 {
+			t.Fatalf("W%d: %d %s", i, r.status, r.body)
+		}
+		p.do(t, "DELETE", "/v1/leases/"+w.id, "token-w", nil, "")
+	}
+	if c.snapshot != nil {
+		c.snapshot(t)
+	}
+	a := p.acquire(t, "token-a", res, "a-1", "close-books", 60000) // A holds fence 3 and has not written
+	if a.fence != 3 {
+		t.Fatalf("A's fence %d, want 3", a.fence)
+	}
+
+	p = c.lose(t, p, start)
+	lost := c.name != "NoLoss"
+	var vanished, vanishedAccepted int // writes from owners whose lease no longer exists
+	write := func(who string, l lease, seg int, body string) answer {
+		r := p.put(t, "token-"+who, l, res, seg, body)
+		if who == "a" && lost { // A's lease vanished with the state (or predates the restored copy)
+			vanished++
+			if r.status == 200 {
+				vanishedAccepted++
+			}
+		}
+		return r
+	}
+
+	// A writes before anyone else is issued a grant.
+	r := write("a", a, 1, "A early")
+	if !lost { // the control: without a loss A still holds its lease, and its write counts
+		if r.status != 200 {
+			t.Fatalf("control: A's write without a loss: %d %s", r.status, r.body)
+		}
+		return
+	}
+	if r.status == 200 {
+		t.Errorf("A's write right after the loss was accepted")
+	}
+	// B acquires: refused while grants are paused, then issued above A's fence.
+	var b lease
+	paused := 0
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		ans := p.do(t, "POST", "/v1/leases", "token-b", map[string]string{"Content-Type": "application/json"},
+			`{"resource":"`+res+`","requestId":"b-1","ttlMs":60000,"operationId":"close-books"}`)
+		if ans.status == http.StatusCreated {
+			b = lease{id: ans.str("lease"), grant: ans.str("grant"), status: ans.str("statusProof"), fence: ans.num("fenceToken")}
+			break
+		}
+		wantCode(t, ans, http.StatusServiceUnavailable, "COORDINATION_STATE_LOST")
+		if ans.header.Get("Retry-After") == "" {
+			t.Fatal("COORDINATION_STATE_LOST without Retry-After")
+		}
+		if paused++; time.Now().After(deadline) {
+			t.Fatalf("grants still paused after a minute: %s", ans.body)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if b.fence <= a.fence {
+		t.Fatalf("B's fence %d is not above A's %d", b.fence, a.fence)
+	}
+	if r := write("b", b, 1, "B1"); r.status != 200 {
+		t.Fatalf("B's first write: %d %s", r.status, r.body)
+	}
+	// A writes late, with the grant and status proof it was issued before the loss.
+	if r := write("a", a, 1, "A late"); r.status == 200 {
+		t.Errorf("A's late write was accepted")
+	} else if r.status != 401 && r.status != 409 {
+		t.Errorf("A's late write: %d %s", r.status, r.body)
+	}
+	if st := p.do(t, "GET", "/v1/leases/"+a.id, "token-a", nil, ""); st.status == 200 && st.str("state") == "HELD" {
+		t.Errorf("A's vanished lease still reads HELD: %s", st.body)
+	}
+	if r := write("b", b, 2, "B2"); r.status != 200 {
+		t.Fatalf("B's second write: %d %s", r.status, r.body)
+	}
+	if obj := p.do(t, "GET", "/v1/objects/"+res, "token-b", nil, ""); string(obj.body) != "B2" {
+		t.Fatalf("object = %q, want B2", obj.body)
+	}
+	state := p.do(t, "GET", "/v1/resources/"+res, "token-b", nil, "")
+	if state.num("highestFence") != b.fence || state.num("lastSegmentSeq") != 2 {
+		t.Fatalf("resource state: %s", state.body)
+	}
+	adm := p.do(t, "GET", "/v1/admin/state", "ops-token", nil, "")
+	is, _ := adm.json["issuance"].(map[string]any)
+	losses, _ := is["losses"].(float64)
+	if losses < 1 || is["paused"] != false {
+		t.Fatalf("issuance after the loss: %s", adm.body)
+	}
+	if epoch := adm.num("issuerEpoch"); epoch < 2 {
+		t.Fatalf("the pre-loss epoch 1 was not retired: issuer epoch %d", epoch)
+	}
+	t.Logf("%s/%s: A fence %d, B fence %d, %d paused answers, %d writes from a vanished owner, %d accepted",
+		mode, c.name, a.fence, b.fence, paused, vanished, vanishedAccepted)
+	if vanishedAccepted != 0 {
+		t.Fatalf("accepted writes from owners whose lease no longer exists: %d of %d", vanishedAccepted, vanished)
+	}
+}
