@@ -230,7 +230,6 @@ func (r *Registry) Status(ctx context.Context, leaseID string) (Issued, error) {
 	return r.issue(l, now)
 }
 
-
 // backendErr keeps *fencegate.Error as it is and wraps anything else as INTERNAL.
 func backendErr(err error) error {
 	var fe *fencegate.Error
