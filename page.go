@@ -136,6 +136,11 @@ func listTag(list string) []byte {
 // ReceiptPosition is the position of r in a list of receipts.
 func ReceiptPosition(r *Receipt) Position { return Position{At: r.CreatedAt, ID: r.ID} }
 
+// QuarantinePosition is the position of q in a quarantine list.
+func QuarantinePosition(q *Quarantine) Position {
+	return Position{Group: q.Resource, At: q.At, ID: q.ID}
+}
+
 // ApproxSize is roughly how many bytes r takes in a JSON answer: its fixed
 // fields plus the kept request and answer (base64 bodies count 4/3).
 func (r *Receipt) ApproxSize() int {

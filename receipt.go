@@ -1,6 +1,11 @@
 package fencegate
 
-import "time"
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strconv"
+	"time"
+)
 
 // ReceiptState is where an admitted effect stands.
 // PENDING -> COMMITTED | FAILED | UNKNOWN; UNKNOWN -> COMMITTED | NOT_APPLIED | FAILED,
@@ -153,14 +158,58 @@ type Receipt struct {
 	SettledAt *time.Time `json:"settledAt,omitempty"`
 }
 
-// Quarantine records a segment that was replayed with a different payload than
-// the one accepted. Nothing was forwarded; the record is kept for inspection.
+// Quarantine records a segment that came again with another payload (or
+// target, method or effect key) than the one accepted. Nothing was forwarded;
+// the record is kept for inspection beside the accepted receipt. There is one
+// record per distinct refused request: the same one again only counts another
+// attempt. The payload itself is kept when it fits the gateway's bound (see
+// MaxQuarantinePayload); a larger one keeps only its digest and size.
 type Quarantine struct {
-	Resource      string    `json:"resource"`
-	FenceToken    uint64    `json:"fenceToken"`
-	Segment       uint64    `json:"segment"`
-	ReceiptID     string    `json:"receiptId"`
-	PayloadDigest string    `json:"payloadDigest"`
-	Owner         string    `json:"owner"`
-	At            time.Time `json:"at"`
+	// ID names the record; it is derived from what makes it distinct
+	// (QuarantineID), so the same refused request always has the same ID.
+	ID         string `json:"quarantineId"`
+	Resource   string `json:"resource"`
+	FenceToken uint64 `json:"fenceToken"`
+	Segment    uint64 `json:"segment"`
+	Target     string `json:"target"`
+	Method     string `json:"method"`
+	EffectKey  string `json:"effectKey,omitempty"`
+	// ReceiptID is the receipt accepted for the segment.
+	ReceiptID     string `json:"receiptId"`
+	PayloadDigest string `json:"payloadDigest"`
+	PayloadSize   int64  `json:"payloadSize"`
+	// PayloadKept tells whether Payload holds the refused payload.
+	PayloadKept bool   `json:"payloadKept"`
+	Payload     []byte `json:"payload,omitempty"`
+	Owner       string `json:"owner"`
+	// At is when the refused request first came, LastAt when it last did.
+	At       time.Time `json:"at"`
+	LastAt   time.Time `json:"lastAt"`
+	Attempts int       `json:"attempts"`
+}
+
+// MaxQuarantinePayload is the largest payload a quarantine record keeps,
+// whatever the gateway is configured with; DefaultQuarantinePayload is the
+// gateway's bound unless configured.
+const (
+	MaxQuarantinePayload     = 1 << 20
+	DefaultQuarantinePayload = 64 << 10
+)
+
+// QuarantineID is the ID of the quarantine record of a refused request: a
+// digest of resource, fence, segment, target, method, effect key and payload
+// digest.
+func QuarantineID(resource string, fence, segment uint64, target, method, effectKey, payloadDigest string) string {
+	h := sha256.New()
+	for _, part := range []string{resource, strconv.FormatUint(fence, 10), strconv.FormatUint(segment, 10), target, method, effectKey, payloadDigest} {
+		h.Write([]byte(part))
+		h.Write([]byte{0})
+	}
+	return "q_" + hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// ApproxSize is roughly how many bytes q takes in a JSON answer.
+func (q *Quarantine) ApproxSize() int {
+	return 500 + len(q.ID) + len(q.Resource) + len(q.Target) + len(q.EffectKey) + len(q.ReceiptID) +
+		len(q.PayloadDigest) + len(q.Owner) + len(q.Payload)*4/3
 }

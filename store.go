@@ -34,7 +34,15 @@ type AdmitRequest struct {
 	// Request, for an API effect, is the exact upstream request the receipt
 	// keeps (nil for none); it must pass EffectRequest.Validate.
 	Request *EffectRequest
-	Now     time.Time
+	// PayloadSize is the payload's length in bytes, kept if the segment is
+	// quarantined.
+	PayloadSize int64
+	// QuarantinePayload, if set, returns the payload to keep if the segment
+	// is quarantined (nil when it is over the gateway's bound). Stores call it
+	// only then, and keep nothing of a payload over MaxQuarantinePayload or
+	// one it failed to return: the record keeps the digest and size.
+	QuarantinePayload func() ([]byte, error) `json:"-"`
+	Now               time.Time
 }
 
 // Admission is the result of an admitted (or replayed) segment.
@@ -71,7 +79,8 @@ type Outcome struct {
 //     that set highestFence, else STALE_OWNER;
 //   - fence == highestFence under another lease or root: FENCE_REGRESSION;
 //   - an accepted segment again: same payload, same target and method -> Replay;
-//     otherwise a Quarantine record is written and QUARANTINED returned;
+//     otherwise a Quarantine record is written (or, for the same refused
+//     request again, its Attempts and LastAt move) and QUARANTINED returned;
 //   - fence > highestFence: only segment 1; fence == highestFence: only
 //     lastSegmentSeq+1; anything else SEGMENT_OUT_OF_ORDER.
 //
@@ -102,8 +111,11 @@ type FenceStore interface {
 	ReceiptsByResource(ctx context.Context, resource string, page Page) (ReceiptPage, error)
 	// ReceiptsByState lists the receipts in a state.
 	ReceiptsByState(ctx context.Context, state ReceiptState, page Page) (ReceiptPage, error)
-	// Quarantined lists quarantine records, of one resource or ("" ) of all.
-	Quarantined(ctx context.Context, resource string) ([]Quarantine, error)
+	// Quarantined lists quarantine records of one resource or ("") of all,
+	// paged like the receipt lists, ordered by resource, first time, then ID.
+	Quarantined(ctx context.Context, resource string, page Page) (QuarantinePage, error)
+	// QuarantineRecord reads one quarantine record (NOT_FOUND if none).
+	QuarantineRecord(ctx context.Context, id string) (Quarantine, error)
 	// Version returns the backend version last committed for target, "" if none.
 	Version(ctx context.Context, target string) (string, error)
 	// SwapVersion records to as target's version if it is still from (""

@@ -118,15 +118,33 @@ func (c *Client) Unknown(ctx context.Context) ([]UnknownReceipt, error) {
 	return all, fencegate.Errorf(fencegate.CodeInternal, "unknown receipts: more than %d pages", maxPages)
 }
 
-// Quarantine lists quarantine records of one resource, or of all ("").
-func (c *Client) Quarantine(ctx context.Context, resource string) ([]fencegate.Quarantine, error) {
-	var q url.Values
+// QuarantinePage reads one page of quarantine records of one resource, or of
+// all (""), without their payloads.
+func (c *Client) QuarantinePage(ctx context.Context, resource string, page fencegate.Page) (fencegate.QuarantinePage, error) {
+	q := url.Values{}
 	if resource != "" {
-		q = url.Values{"resource": {resource}}
+		q.Set("resource", resource)
 	}
-	var out struct {
-		Quarantine []fencegate.Quarantine `json:"quarantine"`
-	}
-	err := c.do(ctx, request{op: "quarantine", method: "GET", path: "/v1/quarantine", query: q}, &out)
-	return out.Quarantine, err
+	var out fencegate.QuarantinePage
+	err := c.do(ctx, request{op: "quarantine", method: "GET", path: "/v1/quarantine", query: pageQuery(q, page)}, &out)
+	return out, err
+}
+
+// QuarantineView is a quarantine record (with the refused payload when kept)
+// beside the receipt accepted for its segment and, where the gateway has it,
+// the accepted payload (AcceptedPayloadNote says why not otherwise).
+type QuarantineView struct {
+	Quarantine          fencegate.Quarantine `json:"quarantine"`
+	Accepted            fencegate.Receipt    `json:"accepted"`
+	AcceptedPayload     []byte               `json:"acceptedPayload,omitempty"`
+	AcceptedPayloadKept bool                 `json:"acceptedPayloadKept"`
+	AcceptedPayloadNote string               `json:"acceptedPayloadNote,omitempty"`
+}
+
+// QuarantineRecord reads one quarantine record beside the accepted one
+// (GET /v1/quarantine/{id}).
+func (c *Client) QuarantineRecord(ctx context.Context, id string) (QuarantineView, error) {
+	var out QuarantineView
+	err := c.do(ctx, request{op: "quarantine", method: "GET", path: "/v1/quarantine/" + url.PathEscape(id)}, &out)
+	return out, err
 }

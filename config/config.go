@@ -73,6 +73,10 @@ type Config struct {
 	RevokedEpochs []uint64 `yaml:"revokedEpochs"`
 	// MaxBodyBytes caps a request body.
 	MaxBodyBytes int64 `yaml:"maxBodyBytes"`
+	// QuarantinePayloadBytes is the largest refused payload a quarantine
+	// record keeps (default 64 KiB, at most 1 MiB; 0 keeps none); a larger
+	// one keeps its digest and size only.
+	QuarantinePayloadBytes int64 `yaml:"quarantinePayloadBytes"`
 	// EffectTimeout bounds one forwarded effect; reconcile.orphan must exceed it.
 	EffectTimeout time.Duration `yaml:"effectTimeout"`
 	// Registry configures the in-process lease registry; nil runs none.
@@ -180,16 +184,17 @@ type Reconcile struct {
 // Default returns the defaults shared by serve and dev.
 func Default() Config {
 	return Config{
-		Addr:             "127.0.0.1:8080",
-		DataDir:          "data",
-		Auth:             "bearer",
-		FenceStore:       "embedded",
-		StatusMode:       "proof",
-		PolicyGeneration: 1,
-		MaxBodyBytes:     5 << 30,
-		KeyOverlap:       10 * time.Minute,
-		EffectTimeout:    60 * time.Second,
-		Reconcile:        Reconcile{Interval: 5 * time.Second, Deadline: 15 * time.Minute, Orphan: 2 * time.Minute},
+		Addr:                   "127.0.0.1:8080",
+		DataDir:                "data",
+		Auth:                   "bearer",
+		FenceStore:             "embedded",
+		StatusMode:             "proof",
+		PolicyGeneration:       1,
+		MaxBodyBytes:           5 << 30,
+		QuarantinePayloadBytes: fencegate.DefaultQuarantinePayload,
+		KeyOverlap:             10 * time.Minute,
+		EffectTimeout:          60 * time.Second,
+		Reconcile:              Reconcile{Interval: 5 * time.Second, Deadline: 15 * time.Minute, Orphan: 2 * time.Minute},
 		HTTP: HTTPLimits{ReadHeaderTimeout: 10 * time.Second, BodyReadTimeout: 30 * time.Second,
 			IdleTimeout: 60 * time.Second, MaxHeaderBytes: 64 << 10, MaxConns: 1024},
 	}
@@ -396,6 +401,9 @@ func (c *Config) Validate() error {
 	}
 	if c.PolicyGeneration == 0 {
 		add("policyGeneration must be >= 1")
+	}
+	if c.QuarantinePayloadBytes < 0 || c.QuarantinePayloadBytes > fencegate.MaxQuarantinePayload {
+		add("quarantinePayloadBytes must be between 0 and %d, not %d", fencegate.MaxQuarantinePayload, c.QuarantinePayloadBytes)
 	}
 	if c.MaxBodyBytes <= 0 {
 		add("maxBodyBytes must be positive")

@@ -18,12 +18,13 @@ func TestValidateReportsEveryProblemAtOnce(t *testing.T) {
 	c.StatusMode = "maybe"
 	c.Stores = map[string]string{"a/b": "ftp://x"}
 	c.PolicyGeneration = 0
+	c.QuarantinePayloadBytes = 2 << 20
 	err := c.Validate()
 	if err == nil {
 		t.Fatal("invalid config accepted")
 	}
 	for _, want := range []string{"addr is required", "fenceStore", "statusMode", `store name "a/b"`, `store "a/b": URL`,
-		"at least one identity", "trustBundle is required", "policyGeneration"} {
+		"at least one identity", "trustBundle is required", "policyGeneration", "quarantinePayloadBytes"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q:\n%v", want, err)
 		}

@@ -22,7 +22,12 @@ type Request struct {
 	// EffectKey is the worker's own key for the effect (Fence-Effect-Key), kept
 	// in the receipt; "" for none.
 	EffectKey string
-	Effect    Effect
+	// PayloadSize and QuarantinePayload describe the payload for a
+	// quarantine record, should the segment be refused as QUARANTINED (see
+	// fencegate.AdmitRequest).
+	PayloadSize       int64
+	QuarantinePayload func() ([]byte, error)
+	Effect            Effect
 }
 
 // Effect performs a forwarded mutation for an admitted receipt. prev is the
@@ -195,6 +200,7 @@ func (g *Gateway) Apply(ctx context.Context, req Request) (Result, error) {
 	areq := fencegate.AdmitRequest{
 		Grant: vg, Segment: req.Segment, Target: req.Target, Method: req.Method,
 		PayloadDigest: req.PayloadDigest, EffectKey: req.EffectKey, ReceiptID: g.cfg.NewID(), Now: g.cfg.Now(),
+		PayloadSize: req.PayloadSize, QuarantinePayload: req.QuarantinePayload,
 	}
 	if k, ok := req.Effect.(RequestKeeper); ok && !shadow {
 		if areq.Request, err = k.KeptRequest(fencegate.Receipt{Resource: vg.Resource, OperationRoot: vg.OperationRoot,

@@ -89,6 +89,7 @@ func (s *Server) callAPI(w http.ResponseWriter, r *http.Request) {
 	defer body.Close()
 	req.Target = httpapi.Target(name, path)
 	req.PayloadDigest = body.digest
+	req.PayloadSize, req.QuarantinePayload = body.size, body.keep(s.quarantinePayload())
 	req.Effect = api.Call(r.Method, path, r.Header, body.file, body.size)
 	res, err := s.Gateway.Apply(r.Context(), req)
 	if err != nil {

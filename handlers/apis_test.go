@@ -1,6 +1,7 @@
 package handlers_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -431,6 +432,27 @@ func TestDifferentPayloadUnderSameSegmentIsQuarantined(t *testing.T) {
 	wantPaid(t, e.payout(a, 1, payoutBody))
 	before := e.state()
 	wantCode(t, e.payout(a, 1, `{"amount":999,"currency":"eur"}`), http.StatusConflict, fencegate.CodeQuarantined)
+	e.wantUnchanged(before)
+
+	// The refused call and the accepted one, side by side: the accepted
+	// payload is the upstream request the receipt kept.
+	var list fencegate.QuarantinePage
+	if r := e.send("GET", "/v1/quarantine", a.token, nil, ""); r.status != http.StatusOK || json.Unmarshal(r.body, &list) != nil || len(list.Records) != 1 {
+		t.Fatalf("quarantine list: %d %s", r.status, r.body)
+	}
+	var view struct {
+		Quarantine      fencegate.Quarantine
+		Accepted        fencegate.Receipt
+		AcceptedPayload []byte
+	}
+	r := e.send("GET", "/v1/quarantine/"+list.Records[0].ID, a.token, nil, "")
+	if r.status != http.StatusOK || json.Unmarshal(r.body, &view) != nil {
+		t.Fatalf("quarantine view: %d %s", r.status, r.body)
+	}
+	if string(view.Quarantine.Payload) != `{"amount":999,"currency":"eur"}` || view.Accepted.Request == nil ||
+		!bytes.Equal(view.AcceptedPayload, view.Accepted.Request.Body) || len(view.AcceptedPayload) == 0 {
+		t.Fatalf("quarantine view = %s", r.body)
+	}
 	e.wantUnchanged(before)
 }
 

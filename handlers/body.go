@@ -23,6 +23,22 @@ type spooled struct {
 	digest string // "sha256:<hex>"
 }
 
+// keep returns the body for a quarantine record when it is at most max
+// bytes (nil, nil when larger), read from the file without moving the offset
+// the effect reads from.
+func (s *spooled) keep(max int64) func() ([]byte, error) {
+	return func() ([]byte, error) {
+		if s.size > max {
+			return nil, nil
+		}
+		b := make([]byte, s.size)
+		if _, err := s.file.ReadAt(b, 0); err != nil && !errors.Is(err, io.EOF) {
+			return nil, err
+		}
+		return b, nil
+	}
+}
+
 // Close removes the temporary file.
 func (s *spooled) Close() {
 	if s.file != nil {

@@ -49,6 +49,10 @@ type Server struct {
 	Log      *slog.Logger
 	// Ready reports whether the service may take traffic (default: always).
 	Ready func() bool
+	// QuarantinePayload bounds the refused payload a quarantine record keeps
+	// (0: fencegate.DefaultQuarantinePayload; negative: none; at most
+	// fencegate.MaxQuarantinePayload); larger ones keep digest and size.
+	QuarantinePayload int64
 	// Now stamps operator resolutions (default time.Now).
 	Now func() time.Time
 }
@@ -82,7 +86,7 @@ func Router(s *Server) http.Handler {
 		r.With(s.authOnly).Get("/receipts/{id}", s.getReceipt)
 		r.With(s.authOnly).Get("/resources/*", s.getResource)
 		r.With(s.authOnly).Get("/unknown", s.listUnknown)
-		r.With(s.authOnly).Get("/quarantine", s.listQuarantine)
+		s.quarantineRoutes(r)
 		s.apiRoutes(r)
 		if s.Registry != nil {
 			s.leaseRoutes(r)

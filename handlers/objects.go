@@ -109,6 +109,7 @@ func (s *Server) putObject(w http.ResponseWriter, r *http.Request) {
 	}
 	defer body.Close()
 	req.PayloadDigest = body.digest
+	req.PayloadSize, req.QuarantinePayload = body.size, body.keep(s.quarantinePayload())
 	req.Effect = gateway.ObjectPut{Store: st, Key: key, Body: body.file, Size: body.size, ContentType: r.Header.Get("Content-Type")}
 	s.apply(w, r, req)
 }

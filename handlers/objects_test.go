@@ -154,6 +154,57 @@ func TestDifferentPayloadIsQuarantinedAndNotForwarded(t *testing.T) {
 	}
 }
 
+// TestQuarantineKeepsThePayloadOnceBesideTheAcceptedOne: the refused payload
+// is kept in one record however often it comes again (attempts count), the
+// list leaves payloads out, and GET /v1/quarantine/{id} shows the refused
+// payload beside the accepted receipt and the object it wrote. Refused
+// reads (unknown ID, no credential, bad page) leave the state as it was.
+func TestQuarantineKeepsThePayloadOnceBesideTheAcceptedOne(t *testing.T) {
+	e := newEnv(t)
+	a := accepted(t, e)
+	before := e.snap(res7, "inv/7")
+	for range 3 {
+		wantProblem(t, e.put(tokA, a, "local/inv/7", 1, "something else"), 409, "QUARANTINED")
+	}
+	if after := e.snap(res7, "inv/7"); after != before {
+		t.Fatalf("state changed: %+v -> %+v", before, after)
+	}
+	q := e.do("GET", "/v1/quarantine?resource="+res7+"&limit=10", tokA, nil, "")
+	list, _ := q.json["quarantine"].([]any)
+	if len(list) != 1 {
+		t.Fatalf("three identical refusals: quarantine list = %s, want one record", q.body)
+	}
+	rec, _ := list[0].(map[string]any)
+	if rec["attempts"] != float64(3) || rec["payloadKept"] != true || rec["payload"] != nil || rec["payloadSize"] != float64(len("something else")) {
+		t.Fatalf("listed record = %v", rec)
+	}
+	id, _ := rec["quarantineId"].(string)
+	v := e.do("GET", "/v1/quarantine/"+id, tokA, nil, "")
+	if v.status != http.StatusOK {
+		t.Fatalf("GET /v1/quarantine/%s: %d %s", id, v.status, v.body)
+	}
+	var view struct {
+		Quarantine          fencegate.Quarantine
+		Accepted            fencegate.Receipt
+		AcceptedPayload     []byte
+		AcceptedPayloadKept bool
+	}
+	if err := json.Unmarshal([]byte(v.body), &view); err != nil {
+		t.Fatal(err)
+	}
+	if string(view.Quarantine.Payload) != "something else" || view.Accepted.ID != view.Quarantine.ReceiptID ||
+		view.Accepted.Segment != 1 || !view.AcceptedPayloadKept || string(view.AcceptedPayload) != "v1" {
+		t.Fatalf("quarantine view = %s", v.body)
+	}
+	wantProblem(t, e.do("GET", "/v1/quarantine/q_nope", tokA, nil, ""), 404, "NOT_FOUND")
+	wantProblem(t, e.do("GET", "/v1/quarantine/"+id, "", nil, ""), 401, "UNAUTHENTICATED")
+	wantProblem(t, e.do("GET", "/v1/quarantine?limit=0", tokA, nil, ""), 400, "INVALID_REQUEST")
+	wantProblem(t, e.do("GET", "/v1/quarantine?cursor=nope", tokA, nil, ""), 400, "INVALID_REQUEST")
+	if after := e.snap(res7, "inv/7"); after != before {
+		t.Fatalf("state changed by reads: %+v -> %+v", before, after)
+	}
+}
+
 func TestSegmentsUnderOneGrantAdvanceInOrder(t *testing.T) {
 	e := newEnv(t)
 	a := accepted(t, e)

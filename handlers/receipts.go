@@ -119,21 +119,3 @@ func (s *Server) listUnknown(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, out)
 }
-
-func (s *Server) listQuarantine(w http.ResponseWriter, r *http.Request) {
-	res := r.URL.Query().Get("resource")
-	if res != "" {
-		if err := s.checkRead(callerOf(r), res); err != nil {
-			s.problem(w, r, err)
-			return
-		}
-	}
-	list, err := s.Gateway.Store().Quarantined(r.Context(), res)
-	if err != nil {
-		s.problem(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, struct {
-		Quarantine []fencegate.Quarantine `json:"quarantine"`
-	}{s.readableQuarantine(callerOf(r), list)})
-}

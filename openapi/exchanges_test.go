@@ -111,7 +111,17 @@ func TestRealResponsesMatchTheSpec(t *testing.T) {
 	e.call("GET", "/v1/receipts/"+h.Get("Fence-Receipt"), tokA, nil, "", 200)
 	e.call("GET", "/v1/resources/local/inv/7", tokA, nil, "", 200)
 	e.call("GET", "/v1/quarantine", tokA, nil, "", 200)
-	e.call("GET", "/v1/quarantine?resource=local/inv/7", tokA, nil, "", 200)
+	_, ql := e.call("GET", "/v1/quarantine?resource=local/inv/7&limit=10", tokA, nil, "", 200)
+	if recs, _ := ql["quarantine"].([]any); len(recs) == 1 {
+		id, _ := recs[0].(map[string]any)["quarantineId"].(string)
+		e.call("GET", "/v1/quarantine/"+id, tokA, nil, "", 200)
+	} else {
+		t.Errorf("quarantine list = %v, want the one record", ql)
+	}
+	_, p = e.call("GET", "/v1/quarantine/q_nope", tokA, nil, "", 404)
+	wantCode(t, p, fencegate.CodeNotFound)
+	_, p = e.call("GET", "/v1/quarantine?limit=0", tokA, nil, "", 400)
+	wantCode(t, p, fencegate.CodeInvalidRequest)
 	e.call("GET", "/v1/unknown", tokA, nil, "", 200)
 
 	// Lease lifecycle.

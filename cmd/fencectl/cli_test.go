@@ -39,6 +39,14 @@ func (f *fakeGateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		"operationId": "op-1", "operationRoot": "root", "state": "HELD", "expiresAt": time.Now().Add(30 * time.Second),
 		"grant": "grant-7", "grantDigest": "sha256:g", "statusProof": "proof", "statusExpiresAt": exp}
 	switch {
+	case r.Method == "GET" && r.URL.Path == "/v1/quarantine/q_1":
+		answer(w, http.StatusOK, map[string]any{
+			"quarantine": fencegate.Quarantine{ID: "q_1", Resource: "bucket/jobs", FenceToken: 7, Segment: 1, Method: "PUT",
+				ReceiptID: "R1", PayloadDigest: "sha256:bb", PayloadSize: 7, PayloadKept: true, Payload: []byte("refused"), Attempts: 2},
+			"accepted":            fencegate.Receipt{ID: "R1", Resource: "bucket/jobs", FenceToken: 7, Segment: 1, Method: "PUT", PayloadDigest: "sha256:aa", State: fencegate.ReceiptCommitted},
+			"acceptedPayload":     []byte("accepted"),
+			"acceptedPayloadKept": true,
+		})
 	case r.Method == "POST" && r.URL.Path == "/v1/leases":
 		var b map[string]any
 		_ = json.NewDecoder(r.Body).Decode(&b)
@@ -208,6 +216,21 @@ func TestEveryCodeHasAHint(t *testing.T) {
 	for _, c := range fencegate.Codes {
 		if hints[c] == "" {
 			t.Errorf("no hint for %s", c)
+		}
+	}
+}
+
+// TestShowQuarantinePutsBothPayloadsSideBySide: the refused request and the
+// accepted one in two columns, then both payloads.
+func TestShowQuarantinePutsBothPayloadsSideBySide(t *testing.T) {
+	h := newHarness(t)
+	code, out, errOut := h.run("show-quarantine", "q_1")
+	if code != 0 {
+		t.Fatalf("show-quarantine: %d %s", code, errOut)
+	}
+	for _, want := range []string{"REFUSED (q_1)", "ACCEPTED (R1)", "sha256:bb", "sha256:aa", "2 attempts", "refused payload (7 bytes):\n  refused", "accepted payload:\n  accepted"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("output lacks %q:\n%s", want, out)
 		}
 	}
 }

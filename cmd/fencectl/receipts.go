@@ -1,12 +1,15 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"flag"
 	"fmt"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/fencegate/fencegate"
 	"github.com/fencegate/fencegate/client"
@@ -16,7 +19,8 @@ func init() {
 	register("receipts", verb{usage: "receipts --operation ID | --resource R [--limit N] [--cursor C]", help: "list an operation's (or a resource's) receipts, a page at a time (ask this first when recovering)", flags: receiptsFlags})
 	register("unknown", verb{usage: "unknown [--limit N] [--cursor C]", help: "list effects whose outcome is still unknown", flags: unknownFlags})
 	register("resource", verb{usage: "resource NAME", nargs: 1, help: "show a resource's fence state", flags: resourceFlags})
-	register("quarantine", verb{usage: "quarantine [--resource R]", help: "list quarantined segments", flags: quarantineFlags})
+	register("quarantine", verb{usage: "quarantine [--resource R] [--limit N] [--cursor C]", help: "list quarantined segments, a page at a time", flags: quarantineFlags})
+	register("show-quarantine", verb{usage: "show-quarantine ID", nargs: 1, help: "show a quarantined request and its payload beside the accepted one", flags: showQuarantineFlags})
 }
 
 // pageFlags adds --limit and --cursor to a listing verb.
@@ -125,17 +129,80 @@ func resourceFlags(fs *flag.FlagSet) func(context.Context, *cmd) error {
 
 func quarantineFlags(fs *flag.FlagSet) func(context.Context, *cmd) error {
 	res := fs.String("resource", "", "only this resource")
+	page := pageFlags(fs)
 	return func(ctx context.Context, c *cmd) error {
-		list, err := c.client.Quarantine(ctx, *res)
+		p, err := c.client.QuarantinePage(ctx, *res, *page)
 		if err != nil {
 			return err
 		}
 		if c.g.json {
-			return emit(c.out, map[string]any{"quarantine": list})
+			return emit(c.out, p)
 		}
-		quarantineTable(c, list)
+		quarantineTable(c, p.Records)
+		verb := "quarantine"
+		if *res != "" {
+			verb += " --resource " + *res
+		}
+		if page.Limit > 0 {
+			verb += " --limit " + strconv.Itoa(page.Limit)
+		}
+		nextHint(c, verb, p.Next)
 		return nil
 	}
+}
+
+// showQuarantineFlags prints one quarantine record beside the accepted
+// receipt: their fields in two columns, then both payloads.
+func showQuarantineFlags(fs *flag.FlagSet) func(context.Context, *cmd) error {
+	return func(ctx context.Context, c *cmd) error {
+		v, err := c.client.QuarantineRecord(ctx, c.args[0])
+		if err != nil {
+			return err
+		}
+		if c.g.json {
+			return emit(c.out, v)
+		}
+		q, a := v.Quarantine, v.Accepted
+		tw := tabwriter.NewWriter(c.out, 2, 4, 2, ' ', 0)
+		fmt.Fprintf(tw, "\tREFUSED (%s)\tACCEPTED (%s)\n", q.ID, a.ID)
+		for _, row := range [][3]string{
+			{"resource", q.Resource, a.Resource},
+			{"fence / segment", fmt.Sprintf("%d / %d", q.FenceToken, q.Segment), fmt.Sprintf("%d / %d", a.FenceToken, a.Segment)},
+			{"method", q.Method, a.Method},
+			{"target", q.Target, a.Target},
+			{"effect key", q.EffectKey, a.EffectKey},
+			{"payload digest", q.PayloadDigest, a.PayloadDigest},
+			{"owner", q.Owner, a.Owner},
+			{"when", fmt.Sprintf("%s (last %s, %d attempts)", q.At.Format(time.RFC3339), q.LastAt.Format(time.RFC3339), q.Attempts), a.CreatedAt.Format(time.RFC3339)},
+			{"state", "QUARANTINED (nothing forwarded)", string(a.State)},
+		} {
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", row[0], row[1], row[2])
+		}
+		tw.Flush()
+		fmt.Fprintf(c.out, "\nrefused payload (%d bytes):\n", q.PayloadSize)
+		printPayload(c, q.Payload, q.PayloadKept, "not kept: larger than the gateway's quarantine bound; digest and size only")
+		fmt.Fprintln(c.out, "\naccepted payload:")
+		printPayload(c, v.AcceptedPayload, v.AcceptedPayloadKept, v.AcceptedPayloadNote)
+		return nil
+	}
+}
+
+// printPayload prints a payload as text when it is printable UTF-8, else in
+// hex, at most 4 KiB of it.
+func printPayload(c *cmd, p []byte, kept bool, why string) {
+	if !kept {
+		fmt.Fprintf(c.out, "  (%s)\n", why)
+		return
+	}
+	shown, more := p, ""
+	if len(shown) > 4096 {
+		shown, more = shown[:4096], fmt.Sprintf("\n  ... %d more bytes (use --json)", len(p)-4096)
+	}
+	if utf8.Valid(shown) && !bytes.ContainsFunc(shown, func(r rune) bool { return r < 0x20 && r != '\n' && r != '\t' && r != '\r' }) {
+		fmt.Fprintf(c.out, "  %s%s\n", strings.ReplaceAll(string(shown), "\n", "\n  "), more)
+		return
+	}
+	fmt.Fprintf(c.out, "  hex: %x%s\n", shown, more)
 }
 
 func quarantineTable(c *cmd, list []fencegate.Quarantine) {
@@ -144,10 +211,10 @@ func quarantineTable(c *cmd, list []fencegate.Quarantine) {
 		return
 	}
 	tw := tabwriter.NewWriter(c.out, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "RESOURCE\tFENCE\tSEGMENT\tRECEIPT\tPAYLOAD\tOWNER\tAT")
+	fmt.Fprintln(tw, "QUARANTINE\tRESOURCE\tFENCE\tSEGMENT\tACCEPTED RECEIPT\tPAYLOAD\tSIZE\tATTEMPTS\tFIRST")
 	for _, q := range list {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\n", q.Resource, q.FenceToken, q.Segment, q.ReceiptID, q.PayloadDigest,
-			q.Owner, q.At.Format(time.RFC3339))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%d\t%d\t%s\n", q.ID, q.Resource, q.FenceToken, q.Segment, q.ReceiptID, q.PayloadDigest,
+			q.PayloadSize, q.Attempts, q.At.Format(time.RFC3339))
 	}
 	tw.Flush()
 }

@@ -33,12 +33,16 @@
 //	byop        operation ID 0 createdAt receipt ID -> receipt ID
 //	byres       resource 0 createdAt receipt ID     -> receipt ID
 //	bystate     state 0 createdAt receipt ID        -> receipt ID
-//	quarantine  resource 0 at sequence              -> Quarantine
+//	quarantine  resource 0 at quarantine ID         -> Quarantine
+//	qids        quarantine ID                       -> its quarantine key
 //	versions    target                              -> version
 //	targets     target                              -> resource it is fenced under
 //	meta        "layout"                            -> layout version (big-endian uint64)
 //
 // Layout 2 added byres; Open fills it from receipts for a file of layout 1.
+// Layout 3 keys quarantine records by their ID, one per distinct refused
+// request, with qids to find them; Open re-keys older records, merging
+// repeats into one with their count as Attempts.
 // Lists seek their index to the cursor's key, so a page costs its own size.
 package embedded
 
@@ -69,7 +73,8 @@ var (
 	bVersions   = []byte("versions")
 	bTargets    = []byte("targets") // target -> the resource it is fenced under
 	bByRes      = []byte("byres")
-	allBuckets  = [][]byte{bResources, bReceipts, bLive, bByOp, bByState, bQuarantine, bVersions, bTargets, bByRes}
+	bQIDs       = []byte("qids")
+	allBuckets  = [][]byte{bResources, bReceipts, bLive, bByOp, bByState, bQuarantine, bVersions, bTargets, bByRes, bQIDs}
 )
 
 // Store is the embedded FenceStore. It is safe for concurrent use.
@@ -147,13 +152,7 @@ func (s *Store) Admit(ctx context.Context, req fencegate.AdmitRequest) (fencegat
 			adm = fencegate.Admission{Receipt: *live, Replay: true, PreviousVersion: getVersion(tx, req.Target)}
 			return nil
 		case fencerules.Quarantine:
-			q := fencerules.QuarantineRecord(&req, live)
-			b := tx.Bucket(bQuarantine)
-			seq, err := b.NextSequence()
-			if err != nil {
-				return err
-			}
-			if err := putJSON(b, join([]byte(q.Resource), timeKey(q.At), u64(seq)), q); err != nil {
+			if err := putQuarantine(tx, &req, live); err != nil {
 				return err
 			}
 			quarantine = rerr

@@ -2,6 +2,7 @@ package embedded_test
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
@@ -12,8 +13,10 @@ import (
 )
 
 // TestLayoutOneFileGetsTheByResourceIndex: a file written before the
-// by-resource index existed (no byres bucket, no layout mark) is upgraded when
-// opened: its receipts are listed by resource like new ones.
+// by-resource index existed (no byres bucket, no layout mark, a quarantine
+// record per attempt) is upgraded when opened: its receipts are listed by
+// resource like new ones, and repeated quarantine records are merged into one
+// with their count as attempts.
 func TestLayoutOneFileGetsTheByResourceIndex(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "fence.db")
@@ -43,6 +46,16 @@ func TestLayoutOneFileGetsTheByResourceIndex(t *testing.T) {
 		if err := tx.DeleteBucket([]byte("byres")); err != nil {
 			return err
 		}
+		// Layout 1 quarantine: a record per attempt, keyed by a sequence,
+		// without ID, target or method; here one request twice and another once.
+		q := tx.Bucket([]byte("quarantine"))
+		for i, digest := range []string{"sha256:x", "sha256:x", "sha256:y"} {
+			rec := fmt.Sprintf(`{"resource":"res/a","fenceToken":3,"segment":1,"receiptId":"r1","payloadDigest":%q,"owner":"o","at":"2026-01-01T00:00:0%dZ"}`, digest, i)
+			key := append([]byte("res/a\x00"), byte(i))
+			if err := q.Put(key, []byte(rec)); err != nil {
+				return err
+			}
+		}
 		return tx.DeleteBucket([]byte("meta"))
 	})
 	_ = db.Close()
@@ -55,5 +68,13 @@ func TestLayoutOneFileGetsTheByResourceIndex(t *testing.T) {
 	p, err := s.ReceiptsByResource(ctx, "res/a", fencegate.Page{})
 	if err != nil || len(p.Receipts) != 2 || p.Receipts[0].ID != "r1" || p.Receipts[1].ID != "r2" {
 		t.Fatalf("ReceiptsByResource after the upgrade = %+v, %v; want r1, r2", p.Receipts, err)
+	}
+	qp, err := s.Quarantined(ctx, "res/a", fencegate.Page{})
+	if err != nil || len(qp.Records) != 2 || qp.Records[0].PayloadDigest != "sha256:x" || qp.Records[0].Attempts != 2 ||
+		!qp.Records[0].LastAt.After(qp.Records[0].At) || qp.Records[1].Attempts != 1 {
+		t.Fatalf("quarantine after the upgrade = %+v, %v; want x (2 attempts) and y", qp.Records, err)
+	}
+	if got, err := s.QuarantineRecord(ctx, qp.Records[1].ID); err != nil || got.PayloadDigest != "sha256:y" {
+		t.Fatalf("QuarantineRecord(%s) = %+v, %v", qp.Records[1].ID, got, err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -14,7 +15,7 @@ import (
 )
 
 // layout is the bucket layout this code writes (see the package doc).
-const layout = 2
+const layout = 3
 
 var (
 	bMeta     = []byte("meta")
@@ -22,7 +23,8 @@ var (
 )
 
 // upgrade brings a file of an older layout to the current one, in Open's
-// transaction: layout 1 lacked the byres index, which is built from receipts.
+// transaction: layout 1 lacked the byres index, which is built from receipts;
+// layout 2 kept a quarantine record per attempt, which are merged and re-keyed.
 func upgrade(tx *bolt.Tx) error {
 	meta, err := tx.CreateBucketIfNotExists(bMeta)
 	if err != nil {
@@ -35,16 +37,23 @@ func upgrade(tx *bolt.Tx) error {
 	if have >= layout {
 		return nil
 	}
-	byres := tx.Bucket(bByRes)
-	err = tx.Bucket(bReceipts).ForEach(func(_, v []byte) error {
-		var r fencegate.Receipt
-		if err := json.Unmarshal(v, &r); err != nil {
-			return fmt.Errorf("decode receipt: %w", err)
+	if have < 2 {
+		byres := tx.Bucket(bByRes)
+		err = tx.Bucket(bReceipts).ForEach(func(_, v []byte) error {
+			var r fencegate.Receipt
+			if err := json.Unmarshal(v, &r); err != nil {
+				return fmt.Errorf("decode receipt: %w", err)
+			}
+			return byres.Put(join([]byte(r.Resource), timeKey(r.CreatedAt), []byte(r.ID)), []byte(r.ID))
+		})
+		if err != nil {
+			return err
 		}
-		return byres.Put(join([]byte(r.Resource), timeKey(r.CreatedAt), []byte(r.ID)), []byte(r.ID))
-	})
-	if err != nil {
-		return err
+	}
+	if have < 3 {
+		if err := rekeyQuarantine(tx); err != nil {
+			return err
+		}
 	}
 	return meta.Put(keyLayout, u64(layout))
 }
@@ -114,27 +123,151 @@ func (s *Store) scanIndex(ctx context.Context, bucket []byte, prefix, list strin
 	return out, nil
 }
 
-// Quarantined implements fencegate.FenceStore. Records come ordered by
-// resource, then time.
-func (s *Store) Quarantined(ctx context.Context, resource string) ([]fencegate.Quarantine, error) {
-	out := []fencegate.Quarantine{}
-	err := s.view(ctx, func(tx *bolt.Tx) error {
+// Quarantined implements fencegate.FenceStore: a page of records by
+// resource, first time, ID, seeking to the cursor's key.
+func (s *Store) Quarantined(ctx context.Context, resource string, page fencegate.Page) (fencegate.QuarantinePage, error) {
+	pg, after, from, err := fencerules.NewPager(fencerules.QuarantineList(resource), page)
+	if err != nil {
+		return fencegate.QuarantinePage{}, err
+	}
+	out := fencegate.QuarantinePage{Records: []fencegate.Quarantine{}}
+	err = s.view(ctx, func(tx *bolt.Tx) error {
 		var p []byte
 		if resource != "" {
 			p = append([]byte(resource), 0)
 		}
+		start := p
+		if from {
+			start = quarantineKey(after.Group, after.At, after.ID)
+		}
 		c := tx.Bucket(bQuarantine).Cursor()
-		for k, v := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, v = c.Next() {
+		k, v := c.Seek(start)
+		if from && bytes.Equal(k, start) {
+			k, v = c.Next()
+		}
+		for ; k != nil && bytes.HasPrefix(k, p); k, v = c.Next() {
 			var q fencegate.Quarantine
 			if err := json.Unmarshal(v, &q); err != nil {
 				return fmt.Errorf("decode quarantine record: %w", err)
 			}
-			out = append(out, q)
+			if !pg.Take(fencegate.QuarantinePosition(&q), q.ApproxSize()) {
+				break
+			}
+			out.Records = append(out.Records, q)
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, storeErr(err, "list quarantine")
+		return fencegate.QuarantinePage{}, storeErr(err, "list quarantine")
 	}
+	out.Next = pg.Next
 	return out, nil
+}
+
+// QuarantineRecord implements fencegate.FenceStore.
+func (s *Store) QuarantineRecord(ctx context.Context, id string) (fencegate.Quarantine, error) {
+	var q fencegate.Quarantine
+	err := s.view(ctx, func(tx *bolt.Tx) error {
+		var found bool
+		var err error
+		q, found, err = getQuarantine(tx, id)
+		if err == nil && !found {
+			err = fencegate.Errorf(fencegate.CodeNotFound, "no quarantine record %q", id)
+		}
+		return err
+	})
+	if err != nil {
+		return fencegate.Quarantine{}, storeErr(err, "read quarantine")
+	}
+	return q, nil
+}
+
+func quarantineKey(resource string, at time.Time, id string) []byte {
+	return join([]byte(resource), timeKey(at), []byte(id))
+}
+
+func getQuarantine(tx *bolt.Tx, id string) (fencegate.Quarantine, bool, error) {
+	var q fencegate.Quarantine
+	key := tx.Bucket(bQIDs).Get([]byte(id))
+	if key == nil {
+		return q, false, nil
+	}
+	v := tx.Bucket(bQuarantine).Get(key)
+	if v == nil {
+		return q, false, fmt.Errorf("quarantine index names a missing record %q", id)
+	}
+	if err := json.Unmarshal(v, &q); err != nil {
+		return q, false, fmt.Errorf("decode quarantine record %q: %w", id, err)
+	}
+	return q, true, nil
+}
+
+// putQuarantine writes the record of a quarantined req, or counts another
+// attempt on the record of the same refused request.
+func putQuarantine(tx *bolt.Tx, req *fencegate.AdmitRequest, live *fencegate.Receipt) error {
+	g := &req.Grant
+	id := fencegate.QuarantineID(g.Resource, g.FenceToken, req.Segment, req.Target, req.Method, req.EffectKey, req.PayloadDigest)
+	q, found, err := getQuarantine(tx, id)
+	if err != nil {
+		return err
+	}
+	if found {
+		q = fencerules.QuarantineAgain(q, req.Now)
+	} else {
+		q = fencerules.QuarantineRecord(req, live)
+	}
+	return storeQuarantine(tx, &q)
+}
+
+func storeQuarantine(tx *bolt.Tx, q *fencegate.Quarantine) error {
+	key := quarantineKey(q.Resource, q.At, q.ID)
+	if err := putJSON(tx.Bucket(bQuarantine), key, q); err != nil {
+		return err
+	}
+	return tx.Bucket(bQIDs).Put([]byte(q.ID), key)
+}
+
+// rekeyQuarantine turns the quarantine records of layout 2 and older (keyed
+// resource 0 at sequence, one per attempt, no ID, target or method) into
+// layout 3 records: one per distinct refused request, Attempts their count.
+func rekeyQuarantine(tx *bolt.Tx) error {
+	old := tx.Bucket(bQuarantine)
+	merged := map[string]fencegate.Quarantine{}
+	var order []string
+	err := old.ForEach(func(_, v []byte) error {
+		var q fencegate.Quarantine
+		if err := json.Unmarshal(v, &q); err != nil {
+			return fmt.Errorf("decode quarantine record: %w", err)
+		}
+		if q.ID != "" { // already layout 3
+			merged[q.ID] = q
+			order = append(order, q.ID)
+			return nil
+		}
+		q.ID = fencegate.QuarantineID(q.Resource, q.FenceToken, q.Segment, q.Target, q.Method, q.EffectKey, q.PayloadDigest)
+		if m, ok := merged[q.ID]; ok {
+			merged[q.ID] = fencerules.QuarantineAgain(m, q.At)
+			return nil
+		}
+		q.LastAt, q.Attempts = q.At, 1
+		merged[q.ID] = q
+		order = append(order, q.ID)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if err := tx.DeleteBucket(bQuarantine); err != nil {
+		return err
+	}
+	if _, err := tx.CreateBucket(bQuarantine); err != nil {
+		return err
+	}
+	for _, id := range order {
+		q := merged[id]
+		if err := storeQuarantine(tx, &q); err != nil {
+			return err
+		}
+	}
+	return nil
 }

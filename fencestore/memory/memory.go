@@ -27,7 +27,7 @@ type Store struct {
 	resources  map[string]fencegate.ResourceState
 	receipts   map[string]fencegate.Receipt
 	live       map[liveKey]string
-	quarantine []fencegate.Quarantine
+	quarantine map[string]fencegate.Quarantine // by ID
 	versions   map[string]string
 	bound      map[string]string // target -> the resource it is fenced under
 }
@@ -37,7 +37,7 @@ var _ fencegate.FenceStore = (*Store)(nil)
 // New returns an empty store.
 func New() *Store {
 	return &Store{resources: map[string]fencegate.ResourceState{}, receipts: map[string]fencegate.Receipt{},
-		live: map[liveKey]string{}, versions: map[string]string{}, bound: map[string]string{}}
+		live: map[liveKey]string{}, quarantine: map[string]fencegate.Quarantine{}, versions: map[string]string{}, bound: map[string]string{}}
 }
 
 // Admit implements fencegate.FenceStore.
@@ -69,7 +69,13 @@ func (s *Store) Admit(ctx context.Context, req fencegate.AdmitRequest) (fencegat
 	case fencerules.Replay:
 		return fencegate.Admission{Receipt: *live, Replay: true, PreviousVersion: s.versions[req.Target]}, nil
 	case fencerules.Quarantine:
-		s.quarantine = append(s.quarantine, fencerules.QuarantineRecord(&req, live))
+		g := &req.Grant
+		id := fencegate.QuarantineID(g.Resource, g.FenceToken, req.Segment, req.Target, req.Method, req.EffectKey, req.PayloadDigest)
+		if q, ok := s.quarantine[id]; ok {
+			s.quarantine[id] = fencerules.QuarantineAgain(q, req.Now)
+		} else {
+			s.quarantine[id] = fencerules.QuarantineRecord(&req, live)
+		}
 		return fencegate.Admission{}, err
 	}
 	if _, dup := s.receipts[req.ReceiptID]; dup {
@@ -193,22 +199,48 @@ func (s *Store) filter(list string, page fencegate.Page, keep func(*fencegate.Re
 }
 
 // Quarantined implements fencegate.FenceStore.
-func (s *Store) Quarantined(ctx context.Context, resource string) ([]fencegate.Quarantine, error) {
+func (s *Store) Quarantined(ctx context.Context, resource string, page fencegate.Page) (fencegate.QuarantinePage, error) {
+	pg, after, from, err := fencerules.NewPager(fencerules.QuarantineList(resource), page)
+	if err != nil {
+		return fencegate.QuarantinePage{}, err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var out []fencegate.Quarantine
+	var all []fencegate.Quarantine
 	for _, q := range s.quarantine {
-		if resource == "" || q.Resource == resource {
-			out = append(out, q)
+		if (resource == "" || q.Resource == resource) && (!from || after.After(q.Resource, q.At, q.ID)) {
+			all = append(all, q)
 		}
 	}
-	slices.SortStableFunc(out, func(a, b fencegate.Quarantine) int {
+	slices.SortFunc(all, func(a, b fencegate.Quarantine) int {
 		if c := strings.Compare(a.Resource, b.Resource); c != 0 {
 			return c
 		}
-		return a.At.Compare(b.At)
+		if c := a.At.Compare(b.At); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
 	})
+	out := fencegate.QuarantinePage{Records: []fencegate.Quarantine{}}
+	for i := range all {
+		if !pg.Take(fencegate.QuarantinePosition(&all[i]), all[i].ApproxSize()) {
+			break
+		}
+		out.Records = append(out.Records, all[i])
+	}
+	out.Next = pg.Next
 	return out, nil
+}
+
+// QuarantineRecord implements fencegate.FenceStore.
+func (s *Store) QuarantineRecord(ctx context.Context, id string) (fencegate.Quarantine, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	q, ok := s.quarantine[id]
+	if !ok {
+		return fencegate.Quarantine{}, fencegate.Errorf(fencegate.CodeNotFound, "no quarantine record %q", id)
+	}
+	return q, nil
 }
 
 // Version implements fencegate.FenceStore.

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 
 	"github.com/jackc/pgx/v5"
 
@@ -63,22 +64,91 @@ func (s *Store) receipts(ctx context.Context, column, value, list string, page f
 	return out, nil
 }
 
-// Quarantined implements fencegate.FenceStore. Records come ordered by
-// resource, then time.
-func (s *Store) Quarantined(ctx context.Context, resource string) ([]fencegate.Quarantine, error) {
-	rows, err := s.pool.Query(ctx, `SELECT resource, fence_token, segment, receipt_id, payload_digest, owner, at
-		FROM fence_quarantine WHERE $1 = '' OR resource = $1 ORDER BY resource, at, id`, resource)
-	if err != nil {
-		return nil, translate(err, "list quarantine")
+const quarantineCols = `quarantine_id, resource, fence_token, segment, target, method, effect_key, receipt_id,
+	payload_digest, payload_size, payload, owner, at, last_at, attempts`
+
+// putQuarantine inserts the record of a quarantined req, or counts another
+// attempt on the record of the same refused request (same ID).
+func putQuarantine(ctx context.Context, tx pgx.Tx, req *fencegate.AdmitRequest, live *fencegate.Receipt) error {
+	q := fencerules.QuarantineRecord(req, live)
+	var payload any
+	if q.PayloadKept {
+		payload = q.Payload
+		if q.Payload == nil {
+			payload = []byte{}
+		}
 	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (fencegate.Quarantine, error) {
-		var q fencegate.Quarantine
-		err := row.Scan(&q.Resource, &q.FenceToken, &q.Segment, &q.ReceiptID, &q.PayloadDigest, &q.Owner, &q.At)
-		q.At = q.At.UTC()
-		return q, err
-	})
-	if err != nil {
-		return nil, translate(err, "list quarantine")
+	_, err := tx.Exec(ctx, `INSERT INTO fence_quarantine (`+quarantineCols+`)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
+		ON CONFLICT (quarantine_id) DO UPDATE SET attempts = fence_quarantine.attempts + 1,
+			last_at = GREATEST(fence_quarantine.last_at, EXCLUDED.last_at)`,
+		q.ID, q.Resource, q.FenceToken, q.Segment, q.Target, q.Method, q.EffectKey, q.ReceiptID,
+		q.PayloadDigest, q.PayloadSize, payload, q.Owner, q.At, q.LastAt, q.Attempts)
+	return err
+}
+
+func scanQuarantine(row pgx.Row) (fencegate.Quarantine, error) {
+	var (
+		q       fencegate.Quarantine
+		payload []byte
+	)
+	err := row.Scan(&q.ID, &q.Resource, &q.FenceToken, &q.Segment, &q.Target, &q.Method, &q.EffectKey, &q.ReceiptID,
+		&q.PayloadDigest, &q.PayloadSize, &payload, &q.Owner, &q.At, &q.LastAt, &q.Attempts)
+	if payload != nil {
+		q.Payload, q.PayloadKept = payload, true
+		if len(payload) == 0 {
+			q.Payload = nil
+		}
 	}
+	q.At, q.LastAt = q.At.UTC(), q.LastAt.UTC()
+	return q, err
+}
+
+// Quarantined implements fencegate.FenceStore: a keyset page in (resource,
+// at, quarantine_id) order.
+func (s *Store) Quarantined(ctx context.Context, resource string, page fencegate.Page) (fencegate.QuarantinePage, error) {
+	pg, after, from, err := fencerules.NewPager(fencerules.QuarantineList(resource), page)
+	if err != nil {
+		return fencegate.QuarantinePage{}, err
+	}
+	q := `SELECT ` + quarantineCols + ` FROM fence_quarantine WHERE ($1 = '' OR resource = $1)`
+	args := []any{resource, pg.Fetch()}
+	if from {
+		q += ` AND (resource, at, quarantine_id) > ($3, $4, $5)`
+		args = append(args, after.Group, after.At, after.ID)
+	}
+	rows, err := s.pool.Query(ctx, q+` ORDER BY resource, at, quarantine_id LIMIT $2`, args...)
+	if err != nil {
+		return fencegate.QuarantinePage{}, translate(err, "list quarantine")
+	}
+	defer rows.Close()
+	out := fencegate.QuarantinePage{Records: []fencegate.Quarantine{}}
+	for rows.Next() {
+		rec, err := scanQuarantine(rows)
+		if err != nil {
+			return fencegate.QuarantinePage{}, translate(err, "list quarantine")
+		}
+		if !pg.Take(fencegate.QuarantinePosition(&rec), rec.ApproxSize()) {
+			break
+		}
+		out.Records = append(out.Records, rec)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fencegate.QuarantinePage{}, translate(err, "list quarantine")
+	}
+	out.Next = pg.Next
 	return out, nil
+}
+
+// QuarantineRecord implements fencegate.FenceStore.
+func (s *Store) QuarantineRecord(ctx context.Context, id string) (fencegate.Quarantine, error) {
+	q, err := scanQuarantine(s.pool.QueryRow(ctx, `SELECT `+quarantineCols+` FROM fence_quarantine WHERE quarantine_id = $1`, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return q, fencegate.Errorf(fencegate.CodeNotFound, "no quarantine record %q", id)
+	}
+	if err != nil {
+		return q, translate(err, "read quarantine")
+	}
+	return q, nil
 }

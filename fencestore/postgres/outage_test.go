@@ -47,7 +47,7 @@ func TestServerDownIsBackendUnavailable(t *testing.T) {
 			return err
 		},
 		"ReceiptsByResource": func() error { _, err := s.ReceiptsByResource(ctx, "res/a", fencegate.Page{}); return err },
-		"Quarantined":        func() error { _, err := s.Quarantined(ctx, ""); return err },
+		"Quarantined":        func() error { _, err := s.Quarantined(ctx, "", fencegate.Page{}); return err },
 		"Version":            func() error { _, err := s.Version(ctx, "res/a"); return err },
 		"SwapVersion":        func() error { return s.SwapVersion(ctx, "res/b", "", "v") },
 	}

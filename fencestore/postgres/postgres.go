@@ -167,11 +167,7 @@ func (s *Store) Admit(ctx context.Context, req fencegate.AdmitRequest) (fencegat
 			if err := unbind(); err != nil {
 				return err
 			}
-			q := fencerules.QuarantineRecord(&req, live)
-			if _, err := tx.Exec(ctx, `INSERT INTO fence_quarantine
-				(resource, fence_token, segment, receipt_id, payload_digest, owner, at)
-				VALUES ($1, $2, $3, $4, $5, $6, $7)`,
-				q.Resource, q.FenceToken, q.Segment, q.ReceiptID, q.PayloadDigest, q.Owner, q.At); err != nil {
+			if err := putQuarantine(ctx, tx, &req, live); err != nil {
 				return err
 			}
 			quarantine = rerr

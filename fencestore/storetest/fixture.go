@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"testing"
 	"time"
@@ -95,8 +96,11 @@ func (w *writer) req(seg uint64, payload string) fencegate.AdmitRequest {
 		Target:        w.target,
 		Method:        w.method,
 		PayloadDigest: "sha256:" + payload,
-		ReceiptID:     fmt.Sprintf("rcpt-%04d", f.n),
-		Now:           f.tick(),
+		PayloadSize:   int64(len(payload)),
+		// A store calls this only to quarantine the segment.
+		QuarantinePayload: func() ([]byte, error) { return []byte(payload), nil },
+		ReceiptID:         fmt.Sprintf("rcpt-%04d", f.n),
+		Now:               f.tick(),
 	}
 }
 
@@ -222,8 +226,10 @@ func (f *fx) reject(req fencegate.AdmitRequest, code fencegate.Code, receiptID s
 }
 
 // quarantine runs req, which must be QUARANTINED against original, and checks
-// that only one quarantine record was added.
-func (f *fx) quarantine(req fencegate.AdmitRequest, original string) {
+// that exactly its record changed: a new one (the payload kept as
+// QuarantinePayload gave it, within bounds) at the end of the resource's list,
+// or, for the same refused request again, one more attempt on the old one.
+func (f *fx) quarantine(req fencegate.AdmitRequest, original string) fencegate.Quarantine {
 	f.t.Helper()
 	before := f.snapshot(false)
 	qBefore := f.quarantined(req.Grant.Resource)
@@ -231,11 +237,34 @@ func (f *fx) quarantine(req fencegate.AdmitRequest, original string) {
 	wantCode(f.t, err, fencegate.CodeQuarantined, original)
 	f.sameJSON("store after quarantine", f.snapshot(false), before)
 	f.noReceipt(req.ReceiptID)
-	want := append(qBefore, fencegate.Quarantine{
-		Resource: req.Grant.Resource, FenceToken: req.Grant.FenceToken, Segment: req.Segment,
-		ReceiptID: original, PayloadDigest: req.PayloadDigest, Owner: req.Grant.Owner, At: req.Now,
-	})
+	g := &req.Grant
+	id := fencegate.QuarantineID(g.Resource, g.FenceToken, req.Segment, req.Target, req.Method, req.EffectKey, req.PayloadDigest)
+	want := slices.Clone(qBefore)
+	i := slices.IndexFunc(want, func(q fencegate.Quarantine) bool { return q.ID == id })
+	if i >= 0 {
+		want[i].Attempts++
+		want[i].LastAt = req.Now
+	} else {
+		q := fencegate.Quarantine{
+			ID: id, Resource: g.Resource, FenceToken: g.FenceToken, Segment: req.Segment,
+			Target: req.Target, Method: req.Method, EffectKey: req.EffectKey,
+			ReceiptID: original, PayloadDigest: req.PayloadDigest, PayloadSize: req.PayloadSize,
+			Owner: g.Owner, At: req.Now, LastAt: req.Now, Attempts: 1,
+		}
+		if req.QuarantinePayload != nil {
+			if p, err := req.QuarantinePayload(); err == nil && p != nil && len(p) <= fencegate.MaxQuarantinePayload {
+				q.Payload, q.PayloadKept = p, true
+			}
+		}
+		want, i = append(want, q), len(want)
+	}
 	f.sameJSON("quarantine list", f.quarantined(req.Grant.Resource), want)
+	got, err := f.s.QuarantineRecord(f.ctx, id)
+	if err != nil {
+		f.t.Fatalf("QuarantineRecord(%s): %v", id, err)
+	}
+	f.sameJSON("quarantine record", got, want[i])
+	return got
 }
 
 // replay runs req, which must be a replay of original.
@@ -308,13 +337,28 @@ func (f *fx) version(target string) string {
 	return v
 }
 
-func (f *fx) quarantined(res string) []fencegate.Quarantine {
+// quarantined is every quarantine record of res ("" all), read in pages of
+// limit (0: the default).
+func (f *fx) quarantined(res string) []fencegate.Quarantine { return f.quarantinedBy(res, 0) }
+
+func (f *fx) quarantinedBy(res string, limit int) []fencegate.Quarantine {
 	f.t.Helper()
-	q, err := f.s.Quarantined(f.ctx, res)
-	if err != nil {
-		f.t.Fatalf("Quarantined(%q): %v", res, err)
+	out := []fencegate.Quarantine{}
+	page := fencegate.Page{Limit: limit}
+	for n := 0; ; n++ {
+		p, err := f.s.Quarantined(f.ctx, res, page)
+		if err != nil {
+			f.t.Fatalf("Quarantined(%q) page %d: %v", res, n, err)
+		}
+		if len(p.Records) > page.Size() || (p.Next != "" && len(p.Records) == 0) || n > 10_000 {
+			f.t.Fatalf("Quarantined(%q) page %d: %d records, next %q", res, n, len(p.Records), p.Next)
+		}
+		out = append(out, p.Records...)
+		if p.Next == "" {
+			return out
+		}
+		page.Cursor = p.Next
 	}
-	return q
 }
 
 // snapshot is everything a client can read about the resources and targets

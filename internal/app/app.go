@@ -201,7 +201,7 @@ func Build(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, er
 	srv := &handlers.Server{
 		Gateway: a.Gateway, Stores: objects, Auth: auth,
 		AdminAuth: handlers.NewBearerTokens(adminTokens), Admin: a.auth, GatewayAuth: handlers.NewBearerTokens(gatewayTokens),
-		Registry: a.Registry, Reconciler: a.reconciler, APIs: apis, MaxBody: cfg.MaxBodyBytes,
+		Registry: a.Registry, Reconciler: a.reconciler, APIs: apis, MaxBody: cfg.MaxBodyBytes, QuarantinePayload: quarantineBound(cfg.QuarantinePayloadBytes),
 		BodyReadTimeout: cfg.HTTP.BodyReadTimeout, MayRead: access.MayRead, SpoolDir: spool, Log: log, Ready: a.ready.Load,
 	}
 	// The router is served as it is: no http.ServeMux in front, which would
@@ -351,3 +351,12 @@ var (
 	_ gateway.Alarm   = (*metrics)(nil)
 	_ authority.Alarm = (*metrics)(nil)
 )
+
+// quarantineBound is the handlers' quarantine payload bound for the
+// configured one: 0 (keep none) is negative there, where 0 is the default.
+func quarantineBound(configured int64) int64 {
+	if configured == 0 {
+		return -1
+	}
+	return configured
+}

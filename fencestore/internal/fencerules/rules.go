@@ -169,18 +169,34 @@ func Accepted(req *fencegate.AdmitRequest) fencegate.ResourceState {
 	}
 }
 
-// QuarantineRecord is the record a quarantined req writes; live is the
-// receipt that was accepted for the segment.
+// QuarantineRecord is the record a quarantined req writes the first time;
+// live is the receipt that was accepted for the segment. It asks req for the
+// payload to keep and keeps it only if it came without error and within
+// fencegate.MaxQuarantinePayload.
 func QuarantineRecord(req *fencegate.AdmitRequest, live *fencegate.Receipt) fencegate.Quarantine {
-	return fencegate.Quarantine{
-		Resource:      req.Grant.Resource,
-		FenceToken:    req.Grant.FenceToken,
-		Segment:       req.Segment,
-		ReceiptID:     live.ID,
-		PayloadDigest: req.PayloadDigest,
-		Owner:         req.Grant.Owner,
-		At:            Now(req.Now),
+	g := &req.Grant
+	q := fencegate.Quarantine{
+		ID:       fencegate.QuarantineID(g.Resource, g.FenceToken, req.Segment, req.Target, req.Method, req.EffectKey, req.PayloadDigest),
+		Resource: g.Resource, FenceToken: g.FenceToken, Segment: req.Segment,
+		Target: req.Target, Method: req.Method, EffectKey: req.EffectKey,
+		ReceiptID: live.ID, PayloadDigest: req.PayloadDigest, PayloadSize: req.PayloadSize,
+		Owner: g.Owner, At: Now(req.Now), LastAt: Now(req.Now), Attempts: 1,
 	}
+	if req.QuarantinePayload != nil {
+		if p, err := req.QuarantinePayload(); err == nil && p != nil && len(p) <= fencegate.MaxQuarantinePayload {
+			q.Payload, q.PayloadKept = p, true
+		}
+	}
+	return q
+}
+
+// QuarantineAgain is q after the same refused request came again at now.
+func QuarantineAgain(q fencegate.Quarantine, now time.Time) fencegate.Quarantine {
+	q.Attempts++
+	if t := Now(now); t.After(q.LastAt) {
+		q.LastAt = t
+	}
+	return q
 }
 
 // Settle moves r to o. changed is false when the call is an idempotent repeat
