@@ -67,7 +67,10 @@ type Outcome struct {
 	// Resend (UNKNOWN only) records that the API allows resending the kept
 	// request under the same key.
 	Resend bool
-	Now    time.Time
+	// RetryAfter (UNKNOWN only, not stored) is how long the upstream asked
+	// to wait before the next attempt (its Retry-After).
+	RetryAfter time.Duration
+	Now        time.Time
 }
 
 // FenceStore keeps fence state and receipts. Admit applies the fence rules of

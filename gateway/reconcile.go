@@ -130,15 +130,15 @@ func (rc *Reconciler) RunOnce(ctx context.Context) (int, error) {
 			continue
 		}
 		if out.State == fencegate.ReceiptUnknown {
-			rc.backoff(r.ID, now) // another attempt recorded; the next one waits
+			// Another attempt recorded; the next one waits, at least as long
+			// as the upstream asked (Retry-After).
+			rc.backoffAtLeast(r.ID, now, out.RetryAfter)
 			continue
 		}
 		rc.forget(r.ID)
-		{
-			settled++
-			done[r.ID] = true
-			rc.log().Info("reconciled", "receipt", r.ID, "state", out.State)
-		}
+		settled++
+		done[r.ID] = true
+		rc.log().Info("reconciled", "receipt", r.ID, "state", out.State)
 	}
 	if rc.OnOverdue != nil {
 		var overdue []fencegate.Receipt
@@ -215,7 +215,14 @@ func (rc *Reconciler) due(id string, now time.Time) bool {
 	return !ok || !now.Before(s.at)
 }
 
-func (rc *Reconciler) backoff(id string, now time.Time) {
+func (rc *Reconciler) backoff(id string, now time.Time) { rc.backoffAtLeast(id, now, 0) }
+
+// maxRetryAfter caps an upstream's Retry-After hint.
+const maxRetryAfter = 10 * time.Minute
+
+// backoffAtLeast doubles id's delay (1 s to 1 min) and waits at least
+// hint (capped at maxRetryAfter) before the next attempt.
+func (rc *Reconciler) backoffAtLeast(id string, now time.Time, hint time.Duration) {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	if rc.next == nil {
@@ -223,7 +230,7 @@ func (rc *Reconciler) backoff(id string, now time.Time) {
 	}
 	s := rc.next[id]
 	s.delay = min(max(2*s.delay, time.Second), time.Minute)
-	s.at = now.Add(s.delay)
+	s.at = now.Add(max(s.delay, min(hint, maxRetryAfter)))
 	rc.next[id] = s
 }
 

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/fencegate/fencegate"
 	"github.com/fencegate/fencegate/gateway"
@@ -133,10 +134,26 @@ func (a *API) attempt(ctx context.Context, r fencegate.Receipt, kr *fencegate.Ef
 	class := a.cfg.Answers.classify(ans)
 	out := outcomeOf(class, er, keyed)
 	out.Attempts = 1
+	out.RetryAfter = retryAfter(resp.Header.Get("Retry-After"), a.now())
 	if out.State == fencegate.ReceiptUnknown {
 		return unknown(a, out, out.Error, nil)
 	}
 	return out, nil
+}
+
+// retryAfter reads a Retry-After value (delay-seconds or an HTTP date,
+// RFC 9110 §10.2.3); 0 when absent or malformed.
+func retryAfter(v string, now time.Time) time.Duration {
+	if v == "" {
+		return 0
+	}
+	if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && n > 0 {
+		return time.Duration(n) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return t.Sub(now)
+	}
+	return 0
 }
 
 func unknown(a *API, o fencegate.Outcome, msg string, cause error) (fencegate.Outcome, error) {

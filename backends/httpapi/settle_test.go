@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -107,6 +109,18 @@ func TestInProgressAnswerIsNeverStoredAndIsRetriedUnderTheSameKey(t *testing.T) 
 		t.Fatalf("after in-progress: %s %+v attempts %d", r.State, r.Response, r.Attempts)
 	}
 	h.paidOnce(t, r, 1)
+}
+
+func TestRetryAfterOfAnInProgressAnswerIsPassedOn(t *testing.T) {
+	h := newHarness(t, upstream.Options{}, nil)
+	h.pay.Inject(upstream.InProgress)
+	out, _ := h.call(h.receipt(1, 1), nil, payout)
+	if out.State != fencegate.ReceiptUnknown || out.RetryAfter != 2*time.Second {
+		t.Fatalf("in-progress with Retry-After: 2: %+v", out)
+	}
+	if d := retryAfter(h.clock().Add(90*time.Second).UTC().Format(http.TimeFormat), h.clock()); d != 90*time.Second {
+		t.Fatalf("HTTP-date Retry-After = %s", d)
+	}
 }
 
 func TestResendsAreBoundedThenManual(t *testing.T) {
@@ -291,5 +305,79 @@ func TestConfigRefusesResendWithoutAKey(t *testing.T) {
 	c.Settle = Settle{}
 	if err := (Config{APIs: []APIConfig{c}}).Validate(); err != nil {
 		t.Fatalf("native fence with manual settling: %v", err)
+	}
+}
+
+// TestLookupByReferenceSettlesANativeFenceAPI: an API sent no key (native
+// fence) is looked up by a reference the worker put in the body: found is
+// COMMITTED with the matched item, a list holding only other references is
+// not found (NOT_APPLIED once minAge has passed).
+func TestLookupByReferenceSettlesANativeFenceAPI(t *testing.T) {
+	var mu sync.Mutex
+	made := map[string]bool{}
+	resetBeforeApply := false
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			var in struct{ Reference string }
+			_ = json.NewDecoder(r.Body).Decode(&in)
+			mu.Lock()
+			if !resetBeforeApply {
+				made[in.Reference] = true
+			}
+			mu.Unlock()
+			panic(http.ErrAbortHandler) // the answer is lost
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		items := []map[string]string{{"reference": "someone-else", "id": "p_0"}}
+		if ref := r.URL.Query().Get("reference"); made[ref] {
+			items = append(items, map[string]string{"reference": ref, "id": "p_1"})
+		}
+		_ = json.NewEncoder(w).Encode(map[string]any{"items": items})
+	}))
+	defer srv.Close()
+	c := validConfig(srv.URL)
+	c.Contract = Contract{NativeFence: &NativeFence{Header: "Fence-Token"}}
+	c.Settle = Settle{Strategy: StrategyLookup, Lookup: &Lookup{URL: "/v1/payments?reference={ref}", List: "/items", Field: "/reference", Ref: "/reference"}}
+	if err := (Config{APIs: []APIConfig{c}}).Validate(); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(1_700_000_000, 0)
+	api, err := New(c, nil, WithClock(func() time.Time { return now }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	keep := func(seg uint64, ref string) *fencegate.Receipt {
+		r := fencegate.Receipt{ID: "r", Resource: "payouts/acc_1", OperationRoot: "o", FenceToken: 1, Segment: seg, CreatedAt: now,
+			Target: Target("payouts", "/v1/accounts/acc_1/payouts"), Method: "POST", State: fencegate.ReceiptPending}
+		body := `{"amount":1,"reference":"` + ref + `"}`
+		kr, err := api.Call("POST", "/v1/accounts/acc_1/payouts", nil, bytes.NewReader([]byte(body)), int64(len(body))).KeptRequest(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Request = kr
+		o, _ := api.Call("POST", "/v1/accounts/acc_1/payouts", nil, nil, 0).Apply(context.Background(), r, "")
+		fold(&r, o)
+		return &r
+	}
+	paid := keep(1, "order-7")
+	if paid.State != fencegate.ReceiptUnknown || paid.Resend || paid.Request.Key != "" {
+		t.Fatalf("a dropped native-fence call: %s resend=%v key=%q", paid.State, paid.Resend, paid.Request.Key)
+	}
+	o, err := api.Resolve(context.Background(), *paid)
+	if err != nil || o.State != fencegate.ReceiptCommitted || !strings.Contains(string(o.Response.Body), `"p_1"`) {
+		t.Fatalf("lookup by reference: %+v %v", o, err)
+	}
+	// A reset before the call reached the upstream: only other references listed.
+	mu.Lock()
+	resetBeforeApply = true
+	mu.Unlock()
+	lost := keep(2, "order-8")
+	if o, err := api.Resolve(context.Background(), *lost); err != nil || o.State != fencegate.ReceiptUnknown {
+		t.Fatalf("not found before minAge: %+v %v", o, err)
+	}
+	now = now.Add(DefaultTimeout)
+	if o, err := api.Resolve(context.Background(), *lost); err != nil || o.State != fencegate.ReceiptNotApplied {
+		t.Fatalf("not found after minAge: %+v %v", o, err)
 	}
 }

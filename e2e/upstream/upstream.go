@@ -333,6 +333,7 @@ func (p *Payments) createPayout(w http.ResponseWriter, r *http.Request, account 
 		return
 	case InProgress:
 		p.mu.Unlock()
+		w.Header().Set("Retry-After", "2")
 		answer(w, http.StatusConflict, map[string]any{"error": map[string]string{"type": "idempotency_error", "code": "idempotency_key_in_use"}})
 		return
 	case RetryableServerError:
