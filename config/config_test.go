@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -257,5 +258,55 @@ func TestAccessRulesFromAFileAreValidatedWithTheRest(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q:\n%v", want, err)
 		}
+	}
+}
+
+func TestPresetsDecodeValidateAndTakeOverrides(t *testing.T) {
+	t.Setenv("FG_TEST_PSP_SECRET", "sk_test")
+	var yml strings.Builder
+	yml.WriteString("apis:\n")
+	for _, p := range httpapi.PresetNames() {
+		fmt.Fprintf(&yml, `  - name: %s
+    preset: %s
+    baseURL: https://sandbox.example.com
+    credentials: {env: FG_TEST_PSP_SECRET}
+    routes:
+      - {method: POST, path: /v1/payments, resource: payments}
+`, p, p)
+	}
+	yml.WriteString(`  - name: stripe-short
+    preset: stripe
+    baseURL: https://sandbox.example.com
+    credentials: {env: FG_TEST_PSP_SECRET}
+    key: {maxLength: 40}
+    routes:
+      - {method: POST, path: /v1/payments, resource: payments}
+`)
+	c, err := loadFile(t, yml.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatalf("presets do not validate: %v", err)
+	}
+	if len(c.APIs) != 7 || c.APIs[6].Preset != "stripe" || c.APIs[6].Key.MaxLength != 40 {
+		t.Fatalf("decoded %+v", c.APIs[6])
+	}
+}
+
+func TestUnknownPresetIsRefusedWithItsLine(t *testing.T) {
+	c, err := loadFile(t, `apis:
+  - name: pay
+    preset: stripee
+    baseURL: https://sandbox.example.com
+    credentials: {env: HOME}
+    routes:
+      - {method: POST, path: /v1/payments, resource: payments}
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), `c.yaml:3: INVALID_REQUEST: api "pay": preset "stripee" is none of`) {
+		t.Fatalf("err = %v", err)
 	}
 }

@@ -45,7 +45,11 @@ type Config struct {
 // APIConfig declares one upstream API: where it is, how the gateway
 // authenticates to it, its fencing contract and the routes workers may call.
 type APIConfig struct {
-	Name        string       `yaml:"name"`
+	Name string `yaml:"name"`
+	// Preset names a payment API whose documented behaviour fills every
+	// field left unset (presets.go, PRESETS.md): stripe, adyen, paypal,
+	// square, gocardless, checkout.
+	Preset      string       `yaml:"preset"`
 	BaseURL     string       `yaml:"baseURL"`
 	Credentials *Credentials `yaml:"credentials"`
 	// Timeout bounds one upstream call (default 30 s).
@@ -140,6 +144,7 @@ func (c Config) Validate() error {
 
 // withDefaults fills in the documented defaults.
 func (a APIConfig) withDefaults() APIConfig {
+	a = a.withPreset()
 	if a.Timeout == 0 {
 		a.Timeout = DefaultTimeout
 	}
@@ -179,6 +184,9 @@ func (a APIConfig) validate(i int) []error {
 			field = "." + field
 		}
 		errs = append(errs, &FieldError{Field: root + field, Err: fencegate.Errorf(code, "%s: %s", label, fmt.Sprintf(format, args...))})
+	}
+	if _, ok := presets[a.Preset]; a.Preset != "" && !ok {
+		at("preset", fencegate.CodeInvalidRequest, "preset %q is none of %s", a.Preset, strings.Join(PresetNames(), ", "))
 	}
 	if a.Name == "" {
 		at("name", fencegate.CodeInvalidRequest, "name is required")

@@ -46,6 +46,7 @@ type fakeStripe struct {
 	requests  int
 	authSeen  []string
 	keysSeen  []string
+	versions  []string // Stripe-Version of each request
 	retention time.Duration
 	now       func() time.Time
 }
@@ -74,6 +75,7 @@ func (f *fakeStripe) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	f.requests++
 	f.authSeen = append(f.authSeen, r.Header.Get("Authorization"))
+	f.versions = append(f.versions, r.Header.Get("Stripe-Version"))
 	if k := r.Header.Get("Idempotency-Key"); k != "" {
 		f.keysSeen = append(f.keysSeen, k)
 	}

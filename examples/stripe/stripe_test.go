@@ -41,12 +41,10 @@ func startGateway(t *testing.T, upstream string) *gateway {
 	cfg := filepath.Join(dir, "gateway.yaml")
 	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`apis:
   - name: stripe
+    preset: stripe
     baseURL: %s
-    credentials: {prefix: "Bearer ", env: STRIPE_SECRET_KEY}
+    credentials: {env: STRIPE_SECRET_KEY}
     timeout: 5s
-    contract:
-      idempotency: {keyRetention: 24h}
-    key: {header: Idempotency-Key, maxLength: 255}
     routes:
       - {method: POST, path: /v1/payment_intents, resource: stripe/payment_intents}
       - {method: GET, path: "/v1/payment_intents/{intent}", resource: stripe/payment_intents}
@@ -134,6 +132,9 @@ func TestStripeGoThroughTheGateway(t *testing.T) {
 	}
 	if k := up.keysSeen[0]; k == "order-42-pay" || !strings.HasPrefix(k, "fg") {
 		t.Fatalf("upstream key %q: want the gateway's deterministic key, not the SDK's", k)
+	}
+	if v := up.versions[0]; v != stripe.APIVersion { // the preset forwards Stripe-Version
+		t.Fatalf("upstream saw Stripe-Version %q, the SDK sent %q", v, stripe.APIVersion)
 	}
 
 	// The SDK's own retry under its key (here: the same call again) is a replay.
