@@ -22,13 +22,24 @@ const (
 // simAuthority is the operator state of the run: the registry issues from it
 // (registry.Authority) and every gateway enforces it (gateway.Policy). It
 // survives a registry restore, as the operator's state does.
-type simAuthority struct{ is registry.Issuing }
+type simAuthority struct {
+	is registry.Issuing
+	// revokedAt[e]: when epoch e was revoked; staleAt[g]: when policy
+	// generation g stopped being current.
+	revokedAt, staleAt map[uint64]time.Time
+}
 
 func (a *simAuthority) Issuing() registry.Issuing      { return a.is }
 func (a *simAuthority) PolicyGeneration() uint64       { return a.is.PolicyGeneration }
 func (a *simAuthority) EpochRevoked(epoch uint64) bool { return a.is.Revoked[epoch] }
-func (a *simAuthority) bumpPolicy()                    { a.is.PolicyGeneration++ }
-func (a *simAuthority) rotate(s registry.Signer, e uint64) {
+
+func (a *simAuthority) bumpPolicy(now time.Time) {
+	a.staleAt[a.is.PolicyGeneration] = now
+	a.is.PolicyGeneration++
+}
+
+func (a *simAuthority) rotate(s registry.Signer, e uint64, now time.Time) {
+	a.revokedAt[a.is.Epoch] = now
 	a.is = registry.Issuing{Signer: s, Epoch: e, PolicyGeneration: a.is.PolicyGeneration,
 		Revoked: map[uint64]bool{a.is.Epoch: true}}
 }

@@ -130,10 +130,21 @@ func (w *world) onAdmitted(ctx context.Context, req fencegate.AdmitRequest, now 
 		w.fail("fence %d of %s admitted under leases %s and %s", g.FenceToken, g.Resource, l, g.Lease)
 	}
 	w.fenceOf[key] = g.Lease
+	w.payloadOf[fmt.Sprint(key, "/", req.Segment)] = req.PayloadDigest
 	if exp, ok := w.leaseExp[g.Lease]; !ok || !now.Before(exp) {
 		w.stats.gate("expired owner")
 		w.fail("admission on %s fence %d at %s: lease %s expired at %s", g.Resource, g.FenceToken,
 			now.Format("15:04:05.000"), g.Lease, exp.Format("15:04:05.000"))
+	}
+	// The gateway authorizes at most reauthorizeAfter before it admits.
+	const window = 10 * time.Millisecond
+	if at, ok := w.auth.revokedAt[g.IssuerEpoch]; ok && now.Sub(at) > window {
+		w.stats.gate("revoked epoch accepted")
+		w.fail("grant of epoch %d admitted %v after the epoch was revoked", g.IssuerEpoch, now.Sub(at))
+	}
+	if at, ok := w.auth.staleAt[g.PolicyGeneration]; ok && now.Sub(at) > window {
+		w.stats.gate("stale policy accepted")
+		w.fail("grant of policy generation %d admitted %v after it went stale", g.PolicyGeneration, now.Sub(at))
 	}
 	if g.FenceToken >= a.fence {
 		a.fence, a.seg, a.lease = g.FenceToken, req.Segment, g.Lease

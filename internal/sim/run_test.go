@@ -47,6 +47,7 @@ func (s *stats) code(c string) {
 
 // Gates: each must stay 0.
 var gates = []string{"accepted stale", "forged accepted", "expired owner", "skipped segment", "regressed token",
+	"revoked epoch accepted", "stale policy accepted", "replay of another payload",
 	"auth failure touched state", "two effects in flight", "unknown unsettled after 15 min", "not linearizable"}
 
 func table(m map[string]int) string {
@@ -164,20 +165,21 @@ func (w *world) operate(ctx context.Context) {
 		switch w.rng.IntN(5) {
 		case 0:
 			w.stats.inject("stale policy")
-			w.auth.bumpPolicy()
+			w.auth.bumpPolicy(w.clock.Now())
 		case 1:
 			if !rotated {
 				rotated = true
 				w.stats.inject("revoked issuer epoch")
-				w.auth.rotate(w.signer[1], 2) // and epoch 1 is revoked at once
+				w.auth.rotate(w.signer[1], 2, w.clock.Now()) // and epoch 1 is revoked at once
 			}
 		case 2, 3:
 			if w.snapshot == "" {
-				w.snapshot = w.regDB + ".snap"
-				if err := w.regDBh.View(func(tx *bbolt.Tx) error { return tx.CopyFile(w.snapshot, 0o600) }); err != nil {
-					w.fail("snapshot: %v", err)
+				w.takeSnapshot()
+				if w.rng.IntN(2) == 0 {
+					continue // an old snapshot, restored later
 				}
-				continue
+				// a failover to a replica that lags a moment behind
+				w.s.sleep(ctx, time.Duration(100+w.rng.IntN(1500))*time.Millisecond)
 			}
 			w.stats.inject("restore of an old coordination snapshot")
 			if err := w.restore(); err != nil {
@@ -199,6 +201,14 @@ func (w *world) operate(ctx context.Context) {
 			w.stats.inject("fence floor raised")
 			_ = w.reg.SetFloor(ctx, 0)
 		}
+	}
+}
+
+// takeSnapshot copies the registry's database aside.
+func (w *world) takeSnapshot() {
+	w.snapshot = w.regDB + ".snap"
+	if err := w.regDBh.View(func(tx *bbolt.Tx) error { return tx.CopyFile(w.snapshot, 0o600) }); err != nil {
+		w.fail("snapshot: %v", err)
 	}
 }
 

@@ -19,11 +19,12 @@ var (
 	seedFlag  = flag.Int64("seed", -1, "replay exactly this seed (of the store named by -sim.store) and log it")
 	seedsFlag = flag.Int("sim.seeds", 0, "seeds per store (0: the CI size; -short: fewer)")
 	storeFlag = flag.String("sim.store", "memory,embedded,postgres", "fence stores to simulate over")
+	failFast  = flag.Bool("sim.failfast", false, "stop at the first failing seed")
 )
 
 // ciSeeds is the CI size per store: the whole test stays within about 30 s
 // on a loaded 2-core machine.
-var ciSeeds = map[string]int{"memory": 300, "embedded": 60, "postgres": 25}
+var ciSeeds = map[string]int{"memory": 150, "embedded": 30, "postgres": 15}
 
 // minInjected is how often the CI-sized run must inject each item of the
 // failure matrix of DESIGN §9 (summed over stores); fewer fails the test.
@@ -94,6 +95,9 @@ func TestSimWholeSystemKeepsEveryGate(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				for seed := range next {
+					if *failFast && failedSoFar(&mu, &failed) {
+						continue
+					}
 					c := cfg
 					if store == "postgres" {
 						c.pgURL = testenv.PostgresURL(t)
@@ -224,4 +228,10 @@ func TestSimSameSeedReplaysExactly(t *testing.T) {
 			t.Fatalf("runs diverge at line %d:\n  %s\n  %s", i, runs[0][i], runs[1][min(i, len(runs[1])-1)])
 		}
 	}
+}
+
+func failedSoFar(mu *sync.Mutex, failed *int) bool {
+	mu.Lock()
+	defer mu.Unlock()
+	return *failed > 0
 }

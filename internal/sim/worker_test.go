@@ -211,6 +211,17 @@ func (wk *worker) release(ctx context.Context) {
 	w.point(ctx, "registry")
 	_, _ = w.reg.Release(ctx, wk.name, wk.iss.Lease.ID)
 	wk.has = false
+	if w.chance(0.3) {
+		// A genuine, fresh status proof that states RELEASED: it must not
+		// authorize a write.
+		w.point(ctx, "registry")
+		if iss, err := w.reg.Status(ctx, wk.iss.Lease.ID); err == nil && iss.Lease.State != fencegate.StateHeld {
+			w.stats.inject("status proof not HELD")
+			m := wk.msg(wk.seg, wk.newBody(wk.seg))
+			m.grant, m.status, m.kind = iss.Grant, iss.StatusProof, 2
+			wk.send(ctx, m, true)
+		}
+	}
 }
 
 // writeNext writes the next segment as a careful worker does: a fresh proof,
@@ -351,6 +362,12 @@ func (wk *worker) send(ctx context.Context, m sent, forged bool) error {
 	if authCode(code) && ri.admitted {
 		w.stats.gate("auth failure touched state")
 		w.fail("request refused %s was admitted first", code)
+	}
+	if err == nil && res.Replay {
+		if d := w.payloadOf[fmt.Sprint(m.grantRes, "/", m.fence, "/", m.seg)]; d != "" && d != digest(m.body) {
+			w.stats.gate("replay of another payload")
+			w.fail("a different payload for %s fence %d seg %d was answered as a replay", m.grantRes, m.fence, m.seg)
+		}
 	}
 	if forged && err == nil {
 		w.stats.gate("forged accepted")

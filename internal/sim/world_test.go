@@ -72,18 +72,19 @@ type world struct {
 	stats *stats
 
 	// ground truth, maintained at the interception points
-	admitted map[string]*admitted // by resource
-	fenceOf  map[string]string    // resource/fence -> lease admitted under it
-	leaseExp map[string]time.Time // latest expiry the registry granted, by lease
-	inflight map[string]int       // forwarded effects in flight, by resource
-	maxFwd   map[string]uint64    // highest fence forwarded, by resource
-	archive  []sent               // every request sent, for delayed replays
-	snapshot string               // registry snapshot file, "" if none
-	ids      int
-	stopping bool // workers finished: no new faults
-	finished bool // everything settled: background tasks end
-	errs     []string
-	trace    []string
+	admitted  map[string]*admitted // by resource
+	fenceOf   map[string]string    // resource/fence -> lease admitted under it
+	payloadOf map[string]string    // resource/fence/segment -> payload digest admitted
+	leaseExp  map[string]time.Time // latest expiry the registry granted, by lease
+	inflight  map[string]int       // forwarded effects in flight, by resource
+	maxFwd    map[string]uint64    // highest fence forwarded, by resource
+	archive   []sent               // every request sent, for delayed replays
+	snapshot  string               // registry snapshot file, "" if none
+	ids       int
+	stopping  bool // workers finished: no new faults
+	finished  bool // everything settled: background tasks end
+	errs      []string
+	trace     []string
 }
 
 type admitted struct {
@@ -117,7 +118,7 @@ func newWorld(t testing.TB, seed uint64, cfg config, st *stats) (*world, error) 
 	rng := rand.New(rand.NewPCG(seed, seed^0x5851f42d4c957f2d))
 	clock := &simClock{now: time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC)}
 	w := &world{t: t, seed: seed, cfg: cfg, rng: rng, clock: clock, s: newSched(clock, rng), stats: st,
-		admitted: map[string]*admitted{}, fenceOf: map[string]string{}, leaseExp: map[string]time.Time{},
+		admitted: map[string]*admitted{}, fenceOf: map[string]string{}, payloadOf: map[string]string{}, leaseExp: map[string]time.Time{},
 		inflight: map[string]int{}, maxFwd: map[string]uint64{}}
 	base := os.TempDir()
 	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
@@ -157,7 +158,8 @@ func newWorld(t testing.TB, seed uint64, cfg config, st *stats) (*world, error) 
 	}
 	w.sp = &storeProxy{FenceStore: w.store, w: w, inner: w.store}
 	w.regDB = filepath.Join(dir, "registry.db")
-	w.auth = &simAuthority{is: registry.Issuing{Signer: w.signer[0], Epoch: 1, PolicyGeneration: 1}}
+	w.auth = &simAuthority{is: registry.Issuing{Signer: w.signer[0], Epoch: 1, PolicyGeneration: 1},
+		revokedAt: map[uint64]time.Time{}, staleAt: map[uint64]time.Time{}}
 	if err := w.openRegistry(); err != nil {
 		return nil, err
 	}
