@@ -21,6 +21,7 @@ var (
 	flagDuration = flag.Duration("chaos.duration", 0, "how long faults are injected (default 45s, or FENCEGATE_CHAOS_DURATION)")
 	flagSeed     = flag.Uint64("chaos.seed", 0, "seed of the workers' and the nemesis' choices (default random, or FENCEGATE_CHAOS_SEED)")
 	flagWorkers  = flag.Int("chaos.workers", 0, "number of workers (default 6, or FENCEGATE_CHAOS_WORKERS)")
+	flagStall    = flag.Bool("chaos.stall", false, "also stall S3 requests past the orphan grace (FENCEGATE_CHAOS_STALL=1; see README, Findings)")
 )
 
 // setting is the flag's value if set, else the environment variable's, else def.
@@ -50,8 +51,16 @@ func TestReplicasUnderChaosKeepTheFencingContract(t *testing.T) {
 	workers := setting(*flagWorkers, 0, "FENCEGATE_CHAOS_WORKERS", strconv.Atoi, 6)
 	t.Logf("chaos: %s of faults, seed %d, %d workers (FENCEGATE_CHAOS_DURATION, _SEED, _WORKERS to change)", dur, seed, workers)
 
+	stall := setting(*flagStall, false, "FENCEGATE_CHAOS_STALL", strconv.ParseBool, false)
 	pg := testenv.OwnPostgres(t) // a server of the test's own: the nemesis restarts it
-	c := startCluster(t, clusterSpec{workers: workers, resources: 3, pgURL: pg.URL()})
+	var own *testenv.Versitygw
+	s3srv := testenv.S3Server(t)
+	if stall {
+		own = testenv.OwnVersitygw(t) // paused by the nemesis: never the shared one
+		s3srv = own.S3
+	}
+	c := startCluster(t, clusterSpec{workers: workers, resources: 3, pgURL: pg.URL(), s3: s3srv})
+	c.ownS3 = own
 	t.Cleanup(func() {
 		if t.Failed() {
 			for _, r := range c.replicas {
@@ -73,7 +82,7 @@ func TestReplicasUnderChaosKeepTheFencingContract(t *testing.T) {
 		wg.Go(func() { w.run(load) })
 	}
 	wg.Go(func() { c.reader(load, workers) })
-	faults := c.faults(pg)
+	faults := c.faults(pg, stall)
 	nemErr := c.nemesis(ctx, hard, rng, faults)
 	stopLoad()
 	wg.Wait()

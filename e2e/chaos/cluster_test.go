@@ -39,6 +39,7 @@ type cluster struct {
 	pgLinks   []*link // replica i -> Postgres
 	s3Links   []*link // replica i -> S3
 	etcd      *testenv.EtcdCluster
+	ownS3     *testenv.Versitygw // the S3 server when it is the test's own (it may be paused)
 	s3        *s3Reader
 	resources []string
 	tokens    []string
@@ -95,12 +96,13 @@ type clusterSpec struct {
 	workers   int
 	resources int
 	pgURL     string // the fence store's database (its host:port is proxied)
+	s3        testenv.S3
 }
 
 // startCluster starts the etcd cluster, the links and three replicas.
 func startCluster(t *testing.T, spec clusterSpec) *cluster {
 	t.Helper()
-	srv := testenv.S3Server(t)
+	srv := spec.s3
 	c := &cluster{t: t, dir: t.ArtifactDir(), counts: map[string]int{}}
 	c.etcd = testenv.OwnEtcdCluster(t)
 	prefix := testenv.RandomName("chaos_")

@@ -18,8 +18,9 @@ type fault struct {
 }
 
 // faults lists the failures of a run. Postgres restarts need a server of the
-// test's own: pg is nil without one.
-func (c *cluster) faults(pg *testenv.Postgres) []fault {
+// test's own: pg is nil without one. stall adds stallFault (off by default:
+// see README.md, "Findings").
+func (c *cluster) faults(pg *testenv.Postgres, stall bool) []fault {
 	fs := []fault{
 		{"kill -9 a replica", c.killReplica},
 		{"latency replica->postgres", func(ctx context.Context, rng *rand.Rand) (func() error, error) {
@@ -54,6 +55,9 @@ func (c *cluster) faults(pg *testenv.Postgres) []fault {
 			return func() error { return nil }, c.etcd.MoveLeader(ctx, to)
 		}},
 	}
+	if stall && c.ownS3 != nil {
+		fs = append(fs, fault{stallFault, c.stallS3})
+	}
 	if pg != nil {
 		// Down for the fault's length: killed as a crash (immediate mode,
 		// crash recovery at the next start) or shut down cleanly (fast mode).
@@ -68,6 +72,25 @@ func (c *cluster) faults(pg *testenv.Postgres) []fault {
 		}})
 	}
 	return fs
+}
+
+// stallFault is the name of the fault stallS3 injects.
+const stallFault = "s3 server paused past the orphan grace"
+
+// stallS3 pauses the test's own S3 server (SIGSTOP) for 8 to 9 s, longer
+// than reconcile.orphan (6 s): a PUT a replica sent and gave up on
+// (effectTimeout, 3 s) waits in the server's socket buffer and is served when
+// the server resumes, while the reconcilers may by then hold its receipt for
+// an orphan.
+func (c *cluster) stallS3(ctx context.Context, rng *rand.Rand) (func() error, error) {
+	if err := c.ownS3.Pause(); err != nil {
+		return nil, err
+	}
+	hold := time.Duration(8000+rng.IntN(1000)) * time.Millisecond
+	return func() error {
+		sleepCtx(context.WithoutCancel(ctx), hold)
+		return c.ownS3.Resume()
+	}, nil
 }
 
 // killReplica kills a running replica with SIGKILL; healing starts it again
