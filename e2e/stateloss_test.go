@@ -239,3 +239,61 @@ func runLossCase(t *testing.T, mode string, c lossCase) {
 		t.Fatalf("accepted writes from owners whose lease no longer exists: %d of %d", vanishedAccepted, vanished)
 	}
 }
+
+// TestFloorThatLeavesNoFencesIsRefusedAndChangesNothing is the Floors rule
+// against the binary: set-floor 2^64-1 (or within 2^32 of it) is 400
+// INVALID_REQUEST, acquisitions keep working, and the admin state tells the
+// operator the highest fence known (a safe floor is at or above it).
+func TestFloorThatLeavesNoFencesIsRefusedAndChangesNothing(t *testing.T) {
+	p := startGateway(t, "dev", "--data-dir", t.TempDir(), "--identity", "worker-a=token-a", "--admin-token", "ops-token")
+	l := p.acquire(t, "token-a", "local/ledger", "a-1", "op", 60000)
+	p.do(t, "DELETE", "/v1/leases/"+l.id, "token-a", nil, "")
+	for _, floor := range []string{"18446744073709551615", "18446744069414584321"} {
+		wantCode(t, p.do(t, "POST", "/v1/admin/floor", "ops-token", nil, `{"floor":`+floor+`}`), http.StatusBadRequest, "INVALID_REQUEST")
+	}
+	if next := p.acquire(t, "token-a", "local/ledger", "a-2", "op", 60000); next.fence != l.fence+1 {
+		t.Fatalf("after refused floors: fence %d, want %d", next.fence, l.fence+1)
+	}
+	st := p.do(t, "POST", "/v1/admin/floor", "ops-token", nil, `{"floor":1000}`)
+	is, _ := st.json["issuance"].(map[string]any)
+	if st.status != 200 || is["highWater"] != float64(1000) || is["paused"] != false {
+		t.Fatalf("floor 1000: %d %s", st.status, st.body)
+	}
+}
+
+// TestStandaloneRegistryWithoutAFenceStoreWaitsForAnOperatorFloor runs
+// `gateway registry` (its embedded fence store is not the gateways') on a
+// Redis that restarts empty: grants pause and stay paused past the proof
+// life, the state says a floor is needed, and after an operator floor
+// grants resume above it.
+func TestStandaloneRegistryWithoutAFenceStoreWaitsForAnOperatorFloor(t *testing.T) {
+	r := testenv.OwnRedis(t)
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "registry.yaml")
+	if err := os.WriteFile(conf, []byte("registry:\n  backend: embedded\n  keyId: registry-1\n  issuerEpoch: 1\n  statusLife: 1s\naccess: {rules: [{identity: worker-a, lease: [db/ledger]}]}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := startGateway(t, "registry", "--config", conf, "--data-dir", filepath.Join(dir, "data"), "--identity", "worker-a=token-a",
+		"--admin-token", "ops-token", "--registry-backend", "redis://"+r.Addr(), "--allow-volatile-backend")
+	a := p.acquire(t, "token-a", "db/ledger", "a-1", "op", 60000)
+	r.RestartEmpty()
+	acquire := func() answer {
+		return p.do(t, "POST", "/v1/leases", "token-a", map[string]string{"Content-Type": "application/json"},
+			`{"resource":"db/ledger","requestId":"a-2","ttlMs":60000,"operationId":"op"}`)
+	}
+	wantCode(t, acquire(), http.StatusServiceUnavailable, "COORDINATION_STATE_LOST")
+	time.Sleep(1200 * time.Millisecond) // past one proof life: still paused, nobody said how high gateways went
+	wantCode(t, acquire(), http.StatusServiceUnavailable, "COORDINATION_STATE_LOST")
+	st := p.do(t, "GET", "/v1/admin/state", "ops-token", nil, "")
+	is, _ := st.json["issuance"].(map[string]any)
+	if is["paused"] != true || is["needsFloor"] != true || is["highWater"] != float64(a.fence) {
+		t.Fatalf("state while waiting for a floor: %s", st.body)
+	}
+	if f := p.do(t, "POST", "/v1/admin/floor", "ops-token", nil, `{"floor":500}`); f.status != 200 {
+		t.Fatalf("floor: %d %s", f.status, f.body)
+	}
+	b := acquire()
+	if b.status != http.StatusCreated || b.num("fenceToken") <= 500 {
+		t.Fatalf("after the operator floor: %d %s", b.status, b.body)
+	}
+}
