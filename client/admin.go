@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"strconv"
+
+	"github.com/fencegate/fencegate"
 )
 
 // The admin calls need an admin credential (the Client's token must be one);
@@ -37,6 +39,23 @@ func (c *Client) SetMode(ctx context.Context, pattern, mode string, breakGlass b
 // BumpPolicy raises the policy generation: POST /v1/admin/policy/bump.
 func (c *Client) BumpPolicy(ctx context.Context) (json.RawMessage, error) {
 	return c.admin(ctx, "bump policy", "POST", "/v1/admin/policy/bump", nil)
+}
+
+// ModePage is one page of GET /v1/admin/modes.
+type ModePage struct {
+	Modes []struct {
+		Pattern string `json:"pattern"`
+		Mode    string `json:"mode"`
+	} `json:"modes"`
+	Next string `json:"next,omitempty"`
+}
+
+// Modes reads one page of the enforcement modes in force, by pattern:
+// GET /v1/admin/modes.
+func (c *Client) Modes(ctx context.Context, page fencegate.Page) (ModePage, error) {
+	var out ModePage
+	err := c.do(ctx, request{op: "modes", method: "GET", path: "/v1/admin/modes", query: pageQuery(nil, page)}, &out)
+	return out, err
 }
 
 func (c *Client) admin(ctx context.Context, op, method, path string, body any) (json.RawMessage, error) {

@@ -74,6 +74,7 @@ func (s *Server) adminRoutes(r chi.Router) {
 			}
 			return s.Admin.SetFloor(r.Context(), b.Floor)
 		}))
+		r.Get("/modes", s.listModes)
 		r.Put("/modes", s.adminAction(func(r *http.Request) (AdminState, error) {
 			var b struct {
 				Pattern    string       `json:"pattern"`

@@ -22,6 +22,7 @@ func TestAdminResponsesMatchTheSpec(t *testing.T) {
 		{"POST", "/v1/admin/keys/rotate", ""},
 		{"POST", "/v1/admin/floor", `{"floor":100}`},
 		{"PUT", "/v1/admin/modes", `{"pattern":"local/*","mode":"shadow","breakGlass":true}`},
+		{"GET", "/v1/admin/modes", ""},
 		{"POST", "/v1/admin/policy/bump", ""},
 		{"GET", "/v1/admin/trust-bundle", ""},
 		{"PUT", "/v1/admin/trust-bundle", `{"version":1,"keys":[]}`},
@@ -84,6 +85,20 @@ func TestAdminResponsesMatchTheSpec(t *testing.T) {
 		`{"pattern":"local/*"`,
 	} {
 		_, p = e.call("PUT", "/v1/admin/modes", tokAdmin, json, body, 400)
+		wantCode(t, p, fencegate.CodeInvalidRequest)
+	}
+	// The modes a page at a time, by pattern.
+	_, pg := e.call("GET", "/v1/admin/modes?limit=1", tokAdmin, nil, "", 200)
+	next, _ := pg["next"].(string)
+	if m, _ := jsonMarshal(pg["modes"]); m != `[{"mode":"enforce","pattern":"local/prod/*"}]` || next == "" {
+		t.Errorf("first page of modes: %v", pg)
+	}
+	_, pg = e.call("GET", "/v1/admin/modes?limit=1&cursor="+next, tokAdmin, nil, "", 200)
+	if m, _ := jsonMarshal(pg["modes"]); m != `[{"mode":"shadow","pattern":"local/stage"}]` || pg["next"] != nil {
+		t.Errorf("second page of modes: %v", pg)
+	}
+	for _, bad := range []string{"?limit=0", "?limit=1001", "?cursor=nope!"} {
+		_, p = e.call("GET", "/v1/admin/modes"+bad, tokAdmin, nil, "", 400)
 		wantCode(t, p, fencegate.CodeInvalidRequest)
 	}
 	if got := e.admin.modes.Rules(); len(got) != 2 || e.admin.modes.For("local/prod/x") != gateway.Enforce ||

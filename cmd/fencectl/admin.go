@@ -19,6 +19,8 @@ func init() {
 		help: "make every later fence greater than N (POST /v1/admin/floor)", flags: setFloorFlags})
 	register("mode", verb{usage: "mode PATTERN enforce|shadow [--break-glass]", nargs: 2, admin: true,
 		help: "set the enforcement mode of matching resources (PUT /v1/admin/modes)", flags: modeFlags})
+	register("modes", verb{usage: "modes [--limit N] [--cursor C]", admin: true,
+		help: "list the enforcement modes in force, a page at a time (GET /v1/admin/modes)", flags: modesFlags})
 	register("bump-policy", verb{usage: "bump-policy", admin: true,
 		help: "raise the policy generation: older grants become POLICY_STALE (POST /v1/admin/policy/bump)", flags: bumpPolicyFlags})
 }
@@ -65,6 +67,31 @@ func modeFlags(fs *flag.FlagSet) func(context.Context, *cmd) error {
 			return usageError{fmt.Sprintf("mode is enforce or shadow, not %q", mode)}
 		}
 		return showAdmin(c, fmt.Sprintf("%s is now in %s mode", c.args[0], mode))(c.client.SetMode(ctx, c.args[0], mode, *breakGlass))
+	}
+}
+
+func modesFlags(fs *flag.FlagSet) func(context.Context, *cmd) error {
+	page := pageFlags(fs)
+	return func(ctx context.Context, c *cmd) error {
+		p, err := c.client.Modes(ctx, *page)
+		if err != nil {
+			return err
+		}
+		if c.g.json {
+			return emit(c.out, p)
+		}
+		if len(p.Modes) == 0 {
+			fmt.Fprintln(c.out, "no mode rules: every resource is enforced")
+		}
+		for _, m := range p.Modes {
+			fmt.Fprintf(c.out, "%-8s %s\n", m.Mode, m.Pattern)
+		}
+		verb := "modes"
+		if page.Limit > 0 {
+			verb += " --limit " + strconv.Itoa(page.Limit)
+		}
+		nextHint(c, verb, p.Next)
+		return nil
 	}
 }
 

@@ -26,7 +26,7 @@ func init() {
 // pageFlags adds --limit and --cursor to a listing verb.
 func pageFlags(fs *flag.FlagSet) *fencegate.Page {
 	p := &fencegate.Page{}
-	fs.IntVar(&p.Limit, "limit", 0, fmt.Sprintf("receipts per page (default %d, at most %d)", fencegate.DefaultPageLimit, fencegate.MaxPageLimit))
+	fs.IntVar(&p.Limit, "limit", 0, fmt.Sprintf("items per page (default %d, at most %d)", fencegate.DefaultPageLimit, fencegate.MaxPageLimit))
 	fs.StringVar(&p.Cursor, "cursor", "", "the next cursor a previous page printed")
 	return p
 }
