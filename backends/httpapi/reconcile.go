@@ -163,20 +163,16 @@ func (a *API) lookup(ctx context.Context, r fencegate.Receipt, l *Lookup) (fence
 // lookupValue is what a candidate's field must equal (the key, or the ref
 // read from the kept request) and the ref for {ref}.
 func (a *API) lookupValue(r fencegate.Receipt, l *Lookup) (want, ref string, err error) {
-	key := ""
-	if r.Request != nil {
-		key = r.Request.Key
-	} else if a.cfg.Contract.Idempotency != nil {
-		key = a.cfg.Key.For(r)
+	// Only what was sent counts: a key recomputed now could differ from the
+	// one sent (another key shape since), and "not found" would then be a lie.
+	if r.Request == nil {
+		return "", "", fencegate.Errorf(fencegate.CodeUnsupported, "receipt %s keeps no request to look up; an operator must resolve it", r.ID)
 	}
 	if l.Ref == "" {
-		if key == "" {
-			return "", "", fencegate.Errorf(fencegate.CodeUnsupported, "receipt %s has no key to look up", r.ID)
+		if r.Request.Key == "" {
+			return "", "", fencegate.Errorf(fencegate.CodeUnsupported, "receipt %s was sent no key to look up", r.ID)
 		}
-		return key, "", nil
-	}
-	if r.Request == nil {
-		return "", "", fencegate.Errorf(fencegate.CodeUnsupported, "receipt %s keeps no request to read %s from", r.ID, l.Ref)
+		return r.Request.Key, "", nil
 	}
 	if name, ok := strings.CutPrefix(l.Ref, "form:"); ok {
 		q, perr := url.ParseQuery(string(r.Request.Body))

@@ -273,6 +273,21 @@ func TestEmptySearchResultIsNotFoundNeverFound(t *testing.T) {
 	h.paidOnce(t, r, 0)
 }
 
+// TestLookupNeverRecomputesTheKey: a receipt that keeps no request (one
+// admitted before requests were kept, under another key shape) is not looked
+// up by a key computed now: "not found" would settle a real payout
+// NOT_APPLIED. It stays UNKNOWN for an operator.
+func TestLookupNeverRecomputesTheKey(t *testing.T) {
+	h := newHarness(t, upstream.Options{}, searchLookup)
+	r := h.receipt(1, 1)
+	r.Target, r.Method, r.State = Target("payouts", "/v1/accounts/acc_1/payouts"), "POST", fencegate.ReceiptUnknown
+	h.advance(time.Hour)
+	requests := h.pay.Requests()
+	if o, err := h.api.Resolve(context.Background(), r); err == nil || o.State != fencegate.ReceiptUnknown || h.pay.Requests() != requests {
+		t.Fatalf("a receipt without a kept request was looked up: %+v %v", o, err)
+	}
+}
+
 func TestConflictAnswerIsFetched(t *testing.T) {
 	h := newHarness(t, upstream.Options{ConflictOnReplay: true}, func(c *APIConfig) {
 		c.Settle = Settle{Strategy: StrategyConflictFetch, Conflict: &ConflictFetch{
