@@ -100,3 +100,10 @@ type LeaseBackend interface {
 // limit: a floor closer to the end of the sequence would make acquisitions
 // fail for good.
 const MinFenceHeadroom = 1 << 32
+
+// LeaseHolders is an optional LeaseBackend capability: the live lease of a
+// resource. Holder returns the resource's HELD lease at now, or NOT_FOUND
+// when no live lease holds it (never held, released, expired, revoked).
+type LeaseHolders interface {
+	Holder(ctx context.Context, resource string, now time.Time) (Lease, error)
+}

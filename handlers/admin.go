@@ -103,6 +103,7 @@ func (s *Server) adminRoutes(r chi.Router) {
 			w.Header().Set("Content-Type", "application/json")
 			_, _ = w.Write(b)
 		})
+		s.bindingRoutes(r)
 	})
 }
 

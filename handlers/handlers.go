@@ -30,8 +30,10 @@ type Server struct {
 	// registry to attest any lease's status (nil: none may).
 	GatewayAuth Authenticator
 	// Admin performs operator actions; nil: no admin routes.
-	Admin      Admin
-	Registry   *registry.Registry // nil: no lease routes
+	Admin    Admin
+	Registry *registry.Registry // nil: no lease routes
+	// Bindings serves the operator's binding routes (with Admin); nil: none.
+	Bindings   *gateway.Bindings
 	Reconciler *gateway.Reconciler
 	APIs       map[string]*httpapi.API // third-party APIs by name
 	// MayRead decides whether an authenticated identity may read a resource:

@@ -26,6 +26,8 @@ func TestAdminResponsesMatchTheSpec(t *testing.T) {
 		{"POST", "/v1/admin/policy/bump", ""},
 		{"GET", "/v1/admin/trust-bundle", ""},
 		{"PUT", "/v1/admin/trust-bundle", `{"version":1,"keys":[]}`},
+		{"GET", "/v1/admin/bindings/local/inv/7", ""},
+		{"DELETE", "/v1/admin/bindings/local/inv/7", ""},
 	}
 	for _, r := range routes {
 		_, p := e.call(r.method, r.path, "", json, r.body, 401)
@@ -40,6 +42,13 @@ func TestAdminResponsesMatchTheSpec(t *testing.T) {
 		t.Fatal("a refused admin request changed the state")
 	}
 
+	_, p := e.call("GET", "/v1/admin/bindings/local/inv/7", tokAdmin, nil, "", 404)
+	wantCode(t, p, fencegate.CodeNotFound)
+	_, p = e.call("DELETE", "/v1/admin/bindings/local/inv/7", tokAdmin, nil, "", 404)
+	wantCode(t, p, fencegate.CodeNotFound)
+	_, p = e.call("GET", "/v1/admin/bindings/local/inv//7", tokAdmin, nil, "", 400)
+	wantCode(t, p, fencegate.CodeInvalidRequest)
+
 	_, st := e.call("GET", "/v1/admin/state", tokAdmin, nil, "", 200)
 	if st["trustBundleVersion"] != float64(1) || st["issuerEpoch"] != float64(1) {
 		t.Errorf("state %v", st)
@@ -52,7 +61,7 @@ func TestAdminResponsesMatchTheSpec(t *testing.T) {
 	if !slices.Equal(st["revokedEpochs"].([]any), []any{float64(7)}) {
 		t.Errorf("epoch 7 not revoked: %v", st)
 	}
-	_, p := e.call("POST", "/v1/admin/epochs/0/revoke", tokAdmin, nil, "", 400)
+	_, p = e.call("POST", "/v1/admin/epochs/0/revoke", tokAdmin, nil, "", 400)
 	wantCode(t, p, fencegate.CodeInvalidRequest)
 	_, p = e.call("POST", "/v1/admin/epochs/x/revoke", tokAdmin, nil, "", 400)
 	wantCode(t, p, fencegate.CodeInvalidRequest)

@@ -20,9 +20,10 @@ import (
 // wildcards maps the prefix of a chi catch-all route ("prefix*") to the name
 // of the spec's trailing path parameter that stands for it.
 var wildcards = map[string]string{
-	"/v1/objects/{store}/": "key",
-	"/v1/resources/":       "resource",
-	"/v1/apis/{api}/":      "path",
+	"/v1/objects/{store}/":        "key",
+	"/v1/resources/":              "resource",
+	"/v1/apis/{api}/":             "path",
+	"/v1/admin/bindings/{store}/": "key",
 }
 
 func loadDoc(t *testing.T) *openapi3.T {

@@ -3,6 +3,7 @@ package openapi_test
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -266,6 +267,7 @@ func newEnv(t *testing.T, mods ...func(*handlers.Server, *fakeAdmin)) *testEnv {
 		AdminAuth: handlers.NewBearerTokens(map[string]string{tokAdmin: "ops"}),
 		Admin:     adm,
 		Registry:  reg,
+		Bindings:  &gateway.Bindings{Store: st, Leases: reg, Log: slog.Default()},
 		SpoolDir:  t.TempDir(),
 		MaxBody:   1 << 20,
 	}

@@ -238,3 +238,14 @@ func backendErr(err error) error {
 	}
 	return fencegate.Wrap(err, fencegate.CodeInternal, "lease backend")
 }
+
+// Holder returns the live (HELD) lease of resource now, NOT_FOUND if none,
+// or UNSUPPORTED when the backend cannot tell (fencegate.LeaseHolders).
+func (r *Registry) Holder(ctx context.Context, resource string) (fencegate.Lease, error) {
+	hb, ok := r.backend.(fencegate.LeaseHolders)
+	if !ok {
+		return fencegate.Lease{}, fencegate.Errorf(fencegate.CodeUnsupported, "this registry backend cannot name a resource's live lease")
+	}
+	l, err := hb.Holder(ctx, resource, r.now())
+	return l, backendErr(err)
+}

@@ -198,11 +198,15 @@ func Build(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, er
 	if a.tls, err = serverTLS(cfg.TLS); err != nil {
 		return nil, err
 	}
+	bindings := &gateway.Bindings{Store: store, Log: log}
+	if a.Registry != nil {
+		bindings.Leases = a.Registry
+	}
 	srv := &handlers.Server{
 		Gateway: a.Gateway, Stores: objects, Auth: auth,
 		AdminAuth: handlers.NewBearerTokens(adminTokens), Admin: a.auth, GatewayAuth: handlers.NewBearerTokens(gatewayTokens),
 		Registry: a.Registry, Reconciler: a.reconciler, APIs: apis, MaxBody: cfg.MaxBodyBytes, QuarantinePayload: quarantineBound(cfg.QuarantinePayloadBytes),
-		BodyReadTimeout: cfg.HTTP.BodyReadTimeout, MayRead: access.MayRead, SpoolDir: spool, Log: log, Ready: a.ready.Load,
+		BodyReadTimeout: cfg.HTTP.BodyReadTimeout, MayRead: access.MayRead, Bindings: bindings, SpoolDir: spool, Log: log, Ready: a.ready.Load,
 	}
 	// The router is served as it is: no http.ServeMux in front, which would
 	// answer ".", ".." and "//" paths with a redirect to a cleaned path.

@@ -48,6 +48,7 @@ func Run(t *testing.T, open Open) {
 		{"FloorNearTheEndOfTheSequenceIsRefused", testFloorNearTheEndIsRefused},
 		{"InvalidAcquireIsRejected", testInvalidAcquire},
 		{"ConcurrentAcquiresHaveOneWinnerPerLivePeriod", testConcurrentAcquire},
+		{"HolderNamesTheLiveLeaseOnly", testHolder},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
