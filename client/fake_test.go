@@ -93,6 +93,8 @@ func route(r *http.Request) string {
 		return "release"
 	case strings.HasPrefix(p, "/v1/objects/") && r.Method == "GET":
 		return "get"
+	case strings.HasPrefix(p, "/v1/apis/") && r.Method == "GET":
+		return "read"
 	case strings.HasPrefix(p, "/v1/objects/"), strings.HasPrefix(p, "/v1/apis/"):
 		return "write"
 	case strings.HasPrefix(p, "/v1/receipts"):
@@ -125,6 +127,8 @@ func (f *fakeGateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.drop[rt]--
 	}
 	status, body := f.act(rt, r, code)
+	rc, isReceipt := body.(fencegate.Receipt)
+	replay := isReceipt && rt == "write" && rc.ID != fmt.Sprintf("R%d", len(f.writes))
 	f.mu.Unlock()
 	if lose { // acted, but the answer never arrives
 		conn, _, err := w.(http.Hijacker).Hijack()
@@ -139,6 +143,9 @@ func (f *fakeGateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if rid, ok := body.(fencegate.Receipt); ok {
 		w.Header().Set("Fence-Receipt", rid.ID)
+		if replay {
+			w.Header().Set("Fence-Replay", "true")
+		}
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
@@ -178,10 +185,21 @@ func (f *fakeGateway) act(rt string, r *http.Request, code fencegate.Code) (int,
 		return http.StatusOK, f.info(now, "")
 	case "receipts":
 		return http.StatusOK, map[string]any{"receipts": f.receipts}
+	case "read":
+		return http.StatusOK, map[string]string{"query": r.URL.RawQuery, "auth": r.Header.Get("Authorization")}
 	case "write":
 		f.writes = append(f.writes, r.Header.Clone())
 		seg, _ := strconv.ParseUint(r.Header.Get("Fence-Segment"), 10, 64)
-		rc := fencegate.Receipt{ID: fmt.Sprintf("R%d", len(f.writes)), Lease: "L1", FenceToken: 7, Segment: seg,
+		key := r.Header.Get("Fence-Effect-Key")
+		for _, old := range f.receipts { // a replay of a committed segment answers its receipt
+			if old.Lease == "L1" && old.FenceToken == 7 && old.Segment == seg && old.State == fencegate.ReceiptCommitted && code == "" {
+				if old.EffectKey != key {
+					return 0, &fencegate.Error{Code: fencegate.CodeQuarantined, Message: "another effect key", ReceiptID: old.ID}
+				}
+				return http.StatusOK, old
+			}
+		}
+		rc := fencegate.Receipt{ID: fmt.Sprintf("R%d", len(f.writes)), Lease: "L1", FenceToken: 7, Segment: seg, EffectKey: key,
 			OperationID: "op-1", State: fencegate.ReceiptCommitted, Target: r.URL.Path, Method: r.Method}
 		switch code {
 		case "":

@@ -1,0 +1,175 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fencegate/fencegate"
+)
+
+// sdk is an SDK on a Transport over the fake gateway's lease L1.
+type sdk struct {
+	t  *testing.T
+	f  *fakeGateway
+	hc *http.Client
+}
+
+func newSDK(t *testing.T) *sdk {
+	f, c := newFake(t)
+	l, err := c.AcquireLease(context.Background(), LeaseParams{AcquireParams: AcquireParams{Resource: "bucket/jobs",
+		RequestID: "r-1", TTL: time.Minute, OperationID: "op-1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &sdk{t: t, f: f, hc: &http.Client{Transport: &Transport{Lease: l, API: "pay"}}}
+}
+
+// post is what an SDK sends: its own base URL, secret and idempotency key.
+func (s *sdk) post(key, body string) (*http.Response, error) {
+	req, _ := http.NewRequest("POST", "https://api.example.com/v1/charges", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer sk_secret_of_the_sdk")
+	req.Header.Set("Idempotency-Key", key)
+	resp, err := s.hc.Do(req)
+	if err == nil {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	return resp, err
+}
+
+// segments lists the Fence-Segment and Fence-Effect-Key of every write the gateway saw.
+func (s *sdk) segments() []string {
+	s.f.mu.Lock()
+	defer s.f.mu.Unlock()
+	var out []string
+	for _, h := range s.f.writes {
+		out = append(out, h.Get("Fence-Segment")+":"+h.Get("Fence-Effect-Key"))
+	}
+	return out
+}
+
+func (s *sdk) wantSegments(want ...string) {
+	s.t.Helper()
+	if got := s.segments(); strings.Join(got, " ") != strings.Join(want, " ") {
+		s.t.Fatalf("writes (segment:key) = %v, want %v", got, want)
+	}
+}
+
+func TestTransportLostAnswerThenTheSameKeyReplaysItsSegment(t *testing.T) {
+	s := newSDK(t)
+	s.f.loseNext("write")
+	if _, err := s.post("k1", "a=1"); !IsUncertain(err) {
+		t.Fatalf("lost answer: %v, want an uncertain error", err)
+	}
+	resp, err := s.post("k1", "a=1")
+	if err != nil || resp.Header.Get("Fence-Replay") != "true" {
+		t.Fatalf("retry under the key: %v %v", resp, err)
+	}
+	if _, err := s.post("k2", "a=2"); err != nil {
+		t.Fatal(err)
+	}
+	s.wantSegments("1:k1", "1:k1", "2:k2")
+}
+
+func TestTransportLostAnswerThenAnotherKeySettlesTheDoubtFirst(t *testing.T) {
+	s := newSDK(t)
+	s.f.loseNext("write")
+	if _, err := s.post("k1", "a=1"); !IsUncertain(err) {
+		t.Fatalf("lost answer: %v", err)
+	}
+	if _, err := s.post("k2", "a=2"); err != nil { // receipts say segment 1 is committed
+		t.Fatal(err)
+	}
+	if resp, err := s.post("k1", "a=1"); err != nil || resp.Header.Get("Fence-Replay") != "true" {
+		t.Fatalf("k1 again: %v %v", resp, err)
+	}
+	s.wantSegments("1:k1", "2:k2", "1:k1")
+	if s.f.count("receipts") != 2 { // the ledger once, the doubt once
+		t.Fatalf("receipt listings = %d, want 2", s.f.count("receipts"))
+	}
+}
+
+func TestTransportUnsettledKeyHoldsBackOthersUntilItIsNotApplied(t *testing.T) {
+	s := newSDK(t)
+	s.f.refuseNext("write", fencegate.CodeMutationUnknown)
+	_, err := s.post("k1", "a=1")
+	var fe *fencegate.Error
+	if !errors.As(err, &fe) || fe.Code != fencegate.CodeMutationUnknown || fe.ReceiptID != "R1" {
+		t.Fatalf("unknown outcome: %v", err)
+	}
+	if _, err := s.post("k2", "a=2"); fencegate.ErrorCode(err) != fencegate.CodeMutationUnknown {
+		t.Fatalf("another key while k1 is UNKNOWN: %v, want MUTATION_UNKNOWN without a send", err)
+	}
+	s.wantSegments("1:k1")
+	s.f.settle("R1", fencegate.ReceiptNotApplied) // the reconciler proves k1 never happened
+	if _, err := s.post("k2", "a=2"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.post("k1", "a=1"); err != nil {
+		t.Fatal(err)
+	}
+	s.wantSegments("1:k1", "1:k2", "2:k1")
+}
+
+func TestTransportFindsKeysOfEarlierProcessesAndOwnersInTheLedger(t *testing.T) {
+	f, c := newFake(t)
+	f.receipts = []fencegate.Receipt{
+		{ID: "R0", Lease: "L0", FenceToken: 6, Segment: 4, EffectKey: "old", OperationID: "op-1", State: fencegate.ReceiptCommitted,
+			Response: &fencegate.EffectResponse{Status: 201, Header: map[string]string{"Content-Type": "application/json"}, Body: []byte(`{"id":"ch_0"}`)}},
+		{ID: "Rx", Lease: "L0", FenceToken: 6, Segment: 5, EffectKey: "lost", OperationID: "op-1", State: fencegate.ReceiptUnknown},
+		{ID: "R1", Lease: "L1", FenceToken: 7, Segment: 1, EffectKey: "k1", OperationID: "op-1", State: fencegate.ReceiptCommitted},
+		{ID: "R2", Lease: "L1", FenceToken: 7, Segment: 2, EffectKey: "k2", OperationID: "op-1", State: fencegate.ReceiptCommitted},
+	}
+	f.writes = make([]http.Header, 2) // the earlier process's two writes
+	l, err := c.AcquireLease(context.Background(), LeaseParams{AcquireParams: AcquireParams{Resource: "bucket/jobs",
+		RequestID: "r-1", TTL: time.Minute, OperationID: "op-1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &sdk{t: t, f: f, hc: &http.Client{Transport: &Transport{Lease: l, API: "pay"}}}
+
+	resp, err := s.post("old", "a=0")
+	if err != nil || resp.StatusCode != 201 || resp.Header.Get("Fence-Receipt") != "R0" {
+		t.Fatalf("an earlier owner's committed key: %v %v", resp, err)
+	}
+	if _, err := s.post("lost", "a=9"); fencegate.ErrorCode(err) != fencegate.CodeMutationUnknown {
+		t.Fatalf("an earlier owner's unsettled key: %v, want MUTATION_UNKNOWN, never a resend under fence 7", err)
+	}
+	if _, err := s.post("k1", "a=1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.post("k3", "a=3"); err != nil {
+		t.Fatal(err)
+	}
+	got := s.segments()[2:]
+	if strings.Join(got, " ") != "1:k1 3:k3" {
+		t.Fatalf("writes after the restart = %v, want k1 replayed at 1 and k3 at 3", got)
+	}
+}
+
+func TestTransportSurfacesRefusalsAsErrorsAndReadsWithoutFence(t *testing.T) {
+	s := newSDK(t)
+	s.f.refuseNext("write", fencegate.CodeStaleOwner)
+	_, err := s.post("k1", "a=1")
+	var fe *fencegate.Error
+	if !errors.As(err, &fe) || fe.Code != fencegate.CodeStaleOwner {
+		t.Fatalf("refusal: %v, want STALE_OWNER through net/http's error", err)
+	}
+	req, _ := http.NewRequest("GET", "https://api.example.com/v1/charges/ch_1?expand=x", nil)
+	req.Header.Set("Authorization", "Bearer sk_secret_of_the_sdk")
+	resp, err := s.hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var seen map[string]string
+	if err := json.NewDecoder(resp.Body).Decode(&seen); err != nil || seen["query"] != "expand=x" || seen["auth"] != "Bearer tok" {
+		t.Fatalf("read reached the gateway as %v (%v): want the query and the workload credential", seen, err)
+	}
+}
