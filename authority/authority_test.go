@@ -296,3 +296,43 @@ func TestReplicaRevokesLocallyAtOnceAndKeepsItAcrossRestarts(t *testing.T) {
 	_, err = a.SetTrustBundle(ctx, v1)
 	wantCode(t, err, fencegate.CodeInvalidRequest)
 }
+
+func TestReplicaOffersInstallOnlyNewerBundlesAndNeverOverwriteANewerFile(t *testing.T) {
+	reg := newEnv(t, true)
+	registry := reg.open()
+	rep := newEnv(t, false)
+	v1, _ := registry.TrustBundle(ctx)
+	if err := os.WriteFile(rep.cfg.Files.Bundle, v1, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	replica := rep.open()
+	if ok, _, err := replica.OfferBundle(v1); ok || err != nil {
+		t.Fatalf("same version installed again: %v %v", ok, err)
+	}
+	if _, err := registry.RotateKey(ctx); err != nil {
+		t.Fatal(err)
+	}
+	v2, _ := registry.TrustBundle(ctx)
+	if _, err := registry.RetireEpoch(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	v3, _ := registry.TrustBundle(ctx)
+	// Someone already put v3 in the (shared) file; offering v2 must not replace it.
+	if err := os.WriteFile(rep.cfg.Files.Bundle, v3, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if ok, v, err := replica.OfferBundle(v2); !ok || v != 2 || err != nil {
+		t.Fatalf("offer v2: %v %d %v", ok, v, err)
+	}
+	if !bytes.Equal(v3, rep.read("trust-bundle.json")) {
+		t.Fatal("an older fetched bundle overwrote a newer file")
+	}
+	if ok, v, err := replica.OfferBundle(v3); !ok || v != 3 || err != nil || !replica.EpochRevoked(1) {
+		t.Fatalf("offer v3: %v %d %v", ok, v, err)
+	}
+	_, _, err := replica.OfferBundle([]byte(`{"version":9}`))
+	wantCode(t, err, fencegate.CodeInvalidRequest)
+	if replica.Verifier().Bundle().Version() != 3 {
+		t.Fatal("a refused offer changed the bundle")
+	}
+}

@@ -187,12 +187,29 @@ func (a *Authority) SetTrustBundle(_ context.Context, data []byte) (State, error
 // force (the path a replica's operator uses: replace the file). It reports
 // whether it installed a new version; a file that is refused changes nothing.
 func (a *Authority) ReloadBundle() (installed bool, version uint64, err error) {
-	a.change.Lock()
-	defer a.change.Unlock()
 	b, err := proofs.LoadBundle(a.files.Bundle)
 	if err != nil {
 		return false, 0, err
 	}
+	return a.offer(b, nil)
+}
+
+// OfferBundle installs a bundle document fetched from the registry this
+// replica is configured with (registryURL) if its version is above the one
+// in force, and persists it as the bundle file; the same rules as
+// SetTrustBundle apply, and a refused one changes nothing.
+func (a *Authority) OfferBundle(data []byte) (installed bool, version uint64, err error) {
+	b, err := proofs.ParseBundle(data)
+	if err != nil {
+		return false, 0, err
+	}
+	return a.offer(b, data)
+}
+
+// offer installs b if it is newer; data, when set, is written as the bundle file.
+func (a *Authority) offer(b *proofs.Bundle, data []byte) (bool, uint64, error) {
+	a.change.Lock()
+	defer a.change.Unlock()
 	if b.Version() <= a.verifier.Bundle().Version() {
 		return false, b.Version(), nil
 	}
@@ -202,7 +219,14 @@ func (a *Authority) ReloadBundle() (installed bool, version uint64, err error) {
 	if err := a.install(b); err != nil {
 		return false, b.Version(), err
 	}
-	_, err = a.saved()
+	// The file may be shared (with the registry, or other replicas): never
+	// replace a version at least as new.
+	if onDisk, err := proofs.LoadBundle(a.files.Bundle); data != nil && (err != nil || onDisk.Version() < b.Version()) {
+		if err := WriteFileAtomic(a.files.Bundle, data, 0o644); err != nil {
+			return true, b.Version(), fencegate.Wrap(err, fencegate.CodeInternal, "persist trust bundle")
+		}
+	}
+	_, err := a.saved()
 	return true, b.Version(), err
 }
 

@@ -65,8 +65,15 @@ type Config struct {
 	StatusMode string `yaml:"statusMode"`
 	// RegistryURL is a registry in another process that query mode asks,
 	// with the bearer credential RegistryCredential.
+	// A replica with a registryURL also fetches the registry's trust bundle
+	// (GET /v1/trust-bundle, as a gateway identity) every BundleRefresh and
+	// installs newer versions, so rotations and revocations reach it by
+	// themselves; RegistryCredential must be one of the registry's gateways.
 	RegistryURL        string   `yaml:"registryURL"`
 	RegistryCredential Identity `yaml:"registryCredential"`
+	// BundleRefresh is how often a replica with a registryURL fetches the
+	// trust bundle (default 1s; keep it well below the registry's statusLife).
+	BundleRefresh time.Duration `yaml:"bundleRefresh"`
 	// PolicyGeneration is the oldest policy generation a grant may carry.
 	PolicyGeneration uint64 `yaml:"policyGeneration"`
 	// RevokedEpochs are issuer epochs whose grants and proofs are refused.
@@ -193,6 +200,7 @@ func Default() Config {
 		MaxBodyBytes:           5 << 30,
 		QuarantinePayloadBytes: fencegate.DefaultQuarantinePayload,
 		KeyOverlap:             10 * time.Minute,
+		BundleRefresh:          time.Second,
 		EffectTimeout:          60 * time.Second,
 		Reconcile:              Reconcile{Interval: 5 * time.Second, Deadline: 15 * time.Minute, Orphan: 2 * time.Minute},
 		HTTP: HTTPLimits{ReadHeaderTimeout: 10 * time.Second, BodyReadTimeout: 30 * time.Second,
@@ -387,6 +395,9 @@ func (c *Config) Validate() error {
 	}
 	if c.StatusMode == "query" && c.Registry == nil && c.RegistryURL == "" {
 		add("statusMode query needs the in-process registry or registryURL")
+	}
+	if c.BundleRefresh <= 0 {
+		add("bundleRefresh must be positive")
 	}
 	if c.RegistryURL != "" {
 		if c.Registry != nil {

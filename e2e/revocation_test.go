@@ -234,3 +234,71 @@ func thiefKey(t *testing.T, s *proofs.Signer) any {
 	}
 	return doc.Keys[0]
 }
+
+// TestReplicaWithARegistryURLFetchesTheRevocationByItself: a proof-mode
+// replica configured with the registry's URL and a gateway identity fetches
+// the registry's trust bundle every bundleRefresh; a revocation at the
+// registry reaches it with no operator step, well within one status-proof
+// life (5 s), after which a thief's proofs for the revoked epoch are refused.
+func TestReplicaWithARegistryURLFetchesTheRevocationByItself(t *testing.T) {
+	regDir := t.TempDir()
+	reg := startGateway(t, "dev", "--data-dir", regDir, "--identity", "worker-a=token-a",
+		"--gateway", "replica=replica-token", "--admin-token", "ops-token")
+	wantCode(t, reg.do(t, "GET", "/v1/trust-bundle", "token-a", nil, ""), http.StatusForbidden, "FORBIDDEN")
+	wantCode(t, reg.do(t, "GET", "/v1/trust-bundle", "", nil, ""), http.StatusUnauthorized, "UNAUTHENTICATED")
+
+	repDir := t.TempDir()
+	bundle := filepath.Join(repDir, "bundle.json")
+	copyFile(t, filepath.Join(regDir, "trust-bundle.json"), bundle)
+	cfg := filepath.Join(repDir, "gw.yaml")
+	yml := fmt.Sprintf(`dataDir: %s
+trustBundle: %s
+registryURL: %s
+registryCredential: {name: replica, token: replica-token}
+bundleRefresh: 100ms
+stores: {local: "local:"}
+identities: [{name: worker-a, token: token-a}]
+access: {rules: [{identity: worker-a, lease: [local]}]}
+admins: [{name: ops, token: rep-ops}]
+`, filepath.Join(repDir, "data"), bundle, reg.base)
+	if err := os.WriteFile(cfg, []byte(yml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rep := startGateway(t, "serve", "--config", cfg)
+	a := reg.acquire(t, "token-a", "local/auto/1", "a-1", "auto", 60000)
+	if r := rep.put(t, "token-a", a, "local/auto/1", 1, "one"); r.status != http.StatusOK {
+		t.Fatalf("write at the replica: %d %s", r.status, r.body)
+	}
+	var g1 fencegate.Grant
+	d1 := proofs.GrantDigest(payloadOf(t, a.grant, &g1))
+	thief := stolenSigner(t, filepath.Join(regDir, "registry-signing-key"), "dev-1")
+
+	revokedAt := time.Now()
+	if r := reg.do(t, "POST", "/v1/admin/epochs/1/revoke", "ops-token", nil, ""); r.status != http.StatusOK {
+		t.Fatalf("revoke: %d %s", r.status, r.body)
+	}
+	for !strings.Contains(string(rep.do(t, "GET", "/v1/admin/state", "rep-ops", nil, "").body), `"revokedEpochs":[1]`) {
+		if time.Since(revokedAt) > 30*time.Second {
+			t.Fatalf("the replica never fetched the revocation:\n%s", rep.logs.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	took := time.Since(revokedAt)
+	t.Logf("revocation reached the replica %s after it was made", took.Round(time.Millisecond))
+	if took >= fencegate.DefaultStatusLife {
+		t.Fatalf("revocation took %s, not within one proof life (%s)", took, fencegate.DefaultStatusLife)
+	}
+	before := string(rep.do(t, "GET", "/v1/resources/local/auto/1", "token-a", nil, "").body)
+	wantCode(t, rep.put(t, "token-a", lease{grant: a.grant, status: heldProof(t, thief, g1, d1)}, "local/auto/1", 2, "stale"),
+		http.StatusUnauthorized, "EPOCH_REVOKED")
+	if after := string(rep.do(t, "GET", "/v1/resources/local/auto/1", "token-a", nil, "").body); after != before {
+		t.Fatalf("refused write moved the resource: %s -> %s", before, after)
+	}
+	a2 := reg.refresh(t, "token-a", a)
+	if r := rep.put(t, "token-a", a2, "local/auto/1", 2, "two"); r.status != http.StatusOK {
+		t.Fatalf("re-issued grant at the replica: %d %s", r.status, r.body)
+	}
+	if onDisk, err := proofs.LoadBundle(bundle); err != nil || !onDisk.EpochRevoked(1) {
+		t.Fatalf("fetched bundle not persisted as the replica's bundle file: %v", err)
+	}
+}

@@ -37,6 +37,9 @@ func (s *Server) leaseRoutes(r chi.Router) {
 	r.With(s.authOnly).Delete("/leases/{lease}", s.release)
 	r.With(s.authOnly).Get("/leases/{lease}", s.leaseStatus)
 	r.With(s.gatewayOrWorkload).Post("/leases/{lease}/attest", s.attest)
+	if s.Admin != nil {
+		r.With(s.gatewayOnly).Get("/trust-bundle", s.registryBundle)
+	}
 }
 
 // attestBody names the grant a gateway in query mode asks about by its
@@ -66,6 +69,38 @@ func (s *Server) gatewayOrWorkload(next http.Handler) http.Handler {
 		}
 		workload.ServeHTTP(w, r)
 	})
+}
+
+// gatewayOnly admits authenticated gateway identities only; a workload
+// credential is FORBIDDEN.
+func (s *Server) gatewayOnly(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var err error = fencegate.Errorf(fencegate.CodeUnauthenticated, "a gateway credential is required")
+		if s.GatewayAuth != nil {
+			var id string
+			if id, err = s.GatewayAuth.Authenticate(r); err == nil {
+				next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callerKey{}, "gateway:"+id)))
+				return
+			}
+		}
+		if _, werr := s.Auth.Authenticate(r); werr == nil {
+			err = fencegate.Errorf(fencegate.CodeForbidden, "this route is for gateway identities")
+		}
+		s.problem(w, r, err)
+	})
+}
+
+// registryBundle answers the registry's trust bundle to a gateway replica,
+// which installs it only if newer and not lifting a revocation.
+func (s *Server) registryBundle(w http.ResponseWriter, r *http.Request) {
+	b, err := s.Admin.TrustBundle(r.Context())
+	if err != nil {
+		s.problem(w, r, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	_, _ = w.Write(b)
 }
 
 // attest answers a linearizable status query with a signed status proof for

@@ -42,7 +42,9 @@ type App struct {
 	auth       *authority.Authority
 	// refusedBundle is the last bundle file version refused (logged once).
 	refusedBundle uint64
-	tls           *tls.Config
+	// remote is the registry in another process (registryURL), nil if none.
+	remote *remoteQuerier
+	tls    *tls.Config
 	// Registry is the in-process registry, nil if none.
 	Registry *registry.Registry
 	// Gateway is the acceptance point.
@@ -144,19 +146,22 @@ func Build(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, er
 			}
 		}
 	}
+	if cfg.RegistryURL != "" {
+		tok, err := cfg.RegistryCredential.Secret()
+		if err != nil {
+			return nil, err
+		}
+		if a.remote, err = newRemoteQuerier(cfg.RegistryURL, tok, verifier); err != nil {
+			return nil, err
+		}
+	}
 	switch {
 	case cfg.StatusMode == "query" && a.Registry != nil:
 		gcfg.Querier = a.Registry
 	case a.Registry != nil:
 		gcfg.Confirm = a.Registry // a new fence's first write is checked against the backend too
 	case cfg.StatusMode == "query":
-		tok, err := cfg.RegistryCredential.Secret()
-		if err != nil {
-			return nil, err
-		}
-		if gcfg.Querier, err = newRemoteQuerier(cfg.RegistryURL, tok, verifier); err != nil {
-			return nil, err
-		}
+		gcfg.Querier = a.remote
 	}
 	apis, err := openAPIs(cfg, log, a.metrics.Resend)
 	if err != nil {

@@ -14,6 +14,11 @@ import (
 // with one, checking its coordination backend for lost state (and
 // remembering what it saw).
 func (a *App) background(ctx context.Context) {
+	if a.remote != nil {
+		done := make(chan struct{})
+		go func() { defer close(done); a.pullBundles(ctx) }()
+		defer func() { <-done }()
+	}
 	t := time.NewTicker(a.cfg.Reconcile.Interval)
 	defer t.Stop()
 	for {
@@ -44,6 +49,40 @@ func (a *App) reloadBundle() {
 		a.log.Error("trust bundle file refused", "version", version, "err", err)
 	case installed:
 		a.log.Info("trust bundle reloaded", "version", version, "revokedEpochs", a.auth.Verifier().Bundle().RevokedEpochs())
+	}
+}
+
+// pullBundles fetches the registry's trust bundle every bundleRefresh until
+// ctx ends and offers it to the authority, which installs a newer version
+// (with its revocations) and refuses one that lifts a revocation or goes back.
+// Failures are logged once each until the next success.
+func (a *App) pullBundles(ctx context.Context) {
+	t := time.NewTicker(a.cfg.BundleRefresh)
+	defer t.Stop()
+	var lastErr string
+	for {
+		data, err := a.remote.FetchBundle(ctx)
+		var installed bool
+		var version uint64
+		if err == nil {
+			installed, version, err = a.auth.OfferBundle(data)
+		}
+		switch {
+		case err != nil && ctx.Err() == nil && err.Error() != lastErr:
+			lastErr = err.Error()
+			a.log.Error("trust bundle from the registry refused or unreachable", "version", version, "err", err)
+		case err == nil:
+			lastErr = ""
+		}
+		if installed {
+			a.log.Info("trust bundle fetched from the registry", "version", version,
+				"revokedEpochs", a.auth.Verifier().Bundle().RevokedEpochs())
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
 	}
 }
 

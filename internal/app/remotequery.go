@@ -78,6 +78,30 @@ func (q *remoteQuerier) GrantStatus(ctx context.Context, g fencegate.VerifiedGra
 	return st, err
 }
 
+// FetchBundle reads the registry's trust bundle (GET /v1/trust-bundle, as
+// a gateway identity). The document is only offered to the authority, which
+// installs it under the same rules as any other bundle.
+func (q *remoteQuerier) FetchBundle(ctx context.Context) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, q.base+"/v1/trust-bundle", nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+q.token)
+	resp, err := q.hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, proofs.MaxBundleSize+1))
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("registry answered %d to GET /v1/trust-bundle: %.200s", resp.StatusCode, raw)
+	}
+	return raw, nil
+}
+
 func newRemoteQuerier(base, token string, v *proofs.Verifier) (*remoteQuerier, error) {
 	u, err := url.Parse(base)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
