@@ -98,14 +98,27 @@ reconcile:`, sqSrv.URL), 1)
 	}
 	settled(second, "COMMITTED", 2)
 
-	// Segment 3: paid, and answered with a 500 the provider saved under the
-	// key. Not resent (a resend returns the same 500), not guessed: UNKNOWN.
+	// Segment 3: 503 before anything was paid. The resend pays once, and the
+	// stored answer is that payout (the old example stored a search's empty
+	// list as the answer of a payout never made).
+	pay.Inject(upstream.Unavailable)
+	wantCode(t, call("payouts", l, 3, `{"amount":400,"currency":"eur"}`), http.StatusBadGateway, "MUTATION_UNKNOWN")
+	third := call("payouts", l, 3, `{"amount":400,"currency":"eur"}`)
+	var po upstream.Payout
+	if third.status != http.StatusOK || json.Unmarshal(third.body, &po) != nil || po.Amount != 400 || pay.Effects() != 3 {
+		t.Fatalf("replay after a 503: %d %s, payouts %d", third.status, third.body, pay.Effects())
+	}
+	settled(third, "COMMITTED", 2)
+
+	// Segment 4 (last: it leaves the resource UNKNOWN): paid, and answered
+	// with a 500 the provider saved under the key. Not resent (a resend
+	// returns the same 500), not guessed: UNKNOWN.
 	pay.Inject(upstream.SavedServerError)
-	lost := call("payouts", l, 3, `{"amount":300,"currency":"eur"}`)
+	lost := call("payouts", l, 4, `{"amount":300,"currency":"eur"}`)
 	wantCode(t, lost, http.StatusBadGateway, "MUTATION_UNKNOWN")
 	requests := pay.Requests()
-	wantCode(t, call("payouts", l, 3, `{"amount":300,"currency":"eur"}`), http.StatusBadGateway, "MUTATION_UNKNOWN")
-	if pay.Requests() != requests || pay.Effects() != 3 {
+	wantCode(t, call("payouts", l, 4, `{"amount":300,"currency":"eur"}`), http.StatusBadGateway, "MUTATION_UNKNOWN")
+	if pay.Requests() != requests || pay.Effects() != 4 {
 		t.Fatalf("a saved 500 was resent: requests %d -> %d, payouts %d", requests, pay.Requests(), pay.Effects())
 	}
 	if r := receipt(lost.str("receiptId")); r["state"] != "UNKNOWN" || r["resend"] == true {
@@ -127,7 +140,7 @@ reconcile:`, sqSrv.URL), 1)
 	}
 	settled(sqAns, "COMMITTED", 2)
 
-	if pay.Effects() != 3 || sq.Effects() != 1 || pay.LeakedAuthorization() != 0 {
-		t.Fatalf("payouts %d and %d (want 3 and 1), leaked credentials %d", pay.Effects(), sq.Effects(), pay.LeakedAuthorization())
+	if pay.Effects() != 4 || sq.Effects() != 1 || pay.LeakedAuthorization() != 0 {
+		t.Fatalf("payouts %d and %d (want 4 and 1), leaked credentials %d", pay.Effects(), sq.Effects(), pay.LeakedAuthorization())
 	}
 }

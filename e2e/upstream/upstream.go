@@ -77,6 +77,8 @@ const (
 	// RetryableServerError answers 500 with Stripe-Should-Retry: true,
 	// applying and saving nothing.
 	RetryableServerError
+	// Unavailable answers 503 without applying or saving anything.
+	Unavailable
 )
 
 // Payout is one effect: money sent.
@@ -335,6 +337,10 @@ func (p *Payments) createPayout(w http.ResponseWriter, r *http.Request, account 
 		p.mu.Unlock()
 		w.Header().Set("Retry-After", "2")
 		answer(w, http.StatusConflict, map[string]any{"error": map[string]string{"type": "idempotency_error", "code": "idempotency_key_in_use"}})
+		return
+	case Unavailable:
+		p.mu.Unlock()
+		answer(w, http.StatusServiceUnavailable, map[string]string{"error": "unavailable"})
 		return
 	case RetryableServerError:
 		p.mu.Unlock()
