@@ -72,18 +72,27 @@ type recovery struct {
 // is missing or changed, whose revision went back, or whose highest fence
 // is below a fence already issued or accepted has lost state: grants pause
 // (COORDINATION_STATE_LOST) until issuance can continue above every known
-// fence. Call it before serving, and periodically; an unreachable backend is
-// an error, not a loss.
-func (r *Registry) Check(ctx context.Context) error {
+// fence. Call it before serving; an unreachable backend is an error, not a
+// loss.
+func (r *Registry) Check(ctx context.Context) error { return r.check(ctx, true) }
+
+// Watch is Check without asking the fence store (whose high-water read may
+// scan every resource): the backend's marker, revision and highest fence
+// against what this registry saw, for periodic use while serving.
+func (r *Registry) Watch(ctx context.Context) error { return r.check(ctx, false) }
+
+func (r *Registry) check(ctx context.Context, full bool) error {
 	r.rec.run.Lock()
 	defer r.rec.run.Unlock()
 	inc, err := r.backend.Incarnation(ctx)
 	if err != nil {
 		return backendErr(err)
 	}
-	hw, err := r.highWater(ctx)
-	if err != nil {
-		return err
+	var hw uint64
+	if full {
+		if hw, err = r.highWater(ctx); err != nil {
+			return err
+		}
 	}
 	rc := &r.rec
 	rc.mu.Lock()

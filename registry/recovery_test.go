@@ -392,3 +392,22 @@ func TestRegistriesSharingABackendJoinOneClaimInsteadOfTakingTurns(t *testing.T)
 		t.Fatalf("one loss each, one claim: %+v %+v", one.r.Issuance(), two.r.Issuance())
 	}
 }
+
+func TestWatchFindsALossWithoutAnAcquire(t *testing.T) {
+	e := newLossEnv(t, newSwappable(t), &highWater{}, nil)
+	a := e.mustAcquire("alice", "db/a", "r1")
+	if err := e.r.Watch(context.Background()); err != nil || e.r.Issuance().Paused {
+		t.Fatalf("watch without a loss: %v %+v", err, e.r.Issuance())
+	}
+	e.backend.wipe()
+	if err := e.r.Watch(context.Background()); fencegate.ErrorCode(err) != fencegate.CodeStateLost {
+		t.Fatalf("watch after the loss: want COORDINATION_STATE_LOST, got %v", err)
+	}
+	if !e.r.Issuance().Paused || e.retired.Load() != 1 {
+		t.Fatalf("the loss was not acted on: %+v, %d retirements", e.r.Issuance(), e.retired.Load())
+	}
+	e.clock.Advance(statusLife)
+	if l := e.mustAcquire("bob", "db/a", "b1"); l.Lease.FenceToken <= a.Lease.FenceToken {
+		t.Fatalf("fence %d not above %d", l.Lease.FenceToken, a.Lease.FenceToken)
+	}
+}

@@ -27,7 +27,7 @@ func (a *App) background(ctx context.Context) {
 		}
 		if a.Registry == nil {
 			a.reloadBundle()
-		} else if err := a.Registry.Check(ctx); err != nil && ctx.Err() == nil && fencegate.ErrorCode(err) != fencegate.CodeStateLost {
+		} else if err := a.Registry.Watch(ctx); err != nil && ctx.Err() == nil && fencegate.ErrorCode(err) != fencegate.CodeStateLost {
 			a.log.Warn("registry incarnation check failed", "err", err)
 		}
 		select {

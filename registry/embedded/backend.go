@@ -29,6 +29,7 @@ var (
 	keyFloor       = []byte("floor")
 	keyIncarnation = []byte("incarnation")
 	keySince       = []byte("since")
+	keyMaxFence    = []byte("maxfence")
 )
 
 // Backend implements fencegate.LeaseBackend on bbolt. Fences use the full
@@ -63,7 +64,7 @@ func New(db *bbolt.DB) (*Backend, error) {
 				return err
 			}
 		}
-		return nil
+		return initMaxFence(tx)
 	})
 	if err != nil {
 		return nil, translate(err, "create registry buckets")
@@ -139,6 +140,11 @@ func (b *Backend) Acquire(ctx context.Context, req fencegate.AcquireRequest) (fe
 		rev, err := bumpRevision(meta)
 		if err != nil {
 			return err
+		}
+		if fence > getUint(meta, keyMaxFence) {
+			if err := putUint(meta, keyMaxFence, fence); err != nil {
+				return err
+			}
 		}
 		rec := leaserule.NewRecord(req, fence, rev)
 		if err := putRecord(leases, rec); err != nil {

@@ -10,19 +10,35 @@ import (
 	"github.com/fencegate/fencegate/registry/internal/leaserule"
 )
 
-// Incarnation implements fencegate.LeaseBackend in one read transaction; the
-// highest fence is the floor or the top of the resources' sequences.
+// Incarnation implements fencegate.LeaseBackend in one read transaction of
+// the meta bucket; the highest fence is the floor or the highest fence
+// issued, kept there by every acquire.
 func (b *Backend) Incarnation(ctx context.Context) (fencegate.Incarnation, error) {
 	var out fencegate.Incarnation
 	err := b.db.View(func(tx *bbolt.Tx) error {
 		out = readIncarnation(tx.Bucket(bucketMeta))
-		return tx.Bucket(bucketResources).ForEach(func(_, v []byte) error {
-			res, err := decodeResource(v)
-			out.HighestFence = max(out.HighestFence, res.LastFence)
-			return err
-		})
+		return nil
 	})
 	return out, translate(err, "read incarnation")
+}
+
+// initMaxFence computes the highest fence issued once, for a file written
+// before it was kept in the meta bucket.
+func initMaxFence(tx *bbolt.Tx) error {
+	meta := tx.Bucket(bucketMeta)
+	if meta.Get(keyMaxFence) != nil {
+		return nil
+	}
+	var top uint64
+	err := tx.Bucket(bucketResources).ForEach(func(_, v []byte) error {
+		res, err := decodeResource(v)
+		top = max(top, res.LastFence)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return putUint(meta, keyMaxFence, top)
 }
 
 // Claim implements fencegate.LeaseBackend in one write transaction.
@@ -61,6 +77,6 @@ func (b *Backend) Claim(ctx context.Context, prev, id string, floor uint64) (fen
 func readIncarnation(meta *bbolt.Bucket) fencegate.Incarnation {
 	return fencegate.Incarnation{
 		ID: string(meta.Get(keyIncarnation)), Since: getUint(meta, keySince),
-		Revision: getUint(meta, keyRevision), HighestFence: getUint(meta, keyFloor),
+		Revision: getUint(meta, keyRevision), HighestFence: max(getUint(meta, keyFloor), getUint(meta, keyMaxFence)),
 	}
 }

@@ -171,6 +171,9 @@ func (b *Backend) Acquire(ctx context.Context, req fencegate.AcquireRequest) (fe
 		if err != nil {
 			return err
 		}
+		if _, err := tx.Exec(ctx, `UPDATE registry_meta SET max_fence = greatest(max_fence, $1::numeric)`, formatUint(fence)); err != nil {
+			return err
+		}
 		l, err := scanLease(tx.QueryRow(ctx, `INSERT INTO registry_leases (id, resource, owner, request_id, fence, revision,
 			operation_id, operation_root, operation_category, state, ttl_ns, acquired_at, expires_at)
 			VALUES ($1, $2, $3, $4, $5::numeric, $6::numeric, $7, $8, $9, 'HELD', $10, $11, $12)

@@ -24,7 +24,7 @@ func checkIncarnation(ctx context.Context, tx pgx.Tx, req fencegate.AcquireReque
 }
 
 const incarnationQuery = `SELECT incarnation, incarnation_since::text, revision::text,
-	greatest(floor, (SELECT coalesce(max(last_fence), 0) FROM registry_resources))::text FROM registry_meta`
+	greatest(floor, max_fence)::text FROM registry_meta`
 
 // Incarnation implements fencegate.LeaseBackend with one statement.
 func (b *Backend) Incarnation(ctx context.Context) (fencegate.Incarnation, error) {
