@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/e2e/upstream"
 )
 
 // presetAPI is the least an API naming a preset must declare itself: where
@@ -124,5 +125,41 @@ func TestUnknownPresetIsRefusedNamingTheKnownOnes(t *testing.T) {
 	err := (Config{APIs: []APIConfig{a}}).Validate()
 	if err == nil || !strings.Contains(err.Error(), `preset "strpie" is none of adyen, checkout, gocardless, paypal, square, stripe`) {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// TestEachPresetPaysOnceAcrossADropAfterTheEffect runs every preset against
+// the payments upstream shaped like that API (its key header or body field,
+// its key length limit, its credential header; GoCardless' conflict answer
+// to a replay): the payout's answer is lost after the effect, and the
+// preset's settlement makes it COMMITTED with exactly one payout.
+func TestEachPresetPaysOnceAcrossADropAfterTheEffect(t *testing.T) {
+	for _, name := range PresetNames() {
+		t.Run(name, func(t *testing.T) {
+			p := presets[name]
+			opt := upstream.Options{KeyHeader: p.Key.Header, MaxKeyLength: p.Key.MaxLength, CredentialHeader: p.Credentials.Header,
+				KeyField: strings.TrimPrefix(p.Key.BodyField, "/"), ConflictOnReplay: name == "gocardless"}
+			h := newHarness(t, opt, func(c *APIConfig) {
+				c.Preset, c.Contract, c.Key, c.Settle, c.KeepResponseHeaders = name, Contract{}, Key{}, Settle{}, nil
+				c.Credentials = &Credentials{Prefix: "Bearer ", Env: "FG_TEST_UPSTREAM_TOKEN"}
+				if name == "gocardless" { // the fake's payouts live under /v1/payouts, not /payments
+					c.Settle = Settle{Strategy: StrategyConflictFetch, Conflict: &ConflictFetch{
+						Match: p.Settle.Conflict.Match, ID: p.Settle.Conflict.ID, URL: "/v1/payouts/{id}"}}
+				}
+			})
+			h.pay.Inject(upstream.DropResponse)
+			r := h.admitted(t, 1, payout)
+			h.apply(t, r)
+			if r.State != fencegate.ReceiptUnknown {
+				t.Fatalf("after a drop: %s", r.State)
+			}
+			if err := h.resolve(t, r); err != nil || r.State != fencegate.ReceiptCommitted {
+				t.Fatalf("settled %s: %v", r.State, err)
+			}
+			h.paidOnce(t, r, 1)
+			if n := h.pay.Unauthorized(); n != 0 {
+				t.Fatalf("%d requests without the credential in %s", n, p.Credentials.Header)
+			}
+		})
 	}
 }
