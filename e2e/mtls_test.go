@@ -77,7 +77,9 @@ func TestMTLSIdentityIsTheClientCertificate(t *testing.T) {
 	ca.write(t, filepath.Join(dir, "ca.pem"), "")
 	server.write(t, filepath.Join(dir, "server.pem"), filepath.Join(dir, "server.key"))
 	cfg := filepath.Join(dir, "gw.yaml")
-	yml := fmt.Sprintf("auth: mtls\ntls: {cert: %s, key: %s, clientCA: %s}\n", filepath.Join(dir, "server.pem"),
+	// The access policy names mTLS identities by a SAN pattern.
+	yml := fmt.Sprintf("auth: mtls\ntls: {cert: %s, key: %s, clientCA: %s}\n"+
+		"access: {rules: [{san: \"spiffe://test/*\", lease: [\"local/m/*\"]}]}\n", filepath.Join(dir, "server.pem"),
 		filepath.Join(dir, "server.key"), filepath.Join(dir, "ca.pem"))
 	if err := os.WriteFile(cfg, []byte(yml), 0o600); err != nil {
 		t.Fatal(err)
@@ -136,6 +138,9 @@ func TestMTLSIdentityIsTheClientCertificate(t *testing.T) {
 	code, l := send(certified, "POST", "/v1/leases", nil, `{"resource":"local/m/1","requestId":"r1","ttlMs":60000,"operationId":"m"}`)
 	if code != 201 || l["owner"] != "spiffe://test/worker-a" {
 		t.Fatalf("acquire over mTLS: %d %v", code, l)
+	}
+	if code, r := send(certified, "POST", "/v1/leases", nil, `{"resource":"local/other","requestId":"r2","ttlMs":60000,"operationId":"m"}`); code != 403 || r["code"] != "FORBIDDEN" {
+		t.Fatalf("acquire outside the SAN pattern's resources: %d %v", code, r)
 	}
 	hdr := map[string]string{"Fence-Grant": l["grant"].(string), "Fence-Status": l["statusProof"].(string), "Fence-Segment": "1"}
 	if code, r := send(certified, "PUT", "/v1/objects/local/m/1", hdr, "x"); code != 200 {

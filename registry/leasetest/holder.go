@@ -9,8 +9,8 @@ import (
 
 // testHolder: a backend that implements fencegate.LeaseHolders names a
 // resource's live lease, and NOT_FOUND when none holds it: never acquired,
-// expired, or released. (Backends without the capability skip this rule, and
-// operators cannot clear key bindings on them.)
+// expired, or released. Every backend here implements it; one without the
+// capability skips this rule (and operators cannot clear key bindings on it).
 func testHolder(t *testing.T, h *harness) {
 	hb, ok := h.b.(fencegate.LeaseHolders)
 	if !ok {
