@@ -62,10 +62,15 @@ func TestReplicasUnderChaosKeepTheFencingContract(t *testing.T) {
 	c := startCluster(t, clusterSpec{workers: workers, resources: 3, pgURL: pg.URL(), s3: s3srv})
 	c.ownS3 = own
 	t.Cleanup(func() {
-		if t.Failed() {
-			for _, r := range c.replicas {
-				t.Logf("--- replica %d log (tail) ---\n%s", r.idx, tail(r.logPath, 60))
-			}
+		if !t.Failed() {
+			return
+		}
+		keep := filepath.Join(history.ArtifactDir(), fmt.Sprintf("%s-seed%d-logs", t.Name(), seed))
+		for _, r := range c.replicas {
+			t.Logf("--- replica %d log (tail) ---\n%s", r.idx, tail(r.logPath, 60))
+		}
+		if err := keepLogs(keep, c); err == nil {
+			t.Logf("replica and etcd logs kept in %s", keep)
 		}
 	})
 	rng := rand.New(rand.NewPCG(seed, 0))

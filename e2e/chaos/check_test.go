@@ -105,6 +105,7 @@ type verdict struct {
 	unsettled       []string // a receipt still PENDING or UNKNOWN after the settle wait
 	finalMismatch   []string // a final object that is not the last committed write
 	spuriousStale   []string // STALE_OWNER with no higher fence admitted before the answer
+	fenceReuse      []string // two leases of one resource with one fence, or FENCE_REGRESSION
 	settledUnknowns map[fencegate.ReceiptState]int
 	settled         settledAs // what became of each write answered Unknown
 }
@@ -117,6 +118,7 @@ func (v verdict) failures() map[string][]string {
 		"UNKNOWN or PENDING left unsettled":                   v.unsettled,
 		"final objects not the last committed write":          v.finalMismatch,
 		"STALE_OWNER answers without a higher admitted fence": v.spuriousStale,
+		"fences handed out twice or regressed":                v.fenceReuse,
 	}
 }
 
@@ -192,6 +194,23 @@ func (c *cluster) judge(ops []*op, receipts map[string][]fencegate.Receipt, open
 					a.resource, a.fence, a.seg, a.client, a.replica, b.fence, b.seg))
 				break
 			}
+		}
+	}
+	// The registry (on etcd, through member kills and leader moves) hands out
+	// each fence of a resource to one lease only, and never one at or below
+	// what the resource has seen.
+	leaseOf := map[rkey]string{}
+	for _, o := range ops {
+		if o.kind != history.Write {
+			continue
+		}
+		k := rkey{res: o.resource, fence: o.fence}
+		if l, seen := leaseOf[k]; seen && l != o.lease {
+			v.fenceReuse = append(v.fenceReuse, fmt.Sprintf("%s fence %d went to leases %s and %s", o.resource, o.fence, l, o.lease))
+		}
+		leaseOf[k] = o.lease
+		if o.code == string(fencegate.CodeFenceRegression) {
+			v.fenceReuse = append(v.fenceReuse, fmt.Sprintf("%s fence %d (lease %s) refused FENCE_REGRESSION", o.resource, o.fence, o.lease))
 		}
 	}
 	// A stale refusal names a higher fence that had been admitted: a write

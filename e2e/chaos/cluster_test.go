@@ -236,3 +236,19 @@ func (r *s3Reader) empty() {
 		}
 	}
 }
+
+// keepLogs copies the replicas' logs and configs and the etcd members' logs
+// to dir, which outlives the test.
+func keepLogs(dir string, c *cluster) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for _, r := range c.replicas {
+		for _, p := range []string{r.logPath, r.cfgPath} {
+			if b, err := os.ReadFile(p); err == nil {
+				_ = os.WriteFile(filepath.Join(dir, filepath.Base(p)), b, 0o644)
+			}
+		}
+	}
+	return os.WriteFile(filepath.Join(dir, "etcd.log"), []byte(c.etcd.Logs()), 0o644)
+}

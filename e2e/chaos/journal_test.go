@@ -27,6 +27,7 @@ type op struct {
 	fence, seg    uint64
 	value         string // a write's body, unique per write; a read's result
 	replica       int
+	lease         string // the lease a write was sent under
 
 	call, ret int64 // logical times; ret == 0 while no answer came
 	status    int

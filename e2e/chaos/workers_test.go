@@ -181,7 +181,7 @@ func (w *worker) write(ctx context.Context, h held, seg int) *op {
 	rep := w.replica()
 	key := strings.TrimPrefix(h.resource, storeName+"/")
 	o := w.c.journal.invoke(&op{client: w.id, kind: history.Write, resource: h.resource, key: key,
-		fence: h.answer.FenceToken, seg: uint64(seg), replica: rep,
+		fence: h.answer.FenceToken, seg: uint64(seg), replica: rep, lease: h.answer.Lease,
 		value: fmt.Sprintf("w%d f%d s%d #%d", w.id, h.answer.FenceToken, seg, w.seq.Add(1))})
 	hdr := map[string]string{"Fence-Grant": h.answer.Grant, "Fence-Status": h.answer.StatusProof,
 		"Fence-Segment": fmt.Sprint(seg), "Content-Type": "text/plain"}
