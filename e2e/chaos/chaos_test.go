@@ -38,9 +38,9 @@ func setting[T any](flagVal T, zero T, env string, parse func(string) (T, error)
 }
 
 // TestReplicasUnderChaosKeepTheFencingContract: three `gateway serve`
-// replicas on one Postgres fence store and one S3 store, with registries on a
-// three-member etcd cluster, serve workers through all three while replicas
-// are killed with SIGKILL and restarted, links to Postgres and S3 get latency,
+// replicas on one Postgres fence store and one S3 store, with a `gateway
+// registry` on a three-member etcd cluster, serve workers through all three
+// while replicas and the registry are killed with SIGKILL and restarted, links to Postgres and S3 get latency,
 // resets and cuts, and etcd loses a member and its leader. Afterwards every
 // UNKNOWN settles, no stale write was accepted, no receipt of a 2xx write is
 // lost, no object holds a refused write's bytes, and each object is its last
@@ -62,12 +62,12 @@ func TestReplicasUnderChaosKeepTheFencingContract(t *testing.T) {
 	c := startCluster(t, clusterSpec{workers: workers, resources: 3, pgURL: pg.URL(), s3: s3srv})
 	c.ownS3 = own
 	t.Cleanup(func() {
-		if !t.Failed() {
+		if !t.Failed() && os.Getenv("FENCEGATE_CHAOS_KEEP_LOGS") == "" {
 			return
 		}
 		keep := filepath.Join(history.ArtifactDir(), fmt.Sprintf("%s-seed%d-logs", t.Name(), seed))
-		for _, r := range c.replicas {
-			t.Logf("--- replica %d log (tail) ---\n%s", r.idx, tail(r.logPath, 60))
+		for _, r := range append([]*replica{c.registry}, c.replicas...) {
+			t.Logf("--- %s log (tail) ---\n%s", filepath.Base(r.logPath), tail(r.logPath, 60))
 		}
 		if err := keepLogs(keep, c); err == nil {
 			t.Logf("replica and etcd logs kept in %s", keep)
@@ -98,7 +98,7 @@ func TestReplicasUnderChaosKeepTheFencingContract(t *testing.T) {
 	// Everything is healed; the reconcilers settle what the faults left open.
 	hctx, hcancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer hcancel()
-	for _, r := range c.replicas {
+	for _, r := range append([]*replica{c.registry}, c.replicas...) {
 		if !r.up() {
 			if err := r.start(hctx); err != nil {
 				t.Fatalf("%v\n%s", err, tail(r.logPath, 40))
@@ -131,6 +131,14 @@ func TestReplicasUnderChaosKeepTheFencingContract(t *testing.T) {
 	}
 	t.Logf("chaos run: %d operations, %d receipts, settled in %s\noperations:\n%sinjected:\n%sUNKNOWN answers settled as: %v",
 		len(ops), nreceipts, settleTook.Round(time.Millisecond), summary(ops), c.counters(), v.settledUnknowns)
+	// What the registry concluded about its backend through the etcd faults.
+	if losses := grepLines(c.registry.logPath, "coordination state lost"); len(losses) > 0 {
+		t.Logf("the registry detected %d coordination state losses (grants paused, epoch retired); first: %s",
+			len(losses), losses[0])
+	}
+	if errs := grepLines(c.registry.logPath, "level=ERROR"); len(errs) > 0 {
+		t.Logf("the registry logged %d errors; first: %s", len(errs), errs[0])
+	}
 	for name, list := range v.failures() {
 		t.Logf("%s: %d", name, len(list))
 		if len(list) > 0 {

@@ -36,8 +36,9 @@ type cluster struct {
 	t         *testing.T
 	dir       string
 	replicas  []*replica
-	pgLinks   []*link // replica i -> Postgres
-	s3Links   []*link // replica i -> S3
+	registry  *replica // the one `gateway registry` process, on the etcd cluster
+	pgLinks   []*link  // replica i -> Postgres
+	s3Links   []*link  // replica i -> S3
 	etcd      *testenv.EtcdCluster
 	ownS3     *testenv.Versitygw // the S3 server when it is the test's own (it may be paused)
 	s3        *s3Reader
@@ -123,9 +124,21 @@ func startCluster(t *testing.T, spec clusterSpec) *cluster {
 	}
 	ls := newLinks()
 	bin := binary(t)
-	bundle := filepath.Join(c.dir, "trust-bundle.json")
-	key := filepath.Join(c.dir, "signing.key")
 	etcdURL := "etcd://" + strings.Join(c.etcd.Endpoints(), ",") + "?prefix=/" + prefix + "/"
+	regDir := filepath.Join(c.dir, "registry")
+	regCfg := filepath.Join(c.dir, "registry.yaml")
+	rc := registryConfig{DataDir: regDir, FenceStore: spec.pgURL, Backend: etcdURL, Identities: c.tokens}
+	if err := os.WriteFile(regCfg, []byte(rc.yaml()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c.registry = &replica{idx: -1, sub: "registry", bin: bin, addr: freeAddr(t), cfgPath: regCfg,
+		logPath: filepath.Join(c.dir, "registry.log")}
+	t.Cleanup(func() {
+		if err := c.registry.stop(); err != nil {
+			t.Errorf("%v", err)
+		}
+	})
+	bundle := filepath.Join(regDir, "trust-bundle.json") // written by the registry at its first start
 	for i := range replicas {
 		pl := ls.open(t, fmt.Sprintf("pg-%d", i), pg.Host)
 		sl := ls.open(t, fmt.Sprintf("s3-%d", i), s3u.Host)
@@ -135,12 +148,12 @@ func startCluster(t *testing.T, spec clusterSpec) *cluster {
 		q := url.Values{"endpoint": {"http://" + sl.addr()}, "region": {srv.Region}, "pathStyle": {"true"}}
 		mode := "proof"
 		if i == replicas-1 {
-			mode = "query" // one replica asks its registry (etcd) for each grant's status
+			mode = "query" // one replica asks the registry for each grant's status
 		}
 		cfg := replicaConfig{
 			DataDir: filepath.Join(c.dir, fmt.Sprintf("data-%d", i)), FenceStore: viaPG.String(),
 			Store:  "s3://" + srv.Bucket + "/" + prefix + "?" + q.Encode(),
-			Bundle: bundle, SigningKey: key, Registry: etcdURL, StatusMode: mode, Identities: c.tokens,
+			Bundle: bundle, StatusMode: mode, RegistryURL: c.registry.base(), Identities: c.tokens,
 		}
 		path := filepath.Join(c.dir, fmt.Sprintf("replica-%d.yaml", i))
 		if err := os.WriteFile(path, []byte(cfg.yaml()), 0o600); err != nil {
@@ -155,11 +168,11 @@ func startCluster(t *testing.T, spec clusterSpec) *cluster {
 			}
 		})
 	}
-	// The first replica writes the shared signing key and trust bundle; the
-	// others start on them.
+	// The registry writes its signing key and trust bundle; the replicas
+	// start on them.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	for _, r := range c.replicas {
+	for _, r := range append([]*replica{c.registry}, c.replicas...) {
 		if err := r.start(ctx); err != nil {
 			t.Fatalf("%v\n%s", err, tail(r.logPath, 40))
 		}
@@ -243,7 +256,7 @@ func keepLogs(dir string, c *cluster) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	for _, r := range c.replicas {
+	for _, r := range append([]*replica{c.registry}, c.replicas...) {
 		for _, p := range []string{r.logPath, r.cfgPath} {
 			if b, err := os.ReadFile(p); err == nil {
 				_ = os.WriteFile(filepath.Join(dir, filepath.Base(p)), b, 0o644)
@@ -251,4 +264,16 @@ func keepLogs(dir string, c *cluster) error {
 		}
 	}
 	return os.WriteFile(filepath.Join(dir, "etcd.log"), []byte(c.etcd.Logs()), 0o644)
+}
+
+// grepLines returns the lines of the file at path that contain substr.
+func grepLines(path, substr string) []string {
+	b, _ := os.ReadFile(path)
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.Contains(l, substr) {
+			out = append(out, l)
+		}
+	}
+	return out
 }

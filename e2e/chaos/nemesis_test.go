@@ -23,6 +23,14 @@ type fault struct {
 func (c *cluster) faults(pg *testenv.Postgres, stall bool) []fault {
 	fs := []fault{
 		{"kill -9 a replica", c.killReplica},
+		{"kill -9 the registry", func(ctx context.Context, rng *rand.Rand) (func() error, error) {
+			c.registry.kill()
+			return func() error {
+				sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+				defer cancel()
+				return c.registry.start(sctx)
+			}, nil
+		}},
 		{"latency replica->postgres", func(ctx context.Context, rng *rand.Rand) (func() error, error) {
 			l := c.pgLinks[rng.IntN(len(c.pgLinks))]
 			return l.heal, l.latency(50+rng.IntN(250), 40)

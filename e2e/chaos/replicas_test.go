@@ -60,10 +60,12 @@ func freeAddr(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-// replica is one `gateway serve` process: started, killed with SIGKILL and
-// started again on the same address, config and data directory.
+// replica is one `gateway serve` (or `gateway registry`) process: started,
+// killed with SIGKILL and started again on the same address, config and data
+// directory.
 type replica struct {
 	idx     int
+	sub     string // the gateway subcommand: serve (default) or registry
 	bin     string
 	addr    string
 	cfgPath string
@@ -108,7 +110,11 @@ func (r *replica) start(ctx context.Context) error {
 	}
 	r.starts++
 	fmt.Fprintf(logf, "=== start %d of replica %d at %s ===\n", r.starts, r.idx, time.Now().Format(time.RFC3339Nano))
-	cmd := exec.Command(r.bin, "serve", "--config", r.cfgPath, "--addr", r.addr)
+	sub := r.sub
+	if sub == "" {
+		sub = "serve"
+	}
+	cmd := exec.Command(r.bin, sub, "--config", r.cfgPath, "--addr", r.addr)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Env = append(os.Environ(), r.env...)
 	err = cmd.Start()
@@ -185,19 +191,31 @@ func (r *replica) stop() error {
 	}
 }
 
-// replicaConfig is the config file of one replica. Every replica signs grants
-// with the same key under the same key ID and trusts the same bundle file, so
-// a grant from any replica's registry is good at every replica; the lease
-// records live in one etcd cluster, the fence state in one Postgres schema.
+// replicaConfig is the config file of one gateway replica. The replicas run
+// no registry: they trust the registry's trust bundle file (and reload it
+// when the registry rotates its key); a replica in query mode asks the
+// registry over HTTP. The fence state lives in one Postgres database.
 type replicaConfig struct {
-	DataDir, FenceStore, Store, Bundle, SigningKey, Registry, StatusMode string
-	Identities                                                           []string
+	DataDir, FenceStore, Store, Bundle, StatusMode, RegistryURL string
+	Identities                                                  []string
 }
 
-func (c replicaConfig) yaml() string {
+// identities is the YAML list of the workers' identities.
+func identities(tokens []string) string {
 	ids := ""
-	for i, tok := range c.Identities {
+	for i, tok := range tokens {
 		ids += fmt.Sprintf("  - {name: worker-%d, token: %s}\n", i, tok)
+	}
+	return ids
+}
+
+// queryToken is the credential query-mode replicas present to the registry.
+const queryToken = "chaos-replica-query"
+
+func (c replicaConfig) yaml() string {
+	query := ""
+	if c.StatusMode == "query" {
+		query = fmt.Sprintf("registryURL: %s\nregistryCredential: {name: replica, token: %s}\n", c.RegistryURL, queryToken)
 	}
 	return fmt.Sprintf(`dataDir: %s
 fenceStore: %q
@@ -205,16 +223,42 @@ stores:
   s3c: %q
 trustBundle: %s
 statusMode: %s
-effectTimeout: 3s
+%seffectTimeout: 3s
 identities:
 %saccess:
   rules:
     - {san: "worker-*", lease: [s3c]}
 admins:
   - {name: ops, token: %s}
+reconcile:
+  interval: 200ms
+  deadline: 15m
+  orphan: 6s
+`, c.DataDir, c.FenceStore, c.Store, c.Bundle, c.StatusMode, query, identities(c.Identities), adminToken)
+}
+
+// registryConfig is the config file of the one `gateway registry` process:
+// leases on the etcd cluster, the gateways' fence store as the high-water
+// mark of accepted fences (a detected loss resumes above it by itself).
+type registryConfig struct {
+	DataDir, FenceStore, Backend string
+	Identities                   []string
+}
+
+func (c registryConfig) yaml() string {
+	return fmt.Sprintf(`dataDir: %s
+fenceStore: %q
+effectTimeout: 3s
+identities:
+%sgateways:
+  - {name: replica, token: %s}
+access:
+  rules:
+    - {san: "worker-*", lease: [s3c]}
+admins:
+  - {name: ops, token: %s}
 registry:
   backend: %q
-  signingKey: %s
   keyId: chaos-1
   issuerEpoch: 1
   statusLife: 3s
@@ -222,5 +266,5 @@ reconcile:
   interval: 200ms
   deadline: 15m
   orphan: 6s
-`, c.DataDir, c.FenceStore, c.Store, c.Bundle, c.StatusMode, ids, adminToken, c.Registry, c.SigningKey)
+`, c.DataDir, c.FenceStore, identities(c.Identities), queryToken, adminToken, c.Backend)
 }

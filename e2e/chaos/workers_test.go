@@ -127,16 +127,16 @@ func (w *worker) run(ctx context.Context) {
 	}
 }
 
-// acquire asks a random replica for a lease, long-polling a second; a lost
-// answer is recovered by asking again with the same request ID (at another
-// replica, perhaps).
+// acquire asks the registry for a lease, long-polling a second; a lost
+// answer (the registry killed, etcd failing over) is recovered by asking
+// again with the same request ID.
 func (w *worker) acquire(ctx context.Context, res string) (held, bool) {
 	ttl := time.Duration(800+w.rng.IntN(1200)) * time.Millisecond
 	req := fencegate.LeaseRequest{Resource: res, RequestID: fmt.Sprintf("w%d-%d", w.id, w.seq.Add(1)),
 		TTLMs: ttl.Milliseconds(), OperationID: res, WaitMs: 1000}
 	body, _ := json.Marshal(req)
 	for try := 0; try < 5 && ctx.Err() == nil; try++ {
-		a, err := exchange(ctx, w.c.replicas[w.replica()].base(), "POST", "/v1/leases", w.token,
+		a, err := exchange(ctx, w.c.registry.base(), "POST", "/v1/leases", w.token,
 			map[string]string{"Content-Type": "application/json"}, body)
 		if err != nil || a.status >= 500 {
 			w.c.count("acquire retried by request ID")
@@ -160,7 +160,7 @@ func (w *worker) acquire(ctx context.Context, res string) (held, bool) {
 // keeps the old proof (the next write then tells what the gateway thinks).
 func (w *worker) renew(ctx context.Context, h *held) {
 	body, _ := json.Marshal(fencegate.RenewRequest{TTLMs: h.ttl.Milliseconds()})
-	a, err := exchange(ctx, w.c.replicas[w.replica()].base(), "POST", "/v1/leases/"+h.answer.Lease+"/renew", w.token,
+	a, err := exchange(ctx, w.c.registry.base(), "POST", "/v1/leases/"+h.answer.Lease+"/renew", w.token,
 		map[string]string{"Content-Type": "application/json"}, body)
 	if err != nil || a.status != http.StatusOK {
 		return
@@ -172,7 +172,7 @@ func (w *worker) renew(ctx context.Context, h *held) {
 }
 
 func (w *worker) release(ctx context.Context, h held) bool {
-	a, err := exchange(ctx, w.c.replicas[w.replica()].base(), "DELETE", "/v1/leases/"+h.answer.Lease, w.token, nil, nil)
+	a, err := exchange(ctx, w.c.registry.base(), "DELETE", "/v1/leases/"+h.answer.Lease, w.token, nil, nil)
 	return err == nil && a.status == http.StatusOK
 }
 
