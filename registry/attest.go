@@ -39,7 +39,7 @@ func (r *Registry) AttestStatus(ctx context.Context, req AttestRequest) (string,
 	if req.Caller != "" && req.Caller != l.Owner {
 		return "", fencegate.Errorf(fencegate.CodeOwnerMismatch, "lease %s is not the caller's", l.ID)
 	}
-	st, err := r.attest(l, req, a)
+	st, err := r.attest(l, req, a, 0)
 	if err != nil {
 		return "", err
 	}
@@ -53,7 +53,9 @@ func (r *Registry) AttestStatus(ctx context.Context, req AttestRequest) (string,
 // GrantStatus is the linearizable status query of gateways in query mode in
 // this process: it reads the grant's lease now and returns its state,
 // unsigned, under the same rule as AttestStatus (the grant's digest must be
-// one of the lease's grants).
+// one of the lease's grants). A grant of an older policy generation is
+// stated too: the gateway asking shares this process's policy and refuses
+// it as POLICY_STALE, which tells the worker what to do.
 func (r *Registry) GrantStatus(ctx context.Context, g fencegate.VerifiedGrant) (fencegate.Status, error) {
 	a := r.auth.Issuing()
 	l, err := r.readForStatus(ctx, g.Lease)
@@ -61,7 +63,7 @@ func (r *Registry) GrantStatus(ctx context.Context, g fencegate.VerifiedGrant) (
 		return fencegate.Status{}, err
 	}
 	return r.attest(l, AttestRequest{Lease: g.Lease, GrantDigest: g.Digest, Resource: g.Resource, Owner: g.Owner,
-		FenceToken: g.FenceToken, IssuerEpoch: g.IssuerEpoch}, a)
+		FenceToken: g.FenceToken, IssuerEpoch: g.IssuerEpoch}, a, g.PolicyGeneration)
 }
 
 // readForStatus reads a lease a status is asked for: an unknown lease is
@@ -78,8 +80,9 @@ func (r *Registry) readForStatus(ctx context.Context, lease string) (fencegate.L
 }
 
 // attest states l's status for the grant req names, found by digest among
-// the lease's grants under a.
-func (r *Registry) attest(l fencegate.Lease, req AttestRequest, a Issuing) (fencegate.Status, error) {
+// the lease's grants under a (and, when olderGen is a policy generation below
+// a's, under olderGen too).
+func (r *Registry) attest(l fencegate.Lease, req AttestRequest, a Issuing, olderGen uint64) (fencegate.Status, error) {
 	if req.GrantDigest == "" {
 		return fencegate.Status{}, fencegate.Errorf(fencegate.CodeStatusInvalid, "grant has no digest")
 	}
@@ -87,18 +90,24 @@ func (r *Registry) attest(l fencegate.Lease, req AttestRequest, a Issuing) (fenc
 		(req.FenceToken != 0 && req.FenceToken != l.FenceToken) {
 		return fencegate.Status{}, fencegate.Errorf(fencegate.CodeStatusInvalid, "grant does not match lease %s", l.ID)
 	}
-	for _, e := range a.attestable() {
-		d, err := a.digestFor(l, e)
-		if err != nil {
-			return fencegate.Status{}, fencegate.Wrap(err, fencegate.CodeInternal, "grant digest")
+	gens := []uint64{a.PolicyGeneration}
+	if olderGen != 0 && olderGen < a.PolicyGeneration {
+		gens = append(gens, olderGen)
+	}
+	for _, gen := range gens {
+		for _, e := range a.attestable() {
+			d, err := a.digestFor(l, e, gen)
+			if err != nil {
+				return fencegate.Status{}, fencegate.Wrap(err, fencegate.CodeInternal, "grant digest")
+			}
+			if d != req.GrantDigest {
+				continue
+			}
+			if req.IssuerEpoch != 0 && req.IssuerEpoch != e {
+				return fencegate.Status{}, fencegate.Errorf(fencegate.CodeStatusInvalid, "the grant of lease %s with that digest is of epoch %d, not %d", l.ID, e, req.IssuerEpoch)
+			}
+			return r.statusFor(l, d, e, a, r.now()), nil
 		}
-		if d != req.GrantDigest {
-			continue
-		}
-		if req.IssuerEpoch != 0 && req.IssuerEpoch != e {
-			return fencegate.Status{}, fencegate.Errorf(fencegate.CodeStatusInvalid, "the grant of lease %s with that digest is of epoch %d, not %d", l.ID, e, req.IssuerEpoch)
-		}
-		return r.statusFor(l, d, e, a, r.now()), nil
 	}
 	return fencegate.Status{}, fencegate.Errorf(fencegate.CodeStatusInvalid, "the digest is not a current grant of lease %s", l.ID)
 }

@@ -54,10 +54,11 @@ func (a Issuing) attestable() []uint64 {
 }
 
 // digestFor is the digest of the grant the registry issues for l under
-// epoch e of a: the signer's own digest, so it is the same bytes a worker holds.
-func (a Issuing) digestFor(l fencegate.Lease, e uint64) (string, error) {
+// epoch e and policy generation gen: the signer's own digest, so it is the
+// same bytes a worker holds.
+func (a Issuing) digestFor(l fencegate.Lease, e, gen uint64) (string, error) {
 	g := grantFor(l, a)
-	g.IssuerEpoch = e
+	g.IssuerEpoch, g.PolicyGeneration = e, gen
 	if d, ok := a.Signer.(interface {
 		GrantDigest(fencegate.Grant) (string, error)
 	}); ok {

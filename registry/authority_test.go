@@ -144,3 +144,18 @@ func TestAttestFindsTheGrantByDigestAndNeverTakesTheAskersEpoch(t *testing.T) {
 		t.Fatalf("grant of an older policy generation: %v", err)
 	}
 }
+
+func TestInProcessStatusOfAnOlderPolicyGenerationIsStatedForTheGatewayToRefuse(t *testing.T) {
+	r, auth := newAuthorityRegistry(t)
+	ctx := context.Background()
+	is := acquire(t, r, "alice", params("res/a", "q1"))
+	vg := fencegate.VerifiedGrant{Grant: grantOf(t, is.Grant), Digest: is.GrantDigest}
+	auth.set(func(is *registry.Issuing) { is.PolicyGeneration++ })
+	// In process, the gateway shares the policy and answers POLICY_STALE itself.
+	if st, err := r.GrantStatus(ctx, vg); err != nil || st.State != fencegate.StateHeld {
+		t.Fatalf("in-process status of a policy-stale grant: %+v %v", st, err)
+	}
+	// Over the network the registry attests current-policy grants only.
+	_, err := r.AttestStatus(ctx, registry.AttestRequest{Lease: is.Lease.ID, GrantDigest: is.GrantDigest, Caller: "alice"})
+	wantCode(t, err, fencegate.CodeStatusInvalid)
+}
