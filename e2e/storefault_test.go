@@ -42,11 +42,26 @@ func (b *burstTally) record(a answer) {
 // settled yet); and once Postgres is back, every receipt left PENDING or
 // UNKNOWN is settled by the gateway's background settle retry, well inside
 // the reconciler's orphan window (2 minutes by default), so the count of
-// unsettled receipts, polled, reaches 0.
+// unsettled receipts, polled, reaches 0. It runs with the fence store alone on
+// that Postgres, with the registry on it too, and with a crash (immediate
+// stop) instead of a clean restart.
 func TestPostgresRestartMidBurstLeavesNothingUnsettled(t *testing.T) {
+	t.Run("fence store", func(t *testing.T) { restartMidBurst(t, false, false) })
+	// The registry on the same Postgres too: status queries and the
+	// registry's own faults must be 503 as well.
+	t.Run("fence store and registry", func(t *testing.T) { restartMidBurst(t, true, false) })
+	// A crash (immediate stop, recovery on start) instead of a clean restart.
+	t.Run("crash", func(t *testing.T) { restartMidBurst(t, true, true) })
+}
+
+func restartMidBurst(t *testing.T, registryToo, crash bool) {
 	pg := testenv.OwnPostgres(t)
-	p := startGateway(t, "dev", "--data-dir", t.TempDir(), "--identity", "worker-a=token-a",
-		"--status-mode", "query", "--fence-store", pg.URL())
+	args := []string{"dev", "--data-dir", t.TempDir(), "--identity", "worker-a=token-a",
+		"--status-mode", "query", "--fence-store", pg.URL()}
+	if registryToo {
+		args = append(args, "--registry-backend", pg.URL())
+	}
+	p := startGateway(t, args...)
 	const writers = 8
 	tally := &burstTally{answers: map[string]int{}}
 	var stop atomic.Bool
@@ -110,7 +125,12 @@ func TestPostgresRestartMidBurstLeavesNothingUnsettled(t *testing.T) {
 		}
 	}
 	waitAccepted(writers * 5)
-	pg.Restart()
+	if crash {
+		pg.Kill()
+		pg.Start()
+	} else {
+		pg.Restart()
+	}
 	back := time.Now()
 	before := tally.accepted.Load()
 	waitAccepted(before + writers*5)
