@@ -77,3 +77,9 @@ func BenchmarkAdmitSettle(b *testing.B) {
 	defer s.Close()
 	storetest.BenchAdmitSettle(b, s)
 }
+
+func BenchmarkAdmitSettleKeptRequest(b *testing.B) {
+	s := open(b, filepath.Join(b.TempDir(), "fence.db"))
+	defer s.Close()
+	storetest.BenchAdmitSettleKeptRequest(b, s)
+}

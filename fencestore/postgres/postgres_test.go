@@ -145,3 +145,9 @@ func BenchmarkAdmitSettle(b *testing.B) {
 	defer s.Close()
 	storetest.BenchAdmitSettle(b, s)
 }
+
+func BenchmarkAdmitSettleKeptRequest(b *testing.B) {
+	s := open(b, testenv.PostgresURL(b))
+	defer s.Close()
+	storetest.BenchAdmitSettleKeptRequest(b, s)
+}

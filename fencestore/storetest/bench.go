@@ -12,7 +12,22 @@ import (
 // BenchAdmitSettle measures one Admit plus one Settle (COMMITTED) on one
 // resource, segments in sequence under one grant: the cost of one fenced write
 // in the store. s must be empty.
-func BenchAdmitSettle(b *testing.B, s fencegate.FenceStore) {
+func BenchAdmitSettle(b *testing.B, s fencegate.FenceStore) { benchAdmitSettle(b, s, nil) }
+
+// BenchAdmitSettleKeptRequest is BenchAdmitSettle for API effects: each
+// admission keeps a request of a 1 KiB body and three headers, and each
+// settle records an attempt, as an API call does.
+func BenchAdmitSettleKeptRequest(b *testing.B, s fencegate.FenceStore) {
+	body := make([]byte, 1024)
+	for i := range body {
+		body[i] = 'a' + byte(i%26)
+	}
+	benchAdmitSettle(b, s, &fencegate.EffectRequest{Method: "POST", Path: "/v1/accounts/acc_1/payouts",
+		Header: map[string][]string{"Content-Type": {"application/json"}, "Idempotency-Key": {"fg-0123456789abcdef0123456789abcdef0123456789"},
+			"Accept": {"application/json"}}, Body: body, Key: "fg-0123456789abcdef0123456789abcdef0123456789"})
+}
+
+func benchAdmitSettle(b *testing.B, s fencegate.FenceStore, kept *fencegate.EffectRequest) {
 	ctx := context.Background()
 	g := fencegate.VerifiedGrant{
 		Grant: fencegate.Grant{
@@ -30,12 +45,13 @@ func BenchAdmitSettle(b *testing.B, s fencegate.FenceStore) {
 		adm, err := s.Admit(ctx, fencegate.AdmitRequest{
 			Grant: g, Segment: seg, Target: "bench/res", Method: "PUT",
 			PayloadDigest: fmt.Sprintf("sha256:%d", seg), ReceiptID: fmt.Sprintf("bench-%d", seg), Now: now,
+			Request: kept,
 		})
 		if err != nil {
 			b.Fatalf("admit segment %d: %v", seg, err)
 		}
 		if _, err := s.Settle(ctx, adm.Receipt.ID, fencegate.Outcome{
-			State: fencegate.ReceiptCommitted, Version: fmt.Sprintf("v%d", seg), Now: now,
+			State: fencegate.ReceiptCommitted, Version: fmt.Sprintf("v%d", seg), Now: now, Attempts: 1,
 		}); err != nil {
 			b.Fatalf("settle segment %d: %v", seg, err)
 		}
