@@ -297,3 +297,81 @@ func TestStandaloneRegistryWithoutAFenceStoreWaitsForAnOperatorFloor(t *testing.
 		t.Fatalf("after the operator floor: %d %s", b.status, b.body)
 	}
 }
+
+// TestProofModeReplicaWithARegistryURLRefusesAVanishedOwner is the sequence
+// at a registry-less replica in proof mode that knows the registry's URL:
+// the registry's Redis restarts empty, the vanished owner A writes at the
+// replica with its fresh proof (refused: the first segment of a grant is
+// confirmed at the registry), B acquires above A and writes (accepted), A
+// writes late (refused).
+func TestProofModeReplicaWithARegistryURLRefusesAVanishedOwner(t *testing.T) {
+	r := testenv.OwnRedis(t)
+	regDir := t.TempDir()
+	reg := startGateway(t, "dev", "--data-dir", regDir, "--identity", "worker-a=token-a", "--identity", "worker-b=token-b",
+		"--gateway", "replica=replica-token", "--admin-token", "ops-token",
+		"--registry-backend", "redis://"+r.Addr(), "--allow-volatile-backend")
+	gwDir := t.TempDir()
+	cfg := filepath.Join(gwDir, "gw.yaml")
+	yml := fmt.Sprintf(`dataDir: %s
+trustBundle: %s
+registryURL: %s
+registryCredential: {name: replica, token: replica-token}
+stores: {local: "local:"}
+identities: [{name: worker-a, token: token-a}, {name: worker-b, token: token-b}]
+access: {rules: [{identity: worker-a, lease: [local]}, {identity: worker-b, lease: [local]}]}
+reconcile: {interval: 100ms, deadline: 15m, orphan: 2m}
+`, filepath.Join(gwDir, "data"), filepath.Join(regDir, "trust-bundle.json"), reg.base)
+	if err := os.WriteFile(cfg, []byte(yml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	gw := startGateway(t, "serve", "--config", cfg)
+	const res = "local/rep/9"
+	w := reg.acquire(t, "token-b", res, "w-1", "rep", 60000)
+	if r := gw.put(t, "token-b", w, res, 1, "W"); r.status != http.StatusOK {
+		t.Fatalf("W at the replica: %d %s", r.status, r.body)
+	}
+	reg.do(t, "DELETE", "/v1/leases/"+w.id, "token-b", nil, "")
+	a := reg.acquire(t, "token-a", res, "a-1", "rep", 60000) // unwritten
+	r.RestartEmpty()
+	accepted := 0
+	if rr := gw.put(t, "token-a", a, res, 1, "A early"); rr.status == http.StatusOK {
+		accepted++
+	}
+	var b lease
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		ans := reg.do(t, "POST", "/v1/leases", "token-b", map[string]string{"Content-Type": "application/json"},
+			`{"resource":"`+res+`","requestId":"b-1","ttlMs":60000,"operationId":"rep"}`)
+		if ans.status == http.StatusCreated {
+			b = lease{id: ans.str("lease"), grant: ans.str("grant"), status: ans.str("statusProof"), fence: ans.num("fenceToken")}
+			break
+		}
+		wantCode(t, ans, http.StatusServiceUnavailable, "COORDINATION_STATE_LOST")
+		if time.Now().After(deadline) {
+			t.Fatalf("grants still paused: %s", ans.body)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if b.fence <= a.fence {
+		t.Fatalf("B's fence %d not above A's %d", b.fence, a.fence)
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; { // the replica trusts the rotated key once it reloaded the bundle
+		rr := gw.put(t, "token-b", b, res, 1, "B1")
+		if rr.status == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("B at the replica: %d %s", rr.status, rr.body)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if rr := gw.put(t, "token-a", a, res, 1, "A late"); rr.status == http.StatusOK {
+		accepted++
+	}
+	if accepted != 0 {
+		t.Fatalf("accepted writes from the vanished owner at the replica: %d", accepted)
+	}
+	if obj := gw.do(t, "GET", "/v1/objects/"+res, "token-b", nil, ""); string(obj.body) != "B1" {
+		t.Fatalf("object = %q", obj.body)
+	}
+}

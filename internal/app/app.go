@@ -162,6 +162,8 @@ func Build(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, er
 		gcfg.Confirm = a.Registry // a new fence's first write is checked against the backend too
 	case cfg.StatusMode == "query":
 		gcfg.Querier = a.remote
+	case a.remote != nil:
+		gcfg.Confirm = a.remote // proof mode with a registry to ask: a grant's first write is confirmed there
 	}
 	apis, err := openAPIs(cfg, log, a.metrics.Resend)
 	if err != nil {
