@@ -19,6 +19,7 @@ import (
 	"github.com/fencegate/fencegate"
 	"github.com/fencegate/fencegate/authz"
 	"github.com/fencegate/fencegate/backends/httpapi"
+	"github.com/fencegate/fencegate/backends/s3"
 	"github.com/fencegate/fencegate/gateway"
 )
 
@@ -313,51 +314,60 @@ func (id Identity) Secret() (string, error) {
 // Validate reports every problem with c at once.
 func (c *Config) Validate() error {
 	var errs []error
-	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	// at reports a problem of one field (a YAML path): Load's file gives it a line.
+	at := func(field, format string, args ...any) {
+		errs = append(errs, &fieldError{field: field, err: fmt.Errorf(format, args...)})
+	}
 	if c.Addr == "" {
-		add("addr is required")
+		at("addr", "addr is required")
 	}
 	if c.DataDir == "" {
-		add("dataDir is required")
+		at("dataDir", "dataDir is required")
 	}
 	if c.MetricsAddr != "" && c.MetricsAddr == c.Addr {
-		add("metricsAddr must differ from addr: /metrics is served on an operator listener only")
+		at("metricsAddr", "metricsAddr must differ from addr: /metrics is served on an operator listener only")
 	}
 	if h := c.HTTP; h.ReadHeaderTimeout <= 0 || h.BodyReadTimeout <= 0 || h.IdleTimeout <= 0 {
-		add("http readHeaderTimeout, bodyReadTimeout and idleTimeout must be positive")
+		at("http", "http readHeaderTimeout, bodyReadTimeout and idleTimeout must be positive")
 	}
 	if h := c.HTTP; h.MaxHeaderBytes < 32<<10 {
-		add("http.maxHeaderBytes must be at least 32768: a grant and a status proof are up to 8 KiB each")
+		at("http.maxHeaderBytes", "http.maxHeaderBytes must be at least 32768: a grant and a status proof are up to 8 KiB each")
 	}
 	if c.HTTP.MaxConns < 1 {
-		add("http.maxConns must be positive")
+		at("http.maxConns", "http.maxConns must be positive")
 	}
 	if c.FenceStore != "embedded" && !strings.HasPrefix(c.FenceStore, "postgres://") && !strings.HasPrefix(c.FenceStore, "postgresql://") {
-		add("fenceStore must be \"embedded\" or a postgres:// URL, not %q", c.FenceStore)
+		at("fenceStore", "fenceStore must be \"embedded\" or a postgres:// URL, not %q", c.FenceStore)
 	}
 	for name, raw := range c.Stores {
 		if err := fencegate.CheckName(name); err != nil || strings.Contains(name, "/") {
-			add("store name %q must be a single canonical segment", name)
+			at("stores."+name, "store name %q must be a single canonical segment", name)
 		}
 		u, err := url.Parse(raw)
-		if err != nil || (u.Scheme != "local" && u.Scheme != "s3") {
-			add("store %q: URL must be local:DIR or s3://BUCKET[/PREFIX]?..., not %q", name, raw)
+		switch {
+		case err != nil || (u.Scheme != "local" && u.Scheme != "s3"):
+			at("stores."+name, "store %q: URL must be local:DIR or s3://BUCKET[/PREFIX]?..., not %q", name, raw)
+		case u.Scheme == "s3":
+			// The adapter's own parser, once, here: the app opens the parsed URL.
+			if _, err := s3.ParseURL(raw); err != nil {
+				at("stores."+name, "store %q: %s", name, fencegate.ErrorMessage(err))
+			}
 		}
 	}
 	switch c.Auth {
 	case "bearer":
 		if len(c.Identities) == 0 {
-			add("at least one identity is required")
+			at("identities", "at least one identity is required")
 		}
 	case "mtls":
 		if c.TLS == nil || c.TLS.ClientCA == "" {
-			add("auth mtls needs tls.cert, tls.key and tls.clientCA")
+			at("auth", "auth mtls needs tls.cert, tls.key and tls.clientCA")
 		}
 	default:
-		add("auth must be bearer or mtls, not %q", c.Auth)
+		at("auth", "auth must be bearer or mtls, not %q", c.Auth)
 	}
 	if c.TLS != nil && (c.TLS.Cert == "" || c.TLS.Key == "") {
-		add("tls needs cert and key")
+		at("tls", "tls needs cert and key")
 	}
 	work, err := c.Tokens()
 	if err != nil {
@@ -369,7 +379,7 @@ func (c *Config) Validate() error {
 	}
 	for tok, name := range admins {
 		if _, clash := work[tok]; clash {
-			add("admin %q shares its token with a workload identity", name)
+			at("admins", "admin %q shares its token with a workload identity", name)
 		}
 	}
 	gateways, err := TokensOf(c.Gateways)
@@ -378,63 +388,63 @@ func (c *Config) Validate() error {
 	}
 	for tok, name := range gateways {
 		if _, clash := work[tok]; clash {
-			add("gateway %q shares its token with a workload identity", name)
+			at("gateways", "gateway %q shares its token with a workload identity", name)
 		}
 		if _, clash := admins[tok]; clash {
-			add("gateway %q shares its token with an admin", name)
+			at("gateways", "gateway %q shares its token with an admin", name)
 		}
 	}
 	if len(c.Gateways) > 0 && c.Registry == nil {
-		add("gateways are answered by an in-process registry: add a registry section or remove gateways")
+		at("gateways", "gateways are answered by an in-process registry: add a registry section or remove gateways")
 	}
 	if c.KeyOverlap <= 0 {
-		add("keyOverlap must be positive")
+		at("keyOverlap", "keyOverlap must be positive")
 	}
 	if c.StatusMode != "proof" && c.StatusMode != "query" {
-		add("statusMode must be proof or query, not %q", c.StatusMode)
+		at("statusMode", "statusMode must be proof or query, not %q", c.StatusMode)
 	}
 	if c.StatusMode == "query" && c.Registry == nil && c.RegistryURL == "" {
-		add("statusMode query needs the in-process registry or registryURL")
+		at("statusMode", "statusMode query needs the in-process registry or registryURL")
 	}
 	if c.BundleRefresh <= 0 {
-		add("bundleRefresh must be positive")
+		at("bundleRefresh", "bundleRefresh must be positive")
 	}
 	if c.RegistryURL != "" {
 		if c.Registry != nil {
-			add("registryURL and an in-process registry exclude each other")
+			at("registryURL", "registryURL and an in-process registry exclude each other")
 		}
 		if _, err := c.RegistryCredential.Secret(); err != nil {
-			add("registryCredential: %v", err)
+			at("registryCredential", "registryCredential: %v", err)
 		}
 	}
 	if c.Registry == nil && c.TrustBundle == "" {
-		add("trustBundle is required when no in-process registry signs grants")
+		at("trustBundle", "trustBundle is required when no in-process registry signs grants")
 	}
 	if c.PolicyGeneration == 0 {
-		add("policyGeneration must be >= 1")
+		at("policyGeneration", "policyGeneration must be >= 1")
 	}
 	if c.QuarantinePayloadBytes < 0 || c.QuarantinePayloadBytes > fencegate.MaxQuarantinePayload {
-		add("quarantinePayloadBytes must be between 0 and %d, not %d", fencegate.MaxQuarantinePayload, c.QuarantinePayloadBytes)
+		at("quarantinePayloadBytes", "quarantinePayloadBytes must be between 0 and %d, not %d", fencegate.MaxQuarantinePayload, c.QuarantinePayloadBytes)
 	}
 	if c.MaxBodyBytes <= 0 {
-		add("maxBodyBytes must be positive")
+		at("maxBodyBytes", "maxBodyBytes must be positive")
 	}
 	if r := c.Registry; r != nil {
 		if u, err := url.Parse(r.Backend); r.Backend != "embedded" && (err != nil || !slices.Contains([]string{"postgres", "postgresql", "redis", "etcd"}, u.Scheme) || u.Host == "") {
-			add("registry.backend must be \"embedded\" or a postgres://, redis:// or etcd:// URL, not %q", r.Backend)
+			at("registry.backend", "registry.backend must be \"embedded\" or a postgres://, redis:// or etcd:// URL, not %q", r.Backend)
 		}
 		if r.IssuerEpoch == 0 {
-			add("registry.issuerEpoch must be >= 1")
+			at("registry.issuerEpoch", "registry.issuerEpoch must be >= 1")
 		}
 		if r.HighWater != "" && r.HighWater != "fencestore" && r.HighWater != "operator" {
-			add("registry.highWater must be fencestore or operator, not %q", r.HighWater)
+			at("registry.highWater", "registry.highWater must be fencestore or operator, not %q", r.HighWater)
 		}
 		if r.StatusLife < 0 || r.StatusLife > fencegate.MaxStatusLife {
-			add("registry.statusLife must be within (0, %s]", fencegate.MaxStatusLife)
+			at("registry.statusLife", "registry.statusLife must be within (0, %s]", fencegate.MaxStatusLife)
 		}
 		for _, e := range c.RevokedEpochs {
 			if e == r.IssuerEpoch {
-				add("registry.issuerEpoch %d is listed in revokedEpochs", e)
+				at("revokedEpochs", "registry.issuerEpoch %d is listed in revokedEpochs", e)
 			}
 		}
 	}
@@ -445,15 +455,15 @@ func (c *Config) Validate() error {
 		errs = append(errs, err)
 	}
 	if err := c.APIConfig().Validate(); err != nil {
-		errs = append(errs, c.src.locate(err)...)
+		errs = append(errs, err.(interface{ Unwrap() []error }).Unwrap()...)
 	}
 	if c.Reconcile.Interval <= 0 || c.Reconcile.Deadline <= 0 || c.Reconcile.Orphan <= 0 {
-		add("reconcile interval, deadline and orphan must be positive")
+		at("reconcile", "reconcile interval, deadline and orphan must be positive")
 	}
 	if c.EffectTimeout <= 0 {
-		add("effectTimeout must be positive")
+		at("effectTimeout", "effectTimeout must be positive")
 	} else if c.Reconcile.Orphan <= c.EffectTimeout {
-		add("reconcile.orphan (%s) must exceed effectTimeout (%s): a live effect must never be taken for an orphan", c.Reconcile.Orphan, c.EffectTimeout)
+		at("reconcile.orphan", "reconcile.orphan (%s) must exceed effectTimeout (%s): a live effect must never be taken for an orphan", c.Reconcile.Orphan, c.EffectTimeout)
 	}
-	return errors.Join(errs...)
+	return errors.Join(c.src.locate(errs)...)
 }

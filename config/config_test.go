@@ -310,3 +310,50 @@ func TestUnknownPresetIsRefusedWithItsLine(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+func TestEveryProblemOfTheFileCarriesItsLine(t *testing.T) {
+	c, err := loadFile(t, `addr: 127.0.0.1:1
+fenceStore: mysql://db
+stores:
+  s3a: ftp://bucket
+statusMode: maybe
+registry:
+  backend: zookeeper://x
+  issuerEpoch: 0
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Identities = nil // from no flag and not in the file: a problem without a line
+	err = c.Validate()
+	if err == nil {
+		t.Fatal("invalid config accepted")
+	}
+	for _, want := range []string{
+		"c.yaml:2: fenceStore must be", `c.yaml:4: store "s3a": URL must be`, "c.yaml:5: statusMode must be proof or query",
+		"c.yaml:7: registry.backend must be", "c.yaml:8: registry.issuerEpoch must be >= 1",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+	if !strings.Contains(err.Error(), "at least one identity is required") || strings.Contains(err.Error(), ": at least one identity") {
+		t.Errorf("a problem of a field not in the file must carry no line:\n%v", err)
+	}
+}
+
+func TestS3StoreURLDetailsAreCheckedUpFrontWithTheirLine(t *testing.T) {
+	c, err := loadFile(t, `stores:
+  s3a: "s3://bucket/p?endpoint=http://127.0.0.1:7070&regoin=us-east-1"
+  s3b: "s3://bucket/q?endpoint=ftp://x"
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = c.Validate()
+	for _, want := range []string{`c.yaml:2: store "s3a": s3 store URL: unknown parameter "regoin"`, `c.yaml:3: store "s3b": s3 store URL: endpoint "ftp://x"`} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+}

@@ -18,25 +18,41 @@ type source struct {
 	root *yaml.Node
 }
 
-// locate splits err (an errors.Join of problems) into its problems and
-// prefixes each *httpapi.FieldError with the file and line of its field (or
-// of the nearest enclosing value present in the file). Without a file (a
-// config built in code) problems are returned as they are.
-func (s *source) locate(err error) []error {
-	var list []error
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		list = j.Unwrap()
-	} else {
-		list = []error{err}
-	}
+// fieldError is a problem of one field of the file, at a YAML path
+// ("registry.backend", "stores.s3a").
+type fieldError struct {
+	field string
+	err   error
+}
+
+func (e *fieldError) Error() string { return e.err.Error() }
+func (e *fieldError) Unwrap() error { return e.err }
+
+// locate prefixes each problem of one field (a *fieldError or an
+// *httpapi.FieldError) with the file and line of its field, or of the
+// nearest enclosing value present in the file. Without a file (a config
+// built in code), or for a problem of no one field, it is left as it is.
+func (s *source) locate(list []error) []error {
 	out := make([]error, 0, len(list))
 	for _, e := range list {
+		field := ""
 		var fe *httpapi.FieldError
-		if s == nil || !errors.As(e, &fe) {
+		var ce *fieldError
+		switch {
+		case errors.As(e, &fe):
+			field = fe.Field
+		case errors.As(e, &ce):
+			field = ce.field
+		}
+		line, ok := 0, false
+		if s != nil && field != "" {
+			line, ok = s.line(field)
+		}
+		if !ok {
 			out = append(out, e)
 			continue
 		}
-		out = append(out, &located{file: s.path, line: s.line(fe.Field), err: e})
+		out = append(out, &located{file: s.path, line: line, err: e})
 	}
 	return out
 }
@@ -53,21 +69,22 @@ func (l *located) Unwrap() error { return l.err }
 
 // line finds the line of field, a path like "apis[0].contract.idempotency":
 // map keys separated by dots, sequence indexes in brackets. A key absent from
-// the file resolves to the line of the value that should hold it.
-func (s *source) line(field string) int {
+// the file resolves to the line of the value that should hold it; ok is
+// false when not even the field's top-level key is in the file (the value
+// came from a default or a flag).
+func (s *source) line(field string) (line int, ok bool) {
 	n := s.root
 	if n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
 		n = n.Content[0]
 	}
-	best := n.Line
-	for _, step := range pathSteps(field) {
-		next, line := child(n, step)
+	for i, step := range pathSteps(field) {
+		next, l := child(n, step)
 		if next == nil {
-			break
+			return line, i > 0
 		}
-		n, best = next, line
+		n, line = next, l
 	}
-	return best
+	return line, true
 }
 
 // pathSteps splits "apis[0].routes[1].path" into apis, 0, routes, 1, path

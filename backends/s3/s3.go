@@ -154,6 +154,12 @@ func Open(ctx context.Context, name string, rawURL string, opts ...Option) (*Sto
 	if err != nil {
 		return nil, err
 	}
+	return OpenURL(ctx, name, u, opts...)
+}
+
+// OpenURL is Open for a URL ParseURL has accepted (the gateway's config
+// validates store URLs once, up front, and opens them with this).
+func OpenURL(ctx context.Context, name string, u URL, opts ...Option) (*Store, error) {
 	var lo []func(*config.LoadOptions) error
 	if u.Region != "" {
 		lo = append(lo, config.WithRegion(u.Region))

@@ -63,7 +63,8 @@ func openObjectStores(ctx context.Context, cfg config.Config, log *slog.Logger) 
 			}
 			out[name] = st
 		case "s3":
-			st, err := s3.Open(ctx, name, raw)
+			su, _ := s3.ParseURL(raw) // validated by config.Validate
+			st, err := s3.OpenURL(ctx, name, su)
 			if err != nil {
 				errs = append(errs, fmt.Errorf("store %q: %w", name, err))
 				continue
