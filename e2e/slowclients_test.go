@@ -195,3 +195,30 @@ func TestSlowHeadersAndBodiesAreCutOffAndFilesReturn(t *testing.T) {
 		t.Fatalf("healthz: %d", r.status)
 	}
 }
+
+// TestOversizedHeadersAndIdleConnectionsAreCut: a header block over
+// maxHeaderBytes is answered 431 and the connection closed, and a keep-alive
+// connection left idle past idleTimeout is closed by the gateway; neither
+// stored anything.
+func TestOversizedHeadersAndIdleConnectionsAreCut(t *testing.T) {
+	p := slowGateway(t, "  maxHeaderBytes: 32768\n  idleTimeout: 1s\n")
+	addr := strings.TrimPrefix(p.base, "http://")
+	big := slowSocket(t, addr, "PUT /v1/objects/local/big/1 HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer token-a\r\n"+
+		"X-Pad: "+strings.Repeat("a", 64<<10)+"\r\nContent-Length: 1\r\n\r\nx")
+	if status, err := readToClose(big, time.Minute); err != nil || status != http.StatusRequestHeaderFieldsTooLarge {
+		t.Fatalf("oversized headers: status %d, %v", status, err)
+	}
+	idle := slowSocket(t, addr, "GET /healthz HTTP/1.1\r\nHost: gw\r\n\r\n")
+	br := bufio.NewReader(idle)
+	_ = idle.SetReadDeadline(time.Now().Add(time.Minute))
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("healthz: %v", err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if _, err := br.ReadByte(); err != io.EOF { // the gateway closes the idle connection
+		t.Fatalf("idle keep-alive connection not closed: %v", err)
+	}
+	wantCode(t, p.do(t, "GET", "/v1/resources/local/big/1", "token-a", nil, ""), http.StatusNotFound, "NOT_FOUND")
+}
