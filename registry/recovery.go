@@ -84,16 +84,10 @@ func (r *Registry) Watch(ctx context.Context) error { return r.check(ctx, false)
 func (r *Registry) check(ctx context.Context, full bool) error {
 	r.rec.run.Lock()
 	defer r.rec.run.Unlock()
-	inc, err := r.backend.Incarnation(ctx)
-	if err != nil {
-		return backendErr(err)
-	}
-	var hw uint64
-	if full {
-		if hw, err = r.highWater(ctx); err != nil {
-			return err
-		}
-	}
+	// Read in causal order: what this registry saw (it only grows as acquires
+	// return), then what gateways accepted (only fences issued before), then
+	// the backend. Reading the backend first would let an acquire or a write
+	// that lands in between look like a rollback.
 	rc := &r.rec
 	rc.mu.Lock()
 	if !rc.checked && r.memory != nil {
@@ -107,6 +101,17 @@ func (r *Registry) check(ctx context.Context, full bool) error {
 	rc.checked = true
 	seen, lost := rc.seen, rc.lost
 	rc.mu.Unlock()
+	var hw uint64
+	if full {
+		var err error
+		if hw, err = r.highWater(ctx); err != nil {
+			return err
+		}
+	}
+	inc, err := r.backend.Incarnation(ctx)
+	if err != nil {
+		return backendErr(err)
+	}
 	if lost {
 		return r.resumeLocked(ctx, r.now(), true)
 	}

@@ -411,3 +411,48 @@ func TestWatchFindsALossWithoutAnAcquire(t *testing.T) {
 		t.Fatalf("fence %d not above %d", l.Lease.FenceToken, a.Lease.FenceToken)
 	}
 }
+
+// overtaken reads the backend's incarnation, then lets an acquire (and a
+// gateway's acceptance of its fence) land before the read is answered, as a
+// periodic check racing live traffic does.
+type overtaken struct {
+	*swappable
+	during func()
+}
+
+func (o *overtaken) Incarnation(ctx context.Context) (fencegate.Incarnation, error) {
+	inc, err := o.swappable.Incarnation(ctx)
+	if f := o.during; f != nil {
+		o.during = nil
+		f()
+	}
+	return inc, err
+}
+
+func TestCheckOvertakenByLiveTrafficIsNotALoss(t *testing.T) {
+	b := &overtaken{swappable: newSwappable(t)}
+	hw := &highWater{}
+	e := newLossEnv(t, b.swappable, hw, &memory{})
+	// Rebuild over the wrapper so the periodic check goes through it.
+	r, err := registry.New(registry.Config{Backend: b, Authority: e.auth, Now: e.clock.Now, StatusLife: statusLife,
+		HighWater: hw, Memory: &memory{}, OnLoss: func(context.Context) error { e.retired.Add(1); return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Check(context.Background()); err != nil {
+		t.Fatalf("first check: %v", err)
+	}
+	e.r = r
+	e.mustAcquire("alice", "db/a", "r1")
+	b.during = func() {
+		l := e.mustAcquire("bob", "db/b", "r2")
+		hw.v.Store(l.Lease.FenceToken)
+	}
+	if err := r.Check(context.Background()); err != nil {
+		t.Fatalf("check overtaken by an acquire: %v", err)
+	}
+	if is := r.Issuance(); is.Paused || is.Losses != 0 || e.retired.Load() != 0 {
+		t.Fatalf("live traffic during a check was taken for a loss: %+v, retired %d", is, e.retired.Load())
+	}
+	e.mustAcquire("carol", "db/c", "r3")
+}
