@@ -336,3 +336,38 @@ func TestReplicaOffersInstallOnlyNewerBundlesAndNeverOverwriteANewerFile(t *test
 		t.Fatal("a refused offer changed the bundle")
 	}
 }
+
+func TestARotationThatStoppedBeforeItsStateWasSavedIsResumedAtOpen(t *testing.T) {
+	e := newEnv(t, true)
+	a := e.open()
+	state := e.read("authority.json")
+	if _, err := a.RotateKey(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The crash: bundle and key written, the state file still names epoch 1.
+	if err := os.WriteFile(e.cfg.Files.State, state, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b := e.open()
+	if b.CurrentEpoch() != 2 || b.Signer().KeyID() != "registry-2" {
+		t.Fatalf("after the interrupted rotation: epoch %d key %s", b.CurrentEpoch(), b.Signer().KeyID())
+	}
+	if !strings.Contains(e.logs.String(), "resuming a key rotation") {
+		t.Fatalf("resumption not logged:\n%s", e.logs.String())
+	}
+	// The next rotation goes above every epoch the bundle names.
+	if st, err := b.RotateKey(ctx); err != nil || st.IssuerEpoch != 3 {
+		t.Fatalf("next rotation: %+v %v", st, err)
+	}
+}
+
+func TestAnotherKeyUnderTheSigningKeyIDStillRefusesTheStart(t *testing.T) {
+	e := newEnv(t, true)
+	e.open()
+	if err := os.WriteFile(e.cfg.Files.Key, []byte(strings.Repeat("ab", 32)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := authority.Open(e.cfg); err == nil || !strings.Contains(err.Error(), "another key") {
+		t.Fatalf("a foreign key file was accepted: %v", err)
+	}
+}

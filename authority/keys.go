@@ -74,7 +74,11 @@ func (a *Authority) rotateLocked() error {
 	if !a.signing {
 		return fencegate.Errorf(fencegate.CodeUnsupported, "no in-process registry: rotate keys at the registry and load its bundle here")
 	}
+	old := a.verifier.Bundle()
 	epoch := a.epoch + 1
+	for _, k := range old.Keys() { // a rotation that failed half-way may have published its epoch
+		epoch = max(epoch, k.Epoch+1)
+	}
 	seed, err := newSeed()
 	if err != nil {
 		return err
@@ -83,7 +87,6 @@ func (a *Authority) rotateLocked() error {
 	if err != nil {
 		return fencegate.Wrap(err, fencegate.CodeInternal, "new signer")
 	}
-	old := a.verifier.Bundle()
 	until := a.now().Add(a.overlap)
 	var keys []proofs.BundleKey
 	for _, k := range old.Keys() {
@@ -93,11 +96,13 @@ func (a *Authority) rotateLocked() error {
 		keys = append(keys, k)
 	}
 	keys = append(keys, signer.BundleKey(epoch))
-	// Persist the key before anyone can see grants signed by it.
-	if err := writeSeed(a.files.Key, seed); err != nil {
+	// Bundle, then key, then (the caller) state; no grant is signed with the
+	// key before all three are written. A crash after the key is written
+	// leaves a state naming the old key: Open finds the new one in the bundle.
+	if err := a.publishWith(a.revoked, keys, old.Version()+1); err != nil {
 		return err
 	}
-	if err := a.publishWith(a.revoked, keys, old.Version()+1); err != nil {
+	if err := writeSeed(a.files.Key, seed); err != nil {
 		return err
 	}
 	a.mu.Lock()

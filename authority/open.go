@@ -121,12 +121,42 @@ func (a *Authority) openBundle() (*proofs.Bundle, error) {
 	if err != nil {
 		return nil, err
 	}
+	if a.signer != nil && holdsSigner(b, a.signer) != nil {
+		a.resumeRotation(b)
+	}
 	if a.signer != nil {
 		if err := holdsSigner(b, a.signer); err != nil {
 			return nil, err
 		}
 	}
 	return b, nil
+}
+
+// resumeRotation adopts the key ID and epoch that b holds for the signing
+// key, when they are above the persisted epoch: a rotation wrote bundle and
+// key but stopped before it saved the state.
+func (a *Authority) resumeRotation(b *proofs.Bundle) {
+	want, err := a.signer.PublicKey().Thumbprint(crypto.SHA256)
+	if err != nil {
+		return
+	}
+	for _, k := range b.Keys() {
+		got, err := k.Key.Thumbprint(crypto.SHA256)
+		if err != nil || k.Epoch <= a.epoch || !bytes.Equal(want, got) {
+			continue
+		}
+		seed, err := loadOrCreateSeed(a.files.Key) // exists: the signer was made from it
+		if err != nil {
+			return
+		}
+		s, err := proofs.NewSigner(ed25519.NewKeyFromSeed(seed), k.Key.KeyID(), k.Alg)
+		if err != nil {
+			return
+		}
+		a.log.Warn("resuming a key rotation that stopped before its state was saved", "epoch", k.Epoch, "keyId", k.Key.KeyID())
+		a.signer, a.epoch = s, k.Epoch
+		return
+	}
 }
 
 // holdsSigner checks that b trusts s's key under s's key ID.
