@@ -357,3 +357,18 @@ func TestS3StoreURLDetailsAreCheckedUpFrontWithTheirLine(t *testing.T) {
 		}
 	}
 }
+
+func TestStripeExampleConfigIsValid(t *testing.T) {
+	t.Setenv("STRIPE_SECRET_KEY", "sk_test")
+	t.Setenv("CHECKOUT_WORKER_TOKEN", "token")
+	c := Default()
+	if err := Load("../deploy/gateway.stripe.yaml", &c); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if a := c.APIs[0]; a.Preset != "stripe" || len(a.Routes) != 5 {
+		t.Fatalf("decoded %+v", a)
+	}
+}
