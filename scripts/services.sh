@@ -108,3 +108,10 @@ ensure_etcd() {
     || { echo "etcd did not start (see $SERVICES_DIR/etcd.log)" >&2; return 1; }
   export FENCEGATE_TEST_ETCD="$endpoint"
 }
+
+# ensure_spin installs the spin model checker (and gcc), which the model
+# tests in model/ run.
+ensure_spin() {
+  command -v spin >/dev/null 2>&1 && command -v gcc >/dev/null 2>&1 && return 0
+  apt_install spin gcc
+}
