@@ -69,3 +69,15 @@ func (c *Client) admin(ctx context.Context, op, method, path string, body any) (
 	}
 	return out, nil
 }
+
+// Binding reads the resource an object key is bound to (the resource that
+// first wrote it): GET /v1/admin/bindings/{store}/{key}.
+func (c *Client) Binding(ctx context.Context, store, key string) (json.RawMessage, error) {
+	return c.admin(ctx, "read binding", "GET", "/v1/admin/bindings/"+store+"/"+key, nil)
+}
+
+// ClearBinding clears an object key's binding once no live lease covers the
+// key: DELETE /v1/admin/bindings/{store}/{key}.
+func (c *Client) ClearBinding(ctx context.Context, store, key string) (json.RawMessage, error) {
+	return c.admin(ctx, "clear binding", "DELETE", "/v1/admin/bindings/"+store+"/"+key, nil)
+}

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/fencegate/fencegate"
 )
@@ -21,6 +22,10 @@ func init() {
 		help: "set the enforcement mode of matching resources (PUT /v1/admin/modes)", flags: modeFlags})
 	register("modes", verb{usage: "modes [--limit N] [--cursor C]", admin: true,
 		help: "list the enforcement modes in force, a page at a time (GET /v1/admin/modes)", flags: modesFlags})
+	register("binding", verb{usage: "binding STORE/KEY", nargs: 1, admin: true,
+		help: "show the resource an object key is bound to (GET /v1/admin/bindings/{store}/{key})", flags: bindingFlags(false)})
+	register("unbind", verb{usage: "unbind STORE/KEY", nargs: 1, admin: true,
+		help: "clear an object key's binding once no live lease covers it (DELETE /v1/admin/bindings/{store}/{key})", flags: bindingFlags(true)})
 	register("bump-policy", verb{usage: "bump-policy", admin: true,
 		help: "raise the policy generation: older grants become POLICY_STALE (POST /v1/admin/policy/bump)", flags: bumpPolicyFlags})
 }
@@ -123,5 +128,21 @@ func showAdmin(c *cmd, done string) func(json.RawMessage, error) error {
 			fmt.Fprintf(c.out, "%s\n", raw)
 		}
 		return nil
+	}
+}
+
+// bindingFlags reads (or, with clear, clears) the binding of STORE/KEY.
+func bindingFlags(clear bool) func(fs *flag.FlagSet) func(context.Context, *cmd) error {
+	return func(fs *flag.FlagSet) func(context.Context, *cmd) error {
+		return func(ctx context.Context, c *cmd) error {
+			store, key, ok := strings.Cut(c.args[0], "/")
+			if !ok || store == "" || key == "" {
+				return usageError{fmt.Sprintf("want STORE/KEY, got %q", c.args[0])}
+			}
+			if clear {
+				return showAdmin(c, "binding of "+c.args[0]+" cleared: the next accepted write binds it")(c.client.ClearBinding(ctx, store, key))
+			}
+			return showAdmin(c, "binding of "+c.args[0]+":")(c.client.Binding(ctx, store, key))
+		}
 	}
 }

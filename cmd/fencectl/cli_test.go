@@ -25,6 +25,8 @@ type fakeGateway struct {
 	writes   []http.Header
 	bodies   []string
 	stale    bool // answer STALE_OWNER to writes
+	// bindingCalls are the methods of the binding requests received.
+	bindingCalls []string
 }
 
 func (f *fakeGateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -47,6 +49,9 @@ func (f *fakeGateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			"acceptedPayload":     []byte("accepted"),
 			"acceptedPayloadKept": true,
 		})
+	case r.URL.Path == "/v1/admin/bindings/bucket/jobs/a" && (r.Method == "GET" || r.Method == "DELETE"):
+		f.bindingCalls = append(f.bindingCalls, r.Method)
+		answer(w, http.StatusOK, map[string]string{"store": "bucket", "key": "jobs/a", "target": "objects/bucket/jobs/a", "resource": "bucket/jobs"})
 	case r.Method == "POST" && r.URL.Path == "/v1/leases":
 		var b map[string]any
 		_ = json.NewDecoder(r.Body).Decode(&b)
@@ -232,5 +237,21 @@ func TestShowQuarantinePutsBothPayloadsSideBySide(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Fatalf("output lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+func TestBindingAndUnbindCallTheAdminRoutes(t *testing.T) {
+	h := newHarness(t)
+	if code, out, errOut := h.run("binding", "bucket/jobs/a"); code != 0 || !strings.Contains(out, `"resource":"bucket/jobs"`) {
+		t.Fatalf("binding: %d %q %q", code, out, errOut)
+	}
+	if code, out, errOut := h.run("unbind", "bucket/jobs/a"); code != 0 || !strings.Contains(out, "cleared") {
+		t.Fatalf("unbind: %d %q %q", code, out, errOut)
+	}
+	if code, _, _ := h.run("unbind", "nokey"); code != 2 {
+		t.Fatalf("unbind without a key exits %d, want 2", code)
+	}
+	if got := strings.Join(h.fake.bindingCalls, ","); got != "GET,DELETE" {
+		t.Fatalf("binding requests %s", got)
 	}
 }
