@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -46,8 +48,9 @@ reconcile:`, sqSrv.URL), 1)
 	if err := os.WriteFile(cfg, []byte(yml), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	maddr := freePort(t)
 	p := startGatewayEnv(t, []string{"PAYOUTS_TOKEN=sk_live_gateway", "SQ_TOKEN=sq_gateway"}, "dev", "--config", cfg,
-		"--data-dir", filepath.Join(dir, "data"), "--identity", "worker-a=token-a")
+		"--data-dir", filepath.Join(dir, "data"), "--identity", "worker-a=token-a", "--metrics-addr", maddr)
 
 	call := func(api string, l lease, seg int, body string) answer {
 		h := fenceHeaders(l, seg)
@@ -140,6 +143,23 @@ reconcile:`, sqSrv.URL), 1)
 	}
 	settled(sqAns, "COMMITTED", 2)
 
+	// Every resend is counted and logged: at least the three replays of
+	// payouts (the reconciler may have made some of them first) and one of
+	// the Square-like API.
+	m := (&gatewayProc{base: "http://" + maddr}).do(t, "GET", "/metrics", "", nil, "")
+	for api, least := range map[string]int{"payouts": 3, "squarelike": 1} {
+		re := regexp.MustCompile(`fencegate_upstream_resends_total\{api="` + api + `",reason="unknown"\} (\d+)`)
+		got := re.FindStringSubmatch(string(m.body))
+		if got == nil {
+			got = []string{"", "0"}
+		}
+		if n, _ := strconv.Atoi(got[1]); n < least {
+			t.Fatalf("resends of %s not counted (want >= %d):\n%.3000s", api, least, m.body)
+		}
+	}
+	if !strings.Contains(p.logs.String(), "resending an upstream request under its idempotency key") {
+		t.Fatal("resends are not logged")
+	}
 	if pay.Effects() != 4 || sq.Effects() != 1 || pay.LeakedAuthorization() != 0 {
 		t.Fatalf("payouts %d and %d (want 4 and 1), leaked credentials %d", pay.Effects(), sq.Effects(), pay.LeakedAuthorization())
 	}
