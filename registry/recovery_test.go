@@ -456,3 +456,38 @@ func TestCheckOvertakenByLiveTrafficIsNotALoss(t *testing.T) {
 	}
 	e.mustAcquire("carol", "db/c", "r3")
 }
+
+// acquiringHighWater is a fence store whose high-water read, when armed,
+// lets an acquire commit before it answers: a slow Postgres (restarting,
+// say) behind a registry that keeps issuing.
+type acquiringHighWater struct {
+	armed  atomic.Bool
+	during func()
+}
+
+func (h *acquiringHighWater) HighestFence(context.Context) (uint64, error) {
+	if h.armed.CompareAndSwap(true, false) {
+		h.during()
+	}
+	return 0, nil
+}
+
+// TestAnAcquireDuringTheHighWaterReadIsNotALoss: an acquire that commits
+// while Check waits for the fence store's high-water mark is the registry's
+// own progress, not a rollback: no loss, no pause, no retired epoch. (What
+// e2e/chaos saw after each Postgres restart: "the backend's revision went
+// back from 89 to 88".)
+func TestAnAcquireDuringTheHighWaterReadIsNotALoss(t *testing.T) {
+	hw := &acquiringHighWater{}
+	e := newLossEnv(t, newSwappable(t), hw, &memory{})
+	e.mustAcquire("alice", "db/a", "r1")
+	hw.during = func() { e.mustAcquire("bob", "db/b", "r2") }
+	hw.armed.Store(true)
+	if err := e.r.Check(context.Background()); err != nil {
+		t.Fatalf("check with an acquire during the high-water read: %v", err)
+	}
+	if is := e.r.Issuance(); is.Paused || is.Losses != 0 || e.retired.Load() != 0 {
+		t.Fatalf("an acquire during the check was taken for a loss: %+v, retired %d", is, e.retired.Load())
+	}
+	e.mustAcquire("carol", "db/c", "r3")
+}
