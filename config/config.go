@@ -10,7 +10,6 @@ import (
 	"io"
 	"net/url"
 	"os"
-	"slices"
 	"strings"
 	"time"
 
@@ -430,8 +429,8 @@ func (c *Config) Validate() error {
 		at("maxBodyBytes", "maxBodyBytes must be positive")
 	}
 	if r := c.Registry; r != nil {
-		if u, err := url.Parse(r.Backend); r.Backend != "embedded" && (err != nil || !slices.Contains([]string{"postgres", "postgresql", "redis", "etcd"}, u.Scheme) || u.Host == "") {
-			at("registry.backend", "registry.backend must be \"embedded\" or a postgres://, redis:// or etcd:// URL, not %q", r.Backend)
+		if _, err := ParseLeaseBackend(r.Backend); err != nil {
+			at("registry.backend", "%v", err)
 		}
 		if r.IssuerEpoch == 0 {
 			at("registry.issuerEpoch", "registry.issuerEpoch must be >= 1")

@@ -331,7 +331,7 @@ registry:
 	}
 	for _, want := range []string{
 		"c.yaml:2: fenceStore must be", `c.yaml:4: store "s3a": URL must be`, "c.yaml:5: statusMode must be proof or query",
-		"c.yaml:7: registry.backend must be", "c.yaml:8: registry.issuerEpoch must be >= 1",
+		`c.yaml:7: registry.backend "zookeeper://x": must be`, "c.yaml:8: registry.issuerEpoch must be >= 1",
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q:\n%v", want, err)
@@ -370,5 +370,26 @@ func TestStripeExampleConfigIsValid(t *testing.T) {
 	}
 	if a := c.APIs[0]; a.Preset != "stripe" || len(a.Routes) != 5 {
 		t.Fatalf("decoded %+v", a)
+	}
+}
+
+func TestLeaseBackendURLIsReadOnceAndRefusedInFull(t *testing.T) {
+	for raw, want := range map[string]LeaseBackend{
+		"embedded":                              {Kind: "embedded"},
+		"postgres://u@db:5432/fg?sslmode=false": {Kind: "postgres", DSN: "postgres://u@db:5432/fg?sslmode=false"},
+		"redis://r:6379?prefix=p&replicas=2":    {Kind: "redis", Hosts: []string{"r:6379"}, Prefix: "p", Replicas: 2, Wait: time.Second},
+		"redis://r:6379?replicas=1&waitMs=250":  {Kind: "redis", Hosts: []string{"r:6379"}, Replicas: 1, Wait: 250 * time.Millisecond},
+		"etcd://a:2379,b:2379?prefix=/fg/":      {Kind: "etcd", Hosts: []string{"a:2379", "b:2379"}, Prefix: "/fg/"},
+	} {
+		got, err := ParseLeaseBackend(raw)
+		if err != nil || fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("ParseLeaseBackend(%q) = %+v, %v; want %+v", raw, got, err, want)
+		}
+	}
+	for _, raw := range []string{"zookeeper://z:1", "redis://", "redis://r:1?prefx=p", "redis://r:1?replicas=-1",
+		"redis://r:1?waitMs=5", "redis://a:1,b:1", "etcd://e:1?replicas=2", "embeded"} {
+		if _, err := ParseLeaseBackend(raw); err == nil {
+			t.Errorf("ParseLeaseBackend(%q) accepted", raw)
+		}
 	}
 }

@@ -11,9 +11,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"time"
 
 	"github.com/fencegate/fencegate"
 	"github.com/fencegate/fencegate/authority"
@@ -101,51 +99,38 @@ func openRegistry(ctx context.Context, cfg config.Config, auth *authority.Author
 	return reg, backend.Close, nil
 }
 
-// openLeaseBackend opens the registry's coordination backend: "embedded",
-// postgres://..., redis://HOST:PORT[?prefix=P] or etcd://HOST:PORT[,HOST:PORT][?prefix=P].
+// openLeaseBackend opens the registry's coordination backend as
+// config.ParseLeaseBackend read it (Validate has accepted it).
 func openLeaseBackend(ctx context.Context, cfg config.Config) (fencegate.LeaseBackend, error) {
-	raw := cfg.Registry.Backend
-	if raw == "embedded" {
-		return regembedded.Open(filepath.Join(cfg.DataDir, "registry.db"))
-	}
-	u, err := url.Parse(raw)
+	b, err := config.ParseLeaseBackend(cfg.Registry.Backend)
 	if err != nil {
 		return nil, err
 	}
-	switch u.Scheme {
-	case "postgres", "postgresql":
-		return regpostgres.Open(ctx, raw)
+	switch b.Kind {
+	case "embedded":
+		return regembedded.Open(filepath.Join(cfg.DataDir, "registry.db"))
+	case "postgres":
+		return regpostgres.Open(ctx, b.DSN)
 	case "redis":
 		var opts []regredis.Option
-		q := u.Query()
-		if p := q.Get("prefix"); p != "" {
-			opts = append(opts, regredis.WithPrefix(p))
+		if b.Prefix != "" {
+			opts = append(opts, regredis.WithPrefix(b.Prefix))
 		}
 		if cfg.Registry.AllowVolatileBackend {
 			opts = append(opts, regredis.AllowVolatile())
 		}
-		if n := q.Get("replicas"); n != "" {
-			replicas, err := strconv.Atoi(n)
-			wait := time.Second
-			if ms := q.Get("waitMs"); err == nil && ms != "" {
-				var v int
-				v, err = strconv.Atoi(ms)
-				wait = time.Duration(v) * time.Millisecond
-			}
-			if err != nil || replicas < 0 {
-				return nil, fmt.Errorf("registry backend %q: replicas and waitMs must be non-negative integers", raw)
-			}
-			opts = append(opts, regredis.WithReplicas(replicas, wait))
+		if b.Replicas > 0 {
+			opts = append(opts, regredis.WithReplicas(b.Replicas, b.Wait))
 		}
-		return regredis.Open(ctx, u.Host, opts...)
+		return regredis.Open(ctx, b.Hosts[0], opts...)
 	case "etcd":
 		var opts []regetcd.Option
-		if p := u.Query().Get("prefix"); p != "" {
-			opts = append(opts, regetcd.WithPrefix(p))
+		if b.Prefix != "" {
+			opts = append(opts, regetcd.WithPrefix(b.Prefix))
 		}
-		return regetcd.Open(ctx, strings.Split(u.Host, ","), opts...)
+		return regetcd.Open(ctx, b.Hosts, opts...)
 	}
-	return nil, fmt.Errorf("unknown registry backend %q", raw)
+	return nil, fmt.Errorf("unknown registry backend %q", cfg.Registry.Backend)
 }
 
 // openAPIs builds the configured third-party APIs from the validated config:
