@@ -1,0 +1,133 @@
+package fencerules
+
+import (
+	"testing"
+	"time"
+
+	"github.com/fencegate/fencegate"
+)
+
+// row is a resource at fence 5 under lease L5 and root R5, segment 2 the
+// last accepted, its grant issued at 1000 ms.
+var row = fencegate.ResourceState{Resource: "local/r", HighestFence: 5, Root: "R5", Lease: "L5",
+	LastSegmentSeq: 2, GrantIssuedAt: 1000}
+
+func admit(fence, seg uint64, lease, root string, issuedAt int64) *fencegate.AdmitRequest {
+	return &fencegate.AdmitRequest{
+		Grant: fencegate.VerifiedGrant{Grant: fencegate.Grant{Resource: "local/r", FenceToken: fence, Lease: lease,
+			OperationRoot: root, IssuedAt: issuedAt}},
+		Segment: seg, Target: "objects/local/r", Method: "PUT", PayloadDigest: "sha256:a", ReceiptID: "rc",
+	}
+}
+
+var liveSeg2 = &fencegate.Receipt{ID: "r2", Target: "objects/local/r", Method: "PUT", PayloadDigest: "sha256:a",
+	State: fencegate.ReceiptCommitted}
+
+// TestDecide is the table of DESIGN §3's fence rules, one row per rule.
+func TestDecide(t *testing.T) {
+	busy := row
+	busy.PendingReceipt = "rp"
+	otherPayload := *liveSeg2
+	otherPayload.PayloadDigest = "sha256:b"
+	otherTarget := *liveSeg2
+	otherTarget.Target = "objects/local/r/x"
+	for _, c := range []struct {
+		rule string
+		row  fencegate.ResourceState
+		req  *fencegate.AdmitRequest
+		live *fencegate.Receipt
+		want Verdict
+		code fencegate.Code
+	}{
+		{"FirstFenceStartsAtSegmentOne", fencegate.ResourceState{}, admit(1, 1, "L1", "R1", 10), nil, Accept, ""},
+		{"FirstFencePastSegmentOneIsOutOfOrder", fencegate.ResourceState{}, admit(1, 2, "L1", "R1", 10), nil, Reject, fencegate.CodeSegmentOutOfOrder},
+		{"LowerFenceIsStaleOwner", row, admit(4, 1, "L4", "R4", 900), nil, Reject, fencegate.CodeStaleOwner},
+		{"LowerFenceIssuedLaterIsRegression", row, admit(4, 1, "L4", "R4", 2000), nil, Reject, fencegate.CodeFenceRegression},
+		{"EqualFenceUnderAnotherLeaseIsRegression", row, admit(5, 3, "Lx", "R5", 1000), nil, Reject, fencegate.CodeFenceRegression},
+		{"EqualFenceUnderAnotherRootIsRegression", row, admit(5, 3, "L5", "Rx", 1000), nil, Reject, fencegate.CodeFenceRegression},
+		{"NextSegmentIsAccepted", row, admit(5, 3, "L5", "R5", 1000), nil, Accept, ""},
+		{"SkippedSegmentIsOutOfOrder", row, admit(5, 4, "L5", "R5", 1000), nil, Reject, fencegate.CodeSegmentOutOfOrder},
+		{"SameSegmentSamePayloadIsReplay", row, admit(5, 2, "L5", "R5", 1000), liveSeg2, Replay, ""},
+		{"SameSegmentOtherPayloadIsQuarantined", row, admit(5, 2, "L5", "R5", 1000), &otherPayload, Quarantine, fencegate.CodeQuarantined},
+		{"SameSegmentOtherTargetIsQuarantined", row, admit(5, 2, "L5", "R5", 1000), &otherTarget, Quarantine, fencegate.CodeQuarantined},
+		{"OldSegmentWithoutLiveReceiptIsOutOfOrder", row, admit(5, 1, "L5", "R5", 1000), nil, Reject, fencegate.CodeSegmentOutOfOrder},
+		{"HigherFenceStartsAtSegmentOne", row, admit(6, 1, "L6", "R6", 3000), nil, Accept, ""},
+		{"HigherFencePastSegmentOneIsOutOfOrder", row, admit(6, 2, "L6", "R6", 3000), nil, Reject, fencegate.CodeSegmentOutOfOrder},
+		{"PendingEffectMakesHigherFenceBusy", busy, admit(6, 1, "L6", "R6", 3000), nil, Reject, fencegate.CodeResourceBusy},
+		{"PendingEffectMakesNextSegmentBusy", busy, admit(5, 3, "L5", "R5", 1000), nil, Reject, fencegate.CodeResourceBusy},
+		{"PendingEffectStillAnswersStale", busy, admit(4, 1, "L4", "R4", 900), nil, Reject, fencegate.CodeStaleOwner},
+		{"PendingEffectStillAnswersReplay", busy, admit(5, 2, "L5", "R5", 1000), liveSeg2, Replay, ""},
+	} {
+		t.Run(c.rule, func(t *testing.T) {
+			v, err := Decide(c.row, c.req, c.live)
+			if v != c.want || fencegate.ErrorCode(err) != c.code {
+				t.Fatalf("Decide = %v, %v; want %v, %q", v, err, c.want, c.code)
+			}
+			if (err != nil) != (v == Reject || v == Quarantine) {
+				t.Fatalf("the error must be set exactly for Reject and Quarantine: %v, %v", v, err)
+			}
+		})
+	}
+}
+
+// TestAcceptedMovesFenceRootLeaseSegmentAndPendingTogether: the row after an
+// accepted segment, as one write.
+func TestAcceptedMovesFenceRootLeaseSegmentAndPendingTogether(t *testing.T) {
+	req := admit(6, 1, "L6", "R6", 3000)
+	req.Now = time.Date(2030, 1, 1, 0, 0, 0, 1500, time.UTC)
+	got := Accepted(req)
+	want := fencegate.ResourceState{Resource: "local/r", HighestFence: 6, Root: "R6", Lease: "L6", LastSegmentSeq: 1,
+		GrantIssuedAt: 3000, PendingReceipt: "rc", UpdatedAt: time.Date(2030, 1, 1, 0, 0, 0, 1000, time.UTC)}
+	if got != want {
+		t.Fatalf("Accepted = %+v, want %+v", got, want)
+	}
+	if r := NewReceipt(req); r.State != fencegate.ReceiptPending || r.ID != "rc" || r.FenceToken != 6 || r.Segment != 1 {
+		t.Fatalf("NewReceipt = %+v", r)
+	}
+}
+
+// TestSettleRow: a not-applied last segment gives its number back; settling
+// clears the pending mark unless the outcome is UNKNOWN.
+func TestSettleRow(t *testing.T) {
+	pending := row
+	pending.PendingReceipt = "r2"
+	for _, c := range []struct {
+		rule    string
+		state   fencegate.ReceiptState
+		fence   uint64
+		seg     uint64
+		wantSeg uint64
+		wantPen string
+	}{
+		{"CommittedClearsPending", fencegate.ReceiptCommitted, 5, 2, 2, ""},
+		{"NotAppliedLastSegmentGivesItBack", fencegate.ReceiptNotApplied, 5, 2, 1, ""},
+		{"FailedLastSegmentGivesItBack", fencegate.ReceiptFailed, 5, 2, 1, ""},
+		{"NotAppliedEarlierSegmentKeepsTheLast", fencegate.ReceiptNotApplied, 5, 1, 2, ""},
+		{"NotAppliedOfAnOlderFenceKeepsTheRow", fencegate.ReceiptNotApplied, 4, 2, 2, ""},
+		{"UnknownKeepsPending", fencegate.ReceiptUnknown, 5, 2, 2, "r2"},
+	} {
+		t.Run(c.rule, func(t *testing.T) {
+			settled := fencegate.Receipt{ID: "r2", FenceToken: c.fence, Segment: c.seg, State: c.state}
+			next, _ := SettleRow(pending, &settled, time.Time{})
+			if next.LastSegmentSeq != c.wantSeg || next.PendingReceipt != c.wantPen || next.HighestFence != 5 {
+				t.Fatalf("SettleRow = seg %d pending %q fence %d; want seg %d pending %q fence 5",
+					next.LastSegmentSeq, next.PendingReceipt, next.HighestFence, c.wantSeg, c.wantPen)
+			}
+		})
+	}
+}
+
+// TestCheckTargetBindsATargetToOneResource: nested resources are separate
+// fence lines.
+func TestCheckTargetBindsATargetToOneResource(t *testing.T) {
+	req := admit(1, 1, "L1", "R1", 10)
+	if err := CheckTarget("", req); err != nil {
+		t.Fatalf("unbound target: %v", err)
+	}
+	if err := CheckTarget("local/r", req); err != nil {
+		t.Fatalf("target bound to the grant's resource: %v", err)
+	}
+	if err := CheckTarget("local", req); fencegate.ErrorCode(err) != fencegate.CodeResourceMismatch {
+		t.Fatalf("target bound to another resource: %v", err)
+	}
+}
