@@ -9,7 +9,8 @@ cd "$(dirname "$0")/.."
 n="${1:-20000}"
 limit="${2:-1000}"
 tmp=$(mktemp -d)
-trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$tmp"' EXIT
+pid=
+trap '[ -n "$pid" ] && { kill $pid 2>/dev/null; wait $pid 2>/dev/null; }; rm -rf "$tmp"' EXIT
 bin="${GATEWAY_BIN:-$tmp/gateway}"
 [ -n "${GATEWAY_BIN:-}" ] || go build -o "$bin" ./cmd/gateway
 go build -o "$tmp/listmem" ./internal/cmd/listmem
