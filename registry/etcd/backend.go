@@ -124,7 +124,7 @@ func (b *Backend) Acquire(ctx context.Context, req fencegate.AcquireRequest) (fe
 	live := &liveLease{b: b, ttl: req.TTL}
 	var out fencegate.Lease
 	rk, resKey := b.requestKey(req.Owner, req.RequestID), b.resourceKey(req.Resource)
-	err := b.update(ctx, []string{rk, resKey, b.floorKey(), b.leaseKey(req.LeaseID), b.incarnationKey()}, func(v *view) ([]clientv3.Op, error) {
+	err := b.update(ctx, []string{rk, resKey, b.floorKey(), b.leaseKey(req.LeaseID), b.incarnationKey(), b.maxFenceKey()}, func(v *view) ([]clientv3.Op, error) {
 		live.attempt()
 		if err := v.checkIncarnation(req); err != nil {
 			return nil, err
@@ -174,6 +174,10 @@ func (b *Backend) Acquire(ctx context.Context, req fencegate.AcquireRequest) (fe
 		if err != nil {
 			return nil, err
 		}
+		top, err := v.maxFence(ctx)
+		if err != nil {
+			return nil, err
+		}
 		liveOp, err := live.put(ctx, req.Resource, req.LeaseID)
 		if err != nil {
 			return nil, err
@@ -181,7 +185,8 @@ func (b *Backend) Acquire(ctx context.Context, req fencegate.AcquireRequest) (fe
 		rec := leaserule.NewRecord(req, fence, rev)
 		out = rec.Lease(req.Now)
 		return append(ops, putJSON(b.leaseKey(rec.ID), rec), clientv3.OpPut(rk, rec.ID),
-			putJSON(resKey, resource{LastFence: fence, Current: rec.ID}), liveOp), nil
+			putJSON(resKey, resource{LastFence: fence, Current: rec.ID}), liveOp,
+			clientv3.OpPut(b.maxFenceKey(), strconv.FormatUint(max(top, fence), 10))), nil
 	})
 	live.done(err)
 	return out, translate(err, "acquire")

@@ -19,6 +19,31 @@ type marker struct {
 
 func (b *Backend) incarnationKey() string { return b.prefix + "incarnation" }
 
+// maxFenceKey holds the highest fence issued, moved by every acquire.
+func (b *Backend) maxFenceKey() string { return b.prefix + "maxfence" }
+
+// maxFence is the highest fence issued before this view: the maxfence key,
+// or, for data written before the key existed, the top of every resource's
+// sequence read at the view's revision.
+func (v *view) maxFence(ctx context.Context) (uint64, error) {
+	if _, ok := v.kvs[v.b.maxFenceKey()]; ok {
+		return v.uint(v.b.maxFenceKey())
+	}
+	resp, err := v.b.client.Get(ctx, v.b.prefix+"res/", clientv3.WithPrefix(), clientv3.WithRev(v.at))
+	if err != nil {
+		return 0, err
+	}
+	var top uint64
+	for _, kv := range resp.Kvs {
+		var res resource
+		if err := decode(kv.Value, &res); err != nil {
+			return 0, err
+		}
+		top = max(top, res.LastFence)
+	}
+	return top, nil
+}
+
 // checkIncarnation is the acquire guard on the view's snapshot.
 func (v *view) checkIncarnation(req fencegate.AcquireRequest) error {
 	var m marker
@@ -29,42 +54,41 @@ func (v *view) checkIncarnation(req fencegate.AcquireRequest) error {
 }
 
 // Incarnation implements fencegate.LeaseBackend with one transaction of
-// reads (one store revision): the marker, the revision, the floor and every
-// resource's last fence.
+// reads (one store revision): the marker, the revision, the floor and the
+// highest fence issued (for data from before the maxfence key, every
+// resource's last fence at that revision).
 func (b *Backend) Incarnation(ctx context.Context) (fencegate.Incarnation, error) {
 	resp, err := b.client.Txn(ctx).Then(clientv3.OpGet(b.incarnationKey()), clientv3.OpGet(b.revisionKey()),
-		clientv3.OpGet(b.floorKey()), clientv3.OpGet(b.prefix+"res/", clientv3.WithPrefix())).Commit()
+		clientv3.OpGet(b.floorKey()), clientv3.OpGet(b.maxFenceKey())).Commit()
 	if err != nil {
 		return fencegate.Incarnation{}, translate(err, "read incarnation")
 	}
-	var inc fencegate.Incarnation
-	one := func(i int) []byte {
-		if kvs := resp.Responses[i].GetResponseRange().Kvs; len(kvs) > 0 {
-			return kvs[0].Value
-		}
-		return nil
-	}
-	if raw := one(0); raw != nil {
-		var m marker
-		if err := decode(raw, &m); err != nil {
-			return inc, err
-		}
-		inc.ID, inc.Since = m.ID, m.Since
-	}
-	for i, dst := range map[int]*uint64{1: &inc.Revision, 2: &inc.HighestFence} {
-		if raw := one(i); raw != nil {
-			if *dst, err = parseUint(raw); err != nil {
-				return inc, err
-			}
+	v := &view{b: b, at: resp.Header.Revision, kvs: map[string][]byte{}}
+	for _, r := range resp.Responses {
+		for _, kv := range r.GetResponseRange().Kvs {
+			v.kvs[string(kv.Key)] = kv.Value
 		}
 	}
-	for _, kv := range resp.Responses[3].GetResponseRange().Kvs {
-		var res resource
-		if err := decode(kv.Value, &res); err != nil {
-			return inc, err
-		}
-		inc.HighestFence = max(inc.HighestFence, res.LastFence)
+	var (
+		inc fencegate.Incarnation
+		m   marker
+	)
+	if err := v.decode(b.incarnationKey(), &m); err != nil {
+		return inc, err
 	}
+	inc.ID, inc.Since = m.ID, m.Since
+	if inc.Revision, err = v.uint(b.revisionKey()); err != nil {
+		return inc, err
+	}
+	floor, err := v.uint(b.floorKey())
+	if err != nil {
+		return inc, err
+	}
+	top, err := v.maxFence(ctx)
+	if err != nil {
+		return inc, translate(err, "read incarnation")
+	}
+	inc.HighestFence = max(floor, top)
 	return inc, nil
 }
 

@@ -50,3 +50,35 @@ func TestClusterRestoredFromAnOlderSnapshotIsStateLostBeforeAnyFence(t *testing.
 		t.Fatalf("the refused acquire changed the backend: %+v -> %+v", before, after)
 	}
 }
+
+// Data written before the maxfence key existed: the highest fence is read
+// from the resources, and the first acquire starts the key from there.
+func TestHighestFenceOfOlderDataComesFromTheResources(t *testing.T) {
+	c, prefix := client(t)
+	b := etcd.New(c, prefix)
+	ctx := context.Background()
+	acquire := func(id, res string) {
+		t.Helper()
+		l, err := b.Acquire(ctx, fencegate.AcquireRequest{LeaseID: id, Resource: res, Owner: "alice", RequestID: id,
+			TTL: time.Second, Now: leasetest.T0})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.Release(ctx, l.ID, "alice", leasetest.T0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, id := range []string{"l1", "l2", "l3"} {
+		acquire(id, "db/a")
+	}
+	if _, err := c.Delete(ctx, prefix+"maxfence"); err != nil {
+		t.Fatal(err)
+	}
+	if inc, err := b.Incarnation(ctx); err != nil || inc.HighestFence != 3 {
+		t.Fatalf("older data: %+v %v", inc, err)
+	}
+	acquire("l4", "db/b") // fence 1 of another resource
+	if inc, err := b.Incarnation(ctx); err != nil || inc.HighestFence != 3 {
+		t.Fatalf("after an acquire on older data: %+v %v", inc, err)
+	}
+}
