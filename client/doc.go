@@ -15,6 +15,11 @@
 //   - Segment writers number commits 1, 2, 3, ... under one grant, send every
 //     commit with the current grant and a fresh status proof, and resolve an
 //     unknown outcome through receipts before submitting anything new.
+//   - Transport is an http.RoundTripper for an unmodified SDK of a fronted
+//     API: base URL rewrite, the workload credential instead of the SDK's,
+//     reads to the API's read routes, writes fenced with one segment per SDK
+//     idempotency key (Fence-Effect-Key), recovered from the operation's
+//     receipts after a restart or a change of owner; refusals are errors.
 //
 // Time is injected (WithClock); nothing in this package sleeps except Run and
 // the acquisition retry wait (WithSleep).
