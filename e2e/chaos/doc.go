@@ -1,9 +1,10 @@
 // Package chaos runs three `gateway serve` replicas of the built binary on one
-// Postgres fence store and one S3-compatible object store, with their lease
-// registries on a three-member etcd cluster, and injects faults while workers
-// write through all three: kill -9 and restart of replicas, latency and
-// connection resets on the links from each replica to Postgres and to S3, a
-// Postgres restart, an etcd member killed and the etcd leader moved.
+// Postgres fence store and one S3-compatible object store, with a `gateway
+// registry` on a three-member etcd cluster, and injects faults while workers
+// write through all three: kill -9 and restart of replicas and of the
+// registry, latency, connection resets and cuts on the links from each
+// replica to Postgres and to S3, Postgres crashes and restarts, an etcd
+// member killed and the etcd leader moved.
 //
 // When the faults stop, the test waits for every unknown outcome to settle
 // and checks what the clients observed: zero stale writes accepted, zero
