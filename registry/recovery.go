@@ -131,8 +131,12 @@ func (r *Registry) check(ctx context.Context, full bool) error {
 		return r.resumeLocked(ctx, r.now(), true)
 	}
 	rc.mu.Lock()
-	rc.seen = fencegate.Incarnation{ID: inc.ID, Since: inc.Since, Revision: max(seen.Revision, inc.Revision),
-		HighestFence: max(seen.HighestFence, inc.HighestFence)}
+	// Merge with what is seen now, not with the copy read above: an acquire
+	// that returned since then has raised it, and forgetting that would let
+	// a rollback to the backend read above pass unnoticed.
+	cur := rc.seen
+	rc.seen = fencegate.Incarnation{ID: inc.ID, Since: inc.Since, Revision: max(cur.Revision, inc.Revision),
+		HighestFence: max(cur.HighestFence, inc.HighestFence)}
 	rc.since.Store(inc.Since)
 	rc.mu.Unlock()
 	return r.Remember()

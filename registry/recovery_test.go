@@ -491,3 +491,45 @@ func TestAnAcquireDuringTheHighWaterReadIsNotALoss(t *testing.T) {
 	}
 	e.mustAcquire("carol", "db/c", "r3")
 }
+
+// A check overtaken by an acquire must not forget what that acquire showed:
+// if the backend then goes back to the copy the check read (a failover to a
+// replica without the acquire), that is a rollback, detected before the
+// acquire's fence can be handed out again.
+func TestCheckOvertakenByAnAcquireStillDetectsItsRollback(t *testing.T) {
+	b := &overtaken{swappable: newSwappable(t)}
+	hw := &highWater{}
+	e := newLossEnv(t, b.swappable, hw, &memory{})
+	r, err := registry.New(registry.Config{Backend: b, Authority: e.auth, Now: e.clock.Now, StatusLife: statusLife,
+		HighWater: hw, Memory: &memory{}, OnLoss: func(context.Context) error { e.retired.Add(1); e.auth.retire(); return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Check(context.Background()); err != nil {
+		t.Fatalf("first check: %v", err)
+	}
+	e.r = r
+	a := e.mustAcquire("alice", "db/a", "r1")
+	if _, err := r.Release(context.Background(), "alice", a.Lease.ID); err != nil {
+		t.Fatal(err)
+	}
+	var before string
+	var bob registry.Issued
+	b.during = func() {
+		before = b.snapshot() // the copy the check just read
+		bob = e.mustAcquire("bob", "db/a", "r2")
+	}
+	if err := r.Watch(context.Background()); err != nil {
+		t.Fatalf("watch overtaken by an acquire: %v", err)
+	}
+	if hwm := r.Issuance().HighWater; hwm < bob.Lease.FenceToken {
+		t.Fatalf("the registry forgot fence %d it issued during the check (high water %d)", bob.Lease.FenceToken, hwm)
+	}
+	b.restore(before)
+	if err := r.Watch(context.Background()); fencegate.ErrorCode(err) != fencegate.CodeStateLost {
+		t.Fatalf("a backend rolled back behind an acquire: want COORDINATION_STATE_LOST, got %v", err)
+	}
+	if _, err := r.Acquire(context.Background(), "carol", params("db/a", "c1")); fencegate.ErrorCode(err) != fencegate.CodeStateLost {
+		t.Fatalf("acquire after the rollback: want COORDINATION_STATE_LOST, got %v", err)
+	}
+}
