@@ -170,7 +170,9 @@ func (w *world) operate(ctx context.Context) {
 			if !rotated {
 				rotated = true
 				w.stats.inject("revoked issuer epoch")
-				w.auth.rotate(w.signer[1], 2, w.clock.Now()) // and epoch 1 is revoked at once
+				if err := w.rotateNext(); err != nil { // and the old epoch is revoked at once
+					w.fail("rotate: %v", err)
+				}
 			}
 		case 2, 3:
 			if w.snapshot == "" {

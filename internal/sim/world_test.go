@@ -50,16 +50,17 @@ type world struct {
 	s     *sched
 	dir   string
 
-	store  fencegate.FenceStore // the real store
-	sp     *storeProxy
-	regDB  string
-	regBk  *regembedded.Backend
-	regDBh *bbolt.DB
-	reg    *registry.Registry
-	auth   *simAuthority
-	signer []*proofs.Signer // by epoch-1
-	forger *proofs.Signer
-	bundle *proofs.Bundle
+	store       fencegate.FenceStore // the real store
+	sp          *storeProxy
+	regDB       string
+	regBk       *regembedded.Backend
+	regDBh      *bbolt.DB
+	reg         *registry.Registry
+	auth        *simAuthority
+	incarnation fencegate.Incarnation // the registry's memory of its backend
+	signer      []*proofs.Signer      // by epoch-1
+	forger      *proofs.Signer
+	bundle      *proofs.Bundle
 
 	objects  *local.Store
 	op       *objectProxy
@@ -129,7 +130,7 @@ func newWorld(t testing.TB, seed uint64, cfg config, st *stats) (*world, error) 
 		return nil, err
 	}
 	w.dir = dir
-	for e := 1; e <= 2; e++ {
+	for e := 1; e <= maxEpochs; e++ {
 		sg, err := proofs.NewSigner([]byte(strings.Repeat(fmt.Sprint(e), 32)), fmt.Sprint("sim-", e), jwa.HS256)
 		if err != nil {
 			return nil, err
@@ -137,7 +138,11 @@ func newWorld(t testing.TB, seed uint64, cfg config, st *stats) (*world, error) 
 		w.signer = append(w.signer, sg)
 	}
 	w.forger, _ = proofs.NewSigner([]byte(strings.Repeat("f", 32)), "sim-1", jwa.HS256)
-	if w.bundle, err = proofs.NewBundle(1, w.signer[0].BundleKey(1), w.signer[1].BundleKey(2)); err != nil {
+	var keys []proofs.BundleKey
+	for e, sg := range w.signer {
+		keys = append(keys, sg.BundleKey(uint64(e+1)))
+	}
+	if w.bundle, err = proofs.NewBundle(1, keys...); err != nil {
 		return nil, err
 	}
 	switch cfg.store {
@@ -212,14 +217,53 @@ func (w *world) openRegistry() error {
 		return err
 	}
 	w.regBk, w.regDBh = bk, db
-	reg, err := registry.New(registry.Config{Backend: bk, Authority: w.auth, Now: w.clock.Now,
-		NewID: func() string { return w.newID("lease") }, MinTTL: time.Millisecond})
+	// The registry detects a lost or rolled-back backend from its
+	// incarnation marker, its memory of it (kept outside the backend, so a
+	// restore does not roll it back) and the fence store's high-water mark;
+	// on a loss it retires the issuing epoch.
+	// Odd seeds run a registry without the check (an older deployment, a
+	// backend switched without a floor), so the gateway's own defence
+	// against regressed fences is exercised too.
+	rc := registry.Config{Backend: bk, Authority: w.auth, Now: w.clock.Now,
+		NewID: func() string { return w.newID("lease") }, MinTTL: time.Millisecond}
+	if w.seed%2 == 0 {
+		rc.HighWater, rc.Memory, rc.Log = w.store.(fencegate.HighWater), simMemory{w}, discard
+		rc.OnLoss = func(context.Context) error {
+			w.stats.inject("coordination state loss detected")
+			return w.rotateNext()
+		}
+	}
+	reg, err := registry.New(rc)
 	if err != nil {
 		return err
 	}
 	w.reg = reg
+	// As the binary does before serving: compare the backend with what the
+	// registry saw (a loss pauses issuance; that is no error here).
+	if err := reg.Check(context.Background()); err != nil && fencegate.ErrorCode(err) != fencegate.CodeStateLost {
+		return err
+	}
 	return nil
 }
+
+// maxEpochs bounds the key rotations of a run (operator and loss recovery).
+const maxEpochs = 8
+
+// rotateNext rotates the issuing key to the next epoch and revokes the old one.
+func (w *world) rotateNext() error {
+	e := w.auth.is.Epoch
+	if int(e) >= len(w.signer) {
+		return fmt.Errorf("no key for epoch %d", e+1)
+	}
+	w.auth.rotate(w.signer[e], e+1, w.clock.Now())
+	return nil
+}
+
+// simMemory is the registry's memory of its backend (registry.Memory).
+type simMemory struct{ w *world }
+
+func (m simMemory) Load() (fencegate.Incarnation, error) { return m.w.incarnation, nil }
+func (m simMemory) Save(inc fencegate.Incarnation) error { m.w.incarnation = inc; return nil }
 
 func (w *world) newID(prefix string) string {
 	w.ids++
