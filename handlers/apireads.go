@@ -22,19 +22,9 @@ var readHopByHop = []string{
 // writes, and the upstream's answer, of any status, is streamed back as it is
 // (without connection headers and cookies). Query strings are forwarded.
 func (s *Server) readAPI(w http.ResponseWriter, r *http.Request) {
-	caller, err := s.Auth.Authenticate(r)
+	caller, name, path, api, err := s.apiTarget(r)
 	if err != nil {
 		s.problem(w, r, err)
-		return
-	}
-	name, path, err := apiCallPath(r)
-	if err != nil {
-		s.problem(w, r, err)
-		return
-	}
-	api := s.APIs[name]
-	if api == nil {
-		s.problem(w, r, fencegate.Errorf(fencegate.CodeNotFound, "no API named %q is configured", name))
 		return
 	}
 	_, resource, ok := api.Match(http.MethodGet, path)

@@ -42,23 +42,29 @@ func apiCallPath(r *http.Request) (api, path string, err error) {
 	return api, "/" + path, nil
 }
 
+// apiTarget is the start both API routes share (fenced calls and reads):
+// authenticate the workload, split the path into the API and its upstream
+// path, and find the configured API. Each route then matches its own method.
+func (s *Server) apiTarget(r *http.Request) (caller, name, path string, api *httpapi.API, err error) {
+	if caller, err = s.Auth.Authenticate(r); err != nil {
+		return "", "", "", nil, err
+	}
+	if name, path, err = apiCallPath(r); err != nil {
+		return "", "", "", nil, err
+	}
+	if api = s.APIs[name]; api == nil {
+		return "", "", "", nil, fencegate.Errorf(fencegate.CodeNotFound, "no API named %q is configured", name)
+	}
+	return caller, name, path, api, nil
+}
+
 // callAPI forwards one fenced call: authenticate, find the declared route and
 // derive its resource, verify the grant before reading the body, spool the
 // body within the API's limit, then admit and forward through the gateway.
 func (s *Server) callAPI(w http.ResponseWriter, r *http.Request) {
-	caller, err := s.Auth.Authenticate(r)
+	caller, name, path, api, err := s.apiTarget(r)
 	if err != nil {
 		s.problem(w, r, err)
-		return
-	}
-	name, path, err := apiCallPath(r)
-	if err != nil {
-		s.problem(w, r, err)
-		return
-	}
-	api := s.APIs[name]
-	if api == nil {
-		s.problem(w, r, fencegate.Errorf(fencegate.CodeNotFound, "no API named %q is configured", name))
 		return
 	}
 	_, resource, ok := api.Match(r.Method, path)
