@@ -52,3 +52,50 @@ func TestWriteOutsideThePolicyIsForbiddenWithoutStateChange(t *testing.T) {
 		t.Fatalf("allowed write: %v", err)
 	}
 }
+
+// TestShadowModeNeverForwardsAWriteOutsideThePolicy: shadow mode lets a
+// refused grant through for rollout, but never past the access policy. A
+// caller the policy does not let write the resource is FORBIDDEN even when
+// its grant is garbage or another owner's (verdicts shadow mode would
+// otherwise forward), and nothing is stored or forwarded.
+func TestShadowModeNeverForwardsAWriteOutsideThePolicy(t *testing.T) {
+	f := newFixture(t)
+	modes, err := gateway.NewModes(gateway.ModeRule{Pattern: resource, Mode: gateway.Shadow})
+	if err != nil {
+		t.Fatal(err)
+	}
+	policy, err := authz.New([]authz.Rule{{Identity: owner, Lease: []string{resource}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw, err := gateway.New(gateway.Config{Verifier: f.kit.Verifier(), Store: f.store, Now: f.kit.Now,
+		Policy: gateway.StaticPolicy{Generation: 1}, Access: policy, Modes: modes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	garbage := f.request(5, 1, "evil")
+	garbage.Caller, garbage.GrantToken = "intruder", "garbage"
+	othersGrant := f.request(5, 1, "evil")
+	othersGrant.Caller = "intruder"
+	for name, req := range map[string]gateway.Request{"garbage grant": garbage, "another owner's grant": othersGrant} {
+		if _, err := gw.Apply(ctx, req); fencegate.ErrorCode(err) != fencegate.CodeForbidden {
+			t.Fatalf("%s: apply = %v, want FORBIDDEN", name, err)
+		}
+		if got := f.content(); got != "" {
+			t.Fatalf("%s: a write outside the policy was forwarded: %q", name, got)
+		}
+		if _, err := f.store.Resource(ctx, resource); fencegate.ErrorCode(err) != fencegate.CodeNotFound {
+			t.Fatalf("%s: a forbidden write touched the resource: %v", name, err)
+		}
+	}
+	// The policy's own owner is still shadowed as before.
+	own := f.request(5, 1, "v1")
+	own.GrantToken = "garbage"
+	if _, err := gw.Apply(ctx, own); err != nil {
+		t.Fatalf("owner's shadowed write: %v", err)
+	}
+	if got := f.content(); got != "v1" {
+		t.Fatalf("owner's shadowed write not forwarded: %q", got)
+	}
+}

@@ -10,7 +10,8 @@ import (
 )
 
 // verdictCodes are the refusals shadow mode records and lets through. Caller
-// authentication, malformed requests and backend faults are never shadowed.
+// authentication, the access policy, malformed requests and backend faults
+// are never shadowed.
 var verdictCodes = map[fencegate.Code]bool{
 	fencegate.CodeGrantInvalid: true, fencegate.CodeStatusInvalid: true, fencegate.CodeEpochRevoked: true,
 	fencegate.CodeOwnerMismatch: true, fencegate.CodeResourceMismatch: true, fencegate.CodePolicyStale: true,
@@ -33,6 +34,14 @@ func grantResource(vg *fencegate.VerifiedGrant) string {
 // verified grant, nil if the grant itself was refused; locked says the caller
 // already holds the resource's lock.
 func (g *Gateway) shadowForward(ctx context.Context, req Request, vg *fencegate.VerifiedGrant, verdict error, locked bool) (Result, error) {
+	// Shadow mode relaxes fencing, never the access policy: a verdict met
+	// before the policy was checked (a garbage grant, another owner's) must
+	// not carry a caller past it.
+	if g.cfg.Access != nil {
+		if err := g.cfg.Access.CheckLease(req.Caller, req.Resource); err != nil {
+			return Result{}, err
+		}
+	}
 	code := fencegate.ErrorCode(verdict)
 	g.cfg.Log.Warn("shadow mode: forwarding a refused request", "resource", req.Resource, "target", req.Target,
 		"verdict", code, "detail", fencegate.ErrorMessage(verdict))
