@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptrace"
 	"strconv"
@@ -147,7 +148,13 @@ func retryAfter(v string, now time.Time) time.Duration {
 	if v == "" {
 		return 0
 	}
-	if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && n > 0 {
+	if s := strings.TrimSpace(v); s != "" && strings.Trim(s, "0123456789") == "" {
+		// delay-seconds is 1*DIGIT: a value past what a Duration holds is
+		// the longest wait, never one wrapped negative (the reconciler caps it).
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil || n > uint64(math.MaxInt64/int64(time.Second)) {
+			return time.Duration(math.MaxInt64)
+		}
 		return time.Duration(n) * time.Second
 	}
 	if t, err := http.ParseTime(v); err == nil && t.After(now) {

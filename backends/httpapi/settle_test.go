@@ -396,3 +396,17 @@ func TestLookupByReferenceSettlesANativeFenceAPI(t *testing.T) {
 		t.Fatalf("not found after minAge: %+v %v", o, err)
 	}
 }
+
+// A Retry-After of more delay-seconds than a Duration holds is a long wait
+// (the reconciler caps it), never wrapped into a negative or short one.
+func TestRetryAfterBeyondADurationIsALongWaitNotAWrappedOne(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	for _, v := range []string{"10000000000", "99999999999999999999", " 9223372037 "} {
+		if d := retryAfter(v, now); d < 10*time.Minute {
+			t.Errorf("Retry-After: %q read as %s", v, d)
+		}
+	}
+	if d := retryAfter(" 120 ", now); d != 2*time.Minute {
+		t.Errorf("Retry-After: 120 read as %s", d)
+	}
+}
