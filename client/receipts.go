@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"fmt"
 	"net/url"
 	"strconv"
 
@@ -62,20 +63,31 @@ func (c *Client) ReceiptPage(ctx context.Context, sel ReceiptQuery, page fencega
 // Receipts lists every receipt of an operation, oldest first, following the
 // pages. A recovering worker asks this first.
 func (c *Client) Receipts(ctx context.Context, operationID string) ([]fencegate.Receipt, error) {
-	var all []fencegate.Receipt
+	return allPages(func(page fencegate.Page) ([]fencegate.Receipt, string, error) {
+		p, err := c.ReceiptPage(ctx, ReceiptQuery{OperationID: operationID}, page)
+		return p.Receipts, p.Next, err
+	}, fmt.Sprintf("receipts of %q", operationID))
+}
+
+// allPages follows the pages one read returns, from the first (at the
+// largest page size) until a page has no next cursor, collecting the items.
+// On an error it returns what it had collected so far; after maxPages pages
+// it gives up with INTERNAL ("what: more than maxPages pages").
+func allPages[T any](read func(fencegate.Page) ([]T, string, error), what string) ([]T, error) {
+	var all []T
 	page := fencegate.Page{Limit: fencegate.MaxPageLimit}
 	for range maxPages {
-		p, err := c.ReceiptPage(ctx, ReceiptQuery{OperationID: operationID}, page)
+		items, next, err := read(page)
 		if err != nil {
 			return all, err
 		}
-		all = append(all, p.Receipts...)
-		if p.Next == "" {
+		all = append(all, items...)
+		if next == "" {
 			return all, nil
 		}
-		page.Cursor = p.Next
+		page.Cursor = next
 	}
-	return all, fencegate.Errorf(fencegate.CodeInternal, "receipts of %q: more than %d pages", operationID, maxPages)
+	return all, fencegate.Errorf(fencegate.CodeInternal, "%s: more than %d pages", what, maxPages)
 }
 
 // Receipt reads one receipt by ID.
@@ -102,20 +114,10 @@ func (c *Client) UnknownPage(ctx context.Context, page fencegate.Page) (UnknownP
 
 // Unknown lists every UNKNOWN receipt, following the pages.
 func (c *Client) Unknown(ctx context.Context) ([]UnknownReceipt, error) {
-	var all []UnknownReceipt
-	page := fencegate.Page{Limit: fencegate.MaxPageLimit}
-	for range maxPages {
+	return allPages(func(page fencegate.Page) ([]UnknownReceipt, string, error) {
 		p, err := c.UnknownPage(ctx, page)
-		if err != nil {
-			return all, err
-		}
-		all = append(all, p.Receipts...)
-		if p.Next == "" {
-			return all, nil
-		}
-		page.Cursor = p.Next
-	}
-	return all, fencegate.Errorf(fencegate.CodeInternal, "unknown receipts: more than %d pages", maxPages)
+		return p.Receipts, p.Next, err
+	}, "unknown receipts")
 }
 
 // QuarantinePage reads one page of quarantine records of one resource, or of
