@@ -50,8 +50,10 @@ var neverForwarded = []string{
 var neverForwardedPrefixes = []string{"X-Forwarded-", "Fence-"}
 
 // isNeverForwarded reports whether the canonical header name is refused
-// whatever an API declares.
+// whatever an API declares. Underscores count as dashes: CGI-style servers
+// (RFC 3875 §4.1.18, Rack, WSGI) read X_Forwarded_For as X-Forwarded-For.
 func isNeverForwarded(name string) bool {
+	name = http.CanonicalHeaderKey(strings.ReplaceAll(name, "_", "-"))
 	if slices.Contains(neverForwarded, name) {
 		return true
 	}

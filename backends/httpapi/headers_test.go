@@ -98,3 +98,19 @@ func TestForwardingAForbiddenHeaderIsRefusedAtStart(t *testing.T) {
 		t.Fatalf("ordinary headers refused: %v", err)
 	}
 }
+
+// TestUnderscoreSpellingsOfAForbiddenHeaderAreRefusedAtStart: CGI-style
+// servers (RFC 3875 §4.1.18: "-" becomes "_" in HTTP_* meta-variables, as in
+// Rack and WSGI) read X_Forwarded_For as X-Forwarded-For, so declaring the
+// underscore spelling of a never-forwarded header is refused too.
+func TestUnderscoreSpellingsOfAForbiddenHeaderAreRefusedAtStart(t *testing.T) {
+	for _, name := range []string{"X_Forwarded_For", "x_forwarded_host", "X_HTTP_Method_Override", "X_Original_URL",
+		"Transfer_Encoding", "Proxy_Authorization", "Fence_Grant"} {
+		c := validConfig("http://127.0.0.1:1")
+		c.ForwardHeaders = []string{name}
+		err := Config{APIs: []APIConfig{c}}.Validate()
+		if err == nil || !strings.Contains(err.Error(), "never forwarded") {
+			t.Errorf("declaring %q accepted: %v", name, err)
+		}
+	}
+}
