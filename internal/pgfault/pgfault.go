@@ -38,11 +38,7 @@ func Unavailable(err error) bool {
 	}
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
-		switch pe.Code[:2] {
-		case "08", "53", "57", "58":
-			return true
-		}
-		return false
+		return UnavailableState(pe.Code)
 	}
 	var (
 		ce *pgconn.ConnectError
@@ -64,5 +60,22 @@ func Unavailable(err error) bool {
 // deadlock_detected (40P01).
 func Transient(err error) bool {
 	var pe *pgconn.PgError
-	return errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01")
+	return errors.As(err, &pe) && TransientState(pe.Code)
+}
+
+// UnavailableState reports whether a server error's SQLSTATE is of a class
+// Unavailable counts as the database being unable to do it now: 08, 53, 57
+// or 58.
+func UnavailableState(sqlstate string) bool {
+	switch sqlstate[:2] {
+	case "08", "53", "57", "58":
+		return true
+	}
+	return false
+}
+
+// TransientState reports whether a server error's SQLSTATE is one Transient
+// counts as worth running the transaction again: 40001 or 40P01.
+func TransientState(sqlstate string) bool {
+	return sqlstate == "40001" || sqlstate == "40P01"
 }

@@ -30,13 +30,13 @@ func translate(err error, op string) error {
 		return err
 	case errors.As(err, &pe):
 		switch {
-		case pe.Code == "40001", pe.Code == "40P01", pe.Code == "23505", pe.Code == "55P03":
+		case pgfault.TransientState(pe.Code), pe.Code == "23505", pe.Code == "55P03":
 			return fencegate.Wrap(err, fencegate.CodeBackendConflict, msg+" conflict")
 		case pe.Code == "23514":
 			return fencegate.Wrap(err, fencegate.CodeInternal, msg+" sequence exhausted")
 		case pe.Code == "22021", pe.Code == "22P05", pe.Code == "54000":
 			return fencegate.Wrap(err, fencegate.CodeInvalidRequest, msg+" refused the value")
-		case pe.Code[:2] == "08", pe.Code[:2] == "53", pe.Code[:2] == "57", pe.Code[:2] == "58":
+		case pgfault.UnavailableState(pe.Code):
 			return fencegate.Wrap(err, fencegate.CodeBackendUnavailable, msg+" unavailable")
 		}
 		return fencegate.Wrap(err, fencegate.CodeInternal, msg+" error")
