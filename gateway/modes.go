@@ -102,11 +102,29 @@ func (m *Modes) Set(pattern string, mode Mode, breakGlass bool) error {
 	}
 	if idx >= 0 {
 		m.rules[idx].Mode = mode
+		sortRules(m.rules)
 		return nil
 	}
 	m.rules = append(m.rules, ModeRule{Pattern: pattern, Mode: mode})
-	sort.SliceStable(m.rules, func(i, j int) bool { return len(m.rules[i].Pattern) > len(m.rules[j].Pattern) })
+	sortRules(m.rules)
 	return nil
+}
+
+// sortRules orders rules as For tries them: longest pattern first; of
+// equally long ones enforce first, then by pattern. The order never depends
+// on the order rules were set in, so reordering the same rules (a restart)
+// never moves a resource from enforce to shadow.
+func sortRules(rules []ModeRule) {
+	sort.Slice(rules, func(i, j int) bool {
+		a, b := rules[i], rules[j]
+		if len(a.Pattern) != len(b.Pattern) {
+			return len(a.Pattern) > len(b.Pattern)
+		}
+		if a.Mode != b.Mode {
+			return a.Mode == Enforce
+		}
+		return a.Pattern < b.Pattern
+	})
 }
 
 // Rules returns the rules, longest pattern first.

@@ -120,3 +120,26 @@ func TestDowngradesNameEveryEnforceToShadowAndEveryRemovedEnforceRule(t *testing
 		t.Fatalf("adding an enforce rule downgrades %v", d)
 	}
 }
+
+// Which rule wins must not depend on the order rules were given in: a
+// restart with the same rules reordered would otherwise move a resource
+// from enforce to shadow with no downgrade to refuse. Of equally long
+// patterns matching a resource, enforce wins.
+func TestModesResolveTheSameWhateverTheRuleOrder(t *testing.T) {
+	shadow, enforce := gateway.ModeRule{Pattern: "d?/a", Mode: gateway.Shadow}, gateway.ModeRule{Pattern: "db/a", Mode: gateway.Enforce}
+	for _, rules := range [][]gateway.ModeRule{{shadow, enforce}, {enforce, shadow}} {
+		m, err := gateway.NewModes(rules...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := m.For("db/a"); got != gateway.Enforce {
+			t.Errorf("rules %v: db/a is %s", rules, got)
+		}
+		if got := m.For("dc/a"); got != gateway.Shadow {
+			t.Errorf("rules %v: dc/a is %s", rules, got)
+		}
+	}
+	if d := gateway.Downgrades([]gateway.ModeRule{shadow, enforce}, []gateway.ModeRule{enforce, shadow}); len(d) != 0 {
+		t.Errorf("reordering is not a downgrade: %v", d)
+	}
+}
