@@ -38,6 +38,7 @@ func translate(err error, op string) error {
 		case pe.Code == "22021", // character_not_in_repertoire (e.g. a NUL byte in text)
 			pe.Code == "22001", // string_data_right_truncation
 			pe.Code == "22003", // numeric_value_out_of_range
+			pe.Code == "22008", // datetime_field_overflow (a forged cursor's time)
 			pe.Code == "22P02", // invalid_text_representation
 			pe.Code == "23514": // check_violation
 			return fencegate.Wrap(err, fencegate.CodeInvalidRequest, "fence store: "+op+": value refused")
