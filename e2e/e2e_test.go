@@ -11,38 +11,17 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/fencegate/fencegate/internal/testenv"
 )
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
-
-// binary builds cmd/gateway once per test run.
+// binary builds cmd/gateway once per test run (testenv.GatewayBinary).
 func binary(t *testing.T) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "fencegate-e2e-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "gateway")
-		out, err := exec.Command("go", "build", "-o", binPath, "../cmd/gateway").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
+	return testenv.GatewayBinary(t)
 }
 
 func freePort(t *testing.T) string {
@@ -239,8 +218,6 @@ func wantCode(t *testing.T, a answer, status int, code string) {
 // TestMain removes the binary built for the run.
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if binPath != "" {
-		_ = os.RemoveAll(filepath.Dir(binPath))
-	}
+	testenv.RemoveBuilt()
 	os.Exit(code)
 }
