@@ -59,6 +59,16 @@ func (f *faultyStore) set(put func(context.Context, fencegate.PutRequest) (strin
 	f.put, f.head = put, head
 }
 
+// timeOut makes every Put and Head fail as a timeout (BACKEND_UNAVAILABLE),
+// so nobody can tell whether a write landed.
+func (f *faultyStore) timeOut() {
+	f.set(func(context.Context, fencegate.PutRequest) (string, error) {
+		return "", fencegate.Errorf(fencegate.CodeBackendUnavailable, "timeout")
+	}, func(context.Context, string) (fencegate.ObjectInfo, error) {
+		return fencegate.ObjectInfo{}, fencegate.Errorf(fencegate.CodeBackendUnavailable, "timeout")
+	})
+}
+
 type fixture struct {
 	t     *testing.T
 	kit   *prooftest.Kit
@@ -392,11 +402,7 @@ func TestQueryModeAsksTheRegistryOncePerWrite(t *testing.T) {
 func TestReconcilerRaisesUnknownsPastTheDeadline(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	f.obj.set(func(context.Context, fencegate.PutRequest) (string, error) {
-		return "", fencegate.Errorf(fencegate.CodeBackendUnavailable, "timeout")
-	}, func(context.Context, string) (fencegate.ObjectInfo, error) {
-		return fencegate.ObjectInfo{}, fencegate.Errorf(fencegate.CodeBackendUnavailable, "timeout")
-	})
+	f.obj.timeOut()
 	if _, err := f.gw.Apply(ctx, f.request(5, 1, "v1")); fencegate.ErrorCode(err) != fencegate.CodeMutationUnknown {
 		t.Fatalf("want MUTATION_UNKNOWN, got %v", err)
 	}

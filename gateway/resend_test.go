@@ -16,11 +16,7 @@ import (
 func TestReconcilerRecordsEachAttemptAndWaitsForRetryAfter(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	f.obj.set(func(context.Context, fencegate.PutRequest) (string, error) {
-		return "", fencegate.Errorf(fencegate.CodeBackendUnavailable, "timeout")
-	}, func(context.Context, string) (fencegate.ObjectInfo, error) {
-		return fencegate.ObjectInfo{}, fencegate.Errorf(fencegate.CodeBackendUnavailable, "timeout")
-	})
+	f.obj.timeOut()
 	res, err := f.gw.Apply(ctx, f.request(5, 1, "v1"))
 	if fencegate.ErrorCode(err) != fencegate.CodeMutationUnknown {
 		t.Fatalf("want MUTATION_UNKNOWN, got %v", err)
