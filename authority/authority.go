@@ -225,14 +225,21 @@ func (a *Authority) state() State {
 }
 
 // BumpPolicy raises the policy generation by one: grants of older generations
-// are POLICY_STALE from now on.
+// are POLICY_STALE from now on. The new generation is persisted before it is
+// in force: a failed save changes nothing, so a restart never finds a lower
+// generation than one that was handed out.
 func (a *Authority) BumpPolicy(context.Context) (State, error) {
 	a.change.Lock()
 	defer a.change.Unlock()
+	p := a.snapshot()
+	p.PolicyGeneration++
+	if err := a.write(p); err != nil {
+		return State{}, err
+	}
 	a.mu.Lock()
-	a.policyGen++
+	a.policyGen = p.PolicyGeneration
 	a.mu.Unlock()
-	return a.saved()
+	return a.state(), nil
 }
 
 // SetFloor makes every later fence of every resource greater than floor (a

@@ -56,22 +56,34 @@ func (a *Authority) SetMode(_ context.Context, rule gateway.ModeRule, breakGlass
 	a.change.Lock()
 	defer a.change.Unlock()
 	before := a.modes.Rules()
-	if err := a.modes.Set(rule.Pattern, rule.Mode, breakGlass); err != nil {
+	// The change is made on a copy first: it is persisted before the modes in
+	// force move, so a failed save leaves memory and file as they were.
+	next, err := gateway.NewModes(before...)
+	if err != nil {
 		return State{}, err
 	}
+	if err := next.Set(rule.Pattern, rule.Mode, breakGlass); err != nil {
+		return State{}, err
+	}
+	p := a.snapshot()
+	p.OperatorModes = slices.DeleteFunc(p.OperatorModes, func(r gateway.ModeRule) bool { return r.Pattern == rule.Pattern })
+	p.OperatorModes = append(p.OperatorModes, rule)
+	inForce := next.Rules()
+	p.ModesInForce = &inForce
+	if err := a.write(p); err != nil {
+		return State{}, fencegate.Wrap(err, fencegate.CodeInternal, "mode change not persisted; nothing changed")
+	}
+	if err := a.modes.Set(rule.Pattern, rule.Mode, breakGlass); err != nil {
+		return State{}, err // not reached: the copy took the same change under a.change
+	}
+	a.mu.Lock()
+	a.opModes = p.OperatorModes
+	a.mu.Unlock()
 	if down := gateway.Downgrades(before, a.modes.Rules()); len(down) > 0 {
 		for _, d := range down {
 			a.log.Error("BREAK-GLASS: validation switched off by an operator", "change", d.String(), "pattern", d.Pattern)
 		}
 		a.alarm.BreakGlass("admin")
 	}
-	a.mu.Lock()
-	a.opModes = slices.DeleteFunc(a.opModes, func(r gateway.ModeRule) bool { return r.Pattern == rule.Pattern })
-	a.opModes = append(a.opModes, rule)
-	a.mu.Unlock()
-	st, err := a.saved()
-	if err != nil {
-		return State{}, fencegate.Wrap(err, fencegate.CodeInternal, "mode set in memory but not persisted")
-	}
-	return st, nil
+	return a.state(), nil
 }

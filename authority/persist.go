@@ -52,9 +52,12 @@ func loadPersisted(path string) (persisted, error) {
 }
 
 // save writes the State file; the caller holds a.change.
-func (a *Authority) save() error {
+func (a *Authority) save() error { return a.write(a.snapshot()) }
+
+// snapshot is the State file's content for the state in memory.
+func (a *Authority) snapshot() persisted {
 	a.mu.RLock()
-	p := persisted{IssuerEpoch: a.epoch, PolicyGeneration: a.policyGen, OperatorModes: a.opModes}
+	p := persisted{IssuerEpoch: a.epoch, PolicyGeneration: a.policyGen, OperatorModes: slices.Clone(a.opModes)}
 	if a.signer != nil {
 		p.KeyID = a.signer.KeyID()
 	}
@@ -68,6 +71,13 @@ func (a *Authority) save() error {
 		inForce = []gateway.ModeRule{}
 	}
 	p.ModesInForce = &inForce
+	return p
+}
+
+// write persists p as the State file; the caller holds a.change. A change
+// builds the snapshot it is about to make, writes it, and only then applies
+// it in memory, so memory never runs ahead of the file.
+func (a *Authority) write(p persisted) error {
 	data, err := json.MarshalIndent(p, "", "  ")
 	if err == nil {
 		err = WriteFileAtomic(a.files.State, data, 0o600)
