@@ -15,21 +15,21 @@ func (s *Server) checkRead(caller, resource string) error {
 // readableReceipts keeps the receipts (and with them any stored upstream
 // answer) of resources caller may read; the others are left out of a list.
 func (s *Server) readableReceipts(caller string, list []fencegate.Receipt) []fencegate.Receipt {
-	out := make([]fencegate.Receipt, 0, len(list))
-	for _, rc := range list {
-		if s.mayRead(caller, rc.Resource) {
-			out = append(out, rc)
-		}
-	}
-	return out
+	return readable(s, caller, list, func(rc fencegate.Receipt) string { return rc.Resource })
 }
 
 // readableQuarantine keeps the quarantine records of resources caller may read.
 func (s *Server) readableQuarantine(caller string, list []fencegate.Quarantine) []fencegate.Quarantine {
-	out := make([]fencegate.Quarantine, 0, len(list))
-	for _, q := range list {
-		if s.mayRead(caller, q.Resource) {
-			out = append(out, q)
+	return readable(s, caller, list, func(q fencegate.Quarantine) string { return q.Resource })
+}
+
+// readable keeps, in order, the items of list whose resource caller may read
+// (mayRead); the result is never nil.
+func readable[T any](s *Server, caller string, list []T, resource func(T) string) []T {
+	out := make([]T, 0, len(list))
+	for _, v := range list {
+		if s.mayRead(caller, resource(v)) {
+			out = append(out, v)
 		}
 	}
 	return out
