@@ -3,6 +3,7 @@ package handlers
 import (
 	"io"
 	"net/http"
+	"strings"
 
 	"github.com/fencegate/fencegate"
 )
@@ -49,6 +50,11 @@ func (s *Server) readAPI(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	for k, v := range resp.Header {
 		h[k] = append([]string(nil), v...)
+	}
+	for _, v := range resp.Header.Values("Connection") { // hop-by-hop too (RFC 9110 §7.6.1)
+		for _, k := range strings.Split(v, ",") {
+			h.Del(strings.TrimSpace(k))
+		}
 	}
 	for _, k := range readHopByHop {
 		h.Del(k)

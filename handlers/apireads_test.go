@@ -1,7 +1,9 @@
 package handlers_test
 
 import (
+	"bufio"
 	"encoding/json"
+	"net"
 	"net/http"
 	"testing"
 
@@ -90,4 +92,47 @@ func TestReadOfAnUnreachableUpstreamIsUnavailable(t *testing.T) {
 	e := newAPIEnv(t, nil, nil, withReadRoute)
 	e.up.Close()
 	wantCode(t, e.send("GET", "/v1/apis/payouts/v1/payouts", payerTokA, nil, ""), http.StatusServiceUnavailable, fencegate.CodeBackendUnavailable)
+}
+
+// TestReadAnswersDropTheHeadersTheUpstreamsConnectionNames: headers an
+// upstream answer's Connection field names are hop-by-hop (RFC 9110 §7.6.1)
+// and a proxy removes them with Connection itself before passing the answer
+// on. The upstream is a raw HTTP/1.1 answer, as net/http's server would
+// rewrite a handler's Connection field.
+func TestReadAnswersDropTheHeadersTheUpstreamsConnectionNames(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
+					return
+				}
+				_, _ = c.Write([]byte("HTTP/1.1 200 OK\r\nConnection: X-Upstream-Hop, x-other-hop\r\n" +
+					"X-Upstream-Hop: upstream-internal\r\nX-Other-Hop: upstream-internal\r\nX-End-To-End: kept\r\n" +
+					"Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"))
+			}()
+		}
+	}()
+	e := newAPIEnv(t, nil, nil, func(c *httpapi.APIConfig) {
+		withReadRoute(c)
+		c.BaseURL = "http://" + ln.Addr().String()
+	})
+	r := e.send("GET", "/v1/apis/payouts/v1/payouts", payerTokA, nil, "")
+	if r.status != http.StatusOK || r.header.Get("X-End-To-End") != "kept" {
+		t.Fatalf("read = %d %v", r.status, r.header)
+	}
+	for _, h := range []string{"X-Upstream-Hop", "X-Other-Hop"} {
+		if v := r.header.Get(h); v != "" {
+			t.Errorf("the read passed on %s: %q, a header the upstream's Connection names", h, v)
+		}
+	}
 }
