@@ -89,10 +89,15 @@ func (a *Authority) write(p persisted) error {
 }
 
 // WriteFileAtomic replaces path with data so readers see old or new, never
-// half: a temporary file of this call's own (writers sharing path never
-// write into each other's), synced, renamed over path.
+// half, and so the new content survives a crash once it returns: a temporary
+// file of this call's own (writers sharing path never write into each
+// other's), fsynced, renamed over path, and then the directory fsynced so the
+// rename itself is durable: the Linux fsync(2) man page says syncing a file
+// does not make its directory entry durable, that needs an fsync of the
+// directory too.
 func WriteFileAtomic(path string, data []byte, mode os.FileMode) error {
-	f, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".*.tmp")
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, filepath.Base(path)+".*.tmp")
 	if err != nil {
 		return err
 	}
@@ -102,17 +107,31 @@ func WriteFileAtomic(path string, data []byte, mode os.FileMode) error {
 		_, err = f.Write(data)
 	}
 	if err == nil {
-		err = f.Sync()
+		err = fsync(f)
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
 	}
 	if err != nil {
 		_ = os.Remove(tmp)
 		return err
 	}
-	return os.Rename(tmp, path)
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = fsync(d)
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
+
+// fsync flushes f to stable storage (a variable so a test can watch the order).
+var fsync = func(f *os.File) error { return f.Sync() }
 
 // newSeed returns a fresh Ed25519 seed.
 func newSeed() ([]byte, error) {
