@@ -364,30 +364,37 @@ func isRuling(err error) bool {
 // recoverAdmission settles an admission whose transaction failed without a
 // verdict (its commit acknowledgement may have been lost): the receipt ID is
 // ours, so the receipt's presence tells whether it committed. A committed
-// admission goes on to its effect; otherwise nothing was admitted.
-func (g *Gateway) recoverAdmission(ctx context.Context, req fencegate.AdmitRequest, cause error) (fencegate.Admission, error) {
+// admission goes on to its effect. NOT_FOUND under our own receipt ID means
+// nothing was admitted (and a replay writes nothing in any case), so again is
+// true: the admission may be tried once more, and a replay then gets the
+// original receipt instead of the store's fault.
+func (g *Gateway) recoverAdmission(ctx context.Context, req fencegate.AdmitRequest, cause error) (adm fencegate.Admission, again bool, err error) {
 	r, err := g.cfg.Store.Receipt(ctx, req.ReceiptID)
 	switch {
 	case err == nil && r.State == fencegate.ReceiptPending:
 		prev, verr := g.cfg.Store.Version(ctx, req.Target)
 		if verr != nil {
 			g.notApplied(req.ReceiptID)
-			return fencegate.Admission{}, &fencegate.Error{Code: fencegate.CodeBackendUnavailable,
+			return fencegate.Admission{}, false, &fencegate.Error{Code: fencegate.CodeBackendUnavailable,
 				Message: "the admission committed but the store cannot be read; nothing was forwarded", ReceiptID: r.ID, Err: verr}
 		}
 		g.cfg.Log.Warn("admission committed despite an error; going on", "receipt", r.ID, "err", cause)
-		return fencegate.Admission{Receipt: r, PreviousVersion: prev}, nil
+		return fencegate.Admission{Receipt: r, PreviousVersion: prev}, false, nil
 	case fencegate.ErrorCode(err) == fencegate.CodeNotFound:
-		return fencegate.Admission{}, cause
+		return fencegate.Admission{}, true, cause
 	}
 	// Unknown whether it was admitted; nothing was forwarded, and nothing
 	// will be: the receipt ID is this request's alone. If the receipt was
 	// written it is settled NOT_APPLIED (its segment free again) as soon as
 	// the store is back; if not, the store answers NOT_FOUND and that is all.
 	g.notApplied(req.ReceiptID)
-	return fencegate.Admission{}, &fencegate.Error{Code: fencegate.CodeBackendUnavailable,
+	return fencegate.Admission{}, false, &fencegate.Error{Code: fencegate.CodeBackendUnavailable,
 		Message: "the fence store failed; nothing was forwarded", ReceiptID: req.ReceiptID, Err: cause}
 }
+
+// admitAgain is how many more times an admission that certainly admitted
+// nothing (recoverAdmission's again) is tried before BACKEND_UNAVAILABLE.
+const admitAgain = 2
 
 // notApplied queues NOT_APPLIED for a receipt this gateway may have admitted
 // but whose effect it did not forward and never will.
@@ -412,13 +419,24 @@ const reauthorizeAfter = 10 * time.Millisecond
 // while the request waited is refused, not admitted on an old verdict.
 func (g *Gateway) admit(ctx context.Context, req fencegate.AdmitRequest, recheck func(*fencegate.AdmitRequest) error) (fencegate.Admission, error) {
 	var waited time.Duration
+	tries := 0
 	for delay := 10 * time.Millisecond; ; delay = min(2*delay, 200*time.Millisecond) {
 		if err := recheck(&req); err != nil {
 			return fencegate.Admission{}, err
 		}
 		adm, err := g.cfg.Store.Admit(ctx, req)
 		if err != nil && !isRuling(err) {
-			return g.recoverAdmission(ctx, req, err)
+			adm, again, err := g.recoverAdmission(ctx, req, err)
+			if !again {
+				return adm, err
+			}
+			if tries++; tries > admitAgain || ctx.Err() != nil {
+				// Nothing was admitted: no receipt to name, a store fault to retry.
+				return fencegate.Admission{}, &fencegate.Error{Code: fencegate.CodeBackendUnavailable,
+					Message: "the fence store failed; nothing was admitted or forwarded", Err: err}
+			}
+			g.cfg.Log.Warn("admission failed without a verdict and admitted nothing; trying again", "receipt", req.ReceiptID, "err", err)
+			continue
 		}
 		var fe *fencegate.Error
 		if fencegate.ErrorCode(err) != fencegate.CodeResourceBusy || !errors.As(err, &fe) || waited >= busyWait {

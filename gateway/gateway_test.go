@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"path/filepath"
 	"strconv"
@@ -315,17 +316,21 @@ func lowThenHigh(t *testing.T, f *fixture, low *gateway.Gateway, slow gateway.Re
 	return strings.Join(events, ",")
 }
 
-// ackLosingStore commits an admission but loses its acknowledgement.
+// ackLosingStore loses the acknowledgement of its next lose admissions,
+// committing them first when commit is set; calls counts Admit calls.
 type ackLosingStore struct {
 	fencegate.FenceStore
-	lose, commit bool
+	lose   int
+	commit bool
+	calls  int
 }
 
 func (s *ackLosingStore) Admit(ctx context.Context, req fencegate.AdmitRequest) (fencegate.Admission, error) {
-	if !s.lose {
+	s.calls++
+	if s.lose == 0 {
 		return s.FenceStore.Admit(ctx, req)
 	}
-	s.lose = false
+	s.lose--
 	if s.commit {
 		if _, err := s.FenceStore.Admit(ctx, req); err != nil {
 			return fencegate.Admission{}, err
@@ -334,28 +339,79 @@ func (s *ackLosingStore) Admit(ctx context.Context, req fencegate.AdmitRequest) 
 	return fencegate.Admission{}, fencegate.Errorf(fencegate.CodeInternal, "connection lost during commit")
 }
 
+func (f *fixture) gatewayOver(st fencegate.FenceStore) *gateway.Gateway {
+	f.t.Helper()
+	gw, err := gateway.New(gateway.Config{Verifier: f.kit.Verifier(), Store: st, Now: f.kit.Now,
+		Policy: gateway.StaticPolicy{Generation: 1}})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return gw
+}
+
+// storedState is the resource row and every receipt of the resource.
+func (f *fixture) storedState() string {
+	f.t.Helper()
+	rs, rerr := f.store.Resource(context.Background(), resource)
+	page, err := f.store.ReceiptsByResource(context.Background(), resource, fencegate.Page{})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return fmt.Sprintf("%+v %v %+v", rs, fencegate.ErrorCode(rerr), page.Receipts)
+}
+
 func TestLostAdmissionAckIsRecoveredByTheReceiptID(t *testing.T) {
 	for _, committed := range []bool{true, false} {
 		f := newFixture(t)
-		st := &ackLosingStore{FenceStore: f.store, lose: true, commit: committed}
-		gw, err := gateway.New(gateway.Config{Verifier: f.kit.Verifier(), Store: st, Now: f.kit.Now,
-			Policy: gateway.StaticPolicy{Generation: 1}})
-		if err != nil {
-			t.Fatal(err)
+		st := &ackLosingStore{FenceStore: f.store, lose: 1, commit: committed}
+		res, err := f.gatewayOver(st).Apply(context.Background(), f.request(5, 1, "v1"))
+		// Committed: the receipt is found and the effect goes on. Not
+		// committed: NOT_FOUND under our receipt ID, so it is admitted again.
+		if err != nil || res.Receipt.State != fencegate.ReceiptCommitted || f.content() != "v1" {
+			t.Fatalf("committed=%v: admission with a lost ack: %+v %v (object %q)", committed, res.Receipt, err, f.content())
 		}
-		res, err := gw.Apply(context.Background(), f.request(5, 1, "v1"))
-		if committed {
-			if err != nil || res.Receipt.State != fencegate.ReceiptCommitted || f.content() != "v1" {
-				t.Fatalf("committed admission with a lost ack: %+v %v (object %q)", res.Receipt, err, f.content())
-			}
-			continue
+		if want := map[bool]int{true: 1, false: 2}[committed]; st.calls != want {
+			t.Fatalf("committed=%v: %d admissions, want %d", committed, st.calls, want)
 		}
-		if err == nil || f.content() != "" {
-			t.Fatalf("an admission that never committed was forwarded: %v (object %q)", err, f.content())
-		}
-		if rs, err := f.store.Resource(context.Background(), resource); err == nil {
-			t.Fatalf("state moved: %+v", rs)
-		}
+	}
+}
+
+// A replay of an accepted segment writes nothing, so a lost acknowledgement
+// finds no receipt under the replay's own ID: the admission is tried again
+// and answers the original receipt, never INTERNAL, forwarding nothing.
+func TestLostAdmissionAckOfAReplayAnswersTheOriginalReceipt(t *testing.T) {
+	f := newFixture(t)
+	first, err := f.gw.Apply(context.Background(), f.request(5, 1, "v1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := f.storedState()
+	st := &ackLosingStore{FenceStore: f.store, lose: 1, commit: true}
+	res, err := f.gatewayOver(st).Apply(context.Background(), f.request(5, 1, "v1"))
+	if err != nil || !res.Replay || res.Receipt.ID != first.Receipt.ID || res.Receipt.State != fencegate.ReceiptCommitted {
+		t.Fatalf("replay with a lost ack: %+v %v, want the original receipt %s", res, err, first.Receipt.ID)
+	}
+	if after := f.storedState(); after != before {
+		t.Fatalf("stored state changed:\n%s\n%s", before, after)
+	}
+}
+
+// A store that keeps failing without a verdict, and admitted nothing, is
+// BACKEND_UNAVAILABLE (retry later) after a bounded number of tries: never
+// INTERNAL for a store fault, and nothing stored or forwarded.
+func TestAdmissionThatKeepsFailingWithoutAVerdictIsBackendUnavailable(t *testing.T) {
+	f := newFixture(t)
+	before := f.storedState()
+	st := &ackLosingStore{FenceStore: f.store, lose: 1000}
+	_, err := f.gatewayOver(st).Apply(context.Background(), f.request(5, 1, "v1"))
+	if fencegate.ErrorCode(err) != fencegate.CodeBackendUnavailable {
+		t.Fatalf("want BACKEND_UNAVAILABLE, got %v", err)
+	}
+	if st.calls < 2 || st.calls > 5 {
+		t.Fatalf("%d admissions: want a bounded retry", st.calls)
+	}
+	if after := f.storedState(); after != before || f.content() != "" {
+		t.Fatalf("stored state changed or forwarded:\n%s\n%s (object %q)", before, after, f.content())
 	}
 }
 
