@@ -50,6 +50,10 @@ const (
 	// below what gateways accepted) and issues no grant until it can continue
 	// above every fence any gateway has accepted; retry after Retry-After.
 	CodeStateLost Code = "COORDINATION_STATE_LOST"
+	// CodeStillReconciling: an operator's verdict on an UNKNOWN receipt the
+	// reconciler is still settling (before the deadline, its strategy not
+	// given up); nothing was changed. Resolve it once it awaits a person.
+	CodeStillReconciling Code = "STILL_RECONCILING"
 )
 
 // Codes lists every code, in a stable order.
@@ -59,7 +63,7 @@ var Codes = []Code{
 	CodeSegmentOutOfOrder, CodeQuarantined, CodeFenceRegression, CodeBackendUnavailable,
 	CodeBackendConflict, CodeMutationUnknown, CodeInvalidRequest, CodeResourceBusy,
 	CodeLeaseHeld, CodeLeaseNotHeld, CodeNotFound, CodeForbidden, CodeUnsupported, CodeInternal,
-	CodeRequestIDConflict, CodeStateLost,
+	CodeRequestIDConflict, CodeStateLost, CodeStillReconciling,
 }
 
 // Error is the only error type the domain returns. Adapters translate driver

@@ -89,6 +89,34 @@ func (rc *Reconciler) IsOverdue(r fencegate.Receipt) bool {
 	return r.State == fencegate.ReceiptUnknown && rc.now().Sub(r.CreatedAt) >= rc.deadline()
 }
 
+// GiverUp is implemented by a Resolver that can tell it has given up on a
+// receipt: no attempt it would make settles it (its strategy is manual, the
+// kept request may not be resent, the key is past retention, the attempts
+// are spent), so the receipt waits for a person.
+type GiverUp interface {
+	GaveUp(r fencegate.Receipt) bool
+}
+
+// AwaitsPerson reports whether r is an UNKNOWN receipt that only a person
+// settles now: past Deadline (IsOverdue), with no resolver for its target, or
+// with a resolver that has given up on it (GiverUp). Any other UNKNOWN
+// receipt is still being reconciled: a verdict by hand could contradict what
+// a resend or lookup is about to learn.
+func (rc *Reconciler) AwaitsPerson(r fencegate.Receipt) bool {
+	if r.State != fencegate.ReceiptUnknown {
+		return false
+	}
+	if rc.IsOverdue(r) {
+		return true
+	}
+	res := rc.resolver(r.Target)
+	if res == nil {
+		return true
+	}
+	g, ok := res.(GiverUp)
+	return ok && g.GaveUp(r)
+}
+
 // RunOnce makes one pass and returns how many receipts it settled.
 func (rc *Reconciler) RunOnce(ctx context.Context) (int, error) {
 	now := rc.now()

@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -136,8 +137,12 @@ type resolution struct {
 }
 
 // resolveUnknown settles an UNKNOWN receipt by hand: COMMITTED or NOT_APPLIED
-// (which gives the segment number back). Only UNKNOWN receipts are accepted;
-// the note and the operator's identity are kept in the receipt.
+// (which gives the segment number back). Only UNKNOWN receipts that await a
+// person (gateway.Reconciler.AwaitsPerson: overdue, or given up by their
+// strategy) are accepted; one the reconciler is still settling is
+// STILL_RECONCILING (409) and nothing changes, so a verdict by hand never
+// contradicts a resend that pays. The note and the operator's identity are
+// kept in the receipt.
 func (s *Server) resolveUnknown(w http.ResponseWriter, r *http.Request) {
 	var in resolution
 	if err := decodeJSON(r, &in); err != nil {
@@ -157,6 +162,11 @@ func (s *Server) resolveUnknown(w http.ResponseWriter, r *http.Request) {
 	}
 	if rc.State != fencegate.ReceiptUnknown {
 		s.problem(w, r, fencegate.Errorf(fencegate.CodeInvalidRequest, "receipt %s is %s, not UNKNOWN", id, rc.State))
+		return
+	}
+	if s.Reconciler != nil && !s.Reconciler.AwaitsPerson(rc) {
+		s.problem(w, r, &fencegate.Error{Code: fencegate.CodeStillReconciling, ReceiptID: id,
+			Message: fmt.Sprintf("receipt %s is still being reconciled; resolve it once it is overdue or its strategy has given up", id)})
 		return
 	}
 	note := "resolved by operator " + callerOf(r)

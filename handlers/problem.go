@@ -30,7 +30,7 @@ func StatusOf(code fencegate.Code) int {
 		return http.StatusForbidden
 	case fencegate.CodeStaleOwner, fencegate.CodeSegmentOutOfOrder, fencegate.CodeQuarantined, fencegate.CodeFenceRegression,
 		fencegate.CodeLeaseHeld, fencegate.CodeLeaseNotHeld, fencegate.CodeBackendConflict, fencegate.CodeResourceBusy,
-		fencegate.CodeRequestIDConflict:
+		fencegate.CodeRequestIDConflict, fencegate.CodeStillReconciling:
 		return http.StatusConflict
 	case fencegate.CodeMutationUnknown:
 		return http.StatusBadGateway

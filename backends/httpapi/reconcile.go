@@ -57,6 +57,27 @@ func (a *API) Resolve(ctx context.Context, r fencegate.Receipt) (fencegate.Outco
 		"api %q settles unknown outcomes by hand; an operator must resolve %s", a.cfg.Name, r.ID)
 }
 
+// GaveUp reports whether Resolve will not settle the UNKNOWN receipt r any
+// more, so it waits for an operator (gateway.GiverUp): the route settles by
+// hand, or it resends and no resend is allowed (no kept request, an answer
+// that forbids it, the key past retention, maxAttempts sent). A lookup keeps
+// asking until the reconcile deadline.
+func (a *API) GaveUp(r fencegate.Receipt) bool {
+	if r.State != fencegate.ReceiptUnknown {
+		return false
+	}
+	st := a.settleFor(r)
+	switch st.Strategy {
+	case StrategyResend, StrategyConflictFetch:
+		return r.Request == nil || !r.Resend ||
+			a.now().Sub(r.CreatedAt)+a.cfg.Timeout >= a.cfg.Contract.Idempotency.KeyRetention ||
+			r.Attempts >= st.MaxAttempts
+	case StrategyLookup:
+		return false
+	}
+	return true
+}
+
 func (a *API) resend(ctx context.Context, r fencegate.Receipt, st Settle) (fencegate.Outcome, error) {
 	still := fencegate.Outcome{State: fencegate.ReceiptUnknown, Resend: r.Resend, Error: r.Error}
 	manual := func(why string) (fencegate.Outcome, error) {

@@ -176,6 +176,7 @@ func TestOutcomeOfCodeClassifiesEveryCode(t *testing.T) {
 		fencegate.CodeLeaseNotHeld:       Unknown,
 		fencegate.CodeRequestIDConflict:  Unknown, // an acquisition's answer, never a write's
 		fencegate.CodeStateLost:          Unknown, // an acquisition's answer, never a write's
+		fencegate.CodeStillReconciling:   Unknown, // an operator's resolve answer, never a write's
 	}
 	for _, c := range fencegate.Codes {
 		got := OutcomeOfCode(c).Outcome
