@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -24,14 +23,10 @@ func binary(t *testing.T) string {
 	return testenv.GatewayBinary(t)
 }
 
+// freePort is a free loopback address (testenv.FreeAddr).
 func freePort(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return testenv.FreeAddr(t)
 }
 
 // gatewayProc is a running `gateway` process.

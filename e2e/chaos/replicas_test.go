@@ -3,7 +3,6 @@ package chaos
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -29,14 +28,10 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// freeAddr is a free loopback address (testenv.FreeAddr).
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return testenv.FreeAddr(t)
 }
 
 // replica is one `gateway serve` (or `gateway registry`) process: started,

@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"os/user"
@@ -105,14 +105,10 @@ func postgresBin() string {
 	return filepath.Dir(found[len(found)-1])
 }
 
+// freePort is FreeAddr's port, for servers told a port rather than an address.
 func freePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("own postgres: free port: %v", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return int(netip.MustParseAddrPort(FreeAddr(t)).Port())
 }
 
 func (p *Postgres) data() string { return filepath.Join(p.dir, "data") }
