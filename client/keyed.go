@@ -94,15 +94,10 @@ func (l *Lease) sendKeyed(ctx context.Context, key string, seg uint64, send func
 				l.doubt = &inDoubt{seg: seg, key: doubtKey(key), receipt: receiptIDOf(err)}
 			}
 			return o, err
-		case code == fencegate.CodeStaleOwner || code == fencegate.CodeFenceRegression:
-			l.lose(err)
-			return o, err
-		case (code == fencegate.CodeStatusInvalid || code == fencegate.CodeEpochRevoked || code == fencegate.CodePolicyStale) && attempt == 0:
-			l.expireProof()
-		case code == fencegate.CodeEpochRevoked:
-			l.lose(err)
-			return o, err
 		default:
+			if l.afterRefusal(err, attempt) {
+				continue
+			}
 			if code == fencegate.CodeBackendUnavailable && seg >= l.nextSeg {
 				// Nothing was applied and the segment is free again.
 				delete(l.led.seg, key)

@@ -59,21 +59,34 @@ func (l *Lease) commit(ctx context.Context, e effect) (outcome, error) {
 		case IsUncertain(err) || code == fencegate.CodeMutationUnknown:
 			l.doubt = &inDoubt{seg: seg, key: e.key, receipt: receiptIDOf(err)}
 			return o, err
-		case code == fencegate.CodeStaleOwner || code == fencegate.CodeFenceRegression:
-			l.lose(err)
-			return o, err
-		case (code == fencegate.CodeStatusInvalid || code == fencegate.CodeEpochRevoked || code == fencegate.CodePolicyStale) && attempt == 0:
-			// The proof may have lapsed on the way, or the registry rotated its
-			// key or policy: nothing was admitted; refresh (which adopts the
-			// lease's re-issued grant) and try once more.
-			l.expireProof()
-		case code == fencegate.CodeEpochRevoked:
-			l.lose(err)
-			return o, err
 		default:
+			if l.afterRefusal(err, attempt) {
+				continue
+			}
 			return o, err
 		}
 	}
+}
+
+// afterRefusal applies what a refused call (neither applied nor in doubt)
+// says about the lease, and reports whether to send again. STALE_OWNER and
+// FENCE_REGRESSION lose the lease. A first STATUS_INVALID, EPOCH_REVOKED or
+// POLICY_STALE expires the proof and asks for one more try: the proof may
+// have lapsed on the way, or the registry rotated its key or policy; nothing
+// was admitted, and the refresh adopts the lease's re-issued grant. An
+// EPOCH_REVOKED after that loses the lease. Anything else changes nothing.
+func (l *Lease) afterRefusal(err error, attempt int) (retry bool) {
+	code := fencegate.ErrorCode(err)
+	switch {
+	case code == fencegate.CodeStaleOwner || code == fencegate.CodeFenceRegression:
+		l.lose(err)
+	case (code == fencegate.CodeStatusInvalid || code == fencegate.CodeEpochRevoked || code == fencegate.CodePolicyStale) && attempt == 0:
+		l.expireProof()
+		return true
+	case code == fencegate.CodeEpochRevoked:
+		l.lose(err)
+	}
+	return false
 }
 
 // live refuses early on a terminal or unconfirmed lease.
