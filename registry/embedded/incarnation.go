@@ -43,11 +43,8 @@ func initMaxFence(tx *bbolt.Tx) error {
 
 // Claim implements fencegate.LeaseBackend in one write transaction.
 func (b *Backend) Claim(ctx context.Context, prev, id string, floor uint64) (fencegate.Incarnation, error) {
-	if err := leaserule.CheckFloor(floor, math.MaxUint64); err != nil {
+	if err := leaserule.CheckClaim(id, floor, math.MaxUint64); err != nil {
 		return fencegate.Incarnation{}, err
-	}
-	if id == "" {
-		return fencegate.Incarnation{}, fencegate.Errorf(fencegate.CodeInvalidRequest, "claim needs an incarnation ID")
 	}
 	err := b.db.Update(func(tx *bbolt.Tx) error {
 		meta := tx.Bucket(bucketMeta)

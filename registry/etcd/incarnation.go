@@ -94,11 +94,8 @@ func (b *Backend) Incarnation(ctx context.Context) (fencegate.Incarnation, error
 
 // Claim implements fencegate.LeaseBackend in one guarded transaction.
 func (b *Backend) Claim(ctx context.Context, prev, id string, floor uint64) (fencegate.Incarnation, error) {
-	if err := leaserule.CheckFloor(floor, math.MaxUint64); err != nil {
+	if err := leaserule.CheckClaim(id, floor, math.MaxUint64); err != nil {
 		return fencegate.Incarnation{}, err
-	}
-	if id == "" {
-		return fencegate.Incarnation{}, fencegate.Errorf(fencegate.CodeInvalidRequest, "claim needs an incarnation ID")
 	}
 	err := b.update(ctx, []string{b.incarnationKey(), b.floorKey()}, func(v *view) ([]clientv3.Op, error) {
 		var m marker

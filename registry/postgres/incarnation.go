@@ -54,11 +54,8 @@ func scanIncarnation(row pgx.Row) (fencegate.Incarnation, error) {
 
 // Claim implements fencegate.LeaseBackend in one transaction on the meta row.
 func (b *Backend) Claim(ctx context.Context, prev, id string, floor uint64) (fencegate.Incarnation, error) {
-	if err := leaserule.CheckFloor(floor, math.MaxUint64); err != nil {
+	if err := leaserule.CheckClaim(id, floor, math.MaxUint64); err != nil {
 		return fencegate.Incarnation{}, err
-	}
-	if id == "" {
-		return fencegate.Incarnation{}, fencegate.Errorf(fencegate.CodeInvalidRequest, "claim needs an incarnation ID")
 	}
 	var out fencegate.Incarnation
 	err := pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {

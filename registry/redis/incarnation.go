@@ -29,11 +29,8 @@ func (b *Backend) Incarnation(ctx context.Context) (fencegate.Incarnation, error
 
 // Claim implements fencegate.LeaseBackend with one script.
 func (b *Backend) Claim(ctx context.Context, prev, id string, floor uint64) (fencegate.Incarnation, error) {
-	if err := leaserule.CheckFloor(floor, MaxFence); err != nil {
+	if err := leaserule.CheckClaim(id, floor, MaxFence); err != nil {
 		return fencegate.Incarnation{}, err
-	}
-	if id == "" {
-		return fencegate.Incarnation{}, fencegate.Errorf(fencegate.CodeInvalidRequest, "claim needs an incarnation ID")
 	}
 	reply, err := b.run(ctx, claimScript, prev, id, strconv.FormatUint(floor, 10))
 	if err != nil {

@@ -94,6 +94,19 @@ func CheckFloor(floor, limit uint64) error {
 	return nil
 }
 
+// CheckClaim refuses (INVALID_REQUEST) the arguments of a Claim before any
+// backend reads: a floor CheckFloor refuses against limit, or an empty
+// incarnation ID.
+func CheckClaim(id string, floor, limit uint64) error {
+	if err := CheckFloor(floor, limit); err != nil {
+		return err
+	}
+	if id == "" {
+		return fencegate.Errorf(fencegate.CodeInvalidRequest, "claim needs an incarnation ID")
+	}
+	return nil
+}
+
 // CheckIncarnation is the guard of an acquire: COORDINATION_STATE_LOST when
 // req expects a marker and the backend carries another (cur) or a revision
 // below req.MinRevision.
