@@ -2,12 +2,14 @@
 // large operation: it fills the operation with receipts (writers on several
 // resources, one operation ID), then has several clients page through the
 // whole operation at once, and prints the gateway's resident set size (VmRSS
-// from /proc) before, at its highest during, and after the listings. Run by
+// from /proc) before, at its highest during, and after the listings. Writes go
+// through the project's client (package client); the listings read raw pages,
+// since their size in bytes is what is measured. Run by
 // scripts/list-memory.sh against the built binary.
 package main
 
 import (
-	"bytes"
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -20,6 +22,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	fgclient "github.com/fencegate/fencegate/client"
 )
 
 func main() {
@@ -32,6 +36,8 @@ func main() {
 	limit := flag.Int("limit", 1000, "page size the listings ask for")
 	flag.Parse()
 	c := &client{base: *gw, token: *token}
+	gc := fgclient.New(*gw, *token)
+	ctx := context.Background()
 	op := fmt.Sprintf("op-mem-%d", time.Now().UnixNano())
 
 	start := time.Now()
@@ -42,15 +48,17 @@ func main() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			res := fmt.Sprintf("local/mem/%s/%d", op, w)
-			l, err := c.acquire(res, op)
+			key := fmt.Sprintf("mem/%s/%d", op, w)
+			l, err := gc.AcquireLease(ctx, fgclient.LeaseParams{AcquireParams: fgclient.AcquireParams{
+				Resource: "local/" + key, RequestID: "req-" + key, TTL: time.Hour, OperationID: op}})
 			if err != nil {
 				fmt.Fprintln(os.Stderr, "acquire:", err)
 				failed.Add(1)
 				return
 			}
+			objects := l.Objects("local")
 			for seg := 1; seg <= per; seg++ {
-				if err := c.put(res+"/part", l, seg); err != nil {
+				if _, err := objects.Put(ctx, key+"/part", strings.NewReader(fmt.Sprintf("segment %d", seg)), "text/plain"); err != nil {
 					fmt.Fprintln(os.Stderr, "put:", err)
 					failed.Add(1)
 					return
@@ -135,9 +143,8 @@ func rss(pid int) int64 {
 	return 0
 }
 
+// client reads raw pages of receipts, for their size in bytes.
 type client struct{ base, token string }
-
-type lease struct{ Grant, StatusProof string }
 
 func (c *client) do(method, path string, hdr map[string]string, body string) (int, []byte, error) {
 	req, err := http.NewRequest(method, c.base+path, strings.NewReader(body))
@@ -155,32 +162,6 @@ func (c *client) do(method, path string, hdr map[string]string, body string) (in
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	return resp.StatusCode, b, err
-}
-
-func (c *client) acquire(res, op string) (lease, error) {
-	body := fmt.Sprintf(`{"resource":%q,"requestId":"req-%s","ttlMs":3600000,"operationId":%q}`, res, res, op)
-	st, b, err := c.do("POST", "/v1/leases", map[string]string{"Content-Type": "application/json"}, body)
-	if err != nil || st != http.StatusCreated {
-		return lease{}, fmt.Errorf("%d %s %v", st, b, err)
-	}
-	var l lease
-	return l, json.Unmarshal(b, &l)
-}
-
-func (c *client) put(key string, l lease, seg int) error {
-	for {
-		st, b, err := c.do("PUT", "/v1/objects/"+key, map[string]string{"Fence-Grant": l.Grant, "Fence-Status": l.StatusProof,
-			"Fence-Segment": strconv.Itoa(seg)}, fmt.Sprintf("segment %d", seg))
-		switch {
-		case err != nil:
-			return err
-		case st == http.StatusOK:
-			return nil
-		case st == http.StatusConflict && bytes.Contains(b, []byte("RESOURCE_BUSY")):
-			continue
-		}
-		return fmt.Errorf("%s segment %d: %d %s", key, seg, st, b)
-	}
 }
 
 // page reads one page and returns its receipt count, its size and next.
