@@ -37,6 +37,15 @@ type S3Credential struct {
 	// error messages (the acceptance point trusts only the verified Grant).
 	Lease    string
 	Resource string
+	// State is the lease's state when looked up, as the registry states it
+	// (HELD, EXPIRED, RELEASED, REVOKED), never "" for a lease's
+	// credential; "" in a credential that is not a lease's (a static table),
+	// which is not lease-bound. A lease credential whose State is
+	// not HELD still resolves, with its Grant and Status, so that a write is
+	// refused by the acceptance point with the precise code (STALE_OWNER,
+	// STATUS_INVALID); the front door must refuse every other request
+	// signed with it (reads, lists, multipart bookkeeping) at once.
+	State StatusState
 	// ExpiresAt, when not zero, is when the credential stops working: a
 	// request signed after it is refused (ExpiredToken).
 	ExpiresAt time.Time

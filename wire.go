@@ -39,3 +39,12 @@ type LeaseAnswer struct {
 	StatusProof       string      `json:"statusProof,omitempty"`
 	StatusExpiresAt   *time.Time  `json:"statusExpiresAt,omitempty"`
 }
+
+// S3AccessKeys are a lease's S3 credentials (package s3cred), answered as
+// s3Credentials by the lease routes when asked for: they sign requests to
+// the S3 front door for the lease's resource while the lease is HELD, and
+// stop working when it ends.
+type S3AccessKeys struct {
+	AccessKeyID     string `json:"accessKeyId"`
+	SecretAccessKey string `json:"secretAccessKey"`
+}
