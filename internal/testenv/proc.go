@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"syscall"
 	"time"
 )
 
@@ -30,6 +31,10 @@ func (p *proc) start() error {
 	cmd := exec.Command(p.argv[0], p.argv[1:]...)
 	cmd.Env = append(os.Environ(), p.env...)
 	cmd.Stdout, cmd.Stderr = logf, logf
+	// Its own process group, so kill also reaches the children a server forks
+	// (Redis writes its first AOF from a forked child; one left running would
+	// still be writing into the test's directory while it is removed).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		_ = logf.Close()
 		return err
@@ -57,8 +62,16 @@ func (p *proc) kill() {
 	if p.cmd == nil {
 		return
 	}
-	_ = p.cmd.Process.Kill()
+	pgid := p.cmd.Process.Pid
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
 	<-p.exited
+	// The group's other members are reparented and reaped by init; wait until
+	// none is left (bounded: a kernel that is slow to reap is not our failure).
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if err := syscall.Kill(-pgid, 0); err == syscall.ESRCH {
+			break
+		}
+	}
 	p.cmd = nil
 }
 
