@@ -32,13 +32,13 @@ func (s *Store) Unbind(ctx context.Context, target, resource string) error {
 	if err := ctx.Err(); err != nil {
 		return ctxErr(err)
 	}
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.batch.do(func(tx *bolt.Tx) error {
 		row, _, err := getResource(tx, resource)
 		if err != nil {
 			return err
 		}
 		if err := fencerules.CheckUnbind(string(tx.Bucket(bTargets).Get([]byte(target))), target, resource, row); err != nil {
-			return err
+			return refuse(err)
 		}
 		return tx.Bucket(bTargets).Delete([]byte(target))
 	})

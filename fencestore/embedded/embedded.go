@@ -6,15 +6,22 @@
 // bbolt admits one read-write transaction at a time for the whole file (a
 // writer holds the database's writer lock from Begin to Commit) and each
 // transaction sees a consistent snapshot, so read-write transactions are
-// serializable. Admit and Settle therefore each run as a single db.Update that
-// reads the resource, applies the rules of package fencerules and writes the
-// receipt, the indexes and the new resource state: no other Admit or Settle can
-// interleave, so no per-resource mutex is needed, and a rejected request (the
-// function returns an error) is rolled back whole. Readers use db.View and
-// never block the writer. Commit fsyncs before it returns, so an admitted
-// segment survives a crash. The price is that all resources share one writer;
-// that is the right trade for one process, and the Postgres store is the one to
-// use when several gateways share fence state.
+// serializable. Every write (Admit, Settle, SwapVersion, Unbind) is one op
+// that reads what it needs, applies the rules of package fencerules and writes
+// the receipt, the indexes and the new resource state. Ops run one after
+// another inside a write transaction, so no other op can interleave with one
+// and no per-resource mutex is needed; a refused op writes nothing. Readers use
+// db.View and never block the writer.
+//
+// Concurrent ops share one transaction (group commit, see batch.go): the
+// ops queued while a commit is in flight are run together in the next one,
+// and each caller is answered after that commit has fsynced, so an admitted
+// segment (and a settled receipt) survives a crash before its call returns.
+// An op that fails in a way that may have left part of its writes is taken
+// out and run alone; the others run again without it. The price is that all
+// resources share one writer; that is the right trade for one process, and
+// the Postgres store is the one to use when several gateways share fence
+// state.
 //
 // bbolt holds an exclusive file lock while the file is open: a second process
 // (or a second Open in this one) waits up to OpenTimeout and then fails, rather
@@ -79,14 +86,18 @@ var (
 
 // Store is the embedded FenceStore. It is safe for concurrent use.
 type Store struct {
-	db *bolt.DB
+	db    *bolt.DB
+	batch *batcher
 }
 
 var _ fencegate.FenceStore = (*Store)(nil)
 
 // Open opens (creating if needed) the store file at path.
 func Open(path string) (*Store, error) {
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: OpenTimeout})
+	// NoFreelistSync: the freelist is rebuilt from the pages at Open instead
+	// of being written at every commit (what etcd does); commits stay
+	// durable, they only write less.
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: OpenTimeout, NoFreelistSync: true})
 	if err != nil {
 		return nil, fencegate.Wrap(err, fencegate.CodeInternal, "open fence store "+path)
 	}
@@ -102,11 +113,12 @@ func Open(path string) (*Store, error) {
 		_ = db.Close()
 		return nil, fencegate.Wrap(err, fencegate.CodeInternal, "initialise fence store "+path)
 	}
-	return &Store{db: db}, nil
+	return &Store{db: db, batch: newBatcher(db)}, nil
 }
 
-// Close closes the file.
+// Close waits for the writes in flight and closes the file.
 func (s *Store) Close() error {
+	s.batch.close()
 	if err := s.db.Close(); err != nil {
 		return fencegate.Wrap(err, fencegate.CodeInternal, "close fence store")
 	}
@@ -125,10 +137,11 @@ func (s *Store) Admit(ctx context.Context, req fencegate.AdmitRequest) (fencegat
 		adm        fencegate.Admission
 		quarantine error
 	)
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.batch.do(func(tx *bolt.Tx) error {
+		adm, quarantine = fencegate.Admission{}, nil // the op may run again
 		g := &req.Grant
 		if err := fencerules.CheckTarget(string(tx.Bucket(bTargets).Get([]byte(req.Target))), &req); err != nil {
-			return err
+			return refuse(err)
 		}
 		row, _, err := getResource(tx, g.Resource)
 		if err != nil {
@@ -147,7 +160,7 @@ func (s *Store) Admit(ctx context.Context, req fencegate.AdmitRequest) (fencegat
 		verdict, rerr := fencerules.Decide(row, &req, live)
 		switch verdict {
 		case fencerules.Reject:
-			return rerr
+			return refuse(rerr)
 		case fencerules.Replay:
 			adm = fencegate.Admission{Receipt: *live, Replay: true, PreviousVersion: getVersion(tx, req.Target)}
 			return nil
@@ -160,7 +173,7 @@ func (s *Store) Admit(ctx context.Context, req fencegate.AdmitRequest) (fencegat
 		}
 		// Accept.
 		if tx.Bucket(bReceipts).Get([]byte(req.ReceiptID)) != nil {
-			return fencegate.Errorf(fencegate.CodeInvalidRequest, "receipt ID %q is already in use", req.ReceiptID)
+			return refuse(fencegate.Errorf(fencegate.CodeInvalidRequest, "receipt ID %q is already in use", req.ReceiptID))
 		}
 		r := fencerules.NewReceipt(&req)
 		if err := putReceipt(tx, &r, ""); err != nil {
@@ -197,14 +210,18 @@ func (s *Store) Settle(ctx context.Context, receiptID string, o fencegate.Outcom
 		return fencegate.Receipt{}, ctxErr(err)
 	}
 	var out fencegate.Receipt
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.batch.do(func(tx *bolt.Tx) error {
+		out = fencegate.Receipt{} // the op may run again
 		r, err := getReceipt(tx, receiptID)
+		if fencegate.ErrorCode(err) == fencegate.CodeNotFound {
+			return refuse(err)
+		}
 		if err != nil {
 			return err
 		}
 		next, changed, err := fencerules.Settle(r, &o)
 		if err != nil {
-			return err
+			return refuse(err)
 		}
 		out = next
 		if !changed {
@@ -420,9 +437,9 @@ func (s *Store) SwapVersion(ctx context.Context, target, from, to string) error 
 	if err := ctx.Err(); err != nil {
 		return ctxErr(err)
 	}
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.batch.do(func(tx *bolt.Tx) error {
 		if cur := getVersion(tx, target); cur != from {
-			return fencegate.Errorf(fencegate.CodeBackendConflict, "version of %q is %q, not %q", target, cur, from)
+			return refuse(fencegate.Errorf(fencegate.CodeBackendConflict, "version of %q is %q, not %q", target, cur, from))
 		}
 		vb := tx.Bucket(bVersions)
 		if to == "" {

@@ -83,3 +83,14 @@ func BenchmarkAdmitSettleKeptRequest(b *testing.B) {
 	defer s.Close()
 	storetest.BenchAdmitSettleKeptRequest(b, s)
 }
+
+// BenchmarkAdmitSettleParallel runs 4 writers per CPU (8 on 2 cores), each on its own resource.
+func BenchmarkAdmitSettleParallel(b *testing.B) {
+	s := open(b, filepath.Join(b.TempDir(), "fence.db"))
+	defer s.Close()
+	b.SetParallelism(4)
+	storetest.BenchAdmitSettleParallel(b, s)
+	st := s.Stats()
+	b.ReportMetric(float64(st.Ops)/float64(max(st.Commits, 1)), "ops/commit")
+	b.ReportMetric(2*float64(st.Commits)/float64(b.N), "fdatasyncs/write")
+}

@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -56,4 +57,44 @@ func benchAdmitSettle(b *testing.B, s fencegate.FenceStore, kept *fencegate.Effe
 			b.Fatalf("settle segment %d: %v", seg, err)
 		}
 	}
+}
+
+// BenchAdmitSettleParallel is BenchAdmitSettle from b's parallel goroutines
+// (b.SetParallelism sets how many per CPU), each on a resource of its own:
+// what a store's group commit, if it has one, can share.
+func BenchAdmitSettleParallel(b *testing.B, s fencegate.FenceStore) {
+	ctx := context.Background()
+	var workers atomic.Uint64
+	b.RunParallel(func(pb *testing.PB) {
+		w := workers.Add(1)
+		res := fmt.Sprintf("bench/res-%d", w)
+		g := fencegate.VerifiedGrant{
+			Grant: fencegate.Grant{
+				Schema: fencegate.GrantSchema, Resource: res, Owner: "bench", Lease: "lease-1",
+				FenceToken: 1, OperationID: "op-bench", OperationRoot: "root-1",
+				IssuedAt: baseMs, ExpiresAt: baseMs + 30_000,
+			},
+			Digest: "sha256:grant",
+		}
+		now := time.UnixMilli(baseMs).UTC()
+		var seg uint64
+		for pb.Next() {
+			seg++
+			now = now.Add(time.Millisecond)
+			adm, err := s.Admit(ctx, fencegate.AdmitRequest{
+				Grant: g, Segment: seg, Target: res, Method: "PUT",
+				PayloadDigest: fmt.Sprintf("sha256:%d", seg), ReceiptID: fmt.Sprintf("bench-%d-%d", w, seg), Now: now,
+			})
+			if err != nil {
+				b.Errorf("admit segment %d: %v", seg, err)
+				return
+			}
+			if _, err := s.Settle(ctx, adm.Receipt.ID, fencegate.Outcome{
+				State: fencegate.ReceiptCommitted, Version: fmt.Sprintf("v%d", seg), Now: now, Attempts: 1,
+			}); err != nil {
+				b.Errorf("settle segment %d: %v", seg, err)
+				return
+			}
+		}
+	})
 }

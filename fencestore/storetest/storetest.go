@@ -62,6 +62,7 @@ func Run(t *testing.T, open func(t *testing.T) fencegate.FenceStore) {
 		{"HighestFenceIsTheTopAcceptedFence", highestFenceIsTheTopAcceptedFence},
 		{"DuplicateReceiptIDIsRejected", duplicateReceiptIDIsRejected},
 		{"ConcurrentAdmissionsOnOneResource", concurrentAdmissions},
+		{"ConcurrentRefusalsAreIsolated", concurrentRefusalsAreIsolated},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,0 +1,184 @@
+package embedded
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/fencegate/fencegate"
+)
+
+func admitReq(res string, seg uint64, id string) fencegate.AdmitRequest {
+	g := fencegate.VerifiedGrant{Grant: fencegate.Grant{
+		Resource: res, Owner: "o", Lease: "l", FenceToken: 7, OperationID: "op", OperationRoot: "r", IssuedAt: 1,
+	}, Digest: "sha256:g"}
+	return fencegate.AdmitRequest{Grant: g, Segment: seg, Target: res, Method: "PUT", PayloadDigest: "sha256:p",
+		ReceiptID: id, Now: time.UnixMilli(1_700_000_000_000).UTC()}
+}
+
+// hold runs an op that keeps the committer inside its transaction until the
+// returned release is called, so the calls made meanwhile form one batch.
+func hold(t *testing.T, s *Store) (release func()) {
+	t.Helper()
+	in, out := make(chan struct{}), make(chan struct{})
+	go func() {
+		_ = s.batch.do(func(*bolt.Tx) error { close(in); <-out; return nil })
+	}()
+	<-in
+	return func() { close(out) }
+}
+
+// waitQueued yields until n ops are queued behind the held transaction.
+func waitQueued(s *Store, n int) {
+	for s.batch.queued() < n {
+		runtime.Gosched()
+	}
+}
+
+// TestFailedOpInABatchIsRolledBackAndRunAlone: an op that fails after writing
+// (a fault, not a refusal) leaves nothing of its writes, gets its own error,
+// and the admissions batched with it commit, durably.
+func TestFailedOpInABatchIsRolledBackAndRunAlone(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "fence.db")
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := hold(t, s)
+	fault := errors.New("disk fault")
+	var wg sync.WaitGroup
+	admitErrs := make([]error, 3)
+	for i := range admitErrs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, admitErrs[i] = s.Admit(context.Background(), admitReq(fmt.Sprintf("res/%d", i), 1, fmt.Sprintf("r%d", i)))
+		}()
+	}
+	var faultErr, refuseErr error
+	runs := 0
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		faultErr = s.batch.do(func(tx *bolt.Tx) error {
+			runs++
+			if err := tx.Bucket(bResources).Put([]byte("res/poison"), []byte("{}")); err != nil {
+				return err
+			}
+			return fault
+		})
+	}()
+	go func() {
+		defer wg.Done()
+		_, refuseErr = s.Settle(context.Background(), "no-such-receipt", fencegate.Outcome{State: fencegate.ReceiptCommitted})
+	}()
+	waitQueued(s, 5)
+	release()
+	wg.Wait()
+
+	for i, err := range admitErrs {
+		if err != nil {
+			t.Fatalf("admission %d batched with a failing op: %v", i, err)
+		}
+	}
+	if !errors.Is(faultErr, fault) || runs != 2 {
+		t.Fatalf("failing op: err %v after %d runs, want its own error after a run in the batch and one alone", faultErr, runs)
+	}
+	if fencegate.ErrorCode(refuseErr) != fencegate.CodeNotFound {
+		t.Fatalf("refused settle in the batch: %v, want NOT_FOUND", refuseErr)
+	}
+	// held op; the batch that failed; the batch again without it; it alone.
+	if st := s.Stats(); st.Commits != 4 || st.Ops != 5 {
+		t.Fatalf("stats %+v, want 4 transactions and 5 committed ops", st)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err = Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for i := range admitErrs {
+		if r, err := s.ReceiptAt(context.Background(), fmt.Sprintf("res/%d", i), 7, 1); err != nil || r.ID != fmt.Sprintf("r%d", i) {
+			t.Fatalf("after reopen, admission %d: %+v, %v", i, r, err)
+		}
+	}
+	if _, err := s.Resource(context.Background(), "res/poison"); fencegate.ErrorCode(err) != fencegate.CodeNotFound {
+		t.Fatalf("the failed op's write survived: %v", err)
+	}
+}
+
+// TestPanickingOpAnswersOnlyItsCaller: a panic in one op is that caller's
+// INTERNAL error; the op batched with it commits.
+func TestPanickingOpAnswersOnlyItsCaller(t *testing.T) {
+	s, err := Open(filepath.Join(t.TempDir(), "fence.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	release := hold(t, s)
+	var wg sync.WaitGroup
+	var admitErr, panicErr error
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		_, admitErr = s.Admit(context.Background(), admitReq("res/a", 1, "r1"))
+	}()
+	go func() {
+		defer wg.Done()
+		panicErr = s.batch.do(func(*bolt.Tx) error { panic("boom") })
+	}()
+	waitQueued(s, 2)
+	release()
+	wg.Wait()
+	if admitErr != nil {
+		t.Fatalf("admission batched with a panicking op: %v", admitErr)
+	}
+	if panicErr == nil {
+		t.Fatal("panicking op answered nil")
+	}
+}
+
+// TestIdleWriteRunsAloneAtOnce: with nothing else in flight, each write is its
+// own transaction (no wait for company, no batch of one held back).
+func TestIdleWriteRunsAloneAtOnce(t *testing.T) {
+	s, err := Open(filepath.Join(t.TempDir(), "fence.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for i := range 3 {
+		adm, err := s.Admit(context.Background(), admitReq("res/a", uint64(i+1), fmt.Sprintf("r%d", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Settle(context.Background(), adm.Receipt.ID, fencegate.Outcome{State: fencegate.ReceiptCommitted}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := s.Stats(); st.Commits != 6 || st.Ops != 6 {
+		t.Fatalf("stats %+v, want one transaction per write", st)
+	}
+}
+
+// TestClosedStoreRefusesWrites: a write after Close is INTERNAL, not a hang.
+func TestClosedStoreRefusesWrites(t *testing.T) {
+	s, err := Open(filepath.Join(t.TempDir(), "fence.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Admit(context.Background(), admitReq("res/a", 1, "r1")); fencegate.ErrorCode(err) != fencegate.CodeInternal {
+		t.Fatalf("admit after close: %v", err)
+	}
+}
