@@ -75,8 +75,13 @@ func (g *Gateway) Authorize(ctx context.Context, req Request) (fencegate.Verifie
 // Precheck is Authorize as a request's headers arrive, before its body is
 // read, so a refused request is answered early. In query mode it leaves the
 // registry query to admission: a write costs one query, not two.
+// A refusal is journaled here unless the resource is in shadow mode, where
+// Apply journals what it forwards.
 func (g *Gateway) Precheck(ctx context.Context, req Request) error {
 	_, _, err := g.authorize(ctx, req, false)
+	if err != nil && g.cfg.Modes.For(req.Resource) != Shadow {
+		g.note(req, Result{}, err)
+	}
 	return err
 }
 
@@ -156,7 +161,14 @@ func confirmHeld(ctx context.Context, q StatusQuerier, vg fencegate.VerifiedGran
 
 // Apply is applyFencedMutation: Authorize, admit in one store transaction,
 // forward the effect unless the segment is a replay, and settle the receipt.
+// A refusal, or a write shadow mode forwarded despite one, is journaled.
 func (g *Gateway) Apply(ctx context.Context, req Request) (Result, error) {
+	res, err := g.apply(ctx, req)
+	g.note(req, res, err)
+	return res, err
+}
+
+func (g *Gateway) apply(ctx context.Context, req Request) (Result, error) {
 	if req.Segment == 0 {
 		return Result{}, fencegate.Errorf(fencegate.CodeInvalidRequest, "Fence-Segment must be an integer >= 1")
 	}

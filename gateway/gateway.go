@@ -84,6 +84,9 @@ type Config struct {
 	// Go starts a background task (default: a goroutine); a simulation
 	// runs it under its own scheduler.
 	Go func(func())
+	// Journal keeps the recent refusals the console shows (nil: a new
+	// Journal of DefaultJournalSize).
+	Journal *Journal
 	// Failpoint, when set, is called at named points ("after-effect": the
 	// effect returned, its receipt is not yet settled) so tests can crash the
 	// process exactly there.
@@ -92,9 +95,10 @@ type Config struct {
 
 // Gateway is the acceptance point. It is safe for concurrent use.
 type Gateway struct {
-	cfg   Config
-	locks keyedMutex
-	retry settleRetry
+	cfg     Config
+	locks   keyedMutex
+	retry   settleRetry
+	journal *Journal
 }
 
 // New returns a Gateway; it reports every missing part at once.
@@ -130,7 +134,10 @@ func New(cfg Config) (*Gateway, error) {
 	if cfg.Go == nil {
 		cfg.Go = func(f func()) { go f() }
 	}
-	return &Gateway{cfg: cfg, retry: settleRetry{store: cfg.Store, after: cfg.After, spawn: cfg.Go, log: cfg.Log}}, nil
+	if cfg.Journal == nil {
+		cfg.Journal = NewJournal(0)
+	}
+	return &Gateway{cfg: cfg, journal: cfg.Journal, retry: settleRetry{store: cfg.Store, after: cfg.After, spawn: cfg.Go, log: cfg.Log}}, nil
 }
 
 // UnsettledOutcomes is the number of known effect outcomes still waiting to
