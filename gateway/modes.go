@@ -64,6 +64,22 @@ func (m *Modes) For(resource string) Mode {
 	return Enforce
 }
 
+// Match returns the rule that decides resource's mode (false: none, the
+// resource is enforced by default).
+func (m *Modes) Match(resource string) (ModeRule, bool) {
+	if m == nil {
+		return ModeRule{}, false
+	}
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	for _, r := range m.rules {
+		if matches(r.Pattern, resource) {
+			return r, true
+		}
+	}
+	return ModeRule{}, false
+}
+
 // matches reports whether pattern matches resource or one of its ancestors,
 // so "local/*" covers local/inv and everything under it.
 func matches(pattern, resource string) bool {

@@ -149,43 +149,49 @@ func (s *Server) resolveUnknown(w http.ResponseWriter, r *http.Request) {
 		s.problem(w, r, err)
 		return
 	}
-	if in.State != fencegate.ReceiptCommitted && in.State != fencegate.ReceiptNotApplied {
-		s.problem(w, r, fencegate.Errorf(fencegate.CodeInvalidRequest, "state must be COMMITTED or NOT_APPLIED"))
-		return
-	}
-	ctx := r.Context()
-	id := chi.URLParam(r, "receiptId")
-	rc, err := s.Gateway.Store().Receipt(ctx, id)
+	out, err := s.resolve(r.Context(), callerOf(r), chi.URLParam(r, "receiptId"), in)
 	if err != nil {
 		s.problem(w, r, err)
 		return
 	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// resolve is the one path of a manual resolution (the REST route and the
+// console): it checks the verdict and the receipt as resolveUnknown says,
+// settles it, and logs the audit line.
+func (s *Server) resolve(ctx context.Context, caller, id string, in resolution) (fencegate.Receipt, error) {
+	if in.State != fencegate.ReceiptCommitted && in.State != fencegate.ReceiptNotApplied {
+		return fencegate.Receipt{}, fencegate.Errorf(fencegate.CodeInvalidRequest, "state must be COMMITTED or NOT_APPLIED")
+	}
+	rc, err := s.Gateway.Store().Receipt(ctx, id)
+	if err != nil {
+		return fencegate.Receipt{}, err
+	}
 	if rc.State != fencegate.ReceiptUnknown {
-		s.problem(w, r, fencegate.Errorf(fencegate.CodeInvalidRequest, "receipt %s is %s, not UNKNOWN", id, rc.State))
-		return
+		return fencegate.Receipt{}, fencegate.Errorf(fencegate.CodeInvalidRequest, "receipt %s is %s, not UNKNOWN", id, rc.State)
 	}
 	if s.Reconciler != nil && !s.Reconciler.AwaitsPerson(rc) {
-		s.problem(w, r, &fencegate.Error{Code: fencegate.CodeStillReconciling, ReceiptID: id,
-			Message: fmt.Sprintf("receipt %s is still being reconciled; resolve it once it is overdue or its strategy has given up", id)})
-		return
+		return fencegate.Receipt{}, &fencegate.Error{Code: fencegate.CodeStillReconciling, ReceiptID: id,
+			Message: fmt.Sprintf("receipt %s is still being reconciled; resolve it once it is overdue or its strategy has given up", id)}
 	}
-	note := "resolved by operator " + callerOf(r)
+	note := "resolved by operator " + caller
 	if in.Note != "" {
 		note += ": " + in.Note
 	}
 	o := fencegate.Outcome{State: in.State, Error: note, Now: s.Now()}
 	if in.State == fencegate.ReceiptCommitted {
 		if o.Version, err = s.committedObjectVersion(ctx, rc); err != nil {
-			s.problem(w, r, err)
-			return
+			return fencegate.Receipt{}, err
 		}
 	}
 	out, err := s.Gateway.Store().Settle(ctx, id, o)
 	if err != nil {
-		s.problem(w, r, err)
-		return
+		return fencegate.Receipt{}, err
 	}
-	writeJSON(w, http.StatusOK, out)
+	s.Log.Info("audit: operator resolved an UNKNOWN receipt", "caller", caller, "receipt", id, "resource", rc.Resource,
+		"fence", rc.FenceToken, "segment", rc.Segment, "state", in.State, "note", in.Note)
+	return out, nil
 }
 
 // committedObjectVersion is the version an operator's COMMITTED verdict on an

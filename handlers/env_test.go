@@ -98,7 +98,7 @@ func newEnv(t *testing.T) *env {
 	srv := &handlers.Server{
 		Gateway: gw, Stores: map[string]fencegate.ObjectStore{"local": objects},
 		Auth:      handlers.NewBearerTokens(map[string]string{tokA: ownerA, tokB: ownerB}),
-		AdminAuth: handlers.NewBearerTokens(map[string]string{"ops": "ops"}),
+		AdminAuth: handlers.NewBearerTokens(map[string]string{"ops": "ops", consoleSecret: "operator"}),
 		SpoolDir:  t.TempDir(), MaxBody: 1 << 20,
 	}
 	return &env{t: t, kit: kit, store: st, objects: objects, policy: pol, h: handlers.Router(srv)}

@@ -57,6 +57,9 @@ type Server struct {
 	QuarantinePayload int64
 	// Now stamps operator resolutions (default time.Now).
 	Now func() time.Time
+
+	sessions consoleSessions
+	csrf     *http.CrossOriginProtection
 }
 
 // DefaultMaxBody is the request body limit unless configured.
@@ -79,6 +82,7 @@ func Router(s *Server) http.Handler {
 	r := chi.NewRouter()
 	r.Use(s.recoverer, s.guardBodies)
 	r.Get("/healthz", s.healthz)
+	s.consoleRoutes(r)
 	r.Route("/v1", func(r chi.Router) {
 		r.Put("/objects/{store}/*", s.putObject)
 		r.Delete("/objects/{store}/*", s.deleteObject)

@@ -72,23 +72,33 @@ type quarantineView struct {
 // getQuarantine answers GET /v1/quarantine/{id}: the record (with the refused
 // payload when kept) and the accepted receipt and payload, side by side.
 func (s *Server) getQuarantine(w http.ResponseWriter, r *http.Request) {
+	v, err := s.quarantineView(r, chi.URLParam(r, "id"), true)
+	if err != nil {
+		s.problem(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
+// quarantineView reads quarantine record id beside its accepted receipt and
+// payload; checkRead applies the caller's read policy (the console's admins
+// read every resource).
+func (s *Server) quarantineView(r *http.Request, id string, checkRead bool) (quarantineView, error) {
 	ctx := r.Context()
-	q, err := s.Gateway.Store().QuarantineRecord(ctx, chi.URLParam(r, "id"))
-	if err == nil {
+	q, err := s.Gateway.Store().QuarantineRecord(ctx, id)
+	if err == nil && checkRead {
 		err = s.checkRead(callerOf(r), q.Resource)
 	}
 	if err != nil {
-		s.problem(w, r, err)
-		return
+		return quarantineView{}, err
 	}
 	rc, err := s.Gateway.Store().Receipt(ctx, q.ReceiptID)
 	if err != nil {
-		s.problem(w, r, err)
-		return
+		return quarantineView{}, err
 	}
 	v := quarantineView{Quarantine: q, Accepted: rc}
 	v.AcceptedPayload, v.AcceptedPayloadKept, v.AcceptedPayloadNote = s.acceptedPayload(r, &rc)
-	writeJSON(w, http.StatusOK, v)
+	return v, nil
 }
 
 // acceptedPayload finds the payload of an accepted receipt, bounded like a

@@ -1,0 +1,172 @@
+package handlers_test
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+)
+
+// consoleSecret is an admin token the console tests log in with.
+const consoleSecret = "console-secret-7f3a"
+
+// page sends a console request with extra headers (and a form body for POST).
+func (e *env) page(method, path string, hdr map[string]string, form url.Values) (*http.Response, string) {
+	e.t.Helper()
+	var body io.Reader
+	if form != nil {
+		body = strings.NewReader(form.Encode())
+	}
+	req := httptest.NewRequest(method, "http://gw"+path, body)
+	if form != nil {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	w := httptest.NewRecorder()
+	e.h.ServeHTTP(w, req)
+	b, _ := io.ReadAll(w.Result().Body)
+	return w.Result(), string(b)
+}
+
+var sameOrigin = map[string]string{"Sec-Fetch-Site": "same-origin"}
+
+// login logs in to the console and returns the session cookie header.
+func (e *env) login() string {
+	e.t.Helper()
+	resp, body := e.page("POST", "/console/login", sameOrigin, url.Values{"token": {consoleSecret}, "next": {"/console/unknown"}})
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/console/unknown" {
+		e.t.Fatalf("login: %d %s %s", resp.StatusCode, resp.Header.Get("Location"), body)
+	}
+	for _, c := range resp.Cookies() {
+		if c.Name == "fencegate_console" {
+			if !c.HttpOnly || c.SameSite != http.SameSiteStrictMode || c.Path != "/console" {
+				e.t.Fatalf("session cookie %+v is not HttpOnly, SameSite=Strict, Path=/console", c)
+			}
+			if strings.Contains(c.Value, consoleSecret) {
+				e.t.Fatal("the session cookie carries the admin token")
+			}
+			return c.Name + "=" + c.Value
+		}
+	}
+	e.t.Fatal("login set no session cookie")
+	return ""
+}
+
+func TestConsoleSendsBrowsersWithoutASessionToLoginAndRefusesWorkloadCredentials(t *testing.T) {
+	e := newEnv(t)
+	resp, _ := e.page("GET", "/console/unknown", nil, nil)
+	if resp.StatusCode != http.StatusSeeOther || !strings.HasPrefix(resp.Header.Get("Location"), "/console/login?next=") {
+		t.Fatalf("no session: %d %s", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	resp, body := e.page("GET", "/console/unknown", map[string]string{"Authorization": "Bearer " + tokA}, nil)
+	if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(body, "UNAUTHENTICATED") {
+		t.Fatalf("workload credential: %d %s", resp.StatusCode, body)
+	}
+	resp, _ = e.page("GET", "/console/unknown", map[string]string{"Authorization": "Bearer " + consoleSecret}, nil)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("admin bearer: %d", resp.StatusCode)
+	}
+	if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'none'") || resp.Header.Get("X-Frame-Options") != "DENY" {
+		t.Fatalf("console page headers: %v", resp.Header)
+	}
+}
+
+func TestConsoleLoginStartsASessionAndNeverRendersTheToken(t *testing.T) {
+	e := newEnv(t)
+	cookie := e.login()
+	resp, body := e.page("GET", "/console/", map[string]string{"Cookie": cookie}, nil)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, "admin:operator") {
+		t.Fatalf("home with a session: %d %s", resp.StatusCode, body)
+	}
+	if strings.Contains(body, consoleSecret) {
+		t.Fatal("a console page renders the admin token")
+	}
+	resp, body = e.page("POST", "/console/login", sameOrigin, url.Values{"token": {tokA}})
+	if resp.StatusCode != http.StatusUnauthorized || len(resp.Cookies()) != 0 || strings.Contains(body, tokA) {
+		t.Fatalf("login with a workload token: %d cookies %v", resp.StatusCode, resp.Cookies())
+	}
+	// Logging out ends the session.
+	if resp, _ := e.page("POST", "/console/logout", map[string]string{"Cookie": cookie, "Sec-Fetch-Site": "same-origin"}, url.Values{}); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("logout: %d", resp.StatusCode)
+	}
+	if resp, _ := e.page("GET", "/console/", map[string]string{"Cookie": cookie}, nil); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("the session outlived its logout: %d", resp.StatusCode)
+	}
+}
+
+func TestConsoleRefusesCrossOriginPosts(t *testing.T) {
+	e := newEnv(t)
+	resp, _ := e.page("POST", "/console/login", map[string]string{"Sec-Fetch-Site": "cross-site"}, url.Values{"token": {consoleSecret}})
+	if resp.StatusCode != http.StatusForbidden || len(resp.Cookies()) != 0 {
+		t.Fatalf("cross-site login: %d %v", resp.StatusCode, resp.Cookies())
+	}
+	cookie := e.login()
+	resp, _ = e.page("POST", "/console/logout", map[string]string{"Cookie": cookie, "Origin": "http://evil.example"}, url.Values{})
+	if resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("cross-origin logout: %d", resp.StatusCode)
+	}
+	if resp, _ := e.page("GET", "/console/", map[string]string{"Cookie": cookie}, nil); resp.StatusCode != http.StatusOK {
+		t.Fatalf("the refused cross-origin logout ended the session: %d", resp.StatusCode)
+	}
+}
+
+func TestConsoleTimelineShowsAStaleWriteRefusedBesideTheLandedSegment(t *testing.T) {
+	e := newEnv(t)
+	newer, older := e.grant(res7, ownerA, 2, nil), e.grant(res7, ownerA, 1, nil)
+	if r := e.put(tokA, newer, "local/inv/7", 1, "new"); r.status != 200 {
+		t.Fatalf("newer write: %d %s", r.status, r.body)
+	}
+	wantProblem(t, e.put(tokA, older, "local/inv/7", 1, "old"), 409, "STALE_OWNER")
+	cookie := e.login()
+	resp, body := e.page("GET", "/console/resource?name="+url.QueryEscape(res7), map[string]string{"Cookie": cookie}, nil)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("resource page: %d %s", resp.StatusCode, body)
+	}
+	for _, want := range []string{`data-state="COMMITTED"`, `data-code="STALE_OWNER"`, "REFUSED STALE_OWNER", `<td id="highest-fence">2</td>`} {
+		if !strings.Contains(body, want) {
+			t.Fatalf("resource page lacks %q:\n%s", want, body)
+		}
+	}
+}
+
+func TestConsoleQuarantineShowsBothPayloadsSideBySide(t *testing.T) {
+	e := newEnv(t)
+	c := e.grant(res7, ownerA, 1, nil)
+	if r := e.put(tokA, c, "local/inv/7", 1, "accepted-bytes"); r.status != 200 {
+		t.Fatalf("write: %d %s", r.status, r.body)
+	}
+	wantProblem(t, e.put(tokA, c, "local/inv/7", 1, "<script>refused-bytes</script>"), 409, "QUARANTINED")
+	cookie := e.login()
+	_, list := e.page("GET", "/console/quarantine", map[string]string{"Cookie": cookie}, nil)
+	i := strings.Index(list, `href="/console/quarantine/q_`)
+	if i < 0 {
+		t.Fatalf("quarantine list has no record:\n%s", list)
+	}
+	href := list[i+len(`href="`):]
+	href = href[:strings.IndexByte(href, '"')]
+	resp, body := e.page("GET", href, map[string]string{"Cookie": cookie}, nil)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, "accepted-bytes") || !strings.Contains(body, "&lt;script&gt;refused-bytes&lt;/script&gt;") {
+		t.Fatalf("quarantine page %s: %d\n%s", href, resp.StatusCode, body)
+	}
+}
+
+func TestConsolePagesRender(t *testing.T) {
+	e := newEnv(t)
+	c := e.grant(res7, ownerA, 1, nil)
+	r := e.put(tokA, c, "local/inv/7", 1, "x")
+	cookie := e.login()
+	for _, p := range []string{"/console/", "/console/unknown", "/console/quarantine", "/console/shadow", "/console/modes",
+		"/console/search?q=nothing-here", "/console/receipt?id=" + r.header.Get("Fence-Receipt"),
+		"/console/operation?id=" + c.vg.OperationID, "/console/static/console.css"} {
+		if resp, body := e.page("GET", p, map[string]string{"Cookie": cookie}, nil); resp.StatusCode != http.StatusOK {
+			t.Errorf("GET %s: %d %s", p, resp.StatusCode, body)
+		}
+	}
+	if resp, _ := e.page("GET", "/console/search?q="+url.QueryEscape(res7), map[string]string{"Cookie": cookie}, nil); resp.Header.Get("Location") != "/console/resource?name="+url.QueryEscape(res7) {
+		t.Errorf("search for a resource goes to %q", resp.Header.Get("Location"))
+	}
+}
