@@ -82,7 +82,7 @@ func (s *Server) consoleQuarantine(w http.ResponseWriter, r *http.Request) {
 		note = "the refused payload was larger than the quarantine bound: only its digest and size are kept"
 	}
 	s.render(w, r, http.StatusOK, "quarantine", map[string]any{"Q": v.Quarantine, "Accepted": v.Accepted,
-		"Refused": showPayload(v.Quarantine.Payload, v.Quarantine.PayloadKept, note),
+		"Refused":         showPayload(v.Quarantine.Payload, v.Quarantine.PayloadKept, note),
 		"AcceptedPayload": showPayload(v.AcceptedPayload, v.AcceptedPayloadKept, v.AcceptedPayloadNote)})
 }
 
