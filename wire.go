@@ -14,11 +14,15 @@ type LeaseRequest struct {
 	// WaitMs, when positive, long-polls: the registry waits up to WaitMs for a
 	// held resource to be released or to lapse.
 	WaitMs int64 `json:"waitMs,omitempty"`
+	// S3Credentials asks for the lease's S3 credentials in the answer.
+	S3Credentials bool `json:"s3Credentials,omitempty"`
 }
 
 // RenewRequest is the JSON body of POST /v1/leases/{lease}/renew.
 type RenewRequest struct {
 	TTLMs int64 `json:"ttlMs"`
+	// S3Credentials asks for the lease's S3 credentials in the answer.
+	S3Credentials bool `json:"s3Credentials,omitempty"`
 }
 
 // LeaseAnswer is what the lease routes answer: the lease, and for acquire,
@@ -38,6 +42,18 @@ type LeaseAnswer struct {
 	GrantDigest       string      `json:"grantDigest,omitempty"`
 	StatusProof       string      `json:"statusProof,omitempty"`
 	StatusExpiresAt   *time.Time  `json:"statusExpiresAt,omitempty"`
+	// S3Credentials are the lease's S3 credentials, when asked for.
+	S3Credentials *S3AccessKeys `json:"s3Credentials,omitempty"`
+}
+
+// S3Resolution is the registry's answer to a gateway resolving a lease's S3
+// credentials (POST /v1/leases/{lease}/s3-resolve): the lease's state now, its
+// current grant, a status proof signed now and the credentials' secret.
+type S3Resolution struct {
+	State           StatusState `json:"state"`
+	Grant           string      `json:"grant"`
+	StatusProof     string      `json:"statusProof"`
+	SecretAccessKey string      `json:"secretAccessKey"`
 }
 
 // S3AccessKeys are a lease's S3 credentials (package s3cred), answered as

@@ -33,6 +33,7 @@ import (
 	"github.com/fencegate/fencegate/gateway"
 	"github.com/fencegate/fencegate/proofs"
 	"github.com/fencegate/fencegate/registry"
+	"github.com/fencegate/fencegate/s3cred"
 )
 
 // Files are where an Authority keeps its state.
@@ -45,6 +46,10 @@ type Files struct {
 	// Key holds the registry's Ed25519 signing seed (hex, mode 0600); only a
 	// signing authority uses it.
 	Key string
+	// S3Key holds the registry's S3 credential key (32 bytes, hex, mode
+	// 0600; package s3cred), created on first start; only a signing
+	// authority uses it. "": no S3 credentials are issued.
+	S3Key string
 }
 
 // Alarm is told when break-glass switched validation off.
@@ -114,6 +119,7 @@ type Authority struct {
 	alarm    Alarm
 	verifier *proofs.Verifier
 	modes    *gateway.Modes
+	s3       *s3cred.Deriver
 
 	mu        sync.RWMutex // guards the fields below
 	signer    *proofs.Signer
@@ -135,6 +141,10 @@ var (
 	_ gateway.Policy     = (*Authority)(nil)
 	_ registry.Authority = (*Authority)(nil)
 )
+
+// S3 derives the secrets of leases' S3 credentials under the registry's
+// credential key; nil unless this authority signs and has Files.S3Key.
+func (a *Authority) S3() *s3cred.Deriver { return a.s3 }
 
 // Verifier is the grant and status verifier over the bundle in force.
 func (a *Authority) Verifier() *proofs.Verifier { return a.verifier }

@@ -14,6 +14,7 @@ import (
 	"github.com/lestrrat-go/jwx/v2/jwa"
 
 	"github.com/fencegate/fencegate/proofs"
+	"github.com/fencegate/fencegate/s3cred"
 )
 
 // DefaultOverlap is how long keys replaced by a rotation stay trusted unless configured.
@@ -57,6 +58,15 @@ func Open(cfg Config) (*Authority, error) {
 	if cfg.Signing {
 		if err := a.openSigner(cfg, p); err != nil {
 			return nil, err
+		}
+		if cfg.Files.S3Key != "" {
+			key, err := loadOrCreateSeed(cfg.Files.S3Key)
+			if err != nil {
+				return nil, fmt.Errorf("S3 credential key: %w", err)
+			}
+			if a.s3, err = s3cred.NewDeriver(key); err != nil {
+				return nil, err
+			}
 		}
 	}
 	b, err := a.openBundle()

@@ -166,7 +166,11 @@ func (f *fakeGateway) act(rt string, r *http.Request, code fencegate.Code) (int,
 		if f.expires.IsZero() {
 			f.expires = now.Add(time.Duration(b.TTLMs) * time.Millisecond)
 		}
-		return http.StatusCreated, f.info(now, b.RequestID)
+		info := f.info(now, b.RequestID)
+		if b.S3Credentials {
+			info.S3Credentials = &fencegate.S3AccessKeys{AccessKeyID: "FGLL1", SecretAccessKey: "secret-L1"}
+		}
+		return http.StatusCreated, info
 	case "renew":
 		var b fencegate.RenewRequest
 		_ = json.NewDecoder(r.Body).Decode(&b)

@@ -149,6 +149,9 @@ func (l *Lease) adopt(info LeaseInfo, sent time.Time) {
 	if info.Grant == "" {
 		info.Grant, info.GrantDigest = l.info.Grant, l.info.GrantDigest
 	}
+	if info.S3Credentials == nil { // a renewal keeps the lease's credentials
+		info.S3Credentials = l.info.S3Credentials
+	}
 	l.info = info
 	if st := localState(info.State); st != StateHeld {
 		l.terminate(st, fencegate.Errorf(fencegate.CodeLeaseNotHeld, "registry reports lease %s %s", info.Lease, info.State))
@@ -296,6 +299,17 @@ func (l *Lease) Grant() string { return l.Info().Grant }
 
 // StatusProof is the current status proof (compact JWS).
 func (l *Lease) StatusProof() string { return l.Info().StatusProof }
+
+// S3Credentials are the lease's S3 credentials, if they were asked for at
+// acquisition (AcquireParams.S3Credentials). They stay the same for the
+// lease's life and stop working at the gateway when it ends.
+func (l *Lease) S3Credentials() (fencegate.S3AccessKeys, bool) {
+	c := l.Info().S3Credentials
+	if c == nil {
+		return fencegate.S3AccessKeys{}, false
+	}
+	return *c, true
+}
 
 // Fence is the lease's fence token.
 func (l *Lease) Fence() uint64 { return l.Info().FenceToken }

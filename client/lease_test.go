@@ -286,3 +286,28 @@ func TestRunEndsWithItsContext(t *testing.T) {
 	}
 	wantState(t, l, StateHeld)
 }
+
+func TestS3CredentialsAskedAtAcquisitionLastThroughRenewals(t *testing.T) {
+	f, c := newFake(t)
+	p := params("")
+	p.S3Credentials = true
+	l, err := c.AcquireLease(context.Background(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fencegate.S3AccessKeys{AccessKeyID: "FGLL1", SecretAccessKey: "secret-L1"}
+	if got, ok := l.S3Credentials(); !ok || got != want {
+		t.Fatalf("credentials %+v, %v", got, ok)
+	}
+	f.clock.Advance(ttl / 2)
+	if err := l.Tick(context.Background()); err != nil || f.count("renew") != 1 {
+		t.Fatalf("renew: %v (%d renewals)", err, f.count("renew"))
+	}
+	if got, ok := l.S3Credentials(); !ok || got != want {
+		t.Fatalf("credentials after a renewal %+v, %v", got, ok)
+	}
+	_, unasked := held(t)
+	if _, ok := unasked.S3Credentials(); ok {
+		t.Fatal("a lease that did not ask has credentials")
+	}
+}

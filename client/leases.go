@@ -23,6 +23,10 @@ type AcquireParams struct {
 	// Wait, when positive, long-polls: the gateway waits up to Wait (at most a
 	// minute) for a held resource to be released or to lapse.
 	Wait time.Duration
+	// S3Credentials asks for the lease's S3 credentials (LeaseInfo's
+	// S3Credentials, Lease.S3Credentials): the access key pair an unmodified
+	// S3 client signs its requests to the gateway's S3 front door with.
+	S3Credentials bool
 }
 
 // Acquire is one POST /v1/leases. It does not retry; see AcquireLease for the
@@ -32,7 +36,7 @@ func (c *Client) Acquire(ctx context.Context, p AcquireParams) (LeaseInfo, error
 	err := c.do(ctx, request{op: "acquire", method: "POST", path: "/v1/leases", json: fencegate.LeaseRequest{
 		Resource: p.Resource, RequestID: p.RequestID, TTLMs: p.TTL.Milliseconds(),
 		OperationID: p.OperationID, OperationRoot: p.OperationRoot, OperationCategory: p.OperationCategory,
-		WaitMs: p.Wait.Milliseconds(),
+		WaitMs: p.Wait.Milliseconds(), S3Credentials: p.S3Credentials,
 	}}, &out)
 	return out, err
 }

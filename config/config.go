@@ -157,6 +157,10 @@ type Registry struct {
 	HighWater string `yaml:"highWater"`
 	// SigningKey is a file holding the Ed25519 seed (hex); generated if absent.
 	SigningKey string `yaml:"signingKey"`
+	// S3CredentialKey is a file holding the key leases' S3 credentials are
+	// derived under (32 bytes, hex; default DATA_DIR/s3-credential-key);
+	// generated if absent. Registries sharing a backend must share it.
+	S3CredentialKey string `yaml:"s3CredentialKey"`
 	KeyID      string `yaml:"keyId"`
 	// IssuerEpoch is the epoch of grants this registry signs.
 	IssuerEpoch uint64        `yaml:"issuerEpoch"`

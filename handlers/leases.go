@@ -37,6 +37,7 @@ func (s *Server) leaseRoutes(r chi.Router) {
 	r.With(s.authOnly).Delete("/leases/{lease}", s.release)
 	r.With(s.authOnly).Get("/leases/{lease}", s.leaseStatus)
 	r.With(s.gatewayOrWorkload).Post("/leases/{lease}/attest", s.attest)
+	r.With(s.gatewayOnly).Post("/leases/{lease}/s3-resolve", s.resolveS3)
 	if s.Admin != nil {
 		r.With(s.gatewayOnly).Get("/trust-bundle", s.registryBundle)
 	}
@@ -135,15 +136,23 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request) {
 		s.problem(w, r, fencegate.Errorf(fencegate.CodeInvalidRequest, "waitMs must not be negative"))
 		return
 	}
+	if b.S3Credentials && !s.Registry.IssuesS3() { // refused before anything is acquired
+		s.problem(w, r, fencegate.Errorf(fencegate.CodeUnsupported, "this registry issues no S3 credentials"))
+		return
+	}
 	is, err := s.Registry.AcquireWait(r.Context(), callerOf(r), registry.AcquireParams{
 		Resource: b.Resource, RequestID: b.RequestID, TTL: time.Duration(b.TTLMs) * time.Millisecond,
 		OperationID: b.OperationID, OperationRoot: b.OperationRoot, OperationCategory: b.OperationCategory,
 	}, min(time.Duration(b.WaitMs)*time.Millisecond, MaxLeaseWait))
+	var a fencegate.LeaseAnswer
+	if err == nil {
+		a, err = s.withS3(issuedAnswer(is), is, b.S3Credentials)
+	}
 	if err != nil {
 		s.problem(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, issuedAnswer(is))
+	writeJSON(w, http.StatusCreated, a)
 }
 
 func (s *Server) renew(w http.ResponseWriter, r *http.Request) {
@@ -153,11 +162,15 @@ func (s *Server) renew(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	is, err := s.Registry.Renew(r.Context(), callerOf(r), chi.URLParam(r, "lease"), time.Duration(b.TTLMs)*time.Millisecond)
+	var a fencegate.LeaseAnswer
+	if err == nil {
+		a, err = s.withS3(issuedAnswer(is), is, b.S3Credentials)
+	}
 	if err != nil {
 		s.problem(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, issuedAnswer(is))
+	writeJSON(w, http.StatusOK, a)
 }
 
 func (s *Server) release(w http.ResponseWriter, r *http.Request) {
@@ -174,9 +187,57 @@ func (s *Server) leaseStatus(w http.ResponseWriter, r *http.Request) {
 	if err == nil && is.Lease.Owner != callerOf(r) {
 		err = fencegate.Errorf(fencegate.CodeOwnerMismatch, "lease %s is not the caller's", is.Lease.ID)
 	}
+	asked, qerr := s3Asked(r)
+	if err == nil {
+		err = qerr
+	}
+	var a fencegate.LeaseAnswer
+	if err == nil {
+		a, err = s.withS3(issuedAnswer(is), is, asked)
+	}
 	if err != nil {
 		s.problem(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, issuedAnswer(is))
+	writeJSON(w, http.StatusOK, a)
+}
+
+// withS3 adds the lease's S3 credentials to a, when asked for. They are
+// answered only to the lease's owner, like its grant.
+func (s *Server) withS3(a fencegate.LeaseAnswer, is registry.Issued, asked bool) (fencegate.LeaseAnswer, error) {
+	if !asked {
+		return a, nil
+	}
+	c, err := s.Registry.S3Credentials(is)
+	if err != nil {
+		return a, err
+	}
+	a.S3Credentials = &c
+	return a, nil
+}
+
+// s3Asked reads ?s3Credentials=true|false.
+func s3Asked(r *http.Request) (bool, error) {
+	switch v := r.URL.Query().Get("s3Credentials"); v {
+	case "", "false":
+		return false, nil
+	case "true":
+		return true, nil
+	default:
+		return false, fencegate.Errorf(fencegate.CodeInvalidRequest, "s3Credentials must be true or false, not %.20q", v)
+	}
+}
+
+// resolveS3 answers a gateway identity what it checks a request signed with
+// a lease's S3 credentials against (registry.ResolveS3). The answer holds the
+// credentials' secret: it is never cached.
+func (s *Server) resolveS3(w http.ResponseWriter, r *http.Request) {
+	res, err := s.Registry.ResolveS3(r.Context(), chi.URLParam(r, "lease"))
+	if err != nil {
+		s.problem(w, r, err)
+		return
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, http.StatusOK, fencegate.S3Resolution{State: res.State, Grant: res.Grant, StatusProof: res.StatusProof,
+		SecretAccessKey: res.Secret})
 }

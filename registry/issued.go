@@ -9,13 +9,16 @@ import (
 )
 
 // Issued is a lease with its signed grant (compact JWS), the grant's digest
-// and a fresh signed status proof that expires at StatusExpiresAt.
+// and a fresh signed status proof that expires at StatusExpiresAt, stating
+// State (REVOKED for a lease the backend holds under a revoked epoch or from
+// before a coordination state loss).
 type Issued struct {
 	Lease           fencegate.Lease
 	Grant           string
 	GrantDigest     string
 	StatusProof     string
 	StatusExpiresAt time.Time
+	State           fencegate.StatusState
 }
 
 // issue signs the lease's grant and a status proof of its state at now.
@@ -31,7 +34,7 @@ func (r *Registry) issue(l fencegate.Lease, now time.Time) (Issued, error) {
 		return Issued{}, fencegate.Wrap(err, fencegate.CodeInternal, "sign status")
 	}
 	return Issued{Lease: l, Grant: token, GrantDigest: digest, StatusProof: proof,
-		StatusExpiresAt: time.UnixMilli(st.ExpiresAtMs).UTC()}, nil
+		StatusExpiresAt: time.UnixMilli(st.ExpiresAtMs).UTC(), State: st.State}, nil
 }
 
 // grantFor builds the grant from the lease's acquisition facts and the

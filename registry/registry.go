@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/s3cred"
 )
 
 // Default TTL bounds of an acquisition or renewal.
@@ -66,6 +67,9 @@ type Config struct {
 	OnLoss func(ctx context.Context) error
 	// Log receives the loss, claim, floor and resume events (default: none).
 	Log *slog.Logger
+	// S3, when set, derives leases' S3 credentials (S3Credentials,
+	// ResolveS3); nil: none are issued (UNSUPPORTED).
+	S3 *s3cred.Deriver
 }
 
 // Access is the part of the authorization policy the registry applies
@@ -95,6 +99,7 @@ type Registry struct {
 	memory     Memory
 	onLoss     func(ctx context.Context) error
 	log        *slog.Logger
+	s3         *s3cred.Deriver
 }
 
 // New validates cfg and returns a Registry. It reports every problem at once,
@@ -104,7 +109,7 @@ func New(cfg Config) (*Registry, error) {
 		backend: cfg.Backend, now: cfg.Now, newID: cfg.NewID,
 		auth:       cfg.Authority,
 		statusLife: cfg.StatusLife, minTTL: cfg.MinTTL, maxTTL: cfg.MaxTTL, access: cfg.Access,
-		fences: cfg.HighWater, memory: cfg.Memory, onLoss: cfg.OnLoss, log: cfg.Log,
+		fences: cfg.HighWater, memory: cfg.Memory, onLoss: cfg.OnLoss, log: cfg.Log, s3: cfg.S3,
 	}
 	if r.log == nil {
 		r.log = discard

@@ -28,6 +28,7 @@ import (
 	"github.com/fencegate/fencegate/gateway"
 	"github.com/fencegate/fencegate/handlers"
 	"github.com/fencegate/fencegate/registry"
+	"github.com/fencegate/fencegate/s3cred"
 )
 
 // App is a built gateway, ready to serve.
@@ -49,6 +50,10 @@ type App struct {
 	Registry *registry.Registry
 	// Gateway is the acceptance point.
 	Gateway *gateway.Gateway
+	// S3Credentials resolves leases' S3 credentials for the S3 front door
+	// (package s3cred), asking the in-process registry or, for a replica,
+	// the registry at registryURL; nil when there is neither.
+	S3Credentials fencegate.S3Credentials
 }
 
 // Build validates cfg and builds every part. On error nothing is left open.
@@ -87,7 +92,8 @@ func Build(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, er
 	}
 
 	files := authority.Files{State: filepath.Join(cfg.DataDir, "authority.json"),
-		Bundle: filepath.Join(cfg.DataDir, "trust-bundle.json"), Key: filepath.Join(cfg.DataDir, "registry-signing-key")}
+		Bundle: filepath.Join(cfg.DataDir, "trust-bundle.json"), Key: filepath.Join(cfg.DataDir, "registry-signing-key"),
+		S3Key: filepath.Join(cfg.DataDir, "s3-credential-key")}
 	if cfg.TrustBundle != "" {
 		files.Bundle = cfg.TrustBundle
 	}
@@ -98,6 +104,9 @@ func Build(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, er
 		acfg.KeyID, acfg.IssuerEpoch = rc.KeyID, rc.IssuerEpoch
 		if rc.SigningKey != "" {
 			acfg.Files.Key = rc.SigningKey
+		}
+		if rc.S3CredentialKey != "" {
+			acfg.Files.S3Key = rc.S3CredentialKey
 		}
 	}
 	if a.auth, err = authority.Open(acfg); err != nil {
@@ -154,6 +163,12 @@ func Build(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, er
 		if a.remote, err = newRemoteQuerier(cfg.RegistryURL, tok, verifier); err != nil {
 			return nil, err
 		}
+	}
+	switch {
+	case a.Registry != nil:
+		a.S3Credentials = &s3cred.Resolver{Verifier: verifier, Source: a.Registry}
+	case a.remote != nil:
+		a.S3Credentials = &s3cred.Resolver{Verifier: verifier, Source: a.remote}
 	}
 	switch {
 	case cfg.StatusMode == "query" && a.Registry != nil:

@@ -14,6 +14,7 @@ import (
 	"github.com/fencegate/fencegate"
 	"github.com/fencegate/fencegate/gateway"
 	"github.com/fencegate/fencegate/proofs"
+	"github.com/fencegate/fencegate/s3cred"
 )
 
 // remoteQuerier is query mode against a registry in another process: it asks
@@ -29,7 +30,10 @@ type remoteQuerier struct {
 	hc       *http.Client
 }
 
-var _ gateway.StatusQuerier = (*remoteQuerier)(nil)
+var (
+	_ gateway.StatusQuerier = (*remoteQuerier)(nil)
+	_ s3cred.Source         = (*remoteQuerier)(nil)
+)
 
 func (q *remoteQuerier) GrantStatus(ctx context.Context, g fencegate.VerifiedGrant) (fencegate.Status, error) {
 	body, _ := json.Marshal(map[string]any{"grantDigest": g.Digest, "resource": g.Resource, "owner": g.Owner,
@@ -108,4 +112,40 @@ func newRemoteQuerier(base, token string, v *proofs.Verifier) (*remoteQuerier, e
 		return nil, fmt.Errorf("registryURL %q is not an http(s) URL", base)
 	}
 	return &remoteQuerier{base: u.String(), token: token, verifier: v, hc: &http.Client{Timeout: 5 * time.Second}}, nil
+}
+
+// ResolveS3 asks the registry, as a gateway identity, about a lease's S3
+// credentials (POST /v1/leases/{lease}/s3-resolve). The answer is checked by
+// s3cred.Resolver (grant and HELD status against the trust bundle); an
+// unknown lease is NOT_FOUND, an unreachable registry BACKEND_UNAVAILABLE.
+func (q *remoteQuerier) ResolveS3(ctx context.Context, leaseID string) (s3cred.Resolved, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, q.base+"/v1/leases/"+url.PathEscape(leaseID)+"/s3-resolve", nil)
+	if err != nil {
+		return s3cred.Resolved{}, fencegate.Wrap(err, fencegate.CodeInternal, "registry query")
+	}
+	req.Header.Set("Authorization", "Bearer "+q.token)
+	resp, err := q.hc.Do(req)
+	if err != nil {
+		return s3cred.Resolved{}, fencegate.Wrap(err, fencegate.CodeBackendUnavailable, "the registry could not be asked about the S3 credential")
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if err != nil {
+		return s3cred.Resolved{}, fencegate.Wrap(err, fencegate.CodeBackendUnavailable, "registry answer unreadable")
+	}
+	if resp.StatusCode != http.StatusOK {
+		var p struct {
+			Code fencegate.Code `json:"code"`
+		}
+		_ = json.Unmarshal(raw, &p)
+		if p.Code == fencegate.CodeNotFound {
+			return s3cred.Resolved{}, fencegate.Errorf(fencegate.CodeNotFound, "unknown lease")
+		}
+		return s3cred.Resolved{}, fencegate.Errorf(fencegate.CodeBackendUnavailable, "registry refused the S3 credential query: %d %s", resp.StatusCode, p.Code)
+	}
+	var a fencegate.S3Resolution
+	if err := json.Unmarshal(raw, &a); err != nil {
+		return s3cred.Resolved{}, fencegate.Wrap(err, fencegate.CodeBackendUnavailable, "registry answer undecodable")
+	}
+	return s3cred.Resolved{State: a.State, Grant: a.Grant, StatusProof: a.StatusProof, Secret: a.SecretAccessKey}, nil
 }
