@@ -161,7 +161,7 @@ type Registry struct {
 	// derived under (32 bytes, hex; default DATA_DIR/s3-credential-key);
 	// generated if absent. Registries sharing a backend must share it.
 	S3CredentialKey string `yaml:"s3CredentialKey"`
-	KeyID      string `yaml:"keyId"`
+	KeyID           string `yaml:"keyId"`
 	// IssuerEpoch is the epoch of grants this registry signs.
 	IssuerEpoch uint64        `yaml:"issuerEpoch"`
 	StatusLife  time.Duration `yaml:"statusLife"`
