@@ -67,9 +67,9 @@ func (s *Store) receipts(ctx context.Context, column, value, list string, page f
 const quarantineCols = `quarantine_id, resource, fence_token, segment, target, method, effect_key, receipt_id,
 	payload_digest, payload_size, payload, owner, at, last_at, attempts`
 
-// putQuarantine inserts the record of a quarantined req, or counts another
+// putQuarantine queues the insert of the record of a quarantined req, or counts another
 // attempt on the record of the same refused request (same ID).
-func putQuarantine(ctx context.Context, tx pgx.Tx, req *fencegate.AdmitRequest, live *fencegate.Receipt) error {
+func putQuarantine(b *pgx.Batch, req *fencegate.AdmitRequest, live *fencegate.Receipt) {
 	q := fencerules.QuarantineRecord(req, live)
 	var payload any
 	if q.PayloadKept {
@@ -78,13 +78,12 @@ func putQuarantine(ctx context.Context, tx pgx.Tx, req *fencegate.AdmitRequest, 
 			payload = []byte{}
 		}
 	}
-	_, err := tx.Exec(ctx, `INSERT INTO fence_quarantine (`+quarantineCols+`)
+	b.Queue(`INSERT INTO fence_quarantine (`+quarantineCols+`)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
 		ON CONFLICT (quarantine_id) DO UPDATE SET attempts = fence_quarantine.attempts + 1,
 			last_at = GREATEST(fence_quarantine.last_at, EXCLUDED.last_at)`,
 		q.ID, q.Resource, q.FenceToken, q.Segment, q.Target, q.Method, q.EffectKey, q.ReceiptID,
 		q.PayloadDigest, q.PayloadSize, payload, q.Owner, q.At, q.LastAt, q.Attempts)
-	return err
 }
 
 func scanQuarantine(row pgx.Row) (fencegate.Quarantine, error) {

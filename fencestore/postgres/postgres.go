@@ -1,19 +1,25 @@
 // Package postgres is a fencegate.FenceStore on PostgreSQL (pgx/v5, pgxpool),
 // for gateways that share fence state.
 //
-// Admit and Settle each run as one READ COMMITTED transaction that first locks
-// the resource's row with SELECT ... FOR UPDATE (Admit inserts the row with ON
-// CONFLICT DO NOTHING first, so there is always a row to lock; a rejected Admit
-// rolls the insert back, so a resource that never admitted anything still has
-// no row). Every write to a resource's receipts happens under that lock, so the
-// rules of package fencerules see the latest committed state and cannot race.
-// Settle finds the resource through the receipt and takes the same lock first,
-// so Admit and Settle lock in the same order. A partial unique index on
-// (resource, fence, segment) over live receipts backs the rules up.
+// Concurrent Admits share one READ COMMITTED transaction (group commit, see
+// group.go), and so do concurrent Settles: a batch first locks the rows of its
+// resources with SELECT ... FOR UPDATE, in resource order, and reads
+// receipts, bindings and versions only after the lock, so the rules of
+// package fencerules see the latest committed state and cannot race. A
+// resource or target seen for the first time gets its row with INSERT ... ON
+// CONFLICT DO NOTHING (a member that is then refused deletes it again, so a
+// resource that never admitted anything has no row); an existing row is only
+// read, never rewritten. Settle finds the resource through the receipt and
+// takes the same lock, so Admit and Settle lock in the same order. A partial
+// unique index on (resource, fence, segment) over live receipts backs the
+// rules up. A batch whose transaction the server refuses is run again member
+// by member, so one member's failure is only its own.
 //
-// Statements are sent in pgx batches: an Admit costs four round trips (BEGIN,
-// lock and read, write, COMMIT). synchronous_commit is left as the server has
-// it (on by default): an admitted segment is durable once Admit returns.
+// Statements are pipelined in pgx batches, BEGIN with the reads and the
+// writes with COMMIT: a batch of admissions costs two round trips (three when
+// a resource or target is new), a batch of settles two. synchronous_commit
+// is left as the server has it (on by default): an admitted segment is
+// durable once Admit returns.
 //
 // Fences and segment numbers are NUMERIC(20,0), which holds every uint64.
 //
@@ -35,7 +41,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/fencegate/fencegate"
-	"github.com/fencegate/fencegate/fencestore/internal/fencerules"
 	"github.com/fencegate/fencegate/internal/pgmigrate"
 )
 
@@ -47,7 +52,9 @@ const MigrationsTable = "fencestore_migrations"
 
 // Store is the Postgres FenceStore. It is safe for concurrent use.
 type Store struct {
-	pool *pgxpool.Pool
+	pool    *pgxpool.Pool
+	admits  group[*admitCall]
+	settles group[*settleCall]
 }
 
 var _ fencegate.FenceStore = (*Store)(nil)
@@ -65,7 +72,10 @@ func Open(ctx context.Context, url string) (*Store, error) {
 	if err != nil {
 		return nil, fencegate.Wrap(err, fencegate.CodeInternal, "connect to Postgres")
 	}
-	return &Store{pool: pool}, nil
+	s := &Store{pool: pool}
+	s.admits.run = s.runAdmits
+	s.settles.run = s.runSettles
+	return s, nil
 }
 
 // Migrate applies the pending migrations of the store (package pgmigrate:
@@ -92,173 +102,6 @@ const (
 		request, attempts, resend, effect_key`
 	liveState = `state NOT IN ('FAILED', 'NOT_APPLIED')`
 )
-
-// Admit implements fencegate.FenceStore.
-func (s *Store) Admit(ctx context.Context, req fencegate.AdmitRequest) (fencegate.Admission, error) {
-	if err := fencerules.ValidateAdmit(&req); err != nil {
-		return fencegate.Admission{}, err
-	}
-	g := &req.Grant
-	var (
-		adm        fencegate.Admission
-		quarantine error
-	)
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		// Bind the target to this resource, or learn (after any concurrent binder
-		// commits) which resource it is bound to; a refusal rolls the binding back.
-		var (
-			bound   string
-			newBind bool
-		)
-		if err := tx.QueryRow(ctx, `INSERT INTO fence_targets (target, resource) VALUES ($1, $2)
-			ON CONFLICT (target) DO UPDATE SET target = EXCLUDED.target RETURNING resource, xmax = 0`,
-			req.Target, g.Resource).Scan(&bound, &newBind); err != nil {
-			return err
-		}
-		if err := fencerules.CheckTarget(bound, &req); err != nil {
-			return err
-		}
-		// Only an accepted admission binds a target: undo a new binding otherwise.
-		unbind := func() error {
-			if !newBind {
-				return nil
-			}
-			_, err := tx.Exec(ctx, `DELETE FROM fence_targets WHERE target = $1`, req.Target)
-			return err
-		}
-		b := &pgx.Batch{}
-		b.Queue(`INSERT INTO fence_resources (resource) VALUES ($1) ON CONFLICT (resource) DO NOTHING`, g.Resource)
-		b.Queue(`SELECT `+resourceCols+` FROM fence_resources WHERE resource = $1 FOR UPDATE`, g.Resource)
-		b.Queue(`SELECT `+receiptCols+` FROM fence_receipts
-			WHERE resource = $1 AND fence_token = $2 AND segment = $3 AND `+liveState,
-			g.Resource, g.FenceToken, req.Segment)
-		b.Queue(`SELECT version FROM fence_versions WHERE target = $1`, req.Target)
-		br := tx.SendBatch(ctx, b)
-		defer br.Close()
-		if _, err := br.Exec(); err != nil {
-			return err
-		}
-		row, err := scanResource(br.QueryRow())
-		if err != nil {
-			return err
-		}
-		var live *fencegate.Receipt
-		if r, err := scanReceipt(br.QueryRow()); err == nil {
-			live = &r
-		} else if !errors.Is(err, pgx.ErrNoRows) {
-			return err
-		}
-		prev, err := scanVersion(br.QueryRow())
-		if err != nil {
-			return err
-		}
-		if err := br.Close(); err != nil {
-			return err
-		}
-
-		verdict, rerr := fencerules.Decide(row, &req, live)
-		switch verdict {
-		case fencerules.Reject:
-			return rerr
-		case fencerules.Replay:
-			adm = fencegate.Admission{Receipt: *live, Replay: true, PreviousVersion: prev}
-			return unbind()
-		case fencerules.Quarantine:
-			if err := unbind(); err != nil {
-				return err
-			}
-			if err := putQuarantine(ctx, tx, &req, live); err != nil {
-				return err
-			}
-			quarantine = rerr
-			return nil
-		}
-
-		r := fencerules.NewReceipt(&req)
-		next := fencerules.Accepted(&req)
-		b = &pgx.Batch{}
-		b.Queue(`INSERT INTO fence_receipts (`+receiptCols+`)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22)`,
-			receiptArgs(&r)...)
-		b.Queue(`UPDATE fence_resources SET highest_fence = $2, root = $3, lease = $4, last_segment_seq = $5,
-			grant_issued_at = $6, pending_receipt = $7, updated_at = $8 WHERE resource = $1`,
-			next.Resource, next.HighestFence, next.Root, next.Lease, next.LastSegmentSeq,
-			next.GrantIssuedAt, next.PendingReceipt, next.UpdatedAt)
-		if err := tx.SendBatch(ctx, b).Close(); err != nil {
-			return err
-		}
-		adm = fencegate.Admission{Receipt: r, PreviousVersion: prev}
-		return nil
-	})
-	if err != nil {
-		return fencegate.Admission{}, translate(err, "admit")
-	}
-	if quarantine != nil {
-		return fencegate.Admission{}, quarantine
-	}
-	return adm, nil
-}
-
-// Settle implements fencegate.FenceStore.
-func (s *Store) Settle(ctx context.Context, receiptID string, o fencegate.Outcome) (fencegate.Receipt, error) {
-	var out fencegate.Receipt
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		b := &pgx.Batch{}
-		// Lock the resource first, as Admit does, then read the receipt.
-		b.Queue(`SELECT `+resourceCols+` FROM fence_resources
-			WHERE resource = (SELECT resource FROM fence_receipts WHERE receipt_id = $1) FOR UPDATE`, receiptID)
-		b.Queue(`SELECT `+receiptCols+` FROM fence_receipts WHERE receipt_id = $1`, receiptID)
-		br := tx.SendBatch(ctx, b)
-		defer br.Close()
-		row, rowErr := scanResource(br.QueryRow())
-		if rowErr != nil && !errors.Is(rowErr, pgx.ErrNoRows) {
-			return rowErr
-		}
-		r, err := scanReceipt(br.QueryRow())
-		if err != nil {
-			if errors.Is(err, pgx.ErrNoRows) {
-				return fencegate.Errorf(fencegate.CodeNotFound, "receipt %q not found", receiptID)
-			}
-			return err
-		}
-		if err := br.Close(); err != nil {
-			return err
-		}
-		next, changed, err := fencerules.Settle(r, &o)
-		if err != nil {
-			return err
-		}
-		out = next
-		if !changed {
-			return nil
-		}
-		b = &pgx.Batch{}
-		b.Queue(`UPDATE fence_receipts SET state = $2, version = $3, response = $4, error = $5, settled_at = $6,
-			attempts = $7, resend = $8 WHERE receipt_id = $1`,
-			next.ID, string(next.State), next.Version, responseArg(next.Response), next.Error, next.SettledAt,
-			next.Attempts, next.Resend)
-		if next.State == fencegate.ReceiptCommitted {
-			if next.Version == "" {
-				b.Queue(`DELETE FROM fence_versions WHERE target = $1`, next.Target)
-			} else {
-				b.Queue(`INSERT INTO fence_versions (target, version, updated_at) VALUES ($1, $2, $3)
-					ON CONFLICT (target) DO UPDATE SET version = EXCLUDED.version, updated_at = EXCLUDED.updated_at`,
-					next.Target, next.Version, *next.SettledAt)
-			}
-		}
-		if rowErr == nil {
-			if row, changed := fencerules.SettleRow(row, &next, o.Now); changed {
-				b.Queue(`UPDATE fence_resources SET last_segment_seq = $2, pending_receipt = $3, updated_at = $4
-					WHERE resource = $1`, row.Resource, row.LastSegmentSeq, row.PendingReceipt, row.UpdatedAt)
-			}
-		}
-		return tx.SendBatch(ctx, b).Close()
-	})
-	if err != nil {
-		return fencegate.Receipt{}, translate(err, "settle")
-	}
-	return out, nil
-}
 
 // Resource implements fencegate.FenceStore.
 func (s *Store) Resource(ctx context.Context, resource string) (fencegate.ResourceState, error) {

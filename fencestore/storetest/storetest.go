@@ -63,6 +63,7 @@ func Run(t *testing.T, open func(t *testing.T) fencegate.FenceStore) {
 		{"DuplicateReceiptIDIsRejected", duplicateReceiptIDIsRejected},
 		{"ConcurrentAdmissionsOnOneResource", concurrentAdmissions},
 		{"ConcurrentRefusalsAreIsolated", concurrentRefusalsAreIsolated},
+		{"ConcurrentAdmissionsIsolateAFailingMember", concurrentAdmissionsIsolateAFailingMember},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,0 +1,149 @@
+package postgres
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+)
+
+// Group commit. Concurrent Admits (and, separately, concurrent Settles) are
+// gathered into one transaction each, so that N callers share one COMMIT and
+// one WAL flush. There is no timer: a caller that finds fewer than
+// maxInflight batches running starts one at once with whatever is queued (a
+// lone caller waits for nothing), and callers arriving while the batches run
+// queue up and go together in the next one. The wait is therefore bounded by
+// one batch's duration and grows only with load.
+//
+// A member's result is delivered only after its batch's COMMIT was
+// acknowledged, so everything the store reports as done is durable, exactly
+// as with one transaction per call. Each batch sees each resource at most once
+// (a later call on the same resource or target waits for the next batch),
+// which keeps the per-resource order of calls and lets the batch decide every
+// member from one read.
+
+const (
+	// maxInflight is how many batches of one kind may run at once.
+	maxInflight = 2
+	// maxBatch bounds the members of one batch.
+	maxBatch = 64
+)
+
+// member is one call waiting in a group.
+type member[T any] struct {
+	ctx  context.Context
+	req  T
+	keys []string // resources and targets it touches; one per batch
+	done chan struct{}
+	err  error
+	// taken is set once a batch owns the member.
+	taken atomic.Bool
+}
+
+// group gathers members and runs them in batches with run. run must set
+// every member's result (err and whatever T carries) and must not keep them.
+type group[T any] struct {
+	run func(ctx context.Context, ms []*member[T])
+
+	mu       sync.Mutex
+	queue    []*member[T]
+	inflight int
+}
+
+// do queues req and waits for its batch. It returns ctx's error if ctx ends
+// first (the batch may still commit the member: a caller must treat that
+// like a lost answer).
+func (g *group[T]) do(ctx context.Context, req T, keys ...string) (*member[T], error) {
+	m := &member[T]{ctx: ctx, req: req, keys: keys, done: make(chan struct{})}
+	g.mu.Lock()
+	g.queue = append(g.queue, m)
+	g.kick()
+	g.mu.Unlock()
+	select {
+	case <-m.done:
+		return m, m.err
+	case <-ctx.Done():
+		if m.taken.CompareAndSwap(false, true) {
+			// Never ran: drop it from the queue.
+			g.mu.Lock()
+			for i, q := range g.queue {
+				if q == m {
+					g.queue = append(g.queue[:i:i], g.queue[i+1:]...)
+					break
+				}
+			}
+			g.mu.Unlock()
+			return m, ctx.Err()
+		}
+		<-m.done // owned by a running batch, which watches ctx too
+		return m, m.err
+	}
+}
+
+// kick starts a batch if one may run and members wait. g.mu is held.
+func (g *group[T]) kick() {
+	if g.inflight >= maxInflight || len(g.queue) == 0 {
+		return
+	}
+	var (
+		batch []*member[T]
+		rest  []*member[T]
+		seen  = map[string]bool{}
+	)
+	for _, m := range g.queue {
+		if m.taken.Load() {
+			continue // its caller gave up
+		}
+		if len(batch) == maxBatch || clash(seen, m.keys) {
+			rest = append(rest, m)
+			continue
+		}
+		if !m.taken.CompareAndSwap(false, true) {
+			continue
+		}
+		for _, k := range m.keys {
+			seen[k] = true
+		}
+		batch = append(batch, m)
+	}
+	g.queue = rest
+	if len(batch) == 0 {
+		return
+	}
+	g.inflight++
+	go g.exec(batch)
+}
+
+func clash(seen map[string]bool, keys []string) bool {
+	for _, k := range keys {
+		if seen[k] {
+			return true
+		}
+	}
+	return false
+}
+
+// exec runs one batch under a context that ends when every member's has.
+func (g *group[T]) exec(batch []*member[T]) {
+	ctx, cancel := context.WithCancel(context.Background())
+	live := int32(len(batch))
+	stops := make([]func() bool, 0, len(batch))
+	for _, m := range batch {
+		stops = append(stops, context.AfterFunc(m.ctx, func() {
+			if atomic.AddInt32(&live, -1) == 0 {
+				cancel()
+			}
+		}))
+	}
+	g.run(ctx, batch)
+	for _, stop := range stops {
+		stop()
+	}
+	cancel()
+	for _, m := range batch {
+		close(m.done)
+	}
+	g.mu.Lock()
+	g.inflight--
+	g.kick()
+	g.mu.Unlock()
+}

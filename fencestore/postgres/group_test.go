@@ -1,0 +1,143 @@
+package postgres
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/internal/testenv"
+)
+
+func grant(res string) fencegate.VerifiedGrant {
+	return fencegate.VerifiedGrant{Grant: fencegate.Grant{Resource: res, Owner: "o", Lease: "l", FenceToken: 9,
+		OperationID: "op", OperationRoot: "r", IssuedAt: 1}, Digest: "sha256:g"}
+}
+
+func admitMember(res, id string, seg uint64, now time.Time) *member[*admitCall] {
+	return &member[*admitCall]{ctx: context.Background(), req: &admitCall{req: fencegate.AdmitRequest{
+		Grant: grant(res), Segment: seg, Target: res, Method: "PUT", PayloadDigest: "sha256:" + id, ReceiptID: id, Now: now}}}
+}
+
+// TestOneBatchIsolatesAMemberTheDatabaseRefuses runs one admission batch
+// (forced, not left to timing) in which one member reuses a receipt ID, so
+// the database refuses its INSERT and the batch's transaction rolls back:
+// the others must be admitted all the same (run again one by one), the
+// refused one gets INVALID_REQUEST and leaves no row; a rule refusal in the
+// same batch leaves none either. Then one settle batch with an unknown
+// receipt settles the rest.
+func TestOneBatchIsolatesAMemberTheDatabaseRefuses(t *testing.T) {
+	ctx := context.Background()
+	st, err := Open(ctx, testenv.PostgresURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	now := time.UnixMilli(1_700_000_000_000).UTC()
+	if _, err := st.Admit(ctx, admitMember("res/first", "r-first", 1, now).req.req); err != nil {
+		t.Fatal(err)
+	}
+	ms := []*member[*admitCall]{
+		admitMember("res/a", "r-a", 1, now),
+		admitMember("res/dup", "r-first", 1, now), // the receipt ID is taken
+		admitMember("res/b", "r-b", 1, now),
+		admitMember("res/late", "r-late", 2, now), // a new fence starts at segment 1
+		admitMember("res/c", "r-c", 1, now),
+	}
+	st.runAdmits(ctx, ms)
+	for i, want := range []fencegate.Code{"", fencegate.CodeInvalidRequest, "", fencegate.CodeSegmentOutOfOrder, ""} {
+		m := ms[i]
+		got := fencegate.ErrorCode(m.err)
+		if m.err == nil {
+			got = ""
+		}
+		if got != want {
+			t.Errorf("member %s: %v, want %q", m.req.req.Grant.Resource, m.err, want)
+		}
+		if want != "" {
+			if _, err := st.Resource(ctx, m.req.req.Grant.Resource); fencegate.ErrorCode(err) != fencegate.CodeNotFound {
+				t.Errorf("refused %s left state: %v", m.req.req.Grant.Resource, err)
+			}
+			if _, err := st.Binding(ctx, m.req.req.Target); fencegate.ErrorCode(err) != fencegate.CodeNotFound {
+				t.Errorf("refused %s left a binding: %v", m.req.req.Target, err)
+			}
+			continue
+		}
+		if m.req.adm.Receipt.ID != m.req.req.ReceiptID {
+			t.Errorf("member %s: admission %+v", m.req.req.Grant.Resource, m.req.adm)
+		}
+		row, err := st.Resource(ctx, m.req.req.Grant.Resource)
+		if err != nil || row.PendingReceipt != m.req.req.ReceiptID || row.LastSegmentSeq != 1 {
+			t.Errorf("member %s: state %+v, %v", m.req.req.Grant.Resource, row, err)
+		}
+	}
+	var ss []*member[*settleCall]
+	for _, id := range []string{"r-a", "r-none", "r-b", "r-c", "r-a"} {
+		ss = append(ss, &member[*settleCall]{ctx: ctx, req: &settleCall{id: id,
+			o: fencegate.Outcome{State: fencegate.ReceiptCommitted, Version: "v-" + id, Now: now}}})
+	}
+	st.runSettles(ctx, ss)
+	for _, m := range ss {
+		if m.req.id == "r-none" {
+			if fencegate.ErrorCode(m.err) != fencegate.CodeNotFound {
+				t.Errorf("settle of an unknown receipt: %v", m.err)
+			}
+			continue
+		}
+		if m.err != nil || m.req.out.State != fencegate.ReceiptCommitted {
+			t.Errorf("settle %s: %+v, %v", m.req.id, m.req.out, m.err)
+		}
+		res := "res/" + m.req.id[2:]
+		if row, err := st.Resource(ctx, res); err != nil || row.PendingReceipt != "" {
+			t.Errorf("%s after settle: %+v, %v", res, row, err)
+		}
+		if v, _ := st.Version(ctx, res); v != "v-"+m.req.id {
+			t.Errorf("version of %s = %q", res, v)
+		}
+	}
+}
+
+// TestGroupBatchesWaitingCallersTogether: a lone caller runs at once in a
+// batch of its own; callers that queued while every batch slot was busy run
+// together once a slot frees, except a second call on a key already in the
+// batch, which runs in the next one.
+func TestGroupBatchesWaitingCallersTogether(t *testing.T) {
+	var (
+		mu    sync.Mutex
+		sizes []int
+		g     group[int]
+	)
+	g.run = func(ctx context.Context, ms []*member[int]) {
+		mu.Lock()
+		sizes = append(sizes, len(ms))
+		mu.Unlock()
+	}
+	if _, err := g.do(context.Background(), 1, "alone"); err != nil {
+		t.Fatal(err)
+	}
+	var queued []*member[int]
+	for i, k := range []string{"k0", "k1", "k2", "k3", "k4", "k0"} {
+		queued = append(queued, &member[int]{ctx: context.Background(), req: i, keys: []string{k}, done: make(chan struct{})})
+	}
+	g.mu.Lock()
+	g.inflight = maxInflight // every slot busy
+	g.queue = append(g.queue, queued...)
+	g.kick()
+	if len(g.queue) != len(queued) {
+		t.Fatalf("a batch started with every slot busy")
+	}
+	g.inflight-- // one batch ends
+	g.kick()
+	g.mu.Unlock()
+	for _, m := range queued {
+		<-m.done
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	slices.Sort(sizes)
+	if !slices.Equal(sizes, []int{1, 1, 5}) {
+		t.Fatalf("batch sizes %v, want the lone call, the five distinct keys, then the repeat", sizes)
+	}
+}
