@@ -1,14 +1,17 @@
 package handlers_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -74,6 +77,26 @@ type env struct {
 	objects *countingStore
 	policy  *policy
 	h       http.Handler
+	srv     *handlers.Server
+	logs    *lockedBuffer
+}
+
+// lockedBuffer is a bytes.Buffer safe for the server's concurrent log writes.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 func newEnv(t *testing.T) *env {
@@ -101,7 +124,9 @@ func newEnv(t *testing.T) *env {
 		AdminAuth: handlers.NewBearerTokens(map[string]string{"ops": "ops", consoleSecret: "operator"}),
 		SpoolDir:  t.TempDir(), MaxBody: 1 << 20,
 	}
-	return &env{t: t, kit: kit, store: st, objects: objects, policy: pol, h: handlers.Router(srv)}
+	logs := &lockedBuffer{}
+	srv.Log = slog.New(slog.NewTextHandler(logs, nil))
+	return &env{t: t, kit: kit, store: st, objects: objects, policy: pol, h: handlers.Router(srv), srv: srv, logs: logs}
 }
 
 // creds is a grant and a status proof, as a worker holds them.
