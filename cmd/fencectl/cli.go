@@ -34,7 +34,10 @@ type cmd struct {
 	g      *globals
 	args   []string
 	out    io.Writer
+	errOut io.Writer
 	client *client.Client
+	// rest are the arguments after "--", for a verb with rest set.
+	rest []string
 }
 
 // verb is one fencectl command.
@@ -45,7 +48,19 @@ type verb struct {
 	// flags registers the verb's own flags; run performs it.
 	flags func(fs *flag.FlagSet) func(ctx context.Context, c *cmd) error
 	nargs int // positional arguments required
+	// rest: the arguments after the first "--" are not parsed but given as
+	// cmd.rest (a command line to run).
+	rest bool
 }
+
+// exitStatus makes fencectl exit with a status of a verb's choosing (the
+// status of the command it ran).
+type exitStatus struct {
+	code int
+	err  error // printed first, if not nil
+}
+
+func (e exitStatus) Error() string { return fmt.Sprintf("exit status %d", e.code) }
 
 var verbs = map[string]verb{}
 
@@ -87,7 +102,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(io.Discard)
 	addGlobals(fs, g)
 	do := v.flags(fs)
-	pos, err := parseInterleaved(fs, top.Args()[1:])
+	vargs, rest := top.Args()[1:], []string(nil)
+	if v.rest {
+		for i, a := range vargs {
+			if a == "--" {
+				vargs, rest = vargs[:i], vargs[i+1:]
+				break
+			}
+		}
+	}
+	pos, err := parseInterleaved(fs, vargs)
 	if errors.Is(err, flag.ErrHelp) {
 		verbUsage(stdout, name, v, fs)
 		return 0
@@ -100,9 +124,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 		verbUsage(stderr, name, v, fs)
 		return 2
 	}
-	c := &cmd{g: g, args: pos, out: stdout, client: client.New(g.gateway, g.token)}
+	c := &cmd{g: g, args: pos, out: stdout, errOut: stderr, client: client.New(g.gateway, g.token), rest: rest}
 	if err := do(context.Background(), c); err != nil {
 		var ue usageError
+		var es exitStatus
+		if errors.As(err, &es) {
+			if es.err != nil {
+				printError(stderr, es.err)
+			}
+			return es.code
+		}
 		if errors.As(err, &ue) {
 			fmt.Fprintf(stderr, "fencectl %s: %v\n", name, err)
 			return 2
