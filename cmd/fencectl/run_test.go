@@ -131,7 +131,11 @@ type syncBuffer struct {
 	b  bytes.Buffer
 }
 
-func (s *syncBuffer) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
 
 func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
@@ -205,7 +209,10 @@ func TestRunStopsTheCommandWhenTheLeaseIsLost(t *testing.T) {
 	done := make(chan struct{})
 	var code int
 	var stderr string
-	go func() { defer close(done); code, stderr = w.run("hang", "--resource", "local/reports/lost", "--ttl", "600ms") }()
+	go func() {
+		defer close(done)
+		code, stderr = w.run("hang", "--resource", "local/reports/lost", "--ttl", "600ms")
+	}()
 	env := w.childEnv()
 	// Someone else ends the lease (an operator, a second fencectl with the
 	// same identity): the next renewal learns it.
