@@ -99,7 +99,10 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t *testing.T) *env { t.Helper(); return newEnvWith(t, nil) }
+
+// newEnvWith is newEnv with mod applied to the server before it is routed.
+func newEnvWith(t *testing.T, mod func(*handlers.Server)) *env {
 	t.Helper()
 	kit := prooftest.New(t)
 	st, err := embedded.Open(filepath.Join(t.TempDir(), "fence.db"))
@@ -126,6 +129,9 @@ func newEnv(t *testing.T) *env {
 	}
 	logs := &lockedBuffer{}
 	srv.Log = slog.New(slog.NewTextHandler(logs, nil))
+	if mod != nil {
+		mod(srv)
+	}
 	return &env{t: t, kit: kit, store: st, objects: objects, policy: pol, h: handlers.Router(srv), srv: srv, logs: logs}
 }
 

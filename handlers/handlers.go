@@ -55,8 +55,14 @@ type Server struct {
 	// (0: fencegate.DefaultQuarantinePayload; negative: none; at most
 	// fencegate.MaxQuarantinePayload); larger ones keep digest and size.
 	QuarantinePayload int64
-	// Now stamps operator resolutions (default time.Now).
+	// Now stamps operator resolutions and paces the refusal log (default
+	// time.Now).
 	Now func() time.Time
+	// Refused, if set, is told the code of every problem answer (refusals
+	// and failures), including those whose log line was left out.
+	Refused func(code fencegate.Code)
+
+	refusals *refusalLog
 
 	sessions consoleSessions
 	csrf     *http.CrossOriginProtection
@@ -79,6 +85,7 @@ func Router(s *Server) http.Handler {
 	if s.Now == nil {
 		s.Now = time.Now
 	}
+	s.refusals = &refusalLog{}
 	r := chi.NewRouter()
 	r.Use(s.recoverer, s.guardBodies)
 	r.Get("/healthz", s.healthz)
@@ -110,8 +117,22 @@ func Router(s *Server) http.Handler {
 	return r
 }
 
+// problem answers err. Every answer is counted (Refused); its log line is
+// rate-limited per code and caller (see refusallog.go).
 func (s *Server) problem(w http.ResponseWriter, r *http.Request, err error) {
-	writeProblem(w, r, s.Log, err)
+	writeProblem(w, r, func(code fencegate.Code, status int, attrs ...any) {
+		if s.Refused != nil {
+			s.Refused(code)
+		}
+		caller := callerOf(r)
+		if caller == "" && s.Auth != nil && code != fencegate.CodeUnauthenticated {
+			caller, _ = s.Auth.Authenticate(r) // fenced routes authenticate in the handler
+		}
+		if caller != "" {
+			attrs = append(attrs, "caller", caller)
+		}
+		s.logProblem(s.Log, code, status, caller, attrs...)
+	}, err)
 }
 
 type callerKey struct{}

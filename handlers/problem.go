@@ -3,7 +3,6 @@ package handlers
 import (
 	"encoding/json"
 	"errors"
-	"log/slog"
 	"net/http"
 	"strings"
 
@@ -46,8 +45,9 @@ func StatusOf(code fencegate.Code) int {
 	return http.StatusInternalServerError
 }
 
-// writeProblem is the one place where errors become HTTP answers.
-func writeProblem(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
+// writeProblem is the one place where errors become HTTP answers. note is
+// told of each answer (its code, status and the attributes of its log line).
+func writeProblem(w http.ResponseWriter, r *http.Request, note func(code fencegate.Code, status int, attrs ...any), err error) {
 	code := fencegate.ErrorCode(err)
 	status := StatusOf(code)
 	p := Problem{
@@ -64,9 +64,9 @@ func writeProblem(w http.ResponseWriter, r *http.Request, log *slog.Logger, err 
 		w.Header().Set("Fence-Receipt", fe.ReceiptID)
 	}
 	if status >= 500 {
-		log.Error("request failed", "method", r.Method, "path", r.URL.Path, "code", code, "err", err)
+		note(code, status, "method", r.Method, "path", r.URL.Path, "code", code, "err", err)
 	} else {
-		log.Info("request refused", "method", r.Method, "path", r.URL.Path, "code", code, "detail", p.Detail)
+		note(code, status, "method", r.Method, "path", r.URL.Path, "code", code, "detail", p.Detail)
 	}
 	if code == fencegate.CodeResourceBusy || code == fencegate.CodeBackendUnavailable || code == fencegate.CodeStateLost {
 		// RFC 9110 §10.2.3: delay-seconds. A store or backend fault is worth

@@ -2,8 +2,6 @@ package handlers
 
 import (
 	"errors"
-	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -14,7 +12,7 @@ import (
 // TestStoreFaultIsRetryableUnavailable: BACKEND_UNAVAILABLE answers 503 with
 // Retry-After (a client retries instead of giving up); INTERNAL has none.
 func TestStoreFaultIsRetryableUnavailable(t *testing.T) {
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	note := func(fencegate.Code, int, ...any) {}
 	for _, tc := range []struct {
 		err        error
 		status     int
@@ -25,7 +23,7 @@ func TestStoreFaultIsRetryableUnavailable(t *testing.T) {
 		{errors.New("a bug"), 500, ""},
 	} {
 		w := httptest.NewRecorder()
-		writeProblem(w, httptest.NewRequest(http.MethodGet, "/v1/receipts", nil), log, tc.err)
+		writeProblem(w, httptest.NewRequest(http.MethodGet, "/v1/receipts", nil), note, tc.err)
 		if w.Code != tc.status || w.Header().Get("Retry-After") != tc.retryAfter {
 			t.Errorf("%v: %d Retry-After %q, want %d %q", tc.err, w.Code, w.Header().Get("Retry-After"), tc.status, tc.retryAfter)
 		}

@@ -229,6 +229,7 @@ func Build(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, er
 		AdminAuth: handlers.NewBearerTokens(adminTokens), Admin: a.auth, GatewayAuth: handlers.NewBearerTokens(gatewayTokens),
 		Registry: a.Registry, Reconciler: a.reconciler, APIs: apis, MaxBody: cfg.MaxBodyBytes, QuarantinePayload: quarantineBound(cfg.QuarantinePayloadBytes),
 		BodyReadTimeout: cfg.HTTP.BodyReadTimeout, MayRead: access.MayRead, Bindings: bindings, SpoolDir: spool, Log: log, Ready: a.ready.Load,
+		Refused: a.metrics.Refused,
 	}
 	// The router is served as it is: no http.ServeMux in front, which would
 	// answer ".", ".." and "//" paths with a redirect to a cleaned path.
@@ -329,6 +330,7 @@ type metrics struct {
 	overdue     prometheus.Gauge
 	resends     *prometheus.CounterVec
 	breakGlass  *prometheus.CounterVec
+	refusals    *prometheus.CounterVec
 }
 
 func newMetrics() *metrics {
@@ -353,7 +355,11 @@ func newMetrics() *metrics {
 		Name: "fencegate_break_glass_total",
 		Help: "Uses of break-glass that switched resource-side validation off: at start (--break-glass) or by an operator (admin API).",
 	}, []string{"source"})
-	m.reg.MustRegister(m.resends, m.regressions, m.shadow, m.overdue, m.breakGlass, prometheus.NewGoCollector())
+	m.refusals = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "fencegate_refusals_total",
+		Help: "Problem answers (refusals and failures), by code: every one, including those the rate-limited log left out.",
+	}, []string{"code"})
+	m.reg.MustRegister(m.resends, m.regressions, m.shadow, m.overdue, m.breakGlass, m.refusals, prometheus.NewGoCollector())
 	return m
 }
 
@@ -369,6 +375,9 @@ func (m *metrics) FenceRegression(resource string, _ uint64, _ error) {
 func (m *metrics) ShadowVerdict(_ string, code fencegate.Code) {
 	m.shadow.WithLabelValues(string(code)).Inc()
 }
+
+// Refused counts one problem answer (handlers.Server.Refused).
+func (m *metrics) Refused(code fencegate.Code) { m.refusals.WithLabelValues(string(code)).Inc() }
 
 // BreakGlass counts a use of break-glass (authority.Alarm).
 func (m *metrics) BreakGlass(source string) { m.breakGlass.WithLabelValues(source).Inc() }
