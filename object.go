@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"strconv"
+	"time"
 )
 
 // ErrPreconditionFailed is the cause (errors.Is) of an object-store error whose
@@ -63,6 +64,18 @@ type ObjectInfo struct {
 	Size        int64
 	ContentType string
 	Metadata    map[string]string
+	// LastModified is when the object was last written (zero if unknown).
+	LastModified time.Time
+}
+
+// ObjectLister is the optional capability (found by type assertion) of an
+// ObjectStore to list its keys, which the S3 front door's ListObjects needs.
+// The gateway's own scratch keys (the start-up probe's) are not listed.
+type ObjectLister interface {
+	// List returns at most limit objects whose keys start with prefix and
+	// sort after after (byte order; "" for from the start), in ascending
+	// key order, and whether more follow.
+	List(ctx context.Context, prefix, after string, limit int) (objects []ObjectInfo, more bool, err error)
 }
 
 // PutRequest is a conditional object write: exactly one of IfMatch != "" or

@@ -28,6 +28,10 @@ type Request struct {
 	PayloadSize       int64
 	QuarantinePayload func() ([]byte, error)
 	Effect            Effect
+	// AssignSegment (with Segment 0) has Apply number the segment itself,
+	// in arrival order under the resource's lock (see arrivalSegment): for
+	// clients that cannot count segments, such as the S3 front door's.
+	AssignSegment bool
 }
 
 // Effect performs a forwarded mutation for an admitted receipt. prev is the
@@ -115,7 +119,7 @@ func (g *Gateway) authorize(ctx context.Context, req Request, query bool) (fence
 		err = fencegate.Errorf(fencegate.CodeStatusInvalid, "Fence-Status header is required")
 	default:
 		st, err = g.cfg.Verifier.VerifyStatus(req.StatusToken, vg)
-		if err == nil && query && req.Segment == 1 && g.cfg.Confirm != nil {
+		if err == nil && query && (req.Segment == 1 || req.AssignSegment) && g.cfg.Confirm != nil {
 			err = confirmHeld(ctx, g.cfg.Confirm, vg)
 		}
 	}
@@ -169,7 +173,7 @@ func (g *Gateway) Apply(ctx context.Context, req Request) (Result, error) {
 }
 
 func (g *Gateway) apply(ctx context.Context, req Request) (Result, error) {
-	if req.Segment == 0 {
+	if req.Segment == 0 && !req.AssignSegment {
 		return Result{}, fencegate.Errorf(fencegate.CodeInvalidRequest, "Fence-Segment must be an integer >= 1")
 	}
 	shadow := g.cfg.Modes.For(req.Resource) == Shadow
@@ -209,6 +213,11 @@ func (g *Gateway) apply(ctx context.Context, req Request) (Result, error) {
 	// Admission is not abandoned when the caller hangs up mid-transaction.
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), admitTimeout)
 	defer cancel()
+	if req.Segment == 0 {
+		if req.Segment, err = g.arrivalSegment(actx, vg, req); err != nil {
+			return Result{}, err
+		}
+	}
 	areq := fencegate.AdmitRequest{
 		Grant: vg, Segment: req.Segment, Target: req.Target, Method: req.Method,
 		PayloadDigest: req.PayloadDigest, EffectKey: req.EffectKey, ReceiptID: g.cfg.NewID(), Now: g.cfg.Now(),

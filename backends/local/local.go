@@ -31,6 +31,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/fencegate/fencegate"
 )
@@ -59,6 +60,7 @@ type trailer struct {
 	Size        int64             `json:"size"`
 	ContentType string            `json:"content_type"`
 	Metadata    map[string]string `json:"metadata"`
+	modTime     time.Time         // the file's, not stored in the trailer
 }
 
 // New opens (creating if needed) the store named name in directory dir and
@@ -273,7 +275,8 @@ func (s *Store) open(ctx context.Context, key string) (*os.File, trailer, error)
 }
 
 func info(tr trailer) fencegate.ObjectInfo {
-	return fencegate.ObjectInfo{Key: tr.Key, ETag: tr.ETag, Size: tr.Size, ContentType: tr.ContentType, Metadata: tr.Metadata}
+	return fencegate.ObjectInfo{Key: tr.Key, ETag: tr.ETag, Size: tr.Size, ContentType: tr.ContentType, Metadata: tr.Metadata,
+		LastModified: tr.modTime}
 }
 
 func readTrailerAt(path string) (trailer, error) {
@@ -316,6 +319,7 @@ func readTrailer(f *os.File) (trailer, error) {
 	if tr.Size != end-int64(tailLen)-n {
 		return trailer{}, fmt.Errorf("object file %s: size mismatch", f.Name())
 	}
+	tr.modTime = st.ModTime().UTC()
 	return tr, nil
 }
 

@@ -273,7 +273,7 @@ func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, fencegate.O
 		return nil, fencegate.ObjectInfo{}, s.translate(err, "get", key, false)
 	}
 	return out.Body, fencegate.ObjectInfo{Key: key, ETag: aws.ToString(out.ETag), Size: aws.ToInt64(out.ContentLength),
-		ContentType: aws.ToString(out.ContentType), Metadata: out.Metadata}, nil
+		ContentType: aws.ToString(out.ContentType), Metadata: out.Metadata, LastModified: aws.ToTime(out.LastModified)}, nil
 }
 
 // Head describes the object.
@@ -286,7 +286,7 @@ func (s *Store) Head(ctx context.Context, key string) (fencegate.ObjectInfo, err
 		return fencegate.ObjectInfo{}, s.translate(err, "head", key, false)
 	}
 	return fencegate.ObjectInfo{Key: key, ETag: aws.ToString(out.ETag), Size: aws.ToInt64(out.ContentLength),
-		ContentType: aws.ToString(out.ContentType), Metadata: out.Metadata}, nil
+		ContentType: aws.ToString(out.ContentType), Metadata: out.Metadata, LastModified: aws.ToTime(out.LastModified)}, nil
 }
 
 // retryConflict runs op, retrying with jittered backoff while the store answers

@@ -1,0 +1,44 @@
+package local
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/fencegate/fencegate"
+)
+
+var _ fencegate.ObjectLister = (*Store)(nil)
+
+// List returns the objects whose keys start with prefix and sort after
+// after, in key order. File names are hashes, so it reads every object's
+// trailer: a listing costs one small read per object in the store.
+func (s *Store) List(ctx context.Context, prefix, after string, limit int) ([]fencegate.ObjectInfo, bool, error) {
+	entries, err := os.ReadDir(s.dir)
+	if err != nil {
+		return nil, false, s.unavailable(err, "list", prefix)
+	}
+	var all []fencegate.ObjectInfo
+	for _, e := range entries {
+		if err := ctx.Err(); err != nil {
+			return nil, false, fencegate.Wrap(err, fencegate.CodeBackendUnavailable, "list cancelled")
+		}
+		if strings.HasPrefix(e.Name(), tmpPrefix) || e.IsDir() {
+			continue
+		}
+		tr, err := readTrailerAt(filepath.Join(s.dir, e.Name()))
+		if err != nil {
+			continue // removed or replaced meanwhile
+		}
+		if strings.HasPrefix(tr.Key, prefix) && tr.Key > after {
+			all = append(all, info(tr))
+		}
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].Key < all[j].Key })
+	if limit >= 0 && len(all) > limit {
+		return all[:limit], true, nil
+	}
+	return all, false, nil
+}

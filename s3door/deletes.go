@@ -1,0 +1,89 @@
+package s3door
+
+import (
+	"encoding/xml"
+	"errors"
+	"io"
+	"net/http"
+
+	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/gateway"
+)
+
+// DeleteObjects (https://docs.aws.amazon.com/AmazonS3/latest/API/API_DeleteObjects.html):
+// each key is its own fenced DeleteObject through the acceptance point, in
+// the order given; a refused key is reported in the answer's <Error> list
+// with its S3 code and the Fencegate code in its message, and the others
+// go on. Versioned deletes are NotImplemented.
+
+type deleteRequest struct {
+	Quiet   bool `xml:"Quiet"`
+	Objects []struct {
+		Key       string `xml:"Key"`
+		VersionID string `xml:"VersionId"`
+	} `xml:"Object"`
+}
+
+type deleteResult struct {
+	XMLName xml.Name      `xml:"DeleteResult"`
+	NS      string        `xml:"xmlns,attr"`
+	Deleted []deletedKey  `xml:"Deleted"`
+	Errors  []deleteError `xml:"Error"`
+}
+
+type deletedKey struct {
+	Key string `xml:"Key"`
+}
+
+type deleteError struct {
+	Key     string `xml:"Key"`
+	Code    string `xml:"Code"`
+	Message string `xml:"Message"`
+}
+
+func (s *Server) deleteObjects(w http.ResponseWriter, r *http.Request, bucket string, st fencegate.ObjectStore) error {
+	if err := queryAllowed(r, "DeleteObjects", "delete"); err != nil {
+		return err
+	}
+	doc, _, _, err := s.body(r, nil)
+	if err != nil {
+		return err
+	}
+	defer doc.Close()
+	var dr deleteRequest
+	if err := xml.NewDecoder(io.LimitReader(doc, 2<<20)).Decode(&dr); err != nil || len(dr.Objects) == 0 || len(dr.Objects) > 1000 {
+		return s3err(http.StatusBadRequest, "MalformedXML", "The XML you provided was not well-formed or did not validate against our published schema.")
+	}
+	out := deleteResult{NS: s3NS}
+	for _, o := range dr.Objects {
+		if o.VersionID != "" {
+			return notImplemented("versioned DeleteObjects")
+		}
+	}
+	a := authOf(r)
+	for _, o := range dr.Objects {
+		err := fencegate.CheckName(bucket + "/" + o.Key)
+		var req gateway.Request
+		if err == nil {
+			req = gateway.Request{Caller: a.cred.Identity, GrantToken: a.cred.Grant, StatusToken: a.cred.Status,
+				Method: http.MethodDelete, Resource: fencegate.ObjectResource(bucket, o.Key),
+				Target: gateway.ObjectTarget(bucket, o.Key), AssignSegment: true, PayloadDigest: emptyDigest,
+				Effect: gateway.ObjectDelete{Store: st, Key: o.Key}}
+			_, err = s.Gateway.Apply(r.Context(), req)
+		}
+		if err != nil {
+			code, msg := "InternalError", err.Error()
+			var fe *fencegate.Error
+			if errors.As(err, &fe) {
+				code, msg = fenceS3[fe.Code].code, string(fe.Code)+": "+fe.Message
+			}
+			out.Errors = append(out.Errors, deleteError{Key: o.Key, Code: code, Message: msg})
+			continue
+		}
+		if !dr.Quiet {
+			out.Deleted = append(out.Deleted, deletedKey{Key: o.Key})
+		}
+	}
+	writeXML(w, http.StatusOK, out)
+	return nil
+}

@@ -1,0 +1,132 @@
+package s3door_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/smithy-go"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
+
+	"github.com/fencegate/fencegate"
+)
+
+const owner = "spiffe://test/worker-a"
+
+func apiCode(t *testing.T, err error) (code, message string, status int) {
+	t.Helper()
+	var ae smithy.APIError
+	if !errors.As(err, &ae) {
+		t.Fatalf("want an S3 error, got %v", err)
+	}
+	var re *smithyhttp.ResponseError
+	if errors.As(err, &re) {
+		status = re.HTTPStatusCode()
+	}
+	return ae.ErrorCode(), ae.ErrorMessage(), status
+}
+
+// rawHeader has one call record its HTTP answer's headers in h.
+func rawHeader(h *http.Header) func(*s3.Options) {
+	return func(o *s3.Options) { o.HTTPClient = recorder{h} }
+}
+
+type recorder struct{ h *http.Header }
+
+func (r recorder) Do(req *http.Request) (*http.Response, error) {
+	resp, err := http.DefaultClient.Do(req)
+	if err == nil {
+		*r.h = resp.Header.Clone()
+	}
+	return resp, err
+}
+
+func TestPutGetHeadListDeleteThroughTheSDK(t *testing.T) {
+	e := newEnv(t, nil)
+	c := e.client(e.lease("AKIDA", owner, "b/reports"))
+	ctx := context.Background()
+	var hdr http.Header
+	_, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("b"), Key: aws.String("reports/a.txt"),
+		Body: strings.NewReader("hello"), ContentType: aws.String("text/plain")}, rawHeader(&hdr))
+	if err != nil {
+		t.Fatalf("put: %v", err)
+	}
+	id := hdr.Get("Fence-Receipt")
+	r, err := e.fences.Receipt(ctx, id)
+	if err != nil || r.State != fencegate.ReceiptCommitted || r.Segment != 1 || r.Target != "objects/b/reports/a.txt" {
+		t.Fatalf("receipt %q: %+v %v", id, r, err)
+	}
+	if _, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("b"), Key: aws.String("reports/sub/b.txt"),
+		Body: strings.NewReader("world!")}, rawHeader(&hdr)); err != nil {
+		t.Fatalf("put 2: %v", err)
+	}
+	if r, _ := e.fences.Receipt(ctx, hdr.Get("Fence-Receipt")); r.Segment != 2 {
+		t.Fatalf("second write got segment %d, want 2 (arrival order)", r.Segment)
+	}
+	got, err := c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("b"), Key: aws.String("reports/a.txt")})
+	if err != nil {
+		t.Fatalf("get: %v", err)
+	}
+	b, _ := io.ReadAll(got.Body)
+	if string(b) != "hello" || aws.ToString(got.ContentType) != "text/plain" {
+		t.Fatalf("get: %q %q", b, aws.ToString(got.ContentType))
+	}
+	rng, err := c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("b"), Key: aws.String("reports/a.txt"), Range: aws.String("bytes=1-3")})
+	if err != nil {
+		t.Fatalf("ranged get: %v", err)
+	}
+	if b, _ := io.ReadAll(rng.Body); string(b) != "ell" {
+		t.Fatalf("ranged get: %q", b)
+	}
+	head, err := c.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String("b"), Key: aws.String("reports/sub/b.txt")})
+	if err != nil || aws.ToInt64(head.ContentLength) != 6 || head.LastModified == nil {
+		t.Fatalf("head: %+v %v", head, err)
+	}
+	list, err := c.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String("b"), Prefix: aws.String("reports/"), Delimiter: aws.String("/")})
+	if err != nil {
+		t.Fatalf("list: %v", err)
+	}
+	if len(list.Contents) != 1 || aws.ToString(list.Contents[0].Key) != "reports/a.txt" || len(list.CommonPrefixes) != 1 ||
+		aws.ToString(list.CommonPrefixes[0].Prefix) != "reports/sub/" {
+		t.Fatalf("list: %+v", list)
+	}
+	all := s3.NewListObjectsV2Paginator(c, &s3.ListObjectsV2Input{Bucket: aws.String("b"), MaxKeys: aws.Int32(1)})
+	var keys []string
+	for all.HasMorePages() {
+		p, err := all.NextPage(ctx)
+		if err != nil {
+			t.Fatalf("page: %v", err)
+		}
+		for _, o := range p.Contents {
+			keys = append(keys, aws.ToString(o.Key))
+		}
+	}
+	if strings.Join(keys, ",") != "reports/a.txt,reports/sub/b.txt" {
+		t.Fatalf("paged list: %v", keys)
+	}
+	buckets, err := c.ListBuckets(ctx, &s3.ListBucketsInput{})
+	if err != nil || len(buckets.Buckets) != 1 || aws.ToString(buckets.Buckets[0].Name) != "b" {
+		t.Fatalf("buckets: %+v %v", buckets, err)
+	}
+	if _, err := c.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String("b"), Key: aws.String("reports/a.txt")}); err != nil {
+		t.Fatalf("delete: %v", err)
+	}
+	_, err = c.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String("b"), Key: aws.String("reports/a.txt")})
+	var nf *types.NotFound
+	if !errors.As(err, &nf) {
+		t.Fatalf("head after delete: %v", err)
+	}
+	_, err = c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("b"), Key: aws.String("reports/a.txt")})
+	if code, _, st := apiCode(t, err); code != "NoSuchKey" || st != 404 {
+		t.Fatalf("get after delete: %s %d", code, st)
+	}
+	if n := e.store.deletes.Load(); n != 1 {
+		t.Fatalf("deletes forwarded: %d", n)
+	}
+}

@@ -1,0 +1,127 @@
+package s3door
+
+import (
+	"encoding/xml"
+	"errors"
+	"log/slog"
+	"net/http"
+
+	"github.com/fencegate/fencegate"
+)
+
+// S3's error format (https://docs.aws.amazon.com/AmazonS3/latest/API/ErrorResponses.html):
+// an XML document <Error><Code/><Message/><Resource/><RequestId/></Error>
+// with the HTTP status of the code. This file is the front door's one place
+// where errors become answers, as handlers/problem.go is for the REST API.
+
+// s3Error is an S3-specific refusal (SignatureDoesNotMatch, NoSuchKey, ...).
+type s3Error struct {
+	status  int
+	code    string
+	message string
+}
+
+func (e *s3Error) Error() string { return e.code + ": " + e.message }
+
+func s3err(status int, code, message string) error {
+	return &s3Error{status: status, code: code, message: message}
+}
+
+func notImplemented(what string) error {
+	return s3err(http.StatusNotImplemented, "NotImplemented", what+" is not implemented by the Fencegate S3 front door")
+}
+
+// errorBody is the XML of an S3 error.
+type errorBody struct {
+	XMLName   xml.Name `xml:"Error"`
+	Code      string   `xml:"Code"`
+	Message   string   `xml:"Message"`
+	Resource  string   `xml:"Resource"`
+	RequestID string   `xml:"RequestId"`
+	// FenceCode and ReceiptID are Fencegate's additions for refusals of the
+	// acceptance point (S3 clients ignore unknown elements).
+	FenceCode string `xml:"FenceCode,omitempty"`
+	ReceiptID string `xml:"FenceReceiptId,omitempty"`
+}
+
+// fenceS3 maps a Fencegate code to the S3 status and code a client
+// understands. Refusals of the acceptance point are 403 AccessDenied (not
+// retried by the SDKs) or 409 OperationAborted; transient faults are 503 so
+// that clients retry (a retry of the same bytes is answered from the
+// original receipt).
+var fenceS3 = map[fencegate.Code]struct {
+	status int
+	code   string
+}{
+	fencegate.CodeUnauthenticated:    {http.StatusForbidden, "AccessDenied"},
+	fencegate.CodeGrantInvalid:       {http.StatusForbidden, "AccessDenied"},
+	fencegate.CodeStatusInvalid:      {http.StatusForbidden, "AccessDenied"},
+	fencegate.CodeEpochRevoked:       {http.StatusForbidden, "AccessDenied"},
+	fencegate.CodeOwnerMismatch:      {http.StatusForbidden, "AccessDenied"},
+	fencegate.CodeResourceMismatch:   {http.StatusForbidden, "AccessDenied"},
+	fencegate.CodePolicyStale:        {http.StatusForbidden, "AccessDenied"},
+	fencegate.CodeForbidden:          {http.StatusForbidden, "AccessDenied"},
+	fencegate.CodeStaleOwner:         {http.StatusForbidden, "AccessDenied"},
+	fencegate.CodeFenceRegression:    {http.StatusForbidden, "AccessDenied"},
+	fencegate.CodeSegmentOutOfOrder:  {http.StatusConflict, "OperationAborted"},
+	fencegate.CodeQuarantined:        {http.StatusConflict, "OperationAborted"},
+	fencegate.CodeBackendConflict:    {http.StatusConflict, "OperationAborted"},
+	fencegate.CodeResourceBusy:       {http.StatusServiceUnavailable, "SlowDown"},
+	fencegate.CodeBackendUnavailable: {http.StatusServiceUnavailable, "ServiceUnavailable"},
+	fencegate.CodeMutationUnknown:    {http.StatusInternalServerError, "InternalError"},
+	fencegate.CodeInvalidRequest:     {http.StatusBadRequest, "InvalidRequest"},
+	fencegate.CodeNotFound:           {http.StatusNotFound, "NoSuchKey"},
+	fencegate.CodeUnsupported:        {http.StatusNotImplemented, "NotImplemented"},
+	fencegate.CodeInternal:           {http.StatusInternalServerError, "InternalError"},
+}
+
+// writeError answers err as an S3 error document. A Fencegate error's
+// Message starts with its code ("STALE_OWNER: ..."), which the AWS CLI and
+// the SDKs print, and its code is also in the Fence-Code header.
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	body := errorBody{Resource: r.URL.Path, RequestID: requestID(w)}
+	status := http.StatusInternalServerError
+	var se *s3Error
+	var fe *fencegate.Error
+	switch {
+	case errors.As(err, &se):
+		status, body.Code, body.Message = se.status, se.code, se.message
+	case errors.As(err, &fe):
+		m, ok := fenceS3[fe.Code]
+		if !ok {
+			m.status, m.code = http.StatusForbidden, "AccessDenied"
+		}
+		status, body.Code = m.status, m.code
+		body.Message = string(fe.Code) + ": " + fe.Message
+		body.FenceCode, body.ReceiptID = string(fe.Code), fe.ReceiptID
+		w.Header().Set("Fence-Code", string(fe.Code))
+		if fe.ReceiptID != "" {
+			w.Header().Set("Fence-Receipt", fe.ReceiptID)
+		}
+	default:
+		body.Code, body.Message = "InternalError", "internal error"
+	}
+	if status >= 500 && status != http.StatusNotImplemented {
+		s.Log.Error("s3 request failed", "method", r.Method, "path", r.URL.Path, "status", status, "err", err)
+	} else {
+		s.Log.Debug("s3 request refused", "method", r.Method, "path", r.URL.Path, "code", body.Code, "err", err)
+	}
+	if r.Method == http.MethodHead { // a HEAD answer has no body
+		w.WriteHeader(status)
+		return
+	}
+	writeXML(w, status, body)
+}
+
+func writeXML(w http.ResponseWriter, status int, v any) {
+	out, err := xml.Marshal(v)
+	if err != nil {
+		slog.Error("s3: encoding a response failed", "err", err)
+		w.WriteHeader(http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/xml")
+	w.WriteHeader(status)
+	_, _ = w.Write([]byte(xml.Header))
+	_, _ = w.Write(out)
+}

@@ -1,0 +1,355 @@
+package s3door
+
+import (
+	"crypto/md5" //nolint:gosec // S3's part ETags are MD5s
+	"encoding/hex"
+	"encoding/xml"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/gateway"
+	"github.com/fencegate/fencegate/internal/spool"
+)
+
+// Multipart uploads (https://docs.aws.amazon.com/AmazonS3/latest/API/API_CreateMultipartUpload.html
+// and the UploadPart, CompleteMultipartUpload, AbortMultipartUpload and
+// ListParts pages). The parts are staged in this gateway's spool directory,
+// not in the store: CompleteMultipartUpload joins them into one body and
+// writes it as ONE fenced effect through the acceptance point (one segment,
+// one receipt, the conditional chain of a PutObject), so a superseded owner's
+// upload is refused whole at completion and no part of it ever reaches the
+// store. Every step is signed and prechecked against the lease, so a stale
+// owner cannot stage parts either. The staging lives in this process only:
+// a restart forgets open uploads (NoSuchUpload), and with several replicas an
+// upload's requests must reach the one that created it. A completed upload
+// is remembered for completedTTL, so a retried Complete gets the same answer.
+
+const (
+	minPartSize  = 5 << 20
+	maxParts     = 10000
+	completedTTL = 15 * time.Minute
+)
+
+type part struct {
+	number int
+	size   int64
+	etag   string // quoted hex MD5
+	path   string
+	at     time.Time
+}
+
+type upload struct {
+	id, bucket, key, identity, contentType string
+	dir                                    string
+	created                                time.Time
+	mu                                     sync.Mutex // one part write or completion at a time
+	parts                                  map[int]*part
+	done                                   *completeResult // set once completed
+	doneAt                                 time.Time
+}
+
+type uploads struct {
+	dir string
+	now func() time.Time
+	mu  sync.Mutex
+	m   map[string]*upload
+}
+
+func newUploads(spoolDir string, now func() time.Time) *uploads {
+	return &uploads{dir: filepath.Join(spoolDir, "s3-uploads"), now: now, m: map[string]*upload{}}
+}
+
+// get returns the open (or recently completed) upload id of bucket/key
+// begun by identity; NoSuchUpload otherwise.
+func (us *uploads) get(id, bucket, key, identity string) (*upload, error) {
+	us.mu.Lock()
+	defer us.mu.Unlock()
+	for k, u := range us.m { // forget completions past their TTL
+		if u.done != nil && us.now().Sub(u.doneAt) > completedTTL {
+			delete(us.m, k)
+		}
+	}
+	u, ok := us.m[id]
+	if !ok || u.bucket != bucket || u.key != key || u.identity != identity {
+		return nil, s3err(http.StatusNotFound, "NoSuchUpload", "The specified multipart upload does not exist.")
+	}
+	return u, nil
+}
+
+func (us *uploads) remove(u *upload) {
+	us.mu.Lock()
+	delete(us.m, u.id)
+	us.mu.Unlock()
+	_ = os.RemoveAll(u.dir)
+}
+
+type initiateResult struct {
+	XMLName  xml.Name `xml:"InitiateMultipartUploadResult"`
+	NS       string   `xml:"xmlns,attr"`
+	Bucket   string   `xml:"Bucket"`
+	Key      string   `xml:"Key"`
+	UploadID string   `xml:"UploadId"`
+}
+
+func (s *Server) createUpload(w http.ResponseWriter, r *http.Request, bucket, key string) error {
+	if err := queryAllowed(r, "CreateMultipartUpload", "uploads"); err != nil {
+		return err
+	}
+	if err := headersAllowed(r); err != nil {
+		return err
+	}
+	if err := s.staged(r, bucket, key); err != nil {
+		return err
+	}
+	for k := range r.Header {
+		if strings.HasPrefix(strings.ToLower(k), "x-amz-checksum-") {
+			return notImplemented("full-object checksums of multipart uploads")
+		}
+	}
+	id := gateway.NewID("mpu_")
+	u := &upload{id: id, bucket: bucket, key: key, identity: authOf(r).cred.Identity,
+		contentType: r.Header.Get("Content-Type"), dir: filepath.Join(s.uploads.dir, id),
+		created: s.Now(), parts: map[int]*part{}}
+	if err := os.MkdirAll(u.dir, 0o700); err != nil {
+		return fencegate.Wrap(err, fencegate.CodeInternal, "cannot stage the upload")
+	}
+	s.uploads.mu.Lock()
+	s.uploads.m[id] = u
+	s.uploads.mu.Unlock()
+	writeXML(w, http.StatusOK, initiateResult{NS: s3NS, Bucket: bucket, Key: key, UploadID: id})
+	return nil
+}
+
+func (s *Server) uploadPart(w http.ResponseWriter, r *http.Request, bucket, key string) error {
+	if err := queryAllowed(r, "UploadPart", "uploadId", "partNumber"); err != nil {
+		return err
+	}
+	if r.Header.Get("X-Amz-Copy-Source") != "" {
+		return notImplemented("UploadPartCopy")
+	}
+	n, err := strconv.Atoi(r.URL.Query().Get("partNumber"))
+	if err != nil || n < 1 || n > maxParts {
+		return s3err(http.StatusBadRequest, "InvalidArgument", "Part number must be an integer between 1 and 10000, inclusive")
+	}
+	u, err := s.uploads.get(r.URL.Query().Get("uploadId"), bucket, key, authOf(r).cred.Identity)
+	if err != nil {
+		return err
+	}
+	if err := s.staged(r, bucket, key); err != nil {
+		return err
+	}
+	h := md5.New() //nolint:gosec
+	body, alg, sum, err := s.body(r, h)
+	if err != nil {
+		return err
+	}
+	defer body.Close()
+	path := filepath.Join(u.dir, strconv.Itoa(n))
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.done != nil {
+		return s3err(http.StatusNotFound, "NoSuchUpload", "The specified multipart upload has been completed.")
+	}
+	if err := os.Rename(body.Name(), path); err != nil {
+		return fencegate.Wrap(err, fencegate.CodeInternal, "cannot stage the part")
+	}
+	p := &part{number: n, size: body.Size, etag: `"` + hex.EncodeToString(h.Sum(nil)) + `"`, path: path, at: s.Now()}
+	u.parts[n] = p
+	if alg != "" {
+		w.Header().Set("x-amz-checksum-"+alg, sum)
+	}
+	w.Header().Set("ETag", p.etag)
+	w.WriteHeader(http.StatusOK)
+	return nil
+}
+
+type completeRequest struct {
+	Parts []struct {
+		PartNumber int    `xml:"PartNumber"`
+		ETag       string `xml:"ETag"`
+	} `xml:"Part"`
+}
+
+type completeResult struct {
+	XMLName  xml.Name `xml:"CompleteMultipartUploadResult"`
+	NS       string   `xml:"xmlns,attr"`
+	Location string   `xml:"Location"`
+	Bucket   string   `xml:"Bucket"`
+	Key      string   `xml:"Key"`
+	ETag     string   `xml:"ETag"`
+	receipt  string
+}
+
+func (s *Server) completeUpload(w http.ResponseWriter, r *http.Request, bucket, key string, st fencegate.ObjectStore) error {
+	if err := queryAllowed(r, "CompleteMultipartUpload", "uploadId"); err != nil {
+		return err
+	}
+	u, err := s.uploads.get(r.URL.Query().Get("uploadId"), bucket, key, authOf(r).cred.Identity)
+	if err != nil {
+		return err
+	}
+	req, err := s.fenced(r, bucket, key, http.MethodPut)
+	if err != nil {
+		return err
+	}
+	doc, _, _, err := s.body(r, nil)
+	if err != nil {
+		return err
+	}
+	defer doc.Close()
+	var cr completeRequest
+	if err := xml.NewDecoder(io.LimitReader(doc, 4<<20)).Decode(&cr); err != nil || len(cr.Parts) == 0 {
+		return s3err(http.StatusBadRequest, "MalformedXML", "The XML you provided was not well-formed or did not validate against our published schema.")
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.done != nil { // a retried Complete: the same answer
+		w.Header().Set("Fence-Receipt", u.done.receipt)
+		writeXML(w, http.StatusOK, u.done)
+		return nil
+	}
+	files, md5s := make([]io.Reader, 0, len(cr.Parts)), md5.New() //nolint:gosec
+	var closers []*os.File
+	defer func() {
+		for _, f := range closers {
+			f.Close()
+		}
+	}()
+	for i, cp := range cr.Parts {
+		p := u.parts[cp.PartNumber]
+		switch {
+		case i > 0 && cp.PartNumber <= cr.Parts[i-1].PartNumber:
+			return s3err(http.StatusBadRequest, "InvalidPartOrder", "The list of parts was not in ascending order.")
+		case p == nil || strings.Trim(cp.ETag, `"`) != strings.Trim(p.etag, `"`):
+			return s3err(http.StatusBadRequest, "InvalidPart", "One or more of the specified parts could not be found or its entity tag does not match.")
+		case i < len(cr.Parts)-1 && p.size < minPartSize:
+			return s3err(http.StatusBadRequest, "EntityTooSmall", "Your proposed upload is smaller than the minimum allowed object size.")
+		}
+		f, err := os.Open(p.path)
+		if err != nil {
+			return fencegate.Wrap(err, fencegate.CodeInternal, "a staged part is gone")
+		}
+		closers = append(closers, f)
+		files = append(files, f)
+		raw, _ := hex.DecodeString(strings.Trim(p.etag, `"`))
+		md5s.Write(raw)
+	}
+	body, err := spool.Copy(s.SpoolDir, io.MultiReader(files...), s.MaxBody)
+	if err != nil {
+		return err
+	}
+	defer body.Close()
+	req.PayloadDigest = body.Digest()
+	req.PayloadSize, req.QuarantinePayload = body.Size, body.Keep(s.QuarantinePayload)
+	req.Effect = gateway.ObjectPut{Store: st, Key: key, Body: body.File, Size: body.Size, ContentType: u.contentType}
+	res, err := s.Gateway.Apply(r.Context(), req)
+	if err != nil {
+		return err
+	}
+	answerReceipt(w, res)
+	w.Header().Del("ETag")
+	etag := res.Receipt.Version
+	if etag == "" {
+		etag = hex.EncodeToString(md5s.Sum(nil)) + "-" + strconv.Itoa(len(cr.Parts))
+	}
+	u.done = &completeResult{NS: s3NS, Location: "/" + bucket + "/" + key, Bucket: bucket, Key: key,
+		ETag: quoteETag(etag), receipt: res.Receipt.ID}
+	u.doneAt = s.Now()
+	for _, p := range u.parts {
+		_ = os.Remove(p.path)
+	}
+	writeXML(w, http.StatusOK, u.done)
+	return nil
+}
+
+func (s *Server) abortUpload(w http.ResponseWriter, r *http.Request, bucket, key string) error {
+	if err := queryAllowed(r, "AbortMultipartUpload", "uploadId"); err != nil {
+		return err
+	}
+	u, err := s.uploads.get(r.URL.Query().Get("uploadId"), bucket, key, authOf(r).cred.Identity)
+	if err != nil {
+		return err
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.done != nil {
+		return s3err(http.StatusNotFound, "NoSuchUpload", "The specified multipart upload has been completed.")
+	}
+	s.uploads.remove(u)
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+type listPartsResult struct {
+	XMLName              xml.Name   `xml:"ListPartsResult"`
+	NS                   string     `xml:"xmlns,attr"`
+	Bucket               string     `xml:"Bucket"`
+	Key                  string     `xml:"Key"`
+	UploadID             string     `xml:"UploadId"`
+	PartNumberMarker     int        `xml:"PartNumberMarker"`
+	NextPartNumberMarker int        `xml:"NextPartNumberMarker"`
+	MaxParts             int        `xml:"MaxParts"`
+	IsTruncated          bool       `xml:"IsTruncated"`
+	StorageClass         string     `xml:"StorageClass"`
+	Parts                []listPart `xml:"Part"`
+}
+
+type listPart struct {
+	PartNumber   int    `xml:"PartNumber"`
+	LastModified string `xml:"LastModified"`
+	ETag         string `xml:"ETag"`
+	Size         int64  `xml:"Size"`
+}
+
+func (s *Server) listParts(w http.ResponseWriter, r *http.Request, bucket, key string) error {
+	if err := queryAllowed(r, "ListParts", "uploadId", "max-parts", "part-number-marker"); err != nil {
+		return err
+	}
+	u, err := s.uploads.get(r.URL.Query().Get("uploadId"), bucket, key, authOf(r).cred.Identity)
+	if err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	maxP, marker := 1000, 0
+	if v := q.Get("max-parts"); v != "" {
+		if maxP, err = strconv.Atoi(v); err != nil || maxP < 0 {
+			return s3err(http.StatusBadRequest, "InvalidArgument", "max-parts must be a non-negative integer")
+		}
+		maxP = min(maxP, 1000)
+	}
+	if v := q.Get("part-number-marker"); v != "" {
+		if marker, err = strconv.Atoi(v); err != nil {
+			return s3err(http.StatusBadRequest, "InvalidArgument", "part-number-marker must be an integer")
+		}
+	}
+	u.mu.Lock()
+	var nums []int
+	for n := range u.parts {
+		if n > marker {
+			nums = append(nums, n)
+		}
+	}
+	sort.Ints(nums)
+	out := listPartsResult{NS: s3NS, Bucket: bucket, Key: key, UploadID: u.id, PartNumberMarker: marker, MaxParts: maxP, StorageClass: "STANDARD"}
+	for _, n := range nums {
+		if len(out.Parts) == maxP {
+			out.IsTruncated = true
+			break
+		}
+		p := u.parts[n]
+		out.Parts = append(out.Parts, listPart{PartNumber: n, ETag: p.etag, Size: p.size,
+			LastModified: p.at.UTC().Format("2006-01-02T15:04:05.000Z")})
+		out.NextPartNumberMarker = n
+	}
+	u.mu.Unlock()
+	writeXML(w, http.StatusOK, out)
+	return nil
+}

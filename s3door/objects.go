@@ -1,0 +1,340 @@
+package s3door
+
+import (
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/gateway"
+	"github.com/fencegate/fencegate/internal/spool"
+)
+
+// emptyDigest is the payload digest of a request without a body.
+const emptyDigest = "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+
+// SegmentHeader is the user-metadata header through which a client may
+// number its own segments (x-amz-meta-fence-segment); without it the
+// gateway numbers writes in arrival order.
+const SegmentHeader = "X-Amz-Meta-Fence-Segment"
+
+// objectOp dispatches /{bucket}/{key} by method and subresource.
+func (s *Server) objectOp(w http.ResponseWriter, r *http.Request) {
+	bucket, st, err := s.bucket(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	key, err := objectKey(r, bucket)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	q := r.URL.Query()
+	_, hasUploadID := q["uploadId"]
+	switch {
+	case r.Method == http.MethodPut && hasUploadID:
+		err = s.uploadPart(w, r, bucket, key)
+	case r.Method == http.MethodPut:
+		err = s.putObject(w, r, bucket, key, st)
+	case r.Method == http.MethodPost && q.Has("uploads"):
+		err = s.createUpload(w, r, bucket, key)
+	case r.Method == http.MethodPost && hasUploadID:
+		err = s.completeUpload(w, r, bucket, key, st)
+	case r.Method == http.MethodDelete && hasUploadID:
+		err = s.abortUpload(w, r, bucket, key)
+	case r.Method == http.MethodDelete:
+		err = s.deleteObject(w, r, bucket, key, st)
+	case r.Method == http.MethodGet && hasUploadID:
+		err = s.listParts(w, r, bucket, key)
+	case r.Method == http.MethodGet || r.Method == http.MethodHead:
+		err = s.getObject(w, r, bucket, key, st)
+	default:
+		err = notImplemented(r.Method + " on an object")
+	}
+	if err != nil {
+		s.writeError(w, r, err)
+	}
+}
+
+// fenced is the acceptance point's request for a write of key by the
+// request's credential, verified (Precheck) before any body is read. The
+// segment is the client's x-amz-meta-fence-segment if sent, else assigned
+// in arrival order at admission.
+func (s *Server) fenced(r *http.Request, bucket, key, method string) (gateway.Request, error) {
+	return s.fencedCheck(r, bucket, key, method, false)
+}
+
+// staged is fenced for a step that stages a later write (multipart create
+// and parts): the grant must also not be superseded already.
+func (s *Server) staged(r *http.Request, bucket, key string) error {
+	_, err := s.fencedCheck(r, bucket, key, http.MethodPut, true)
+	return err
+}
+
+func (s *Server) fencedCheck(r *http.Request, bucket, key, method string, current bool) (gateway.Request, error) {
+	a := authOf(r)
+	req := gateway.Request{
+		Caller: a.cred.Identity, GrantToken: a.cred.Grant, StatusToken: a.cred.Status, Method: method,
+		Resource: fencegate.ObjectResource(bucket, key), Target: gateway.ObjectTarget(bucket, key),
+		AssignSegment: true,
+	}
+	if v := r.Header.Get(SegmentHeader); v != "" {
+		seg, err := strconv.ParseUint(v, 10, 64)
+		if err != nil || seg == 0 {
+			return req, fencegate.Errorf(fencegate.CodeInvalidRequest, "x-amz-meta-fence-segment must be an integer >= 1")
+		}
+		req.Segment, req.AssignSegment = seg, false
+	}
+	check := s.Gateway.Precheck
+	if current {
+		check = s.Gateway.Admissible
+	}
+	err := check(r.Context(), req)
+	if err != nil && s.Gateway.Modes().For(req.Resource) != gateway.Shadow {
+		return req, err
+	}
+	return req, nil
+}
+
+// body reads a request body: aws-chunked decoded (and its chunk signatures
+// verified), spooled with its SHA-256, and checked against Content-MD5,
+// x-amz-checksum-* and a hex x-amz-content-sha256. It returns the
+// verified checksum header value, if one was declared.
+func (s *Server) body(r *http.Request, alsoMD5 io.Writer) (*spool.File, string, string, error) {
+	a := authOf(r)
+	var in io.Reader = r.Body
+	var dc *dechunker
+	switch a.payloadHash {
+	case streamingSigned, streamingUnsignedTrailer:
+		dc = newDechunker(r.Context(), r.Body, a, a.payloadHash == streamingSigned)
+		in = dc
+	case streamingSignedTrailer:
+		return nil, "", "", notImplemented("STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER (signed trailers)")
+	default:
+		if strings.HasPrefix(a.payloadHash, "STREAMING-") {
+			return nil, "", "", notImplemented(a.payloadHash)
+		}
+	}
+	integ, err := readIntegrity(r.Header, dc != nil)
+	if err != nil {
+		return nil, "", "", err
+	}
+	also := integ.writers()
+	if alsoMD5 != nil {
+		also = append(also, alsoMD5)
+	}
+	f, err := spool.Copy(s.SpoolDir, in, s.MaxBody, also...)
+	if err != nil {
+		return nil, "", "", err
+	}
+	var trailers map[string]string
+	if dc != nil {
+		trailers = dc.trailers
+		if v := r.Header.Get("X-Amz-Decoded-Content-Length"); v != "" && v != strconv.FormatInt(f.Size, 10) {
+			f.Close()
+			return nil, "", "", s3err(http.StatusBadRequest, "IncompleteBody", "the decoded body's length differs from x-amz-decoded-content-length")
+		}
+	}
+	sum, err := integ.check(f.SHA256, a.payloadHash, trailers)
+	if err != nil {
+		f.Close()
+		return nil, "", "", err
+	}
+	return f, integ.algorithm, sum, nil
+}
+
+func (s *Server) putObject(w http.ResponseWriter, r *http.Request, bucket, key string, st fencegate.ObjectStore) error {
+	if err := queryAllowed(r, "PutObject"); err != nil {
+		return err
+	}
+	if err := headersAllowed(r); err != nil {
+		return err
+	}
+	req, err := s.fenced(r, bucket, key, http.MethodPut)
+	if err != nil {
+		return err
+	}
+	body, alg, sum, err := s.body(r, nil)
+	if err != nil {
+		return err
+	}
+	defer body.Close()
+	req.PayloadDigest = body.Digest()
+	req.PayloadSize, req.QuarantinePayload = body.Size, body.Keep(s.QuarantinePayload)
+	req.Effect = gateway.ObjectPut{Store: st, Key: key, Body: body.File, Size: body.Size, ContentType: r.Header.Get("Content-Type")}
+	res, err := s.Gateway.Apply(r.Context(), req)
+	if err != nil {
+		return err
+	}
+	if alg != "" {
+		w.Header().Set("x-amz-checksum-"+alg, sum)
+	}
+	answerReceipt(w, res)
+	w.WriteHeader(http.StatusOK)
+	return nil
+}
+
+// answerReceipt sets the headers of an accepted write: the object's ETag,
+// the receipt's ID (Fence-Receipt, queryable at /v1/receipts/{id}) and
+// whether it was a replay that wrote nothing.
+func answerReceipt(w http.ResponseWriter, res gateway.Result) {
+	if res.Receipt.Version != "" {
+		w.Header().Set("ETag", quoteETag(res.Receipt.Version))
+	}
+	if res.Receipt.ID != "" {
+		w.Header().Set("Fence-Receipt", res.Receipt.ID)
+	}
+	if res.Replay {
+		w.Header().Set("Fence-Replay", "true")
+	}
+	if res.Verdict != "" {
+		w.Header().Set("Fence-Mode", "shadow")
+		w.Header().Set("Fence-Verdict", string(res.Verdict))
+	}
+}
+
+func quoteETag(e string) string {
+	if strings.HasPrefix(e, `"`) {
+		return e
+	}
+	return `"` + e + `"`
+}
+
+func (s *Server) deleteObject(w http.ResponseWriter, r *http.Request, bucket, key string, st fencegate.ObjectStore) error {
+	if err := queryAllowed(r, "DeleteObject"); err != nil {
+		return err
+	}
+	if err := headersAllowed(r); err != nil {
+		return err
+	}
+	req, err := s.fenced(r, bucket, key, http.MethodDelete)
+	if err != nil {
+		return err
+	}
+	req.PayloadDigest = emptyDigest
+	req.Effect = gateway.ObjectDelete{Store: st, Key: key}
+	res, err := s.Gateway.Apply(r.Context(), req)
+	if err != nil {
+		return err
+	}
+	answerReceipt(w, res)
+	w.Header().Del("ETag")
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (s *Server) getObject(w http.ResponseWriter, r *http.Request, bucket, key string, st fencegate.ObjectStore) error {
+	if err := queryAllowed(r, "GetObject", "partNumber"); err != nil {
+		return err
+	}
+	for _, h := range []string{"If-Match", "If-None-Match", "If-Modified-Since", "If-Unmodified-Since", "X-Amz-Server-Side-Encryption-Customer-Algorithm"} {
+		if r.Header.Get(h) != "" {
+			return notImplemented("GetObject with " + h)
+		}
+	}
+	a := authOf(r)
+	if !s.mayRead(a.cred.Identity, fencegate.ObjectResource(bucket, key)) {
+		return fencegate.Errorf(fencegate.CodeForbidden, "the access policy does not let %q read %q", a.cred.Identity, bucket+"/"+key)
+	}
+	if pn := r.URL.Query().Get("partNumber"); pn != "" && pn != "1" {
+		return s3err(http.StatusRequestedRangeNotSatisfiable, "InvalidPartNumber", "the object is stored as one part")
+	}
+	var rc io.ReadCloser
+	var info fencegate.ObjectInfo
+	var err error
+	if r.Method == http.MethodHead {
+		info, err = st.Head(r.Context(), key)
+	} else {
+		rc, info, err = st.Get(r.Context(), key)
+	}
+	if err != nil {
+		return err
+	}
+	if rc != nil {
+		defer rc.Close()
+	}
+	h := w.Header()
+	ct := info.ContentType
+	if ct == "" {
+		ct = "binary/octet-stream"
+	}
+	h.Set("Content-Type", ct)
+	h.Set("ETag", quoteETag(info.ETag))
+	h.Set("Accept-Ranges", "bytes")
+	if !info.LastModified.IsZero() {
+		h.Set("Last-Modified", info.LastModified.UTC().Format(http.TimeFormat))
+	}
+	if m, ok := fencegate.ParseEffectMeta(info.Metadata); ok {
+		h.Set("x-amz-meta-fence-token", strconv.FormatUint(m.FenceToken, 10))
+		h.Set("x-amz-meta-fence-segment", strconv.FormatUint(m.Segment, 10))
+		h.Set("x-amz-meta-fence-receipt-id", m.ReceiptID)
+		h.Set("x-amz-meta-fence-operation-id", m.OperationID)
+	}
+	start, n, ranged, err := parseRange(r.Header.Get("Range"), info.Size)
+	if err != nil {
+		h.Set("Content-Range", "bytes */"+strconv.FormatInt(info.Size, 10))
+		return err
+	}
+	h.Set("Content-Length", strconv.FormatInt(n, 10))
+	status := http.StatusOK
+	if ranged {
+		h.Set("Content-Range", "bytes "+strconv.FormatInt(start, 10)+"-"+strconv.FormatInt(start+n-1, 10)+"/"+strconv.FormatInt(info.Size, 10))
+		status = http.StatusPartialContent
+	}
+	w.WriteHeader(status)
+	if rc == nil {
+		return nil
+	}
+	if start > 0 {
+		if sk, ok := rc.(io.Seeker); ok {
+			_, err = sk.Seek(start, io.SeekStart)
+		} else {
+			_, err = io.CopyN(io.Discard, rc, start)
+		}
+		if err != nil {
+			panic(http.ErrAbortHandler) // headers are out: cut the answer short
+		}
+	}
+	if _, err := io.CopyN(w, rc, n); err != nil {
+		panic(http.ErrAbortHandler)
+	}
+	return nil
+}
+
+// parseRange reads one "bytes=a-b", "bytes=a-" or "bytes=-n" range (RFC
+// 9110 §14.1.2) of an object of size bytes; several ranges are NotImplemented.
+func parseRange(h string, size int64) (start, n int64, ranged bool, err error) {
+	if h == "" {
+		return 0, size, false, nil
+	}
+	spec, ok := strings.CutPrefix(h, "bytes=")
+	if !ok || strings.Contains(spec, ",") {
+		return 0, 0, false, notImplemented("Range " + h)
+	}
+	a, b, _ := strings.Cut(spec, "-")
+	bad := s3err(http.StatusRequestedRangeNotSatisfiable, "InvalidRange", "The requested range is not satisfiable")
+	switch {
+	case a == "":
+		k, err := strconv.ParseInt(b, 10, 64)
+		if err != nil || k <= 0 || size == 0 {
+			return 0, 0, false, bad
+		}
+		k = min(k, size)
+		return size - k, k, true, nil
+	default:
+		first, err := strconv.ParseInt(a, 10, 64)
+		if err != nil || first < 0 || first >= size {
+			return 0, 0, false, bad
+		}
+		last := size - 1
+		if b != "" {
+			if last, err = strconv.ParseInt(b, 10, 64); err != nil || last < first {
+				return 0, 0, false, bad
+			}
+			last = min(last, size-1)
+		}
+		return first, last - first + 1, true, nil
+	}
+}

@@ -1,0 +1,192 @@
+package s3door
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/gateway"
+)
+
+// Server is the S3 front door. Its fields are set before Router is called.
+type Server struct {
+	// Gateway is the acceptance point every write goes through.
+	Gateway *gateway.Gateway
+	// Stores are the buckets: a bucket is the object store of its name.
+	Stores map[string]fencegate.ObjectStore
+	// Credentials resolves access key IDs.
+	Credentials fencegate.S3Credentials
+	// MayRead decides whether an identity may read a resource (nil: every
+	// authenticated identity may), as for the REST API's reads.
+	MayRead func(identity, resource string) bool
+	// SpoolDir holds bodies and multipart parts (default os.TempDir()).
+	SpoolDir string
+	// MaxBody caps one body, a part, and a completed multipart object (default 5 GiB).
+	MaxBody int64
+	// QuarantinePayload bounds the refused payload a quarantine record
+	// keeps (see handlers.Server.QuarantinePayload).
+	QuarantinePayload int64
+	Now               func() time.Time
+	Log               *slog.Logger
+
+	uploads *uploads
+}
+
+// Router returns the front door's handler: path-style addressing
+// (/{bucket}/{key}) on a listener of its own.
+func Router(s *Server) http.Handler {
+	if s.Now == nil {
+		s.Now = time.Now
+	}
+	if s.Log == nil {
+		s.Log = slog.Default()
+	}
+	if s.SpoolDir == "" {
+		s.SpoolDir = os.TempDir()
+	}
+	if s.MaxBody <= 0 {
+		s.MaxBody = 5 << 30
+	}
+	if s.QuarantinePayload == 0 {
+		s.QuarantinePayload = fencegate.DefaultQuarantinePayload
+	}
+	if s.uploads == nil {
+		s.uploads = newUploads(s.SpoolDir, s.Now)
+	}
+	r := chi.NewRouter()
+	r.Use(s.recoverer, s.requestID)
+	r.Get("/", s.authed(s.listBuckets))
+	for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPut, http.MethodPost, http.MethodDelete} {
+		r.Method(m, "/{bucket}", s.authed(s.bucketOp))
+		r.Method(m, "/{bucket}/", s.authed(s.bucketOp))
+		r.Method(m, "/{bucket}/*", s.authed(s.objectOp))
+	}
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		s.writeError(w, r, notImplemented(r.Method+" "+r.URL.Path))
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		s.writeError(w, r, notImplemented("method "+r.Method))
+	})
+	return r
+}
+
+type authedKey struct{}
+
+// authed verifies the request's signature before anything else runs.
+func (s *Server) authed(next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		a, err := s.verify(r)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		next(w, r.WithContext(context.WithValue(r.Context(), authedKey{}, a)))
+	}
+}
+
+func authOf(r *http.Request) *authed { return r.Context().Value(authedKey{}).(*authed) }
+
+type requestIDKey struct{}
+
+func (s *Server) requestID(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := strings.ToUpper(gateway.NewID("")[:16])
+		w.Header().Set("x-amz-request-id", id)
+		next.ServeHTTP(w, r)
+	})
+}
+
+func requestID(w http.ResponseWriter) string { return w.Header().Get("x-amz-request-id") }
+
+func (s *Server) recoverer(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				s.writeError(w, r, &fencegate.Error{Code: fencegate.CodeInternal, Message: "internal error", Err: fmt.Errorf("panic: %v", v)})
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// bucket resolves the {bucket} of r to its store.
+func (s *Server) bucket(r *http.Request) (string, fencegate.ObjectStore, error) {
+	name := chi.URLParam(r, "bucket")
+	st, ok := s.Stores[name]
+	if !ok {
+		return "", nil, s3err(http.StatusNotFound, "NoSuchBucket", "The specified bucket does not exist (buckets are the gateway's configured stores).")
+	}
+	return name, st, nil
+}
+
+// objectKey is the key of r, refused when the raw path hides a slash or
+// backslash or the key fails the canonical name rules.
+func objectKey(r *http.Request, bucket string) (string, error) {
+	if raw := strings.ToLower(r.URL.RawPath); strings.Contains(raw, "%2f") || strings.Contains(raw, "%5c") {
+		return "", fencegate.Errorf(fencegate.CodeInvalidRequest, "encoded slashes are not allowed in object keys")
+	}
+	key := strings.TrimPrefix(r.URL.Path, "/"+bucket+"/")
+	if err := fencegate.CheckName(bucket + "/" + key); err != nil {
+		return "", err
+	}
+	return key, nil
+}
+
+func (s *Server) mayRead(identity, resource string) bool {
+	return s.MayRead == nil || s.MayRead(identity, resource)
+}
+
+// queryAllowed refuses a request carrying a query parameter (an S3
+// subresource or option) the operation does not implement, so that nothing
+// the client asked for is silently ignored. Presigning parameters and the
+// SDKs' x-id are always allowed.
+func queryAllowed(r *http.Request, op string, allowed ...string) error {
+	for k := range r.URL.Query() {
+		if strings.HasPrefix(k, "X-Amz-") || k == "x-id" {
+			continue
+		}
+		ok := false
+		for _, a := range allowed {
+			ok = ok || k == a
+		}
+		if !ok {
+			return notImplemented(op + " with ?" + k)
+		}
+	}
+	return nil
+}
+
+// unsupportedHeaders are request headers whose meaning the front door does
+// not implement: such a request is NotImplemented, never half-done.
+var unsupportedHeaders = []string{
+	"X-Amz-Copy-Source", "X-Amz-Server-Side-Encryption", "X-Amz-Server-Side-Encryption-Customer-Algorithm",
+	"X-Amz-Server-Side-Encryption-Aws-Kms-Key-Id", "X-Amz-Tagging", "X-Amz-Website-Redirect-Location",
+	"X-Amz-Object-Lock-Mode", "X-Amz-Object-Lock-Retain-Until-Date", "X-Amz-Object-Lock-Legal-Hold",
+	"X-Amz-Grant-Read", "X-Amz-Grant-Write", "X-Amz-Grant-Full-Control", "X-Amz-Grant-Read-Acp", "X-Amz-Grant-Write-Acp",
+	"If-Match", "If-None-Match", "If-Modified-Since", "If-Unmodified-Since",
+}
+
+func headersAllowed(r *http.Request) error {
+	for _, h := range unsupportedHeaders {
+		if r.Header.Get(h) != "" {
+			return notImplemented("the " + h + " header")
+		}
+	}
+	if v := r.Header.Get("X-Amz-Acl"); v != "" && v != "private" {
+		return notImplemented("x-amz-acl " + v)
+	}
+	if v := r.Header.Get("X-Amz-Storage-Class"); v != "" && v != "STANDARD" {
+		return notImplemented("x-amz-storage-class " + v)
+	}
+	return nil
+}

@@ -1,0 +1,308 @@
+package s3door
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/hex"
+	"net/http"
+	"net/textproto"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+
+	"github.com/fencegate/fencegate"
+)
+
+// Signature Version 4 verification. The gateway does not canonicalise
+// requests itself: it rebuilds the received request from the headers the
+// client says it signed and has aws-sdk-go-v2's own signer (SignHTTP,
+// PresignHTTP) sign it with the credential's secret; the signatures are then
+// compared in constant time. References:
+// https://docs.aws.amazon.com/AmazonS3/latest/API/sig-v4-header-based-auth.html
+// https://docs.aws.amazon.com/AmazonS3/latest/API/sigv4-query-string-auth.html
+
+const (
+	algorithm = "AWS4-HMAC-SHA256"
+	service   = "s3"
+	amzDate   = "20060102T150405Z"
+	// maxSkew is how far X-Amz-Date may be from the gateway's clock, as S3
+	// allows (RequestTimeTooSkewed beyond it).
+	maxSkew = 15 * time.Minute
+	// maxPresignExpiry is S3's limit for X-Amz-Expires (7 days).
+	maxPresignExpiry = 7 * 24 * time.Hour
+
+	unsignedPayload          = "UNSIGNED-PAYLOAD"
+	streamingSigned          = "STREAMING-AWS4-HMAC-SHA256-PAYLOAD"
+	streamingSignedTrailer   = "STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER"
+	streamingUnsignedTrailer = "STREAMING-UNSIGNED-PAYLOAD-TRAILER"
+)
+
+// signer is the SDK's signer as S3 uses it: the URI path is not escaped a
+// second time, and headers are not hoisted into a presigned query.
+var signer = v4.NewSigner(func(o *v4.SignerOptions) {
+	o.DisableURIPathEscaping = true
+	o.DisableHeaderHoisting = true
+})
+
+// authed is a request whose signature verified.
+type authed struct {
+	cred fencegate.S3Credential
+	// payloadHash is the signed x-amz-content-sha256 (UNSIGNED-PAYLOAD for a
+	// presigned URL): a hex SHA-256 the body must match, or a literal.
+	payloadHash string
+	// For aws-chunked signed chunks: the seed signature, time and region.
+	seed   []byte
+	when   time.Time
+	region string
+	creds  aws.Credentials
+}
+
+// sigParts is what an Authorization header or a presigned query names.
+type sigParts struct {
+	akid, date, region, service string
+	signedHeaders               []string
+	signature                   string
+}
+
+func parseCredential(s string) (sigParts, error) {
+	f := strings.Split(s, "/")
+	if len(f) != 5 || f[4] != "aws4_request" || f[0] == "" {
+		return sigParts{}, s3err(http.StatusBadRequest, "AuthorizationHeaderMalformed", "the Credential is not AKID/date/region/s3/aws4_request")
+	}
+	if f[3] != service {
+		return sigParts{}, s3err(http.StatusBadRequest, "AuthorizationHeaderMalformed", "the credential's service must be s3")
+	}
+	return sigParts{akid: f[0], date: f[1], region: f[2], service: f[3]}, nil
+}
+
+func parseAuthorization(h string) (sigParts, error) {
+	rest, ok := strings.CutPrefix(h, algorithm+" ")
+	if !ok {
+		return sigParts{}, s3err(http.StatusBadRequest, "AuthorizationHeaderMalformed", "only AWS4-HMAC-SHA256 signatures are accepted")
+	}
+	var p sigParts
+	var cred, sh string
+	for _, kv := range strings.Split(rest, ",") {
+		k, v, _ := strings.Cut(strings.TrimSpace(kv), "=")
+		switch k {
+		case "Credential":
+			cred = v
+		case "SignedHeaders":
+			sh = v
+		case "Signature":
+			p.signature = v
+		}
+	}
+	if cred == "" || sh == "" || p.signature == "" {
+		return sigParts{}, s3err(http.StatusBadRequest, "AuthorizationHeaderMalformed", "the Authorization header lacks Credential, SignedHeaders or Signature")
+	}
+	c, err := parseCredential(cred)
+	if err != nil {
+		return sigParts{}, err
+	}
+	c.signature, c.signedHeaders = p.signature, strings.Split(sh, ";")
+	return c, nil
+}
+
+// verify authenticates r: header-signed or presigned. It returns the
+// credential only when the signature matches.
+func (s *Server) verify(r *http.Request) (*authed, error) {
+	q := r.URL.Query()
+	if q.Get("X-Amz-Algorithm") != "" || q.Get("X-Amz-Signature") != "" {
+		return s.verifyPresigned(r, q)
+	}
+	h := r.Header.Get("Authorization")
+	if h == "" {
+		return nil, s3err(http.StatusForbidden, "AccessDenied", "the request is not signed (anonymous access is not allowed)")
+	}
+	p, err := parseAuthorization(h)
+	if err != nil {
+		return nil, err
+	}
+	when, err := time.Parse(amzDate, r.Header.Get("X-Amz-Date"))
+	if err != nil {
+		return nil, s3err(http.StatusForbidden, "AccessDenied", "X-Amz-Date is missing or malformed (the Date header is not supported)")
+	}
+	if err := s.checkTime(when, p); err != nil {
+		return nil, err
+	}
+	payload := r.Header.Get("X-Amz-Content-Sha256")
+	if payload == "" {
+		return nil, s3err(http.StatusBadRequest, "InvalidRequest", "x-amz-content-sha256 is required")
+	}
+	a, err := s.credential(r, p)
+	if err != nil {
+		return nil, err
+	}
+	req, err := rebuild(r, p.signedHeaders, r.URL.RawQuery)
+	if err != nil {
+		return nil, err
+	}
+	if err := signer.SignHTTP(r.Context(), a.creds, req, payload, service, p.region, when); err != nil {
+		return nil, fencegate.Wrap(err, fencegate.CodeInternal, "signing failed")
+	}
+	got, err := parseAuthorization(req.Header.Get("Authorization"))
+	if err != nil || !sameHeaders(got.signedHeaders, p.signedHeaders) || !equalHex(got.signature, p.signature) {
+		return nil, signatureMismatch()
+	}
+	a.payloadHash, a.when, a.region = payload, when, p.region
+	if a.seed, err = hex.DecodeString(p.signature); err != nil {
+		return nil, signatureMismatch()
+	}
+	return a, nil
+}
+
+func (s *Server) verifyPresigned(r *http.Request, q url.Values) (*authed, error) {
+	if q.Get("X-Amz-Algorithm") != algorithm {
+		return nil, s3err(http.StatusBadRequest, "AuthorizationQueryParametersError", "X-Amz-Algorithm must be AWS4-HMAC-SHA256")
+	}
+	p, err := parseCredential(q.Get("X-Amz-Credential"))
+	if err != nil {
+		return nil, err
+	}
+	p.signature, p.signedHeaders = q.Get("X-Amz-Signature"), strings.Split(q.Get("X-Amz-SignedHeaders"), ";")
+	when, err := time.Parse(amzDate, q.Get("X-Amz-Date"))
+	if err != nil || p.signature == "" {
+		return nil, s3err(http.StatusBadRequest, "AuthorizationQueryParametersError", "X-Amz-Date or X-Amz-Signature is missing or malformed")
+	}
+	secs, err := strconv.ParseInt(q.Get("X-Amz-Expires"), 10, 64)
+	if err != nil || secs < 1 || time.Duration(secs)*time.Second > maxPresignExpiry {
+		return nil, s3err(http.StatusBadRequest, "AuthorizationQueryParametersError", "X-Amz-Expires must be between 1 and 604800 seconds")
+	}
+	now := s.Now()
+	if now.After(when.Add(time.Duration(secs) * time.Second)) {
+		return nil, s3err(http.StatusForbidden, "AccessDenied", "Request has expired")
+	}
+	if when.After(now.Add(maxSkew)) || !strings.HasPrefix(q.Get("X-Amz-Date"), p.date) {
+		return nil, s3err(http.StatusForbidden, "AccessDenied", "X-Amz-Date is in the future or does not match the credential's date")
+	}
+	a, err := s.credential(r, p)
+	if err != nil {
+		return nil, err
+	}
+	q.Del("X-Amz-Signature")
+	req, err := rebuild(r, p.signedHeaders, q.Encode())
+	if err != nil {
+		return nil, err
+	}
+	payload := unsignedPayload
+	if v := q.Get("X-Amz-Content-Sha256"); v != "" {
+		payload = v
+	}
+	signed, _, err := signer.PresignHTTP(r.Context(), a.creds, req, payload, service, p.region, when)
+	if err != nil {
+		return nil, fencegate.Wrap(err, fencegate.CodeInternal, "signing failed")
+	}
+	u, err := url.Parse(signed)
+	if err != nil {
+		return nil, signatureMismatch()
+	}
+	sq := u.Query()
+	if !sameHeaders(strings.Split(sq.Get("X-Amz-SignedHeaders"), ";"), p.signedHeaders) || !equalHex(sq.Get("X-Amz-Signature"), p.signature) {
+		return nil, signatureMismatch()
+	}
+	a.payloadHash, a.when, a.region = payload, when, p.region
+	return a, nil
+}
+
+// checkTime refuses a signing time too far from the gateway's clock or of
+// another day than the credential scope.
+func (s *Server) checkTime(when time.Time, p sigParts) error {
+	now := s.Now()
+	if d := now.Sub(when); d > maxSkew || d < -maxSkew {
+		return s3err(http.StatusForbidden, "RequestTimeTooSkewed", "the difference between the request time and the server's time is too large")
+	}
+	if when.UTC().Format("20060102") != p.date {
+		return s3err(http.StatusForbidden, "SignatureDoesNotMatch", "the credential's date does not match X-Amz-Date")
+	}
+	return nil
+}
+
+// credential looks the access key up and checks the session token and the
+// credential's expiry. Nothing of the credential is used unless the
+// signature later matches.
+func (s *Server) credential(r *http.Request, p sigParts) (*authed, error) {
+	c, err := s.Credentials.LookupS3(r.Context(), p.akid)
+	if err != nil {
+		if fencegate.ErrorCode(err) == fencegate.CodeNotFound {
+			return nil, s3err(http.StatusForbidden, "InvalidAccessKeyId", "The AWS Access Key Id you provided does not exist in our records.")
+		}
+		return nil, err
+	}
+	tok := r.Header.Get("X-Amz-Security-Token")
+	if tok == "" {
+		tok = r.URL.Query().Get("X-Amz-Security-Token")
+	}
+	if c.SessionToken != "" && subtle.ConstantTimeCompare([]byte(tok), []byte(c.SessionToken)) != 1 {
+		return nil, s3err(http.StatusForbidden, "InvalidToken", "The provided token is malformed or otherwise invalid.")
+	}
+	if !c.ExpiresAt.IsZero() && !s.Now().Before(c.ExpiresAt) {
+		return nil, s3err(http.StatusBadRequest, "ExpiredToken", "The provided token has expired.")
+	}
+	return &authed{cred: c, creds: aws.Credentials{AccessKeyID: p.akid, SecretAccessKey: c.SecretAccessKey, SessionToken: tok}}, nil
+}
+
+// rebuild is r as the client signed it: method, path as received, the given
+// raw query, and only the headers it names as signed.
+func rebuild(r *http.Request, signedHeaders []string, rawQuery string) (*http.Request, error) {
+	req := &http.Request{
+		Method: r.Method,
+		URL:    &url.URL{Scheme: "http", Host: r.Host, Path: r.URL.Path, RawPath: r.URL.RawPath, RawQuery: rawQuery},
+		Host:   r.Host,
+		Header: http.Header{},
+	}
+	for _, name := range signedHeaders {
+		switch name {
+		case "host":
+		case "content-length":
+			n, err := strconv.ParseInt(r.Header.Get("Content-Length"), 10, 64)
+			if err != nil {
+				return nil, signatureMismatch()
+			}
+			req.ContentLength = n
+		default:
+			if name != strings.ToLower(name) {
+				return nil, signatureMismatch()
+			}
+			vs := r.Header.Values(name)
+			if len(vs) == 0 {
+				return nil, s3err(http.StatusForbidden, "AccessDenied", "signed header "+name+" is missing from the request")
+			}
+			req.Header[textproto.CanonicalMIMEHeaderKey(name)] = vs
+		}
+	}
+	return req, nil
+}
+
+func sameHeaders(a, b []string) bool {
+	a, b = append([]string(nil), a...), append([]string(nil), b...)
+	sort.Strings(a)
+	sort.Strings(b)
+	return strings.Join(a, ";") == strings.Join(b, ";")
+}
+
+func equalHex(a, b string) bool {
+	return subtle.ConstantTimeCompare([]byte(strings.ToLower(a)), []byte(strings.ToLower(b))) == 1
+}
+
+func signatureMismatch() error {
+	return s3err(http.StatusForbidden, "SignatureDoesNotMatch", "The request signature we calculated does not match the signature you provided. Check your key and signing method.")
+}
+
+// chunkSigner verifies the chunk signatures of a STREAMING-AWS4-HMAC-SHA256-
+// PAYLOAD body with the SDK's stream signer, seeded with the header
+// signature (each chunk's string to sign chains on the previous signature).
+func (a *authed) chunkSigner() *v4.StreamSigner {
+	return v4.NewStreamSigner(a.creds, service, a.region, a.seed)
+}
+
+// chunkSignature is the expected signature of the next chunk.
+func (a *authed) chunkSignature(ctx context.Context, ss *v4.StreamSigner, chunk []byte) string {
+	sig, _ := ss.GetSignature(ctx, nil, chunk, a.when)
+	return hex.EncodeToString(sig)
+}
