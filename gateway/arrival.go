@@ -61,8 +61,16 @@ func (g *Gateway) arrivalSegment(ctx context.Context, vg fencegate.VerifiedGrant
 // for steps that stage a later write without being one (an S3 multipart
 // upload's create and parts): a grant below the resource's highest fence
 // is STALE_OWNER (FENCE_REGRESSION if it was issued after the grant that
-// set it). It writes nothing.
+// set it). It writes nothing but, like Precheck, the journal of refusals.
 func (g *Gateway) Admissible(ctx context.Context, req Request) error {
+	err := g.admissible(ctx, req)
+	if err != nil && g.cfg.Modes.For(req.Resource) != Shadow {
+		g.note(req, Result{}, err)
+	}
+	return err
+}
+
+func (g *Gateway) admissible(ctx context.Context, req Request) error {
 	vg, _, err := g.authorize(ctx, req, false)
 	if err != nil {
 		return err
