@@ -115,3 +115,10 @@ ensure_spin() {
   command -v spin >/dev/null 2>&1 && command -v gcc >/dev/null 2>&1 && return 0
   apt_install spin gcc
 }
+
+# ensure_chromium installs Debian's chromium, the headless browser the
+# console's browser tests (e2e/console_test.go, chromedp) drive.
+ensure_chromium() {
+  command -v chromium >/dev/null 2>&1 && return 0
+  apt_install chromium
+}

@@ -10,6 +10,7 @@ ensure_redis
 ensure_s3
 ensure_etcd
 ensure_spin
+ensure_chromium
 
 export FENCEGATE_TEST_PG="postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
 export FENCEGATE_TEST_REDIS="127.0.0.1:6379"
