@@ -55,6 +55,10 @@ type Server struct {
 	// (0: fencegate.DefaultQuarantinePayload; negative: none; at most
 	// fencegate.MaxQuarantinePayload); larger ones keep digest and size.
 	QuarantinePayload int64
+	// S3, when set, serves the requests signed with AWS Signature Version 4
+	// on this listener (the S3 front door, package s3door): see isSigV4. The
+	// REST API's own requests carry a bearer token or a client certificate.
+	S3 http.Handler
 	// Now stamps operator resolutions and paces the refusal log (default
 	// time.Now).
 	Now func() time.Time
@@ -87,7 +91,7 @@ func Router(s *Server) http.Handler {
 	}
 	s.refusals = &refusalLog{}
 	r := chi.NewRouter()
-	r.Use(s.recoverer, s.guardBodies)
+	r.Use(s.recoverer, s.guardBodies, s.s3Door)
 	r.Get("/healthz", s.healthz)
 	s.consoleRoutes(r)
 	r.Route("/v1", func(r chi.Router) {

@@ -83,12 +83,41 @@ type authedKey struct{}
 func (s *Server) authed(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		a, err := s.verify(r)
+		if err == nil {
+			err = ended(r, a.cred)
+		}
 		if err != nil {
 			s.writeError(w, r, err)
 			return
 		}
 		next(w, r.WithContext(context.WithValue(r.Context(), authedKey{}, a)))
 	}
+}
+
+// ended refuses every request but a write (or a step staging one) signed
+// with the credential of a lease that is no longer HELD: writes go on to the
+// acceptance point, which refuses them with the precise code (STALE_OWNER).
+func ended(r *http.Request, c fencegate.S3Credential) error {
+	if c.State == "" || c.State == fencegate.StateHeld || writes(r) {
+		return nil
+	}
+	return fencegate.Errorf(fencegate.CodeStatusInvalid, "the credential's lease %s is %s, not HELD", c.Lease, c.State)
+}
+
+// writes reports whether r is a write or a step staging one: PutObject,
+// UploadPart, DeleteObject, Create/CompleteMultipartUpload, DeleteObjects.
+func writes(r *http.Request) bool {
+	q := r.URL.Query()
+	object := strings.Count(strings.Trim(r.URL.Path, "/"), "/") >= 1
+	switch r.Method {
+	case http.MethodPut:
+		return object
+	case http.MethodDelete:
+		return object && !q.Has("uploadId")
+	case http.MethodPost:
+		return (object && (q.Has("uploads") || q.Has("uploadId"))) || (!object && q.Has("delete"))
+	}
+	return false
 }
 
 func authOf(r *http.Request) *authed { return r.Context().Value(authedKey{}).(*authed) }

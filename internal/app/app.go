@@ -29,6 +29,7 @@ import (
 	"github.com/fencegate/fencegate/handlers"
 	"github.com/fencegate/fencegate/registry"
 	"github.com/fencegate/fencegate/s3cred"
+	"github.com/fencegate/fencegate/s3door"
 )
 
 // App is a built gateway, ready to serve.
@@ -230,6 +231,11 @@ func Build(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, er
 		Registry: a.Registry, Reconciler: a.reconciler, APIs: apis, MaxBody: cfg.MaxBodyBytes, QuarantinePayload: quarantineBound(cfg.QuarantinePayloadBytes),
 		BodyReadTimeout: cfg.HTTP.BodyReadTimeout, MayRead: access.MayRead, Bindings: bindings, SpoolDir: spool, Log: log, Ready: a.ready.Load,
 		Refused: a.metrics.Refused,
+	}
+	if a.S3Credentials != nil {
+		srv.S3 = s3door.Router(&s3door.Server{Gateway: a.Gateway, Stores: objects, Credentials: a.S3Credentials,
+			MayRead: access.MayRead, SpoolDir: spool, MaxBody: cfg.MaxBodyBytes,
+			QuarantinePayload: quarantineBound(cfg.QuarantinePayloadBytes), Log: log})
 	}
 	// The router is served as it is: no http.ServeMux in front, which would
 	// answer ".", ".." and "//" paths with a redirect to a cleaned path.
