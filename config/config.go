@@ -131,6 +131,13 @@ type HTTPLimits struct {
 	// MaxConns caps the open client connections; more wait in the kernel's
 	// accept queue (default 1024), so the open file count stays bounded.
 	MaxConns int `yaml:"maxConns"`
+	// MemoryBodyBytes: a request body of at most this many bytes is held in
+	// memory instead of being spooled to dataDir/spool (default 1 MiB; 0
+	// spools every body).
+	MemoryBodyBytes int64 `yaml:"memoryBodyBytes"`
+	// MemoryBodiesBytes bounds the memory all bodies held at once may take
+	// (default 64 MiB); a body that does not fit is spooled.
+	MemoryBodiesBytes int64 `yaml:"memoryBodiesBytes"`
 }
 
 // TLS is the server's certificate and the CA that client certificates must chain to.
@@ -208,7 +215,8 @@ func Default() Config {
 		EffectTimeout:          60 * time.Second,
 		Reconcile:              Reconcile{Interval: 5 * time.Second, Deadline: 15 * time.Minute, Orphan: 2 * time.Minute},
 		HTTP: HTTPLimits{ReadHeaderTimeout: 10 * time.Second, BodyReadTimeout: 30 * time.Second,
-			IdleTimeout: 60 * time.Second, MaxHeaderBytes: 64 << 10, MaxConns: 1024},
+			IdleTimeout: 60 * time.Second, MaxHeaderBytes: 64 << 10, MaxConns: 1024,
+			MemoryBodyBytes: 1 << 20, MemoryBodiesBytes: 64 << 20},
 	}
 }
 
@@ -338,6 +346,9 @@ func (c *Config) Validate() error {
 	}
 	if c.HTTP.MaxConns < 1 {
 		at("http.maxConns", "http.maxConns must be positive")
+	}
+	if h := c.HTTP; h.MemoryBodyBytes < 0 || h.MemoryBodiesBytes < h.MemoryBodyBytes {
+		at("http.memoryBodyBytes", "http.memoryBodyBytes must be at least 0 and at most http.memoryBodiesBytes (%d), not %d", h.MemoryBodiesBytes, h.MemoryBodyBytes)
 	}
 	if c.FenceStore != "embedded" && !strings.HasPrefix(c.FenceStore, "postgres://") && !strings.HasPrefix(c.FenceStore, "postgresql://") {
 		at("fenceStore", "fenceStore must be \"embedded\" or a postgres:// URL, not %q", c.FenceStore)

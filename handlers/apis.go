@@ -88,7 +88,7 @@ func (s *Server) callAPI(w http.ResponseWriter, r *http.Request) {
 		s.problem(w, r, fencegate.Errorf(fencegate.CodeInvalidRequest, "request body exceeds the limit of %d bytes", limit))
 		return
 	}
-	body, err := spool(r, s.SpoolDir, limit)
+	body, err := s.spool(r, limit)
 	if err != nil {
 		s.problem(w, r, err)
 		return
@@ -97,7 +97,7 @@ func (s *Server) callAPI(w http.ResponseWriter, r *http.Request) {
 	req.Target = httpapi.Target(name, path)
 	req.PayloadDigest = body.digest
 	req.PayloadSize, req.QuarantinePayload = body.size, body.keep(s.quarantinePayload())
-	req.Effect = api.Call(r.Method, path, r.Header, body.file, body.size)
+	req.Effect = api.Call(r.Method, path, r.Header, body.body(), body.size)
 	res, err := s.Gateway.Apply(r.Context(), req)
 	if err != nil {
 		s.problem(w, r, err)

@@ -48,6 +48,11 @@ type Server struct {
 	BodyReadTimeout time.Duration
 	// SpoolDir holds request bodies while they are admitted and forwarded.
 	SpoolDir string
+	// MemoryBody: a body of at most this many bytes is held in memory
+	// instead of SpoolDir (0: DefaultMemoryBody; negative: every body is
+	// spooled), within MemoryBodies bytes held at once (0:
+	// DefaultMemoryBodies); a body that does not fit is spooled.
+	MemoryBody, MemoryBodies int64
 	Log      *slog.Logger
 	// Ready reports whether the service may take traffic (default: always).
 	Ready func() bool
@@ -67,6 +72,7 @@ type Server struct {
 	Refused func(code fencegate.Code)
 
 	refusals *refusalLog
+	bodies   *bodyPool
 
 	sessions consoleSessions
 	csrf     *http.CrossOriginProtection
@@ -74,6 +80,13 @@ type Server struct {
 
 // DefaultMaxBody is the request body limit unless configured.
 const DefaultMaxBody = 5 << 30
+
+// DefaultMemoryBody and DefaultMemoryBodies are the in-memory body bounds
+// unless configured.
+const (
+	DefaultMemoryBody   = 1 << 20
+	DefaultMemoryBodies = 64 << 20
+)
 
 // Router returns the HTTP handler of s.
 func Router(s *Server) http.Handler {
@@ -90,6 +103,13 @@ func Router(s *Server) http.Handler {
 		s.Now = time.Now
 	}
 	s.refusals = &refusalLog{}
+	if s.MemoryBody == 0 {
+		s.MemoryBody = DefaultMemoryBody
+	}
+	if s.MemoryBodies == 0 {
+		s.MemoryBodies = DefaultMemoryBodies
+	}
+	s.bodies = newBodyPool(s.MemoryBody, s.MemoryBodies)
 	r := chi.NewRouter()
 	r.Use(s.recoverer, s.guardBodies, s.s3Door)
 	r.Get("/healthz", s.healthz)

@@ -102,7 +102,7 @@ func (s *Server) putObject(w http.ResponseWriter, r *http.Request) {
 		s.problem(w, r, err)
 		return
 	}
-	body, err := spool(r, s.SpoolDir, s.MaxBody)
+	body, err := s.spool(r, s.MaxBody)
 	if err != nil {
 		s.problem(w, r, err)
 		return
@@ -110,7 +110,7 @@ func (s *Server) putObject(w http.ResponseWriter, r *http.Request) {
 	defer body.Close()
 	req.PayloadDigest = body.digest
 	req.PayloadSize, req.QuarantinePayload = body.size, body.keep(s.quarantinePayload())
-	req.Effect = gateway.ObjectPut{Store: st, Key: key, Body: body.file, Size: body.size, ContentType: r.Header.Get("Content-Type")}
+	req.Effect = gateway.ObjectPut{Store: st, Key: key, Body: body.body(), Size: body.size, ContentType: r.Header.Get("Content-Type")}
 	s.apply(w, r, req)
 }
 

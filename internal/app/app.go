@@ -230,7 +230,7 @@ func Build(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, er
 		AdminAuth: handlers.NewBearerTokens(adminTokens), Admin: a.auth, GatewayAuth: handlers.NewBearerTokens(gatewayTokens),
 		Registry: a.Registry, Reconciler: a.reconciler, APIs: apis, MaxBody: cfg.MaxBodyBytes, QuarantinePayload: quarantineBound(cfg.QuarantinePayloadBytes),
 		BodyReadTimeout: cfg.HTTP.BodyReadTimeout, MayRead: access.MayRead, Bindings: bindings, SpoolDir: spool, Log: log, Ready: a.ready.Load,
-		Refused: a.metrics.Refused,
+		Refused: a.metrics.Refused, MemoryBody: memoryBound(cfg.HTTP.MemoryBodyBytes), MemoryBodies: cfg.HTTP.MemoryBodiesBytes,
 	}
 	if a.S3Credentials != nil {
 		srv.S3 = s3door.Router(&s3door.Server{Gateway: a.Gateway, Stores: objects, Credentials: a.S3Credentials,
@@ -392,6 +392,15 @@ var (
 	_ gateway.Alarm   = (*metrics)(nil)
 	_ authority.Alarm = (*metrics)(nil)
 )
+
+// memoryBound is the handlers' in-memory body bound for the configured one:
+// 0 (spool every body) is negative there, where 0 is the default.
+func memoryBound(configured int64) int64 {
+	if configured == 0 {
+		return -1
+	}
+	return configured
+}
 
 // quarantineBound is the handlers' quarantine payload bound for the
 // configured one: 0 (keep none) is negative there, where 0 is the default.
