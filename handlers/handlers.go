@@ -53,7 +53,8 @@ type Server struct {
 	// spooled), within MemoryBodies bytes held at once (0:
 	// DefaultMemoryBodies); a body that does not fit is spooled.
 	MemoryBody, MemoryBodies int64
-	Log      *slog.Logger
+
+	Log *slog.Logger
 	// Ready reports whether the service may take traffic (default: always).
 	Ready func() bool
 	// QuarantinePayload bounds the refused payload a quarantine record keeps
