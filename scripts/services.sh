@@ -122,3 +122,17 @@ ensure_chromium() {
   command -v chromium >/dev/null 2>&1 && return 0
   apt_install chromium
 }
+
+# ensure_s3clients installs Debian's S3 command-line clients, which the
+# front-door tests in e2e/ run unmodified, and exports where they are
+# (FENCEGATE_TEST_AWS, FENCEGATE_TEST_RCLONE, FENCEGATE_TEST_S3CMD). The
+# Debian binaries in /usr/bin are used by path: an `aws` earlier on PATH (a
+# pyenv AWS CLI v1, say) is another client. Debian bookworm ships awscli 2.9,
+# rclone 1.60 and s3cmd 2.3; awscli before 2.13 does not read AWS_ENDPOINT_URL,
+# so the tests pass --endpoint-url.
+ensure_s3clients() {
+  if [ ! -x /usr/bin/aws ] || [ ! -x /usr/bin/rclone ] || [ ! -x /usr/bin/s3cmd ]; then
+    apt_install awscli rclone s3cmd || return 1
+  fi
+  export FENCEGATE_TEST_AWS=/usr/bin/aws FENCEGATE_TEST_RCLONE=/usr/bin/rclone FENCEGATE_TEST_S3CMD=/usr/bin/s3cmd
+}

@@ -11,6 +11,7 @@ ensure_s3
 ensure_etcd
 ensure_spin
 ensure_chromium
+ensure_s3clients
 
 export FENCEGATE_TEST_PG="postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
 export FENCEGATE_TEST_REDIS="127.0.0.1:6379"
