@@ -181,14 +181,18 @@ func (g *Gateway) note(req Request, res Result, err error) {
 	default:
 		return
 	}
-	vg, verr := g.cfg.Verifier.VerifyGrant(req.GrantToken)
-	switch {
-	case verr == nil:
-		r.Resource, r.Owner, r.Lease, r.FenceToken = vg.Resource, vg.Owner, vg.Lease, vg.FenceToken
-	case !r.Shadow:
-		return
+	// A GRANT_INVALID grant did not verify: it is not verified again (a
+	// flood of forged grants costs one verification each, not two).
+	if r.Code != fencegate.CodeGrantInvalid {
+		if vg, verr := g.cfg.Verifier.VerifyGrant(req.GrantToken); verr == nil {
+			r.Resource, r.Owner, r.Lease, r.FenceToken = vg.Resource, vg.Owner, vg.Lease, vg.FenceToken
+			g.journal.Record(r)
+			return
+		}
 	}
-	g.journal.Record(r)
+	if r.Shadow {
+		g.journal.Record(r)
+	}
 }
 
 // Refusals returns the gateway's journal of recent refusals.
