@@ -105,9 +105,31 @@ func (req PutRequest) Validate() error {
 	return nil
 }
 
+type landByKey struct{}
+
+// WithLandBy returns a context whose object writes (Put, Delete) carry a
+// landing deadline: the store refuses such a request once it reaches the
+// store at or after t, so a request held in the network past t never lands.
+// The gateway sets it for every effect (gateway.EffectExpiry) and the
+// reconciler takes a write for not applied only after it (plus its grace).
+// It is a deadline the request itself carries to the store, as an S3
+// presigned request's X-Amz-Date + X-Amz-Expires does.
+func WithLandBy(ctx context.Context, t time.Time) context.Context {
+	return context.WithValue(ctx, landByKey{}, t)
+}
+
+// LandBy is the landing deadline WithLandBy put in ctx; ok is false when
+// there is none (the request may land whenever it arrives).
+func LandBy(ctx context.Context) (t time.Time, ok bool) {
+	t, ok = ctx.Value(landByKey{}).(time.Time)
+	return t, ok
+}
+
 // ObjectStore is an object backend that keeps the fencing contract: writes are
 // conditional and atomic, metadata is stored with the object, and a failed
-// condition returns an error whose cause is ErrPreconditionFailed.
+// condition returns an error whose cause is ErrPreconditionFailed. A Put or
+// Delete whose context carries a landing deadline (LandBy) is refused without
+// being applied when it reaches the store at or after that deadline.
 type ObjectStore interface {
 	// Name is the store's configured name (the first segment of its resources).
 	Name() string

@@ -60,21 +60,15 @@ func holdingProxy(t *testing.T, target string, hold func(*http.Request) bool, re
 }
 
 // TestLatePutAfterOrphanGraceNeverOverwritesANotAppliedVerdict is the
-// minimal form of what e2e/chaos finds when it pauses the S3 server past
+// minimal form of what e2e/chaos found when it paused the S3 server past
 // reconcile.orphan (FENCEGATE_CHAOS_STALL=1): a PUT the gateway gave up on
-// (effectTimeout) is still in the network; the reconciler settles its receipt
-// NOT_APPLIED once it is older than reconcile.orphan without the object
-// carrying it; then the PUT reaches S3, its If-Match still matches, and the
-// object holds the bytes of a write whose receipt says it never happened.
-// The rule it checks: after NOT_APPLIED, the object never holds that write.
-//
-// It fails against the current reconciler (ObjectResolver's grace rule is a
-// timing assumption) and runs only with FENCEGATE_KNOWN_BUGS=1 until that is
-// fixed: see e2e/chaos/README.md, Findings.
+// (effectTimeout) is still in the network while the reconciler settles its
+// receipt. The rule it checks: after NOT_APPLIED, the object never holds that
+// write. It holds because the gateway sends the PUT presigned to expire at
+// the receipt's effect expiry (gateway.EffectExpiry), the S3 server refuses it
+// when it arrives later, and the reconciler calls the write NOT_APPLIED only
+// reconcile.orphan after that expiry.
 func TestLatePutAfterOrphanGraceNeverOverwritesANotAppliedVerdict(t *testing.T) {
-	if os.Getenv("FENCEGATE_KNOWN_BUGS") == "" {
-		t.Skip("known open finding (e2e/chaos/README.md, Findings); run with FENCEGATE_KNOWN_BUGS=1")
-	}
 	b := newS3Bucket(t)
 	release := make(chan struct{})
 	proxy, landed := holdingProxy(t, b.srv.Endpoint, func(r *http.Request) bool {
@@ -82,7 +76,7 @@ func TestLatePutAfterOrphanGraceNeverOverwritesANotAppliedVerdict(t *testing.T) 
 	}, release)
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "gw.yaml")
-	if err := os.WriteFile(cfg, []byte("effectTimeout: 1s\nreconcile: {interval: 100ms, deadline: 15m, orphan: 2s}\n"), 0o600); err != nil {
+	if err := os.WriteFile(cfg, []byte("effectTimeout: 2s\nreconcile: {interval: 100ms, deadline: 15m, orphan: 3s}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	p := startGatewayEnv(t, b.env(), "dev", "--config", cfg, "--data-dir", filepath.Join(dir, "data"),
@@ -111,6 +105,12 @@ func TestLatePutAfterOrphanGraceNeverOverwritesANotAppliedVerdict(t *testing.T) 
 	status := <-landed
 	got := b.get(t, "late")
 	t.Logf("segment 2 settled %s; its held PUT then reached S3: %d; the object holds %q", state, status, got)
+	if state != "NOT_APPLIED" {
+		t.Fatalf("segment 2 settled %s, want NOT_APPLIED (its PUT never reached S3 in time)", state)
+	}
+	if status < 400 {
+		t.Fatalf("the held PUT reached S3 after its expiry and was answered %d, want a refusal", status)
+	}
 	switch {
 	case state == "NOT_APPLIED" && got != "one":
 		t.Fatalf("receipt NOT_APPLIED, but the object holds %q (the late PUT landed: %d)", got, status)

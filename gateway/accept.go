@@ -253,6 +253,9 @@ func (g *Gateway) apply(ctx context.Context, req Request) (Result, error) {
 func (g *Gateway) forward(ctx context.Context, adm fencegate.Admission, eff Effect) (Result, error) {
 	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.EffectTimeout)
 	defer cancel()
+	// Every request of the effect carries its expiry to the store, so that
+	// none lands after the reconciler may call the receipt NOT_APPLIED.
+	ectx = fencegate.WithLandBy(ectx, EffectExpiry(adm.Receipt, g.cfg.EffectTimeout))
 	out, effErr := eff.Apply(ectx, adm.Receipt, adm.PreviousVersion)
 	if out.State == "" {
 		out.State = fencegate.ReceiptUnknown

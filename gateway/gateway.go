@@ -126,7 +126,7 @@ func New(cfg Config) (*Gateway, error) {
 		cfg.Log = slog.Default()
 	}
 	if cfg.EffectTimeout <= 0 {
-		cfg.EffectTimeout = 60 * time.Second
+		cfg.EffectTimeout = defaultEffectTimeout
 	}
 	if cfg.After == nil {
 		cfg.After = time.After
@@ -169,3 +169,6 @@ func (p StaticPolicy) PolicyGeneration() uint64 { return p.Generation }
 
 // EpochRevoked reports whether epoch is in the revoked set.
 func (p StaticPolicy) EpochRevoked(epoch uint64) bool { return p.Revoked[epoch] }
+
+// defaultEffectTimeout is Config.EffectTimeout's default.
+const defaultEffectTimeout = 60 * time.Second

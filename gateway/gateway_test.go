@@ -190,7 +190,7 @@ func TestUncertainEffectIsUnknownBlocksTheResourceAndIsReconciled(t *testing.T) 
 		t.Fatalf("want RESOURCE_BUSY, got %v", err)
 	}
 	rc := &gateway.Reconciler{Store: f.store, Now: f.kit.Now, Resolver: func(string) gateway.Resolver {
-		return gateway.ObjectResolver{Stores: map[string]fencegate.ObjectStore{"local": f.obj}, Now: f.kit.Now, Grace: time.Minute}
+		return gateway.ObjectResolver{Stores: map[string]fencegate.ObjectStore{"local": f.obj}, Now: f.kit.Now, EffectTimeout: time.Minute, Grace: time.Minute}
 	}}
 	if n, err := rc.RunOnce(ctx); err != nil || n != 1 {
 		t.Fatalf("reconciled %d, %v", n, err)
@@ -216,7 +216,7 @@ func TestWriteThatNeverLandedIsSettledNotAppliedAfterGrace(t *testing.T) {
 	}
 	f.obj.set(nil, nil)
 	rc := &gateway.Reconciler{Store: f.store, Now: f.kit.Now, Resolver: func(string) gateway.Resolver {
-		return gateway.ObjectResolver{Stores: map[string]fencegate.ObjectStore{"local": f.obj}, Now: f.kit.Now, Grace: time.Minute}
+		return gateway.ObjectResolver{Stores: map[string]fencegate.ObjectStore{"local": f.obj}, Now: f.kit.Now, EffectTimeout: time.Minute, Grace: time.Minute}
 	}}
 	if n, _ := rc.RunOnce(ctx); n != 0 {
 		t.Fatal("settled before the grace period")
@@ -254,7 +254,7 @@ func TestOrphanedPendingReceiptIsSettledFromObjectMetadata(t *testing.T) {
 		t.Fatal(err)
 	}
 	rc := &gateway.Reconciler{Store: f.store, Now: f.kit.Now, Orphan: time.Minute, Resolver: func(string) gateway.Resolver {
-		return gateway.ObjectResolver{Stores: map[string]fencegate.ObjectStore{"local": f.obj}, Now: f.kit.Now, Grace: time.Minute}
+		return gateway.ObjectResolver{Stores: map[string]fencegate.ObjectStore{"local": f.obj}, Now: f.kit.Now, EffectTimeout: time.Minute, Grace: time.Minute}
 	}}
 	if n, _ := rc.RunOnce(ctx); n != 0 {
 		t.Fatal("a young PENDING receipt was taken as orphaned")

@@ -286,13 +286,29 @@ func (rc *Reconciler) forget(id string) {
 	delete(rc.next, id)
 }
 
+// EffectExpiry is when every request of r's effect expires at the store:
+// effectTimeout after the receipt was admitted. The gateway sends it with
+// each object write (fencegate.WithLandBy) and the store refuses a request
+// that reaches it later; ObjectResolver takes a write for not applied only
+// a grace after it. This pair is the one rule that lets "NOT_APPLIED" be
+// final for a write that may still be in the network.
+func EffectExpiry(r fencegate.Receipt, effectTimeout time.Duration) time.Time {
+	return r.CreatedAt.Add(effectTimeout)
+}
+
 // ObjectResolver settles object receipts from the object's own metadata: the
-// object carrying the receipt's ID proves COMMITTED; once the receipt is older
-// than Grace without that, the write cannot land any more and is NOT_APPLIED.
+// object carrying the receipt's ID proves COMMITTED. Without that, the write
+// is NOT_APPLIED only once no request of it can land any more: Grace after
+// its expiry (EffectExpiry, which the store enforces). Grace covers the clock
+// skew between gateway and store and the time a store takes from accepting a
+// request's headers (where S3 checks the expiry) to applying its body; before
+// that the receipt stays UNKNOWN.
 type ObjectResolver struct {
 	Stores map[string]fencegate.ObjectStore
 	Now    func() time.Time
-	Grace  time.Duration
+	// EffectTimeout is the gateway's (gateway.Config.EffectTimeout, default 60 s).
+	EffectTimeout time.Duration
+	Grace         time.Duration
 }
 
 // Resolve queries the object named by r.Target.
@@ -319,8 +335,12 @@ func (o ObjectResolver) Resolve(ctx context.Context, r fencegate.Receipt) (fence
 	default:
 		return fencegate.Outcome{State: fencegate.ReceiptUnknown}, err
 	}
-	if now().Sub(r.CreatedAt) >= o.Grace {
-		return fencegate.Outcome{State: fencegate.ReceiptNotApplied, Error: "the object does not carry this receipt"}, nil
+	effectTimeout := o.EffectTimeout
+	if effectTimeout <= 0 {
+		effectTimeout = defaultEffectTimeout
+	}
+	if !now().Before(EffectExpiry(r, effectTimeout).Add(o.Grace)) {
+		return fencegate.Outcome{State: fencegate.ReceiptNotApplied, Error: "the object does not carry this receipt, and its write can no longer land"}, nil
 	}
 	return fencegate.Outcome{State: fencegate.ReceiptUnknown}, nil
 }

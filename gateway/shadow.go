@@ -77,6 +77,7 @@ func (g *Gateway) shadowForward(ctx context.Context, req Request, vg *fencegate.
 	}
 	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.EffectTimeout)
 	defer cancel()
+	ectx = fencegate.WithLandBy(ectx, EffectExpiry(r, g.cfg.EffectTimeout))
 	out, effErr := req.Effect.Apply(ectx, r, prev)
 	if out.State == fencegate.ReceiptCommitted {
 		if err := g.cfg.Store.SwapVersion(context.WithoutCancel(ctx), req.Target, prev, out.Version); err != nil {

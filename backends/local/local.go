@@ -48,8 +48,16 @@ const (
 type Store struct {
 	name  string
 	dir   string // dir/objects
+	now   func() time.Time
 	locks [64]sync.Mutex
 }
+
+// Option configures a Store.
+type Option func(*Store)
+
+// WithClock sets the clock a write's landing deadline is checked on
+// (default time.Now); the simulation passes its own.
+func WithClock(now func() time.Time) Option { return func(s *Store) { s.now = now } }
 
 var _ fencegate.ObjectStore = (*Store)(nil)
 
@@ -65,7 +73,7 @@ type trailer struct {
 
 // New opens (creating if needed) the store named name in directory dir and
 // removes temp files left by an interrupted write.
-func New(name, dir string) (*Store, error) {
+func New(name, dir string, opts ...Option) (*Store, error) {
 	if name == "" || dir == "" {
 		return nil, fencegate.Errorf(fencegate.CodeInvalidRequest, "local object store needs a name and a directory")
 	}
@@ -82,7 +90,21 @@ func New(name, dir string) (*Store, error) {
 			_ = os.Remove(filepath.Join(objs, e.Name()))
 		}
 	}
-	return &Store{name: name, dir: objs}, nil
+	s := &Store{name: name, dir: objs, now: time.Now}
+	for _, o := range opts {
+		o(s)
+	}
+	return s, nil
+}
+
+// expired refuses a write whose landing deadline (fencegate.LandBy) has
+// passed: checked under the key's lock, right before the write would land.
+func (s *Store) expired(ctx context.Context, what, key string) error {
+	if t, ok := fencegate.LandBy(ctx); ok && !s.now().Before(t) {
+		return fencegate.Errorf(fencegate.CodeBackendUnavailable, "store %q: %s %q arrived after its landing deadline %s: not applied",
+			s.name, what, key, t.UTC().Format(time.RFC3339Nano))
+	}
+	return nil
 }
 
 // Name returns the store's configured name.
@@ -136,6 +158,9 @@ func (s *Store) Put(ctx context.Context, req fencegate.PutRequest) (string, erro
 	}
 	if err := ctx.Err(); err != nil {
 		return "", fencegate.Wrap(err, fencegate.CodeBackendUnavailable, "put cancelled before it was applied")
+	}
+	if err := s.expired(ctx, "put", req.Key); err != nil {
+		return "", err
 	}
 	if err := os.Rename(tmp, path); err != nil {
 		return "", s.unavailable(err, "replace", req.Key)
@@ -221,6 +246,9 @@ func (s *Store) Delete(ctx context.Context, key, ifMatch string) error {
 		return s.unavailable(err, "read", key)
 	case cur.ETag != ifMatch:
 		return preconditionFailed(s.name, key, "If-Match "+ifMatch)
+	}
+	if err := s.expired(ctx, "delete", key); err != nil {
+		return err
 	}
 	if err := os.Remove(path); err != nil {
 		return s.unavailable(err, "delete", key)

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/fencegate/fencegate"
 )
@@ -58,13 +59,16 @@ func Run(t *testing.T, open func(t *testing.T) fencegate.ObjectStore, opts ...Op
 		{"GetAndHeadOfMissingKeyAreNotFound", testMissingNotFound},
 		{"MetadataRoundTrips", testMetadata},
 		{"ContentTypeRoundTrips", testContentType},
+		{"WriteWithinItsLandingDeadlineLands", testLandByAhead},
+		{"WritePastItsLandingDeadlineIsRefusedAndChangesNothing", testLandByPassed},
 		{"ConcurrentIfMatchWritersExactlyOneWins", func(t *testing.T, s fencegate.ObjectStore) {
 			testConcurrentIfMatch(t, s, o.concurrency)
 		}},
 	}
 	if o.conditionalDelete {
 		tests = append(tests, subtest{"DeleteWithWrongETagKeepsObject", testDeleteWrongETag},
-			subtest{"DeleteWithRightETagRemoves", testDeleteRightETag})
+			subtest{"DeleteWithRightETagRemoves", testDeleteRightETag},
+			subtest{"DeletePastItsLandingDeadlineKeepsObject", testDeleteLandByPassed})
 	} else {
 		tests = append(tests, subtest{"DeleteIsUnsupported", testDeleteUnsupported})
 	}
@@ -348,5 +352,48 @@ func testDeleteUnsupported(t *testing.T, s fencegate.ObjectStore) {
 	RequireCode(t, s.Delete(context.Background(), key, etag), fencegate.CodeUnsupported, "delete on a store without conditional delete")
 	if body, _ := Content(t, s, key); body != "stay" {
 		t.Fatalf("object changed to %q after an unsupported delete", body)
+	}
+}
+
+func testLandByAhead(t *testing.T, s fencegate.ObjectStore) {
+	key := Key("landby")
+	etag := Create(t, s, key, "v1")
+	ctx := fencegate.WithLandBy(context.Background(), time.Now().Add(time.Minute))
+	etag2, err := s.Put(ctx, fencegate.PutRequest{Key: key, Body: strings.NewReader("v2"), Size: 2, IfMatch: etag, Meta: Meta(2)})
+	if err != nil {
+		t.Fatalf("put a minute before its landing deadline: %v", err)
+	}
+	if body, info := Content(t, s, key); body != "v2" || info.ETag != etag2 {
+		t.Fatalf("after the put got %q (ETag %s), want v2 (%s)", body, info.ETag, etag2)
+	}
+}
+
+// testLandByPassed: a write that reaches the store after its landing
+// deadline is refused, is no precondition failure, and changes nothing.
+func testLandByPassed(t *testing.T, s fencegate.ObjectStore) {
+	key := Key("landby")
+	etag := Create(t, s, key, "keep me")
+	ctx := fencegate.WithLandBy(context.Background(), time.Now().Add(-time.Second))
+	_, err := s.Put(ctx, fencegate.PutRequest{Key: key, Body: strings.NewReader("late"), Size: 4, IfMatch: etag, Meta: Meta(2)})
+	if err == nil {
+		t.Fatal("a put past its landing deadline was applied")
+	}
+	if errors.Is(err, fencegate.ErrPreconditionFailed) {
+		t.Fatalf("a put past its landing deadline failed as a precondition: %v", err)
+	}
+	if body, info := Content(t, s, key); body != "keep me" || info.ETag != etag {
+		t.Fatalf("object changed to %q (ETag %s) after a put past its landing deadline", body, info.ETag)
+	}
+}
+
+func testDeleteLandByPassed(t *testing.T, s fencegate.ObjectStore) {
+	key := Key("landby-del")
+	etag := Create(t, s, key, "stay")
+	ctx := fencegate.WithLandBy(context.Background(), time.Now().Add(-time.Second))
+	if err := s.Delete(ctx, key, etag); err == nil || errors.Is(err, fencegate.ErrPreconditionFailed) {
+		t.Fatalf("delete past its landing deadline: %v; want a refusal that is no precondition failure", err)
+	}
+	if body, info := Content(t, s, key); body != "stay" || info.ETag != etag {
+		t.Fatalf("object changed to %q after a delete past its landing deadline", body)
 	}
 }

@@ -68,7 +68,7 @@ func (s *Store) putMultipart(ctx context.Context, req fencegate.PutRequest, body
 	var out *s3.CompleteMultipartUploadOutput
 	err = retryConflict(ctx, func() error {
 		var err error
-		out, err = s.client.CompleteMultipartUpload(ctx, in)
+		out, err = s.client.CompleteMultipartUpload(ctx, in, landByOptions(ctx)...)
 		return err
 	})
 	if err != nil {

@@ -207,6 +207,9 @@ func (s *Store) Put(ctx context.Context, req fencegate.PutRequest) (string, erro
 	if err != nil {
 		return "", fencegate.Wrap(err, fencegate.CodeInvalidRequest, "put: body is not seekable")
 	}
+	if err := s.checkLandBy(ctx, "put", req.Key); err != nil {
+		return "", err
+	}
 	if req.Size > s.singlePut {
 		return s.putMultipart(ctx, req, body, start)
 	}
@@ -226,7 +229,7 @@ func (s *Store) Put(ctx context.Context, req fencegate.PutRequest) (string, erro
 			return err
 		}
 		var err error
-		out, err = s.client.PutObject(ctx, in)
+		out, err = s.client.PutObject(ctx, in, landByOptions(ctx)...)
 		return err
 	})
 	if err != nil {
@@ -250,8 +253,11 @@ func (s *Store) Delete(ctx context.Context, key, ifMatch string) error {
 	if !s.Capabilities().ConditionalDelete {
 		return fencegate.Errorf(fencegate.CodeUnsupported, "store %q does not support conditional delete", s.name)
 	}
+	if err := s.checkLandBy(ctx, "delete", key); err != nil {
+		return err
+	}
 	err := retryConflict(ctx, func() error {
-		_, err := s.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &s.bucket, Key: s.full(key), IfMatch: aws.String(ifMatch)})
+		_, err := s.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &s.bucket, Key: s.full(key), IfMatch: aws.String(ifMatch)}, landByOptions(ctx)...)
 		return err
 	})
 	if err != nil {

@@ -87,9 +87,10 @@ const stallFault = "s3 server paused past the orphan grace"
 
 // stallS3 pauses the test's own S3 server (SIGSTOP) for 8 to 9 s, longer
 // than reconcile.orphan (6 s): a PUT a replica sent and gave up on
-// (effectTimeout, 3 s) waits in the server's socket buffer and is served when
-// the server resumes, while the reconcilers may by then hold its receipt for
-// an orphan.
+// (effectTimeout, 3 s) waits in the server's socket buffer and reaches it
+// when it resumes, after the PUT's presigned expiry (effectTimeout after its
+// admission): the server refuses it, so the reconcilers may call it
+// NOT_APPLIED once the orphan grace after that expiry has passed.
 func (c *cluster) stallS3(ctx context.Context, rng *rand.Rand) (func() error, error) {
 	if err := c.ownS3.Pause(); err != nil {
 		return nil, err

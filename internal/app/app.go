@@ -187,7 +187,7 @@ func Build(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, er
 	}
 	objectResolver := func(target string) gateway.Resolver {
 		if _, _, ok := gateway.SplitObjectTarget(target); ok {
-			return gateway.ObjectResolver{Stores: objects, Grace: cfg.Reconcile.Orphan}
+			return gateway.ObjectResolver{Stores: objects, EffectTimeout: cfg.EffectTimeout, Grace: cfg.Reconcile.Orphan}
 		}
 		return nil
 	}

@@ -86,7 +86,7 @@ func (w *world) startGateway(ctx context.Context, idx int) {
 	}
 	objects := func(target string) gateway.Resolver {
 		if _, _, ok := gateway.SplitObjectTarget(target); ok {
-			return gateway.ObjectResolver{Stores: map[string]fencegate.ObjectStore{"local": w.op}, Now: w.clock.Now, Grace: orphanAfter}
+			return gateway.ObjectResolver{Stores: map[string]fencegate.ObjectStore{"local": w.op}, Now: w.clock.Now, EffectTimeout: effectTimeout, Grace: orphanAfter}
 		}
 		return nil
 	}

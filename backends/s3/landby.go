@@ -1,0 +1,158 @@
+package s3
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/smithy-go/middleware"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
+	"github.com/fencegate/fencegate"
+)
+
+// A write whose context carries a landing deadline (fencegate.LandBy) is
+// sent as a presigned request (SigV4 query authentication) whose
+// X-Amz-Date + X-Amz-Expires is at or before that deadline, so that S3
+// itself refuses it when it arrives later (held in a buffer, a proxy, a
+// paused server):
+//
+//   - "X-Amz-Expires: the time period, in seconds, for which the generated
+//     presigned URL is valid ... minimum 1, maximum 604800"
+//     (https://docs.aws.amazon.com/AmazonS3/latest/API/sigv4-query-string-auth.html);
+//   - S3 checks the expiration at the time of the HTTP request: a transfer
+//     that started before it continues, a request that starts after it fails
+//     (https://docs.aws.amazon.com/AmazonS3/latest/userguide/using-presigned-url.html,
+//     "Presigned URL expiration"). versitygw v1.8.0 does the same: its
+//     VerifyPresignedV4Signature middleware checks X-Amz-Date + X-Amz-Expires
+//     against its clock when the headers arrive (s3api/utils/presign-auth-reader.go),
+//     and streams the body afterwards.
+//
+// So the deadline bounds when a request can start at the store, not when its
+// body ends: a request whose headers arrived in time and whose body a
+// store-and-forward middlebox holds can still be applied later, bounded only
+// by the store's own read timeout (AWS answers RequestTimeout to an idle
+// socket; versitygw v1.8.0 sets none). The reconciler's grace
+// (reconcile.orphan, gateway.ObjectResolver) covers that time and the clock
+// skew between gateway and store. The gateway's own connection is cancelled
+// at effectTimeout, which ends a body still passing through it.
+//
+// Presigned uploads do not support the flexible checksums (CRC32, CRC32C,
+// SHA-1, SHA-256; same page), so such writes are sent without them. The
+// payload is UNSIGNED-PAYLOAD, as for every presigned request.
+
+// errLandByPassed: the landing deadline passed before the request was sent.
+var errLandByPassed = errors.New("the write's landing deadline passed before it was sent; not sent")
+
+// maxPresignExpires is S3's largest X-Amz-Expires (seven days).
+const maxPresignExpires = 604800
+
+// presignExpires is the X-Amz-Expires that makes a request signed at now
+// (X-Amz-Date has whole seconds) expire at or before until; ok is false when
+// not even one second is left.
+func presignExpires(now, until time.Time) (secs int64, ok bool) {
+	secs = int64(until.Sub(now.UTC().Truncate(time.Second)) / time.Second)
+	return min(secs, maxPresignExpires), secs >= 1
+}
+
+// presignWrite re-signs a request the SDK has just signed (Authorization
+// header) as a presigned request valid until until, with the same
+// credentials, region and service. It runs after the SDK's Signing step, so
+// every attempt the SDK's retryer makes is presigned afresh.
+type presignWrite struct {
+	until  time.Time
+	creds  aws.CredentialsProvider
+	signer *v4.Signer
+}
+
+func (presignWrite) ID() string { return "fencegate.PresignUntilLandBy" }
+
+func (m presignWrite) HandleFinalize(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
+	req, ok := in.Request.(*smithyhttp.Request)
+	if !ok {
+		return middleware.FinalizeOutput{}, middleware.Metadata{}, fmt.Errorf("presign: unexpected request type %T", in.Request)
+	}
+	if err := m.presign(ctx, req.Request, time.Now()); err != nil {
+		return middleware.FinalizeOutput{}, middleware.Metadata{}, err
+	}
+	return next.HandleFinalize(ctx, in)
+}
+
+func (m presignWrite) presign(ctx context.Context, r *http.Request, now time.Time) error {
+	secs, ok := presignExpires(now, m.until)
+	if !ok {
+		return errLandByPassed
+	}
+	// The scope the SDK signed for: Credential=AK/DATE/REGION/SERVICE/aws4_request.
+	_, cred, _ := strings.Cut(r.Header.Get("Authorization"), "Credential=")
+	cred, _, _ = strings.Cut(cred, ",")
+	scope := strings.Split(cred, "/")
+	if len(scope) != 5 {
+		return fmt.Errorf("presign: the SDK signed no SigV4 scope (Authorization %q)", r.Header.Get("Authorization"))
+	}
+	creds, err := m.creds.Retrieve(ctx)
+	if err != nil {
+		return err
+	}
+	for _, h := range []string{"Authorization", "X-Amz-Date", "X-Amz-Security-Token"} {
+		r.Header.Del(h)
+	}
+	r.Header.Set("X-Amz-Content-Sha256", "UNSIGNED-PAYLOAD")
+	q := r.URL.Query()
+	for k := range q {
+		if strings.HasPrefix(strings.ToLower(k), "x-amz-") {
+			q.Del(k) // an earlier attempt's signature
+		}
+	}
+	q.Set("X-Amz-Expires", strconv.FormatInt(secs, 10))
+	r.URL.RawQuery = q.Encode()
+	// Every header stays a header, signed as it is: the metadata and the
+	// If-Match / If-None-Match condition are part of the signature.
+	uri, _, err := m.signer.PresignHTTP(ctx, creds, r, "UNSIGNED-PAYLOAD", scope[3], scope[2], now, func(o *v4.SignerOptions) {
+		o.DisableHeaderHoisting, o.DisableURIPathEscaping = true, true
+	})
+	if err != nil {
+		return err
+	}
+	u, err := url.Parse(uri)
+	if err != nil {
+		return err
+	}
+	r.URL = u
+	return nil
+}
+
+// landByOptions are the per-operation options of a write sent under ctx:
+// presigned until its landing deadline, when it has one.
+func landByOptions(ctx context.Context) []func(*s3.Options) {
+	until, ok := fencegate.LandBy(ctx)
+	if !ok {
+		return nil
+	}
+	return []func(*s3.Options){func(o *s3.Options) {
+		mw := presignWrite{until: until, creds: o.Credentials, signer: v4.NewSigner()}
+		o.APIOptions = append(o.APIOptions, func(st *middleware.Stack) error {
+			return st.Finalize.Insert(mw, "Signing", middleware.After)
+		})
+		o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
+	}}
+}
+
+// checkLandBy refuses, before anything is sent, a write whose landing
+// deadline has passed (it could not be signed to arrive in time).
+func (s *Store) checkLandBy(ctx context.Context, op, key string) error {
+	if until, ok := fencegate.LandBy(ctx); ok {
+		if _, ok := presignExpires(time.Now(), until); !ok {
+			return fencegate.Wrap(errLandByPassed, fencegate.CodeBackendUnavailable,
+				"store "+strconv.Quote(s.name)+": "+op+" "+strconv.Quote(key))
+		}
+	}
+	return nil
+}
