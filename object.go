@@ -109,7 +109,8 @@ type landByKey struct{}
 
 // WithLandBy returns a context whose object writes (Put, Delete) carry a
 // landing deadline: the store refuses such a request once it reaches the
-// store at or after t, so a request held in the network past t never lands.
+// store at or after t (plus at most LandBySlack), so a request held in the
+// network past it never lands.
 // The gateway sets it for every effect (gateway.EffectExpiry) and the
 // reconciler takes a write for not applied only after it (plus its grace).
 // It is a deadline the request itself carries to the store, as an S3
@@ -117,6 +118,12 @@ type landByKey struct{}
 func WithLandBy(ctx context.Context, t time.Time) context.Context {
 	return context.WithValue(ctx, landByKey{}, t)
 }
+
+// LandBySlack is how long after its landing deadline a store may still
+// accept a request: SigV4 presigned requests have whole seconds
+// (X-Amz-Date, X-Amz-Expires), so an S3 store rounds the deadline up by less
+// than this. Whoever relies on the deadline waits this much longer.
+const LandBySlack = time.Second
 
 // LandBy is the landing deadline WithLandBy put in ctx; ok is false when
 // there is none (the request may land whenever it arrives).
@@ -129,7 +136,8 @@ func LandBy(ctx context.Context) (t time.Time, ok bool) {
 // conditional and atomic, metadata is stored with the object, and a failed
 // condition returns an error whose cause is ErrPreconditionFailed. A Put or
 // Delete whose context carries a landing deadline (LandBy) is refused without
-// being applied when it reaches the store at or after that deadline.
+// being applied when it reaches the store at or after that deadline (plus at
+// most LandBySlack).
 type ObjectStore interface {
 	// Name is the store's configured name (the first segment of its resources).
 	Name() string

@@ -195,7 +195,11 @@ type Reconcile struct {
 	Interval time.Duration `yaml:"interval"`
 	// Deadline is the age after which an UNKNOWN needs a person (default 15m).
 	Deadline time.Duration `yaml:"deadline"`
-	// Orphan is the age after which a PENDING receipt is taken as orphaned.
+	// Orphan is the age after which a PENDING receipt is taken as orphaned,
+	// and the grace after a write's expiry (effectTimeout after admission)
+	// before an object write the object does not show is NOT_APPLIED: it
+	// must cover the clock skew between gateway and store and the longest a
+	// store takes from a request's headers to its last body byte.
 	Orphan time.Duration `yaml:"orphan"`
 }
 

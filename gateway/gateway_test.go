@@ -204,26 +204,43 @@ func TestUncertainEffectIsUnknownBlocksTheResourceAndIsReconciled(t *testing.T) 
 	}
 }
 
-func TestWriteThatNeverLandedIsSettledNotAppliedAfterGrace(t *testing.T) {
+// TestWriteThatNeverLandedIsNotAppliedOnlyGraceAfterItsExpiry: the effect's
+// requests carry their expiry (effectTimeout after admission) to the store,
+// and the reconciler calls the write NOT_APPLIED only once that expiry, the
+// store's rounding (LandBySlack) and the grace have passed: before, the
+// request may still be in the network and land.
+func TestWriteThatNeverLandedIsNotAppliedOnlyGraceAfterItsExpiry(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	f.obj.set(func(context.Context, fencegate.PutRequest) (string, error) {
+	var landBy time.Time
+	f.obj.set(func(ctx context.Context, _ fencegate.PutRequest) (string, error) {
+		landBy, _ = fencegate.LandBy(ctx)
 		return "", fencegate.Errorf(fencegate.CodeBackendUnavailable, "timeout")
 	}, nil)
 	res, err := f.gw.Apply(ctx, f.request(5, 1, "v1"))
 	if fencegate.ErrorCode(err) != fencegate.CodeMutationUnknown {
 		t.Fatalf("want MUTATION_UNKNOWN, got %v", err)
 	}
-	f.obj.set(nil, nil)
-	rc := &gateway.Reconciler{Store: f.store, Now: f.kit.Now, Resolver: func(string) gateway.Resolver {
-		return gateway.ObjectResolver{Stores: map[string]fencegate.ObjectStore{"local": f.obj}, Now: f.kit.Now, EffectTimeout: time.Minute, Grace: time.Minute}
-	}}
-	if n, _ := rc.RunOnce(ctx); n != 0 {
-		t.Fatal("settled before the grace period")
+	if want := res.Receipt.CreatedAt.Add(time.Minute); !landBy.Equal(want) {
+		t.Fatalf("the write's landing deadline %v, want effectTimeout after admission %v", landBy, want)
 	}
-	f.kit.Advance(2 * time.Minute)
-	if n, _ := rc.RunOnce(ctx); n != 1 {
-		t.Fatal("not settled after the grace period")
+	f.obj.set(nil, nil)
+	reconciler := func() *gateway.Reconciler {
+		return &gateway.Reconciler{Store: f.store, Now: f.kit.Now, Resolver: func(string) gateway.Resolver {
+			return gateway.ObjectResolver{Stores: map[string]fencegate.ObjectStore{"local": f.obj}, Now: f.kit.Now, EffectTimeout: time.Minute, Grace: time.Minute}
+		}}
+	}
+	settleable := res.Receipt.CreatedAt.Add(time.Minute + fencegate.LandBySlack + time.Minute)
+	f.kit.Advance(settleable.Sub(f.kit.Now()) - time.Millisecond)
+	if n, _ := reconciler().RunOnce(ctx); n != 0 {
+		t.Fatal("settled while the write could still land (before expiry + slack + grace)")
+	}
+	if got, _ := f.store.Receipt(ctx, res.Receipt.ID); got.State != fencegate.ReceiptUnknown {
+		t.Fatalf("receipt %s before the grace ran out, want UNKNOWN", got.State)
+	}
+	f.kit.Advance(time.Millisecond)
+	if n, _ := reconciler().RunOnce(ctx); n != 1 {
+		t.Fatal("not settled once expiry + slack + grace had passed")
 	}
 	got, _ := f.store.Receipt(ctx, res.Receipt.ID)
 	if got.State != fencegate.ReceiptNotApplied {

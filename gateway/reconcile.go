@@ -299,7 +299,8 @@ func EffectExpiry(r fencegate.Receipt, effectTimeout time.Duration) time.Time {
 // ObjectResolver settles object receipts from the object's own metadata: the
 // object carrying the receipt's ID proves COMMITTED. Without that, the write
 // is NOT_APPLIED only once no request of it can land any more: Grace after
-// its expiry (EffectExpiry, which the store enforces). Grace covers the clock
+// its expiry (EffectExpiry, which the store enforces up to
+// fencegate.LandBySlack). Grace covers the clock
 // skew between gateway and store and the time a store takes from accepting a
 // request's headers (where S3 checks the expiry) to applying its body; before
 // that the receipt stays UNKNOWN.
@@ -339,7 +340,7 @@ func (o ObjectResolver) Resolve(ctx context.Context, r fencegate.Receipt) (fence
 	if effectTimeout <= 0 {
 		effectTimeout = defaultEffectTimeout
 	}
-	if !now().Before(EffectExpiry(r, effectTimeout).Add(o.Grace)) {
+	if !now().Before(EffectExpiry(r, effectTimeout).Add(fencegate.LandBySlack + o.Grace)) {
 		return fencegate.Outcome{State: fencegate.ReceiptNotApplied, Error: "the object does not carry this receipt, and its write can no longer land"}, nil
 	}
 	return fencegate.Outcome{State: fencegate.ReceiptUnknown}, nil

@@ -20,7 +20,8 @@ import (
 
 // A write whose context carries a landing deadline (fencegate.LandBy) is
 // sent as a presigned request (SigV4 query authentication) whose
-// X-Amz-Date + X-Amz-Expires is at or before that deadline, so that S3
+// X-Amz-Date + X-Amz-Expires is less than a second after that deadline
+// (fencegate.LandBySlack: both are whole seconds), so that S3
 // itself refuses it when it arrives later (held in a buffer, a proxy, a
 // paused server):
 //
@@ -54,12 +55,17 @@ var errLandByPassed = errors.New("the write's landing deadline passed before it 
 // maxPresignExpires is S3's largest X-Amz-Expires (seven days).
 const maxPresignExpires = 604800
 
-// presignExpires is the X-Amz-Expires that makes a request signed at now
-// (X-Amz-Date has whole seconds) expire at or before until; ok is false when
-// not even one second is left.
+// presignExpires is the X-Amz-Expires of a request signed at now: X-Amz-Date
+// has whole seconds, so the request expires less than a second after until
+// (fencegate.LandBySlack). ok is false when until has passed: the request is
+// not sent.
 func presignExpires(now, until time.Time) (secs int64, ok bool) {
-	secs = int64(until.Sub(now.UTC().Truncate(time.Second)) / time.Second)
-	return min(secs, maxPresignExpires), secs >= 1
+	if !now.Before(until) {
+		return 0, false
+	}
+	d := until.Sub(now.UTC().Truncate(time.Second))
+	secs = int64((d + time.Second - 1) / time.Second)
+	return min(secs, maxPresignExpires), true
 }
 
 // presignWrite re-signs a request the SDK has just signed (Authorization

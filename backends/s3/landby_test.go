@@ -74,7 +74,7 @@ func TestPutHeldPastItsLandingDeadlineIsRefusedByTheStore(t *testing.T) {
 	hold := make(chan struct{})
 	proxy, queries := heldPuts(t, srv.Endpoint, hold)
 	viaProxy := fs3.New("s3test", client(proxy.URL, srv.AccessKey, srv.SecretKey), srv.Bucket, prefix)
-	landBy := time.Now().Add(2 * time.Second)
+	landBy := time.Now().Add(time.Second)
 	ctx := fencegate.WithLandBy(context.Background(), landBy)
 	done := make(chan error, 1)
 	go func() {
@@ -92,13 +92,12 @@ func TestPutHeldPastItsLandingDeadlineIsRefusedByTheStore(t *testing.T) {
 		t.Fatalf("X-Amz-Date %q: %v", q.Get("X-Amz-Date"), err)
 	}
 	secs, err := strconv.Atoi(q.Get("X-Amz-Expires"))
-	if err != nil || signed.Add(time.Duration(secs)*time.Second).After(landBy) {
+	if err != nil || !signed.Add(time.Duration(secs)*time.Second).Before(landBy.Add(fencegate.LandBySlack)) {
 		close(hold)
-		t.Fatalf("X-Amz-Date %s + X-Amz-Expires %s is after the landing deadline %s", signed, q.Get("X-Amz-Expires"), landBy.UTC())
+		t.Fatalf("X-Amz-Date %s + X-Amz-Expires %s is not within LandBySlack of the landing deadline %s", signed, q.Get("X-Amz-Expires"), landBy.UTC())
 	}
-	// Held until the store's clock is past the deadline (one second of
-	// margin for the second-granular X-Amz-Date).
-	time.Sleep(time.Until(landBy.Add(time.Second)))
+	// Held until the store's clock is past the deadline and its slack.
+	time.Sleep(time.Until(landBy.Add(fencegate.LandBySlack + 200*time.Millisecond)))
 	close(hold)
 	if err := <-done; err == nil {
 		t.Fatal("the held write was applied after its landing deadline")
