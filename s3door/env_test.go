@@ -2,7 +2,6 @@ package s3door_test
 
 import (
 	"context"
-	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"strconv"
@@ -55,7 +54,11 @@ type env struct {
 	fence  uint64
 }
 
-func newEnv(t *testing.T, st fencegate.ObjectStore) *env {
+func newEnv(t *testing.T, st fencegate.ObjectStore) *env { return newEnvWith(t, st, false, nil) }
+
+// newEnvWith is newEnv over TLS (where the SDK streams aws-chunked bodies
+// with a trailing checksum) and with the front door's clock.
+func newEnvWith(t *testing.T, st fencegate.ObjectStore, tls bool, now func() time.Time) *env {
 	t.Helper()
 	kit := prooftest.New(t)
 	kit.Set(time.Now())
@@ -75,8 +78,12 @@ func newEnv(t *testing.T, st fencegate.ObjectStore) *env {
 	}
 	e := &env{t: t, kit: kit, fences: fs, store: &countingStore{ObjectStore: st}, creds: fencegate.StaticS3Credentials{}}
 	h := s3door.Router(&s3door.Server{Gateway: gw, Stores: map[string]fencegate.ObjectStore{st.Name(): e.store},
-		Credentials: e.creds, SpoolDir: t.TempDir(), MaxBody: 256 << 20})
-	e.srv = httptest.NewServer(h)
+		Credentials: e.creds, SpoolDir: t.TempDir(), MaxBody: 256 << 20, Now: now})
+	if tls {
+		e.srv = httptest.NewTLSServer(h)
+	} else {
+		e.srv = httptest.NewServer(h)
+	}
 	t.Cleanup(e.srv.Close)
 	return e
 }
@@ -105,7 +112,7 @@ func (e *env) client(c fencegate.S3Credential, opts ...func(*s3.Options)) *s3.Cl
 		BaseEndpoint: aws.String(e.srv.URL),
 		UsePathStyle: true,
 		Credentials:  credentials.NewStaticCredentialsProvider(c.AccessKeyID, c.SecretAccessKey, c.SessionToken),
-		HTTPClient:   http.DefaultClient,
+		HTTPClient:   e.srv.Client(),
 	}, opts...)
 }
 

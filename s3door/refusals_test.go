@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -253,5 +254,49 @@ func TestUnsupportedOperationsAreNotImplemented(t *testing.T) {
 	}
 	if e.fingerprint("b/r") != before {
 		t.Fatal("an unsupported operation changed state")
+	}
+}
+
+func TestPresignedURLsHonourTheirExpiry(t *testing.T) {
+	now := time.Now()
+	var clock atomic.Pointer[time.Time]
+	clock.Store(&now)
+	e := newEnvWith(t, nil, false, func() time.Time { return *clock.Load() })
+	c := e.client(e.lease("AKIDA", owner, "b/r"))
+	ctx := context.Background()
+	pc := s3.NewPresignClient(c)
+	pp, err := pc.PresignPutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("b"), Key: aws.String("r/p")}, s3.WithPresignExpires(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	send := func(method, u, body string) (int, string) {
+		req, _ := http.NewRequest(method, u, strings.NewReader(body))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	later := now.Add(2 * time.Minute)
+	clock.Store(&later)
+	before := e.fingerprint("b/r")
+	if st, out := send(http.MethodPut, pp.URL, "x"); st != 403 || !strings.Contains(out, "Request has expired") {
+		t.Fatalf("expired presigned PUT: %d %s", st, out)
+	}
+	if st, out := send(http.MethodPut, strings.Replace(pp.URL, "/b/r/p", "/b/r/q", 1), "x"); st != 403 {
+		t.Fatalf("presigned URL for another key: %d %s", st, out)
+	}
+	if e.fingerprint("b/r") != before {
+		t.Fatal("a refused presigned request changed state")
+	}
+	clock.Store(&now)
+	if st, out := send(http.MethodPut, pp.URL, "x"); st != 200 {
+		t.Fatalf("presigned PUT: %d %s", st, out)
+	}
+	pg, _ := pc.PresignGetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("b"), Key: aws.String("r/p")}, s3.WithPresignExpires(time.Minute))
+	if st, out := send(http.MethodGet, pg.URL, ""); st != 200 || out != "x" {
+		t.Fatalf("presigned GET: %d %q", st, out)
 	}
 }
