@@ -1,0 +1,161 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// gateway is one started gateway process, optionally under strace counting
+// its fsync-family calls.
+type gateway struct {
+	url    string
+	cmd    *exec.Cmd
+	pid    int    // the gateway's own process ID (under strace: the child's)
+	trace  string // strace output file, "" when not traced
+	logf   *os.File
+	stderr string
+}
+
+// startGateway runs bin dev with args on a free loopback port and waits for
+// /healthz. With trace, it runs under strace -f --seccomp-bpf (only the
+// traced calls stop, so the cost is small) writing the calls to a file.
+func startGateway(ctx context.Context, bin, dir string, env []string, trace bool, args ...string) (*gateway, error) {
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	g := &gateway{url: "http://" + addr}
+	logf, err := os.Create(filepath.Join(dir, "gateway.log"))
+	if err != nil {
+		return nil, err
+	}
+	g.logf, g.stderr = logf, logf.Name()
+	full := append([]string{"dev", "--addr", addr, "--data-dir", filepath.Join(dir, "data"),
+		"--identity", "bench=token-bench"}, args...)
+	if trace {
+		g.trace = filepath.Join(dir, "strace.out")
+		full = append([]string{"-f", "-qq", "--seccomp-bpf", "-e", "trace=fsync,fdatasync,sync_file_range,syncfs",
+			"-e", "signal=none", "-o", g.trace, bin}, full...)
+		bin = "strace"
+	}
+	g.cmd = exec.Command(bin, full...)
+	g.cmd.Env = append(os.Environ(), env...)
+	g.cmd.Stdout, g.cmd.Stderr = logf, logf
+	g.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := g.cmd.Start(); err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get(g.url + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil || g.cmd.ProcessState != nil {
+			g.stop()
+			log, _ := os.ReadFile(g.stderr)
+			return nil, fmt.Errorf("gateway did not become healthy: %s", tail(string(log), 2000))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	g.pid = g.cmd.Process.Pid
+	if trace {
+		g.pid = childOf(g.pid)
+	}
+	return g, nil
+}
+
+func (g *gateway) stop() {
+	if g.cmd.Process != nil {
+		_ = syscall.Kill(-g.cmd.Process.Pid, syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = g.cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = syscall.Kill(-g.cmd.Process.Pid, syscall.SIGKILL)
+			<-done
+		}
+	}
+	_ = g.logf.Close()
+}
+
+// cpu is the gateway's user+system CPU time so far (/proc/PID/stat).
+func (g *gateway) cpu() time.Duration {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", g.pid))
+	if err != nil {
+		return 0
+	}
+	s := string(data)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	if len(f) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * time.Second / 100 // USER_HZ is 100 on Linux
+}
+
+// syncs counts the fsync-family calls traced so far (-1 when not traced).
+func (g *gateway) syncs() int {
+	if g.trace == "" {
+		return -1
+	}
+	f, err := os.Open(g.trace)
+	if err != nil {
+		return -1
+	}
+	defer f.Close()
+	n := 0
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		l := sc.Text()
+		if !strings.Contains(l, "resumed>") && (strings.Contains(l, "sync(") || strings.Contains(l, "sync_file_range(") || strings.Contains(l, "syncfs(")) {
+			n++
+		}
+	}
+	return n
+}
+
+// childOf is the first child of pid (the traced gateway under strace).
+func childOf(pid int) int {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+	if err != nil {
+		return pid
+	}
+	if f := strings.Fields(string(data)); len(f) > 0 {
+		if c, err := strconv.Atoi(f[0]); err == nil {
+			return c
+		}
+	}
+	return pid
+}
+
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
