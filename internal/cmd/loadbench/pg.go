@@ -30,7 +30,7 @@ type pgStats struct {
 type pgCounters struct{ commits, walSyncs, walRecords, walBytes int64 }
 
 type pgDelta struct {
-	valid                                  bool
+	valid                                   bool
 	commits, walSyncs, walRecords, walBytes int64
 }
 
