@@ -1,0 +1,75 @@
+package local
+
+import (
+	"os"
+	"sync"
+)
+
+// dirSyncer makes the entries changed in one directory durable, sharing
+// fsyncs between concurrent writers (group commit for directory syncs).
+//
+// A caller needs an fsync of the directory that starts after its own change
+// (a rename or a remove). When none is running it starts one at once; when
+// one is already running, that one may have started before the change, so
+// the caller waits for the next one, which it shares with everyone else who
+// arrived meanwhile. A caller therefore returns only after an fsync that
+// began after its change has completed: the same guarantee as an fsync of
+// its own, at one or two fsyncs per burst of writers instead of one each.
+type dirSyncer struct {
+	dir  string
+	sync func(dir string) error
+
+	mu      sync.Mutex
+	cond    *sync.Cond
+	running bool
+	started uint64 // fsyncs begun
+	done    uint64 // the last fsync that has completed
+	err     error  // its result
+
+	syncs   uint64 // fsyncs run, for tests and measurements
+	waiters int    // callers waiting for the next fsync, for tests
+}
+
+func newDirSyncer(dir string) *dirSyncer {
+	d := &dirSyncer{dir: dir, sync: syncDir}
+	d.cond = sync.NewCond(&d.mu)
+	return d
+}
+
+// Sync returns once a directory fsync that began after the call has
+// completed, with that fsync's error.
+func (d *dirSyncer) Sync() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	need := d.started + 1 // the first fsync to begin from now on
+	for d.done < need {
+		if d.running {
+			d.waiters++
+			d.cond.Wait()
+			d.waiters--
+			continue
+		}
+		d.running = true
+		d.started++
+		gen := d.started
+		d.syncs++
+		d.mu.Unlock()
+		err := d.sync(d.dir)
+		d.mu.Lock()
+		d.running, d.done, d.err = false, gen, err
+		d.cond.Broadcast()
+	}
+	// Any fsync that began after the change covers it; the latest one's
+	// result is the answer (a failure is reported even if an earlier one
+	// covering the change succeeded: never claim more than is known).
+	return d.err
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
