@@ -54,6 +54,11 @@ const (
 	// reconciler is still settling (before the deadline, its strategy not
 	// given up); nothing was changed. Resolve it once it awaits a person.
 	CodeStillReconciling Code = "STILL_RECONCILING"
+	// CodeDelegationInvalid: a delegated write (Fence-Delegation) or a
+	// delegate's status request whose delegation does not hold: not
+	// authentic, not bound to the grant presented, revoked, unknown to the
+	// registry, or not covering the segment. Nothing was admitted.
+	CodeDelegationInvalid Code = "DELEGATION_INVALID"
 )
 
 // Codes lists every code, in a stable order.
@@ -63,7 +68,7 @@ var Codes = []Code{
 	CodeSegmentOutOfOrder, CodeQuarantined, CodeFenceRegression, CodeBackendUnavailable,
 	CodeBackendConflict, CodeMutationUnknown, CodeInvalidRequest, CodeResourceBusy,
 	CodeLeaseHeld, CodeLeaseNotHeld, CodeNotFound, CodeForbidden, CodeUnsupported, CodeInternal,
-	CodeRequestIDConflict, CodeStateLost, CodeStillReconciling,
+	CodeRequestIDConflict, CodeStateLost, CodeStillReconciling, CodeDelegationInvalid,
 }
 
 // Error is the only error type the domain returns. Adapters translate driver

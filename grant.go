@@ -79,6 +79,11 @@ type Status struct {
 	IssuerEpoch uint64      `json:"issuerEpoch"`
 	IssuedAtMs  int64       `json:"iat"`
 	ExpiresAtMs int64       `json:"exp"`
+	// Delegation, when set, is the ID of the delegation this proof was
+	// issued for, to its delegate: the registry states HELD only while the
+	// lease is held and the delegation is not revoked. A delegated write
+	// must carry such a proof; an owner's write must carry one without.
+	Delegation string `json:"delegation,omitempty"`
 }
 
 // MaxStatusLife is the hard upper bound on a status proof's life.

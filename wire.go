@@ -64,3 +64,40 @@ type S3AccessKeys struct {
 	AccessKeyID     string `json:"accessKeyId"`
 	SecretAccessKey string `json:"secretAccessKey"`
 }
+
+// DelegationRequest is the JSON body of POST /v1/leases/{lease}/delegations:
+// the owner (the authenticated caller) lets Delegate write under the lease's
+// grant for the segment range [SegmentFrom, SegmentTo] or the set Segments,
+// optionally only inside TargetPrefix. GrantDigest, when set, names which of
+// the lease's grants the delegation binds (default: its current grant).
+type DelegationRequest struct {
+	Delegate     string   `json:"delegate"`
+	GrantDigest  string   `json:"grantDigest,omitempty"`
+	SegmentFrom  uint64   `json:"segmentFrom,omitempty"`
+	SegmentTo    uint64   `json:"segmentTo,omitempty"`
+	Segments     []uint64 `json:"segments,omitempty"`
+	TargetPrefix string   `json:"targetPrefix,omitempty"`
+}
+
+// DelegationAnswer is a minted delegation: the signed token (sent by the
+// delegate as Fence-Delegation, with the grant) and its claims.
+type DelegationAnswer struct {
+	ID         string     `json:"id"`
+	Delegation string     `json:"delegation"`
+	Claims     Delegation `json:"claims"`
+}
+
+// DelegationStatusRequest is the JSON body of POST
+// /v1/delegations/{delegation}/status: the digest of the grant the
+// delegation binds.
+type DelegationStatusRequest struct {
+	GrantDigest string `json:"grantDigest"`
+}
+
+// DelegationStatusAnswer is a status proof issued to a delegate for its
+// delegation, with its state and expiry.
+type DelegationStatusAnswer struct {
+	StatusProof     string      `json:"statusProof"`
+	State           StatusState `json:"state"`
+	StatusExpiresAt time.Time   `json:"statusExpiresAt"`
+}

@@ -9,7 +9,10 @@
 // (an mTLS identity is the certificate's URI SAN or CN); a resource pattern
 // grants a subtree: it matches a resource when it matches the resource or one
 // of its ancestors, segment-wise (path.Match, so "*" never crosses a "/");
-// leasing a resource implies reading it. Only Open permits everything. The
+// leasing a resource implies reading it and writing it as a delegate; a
+// delegate rule lets an identity write a resource only under a delegation
+// another lease's owner minted for it (it cannot lease it), and implies
+// reading it. Only Open permits everything. The
 // package has no I/O and imports no driver.
 package authz
 
@@ -17,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 
 	"github.com/fencegate/fencegate"
@@ -35,6 +39,10 @@ type Rule struct {
 	Lease []string `yaml:"lease" json:"lease,omitempty"`
 	// Read are resource patterns the identity may read.
 	Read []string `yaml:"read" json:"read,omitempty"`
+	// Delegate are resource patterns the identity may write as the delegate
+	// of another owner's lease (a signed delegation naming it), without
+	// being allowed to lease them itself. Leasing implies it.
+	Delegate []string `yaml:"delegate" json:"delegate,omitempty"`
 }
 
 // Policy answers who may lease and read what. The zero value and New(nil)
@@ -65,10 +73,10 @@ func New(rules []Rule) (*Policy, error) {
 				bad("san %q is not a valid pattern", r.SAN)
 			}
 		}
-		if len(r.Lease) == 0 && len(r.Read) == 0 {
-			bad("grants nothing: give lease or read patterns")
+		if len(r.Lease) == 0 && len(r.Read) == 0 && len(r.Delegate) == 0 {
+			bad("grants nothing: give lease, read or delegate patterns")
 		}
-		for _, p := range append(append([]string(nil), r.Lease...), r.Read...) {
+		for _, p := range slices.Concat(r.Lease, r.Read, r.Delegate) {
 			if err := checkPattern(p); err != nil {
 				bad("resource pattern %q: %v", p, err)
 			}
@@ -107,9 +115,9 @@ func (p *Policy) MayLease(identity, resource string) bool {
 }
 
 // MayRead reports whether identity may read resource's receipts, fence state,
-// objects and quarantine records. Leasing implies reading.
+// objects and quarantine records. Leasing and delegated writing imply reading.
 func (p *Policy) MayRead(identity, resource string) bool {
-	return p.MayLease(identity, resource) || p.allows(identity, resource, func(r *Rule) []string { return r.Read })
+	return p.MayLease(identity, resource) || p.allows(identity, resource, func(r *Rule) []string { return slices.Concat(r.Read, r.Delegate) })
 }
 
 // CheckLease is MayLease as an error: FORBIDDEN naming identity and resource.
@@ -118,6 +126,22 @@ func (p *Policy) CheckLease(identity, resource string) error {
 		return nil
 	}
 	return fencegate.Errorf(fencegate.CodeForbidden, "the access policy does not let %q lease or write %q", identity, resource)
+}
+
+// MayDelegate reports whether identity may write resource as the delegate
+// of another identity's lease. Leasing implies it; it implies reading.
+func (p *Policy) MayDelegate(identity, resource string) bool {
+	return p.MayLease(identity, resource) || p.allows(identity, resource, func(r *Rule) []string { return r.Delegate })
+}
+
+// CheckDelegate is MayDelegate as an error: FORBIDDEN naming identity and
+// resource. The registry asks it when a delegation is minted, the gateway at
+// every delegated write.
+func (p *Policy) CheckDelegate(identity, resource string) error {
+	if p.MayDelegate(identity, resource) {
+		return nil
+	}
+	return fencegate.Errorf(fencegate.CodeForbidden, "the access policy does not let %q write %q as a delegate", identity, resource)
 }
 
 // CheckRead is MayRead as an error: FORBIDDEN naming identity and resource.

@@ -101,3 +101,33 @@ func TestBadRulesAreRefusedAllAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// A delegate rule lets an identity write under another owner's delegation,
+// never lease; leasing implies it, and it implies reading.
+func TestDelegateRuleGrantsDelegatedWritesOnly(t *testing.T) {
+	p := mustPolicy(t,
+		authz.Rule{Identity: "coordinator", Lease: []string{"local/batch"}},
+		authz.Rule{Identity: "consumer", Delegate: []string{"local/batch/*"}},
+	)
+	if !p.MayDelegate("consumer", "local/batch/7") || p.MayLease("consumer", "local/batch/7") {
+		t.Fatal("consumer: a delegate rule grants delegated writes and no lease")
+	}
+	if !p.MayRead("consumer", "local/batch/7") {
+		t.Fatal("consumer: a delegate rule implies reading")
+	}
+	if p.MayDelegate("consumer", "local/batch") || p.MayDelegate("consumer", "local/other/1") {
+		t.Fatal("consumer: the delegate pattern grants only its subtree")
+	}
+	if !p.MayDelegate("coordinator", "local/batch/7") {
+		t.Fatal("coordinator: leasing implies delegated writes")
+	}
+	if p.MayDelegate("stranger", "local/batch/7") {
+		t.Fatal("an identity no rule names may not write as a delegate")
+	}
+	if err := p.CheckDelegate("consumer", "local/other"); fencegate.ErrorCode(err) != fencegate.CodeForbidden {
+		t.Fatalf("CheckDelegate: %v", err)
+	}
+	if _, err := authz.New([]authz.Rule{{Identity: "x", Delegate: []string{"a/../b"}}}); err == nil {
+		t.Fatal("a bad delegate pattern is refused")
+	}
+}

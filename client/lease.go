@@ -52,6 +52,12 @@ type LeaseParams struct {
 	// RetryWait is the wait between acquisition attempts and, in Run, between
 	// recovery attempts while OWNERSHIP_UNKNOWN (default 500ms).
 	RetryWait time.Duration
+	// OnStateChange, when set, is called after every change of the local
+	// state, with the new state's cause (nil for HELD, RENEWING and a
+	// voluntary release). It runs without the lease's lock, on the goroutine
+	// that made the change: one goroutine's changes arrive in order, and
+	// State is the truth when changes race. See also Lost and Context.
+	OnStateChange func(from, to State, cause error)
 }
 
 // Lease is one lease driven by the local state machine. All methods are safe
@@ -76,6 +82,9 @@ type Lease struct {
 	nextSeg  uint64
 	doubt    *inDoubt
 	led      ledger // effect keys of the operation (keyed.go)
+
+	lost    chan struct{} // closed once new effects are not allowed (lost.go)
+	changes []stateChange // to report once l.mu is released
 }
 
 // NewLease returns a lease in REQUESTED with its request ID fixed for life
@@ -96,7 +105,7 @@ func (c *Client) NewLease(p LeaseParams) (*Lease, error) {
 	if p.RetryWait <= 0 {
 		p.RetryWait = 500 * time.Millisecond
 	}
-	return &Lease{c: c, p: p, state: StateRequested, nextSeg: 1}, nil
+	return &Lease{c: c, p: p, state: StateRequested, nextSeg: 1, lost: make(chan struct{})}, nil
 }
 
 // AcquireLease creates a lease and acquires it. An uncertain answer is
@@ -117,21 +126,21 @@ func (l *Lease) Acquire(ctx context.Context) error {
 	l.mu.Lock()
 	if l.state != StateRequested {
 		st := l.state
-		l.mu.Unlock()
+		l.unlock()
 		return fencegate.Errorf(fencegate.CodeInvalidRequest, "lease is %s, not REQUESTED", st)
 	}
-	l.mu.Unlock()
+	l.unlock()
 	for attempt := 1; ; attempt++ {
 		sent := l.c.now()
 		l.mu.Lock()
 		if l.firstSend.IsZero() {
 			l.firstSend = sent
 		}
-		l.mu.Unlock()
+		l.unlock()
 		info, err := l.c.Acquire(ctx, l.p.AcquireParams)
 		if err == nil {
 			l.mu.Lock()
-			defer l.mu.Unlock()
+			defer l.unlock()
 			l.adopt(info, l.firstSend)
 			return l.notHeldLocked()
 		}
@@ -160,7 +169,7 @@ func (l *Lease) adopt(info LeaseInfo, sent time.Time) {
 	l.deadline = minTime(sent.Add(l.p.TTL), info.ExpiresAt)
 	l.renewAt = sent.Add(time.Duration(float64(l.p.TTL) * l.p.RenewFraction))
 	l.setProof(info, sent)
-	l.state, l.cause = StateHeld, nil
+	l.set(StateHeld, nil)
 }
 
 // setProof keeps info's status proof and when to refresh it: at 4/5 of its
@@ -195,14 +204,14 @@ func localState(s fencegate.StatusState) State {
 // terminate moves to a terminal state unless already in one.
 func (l *Lease) terminate(s State, cause error) {
 	if !l.state.Terminal() {
-		l.state, l.cause = s, cause
+		l.set(s, cause)
 	}
 }
 
 // toUnknown moves a live lease to OWNERSHIP_UNKNOWN.
 func (l *Lease) toUnknown(cause error) {
 	if !l.state.Terminal() && l.state != StateRequested {
-		l.state, l.cause = StateOwnershipUnknown, cause
+		l.set(StateOwnershipUnknown, cause)
 	}
 }
 
@@ -222,12 +231,12 @@ func (l *Lease) Release(ctx context.Context) error {
 	l.mu.Lock()
 	if l.state.Terminal() || l.state == StateRequested {
 		l.terminate(StateReleased, nil)
-		l.mu.Unlock()
+		l.unlock()
 		return nil
 	}
 	id := l.info.Lease
 	l.terminate(StateReleased, nil) // no new effect from here on
-	l.mu.Unlock()
+	l.unlock()
 	_, err := l.c.Release(ctx, id)
 	return err
 }
@@ -238,15 +247,15 @@ func (l *Lease) Release(ctx context.Context) error {
 func (l *Lease) Refresh(ctx context.Context) error {
 	l.mu.Lock()
 	if err := l.notHeldLocked(); err != nil {
-		l.mu.Unlock()
+		l.unlock()
 		return err
 	}
 	id := l.info.Lease
-	l.mu.Unlock()
+	l.unlock()
 	sent := l.c.now()
 	info, err := l.c.LeaseStatus(ctx, id)
 	l.mu.Lock()
-	defer l.mu.Unlock()
+	defer l.unlock()
 	if err != nil {
 		l.toUnknown(err)
 		return err
@@ -270,7 +279,7 @@ func (l *Lease) Refresh(ctx context.Context) error {
 // lose ends the lease after a gateway refused its fence for good.
 func (l *Lease) lose(err error) {
 	l.mu.Lock()
-	defer l.mu.Unlock()
+	defer l.unlock()
 	if fencegate.ErrorCode(err) == fencegate.CodeEpochRevoked {
 		l.terminate(StateRevoked, err)
 	} else {
@@ -279,14 +288,14 @@ func (l *Lease) lose(err error) {
 }
 
 // State is the lease's local state now.
-func (l *Lease) State() State { l.mu.Lock(); defer l.mu.Unlock(); return l.state }
+func (l *Lease) State() State { l.mu.Lock(); defer l.unlock(); return l.state }
 
 // Err is why the lease is OWNERSHIP_UNKNOWN or terminal (nil otherwise, and
 // for a voluntary release).
-func (l *Lease) Err() error { l.mu.Lock(); defer l.mu.Unlock(); return l.cause }
+func (l *Lease) Err() error { l.mu.Lock(); defer l.unlock(); return l.cause }
 
 // Info is the registry's last answer for the lease, with the current proof.
-func (l *Lease) Info() LeaseInfo { l.mu.Lock(); defer l.mu.Unlock(); return l.info }
+func (l *Lease) Info() LeaseInfo { l.mu.Lock(); defer l.unlock(); return l.info }
 
 // ID is the lease's ID ("" while REQUESTED).
 func (l *Lease) ID() string { return l.Info().Lease }
@@ -316,7 +325,7 @@ func (l *Lease) Fence() uint64 { return l.Info().FenceToken }
 
 // Deadline is the local time after which ownership is unconfirmed unless a
 // renewal has been confirmed.
-func (l *Lease) Deadline() time.Time { l.mu.Lock(); defer l.mu.Unlock(); return l.deadline }
+func (l *Lease) Deadline() time.Time { l.mu.Lock(); defer l.unlock(); return l.deadline }
 
 // NextSegment is the segment number the next new commit will carry.
 func (l *Lease) NextSegment() uint64 { l.commitMu.Lock(); defer l.commitMu.Unlock(); return l.nextSeg }

@@ -18,6 +18,10 @@ type Fence struct {
 	Status    string
 	Segment   uint64
 	EffectKey string
+	// Delegation, when set, is the owner's signed delegation
+	// (Fence-Delegation): the caller writes as the delegate it names, and
+	// Status must be a proof issued for it (DelegationStatus).
+	Delegation string
 }
 
 func (f Fence) header() http.Header {
@@ -29,6 +33,9 @@ func (f Fence) header() http.Header {
 	h.Set("Fence-Segment", strconv.FormatUint(f.Segment, 10))
 	if f.EffectKey != "" {
 		h.Set("Fence-Effect-Key", f.EffectKey)
+	}
+	if f.Delegation != "" {
+		h.Set("Fence-Delegation", f.Delegation)
 	}
 	return h
 }

@@ -22,27 +22,27 @@ func (l *Lease) Tick(ctx context.Context) error {
 	now := l.c.now()
 	switch {
 	case l.state.Terminal(), l.state == StateRequested, l.renewing:
-		l.mu.Unlock()
+		l.unlock()
 		return nil
 	case l.state == StateHeld && !now.Before(l.deadline):
 		l.toUnknown(errDeadline)
-		l.mu.Unlock()
+		l.unlock()
 		return nil
 	case l.state == StateHeld && now.Before(l.renewAt):
-		l.mu.Unlock()
+		l.unlock()
 		return nil
 	}
 	if l.state == StateHeld {
-		l.state = StateRenewing
+		l.set(StateRenewing, nil)
 	}
 	l.renewing = true
 	id := l.info.Lease
-	l.mu.Unlock()
+	l.unlock()
 
 	info, err := l.c.Renew(ctx, id, l.p.TTL)
 
 	l.mu.Lock()
-	defer l.mu.Unlock()
+	defer l.unlock()
 	l.renewing = false
 	if l.state.Terminal() {
 		return err
@@ -69,7 +69,7 @@ func (l *Lease) Run(ctx context.Context) error {
 		_ = l.Tick(ctx)
 		l.mu.Lock()
 		st, cause, wait := l.state, l.cause, l.nextWakeLocked()
-		l.mu.Unlock()
+		l.unlock()
 		if st.Terminal() {
 			if st == StateReleased {
 				return nil

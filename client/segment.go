@@ -92,7 +92,7 @@ func (l *Lease) afterRefusal(err error, attempt int) (retry bool) {
 // live refuses early on a terminal or unconfirmed lease.
 func (l *Lease) live() error {
 	l.mu.Lock()
-	defer l.mu.Unlock()
+	defer l.unlock()
 	return l.notHeldLocked()
 }
 
@@ -179,7 +179,7 @@ func (l *Lease) ready(ctx context.Context) (grant, proof string, err error) {
 
 func (l *Lease) snapshot() (grant, proof string, stale bool, err error) {
 	l.mu.Lock()
-	defer l.mu.Unlock()
+	defer l.unlock()
 	if err := l.notHeldLocked(); err != nil {
 		return "", "", false, err
 	}
@@ -194,6 +194,6 @@ func (l *Lease) snapshot() (grant, proof string, stale bool, err error) {
 // expireProof forces a status refresh before the next send.
 func (l *Lease) expireProof() {
 	l.mu.Lock()
-	defer l.mu.Unlock()
+	defer l.unlock()
 	l.proofRefreshAt = l.c.now()
 }

@@ -11,14 +11,18 @@ import (
 // Request is one fenced mutation as the acceptance point sees it. The handler
 // has authenticated Caller and derived Resource and Target canonically.
 type Request struct {
-	Caller        string
-	GrantToken    string
-	StatusToken   string
-	Segment       uint64
-	Resource      string
-	Target        string
-	Method        string
-	PayloadDigest string
+	Caller      string
+	GrantToken  string
+	StatusToken string
+	// DelegationToken is the Fence-Delegation header: set, the caller writes
+	// as the delegate the owner's signed delegation names, under the same
+	// fence and segment rules as the owner.
+	DelegationToken string
+	Segment         uint64
+	Resource        string
+	Target          string
+	Method          string
+	PayloadDigest   string
 	// EffectKey is the worker's own key for the effect (Fence-Effect-Key), kept
 	// in the receipt; "" for none.
 	EffectKey string
@@ -104,9 +108,20 @@ func (g *Gateway) authorize(ctx context.Context, req Request, query bool) (fence
 	if g.cfg.Policy.EpochRevoked(vg.IssuerEpoch) {
 		return none, fencegate.Status{}, fencegate.Errorf(fencegate.CodeEpochRevoked, "issuer epoch %d is revoked", vg.IssuerEpoch)
 	}
+	d, err := g.delegation(req, vg)
+	if err != nil {
+		return none, fencegate.Status{}, err
+	}
 	var st fencegate.Status
 	switch {
 	case g.cfg.Querier != nil && !query: // asked once, at admission
+	case g.cfg.Querier != nil && d != nil:
+		dq, ok := g.cfg.Querier.(DelegationQuerier)
+		if !ok {
+			return none, fencegate.Status{}, fencegate.Errorf(fencegate.CodeUnsupported, "this gateway's registry query cannot state delegations")
+		}
+		st, err = dq.GrantDelegationStatus(ctx, vg, *d)
+		err = heldOrRefused(st, err, vg)
 	case g.cfg.Querier != nil:
 		st, err = g.cfg.Querier.GrantStatus(ctx, vg)
 		switch {
@@ -118,13 +133,17 @@ func (g *Gateway) authorize(ctx context.Context, req Request, query bool) (fence
 	case req.StatusToken == "":
 		err = fencegate.Errorf(fencegate.CodeStatusInvalid, "Fence-Status header is required")
 	default:
-		st, err = g.cfg.Verifier.VerifyStatus(req.StatusToken, vg)
+		if d != nil {
+			st, err = g.cfg.Verifier.(DelegationVerifier).VerifyDelegationStatus(req.StatusToken, vg, d.ID)
+		} else {
+			st, err = g.cfg.Verifier.VerifyStatus(req.StatusToken, vg)
+		}
 		if err == nil && query && (req.Segment == 1 || req.AssignSegment) && g.cfg.Confirm != nil {
 			err = confirmHeld(ctx, g.cfg.Confirm, vg)
 		}
 	}
 	if err != nil {
-		if stale := g.supersededBy(ctx, req.Caller, vg); stale != nil {
+		if stale := g.supersededBy(ctx, req.Caller == vg.Owner || d != nil, vg); stale != nil {
 			return none, fencegate.Status{}, stale
 		}
 		return none, fencegate.Status{}, asCode(err, fencegate.CodeStatusInvalid)
@@ -132,13 +151,11 @@ func (g *Gateway) authorize(ctx context.Context, req Request, query bool) (fence
 	if g.cfg.Policy.EpochRevoked(st.IssuerEpoch) {
 		return none, fencegate.Status{}, fencegate.Errorf(fencegate.CodeEpochRevoked, "status proof of revoked issuer epoch %d", st.IssuerEpoch)
 	}
-	if req.Caller != vg.Owner {
+	if d == nil && req.Caller != vg.Owner {
 		return none, fencegate.Status{}, fencegate.Errorf(fencegate.CodeOwnerMismatch, "caller %q is not the grant's owner", req.Caller)
 	}
-	if g.cfg.Access != nil {
-		if err := g.cfg.Access.CheckLease(req.Caller, vg.Resource); err != nil {
-			return none, fencegate.Status{}, err
-		}
+	if err := g.checkAccess(req, vg, d); err != nil {
+		return none, fencegate.Status{}, err
 	}
 	if !fencegate.Covers(vg.Resource, req.Resource) {
 		return none, fencegate.Status{}, fencegate.Errorf(fencegate.CodeResourceMismatch, "target %q is outside the grant's resource %q", req.Resource, vg.Resource)
@@ -147,6 +164,20 @@ func (g *Gateway) authorize(ctx context.Context, req Request, query bool) (fence
 		return none, fencegate.Status{}, fencegate.Errorf(fencegate.CodePolicyStale, "grant policy generation %d is older than %d", vg.PolicyGeneration, cur)
 	}
 	return vg, st, nil
+}
+
+// heldOrRefused turns a registry's statement about a delegated write's
+// grant into the verdict query mode gives for an owner's.
+func heldOrRefused(st fencegate.Status, err error, vg fencegate.VerifiedGrant) error {
+	switch {
+	case err != nil:
+		return err
+	case st.State == fencegate.StateRevoked:
+		return fencegate.Errorf(fencegate.CodeEpochRevoked, "the registry states grants of epoch %d revoked", vg.IssuerEpoch)
+	case st.State != fencegate.StateHeld:
+		return fencegate.Errorf(fencegate.CodeStatusInvalid, "lease is %s, not HELD", st.State)
+	}
+	return nil
 }
 
 // confirmHeld asks q whether vg's lease is still HELD.
@@ -361,8 +392,8 @@ func asCode(err error, code fencegate.Code) error {
 // when a newer owner has already been accepted on the resource, the precise
 // answer is STALE_OWNER (retrying with a fresh proof cannot help). It only
 // reads fence state.
-func (g *Gateway) supersededBy(ctx context.Context, caller string, vg fencegate.VerifiedGrant) error {
-	if caller != vg.Owner {
+func (g *Gateway) supersededBy(ctx context.Context, bound bool, vg fencegate.VerifiedGrant) error {
+	if !bound { // only the owner, or its verified delegate, learns the resource's fate
 		return nil
 	}
 	rs, err := g.cfg.Store.Resource(ctx, vg.Resource)

@@ -30,6 +30,27 @@ type StatusQuerier interface {
 	GrantStatus(ctx context.Context, g fencegate.VerifiedGrant) (fencegate.Status, error)
 }
 
+// DelegationVerifier is the GrantVerifier capability delegated writes need
+// (proofs.Verifier has it): a delegation verified and bound to its grant, and
+// a status proof issued for that delegation.
+type DelegationVerifier interface {
+	VerifyDelegation(token string, g fencegate.VerifiedGrant) (fencegate.Delegation, error)
+	VerifyDelegationStatus(token string, g fencegate.VerifiedGrant, delegation string) (fencegate.Status, error)
+}
+
+// DelegationQuerier is the StatusQuerier capability delegated writes need in
+// query mode: the grant's status for delegation d, which the registry
+// refuses (DELEGATION_INVALID) once d is revoked or unknown to it.
+type DelegationQuerier interface {
+	GrantDelegationStatus(ctx context.Context, g fencegate.VerifiedGrant, d fencegate.Delegation) (fencegate.Status, error)
+}
+
+// DelegateAccess is the optional Access capability for delegates
+// (authz.Policy has it); without it a delegate must be allowed to lease.
+type DelegateAccess interface {
+	CheckDelegate(identity, resource string) error
+}
+
 // Policy tells the gateway the current policy generation and revoked epochs.
 type Policy interface {
 	PolicyGeneration() uint64

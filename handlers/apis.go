@@ -97,7 +97,11 @@ func (s *Server) callAPI(w http.ResponseWriter, r *http.Request) {
 	req.Target = httpapi.Target(name, path)
 	req.PayloadDigest = body.digest
 	req.PayloadSize, req.QuarantinePayload = body.size, body.keep(s.quarantinePayload())
-	req.Effect = api.Call(r.Method, path, r.Header, body.body(), body.size)
+	call := api.Call(r.Method, path, r.Header, body.body(), body.size)
+	if req.DelegationToken != "" { // Apply verifies the caller is the delegation's delegate before the call is kept
+		call = call.AsDelegate(caller)
+	}
+	req.Effect = call
 	res, err := s.Gateway.Apply(r.Context(), req)
 	if err != nil {
 		s.problem(w, r, err)

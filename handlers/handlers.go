@@ -128,6 +128,7 @@ func Router(s *Server) http.Handler {
 		s.apiRoutes(r)
 		if s.Registry != nil {
 			s.leaseRoutes(r)
+			s.delegationRoutes(r)
 		}
 		if s.Admin != nil {
 			s.adminRoutes(r)

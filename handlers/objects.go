@@ -54,7 +54,9 @@ func fenceRequest(r *http.Request, caller string) (gateway.Request, error) {
 		Caller:      caller,
 		GrantToken:  strings.TrimSpace(r.Header.Get("Fence-Grant")),
 		StatusToken: strings.TrimSpace(r.Header.Get("Fence-Status")),
-		Method:      r.Method,
+		// Fence-Delegation: the caller writes as the delegate it names.
+		DelegationToken: strings.TrimSpace(r.Header.Get("Fence-Delegation")),
+		Method:          r.Method,
 	}
 	seg, err := strconv.ParseUint(r.Header.Get("Fence-Segment"), 10, 64)
 	if err != nil || seg == 0 {

@@ -25,7 +25,8 @@ func StatusOf(code fencegate.Code) int {
 	switch code {
 	case fencegate.CodeUnauthenticated, fencegate.CodeGrantInvalid, fencegate.CodeStatusInvalid, fencegate.CodeEpochRevoked:
 		return http.StatusUnauthorized
-	case fencegate.CodeOwnerMismatch, fencegate.CodeResourceMismatch, fencegate.CodePolicyStale, fencegate.CodeForbidden:
+	case fencegate.CodeOwnerMismatch, fencegate.CodeResourceMismatch, fencegate.CodePolicyStale, fencegate.CodeForbidden,
+		fencegate.CodeDelegationInvalid:
 		return http.StatusForbidden
 	case fencegate.CodeStaleOwner, fencegate.CodeSegmentOutOfOrder, fencegate.CodeQuarantined, fencegate.CodeFenceRegression,
 		fencegate.CodeLeaseHeld, fencegate.CodeLeaseNotHeld, fencegate.CodeBackendConflict, fencegate.CodeResourceBusy,

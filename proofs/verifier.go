@@ -208,6 +208,22 @@ func (v *Verifier) VerifyGrant(token string) (fencegate.VerifiedGrant, error) {
 // is served from the cache. Whether the issuer epoch is revoked is the caller's
 // check.
 func (v *Verifier) VerifyStatus(token string, g fencegate.VerifiedGrant) (fencegate.Status, error) {
+	return v.verifyStatus(token, g, "")
+}
+
+// VerifyDelegationStatus is VerifyStatus for a delegated write: the proof
+// must also have been issued for the delegation with ID delegation (its
+// delegation claim), which the registry does only while the delegation is
+// not revoked. An owner's proof (no delegation claim) is refused, and
+// VerifyStatus refuses a delegate's proof: neither stands in for the other.
+func (v *Verifier) VerifyDelegationStatus(token string, g fencegate.VerifiedGrant, delegation string) (fencegate.Status, error) {
+	if delegation == "" {
+		return fencegate.Status{}, statusKind.errorf("no delegation named")
+	}
+	return v.verifyStatus(token, g, delegation)
+}
+
+func (v *Verifier) verifyStatus(token string, g fencegate.VerifiedGrant, delegation string) (fencegate.Status, error) {
 	if err := v.checkSize(token, statusKind); err != nil {
 		return fencegate.Status{}, err
 	}
@@ -243,6 +259,12 @@ func (v *Verifier) VerifyStatus(token string, g fencegate.VerifiedGrant) (fenceg
 	}
 	if err := checkStatusClaims(st, g, now); err != nil {
 		return fencegate.Status{}, err
+	}
+	if st.Delegation != delegation {
+		if delegation == "" {
+			return fencegate.Status{}, statusKind.errorf("the proof was issued to a delegate, not to the grant's owner")
+		}
+		return fencegate.Status{}, statusKind.errorf("the proof was not issued for delegation %s", quoteShort(delegation))
 	}
 	return st, nil
 }

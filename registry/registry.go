@@ -70,6 +70,9 @@ type Config struct {
 	// S3, when set, derives leases' S3 credentials (S3Credentials,
 	// ResolveS3); nil: none are issued (UNSUPPORTED).
 	S3 *s3cred.Deriver
+	// Delegations keeps the delegations the registry minted (default: a
+	// MemoryDelegations of DefaultDelegationCapacity).
+	Delegations DelegationStore
 }
 
 // Access is the part of the authorization policy the registry applies
@@ -100,6 +103,8 @@ type Registry struct {
 	onLoss     func(ctx context.Context) error
 	log        *slog.Logger
 	s3         *s3cred.Deriver
+
+	delegations DelegationStore
 }
 
 // New validates cfg and returns a Registry. It reports every problem at once,
@@ -110,6 +115,10 @@ func New(cfg Config) (*Registry, error) {
 		auth:       cfg.Authority,
 		statusLife: cfg.StatusLife, minTTL: cfg.MinTTL, maxTTL: cfg.MaxTTL, access: cfg.Access,
 		fences: cfg.HighWater, memory: cfg.Memory, onLoss: cfg.OnLoss, log: cfg.Log, s3: cfg.S3,
+		delegations: cfg.Delegations,
+	}
+	if r.delegations == nil {
+		r.delegations = NewMemoryDelegations(0)
 	}
 	if r.log == nil {
 		r.log = discard

@@ -26,6 +26,9 @@ type Call struct {
 	header http.Header
 	body   io.ReadSeeker
 	size   int64
+	// delegate is the authenticated identity of a delegate calling under
+	// the owner's delegation ("" for the owner).
+	delegate string
 }
 
 var (
@@ -38,6 +41,14 @@ var (
 // size bytes (nil or size 0 for none).
 func (a *API) Call(method, path string, header http.Header, body io.ReadSeeker, size int64) *Call {
 	return &Call{api: a, method: method, path: path, header: header, body: body, size: size}
+}
+
+// AsDelegate marks the call as made by the delegate identity under the
+// owner's delegation: a native-fence API is told who (DelegateHeader). The
+// gateway's verdict on the delegation precedes the request being kept.
+func (c *Call) AsDelegate(identity string) *Call {
+	c.delegate = identity
+	return c
 }
 
 // KeptRequest is the exact upstream request of the receipt r (its resource,
@@ -78,6 +89,10 @@ func (c *Call) KeptRequest(r fencegate.Receipt) (*fencegate.EffectRequest, error
 	if nf := a.cfg.Contract.NativeFence; nf != nil {
 		h.Set(nf.Header, strconv.FormatUint(r.FenceToken, 10))
 		h.Set(nf.SegmentHeader, strconv.FormatUint(r.Segment, 10))
+		h.Set(nf.RootHeader, r.OperationRoot)
+		if c.delegate != "" {
+			h.Set(nf.DelegateHeader, c.delegate)
+		}
 	}
 	kr.Header, kr.Body = h, body
 	if err := kr.Validate(); err != nil {

@@ -16,6 +16,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net/url"
@@ -31,6 +32,8 @@ const (
 	DefaultCredentialHeader  = "Authorization"
 	DefaultIdempotencyHeader = "Idempotency-Key"
 	DefaultSegmentHeader     = "Fence-Segment"
+	DefaultRootHeader        = "Fence-Root"
+	DefaultDelegateHeader    = "Fence-Delegate"
 	DefaultTimeout           = 30 * time.Second
 	DefaultMaxBodyBytes      = 1 << 20
 	DefaultMaxResponseBytes  = 64 << 10
@@ -95,11 +98,20 @@ type Idempotency struct {
 	KeyRetention time.Duration `yaml:"keyRetention"`
 }
 
-// NativeFence: the upstream itself rejects fences lower than the highest it
-// has seen, read from Header (and the segment from SegmentHeader).
+// NativeFence: the upstream itself (a cooperating internal service) rejects
+// fences lower than the highest it has seen. The gateway sends every
+// admitted call with the grant's fence in Header, its segment in
+// SegmentHeader (default Fence-Segment), its operation root in RootHeader
+// (default Fence-Root) and, for a call a delegate made under the owner's
+// delegation, the delegate's authenticated identity in DelegateHeader
+// (default Fence-Delegate; absent for the owner's own calls). A worker's
+// own values of these headers are never forwarded. The contract is in the
+// package README.
 type NativeFence struct {
-	Header        string `yaml:"header"`
-	SegmentHeader string `yaml:"segmentHeader"`
+	Header         string `yaml:"header"`
+	SegmentHeader  string `yaml:"segmentHeader"`
+	RootHeader     string `yaml:"rootHeader"`
+	DelegateHeader string `yaml:"delegateHeader"`
 }
 
 // Route allows Method on the path template Path ("/v1/accounts/{account}/payouts");
@@ -162,9 +174,11 @@ func (a APIConfig) withDefaults() APIConfig {
 		cp.Header = DefaultCredentialHeader
 		a.Credentials = &cp
 	}
-	if nf := a.Contract.NativeFence; nf != nil && nf.SegmentHeader == "" {
+	if nf := a.Contract.NativeFence; nf != nil {
 		cp := *nf
-		cp.SegmentHeader = DefaultSegmentHeader
+		cp.SegmentHeader = cmp.Or(cp.SegmentHeader, DefaultSegmentHeader)
+		cp.RootHeader = cmp.Or(cp.RootHeader, DefaultRootHeader)
+		cp.DelegateHeader = cmp.Or(cp.DelegateHeader, DefaultDelegateHeader)
 		a.Contract.NativeFence = &cp
 	}
 	return a
@@ -273,8 +287,10 @@ func (c Contract) validate(at func(field string, code fencegate.Code, format str
 		if nf.Header == "" || !validHeaderName(nf.Header) {
 			at("contract.nativeFence.header", fencegate.CodeUnsupported, "contract.nativeFence needs a valid header name")
 		}
-		if nf.SegmentHeader != "" && !validHeaderName(nf.SegmentHeader) {
-			at("contract.nativeFence.segmentHeader", fencegate.CodeInvalidRequest, "contract.nativeFence.segmentHeader %q is not a valid header name", nf.SegmentHeader)
+		for field, h := range map[string]string{"segmentHeader": nf.SegmentHeader, "rootHeader": nf.RootHeader, "delegateHeader": nf.DelegateHeader} {
+			if h != "" && !validHeaderName(h) {
+				at("contract.nativeFence."+field, fencegate.CodeInvalidRequest, "contract.nativeFence.%s %q is not a valid header name", field, h)
+			}
 		}
 	}
 }

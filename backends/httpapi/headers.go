@@ -72,7 +72,7 @@ func (a *API) ownHeaders() []string {
 		own = append(own, a.cfg.Key.Header)
 	}
 	if nf := a.cfg.Contract.NativeFence; nf != nil {
-		own = append(own, nf.Header, nf.SegmentHeader)
+		own = append(own, nf.Header, nf.SegmentHeader, nf.RootHeader, nf.DelegateHeader)
 	}
 	if a.credName != "" {
 		own = append(own, a.credName)

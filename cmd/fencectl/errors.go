@@ -36,6 +36,7 @@ var hints = map[fencegate.Code]string{
 	fencegate.CodeRequestIDConflict:  "this request ID was used with other parameters; resend the original parameters, or use a new request ID",
 	fencegate.CodeStateLost:          "the registry's coordination state was lost and grants are paused; retry later (GET /v1/admin/state shows why and until when)",
 	fencegate.CodeStillReconciling:   "the reconciler is still settling this receipt; resolve it by hand once it is overdue in GET /v1/unknown",
+	fencegate.CodeDelegationInvalid:  "the delegation does not cover this write (revoked, another grant, another delegate, or a segment or target outside it); ask the lease owner for a new one",
 }
 
 const uncertainHint = "the request may or may not have taken effect; query receipts by operation ID, then retry with the same segment"

@@ -37,8 +37,16 @@ type Options struct {
 	Retention time.Duration
 	// Now is the clock for key expiry (default time.Now).
 	Now func() time.Time
-	// FenceHeader, when set, turns on native-fence mode.
+	// FenceHeader, when set, turns on native-fence mode: a payout whose
+	// fence is below the account's highest is 409 stale_fence.
 	FenceHeader string
+	// RootHeader and SegmentHeader, when set in native-fence mode, make the
+	// service check what a cooperating service checks itself: a fence equal
+	// to the account's highest must carry the same root (else 409
+	// stale_root) and a segment not below the last one (else 409
+	// stale_segment). DelegateHeader, when set, is recorded in the payout
+	// (the identity the gateway states wrote it under a delegation).
+	RootHeader, SegmentHeader, DelegateHeader string
 	// KeyField, when set, reads the key from this top-level member of the
 	// JSON body instead of KeyHeader (Square's idempotency_key).
 	KeyField string
@@ -89,6 +97,9 @@ type Payout struct {
 	Currency       string `json:"currency"`
 	IdempotencyKey string `json:"idempotency_key,omitempty"`
 	Fence          uint64 `json:"fence,omitempty"`
+	Root           string `json:"root,omitempty"`
+	Segment        uint64 `json:"segment,omitempty"`
+	Delegate       string `json:"delegate,omitempty"`
 }
 
 type saved struct {
@@ -108,6 +119,8 @@ type Payments struct {
 	created      []time.Time // of each payout, on the Now clock
 	keys         map[string]*saved
 	fences       map[string]uint64
+	roots        map[string]string // of the highest fence, native-fence mode
+	segments     map[string]uint64 // the last segment under it
 	faults       []Fault
 	delay        time.Duration
 	requests     int
@@ -130,7 +143,8 @@ func New(o Options) *Payments {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Payments{opt: o, keys: map[string]*saved{}, fences: map[string]uint64{}}
+	return &Payments{opt: o, keys: map[string]*saved{}, fences: map[string]uint64{},
+		roots: map[string]string{}, segments: map[string]uint64{}}
 }
 
 // Start serves p on a loopback httptest.Server; the caller closes it.
@@ -318,6 +332,11 @@ func (p *Payments) createPayout(w http.ResponseWriter, r *http.Request, account 
 			answer(w, http.StatusConflict, map[string]string{"error": "stale_fence"})
 			return
 		}
+		if refusal := p.checkRootAndSegment(r, account, fence); refusal != "" {
+			p.mu.Unlock()
+			answer(w, http.StatusConflict, map[string]string{"error": refusal})
+			return
+		}
 		p.fences[account] = fence
 	}
 	fault := None
@@ -350,6 +369,12 @@ func (p *Payments) createPayout(w http.ResponseWriter, r *http.Request, account 
 	}
 	po := Payout{ID: fmt.Sprintf("po_%d", len(p.payouts)+1), Account: account, Amount: in.Amount,
 		Currency: in.Currency, IdempotencyKey: key, Fence: fence}
+	if fence != 0 {
+		po.Root, po.Segment = p.roots[account], p.segments[account]
+		if h := p.opt.DelegateHeader; h != "" {
+			po.Delegate = r.Header.Get(h)
+		}
+	}
 	p.payouts = append(p.payouts, po)
 	p.created = append(p.created, now)
 	body, _ := json.Marshal(po)
@@ -405,4 +430,36 @@ func answer(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+// checkRootAndSegment is the native-fence service's own check of root and
+// segment (RootHeader, SegmentHeader) for a fence not below the account's
+// highest, under p.mu; it records them and returns "" when the payout may
+// go on, else the refusal.
+func (p *Payments) checkRootAndSegment(r *http.Request, account string, fence uint64) string {
+	var root string
+	var seg uint64
+	if h := p.opt.RootHeader; h != "" {
+		if root = r.Header.Get(h); root == "" {
+			return "root_required"
+		}
+	}
+	if h := p.opt.SegmentHeader; h != "" {
+		var err error
+		if seg, err = strconv.ParseUint(r.Header.Get(h), 10, 64); err != nil || seg == 0 {
+			return "segment_required"
+		}
+	}
+	if fence == p.fences[account] {
+		if p.opt.RootHeader != "" && root != p.roots[account] {
+			p.staleFences++
+			return "stale_root"
+		}
+		if p.opt.SegmentHeader != "" && seg < p.segments[account] {
+			p.staleFences++
+			return "stale_segment"
+		}
+	}
+	p.roots[account], p.segments[account] = root, seg
+	return ""
 }

@@ -12,8 +12,10 @@ import (
 	"time"
 
 	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/authz"
 	"github.com/fencegate/fencegate/gateway"
 	"github.com/fencegate/fencegate/proofs"
+	"github.com/fencegate/fencegate/registry"
 	"github.com/fencegate/fencegate/s3cred"
 )
 
@@ -31,55 +33,88 @@ type remoteQuerier struct {
 }
 
 var (
-	_ gateway.StatusQuerier = (*remoteQuerier)(nil)
-	_ s3cred.Source         = (*remoteQuerier)(nil)
+	_ s3cred.Source              = (*remoteQuerier)(nil)
+	_ gateway.StatusQuerier      = (*remoteQuerier)(nil)
+	_ gateway.DelegationQuerier  = (*remoteQuerier)(nil)
+	_ gateway.DelegationQuerier  = (*registry.Registry)(nil)
+	_ registry.DelegationSigner  = (*proofs.Signer)(nil)
+	_ gateway.DelegationVerifier = (*proofs.Verifier)(nil)
+	_ gateway.DelegateAccess     = (*authz.Policy)(nil)
+	_ registry.DelegateAccess    = (*authz.Policy)(nil)
 )
 
 func (q *remoteQuerier) GrantStatus(ctx context.Context, g fencegate.VerifiedGrant) (fencegate.Status, error) {
-	body, _ := json.Marshal(map[string]any{"grantDigest": g.Digest, "resource": g.Resource, "owner": g.Owner,
-		"fenceToken": g.FenceToken, "issuerEpoch": g.IssuerEpoch})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, q.base+"/v1/leases/"+url.PathEscape(g.Lease)+"/attest", bytes.NewReader(body))
+	proof, err := q.askProof(ctx, "/v1/leases/"+url.PathEscape(g.Lease)+"/attest", map[string]any{"grantDigest": g.Digest,
+		"resource": g.Resource, "owner": g.Owner, "fenceToken": g.FenceToken, "issuerEpoch": g.IssuerEpoch})
 	if err != nil {
-		return fencegate.Status{}, fencegate.Wrap(err, fencegate.CodeInternal, "registry query")
+		return fencegate.Status{}, err
+	}
+	// A REVOKED or EXPIRED statement is a verified proof too; it still refuses.
+	return verified(q.verifier.VerifyStatus(proof, g))
+}
+
+// GrantDelegationStatus is the query for a delegated write (POST
+// /v1/delegations/{id}/status as a gateway): the registry refuses a revoked
+// or unknown delegation (DELEGATION_INVALID, passed on), else answers a proof
+// issued for the delegation, checked against the trust bundle.
+func (q *remoteQuerier) GrantDelegationStatus(ctx context.Context, g fencegate.VerifiedGrant, d fencegate.Delegation) (fencegate.Status, error) {
+	proof, err := q.askProof(ctx, "/v1/delegations/"+url.PathEscape(d.ID)+"/status", map[string]any{"grantDigest": g.Digest})
+	if err != nil {
+		return fencegate.Status{}, err
+	}
+	return verified(q.verifier.VerifyDelegationStatus(proof, g, d.ID))
+}
+
+func verified(st fencegate.Status, err error) (fencegate.Status, error) {
+	var fe *fencegate.Error
+	if err != nil && !errors.As(err, &fe) {
+		err = fencegate.Wrap(err, fencegate.CodeStatusInvalid, "registry status proof")
+	}
+	return st, err
+}
+
+// askProof posts body to the registry's path as a gateway and returns the
+// statusProof it answers. The registry's verdicts on the grant
+// (STATUS_INVALID, DELEGATION_INVALID) are passed on; anything else that is
+// not an answer is BACKEND_UNAVAILABLE.
+func (q *remoteQuerier) askProof(ctx context.Context, path string, body any) (string, error) {
+	b, _ := json.Marshal(body)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, q.base+path, bytes.NewReader(b))
+	if err != nil {
+		return "", fencegate.Wrap(err, fencegate.CodeInternal, "registry query")
 	}
 	req.Header.Set("Authorization", "Bearer "+q.token)
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := q.hc.Do(req)
 	if err != nil {
-		return fencegate.Status{}, fencegate.Wrap(err, fencegate.CodeBackendUnavailable, "the registry could not be asked for the grant's status")
+		return "", fencegate.Wrap(err, fencegate.CodeBackendUnavailable, "the registry could not be asked for the grant's status")
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	if err != nil {
-		return fencegate.Status{}, fencegate.Wrap(err, fencegate.CodeBackendUnavailable, "registry answer unreadable")
+		return "", fencegate.Wrap(err, fencegate.CodeBackendUnavailable, "registry answer unreadable")
 	}
 	switch {
 	case resp.StatusCode >= 500:
-		return fencegate.Status{}, fencegate.Errorf(fencegate.CodeBackendUnavailable, "registry answered %d to a status query", resp.StatusCode)
+		return "", fencegate.Errorf(fencegate.CodeBackendUnavailable, "registry answered %d to a status query", resp.StatusCode)
 	case resp.StatusCode != http.StatusOK:
 		var p struct {
 			Code   fencegate.Code `json:"code"`
 			Detail string         `json:"detail"`
 		}
 		_ = json.Unmarshal(raw, &p)
-		if p.Code == fencegate.CodeStatusInvalid {
-			return fencegate.Status{}, fencegate.Errorf(fencegate.CodeStatusInvalid, "registry: %s", p.Detail)
+		if p.Code == fencegate.CodeStatusInvalid || p.Code == fencegate.CodeDelegationInvalid {
+			return "", fencegate.Errorf(p.Code, "registry: %s", p.Detail)
 		}
-		return fencegate.Status{}, fencegate.Errorf(fencegate.CodeBackendUnavailable, "registry refused the status query: %d %s", resp.StatusCode, p.Code)
+		return "", fencegate.Errorf(fencegate.CodeBackendUnavailable, "registry refused the status query: %d %s", resp.StatusCode, p.Code)
 	}
 	var a struct {
 		StatusProof string `json:"statusProof"`
 	}
 	if err := json.Unmarshal(raw, &a); err != nil || a.StatusProof == "" {
-		return fencegate.Status{}, fencegate.Errorf(fencegate.CodeBackendUnavailable, "registry answer carries no status proof")
+		return "", fencegate.Errorf(fencegate.CodeBackendUnavailable, "registry answer carries no status proof")
 	}
-	// A REVOKED or EXPIRED statement is a verified proof too; it still refuses.
-	st, err := q.verifier.VerifyStatus(a.StatusProof, g)
-	var fe *fencegate.Error
-	if err != nil && !errors.As(err, &fe) {
-		err = fencegate.Wrap(err, fencegate.CodeStatusInvalid, "registry status proof")
-	}
-	return st, err
+	return a.StatusProof, nil
 }
 
 // FetchBundle reads the registry's trust bundle (GET /v1/trust-bundle, as

@@ -112,7 +112,7 @@ func OutcomeOfCode(code fencegate.Code) Output {
 		fencegate.CodeEpochRevoked, fencegate.CodeOwnerMismatch, fencegate.CodeResourceMismatch,
 		fencegate.CodePolicyStale, fencegate.CodeSegmentOutOfOrder, fencegate.CodeQuarantined,
 		fencegate.CodeFenceRegression, fencegate.CodeResourceBusy, fencegate.CodeInvalidRequest,
-		fencegate.CodeUnsupported, fencegate.CodeForbidden, fencegate.CodeNotFound:
+		fencegate.CodeUnsupported, fencegate.CodeForbidden, fencegate.CodeNotFound, fencegate.CodeDelegationInvalid:
 		o.Outcome = Refused
 	default:
 		o.Outcome = Unknown

@@ -1,0 +1,181 @@
+package client
+
+import (
+	"context"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/fencegate/fencegate"
+)
+
+// DelegatedWriter is the delegate's side of a delegation: a downstream
+// worker (a queue consumer) writes under the owner's grant with the
+// delegation, authenticated as itself. It carries the segment numbers the
+// owner assigned (each message names its segment), fetches status proofs
+// issued for the delegation from the registry and refreshes them before
+// they lapse, and lets the gateway judge every write: the delegate is
+// refused exactly as the owner would be once a newer fence was accepted
+// (STALE_OWNER), whatever segment it sends.
+//
+// Once refused for good — STALE_OWNER, FENCE_REGRESSION, a delegation the
+// registry no longer states (revoked or unknown: DELEGATION_INVALID), or a
+// lease the registry states no longer held — the writer sends nothing more
+// and answers every later write with that cause (Err). It is safe for
+// concurrent use; a retry of a segment whose outcome was unknown is
+// answered by the gateway from the original receipt.
+type DelegatedWriter struct {
+	c        *Client
+	grant    string
+	token    string
+	claims   fencegate.Delegation
+	noProofs bool
+
+	mu        sync.Mutex
+	proof     string
+	held      bool // the proof states HELD
+	refreshAt time.Time
+	cause     error
+}
+
+// DelegatedOption configures a DelegatedWriter.
+type DelegatedOption func(*DelegatedWriter)
+
+// WithoutStatusProofs sends no status proof: for gateways in query mode,
+// which ask the registry about the delegation themselves.
+func WithoutStatusProofs() DelegatedOption { return func(w *DelegatedWriter) { w.noProofs = true } }
+
+// DelegatedWriter returns the writer for the owner's grant (compact JWS)
+// and the delegation token it minted for this client's identity. It sends
+// nothing; an unreadable delegation is DELEGATION_INVALID.
+func (c *Client) DelegatedWriter(grant, delegation string, opts ...DelegatedOption) (*DelegatedWriter, error) {
+	d, err := DelegationClaims(delegation)
+	if err != nil {
+		return nil, err
+	}
+	w := &DelegatedWriter{c: c, grant: grant, token: delegation, claims: d}
+	for _, o := range opts {
+		o(w)
+	}
+	return w, nil
+}
+
+// Claims are the delegation's claims (as read, unverified).
+func (w *DelegatedWriter) Claims() fencegate.Delegation { return w.claims }
+
+// Err is why the writer stopped for good (nil while it may write).
+func (w *DelegatedWriter) Err() error { w.mu.Lock(); defer w.mu.Unlock(); return w.cause }
+
+// Put writes body to key in store as segment seg.
+func (w *DelegatedWriter) Put(ctx context.Context, store, key string, seg uint64, body io.ReadSeeker, contentType string) (fencegate.Receipt, error) {
+	var rc fencegate.Receipt
+	err := w.send(ctx, func(ctx context.Context, f Fence) error {
+		if _, err := body.Seek(0, io.SeekStart); err != nil {
+			return fencegate.Wrap(err, fencegate.CodeInvalidRequest, "rewind body")
+		}
+		var err error
+		rc, err = w.c.PutObject(ctx, store, key, f, body, contentType)
+		return err
+	}, seg)
+	return rc, err
+}
+
+// Delete deletes key in store as segment seg.
+func (w *DelegatedWriter) Delete(ctx context.Context, store, key string, seg uint64) (fencegate.Receipt, error) {
+	var rc fencegate.Receipt
+	err := w.send(ctx, func(ctx context.Context, f Fence) error {
+		var err error
+		rc, err = w.c.DeleteObject(ctx, store, key, f)
+		return err
+	}, seg)
+	return rc, err
+}
+
+// Call makes the fenced API call METHOD path as segment seg; a cooperating
+// (nativeFence) service is told the delegate's identity.
+func (w *DelegatedWriter) Call(ctx context.Context, api, method, path string, seg uint64, body []byte, contentType string) (*APIResponse, error) {
+	var out *APIResponse
+	err := w.send(ctx, func(ctx context.Context, f Fence) error {
+		var err error
+		out, err = w.c.CallAPI(ctx, api, method, path, f, body, contentType)
+		return err
+	}, seg)
+	return out, err
+}
+
+// send runs one write of segment seg with the current proof. A first
+// STATUS_INVALID (the proof may have lapsed on the way) is retried once with
+// a fresh proof; refusals for good stop the writer.
+func (w *DelegatedWriter) send(ctx context.Context, write func(context.Context, Fence) error, seg uint64) error {
+	for attempt := 0; ; attempt++ {
+		proof, held, err := w.ready(ctx)
+		if err != nil {
+			return err
+		}
+		err = write(ctx, Fence{Grant: w.grant, Status: proof, Segment: seg, Delegation: w.token})
+		switch code := fencegate.ErrorCode(err); {
+		case err == nil:
+			return nil
+		case code == fencegate.CodeStaleOwner || code == fencegate.CodeFenceRegression:
+			w.stop(err)
+		case code == fencegate.CodeStatusInvalid && !held && !w.noProofs:
+			// The registry stated the lease no longer held, and the gateway agrees.
+			w.stop(err)
+		case (code == fencegate.CodeStatusInvalid || code == fencegate.CodeEpochRevoked) && attempt == 0:
+			w.expire()
+			continue
+		}
+		return err
+	}
+}
+
+// ready returns the proof to send (none without proofs) and whether it
+// states HELD, asking the registry when the proof is due for refresh.
+func (w *DelegatedWriter) ready(ctx context.Context) (string, bool, error) {
+	w.mu.Lock()
+	if w.cause != nil {
+		defer w.mu.Unlock()
+		return "", false, w.cause
+	}
+	if w.noProofs {
+		w.mu.Unlock()
+		return "", true, nil
+	}
+	if w.proof != "" && w.c.now().Before(w.refreshAt) {
+		defer w.mu.Unlock()
+		return w.proof, w.held, nil
+	}
+	w.mu.Unlock()
+	sent := w.c.now()
+	st, err := w.c.DelegationStatus(ctx, w.claims.ID, w.claims.GrantDigest)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch code := fencegate.ErrorCode(err); {
+	case err == nil:
+	case code == fencegate.CodeDelegationInvalid || code == fencegate.CodeOwnerMismatch:
+		w.cause = err // revoked, forgotten, or not ours: never again
+		return "", false, err
+	default:
+		return "", false, err
+	}
+	w.proof, w.held = st.StatusProof, st.State == fencegate.StateHeld
+	w.refreshAt = sent // a proof that does not state HELD is asked again
+	if life, ok := proofLife(st.StatusProof); ok && w.held {
+		w.refreshAt = sent.Add(life * 4 / 5)
+	}
+	return w.proof, w.held, nil
+}
+
+func (w *DelegatedWriter) expire() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.refreshAt = time.Time{}
+}
+
+func (w *DelegatedWriter) stop(err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.cause == nil {
+		w.cause = err
+	}
+}

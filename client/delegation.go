@@ -1,0 +1,85 @@
+package client
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"strings"
+
+	"github.com/fencegate/fencegate"
+)
+
+// DelegateParams asks for a delegation of a lease to Delegate (a downstream
+// workload identity) for the segment range [SegmentFrom, SegmentTo] or the
+// set Segments, optionally only for targets inside TargetPrefix.
+type DelegateParams struct {
+	Delegate     string
+	SegmentFrom  uint64
+	SegmentTo    uint64
+	Segments     []uint64
+	TargetPrefix string
+}
+
+// Delegation is a minted delegation: ID, the signed token a delegate sends
+// as Fence-Delegation with the grant, and its claims.
+type Delegation = fencegate.DelegationAnswer
+
+// Delegate is one POST /v1/leases/{lease}/delegations for the grant named by
+// grantDigest ("" for the lease's current grant). Only the lease's owner is
+// answered; see Lease.Delegate.
+func (c *Client) Delegate(ctx context.Context, lease, grantDigest string, p DelegateParams) (Delegation, error) {
+	var out Delegation
+	err := c.do(ctx, request{op: "delegate", method: "POST", path: "/v1/leases/" + escapePath(lease) + "/delegations",
+		json: fencegate.DelegationRequest{Delegate: p.Delegate, GrantDigest: grantDigest, SegmentFrom: p.SegmentFrom,
+			SegmentTo: p.SegmentTo, Segments: p.Segments, TargetPrefix: p.TargetPrefix}}, &out)
+	return out, err
+}
+
+// RevokeDelegation is DELETE /v1/delegations/{id}: the registry issues the
+// delegate no status proof from now on, so gateways refuse its writes within
+// one status proof life (at once in query mode).
+func (c *Client) RevokeDelegation(ctx context.Context, id string) error {
+	return c.do(ctx, request{op: "revoke delegation", method: "DELETE", path: "/v1/delegations/" + escapePath(id)}, nil)
+}
+
+// DelegationStatus is POST /v1/delegations/{id}/status, asked by the
+// delegate: a status proof for the delegation's grant, stating the lease as
+// it is now (a delegation dies with its lease).
+func (c *Client) DelegationStatus(ctx context.Context, id, grantDigest string) (fencegate.DelegationStatusAnswer, error) {
+	var out fencegate.DelegationStatusAnswer
+	err := c.do(ctx, request{op: "delegation status", method: "POST", path: "/v1/delegations/" + escapePath(id) + "/status",
+		json: fencegate.DelegationStatusRequest{GrantDigest: grantDigest}}, &out)
+	return out, err
+}
+
+// Delegate mints a delegation of this lease's current grant. It refuses
+// without asking while the lease is not HELD locally.
+func (l *Lease) Delegate(ctx context.Context, p DelegateParams) (Delegation, error) {
+	l.mu.Lock()
+	if err := l.notHeldLocked(); err != nil {
+		l.unlock()
+		return Delegation{}, err
+	}
+	id, digest := l.info.Lease, l.info.GrantDigest
+	l.unlock()
+	return l.c.Delegate(ctx, id, digest, p)
+}
+
+// DelegationClaims reads the claims of a compact leaseDelegation.v1 JWS
+// without verifying it (the gateway verifies it): a delegate learns which
+// delegation, grant and segments it was given.
+func DelegationClaims(token string) (fencegate.Delegation, error) {
+	var d fencegate.Delegation
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		return d, fencegate.Errorf(fencegate.CodeDelegationInvalid, "delegation is not a compact JWS")
+	}
+	b, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil || json.Unmarshal(b, &d) != nil {
+		return fencegate.Delegation{}, fencegate.Errorf(fencegate.CodeDelegationInvalid, "delegation payload is unreadable")
+	}
+	if err := d.Validate(); err != nil {
+		return fencegate.Delegation{}, err
+	}
+	return d, nil
+}

@@ -1,0 +1,144 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fencegate/fencegate"
+)
+
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// waitDone waits for ctx's cancellation, which the lease's watcher delivers
+// as soon as Lost closes; the bound only turns a bug into a failure.
+func waitDone(t *testing.T, ctx context.Context) {
+	t.Helper()
+	select {
+	case <-ctx.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the lease's context was not cancelled")
+	}
+}
+
+// A worker paused past the TTL learns it the moment the state machine runs
+// again: Lost closes and the lease's context is cancelled with a
+// LEASE_NOT_HELD cause, before any request is sent.
+func TestPausePastTheTTLClosesLostAndCancelsTheLeaseContext(t *testing.T) {
+	f, l := held(t)
+	ctx, cancel := l.Context(context.Background())
+	defer cancel()
+	lost := l.Lost()
+	f.clock.Advance(ttl / 4)
+	_ = l.Tick(ctx)
+	if closed(lost) || ctx.Err() != nil {
+		t.Fatal("lost while the lease is held")
+	}
+	f.clock.Advance(ttl) // the process was paused
+	_ = l.Tick(context.Background())
+	if !closed(lost) {
+		t.Fatal("Lost is open after the pause")
+	}
+	waitDone(t, ctx)
+	cause := context.Cause(ctx)
+	if fencegate.ErrorCode(cause) != fencegate.CodeLeaseNotHeld || !errors.Is(cause, errDeadline) {
+		t.Fatalf("cause %v", cause)
+	}
+	if f.count("renew")+f.count("write") != 0 {
+		t.Fatal("requests were sent")
+	}
+}
+
+// A context taken from a lease that no longer allows effects is cancelled
+// at once; one taken after recovery lives again.
+func TestConfirmedRenewalAfterUnknownOpensAFreshLostChannel(t *testing.T) {
+	f, l := held(t)
+	f.loseNext("renew")
+	f.clock.Advance(ttl / 3)
+	_ = l.Tick(context.Background())
+	wantState(t, l, StateOwnershipUnknown)
+	old := l.Lost()
+	if !closed(old) {
+		t.Fatal("Lost is open while ownership is unknown")
+	}
+	ctx, cancel := l.Context(context.Background())
+	waitDone(t, ctx)
+	cancel()
+	if err := l.Tick(context.Background()); err != nil {
+		t.Fatalf("recovering renewal: %v", err)
+	}
+	wantState(t, l, StateHeld)
+	if closed(l.Lost()) || !closed(old) {
+		t.Fatal("after recovery Lost must be a fresh open channel, and the old one stay closed")
+	}
+	ctx, cancel = l.Context(context.Background())
+	defer cancel()
+	if ctx.Err() != nil {
+		t.Fatal("a context of a held lease is cancelled")
+	}
+}
+
+func TestReleaseAndLostFenceCloseLost(t *testing.T) {
+	_, l := held(t)
+	if err := l.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if !closed(l.Lost()) {
+		t.Fatal("released, Lost open")
+	}
+	f, l2 := held(t)
+	f.refuseNext("write", fencegate.CodeStaleOwner)
+	_, err := l2.Objects("bucket").Put(context.Background(), "jobs/a", strings.NewReader("x"), "")
+	wantCode(t, err, fencegate.CodeStaleOwner)
+	if !closed(l2.Lost()) {
+		t.Fatal("STALE_OWNER, Lost open")
+	}
+}
+
+// OnStateChange sees every transition, in order, with its cause, and may
+// read the lease (it runs without the lease's lock).
+func TestOnStateChangeReportsEveryTransitionInOrder(t *testing.T) {
+	f, c := newFake(t)
+	var got []string
+	var l *Lease
+	p := params("")
+	p.OnStateChange = func(from, to State, cause error) {
+		if l != nil && l.State() != to { // no deadlock, and no later change yet
+			got = append(got, "state mismatch")
+		}
+		got = append(got, fmt.Sprintf("%s>%s:%s", from, to, fencegate.ErrorCode(cause)))
+	}
+	l, err := c.NewLease(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := l.Acquire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	f.clock.Advance(ttl / 3)
+	if err := l.Tick(ctx); err != nil {
+		t.Fatal(err)
+	}
+	f.clock.Advance(ttl + time.Second)
+	_ = l.Tick(ctx)
+	f.refuseNext("renew", fencegate.CodeLeaseNotHeld)
+	_ = l.Tick(ctx)
+	want := []string{
+		"REQUESTED>HELD:", "HELD>RENEWING:", "RENEWING>HELD:",
+		"HELD>OWNERSHIP_UNKNOWN:LEASE_NOT_HELD", "OWNERSHIP_UNKNOWN>EXPIRED:LEASE_NOT_HELD",
+	}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("transitions\n got %v\nwant %v", got, want)
+	}
+}
