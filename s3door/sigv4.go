@@ -260,8 +260,11 @@ func rebuild(r *http.Request, signedHeaders []string, rawQuery string) (*http.Re
 		switch name {
 		case "host":
 		case "content-length":
-			n, err := strconv.ParseInt(r.Header.Get("Content-Length"), 10, 64)
-			if err != nil {
+			n, err := r.ContentLength, error(nil) // the server keeps the header too; a handler called directly may not
+			if v := r.Header.Get("Content-Length"); v != "" {
+				n, err = strconv.ParseInt(v, 10, 64)
+			}
+			if err != nil || n < 0 {
 				return nil, signatureMismatch()
 			}
 			req.ContentLength = n
