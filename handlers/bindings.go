@@ -11,13 +11,16 @@ import (
 
 // bindingRoutes mounts, under the admin router, the operator's view of an
 // object key's binding to the resource that first wrote it:
-// GET /v1/admin/bindings/{store}/{key...} and DELETE to clear it.
+// GET /v1/admin/bindings/{store}/{key...} (or {store}?key={key}) and DELETE
+// to clear it.
 func (s *Server) bindingRoutes(r chi.Router) {
 	if s.Bindings == nil {
 		return
 	}
 	r.Get("/bindings/{store}/*", s.getBinding)
 	r.Delete("/bindings/{store}/*", s.clearBinding)
+	r.Get("/bindings/{store}", s.getBinding) // ?key= (see queryKey)
+	r.Delete("/bindings/{store}", s.clearBinding)
 }
 
 // bindingKey is the canonical store and key of a binding path.
@@ -26,9 +29,13 @@ func bindingKey(r *http.Request) (store, key string, err error) {
 		return "", "", err
 	}
 	rest, _ := strings.CutPrefix(r.URL.Path, "/v1/admin/bindings/")
-	store, key, ok := strings.Cut(rest, "/")
-	if !ok || store == "" || key == "" {
-		return "", "", fencegate.Errorf(fencegate.CodeInvalidRequest, "binding path must be /v1/admin/bindings/{store}/{key}")
+	store, key, nested := strings.Cut(rest, "/")
+	key, err = queryKey(r, key, nested)
+	if err != nil {
+		return "", "", err
+	}
+	if store == "" || key == "" {
+		return "", "", fencegate.Errorf(fencegate.CodeInvalidRequest, "binding path must be /v1/admin/bindings/{store}/{key} or /v1/admin/bindings/{store}?key={key}")
 	}
 	if err := fencegate.CheckName(store + "/" + key); err != nil {
 		return "", "", err

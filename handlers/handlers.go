@@ -120,6 +120,12 @@ func Router(s *Server) http.Handler {
 		r.Delete("/objects/{store}/*", s.deleteObject)
 		r.Get("/objects/{store}/*", s.getObject)
 		r.Head("/objects/{store}/*", s.getObject)
+		// The query form ?key= of the same routes, for generated clients
+		// (objectPath).
+		r.Put("/objects/{store}", s.putObject)
+		r.Delete("/objects/{store}", s.deleteObject)
+		r.Get("/objects/{store}", s.getObject)
+		r.Head("/objects/{store}", s.getObject)
 		r.With(s.authOnly).Get("/receipts", s.listReceipts)
 		r.With(s.authOnly).Get("/receipts/{id}", s.getReceipt)
 		r.With(s.authOnly).Get("/resources/*", s.getResource)

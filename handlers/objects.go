@@ -3,6 +3,7 @@ package handlers
 import (
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 
@@ -10,9 +11,13 @@ import (
 	"github.com/fencegate/fencegate/gateway"
 )
 
-// objectPath splits /v1/objects/{store}/{key...} into a canonical store and
-// key. Percent-encoded slashes or backslashes, and any key that fails
-// fencegate.CheckName, are refused rather than normalised.
+// objectPath splits /v1/objects/{store}/{key...}, or the query form
+// /v1/objects/{store}?key={key}, into a canonical store and key.
+// Percent-encoded slashes or backslashes in the path, and any key that fails
+// fencegate.CheckName, are refused rather than normalised. The query form
+// exists for generated clients, which escape a path parameter's slashes:
+// its value is decoded exactly once (url.ParseQuery) and then checked like a
+// path key, so a key that still carries "%" (double encoding) is refused.
 func objectPath(r *http.Request) (store, key string, err error) {
 	if err := noEncodedSlashes(r, "object keys"); err != nil {
 		return "", "", err
@@ -21,14 +26,39 @@ func objectPath(r *http.Request) (store, key string, err error) {
 	if !ok {
 		return "", "", fencegate.Errorf(fencegate.CodeInvalidRequest, "not an object path")
 	}
-	store, key, ok = strings.Cut(rest, "/")
-	if !ok || store == "" || key == "" {
-		return "", "", fencegate.Errorf(fencegate.CodeInvalidRequest, "object path must be /v1/objects/{store}/{key}")
+	store, key, nested := strings.Cut(rest, "/")
+	key, err = queryKey(r, key, nested)
+	if err != nil {
+		return "", "", err
+	}
+	if store == "" || key == "" {
+		return "", "", fencegate.Errorf(fencegate.CodeInvalidRequest, "object path must be /v1/objects/{store}/{key} or /v1/objects/{store}?key={key}")
 	}
 	if err := fencegate.CheckName(store + "/" + key); err != nil {
 		return "", "", err
 	}
 	return store, key, nil
+}
+
+// queryKey returns the key of a request: the path's (inPath, when the path
+// named one) or the single `key` query parameter. A request naming a key both
+// ways, or the parameter twice, or with a query that does not parse, is
+// refused: one request names one key.
+func queryKey(r *http.Request, pathKey string, inPath bool) (string, error) {
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return "", fencegate.Errorf(fencegate.CodeInvalidRequest, "the query does not parse: %v", err)
+	}
+	keys, inQuery := q["key"]
+	switch {
+	case !inQuery:
+		return pathKey, nil
+	case inPath:
+		return "", fencegate.Errorf(fencegate.CodeInvalidRequest, "give the key in the path or in ?key=, not both")
+	case len(keys) != 1:
+		return "", fencegate.Errorf(fencegate.CodeInvalidRequest, "give ?key= once")
+	}
+	return keys[0], nil
 }
 
 // noEncodedSlashes refuses a path whose raw form hides a slash or backslash

@@ -81,6 +81,12 @@ func TestRealResponsesMatchTheSpec(t *testing.T) {
 	_, p = e.call("PUT", "/v1/objects/nostore/inv/7", tokA, fenced(grant, status, 2), "x", 404)
 	wantCode(t, p, fencegate.CodeNotFound)
 	e.call("DELETE", "/v1/objects/local/inv/7/part-2", tokA, fenced(grant, status, 2), "", 200)
+	// The ?key= form generated clients use: the escaped slashes are decoded once.
+	e.call("PUT", "/v1/objects/local?key=inv%2F7%2Fpart-q", tokA, fenced(grant, status, 3), "q", 200)
+	_, p = e.call("PUT", "/v1/objects/local?key=inv%2F7%2F..%2F8", tokA, fenced(grant, status, 4), "x", 400)
+	wantCode(t, p, fencegate.CodeInvalidRequest)
+	e.call("GET", "/v1/objects/local?key=inv%2F7%2Fpart-q", tokA, nil, "", 200)
+	e.call("HEAD", "/v1/objects/local?key=inv/7/part-q", tokA, nil, "", 200)
 
 	// Reads.
 	h, _ = e.call("GET", "/v1/objects/local/inv/7/part-1", tokA, nil, "", 200)
