@@ -174,9 +174,10 @@ func staleAWSCopy(t *testing.T, d *frontDoor, aws cliClient, bucket string) {
 	key := "s3://" + bucket + "/reports/2026-07/summary.csv"
 	ep := []string{"--endpoint-url", d.s3URL}
 	src := t.TempDir()
-	a := d.acquireKeys(t, "token-a", res, "a-1", "op-stale", 1000)
+	// The TTL leaves the CLI's start-up (a second or two on a loaded machine) time to write.
+	a := d.acquireKeys(t, "token-a", res, "a-1", "op-stale", 5000)
 	aws.must(t, clientEnv(t, a), append(ep, "s3", "cp", writeFile(t, src, "a1.csv", 100, "A first"), key)...)
-	time.Sleep(1300 * time.Millisecond) // A pauses past its TTL
+	d.waitExpired(t, "token-a", a.lease) // A pauses past its TTL
 	b := d.acquireKeys(t, "token-b", res, "b-1", "op-stale", 60000)
 	if b.fence <= a.fence {
 		t.Fatalf("B's fence %d is not above A's %d", b.fence, a.fence)
@@ -195,6 +196,19 @@ func staleAWSCopy(t *testing.T, d *frontDoor, aws cliClient, bucket string) {
 		uint64(rs[0]["fenceToken"].(float64)) != a.fence || uint64(rs[1]["fenceToken"].(float64)) != b.fence {
 		t.Fatalf("receipts of the operation: want A's then B's write, COMMITTED: %v", rs)
 	}
+}
+
+// waitExpired waits until the registry states the lease EXPIRED.
+func (d *frontDoor) waitExpired(t *testing.T, token, lease string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if a := d.do(t, "GET", "/v1/leases/"+lease, token, nil, ""); a.str("state") == "EXPIRED" {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("lease %s never expired", lease)
 }
 
 func mustRead(t *testing.T, p string) string {
