@@ -150,3 +150,18 @@ type TargetBindings interface {
 type HighWater interface {
 	HighestFence(ctx context.Context) (uint64, error)
 }
+
+// Compactor is the fence store's retention of settled receipts (README,
+// "Retention"). Every fence store implements it.
+type Compactor interface {
+	// CompactReceipts deletes up to limit receipts that were settled
+	// (COMMITTED, FAILED or NOT_APPLIED) before `before`, oldest first within
+	// each state, with their index entries, and returns how many it deleted. It never deletes a
+	// PENDING or UNKNOWN receipt, the receipt of a resource's last accepted
+	// segment (its highest fence and last segment), nor a receipt that a
+	// quarantine record names. Fence state, versions, bindings and quarantine
+	// records are kept, so the fence rules answer as before: a compacted
+	// segment's replay is refused (SEGMENT_OUT_OF_ORDER or STALE_OWNER) rather
+	// than answered with its receipt, and nothing is forwarded again.
+	CompactReceipts(ctx context.Context, before time.Time, limit int) (int, error)
+}

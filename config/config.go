@@ -90,6 +90,8 @@ type Config struct {
 	Registry *Registry `yaml:"registry"`
 	// Reconcile configures the settlement of unknown outcomes.
 	Reconcile Reconcile `yaml:"reconcile"`
+	// Retention configures the compaction of settled receipts (off by default).
+	Retention Retention `yaml:"retention"`
 	// Modes sets enforcement per resource pattern (enforce unless listed);
 	// the only place a pattern may start in shadow mode.
 	Modes []gateway.ModeRule `yaml:"modes"`
@@ -218,6 +220,7 @@ func Default() Config {
 		BundleRefresh:          time.Second,
 		EffectTimeout:          60 * time.Second,
 		Reconcile:              Reconcile{Interval: 5 * time.Second, Deadline: 15 * time.Minute, Orphan: 2 * time.Minute},
+		Retention:              defaultRetention(),
 		HTTP: HTTPLimits{ReadHeaderTimeout: 10 * time.Second, BodyReadTimeout: 30 * time.Second,
 			IdleTimeout: 60 * time.Second, MaxHeaderBytes: 64 << 10, MaxConns: 1024,
 			MemoryBodyBytes: 1 << 20, MemoryBodiesBytes: 64 << 20},
@@ -478,6 +481,7 @@ func (c *Config) Validate() error {
 	if c.Reconcile.Interval <= 0 || c.Reconcile.Deadline <= 0 || c.Reconcile.Orphan <= 0 {
 		at("reconcile", "reconcile interval, deadline and orphan must be positive")
 	}
+	c.Retention.check(at, c.Reconcile.Deadline)
 	if c.EffectTimeout <= 0 {
 		at("effectTimeout", "effectTimeout must be positive")
 	} else if c.Reconcile.Orphan <= c.EffectTimeout {

@@ -64,6 +64,7 @@ func Run(t *testing.T, open func(t *testing.T) fencegate.FenceStore) {
 		{"ConcurrentAdmissionsOnOneResource", concurrentAdmissions},
 		{"ConcurrentRefusalsAreIsolated", concurrentRefusalsAreIsolated},
 		{"ConcurrentAdmissionsIsolateAFailingMember", concurrentAdmissionsIsolateAFailingMember},
+		{"CompactionKeepsWhatRulesAndReplaysNeed", compactionKeepsWhatRulesAndReplaysNeed},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -9,7 +9,8 @@ import (
 
 // background runs the periodic work of a serving gateway until ctx ends:
 // reconciliation passes (raising overdue UNKNOWN receipts on the
-// fencegate_unknown_overdue gauge and in the log), and, for a gateway without
+// fencegate_unknown_overdue gauge and in the log), retention passes
+// (retention.go), and, for a gateway without
 // an in-process registry, reloading the trust bundle file when it changes;
 // with one, checking its coordination backend for lost state (and
 // remembering what it saw).
@@ -19,6 +20,9 @@ func (a *App) background(ctx context.Context) {
 		go func() { defer close(done); a.pullBundles(ctx) }()
 		defer func() { <-done }()
 	}
+	compacted := make(chan struct{})
+	go func() { defer close(compacted); a.compactLoop(ctx) }()
+	defer func() { <-compacted }()
 	t := time.NewTicker(a.cfg.Reconcile.Interval)
 	defer t.Stop()
 	for {

@@ -268,3 +268,19 @@ func CheckUnbind(bound, target, resource string, row fencegate.ResourceState) er
 	}
 	return nil
 }
+
+// Compactable reports whether fencegate.Compactor may delete r: settled
+// (COMMITTED, FAILED or NOT_APPLIED) before `before`, not the receipt of its
+// resource's last accepted segment (row, the resource's state), and named by
+// no quarantine record (quarantined).
+func Compactable(r *fencegate.Receipt, row fencegate.ResourceState, quarantined bool, before time.Time) bool {
+	switch r.State {
+	case fencegate.ReceiptCommitted, fencegate.ReceiptFailed, fencegate.ReceiptNotApplied:
+	default:
+		return false
+	}
+	if r.SettledAt == nil || !r.SettledAt.Before(before) || !r.CreatedAt.Before(before) || quarantined {
+		return false
+	}
+	return row.HighestFence != r.FenceToken || row.LastSegmentSeq != r.Segment
+}

@@ -1,0 +1,50 @@
+package memory
+
+import (
+	"context"
+	"sort"
+	"time"
+
+	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/fencestore/internal/fencerules"
+)
+
+var _ fencegate.Compactor = (*Store)(nil)
+
+// CompactReceipts implements fencegate.Compactor.
+func (s *Store) CompactReceipts(ctx context.Context, before time.Time, limit int) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, fencegate.Wrap(err, fencegate.CodeBackendUnavailable, "compact receipts")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	quarantined := map[string]bool{}
+	for _, q := range s.quarantine {
+		quarantined[q.ReceiptID] = true
+	}
+	var doomed []fencegate.Receipt
+	for _, r := range s.receipts {
+		if fencerules.Compactable(&r, s.resources[r.Resource], quarantined[r.ID], before) {
+			doomed = append(doomed, r)
+		}
+	}
+	sort.Slice(doomed, func(i, j int) bool {
+		a, b := doomed[i], doomed[j]
+		if !a.CreatedAt.Equal(b.CreatedAt) {
+			return a.CreatedAt.Before(b.CreatedAt)
+		}
+		return a.ID < b.ID
+	})
+	n := 0
+	for _, r := range doomed {
+		if n == max(limit, 0) {
+			break
+		}
+		delete(s.receipts, r.ID)
+		if k := (liveKey{r.Resource, r.FenceToken, r.Segment}); s.live[k] == r.ID {
+			delete(s.live, k)
+		}
+		n++
+	}
+	return n, nil
+}
