@@ -29,6 +29,10 @@ type Config struct {
 	// MetricsAddr is the operator listener that serves /metrics; "" serves
 	// none. The API listener never serves /metrics.
 	MetricsAddr string `yaml:"metricsAddr"`
+	// Log is the log format and level (flags --log-format, --log-level).
+	Log Log `yaml:"log"`
+	// Tracing exports OpenTelemetry spans (off by default; --otlp-endpoint).
+	Tracing Tracing `yaml:"tracing"`
 	// HTTP bounds what one client can hold of the API listener.
 	HTTP HTTPLimits `yaml:"http"`
 	// DataDir holds embedded state (fence store, registry, local objects, spool).
@@ -342,6 +346,7 @@ func (c *Config) Validate() error {
 	if c.DataDir == "" {
 		at("dataDir", "dataDir is required")
 	}
+	c.validateObservability(at)
 	if c.MetricsAddr != "" && c.MetricsAddr == c.Addr {
 		at("metricsAddr", "metricsAddr must differ from addr: /metrics is served on an operator listener only")
 	}

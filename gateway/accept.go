@@ -5,7 +5,11 @@ import (
 	"errors"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/internal/logctx"
 )
 
 // Request is one fenced mutation as the acceptance point sees it. The handler
@@ -93,8 +97,11 @@ func (g *Gateway) Precheck(ctx context.Context, req Request) error {
 	return err
 }
 
-func (g *Gateway) authorize(ctx context.Context, req Request, query bool) (fencegate.VerifiedGrant, fencegate.Status, error) {
+func (g *Gateway) authorize(ctx context.Context, req Request, query bool) (_ fencegate.VerifiedGrant, _ fencegate.Status, err error) {
 	var none fencegate.VerifiedGrant
+	ctx, span := g.tracer.Start(ctx, "fencegate.verify")
+	defer func() { endSpan(span, err) }()
+	logctx.Add(ctx, "caller", req.Caller, "resource", req.Resource, "segment", req.Segment)
 	if req.Caller == "" {
 		return none, fencegate.Status{}, fencegate.Errorf(fencegate.CodeUnauthenticated, "no workload credential")
 	}
@@ -105,6 +112,8 @@ func (g *Gateway) authorize(ctx context.Context, req Request, query bool) (fence
 	if err != nil {
 		return none, fencegate.Status{}, asCode(err, fencegate.CodeGrantInvalid)
 	}
+	logctx.Add(ctx, "fence", vg.FenceToken)
+	span.SetAttributes(attribute.Int64("fencegate.fence", int64(vg.FenceToken)), attribute.Int64("fencegate.segment", int64(req.Segment)))
 	if g.cfg.Policy.EpochRevoked(vg.IssuerEpoch) {
 		return none, fencegate.Status{}, fencegate.Errorf(fencegate.CodeEpochRevoked, "issuer epoch %d is revoked", vg.IssuerEpoch)
 	}
@@ -260,10 +269,17 @@ func (g *Gateway) apply(ctx context.Context, req Request) (Result, error) {
 			return Result{}, err
 		}
 	}
+	admStart := g.cfg.Now()
+	actx, span := g.tracer.Start(actx, "fencegate.admit")
 	adm, err := g.admit(actx, areq, recheck)
+	endSpan(span, err)
+	g.cfg.Observe.Admission(admissionOutcome(adm, err), g.cfg.Now().Sub(admStart))
+	if err == nil && !adm.Replay && req.Segment == 1 {
+		g.cfg.Observe.FirstWrite(vg.Resource, vg.FenceToken, vg.IssuedTime(), g.cfg.Now())
+	}
 	if err != nil {
 		if fencegate.ErrorCode(err) == fencegate.CodeFenceRegression {
-			g.cfg.Log.Error("fence regression", "resource", vg.Resource, "fence", vg.FenceToken, "lease", vg.Lease, "err", err)
+			g.cfg.Log.ErrorContext(ctx, "fence regression", "resource", vg.Resource, "fence", vg.FenceToken, "lease", vg.Lease, "err", err)
 			if g.cfg.Alarm != nil {
 				g.cfg.Alarm.FenceRegression(vg.Resource, vg.FenceToken, err)
 			}
@@ -287,24 +303,33 @@ func (g *Gateway) forward(ctx context.Context, adm fencegate.Admission, eff Effe
 	// Every request of the effect carries its expiry to the store, so that
 	// none lands after the reconciler may call the receipt NOT_APPLIED.
 	ectx = fencegate.WithLandBy(ectx, EffectExpiry(adm.Receipt, g.cfg.EffectTimeout))
+	effStart := g.cfg.Now()
+	ectx, span := g.tracer.Start(ectx, "fencegate.effect", trace.WithAttributes(attribute.String("fencegate.backend", BackendOf(adm.Receipt.Target))))
 	out, effErr := eff.Apply(ectx, adm.Receipt, adm.PreviousVersion)
+	span.SetAttributes(attribute.String("fencegate.receipt_state", string(out.State)))
+	endSpan(span, effErr)
 	if out.State == "" {
 		out.State = fencegate.ReceiptUnknown
 	}
+	g.cfg.Observe.Effect(BackendOf(adm.Receipt.Target), out.State, fencegate.ErrorCode(effErr), g.cfg.Now().Sub(effStart))
 	if g.cfg.Failpoint != nil {
 		g.cfg.Failpoint("after-effect")
 	}
 	out.Now = g.cfg.Now()
-	r, err := g.cfg.Store.Settle(context.WithoutCancel(ctx), adm.Receipt.ID, out)
+	sctx, span := g.tracer.Start(context.WithoutCancel(ctx), "fencegate.settle")
+	r, err := g.cfg.Store.Settle(sctx, adm.Receipt.ID, out)
+	endSpan(span, err)
 	if err != nil {
 		if !isRuling(err) {
-			g.cfg.Log.Error("settle failed; retrying in the background", "receipt", adm.Receipt.ID, "state", out.State, "err", err)
+			g.cfg.Observe.StoreError("settle")
+			g.cfg.Log.ErrorContext(ctx, "settle failed; retrying in the background", "receipt", adm.Receipt.ID, "state", out.State, "err", err)
 			g.retry.add(adm.Receipt.ID, out)
 		} else {
-			g.cfg.Log.Error("settle refused; receipt left for the reconciler", "receipt", adm.Receipt.ID, "err", err)
+			g.cfg.Log.ErrorContext(ctx, "settle refused; receipt left for the reconciler", "receipt", adm.Receipt.ID, "err", err)
 		}
 		return Result{}, &fencegate.Error{Code: fencegate.CodeMutationUnknown, Message: "the effect's outcome could not be recorded yet; it is retried in the background", ReceiptID: adm.Receipt.ID, Err: err}
 	}
+	g.cfg.Observe.Settled(r.State)
 	if out.State == fencegate.ReceiptUnknown {
 		return Result{Receipt: r}, &fencegate.Error{Code: fencegate.CodeMutationUnknown, Message: "the effect's outcome is unknown; the reconciler will settle it", ReceiptID: r.ID, Err: effErr}
 	}
@@ -348,7 +373,7 @@ func (g *Gateway) resolveNow(ctx context.Context, res Resolver, r fencegate.Rece
 	defer cancel()
 	out, err := res.Resolve(ectx, r)
 	if err != nil {
-		g.cfg.Log.Warn("replay: settling the unknown outcome failed", "receipt", r.ID, "err", err)
+		g.cfg.Log.WarnContext(ctx, "replay: settling the unknown outcome failed", "receipt", r.ID, "err", err)
 		return r
 	}
 	if !Learnt(r, out) {
@@ -357,7 +382,7 @@ func (g *Gateway) resolveNow(ctx context.Context, res Resolver, r fencegate.Rece
 	out.Now = g.cfg.Now()
 	settled, err := g.cfg.Store.Settle(context.WithoutCancel(ctx), r.ID, out)
 	if err != nil {
-		g.cfg.Log.Warn("replay: recording the settled outcome failed", "receipt", r.ID, "err", err)
+		g.cfg.Log.WarnContext(ctx, "replay: recording the settled outcome failed", "receipt", r.ID, "err", err)
 		if cur, rerr := g.cfg.Store.Receipt(context.WithoutCancel(ctx), r.ID); rerr == nil {
 			return cur // settled meanwhile by the reconciler
 		}
@@ -433,7 +458,7 @@ func (g *Gateway) recoverAdmission(ctx context.Context, req fencegate.AdmitReque
 			return fencegate.Admission{}, false, &fencegate.Error{Code: fencegate.CodeBackendUnavailable,
 				Message: "the admission committed but the store cannot be read; nothing was forwarded", ReceiptID: r.ID, Err: verr}
 		}
-		g.cfg.Log.Warn("admission committed despite an error; going on", "receipt", r.ID, "err", cause)
+		g.cfg.Log.WarnContext(ctx, "admission committed despite an error; going on", "receipt", r.ID, "err", cause)
 		return fencegate.Admission{Receipt: r, PreviousVersion: prev}, false, nil
 	case fencegate.ErrorCode(err) == fencegate.CodeNotFound:
 		return fencegate.Admission{}, true, cause
@@ -481,6 +506,7 @@ func (g *Gateway) admit(ctx context.Context, req fencegate.AdmitRequest, recheck
 		}
 		adm, err := g.cfg.Store.Admit(ctx, req)
 		if err != nil && !isRuling(err) {
+			g.cfg.Observe.StoreError("admit")
 			adm, again, err := g.recoverAdmission(ctx, req, err)
 			if !again {
 				return adm, err
@@ -490,7 +516,7 @@ func (g *Gateway) admit(ctx context.Context, req fencegate.AdmitRequest, recheck
 				return fencegate.Admission{}, &fencegate.Error{Code: fencegate.CodeBackendUnavailable,
 					Message: "the fence store failed; nothing was admitted or forwarded", Err: err}
 			}
-			g.cfg.Log.Warn("admission failed without a verdict and admitted nothing; trying again", "receipt", req.ReceiptID, "err", err)
+			g.cfg.Log.WarnContext(ctx, "admission failed without a verdict and admitted nothing; trying again", "receipt", req.ReceiptID, "err", err)
 			continue
 		}
 		var fe *fencegate.Error

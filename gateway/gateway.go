@@ -16,6 +16,9 @@ import (
 	"log/slog"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+
 	"github.com/fencegate/fencegate"
 )
 
@@ -67,7 +70,9 @@ type Access interface {
 // refusals that shadow mode let through.
 type Alarm interface {
 	FenceRegression(resource string, fence uint64, err error)
-	ShadowVerdict(resource string, code fencegate.Code)
+	// ShadowVerdict: pattern is the configured mode pattern that put the
+	// resource in shadow mode.
+	ShadowVerdict(resource, pattern string, code fencegate.Code)
 }
 
 // Config builds a Gateway.
@@ -88,6 +93,12 @@ type Config struct {
 	// mode never forwards).
 	Access Access
 	Alarm  Alarm
+	// Observe is told how admissions, effects and settles went (default:
+	// nothing), for metrics.
+	Observe Observer
+	// Tracer makes the spans of verification, admission, effect and settle
+	// (default: none).
+	Tracer trace.TracerProvider
 	// Modes is the enforcement mode per resource pattern (nil: enforce all).
 	Modes *Modes
 	Now   func() time.Time
@@ -117,6 +128,7 @@ type Config struct {
 // Gateway is the acceptance point. It is safe for concurrent use.
 type Gateway struct {
 	cfg     Config
+	tracer  trace.Tracer
 	locks   keyedMutex
 	retry   settleRetry
 	journal *Journal
@@ -158,7 +170,14 @@ func New(cfg Config) (*Gateway, error) {
 	if cfg.Journal == nil {
 		cfg.Journal = NewJournal(0)
 	}
-	return &Gateway{cfg: cfg, journal: cfg.Journal, retry: settleRetry{store: cfg.Store, after: cfg.After, spawn: cfg.Go, log: cfg.Log}}, nil
+	if cfg.Observe == nil {
+		cfg.Observe = NopObserver{}
+	}
+	if cfg.Tracer == nil {
+		cfg.Tracer = noop.NewTracerProvider()
+	}
+	return &Gateway{cfg: cfg, journal: cfg.Journal, tracer: cfg.Tracer.Tracer("github.com/fencegate/fencegate/gateway"),
+		retry: settleRetry{store: cfg.Store, after: cfg.After, spawn: cfg.Go, log: cfg.Log}}, nil
 }
 
 // UnsettledOutcomes is the number of known effect outcomes still waiting to

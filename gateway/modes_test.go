@@ -44,7 +44,7 @@ func TestEnforcedPatternGoesBackToShadowOnlyWithBreakGlass(t *testing.T) {
 type shadowAlarm struct{ verdicts []fencegate.Code }
 
 func (a *shadowAlarm) FenceRegression(string, uint64, error) {}
-func (a *shadowAlarm) ShadowVerdict(_ string, c fencegate.Code) {
+func (a *shadowAlarm) ShadowVerdict(_, _ string, c fencegate.Code) {
 	a.verdicts = append(a.verdicts, c)
 }
 

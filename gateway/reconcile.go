@@ -40,6 +40,10 @@ type Reconciler struct {
 	// OnOverdue, if set, is told after each pass which UNKNOWN receipts are
 	// past Deadline (the same list Overdue answers), to raise an alarm.
 	OnOverdue func(overdue []fencegate.Receipt)
+	// Observe, if set, is told each pass's backlog (UNKNOWN receipts, the
+	// oldest one's age, the overdue ones), each receipt settled and each
+	// fence store fault.
+	Observe Observer
 
 	mu   sync.Mutex
 	next map[string]retryState
@@ -122,10 +126,12 @@ func (rc *Reconciler) RunOnce(ctx context.Context) (int, error) {
 	now := rc.now()
 	pending, err := rc.collect(ctx, fencegate.ReceiptPending)
 	if err != nil {
+		rc.observe().StoreError("list")
 		return 0, err
 	}
 	unknown, err := rc.collect(ctx, fencegate.ReceiptUnknown)
 	if err != nil {
+		rc.observe().StoreError("list")
 		return 0, err
 	}
 	all := append(pending, unknown...)
@@ -154,9 +160,13 @@ func (rc *Reconciler) RunOnce(ctx context.Context) (int, error) {
 		}
 		out.Now = rc.now()
 		if _, err := rc.Store.Settle(ctx, r.ID, out); err != nil {
+			if !isRuling(err) {
+				rc.observe().StoreError("settle")
+			}
 			rc.log().Warn("reconcile: settle failed", "receipt", r.ID, "err", err)
 			continue
 		}
+		rc.observe().Settled(out.State)
 		if out.State == fencegate.ReceiptUnknown {
 			// Another attempt recorded; the next one waits, at least as long
 			// as the upstream asked (Retry-After).
@@ -168,16 +178,30 @@ func (rc *Reconciler) RunOnce(ctx context.Context) (int, error) {
 		done[r.ID] = true
 		rc.log().Info("reconciled", "receipt", r.ID, "state", out.State)
 	}
-	if rc.OnOverdue != nil {
-		var overdue []fencegate.Receipt
-		for _, r := range unknown {
-			if !done[r.ID] && rc.IsOverdue(r) {
-				overdue = append(overdue, r)
-			}
+	var overdue []fencegate.Receipt
+	left, oldest := 0, time.Duration(0)
+	for _, r := range unknown {
+		if done[r.ID] {
+			continue
 		}
+		left++
+		oldest = max(oldest, now.Sub(r.CreatedAt))
+		if rc.IsOverdue(r) {
+			overdue = append(overdue, r)
+		}
+	}
+	rc.observe().Backlog(left, oldest, len(overdue))
+	if rc.OnOverdue != nil {
 		rc.OnOverdue(overdue)
 	}
 	return settled, nil
+}
+
+func (rc *Reconciler) observe() Observer {
+	if rc.Observe == nil {
+		return NopObserver{}
+	}
+	return rc.Observe
 }
 
 // Run calls RunOnce every interval until ctx ends.

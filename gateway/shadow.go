@@ -43,10 +43,11 @@ func (g *Gateway) shadowForward(ctx context.Context, req Request, vg *fencegate.
 		}
 	}
 	code := fencegate.ErrorCode(verdict)
-	g.cfg.Log.Warn("shadow mode: forwarding a refused request", "resource", req.Resource, "target", req.Target,
+	g.cfg.Log.WarnContext(ctx, "shadow mode: forwarding a refused request", "resource", req.Resource, "target", req.Target,
 		"verdict", code, "detail", fencegate.ErrorMessage(verdict))
 	if g.cfg.Alarm != nil {
-		g.cfg.Alarm.ShadowVerdict(req.Resource, code)
+		rule, _ := g.cfg.Modes.Match(req.Resource)
+		g.cfg.Alarm.ShadowVerdict(req.Resource, rule.Pattern, code)
 	}
 	if !locked {
 		unlock, err := g.locks.lock(ctx, req.Resource)
@@ -81,7 +82,7 @@ func (g *Gateway) shadowForward(ctx context.Context, req Request, vg *fencegate.
 	out, effErr := req.Effect.Apply(ectx, r, prev)
 	if out.State == fencegate.ReceiptCommitted {
 		if err := g.cfg.Store.SwapVersion(context.WithoutCancel(ctx), req.Target, prev, out.Version); err != nil {
-			g.cfg.Log.Error("shadow mode: could not record the forwarded version", "target", req.Target, "err", err)
+			g.cfg.Log.ErrorContext(ctx, "shadow mode: could not record the forwarded version", "target", req.Target, "err", err)
 		}
 	}
 	if out.State == "" {

@@ -15,8 +15,10 @@ import (
 	"github.com/fencegate/fencegate"
 	"github.com/fencegate/fencegate/backends/httpapi"
 	"github.com/fencegate/fencegate/gateway"
+	"github.com/fencegate/fencegate/internal/logctx"
 	"github.com/fencegate/fencegate/registry"
 	"github.com/go-chi/chi/v5"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Server holds what the handlers need.
@@ -74,6 +76,10 @@ type Server struct {
 
 	refusals *refusalLog
 	bodies   *bodyPool
+	// Observe is told about every answer, for metrics (nil: nothing).
+	Observe Observer
+	// Tracer makes the request spans (nil: none).
+	Tracer trace.TracerProvider
 
 	sessions consoleSessions
 	csrf     *http.CrossOriginProtection
@@ -112,7 +118,7 @@ func Router(s *Server) http.Handler {
 	}
 	s.bodies = newBodyPool(s.MemoryBody, s.MemoryBodies)
 	r := chi.NewRouter()
-	r.Use(s.recoverer, s.guardBodies, s.s3Door)
+	r.Use(s.observeRequests, s.recoverer, s.guardBodies, s.s3Door)
 	r.Get("/healthz", s.healthz)
 	s.consoleRoutes(r)
 	r.Route("/v1", func(r chi.Router) {
@@ -163,7 +169,7 @@ func (s *Server) problem(w http.ResponseWriter, r *http.Request, err error) {
 		if caller != "" {
 			attrs = append(attrs, "caller", caller)
 		}
-		s.logProblem(s.Log, code, status, caller, attrs...)
+		s.logProblem(r.Context(), s.Log, code, status, caller, attrs...)
 	}, err)
 }
 
@@ -178,6 +184,7 @@ func (s *Server) authOnly(next http.Handler) http.Handler {
 			s.problem(w, r, err)
 			return
 		}
+		logctx.Add(r.Context(), "caller", id)
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callerKey{}, id)))
 	})
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/internal/logctx"
 )
 
 // Problem is an RFC 9457 problem document with the stable Fencegate code.
@@ -18,6 +19,8 @@ type Problem struct {
 	Instance  string         `json:"instance,omitempty"`
 	Code      fencegate.Code `json:"code"`
 	ReceiptID string         `json:"receiptId,omitempty"`
+	// RequestID is the request's X-Request-Id (given or generated).
+	RequestID string `json:"requestId,omitempty"`
 }
 
 // StatusOf is the HTTP status every error code maps to.
@@ -52,12 +55,13 @@ func writeProblem(w http.ResponseWriter, r *http.Request, note func(code fencega
 	code := fencegate.ErrorCode(err)
 	status := StatusOf(code)
 	p := Problem{
-		Type:     "urn:fencegate:problem:" + strings.ToLower(string(code)),
-		Title:    strings.ReplaceAll(strings.ToLower(string(code)), "_", " "),
-		Status:   status,
-		Detail:   fencegate.ErrorMessage(err),
-		Instance: r.URL.Path,
-		Code:     code,
+		Type:      "urn:fencegate:problem:" + strings.ToLower(string(code)),
+		Title:     strings.ReplaceAll(strings.ToLower(string(code)), "_", " "),
+		Status:    status,
+		Detail:    fencegate.ErrorMessage(err),
+		Instance:  r.URL.Path,
+		Code:      code,
+		RequestID: logctx.RequestID(r.Context()),
 	}
 	var fe *fencegate.Error
 	if errors.As(err, &fe) && fe.ReceiptID != "" {

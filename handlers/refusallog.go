@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"context"
 	"log/slog"
 	"sync"
 	"time"
@@ -83,7 +84,7 @@ func (l *refusalLog) sweep(now time.Time) {
 }
 
 // logProblem writes the line of one problem answer, if the limits allow it.
-func (s *Server) logProblem(log *slog.Logger, code fencegate.Code, status int, caller string, attrs ...any) {
+func (s *Server) logProblem(ctx context.Context, log *slog.Logger, code fencegate.Code, status int, caller string, attrs ...any) {
 	var (
 		ok         = true
 		suppressed uint64
@@ -98,8 +99,8 @@ func (s *Server) logProblem(log *slog.Logger, code fencegate.Code, status int, c
 		attrs = append(attrs, "suppressed", suppressed)
 	}
 	if status >= 500 {
-		log.Error("request failed", attrs...)
+		log.ErrorContext(ctx, "request failed", attrs...)
 	} else {
-		log.Info("request refused", attrs...)
+		log.InfoContext(ctx, "request refused", attrs...)
 	}
 }

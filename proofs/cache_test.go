@@ -267,3 +267,26 @@ func BenchmarkVerifyStatusCached(b *testing.B) {
 		}
 	}
 }
+
+// TestCacheStatsCountHitsAndMissesPerKind: the counters behind the
+// fencegate_proof_cache_{hits,misses}_total metrics count what the cache
+// served and what paid for a signature check.
+func TestCacheStatsCountHitsAndMissesPerKind(t *testing.T) {
+	f := newFixture(t)
+	tok, _ := f.grantToken(nil)
+	var vg fencegate.VerifiedGrant
+	for range 3 {
+		var err error
+		vg, err = f.v.VerifyGrant(tok)
+		mustOK(t, err)
+	}
+	st := f.statusToken(vg, nil)
+	for range 2 {
+		_, err := f.v.VerifyStatus(st, vg)
+		mustOK(t, err)
+	}
+	c := f.v.CacheStats()
+	if got := [4]uint64{c.GrantHits.Load(), c.GrantMisses.Load(), c.StatusHits.Load(), c.StatusMisses.Load()}; got != [4]uint64{2, 1, 1, 1} {
+		t.Fatalf("grant hits/misses, status hits/misses = %v, want [2 1 1 1]", got)
+	}
+}

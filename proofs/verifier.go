@@ -73,7 +73,19 @@ type Verifier struct {
 	// sigChecks counts calls of jws.Verify; tests read it to prove that a
 	// cached token skips the signature check.
 	sigChecks atomic.Uint64
+	// cache counts lookups of the verified-token caches (see CacheStats).
+	cache CacheStats
 }
+
+// CacheStats counts lookups of the verified-token caches since the Verifier
+// was made: a hit skipped the signature check, a miss paid for it. With the
+// cache off (WithCacheSize(0)) nothing is counted.
+type CacheStats struct {
+	GrantHits, GrantMisses, StatusHits, StatusMisses atomic.Uint64
+}
+
+// CacheStats returns the Verifier's cache counters (read them with Load).
+func (v *Verifier) CacheStats() *CacheStats { return &v.cache }
 
 type grantEntry struct {
 	bundle *Bundle
@@ -174,7 +186,11 @@ func (v *Verifier) VerifyGrant(token string) (fencegate.VerifiedGrant, error) {
 	var id [sha256.Size]byte
 	if v.grants != nil {
 		id = sha256.Sum256([]byte(token))
-		if e, ok := v.grants.Get(id); ok && e.bundle == cur {
+		e, ok := v.grants.Get(id)
+		if !ok || e.bundle != cur {
+			v.cache.GrantMisses.Add(1)
+		} else {
+			v.cache.GrantHits.Add(1)
 			if err := e.key.validAt(now); err != nil {
 				return fencegate.VerifiedGrant{}, grantKind.errorf("%v", err)
 			}
@@ -237,6 +253,9 @@ func (v *Verifier) verifyStatus(token string, g fencegate.VerifiedGrant, delegat
 		id = sha256.Sum256([]byte(token))
 		if e, ok := v.statuses.Get(id); ok && e.bundle == cur {
 			st, key, cached = e.st, e.key, true
+			v.cache.StatusHits.Add(1)
+		} else {
+			v.cache.StatusMisses.Add(1)
 		}
 	}
 	if !cached {

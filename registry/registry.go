@@ -65,6 +65,9 @@ type Config struct {
 	// a new key, revoke the old epoch) when a loss is detected; grants stay
 	// paused until it succeeds. It is never called from SetFloor.
 	OnLoss func(ctx context.Context) error
+	// Handoff, if set, is told of each lock handoff this process sees (old
+	// lease ended -> new grant).
+	Handoff HandoffObserver
 	// Log receives the loss, claim, floor and resume events (default: none).
 	Log *slog.Logger
 	// S3, when set, derives leases' S3 credentials (S3Credentials,
@@ -103,6 +106,8 @@ type Registry struct {
 	onLoss     func(ctx context.Context) error
 	log        *slog.Logger
 	s3         *s3cred.Deriver
+	handoffObs HandoffObserver
+	handoff    handoffEnds
 
 	delegations DelegationStore
 }
@@ -115,6 +120,7 @@ func New(cfg Config) (*Registry, error) {
 		auth:       cfg.Authority,
 		statusLife: cfg.StatusLife, minTTL: cfg.MinTTL, maxTTL: cfg.MaxTTL, access: cfg.Access,
 		fences: cfg.HighWater, memory: cfg.Memory, onLoss: cfg.OnLoss, log: cfg.Log, s3: cfg.S3,
+		handoffObs: cfg.Handoff, handoff: newHandoffEnds(),
 		delegations: cfg.Delegations,
 	}
 	if r.delegations == nil {
@@ -198,6 +204,7 @@ func (r *Registry) Acquire(ctx context.Context, owner string, p AcquireParams) (
 		return Issued{}, backendErr(err)
 	}
 	r.observe(l)
+	r.granted(l)
 	return r.issue(l, now)
 }
 
@@ -226,8 +233,12 @@ func (r *Registry) Renew(ctx context.Context, owner, leaseID string, ttl time.Du
 // Release ends owner's lease; releasing a lease that is no longer held
 // returns it unchanged.
 func (r *Registry) Release(ctx context.Context, owner, leaseID string) (fencegate.Lease, error) {
-	l, err := r.backend.Release(ctx, leaseID, owner, r.now())
+	now := r.now()
+	l, err := r.backend.Release(ctx, leaseID, owner, now)
 	if err == nil {
+		if l.State == fencegate.StateReleased {
+			r.ended(l.Resource, now)
+		}
 		r.released.wake(l.Resource)
 	}
 	return l, backendErr(err)

@@ -70,6 +70,7 @@ func (r *Registry) AcquireWait(ctx context.Context, owner string, p AcquireParam
 			done()
 			return is, err
 		}
+		r.holderExpiry(ctx, p.Resource)
 		err = r.sleepUntilWoken(ctx, woken, deadline)
 		done()
 		if err != nil {

@@ -11,7 +11,6 @@ import (
 	"encoding/hex"
 	"flag"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/signal"
 	"strings"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/fencegate/fencegate/config"
 	"github.com/fencegate/fencegate/internal/app"
+	"github.com/fencegate/fencegate/internal/logctx"
 )
 
 func main() {
@@ -46,7 +46,11 @@ func main() {
 		fmt.Fprintln(os.Stderr, "gateway:", err)
 		os.Exit(2)
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	log, err := logctx.NewLogger(os.Stderr, cfg.Log.Format, cfg.LogLevel())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "gateway:", err)
+		os.Exit(2)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	a, err := app.Build(ctx, cfg, log)
@@ -63,6 +67,7 @@ func main() {
 
 func usage() {
 	fmt.Fprint(os.Stderr, `usage:
+  common: [--log-format text|json] [--log-level debug|info|warn|error] [--otlp-endpoint URL]
   gateway dev   [--addr A] [--metrics-addr M] [--data-dir D] [--identity NAME=TOKEN]... [--admin-token T]... [--gateway NAME=TOKEN]... [--store NAME=URL]... [--config FILE] [--break-glass]
   gateway serve --config FILE [--addr A] [--metrics-addr M] [--data-dir D] [--identity NAME=TOKEN]... [--store NAME=URL]... [--break-glass]
   gateway registry [--config FILE] [--addr A] [--data-dir D] [--identity NAME=TOKEN]... [--gateway NAME=TOKEN]... [--registry-backend URL] [--allow-volatile-backend] [--break-glass]
@@ -79,6 +84,9 @@ func parseFlags(cmd string, args []string, cfg *config.Config) error {
 	fenceStore := fs.String("fence-store", "", `fence store: "embedded" or a postgres:// URL`)
 	statusMode := fs.String("status-mode", "", "proof (Fence-Status headers) or query (ask the registry)")
 	allowVolatile := fs.Bool("allow-volatile-backend", false, "accept a Redis registry backend that does not fsync every write (logged)")
+	logFormat := fs.String("log-format", "", "log format: text (default) or json")
+	logLevel := fs.String("log-level", "", "log level: debug, info (default), warn or error")
+	otlpEndpoint := fs.String("otlp-endpoint", "", "export OpenTelemetry spans to this OTLP/HTTP collector URL (default: off)")
 	registryBackend := fs.String("registry-backend", "", `registry backend: "embedded", postgres://..., redis://HOST:PORT?prefix=P or etcd://HOST:PORT?prefix=P`)
 	var identities []config.Identity
 	fs.Func("identity", "workload identity NAME=TOKEN (repeatable)", func(v string) error {
@@ -124,7 +132,8 @@ func parseFlags(cmd string, args []string, cfg *config.Config) error {
 	for _, set := range []struct {
 		dst *string
 		v   string
-	}{{&cfg.Addr, *addr}, {&cfg.MetricsAddr, *metricsAddr}, {&cfg.DataDir, *dataDir}, {&cfg.FenceStore, *fenceStore}, {&cfg.StatusMode, *statusMode}} {
+	}{{&cfg.Addr, *addr}, {&cfg.MetricsAddr, *metricsAddr}, {&cfg.DataDir, *dataDir}, {&cfg.FenceStore, *fenceStore}, {&cfg.StatusMode, *statusMode},
+		{&cfg.Log.Format, *logFormat}, {&cfg.Log.Level, *logLevel}, {&cfg.Tracing.Endpoint, *otlpEndpoint}} {
 		if set.v != "" {
 			*set.dst = set.v
 		}

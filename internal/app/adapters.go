@@ -90,7 +90,7 @@ func openRegistry(ctx context.Context, cfg config.Config, auth *authority.Author
 		return nil, nil, fmt.Errorf("registry backend: %w", err)
 	}
 	reg, err := registry.New(registry.Config{Backend: backend, Authority: auth, StatusLife: rc.StatusLife, MaxTTL: rc.MaxTTL,
-		Access: access, HighWater: loss.HighWater, Memory: loss.Memory, OnLoss: loss.OnLoss, Log: loss.Log, S3: auth.S3()})
+		Access: access, HighWater: loss.HighWater, Memory: loss.Memory, OnLoss: loss.OnLoss, Log: loss.Log, S3: auth.S3(), Handoff: loss.Handoff})
 	if err != nil {
 		_ = backend.Close()
 		return nil, nil, err

@@ -17,8 +17,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/net/netutil"
 
 	"github.com/fencegate/fencegate"
@@ -27,6 +25,7 @@ import (
 	"github.com/fencegate/fencegate/config"
 	"github.com/fencegate/fencegate/gateway"
 	"github.com/fencegate/fencegate/handlers"
+	"github.com/fencegate/fencegate/internal/metrics"
 	"github.com/fencegate/fencegate/registry"
 	"github.com/fencegate/fencegate/s3cred"
 	"github.com/fencegate/fencegate/s3door"
@@ -40,7 +39,7 @@ type App struct {
 	reconciler *gateway.Reconciler
 	closers    []func() error
 	ready      atomic.Bool
-	metrics    *metrics
+	metrics    *metrics.Metrics
 	auth       *authority.Authority
 	// refusedBundle is the last bundle file version refused (logged once).
 	refusedBundle uint64
@@ -62,7 +61,7 @@ func Build(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, er
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("invalid configuration:\n%w", err)
 	}
-	built := &App{cfg: cfg, log: log, metrics: newMetrics()}
+	built := &App{cfg: cfg, log: log, metrics: metrics.New()}
 	a = built
 	defer func() {
 		if err != nil { // a is already nil here: every error return is `return nil, err`
@@ -81,6 +80,11 @@ func Build(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, er
 	if err := os.MkdirAll(spool, 0o700); err != nil {
 		return nil, err
 	}
+	tracer, closeTracing, err := openTracing(cfg.Tracing)
+	if err != nil {
+		return nil, fmt.Errorf("tracing: %w", err)
+	}
+	a.closers = append(a.closers, closeTracing)
 	store, err := openFenceStore(ctx, cfg)
 	if err != nil {
 		return nil, err
@@ -128,7 +132,7 @@ func Build(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, er
 			log.Warn("registry backend accepted without durable writes (--allow-volatile-backend): a crash or restart of it "+
 				"loses issued fences, detected as a coordination state loss that pauses grants", "backend", redactURL(cfg.Registry.Backend))
 		}
-		loss := registry.Config{Memory: fileMemory{path: incarnationPath(cfg.DataDir)}, OnLoss: a.retireEpoch, Log: log}
+		loss := registry.Config{Memory: fileMemory{path: incarnationPath(cfg.DataDir)}, OnLoss: a.retireEpoch, Log: log, Handoff: a.metrics}
 		if hw, ok := store.(fencegate.HighWater); ok && cfg.HighWaterSource() == "fencestore" {
 			loss.HighWater = hw
 		}
@@ -142,10 +146,15 @@ func Build(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, er
 			return nil, fmt.Errorf("registry backend: %w", err)
 		}
 		a.closers = append(a.closers, a.Registry.Remember)
-		a.metrics.registry(a.Registry)
+		reg := a.Registry
+		a.metrics.RegistryIssuance(func() (bool, uint64) { is := reg.Issuance(); return is.Paused, is.Losses })
 	}
 	verifier := a.auth.Verifier()
-	gcfg := gateway.Config{Verifier: verifier, Store: store, Log: log, Alarm: a.metrics, Policy: a.auth, Modes: a.auth.Modes(), Access: access,
+	a.metrics.ProofCache(func() (uint64, uint64, uint64, uint64) {
+		c := verifier.CacheStats()
+		return c.GrantHits.Load(), c.GrantMisses.Load(), c.StatusHits.Load(), c.StatusMisses.Load()
+	})
+	gcfg := gateway.Config{Verifier: verifier, Store: store, Log: log, Alarm: a.metrics, Observe: a.metrics, Tracer: tracer, Policy: a.auth, Modes: a.auth.Modes(), Access: access,
 		EffectTimeout: cfg.EffectTimeout}
 	if fp := os.Getenv("FENCEGATE_FAILPOINT"); fp != "" {
 		// Test-only: crash at the named point of the acceptance point.
@@ -200,7 +209,7 @@ func Build(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, er
 	}
 	a.reconciler = &gateway.Reconciler{
 		Store: store, Log: log, Deadline: cfg.Reconcile.Deadline, Orphan: cfg.Reconcile.Orphan,
-		Resolver: resolvers, OnOverdue: a.raiseOverdue,
+		Resolver: resolvers, OnOverdue: a.raiseOverdue, Observe: a.metrics,
 	}
 	tokens, err := cfg.Tokens()
 	if err != nil {
@@ -230,7 +239,7 @@ func Build(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, er
 		AdminAuth: handlers.NewBearerTokens(adminTokens), Admin: a.auth, GatewayAuth: handlers.NewBearerTokens(gatewayTokens),
 		Registry: a.Registry, Reconciler: a.reconciler, APIs: apis, MaxBody: cfg.MaxBodyBytes, QuarantinePayload: quarantineBound(cfg.QuarantinePayloadBytes),
 		BodyReadTimeout: cfg.HTTP.BodyReadTimeout, MayRead: access.MayRead, Bindings: bindings, SpoolDir: spool, Log: log, Ready: a.ready.Load,
-		Refused: a.metrics.Refused, MemoryBody: memoryBound(cfg.HTTP.MemoryBodyBytes), MemoryBodies: cfg.HTTP.MemoryBodiesBytes,
+		Refused: a.metrics.Refused, Observe: a.metrics, Tracer: tracer, MemoryBody: memoryBound(cfg.HTTP.MemoryBodyBytes), MemoryBodies: cfg.HTTP.MemoryBodiesBytes,
 	}
 	if a.S3Credentials != nil {
 		srv.S3 = s3door.Router(&s3door.Server{Gateway: a.Gateway, Stores: objects, Credentials: a.S3Credentials,
@@ -316,7 +325,7 @@ func (a *App) Close() {
 
 // metricsServer serves GET /metrics and nothing else, for operators.
 func (a *App) metricsServer() *http.Server {
-	prom := promhttp.HandlerFor(a.metrics.reg, promhttp.HandlerOpts{})
+	prom := a.metrics.Handler()
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/metrics" {
 			http.NotFound(w, r)
@@ -328,69 +337,12 @@ func (a *App) metricsServer() *http.Server {
 		WriteTimeout: 30 * time.Second, IdleTimeout: 60 * time.Second, MaxHeaderBytes: 16 << 10}
 }
 
-// metrics holds the gateway's Prometheus metrics and raises alarms.
-type metrics struct {
-	reg         *prometheus.Registry
-	regressions *prometheus.CounterVec
-	shadow      *prometheus.CounterVec
-	overdue     prometheus.Gauge
-	resends     *prometheus.CounterVec
-	breakGlass  *prometheus.CounterVec
-	refusals    *prometheus.CounterVec
-}
-
-func newMetrics() *metrics {
-	m := &metrics{reg: prometheus.NewRegistry()}
-	m.regressions = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "fencegate_fence_regressions_total",
-		Help: "Grants refused with FENCE_REGRESSION: the registry handed out a fence at or below one already seen.",
-	}, []string{"resource"})
-	m.shadow = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "fencegate_shadow_verdicts_total",
-		Help: "Refusals that shadow mode recorded and forwarded anyway, by code (resources are in the log).",
-	}, []string{"code"})
-	m.overdue = prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "fencegate_unknown_overdue",
-		Help: "UNKNOWN receipts older than the reconcile deadline: they need manual reconciliation (alert on > 0).",
-	})
-	m.resends = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "fencegate_upstream_resends_total",
-		Help: "Upstream API requests resent under their idempotency key (by the reconciler or a replay), by API and why.",
-	}, []string{"api", "reason"})
-	m.breakGlass = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "fencegate_break_glass_total",
-		Help: "Uses of break-glass that switched resource-side validation off: at start (--break-glass) or by an operator (admin API).",
-	}, []string{"source"})
-	m.refusals = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "fencegate_refusals_total",
-		Help: "Problem answers (refusals and failures), by code: every one, including those the rate-limited log left out.",
-	}, []string{"code"})
-	m.reg.MustRegister(m.resends, m.regressions, m.shadow, m.overdue, m.breakGlass, m.refusals, prometheus.NewGoCollector())
-	return m
-}
-
-// Resend counts one same-key resend of an upstream API request.
-func (m *metrics) Resend(api, reason string) { m.resends.WithLabelValues(api, reason).Inc() }
-
-// FenceRegression counts a regression (the gateway core logs it).
-func (m *metrics) FenceRegression(resource string, _ uint64, _ error) {
-	m.regressions.WithLabelValues(resource).Inc()
-}
-
-// ShadowVerdict counts a refusal shadow mode let through.
-func (m *metrics) ShadowVerdict(_ string, code fencegate.Code) {
-	m.shadow.WithLabelValues(string(code)).Inc()
-}
-
-// Refused counts one problem answer (handlers.Server.Refused).
-func (m *metrics) Refused(code fencegate.Code) { m.refusals.WithLabelValues(string(code)).Inc() }
-
-// BreakGlass counts a use of break-glass (authority.Alarm).
-func (m *metrics) BreakGlass(source string) { m.breakGlass.WithLabelValues(source).Inc() }
-
 var (
-	_ gateway.Alarm   = (*metrics)(nil)
-	_ authority.Alarm = (*metrics)(nil)
+	_ gateway.Alarm            = (*metrics.Metrics)(nil)
+	_ gateway.Observer         = (*metrics.Metrics)(nil)
+	_ handlers.Observer        = (*metrics.Metrics)(nil)
+	_ authority.Alarm          = (*metrics.Metrics)(nil)
+	_ registry.HandoffObserver = (*metrics.Metrics)(nil)
 )
 
 // memoryBound is the handlers' in-memory body bound for the configured one:

@@ -90,10 +90,10 @@ func (a *App) pullBundles(ctx context.Context) {
 	}
 }
 
-// raiseOverdue alarms on UNKNOWN receipts past the reconcile deadline: the
-// fencegate_unknown_overdue gauge and an error log line each.
+// raiseOverdue alarms on UNKNOWN receipts past the reconcile deadline: an
+// error log line each (the reconciler sets the fencegate_unknown_overdue
+// gauge through the metrics observer).
 func (a *App) raiseOverdue(overdue []fencegate.Receipt) {
-	a.metrics.overdue.Set(float64(len(overdue)))
 	for _, r := range overdue {
 		a.log.Error("UNKNOWN receipt needs manual reconciliation", "receipt", r.ID, "target", r.Target, "age", time.Since(r.CreatedAt).Round(time.Second))
 	}

@@ -9,8 +9,6 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/fencegate/fencegate"
 	"github.com/fencegate/fencegate/authority"
 	"github.com/fencegate/fencegate/registry"
@@ -56,25 +54,6 @@ func (a *App) retireEpoch(ctx context.Context) error {
 	}
 	_, err := a.auth.RetireEpoch(ctx, a.auth.CurrentEpoch())
 	return err
-}
-
-// registryMetrics exposes the registry's issuing state.
-func (m *metrics) registry(reg *registry.Registry) {
-	m.reg.MustRegister(
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "fencegate_registry_grants_paused",
-			Help: "1 while the registry refuses grants after a coordination state loss (COORDINATION_STATE_LOST), else 0.",
-		}, func() float64 {
-			if reg.Issuance().Paused {
-				return 1
-			}
-			return 0
-		}),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "fencegate_registry_state_losses_total",
-			Help: "Coordination state losses the registry detected (backend emptied, replaced or rolled back).",
-		}, func() float64 { return float64(reg.Issuance().Losses) }),
-	)
 }
 
 // redactURL drops the user information (passwords) of a backend URL for logs.

@@ -1,0 +1,139 @@
+package handlers_test
+
+import (
+	"bytes"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/backends/local"
+	"github.com/fencegate/fencegate/fencestore/embedded"
+	"github.com/fencegate/fencegate/gateway"
+	"github.com/fencegate/fencegate/handlers"
+	"github.com/fencegate/fencegate/internal/logctx"
+	"github.com/fencegate/fencegate/proofs/prooftest"
+)
+
+// requestRecorder is a handlers.Observer that keeps what it was told.
+type requestRecorder struct {
+	mu       sync.Mutex
+	routes   []string
+	refusals []fencegate.Code
+}
+
+func (r *requestRecorder) Request(route, method string, status int, _ time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.routes = append(r.routes, method+" "+route)
+}
+
+func (r *requestRecorder) Refusal(c fencegate.Code) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.refusals = append(r.refusals, c)
+}
+
+// observedEnv is newEnv with an observer and a JSON log in a buffer.
+func observedEnv(t *testing.T) (*env, *requestRecorder, *bytes.Buffer) {
+	t.Helper()
+	kit := prooftest.New(t)
+	st, err := embedded.Open(filepath.Join(t.TempDir(), "fence.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	loc, err := local.New("local", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	log, err := logctx.NewLogger(&logs, "json", "debug")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol := &policy{}
+	pol.gen.Store(1)
+	gw, err := gateway.New(gateway.Config{Verifier: kit.Verifier(), Store: st, Policy: pol, Now: kit.Now, Log: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &requestRecorder{}
+	objects := &countingStore{ObjectStore: loc}
+	srv := &handlers.Server{
+		Gateway: gw, Stores: map[string]fencegate.ObjectStore{"local": objects},
+		Auth:     handlers.NewBearerTokens(map[string]string{tokA: ownerA, tokB: ownerB}),
+		SpoolDir: t.TempDir(), MaxBody: 1 << 20, Log: log, Observe: rec, Refused: rec.Refusal,
+	}
+	return &env{t: t, kit: kit, store: st, objects: objects, policy: pol, h: handlers.Router(srv)}, rec, &logs
+}
+
+// TestRequestIDIsTakenOrMadeEchoedAndInEveryProblemAndLogLine: a well-formed
+// X-Request-Id is echoed and named by the problem body and the refusal's log
+// line; a malformed one (which could forge log fields) is replaced by a
+// generated ID, echoed too.
+func TestRequestIDIsTakenOrMadeEchoedAndInEveryProblemAndLogLine(t *testing.T) {
+	e, _, logs := observedEnv(t)
+	r := e.do("GET", "/v1/receipts/nope", "", map[string]string{"X-Request-Id": "abc-123"}, "")
+	wantProblem(t, r, http.StatusUnauthorized, "UNAUTHENTICATED")
+	if r.header.Get("X-Request-Id") != "abc-123" || r.json["requestId"] != "abc-123" {
+		t.Fatalf("request ID not echoed: %v %s", r.header, r.body)
+	}
+	lines := logLines(t, logs, "request refused")
+	if len(lines) == 0 || lines[len(lines)-1]["requestId"] != "abc-123" {
+		t.Fatalf("refusal log line lacks the request ID: %s", logs)
+	}
+	for _, bad := range []string{"a b", "x\ny=1", strings.Repeat("a", 129), ""} {
+		r := e.do("GET", "/v1/receipts/nope", "", map[string]string{"X-Request-Id": bad}, "")
+		got := r.header.Get("X-Request-Id")
+		if got == bad || !strings.HasPrefix(got, "req_") || r.json["requestId"] != got {
+			t.Fatalf("X-Request-Id %q: answered %q, body %s", bad, got, r.body)
+		}
+	}
+}
+
+// TestRefusalIsLoggedWithCallerResourceFenceSegmentAndCodeButNoToken: a
+// stale write's log line names who, what, which fence and segment, and why,
+// and never carries the grant or status token or the bearer credential; the
+// observer counts the refusal by code and the request by its route pattern.
+func TestRefusalIsLoggedWithCallerResourceFenceSegmentAndCodeButNoToken(t *testing.T) {
+	e, rec, logs := observedEnv(t)
+	newer := e.grant("local/inv", ownerA, 9, nil)
+	if r := e.put(tokA, newer, "local/inv/1", 1, "new"); r.status != http.StatusOK {
+		t.Fatalf("write: %d %s", r.status, r.body)
+	}
+	old := e.grant("local/inv", ownerA, 8, nil)
+	logs.Reset()
+	r := e.put(tokA, old, "local/inv/1", 1, "old")
+	if r.code() != "STALE_OWNER" {
+		t.Fatalf("stale write: %d %s", r.status, r.body)
+	}
+	var refusal map[string]any
+	for _, l := range logLines(t, logs, "request refused") {
+		refusal = l
+	}
+	if refusal == nil {
+		t.Fatalf("no refusal line: %s", logs)
+	}
+	for k, want := range map[string]any{"caller": ownerA, "resource": "local/inv/1", "fence": 8.0, "segment": 1.0, "code": "STALE_OWNER"} {
+		if refusal[k] != want {
+			t.Errorf("refusal %s = %v, want %v (%v)", k, refusal[k], want, refusal)
+		}
+	}
+	for _, secret := range []string{old.grant, old.status, tokA} {
+		if strings.Contains(logs.String(), secret) {
+			t.Fatalf("log carries a token: %s", logs)
+		}
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if len(rec.refusals) != 1 || rec.refusals[0] != fencegate.CodeStaleOwner {
+		t.Fatalf("refusals %v", rec.refusals)
+	}
+	if last := rec.routes[len(rec.routes)-1]; last != "PUT /v1/objects/{store}/*" {
+		t.Fatalf("route %q", last)
+	}
+}

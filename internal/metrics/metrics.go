@@ -1,0 +1,291 @@
+// Package metrics is the one Prometheus adapter of the gateway and the
+// registry: it implements the small observer interfaces the domain packages
+// declare (gateway.Observer and gateway.Alarm, handlers.Observer,
+// authority.Alarm) on prometheus/client_golang, so that no domain package
+// imports Prometheus.
+//
+// Guarantees: every label is bounded — a route pattern, a method from a fixed
+// list, an error code, a receipt state, a backend or API name and a mode
+// pattern from the configuration, a store operation; never a resource, key,
+// caller, lease or token (those are in the logs). Names and units follow the
+// Prometheus conventions (seconds, _total for counters). The registry holds
+// the Go and process collectors and fencegate_build_info.
+package metrics
+
+import (
+	"net/http"
+	"runtime/debug"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/fencegate/fencegate"
+)
+
+// latencyBuckets spans 0.5 ms to 30 s: verified-and-cached writes take
+// microseconds to a few milliseconds, S3 writes tens of milliseconds.
+var latencyBuckets = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}
+
+// Metrics holds the registry and every series; its methods are safe for
+// concurrent use.
+type Metrics struct {
+	reg *prometheus.Registry
+
+	requests      *prometheus.HistogramVec
+	admissions    *prometheus.HistogramVec
+	refusals      *prometheus.CounterVec
+	effects       *prometheus.HistogramVec
+	backendErrors *prometheus.CounterVec
+	receipts      *prometheus.CounterVec
+	storeErrors   *prometheus.CounterVec
+	unknown       prometheus.Gauge
+	unknownOldest prometheus.Gauge
+	overdue       prometheus.Gauge
+	regressions   prometheus.Counter
+	regressionAt  prometheus.Gauge
+	regressionFen prometheus.Gauge
+	shadow        *prometheus.CounterVec
+	resends       *prometheus.CounterVec
+	breakGlass    *prometheus.CounterVec
+	handoff       *prometheus.HistogramVec
+
+	handoffs *handoffs
+}
+
+// New returns the metrics on a registry of their own.
+func New() *Metrics {
+	m := &Metrics{reg: prometheus.NewRegistry(), handoffs: newHandoffs()}
+	m.requests = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "fencegate_http_request_duration_seconds", Buckets: latencyBuckets,
+		Help: "Answered HTTP requests by route pattern, method and outcome (ok: 1xx-3xx, refused: 4xx, failed: 5xx).",
+	}, []string{"route", "method", "outcome"})
+	m.admissions = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "fencegate_admission_duration_seconds", Buckets: latencyBuckets,
+		Help: "Fence store admissions (the one transaction that moves fence, segment and receipt), waiting included, by outcome: admitted, replay or the refusal's code.",
+	}, []string{"outcome"})
+	m.refusals = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "fencegate_refusals_total",
+		Help: "Problem answers (refusals and failures, application/problem+json), by code: every one, including those the rate-limited log left out.",
+	}, []string{"code"})
+	m.effects = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "fencegate_effect_duration_seconds", Buckets: latencyBuckets,
+		Help: "Forwarded effects by backend (objects/STORE or apis/API) and the receipt state they left (outcome).",
+	}, []string{"backend", "outcome"})
+	m.backendErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "fencegate_backend_errors_total",
+		Help: "Forwarded effects that returned an error, by backend and code (BACKEND_UNAVAILABLE and MUTATION_UNKNOWN: the backend could not be reached or did not answer).",
+	}, []string{"backend", "code"})
+	m.receipts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "fencegate_receipts_total",
+		Help: "Receipts recorded in a state (COMMITTED, FAILED, UNKNOWN, NOT_APPLIED) by an effect's settle or the reconciler.",
+	}, []string{"state"})
+	m.storeErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "fencegate_store_errors_total",
+		Help: "Fence store faults (no verdict: unreachable, timed out, failed) by operation: admit, settle, list.",
+	}, []string{"op"})
+	m.unknown = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "fencegate_unknown_receipts",
+		Help: "UNKNOWN receipts waiting for the reconciler or a person, as of the last reconcile pass.",
+	})
+	m.unknownOldest = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "fencegate_unknown_oldest_age_seconds",
+		Help: "Age of the oldest UNKNOWN receipt at the last reconcile pass (0 when none): every UNKNOWN must settle within 15 minutes.",
+	})
+	m.overdue = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "fencegate_unknown_overdue",
+		Help: "UNKNOWN receipts older than the reconcile deadline: they need manual reconciliation (alert on > 0).",
+	})
+	m.regressions = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "fencegate_fence_regressions_total",
+		Help: "Grants refused with FENCE_REGRESSION: the registry handed out a fence at or below one already seen (the resource is in the log).",
+	})
+	m.regressionAt = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "fencegate_fence_regression_last_timestamp_seconds",
+		Help: "Unix time of the last FENCE_REGRESSION (0: none since start).",
+	})
+	m.regressionFen = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "fencegate_fence_regression_last_fence",
+		Help: "The fence of the last grant refused with FENCE_REGRESSION (raise the registry's floor above the resource's highest fence).",
+	})
+	m.shadow = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "fencegate_shadow_verdicts_total",
+		Help: "Refusals that shadow mode recorded and forwarded anyway (would-reject), by code and the mode pattern that shadowed the resource.",
+	}, []string{"code", "pattern"})
+	m.resends = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "fencegate_upstream_resends_total",
+		Help: "Upstream API requests resent under their idempotency key (by the reconciler or a replay), by API and why.",
+	}, []string{"api", "reason"})
+	m.breakGlass = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "fencegate_break_glass_total",
+		Help: "Uses of break-glass that switched resource-side validation off: at start (--break-glass) or by an operator (admin API).",
+	}, []string{"source"})
+	m.handoff = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "fencegate_lock_handoff_seconds", Buckets: latencyBuckets,
+		Help: "Lock handoff by stage: grant (old lease ended -> new grant, seen by the registry), write (new grant -> first accepted write, seen by the gateway), total (old lease ended -> first accepted write, seen where registry and gateway share a process).",
+	}, []string{"stage"})
+	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "fencegate_build_info",
+		Help: "Always 1; the labels name the running build (module version, VCS revision, Go version).",
+	}, []string{"version", "revision", "goversion"})
+	build.WithLabelValues(buildInfo()).Set(1)
+	m.reg.MustRegister(m.requests, m.admissions, m.refusals, m.effects, m.backendErrors, m.receipts, m.storeErrors,
+		m.unknown, m.unknownOldest, m.overdue, m.regressions, m.regressionAt, m.regressionFen, m.shadow, m.resends,
+		m.breakGlass, m.handoff, build,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// Series whose labels are known up front start at 0, so that rate() and
+	// absent() work from the first scrape.
+	m.regressions.Add(0)
+	for _, s := range []fencegate.ReceiptState{fencegate.ReceiptCommitted, fencegate.ReceiptFailed, fencegate.ReceiptUnknown, fencegate.ReceiptNotApplied} {
+		m.receipts.WithLabelValues(string(s))
+	}
+	for _, op := range []string{"admit", "settle", "list"} {
+		m.storeErrors.WithLabelValues(op)
+	}
+	return m
+}
+
+func buildInfo() (version, revision, goversion string) {
+	version, revision, goversion = "unknown", "unknown", "unknown"
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return
+	}
+	goversion = bi.GoVersion
+	if bi.Main.Version != "" {
+		version = bi.Main.Version
+	}
+	for _, s := range bi.Settings {
+		if s.Key == "vcs.revision" {
+			revision = s.Value
+		}
+	}
+	return
+}
+
+// Registry is the Prometheus registry holding every series.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// Handler serves the registry in the Prometheus exposition format.
+func (m *Metrics) Handler() http.Handler { return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}) }
+
+// knownMethods bounds the method label: anything else is "other".
+var knownMethods = map[string]bool{"GET": true, "HEAD": true, "PUT": true, "POST": true, "DELETE": true, "PATCH": true, "OPTIONS": true}
+
+// Request observes one answered request (handlers.Observer).
+func (m *Metrics) Request(route, method string, status int, d time.Duration) {
+	if !knownMethods[method] {
+		method = "other"
+	}
+	if route == "" {
+		route = "unmatched"
+	}
+	outcome := "ok"
+	switch {
+	case status >= 500:
+		outcome = "failed"
+	case status >= 400:
+		outcome = "refused"
+	}
+	m.requests.WithLabelValues(route, method, outcome).Observe(d.Seconds())
+}
+
+// Refused counts one problem answer by code (handlers.Server.Refused), every
+// one, including those the rate-limited refusal log leaves out.
+func (m *Metrics) Refused(code fencegate.Code) { m.refusals.WithLabelValues(string(code)).Inc() }
+
+// Admission observes one admission (gateway.Observer).
+func (m *Metrics) Admission(outcome string, d time.Duration) {
+	m.admissions.WithLabelValues(outcome).Observe(d.Seconds())
+}
+
+// Effect observes one forwarded effect (gateway.Observer).
+func (m *Metrics) Effect(backend string, state fencegate.ReceiptState, code fencegate.Code, d time.Duration) {
+	m.effects.WithLabelValues(backend, string(state)).Observe(d.Seconds())
+	if code != "" {
+		m.backendErrors.WithLabelValues(backend, string(code)).Inc()
+	}
+}
+
+// Settled counts a receipt recorded in state (gateway.Observer).
+func (m *Metrics) Settled(state fencegate.ReceiptState) {
+	m.receipts.WithLabelValues(string(state)).Inc()
+}
+
+// StoreError counts a fence store fault (gateway.Observer).
+func (m *Metrics) StoreError(op string) { m.storeErrors.WithLabelValues(op).Inc() }
+
+// Backlog sets the UNKNOWN gauges from a reconcile pass (gateway.Observer).
+func (m *Metrics) Backlog(unknown int, oldest time.Duration, overdue int) {
+	m.unknown.Set(float64(unknown))
+	m.unknownOldest.Set(oldest.Seconds())
+	m.overdue.Set(float64(overdue))
+}
+
+// FenceRegression counts a regression and records when and at which fence
+// (gateway.Alarm); the resource is in the gateway's log line.
+func (m *Metrics) FenceRegression(_ string, fence uint64, _ error) {
+	m.regressions.Inc()
+	m.regressionAt.SetToCurrentTime()
+	m.regressionFen.Set(float64(fence))
+}
+
+// ShadowVerdict counts a refusal shadow mode let through (gateway.Alarm).
+func (m *Metrics) ShadowVerdict(_, pattern string, code fencegate.Code) {
+	m.shadow.WithLabelValues(string(code), pattern).Inc()
+}
+
+// BreakGlass counts a use of break-glass (authority.Alarm).
+func (m *Metrics) BreakGlass(source string) { m.breakGlass.WithLabelValues(source).Inc() }
+
+// Resend counts one same-key resend of an upstream API request.
+func (m *Metrics) Resend(api, reason string) { m.resends.WithLabelValues(api, reason).Inc() }
+
+// Issuance is what the registry tells about its issuing state.
+type Issuance func() (paused bool, losses uint64)
+
+// Registry exposes the in-process registry's issuing state.
+func (m *Metrics) RegistryIssuance(issuance Issuance) {
+	m.reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "fencegate_registry_grants_paused",
+			Help: "1 while the registry refuses grants after a coordination state loss (COORDINATION_STATE_LOST), else 0.",
+		}, func() float64 {
+			if p, _ := issuance(); p {
+				return 1
+			}
+			return 0
+		}),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "fencegate_registry_state_losses_total",
+			Help: "Coordination state losses the registry detected (backend emptied, replaced or rolled back).",
+		}, func() float64 { _, l := issuance(); return float64(l) }),
+	)
+}
+
+// CacheCounts reads the verified-token cache counters: hits skipped a
+// signature check, misses paid for one, for grants and status proofs.
+type CacheCounts func() (grantHits, grantMisses, statusHits, statusMisses uint64)
+
+// ProofCache exposes the verified-token cache's hits and misses (the hit
+// ratio is hits / (hits + misses)).
+func (m *Metrics) ProofCache(counts CacheCounts) {
+	for i, kind := range []string{"grant", "status"} {
+		m.reg.MustRegister(
+			prometheus.NewCounterFunc(prometheus.CounterOpts{
+				Name: "fencegate_proof_cache_hits_total", ConstLabels: prometheus.Labels{"kind": kind},
+				Help: "Grant and status-proof verifications served from the verified-token cache (no signature check), by kind.",
+			}, func() float64 { return pick(counts, i, 0) }),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{
+				Name: "fencegate_proof_cache_misses_total", ConstLabels: prometheus.Labels{"kind": kind},
+				Help: "Grant and status-proof verifications that checked the signature (not in the cache), by kind.",
+			}, func() float64 { return pick(counts, i, 1) }),
+		)
+	}
+}
+
+func pick(counts CacheCounts, kind, miss int) float64 {
+	gh, gm, sh, sm := counts()
+	return float64([4]uint64{gh, gm, sh, sm}[2*kind+miss])
+}

@@ -1,0 +1,66 @@
+package metrics_test
+
+import (
+	"io"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/internal/metrics"
+)
+
+// TestNoSeriesIsLabelledByResourceKeyOrCaller: whatever the observers are
+// told about resources, the exposition never names one: a regression is one
+// counter plus last-seen gauges, not a series per resource.
+func TestNoSeriesIsLabelledByResourceKeyOrCaller(t *testing.T) {
+	m := metrics.New()
+	now := time.Unix(1700000000, 0)
+	for _, res := range []string{"local/inv/1", "local/inv/2", "local/inv/3"} {
+		m.FenceRegression(res, 7, nil)
+		m.ShadowVerdict(res, "local/roll/*", fencegate.CodeStaleOwner)
+		m.Handoff(res, 3, now, now.Add(time.Millisecond))
+		m.FirstWrite(res, 3, now.Add(time.Millisecond), now.Add(3*time.Millisecond))
+	}
+	m.Request("/v1/objects/{store}/*", "BREW", 418, time.Millisecond)
+	text := scrape(t, m)
+	if strings.Contains(text, "local/inv") {
+		t.Fatalf("a resource is a label:\n%s", text)
+	}
+	for _, want := range []string{
+		"fencegate_fence_regressions_total 3", "fencegate_fence_regression_last_fence 7",
+		`fencegate_shadow_verdicts_total{code="STALE_OWNER",pattern="local/roll/*"} 3`,
+		`fencegate_lock_handoff_seconds_count{stage="total"} 3`, `method="other"`,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("missing %s in\n%s", want, text)
+		}
+	}
+}
+
+// TestHandoffTotalNeedsBothHalves: the whole handoff is observed only for a
+// fence whose predecessor's end this process saw, once.
+func TestHandoffTotalNeedsBothHalves(t *testing.T) {
+	m := metrics.New()
+	now := time.Unix(1700000000, 0)
+	m.FirstWrite("r", 1, now, now.Add(time.Millisecond)) // no end seen: write stage only
+	m.Handoff("r", 2, now, now.Add(time.Millisecond))
+	m.FirstWrite("r", 2, now.Add(time.Millisecond), now.Add(2*time.Millisecond))
+	m.FirstWrite("r", 2, now.Add(time.Millisecond), now.Add(2*time.Millisecond))
+	out := scrape(t, m)
+	for _, want := range []string{`fencegate_lock_handoff_seconds_count{stage="write"} 3`,
+		`fencegate_lock_handoff_seconds_count{stage="total"} 1`, `fencegate_lock_handoff_seconds_count{stage="grant"} 1`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("missing %s in\n%s", want, out)
+		}
+	}
+}
+
+func scrape(t *testing.T, m *metrics.Metrics) string {
+	t.Helper()
+	w := httptest.NewRecorder()
+	m.Handler().ServeHTTP(w, httptest.NewRequest("GET", "/metrics", nil))
+	b, _ := io.ReadAll(w.Result().Body)
+	return string(b)
+}
