@@ -58,4 +58,3 @@ func (c *Config) LogLevel() string {
 	}
 	return strings.ToLower(c.Log.Level)
 }
-
