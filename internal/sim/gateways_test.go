@@ -14,9 +14,13 @@ import (
 
 // Gateway settings of the run, in simulated time.
 const (
-	effectTimeout   = 10 * time.Second
+	effectTimeout   = 20 * time.Second
 	orphanAfter     = 30 * time.Second // > effectTimeout, as the reconciler requires
 	unknownDeadline = 15 * time.Minute
+	// storeBodyTime is the longest the modelled S3 store takes from a
+	// request's headers, where it checks the expiry, to applying its body;
+	// orphanAfter, the grace after a write's expiry, must cover it.
+	storeBodyTime = 29 * time.Second
 )
 
 // simAuthority is the operator state of the run: the registry issues from it

@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"bytes"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -15,77 +14,132 @@ import (
 	"time"
 )
 
-// mutation is a deliberate break of one rule: the n occurrences of From in
-// File (relative to the module root) become To. The test applies it to a
-// copy through `go test -overlay`; the source tree is never touched.
+// edit turns the one occurrence of from in a file into to. Both are the
+// header of an if statement ("if X {", optionally "if INIT; X {") or a case
+// clause ("case X:"), or both are expressions of one type.
+type edit struct{ from, to string }
+
+// mutation is a deliberate break of one rule: its edits of File (relative to
+// the module root). first lists seeds known to kill it, tried before the
+// others (a hint that keeps the CI-sized run short: if the code moves on and
+// they no longer kill it, the run goes on through the other seeds).
 type mutation struct {
-	name     string
-	file     string
-	from, to string
-	n        int // occurrences of from (default 1)
+	name  string
+	file  string
+	edits []edit
+	first []uint64
+}
+
+func mut(name, file, from, to string, first ...uint64) mutation {
+	return mutation{name: name, file: file, edits: []edit{{from, to}}, first: first}
 }
 
 const (
 	rulesFile  = "fencestore/internal/fencerules/rules.go"
 	acceptFile = "gateway/accept.go"
 	verifyFile = "proofs/verifier.go"
+	reconFile  = "gateway/reconcile.go"
+	localFile  = "backends/local/local.go"
 )
 
 // mutations are the rules the simulation must defend: each fence rule, the
 // status check, the owner binding, the resource cover, the epoch and policy
-// checks, the settle order and the admission-time re-check.
+// checks, the settle order, the admission-time re-check, and the rule that a
+// write settled NOT_APPLIED can no longer land (its expiry, the store's
+// check of it, the reconciler's grace after it).
 var mutations = []mutation{
-	{name: "STALE_OWNER: a lower fence is admitted", file: rulesFile,
-		from: "if fence < row.HighestFence {", to: "if false && fence < row.HighestFence {"},
-	{name: "FENCE_REGRESSION: an equal fence under another lease or root is admitted", file: rulesFile,
-		from: "if req.Grant.Lease != row.Lease || req.Grant.OperationRoot != row.Root {", to: "if false {"},
-	{name: "QUARANTINED: another payload for an accepted segment is answered as a replay", file: rulesFile,
-		from: "live.PayloadDigest == req.PayloadDigest && ", to: ""},
-	{name: "one effect in flight: a pending receipt does not block admission", file: rulesFile,
-		from: `if row.PendingReceipt != "" {`, to: `if false && row.PendingReceipt != "" {`},
-	{name: "segment order: a new fence may start past segment 1", file: rulesFile,
-		from: "if req.Segment != 1 {", to: "if false {"},
-	{name: "segment order: a segment may skip ahead", file: rulesFile,
-		from: "if req.Segment != row.LastSegmentSeq+1 {", to: "if req.Segment <= row.LastSegmentSeq {"},
-	{name: "settle order: settling UNKNOWN clears the pending mark", file: rulesFile,
-		from: "if row.PendingReceipt == settled.ID && settled.State != fencegate.ReceiptUnknown {",
-		to:   "if row.PendingReceipt == settled.ID {"},
-	{name: "status check: a proof that is not HELD authorizes", file: verifyFile,
-		from: "case st.State != fencegate.StateHeld:", to: "case false && st.State != fencegate.StateHeld:"},
-	{name: "owner binding: any caller may present a grant", file: acceptFile,
-		from: "if req.Caller != vg.Owner {", to: "if false {"},
-	{name: "resource cover: a grant covers any target", file: acceptFile,
-		from: "if !fencegate.Covers(vg.Resource, req.Resource) {", to: "if false {"},
-	{name: "epoch check: revoked epochs are not refused by the gateway", file: acceptFile,
-		from: "if g.cfg.Policy.EpochRevoked(", to: "if false && g.cfg.Policy.EpochRevoked(", n: 2},
-	{name: "policy check: grants of an old policy generation are admitted", file: acceptFile,
-		from: "vg.PolicyGeneration < cur {", to: "vg.PolicyGeneration < cur && false {"},
-	{name: "admission re-check: a status that expired while waiting still admits", file: acceptFile,
-		from: "if !expired && now.Sub(authorizedAt) < reauthorizeAfter {", to: "if !expired && now.Sub(authorizedAt) < reauthorizeAfter || true {"},
+	mut("STALE_OWNER: a lower fence is admitted", rulesFile,
+		"if fence < row.HighestFence {", "if false {", 56),
+	mut("FENCE_REGRESSION: an equal fence under another lease or root is admitted", rulesFile,
+		"if req.Grant.Lease != row.Lease || req.Grant.OperationRoot != row.Root {", "if false {", 161),
+	mut("QUARANTINED: another payload for an accepted segment is answered as a replay", rulesFile,
+		"if live.PayloadDigest == req.PayloadDigest && live.Target == req.Target && live.Method == req.Method && live.EffectKey == req.EffectKey {",
+		"if live.Target == req.Target && live.Method == req.Method && live.EffectKey == req.EffectKey {", 0),
+	mut("one effect in flight: a pending receipt does not block admission", rulesFile,
+		`if row.PendingReceipt != "" {`, "if false {", 1),
+	mut("segment order: a new fence may start past segment 1", rulesFile,
+		"if req.Segment != 1 {", "if false {", 0),
+	mut("segment order: a segment may skip ahead", rulesFile,
+		"if req.Segment != row.LastSegmentSeq+1 {", "if req.Segment <= row.LastSegmentSeq {", 1),
+	mut("settle order: settling UNKNOWN clears the pending mark", rulesFile,
+		"if row.PendingReceipt == settled.ID && settled.State != fencegate.ReceiptUnknown {",
+		"if row.PendingReceipt == settled.ID {", 32),
+	mut("status check: a proof that is not HELD authorizes", verifyFile,
+		"case st.State != fencegate.StateHeld:", "case false:", 1),
+	mut("owner binding: any caller may present a grant", acceptFile,
+		"if req.Caller != vg.Owner {", "if false {", 0),
+	mut("resource cover: a grant covers any target", acceptFile,
+		"if !fencegate.Covers(vg.Resource, req.Resource) {", "if false {", 1),
+	{name: "epoch check: revoked epochs are not refused by the gateway", file: acceptFile, edits: []edit{
+		{"if g.cfg.Policy.EpochRevoked(vg.IssuerEpoch) {", "if false {"},
+		{"if g.cfg.Policy.EpochRevoked(st.IssuerEpoch) {", "if false {"}}, first: []uint64{27}},
+	mut("policy check: grants of an old policy generation are admitted", acceptFile,
+		"if cur := g.cfg.Policy.PolicyGeneration(); vg.PolicyGeneration < cur {",
+		"if cur := g.cfg.Policy.PolicyGeneration(); false && vg.PolicyGeneration < cur {", 30),
+	mut("admission re-check: a status that expired while waiting still admits", acceptFile,
+		"if !expired && now.Sub(authorizedAt) < reauthorizeAfter {", "if true {", 3),
+	mut("effect expiry: a write may land an hour after the expiry the reconciler assumes", acceptFile,
+		"EffectExpiry(adm.Receipt, g.cfg.EffectTimeout)", "EffectExpiry(adm.Receipt, g.cfg.EffectTimeout).Add(time.Hour)", 2),
+	mut("not-applied rule: the grace runs from admission, not from the write's expiry", reconFile,
+		"EffectExpiry(r, effectTimeout).Add(fencegate.LandBySlack + o.Grace)", "r.CreatedAt.Add(o.Grace)", 25),
+	mut("landing deadline: the store applies a write that arrives after it", localFile,
+		"if ok && !s.now().Before(t) {", "if false {", 8),
 }
 
 var mutationFlag = flag.String("sim.mutation", "", "run only the mutations whose name contains this")
 
-// mutantSeeds is how many memory-store seeds a mutant gets (fail-fast).
+// mutantSeeds is how many memory-store seeds a mutant gets at most
+// (fail-fast: the first broken gate ends its run).
 const mutantSeeds = 300
 
-// TestMutationsAreKilledBySimulation builds the simulation once per mutation
-// and runs it over the memory store: every mutant must break a gate. It names
-// every mutation that survived, and fails if a mutation no longer applies to
-// the source (the list must follow the code).
+// mutantEnv names the active mutant in a build of all of them.
+const mutantEnv = "FENCEGATE_MUTANT"
+
+// TestMutationsAreKilledBySimulation builds the simulation once with every
+// mutation compiled in behind a switch (go test -overlay; the source tree is
+// never touched), then runs it over the memory store once per mutation, with
+// that one switched on: every mutant must break a gate. It names every
+// mutation that survived, fails if a mutation no longer applies to the
+// source (the list must follow the code), and checks that the build with no
+// mutant switched on keeps every gate.
 func TestMutationsAreKilledBySimulation(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds the simulation once per mutation")
+		t.Skip("builds the simulation with the mutations")
 	}
-	if *seedFlag >= 0 || os.Getenv("FENCEGATE_MUTANT") != "" {
+	if *seedFlag >= 0 || os.Getenv(mutantEnv) != "" {
 		t.Skip("not inside a replay or a mutant")
 	}
+	t.Parallel()
 	root, err := filepath.Abs("../..")
 	if err != nil {
 		t.Fatal(err)
 	}
-	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
 	dir := t.TempDir()
+	var chosen []int
+	for i, m := range mutations {
+		if strings.Contains(m.name, *mutationFlag) {
+			chosen = append(chosen, i)
+		}
+	}
+	bin, err := buildMutants(root, dir, chosen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(id string, seeds int, first []uint64) (bool, string, time.Duration) {
+		start := time.Now()
+		var firsts []string
+		for _, s := range first {
+			firsts = append(firsts, fmt.Sprint(s))
+		}
+		cmd := exec.Command(bin, "-test.run", "^TestSimWholeSystemKeepsEveryGate$", "-sim.store", "memory",
+			"-sim.seeds", fmt.Sprint(seeds), "-sim.failfast", "-sim.first", strings.Join(firsts, ","))
+		cmd.Dir = filepath.Join(root, "internal", "sim")
+		cmd.Env = append(os.Environ(), mutantEnv+"="+id)
+		out, err := cmd.CombinedOutput()
+		// Killed means the simulation ran and found a broken gate, not
+		// that the mutant failed otherwise.
+		return err != nil && strings.Contains(string(out), "broken invariants"), string(out), time.Since(start)
+	}
 	type result struct {
 		killed bool
 		took   time.Duration
@@ -94,65 +148,148 @@ func TestMutationsAreKilledBySimulation(t *testing.T) {
 	results := make([]result, len(mutations))
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 2)
-	for i, m := range mutations {
-		if !strings.Contains(m.name, *mutationFlag) {
-			continue
-		}
-		path := filepath.Join(root, m.file)
-		src, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		want := max(m.n, 1)
-		if got := strings.Count(string(src), m.from); got != want {
-			t.Errorf("mutation %q: %q occurs %d times in %s, want %d: update the list to the code", m.name, m.from, got, m.file, want)
-			continue
-		}
-		mutant := filepath.Join(dir, fmt.Sprintf("m%d-%s", i, filepath.Base(m.file)))
-		if err := os.WriteFile(mutant, []byte(strings.ReplaceAll(string(src), m.from, m.to)), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		overlay, _ := json.Marshal(map[string]any{"Replace": map[string]string{path: mutant}})
-		ov := filepath.Join(dir, fmt.Sprintf("m%d.json", i))
-		if err := os.WriteFile(ov, overlay, 0o644); err != nil {
-			t.Fatal(err)
-		}
+	for _, i := range chosen {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			start := time.Now()
-			cmd := exec.Command(goBin, "test", "-overlay", ov, "-count=1", "-run", "^TestSimWholeSystemKeepsEveryGate$",
-				"./internal/sim/", "-args", "-sim.store", "memory", "-sim.seeds", fmt.Sprint(mutantSeeds), "-sim.failfast")
-			cmd.Dir = root
-			cmd.Env = append(os.Environ(), "FENCEGATE_MUTANT="+m.name)
-			var out bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &out, &out
-			err := cmd.Run()
-			// Killed means the simulation ran and found a broken gate, not
-			// that the mutant failed to build.
-			killed := err != nil && strings.Contains(out.String(), "broken invariants")
-			results[i] = result{killed: killed, took: time.Since(start), out: out.String()}
+			killed, out, took := run(fmt.Sprint("m", i), mutantSeeds, mutations[i].first)
+			results[i] = result{killed, took, out}
 		}()
 	}
 	wg.Wait()
+	// With no mutant switched on the build is the real code: it keeps every gate.
+	if killed, out, _ := run("none", 5, nil); killed || !strings.Contains(out, "PASS") {
+		t.Errorf("the mutant build with no mutant switched on fails:\n%s", tail(out, 15))
+	}
 	var survived []string
-	ran := 0
-	for i, m := range mutations {
-		r := results[i]
-		if r.out == "" {
-			continue // filtered out, or not applied (reported above)
-		}
-		ran++
+	for _, i := range chosen {
+		m, r := mutations[i], results[i]
 		if !r.killed {
 			survived = append(survived, m.name)
 			t.Errorf("mutation survived: %s\n%s", m.name, tail(r.out, 15))
 			continue
 		}
-		t.Logf("killed in %v: %s (%s)", r.took.Round(100*time.Millisecond), m.name, firstFailure(r.out))
+		t.Logf("killed in %v at seed %s: %s (%s)", r.took.Round(100*time.Millisecond), killingSeed(r.out), m.name, firstFailure(r.out))
 	}
-	t.Logf("mutation score: %d of %d killed", ran-len(survived), ran)
+	t.Logf("mutation score: %d of %d killed", len(chosen)-len(survived), len(chosen))
+}
+
+// buildMutants writes an overlay in which every edit of the chosen mutations
+// is guarded by fgMutant("m<index>") and each mutated package gains a file
+// defining it from $FENCEGATE_MUTANT, builds the simulation's test binary
+// with it and returns the binary's path.
+func buildMutants(root, dir string, chosen []int) (string, error) {
+	srcs := map[string]string{} // file -> mutated source
+	for _, i := range chosen {
+		m := mutations[i]
+		path := filepath.Join(root, m.file)
+		src, ok := srcs[path]
+		if !ok {
+			b, err := os.ReadFile(path)
+			if err != nil {
+				return "", err
+			}
+			src = string(b)
+		}
+		for _, e := range m.edits {
+			if n := strings.Count(src, e.from); n != 1 {
+				return "", fmt.Errorf("mutation %q: %q occurs %d times in %s, want once: update the list to the code", m.name, e.from, n, m.file)
+			}
+			guarded, err := guard(fmt.Sprint("m", i), e)
+			if err != nil {
+				return "", fmt.Errorf("mutation %q: %v", m.name, err)
+			}
+			src = strings.Replace(src, e.from, guarded, 1)
+		}
+		srcs[path] = src
+	}
+	replace := map[string]string{}
+	pkgs := map[string]string{} // package dir -> package name
+	for path, src := range srcs {
+		mutant := filepath.Join(dir, fmt.Sprintf("%d-%s", len(replace), filepath.Base(path)))
+		if err := os.WriteFile(mutant, []byte(src), 0o644); err != nil {
+			return "", err
+		}
+		replace[path] = mutant
+		_, rest, _ := strings.Cut(src, "\npackage ")
+		if strings.HasPrefix(src, "package ") {
+			rest = strings.TrimPrefix(src, "package ")
+		}
+		name, _, _ := strings.Cut(rest, "\n")
+		pkgs[filepath.Dir(path)] = strings.TrimSpace(name)
+	}
+	for pdir, name := range pkgs {
+		sw := filepath.Join(dir, fmt.Sprintf("switch-%d.go", len(replace)))
+		code := "package " + name + `
+
+import "os"
+
+var fgMutantActive = os.Getenv("` + mutantEnv + `")
+
+func fgMutant(id string) bool { return fgMutantActive == id }
+
+func fgPick[T any](mutant bool, m, orig T) T {
+	if mutant {
+		return m
+	}
+	return orig
+}
+`
+		if err := os.WriteFile(sw, []byte(code), 0o644); err != nil {
+			return "", err
+		}
+		replace[filepath.Join(pdir, "zz_fgmutant.go")] = sw
+	}
+	overlay, _ := json.Marshal(map[string]any{"Replace": replace})
+	ov := filepath.Join(dir, "overlay.json")
+	if err := os.WriteFile(ov, overlay, 0o644); err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "sim-mutants.test")
+	cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "test", "-c", "-overlay", ov, "-o", bin, "./internal/sim/")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building the mutants: %v\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// guard is e.from written so that it behaves as e.to when mutant id is
+// switched on and as itself otherwise.
+func guard(id string, e edit) (string, error) {
+	on := fmt.Sprintf("fgMutant(%q)", id)
+	cond := func(prefix, suffix string) (string, error) {
+		from := strings.TrimSuffix(strings.TrimPrefix(e.from, prefix), suffix)
+		to := strings.TrimSuffix(strings.TrimPrefix(e.to, prefix), suffix)
+		init := ""
+		if a, b, ok := strings.Cut(from, "; "); ok && prefix == "if " {
+			ta, tb, tok := strings.Cut(to, "; ")
+			if !tok || ta != a {
+				return "", fmt.Errorf("%q and %q must share their init statement", e.from, e.to)
+			}
+			init, from, to = a+"; ", b, tb
+		}
+		return fmt.Sprintf("%s%s%s && (%s) || !%s && (%s)%s", prefix, init, on, to, on, from, suffix), nil
+	}
+	switch {
+	case strings.HasPrefix(e.from, "if ") && strings.HasSuffix(e.from, " {"):
+		return cond("if ", " {")
+	case strings.HasPrefix(e.from, "case ") && strings.HasSuffix(e.from, ":"):
+		return cond("case ", ":")
+	}
+	return fmt.Sprintf("fgPick(%s, %s, %s)", on, e.to, e.from), nil
+}
+
+// killingSeed is the seed a mutant's run failed at ("seed N:" in its output).
+func killingSeed(out string) string {
+	_, rest, ok := strings.Cut(out, " seed ")
+	if !ok {
+		return "?"
+	}
+	seed, _, _ := strings.Cut(rest, ":")
+	return seed
 }
 
 func tail(s string, n int) string {

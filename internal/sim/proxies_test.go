@@ -152,10 +152,32 @@ func (w *world) onAdmitted(ctx context.Context, req fencegate.AdmitRequest, now 
 }
 
 // onSettled mirrors the store's rule that a not-applied last segment gives its
-// number back.
+// number back, and checks that an object write settled not applied is not
+// what the object holds.
 func (w *world) onSettled(r fencegate.Receipt) {
 	if a := w.admitted[r.Resource]; a != nil && r.State.NotApplied() && a.fence == r.FenceToken && a.seg == r.Segment {
 		a.seg--
+	}
+	if r.State.Terminal() {
+		w.verdict[r.ID] = r.State
+	}
+	if _, key, ok := gateway.SplitObjectTarget(r.Target); ok && r.State.NotApplied() {
+		if info, err := w.objects.Head(context.Background(), key); err == nil {
+			if m, ok := fencegate.ParseEffectMeta(info.Metadata); ok && m.ReceiptID == r.ID {
+				w.stats.gate("landed after not applied")
+				w.fail("receipt %s settled %s, but %s holds its write", r.ID, r.State, key)
+			}
+		}
+	}
+}
+
+// onLanded checks that an object write that lands has no receipt settled
+// not applied: a write the reconciler gave up on must never land later.
+func (w *world) onLanded(req fencegate.PutRequest) {
+	if st, ok := w.verdict[req.Meta.ReceiptID]; ok && st.NotApplied() {
+		w.stats.gate("landed after not applied")
+		w.fail("write of receipt %s (fence %d seg %d) landed on %s after the receipt settled %s",
+			req.Meta.ReceiptID, req.Meta.FenceToken, req.Meta.Segment, req.Key, st)
 	}
 }
 
@@ -220,22 +242,61 @@ func (p *objectProxy) Put(ctx context.Context, req fencegate.PutRequest) (string
 		return "", fencegate.Wrap(context.DeadlineExceeded, fencegate.CodeBackendUnavailable, "put timed out")
 	case w.chance(0.02):
 		w.stats.inject("effect lost answer")
-		_, _ = p.inner.Put(context.WithoutCancel(ctx), req)
+		_, _ = p.land(context.WithoutCancel(ctx), req)
 		return "", fencegate.Wrap(io.ErrUnexpectedEOF, fencegate.CodeBackendUnavailable, "put answer lost")
-	case w.chance(0.01):
+	case w.chance(0.015):
 		w.stats.inject("delayed old message (backend)")
-		body, _ := io.ReadAll(req.Body)
-		late := req
-		w.s.spawn(context.Background(), "late-put", func(ctx context.Context) {
-			w.s.sleep(ctx, time.Duration(w.rng.IntN(120))*time.Second)
-			late.Body = bytes.NewReader(body)
-			_, _ = p.inner.Put(ctx, late)
-		})
+		p.late(ctx, req)
 		return "", fencegate.Wrap(context.DeadlineExceeded, fencegate.CodeBackendUnavailable, "put timed out")
 	}
-	etag, err := p.inner.Put(ctx, req)
+	etag, err := p.land(ctx, req)
 	w.point(ctx, "after-effect")
 	return etag, err
+}
+
+// land hands req to the store and checks what landed.
+func (p *objectProxy) land(ctx context.Context, req fencegate.PutRequest) (string, error) {
+	etag, err := p.inner.Put(ctx, req)
+	if err == nil {
+		p.w.onLanded(req)
+	}
+	return etag, err
+}
+
+// late delivers req after the gateway gave up on it: up to 2 simulated
+// minutes later, half the time within its expiry (fencegate.LandBy). The
+// request carries its expiry as a presigned S3 request does. Half of the
+// late writes meet a store that, as S3, checks the expiry when the headers
+// arrive and applies the body up to storeBodyTime later; the others meet the
+// local store's own check, made right before the write lands.
+func (p *objectProxy) late(ctx context.Context, req fencegate.PutRequest) {
+	w := p.w
+	body, _ := io.ReadAll(req.Body)
+	landBy, bounded := fencegate.LandBy(ctx)
+	delay := time.Duration(w.rng.IntN(120_000)) * time.Millisecond
+	if bounded && w.rng.IntN(2) == 0 {
+		delay = time.Duration(w.rng.Int64N(int64(max(landBy.Sub(w.clock.Now()), time.Millisecond))))
+	}
+	headersFirst := w.rng.IntN(2) == 0
+	w.s.spawn(context.Background(), "late-put", func(lctx context.Context) {
+		w.s.sleep(lctx, delay)
+		req.Body = bytes.NewReader(body)
+		if !headersFirst {
+			if bounded {
+				lctx = fencegate.WithLandBy(lctx, landBy)
+			}
+			if _, err := p.land(lctx, req); err != nil && bounded && !w.clock.Now().Before(landBy) {
+				w.stats.inject("late write refused on arrival")
+			}
+			return
+		}
+		if bounded && !w.clock.Now().Before(landBy) {
+			w.stats.inject("late write refused on arrival")
+			return
+		}
+		w.s.sleep(lctx, time.Duration(w.rng.Int64N(int64(storeBodyTime))))
+		_, _ = p.land(lctx, req)
+	})
 }
 
 func (p *objectProxy) Delete(ctx context.Context, key, ifMatch string) error {

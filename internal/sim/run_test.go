@@ -48,7 +48,7 @@ func (s *stats) code(c string) {
 // Gates: each must stay 0.
 var gates = []string{"accepted stale", "forged accepted", "expired owner", "skipped segment", "regressed token",
 	"revoked epoch accepted", "stale policy accepted", "replay of another payload",
-	"auth failure touched state", "two effects in flight", "unknown unsettled after 15 min", "not linearizable"}
+	"auth failure touched state", "two effects in flight", "landed after not applied", "unknown unsettled after 15 min", "not linearizable"}
 
 func table(m map[string]int) string {
 	var keys []string

@@ -73,14 +73,15 @@ type world struct {
 	stats *stats
 
 	// ground truth, maintained at the interception points
-	admitted  map[string]*admitted // by resource
-	fenceOf   map[string]string    // resource/fence -> lease admitted under it
-	payloadOf map[string]string    // resource/fence/segment -> payload digest admitted
-	leaseExp  map[string]time.Time // latest expiry the registry granted, by lease
-	inflight  map[string]int       // forwarded effects in flight, by resource
-	maxFwd    map[string]uint64    // highest fence forwarded, by resource
-	archive   []sent               // every request sent, for delayed replays
-	snapshot  string               // registry snapshot file, "" if none
+	admitted  map[string]*admitted              // by resource
+	fenceOf   map[string]string                 // resource/fence -> lease admitted under it
+	payloadOf map[string]string                 // resource/fence/segment -> payload digest admitted
+	leaseExp  map[string]time.Time              // latest expiry the registry granted, by lease
+	inflight  map[string]int                    // forwarded effects in flight, by resource
+	maxFwd    map[string]uint64                 // highest fence forwarded, by resource
+	verdict   map[string]fencegate.ReceiptState // final state settled, by receipt ID
+	archive   []sent                            // every request sent, for delayed replays
+	snapshot  string                            // registry snapshot file, "" if none
 	ids       int
 	stopping  bool // workers finished: no new faults
 	finished  bool // everything settled: background tasks end
@@ -120,6 +121,7 @@ func newWorld(t testing.TB, seed uint64, cfg config, st *stats) (*world, error) 
 	clock := &simClock{now: time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC)}
 	w := &world{t: t, seed: seed, cfg: cfg, rng: rng, clock: clock, s: newSched(clock, rng), stats: st,
 		admitted: map[string]*admitted{}, fenceOf: map[string]string{}, payloadOf: map[string]string{}, leaseExp: map[string]time.Time{},
+		verdict:  map[string]fencegate.ReceiptState{},
 		inflight: map[string]int{}, maxFwd: map[string]uint64{}}
 	base := os.TempDir()
 	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
@@ -168,7 +170,7 @@ func newWorld(t testing.TB, seed uint64, cfg config, st *stats) (*world, error) 
 	if err := w.openRegistry(); err != nil {
 		return nil, err
 	}
-	if w.objects, err = local.New("local", filepath.Join(dir, "objects")); err != nil {
+	if w.objects, err = local.New("local", filepath.Join(dir, "objects"), local.WithClock(clock.Now)); err != nil {
 		return nil, err
 	}
 	w.op = &objectProxy{w: w, inner: w.objects}
