@@ -45,7 +45,7 @@ func (s *Server) deleteObjects(w http.ResponseWriter, r *http.Request, bucket st
 	if err := queryAllowed(r, "DeleteObjects", "delete"); err != nil {
 		return err
 	}
-	doc, _, _, err := s.body(r, nil)
+	doc, err := s.document(r)
 	if err != nil {
 		return err
 	}

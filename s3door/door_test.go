@@ -130,3 +130,5 @@ func TestPutGetHeadListDeleteThroughTheSDK(t *testing.T) {
 		t.Fatalf("deletes forwarded: %d", n)
 	}
 }
+
+func errorsAs(err error, target any) bool { return errors.As(err, target) }

@@ -2,6 +2,7 @@ package s3door
 
 import (
 	"crypto/md5" //nolint:gosec // S3's part ETags are MD5s
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/xml"
 	"io"
@@ -39,15 +40,19 @@ const (
 )
 
 type part struct {
-	number int
-	size   int64
-	etag   string // quoted hex MD5
+	number   int
+	size     int64
+	etag     string // quoted hex MD5
+	checksum string // the part's verified checksum of the upload's algorithm (base64), "" if none
 	path   string
 	at     time.Time
 }
 
 type upload struct {
 	id, bucket, key, identity, contentType string
+	// algorithm and checksumType are CreateMultipartUpload's
+	// x-amz-checksum-algorithm and x-amz-checksum-type ("" for none).
+	algorithm, checksumType string
 	dir                                    string
 	created                                time.Time
 	mu                                     sync.Mutex // one part write or completion at a time
@@ -109,15 +114,14 @@ func (s *Server) createUpload(w http.ResponseWriter, r *http.Request, bucket, ke
 	if err := s.staged(r, bucket, key); err != nil {
 		return err
 	}
-	for k := range r.Header {
-		if strings.HasPrefix(strings.ToLower(k), "x-amz-checksum-") {
-			return notImplemented("full-object checksums of multipart uploads")
-		}
+	alg, ctype, err := uploadChecksum(r.Header)
+	if err != nil {
+		return err
 	}
 	id := gateway.NewID("mpu_")
 	u := &upload{id: id, bucket: bucket, key: key, identity: authOf(r).cred.Identity,
 		contentType: r.Header.Get("Content-Type"), dir: filepath.Join(s.uploads.dir, id),
-		created: s.Now(), parts: map[int]*part{}}
+		created: s.Now(), parts: map[int]*part{}, algorithm: alg, checksumType: ctype}
 	if err := os.MkdirAll(u.dir, 0o700); err != nil {
 		return fencegate.Wrap(err, fencegate.CodeInternal, "cannot stage the upload")
 	}
@@ -161,7 +165,13 @@ func (s *Server) uploadPart(w http.ResponseWriter, r *http.Request, bucket, key 
 	if err := os.Rename(body.Name(), path); err != nil {
 		return fencegate.Wrap(err, fencegate.CodeInternal, "cannot stage the part")
 	}
+	if u.algorithm != "" && alg != "" && alg != u.algorithm {
+		return s3err(http.StatusBadRequest, "InvalidRequest", "the part's checksum algorithm differs from the upload's "+u.algorithm)
+	}
 	p := &part{number: n, size: body.Size, etag: `"` + hex.EncodeToString(h.Sum(nil)) + `"`, path: path, at: s.Now()}
+	if alg == u.algorithm {
+		p.checksum = sum
+	}
 	u.parts[n] = p
 	if alg != "" {
 		w.Header().Set("x-amz-checksum-"+alg, sum)
@@ -175,6 +185,12 @@ type completeRequest struct {
 	Parts []struct {
 		PartNumber int    `xml:"PartNumber"`
 		ETag       string `xml:"ETag"`
+		// The part checksums a client may repeat (one per algorithm).
+		ChecksumCRC32     string `xml:"ChecksumCRC32"`
+		ChecksumCRC32C    string `xml:"ChecksumCRC32C"`
+		ChecksumCRC64NVME string `xml:"ChecksumCRC64NVME"`
+		ChecksumSHA1      string `xml:"ChecksumSHA1"`
+		ChecksumSHA256    string `xml:"ChecksumSHA256"`
 	} `xml:"Part"`
 }
 
@@ -200,7 +216,7 @@ func (s *Server) completeUpload(w http.ResponseWriter, r *http.Request, bucket, 
 	if err != nil {
 		return err
 	}
-	doc, _, _, err := s.body(r, nil)
+	doc, err := s.document(r)
 	if err != nil {
 		return err
 	}
@@ -217,6 +233,7 @@ func (s *Server) completeUpload(w http.ResponseWriter, r *http.Request, bucket, 
 		return nil
 	}
 	files, md5s := make([]io.Reader, 0, len(cr.Parts)), md5.New() //nolint:gosec
+	var partSums []byte
 	var closers []*os.File
 	defer func() {
 		for _, f := range closers {
@@ -233,6 +250,15 @@ func (s *Server) completeUpload(w http.ResponseWriter, r *http.Request, bucket, 
 		case i < len(cr.Parts)-1 && p.size < minPartSize:
 			return s3err(http.StatusBadRequest, "EntityTooSmall", "Your proposed upload is smaller than the minimum allowed object size.")
 		}
+		for _, c := range []string{cp.ChecksumCRC32, cp.ChecksumCRC32C, cp.ChecksumCRC64NVME, cp.ChecksumSHA1, cp.ChecksumSHA256} {
+			if c != "" && c != p.checksum {
+				return s3err(http.StatusBadRequest, "InvalidPart", "a part's checksum does not match the one it was uploaded with")
+			}
+		}
+		if p.checksum != "" {
+			raw, _ := base64.StdEncoding.DecodeString(p.checksum)
+			partSums = append(partSums, raw...)
+		}
 		f, err := os.Open(p.path)
 		if err != nil {
 			return fencegate.Wrap(err, fencegate.CodeInternal, "a staged part is gone")
@@ -242,11 +268,22 @@ func (s *Server) completeUpload(w http.ResponseWriter, r *http.Request, bucket, 
 		raw, _ := hex.DecodeString(strings.Trim(p.etag, `"`))
 		md5s.Write(raw)
 	}
-	body, err := spool.Copy(s.SpoolDir, io.MultiReader(files...), s.MaxBody)
+	check, err := u.objectChecksum(r.Header, len(cr.Parts))
+	if err != nil {
+		return err
+	}
+	var also []io.Writer
+	if check.full != nil {
+		also = append(also, check.full)
+	}
+	body, err := spool.Copy(s.SpoolDir, io.MultiReader(files...), s.MaxBody, also...)
 	if err != nil {
 		return err
 	}
 	defer body.Close()
+	if err := check.verify(body.SHA256, partSums); err != nil {
+		return err
+	}
 	req.PayloadDigest = body.Digest()
 	req.PayloadSize, req.QuarantinePayload = body.Size, body.Keep(s.QuarantinePayload)
 	req.Effect = gateway.ObjectPut{Store: st, Key: key, Body: body.File, Size: body.Size, ContentType: u.contentType}

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/fencegate/fencegate"
 	"github.com/fencegate/fencegate/gateway"
@@ -103,6 +104,24 @@ func (s *Server) fencedCheck(r *http.Request, bucket, key, method string, curren
 // x-amz-checksum-* and a hex x-amz-content-sha256. It returns the
 // verified checksum header value, if one was declared.
 func (s *Server) body(r *http.Request, alsoMD5 io.Writer) (*spool.File, string, string, error) {
+	return s.readBody(r, alsoMD5, r.Header)
+}
+
+// document reads a request's XML document (DeleteObjects, Complete...):
+// its x-amz-checksum-* headers, if any, describe the object, not the
+// document, and are left to the caller.
+func (s *Server) document(r *http.Request) (*spool.File, error) {
+	hd := http.Header{}
+	for k, v := range r.Header {
+		if !strings.HasPrefix(strings.ToLower(k), "x-amz-checksum-") {
+			hd[k] = v
+		}
+	}
+	f, _, _, err := s.readBody(r, nil, hd)
+	return f, err
+}
+
+func (s *Server) readBody(r *http.Request, alsoMD5 io.Writer, hd http.Header) (*spool.File, string, string, error) {
 	a := authOf(r)
 	var in io.Reader = r.Body
 	var dc *dechunker
@@ -117,7 +136,7 @@ func (s *Server) body(r *http.Request, alsoMD5 io.Writer) (*spool.File, string, 
 			return nil, "", "", notImplemented(a.payloadHash)
 		}
 	}
-	integ, err := readIntegrity(r.Header, dc != nil)
+	integ, err := readIntegrity(hd, dc != nil)
 	if err != nil {
 		return nil, "", "", err
 	}
@@ -229,10 +248,8 @@ func (s *Server) getObject(w http.ResponseWriter, r *http.Request, bucket, key s
 	if err := queryAllowed(r, "GetObject", "partNumber"); err != nil {
 		return err
 	}
-	for _, h := range []string{"If-Match", "If-None-Match", "If-Modified-Since", "If-Unmodified-Since", "X-Amz-Server-Side-Encryption-Customer-Algorithm"} {
-		if r.Header.Get(h) != "" {
-			return notImplemented("GetObject with " + h)
-		}
+	if r.Header.Get("X-Amz-Server-Side-Encryption-Customer-Algorithm") != "" {
+		return notImplemented("GetObject with customer-provided encryption keys")
 	}
 	a := authOf(r)
 	if !s.mayRead(a.cred.Identity, fencegate.ObjectResource(bucket, key)) {
@@ -254,6 +271,9 @@ func (s *Server) getObject(w http.ResponseWriter, r *http.Request, bucket, key s
 	}
 	if rc != nil {
 		defer rc.Close()
+	}
+	if done, err := preconditions(w, r, info); done || err != nil {
+		return err
 	}
 	h := w.Header()
 	ct := info.ContentType
@@ -337,4 +357,44 @@ func parseRange(h string, size int64) (start, n int64, ranged bool, err error) {
 		}
 		return first, last - first + 1, true, nil
 	}
+}
+
+// preconditions applies a GET's or HEAD's If-Match, If-None-Match,
+// If-Unmodified-Since and If-Modified-Since (RFC 9110 §13.2.2, as S3
+// documents them for GetObject): 412 PreconditionFailed, or 304 Not
+// Modified (done, answered here).
+func preconditions(w http.ResponseWriter, r *http.Request, info fencegate.ObjectInfo) (done bool, err error) {
+	etag := quoteETag(info.ETag)
+	matches := func(list string) bool {
+		for _, t := range strings.Split(list, ",") {
+			if t = strings.TrimSpace(t); t == "*" || quoteETag(t) == etag {
+				return true
+			}
+		}
+		return false
+	}
+	failed := s3err(http.StatusPreconditionFailed, "PreconditionFailed", "At least one of the pre-conditions you specified did not hold")
+	since := func(h string) (time.Time, bool) {
+		t, err := http.ParseTime(r.Header.Get(h))
+		return t, err == nil && !info.LastModified.IsZero()
+	}
+	im, inm := r.Header.Get("If-Match"), r.Header.Get("If-None-Match")
+	switch {
+	case im != "" && !matches(im):
+		return false, failed
+	case im == "":
+		if t, ok := since("If-Unmodified-Since"); ok && info.LastModified.Truncate(time.Second).After(t) {
+			return false, failed
+		}
+	}
+	notModified := inm != "" && matches(inm)
+	if t, ok := since("If-Modified-Since"); inm == "" && ok && !info.LastModified.Truncate(time.Second).After(t) {
+		notModified = true
+	}
+	if notModified {
+		w.Header().Set("ETag", etag)
+		w.WriteHeader(http.StatusNotModified)
+		return true, nil
+	}
+	return false, nil
 }
