@@ -44,8 +44,8 @@ type part struct {
 	size     int64
 	etag     string // quoted hex MD5
 	checksum string // the part's verified checksum of the upload's algorithm (base64), "" if none
-	path   string
-	at     time.Time
+	path     string
+	at       time.Time
 }
 
 type upload struct {
@@ -53,12 +53,12 @@ type upload struct {
 	// algorithm and checksumType are CreateMultipartUpload's
 	// x-amz-checksum-algorithm and x-amz-checksum-type ("" for none).
 	algorithm, checksumType string
-	dir                                    string
-	created                                time.Time
-	mu                                     sync.Mutex // one part write or completion at a time
-	parts                                  map[int]*part
-	done                                   *completeResult // set once completed
-	doneAt                                 time.Time
+	dir                     string
+	created                 time.Time
+	mu                      sync.Mutex // one part write or completion at a time
+	parts                   map[int]*part
+	done                    *completeResult // set once completed
+	doneAt                  time.Time
 }
 
 type uploads struct {
