@@ -10,12 +10,14 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/fencegate/fencegate"
 	"github.com/fencegate/fencegate/backends/httpapi"
 	"github.com/fencegate/fencegate/gateway"
 	"github.com/fencegate/fencegate/internal/logctx"
+	"github.com/fencegate/fencegate/openapi"
 	"github.com/fencegate/fencegate/registry"
 	"github.com/go-chi/chi/v5"
 	"go.opentelemetry.io/otel/trace"
@@ -120,6 +122,7 @@ func Router(s *Server) http.Handler {
 	r := chi.NewRouter()
 	r.Use(s.observeRequests, s.recoverer, s.guardBodies, s.s3Door)
 	r.Get("/healthz", s.healthz)
+	r.Get("/openapi.yaml", serveSpec)
 	s.consoleRoutes(r)
 	r.Route("/v1", func(r chi.Router) {
 		r.Put("/objects/{store}/*", s.putObject)
@@ -200,6 +203,17 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// serveSpec answers the embedded OpenAPI document, the same bytes as
+// openapi/openapi.yaml, to anyone (it is the public description of the API).
+func serveSpec(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", openapi.MediaType)
+	w.Header().Set("Content-Length", strconv.Itoa(len(openapi.Spec)))
+	w.WriteHeader(http.StatusOK)
+	if r.Method != http.MethodHead {
+		_, _ = w.Write(openapi.Spec)
+	}
 }
 
 // recoverer turns a panic into an INTERNAL problem instead of a dropped

@@ -13,6 +13,7 @@ import (
 	"github.com/getkin/kin-openapi/openapi3filter"
 
 	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/openapi"
 )
 
 // TestRealResponsesMatchTheSpec drives the router through a lease, fenced
@@ -22,6 +23,9 @@ func TestRealResponsesMatchTheSpec(t *testing.T) {
 	json := map[string]string{"Content-Type": "application/json"}
 
 	e.call("GET", "/healthz", "", nil, "", 200)
+	if h, _ := e.call("GET", "/openapi.yaml", "", nil, "", 200); h.Get("Content-Type") != openapi.MediaType {
+		t.Errorf("/openapi.yaml served as %q", h.Get("Content-Type"))
+	}
 	_, p := e.call("GET", "/v1/receipts?operationId=op-1", "", nil, "", 401)
 	wantCode(t, p, fencegate.CodeUnauthenticated)
 	_, p = e.call("GET", "/v1/receipts/rcpt_nope", tokA, nil, "", 404)
