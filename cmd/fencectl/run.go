@@ -98,6 +98,7 @@ func childEnv(base []string, info client.LeaseInfo, creds fencegate.S3AccessKeys
 		"RCLONE_S3_ENDPOINT":          o.endpoint,
 		"RCLONE_S3_REGION":            o.region,
 		"RCLONE_S3_FORCE_PATH_STYLE":  "true",
+		"RCLONE_S3_NO_CHECK_BUCKET":   "true", // buckets are the gateway's stores: never created
 		"FENCEGATE_LEASE":             info.Lease,
 		"FENCEGATE_RESOURCE":          info.Resource,
 		"FENCEGATE_FENCE_TOKEN":       strconv.FormatUint(info.FenceToken, 10),
