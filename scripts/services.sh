@@ -136,3 +136,10 @@ ensure_s3clients() {
   fi
   export FENCEGATE_TEST_AWS=/usr/bin/aws FENCEGATE_TEST_RCLONE=/usr/bin/rclone FENCEGATE_TEST_S3CMD=/usr/bin/s3cmd
 }
+
+# ensure_promtool installs promtool (Debian's prometheus package), which
+# deploy/prometheus_test.go runs over the shipped alert rules and their tests.
+ensure_promtool() {
+  command -v promtool >/dev/null 2>&1 && return 0
+  apt_install prometheus
+}

@@ -10,6 +10,7 @@ ensure_redis
 ensure_s3
 ensure_etcd
 ensure_spin
+ensure_promtool
 ensure_chromium
 ensure_s3clients
 
