@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/fencestore"
 	"github.com/fencegate/fencegate/internal/logctx"
 )
 
@@ -416,16 +417,21 @@ func asCode(err error, code fencegate.Code) error {
 // supersededBy diagnoses an authentic grant whose status is no longer valid:
 // when a newer owner has already been accepted on the resource, the precise
 // answer is STALE_OWNER (retrying with a fresh proof cannot help). It only
-// reads fence state.
+// reads fence state; the rule is the store's (fencestore.FenceOrder).
 func (g *Gateway) supersededBy(ctx context.Context, bound bool, vg fencegate.VerifiedGrant) error {
 	if !bound { // only the owner, or its verified delegate, learns the resource's fate
 		return nil
 	}
 	rs, err := g.cfg.Store.Resource(ctx, vg.Resource)
-	if err != nil || vg.FenceToken >= rs.HighestFence || vg.IssuedAt > rs.GrantIssuedAt {
+	if err != nil {
 		return nil
 	}
-	return fencegate.Errorf(fencegate.CodeStaleOwner, "fence %d is below the resource's highest fence %d: a newer owner holds it", vg.FenceToken, rs.HighestFence)
+	// Only STALE_OWNER is diagnosed here; a FENCE_REGRESSION is left to the
+	// admission, which raises its alarm.
+	if err := fencestore.FenceOrder(rs, vg); fencegate.ErrorCode(err) == fencegate.CodeStaleOwner {
+		return err
+	}
+	return nil
 }
 
 // admitTimeout bounds one admission transaction.

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/fencestore"
 )
 
 // arrivalLookBack is how many of the lease's latest segments arrivalSegment
@@ -81,10 +82,6 @@ func (g *Gateway) admissible(ctx context.Context, req Request) error {
 		return nil
 	case err != nil:
 		return err
-	case vg.FenceToken >= rs.HighestFence:
-		return nil
-	case vg.IssuedAt > rs.GrantIssuedAt:
-		return fencegate.Errorf(fencegate.CodeFenceRegression, "fence %d is below the resource's highest fence %d, yet issued after it", vg.FenceToken, rs.HighestFence)
 	}
-	return fencegate.Errorf(fencegate.CodeStaleOwner, "fence %d is below the resource's highest fence %d: a newer owner holds it", vg.FenceToken, rs.HighestFence)
+	return fencestore.FenceOrder(rs, vg)
 }

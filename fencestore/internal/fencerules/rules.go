@@ -67,19 +67,34 @@ const (
 	Quarantine
 )
 
+// FenceOrder is the first fence rule: a grant whose fence is below the
+// resource's highest accepted fence is refused, STALE_OWNER (a newer owner
+// was accepted), or FENCE_REGRESSION when the grant was issued after the one
+// that set the highest fence (the registry handed out a lower fence later:
+// its state went back). Nil for a fence at or above the highest. Decide
+// applies it first; the gateway also uses it (through fencestore.FenceOrder)
+// to answer a stale grant precisely before it reaches the store.
+func FenceOrder(row fencegate.ResourceState, g fencegate.VerifiedGrant) error {
+	fence := g.FenceToken
+	if fence < row.HighestFence {
+		if g.IssuedAt > row.GrantIssuedAt {
+			return fencegate.Errorf(fencegate.CodeFenceRegression,
+				"fence %d is below highest fence %d but its grant was issued later", fence, row.HighestFence)
+		}
+		return fencegate.Errorf(fencegate.CodeStaleOwner,
+			"fence %d is below highest fence %d: a newer owner holds it", fence, row.HighestFence)
+	}
+	return nil
+}
+
 // Decide applies the fence rules to req against row (the resource's state, the
 // zero value for a resource that never admitted a segment) and live (the live
 // receipt at (resource, req fence, req segment), nil if none). The error is
 // non-nil exactly for Reject and Quarantine.
 func Decide(row fencegate.ResourceState, req *fencegate.AdmitRequest, live *fencegate.Receipt) (Verdict, error) {
 	fence := req.Grant.FenceToken
-	if fence < row.HighestFence {
-		if req.Grant.IssuedAt > row.GrantIssuedAt {
-			return Reject, fencegate.Errorf(fencegate.CodeFenceRegression,
-				"fence %d is below highest fence %d but its grant was issued later", fence, row.HighestFence)
-		}
-		return Reject, fencegate.Errorf(fencegate.CodeStaleOwner,
-			"fence %d is below highest fence %d", fence, row.HighestFence)
+	if err := FenceOrder(row, req.Grant); err != nil {
+		return Reject, err
 	}
 	if fence == row.HighestFence {
 		if req.Grant.Lease != row.Lease || req.Grant.OperationRoot != row.Root {

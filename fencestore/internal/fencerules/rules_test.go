@@ -72,6 +72,39 @@ func TestDecide(t *testing.T) {
 
 // TestAcceptedMovesFenceRootLeaseSegmentAndPendingTogether: the row after an
 // accepted segment, as one write.
+// TestFenceOrderIsDecidesFirstRule: what the gateway asks before admission
+// (through fencestore.FenceOrder) is exactly Decide's verdict on the fence:
+// below the highest is STALE_OWNER, or FENCE_REGRESSION when issued later;
+// at or above it passes on to the other rules.
+func TestFenceOrderIsDecidesFirstRule(t *testing.T) {
+	for _, c := range []struct {
+		rule     string
+		fence    uint64
+		issuedAt int64
+		code     fencegate.Code
+	}{
+		{"LowerFenceIsStaleOwner", 4, 900, fencegate.CodeStaleOwner},
+		{"LowerFenceIssuedAtTheSameTimeIsStaleOwner", 4, 1000, fencegate.CodeStaleOwner},
+		{"LowerFenceIssuedLaterIsRegression", 4, 2000, fencegate.CodeFenceRegression},
+		{"EqualFencePasses", 5, 1000, ""},
+		{"HigherFencePasses", 6, 3000, ""},
+	} {
+		t.Run(c.rule, func(t *testing.T) {
+			req := admit(c.fence, 1, "L", "R", c.issuedAt)
+			err := FenceOrder(row, req.Grant)
+			if got := fencegate.ErrorCode(err); got != c.code {
+				t.Fatalf("FenceOrder: %v, want %q", err, c.code)
+			}
+			if c.code == "" {
+				return
+			}
+			if _, derr := Decide(row, req, nil); fencegate.ErrorCode(derr) != c.code {
+				t.Fatalf("Decide answers %v where FenceOrder answers %v", derr, err)
+			}
+		})
+	}
+}
+
 func TestAcceptedMovesFenceRootLeaseSegmentAndPendingTogether(t *testing.T) {
 	req := admit(6, 1, "L6", "R6", 3000)
 	req.Now = time.Date(2030, 1, 1, 0, 0, 0, 1500, time.UTC)

@@ -1,0 +1,19 @@
+// Package fencestore is the door to the fence rules for code outside the
+// stores. The rules themselves live in fencestore/internal/fencerules (start
+// there: rules.go, with its table test rules_test.go), which every store
+// (memory, embedded, postgres) applies; this package only forwards, so each
+// rule keeps one owner.
+package fencestore
+
+import (
+	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/fencestore/internal/fencerules"
+)
+
+// FenceOrder is fencerules.FenceOrder: STALE_OWNER or FENCE_REGRESSION for a
+// grant below the resource's highest accepted fence, nil otherwise. The
+// gateway uses it to answer a superseded grant precisely before admission;
+// the store's transaction applies the same rule again, authoritatively.
+func FenceOrder(row fencegate.ResourceState, g fencegate.VerifiedGrant) error {
+	return fencerules.FenceOrder(row, g)
+}
