@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -88,6 +89,22 @@ type PutRequest struct {
 	IfMatch     string
 	IfNoneMatch bool
 	Meta        EffectMeta
+	// UserMeta is the client's own metadata (S3 x-amz-meta-*: lower-case
+	// names without the prefix), kept with the object beside Meta; names
+	// starting with "fence-" are Meta's and are dropped from it.
+	UserMeta map[string]string
+}
+
+// Metadata is what a backend stores with the object: UserMeta, then Meta
+// (which no user name can override).
+func (req PutRequest) Metadata() map[string]string {
+	m := req.Meta.Map()
+	for k, v := range req.UserMeta {
+		if k = strings.ToLower(k); !strings.HasPrefix(k, "fence-") {
+			m[k] = v
+		}
+	}
+	return m
 }
 
 // Validate checks what every backend requires of a put: a canonical key,

@@ -32,13 +32,15 @@ type ObjectPut struct {
 	Body        io.ReadSeeker
 	Size        int64
 	ContentType string
+	// UserMeta is the client's own object metadata (see fencegate.PutRequest).
+	UserMeta map[string]string
 }
 
 // Apply performs the write.
 func (p ObjectPut) Apply(ctx context.Context, r fencegate.Receipt, prev string) (fencegate.Outcome, error) {
 	etag, err := p.Store.Put(ctx, fencegate.PutRequest{
 		Key: p.Key, Body: p.Body, Size: p.Size, ContentType: p.ContentType,
-		IfMatch: prev, IfNoneMatch: prev == "", Meta: EffectMetaOf(r),
+		IfMatch: prev, IfNoneMatch: prev == "", Meta: EffectMetaOf(r), UserMeta: p.UserMeta,
 	})
 	if err == nil {
 		return fencegate.Outcome{State: fencegate.ReceiptCommitted, Version: etag}, nil

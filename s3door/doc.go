@@ -47,9 +47,9 @@
 // Unsupported: anything this package does not name answers NotImplemented,
 // including copies, tagging, ACLs other than private, storage classes other
 // than STANDARD, encryption headers, versioning, conditional requests and
-// object-lock. User metadata (x-amz-meta-*) other than fence-segment is not
-// kept: the object's metadata is the effect's own (fence token, segment,
-// receipt ID), returned as x-amz-meta-fence-* on GET and HEAD.
+// object-lock. User metadata (x-amz-meta-*, at most 2 KB) is kept beside
+// the effect's own (fence token, segment, receipt ID, returned as
+// x-amz-meta-fence-* on GET and HEAD), which no client name can override.
 //
 // # Why not versitygw's embedgw
 //

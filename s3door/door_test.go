@@ -132,3 +132,25 @@ func TestPutGetHeadListDeleteThroughTheSDK(t *testing.T) {
 }
 
 func errorsAs(err error, target any) bool { return errors.As(err, target) }
+
+func TestUserMetadataIsKeptBesideTheEffectsOwn(t *testing.T) {
+	e := newEnv(t, nil)
+	c := e.client(e.lease("AKIDA", owner, "b/r"))
+	ctx := context.Background()
+	if _, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("b"), Key: aws.String("r/m"), Body: strings.NewReader("x"),
+		Metadata: map[string]string{"mtime": "1700000000.5", "fence-receipt-id": "forged"}}); err != nil {
+		t.Fatal(err)
+	}
+	h, err := c.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String("b"), Key: aws.String("r/m")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Metadata["mtime"] != "1700000000.5" || !strings.HasPrefix(h.Metadata["fence-receipt-id"], "rcpt_") {
+		t.Fatalf("metadata: %v", h.Metadata)
+	}
+	big := map[string]string{"a": strings.Repeat("v", 2100)}
+	_, err = c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("b"), Key: aws.String("r/m2"), Body: strings.NewReader("x"), Metadata: big})
+	if code, _, _ := apiCode(t, err); code != "MetadataTooLarge" {
+		t.Fatalf("2 KB of metadata: %s", code)
+	}
+}

@@ -53,6 +53,7 @@ type upload struct {
 	// algorithm and checksumType are CreateMultipartUpload's
 	// x-amz-checksum-algorithm and x-amz-checksum-type ("" for none).
 	algorithm, checksumType string
+	meta                    map[string]string // the object's user metadata
 	dir                     string
 	created                 time.Time
 	mu                      sync.Mutex // one part write or completion at a time
@@ -118,10 +119,14 @@ func (s *Server) createUpload(w http.ResponseWriter, r *http.Request, bucket, ke
 	if err != nil {
 		return err
 	}
+	meta, err := userMeta(r.Header)
+	if err != nil {
+		return err
+	}
 	id := gateway.NewID("mpu_")
 	u := &upload{id: id, bucket: bucket, key: key, identity: authOf(r).cred.Identity,
 		contentType: r.Header.Get("Content-Type"), dir: filepath.Join(s.uploads.dir, id),
-		created: s.Now(), parts: map[int]*part{}, algorithm: alg, checksumType: ctype}
+		created: s.Now(), parts: map[int]*part{}, algorithm: alg, checksumType: ctype, meta: meta}
 	if err := os.MkdirAll(u.dir, 0o700); err != nil {
 		return fencegate.Wrap(err, fencegate.CodeInternal, "cannot stage the upload")
 	}
@@ -286,7 +291,7 @@ func (s *Server) completeUpload(w http.ResponseWriter, r *http.Request, bucket, 
 	}
 	req.PayloadDigest = body.Digest()
 	req.PayloadSize, req.QuarantinePayload = body.Size, body.Keep(s.QuarantinePayload)
-	req.Effect = gateway.ObjectPut{Store: st, Key: key, Body: body.File, Size: body.Size, ContentType: u.contentType}
+	req.Effect = gateway.ObjectPut{Store: st, Key: key, Body: body.File, Size: body.Size, ContentType: u.contentType, UserMeta: u.meta}
 	res, err := s.Gateway.Apply(r.Context(), req)
 	if err != nil {
 		return err

@@ -182,7 +182,11 @@ func (s *Server) putObject(w http.ResponseWriter, r *http.Request, bucket, key s
 	defer body.Close()
 	req.PayloadDigest = body.Digest()
 	req.PayloadSize, req.QuarantinePayload = body.Size, body.Keep(s.QuarantinePayload)
-	req.Effect = gateway.ObjectPut{Store: st, Key: key, Body: body.File, Size: body.Size, ContentType: r.Header.Get("Content-Type")}
+	meta, err := userMeta(r.Header)
+	if err != nil {
+		return err
+	}
+	req.Effect = gateway.ObjectPut{Store: st, Key: key, Body: body.File, Size: body.Size, ContentType: r.Header.Get("Content-Type"), UserMeta: meta}
 	res, err := s.Gateway.Apply(r.Context(), req)
 	if err != nil {
 		return err
@@ -285,6 +289,11 @@ func (s *Server) getObject(w http.ResponseWriter, r *http.Request, bucket, key s
 	h.Set("Accept-Ranges", "bytes")
 	if !info.LastModified.IsZero() {
 		h.Set("Last-Modified", info.LastModified.UTC().Format(http.TimeFormat))
+	}
+	for k, v := range info.Metadata {
+		if k = strings.ToLower(k); !strings.HasPrefix(k, "fence-") {
+			h.Set("x-amz-meta-"+k, v)
+		}
 	}
 	if m, ok := fencegate.ParseEffectMeta(info.Metadata); ok {
 		h.Set("x-amz-meta-fence-token", strconv.FormatUint(m.FenceToken, 10))
@@ -397,4 +406,29 @@ func preconditions(w http.ResponseWriter, r *http.Request, info fencegate.Object
 		return true, nil
 	}
 	return false, nil
+}
+
+// maxUserMeta is S3's bound on user metadata: 2 KB of names and values.
+const maxUserMeta = 2 << 10
+
+// userMeta is a write's x-amz-meta-* headers (names lower-case, without the
+// prefix), fence-segment, which numbers the write, left out.
+func userMeta(hd http.Header) (map[string]string, error) {
+	var m map[string]string
+	size := 0
+	for k, vs := range hd {
+		name, ok := strings.CutPrefix(strings.ToLower(k), "x-amz-meta-")
+		if !ok || strings.HasPrefix(name, "fence-") {
+			continue
+		}
+		if m == nil {
+			m = map[string]string{}
+		}
+		m[name] = strings.Join(vs, ",")
+		size += len(name) + len(m[name])
+	}
+	if size > maxUserMeta {
+		return nil, s3err(http.StatusBadRequest, "MetadataTooLarge", "Your metadata headers exceed the maximum allowed metadata size.")
+	}
+	return m, nil
 }

@@ -222,7 +222,7 @@ func (s *Store) writeTemp(ctx context.Context, req fencegate.PutRequest) (path, 
 	if ct == "" {
 		ct = "application/octet-stream"
 	}
-	tr, err := json.Marshal(trailer{Key: req.Key, ETag: etag, Size: n, ContentType: ct, Metadata: req.Meta.Map()})
+	tr, err := json.Marshal(trailer{Key: req.Key, ETag: etag, Size: n, ContentType: ct, Metadata: req.Metadata()})
 	if err != nil {
 		return "", "", fencegate.Wrap(err, fencegate.CodeInternal, "encode object trailer")
 	}

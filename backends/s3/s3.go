@@ -214,7 +214,7 @@ func (s *Store) Put(ctx context.Context, req fencegate.PutRequest) (string, erro
 		return s.putMultipart(ctx, req, body, start)
 	}
 	in := &s3.PutObjectInput{Bucket: &s.bucket, Key: s.full(req.Key), Body: body,
-		ContentLength: aws.Int64(req.Size), Metadata: req.Meta.Map()}
+		ContentLength: aws.Int64(req.Size), Metadata: req.Metadata()}
 	if req.ContentType != "" {
 		in.ContentType = aws.String(req.ContentType)
 	}
