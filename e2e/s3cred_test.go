@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -180,5 +181,47 @@ func TestFencectlRunSyncsWithTheAWSCLI(t *testing.T) {
 		if code, body := d.objectBody(t, "local/reports/2026-07/"+f); code != http.StatusOK || body != string(want) {
 			t.Fatalf("%s: %d, %d bytes, want the file's %d", f, code, len(body), len(want))
 		}
+	}
+}
+
+// TestReplicaChecksLeaseS3CredentialsAtTheRegistry: a replica with no
+// registry of its own, in proof and in query mode, resolves a lease's S3
+// credentials at the registry (POST /v1/leases/{lease}/s3-resolve, as a
+// gateway identity) at every request: writes pass while the lease is held,
+// and a release at the registry refuses the replica's next request.
+func TestReplicaChecksLeaseS3CredentialsAtTheRegistry(t *testing.T) {
+	for _, mode := range []string{"proof", "query"} {
+		t.Run(mode, func(t *testing.T) {
+			reg := startFrontDoor(t, nil, "--gateway", "replica=replica-token")
+			gwDir := t.TempDir()
+			cfg := filepath.Join(gwDir, "gw.yaml")
+			yml := fmt.Sprintf(`dataDir: %s
+trustBundle: %s
+statusMode: %s
+registryURL: %s
+registryCredential: {name: replica, token: replica-token}
+stores: {local: "local:"}
+identities: [{name: worker-a, token: token-a}]
+access: {rules: [{identity: worker-a, lease: [local]}]}
+`, filepath.Join(gwDir, "data"), filepath.Join(reg.dir, "trust-bundle.json"), mode, reg.base)
+			if err := os.WriteFile(cfg, []byte(yml), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			gw := startGateway(t, "serve", "--config", cfg)
+			k := reg.acquireKeys(t, "token-a", "local/replica/1", "a-1", "op-replica", 60000)
+			c := gw.s3Client(k.door(), nil)
+			if err := putObject(c, "local", "replica/1/x", "through the replica"); err != nil {
+				t.Fatalf("write at the replica: %v\n%s", err, gw.logs.String())
+			}
+			if body, err := getObject(c, "local", "replica/1/x"); err != nil || body != "through the replica" {
+				t.Fatalf("read at the replica: %q %v", body, err)
+			}
+			if r := reg.do(t, "DELETE", "/v1/leases/"+k.lease, "token-a", nil, ""); r.status != http.StatusOK {
+				t.Fatalf("release: %d %s", r.status, r.body)
+			}
+			wantRefused(t, "write at the replica after release", putObject(c, "local", "replica/1/x", "late"), "AccessDenied", "STATUS_INVALID")
+			_, err := getObject(c, "local", "replica/1/x")
+			wantRefused(t, "read at the replica after release", err, "AccessDenied", "STATUS_INVALID")
+		})
 	}
 }
