@@ -53,7 +53,9 @@ func (c *Client) DelegationStatus(ctx context.Context, id, grantDigest string) (
 }
 
 // Delegate mints a delegation of this lease's current grant. It refuses
-// without asking while the lease is not HELD locally.
+// without asking while the lease is not HELD locally. Once minted, the
+// lease's own writers number their commits after the highest delegated
+// segment: owner and delegate never send the same segment number.
 func (l *Lease) Delegate(ctx context.Context, p DelegateParams) (Delegation, error) {
 	l.mu.Lock()
 	if err := l.notHeldLocked(); err != nil {
@@ -62,7 +64,18 @@ func (l *Lease) Delegate(ctx context.Context, p DelegateParams) (Delegation, err
 	}
 	id, digest := l.info.Lease, l.info.GrantDigest
 	l.unlock()
-	return l.c.Delegate(ctx, id, digest, p)
+	d, err := l.c.Delegate(ctx, id, digest, p)
+	if err != nil {
+		return d, err
+	}
+	top := p.SegmentTo
+	for _, s := range p.Segments {
+		top = max(top, s)
+	}
+	l.commitMu.Lock()
+	l.nextSeg = max(l.nextSeg, top+1)
+	l.commitMu.Unlock()
+	return d, nil
 }
 
 // DelegationClaims reads the claims of a compact leaseDelegation.v1 JWS
@@ -82,4 +95,17 @@ func DelegationClaims(token string) (fencegate.Delegation, error) {
 		return fencegate.Delegation{}, err
 	}
 	return d, nil
+}
+
+// ResumeAt sets the segment number the lease's next commit carries: for an
+// owner that takes back delegated segments its delegate never used (after
+// revoking the delegation). The gateway admits only the next segment, so a
+// wrong number is refused (SEGMENT_OUT_OF_ORDER, or QUARANTINED for a used
+// one), never applied twice.
+func (l *Lease) ResumeAt(seg uint64) {
+	l.commitMu.Lock()
+	defer l.commitMu.Unlock()
+	if seg > 0 {
+		l.nextSeg = seg
+	}
 }
