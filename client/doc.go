@@ -15,6 +15,12 @@
 //   - Segment writers number commits 1, 2, 3, ... under one grant, send every
 //     commit with the current grant and a fresh status proof, and resolve an
 //     unknown outcome through receipts before submitting anything new.
+//   - Lost is closed, and Context's context cancelled, the moment a lease
+//     stops allowing effects; OnStateChange reports every transition.
+//   - Lease.Delegate mints a delegation of the lease for a downstream
+//     identity and a segment range or set; the delegate writes with a
+//     DelegatedWriter under the owner's grant, refused exactly as the owner
+//     once a newer fence is accepted.
 //   - Transport is an http.RoundTripper for an unmodified SDK of a fronted
 //     API: base URL rewrite, the workload credential instead of the SDK's,
 //     reads to the API's read routes, writes fenced with one segment per SDK

@@ -143,3 +143,22 @@ ensure_promtool() {
   command -v promtool >/dev/null 2>&1 && return 0
   apt_install prometheus
 }
+
+# ensure_nats makes sure NATS JetStream listens on 127.0.0.1:4222 (the queue
+# example's e2e test): the machine's nats-server, started as the machine
+# starts it when it is not up. It never restarts a running server.
+ensure_nats() {
+  nats_up() { (exec 3<>/dev/tcp/127.0.0.1/4222) 2>/dev/null; }
+  if ! nats_up; then
+    if [ -x /usr/sbin/nats-server ] && command -v start-stop-daemon >/dev/null; then
+      mkdir -p /var/lib/nats-server
+      start-stop-daemon --start --oknodo --background --exec /usr/sbin/nats-server -- \
+        -a 127.0.0.1 -p 4222 -js -sd /var/lib/nats-server -l /var/log/nats-server.log
+    else
+      echo "NATS JetStream is not running on 127.0.0.1:4222 and /usr/sbin/nats-server is not installed" >&2
+      return 1
+    fi
+  fi
+  wait_for 15 nats_up || { echo "NATS did not start" >&2; return 1; }
+  export FENCEGATE_TEST_NATS="${FENCEGATE_TEST_NATS:-nats://127.0.0.1:4222}"
+}
