@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fencegate/fencegate"
 	fgclient "github.com/fencegate/fencegate/client"
 )
 
@@ -128,8 +129,20 @@ func throughGateway(ctx context.Context, gw *gateway, store, tag string, c int, 
 	keys := make([]string, c)
 	prepare := func(w int) error {
 		keys[w] = fmt.Sprintf("bench/%s/%d", tag, w)
-		l, err := cl.AcquireLease(ctx, fgclient.LeaseParams{AcquireParams: fgclient.AcquireParams{
-			Resource: store + "/" + keys[w], RequestID: "req-" + tag + fmt.Sprint(w), TTL: time.Hour, OperationID: "op-" + tag}})
+		var (
+			l   *fgclient.Lease
+			err error
+		)
+		// A store that already holds fences (-prefill) makes the fresh
+		// registry pause grants until proofs from before could have expired.
+		for try := 0; ; try++ {
+			l, err = cl.AcquireLease(ctx, fgclient.LeaseParams{AcquireParams: fgclient.AcquireParams{
+				Resource: store + "/" + keys[w], RequestID: "req-" + tag + fmt.Sprint(w), TTL: time.Hour, OperationID: "op-" + tag}})
+			if fencegate.ErrorCode(err) != fencegate.CodeStateLost || try == 40 {
+				break
+			}
+			time.Sleep(250 * time.Millisecond)
+		}
 		if err != nil {
 			return fmt.Errorf("acquire: %w", err)
 		}
