@@ -34,18 +34,18 @@ import (
 )
 
 type options struct {
-	paths    []string
-	conc     []int
-	d        time.Duration
-	runs     int
-	bin      string
-	pgBase   string
-	pgDB     string
-	s3       s3Target
-	fsyncs   bool
-	prefill  int
-	out      io.Writer
-	filled   string // the pre-filled Postgres store's URL, if any
+	paths   []string
+	conc    []int
+	d       time.Duration
+	runs    int
+	bin     string
+	pgBase  string
+	pgDB    string
+	s3      s3Target
+	fsyncs  bool
+	prefill int
+	out     io.Writer
+	filled  string // the pre-filled Postgres store's URL, if any
 }
 
 func main() {
