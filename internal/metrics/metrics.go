@@ -143,6 +143,9 @@ func New() *Metrics {
 	for _, op := range []string{"admit", "settle", "list"} {
 		m.storeErrors.WithLabelValues(op)
 	}
+	for _, source := range []string{"start", "admin"} {
+		m.breakGlass.WithLabelValues(source)
+	}
 	return m
 }
 
