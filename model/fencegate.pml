@@ -48,8 +48,17 @@ byte etag = 0;
 byte objRid = 0;
 byte objF = 0;
 
+/* time, as far as the protocol needs it: each admitted write expires (its
+ * requests carry the expiry to the store: gateway.EffectExpiry,
+ * fencegate.WithLandBy), in admission order since every write gets the same
+ * effectTimeout. Receipt r's write has expired iff r <= expiredUpTo. */
+byte expiredUpTo = 0;
+#define EXPIRED(r) ((r) <= expiredUpTo)
+#define BIT(r) (1 << (r))
+
 /* what the invariants watch */
 byte maxApplied = 0;       /* highest fence whose write landed */
+byte notApplied = 0;       /* receipts settled NOT_APPLIED / FAILED, as bits */
 byte inflight = 0;         /* effects forwarded and not settled */
 bool crashed = false;
 
@@ -65,6 +74,7 @@ inline cas_put(prev, f, rid, ok) {
 	if
 	:: etag == prev ->
 		assert(f >= maxApplied);
+		assert((notApplied & BIT(rid)) == 0);      /* invariant 4 */
 		maxApplied = f;
 		etag++;
 		objRid = rid;
@@ -77,10 +87,11 @@ inline cas_put(prev, f, rid, ok) {
 /* Settling a receipt: COMMITTED records the version; FAILED and NOT_APPLIED
  * give the segment number back when it is still the last one; the pending
  * mark is cleared. */
-inline settle(committed, f, s) {
+inline settle(committed, f, s, rid) {
 	if
 	:: committed -> version = etag
 	:: else ->
+		notApplied = notApplied | BIT(rid);
 		if
 		:: highest == f && lastSeg == s -> lastSeg--
 		:: else -> skip
@@ -155,7 +166,7 @@ end:	do
 		fi;
 		/* step 4: forward the effect */
 		if
-		:: atomic { cas_put(prev, f, rid, ok); inflight--; forwarding = false; settle(ok, f, s) }
+		:: atomic { !EXPIRED(rid) -> cas_put(prev, f, rid, ok); inflight--; forwarding = false; settle(ok, f, s, rid) }
 		:: atomic { late!prev, f, rid; inflight--; forwarding = false }   /* timeout: UNKNOWN */
 		:: atomic { !crashed -> crashed = true; inflight--; forwarding = false;
 			if :: late!prev, f, rid :: true fi }; break  /* crash before or after sending */
@@ -166,24 +177,39 @@ next:	skip;
 }
 
 /* A PUT the network held back arrives, conditional on the version it was
- * chained on. */
+ * chained on; the store refuses it once it has expired. */
 proctype Network() {
 	byte prev, f, rid;
 	bool ok;
 end:	do
-	:: late?prev, f, rid -> d_step { cas_put(prev, f, rid, ok); prev = 0; f = 0; rid = 0; ok = false }
+	:: late?prev, f, rid -> d_step {
+		if
+		:: !EXPIRED(rid) -> cas_put(prev, f, rid, ok)
+		:: else -> skip                                  /* refused on arrival */
+		fi;
+		prev = 0; f = 0; rid = 0; ok = false }
+	od
+}
+
+/* Writes expire, oldest first. */
+proctype Clock() {
+end:	do
+	:: atomic { expiredUpTo < rids -> expiredUpTo++ }
 	od
 }
 
 /* The reconciler settles a receipt nobody is forwarding any more from the
  * object's metadata: COMMITTED when the object carries the receipt, else
- * NOT_APPLIED (after the orphan grace, which the model does not time). */
+ * NOT_APPLIED once its write has expired (gateway.ObjectResolver waits the
+ * orphan grace past the expiry; the model takes the store's refusal of an
+ * expired write as atomic). Invariant 4: a write settled not applied never
+ * lands. */
 proctype Reconciler() {
 end:	do
 	:: atomic { pending && !forwarding ->
 		if
-		:: objRid == pendRid -> settle(true, pendF, pendS)
-		:: else -> settle(false, pendF, pendS)
+		:: objRid == pendRid -> settle(true, pendF, pendS, pendRid)
+		:: objRid != pendRid && EXPIRED(pendRid) -> settle(false, pendF, pendS, pendRid)
 		fi }
 	od
 }
@@ -202,6 +228,7 @@ init {
 		run Worker(0); run Worker(1);
 		run Gateway(0); run Gateway(1);
 		run Network();
+		run Clock();
 		run Reconciler()
 	}
 }
