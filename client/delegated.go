@@ -159,8 +159,15 @@ func (w *DelegatedWriter) ready(ctx context.Context) (string, bool, error) {
 		return "", false, err
 	}
 	w.proof, w.held = st.StatusProof, st.State == fencegate.StateHeld
-	w.refreshAt = sent // a proof that does not state HELD is asked again
-	if life, ok := proofLife(st.StatusProof); ok && w.held {
+	// Refreshed at 4/5 of its life, by the answer's expiry and the proof's
+	// own iat/exp (robust to clock skew); one that does not state HELD is
+	// asked again next time.
+	life := st.StatusExpiresAt.Sub(sent)
+	if pl, ok := proofLife(st.StatusProof); ok {
+		life = min(life, pl)
+	}
+	w.refreshAt = sent
+	if w.held && life > 0 {
 		w.refreshAt = sent.Add(life * 4 / 5)
 	}
 	return w.proof, w.held, nil

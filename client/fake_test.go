@@ -99,6 +99,8 @@ func route(r *http.Request) string {
 		return "write"
 	case strings.HasPrefix(p, "/v1/receipts"):
 		return "receipts"
+	case strings.HasPrefix(p, "/v1/delegations/") && strings.HasSuffix(p, "/status"):
+		return "dstatus"
 	}
 	return r.Method + " " + p
 }
@@ -189,6 +191,13 @@ func (f *fakeGateway) act(rt string, r *http.Request, code fencegate.Code) (int,
 		return http.StatusOK, f.info(now, "")
 	case "receipts":
 		return http.StatusOK, map[string]any{"receipts": f.receipts}
+	case "dstatus":
+		if code != "" {
+			return 0, &fencegate.Error{Code: code, Message: "refused"}
+		}
+		f.proofs++
+		return http.StatusOK, fencegate.DelegationStatusAnswer{StatusProof: fmt.Sprintf("dproof-%d", f.proofs),
+			State: f.state, StatusExpiresAt: now.Add(statusLife)}
 	case "read":
 		return http.StatusOK, map[string]string{"query": r.URL.RawQuery, "auth": r.Header.Get("Authorization")}
 	case "write":

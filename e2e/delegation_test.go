@@ -2,6 +2,9 @@ package e2e
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -85,5 +88,62 @@ func TestDelegateWritesThroughTheBinaryAndRevocationStopsIt(t *testing.T) {
 				t.Fatalf("owner after the delegate: %+v %v", r, err)
 			}
 		})
+	}
+}
+
+// TestReplicaInQueryModeAsksTheRemoteRegistryAboutADelegation: a
+// registry-less replica in query mode asks the registry over HTTP (POST
+// /v1/delegations/{id}/status as a gateway identity) about a delegated
+// write, and refuses it at once after the owner revoked the delegation.
+func TestReplicaInQueryModeAsksTheRemoteRegistryAboutADelegation(t *testing.T) {
+	regDir := t.TempDir()
+	reg := startGateway(t, "dev", "--data-dir", regDir, "--identity", "coord=token-coord", "--identity", "consumer=token-consumer",
+		"--gateway", "replica=replica-token")
+	gwDir := t.TempDir()
+	cfg := filepath.Join(gwDir, "gw.yaml")
+	yml := fmt.Sprintf(`dataDir: %s
+trustBundle: %s
+statusMode: query
+registryURL: %s
+registryCredential: {name: replica, token: replica-token}
+stores: {local: "local:"}
+identities: [{name: coord, token: token-coord}, {name: consumer, token: token-consumer}]
+access: {rules: [{identity: coord, lease: [local]}, {identity: consumer, delegate: [local/jobs]}]}
+`, filepath.Join(gwDir, "data"), filepath.Join(regDir, "trust-bundle.json"), reg.base)
+	if err := os.WriteFile(cfg, []byte(yml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	gw := startGateway(t, "serve", "--config", cfg)
+	ctx := context.Background()
+	l, err := client.New(reg.base, "token-coord").AcquireLease(ctx, client.LeaseParams{AcquireParams: client.AcquireParams{
+		Resource: "local/jobs/2", TTL: time.Minute, OperationID: "jobs-2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.New(gw.base, "token-coord").PutObject(ctx, "local", "jobs/2/manifest", client.Fence{Grant: l.Grant(), Segment: 1},
+		strings.NewReader("m"), "text/plain"); err != nil {
+		t.Fatalf("owner at the replica: %v", err)
+	}
+	dl, err := l.Delegate(ctx, client.DelegateParams{Delegate: "consumer", SegmentFrom: 2, SegmentTo: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	consumer := client.New(gw.base, "token-consumer")
+	w, err := consumer.DelegatedWriter(l.Grant(), dl.Delegation, client.WithoutStatusProofs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := w.Put(ctx, "local", "jobs/2/part-2", 2, strings.NewReader("two"), "text/plain"); err != nil || r.Segment != 2 {
+		t.Fatalf("delegated write at the replica: %+v %v", r, err)
+	}
+	if err := client.New(reg.base, "token-coord").RevokeDelegation(ctx, dl.ID); err != nil {
+		t.Fatal(err)
+	}
+	before := gw.do(t, "GET", "/v1/resources/local/jobs/2", "token-coord", nil, "")
+	if _, err := w.Put(ctx, "local", "jobs/2/part-3", 3, strings.NewReader("x"), "text/plain"); fencegate.ErrorCode(err) != fencegate.CodeDelegationInvalid {
+		t.Fatalf("revoked delegation at the replica: %v", err)
+	}
+	if after := gw.do(t, "GET", "/v1/resources/local/jobs/2", "token-coord", nil, ""); string(after.body) != string(before.body) {
+		t.Fatalf("a revoked delegation moved the resource: %s -> %s", before.body, after.body)
 	}
 }

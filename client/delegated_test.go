@@ -1,0 +1,118 @@
+package client
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/fencegate/fencegate"
+)
+
+// delegationToken is a compact-JWS-shaped delegation of the fake's lease
+// for segments 2..9 (the client reads its claims, the gateway verifies it).
+func delegationToken(t *testing.T) string {
+	t.Helper()
+	b, err := json.Marshal(fencegate.Delegation{Schema: fencegate.DelegationSchema, ID: "dlg-1", GrantDigest: "sha256:g7",
+		Resource: "bucket/jobs", Lease: "L1", Owner: "worker", Delegate: "consumer", FenceToken: 7, OperationRoot: "root",
+		SegmentFrom: 2, SegmentTo: 9, IssuerEpoch: 1, IssuedAt: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return "h." + base64.RawURLEncoding.EncodeToString(b) + ".s"
+}
+
+func delegatedWriter(t *testing.T) (*fakeGateway, *DelegatedWriter) {
+	t.Helper()
+	f, c := newFake(t)
+	w, err := c.DelegatedWriter("grant-7", delegationToken(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f, w
+}
+
+// The delegate sends the owner's grant, the delegation, the segment it was
+// given and a status proof issued for the delegation, refreshed before it
+// lapses and not before.
+func TestDelegatedWriterSendsTheDelegationWithAProofIssuedForIt(t *testing.T) {
+	f, w := delegatedWriter(t)
+	ctx := context.Background()
+	for seg := uint64(2); seg <= 3; seg++ {
+		if _, err := w.Put(ctx, "bucket", "jobs/a", seg, strings.NewReader("x"), ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h := f.writes[1]
+	if h.Get("Fence-Grant") != "grant-7" || h.Get("Fence-Delegation") != delegationToken(t) || h.Get("Fence-Segment") != "3" || h.Get("Fence-Status") != "dproof-1" {
+		t.Fatalf("headers %v", h)
+	}
+	if f.count("dstatus") != 1 {
+		t.Fatalf("%d status requests for two writes within one proof life", f.count("dstatus"))
+	}
+	f.clock.Advance(statusLife * 4 / 5)
+	if _, err := w.Put(ctx, "bucket", "jobs/a", 4, strings.NewReader("x"), ""); err != nil {
+		t.Fatal(err)
+	}
+	if f.count("dstatus") != 2 || f.writes[2].Get("Fence-Status") != "dproof-2" {
+		t.Fatalf("the aging proof was not refreshed: %d requests", f.count("dstatus"))
+	}
+}
+
+// STALE_OWNER stops the writer for good: later tasks are answered with it
+// and nothing more is sent.
+func TestDelegatedWriterStopsForGoodOnStaleOwner(t *testing.T) {
+	f, w := delegatedWriter(t)
+	ctx := context.Background()
+	f.refuseNext("write", fencegate.CodeStaleOwner)
+	_, err := w.Put(ctx, "bucket", "jobs/a", 4, strings.NewReader("x"), "")
+	wantCode(t, err, fencegate.CodeStaleOwner)
+	_, err = w.Put(ctx, "bucket", "jobs/a", 5, strings.NewReader("x"), "")
+	wantCode(t, err, fencegate.CodeStaleOwner)
+	if f.count("write") != 1 || fencegate.ErrorCode(w.Err()) != fencegate.CodeStaleOwner {
+		t.Fatalf("%d writes sent; Err %v", f.count("write"), w.Err())
+	}
+}
+
+// A delegation the registry no longer states (revoked, forgotten) stops the
+// writer before any write is sent.
+func TestDelegatedWriterStopsWhenTheRegistryRefusesTheDelegation(t *testing.T) {
+	f, w := delegatedWriter(t)
+	f.refuseNext("dstatus", fencegate.CodeDelegationInvalid)
+	_, err := w.Put(context.Background(), "bucket", "jobs/a", 2, strings.NewReader("x"), "")
+	wantCode(t, err, fencegate.CodeDelegationInvalid)
+	_, err = w.Delete(context.Background(), "bucket", "jobs/a", 3)
+	wantCode(t, err, fencegate.CodeDelegationInvalid)
+	if f.count("write") != 0 || f.count("dstatus") != 1 {
+		t.Fatalf("%d writes, %d status requests", f.count("write"), f.count("dstatus"))
+	}
+}
+
+// A lease the registry states no longer held is still sent once, so the
+// gateway gives its verdict (STALE_OWNER once a newer fence was accepted);
+// its STATUS_INVALID then stops the writer.
+func TestDelegatedWriterLetsTheGatewayJudgeALeaseNoLongerHeld(t *testing.T) {
+	f, w := delegatedWriter(t)
+	f.mu.Lock()
+	f.state = fencegate.StateExpired
+	f.mu.Unlock()
+	f.refuseNext("write", fencegate.CodeStatusInvalid)
+	_, err := w.Put(context.Background(), "bucket", "jobs/a", 2, strings.NewReader("x"), "")
+	wantCode(t, err, fencegate.CodeStatusInvalid)
+	if f.count("write") != 1 || w.Err() == nil {
+		t.Fatalf("%d writes; Err %v", f.count("write"), w.Err())
+	}
+}
+
+func TestUnreadableDelegationIsRefusedWithoutSending(t *testing.T) {
+	f, c := newFake(t)
+	for _, tok := range []string{"", "a.b", "a.!!.c", "a." + base64.RawURLEncoding.EncodeToString([]byte(`{"schema":"x"}`)) + ".c"} {
+		if _, err := c.DelegatedWriter("grant-7", tok); fencegate.ErrorCode(err) != fencegate.CodeDelegationInvalid {
+			t.Fatalf("%q: %v", tok, err)
+		}
+	}
+	if len(f.calls) != 0 {
+		t.Fatal("requests were sent")
+	}
+}
