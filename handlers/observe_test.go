@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
 	"github.com/fencegate/fencegate"
 	"github.com/fencegate/fencegate/backends/local"
 	"github.com/fencegate/fencegate/fencestore/embedded"
@@ -39,7 +42,15 @@ func (r *requestRecorder) Refusal(c fencegate.Code) {
 
 // observedEnv is newEnv with an observer and a JSON log in a buffer.
 func observedEnv(t *testing.T) (*env, *requestRecorder, *bytes.Buffer) {
+	e, rec, logs, _ := tracedEnv(t)
+	return e, rec, logs
+}
+
+// tracedEnv is observedEnv whose handlers and gateway record spans in memory.
+func tracedEnv(t *testing.T) (*env, *requestRecorder, *bytes.Buffer, *tracetest.InMemoryExporter) {
 	t.Helper()
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
 	kit := prooftest.New(t)
 	st, err := embedded.Open(filepath.Join(t.TempDir(), "fence.db"))
 	if err != nil {
@@ -57,7 +68,7 @@ func observedEnv(t *testing.T) (*env, *requestRecorder, *bytes.Buffer) {
 	}
 	pol := &policy{}
 	pol.gen.Store(1)
-	gw, err := gateway.New(gateway.Config{Verifier: kit.Verifier(), Store: st, Policy: pol, Now: kit.Now, Log: log})
+	gw, err := gateway.New(gateway.Config{Verifier: kit.Verifier(), Store: st, Policy: pol, Now: kit.Now, Log: log, Tracer: tp})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,9 +77,9 @@ func observedEnv(t *testing.T) (*env, *requestRecorder, *bytes.Buffer) {
 	srv := &handlers.Server{
 		Gateway: gw, Stores: map[string]fencegate.ObjectStore{"local": objects},
 		Auth:     handlers.NewBearerTokens(map[string]string{tokA: ownerA, tokB: ownerB}),
-		SpoolDir: t.TempDir(), MaxBody: 1 << 20, Log: log, Observe: rec, Refused: rec.Refusal,
+		SpoolDir: t.TempDir(), MaxBody: 1 << 20, Log: log, Observe: rec, Refused: rec.Refusal, Tracer: tp,
 	}
-	return &env{t: t, kit: kit, store: st, objects: objects, policy: pol, h: handlers.Router(srv)}, rec, &logs
+	return &env{t: t, kit: kit, store: st, objects: objects, policy: pol, h: handlers.Router(srv)}, rec, &logs, exp
 }
 
 // TestRequestIDIsTakenOrMadeEchoedAndInEveryProblemAndLogLine: a well-formed
@@ -135,5 +146,35 @@ func TestRefusalIsLoggedWithCallerResourceFenceSegmentAndCodeButNoToken(t *testi
 	}
 	if last := rec.routes[len(rec.routes)-1]; last != "PUT /v1/objects/{store}/*" {
 		t.Fatalf("route %q", last)
+	}
+}
+
+// TestCallersTraceparentIsContinuedThroughTheAcceptancePoint: a write
+// carrying a W3C traceparent gets a server span in that trace, and the
+// verify, admit, effect and settle spans under it; its log lines name the
+// trace.
+func TestCallersTraceparentIsContinuedThroughTheAcceptancePoint(t *testing.T) {
+	e, _, logs, exp := tracedEnv(t)
+	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
+	c := e.grant("local/inv", ownerA, 3, nil)
+	r := e.do("PUT", "/v1/objects/local/inv/1", tokA, map[string]string{"Fence-Grant": c.grant, "Fence-Status": c.status,
+		"Fence-Segment": "1", "traceparent": "00-" + traceID + "-00f067aa0ba902b7-01"}, "x")
+	if r.status != http.StatusOK {
+		t.Fatalf("write: %d %s", r.status, r.body)
+	}
+	got := map[string]bool{}
+	for _, s := range exp.GetSpans() {
+		if s.SpanContext.TraceID().String() == traceID {
+			got[s.Name] = true
+		}
+	}
+	for _, name := range []string{"http PUT /v1/objects/{store}/*", "fencegate.verify", "fencegate.admit", "fencegate.effect", "fencegate.settle"} {
+		if !got[name] {
+			t.Errorf("no span %q in the caller's trace: %v", name, got)
+		}
+	}
+	e.do("GET", "/v1/receipts/nope", "", map[string]string{"traceparent": "00-" + traceID + "-00f067aa0ba902b7-01"}, "")
+	if !strings.Contains(logs.String(), `"traceId":"`+traceID+`"`) {
+		t.Errorf("log lines do not name the trace: %s", logs)
 	}
 }
