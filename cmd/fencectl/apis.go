@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"os"
 	"strings"
-
-	"github.com/fencegate/fencegate"
 )
 
 func init() {
@@ -24,7 +22,7 @@ func callFlags(fs *flag.FlagSet) func(context.Context, *cmd) error {
 		if name, ok := strings.CutPrefix(*data, "@"); ok {
 			b, err := os.ReadFile(name)
 			if err != nil {
-				return fencegate.Wrap(err, fencegate.CodeInvalidRequest, err.Error())
+				return localError{err.Error(), err}
 			}
 			body = b
 		}

@@ -66,11 +66,6 @@ var verbs = map[string]verb{}
 
 func register(name string, v verb) { verbs[name] = v }
 
-// usageError is a mistake on the command line (exit 2).
-type usageError struct{ msg string }
-
-func (e usageError) Error() string { return e.msg }
-
 func run(args []string, stdout, stderr io.Writer) int {
 	g := &globals{gateway: env("FENCEGATE_URL"), token: env("FENCEGATE_TOKEN"), leaseFile: ".fencectl-lease.json"}
 	if g.gateway == "" {
@@ -84,8 +79,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 			usage(stdout)
 			return 0
 		}
+		if g.json {
+			msg := "give a command"
+			if err != nil {
+				msg = err.Error()
+			}
+			return report(stderr, usageError{msg}, true)
+		}
 		usage(stderr)
-		return 2
+		return exitUsage
 	}
 	name := top.Arg(0)
 	if name == "help" {
@@ -94,9 +96,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	v, ok := verbs[name]
 	if !ok {
+		if g.json {
+			return report(stderr, usageError{fmt.Sprintf("unknown command %q", name)}, true)
+		}
 		fmt.Fprintf(stderr, "fencectl: unknown command %q\n", name)
 		usage(stderr)
-		return 2
+		return exitUsage
 	}
 	fs := flag.NewFlagSet("fencectl "+name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -120,34 +125,31 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = usageError{fmt.Sprintf("%s takes %d argument(s), got %d", name, v.nargs, len(pos))}
 	}
 	if err != nil {
+		if g.json {
+			return report(stderr, usageError{fmt.Sprintf("fencectl %s: %v", name, err)}, true)
+		}
 		fmt.Fprintf(stderr, "fencectl %s: %v\n", name, err)
 		verbUsage(stderr, name, v, fs)
-		return 2
+		return exitUsage
 	}
 	c := &cmd{g: g, args: pos, out: stdout, errOut: stderr, client: client.New(g.gateway, g.token), rest: rest}
 	if err := do(context.Background(), c); err != nil {
-		var ue usageError
 		var es exitStatus
 		if errors.As(err, &es) {
 			if es.err != nil {
-				printError(stderr, es.err)
+				report(stderr, es.err, g.json)
 			}
 			return es.code
 		}
-		if errors.As(err, &ue) {
-			fmt.Fprintf(stderr, "fencectl %s: %v\n", name, err)
-			return 2
-		}
-		printError(stderr, err)
-		return 1
+		return report(stderr, err, g.json)
 	}
-	return 0
+	return exitOK
 }
 
 func addGlobals(fs *flag.FlagSet, g *globals) {
 	fs.StringVar(&g.gateway, "gateway", g.gateway, "gateway URL (env FENCEGATE_URL)")
 	fs.StringVar(&g.token, "token", g.token, "workload bearer token (env FENCEGATE_TOKEN)")
-	fs.BoolVar(&g.json, "json", g.json, "print the raw JSON answer")
+	fs.BoolVar(&g.json, "json", g.json, "print the raw JSON answer, and errors as one JSON object on stderr")
 	fs.StringVar(&g.leaseFile, "lease-file", g.leaseFile, "where acquire keeps the lease for later verbs")
 }
 

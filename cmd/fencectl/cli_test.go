@@ -25,6 +25,7 @@ type fakeGateway struct {
 	writes   []http.Header
 	bodies   []string
 	stale    bool // answer STALE_OWNER to writes
+	unknown  bool // answer MUTATION_UNKNOWN to writes
 	// bindingCalls are the methods of the binding requests received.
 	bindingCalls []string
 }
@@ -68,6 +69,14 @@ func (f *fakeGateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		b, _ := io.ReadAll(r.Body)
+		if f.unknown {
+			w.Header().Set("Fence-Receipt", "R9")
+			w.Header().Set("Content-Type", "application/problem+json")
+			w.WriteHeader(http.StatusBadGateway)
+			_ = json.NewEncoder(w).Encode(map[string]any{"type": "urn:fencegate:problem:mutation_unknown", "title": "x", "status": 502,
+				"detail": "the store did not answer", "code": fencegate.CodeMutationUnknown, "receiptId": "R9"})
+			return
+		}
 		f.writes = append(f.writes, r.Header.Clone())
 		f.bodies = append(f.bodies, string(b))
 		rc := fencegate.Receipt{ID: "R1", Resource: "bucket/jobs", Target: "objects/bucket/jobs/a", Method: "PUT",
@@ -219,7 +228,7 @@ func TestUsageMistakesExitTwo(t *testing.T) {
 
 func TestEveryCodeHasAHint(t *testing.T) {
 	for _, c := range fencegate.Codes {
-		if hints[c] == "" {
+		if hints[string(c)] == "" {
 			t.Errorf("no hint for %s", c)
 		}
 	}

@@ -5,7 +5,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/fencegate/fencegate"
 	"github.com/fencegate/fencegate/client"
 )
 
@@ -21,11 +20,11 @@ type leaseFile struct {
 func loadLease(path string) (*leaseFile, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fencegate.Wrap(err, fencegate.CodeLeaseNotHeld, "no lease file "+path+"; run 'fencectl acquire' first")
+		return nil, localError{"no lease file " + path + "; run 'fencectl acquire' first", err}
 	}
 	var lf leaseFile
 	if err := json.Unmarshal(b, &lf); err != nil {
-		return nil, fencegate.Wrap(err, fencegate.CodeInvalidRequest, "lease file "+path+" is not valid: "+err.Error())
+		return nil, localError{"lease file " + path + " is not valid: " + err.Error(), err}
 	}
 	return &lf, nil
 }
@@ -38,7 +37,7 @@ func (lf *leaseFile) save(path string) error {
 	}
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
-		return fencegate.Wrap(err, fencegate.CodeInternal, "write lease file: "+err.Error())
+		return localError{"write lease file: " + err.Error(), err}
 	}
 	return os.Rename(tmp, path)
 }

@@ -29,7 +29,7 @@ func putFlags(fs *flag.FlagSet) func(context.Context, *cmd) error {
 		if c.args[1] != "-" {
 			f, err := os.Open(c.args[1])
 			if err != nil {
-				return fencegate.Wrap(err, fencegate.CodeInvalidRequest, err.Error())
+				return localError{err.Error(), err}
 			}
 			defer f.Close()
 			body = f
@@ -89,7 +89,7 @@ func getFlags(fs *flag.FlagSet) func(context.Context, *cmd) error {
 		}
 		f, err := os.Create(*out)
 		if err != nil {
-			return fencegate.Wrap(err, fencegate.CodeInvalidRequest, err.Error())
+			return localError{err.Error(), err}
 		}
 		if _, err := io.Copy(f, body); err != nil {
 			f.Close()

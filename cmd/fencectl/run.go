@@ -140,7 +140,7 @@ func supervise(ctx context.Context, c *cmd, l *client.Lease, environ []string, o
 	defer signal.Stop(sigs)
 	if err := child.Start(); err != nil {
 		_ = l.Release(context.WithoutCancel(ctx))
-		return fmt.Errorf("start %s: %w (lease %s released)", c.rest[0], err, l.ID())
+		return localError{fmt.Sprintf("start %s: %v (lease %s released)", c.rest[0], err, l.ID()), err}
 	}
 	done := make(chan error, 1)
 	go func() { done <- child.Wait() }()

@@ -1,0 +1,103 @@
+package main
+
+import (
+	"encoding/json"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestExitStatusSaysWhatHappened: 0 done, 1 refused by the gateway (its
+// code), 2 usage, 3 outcome unknown (no answer, or MUTATION_UNKNOWN), 4 a
+// local failure (README, "fencectl").
+func TestExitStatusSaysWhatHappened(t *testing.T) {
+	h := newHarness(t)
+	file := filepath.Join(h.dir, "part")
+	if err := os.WriteFile(file, []byte("bytes"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// A closed port: nothing answers.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := "http://" + l.Addr().String()
+	l.Close()
+	cases := []struct {
+		name string
+		args []string
+		pre  func()
+		want int
+		code string
+	}{
+		{"NoLeaseFileIsLocal", []string{"put", "bucket/jobs/a", file}, nil, exitLocal, codeLocal},
+		{"Acquired", []string{"acquire", "bucket/jobs", "--ttl", "10s", "--operation", "op-1"}, nil, exitOK, ""},
+		{"Written", []string{"put", "bucket/jobs/a", file}, nil, exitOK, ""},
+		{"MissingFileIsLocal", []string{"put", "bucket/jobs/a", filepath.Join(h.dir, "absent")}, nil, exitLocal, codeLocal},
+		{"UnknownCommandIsUsage", []string{"frobnicate"}, nil, exitUsage, codeUsage},
+		{"MissingArgumentIsUsage", []string{"put", "bucket/jobs/a"}, nil, exitUsage, codeUsage},
+		{"BadFlagIsUsage", []string{"put", "bucket/jobs/a", file, "--segment", "x"}, nil, exitUsage, codeUsage},
+		{"RefusedTokenIsRefused", []string{"--token", "bad", "receipts", "--operation", "op-1"}, nil, exitRefused, "UNAUTHENTICATED"},
+		{"StaleOwnerIsRefused", []string{"put", "bucket/jobs/a", file, "--segment", "9"}, func() { h.fake.stale = true }, exitRefused, "STALE_OWNER"},
+		{"MutationUnknownIsUnknown", []string{"put", "bucket/jobs/a", file, "--segment", "9"}, func() { h.fake.stale, h.fake.unknown = false, true }, exitUnknown, "MUTATION_UNKNOWN"},
+		{"NoAnswerIsUnknown", []string{"--gateway", closed, "receipts", "--operation", "op-1"}, nil, exitUnknown, codeUncertain},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if c.pre != nil {
+				c.pre()
+			}
+			code, _, errOut := h.run(c.args...)
+			if code != c.want {
+				t.Fatalf("exit %d, want %d; stderr %q", code, c.want, errOut)
+			}
+			if c.code != "" {
+				// The same failure with --json names the same code and exit status.
+				code, out, errOut := h.run(append([]string{"--json"}, c.args...)...)
+				var d errorDoc
+				if err := json.Unmarshal([]byte(errOut), &d); err != nil || strings.Count(errOut, "\n") != 1 {
+					t.Fatalf("--json stderr is not one JSON object: %q (%v)", errOut, err)
+				}
+				if code != c.want || d.Code != c.code || d.ExitCode != c.want || d.Detail == "" || out != "" {
+					t.Fatalf("--json: exit %d, doc %+v, stdout %q", code, d, out)
+				}
+			}
+		})
+	}
+}
+
+// TestJSONErrorIsAProblemObject: with --json a refusal is printed on stderr
+// as one problem+json-shaped object (type and title as the gateway spells
+// them, the code, the detail, the receipt, fencectl's hint and exit status);
+// stdout stays empty.
+func TestJSONErrorIsAProblemObject(t *testing.T) {
+	h := newHarness(t)
+	if code, _, e := h.run("acquire", "bucket/jobs", "--ttl", "10s", "--operation", "op-1"); code != 0 {
+		t.Fatalf("acquire: %s", e)
+	}
+	h.fake.unknown = true
+	stdin = strings.NewReader("payload")
+	t.Cleanup(func() { stdin = os.Stdin })
+	code, out, errOut := h.run("--json", "put", "bucket/jobs/a", "-")
+	var m map[string]any
+	if err := json.Unmarshal([]byte(errOut), &m); err != nil {
+		t.Fatalf("stderr %q: %v", errOut, err)
+	}
+	want := map[string]any{"type": "urn:fencegate:problem:mutation_unknown", "title": "mutation unknown", "code": "MUTATION_UNKNOWN",
+		"detail": "the store did not answer", "receiptId": "R9", "hint": hints["MUTATION_UNKNOWN"], "exitCode": float64(exitUnknown)}
+	for k, v := range want {
+		if m[k] != v {
+			t.Errorf("%s = %v, want %v", k, m[k], v)
+		}
+	}
+	if code != exitUnknown || out != "" {
+		t.Fatalf("exit %d, stdout %q", code, out)
+	}
+	// Without --json, the same failure reads as text.
+	code, _, errOut = h.run("put", "bucket/jobs/a", "-")
+	if code != exitUnknown || !strings.HasPrefix(errOut, "error: MUTATION_UNKNOWN: the store did not answer (receipt R9)\nhint: ") {
+		t.Fatalf("text: exit %d stderr %q", code, errOut)
+	}
+}
