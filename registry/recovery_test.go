@@ -129,6 +129,7 @@ func newLossEnv(t *testing.T, b *swappable, hw fencegate.HighWater, mem registry
 		Backend: b, Authority: e.auth, Now: e.clock.Now, StatusLife: statusLife,
 		NewID:  func() string { n++; return fmt.Sprintf("lease-%p-%d", e, n) },
 		Memory: mem,
+		S3:     testDeriver(t),
 		OnLoss: func(context.Context) error {
 			if e.failOn.Load() {
 				return fmt.Errorf("bundle write failed")

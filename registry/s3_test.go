@@ -1,0 +1,70 @@
+package registry_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/s3cred"
+)
+
+func testDeriver(t *testing.T) *s3cred.Deriver {
+	t.Helper()
+	d, err := s3cred.NewDeriver([]byte(strings.Repeat("s", s3cred.KeySize)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func TestS3ResolutionFollowsTheLeaseAndALeaseFromBeforeAStateLossIsRevoked(t *testing.T) {
+	b := newSwappable(t)
+	e := newLossEnv(t, b, &highWater{}, &memory{})
+	ctx := context.Background()
+	a := e.mustAcquire("alice", "db/a", "r1")
+	keys, err := e.r.S3Credentials(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.r.ResolveS3(ctx, a.Lease.ID)
+	if err != nil || res.State != fencegate.StateHeld || res.Secret != keys.SecretAccessKey || res.Grant == "" || res.StatusProof == "" {
+		t.Fatalf("resolution of a held lease: %+v, %v", res, err)
+	}
+	if lease, _ := s3cred.LeaseOf(keys.AccessKeyID); lease != a.Lease.ID {
+		t.Fatalf("access key %s names %q, not the lease %s", keys.AccessKeyID, lease, a.Lease.ID)
+	}
+	snap := b.snapshot()
+	if _, err := e.r.Release(ctx, "alice", a.Lease.ID); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := e.r.ResolveS3(ctx, a.Lease.ID); err != nil || res.State != fencegate.StateReleased {
+		t.Fatalf("resolution after release: %+v, %v", res, err)
+	}
+	e.mustAcquire("carol", "db/a", "c1")
+	b.restore(snap) // the backend rolled back: A's lease reads HELD there again, C's is gone
+	e.wantPaused("dave", "db/b", "d1")
+	if res, err := e.r.ResolveS3(ctx, a.Lease.ID); err != nil || res.State != fencegate.StateRevoked {
+		t.Fatalf("resolution of a lease from before the loss: %+v, %v; want REVOKED", res, err)
+	}
+	if _, err := e.r.ResolveS3(ctx, "lease-unknown"); fencegate.ErrorCode(err) != fencegate.CodeNotFound {
+		t.Fatalf("unknown lease: %v, want NOT_FOUND", err)
+	}
+}
+
+func TestRegistryWithoutACredentialKeyIssuesNoS3Credentials(t *testing.T) {
+	r, _ := newRegistry(t)
+	if r.IssuesS3() {
+		t.Fatal("a registry without a key says it issues S3 credentials")
+	}
+	is, err := r.Acquire(context.Background(), "alice", params("db/x", "r1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.S3Credentials(is); fencegate.ErrorCode(err) != fencegate.CodeUnsupported {
+		t.Fatalf("S3Credentials: %v, want UNSUPPORTED", err)
+	}
+	if _, err := r.ResolveS3(context.Background(), is.Lease.ID); fencegate.ErrorCode(err) != fencegate.CodeUnsupported {
+		t.Fatalf("ResolveS3: %v, want UNSUPPORTED", err)
+	}
+}
