@@ -3,6 +3,7 @@ package s3door_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -152,5 +153,39 @@ func TestUserMetadataIsKeptBesideTheEffectsOwn(t *testing.T) {
 	_, err = c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("b"), Key: aws.String("r/m2"), Body: strings.NewReader("x"), Metadata: big})
 	if code, _, _ := apiCode(t, err); code != "MetadataTooLarge" {
 		t.Fatalf("2 KB of metadata: %s", code)
+	}
+}
+
+// TestConcurrentWritesOfOneLeaseGetConsecutiveSegments: unnumbered writes
+// racing under one lease are numbered 1..n in arrival order, none refused
+// or quarantined.
+func TestConcurrentWritesOfOneLeaseGetConsecutiveSegments(t *testing.T) {
+	e := newEnv(t, nil)
+	c := e.client(e.lease("AKIDA", owner, "b/r"))
+	const n = 12
+	errs := make(chan error, n)
+	for i := range n {
+		go func() { errs <- put(c, fmt.Sprintf("r/k%d", i), fmt.Sprintf("body %d", i)) }()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatalf("concurrent put: %v", err)
+		}
+	}
+	rs, err := e.fences.Resource(context.Background(), "b/r")
+	if err != nil || rs.LastSegmentSeq != n {
+		t.Fatalf("resource after %d writes: %+v %v", n, rs, err)
+	}
+	seen := map[uint64]bool{}
+	p, _ := e.fences.ReceiptsByResource(context.Background(), "b/r", fencegate.Page{Limit: 100})
+	for _, r := range p.Receipts {
+		if r.State != fencegate.ReceiptCommitted || seen[r.Segment] {
+			t.Fatalf("receipt %+v", r)
+		}
+		seen[r.Segment] = true
+	}
+	q, _ := e.fences.Quarantined(context.Background(), "", fencegate.Page{Limit: 10})
+	if len(seen) != n || len(q.Records) != 0 {
+		t.Fatalf("%d segments, %d quarantined", len(seen), len(q.Records))
 	}
 }
