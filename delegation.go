@@ -8,8 +8,10 @@ import (
 // DelegationSchema is the schema of a signed delegation.
 const DelegationSchema = "leaseDelegation.v1"
 
-// MaxDelegationSegments bounds the explicit segment set of a delegation.
-const MaxDelegationSegments = 1024
+// MaxDelegationSegments bounds the explicit segment set of a delegation, so
+// that a signed delegation stays well inside a verifier's token size cap
+// (8 KiB by default) whatever its numbers; a longer run is a range.
+const MaxDelegationSegments = 128
 
 // Delegation is the payload of a leaseDelegation.v1 JWS: the owner of a live
 // lease lets one named downstream identity (Delegate) write under its grant,

@@ -117,6 +117,9 @@ func (r *Registry) Delegate(ctx context.Context, owner, leaseID string, p Delega
 	if err != nil {
 		return IssuedDelegation{}, fencegate.Wrap(err, fencegate.CodeInternal, "sign delegation")
 	}
+	if len(tok) > MaxDelegationToken {
+		return IssuedDelegation{}, fencegate.Errorf(fencegate.CodeDelegationInvalid, "the delegation would be %d bytes, more than gateways accept (%d): use a segment range, a shorter prefix", len(tok), MaxDelegationToken)
+	}
 	if err := r.delegations.Put(ctx, DelegationRecord{ID: d.ID, Lease: l.ID, Owner: owner, Delegate: p.Delegate}); err != nil {
 		return IssuedDelegation{}, backendErr(err)
 	}
@@ -212,6 +215,10 @@ func (r *Registry) delegationStatus(ctx context.Context, req DelegationStatusReq
 	st.Delegation = rec.ID
 	return st, nil
 }
+
+// MaxDelegationToken is the largest delegation minted: the default token
+// size cap of gateways' verifiers (proofs.DefaultMaxTokenSize).
+const MaxDelegationToken = 8 << 10
 
 // DefaultDelegationCapacity is how many delegations the in-memory store
 // keeps; the least recently used beyond it is forgotten (and so refused).

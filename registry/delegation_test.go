@@ -3,11 +3,13 @@ package registry_test
 import (
 	"context"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/fencegate/fencegate"
 	"github.com/fencegate/fencegate/authz"
+	"github.com/fencegate/fencegate/proofs"
 	"github.com/fencegate/fencegate/proofs/prooftest"
 	"github.com/fencegate/fencegate/registry"
 	"github.com/fencegate/fencegate/registry/embedded"
@@ -182,5 +184,44 @@ func TestForgottenDelegationIsRefused(t *testing.T) {
 	_ = m.Put(ctx, registry.DelegationRecord{ID: "b"})
 	if _, err := m.Get(ctx, "a"); fencegate.ErrorCode(err) != fencegate.CodeNotFound {
 		t.Fatalf("evicted record: %v", err)
+	}
+}
+
+// The largest delegation the registry mints (the longest segment set of the
+// largest numbers, a long prefix) still verifies under the default token cap.
+func TestLargestDelegationFitsTheTokenSizeCap(t *testing.T) {
+	r, kit := signingRegistry(t, nil)
+	ctx := context.Background()
+	is := acquire(t, r, "coord", params("local/batch", "req-1"))
+	segs := make([]uint64, fencegate.MaxDelegationSegments)
+	for i := range segs {
+		segs[i] = ^uint64(0) - uint64(i)
+	}
+	prefix := "local/batch/" + strings.Repeat("p", 200)
+	dl, err := r.Delegate(ctx, "coord", is.Lease.ID, registry.DelegateParams{Delegate: strings.Repeat("d", 200), Segments: segs, TargetPrefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vg, _ := kit.Verifier().VerifyGrant(is.Grant)
+	if _, err := kit.Verifier().VerifyDelegation(dl.Token, vg); err != nil {
+		t.Fatalf("%d-byte delegation: %v", len(dl.Token), err)
+	}
+	if _, err := r.Delegate(ctx, "coord", is.Lease.ID, registry.DelegateParams{Delegate: "d", Segments: append(segs, 1)}); fencegate.ErrorCode(err) != fencegate.CodeDelegationInvalid {
+		t.Fatalf("one segment more: %v", err)
+	}
+}
+
+func TestDelegationLargerThanGatewaysAcceptIsRefused(t *testing.T) {
+	r, _ := signingRegistry(t, nil)
+	is := acquire(t, r, "coord", params("local/batch", "req-1"))
+	_, err := r.Delegate(context.Background(), "coord", is.Lease.ID, registry.DelegateParams{Delegate: strings.Repeat("d", 9000), Segments: []uint64{2}})
+	if fencegate.ErrorCode(err) != fencegate.CodeDelegationInvalid {
+		t.Fatalf("oversized: %v", err)
+	}
+}
+
+func TestDelegationTokenCapIsTheVerifiersDefault(t *testing.T) {
+	if registry.MaxDelegationToken != proofs.DefaultMaxTokenSize {
+		t.Fatalf("registry mints up to %d bytes, gateways accept %d", registry.MaxDelegationToken, proofs.DefaultMaxTokenSize)
 	}
 }
