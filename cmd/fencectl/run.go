@@ -72,7 +72,10 @@ func runFlags(fs *flag.FlagSet) func(context.Context, *cmd) error {
 			_ = l.Release(context.WithoutCancel(ctx))
 			return fencegate.Errorf(fencegate.CodeUnsupported, "the registry answered no S3 credentials for lease %s", l.ID())
 		}
-		return supervise(ctx, c, l, childEnv(os.Environ(), l.Info(), creds, o), o)
+		info := l.Info()
+		fmt.Fprintf(c.errOut, "fencectl run: lease %s (fence %d) on %s; S3 endpoint %s, access key %s\n",
+			info.Lease, info.FenceToken, info.Resource, o.endpoint, creds.AccessKeyID)
+		return supervise(ctx, c, l, childEnv(os.Environ(), info, creds, o), o)
 	}
 }
 
