@@ -137,6 +137,13 @@ ensure_s3clients() {
   export FENCEGATE_TEST_AWS=/usr/bin/aws FENCEGATE_TEST_RCLONE=/usr/bin/rclone FENCEGATE_TEST_S3CMD=/usr/bin/s3cmd
 }
 
+# ensure_shells installs zsh and fish (Debian's), whose completion of
+# fencectl's scripts cmd/fencectl/completion_test.go runs (bash is there).
+ensure_shells() {
+  command -v zsh >/dev/null 2>&1 && command -v fish >/dev/null 2>&1 && return 0
+  apt_install zsh fish
+}
+
 # ensure_promtool installs promtool (Debian's prometheus package), which
 # deploy/prometheus_test.go runs over the shipped alert rules and their tests.
 ensure_promtool() {

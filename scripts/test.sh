@@ -13,6 +13,7 @@ ensure_spin
 ensure_promtool
 ensure_chromium
 ensure_s3clients
+ensure_shells
 ensure_nats
 
 export FENCEGATE_TEST_PG="postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
