@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/fencegate/fencegate"
@@ -37,7 +38,12 @@ func (p *storeProxy) Admit(ctx context.Context, req fencegate.AdmitRequest) (fen
 		w.stats.inject("fence store unreachable")
 		return fencegate.Admission{}, fencegate.Wrap(errInjected, fencegate.CodeBackendUnavailable, "fence store unreachable")
 	}
-	adm, err := p.inner.Admit(ctx, req)
+	var adm fencegate.Admission
+	var err error
+	p.send(ctx, req.Grant.Resource, func() { adm, err = p.inner.Admit(ctx, req) })
+	if err == nil {
+		w.resOf[adm.Receipt.ID] = adm.Receipt.Resource
+	}
 	if err == nil && !adm.Replay {
 		w.onAdmitted(ctx, req, sentAt)
 	}
@@ -58,7 +64,9 @@ func (p *storeProxy) Settle(ctx context.Context, id string, o fencegate.Outcome)
 		w.stats.inject("fence store unreachable")
 		return fencegate.Receipt{}, fencegate.Wrap(errInjected, fencegate.CodeBackendUnavailable, "fence store unreachable")
 	}
-	r, err := p.inner.Settle(ctx, id, o)
+	var r fencegate.Receipt
+	var err error
+	p.send(ctx, w.resOf[id], func() { r, err = p.inner.Settle(ctx, id, o) })
 	if err == nil {
 		w.onSettled(r)
 	}
@@ -68,6 +76,64 @@ func (p *storeProxy) Settle(ctx context.Context, id string, o fencegate.Outcome)
 	}
 	w.point(ctx, "after-settle")
 	return r, err
+}
+
+// storeBatch is fence-store calls of different tasks on different resources
+// that reach the store together, so that a store's group commit (embedded,
+// postgres) gathers them into one transaction. Calls on distinct resources
+// decide independently of their order, so the run stays deterministic.
+type storeBatch struct {
+	res   map[string]bool
+	calls []func()
+	done  bool
+}
+
+// maxBatchCalls bounds a storeBatch (the simulation has 4 resources), and
+// gatherFor the time its opener waits for others to join.
+const (
+	maxBatchCalls = 4
+	gatherFor     = 200 * time.Millisecond
+)
+
+// send makes call, the store call of the running task on resource: joined to
+// the batch being gathered when it can be, else now, or (a fifth of the
+// time) it opens a batch: it waits up to gatherFor for other tasks to join, then
+// runs every call of the batch at once and waits for all. resource "" is
+// never batched.
+func (p *storeProxy) send(ctx context.Context, resource string, call func()) {
+	w := p.w
+	if b := w.gathering; resource != "" && b != nil && !b.res[resource] && len(b.calls) < maxBatchCalls {
+		b.res[resource] = true
+		b.calls = append(b.calls, call)
+		for !b.done {
+			w.s.sleep(ctx, gatherFor/4)
+		}
+		return
+	}
+	if resource == "" || w.gathering != nil || w.rng.IntN(3) != 0 {
+		call()
+		return
+	}
+	b := &storeBatch{res: map[string]bool{resource: true}, calls: []func(){call}}
+	w.gathering = b
+	w.s.sleep(ctx, time.Duration(w.rng.Int64N(int64(gatherFor))))
+	w.gathering = nil
+	var wg sync.WaitGroup
+	start := make(chan struct{}) // all at once, as close together as Go starts them
+	for _, c := range b.calls {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			c()
+		}()
+	}
+	close(start)
+	wg.Wait()
+	b.done = true
+	if len(b.calls) > 1 {
+		w.stats.inject("fence store calls sent together")
+	}
 }
 
 func (p *storeProxy) Resource(ctx context.Context, res string) (fencegate.ResourceState, error) {

@@ -34,8 +34,9 @@ func newStats() *stats {
 	return &stats{injected: map[string]int{}, gates: map[string]int{}, codes: map[string]int{}}
 }
 
-func (s *stats) inject(item string) { s.mu.Lock(); s.injected[item]++; s.mu.Unlock() }
-func (s *stats) gate(name string)   { s.mu.Lock(); s.gates[name]++; s.mu.Unlock() }
+func (s *stats) inject(item string)         { s.mu.Lock(); s.injected[item]++; s.mu.Unlock() }
+func (s *stats) injectN(name string, n int) { s.mu.Lock(); s.injected[name] += n; s.mu.Unlock() }
+func (s *stats) gate(name string)           { s.mu.Lock(); s.gates[name]++; s.mu.Unlock() }
 func (s *stats) code(c string) {
 	if c == "" {
 		c = "accepted"

@@ -56,6 +56,7 @@ var minInjected = map[string]int{
 	"effect lost answer":                      50,
 	"effect 5xx":                              10,
 	"fence store unreachable":                 50,
+	"fence store calls sent together":         100,
 	"gateway crash at admit":                  10,
 	"gateway crash at after-admit":            10,
 	"gateway crash at effect":                 10,

@@ -80,6 +80,8 @@ type world struct {
 	inflight  map[string]int                    // forwarded effects in flight, by resource
 	maxFwd    map[string]uint64                 // highest fence forwarded, by resource
 	verdict   map[string]fencegate.ReceiptState // final state settled, by receipt ID
+	resOf     map[string]string                 // resource of each receipt admitted
+	gathering *storeBatch                       // the batch of store calls being gathered
 	archive   []sent                            // every request sent, for delayed replays
 	snapshot  string                            // registry snapshot file, "" if none
 	ids       int
@@ -121,7 +123,7 @@ func newWorld(t testing.TB, seed uint64, cfg config, st *stats) (*world, error) 
 	clock := &simClock{now: time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC)}
 	w := &world{t: t, seed: seed, cfg: cfg, rng: rng, clock: clock, s: newSched(clock, rng), stats: st,
 		admitted: map[string]*admitted{}, fenceOf: map[string]string{}, payloadOf: map[string]string{}, leaseExp: map[string]time.Time{},
-		verdict:  map[string]fencegate.ReceiptState{},
+		verdict: map[string]fencegate.ReceiptState{}, resOf: map[string]string{},
 		inflight: map[string]int{}, maxFwd: map[string]uint64{}}
 	base := os.TempDir()
 	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
@@ -199,6 +201,13 @@ var upstreamConfig = httpapi.APIConfig{
 }
 
 func (w *world) close() {
+	// The embedded store's group commit: ops that shared a durable commit
+	// with another (the batched path the store proxy's batches reach).
+	if e, ok := w.store.(*embedded.Store); ok {
+		if st := e.Stats(); st.Ops > st.Commits {
+			w.stats.injectN("embedded store ops sharing a commit", int(st.Ops-st.Commits))
+		}
+	}
 	if w.store != nil {
 		_ = w.store.Close()
 	}
