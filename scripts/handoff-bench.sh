@@ -7,7 +7,7 @@ n="${1:-50}"
 tmp=$(mktemp -d)
 trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$tmp"' EXIT
 go build -o "$tmp/gateway" ./cmd/gateway
-"$tmp/gateway" dev --addr 127.0.0.1:18089 --data-dir "$tmp/data" --identity worker-a=token-a --identity worker-b=token-b >"$tmp/log" 2>&1 &
+"$tmp/gateway" dev --addr 127.0.0.1:18089 --metrics-addr 127.0.0.1:18090 --data-dir "$tmp/data" --identity worker-a=token-a --identity worker-b=token-b >"$tmp/log" 2>&1 &
 pid=$!
 for _ in $(seq 100); do curl -sf http://127.0.0.1:18089/healthz >/dev/null && break; sleep 0.1; done
-go run ./internal/cmd/handoffbench -gateway http://127.0.0.1:18089 -n "$n"
+go run ./internal/cmd/handoffbench -gateway http://127.0.0.1:18089 -metrics http://127.0.0.1:18090/metrics -n "$n"

@@ -2,7 +2,8 @@
 // gateway: from the moment the old lease ends (release, or TTL expiry) to the
 // first write the new owner gets accepted, with the new owner long-polling
 // POST /v1/leases. It prints p50/p99 per kind and, as a baseline measured in
-// the same run, an uncontended acquire followed by its first write.
+// the same run, an uncontended acquire followed by its first write. With
+// -metrics it also prints the gateway's own fencegate_lock_handoff_seconds.
 package main
 
 import (
@@ -138,6 +139,7 @@ func main() {
 	flag.StringVar(&b.a, "token-a", "token-a", "bearer token of the first worker")
 	flag.StringVar(&b.b, "token-b", "token-b", "bearer token of the second worker")
 	n := flag.Int("n", 50, "handoffs per kind")
+	metrics := flag.String("metrics", "", "the gateway's /metrics URL (operator listener): print its own handoff histogram too")
 	flag.Parse()
 	run := func(name string, f func(i int) (time.Duration, error)) []time.Duration {
 		var ds []time.Duration
@@ -169,5 +171,8 @@ func main() {
 	}{{"baseline (acquire+write)", base}, {"handoff after release", rel}, {"handoff after TTL expiry", exp}} {
 		p50, p99 := pct(row.ds, 0.5), pct(row.ds, 0.99)
 		fmt.Printf("%-28s %10s %10s %11.2fx\n", row.name, p50.Round(10*time.Microsecond), p99.Round(10*time.Microsecond), float64(p50)/float64(bp50))
+	}
+	if *metrics != "" {
+		printServer(*metrics)
 	}
 }
