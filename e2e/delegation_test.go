@@ -2,8 +2,10 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -145,5 +147,59 @@ access: {rules: [{identity: coord, lease: [local]}, {identity: consumer, delegat
 	}
 	if after := gw.do(t, "GET", "/v1/resources/local/jobs/2", "token-coord", nil, ""); string(after.body) != string(before.body) {
 		t.Fatalf("a revoked delegation moved the resource: %s -> %s", before.body, after.body)
+	}
+}
+
+// TestFencectlDelegatesAndRevokes: the CLI mints a delegation of the lease in
+// its lease file, numbers the owner's next write after it, and revokes it.
+func TestFencectlDelegatesAndRevokes(t *testing.T) {
+	p := startGateway(t, "dev", "--data-dir", t.TempDir(), "--identity", "worker-a=token-a", "--identity", "consumer=token-c")
+	dir := t.TempDir()
+	bin := filepath.Join(filepath.Dir(binary(t)), "fencectl")
+	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/fencectl").CombinedOutput(); err != nil {
+		t.Fatalf("build fencectl: %v\n%s", err, out)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "part"), []byte("owner"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctl := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command(bin, args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "FENCEGATE_URL="+p.base, "FENCEGATE_TOKEN=token-a")
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("fencectl %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	ctl("acquire", "local/cli/9", "--ttl", "30s", "--operation", "cli-9")
+	ctl("put", "local/cli/9/manifest", "part")
+	var d client.Delegation
+	if err := json.Unmarshal([]byte(ctl("--json", "delegate", "consumer", "--segments", "2-3")), &d); err != nil || d.Delegation == "" {
+		t.Fatalf("delegate: %v %+v", err, d)
+	}
+	var lf struct {
+		Lease client.LeaseInfo `json:"lease"`
+	}
+	raw, _ := os.ReadFile(filepath.Join(dir, ".fencectl-lease.json"))
+	if err := json.Unmarshal(raw, &lf); err != nil {
+		t.Fatal(err)
+	}
+	w, err := client.New(p.base, "token-c").DelegatedWriter(lf.Lease.Grant, d.Delegation)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for seg := uint64(2); seg <= 3; seg++ {
+		if _, err := w.Put(context.Background(), "local", fmt.Sprintf("cli/9/part-%d", seg), seg, strings.NewReader("c"), "text/plain"); err != nil {
+			t.Fatalf("delegate segment %d: %v", seg, err)
+		}
+	}
+	var rc fencegate.Receipt
+	if out := ctl("--json", "put", "local/cli/9/owner", "part"); json.Unmarshal([]byte(out), &rc) != nil || rc.Segment != 4 {
+		t.Fatalf("the owner's write after the delegated segments: %s", out)
+	}
+	if out := ctl("revoke-delegation", d.ID); !strings.Contains(out, "revoked") {
+		t.Fatalf("revoke: %s", out)
 	}
 }

@@ -1,0 +1,92 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/fencegate/fencegate/client"
+)
+
+func init() {
+	register("delegate", verb{usage: "delegate IDENTITY --segments FROM-TO|N,N,... [--prefix RESOURCE]", nargs: 1,
+		help: "let IDENTITY write under the lease in the lease file for those segments; prints the delegation token", flags: delegateFlags})
+	register("revoke-delegation", verb{usage: "revoke-delegation ID", nargs: 1,
+		help: "revoke a delegation of your lease: its delegate gets no status proof from now on", flags: revokeDelegationFlags})
+}
+
+// parseSegments reads "FROM-TO" (a range) or "N,N,..." (a set).
+func parseSegments(s string) (from, to uint64, set []uint64, err error) {
+	if a, b, ok := strings.Cut(s, "-"); ok {
+		from, err = strconv.ParseUint(a, 10, 64)
+		if err == nil {
+			to, err = strconv.ParseUint(b, 10, 64)
+		}
+		return from, to, nil, err
+	}
+	for _, f := range strings.Split(s, ",") {
+		n, perr := strconv.ParseUint(strings.TrimSpace(f), 10, 64)
+		if perr != nil {
+			return 0, 0, nil, perr
+		}
+		set = append(set, n)
+	}
+	return 0, 0, set, nil
+}
+
+func delegateFlags(fs *flag.FlagSet) func(context.Context, *cmd) error {
+	segs := fs.String("segments", "", "delegated segments: FROM-TO or N,N,... (required)")
+	prefix := fs.String("prefix", "", "only targets inside this resource subtree of the lease's resource")
+	return func(ctx context.Context, c *cmd) error {
+		if *segs == "" {
+			return usageError{"--segments is required"}
+		}
+		from, to, set, err := parseSegments(*segs)
+		if err != nil {
+			return usageError{"--segments must be FROM-TO or N,N,...: " + err.Error()}
+		}
+		lf, err := loadLease(c.g.leaseFile)
+		if err != nil {
+			return err
+		}
+		d, err := c.client.Delegate(ctx, lf.Lease.Lease, lf.Lease.GrantDigest, client.DelegateParams{
+			Delegate: c.args[0], SegmentFrom: from, SegmentTo: to, Segments: set, TargetPrefix: *prefix})
+		if err != nil {
+			return err
+		}
+		// The owner's own writes number after the delegated segments.
+		top := to
+		for _, s := range set {
+			top = max(top, s)
+		}
+		if top >= lf.NextSegment {
+			lf.NextSegment = top + 1
+			if err := lf.save(c.g.leaseFile); err != nil {
+				return err
+			}
+		}
+		if c.g.json {
+			return emit(c.out, d)
+		}
+		table(c.out, [2]string{"delegation", d.ID}, [2]string{"delegate", d.Claims.Delegate},
+			[2]string{"segments", d.Claims.SegmentsText()}, [2]string{"fence", strconv.FormatUint(d.Claims.FenceToken, 10)},
+			[2]string{"grant", lf.Lease.Grant}, [2]string{"token", d.Delegation})
+		return nil
+	}
+}
+
+func revokeDelegationFlags(fs *flag.FlagSet) func(context.Context, *cmd) error {
+	return func(ctx context.Context, c *cmd) error {
+		if err := c.client.RevokeDelegation(ctx, c.args[0]); err != nil {
+			return err
+		}
+		if c.g.json {
+			return emit(c.out, map[string]any{"id": c.args[0], "revoked": true})
+		}
+		fmt.Fprintf(c.out, "delegation %s revoked\n", c.args[0])
+		return nil
+	}
+}
+
