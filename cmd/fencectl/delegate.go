@@ -89,4 +89,3 @@ func revokeDelegationFlags(fs *flag.FlagSet) func(context.Context, *cmd) error {
 		return nil
 	}
 }
-
