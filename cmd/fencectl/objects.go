@@ -11,7 +11,7 @@ import (
 )
 
 func init() {
-	register("put", verb{usage: "put STORE/KEY FILE|- [--segment N] [--content-type T]", nargs: 2,
+	register("put", verb{usage: "put STORE/KEY FILE|- [--segment N] [--content-type T] [--progress auto|always|never]", nargs: 2,
 		help: "fenced write of FILE (or stdin) under the lease", flags: putFlags})
 	register("get", verb{usage: "get STORE/KEY [-o FILE]", nargs: 1, help: "read an object (to stdout or FILE)", flags: getFlags})
 	register("delete", verb{usage: "delete STORE/KEY [--segment N]", nargs: 1, help: "fenced delete under the lease", flags: deleteFlags})
@@ -20,25 +20,33 @@ func init() {
 func putFlags(fs *flag.FlagSet) func(context.Context, *cmd) error {
 	seg := segFlag(fs)
 	ctype := fs.String("content-type", "", "content type of the object")
+	progress := progressMode("auto")
+	fs.Var(&progress, "progress", "progress bar on stderr: auto (uploads of 4 MiB or more, stderr a terminal, no --json), always, never")
 	return func(ctx context.Context, c *cmd) error {
 		store, key, err := splitStoreKey(c.args[0])
 		if err != nil {
 			return err
 		}
 		var body io.Reader = stdin
+		size := int64(-1)
 		if c.args[1] != "-" {
 			f, err := os.Open(c.args[1])
 			if err != nil {
 				return localError{err.Error(), err}
 			}
 			defer f.Close()
+			if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
+				size = st.Size()
+			}
 			body = f
 		}
 		lf, fence, err := fenceFor(ctx, c, *seg)
 		if err != nil {
 			return err
 		}
+		body, done := withProgress(c, progress, "put "+c.args[0], body, size)
 		rc, err := c.client.PutObject(ctx, store, key, fence, body, *ctype)
+		done(err == nil)
 		if err != nil {
 			return err
 		}
