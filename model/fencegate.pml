@@ -51,7 +51,10 @@ byte objF = 0;
 /* time, as far as the protocol needs it: each admitted write expires (its
  * requests carry the expiry to the store: gateway.EffectExpiry,
  * fencegate.WithLandBy), in admission order since every write gets the same
- * effectTimeout. Receipt r's write has expired iff r <= expiredUpTo. */
+ * effectTimeout. Receipt r's write has expired iff r <= expiredUpTo. Time
+ * moves only where someone waits for it (the reconciler); an expiry nobody
+ * waited for only makes the store refuse a late PUT, which is the same as
+ * the network never delivering it. */
 byte expiredUpTo = 0;
 #define EXPIRED(r) ((r) <= expiredUpTo)
 #define BIT(r) (1 << (r))
@@ -191,12 +194,7 @@ end:	do
 	od
 }
 
-/* Writes expire, oldest first. */
-proctype Clock() {
-end:	do
-	:: atomic { expiredUpTo < rids -> expiredUpTo++ }
-	od
-}
+
 
 /* The reconciler settles a receipt nobody is forwarding any more from the
  * object's metadata: COMMITTED when the object carries the receipt, else
@@ -209,7 +207,10 @@ end:	do
 	:: atomic { pending && !forwarding ->
 		if
 		:: objRid == pendRid -> settle(true, pendF, pendS, pendRid)
-		:: objRid != pendRid && EXPIRED(pendRid) -> settle(false, pendF, pendS, pendRid)
+		:: objRid != pendRid ->
+			/* it waits until the write has expired: time moves on */
+			if :: expiredUpTo < pendRid -> expiredUpTo = pendRid :: else -> skip fi;
+			settle(false, pendF, pendS, pendRid)
 		fi }
 	od
 }
@@ -228,7 +229,6 @@ init {
 		run Worker(0); run Worker(1);
 		run Gateway(0); run Gateway(1);
 		run Network();
-		run Clock();
 		run Reconciler()
 	}
 }
