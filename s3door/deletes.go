@@ -74,8 +74,15 @@ func (s *Server) deleteObjects(w http.ResponseWriter, r *http.Request, bucket st
 		if err != nil {
 			code, msg := "InternalError", err.Error()
 			var fe *fencegate.Error
-			if errors.As(err, &fe) {
-				code, msg = fenceS3[fe.Code].code, string(fe.Code)+": "+fe.Message
+			var se *s3Error
+			switch {
+			case errors.As(err, &se):
+				code, msg = se.code, se.message
+			case errors.As(err, &fe):
+				code, msg = "AccessDenied", string(fe.Code)+": "+fe.Message
+				if m, ok := fenceS3[fe.Code]; ok {
+					code = m.code
+				}
 			}
 			out.Errors = append(out.Errors, deleteError{Key: o.Key, Code: code, Message: msg})
 			continue

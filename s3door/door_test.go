@@ -189,3 +189,30 @@ func TestConcurrentWritesOfOneLeaseGetConsecutiveSegments(t *testing.T) {
 		t.Fatalf("%d segments, %d quarantined", len(seen), len(q.Records))
 	}
 }
+
+func TestDeleteObjectsFencesEachKey(t *testing.T) {
+	e := newEnv(t, nil)
+	c := e.client(e.lease("AKIDA", owner, "b/r"))
+	ctx := context.Background()
+	for _, k := range []string{"r/1", "r/2"} {
+		if err := put(c, k, "x"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, err := c.DeleteObjects(ctx, &s3.DeleteObjectsInput{Bucket: aws.String("b"), Delete: &types.Delete{Objects: []types.ObjectIdentifier{
+		{Key: aws.String("r/1")}, {Key: aws.String("r/2")}, {Key: aws.String("elsewhere/3")}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Deleted) != 2 || len(out.Errors) != 1 || aws.ToString(out.Errors[0].Key) != "elsewhere/3" ||
+		!strings.HasPrefix(aws.ToString(out.Errors[0].Message), "RESOURCE_MISMATCH") {
+		t.Fatalf("deleted %d, errors %+v", len(out.Deleted), out.Errors)
+	}
+	if n := e.store.deletes.Load(); n != 2 {
+		t.Fatalf("deletes forwarded: %d", n)
+	}
+	rs, _ := e.fences.Resource(ctx, "b/r")
+	if rs.LastSegmentSeq != 4 {
+		t.Fatalf("segments after two puts and two deletes: %d", rs.LastSegmentSeq)
+	}
+}
