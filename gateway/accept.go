@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/fencegate/fencegate"
 	"github.com/fencegate/fencegate/fencestore"
@@ -100,7 +99,7 @@ func (g *Gateway) Precheck(ctx context.Context, req Request) error {
 
 func (g *Gateway) authorize(ctx context.Context, req Request, query bool) (_ fencegate.VerifiedGrant, _ fencegate.Status, err error) {
 	var none fencegate.VerifiedGrant
-	ctx, span := g.tracer.Start(ctx, "fencegate.verify")
+	ctx, span := g.startSpan(ctx, "fencegate.verify")
 	defer func() { endSpan(span, err) }()
 	logctx.Add(ctx, "caller", req.Caller, "resource", req.Resource, "segment", req.Segment)
 	if req.Caller == "" {
@@ -271,7 +270,7 @@ func (g *Gateway) apply(ctx context.Context, req Request) (Result, error) {
 		}
 	}
 	admStart := g.cfg.Now()
-	actx, span := g.tracer.Start(actx, "fencegate.admit")
+	actx, span := g.startSpan(actx, "fencegate.admit")
 	adm, err := g.admit(actx, areq, recheck)
 	endSpan(span, err)
 	g.cfg.Observe.Admission(admissionOutcome(adm, err), g.cfg.Now().Sub(admStart))
@@ -305,7 +304,10 @@ func (g *Gateway) forward(ctx context.Context, adm fencegate.Admission, eff Effe
 	// none lands after the reconciler may call the receipt NOT_APPLIED.
 	ectx = fencegate.WithLandBy(ectx, EffectExpiry(adm.Receipt, g.cfg.EffectTimeout))
 	effStart := g.cfg.Now()
-	ectx, span := g.tracer.Start(ectx, "fencegate.effect", trace.WithAttributes(attribute.String("fencegate.backend", BackendOf(adm.Receipt.Target))))
+	ectx, span := g.startSpan(ectx, "fencegate.effect")
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("fencegate.backend", BackendOf(adm.Receipt.Target)))
+	}
 	out, effErr := eff.Apply(ectx, adm.Receipt, adm.PreviousVersion)
 	span.SetAttributes(attribute.String("fencegate.receipt_state", string(out.State)))
 	endSpan(span, effErr)
@@ -317,7 +319,7 @@ func (g *Gateway) forward(ctx context.Context, adm fencegate.Admission, eff Effe
 		g.cfg.Failpoint("after-effect")
 	}
 	out.Now = g.cfg.Now()
-	sctx, span := g.tracer.Start(context.WithoutCancel(ctx), "fencegate.settle")
+	sctx, span := g.startSpan(context.WithoutCancel(ctx), "fencegate.settle")
 	r, err := g.cfg.Store.Settle(sctx, adm.Receipt.ID, out)
 	endSpan(span, err)
 	if err != nil {

@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
-	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/fencegate/fencegate"
 )
@@ -97,7 +96,7 @@ type Config struct {
 	// nothing), for metrics.
 	Observe Observer
 	// Tracer makes the spans of verification, admission, effect and settle
-	// (default: none).
+	// (nil: none, at no cost).
 	Tracer trace.TracerProvider
 	// Modes is the enforcement mode per resource pattern (nil: enforce all).
 	Modes *Modes
@@ -173,10 +172,11 @@ func New(cfg Config) (*Gateway, error) {
 	if cfg.Observe == nil {
 		cfg.Observe = NopObserver{}
 	}
-	if cfg.Tracer == nil {
-		cfg.Tracer = noop.NewTracerProvider()
+	var tracer trace.Tracer
+	if cfg.Tracer != nil {
+		tracer = cfg.Tracer.Tracer("github.com/fencegate/fencegate/gateway")
 	}
-	return &Gateway{cfg: cfg, journal: cfg.Journal, tracer: cfg.Tracer.Tracer("github.com/fencegate/fencegate/gateway"),
+	return &Gateway{cfg: cfg, journal: cfg.Journal, tracer: tracer,
 		retry: settleRetry{store: cfg.Store, after: cfg.After, spawn: cfg.Go, log: cfg.Log}}, nil
 }
 

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"strings"
 	"time"
 
@@ -87,4 +88,16 @@ func endSpan(span trace.Span, err error) {
 		span.SetStatus(codes.Error, string(code))
 	}
 	span.End()
+}
+
+// noSpan is the non-recording span of a context without one.
+var noSpan = trace.SpanFromContext(context.Background())
+
+// startSpan starts a span under ctx's, or, without a tracer, returns ctx and
+// a non-recording span without allocating.
+func (g *Gateway) startSpan(ctx context.Context, name string) (context.Context, trace.Span) {
+	if g.tracer == nil {
+		return ctx, noSpan
+	}
+	return g.tracer.Start(ctx, name)
 }
