@@ -176,7 +176,18 @@ func TestFencectlRunSyncsWithTheAWSCLI(t *testing.T) {
 	if l := d.do(t, "GET", "/v1/leases/"+rs[0]["lease"].(string), "token-a", nil, ""); l.str("state") != "RELEASED" {
 		t.Fatalf("the lease after fencectl run: %s", l.body)
 	}
-	for _, f := range []string{"a.csv", "b.csv"} {
+	// s3cmd takes its endpoint from the configuration file fencectl writes (S3CMD_CONFIG).
+	s3cmd := debianClient(t, "s3cmd", "s3cmd")
+	writeFile(t, work, "out/c.csv", 500, "c")
+	cmd = exec.Command(testenv.FencectlBinary(t), "run", "--resource", "local/reports/2026-07", "--ttl", "30s", "--",
+		s3cmd.bin, "put", "out/c.csv", "s3://local/reports/2026-07/c.csv")
+	cmd.Dir, cmd.Env = work, append(cmd.Env[:0:0], "HOME="+home, "PATH=/usr/bin:/bin", "FENCEGATE_URL="+d.base, "FENCEGATE_TOKEN=token-a")
+	out.Reset()
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("fencectl run s3cmd: %v\n%s", err, out.String())
+	}
+	for _, f := range []string{"a.csv", "b.csv", "c.csv"} {
 		want, _ := os.ReadFile(filepath.Join(work, "out", f))
 		if code, body := d.objectBody(t, "local/reports/2026-07/"+f); code != http.StatusOK || body != string(want) {
 			t.Fatalf("%s: %d, %d bytes, want the file's %d", f, code, len(body), len(want))

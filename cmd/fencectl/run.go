@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -75,7 +76,14 @@ func runFlags(fs *flag.FlagSet) func(context.Context, *cmd) error {
 		info := l.Info()
 		fmt.Fprintf(c.errOut, "fencectl run: lease %s (fence %d) on %s; S3 endpoint %s, access key %s\n",
 			info.Lease, info.FenceToken, info.Resource, o.endpoint, creds.AccessKeyID)
-		return supervise(ctx, c, l, childEnv(os.Environ(), info, creds, o), o)
+		environ := childEnv(os.Environ(), info, creds, o)
+		cfg, err := writeS3cmdConfig(creds, o)
+		if err != nil {
+			_ = l.Release(context.WithoutCancel(ctx))
+			return err
+		}
+		defer os.Remove(cfg)
+		return supervise(ctx, c, l, append(environ, "S3CMD_CONFIG="+cfg), o)
 	}
 }
 
@@ -107,6 +115,7 @@ func childEnv(base []string, info client.LeaseInfo, creds fencegate.S3AccessKeys
 		"FENCEGATE_FENCE_TOKEN":       strconv.FormatUint(info.FenceToken, 10),
 		"FENCEGATE_S3_URL":            o.endpoint,
 		"FENCEGATE_OPERATION_ID":      info.OperationID,
+		"S3CMD_CONFIG":                "", // set by the caller to the lease's file
 		"AWS_SESSION_TOKEN":           "",
 		"AWS_SECURITY_TOKEN":          "",
 		"RCLONE_S3_SESSION_TOKEN":     "",
@@ -126,6 +135,30 @@ func childEnv(base []string, info client.LeaseInfo, creds fencegate.S3AccessKeys
 		}
 	}
 	return out
+}
+
+// writeS3cmdConfig writes an s3cmd configuration for the lease (s3cmd reads
+// no endpoint from the environment, but takes its configuration file from
+// S3CMD_CONFIG): mode 0600 in the temporary directory, removed at exit.
+func writeS3cmdConfig(creds fencegate.S3AccessKeys, o runOpts) (string, error) {
+	u, err := url.Parse(o.endpoint)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		return "", usageError{fmt.Sprintf("--s3-endpoint %q is not an http(s) URL", o.endpoint)}
+	}
+	f, err := os.CreateTemp("", "fencectl-s3cmd-*.cfg") // created 0600
+	if err != nil {
+		return "", err
+	}
+	_, err = fmt.Fprintf(f, "[default]\naccess_key = %s\nsecret_key = %s\nhost_base = %s\nhost_bucket = %s\nuse_https = %s\nbucket_location = %s\nsignature_v2 = False\n",
+		creds.AccessKeyID, creds.SecretAccessKey, u.Host, u.Host, strconv.FormatBool(u.Scheme == "https"), o.region)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return "", err
+	}
+	return f.Name(), nil
 }
 
 // supervise runs COMMAND under lease l: renewing it, stopping COMMAND

@@ -46,6 +46,10 @@ func child(mode string) {
 			envs[k] = v
 		}
 	}
+	if cfg := os.Getenv("S3CMD_CONFIG"); cfg != "" {
+		b, _ := os.ReadFile(cfg)
+		envs["S3CMD_CONFIG_CONTENT"] = string(b)
+	}
 	if mode == "stubborn" {
 		signal.Ignore(syscall.SIGTERM)
 	}
@@ -186,6 +190,16 @@ func TestRunExportsTheLeaseCredentialsReleasesAndExitsWithTheCommandStatus(t *te
 		if env[k] != want {
 			t.Errorf("%s=%q, want %q", k, env[k], want)
 		}
+	}
+	cfg := env["S3CMD_CONFIG_CONTENT"]
+	for _, line := range []string{"access_key = " + c.AccessKeyID, "secret_key = " + c.SecretAccessKey, "host_base = 127.0.0.1:9999",
+		"host_bucket = 127.0.0.1:9999", "use_https = false", "bucket_location = eu-west-1"} {
+		if !strings.Contains(cfg, line+"\n") {
+			t.Errorf("s3cmd configuration lacks %q:\n%s", line, cfg)
+		}
+	}
+	if _, err := os.Stat(env["S3CMD_CONFIG"]); !os.IsNotExist(err) {
+		t.Errorf("the s3cmd configuration %s (it holds the secret) is left after the run: %v", env["S3CMD_CONFIG"], err)
 	}
 	if _, ok := env["AWS_SESSION_TOKEN"]; ok {
 		t.Error("the caller's session token was passed with the lease's keys")
