@@ -3,6 +3,8 @@
 //	gateway dev   [flags]   everything in one process on embedded defaults
 //	gateway serve --config FILE [flags]
 //	gateway registry [--config FILE] [flags]   the lease registry alone
+//	gateway healthcheck [URL]   exit 0 when URL (default http://127.0.0.1:8080/healthz) answers 200
+//	gateway version             version, VCS revision and Go version
 package main
 
 import (
@@ -37,6 +39,11 @@ func main() {
 	case "-h", "--help", "help":
 		usage()
 		return
+	case "version", "--version":
+		printVersion(os.Stdout)
+		return
+	case "healthcheck":
+		os.Exit(healthcheck(os.Args[2:]))
 	default:
 		fmt.Fprintf(os.Stderr, "gateway: unknown command %q\n", os.Args[1])
 		usage()
@@ -69,7 +76,9 @@ func usage() {
 	fmt.Fprint(os.Stderr, `usage:
   common: [--log-format text|json] [--log-level debug|info|warn|error] [--otlp-endpoint URL]
   gateway dev   [--addr A] [--metrics-addr M] [--data-dir D] [--identity NAME=TOKEN]... [--admin-token T]... [--gateway NAME=TOKEN]... [--store NAME=URL]... [--config FILE] [--break-glass]
-  gateway serve --config FILE [--addr A] [--metrics-addr M] [--data-dir D] [--identity NAME=TOKEN]... [--store NAME=URL]... [--break-glass]
+  gateway serve --config FILE [--addr A] [--metrics-addr M] [--data-dir D] [--fence-store URL] [--registry-url URL] [--trust-bundle FILE] [--identity NAME=TOKEN]... [--store NAME=URL]... [--break-glass]
+  gateway healthcheck [URL]   (default http://127.0.0.1:8080/healthz; exit 0 on 200)
+  gateway version
   gateway registry [--config FILE] [--addr A] [--data-dir D] [--identity NAME=TOKEN]... [--gateway NAME=TOKEN]... [--registry-backend URL] [--allow-volatile-backend] [--break-glass]
 `)
 }
@@ -87,6 +96,8 @@ func parseFlags(cmd string, args []string, cfg *config.Config) error {
 	logFormat := fs.String("log-format", "", "log format: text (default) or json")
 	logLevel := fs.String("log-level", "", "log level: debug, info (default), warn or error")
 	otlpEndpoint := fs.String("otlp-endpoint", "", "export OpenTelemetry spans to this OTLP/HTTP collector URL (default: off)")
+	registryURL := fs.String("registry-url", "", "registry in another process (registryURL): its trust bundle is fetched, query mode asks it")
+	trustBundle := fs.String("trust-bundle", "", "trust bundle file (trustBundle)")
 	registryBackend := fs.String("registry-backend", "", `registry backend: "embedded", postgres://..., redis://HOST:PORT?prefix=P or etcd://HOST:PORT?prefix=P`)
 	var identities []config.Identity
 	fs.Func("identity", "workload identity NAME=TOKEN (repeatable)", func(v string) error {
@@ -133,7 +144,8 @@ func parseFlags(cmd string, args []string, cfg *config.Config) error {
 		dst *string
 		v   string
 	}{{&cfg.Addr, *addr}, {&cfg.MetricsAddr, *metricsAddr}, {&cfg.DataDir, *dataDir}, {&cfg.FenceStore, *fenceStore}, {&cfg.StatusMode, *statusMode},
-		{&cfg.Log.Format, *logFormat}, {&cfg.Log.Level, *logLevel}, {&cfg.Tracing.Endpoint, *otlpEndpoint}} {
+		{&cfg.Log.Format, *logFormat}, {&cfg.Log.Level, *logLevel}, {&cfg.Tracing.Endpoint, *otlpEndpoint},
+		{&cfg.RegistryURL, *registryURL}, {&cfg.TrustBundle, *trustBundle}} {
 		if set.v != "" {
 			*set.dst = set.v
 		}

@@ -129,7 +129,7 @@ func New() *Metrics {
 		Name: "fencegate_build_info",
 		Help: "Always 1; the labels name the running build (module version, VCS revision, Go version).",
 	}, []string{"version", "revision", "goversion"})
-	build.WithLabelValues(buildInfo()).Set(1)
+	build.WithLabelValues(BuildInfo()).Set(1)
 	m.reg.MustRegister(m.requests, m.admissions, m.refusals, m.effects, m.backendErrors, m.receipts, m.storeErrors,
 		m.unknown, m.unknownOldest, m.overdue, m.regressions, m.regressionAt, m.regressionFen, m.shadow, m.resends,
 		m.breakGlass, m.handoff, build,
@@ -149,14 +149,25 @@ func New() *Metrics {
 	return m
 }
 
-func buildInfo() (version, revision, goversion string) {
+// Version is the release version stamped at link time
+// (-ldflags "-X github.com/fencegate/fencegate/internal/metrics.Version=v1.2.3",
+// as deploy/Dockerfile does); empty means the module version from the build record.
+var Version string
+
+// BuildInfo is the version, VCS revision and Go version of this binary, each
+// "unknown" when the build record lacks it; fencegate_build_info and
+// `gateway version` both report it.
+func BuildInfo() (version, revision, goversion string) {
 	version, revision, goversion = "unknown", "unknown", "unknown"
+	if Version != "" {
+		version = Version
+	}
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
 		return
 	}
 	goversion = bi.GoVersion
-	if bi.Main.Version != "" {
+	if bi.Main.Version != "" && Version == "" {
 		version = bi.Main.Version
 	}
 	for _, s := range bi.Settings {
