@@ -28,6 +28,8 @@ type mutation struct {
 	file  string
 	edits []edit
 	first []uint64
+	// args are extra flags of its runs: a world aimed at the rule.
+	args []string
 }
 
 func mut(name, file, from, to string, first ...uint64) mutation {
@@ -50,8 +52,9 @@ const (
 var mutations = []mutation{
 	mut("STALE_OWNER: a lower fence is admitted", rulesFile,
 		"if fence < row.HighestFence {", "if false {", 0),
-	mut("FENCE_REGRESSION: an equal fence under another lease or root is admitted", rulesFile,
-		"if req.Grant.Lease != row.Lease || req.Grant.OperationRoot != row.Root {", "if false {", 1034),
+	{name: "FENCE_REGRESSION: an equal fence under another lease or root is admitted", file: rulesFile,
+		edits: []edit{{"if req.Grant.Lease != row.Lease || req.Grant.OperationRoot != row.Root {", "if false {"}},
+		args:  []string{"-sim.operator", "0.2"}, first: []uint64{56}},
 	mut("QUARANTINED: another payload for an accepted segment is answered as a replay", rulesFile,
 		"if live.PayloadDigest == req.PayloadDigest && live.Target == req.Target && live.Method == req.Method && live.EffectKey == req.EffectKey {",
 		"if live.Target == req.Target && live.Method == req.Method && live.EffectKey == req.EffectKey {", 0),
@@ -125,14 +128,14 @@ func TestMutationsAreKilledBySimulation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	run := func(id string, seeds int, first []uint64) (bool, string, time.Duration) {
+	run := func(id string, seeds int, first []uint64, args ...string) (bool, string, time.Duration) {
 		start := time.Now()
 		var firsts []string
 		for _, s := range first {
 			firsts = append(firsts, fmt.Sprint(s))
 		}
-		cmd := exec.Command(bin, "-test.run", "^TestSimWholeSystemKeepsEveryGate$", "-sim.store", "memory",
-			"-sim.seeds", fmt.Sprint(seeds), "-sim.failfast", "-sim.first", strings.Join(firsts, ","))
+		cmd := exec.Command(bin, append([]string{"-test.run", "^TestSimWholeSystemKeepsEveryGate$", "-sim.store", "memory",
+			"-sim.seeds", fmt.Sprint(seeds), "-sim.failfast", "-sim.first", strings.Join(firsts, ",")}, args...)...)
 		cmd.Dir = filepath.Join(root, "internal", "sim")
 		cmd.Env = append(os.Environ(), mutantEnv+"="+id)
 		out, err := cmd.CombinedOutput()
@@ -154,7 +157,7 @@ func TestMutationsAreKilledBySimulation(t *testing.T) {
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			killed, out, took := run(fmt.Sprint("m", i), *mutantSeeds, mutations[i].first)
+			killed, out, took := run(fmt.Sprint("m", i), *mutantSeeds, mutations[i].first, mutations[i].args...)
 			results[i] = result{killed, took, out}
 		}()
 	}

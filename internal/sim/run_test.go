@@ -159,7 +159,7 @@ func (w *world) operate(ctx context.Context) {
 	ctx = context.WithoutCancel(ctx)
 	rotated := false
 	for !w.stopping {
-		w.s.sleep(ctx, time.Duration(3000+w.rng.IntN(12000))*time.Millisecond)
+		w.s.sleep(ctx, time.Duration(float64(3000+w.rng.IntN(12000))**operatorFlag)*time.Millisecond)
 		if w.stopping || !w.cfg.faults {
 			continue
 		}

@@ -18,11 +18,12 @@ import (
 )
 
 var (
-	seedFlag  = flag.Int64("seed", -1, "replay exactly this seed (of the store named by -sim.store) and log it")
-	seedsFlag = flag.Int("sim.seeds", 0, "seeds per store (0: the CI size; -short: fewer)")
-	storeFlag = flag.String("sim.store", "memory,embedded,postgres", "fence stores to simulate over")
-	failFast  = flag.Bool("sim.failfast", false, "stop at the first failing seed")
-	firstFlag = flag.String("sim.first", "", "comma-separated seeds run before the others (a mutant's known killers)")
+	seedFlag     = flag.Int64("seed", -1, "replay exactly this seed (of the store named by -sim.store) and log it")
+	seedsFlag    = flag.Int("sim.seeds", 0, "seeds per store (0: the CI size; -short: fewer)")
+	storeFlag    = flag.String("sim.store", "memory,embedded,postgres", "fence stores to simulate over")
+	failFast     = flag.Bool("sim.failfast", false, "stop at the first failing seed")
+	operatorFlag = flag.Float64("sim.operator", 1, "scales the pauses between the operator's actions (restores, rotation, policy bumps); a mutant aimed at those rules runs with less")
+	firstFlag    = flag.String("sim.first", "", "comma-separated seeds run before the others (a mutant's known killers)")
 )
 
 // ciSeeds is the CI size per store: with the mutation run beside it, the
