@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"context"
 	"net/http"
 	"time"
 
@@ -9,7 +10,6 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
-	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/fencegate/fencegate/internal/logctx"
 )
@@ -40,9 +40,12 @@ func (s *Server) observeRequests(next http.Handler) http.Handler {
 		start := time.Now()
 		id := logctx.AcceptRequestID(r.Header.Get(RequestIDHeader))
 		w.Header().Set(RequestIDHeader, id)
-		ctx := prop.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
-		ctx, span := tracer.Start(ctx, "http "+r.Method, trace.WithSpanKind(trace.SpanKindServer),
-			trace.WithAttributes(attribute.String("http.request.method", r.Method), attribute.String("fencegate.request_id", id)))
+		ctx, span := r.Context(), noSpan
+		if tracer != nil {
+			ctx = prop.Extract(ctx, propagation.HeaderCarrier(r.Header))
+			ctx, span = tracer.Start(ctx, "http "+r.Method, trace.WithSpanKind(trace.SpanKindServer),
+				trace.WithAttributes(attribute.String("http.request.method", r.Method), attribute.String("fencegate.request_id", id)))
+		}
 		defer span.End()
 		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
 		r = r.WithContext(logctx.WithRequest(ctx, id))
@@ -55,8 +58,10 @@ func (s *Server) observeRequests(next http.Handler) http.Handler {
 		if status == 0 {
 			status = http.StatusOK
 		}
-		span.SetName("http " + r.Method + " " + route)
-		span.SetAttributes(attribute.String("http.route", route), attribute.Int("http.response.status_code", status))
+		if span.IsRecording() {
+			span.SetName("http " + r.Method + " " + route)
+			span.SetAttributes(attribute.String("http.route", route), attribute.Int("http.response.status_code", status))
+		}
 		s.observer().Request(route, r.Method, status, time.Since(start))
 	})
 }
@@ -68,9 +73,13 @@ func (s *Server) observer() Observer {
 	return s.Observe
 }
 
+// tracer is nil without a TracerProvider: no span is started then.
 func (s *Server) tracer() trace.Tracer {
 	if s.Tracer == nil {
-		return noop.NewTracerProvider().Tracer("")
+		return nil
 	}
 	return s.Tracer.Tracer("github.com/fencegate/fencegate/handlers")
 }
+
+// noSpan is the non-recording span of a context without one.
+var noSpan = trace.SpanFromContext(context.Background())

@@ -1,11 +1,14 @@
 package app
 
 import (
+	"go.opentelemetry.io/otel/propagation"
+
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/fencegate/fencegate/internal/logctx"
 	"io"
 	"net/http"
 	"net/url"
@@ -85,6 +88,11 @@ func (q *remoteQuerier) askProof(ctx context.Context, path string, body any) (st
 	}
 	req.Header.Set("Authorization", "Bearer "+q.token)
 	req.Header.Set("Content-Type", "application/json")
+	// The registry's log lines and spans of this query name the request it serves.
+	if id := logctx.RequestID(ctx); id != "" {
+		req.Header.Set("X-Request-Id", id)
+	}
+	propagation.TraceContext{}.Inject(ctx, propagation.HeaderCarrier(req.Header))
 	resp, err := q.hc.Do(req)
 	if err != nil {
 		return "", fencegate.Wrap(err, fencegate.CodeBackendUnavailable, "the registry could not be asked for the grant's status")
