@@ -85,3 +85,18 @@ func TestQueryKeyNamesTheSameObjectAsThePath(t *testing.T) {
 	}
 	wantProblem(t, e.do("GET", "/v1/objects/local/inv/7/part-1", tokA, nil, ""), http.StatusNotFound, "NOT_FOUND")
 }
+
+// TestResourceReadDecodesAnEscapedNameOnce: GET /v1/resources/{resource} (a
+// read) takes the name's slashes escaped, as a generated client sends them,
+// decoding the path once; a double-encoded slash stays "%2F" and is refused.
+func TestResourceReadDecodesAnEscapedNameOnce(t *testing.T) {
+	e := newEnv(t)
+	accepted(t, e)
+	plain := e.do("GET", "/v1/resources/local/inv/7", tokA, nil, "")
+	escaped := e.do("GET", "/v1/resources/local%2Finv%2F7", tokA, nil, "")
+	if plain.status != 200 || escaped.status != 200 || escaped.body != plain.body {
+		t.Fatalf("plain %d %s, escaped %d %s", plain.status, plain.body, escaped.status, escaped.body)
+	}
+	wantProblem(t, e.do("GET", "/v1/resources/local%252Finv%252F7", tokA, nil, ""), 400, "INVALID_REQUEST")
+	wantProblem(t, e.do("GET", "/v1/resources/local%2Finv%2F..%2F7", tokA, nil, ""), 400, "INVALID_REQUEST")
+}
