@@ -6,8 +6,12 @@
 //
 // # Addressing
 //
-// The front door serves on a listener of its own (`--s3-addr` / config
-// `s3.addr`), path-style: https://HOST/BUCKET/KEY. A bucket is the
+// The front door shares the gateway's listener: handlers hands it every
+// request signed the AWS way (an Authorization header starting
+// "AWS4-HMAC-SHA256", or presigned X-Amz-* query parameters), and the REST
+// routes get the rest, so an S3 client's endpoint is the gateway's own URL
+// and no path prefix or port is reserved. Addressing is path-style:
+// https://HOST/BUCKET/KEY. A bucket is the
 // gateway's configured object store of that name (ListBuckets lists them;
 // CreateBucket of one answers BucketAlreadyOwnedByYou, of another
 // NotImplemented); object KEY of bucket NAME is the resource NAME/KEY and
@@ -68,6 +72,6 @@
 // its s3err codes, so the Fencegate code in each refusal would be
 // translated twice; and the package documents that only one instance per
 // process is supported (package-level globals), which the in-process tests
-// here would break. The protocol layer here is about 1,500 lines on chi
+// here would break. The protocol layer here is about 2,200 lines on chi
 // with the SDK's signer doing all canonicalisation and signing.
 package s3door
