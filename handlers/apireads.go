@@ -41,7 +41,7 @@ func (s *Server) readAPI(w http.ResponseWriter, r *http.Request) {
 		s.problem(w, r, fencegate.Errorf(fencegate.CodeInvalidRequest, "a read carries no body"))
 		return
 	}
-	resp, err := api.Read(r.Context(), path, r.URL.RawQuery, r.Header)
+	resp, err := api.Read(r.Context(), path, upstreamQuery(r), r.Header)
 	if err != nil {
 		s.problem(w, r, err)
 		return

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 
@@ -19,28 +20,55 @@ import (
 func (s *Server) apiRoutes(r chi.Router) {
 	for _, m := range []string{http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
 		r.Method(m, "/apis/{api}/*", http.HandlerFunc(s.callAPI))
+		r.Method(m, "/apis/{api}", http.HandlerFunc(s.callAPI)) // ?path= (apiCallPath)
 	}
 	r.Get("/apis/{api}/*", s.readAPI)
+	r.Get("/apis/{api}", s.readAPI)
 	r.With(s.adminOnly).Post("/unknown/{receiptId}/resolve", s.resolveUnknown)
 }
 
-// apiCallPath splits /v1/apis/{api}/{path...} into the API and the upstream
-// path (with its leading slash). Encoded slashes are refused, and so are
-// query strings on writes: the payload digest covers only the body, so
-// nothing else may vary the call.
+// apiCallPath splits /v1/apis/{api}/{path...}, or the query form
+// /v1/apis/{api}?path={path} (for generated clients, which escape a path
+// parameter's slashes), into the API and the upstream path (with its leading
+// slash). Encoded slashes in the path are refused, and so are query strings
+// on writes beyond the query form's one `path`: the payload digest covers
+// only the body, so nothing else may vary the call. The query form's value
+// is decoded exactly once; api.Match then checks it as it checks a path.
 func apiCallPath(r *http.Request) (api, path string, err error) {
 	if err := noEncodedSlashes(r, "API paths"); err != nil {
 		return "", "", err
 	}
-	if r.URL.RawQuery != "" && r.Method != http.MethodGet {
+	rest, _ := strings.CutPrefix(r.URL.Path, "/v1/apis/")
+	api, path, nested := strings.Cut(rest, "/")
+	if !nested {
+		q, err := url.ParseQuery(r.URL.RawQuery)
+		if err != nil {
+			return "", "", fencegate.Errorf(fencegate.CodeInvalidRequest, "the query does not parse: %v", err)
+		}
+		if paths := q["path"]; len(paths) != 1 {
+			return "", "", fencegate.Errorf(fencegate.CodeInvalidRequest, "API path must be /v1/apis/{api}/{path} or /v1/apis/{api}?path={path}")
+		} else if path = strings.TrimPrefix(paths[0], "/"); len(q) != 1 && r.Method != http.MethodGet {
+			return "", "", fencegate.Errorf(fencegate.CodeInvalidRequest, "query strings are not forwarded to APIs; put parameters in the body")
+		}
+	} else if r.URL.RawQuery != "" && r.Method != http.MethodGet {
 		return "", "", fencegate.Errorf(fencegate.CodeInvalidRequest, "query strings are not forwarded to APIs; put parameters in the body")
 	}
-	rest, _ := strings.CutPrefix(r.URL.Path, "/v1/apis/")
-	api, path, ok := strings.Cut(rest, "/")
-	if !ok || api == "" || path == "" {
-		return "", "", fencegate.Errorf(fencegate.CodeInvalidRequest, "API path must be /v1/apis/{api}/{path}")
+	if api == "" || path == "" {
+		return "", "", fencegate.Errorf(fencegate.CodeInvalidRequest, "API path must be /v1/apis/{api}/{path} or /v1/apis/{api}?path={path}")
 	}
 	return api, "/" + path, nil
+}
+
+// upstreamQuery is the query string a read forwards: the request's, less the
+// query form's `path` (re-encoded, keys sorted, when that form is used).
+func upstreamQuery(r *http.Request) string {
+	rest, _ := strings.CutPrefix(r.URL.Path, "/v1/apis/")
+	if strings.Contains(rest, "/") {
+		return r.URL.RawQuery
+	}
+	q, _ := url.ParseQuery(r.URL.RawQuery) // apiCallPath parsed it
+	q.Del("path")
+	return q.Encode()
 }
 
 // apiTarget is the start both API routes share (fenced calls and reads):

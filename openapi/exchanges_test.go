@@ -165,6 +165,11 @@ func TestRealResponsesMatchTheSpec(t *testing.T) {
 	if h.Get("Fence-Replay") != "true" {
 		t.Error("API replay without Fence-Replay: true")
 	}
+	// The ?path= form generated clients use: the same call, so a replay.
+	if qh, _ := e.call("POST", "/v1/apis/payouts?path=%2Fv1%2Faccounts%2Facct-1%2Fpayouts", tokA, call, `{"amount":100}`, 201); qh.Get("Fence-Replay") != "true" {
+		t.Error("the ?path= form of the same segment is not its replay")
+	}
+	e.call("GET", "/v1/apis/payouts?path=%2Fv1%2Fpayouts%2Fpo_1&expand=x", tokB, nil, "", 200)
 	_, p = e.call("POST", "/v1/apis/payouts/v1/accounts/acct-2/payouts", tokA, fenced(grant, status, 2), `{}`, 403)
 	wantCode(t, p, fencegate.CodeResourceMismatch)
 	_, p = e.call("PUT", "/v1/apis/payouts/v1/accounts/acct-1/payouts", tokA, fenced(grant, status, 2), `{}`, 404)
