@@ -11,6 +11,7 @@ import (
 
 	"github.com/fencegate/fencegate"
 	"github.com/fencegate/fencegate/fencestore/internal/fencerules"
+	"github.com/fencegate/fencegate/internal/pgfault"
 )
 
 // admitCall is one Admit in a batch.
@@ -170,10 +171,33 @@ func (s *Store) admitBatch(ctx context.Context, ms []*member[*admitCall]) (uncer
 func commit(ctx context.Context, conn *pgxpool.Conn, b *pgx.Batch) (uncertain bool, err error) {
 	b.Queue(`COMMIT`)
 	if err := conn.SendBatch(ctx, b).Close(); err != nil {
-		var pe *pgconn.PgError
-		return !errors.As(err, &pe), err
+		return !refusedStatement(err), err
 	}
 	return false, nil
+}
+
+// refusedStatement reports whether err, the answer to a pipeline that ends
+// in COMMIT, proves the transaction rolled back: the server refused one of
+// its statements (severity ERROR; the rest, COMMIT included, was skipped up
+// to the Sync). A server error that ends the session (FATAL or PANIC, e.g.
+// 57P01 "terminating connection due to administrator command" when the
+// backend is told to stop) or one of the unavailable classes (08, 57, 58) can
+// arrive after COMMIT completed: the server reports it when it next checks
+// for interrupts, which may be after COMMIT's CommandComplete and before
+// ReadyForQuery (PostgreSQL manual, "Message Flow: Extended Query" and
+// "Termination"; Appendix A). Such an answer, like a lost connection, leaves
+// the outcome open: running the members again would find their own
+// admissions and answer them as replays that forward nothing.
+func refusedStatement(err error) bool {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) {
+		return false
+	}
+	sev := pe.SeverityUnlocalized
+	if sev == "" {
+		sev = pe.Severity
+	}
+	return sev == "ERROR" && !pgfault.UnavailableState(pe.Code)
 }
 
 // read locks and reads what ms need into rd. first: round trip 1, which
