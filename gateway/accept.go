@@ -298,11 +298,18 @@ func (g *Gateway) apply(ctx context.Context, req Request) (Result, error) {
 // forward runs the effect detached from the caller's cancellation (a client
 // that hangs up must not leave the receipt PENDING) and settles the receipt.
 func (g *Gateway) forward(ctx context.Context, adm fencegate.Admission, eff Effect) (Result, error) {
-	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.EffectTimeout)
+	// The effect ends at its expiry, effectTimeout after the receipt was
+	// created, not effectTimeout after a slow admission returned: the
+	// store's refusal of late requests, the reconciler's grace and
+	// reconcile.orphan are all counted from the receipt's creation, and a
+	// body still streaming through this connection (or an API call in
+	// flight) must not outlive what they assume.
+	expiry := EffectExpiry(adm.Receipt, g.cfg.EffectTimeout)
+	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(g.cfg.EffectTimeout, expiry.Sub(g.cfg.Now())))
 	defer cancel()
 	// Every request of the effect carries its expiry to the store, so that
 	// none lands after the reconciler may call the receipt NOT_APPLIED.
-	ectx = fencegate.WithLandBy(ectx, EffectExpiry(adm.Receipt, g.cfg.EffectTimeout))
+	ectx = fencegate.WithLandBy(ectx, expiry)
 	effStart := g.cfg.Now()
 	ectx, span := g.startSpan(ectx, "fencegate.effect")
 	if span.IsRecording() {

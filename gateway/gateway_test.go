@@ -502,3 +502,62 @@ func TestReconcilerRaisesUnknownsPastTheDeadline(t *testing.T) {
 		t.Fatalf("Overdue = %v", od)
 	}
 }
+
+// slowAdmits is a fence store whose Admit commits `delay` after it was asked
+// (on the test clock): a commit that waited for locks or a slow disk.
+type slowAdmits struct {
+	fencegate.FenceStore
+	advance func()
+}
+
+func (s slowAdmits) Admit(ctx context.Context, req fencegate.AdmitRequest) (fencegate.Admission, error) {
+	adm, err := s.FenceStore.Admit(ctx, req)
+	s.advance()
+	return adm, err
+}
+
+// TestEffectEndsAtItsExpiryHoweverLongTheAdmissionTook: the receipt's
+// creation time is taken before the admission's transaction, which may
+// commit much later (lock waits, group commit, a slow disk). The effect's
+// requests expire at the store effectTimeout after that creation time, and
+// the reconciler's grace (and reconcile.orphan > effectTimeout) is counted
+// from it too, so the gateway's own effect (a body still streaming through
+// its connection, an API call in flight) must end by then as well, not
+// effectTimeout after the slow commit returned.
+func TestEffectEndsAtItsExpiryHoweverLongTheAdmissionTook(t *testing.T) {
+	kit := prooftest.New(t)
+	st, err := embedded.Open(filepath.Join(t.TempDir(), "fence.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	loc, err := local.New("local", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const effectTimeout = time.Minute
+	slow := slowAdmits{FenceStore: st, advance: func() { kit.Advance(40 * time.Second) }}
+	gw, err := gateway.New(gateway.Config{Verifier: kit.Verifier(), Store: slow, Now: kit.Now,
+		Policy: gateway.StaticPolicy{Generation: 1}, EffectTimeout: effectTimeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{t: t, kit: kit, store: st, obj: &faultyStore{ObjectStore: loc}, gw: gw}
+	var left time.Duration
+	f.obj.set(func(ctx context.Context, req fencegate.PutRequest) (string, error) {
+		dl, ok := ctx.Deadline()
+		if !ok {
+			t.Error("the effect has no deadline")
+		}
+		left = time.Until(dl)
+		return loc.Put(ctx, req)
+	}, nil)
+	res, err := f.gw.Apply(context.Background(), f.request(5, 1, "v1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	expiry := gateway.EffectExpiry(res.Receipt, effectTimeout)
+	if want := expiry.Sub(kit.Now()); left > want || left < want-5*time.Second {
+		t.Fatalf("the effect had %v left, want at most what remained to its expiry (%v), effectTimeout after the receipt's creation", left, want)
+	}
+}
