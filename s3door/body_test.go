@@ -241,3 +241,15 @@ func TestCRC64NVMECheckValue(t *testing.T) {
 		t.Fatalf("reference CRC-64/NVME: %s, want %s", got, want)
 	}
 }
+
+func TestUnknownPayloadHashIsRefused(t *testing.T) {
+	e := newEnv(t, nil)
+	e.lease("AKIDA", owner, "b/r")
+	before := e.fingerprint("b/r")
+	if status, out := e.rawPut(t, "AKIDA", "/b/r/x", "NOT-A-HASH", nil, "body"); status != 400 || !strings.Contains(out, "InvalidArgument") {
+		t.Fatalf("unknown x-amz-content-sha256: %d %s", status, out)
+	}
+	if e.fingerprint("b/r") != before {
+		t.Fatal("changed state")
+	}
+}

@@ -132,8 +132,8 @@ func (s *Server) verify(r *http.Request) (*authed, error) {
 		return nil, err
 	}
 	payload := r.Header.Get("X-Amz-Content-Sha256")
-	if payload == "" {
-		return nil, s3err(http.StatusBadRequest, "InvalidRequest", "x-amz-content-sha256 is required")
+	if !validPayloadHash(payload) {
+		return nil, s3err(http.StatusBadRequest, "InvalidArgument", "x-amz-content-sha256 must be UNSIGNED-PAYLOAD, STREAMING-... or a hex SHA-256")
 	}
 	a, err := s.credential(r, p)
 	if err != nil {
@@ -280,6 +280,18 @@ func rebuild(r *http.Request, signedHeaders []string, rawQuery string) (*http.Re
 		}
 	}
 	return req, nil
+}
+
+// validPayloadHash: a hex SHA-256 or one of S3's literals; anything else
+// would leave the body unchecked.
+func validPayloadHash(v string) bool {
+	switch v {
+	case unsignedPayload, streamingSigned, streamingSignedTrailer, streamingUnsignedTrailer,
+		"STREAMING-AWS4-ECDSA-P256-SHA256-PAYLOAD", "STREAMING-AWS4-ECDSA-P256-SHA256-PAYLOAD-TRAILER":
+		return true
+	}
+	_, err := hex.DecodeString(v)
+	return len(v) == 64 && err == nil
 }
 
 func sameHeaders(a, b []string) bool {
