@@ -4,15 +4,18 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Group commit. Concurrent Admits (and, separately, concurrent Settles) are
 // gathered into one transaction each, so that N callers share one COMMIT and
-// one WAL flush. There is no timer: a caller that finds fewer than
-// maxInflight batches running starts one at once with whatever is queued (a
-// lone caller waits for nothing), and callers arriving while the batches run
-// queue up and go together in the next one. The wait is therefore bounded by
-// one batch's duration and grows only with load.
+// one WAL flush. There is no timer: a caller that finds no batch running
+// starts one at once with whatever is queued (a lone caller waits for
+// nothing), and callers arriving while it runs queue up and go together in
+// the next one. The wait is therefore bounded by one batch's duration and
+// grows only with load. A batch that has run longer than soloFor (waiting
+// for a row lock held elsewhere, say) no longer holds the others up: the
+// next arrival starts a second one beside it, up to maxInflight.
 //
 // A member's result is delivered only after its batch's COMMIT was
 // acknowledged, so everything the store reports as done is durable, exactly
@@ -24,6 +27,8 @@ import (
 const (
 	// maxInflight is how many batches of one kind may run at once.
 	maxInflight = 2
+	// soloFor is how long a batch runs alone before another may start.
+	soloFor = 20 * time.Millisecond
 	// maxBatch bounds the members of one batch.
 	maxBatch = 64
 )
@@ -47,6 +52,7 @@ type group[T any] struct {
 	mu       sync.Mutex
 	queue    []*member[T]
 	inflight int
+	started  time.Time // of the latest batch
 }
 
 // do queues req and waits for its batch. It returns ctx's error if ctx ends
@@ -81,7 +87,7 @@ func (g *group[T]) do(ctx context.Context, req T, keys ...string) (*member[T], e
 
 // kick starts a batch if one may run and members wait. g.mu is held.
 func (g *group[T]) kick() {
-	if g.inflight >= maxInflight || len(g.queue) == 0 {
+	if g.inflight >= maxInflight || len(g.queue) == 0 || (g.inflight > 0 && time.Since(g.started) < soloFor) {
 		return
 	}
 	var (
@@ -110,6 +116,7 @@ func (g *group[T]) kick() {
 		return
 	}
 	g.inflight++
+	g.started = time.Now()
 	go g.exec(batch)
 }
 

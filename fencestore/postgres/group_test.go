@@ -141,3 +141,26 @@ func TestGroupBatchesWaitingCallersTogether(t *testing.T) {
 		t.Fatalf("batch sizes %v, want the lone call, the five distinct keys, then the repeat", sizes)
 	}
 }
+
+// TestGroupStartsASecondBatchOnlyBesideAStalledOne: while a batch runs,
+// queued callers wait for it, unless it has run longer than soloFor, when
+// the next one starts beside it.
+func TestGroupStartsASecondBatchOnlyBesideAStalledOne(t *testing.T) {
+	ran := make(chan int, 4)
+	g := group[int]{run: func(ctx context.Context, ms []*member[int]) { ran <- len(ms) }}
+	m := &member[int]{ctx: context.Background(), req: 1, keys: []string{"k"}, done: make(chan struct{})}
+	g.mu.Lock()
+	g.inflight, g.started = 1, time.Now() // one batch, just started
+	g.queue = append(g.queue, m)
+	g.kick()
+	if len(g.queue) != 1 {
+		t.Fatal("a second batch started beside a fresh one")
+	}
+	g.started = time.Now().Add(-2 * soloFor) // it stalls
+	g.kick()
+	g.mu.Unlock()
+	<-m.done
+	if n := <-ran; n != 1 {
+		t.Fatalf("batch of %d, want the one queued caller", n)
+	}
+}
