@@ -128,12 +128,18 @@ func TestGroupBatchesWaitingCallersTogether(t *testing.T) {
 	if len(g.queue) != len(queued) {
 		t.Fatalf("a batch started with every slot busy")
 	}
-	g.inflight-- // one batch ends
+	g.inflight--            // one batch ends; the other has stalled
+	g.started = time.Time{} // long ago
 	g.kick()
 	g.mu.Unlock()
-	for _, m := range queued {
+	for _, m := range queued[:5] {
 		<-m.done
 	}
+	g.mu.Lock()
+	g.inflight-- // the stalled batch ends too
+	g.kick()
+	g.mu.Unlock()
+	<-queued[5].done
 	mu.Lock()
 	defer mu.Unlock()
 	slices.Sort(sizes)
