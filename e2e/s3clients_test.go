@@ -174,8 +174,8 @@ func staleAWSCopy(t *testing.T, d *frontDoor, aws cliClient, bucket string) {
 	key := "s3://" + bucket + "/reports/2026-07/summary.csv"
 	ep := []string{"--endpoint-url", d.s3URL}
 	src := t.TempDir()
-	// The TTL leaves the CLI's start-up (a second or two on a loaded machine) time to write.
-	a := d.acquireKeys(t, "token-a", res, "a-1", "op-stale", 5000)
+	// The TTL leaves the CLI's start-up (seconds on a loaded 2-core machine) time to write.
+	a := d.acquireKeys(t, "token-a", res, "a-1", "op-stale", 15000)
 	aws.must(t, clientEnv(t, a), append(ep, "s3", "cp", writeFile(t, src, "a1.csv", 100, "A first"), key)...)
 	d.waitExpired(t, "token-a", a.lease) // A pauses past its TTL
 	b := d.acquireKeys(t, "token-b", res, "b-1", "op-stale", 60000)
