@@ -22,7 +22,8 @@ export FENCEGATE_TEST_REDIS="127.0.0.1:6379"
 go vet ./...
 go test -count=1 -p 2 -timeout 10m "$@" ./...
 
-# Modules of their own: the stripe-go example runs the SDK through the binary.
-for m in examples/stripe; do
-  (cd "$m" && go vet ./... && go test -count=1 -timeout 5m ./...)
+# Modules of their own: the stripe-go example runs the SDK through the binary;
+# deploy/kit validates the deploy kit (Dockerfile, compose, kustomize, systemd).
+for m in examples/stripe deploy/kit; do
+  (cd "$m" && go vet ./... && go test -count=1 -timeout 10m ./...)
 done
