@@ -76,6 +76,9 @@ type presignWrite struct {
 	until  time.Time
 	creds  aws.CredentialsProvider
 	signer *v4.Signer
+	// at is the signing time; zero: the time of each attempt (only the
+	// probe signs in the past, see probeExpiry).
+	at time.Time
 }
 
 func (presignWrite) ID() string { return "fencegate.PresignUntilLandBy" }
@@ -85,7 +88,11 @@ func (m presignWrite) HandleFinalize(ctx context.Context, in middleware.Finalize
 	if !ok {
 		return middleware.FinalizeOutput{}, middleware.Metadata{}, fmt.Errorf("presign: unexpected request type %T", in.Request)
 	}
-	if err := m.presign(ctx, req.Request, time.Now()); err != nil {
+	now := m.at
+	if now.IsZero() {
+		now = time.Now()
+	}
+	if err := m.presign(ctx, req.Request, now); err != nil {
 		return middleware.FinalizeOutput{}, middleware.Metadata{}, err
 	}
 	return next.HandleFinalize(ctx, in)
@@ -142,8 +149,14 @@ func landByOptions(ctx context.Context) []func(*s3.Options) {
 	if !ok {
 		return nil
 	}
+	return presignOptions(until, time.Time{})
+}
+
+// presignOptions presign every attempt until until, signed at at (zero: at
+// each attempt's time).
+func presignOptions(until, at time.Time) []func(*s3.Options) {
 	return []func(*s3.Options){func(o *s3.Options) {
-		mw := presignWrite{until: until, creds: o.Credentials, signer: v4.NewSigner()}
+		mw := presignWrite{until: until, at: at, creds: o.Credentials, signer: v4.NewSigner()}
 		o.APIOptions = append(o.APIOptions, func(st *middleware.Stack) error {
 			return st.Finalize.Insert(mw, "Signing", middleware.After)
 		})

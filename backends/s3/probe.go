@@ -20,7 +20,8 @@ const wrongETag = `"00000000000000000000000000000000"`
 
 // Probe checks, on scratch keys under the prefix (.fencegate-probe/<random>/),
 // that the store refuses a wrong If-Match, a second If-None-Match: * and an
-// If-Match on a missing key. If it accepts any of them Probe returns an
+// If-Match on a missing key, and a presigned write whose X-Amz-Date +
+// X-Amz-Expires passed (probeExpiry). If it accepts any of them Probe returns an
 // UNSUPPORTED error naming the store and the missing capability: such a store
 // cannot keep the fencing contract. It also finds whether DeleteObject and
 // CompleteMultipartUpload honour their conditions (not fatal), records the
@@ -29,11 +30,15 @@ func (s *Store) Probe(ctx context.Context) (Capabilities, error) {
 	b := make([]byte, 8)
 	_, _ = rand.Read(b)
 	dir := ".fencegate-probe/" + hex.EncodeToString(b) + "/"
-	a, missing, mp := dir+"a", dir+"missing", dir+"multipart"
-	defer s.cleanup(ctx, a, missing, mp)
+	a, missing, mp, expired := dir+"a", dir+"missing", dir+"multipart", dir+"expired"
+	defer s.cleanup(ctx, a, missing, mp, expired)
 
+	// The conditional writes are sent as an effect sends them: presigned
+	// with a landing deadline (landby.go), so the conditions are checked on
+	// presigned requests, and a store that cannot take those fails here.
+	pctx := fencegate.WithLandBy(ctx, time.Now().Add(probeLandBy))
 	put := func(key string, ifNoneMatch bool, ifMatch string) (string, error) {
-		return s.Put(ctx, fencegate.PutRequest{Key: key, Body: strings.NewReader("probe"), Size: 5,
+		return s.Put(pctx, fencegate.PutRequest{Key: key, Body: strings.NewReader("probe"), Size: 5,
 			ContentType: "text/plain", IfNoneMatch: ifNoneMatch, IfMatch: ifMatch})
 	}
 	refuse := func(err error, header, what string) error {
@@ -69,11 +74,52 @@ func (s *Store) Probe(ctx context.Context) (Capabilities, error) {
 		return Capabilities{}, err
 	}
 
+	if err := s.probeExpiry(ctx, expired); err != nil {
+		return Capabilities{}, err
+	}
+
 	caps := Capabilities{ConditionalDelete: s.probeDelete(ctx, a), ConditionalMultipart: s.probeMultipart(ctx, mp)}
 	s.mu.Lock()
 	s.caps = caps
 	s.mu.Unlock()
 	return caps, nil
+}
+
+// probeLandBy is the landing deadline of the probe's conditional writes.
+const probeLandBy = time.Minute
+
+// probeExpiredBy is how long before the probe its expired write is signed.
+// The write expires at most two seconds after that (X-Amz-Expires is at
+// least 1, X-Amz-Date has whole seconds), so a store whose clock lags this
+// gateway's by less than about half a minute still refuses it, and one that
+// lags more (or ignores the expiry) is refused at start-up.
+const probeExpiredBy = 30 * time.Second
+
+// probeExpiry sends a conditional create of key presigned so that it expired
+// before it was sent. Every object write of an effect is presigned to expire
+// at the write's deadline (landby.go), and the reconciler calls a write
+// NOT_APPLIED only after that deadline plus its grace: a store that applies
+// an expired presigned write breaks that rule, so such a store is
+// UNSUPPORTED. The store must refuse it (any 4xx; S3 answers 403
+// AccessDenied, "Request has expired") and the key must not exist afterwards.
+func (s *Store) probeExpiry(ctx context.Context, key string) error {
+	at := time.Now().Add(-probeExpiredBy)
+	_, err := s.client.PutObject(ctx, &s3.PutObjectInput{Bucket: &s.bucket, Key: s.full(key),
+		Body: strings.NewReader("probe"), ContentLength: aws.Int64(5), IfNoneMatch: aws.String("*")},
+		presignOptions(at.Add(time.Second), at)...)
+	lax := fencegate.Errorf(fencegate.CodeUnsupported,
+		"store %q applies a presigned write after its X-Amz-Expires (or its clock lags this gateway's by more than %s): a write the reconciler settled NOT_APPLIED could still land",
+		s.name, probeExpiredBy)
+	if err == nil {
+		return lax
+	}
+	if st, _ := status(err); st < 400 || st >= 500 {
+		return fencegate.Wrap(err, fencegate.CodeBackendUnavailable, fmt.Sprintf("store %q: probing X-Amz-Expires: an expired presigned write was not refused", s.name))
+	}
+	if _, herr := s.Head(ctx, key); fencegate.ErrorCode(herr) != fencegate.CodeNotFound {
+		return lax
+	}
+	return nil
 }
 
 // probeDelete reports whether a DeleteObject with a wrong If-Match is refused
