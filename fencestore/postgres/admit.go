@@ -3,7 +3,9 @@ package postgres
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -218,8 +220,15 @@ func (rd *admitRead) read(ctx context.Context, conn *pgxpool.Conn, ms []*member[
 	if first {
 		b.Queue(`BEGIN`)
 	} else {
+		// New rows are inserted in key order, as existing ones are locked:
+		// an insert holds its row against a concurrent inserter of the same
+		// key, so two batches inserting in arrival order could each hold a
+		// row the other waits for (a deadlock, broken only after
+		// deadlock_timeout by aborting one batch).
+		sorted := slices.Clone(resources)
+		slices.Sort(sorted)
 		b.Queue(`INSERT INTO fence_resources (resource) SELECT unnest($1::text[])
-			ON CONFLICT (resource) DO NOTHING RETURNING resource`, resources)
+			ON CONFLICT (resource) DO NOTHING RETURNING resource`, sorted)
 	}
 	// The lock comes before every read of receipts and bindings, so that
 	// they are read (READ COMMITTED: each statement sees what committed
@@ -227,8 +236,17 @@ func (rd *admitRead) read(ctx context.Context, conn *pgxpool.Conn, ms []*member[
 	b.Queue(`SELECT `+resourceCols+` FROM fence_resources WHERE resource = ANY($1::text[])
 		ORDER BY resource FOR UPDATE`, resources)
 	if !first {
+		idx := make([]int, len(targets))
+		for i := range idx {
+			idx[i] = i
+		}
+		slices.SortFunc(idx, func(i, j int) int { return strings.Compare(targets[i], targets[j]) })
+		st, sr := make([]string, len(idx)), make([]string, len(idx))
+		for k, i := range idx {
+			st[k], sr[k] = targets[i], tres[i]
+		}
 		b.Queue(`INSERT INTO fence_targets (target, resource) SELECT * FROM unnest($1::text[], $2::text[])
-			ON CONFLICT (target) DO NOTHING RETURNING target`, targets, tres)
+			ON CONFLICT (target) DO NOTHING RETURNING target`, st, sr)
 	}
 	b.Queue(`SELECT target, resource FROM fence_targets WHERE target = ANY($1::text[])`, targets)
 	b.Queue(`SELECT `+receiptCols+` FROM fence_receipts

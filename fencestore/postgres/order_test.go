@@ -1,0 +1,85 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/fencegate/fencegate/internal/testenv"
+)
+
+// TestBatchesInsertNewRowsInOneOrder: two batches that both see resources
+// for the first time insert their rows (INSERT ... ON CONFLICT DO NOTHING,
+// which waits for a concurrent inserter of the same key). They must insert in
+// one order, the resources' order as for the locks of existing rows, or each
+// can hold a row the other waits for: a deadlock, which Postgres breaks only
+// after deadlock_timeout by aborting one batch. Here another transaction
+// (standing for a batch) inserts res/a and then res/b; the batch with
+// members res/b and res/a (in that arrival order) must wait for res/a without
+// holding res/b, so the other's insert of res/b goes through at once.
+func TestBatchesInsertNewRowsInOneOrder(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	dsn := testenv.PostgresURL(t)
+	st, err := Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	other, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close(context.Background())
+	tx, err := other.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(context.Background()) }()
+	if _, err := tx.Exec(ctx, `INSERT INTO fence_resources (resource) VALUES ('res/a')`); err != nil {
+		t.Fatal(err)
+	}
+	now := time.UnixMilli(1_700_000_000_000).UTC()
+	ms := []*member[*admitCall]{admitMember("res/b", "r-b", 1, now), admitMember("res/a", "r-a", 1, now)}
+	done := make(chan struct{})
+	go func() { defer close(done); st.runAdmits(ctx, ms) }()
+
+	// Wait until the batch waits for the other transaction's row.
+	for waiting := false; !waiting; {
+		if err := st.pool.QueryRow(ctx, `SELECT count(*) > 0 FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE 'INSERT INTO fence_resources%'`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-done:
+			t.Fatal("the batch did not wait for the other transaction's uncommitted row")
+		case <-ctx.Done():
+			t.Fatal(ctx.Err())
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = '500ms'`); err != nil {
+		t.Fatal(err)
+	}
+	_, err = tx.Exec(ctx, `INSERT INTO fence_resources (resource) VALUES ('res/b')`)
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && (pe.Code == "55P03" || pe.Code == "40P01") {
+		t.Fatalf("the batch holds res/b while it waits for res/a (%s): batches inserting in arrival order deadlock", pe.Code)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	for _, m := range ms {
+		if m.err != nil {
+			t.Errorf("member %s: %v", m.req.req.Grant.Resource, m.err)
+		}
+	}
+}
