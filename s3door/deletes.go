@@ -41,7 +41,8 @@ type deleteError struct {
 	Message string `xml:"Message"`
 }
 
-func (s *Server) deleteObjects(w http.ResponseWriter, r *http.Request, bucket string, st fencegate.ObjectStore) error {
+func (s *Server) deleteObjects(w http.ResponseWriter, r *http.Request, t *target) error {
+	bucket, st := t.bucket, t.st
 	if err := queryAllowed(r, "DeleteObjects", "delete"); err != nil {
 		return err
 	}

@@ -42,10 +42,9 @@ type bucket struct {
 // epoch stands for times the stores do not know (a bucket's creation).
 var epoch = time.Unix(0, 0).UTC().Format(time.RFC3339)
 
-func (s *Server) listBuckets(w http.ResponseWriter, r *http.Request) {
+func (s *Server) listBuckets(w http.ResponseWriter, r *http.Request, _ *target) error {
 	if err := queryAllowed(r, "ListBuckets"); err != nil {
-		s.writeError(w, r, err)
-		return
+		return err
 	}
 	a := authOf(r)
 	out := listBucketsResult{NS: s3NS, Owner: owner{ID: a.cred.Identity, DisplayName: a.cred.Identity}}
@@ -54,40 +53,36 @@ func (s *Server) listBuckets(w http.ResponseWriter, r *http.Request) {
 	}
 	sort.Slice(out.Buckets, func(i, j int) bool { return out.Buckets[i].Name < out.Buckets[j].Name })
 	writeXML(w, http.StatusOK, out)
+	return nil
 }
 
-func (s *Server) bucketOp(w http.ResponseWriter, r *http.Request) {
-	name, st, err := s.bucket(r)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
+func (s *Server) headBucket(w http.ResponseWriter, r *http.Request, _ *target) error {
+	if err := queryAllowed(r, "HeadBucket"); err != nil {
+		return err
 	}
-	q := r.URL.Query()
-	switch {
-	case r.Method == http.MethodHead:
-		err = queryAllowed(r, "HeadBucket")
-		if err == nil {
-			w.WriteHeader(http.StatusOK)
-		}
-	case r.Method == http.MethodGet && q.Has("location"):
-		if err = queryAllowed(r, "GetBucketLocation", "location"); err == nil {
-			writeXML(w, http.StatusOK, struct {
-				XMLName xml.Name `xml:"LocationConstraint"`
-				NS      string   `xml:"xmlns,attr"`
-			}{NS: s3NS})
-		}
-	case r.Method == http.MethodGet:
-		err = s.listObjects(w, r, name, st)
-	case r.Method == http.MethodPut && len(q) == 0:
-		err = s3err(http.StatusConflict, "BucketAlreadyOwnedByYou", "the bucket is the gateway's configured store "+name)
-	case r.Method == http.MethodPost && q.Has("delete"):
-		err = s.deleteObjects(w, r, name, st)
-	default:
-		err = notImplemented(r.Method + " on a bucket")
+	w.WriteHeader(http.StatusOK)
+	return nil
+}
+
+func (s *Server) bucketLocation(w http.ResponseWriter, r *http.Request, _ *target) error {
+	if err := queryAllowed(r, "GetBucketLocation", "location"); err != nil {
+		return err
 	}
-	if err != nil {
-		s.writeError(w, r, err)
+	writeXML(w, http.StatusOK, struct {
+		XMLName xml.Name `xml:"LocationConstraint"`
+		NS      string   `xml:"xmlns,attr"`
+	}{NS: s3NS})
+	return nil
+}
+
+// createBucket answers CreateBucket of a configured store (the only
+// buckets there are): BucketAlreadyOwnedByYou, which clients such as
+// rclone take as success. With any subresource it is NotImplemented.
+func (s *Server) createBucket(w http.ResponseWriter, r *http.Request, t *target) error {
+	if err := queryAllowed(r, "CreateBucket"); err != nil {
+		return err
 	}
+	return s3err(http.StatusConflict, "BucketAlreadyOwnedByYou", "the bucket is the gateway's configured store "+t.bucket)
 }
 
 type listResult struct {
@@ -126,7 +121,8 @@ type commonPrefix struct {
 // Keys the caller may not read are left out. With a delimiter, keys are
 // rolled up into common prefixes; the continuation token (v2) and the next
 // marker (v1) name the last key or prefix answered.
-func (s *Server) listObjects(w http.ResponseWriter, r *http.Request, name string, st fencegate.ObjectStore) error {
+func (s *Server) listObjects(w http.ResponseWriter, r *http.Request, t *target) error {
+	name, st := t.bucket, t.st
 	q := r.URL.Query()
 	v2 := q.Get("list-type") == "2"
 	if err := queryAllowed(r, "ListObjects", "list-type", "prefix", "delimiter", "max-keys", "continuation-token",

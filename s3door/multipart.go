@@ -105,7 +105,8 @@ type initiateResult struct {
 	UploadID string   `xml:"UploadId"`
 }
 
-func (s *Server) createUpload(w http.ResponseWriter, r *http.Request, bucket, key string) error {
+func (s *Server) createUpload(w http.ResponseWriter, r *http.Request, t *target) error {
+	bucket, key := t.bucket, t.key
 	if err := queryAllowed(r, "CreateMultipartUpload", "uploads"); err != nil {
 		return err
 	}
@@ -137,7 +138,8 @@ func (s *Server) createUpload(w http.ResponseWriter, r *http.Request, bucket, ke
 	return nil
 }
 
-func (s *Server) uploadPart(w http.ResponseWriter, r *http.Request, bucket, key string) error {
+func (s *Server) uploadPart(w http.ResponseWriter, r *http.Request, t *target) error {
+	bucket, key := t.bucket, t.key
 	if err := queryAllowed(r, "UploadPart", "uploadId", "partNumber"); err != nil {
 		return err
 	}
@@ -209,7 +211,8 @@ type completeResult struct {
 	receipt  string
 }
 
-func (s *Server) completeUpload(w http.ResponseWriter, r *http.Request, bucket, key string, st fencegate.ObjectStore) error {
+func (s *Server) completeUpload(w http.ResponseWriter, r *http.Request, t *target) error {
+	bucket, key, st := t.bucket, t.key, t.st
 	if err := queryAllowed(r, "CompleteMultipartUpload", "uploadId"); err != nil {
 		return err
 	}
@@ -312,7 +315,8 @@ func (s *Server) completeUpload(w http.ResponseWriter, r *http.Request, bucket, 
 	return nil
 }
 
-func (s *Server) abortUpload(w http.ResponseWriter, r *http.Request, bucket, key string) error {
+func (s *Server) abortUpload(w http.ResponseWriter, r *http.Request, t *target) error {
+	bucket, key := t.bucket, t.key
 	if err := queryAllowed(r, "AbortMultipartUpload", "uploadId"); err != nil {
 		return err
 	}
@@ -351,7 +355,8 @@ type listPart struct {
 	Size         int64  `xml:"Size"`
 }
 
-func (s *Server) listParts(w http.ResponseWriter, r *http.Request, bucket, key string) error {
+func (s *Server) listParts(w http.ResponseWriter, r *http.Request, t *target) error {
+	bucket, key := t.bucket, t.key
 	if err := queryAllowed(r, "ListParts", "uploadId", "max-parts", "part-number-marker"); err != nil {
 		return err
 	}

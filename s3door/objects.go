@@ -20,45 +20,6 @@ const emptyDigest = "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495
 // gateway numbers writes in arrival order.
 const SegmentHeader = "X-Amz-Meta-Fence-Segment"
 
-// objectOp dispatches /{bucket}/{key} by method and subresource.
-func (s *Server) objectOp(w http.ResponseWriter, r *http.Request) {
-	bucket, st, err := s.bucket(r)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	key, err := objectKey(r, bucket)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	q := r.URL.Query()
-	_, hasUploadID := q["uploadId"]
-	switch {
-	case r.Method == http.MethodPut && hasUploadID:
-		err = s.uploadPart(w, r, bucket, key)
-	case r.Method == http.MethodPut:
-		err = s.putObject(w, r, bucket, key, st)
-	case r.Method == http.MethodPost && q.Has("uploads"):
-		err = s.createUpload(w, r, bucket, key)
-	case r.Method == http.MethodPost && hasUploadID:
-		err = s.completeUpload(w, r, bucket, key, st)
-	case r.Method == http.MethodDelete && hasUploadID:
-		err = s.abortUpload(w, r, bucket, key)
-	case r.Method == http.MethodDelete:
-		err = s.deleteObject(w, r, bucket, key, st)
-	case r.Method == http.MethodGet && hasUploadID:
-		err = s.listParts(w, r, bucket, key)
-	case r.Method == http.MethodGet || r.Method == http.MethodHead:
-		err = s.getObject(w, r, bucket, key, st)
-	default:
-		err = notImplemented(r.Method + " on an object")
-	}
-	if err != nil {
-		s.writeError(w, r, err)
-	}
-}
-
 // fenced is the acceptance point's request for a write of key by the
 // request's credential, verified (Precheck) before any body is read. The
 // segment is the client's x-amz-meta-fence-segment if sent, else assigned
@@ -164,7 +125,8 @@ func (s *Server) readBody(r *http.Request, alsoMD5 io.Writer, hd http.Header) (*
 	return f, integ.algorithm, sum, nil
 }
 
-func (s *Server) putObject(w http.ResponseWriter, r *http.Request, bucket, key string, st fencegate.ObjectStore) error {
+func (s *Server) putObject(w http.ResponseWriter, r *http.Request, t *target) error {
+	bucket, key, st := t.bucket, t.key, t.st
 	if err := queryAllowed(r, "PutObject"); err != nil {
 		return err
 	}
@@ -225,7 +187,8 @@ func quoteETag(e string) string {
 	return `"` + e + `"`
 }
 
-func (s *Server) deleteObject(w http.ResponseWriter, r *http.Request, bucket, key string, st fencegate.ObjectStore) error {
+func (s *Server) deleteObject(w http.ResponseWriter, r *http.Request, t *target) error {
+	bucket, key, st := t.bucket, t.key, t.st
 	if err := queryAllowed(r, "DeleteObject"); err != nil {
 		return err
 	}
@@ -248,7 +211,8 @@ func (s *Server) deleteObject(w http.ResponseWriter, r *http.Request, bucket, ke
 	return nil
 }
 
-func (s *Server) getObject(w http.ResponseWriter, r *http.Request, bucket, key string, st fencegate.ObjectStore) error {
+func (s *Server) getObject(w http.ResponseWriter, r *http.Request, t *target) error {
+	bucket, key, st := t.bucket, t.key, t.st
 	if err := queryAllowed(r, "GetObject", "partNumber"); err != nil {
 		return err
 	}

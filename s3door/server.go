@@ -62,11 +62,11 @@ func Router(s *Server) http.Handler {
 	}
 	r := chi.NewRouter()
 	r.Use(s.recoverer, s.requestID)
-	r.Get("/", s.authed(s.listBuckets))
+	r.Get("/", s.authed(s.dispatch))
 	for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPut, http.MethodPost, http.MethodDelete} {
-		r.Method(m, "/{bucket}", s.authed(s.bucketOp))
-		r.Method(m, "/{bucket}/", s.authed(s.bucketOp))
-		r.Method(m, "/{bucket}/*", s.authed(s.objectOp))
+		r.Method(m, "/{bucket}", s.authed(s.dispatch))
+		r.Method(m, "/{bucket}/", s.authed(s.dispatch))
+		r.Method(m, "/{bucket}/*", s.authed(s.dispatch))
 	}
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, notImplemented(r.Method+" "+r.URL.Path))
@@ -104,21 +104,37 @@ func ended(r *http.Request, c fencegate.S3Credential) error {
 	return fencegate.Errorf(fencegate.CodeStatusInvalid, "the credential's lease %s is %s, not HELD", c.Lease, c.State)
 }
 
-// writes reports whether r is a write or a step staging one: PutObject,
-// UploadPart, DeleteObject, Create/CompleteMultipartUpload, DeleteObjects.
+// writes reports whether r is a write or a step staging one (an
+// Operation that Mutates or Stages).
 func writes(r *http.Request) bool {
-	q := r.URL.Query()
-	object := strings.Count(strings.Trim(r.URL.Path, "/"), "/") >= 1
-	switch r.Method {
-	case http.MethodPut:
-		return object
-	case http.MethodDelete:
-		return object && !q.Has("uploadId")
-	case http.MethodPost:
-		return (object && (q.Has("uploads") || q.Has("uploadId"))) || (!object && q.Has("delete"))
-	}
-	return false
+	op := operationOf(r)
+	return op != nil && (op.Mutates || op.Stages)
 }
+
+// dispatch serves a verified request by its entry in Operations.
+func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) {
+	op := operationOf(r)
+	if op == nil {
+		s.writeError(w, r, notImplemented(r.Method+" "+levelNames[levelOf(r.URL.Path)]))
+		return
+	}
+	t := &target{}
+	if op.Level != LevelService {
+		var err error
+		if t.bucket, t.st, err = s.bucket(r); err == nil && op.Level == LevelObject {
+			t.key, err = objectKey(r, t.bucket)
+		}
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+	}
+	if err := op.serve(s, w, r, t); err != nil {
+		s.writeError(w, r, err)
+	}
+}
+
+var levelNames = map[Level]string{LevelService: "on the service", LevelBucket: "on a bucket", LevelObject: "on an object"}
 
 func authOf(r *http.Request) *authed { return r.Context().Value(authedKey{}).(*authed) }
 

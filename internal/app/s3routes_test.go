@@ -16,6 +16,7 @@ import (
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 
 	"github.com/fencegate/fencegate/s3cred"
+	"github.com/fencegate/fencegate/s3door"
 )
 
 // s3Keys are a lease's S3 credentials.
@@ -59,7 +60,7 @@ func (rw *routeWorld) s3(method, target string, k s3Keys, body string) (int, str
 
 // createUpload begins a multipart upload of key with one staged part and
 // returns the Complete request's target and body.
-func (rw *routeWorld) createUpload(t *testing.T, key string, k s3Keys) (string, string) {
+func (rw *routeWorld) createUpload(t *testing.T, key string, k s3Keys) s3Upload {
 	code, out := rw.s3("POST", "/local/"+key+"?uploads", k, "")
 	var res struct {
 		UploadID string `xml:"UploadId"`
@@ -73,49 +74,71 @@ func (rw *routeWorld) createUpload(t *testing.T, key string, k s3Keys) (string, 
 	}
 	m5 := md5.Sum([]byte("part-one"))
 	etag := hex.EncodeToString(m5[:])
-	return "/local/" + key + "?uploadId=" + res.UploadID,
-		`<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>"` + etag + `"</ETag></Part></CompleteMultipartUpload>`
+	return s3Upload{"/local/" + key + "?uploadId=" + res.UploadID,
+		`<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>"` + etag + `"</ETag></Part></CompleteMultipartUpload>`}
+}
+
+// s3Upload is an open multipart upload: its request target
+// (/local/KEY?uploadId=ID) and the body completing it.
+type s3Upload struct{ target, complete string }
+
+// s3Cases builds, for each entry of s3door.Operations, a request of that
+// operation for key under an upload of the sending credential.
+var s3Cases = map[string]func(key string, up s3Upload) (method, target, body string){
+	"ListBuckets":       func(string, s3Upload) (string, string, string) { return "GET", "/", "" },
+	"HeadBucket":        func(string, s3Upload) (string, string, string) { return "HEAD", "/local", "" },
+	"GetBucketLocation": func(string, s3Upload) (string, string, string) { return "GET", "/local?location", "" },
+	"ListObjects":       func(string, s3Upload) (string, string, string) { return "GET", "/local?list-type=2", "" },
+	"CreateBucket":      func(string, s3Upload) (string, string, string) { return "PUT", "/local", "" },
+	"DeleteObjects": func(key string, _ s3Upload) (string, string, string) {
+		return "POST", "/local?delete", "<Delete><Object><Key>" + key + "</Key></Object></Delete>"
+	},
+	"UploadPart": func(_ string, up s3Upload) (string, string, string) {
+		return "PUT", strings.Replace(up.target, "?", "?partNumber=2&", 1), "part-two"
+	},
+	"PutObject":               func(key string, _ s3Upload) (string, string, string) { return "PUT", "/local/" + key, "two" },
+	"CreateMultipartUpload":   func(key string, _ s3Upload) (string, string, string) { return "POST", "/local/" + key + "?uploads", "" },
+	"CompleteMultipartUpload": func(_ string, up s3Upload) (string, string, string) { return "POST", up.target, up.complete },
+	"AbortMultipartUpload":    func(_ string, up s3Upload) (string, string, string) { return "DELETE", up.target, "" },
+	"DeleteObject":            func(key string, _ s3Upload) (string, string, string) { return "DELETE", "/local/" + key, "" },
+	"ListParts":               func(_ string, up s3Upload) (string, string, string) { return "GET", up.target, "" },
+	"GetObject":               func(key string, _ s3Upload) (string, string, string) { return "GET", "/local/" + key, "" },
+	"HeadObject":              func(key string, _ s3Upload) (string, string, string) { return "HEAD", "/local/" + key, "" },
 }
 
 // TestEveryS3MutationIsFenced is TestEveryMutatingRouteIsFenced for the S3
-// front door on the same listener: each S3 operation, sent with no
-// signature, an unknown key, a wrong secret, another lease's credential (of
-// another resource) and a superseded lease's credential, changes no state,
-// and the superseded one's writes are refused STALE_OWNER; with the current
-// lease's credential the writes change state and nothing else does.
+// front door on the same listener. It walks s3door.Operations, the table the
+// front door dispatches by (an operation without a case here fails it): each
+// operation, sent with no signature, an unknown key, a wrong secret, another
+// lease's credential (of another resource) and a superseded lease's
+// credential, changes no state; a superseded lease's Mutates and Stages
+// operations are refused STALE_OWNER; with the current lease's credential an
+// operation marked Mutates changes state and no other one does.
 func TestEveryS3MutationIsFenced(t *testing.T) {
 	rw := newRouteWorld(t)
-	type op struct {
-		name   string
-		fenced bool
-		// req builds the request for the key; upload is a Complete's target and body for that key's credential.
-		req func(key string, k s3Keys) (method, target, body string)
+	served := map[string]bool{}
+	for _, o := range s3door.Operations {
+		served[o.Name] = true
+		if s3Cases[o.Name] == nil {
+			t.Errorf("s3door.Operations serves %s, which this test has no case for: add one", o.Name)
+		}
 	}
-	ops := []op{
-		{"PutObject", true, func(key string, _ s3Keys) (string, string, string) { return "PUT", "/local/" + key, "two" }},
-		{"DeleteObject", true, func(key string, _ s3Keys) (string, string, string) { return "DELETE", "/local/" + key, "" }},
-		{"DeleteObjects", true, func(key string, _ s3Keys) (string, string, string) {
-			return "POST", "/local?delete", "<Delete><Object><Key>" + key + "</Key></Object></Delete>"
-		}},
-		{"CompleteMultipartUpload", true, nil},
-		{"CreateMultipartUpload", false, func(key string, _ s3Keys) (string, string, string) { return "POST", "/local/" + key + "?uploads", "" }},
-		{"GetObject", false, func(key string, _ s3Keys) (string, string, string) { return "GET", "/local/" + key, "" }},
-		{"HeadObject", false, func(key string, _ s3Keys) (string, string, string) { return "HEAD", "/local/" + key, "" }},
-		{"ListObjectsV2", false, func(string, s3Keys) (string, string, string) { return "GET", "/local?list-type=2", "" }},
-		{"ListBuckets", false, func(string, s3Keys) (string, string, string) { return "GET", "/", "" }},
-		{"CopyObject", false, func(key string, _ s3Keys) (string, string, string) { return "PUT", "/local/" + key + "?tagging", "" }},
-		{"CreateBucket", false, func(string, s3Keys) (string, string, string) { return "PUT", "/other-bucket", "" }},
+	for name := range s3Cases {
+		if !served[name] {
+			t.Errorf("case %s names no operation of s3door.Operations", name)
+		}
 	}
-	for i, o := range ops {
-		t.Run(o.name, func(t *testing.T) {
+	for i, o := range s3door.Operations {
+		reqFor := s3Cases[o.Name]
+		if reqFor == nil {
+			continue
+		}
+		t.Run(o.Name, func(t *testing.T) {
 			resource := fmt.Sprintf("local/s3rt%d", i)
 			key := fmt.Sprintf("s3rt%d/k", i)
 			_, a := rw.acquireS3("token-a", resource, fmt.Sprint("s3a", i))
 			_, other := rw.acquireS3("token-a", fmt.Sprintf("local/s3other%d", i), fmt.Sprint("s3o", i))
-			var staleUpload, staleBody string
-			if o.req == nil {
-				staleUpload, staleBody = rw.createUpload(t, key, a)
-			}
+			staleUp := rw.createUpload(t, key, a)
 			if code, m := rw.do("DELETE", "/v1/leases/"+leaseOfS3(t, rw, a), "token-a", nil, ""); code >= 300 {
 				t.Fatalf("release: %d %v", code, m)
 			}
@@ -123,20 +146,7 @@ func TestEveryS3MutationIsFenced(t *testing.T) {
 			if code, out := rw.s3("PUT", "/local/"+key, b, "one"); code != 200 {
 				t.Fatalf("B's first write: %d %s", code, out)
 			}
-			reqFor := func(k s3Keys) (string, string, string) {
-				if o.req != nil {
-					return o.req(key, k)
-				}
-				if k == a {
-					return "POST", staleUpload, staleBody
-				}
-				target, body := rw.createUpload(t, key, b)
-				return "POST", target, body
-			}
-			var curMethod, curTarget, curBody string
-			if o.req == nil {
-				curMethod, curTarget, curBody = reqFor(b)
-			}
+			curUp := rw.createUpload(t, key, b)
 			before := rw.fingerprint()
 			for _, c := range []struct {
 				what string
@@ -148,29 +158,27 @@ func TestEveryS3MutationIsFenced(t *testing.T) {
 				{"another lease's credential", other},
 				{"a superseded lease's credential", a},
 			} {
-				m, target, body := reqFor(c.k)
-				if o.req == nil && c.k != a {
-					m, target, body = curMethod, curTarget, curBody
+				up := curUp
+				if c.k == a {
+					up = staleUp
 				}
+				m, target, body := reqFor(key, up)
 				code, out := rw.s3(m, target, c.k, body)
 				if rw.fingerprint() != before {
-					t.Fatalf("%s with %s answered %d %s and changed state", o.name, c.what, code, out)
+					t.Fatalf("%s with %s answered %d %s and changed state", o.Name, c.what, code, out)
 				}
-				if c.what == "a superseded lease's credential" && o.fenced && !strings.Contains(out, "STALE_OWNER") {
-					t.Fatalf("%s with a superseded lease: %d %s, want STALE_OWNER", o.name, code, out)
+				if c.k == a && (o.Mutates || o.Stages) && !strings.Contains(out, "STALE_OWNER") {
+					t.Fatalf("%s with a superseded lease: %d %s, want STALE_OWNER", o.Name, code, out)
 				}
 			}
-			m, target, body := curMethod, curTarget, curBody
-			if o.req != nil {
-				m, target, body = o.req(key, b)
-			}
+			m, target, body := reqFor(key, curUp)
 			code, out := rw.s3(m, target, b, body)
 			changed := rw.fingerprint() != before
 			switch {
-			case o.fenced && !changed:
-				t.Fatalf("%s with the current lease answered %d %s and changed nothing: the proof is vacuous", o.name, code, out)
-			case !o.fenced && changed:
-				t.Fatalf("%s changed state but is not a fenced operation", o.name)
+			case o.Mutates && !changed:
+				t.Fatalf("%s with the current lease answered %d %s and changed nothing: the proof is vacuous", o.Name, code, out)
+			case !o.Mutates && changed:
+				t.Fatalf("%s changed state but is not marked Mutates in s3door.Operations", o.Name)
 			}
 		})
 	}
