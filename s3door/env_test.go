@@ -52,6 +52,7 @@ type env struct {
 	creds  fencegate.StaticS3Credentials
 	srv    *httptest.Server
 	fence  uint64
+	spool  string // the front door's spool directory
 }
 
 func newEnv(t *testing.T, st fencegate.ObjectStore) *env { return newEnvWith(t, st, false, nil) }
@@ -59,6 +60,12 @@ func newEnv(t *testing.T, st fencegate.ObjectStore) *env { return newEnvWith(t, 
 // newEnvWith is newEnv over TLS (where the SDK streams aws-chunked bodies
 // with a trailing checksum) and with the front door's clock.
 func newEnvWith(t *testing.T, st fencegate.ObjectStore, tls bool, now func() time.Time) *env {
+	t.Helper()
+	return newEnvServer(t, st, tls, now, nil)
+}
+
+// newEnvServer is newEnvWith with the front door's settings changed by set.
+func newEnvServer(t *testing.T, st fencegate.ObjectStore, tls bool, now func() time.Time, set func(*s3door.Server)) *env {
 	t.Helper()
 	kit := prooftest.New(t)
 	kit.Set(time.Now())
@@ -77,8 +84,13 @@ func newEnvWith(t *testing.T, st fencegate.ObjectStore, tls bool, now func() tim
 		t.Fatal(err)
 	}
 	e := &env{t: t, kit: kit, fences: fs, store: &countingStore{ObjectStore: st}, creds: fencegate.StaticS3Credentials{}}
-	h := s3door.Router(&s3door.Server{Gateway: gw, Stores: map[string]fencegate.ObjectStore{st.Name(): e.store},
-		Credentials: e.creds, SpoolDir: t.TempDir(), MaxBody: 256 << 20, Now: now})
+	srv := &s3door.Server{Gateway: gw, Stores: map[string]fencegate.ObjectStore{st.Name(): e.store},
+		Credentials: e.creds, SpoolDir: t.TempDir(), MaxBody: 256 << 20, Now: now}
+	if set != nil {
+		set(srv)
+	}
+	e.spool = srv.SpoolDir
+	h := s3door.Router(srv)
 	if tls {
 		e.srv = httptest.NewTLSServer(h)
 	} else {

@@ -37,6 +37,16 @@ const (
 	minPartSize  = 5 << 20
 	maxParts     = 10000
 	completedTTL = 15 * time.Minute
+	// MaxOpenUploads bounds the open multipart uploads of one credential,
+	// and MaxOpenUploadsTotal those of the process: a further
+	// CreateMultipartUpload is refused (TooManyUploads) until one is
+	// completed, aborted or idle past UploadIdle. With the upload's staged
+	// parts bounded by Server.MaxBody, the staging disk is bounded too.
+	MaxOpenUploads      = 64
+	MaxOpenUploadsTotal = 1024
+	// UploadIdle is how long an open upload may go without a part or a
+	// completion before it is forgotten and its parts removed.
+	UploadIdle = time.Hour
 )
 
 type part struct {
@@ -49,13 +59,17 @@ type part struct {
 }
 
 type upload struct {
-	id, bucket, key, identity, contentType string
+	id, bucket, key, contentType string
+	// identity and akid are the credential that began it: only that
+	// credential (that lease) may add parts, list, complete or abort it.
+	identity, akid string
 	// algorithm and checksumType are CreateMultipartUpload's
 	// x-amz-checksum-algorithm and x-amz-checksum-type ("" for none).
 	algorithm, checksumType string
 	meta                    map[string]string // the object's user metadata
 	dir                     string
 	created                 time.Time
+	touched                 time.Time  // the last part or completion (guarded by uploads.mu)
 	mu                      sync.Mutex // one part write or completion at a time
 	parts                   map[int]*part
 	done                    *completeResult // set once completed
@@ -74,20 +88,55 @@ func newUploads(spoolDir string, now func() time.Time) *uploads {
 }
 
 // get returns the open (or recently completed) upload id of bucket/key
-// begun by identity; NoSuchUpload otherwise.
-func (us *uploads) get(id, bucket, key, identity string) (*upload, error) {
+// begun by credential a; NoSuchUpload otherwise, also for another lease's.
+func (us *uploads) get(id, bucket, key string, a *authed) (*upload, error) {
 	us.mu.Lock()
 	defer us.mu.Unlock()
-	for k, u := range us.m { // forget completions past their TTL
-		if u.done != nil && us.now().Sub(u.doneAt) > completedTTL {
-			delete(us.m, k)
-		}
-	}
+	us.sweep()
 	u, ok := us.m[id]
-	if !ok || u.bucket != bucket || u.key != key || u.identity != identity {
+	if !ok || u.bucket != bucket || u.key != key || u.identity != a.cred.Identity || u.akid != a.cred.AccessKeyID {
 		return nil, s3err(http.StatusNotFound, "NoSuchUpload", "The specified multipart upload does not exist.")
 	}
+	u.touched = us.now()
 	return u, nil
+}
+
+// sweep forgets completions past completedTTL and open uploads idle past
+// UploadIdle (removing their parts). us.mu is held.
+func (us *uploads) sweep() {
+	now := us.now()
+	for k, u := range us.m {
+		switch {
+		case u.done != nil && now.Sub(u.doneAt) > completedTTL:
+			delete(us.m, k)
+		case u.done == nil && now.Sub(u.touched) > UploadIdle:
+			delete(us.m, k)
+			_ = os.RemoveAll(u.dir)
+		}
+	}
+}
+
+// add registers u unless its credential or the process has too many open
+// uploads.
+func (us *uploads) add(u *upload) error {
+	us.mu.Lock()
+	defer us.mu.Unlock()
+	us.sweep()
+	mine, all := 0, 0
+	for _, o := range us.m {
+		if o.done == nil {
+			all++
+			if o.akid == u.akid {
+				mine++
+			}
+		}
+	}
+	if mine >= MaxOpenUploads || all >= MaxOpenUploadsTotal {
+		return s3err(http.StatusBadRequest, "TooManyUploads", "too many open multipart uploads (at most "+
+			strconv.Itoa(MaxOpenUploads)+" per credential, "+strconv.Itoa(MaxOpenUploadsTotal)+" in all): complete or abort one")
+	}
+	us.m[u.id] = u
+	return nil
 }
 
 func (us *uploads) remove(u *upload) {
@@ -125,15 +174,17 @@ func (s *Server) createUpload(w http.ResponseWriter, r *http.Request, t *target)
 		return err
 	}
 	id := gateway.NewID("mpu_")
-	u := &upload{id: id, bucket: bucket, key: key, identity: authOf(r).cred.Identity,
+	c := authOf(r).cred
+	u := &upload{id: id, bucket: bucket, key: key, identity: c.Identity, akid: c.AccessKeyID,
 		contentType: r.Header.Get("Content-Type"), dir: filepath.Join(s.uploads.dir, id),
-		created: s.Now(), parts: map[int]*part{}, algorithm: alg, checksumType: ctype, meta: meta}
+		created: s.Now(), touched: s.Now(), parts: map[int]*part{}, algorithm: alg, checksumType: ctype, meta: meta}
+	if err := s.uploads.add(u); err != nil {
+		return err
+	}
 	if err := os.MkdirAll(u.dir, 0o700); err != nil {
+		s.uploads.remove(u)
 		return fencegate.Wrap(err, fencegate.CodeInternal, "cannot stage the upload")
 	}
-	s.uploads.mu.Lock()
-	s.uploads.m[id] = u
-	s.uploads.mu.Unlock()
 	writeXML(w, http.StatusOK, initiateResult{NS: s3NS, Bucket: bucket, Key: key, UploadID: id})
 	return nil
 }
@@ -150,7 +201,7 @@ func (s *Server) uploadPart(w http.ResponseWriter, r *http.Request, t *target) e
 	if err != nil || n < 1 || n > maxParts {
 		return s3err(http.StatusBadRequest, "InvalidArgument", "Part number must be an integer between 1 and 10000, inclusive")
 	}
-	u, err := s.uploads.get(r.URL.Query().Get("uploadId"), bucket, key, authOf(r).cred.Identity)
+	u, err := s.uploads.get(r.URL.Query().Get("uploadId"), bucket, key, authOf(r))
 	if err != nil {
 		return err
 	}
@@ -169,11 +220,20 @@ func (s *Server) uploadPart(w http.ResponseWriter, r *http.Request, t *target) e
 	if u.done != nil {
 		return s3err(http.StatusNotFound, "NoSuchUpload", "The specified multipart upload has been completed.")
 	}
+	if u.algorithm != "" && alg != "" && alg != u.algorithm { // refused before it replaces a staged part
+		return s3err(http.StatusBadRequest, "InvalidRequest", "the part's checksum algorithm differs from the upload's "+u.algorithm)
+	}
+	staged := body.Size
+	for pn, p := range u.parts {
+		if pn != n {
+			staged += p.size
+		}
+	}
+	if staged > s.MaxBody { // the completed object could not be written anyway
+		return s3err(http.StatusBadRequest, "EntityTooLarge", "the upload's parts would exceed the gateway's limit of "+strconv.FormatInt(s.MaxBody, 10)+" bytes")
+	}
 	if err := os.Rename(body.Name(), path); err != nil {
 		return fencegate.Wrap(err, fencegate.CodeInternal, "cannot stage the part")
-	}
-	if u.algorithm != "" && alg != "" && alg != u.algorithm {
-		return s3err(http.StatusBadRequest, "InvalidRequest", "the part's checksum algorithm differs from the upload's "+u.algorithm)
 	}
 	p := &part{number: n, size: body.Size, etag: `"` + hex.EncodeToString(h.Sum(nil)) + `"`, path: path, at: s.Now()}
 	if alg == u.algorithm {
@@ -216,7 +276,7 @@ func (s *Server) completeUpload(w http.ResponseWriter, r *http.Request, t *targe
 	if err := queryAllowed(r, "CompleteMultipartUpload", "uploadId"); err != nil {
 		return err
 	}
-	u, err := s.uploads.get(r.URL.Query().Get("uploadId"), bucket, key, authOf(r).cred.Identity)
+	u, err := s.uploads.get(r.URL.Query().Get("uploadId"), bucket, key, authOf(r))
 	if err != nil {
 		return err
 	}
@@ -320,7 +380,7 @@ func (s *Server) abortUpload(w http.ResponseWriter, r *http.Request, t *target) 
 	if err := queryAllowed(r, "AbortMultipartUpload", "uploadId"); err != nil {
 		return err
 	}
-	u, err := s.uploads.get(r.URL.Query().Get("uploadId"), bucket, key, authOf(r).cred.Identity)
+	u, err := s.uploads.get(r.URL.Query().Get("uploadId"), bucket, key, authOf(r))
 	if err != nil {
 		return err
 	}
@@ -360,7 +420,7 @@ func (s *Server) listParts(w http.ResponseWriter, r *http.Request, t *target) er
 	if err := queryAllowed(r, "ListParts", "uploadId", "max-parts", "part-number-marker"); err != nil {
 		return err
 	}
-	u, err := s.uploads.get(r.URL.Query().Get("uploadId"), bucket, key, authOf(r).cred.Identity)
+	u, err := s.uploads.get(r.URL.Query().Get("uploadId"), bucket, key, authOf(r))
 	if err != nil {
 		return err
 	}

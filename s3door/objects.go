@@ -65,8 +65,13 @@ func (s *Server) fencedCheck(r *http.Request, bucket, key, method string, curren
 // x-amz-checksum-* and a hex x-amz-content-sha256. It returns the
 // verified checksum header value, if one was declared.
 func (s *Server) body(r *http.Request, alsoMD5 io.Writer) (*spool.File, string, string, error) {
-	return s.readBody(r, alsoMD5, r.Header)
+	return s.readBody(r, alsoMD5, r.Header, s.MaxBody)
 }
+
+// maxDocument bounds the XML document of DeleteObjects and
+// CompleteMultipartUpload (S3 allows 1,000 keys and 10,000 parts): a larger
+// one is refused as it arrives, not spooled.
+const maxDocument = 4 << 20
 
 // document reads a request's XML document (DeleteObjects, Complete...):
 // its x-amz-checksum-* headers, if any, describe the object, not the
@@ -78,11 +83,14 @@ func (s *Server) document(r *http.Request) (*spool.File, error) {
 			hd[k] = v
 		}
 	}
-	f, _, _, err := s.readBody(r, nil, hd)
+	f, _, _, err := s.readBody(r, nil, hd, maxDocument)
+	if fencegate.ErrorCode(err) == fencegate.CodeInvalidRequest {
+		return nil, s3err(http.StatusBadRequest, "MalformedXML", "The XML you provided was larger than "+strconv.Itoa(maxDocument)+" bytes or could not be read.")
+	}
 	return f, err
 }
 
-func (s *Server) readBody(r *http.Request, alsoMD5 io.Writer, hd http.Header) (*spool.File, string, string, error) {
+func (s *Server) readBody(r *http.Request, alsoMD5 io.Writer, hd http.Header, max int64) (*spool.File, string, string, error) {
 	a := authOf(r)
 	var in io.Reader = r.Body
 	var dc *dechunker
@@ -105,7 +113,7 @@ func (s *Server) readBody(r *http.Request, alsoMD5 io.Writer, hd http.Header) (*
 	if alsoMD5 != nil {
 		also = append(also, alsoMD5)
 	}
-	f, err := spool.Copy(s.SpoolDir, in, s.MaxBody, also...)
+	f, err := spool.Copy(s.SpoolDir, in, max, also...)
 	if err != nil {
 		return nil, "", "", err
 	}
