@@ -135,6 +135,12 @@ func (s *Server) verify(r *http.Request) (*authed, error) {
 	if !validPayloadHash(payload) {
 		return nil, s3err(http.StatusBadRequest, "InvalidArgument", "x-amz-content-sha256 must be UNSIGNED-PAYLOAD, STREAMING-... or a hex SHA-256")
 	}
+	if err := checkPayloadHash(payload); err != nil {
+		return nil, err
+	}
+	if err := allAmzHeadersSigned(r, p.signedHeaders); err != nil {
+		return nil, err
+	}
 	a, err := s.credential(r, p)
 	if err != nil {
 		return nil, err
@@ -178,8 +184,16 @@ func (s *Server) verifyPresigned(r *http.Request, q url.Values) (*authed, error)
 	if now.After(when.Add(time.Duration(secs) * time.Second)) {
 		return nil, s3err(http.StatusForbidden, "AccessDenied", "Request has expired")
 	}
-	if when.After(now.Add(maxSkew)) || !strings.HasPrefix(q.Get("X-Amz-Date"), p.date) {
+	if when.After(now.Add(maxSkew)) || q.Get("X-Amz-Date")[:8] != p.date {
 		return nil, s3err(http.StatusForbidden, "AccessDenied", "X-Amz-Date is in the future or does not match the credential's date")
+	}
+	if v := q.Get("X-Amz-Content-Sha256"); v != "" {
+		if err := checkPayloadHash(v); err != nil {
+			return nil, err
+		}
+	}
+	if err := allAmzHeadersSigned(r, p.signedHeaders); err != nil {
+		return nil, err
 	}
 	a, err := s.credential(r, p)
 	if err != nil {
@@ -208,6 +222,45 @@ func (s *Server) verifyPresigned(r *http.Request, q url.Values) (*authed, error)
 	}
 	a.payloadHash, a.when, a.region = payload, when, p.region
 	return a, nil
+}
+
+// checkPayloadHash refuses an x-amz-content-sha256 that is neither a hex
+// SHA-256 (checked against the body) nor one of S3's literals: anything
+// else would leave the body unchecked under a value S3 itself refuses.
+func checkPayloadHash(v string) error {
+	if v == unsignedPayload || strings.HasPrefix(v, "STREAMING-") {
+		return nil
+	}
+	if b, err := hex.DecodeString(v); err == nil && len(b) == 32 {
+		return nil
+	}
+	return s3err(http.StatusBadRequest, "InvalidArgument", "x-amz-content-sha256 must be UNSIGNED-PAYLOAD, STREAMING-..., or a valid sha256 value")
+}
+
+// allAmzHeadersSigned refuses a request carrying an x-amz-* header its
+// signature does not cover, as S3 does ("There were headers present in the
+// request which were not signed"): such a header (x-amz-meta-fence-segment,
+// user metadata, a checksum, x-amz-decoded-content-length, ...) could
+// otherwise be added or changed by anyone relaying a signed request or
+// holding a presigned URL. x-amz-content-sha256 is in every canonical
+// request whether listed or not.
+func allAmzHeadersSigned(r *http.Request, signed []string) error {
+	set := make(map[string]bool, len(signed))
+	for _, h := range signed {
+		set[h] = true
+	}
+	var missing []string
+	for k := range r.Header {
+		lk := strings.ToLower(k)
+		if strings.HasPrefix(lk, "x-amz-") && lk != "x-amz-content-sha256" && !set[lk] {
+			missing = append(missing, lk)
+		}
+	}
+	if len(missing) > 0 {
+		sort.Strings(missing)
+		return s3err(http.StatusForbidden, "AccessDenied", "There were headers present in the request which were not signed: "+strings.Join(missing, ", "))
+	}
+	return nil
 }
 
 // checkTime refuses a signing time too far from the gateway's clock or of

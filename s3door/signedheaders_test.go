@@ -1,0 +1,92 @@
+package s3door_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+)
+
+func do(t *testing.T, req *http.Request) (int, string) {
+	t.Helper()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// TestAnUnsignedAmzHeaderIsRefused: an x-amz-* header the signature does
+// not cover (added by whoever relays a signed request or holds a presigned
+// URL) is refused as S3 refuses it, before anything is written; the same
+// request without it is accepted.
+func TestAnUnsignedAmzHeaderIsRefused(t *testing.T) {
+	e := newEnv(t, nil)
+	cred := e.lease("AKIDA", owner, "b/r")
+	before := e.fingerprint("b/r")
+	signedPut := func(extra map[string]string) *http.Request {
+		req, _ := http.NewRequest(http.MethodPut, e.srv.URL+"/b/r/k", strings.NewReader("body"))
+		sum := sha256.Sum256([]byte("body"))
+		req.Header.Set("X-Amz-Content-Sha256", hex.EncodeToString(sum[:]))
+		if err := v4.NewSigner(func(o *v4.SignerOptions) { o.DisableURIPathEscaping = true }).SignHTTP(context.Background(),
+			aws.Credentials{AccessKeyID: "AKIDA", SecretAccessKey: cred.SecretAccessKey}, req, hex.EncodeToString(sum[:]), "s3", "us-east-1", time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range extra { // added after signing
+			req.Header.Set(k, v)
+		}
+		return req
+	}
+	for _, h := range []string{"X-Amz-Meta-Fence-Segment", "X-Amz-Meta-Owner", "X-Amz-Checksum-Crc32"} {
+		code, out := do(t, signedPut(map[string]string{h: "7"}))
+		if code != 403 || !strings.Contains(out, "not signed") {
+			t.Fatalf("header-signed PUT with unsigned %s: %d %s", h, code, out)
+		}
+	}
+	pp, err := s3.NewPresignClient(e.client(cred)).PresignPutObject(context.Background(),
+		&s3.PutObjectInput{Bucket: aws.String("b"), Key: aws.String("r/p")}, s3.WithPresignExpires(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest(http.MethodPut, pp.URL, strings.NewReader("body"))
+	req.Header.Set("X-Amz-Meta-Fence-Segment", "7")
+	if code, out := do(t, req); code != 403 || !strings.Contains(out, "not signed") {
+		t.Fatalf("presigned PUT with an unsigned x-amz-meta header: %d %s", code, out)
+	}
+	if e.fingerprint("b/r") != before {
+		t.Fatal("a request with an unsigned x-amz-* header changed state")
+	}
+	if code, out := do(t, signedPut(nil)); code != 200 {
+		t.Fatalf("the same PUT, all signed: %d %s", code, out)
+	}
+}
+
+// TestAPayloadHashThatIsNoDigestNorLiteralIsRefused: a signed
+// x-amz-content-sha256 that is neither a hex SHA-256 nor one of S3's
+// literals would leave the body unchecked; it is InvalidArgument.
+func TestAPayloadHashThatIsNoDigestNorLiteralIsRefused(t *testing.T) {
+	e := newEnv(t, nil)
+	e.lease("AKIDA", owner, "b/r")
+	before := e.fingerprint("b/r")
+	for _, v := range []string{"not-a-hash", strings.Repeat("a", 63), "unsigned-payload"} {
+		if code, out := e.rawPut(t, "AKIDA", "/b/r/k", v, nil, "body"); code != 400 || !strings.Contains(out, "InvalidArgument") {
+			t.Fatalf("x-amz-content-sha256 %q: %d %s", v, code, out)
+		}
+	}
+	if e.fingerprint("b/r") != before {
+		t.Fatal("a refused payload hash changed state")
+	}
+	if code, out := e.rawPut(t, "AKIDA", "/b/r/k", "UNSIGNED-PAYLOAD", nil, "body"); code != 200 {
+		t.Fatalf("UNSIGNED-PAYLOAD: %d %s", code, out)
+	}
+}
