@@ -44,9 +44,9 @@ const (
 	// parts bounded by Server.MaxBody, the staging disk is bounded too.
 	MaxOpenUploads      = 64
 	MaxOpenUploadsTotal = 1024
-	// UploadIdle is how long an open upload may go without a part or a
-	// completion before it is forgotten and its parts removed.
-	UploadIdle = time.Hour
+	// UploadIdle is how long an open upload may go without a request
+	// naming it before it is forgotten and its parts removed.
+	UploadIdle = 24 * time.Hour
 )
 
 type part struct {
@@ -83,8 +83,19 @@ type uploads struct {
 	m   map[string]*upload
 }
 
+// newUploads starts with no open upload: parts a previous process staged
+// (which it forgot when it stopped) are removed.
 func newUploads(spoolDir string, now func() time.Time) *uploads {
-	return &uploads{dir: filepath.Join(spoolDir, "s3-uploads"), now: now, m: map[string]*upload{}}
+	dir := filepath.Join(spoolDir, "s3-uploads")
+	_ = os.RemoveAll(dir)
+	return &uploads{dir: dir, now: now, m: map[string]*upload{}}
+}
+
+// touch marks u used now.
+func (us *uploads) touch(u *upload) {
+	us.mu.Lock()
+	u.touched = us.now()
+	us.mu.Unlock()
 }
 
 // get returns the open (or recently completed) upload id of bucket/key
@@ -240,6 +251,7 @@ func (s *Server) uploadPart(w http.ResponseWriter, r *http.Request, t *target) e
 		p.checksum = sum
 	}
 	u.parts[n] = p
+	s.uploads.touch(u) // a long part upload counts from its end
 	if alg != "" {
 		w.Header().Set("x-amz-checksum-"+alg, sum)
 	}

@@ -220,3 +220,22 @@ func (e *env) sendAt(t *testing.T, akid, method, path string, hdr map[string]str
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
 }
+
+func TestPartsAPreviousProcessStagedAreRemovedAtStart(t *testing.T) {
+	var old string
+	e := newEnvServer(t, nil, false, nil, func(s *s3door.Server) {
+		old = filepath.Join(s.SpoolDir, "s3-uploads", "mpu_before_restart", "1")
+		if err := os.MkdirAll(filepath.Dir(old), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(old, []byte("forgotten part"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if _, err := os.Stat(old); !os.IsNotExist(err) {
+		t.Fatalf("a part staged before the restart is still there: %v", err)
+	}
+	if e.stagedFiles() != 0 {
+		t.Fatal("staged files left")
+	}
+}
