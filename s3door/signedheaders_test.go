@@ -70,23 +70,3 @@ func TestAnUnsignedAmzHeaderIsRefused(t *testing.T) {
 		t.Fatalf("the same PUT, all signed: %d %s", code, out)
 	}
 }
-
-// TestAPayloadHashThatIsNoDigestNorLiteralIsRefused: a signed
-// x-amz-content-sha256 that is neither a hex SHA-256 nor one of S3's
-// literals would leave the body unchecked; it is InvalidArgument.
-func TestAPayloadHashThatIsNoDigestNorLiteralIsRefused(t *testing.T) {
-	e := newEnv(t, nil)
-	e.lease("AKIDA", owner, "b/r")
-	before := e.fingerprint("b/r")
-	for _, v := range []string{"not-a-hash", strings.Repeat("a", 63), "unsigned-payload"} {
-		if code, out := e.rawPut(t, "AKIDA", "/b/r/k", v, nil, "body"); code != 400 || !strings.Contains(out, "InvalidArgument") {
-			t.Fatalf("x-amz-content-sha256 %q: %d %s", v, code, out)
-		}
-	}
-	if e.fingerprint("b/r") != before {
-		t.Fatal("a refused payload hash changed state")
-	}
-	if code, out := e.rawPut(t, "AKIDA", "/b/r/k", "UNSIGNED-PAYLOAD", nil, "body"); code != 200 {
-		t.Fatalf("UNSIGNED-PAYLOAD: %d %s", code, out)
-	}
-}
