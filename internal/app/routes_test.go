@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
@@ -35,6 +36,13 @@ var fencedRoutes = map[string]bool{
 	"PUT /v1/apis/{api}/*":         true,
 	"PATCH /v1/apis/{api}/*":       true,
 	"DELETE /v1/apis/{api}/*":      true,
+	// The query forms (?key=, ?path=) of the same routes, for generated clients.
+	"PUT /v1/objects/{store}":    true,
+	"DELETE /v1/objects/{store}": true,
+	"POST /v1/apis/{api}":        true,
+	"PUT /v1/apis/{api}":         true,
+	"PATCH /v1/apis/{api}":       true,
+	"DELETE /v1/apis/{api}":      true,
 }
 
 // routeWorld is the binary's handler over a data directory, with an upstream
@@ -163,6 +171,12 @@ func concrete(pattern string, i int) (path, resource string) {
 	}
 	path = strings.NewReplacer("{store}", "local", "{api}", "payouts", "*", key, "{id}", "x", "{lease}", "x",
 		"{epoch}", "1", "{receiptId}", "x").Replace(path)
+	switch pattern { // the query forms name the key or upstream path in the query
+	case "/v1/objects/{store}":
+		path += "?key=" + url.QueryEscape(key)
+	case "/v1/apis/{api}":
+		path += "?path=" + url.QueryEscape(fmt.Sprintf("/v1/accounts/rt%d/payouts", i))
+	}
 	return path, resource
 }
 
