@@ -26,8 +26,12 @@ func (s *Store) Binding(ctx context.Context, target string) (string, error) {
 }
 
 // Unbind implements fencegate.TargetBindings. It locks the target's row, then
-// the resource's (the order Admit takes them), so it cannot interleave with
-// an admission of the target or the resource.
+// the resource's. An admission batch locks only resource rows and reads the
+// binding after that lock (without locking it), so an admission under the
+// resource either commits first (Unbind then sees its pending receipt and
+// refuses) or waits for Unbind and finds the target unbound; an admission
+// under another resource finds the binding (RESOURCE_MISMATCH) or, once
+// Unbind committed, none.
 func (s *Store) Unbind(ctx context.Context, target, resource string) error {
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var bound string
