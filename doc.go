@@ -1,22 +1,13 @@
-// Package fencegate holds the domain of a fencing gateway: grants and status
-// proofs, receipts, the closed set of error codes, and the interfaces that
-// stores, object backends and lease backends implement (FenceStore states the
-// fence rules as a contract).
+// Package fencegate is the domain (package domain, its own small module at
+// domain/) under the import path the gateway's packages use: every exported
+// name here is domain's own (type aliases, the same constants and sentinel
+// errors, functions that call domain's), so a value made through either path
+// is the same value of the same type.
 //
-// Start with the rules themselves: fencestore/internal/fencerules/rules.go
-// decides, with no I/O, what a segment's admission does (accept, replay,
-// quarantine, or refuse with STALE_OWNER, FENCE_REGRESSION, RESOURCE_BUSY,
-// SEGMENT_OUT_OF_ORDER) and what settling a receipt does to the resource;
-// every store calls it inside its transaction, and rules_test.go is the
-// table of those rules (the gateway asks the first of them, FenceOrder,
-// through package fencestore before admission). Next to them stands the rule
-// that makes NOT_APPLIED final for a write still in the network: every effect
-// carries its expiry to the store (gateway.EffectExpiry, WithLandBy), the
-// store refuses it later, and gateway.ObjectResolver waits a grace past it.
-// internal/sim simulates the whole system against these rules and kills a
-// mutant of each, and model/ is the protocol as a spin model.
-//
-// It imports no driver, SDK or HTTP package. Adapters live in sub-packages named
-// after what they adapt (fencestore/postgres, backends/s3, ...); the acceptance
-// point that ties them together lives in package gateway.
+// The domain lives in a module of its own so that the worker client (module
+// github.com/fencegate/fencegate/client) can share its types, its error
+// type and its closed set of codes without pulling this module's drivers
+// and SDKs into a worker's build. domain_aliases.go is generated from
+// domain/ (scripts/gen-domain-aliases); TestRootReExportsEveryDomainName
+// fails when a name is missing.
 package fencegate

@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"strconv"
 
-	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/domain"
 )
 
 // The admin calls need an admin credential (the Client's token must be one);
@@ -52,7 +52,7 @@ type ModePage struct {
 
 // Modes reads one page of the enforcement modes in force, by pattern:
 // GET /v1/admin/modes.
-func (c *Client) Modes(ctx context.Context, page fencegate.Page) (ModePage, error) {
+func (c *Client) Modes(ctx context.Context, page domain.Page) (ModePage, error) {
 	var out ModePage
 	err := c.do(ctx, request{op: "modes", method: "GET", path: "/v1/admin/modes", query: pageQuery(nil, page)}, &out)
 	return out, err

@@ -7,7 +7,7 @@ import (
 	"io"
 	"net/http"
 
-	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/domain"
 )
 
 // APIResponse is the answer of a fenced API call: the upstream's first answer
@@ -31,7 +31,7 @@ func (c *Client) CallAPI(ctx context.Context, api, method, path string, f Fence,
 	switch method {
 	case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
 	default:
-		return nil, fencegate.Errorf(fencegate.CodeInvalidRequest, "fenced API calls are POST, PUT, PATCH or DELETE, not %q", method)
+		return nil, domain.Errorf(domain.CodeInvalidRequest, "fenced API calls are POST, PUT, PATCH or DELETE, not %q", method)
 	}
 	var h http.Header
 	if contentType != "" {
@@ -77,7 +77,7 @@ func apiPath(api, path string) string {
 }
 
 // responseOf rebuilds an APIResponse from a receipt's stored upstream answer.
-func responseOf(r fencegate.Receipt) *APIResponse {
+func responseOf(r domain.Receipt) *APIResponse {
 	out := &APIResponse{Receipt: r.ID, Replay: true, Header: http.Header{}}
 	if r.Response != nil {
 		out.Status, out.Body = r.Response.Status, r.Response.Body

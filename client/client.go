@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/domain"
 )
 
 // Client talks to one Fencegate gateway with one workload credential. It is
@@ -94,18 +94,18 @@ func IsUncertain(err error) bool {
 
 // problem is the problem+json document of a gateway error.
 type problem struct {
-	Type      string         `json:"type"`
-	Status    int            `json:"status"`
-	Detail    string         `json:"detail"`
-	Code      fencegate.Code `json:"code"`
-	ReceiptID string         `json:"receiptId"`
+	Type      string      `json:"type"`
+	Status    int         `json:"status"`
+	Detail    string      `json:"detail"`
+	Code      domain.Code `json:"code"`
+	ReceiptID string      `json:"receiptId"`
 }
 
 const problemTypePrefix = "urn:fencegate:problem:"
 
-// gatewayProblem returns the *fencegate.Error of a Fencegate problem answer,
+// gatewayProblem returns the *domain.Error of a Fencegate problem answer,
 // or nil if body is not one (an upstream's own answer, or anything else).
-func gatewayProblem(contentType string, body []byte) *fencegate.Error {
+func gatewayProblem(contentType string, body []byte) *domain.Error {
 	if !strings.HasPrefix(strings.ToLower(contentType), "application/problem+json") {
 		return nil
 	}
@@ -113,11 +113,11 @@ func gatewayProblem(contentType string, body []byte) *fencegate.Error {
 	if json.Unmarshal(body, &p) != nil || !strings.HasPrefix(p.Type, problemTypePrefix) || !knownCode(p.Code) {
 		return nil
 	}
-	return &fencegate.Error{Code: p.Code, Message: p.Detail, ReceiptID: p.ReceiptID}
+	return &domain.Error{Code: p.Code, Message: p.Detail, ReceiptID: p.ReceiptID}
 }
 
-func knownCode(c fencegate.Code) bool {
-	for _, k := range fencegate.Codes {
+func knownCode(c domain.Code) bool {
+	for _, k := range domain.Codes {
 		if k == c {
 			return true
 		}
@@ -151,13 +151,13 @@ func (c *Client) send(ctx context.Context, r request) (*http.Response, error) {
 	if r.json != nil {
 		b, err := json.Marshal(r.json)
 		if err != nil {
-			return nil, fencegate.Wrap(err, fencegate.CodeInvalidRequest, "encode request body")
+			return nil, domain.Wrap(err, domain.CodeInvalidRequest, "encode request body")
 		}
 		body = bytes.NewReader(b)
 	}
 	req, err := http.NewRequestWithContext(ctx, r.method, u, body)
 	if err != nil {
-		return nil, fencegate.Wrap(err, fencegate.CodeInvalidRequest, "build request: "+err.Error())
+		return nil, domain.Wrap(err, domain.CodeInvalidRequest, "build request: "+err.Error())
 	}
 	for k, vs := range r.header {
 		req.Header[k] = vs
@@ -179,7 +179,7 @@ func (c *Client) send(ctx context.Context, r request) (*http.Response, error) {
 // maxErrorBody bounds how much of an error answer is read.
 const maxErrorBody = 1 << 20
 
-// answerError turns a non-2xx answer into an error: *fencegate.Error for a
+// answerError turns a non-2xx answer into an error: *domain.Error for a
 // Fencegate problem, *UncertainError for a foreign 5xx, INTERNAL otherwise.
 // It consumes and closes the body.
 func answerError(op string, resp *http.Response) error {
@@ -191,7 +191,7 @@ func answerError(op string, resp *http.Response) error {
 	if rerr != nil || resp.StatusCode >= 500 {
 		return &UncertainError{Op: op, Err: fmt.Errorf("HTTP %d without a Fencegate problem", resp.StatusCode)}
 	}
-	return fencegate.Errorf(fencegate.CodeInternal, "%s: unexpected HTTP %d", op, resp.StatusCode)
+	return domain.Errorf(domain.CodeInternal, "%s: unexpected HTTP %d", op, resp.StatusCode)
 }
 
 // do performs r and decodes a 2xx JSON answer into out (if not nil).

@@ -8,17 +8,17 @@ import (
 	"net/http/httptest"
 	"testing"
 
-	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/domain"
 )
 
 func TestGatewayProblemsAreFencegateErrors(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		writeProblemErr(w, &fencegate.Error{Code: fencegate.CodeQuarantined, Message: "different payload", ReceiptID: "R9"})
+		writeProblemErr(w, &domain.Error{Code: domain.CodeQuarantined, Message: "different payload", ReceiptID: "R9"})
 	}))
 	defer srv.Close()
 	_, err := New(srv.URL, "tok").PutObject(context.Background(), "b", "k", Fence{Grant: "g", Segment: 1}, nil, "")
-	var fe *fencegate.Error
-	if !errors.As(err, &fe) || fe.Code != fencegate.CodeQuarantined || fe.Message != "different payload" || fe.ReceiptID != "R9" {
+	var fe *domain.Error
+	if !errors.As(err, &fe) || fe.Code != domain.CodeQuarantined || fe.Message != "different payload" || fe.ReceiptID != "R9" {
 		t.Fatalf("err %#v", err)
 	}
 	if IsUncertain(err) {

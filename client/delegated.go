@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/domain"
 )
 
 // DelegatedWriter is the delegate's side of a delegation: a downstream
@@ -28,7 +28,7 @@ type DelegatedWriter struct {
 	c        *Client
 	grant    string
 	token    string
-	claims   fencegate.Delegation
+	claims   domain.Delegation
 	noProofs bool
 
 	mu        sync.Mutex
@@ -61,17 +61,17 @@ func (c *Client) DelegatedWriter(grant, delegation string, opts ...DelegatedOpti
 }
 
 // Claims are the delegation's claims (as read, unverified).
-func (w *DelegatedWriter) Claims() fencegate.Delegation { return w.claims }
+func (w *DelegatedWriter) Claims() domain.Delegation { return w.claims }
 
 // Err is why the writer stopped for good (nil while it may write).
 func (w *DelegatedWriter) Err() error { w.mu.Lock(); defer w.mu.Unlock(); return w.cause }
 
 // Put writes body to key in store as segment seg.
-func (w *DelegatedWriter) Put(ctx context.Context, store, key string, seg uint64, body io.ReadSeeker, contentType string) (fencegate.Receipt, error) {
-	var rc fencegate.Receipt
+func (w *DelegatedWriter) Put(ctx context.Context, store, key string, seg uint64, body io.ReadSeeker, contentType string) (domain.Receipt, error) {
+	var rc domain.Receipt
 	err := w.send(ctx, func(ctx context.Context, f Fence) error {
 		if _, err := body.Seek(0, io.SeekStart); err != nil {
-			return fencegate.Wrap(err, fencegate.CodeInvalidRequest, "rewind body")
+			return domain.Wrap(err, domain.CodeInvalidRequest, "rewind body")
 		}
 		var err error
 		rc, err = w.c.PutObject(ctx, store, key, f, body, contentType)
@@ -81,8 +81,8 @@ func (w *DelegatedWriter) Put(ctx context.Context, store, key string, seg uint64
 }
 
 // Delete deletes key in store as segment seg.
-func (w *DelegatedWriter) Delete(ctx context.Context, store, key string, seg uint64) (fencegate.Receipt, error) {
-	var rc fencegate.Receipt
+func (w *DelegatedWriter) Delete(ctx context.Context, store, key string, seg uint64) (domain.Receipt, error) {
+	var rc domain.Receipt
 	err := w.send(ctx, func(ctx context.Context, f Fence) error {
 		var err error
 		rc, err = w.c.DeleteObject(ctx, store, key, f)
@@ -113,15 +113,15 @@ func (w *DelegatedWriter) send(ctx context.Context, write func(context.Context, 
 			return err
 		}
 		err = write(ctx, Fence{Grant: w.grant, Status: proof, Segment: seg, Delegation: w.token})
-		switch code := fencegate.ErrorCode(err); {
+		switch code := domain.ErrorCode(err); {
 		case err == nil:
 			return nil
-		case code == fencegate.CodeStaleOwner || code == fencegate.CodeFenceRegression:
+		case code == domain.CodeStaleOwner || code == domain.CodeFenceRegression:
 			w.stop(err)
-		case code == fencegate.CodeStatusInvalid && !held && !w.noProofs:
+		case code == domain.CodeStatusInvalid && !held && !w.noProofs:
 			// The registry stated the lease no longer held, and the gateway agrees.
 			w.stop(err)
-		case (code == fencegate.CodeStatusInvalid || code == fencegate.CodeEpochRevoked) && attempt == 0:
+		case (code == domain.CodeStatusInvalid || code == domain.CodeEpochRevoked) && attempt == 0:
 			w.expire()
 			continue
 		}
@@ -150,15 +150,15 @@ func (w *DelegatedWriter) ready(ctx context.Context) (string, bool, error) {
 	st, err := w.c.DelegationStatus(ctx, w.claims.ID, w.claims.GrantDigest)
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	switch code := fencegate.ErrorCode(err); {
+	switch code := domain.ErrorCode(err); {
 	case err == nil:
-	case code == fencegate.CodeDelegationInvalid || code == fencegate.CodeOwnerMismatch:
+	case code == domain.CodeDelegationInvalid || code == domain.CodeOwnerMismatch:
 		w.cause = err // revoked, forgotten, or not ours: never again
 		return "", false, err
 	default:
 		return "", false, err
 	}
-	w.proof, w.held = st.StatusProof, st.State == fencegate.StateHeld
+	w.proof, w.held = st.StatusProof, st.State == domain.StateHeld
 	// Refreshed at 4/5 of its life, by the answer's expiry and the proof's
 	// own iat/exp (robust to clock skew); one that does not state HELD is
 	// asked again next time.

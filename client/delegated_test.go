@@ -7,14 +7,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/domain"
 )
 
 // delegationToken is a compact-JWS-shaped delegation of the fake's lease
 // for segments 2..9 (the client reads its claims, the gateway verifies it).
 func delegationToken(t *testing.T) string {
 	t.Helper()
-	b, err := json.Marshal(fencegate.Delegation{Schema: fencegate.DelegationSchema, ID: "dlg-1", GrantDigest: "sha256:g7",
+	b, err := json.Marshal(domain.Delegation{Schema: domain.DelegationSchema, ID: "dlg-1", GrantDigest: "sha256:g7",
 		Resource: "bucket/jobs", Lease: "L1", Owner: "worker", Delegate: "consumer", FenceToken: 7, OperationRoot: "root",
 		SegmentFrom: 2, SegmentTo: 9, IssuerEpoch: 1, IssuedAt: 1})
 	if err != nil {
@@ -65,12 +65,12 @@ func TestDelegatedWriterSendsTheDelegationWithAProofIssuedForIt(t *testing.T) {
 func TestDelegatedWriterStopsForGoodOnStaleOwner(t *testing.T) {
 	f, w := delegatedWriter(t)
 	ctx := context.Background()
-	f.refuseNext("write", fencegate.CodeStaleOwner)
+	f.refuseNext("write", domain.CodeStaleOwner)
 	_, err := w.Put(ctx, "bucket", "jobs/a", 4, strings.NewReader("x"), "")
-	wantCode(t, err, fencegate.CodeStaleOwner)
+	wantCode(t, err, domain.CodeStaleOwner)
 	_, err = w.Put(ctx, "bucket", "jobs/a", 5, strings.NewReader("x"), "")
-	wantCode(t, err, fencegate.CodeStaleOwner)
-	if f.count("write") != 1 || fencegate.ErrorCode(w.Err()) != fencegate.CodeStaleOwner {
+	wantCode(t, err, domain.CodeStaleOwner)
+	if f.count("write") != 1 || domain.ErrorCode(w.Err()) != domain.CodeStaleOwner {
 		t.Fatalf("%d writes sent; Err %v", f.count("write"), w.Err())
 	}
 }
@@ -79,11 +79,11 @@ func TestDelegatedWriterStopsForGoodOnStaleOwner(t *testing.T) {
 // writer before any write is sent.
 func TestDelegatedWriterStopsWhenTheRegistryRefusesTheDelegation(t *testing.T) {
 	f, w := delegatedWriter(t)
-	f.refuseNext("dstatus", fencegate.CodeDelegationInvalid)
+	f.refuseNext("dstatus", domain.CodeDelegationInvalid)
 	_, err := w.Put(context.Background(), "bucket", "jobs/a", 2, strings.NewReader("x"), "")
-	wantCode(t, err, fencegate.CodeDelegationInvalid)
+	wantCode(t, err, domain.CodeDelegationInvalid)
 	_, err = w.Delete(context.Background(), "bucket", "jobs/a", 3)
-	wantCode(t, err, fencegate.CodeDelegationInvalid)
+	wantCode(t, err, domain.CodeDelegationInvalid)
 	if f.count("write") != 0 || f.count("dstatus") != 1 {
 		t.Fatalf("%d writes, %d status requests", f.count("write"), f.count("dstatus"))
 	}
@@ -95,11 +95,11 @@ func TestDelegatedWriterStopsWhenTheRegistryRefusesTheDelegation(t *testing.T) {
 func TestDelegatedWriterLetsTheGatewayJudgeALeaseNoLongerHeld(t *testing.T) {
 	f, w := delegatedWriter(t)
 	f.mu.Lock()
-	f.state = fencegate.StateExpired
+	f.state = domain.StateExpired
 	f.mu.Unlock()
-	f.refuseNext("write", fencegate.CodeStatusInvalid)
+	f.refuseNext("write", domain.CodeStatusInvalid)
 	_, err := w.Put(context.Background(), "bucket", "jobs/a", 2, strings.NewReader("x"), "")
-	wantCode(t, err, fencegate.CodeStatusInvalid)
+	wantCode(t, err, domain.CodeStatusInvalid)
 	if f.count("write") != 1 || w.Err() == nil {
 		t.Fatalf("%d writes; Err %v", f.count("write"), w.Err())
 	}
@@ -108,7 +108,7 @@ func TestDelegatedWriterLetsTheGatewayJudgeALeaseNoLongerHeld(t *testing.T) {
 func TestUnreadableDelegationIsRefusedWithoutSending(t *testing.T) {
 	f, c := newFake(t)
 	for _, tok := range []string{"", "a.b", "a.!!.c", "a." + base64.RawURLEncoding.EncodeToString([]byte(`{"schema":"x"}`)) + ".c"} {
-		if _, err := c.DelegatedWriter("grant-7", tok); fencegate.ErrorCode(err) != fencegate.CodeDelegationInvalid {
+		if _, err := c.DelegatedWriter("grant-7", tok); domain.ErrorCode(err) != domain.CodeDelegationInvalid {
 			t.Fatalf("%q: %v", tok, err)
 		}
 	}

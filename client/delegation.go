@@ -6,7 +6,7 @@ import (
 	"encoding/json"
 	"strings"
 
-	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/domain"
 )
 
 // DelegateParams asks for a delegation of a lease to Delegate (a downstream
@@ -22,7 +22,7 @@ type DelegateParams struct {
 
 // Delegation is a minted delegation: ID, the signed token a delegate sends
 // as Fence-Delegation with the grant, and its claims.
-type Delegation = fencegate.DelegationAnswer
+type Delegation = domain.DelegationAnswer
 
 // Delegate is one POST /v1/leases/{lease}/delegations for the grant named by
 // grantDigest ("" for the lease's current grant). Only the lease's owner is
@@ -30,7 +30,7 @@ type Delegation = fencegate.DelegationAnswer
 func (c *Client) Delegate(ctx context.Context, lease, grantDigest string, p DelegateParams) (Delegation, error) {
 	var out Delegation
 	err := c.do(ctx, request{op: "delegate", method: "POST", path: "/v1/leases/" + escapePath(lease) + "/delegations",
-		json: fencegate.DelegationRequest{Delegate: p.Delegate, GrantDigest: grantDigest, SegmentFrom: p.SegmentFrom,
+		json: domain.DelegationRequest{Delegate: p.Delegate, GrantDigest: grantDigest, SegmentFrom: p.SegmentFrom,
 			SegmentTo: p.SegmentTo, Segments: p.Segments, TargetPrefix: p.TargetPrefix}}, &out)
 	return out, err
 }
@@ -45,10 +45,10 @@ func (c *Client) RevokeDelegation(ctx context.Context, id string) error {
 // DelegationStatus is POST /v1/delegations/{id}/status, asked by the
 // delegate: a status proof for the delegation's grant, stating the lease as
 // it is now (a delegation dies with its lease).
-func (c *Client) DelegationStatus(ctx context.Context, id, grantDigest string) (fencegate.DelegationStatusAnswer, error) {
-	var out fencegate.DelegationStatusAnswer
+func (c *Client) DelegationStatus(ctx context.Context, id, grantDigest string) (domain.DelegationStatusAnswer, error) {
+	var out domain.DelegationStatusAnswer
 	err := c.do(ctx, request{op: "delegation status", method: "POST", path: "/v1/delegations/" + escapePath(id) + "/status",
-		json: fencegate.DelegationStatusRequest{GrantDigest: grantDigest}}, &out)
+		json: domain.DelegationStatusRequest{GrantDigest: grantDigest}}, &out)
 	return out, err
 }
 
@@ -81,18 +81,18 @@ func (l *Lease) Delegate(ctx context.Context, p DelegateParams) (Delegation, err
 // DelegationClaims reads the claims of a compact leaseDelegation.v1 JWS
 // without verifying it (the gateway verifies it): a delegate learns which
 // delegation, grant and segments it was given.
-func DelegationClaims(token string) (fencegate.Delegation, error) {
-	var d fencegate.Delegation
+func DelegationClaims(token string) (domain.Delegation, error) {
+	var d domain.Delegation
 	parts := strings.Split(token, ".")
 	if len(parts) != 3 {
-		return d, fencegate.Errorf(fencegate.CodeDelegationInvalid, "delegation is not a compact JWS")
+		return d, domain.Errorf(domain.CodeDelegationInvalid, "delegation is not a compact JWS")
 	}
 	b, err := base64.RawURLEncoding.DecodeString(parts[1])
 	if err != nil || json.Unmarshal(b, &d) != nil {
-		return fencegate.Delegation{}, fencegate.Errorf(fencegate.CodeDelegationInvalid, "delegation payload is unreadable")
+		return domain.Delegation{}, domain.Errorf(domain.CodeDelegationInvalid, "delegation payload is unreadable")
 	}
 	if err := d.Validate(); err != nil {
-		return fencegate.Delegation{}, err
+		return domain.Delegation{}, err
 	}
 	return d, nil
 }

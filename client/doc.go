@@ -4,7 +4,7 @@
 // writes, fenced API calls, receipts and admin verbs) and, on top of them, the
 // lease state machine of DESIGN §8 with segment writers:
 //
-//   - Errors answered by the gateway come back as *fencegate.Error with the
+//   - Errors answered by the gateway come back as *domain.Error with the
 //     problem's stable code, detail and receiptId; errors where the request may
 //     or may not have reached the gateway (transport failures, timeouts,
 //     garbled or non-Fencegate 5xx answers) are *UncertainError (IsUncertain).

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/domain"
 )
 
 // fakeClock is the injected clock: it moves only when a test advances it.
@@ -31,15 +31,15 @@ type fakeGateway struct {
 	clock *fakeClock
 
 	mu         sync.Mutex
-	calls      map[string]int              // route -> requests seen
-	drop       map[string]int              // route -> answers still to lose (connection closed after acting)
-	problems   map[string][]fencegate.Code // route -> problems to answer next, in order
+	calls      map[string]int           // route -> requests seen
+	drop       map[string]int           // route -> answers still to lose (connection closed after acting)
+	problems   map[string][]domain.Code // route -> problems to answer next, in order
 	requestIDs []string
 	writes     []http.Header // fence headers of every fenced mutation
-	state      fencegate.StatusState
+	state      domain.StatusState
 	expires    time.Time
 	proofs     int
-	receipts   []fencegate.Receipt
+	receipts   []domain.Receipt
 	// gate, if set for a route, holds its answer: the handler signals entered
 	// and waits for release.
 	gate map[string]*gate
@@ -59,7 +59,7 @@ const statusLife = 5 * time.Second
 
 func newFake(t *testing.T) (*fakeGateway, *Client) {
 	f := &fakeGateway{t: t, clock: &fakeClock{t: time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)},
-		calls: map[string]int{}, drop: map[string]int{}, problems: map[string][]fencegate.Code{}, state: fencegate.StateHeld}
+		calls: map[string]int{}, drop: map[string]int{}, problems: map[string][]domain.Code{}, state: domain.StateHeld}
 	srv := httptest.NewServer(f)
 	t.Cleanup(srv.Close)
 	c := New(srv.URL, "tok", WithClock(f.clock.Now), WithSleep(noSleep))
@@ -74,7 +74,7 @@ func (f *fakeGateway) count(route string) int {
 
 func (f *fakeGateway) loseNext(route string) { f.mu.Lock(); f.drop[route]++; f.mu.Unlock() }
 
-func (f *fakeGateway) refuseNext(route string, code fencegate.Code) {
+func (f *fakeGateway) refuseNext(route string, code domain.Code) {
 	f.mu.Lock()
 	f.problems[route] = append(f.problems[route], code)
 	f.mu.Unlock()
@@ -107,7 +107,7 @@ func route(r *http.Request) string {
 
 func (f *fakeGateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Header.Get("Authorization") != "Bearer tok" {
-		writeProblem(w, fencegate.CodeUnauthenticated, "")
+		writeProblem(w, domain.CodeUnauthenticated, "")
 		return
 	}
 	rt := route(r)
@@ -120,7 +120,7 @@ func (f *fakeGateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		<-g.release
 		f.mu.Lock()
 	}
-	var code fencegate.Code
+	var code domain.Code
 	if q := f.problems[rt]; len(q) > 0 {
 		code, f.problems[rt] = q[0], q[1:]
 	}
@@ -129,7 +129,7 @@ func (f *fakeGateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.drop[rt]--
 	}
 	status, body := f.act(rt, r, code)
-	rc, isReceipt := body.(fencegate.Receipt)
+	rc, isReceipt := body.(domain.Receipt)
 	replay := isReceipt && rt == "write" && rc.ID != fmt.Sprintf("R%d", len(f.writes))
 	f.mu.Unlock()
 	if lose { // acted, but the answer never arrives
@@ -139,11 +139,11 @@ func (f *fakeGateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	if p, ok := body.(*fencegate.Error); ok {
+	if p, ok := body.(*domain.Error); ok {
 		writeProblemErr(w, p)
 		return
 	}
-	if rid, ok := body.(fencegate.Receipt); ok {
+	if rid, ok := body.(domain.Receipt); ok {
 		w.Header().Set("Fence-Receipt", rid.ID)
 		if replay {
 			w.Header().Set("Fence-Replay", "true")
@@ -155,48 +155,48 @@ func (f *fakeGateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // act performs the route on the fake's state; f.mu is held.
-func (f *fakeGateway) act(rt string, r *http.Request, code fencegate.Code) (int, any) {
+func (f *fakeGateway) act(rt string, r *http.Request, code domain.Code) (int, any) {
 	now := f.clock.Now()
 	switch rt {
 	case "acquire":
-		var b fencegate.LeaseRequest
+		var b domain.LeaseRequest
 		_ = json.NewDecoder(r.Body).Decode(&b)
 		f.requestIDs = append(f.requestIDs, b.RequestID)
 		if code != "" {
-			return 0, &fencegate.Error{Code: code, Message: "refused"}
+			return 0, &domain.Error{Code: code, Message: "refused"}
 		}
 		if f.expires.IsZero() {
 			f.expires = now.Add(time.Duration(b.TTLMs) * time.Millisecond)
 		}
 		info := f.info(now, b.RequestID)
 		if b.S3Credentials {
-			info.S3Credentials = &fencegate.S3AccessKeys{AccessKeyID: "FGLL1", SecretAccessKey: "secret-L1"}
+			info.S3Credentials = &domain.S3AccessKeys{AccessKeyID: "FGLL1", SecretAccessKey: "secret-L1"}
 		}
 		return http.StatusCreated, info
 	case "renew":
-		var b fencegate.RenewRequest
+		var b domain.RenewRequest
 		_ = json.NewDecoder(r.Body).Decode(&b)
 		if code != "" {
-			return 0, &fencegate.Error{Code: code, Message: "refused"}
+			return 0, &domain.Error{Code: code, Message: "refused"}
 		}
 		f.expires = now.Add(time.Duration(b.TTLMs) * time.Millisecond)
 		return http.StatusOK, f.info(now, "")
 	case "status":
 		if code != "" {
-			return 0, &fencegate.Error{Code: code, Message: "refused"}
+			return 0, &domain.Error{Code: code, Message: "refused"}
 		}
 		return http.StatusOK, f.info(now, "")
 	case "release":
-		f.state = fencegate.StateReleased
+		f.state = domain.StateReleased
 		return http.StatusOK, f.info(now, "")
 	case "receipts":
 		return http.StatusOK, map[string]any{"receipts": f.receipts}
 	case "dstatus":
 		if code != "" {
-			return 0, &fencegate.Error{Code: code, Message: "refused"}
+			return 0, &domain.Error{Code: code, Message: "refused"}
 		}
 		f.proofs++
-		return http.StatusOK, fencegate.DelegationStatusAnswer{StatusProof: fmt.Sprintf("dproof-%d", f.proofs),
+		return http.StatusOK, domain.DelegationStatusAnswer{StatusProof: fmt.Sprintf("dproof-%d", f.proofs),
 			State: f.state, StatusExpiresAt: now.Add(statusLife)}
 	case "read":
 		return http.StatusOK, map[string]string{"query": r.URL.RawQuery, "auth": r.Header.Get("Authorization")}
@@ -205,32 +205,32 @@ func (f *fakeGateway) act(rt string, r *http.Request, code fencegate.Code) (int,
 		seg, _ := strconv.ParseUint(r.Header.Get("Fence-Segment"), 10, 64)
 		key := r.Header.Get("Fence-Effect-Key")
 		for _, old := range f.receipts { // a replay of a committed segment answers its receipt
-			if old.Lease == "L1" && old.FenceToken == 7 && old.Segment == seg && old.State == fencegate.ReceiptCommitted && code == "" {
+			if old.Lease == "L1" && old.FenceToken == 7 && old.Segment == seg && old.State == domain.ReceiptCommitted && code == "" {
 				if old.EffectKey != key {
-					return 0, &fencegate.Error{Code: fencegate.CodeQuarantined, Message: "another effect key", ReceiptID: old.ID}
+					return 0, &domain.Error{Code: domain.CodeQuarantined, Message: "another effect key", ReceiptID: old.ID}
 				}
 				return http.StatusOK, old
 			}
 		}
-		rc := fencegate.Receipt{ID: fmt.Sprintf("R%d", len(f.writes)), Lease: "L1", FenceToken: 7, Segment: seg, EffectKey: key,
-			OperationID: "op-1", State: fencegate.ReceiptCommitted, Target: r.URL.Path, Method: r.Method}
+		rc := domain.Receipt{ID: fmt.Sprintf("R%d", len(f.writes)), Lease: "L1", FenceToken: 7, Segment: seg, EffectKey: key,
+			OperationID: "op-1", State: domain.ReceiptCommitted, Target: r.URL.Path, Method: r.Method}
 		switch code {
 		case "":
-		case fencegate.CodeMutationUnknown:
-			rc.State = fencegate.ReceiptUnknown
+		case domain.CodeMutationUnknown:
+			rc.State = domain.ReceiptUnknown
 			f.receipts = append(f.receipts, rc)
-			return 0, &fencegate.Error{Code: code, Message: "outcome unknown", ReceiptID: rc.ID}
+			return 0, &domain.Error{Code: code, Message: "outcome unknown", ReceiptID: rc.ID}
 		default:
-			return 0, &fencegate.Error{Code: code, Message: "refused"}
+			return 0, &domain.Error{Code: code, Message: "refused"}
 		}
 		f.receipts = append(f.receipts, rc)
 		return http.StatusOK, rc
 	}
-	return 0, &fencegate.Error{Code: fencegate.CodeNotFound, Message: "no route " + rt}
+	return 0, &domain.Error{Code: domain.CodeNotFound, Message: "no route " + rt}
 }
 
 // settle moves receipt id to state, as the reconciler would.
-func (f *fakeGateway) settle(id string, state fencegate.ReceiptState) {
+func (f *fakeGateway) settle(id string, state domain.ReceiptState) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for i := range f.receipts {
@@ -243,8 +243,8 @@ func (f *fakeGateway) settle(id string, state fencegate.ReceiptState) {
 func (f *fakeGateway) info(now time.Time, requestID string) LeaseInfo {
 	f.proofs++
 	st := f.state
-	if st == fencegate.StateHeld && !now.Before(f.expires) {
-		st = fencegate.StateExpired
+	if st == domain.StateHeld && !now.Before(f.expires) {
+		st = domain.StateExpired
 	}
 	exp := now.Add(statusLife)
 	return LeaseInfo{Lease: "L1", Resource: "bucket/jobs", Owner: "worker", RequestID: requestID, FenceToken: 7,
@@ -252,11 +252,11 @@ func (f *fakeGateway) info(now time.Time, requestID string) LeaseInfo {
 		StatusProof: fmt.Sprintf("proof-%d", f.proofs), StatusExpiresAt: &exp}
 }
 
-func writeProblem(w http.ResponseWriter, code fencegate.Code, receipt string) {
-	writeProblemErr(w, &fencegate.Error{Code: code, Message: "refused", ReceiptID: receipt})
+func writeProblem(w http.ResponseWriter, code domain.Code, receipt string) {
+	writeProblemErr(w, &domain.Error{Code: code, Message: "refused", ReceiptID: receipt})
 }
 
-func writeProblemErr(w http.ResponseWriter, e *fencegate.Error) {
+func writeProblemErr(w http.ResponseWriter, e *domain.Error) {
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(statusOf(e.Code))
 	_ = json.NewEncoder(w).Encode(map[string]any{
@@ -265,13 +265,13 @@ func writeProblemErr(w http.ResponseWriter, e *fencegate.Error) {
 	})
 }
 
-func statusOf(c fencegate.Code) int {
+func statusOf(c domain.Code) int {
 	switch c {
-	case fencegate.CodeMutationUnknown:
+	case domain.CodeMutationUnknown:
 		return http.StatusBadGateway
-	case fencegate.CodeUnauthenticated, fencegate.CodeEpochRevoked, fencegate.CodeStatusInvalid:
+	case domain.CodeUnauthenticated, domain.CodeEpochRevoked, domain.CodeStatusInvalid:
 		return http.StatusUnauthorized
-	case fencegate.CodeNotFound:
+	case domain.CodeNotFound:
 		return http.StatusNotFound
 	}
 	return http.StatusConflict

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/domain"
 )
 
 // ledger is what a lease knows of its operation's receipts by effect key:
@@ -14,7 +14,7 @@ type ledger struct {
 	loaded bool
 	// byKey is the best receipt of each effect key under the operation, of
 	// any owner (COMMITTED over unsettled over not applied).
-	byKey map[string]fencegate.Receipt
+	byKey map[string]domain.Receipt
 	// seg maps an effect key to its segment under this lease's grant.
 	seg map[string]uint64
 }
@@ -45,10 +45,10 @@ func (l *Lease) commitKeyed(ctx context.Context, key string, send func(ctx conte
 	}
 	if r, ok := l.led.byKey[key]; ok {
 		switch {
-		case r.State == fencegate.ReceiptCommitted:
+		case r.State == domain.ReceiptCommitted:
 			return outcome{receipt: r, api: responseOf(r), reused: true}, nil
 		case !r.State.NotApplied():
-			return outcome{}, &fencegate.Error{Code: fencegate.CodeMutationUnknown, ReceiptID: r.ID,
+			return outcome{}, &domain.Error{Code: domain.CodeMutationUnknown, ReceiptID: r.ID,
 				Message: fmt.Sprintf("effect %q was sent under fence %d and is %s; it is not sent again under fence %d until it settles", key, r.FenceToken, r.State, l.Fence())}
 		}
 	}
@@ -77,7 +77,7 @@ func (l *Lease) sendKeyed(ctx context.Context, key string, seg uint64, send func
 			return outcome{}, err
 		}
 		o, err := send(ctx, Fence{Grant: grant, Status: proof, Segment: seg})
-		code := fencegate.ErrorCode(err)
+		code := domain.ErrorCode(err)
 		switch {
 		case err == nil:
 			l.led.seg[key] = seg
@@ -88,7 +88,7 @@ func (l *Lease) sendKeyed(ctx context.Context, key string, seg uint64, send func
 				l.doubt = nil
 			}
 			return o, nil
-		case IsUncertain(err) || code == fencegate.CodeMutationUnknown:
+		case IsUncertain(err) || code == domain.CodeMutationUnknown:
 			l.led.seg[key] = seg
 			if seg >= l.nextSeg {
 				l.doubt = &inDoubt{seg: seg, key: doubtKey(key), receipt: receiptIDOf(err)}
@@ -98,7 +98,7 @@ func (l *Lease) sendKeyed(ctx context.Context, key string, seg uint64, send func
 			if l.afterRefusal(err, attempt) {
 				continue
 			}
-			if code == fencegate.CodeBackendUnavailable && seg >= l.nextSeg {
+			if code == domain.CodeBackendUnavailable && seg >= l.nextSeg {
 				// Nothing was applied and the segment is free again.
 				delete(l.led.seg, key)
 				if l.doubt != nil && l.doubt.seg == seg {
@@ -123,7 +123,7 @@ func (l *Lease) loadLedger(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	byKey := map[string]fencegate.Receipt{}
+	byKey := map[string]domain.Receipt{}
 	seg := map[string]uint64{}
 	next := l.nextSeg
 	var doubt *inDoubt
@@ -139,7 +139,7 @@ func (l *Lease) loadLedger(ctx context.Context) error {
 		if r.EffectKey != "" {
 			seg[r.EffectKey] = r.Segment
 		}
-		if r.State == fencegate.ReceiptCommitted {
+		if r.State == domain.ReceiptCommitted {
 			next = max(next, r.Segment+1)
 		} else {
 			doubt = &inDoubt{seg: r.Segment, key: doubtKey(r.EffectKey), receipt: r.ID}

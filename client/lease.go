@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/domain"
 )
 
 // State is the client's local view of a lease (DESIGN §8).
@@ -91,7 +91,7 @@ type Lease struct {
 // (p.RequestID, or one generated now). It sends nothing.
 func (c *Client) NewLease(p LeaseParams) (*Lease, error) {
 	if p.Resource == "" || p.OperationID == "" || p.TTL <= 0 {
-		return nil, fencegate.Errorf(fencegate.CodeInvalidRequest, "a lease needs a resource, an operation ID and a positive TTL")
+		return nil, domain.Errorf(domain.CodeInvalidRequest, "a lease needs a resource, an operation ID and a positive TTL")
 	}
 	if p.RequestID == "" {
 		p.RequestID = newRequestID()
@@ -127,7 +127,7 @@ func (l *Lease) Acquire(ctx context.Context) error {
 	if l.state != StateRequested {
 		st := l.state
 		l.unlock()
-		return fencegate.Errorf(fencegate.CodeInvalidRequest, "lease is %s, not REQUESTED", st)
+		return domain.Errorf(domain.CodeInvalidRequest, "lease is %s, not REQUESTED", st)
 	}
 	l.unlock()
 	for attempt := 1; ; attempt++ {
@@ -163,7 +163,7 @@ func (l *Lease) adopt(info LeaseInfo, sent time.Time) {
 	}
 	l.info = info
 	if st := localState(info.State); st != StateHeld {
-		l.terminate(st, fencegate.Errorf(fencegate.CodeLeaseNotHeld, "registry reports lease %s %s", info.Lease, info.State))
+		l.terminate(st, domain.Errorf(domain.CodeLeaseNotHeld, "registry reports lease %s %s", info.Lease, info.State))
 		return
 	}
 	l.deadline = minTime(sent.Add(l.p.TTL), info.ExpiresAt)
@@ -189,13 +189,13 @@ func (l *Lease) setProof(info LeaseInfo, sent time.Time) {
 }
 
 // localState maps a registry state onto the local one.
-func localState(s fencegate.StatusState) State {
+func localState(s domain.StatusState) State {
 	switch s {
-	case fencegate.StateHeld:
+	case domain.StateHeld:
 		return StateHeld
-	case fencegate.StateReleased:
+	case domain.StateReleased:
 		return StateReleased
-	case fencegate.StateRevoked:
+	case domain.StateRevoked:
 		return StateRevoked
 	}
 	return StateExpired
@@ -220,7 +220,7 @@ func (l *Lease) notHeldLocked() error {
 	if l.state == StateHeld || l.state == StateRenewing {
 		return nil
 	}
-	return &fencegate.Error{Code: fencegate.CodeLeaseNotHeld, Err: l.cause,
+	return &domain.Error{Code: domain.CodeLeaseNotHeld, Err: l.cause,
 		Message: fmt.Sprintf("lease %s is %s locally: no new effect is sent", l.info.Lease, l.state)}
 }
 
@@ -261,7 +261,7 @@ func (l *Lease) Refresh(ctx context.Context) error {
 		return err
 	}
 	if st := localState(info.State); st != StateHeld {
-		l.terminate(st, fencegate.Errorf(fencegate.CodeLeaseNotHeld, "registry reports lease %s %s", id, info.State))
+		l.terminate(st, domain.Errorf(domain.CodeLeaseNotHeld, "registry reports lease %s %s", id, info.State))
 		return l.notHeldLocked()
 	}
 	if err := l.notHeldLocked(); err != nil {
@@ -280,7 +280,7 @@ func (l *Lease) Refresh(ctx context.Context) error {
 func (l *Lease) lose(err error) {
 	l.mu.Lock()
 	defer l.unlock()
-	if fencegate.ErrorCode(err) == fencegate.CodeEpochRevoked {
+	if domain.ErrorCode(err) == domain.CodeEpochRevoked {
 		l.terminate(StateRevoked, err)
 	} else {
 		l.terminate(StateLost, err)
@@ -312,10 +312,10 @@ func (l *Lease) StatusProof() string { return l.Info().StatusProof }
 // S3Credentials are the lease's S3 credentials, if they were asked for at
 // acquisition (AcquireParams.S3Credentials). They stay the same for the
 // lease's life and stop working at the gateway when it ends.
-func (l *Lease) S3Credentials() (fencegate.S3AccessKeys, bool) {
+func (l *Lease) S3Credentials() (domain.S3AccessKeys, bool) {
 	c := l.Info().S3Credentials
 	if c == nil {
-		return fencegate.S3AccessKeys{}, false
+		return domain.S3AccessKeys{}, false
 	}
 	return *c, true
 }

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/domain"
 )
 
 func noSleep(context.Context, time.Duration) error { return nil }
@@ -35,9 +35,9 @@ func wantState(t *testing.T, l *Lease, want State) {
 	}
 }
 
-func wantCode(t *testing.T, err error, want fencegate.Code) {
+func wantCode(t *testing.T, err error, want domain.Code) {
 	t.Helper()
-	if got := fencegate.ErrorCode(err); got != want {
+	if got := domain.ErrorCode(err); got != want {
 		t.Fatalf("code %q, want %q (err %v)", got, want, err)
 	}
 }
@@ -86,9 +86,9 @@ func TestAcquisitionStillUnansweredStaysRequestedAndKeepsItsIdentity(t *testing.
 
 func TestRefusedAcquisitionIsReturnedAsTheServersCode(t *testing.T) {
 	f, c := newFake(t)
-	f.refuseNext("acquire", fencegate.CodeLeaseHeld)
+	f.refuseNext("acquire", domain.CodeLeaseHeld)
 	l, err := c.AcquireLease(context.Background(), params(""))
-	wantCode(t, err, fencegate.CodeLeaseHeld)
+	wantCode(t, err, domain.CodeLeaseHeld)
 	wantState(t, l, StateRequested)
 	if f.count("acquire") != 1 {
 		t.Fatalf("a definite refusal was retried %d times", f.count("acquire"))
@@ -152,9 +152,9 @@ func TestUncertainRenewalBlocksNewEffects(t *testing.T) {
 	}
 	wantState(t, l, StateOwnershipUnknown)
 	_, err := l.Objects("bucket").Put(ctx, "jobs/a", strings.NewReader("x"), "")
-	wantCode(t, err, fencegate.CodeLeaseNotHeld)
+	wantCode(t, err, domain.CodeLeaseNotHeld)
 	_, err = l.API("payments").Call(ctx, "POST", "charges", []byte("{}"), "application/json")
-	wantCode(t, err, fencegate.CodeLeaseNotHeld)
+	wantCode(t, err, domain.CodeLeaseNotHeld)
 	if n := f.count("write"); n != 0 {
 		t.Fatalf("%d effects sent while ownership was unknown", n)
 	}
@@ -170,9 +170,9 @@ func TestUncertainRenewalBlocksNewEffects(t *testing.T) {
 
 func TestRenewalAnsweredNotHeldIsExpired(t *testing.T) {
 	f, l := held(t)
-	f.refuseNext("renew", fencegate.CodeLeaseNotHeld)
+	f.refuseNext("renew", domain.CodeLeaseNotHeld)
 	f.clock.Advance(ttl / 3)
-	wantCode(t, l.Tick(context.Background()), fencegate.CodeLeaseNotHeld)
+	wantCode(t, l.Tick(context.Background()), domain.CodeLeaseNotHeld)
 	wantState(t, l, StateExpired)
 	if err := l.Tick(context.Background()); err != nil || f.count("renew") != 1 {
 		t.Fatalf("a terminal lease was renewed again: %v, %d", err, f.count("renew"))
@@ -182,11 +182,11 @@ func TestRenewalAnsweredNotHeldIsExpired(t *testing.T) {
 func TestStatusAnsweredExpiredIsExpired(t *testing.T) {
 	f, l := held(t)
 	f.mu.Lock()
-	f.state = fencegate.StateExpired
+	f.state = domain.StateExpired
 	f.mu.Unlock()
 	f.clock.Advance(statusLife) // the proof needs a refresh before the next write
 	_, err := l.Objects("bucket").Put(context.Background(), "jobs/a", strings.NewReader("x"), "")
-	wantCode(t, err, fencegate.CodeLeaseNotHeld)
+	wantCode(t, err, domain.CodeLeaseNotHeld)
 	wantState(t, l, StateExpired)
 	if f.count("write") != 0 {
 		t.Fatal("a write was sent for an expired lease")
@@ -218,7 +218,7 @@ func TestReleaseIsReleased(t *testing.T) {
 		t.Fatalf("releases sent: %d", f.count("release"))
 	}
 	_, err := l.Objects("bucket").Put(context.Background(), "jobs/a", strings.NewReader("x"), "")
-	wantCode(t, err, fencegate.CodeLeaseNotHeld)
+	wantCode(t, err, domain.CodeLeaseNotHeld)
 	if f.count("write") != 0 {
 		t.Fatal("a write was sent after release")
 	}
@@ -235,12 +235,12 @@ func TestPausePastTheTTLIsOwnershipUnknownNotExpired(t *testing.T) {
 		t.Fatal("the tick that noticed the pause asked the registry")
 	}
 	_, err := l.Objects("bucket").Put(context.Background(), "jobs/a", strings.NewReader("x"), "")
-	wantCode(t, err, fencegate.CodeLeaseNotHeld)
+	wantCode(t, err, domain.CodeLeaseNotHeld)
 	if f.count("write") != 0 {
 		t.Fatal("a write was sent after the pause")
 	}
 	// Only the registry confirms expiry.
-	f.refuseNext("renew", fencegate.CodeLeaseNotHeld)
+	f.refuseNext("renew", domain.CodeLeaseNotHeld)
 	_ = l.Tick(context.Background())
 	wantState(t, l, StateExpired)
 }
@@ -249,7 +249,7 @@ func TestWriterNoticesAPauseWithoutATick(t *testing.T) {
 	f, l := held(t)
 	f.clock.Advance(ttl)
 	_, err := l.Objects("bucket").Put(context.Background(), "jobs/a", strings.NewReader("x"), "")
-	wantCode(t, err, fencegate.CodeLeaseNotHeld)
+	wantCode(t, err, domain.CodeLeaseNotHeld)
 	wantState(t, l, StateOwnershipUnknown)
 	if f.count("write")+f.count("status") != 0 {
 		t.Fatal("requests were sent after the local deadline")
@@ -295,7 +295,7 @@ func TestS3CredentialsAskedAtAcquisitionLastThroughRenewals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := fencegate.S3AccessKeys{AccessKeyID: "FGLL1", SecretAccessKey: "secret-L1"}
+	want := domain.S3AccessKeys{AccessKeyID: "FGLL1", SecretAccessKey: "secret-L1"}
 	if got, ok := l.S3Credentials(); !ok || got != want {
 		t.Fatalf("credentials %+v, %v", got, ok)
 	}

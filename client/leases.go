@@ -4,12 +4,12 @@ import (
 	"context"
 	"time"
 
-	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/domain"
 )
 
 // LeaseInfo is the registry's answer on a lease route: the lease, its signed
 // grant and (for acquire, renew and status) a fresh status proof.
-type LeaseInfo = fencegate.LeaseAnswer
+type LeaseInfo = domain.LeaseAnswer
 
 // AcquireParams asks for a lease. RequestID makes the acquisition idempotent:
 // asking again with the same RequestID returns the same lease and fence.
@@ -33,7 +33,7 @@ type AcquireParams struct {
 // recovering acquisition.
 func (c *Client) Acquire(ctx context.Context, p AcquireParams) (LeaseInfo, error) {
 	var out LeaseInfo
-	err := c.do(ctx, request{op: "acquire", method: "POST", path: "/v1/leases", json: fencegate.LeaseRequest{
+	err := c.do(ctx, request{op: "acquire", method: "POST", path: "/v1/leases", json: domain.LeaseRequest{
 		Resource: p.Resource, RequestID: p.RequestID, TTLMs: p.TTL.Milliseconds(),
 		OperationID: p.OperationID, OperationRoot: p.OperationRoot, OperationCategory: p.OperationCategory,
 		WaitMs: p.Wait.Milliseconds(), S3Credentials: p.S3Credentials,
@@ -45,7 +45,7 @@ func (c *Client) Acquire(ctx context.Context, p AcquireParams) (LeaseInfo, error
 func (c *Client) Renew(ctx context.Context, lease string, ttl time.Duration) (LeaseInfo, error) {
 	var out LeaseInfo
 	err := c.do(ctx, request{op: "renew", method: "POST", path: "/v1/leases/" + escapePath(lease) + "/renew",
-		json: fencegate.RenewRequest{TTLMs: ttl.Milliseconds()}}, &out)
+		json: domain.RenewRequest{TTLMs: ttl.Milliseconds()}}, &out)
 	return out, err
 }
 

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/domain"
 )
 
 // stateChange is one transition still to be reported to OnStateChange.
@@ -84,6 +84,6 @@ func (l *Lease) Context(parent context.Context) (context.Context, context.Cancel
 func (l *Lease) lostCause() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return &fencegate.Error{Code: fencegate.CodeLeaseNotHeld, Err: l.cause,
+	return &domain.Error{Code: domain.CodeLeaseNotHeld, Err: l.cause,
 		Message: fmt.Sprintf("lease %s is %s: stop creating effects", l.info.Lease, l.state)}
 }

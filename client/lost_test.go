@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/domain"
 )
 
 func closed(ch <-chan struct{}) bool {
@@ -51,7 +51,7 @@ func TestPausePastTheTTLClosesLostAndCancelsTheLeaseContext(t *testing.T) {
 	}
 	waitDone(t, ctx)
 	cause := context.Cause(ctx)
-	if fencegate.ErrorCode(cause) != fencegate.CodeLeaseNotHeld || !errors.Is(cause, errDeadline) {
+	if domain.ErrorCode(cause) != domain.CodeLeaseNotHeld || !errors.Is(cause, errDeadline) {
 		t.Fatalf("cause %v", cause)
 	}
 	if f.count("renew")+f.count("write") != 0 {
@@ -97,9 +97,9 @@ func TestReleaseAndLostFenceCloseLost(t *testing.T) {
 		t.Fatal("released, Lost open")
 	}
 	f, l2 := held(t)
-	f.refuseNext("write", fencegate.CodeStaleOwner)
+	f.refuseNext("write", domain.CodeStaleOwner)
 	_, err := l2.Objects("bucket").Put(context.Background(), "jobs/a", strings.NewReader("x"), "")
-	wantCode(t, err, fencegate.CodeStaleOwner)
+	wantCode(t, err, domain.CodeStaleOwner)
 	if !closed(l2.Lost()) {
 		t.Fatal("STALE_OWNER, Lost open")
 	}
@@ -116,7 +116,7 @@ func TestOnStateChangeReportsEveryTransitionInOrder(t *testing.T) {
 		if l != nil && l.State() != to { // no deadlock, and no later change yet
 			got = append(got, "state mismatch")
 		}
-		got = append(got, fmt.Sprintf("%s>%s:%s", from, to, fencegate.ErrorCode(cause)))
+		got = append(got, fmt.Sprintf("%s>%s:%s", from, to, domain.ErrorCode(cause)))
 	}
 	l, err := c.NewLease(p)
 	if err != nil {
@@ -132,7 +132,7 @@ func TestOnStateChangeReportsEveryTransitionInOrder(t *testing.T) {
 	}
 	f.clock.Advance(ttl + time.Second)
 	_ = l.Tick(ctx)
-	f.refuseNext("renew", fencegate.CodeLeaseNotHeld)
+	f.refuseNext("renew", domain.CodeLeaseNotHeld)
 	_ = l.Tick(ctx)
 	want := []string{
 		"REQUESTED>HELD:", "HELD>RENEWING:", "RENEWING>HELD:",

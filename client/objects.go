@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/domain"
 )
 
 // Fence is what a fenced mutation carries besides the workload credential:
@@ -59,19 +59,19 @@ func objectPath(store, key string) string {
 
 // PutObject is one fenced PUT /v1/objects/{store}/{key}. The answer is the
 // receipt; a replay of an accepted segment answers the original receipt.
-func (c *Client) PutObject(ctx context.Context, store, key string, f Fence, body io.Reader, contentType string) (fencegate.Receipt, error) {
+func (c *Client) PutObject(ctx context.Context, store, key string, f Fence, body io.Reader, contentType string) (domain.Receipt, error) {
 	h := f.header()
 	if contentType != "" {
 		h.Set("Content-Type", contentType)
 	}
-	var rc fencegate.Receipt
+	var rc domain.Receipt
 	err := c.do(ctx, request{op: "put object", method: "PUT", path: objectPath(store, key), header: h, body: body}, &rc)
 	return rc, err
 }
 
 // DeleteObject is one fenced DELETE /v1/objects/{store}/{key}.
-func (c *Client) DeleteObject(ctx context.Context, store, key string, f Fence) (fencegate.Receipt, error) {
-	var rc fencegate.Receipt
+func (c *Client) DeleteObject(ctx context.Context, store, key string, f Fence) (domain.Receipt, error) {
+	var rc domain.Receipt
 	err := c.do(ctx, request{op: "delete object", method: "DELETE", path: objectPath(store, key), header: f.header()}, &rc)
 	return rc, err
 }

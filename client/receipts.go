@@ -6,13 +6,13 @@ import (
 	"net/url"
 	"strconv"
 
-	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/domain"
 )
 
 // UnknownReceipt is an UNKNOWN receipt with whether it is past the deadline
 // for automatic reconciliation (then it needs a person).
 type UnknownReceipt struct {
-	fencegate.Receipt
+	domain.Receipt
 	Overdue bool `json:"overdue"`
 }
 
@@ -33,7 +33,7 @@ type ReceiptQuery struct {
 const maxPages = 100_000
 
 // pageQuery adds page's limit and cursor to q.
-func pageQuery(q url.Values, page fencegate.Page) url.Values {
+func pageQuery(q url.Values, page domain.Page) url.Values {
 	if q == nil {
 		q = url.Values{}
 	}
@@ -48,22 +48,22 @@ func pageQuery(q url.Values, page fencegate.Page) url.Values {
 
 // ReceiptPage reads one page of receipts, oldest first (GET /v1/receipts with
 // operationId or resource, limit and cursor).
-func (c *Client) ReceiptPage(ctx context.Context, sel ReceiptQuery, page fencegate.Page) (fencegate.ReceiptPage, error) {
+func (c *Client) ReceiptPage(ctx context.Context, sel ReceiptQuery, page domain.Page) (domain.ReceiptPage, error) {
 	q := url.Values{}
 	if sel.OperationID != "" {
 		q.Set("operationId", sel.OperationID)
 	} else {
 		q.Set("resource", sel.Resource)
 	}
-	var out fencegate.ReceiptPage
+	var out domain.ReceiptPage
 	err := c.do(ctx, request{op: "receipts", method: "GET", path: "/v1/receipts", query: pageQuery(q, page)}, &out)
 	return out, err
 }
 
 // Receipts lists every receipt of an operation, oldest first, following the
 // pages. A recovering worker asks this first.
-func (c *Client) Receipts(ctx context.Context, operationID string) ([]fencegate.Receipt, error) {
-	return allPages(func(page fencegate.Page) ([]fencegate.Receipt, string, error) {
+func (c *Client) Receipts(ctx context.Context, operationID string) ([]domain.Receipt, error) {
+	return allPages(func(page domain.Page) ([]domain.Receipt, string, error) {
 		p, err := c.ReceiptPage(ctx, ReceiptQuery{OperationID: operationID}, page)
 		return p.Receipts, p.Next, err
 	}, fmt.Sprintf("receipts of %q", operationID))
@@ -73,9 +73,9 @@ func (c *Client) Receipts(ctx context.Context, operationID string) ([]fencegate.
 // largest page size) until a page has no next cursor, collecting the items.
 // On an error it returns what it had collected so far; after maxPages pages
 // it gives up with INTERNAL ("what: more than maxPages pages").
-func allPages[T any](read func(fencegate.Page) ([]T, string, error), what string) ([]T, error) {
+func allPages[T any](read func(domain.Page) ([]T, string, error), what string) ([]T, error) {
 	var all []T
-	page := fencegate.Page{Limit: fencegate.MaxPageLimit}
+	page := domain.Page{Limit: domain.MaxPageLimit}
 	for range maxPages {
 		items, next, err := read(page)
 		if err != nil {
@@ -87,26 +87,26 @@ func allPages[T any](read func(fencegate.Page) ([]T, string, error), what string
 		}
 		page.Cursor = next
 	}
-	return all, fencegate.Errorf(fencegate.CodeInternal, "%s: more than %d pages", what, maxPages)
+	return all, domain.Errorf(domain.CodeInternal, "%s: more than %d pages", what, maxPages)
 }
 
 // Receipt reads one receipt by ID.
-func (c *Client) Receipt(ctx context.Context, id string) (fencegate.Receipt, error) {
-	var out fencegate.Receipt
+func (c *Client) Receipt(ctx context.Context, id string) (domain.Receipt, error) {
+	var out domain.Receipt
 	err := c.do(ctx, request{op: "receipt", method: "GET", path: "/v1/receipts/" + url.PathEscape(id)}, &out)
 	return out, err
 }
 
 // Resource reads a resource's fence state (highest fence, root, last segment).
-func (c *Client) Resource(ctx context.Context, name string) (fencegate.ResourceState, error) {
-	var out fencegate.ResourceState
+func (c *Client) Resource(ctx context.Context, name string) (domain.ResourceState, error) {
+	var out domain.ResourceState
 	err := c.do(ctx, request{op: "resource", method: "GET", path: "/v1/resources/" + escapePath(name)}, &out)
 	return out, err
 }
 
 // UnknownPage reads one page of UNKNOWN receipts (effects whose outcome is not
 // settled yet), oldest first.
-func (c *Client) UnknownPage(ctx context.Context, page fencegate.Page) (UnknownPage, error) {
+func (c *Client) UnknownPage(ctx context.Context, page domain.Page) (UnknownPage, error) {
 	var out UnknownPage
 	err := c.do(ctx, request{op: "unknown", method: "GET", path: "/v1/unknown", query: pageQuery(nil, page)}, &out)
 	return out, err
@@ -114,7 +114,7 @@ func (c *Client) UnknownPage(ctx context.Context, page fencegate.Page) (UnknownP
 
 // Unknown lists every UNKNOWN receipt, following the pages.
 func (c *Client) Unknown(ctx context.Context) ([]UnknownReceipt, error) {
-	return allPages(func(page fencegate.Page) ([]UnknownReceipt, string, error) {
+	return allPages(func(page domain.Page) ([]UnknownReceipt, string, error) {
 		p, err := c.UnknownPage(ctx, page)
 		return p.Receipts, p.Next, err
 	}, "unknown receipts")
@@ -122,12 +122,12 @@ func (c *Client) Unknown(ctx context.Context) ([]UnknownReceipt, error) {
 
 // QuarantinePage reads one page of quarantine records of one resource, or of
 // all (""), without their payloads.
-func (c *Client) QuarantinePage(ctx context.Context, resource string, page fencegate.Page) (fencegate.QuarantinePage, error) {
+func (c *Client) QuarantinePage(ctx context.Context, resource string, page domain.Page) (domain.QuarantinePage, error) {
 	q := url.Values{}
 	if resource != "" {
 		q.Set("resource", resource)
 	}
-	var out fencegate.QuarantinePage
+	var out domain.QuarantinePage
 	err := c.do(ctx, request{op: "quarantine", method: "GET", path: "/v1/quarantine", query: pageQuery(q, page)}, &out)
 	return out, err
 }
@@ -136,11 +136,11 @@ func (c *Client) QuarantinePage(ctx context.Context, resource string, page fence
 // beside the receipt accepted for its segment and, where the gateway has it,
 // the accepted payload (AcceptedPayloadNote says why not otherwise).
 type QuarantineView struct {
-	Quarantine          fencegate.Quarantine `json:"quarantine"`
-	Accepted            fencegate.Receipt    `json:"accepted"`
-	AcceptedPayload     []byte               `json:"acceptedPayload,omitempty"`
-	AcceptedPayloadKept bool                 `json:"acceptedPayloadKept"`
-	AcceptedPayloadNote string               `json:"acceptedPayloadNote,omitempty"`
+	Quarantine          domain.Quarantine `json:"quarantine"`
+	Accepted            domain.Receipt    `json:"accepted"`
+	AcceptedPayload     []byte            `json:"acceptedPayload,omitempty"`
+	AcceptedPayloadKept bool              `json:"acceptedPayloadKept"`
+	AcceptedPayloadNote string            `json:"acceptedPayloadNote,omitempty"`
 }
 
 // QuarantineRecord reads one quarantine record beside the accepted one

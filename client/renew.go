@@ -7,11 +7,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/domain"
 )
 
 // errDeadline is the cause of OWNERSHIP_UNKNOWN after a pause past the TTL.
-var errDeadline = fencegate.Errorf(fencegate.CodeLeaseNotHeld, "local deadline passed without a confirmed renewal")
+var errDeadline = domain.Errorf(domain.CodeLeaseNotHeld, "local deadline passed without a confirmed renewal")
 
 // Tick advances the state machine to the client's clock. In HELD past the
 // local deadline it only records OWNERSHIP_UNKNOWN (no request); in HELD past
@@ -47,13 +47,13 @@ func (l *Lease) Tick(ctx context.Context) error {
 	if l.state.Terminal() {
 		return err
 	}
-	switch code := fencegate.ErrorCode(err); {
+	switch code := domain.ErrorCode(err); {
 	case err == nil:
 		l.adopt(info, now)
 		return l.notHeldLocked()
-	case code == fencegate.CodeLeaseNotHeld || code == fencegate.CodeNotFound:
+	case code == domain.CodeLeaseNotHeld || code == domain.CodeNotFound:
 		l.terminate(StateExpired, err) // the registry confirmed it
-	case code == fencegate.CodeEpochRevoked:
+	case code == domain.CodeEpochRevoked:
 		l.terminate(StateRevoked, err)
 	default:
 		l.toUnknown(err)
@@ -111,7 +111,7 @@ func proofLife(token string) (time.Duration, bool) {
 	if err != nil {
 		return 0, false
 	}
-	var st fencegate.Status
+	var st domain.Status
 	if json.Unmarshal(b, &st) != nil || st.ExpiresAtMs <= st.IssuedAtMs {
 		return 0, false
 	}

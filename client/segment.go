@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/domain"
 )
 
 // inDoubt is a segment whose outcome is unknown (MUTATION_UNKNOWN or an
@@ -24,7 +24,7 @@ type effect struct {
 
 // outcome is an accepted (or reused) commit.
 type outcome struct {
-	receipt fencegate.Receipt
+	receipt domain.Receipt
 	api     *APIResponse
 	reused  bool
 }
@@ -51,12 +51,12 @@ func (l *Lease) commit(ctx context.Context, e effect) (outcome, error) {
 		}
 		seg := l.nextSeg
 		o, err := e.send(ctx, Fence{Grant: grant, Status: proof, Segment: seg})
-		code := fencegate.ErrorCode(err)
+		code := domain.ErrorCode(err)
 		switch {
 		case err == nil:
 			l.nextSeg = seg + 1
 			return o, nil
-		case IsUncertain(err) || code == fencegate.CodeMutationUnknown:
+		case IsUncertain(err) || code == domain.CodeMutationUnknown:
 			l.doubt = &inDoubt{seg: seg, key: e.key, receipt: receiptIDOf(err)}
 			return o, err
 		default:
@@ -76,14 +76,14 @@ func (l *Lease) commit(ctx context.Context, e effect) (outcome, error) {
 // was admitted, and the refresh adopts the lease's re-issued grant. An
 // EPOCH_REVOKED after that loses the lease. Anything else changes nothing.
 func (l *Lease) afterRefusal(err error, attempt int) (retry bool) {
-	code := fencegate.ErrorCode(err)
+	code := domain.ErrorCode(err)
 	switch {
-	case code == fencegate.CodeStaleOwner || code == fencegate.CodeFenceRegression:
+	case code == domain.CodeStaleOwner || code == domain.CodeFenceRegression:
 		l.lose(err)
-	case (code == fencegate.CodeStatusInvalid || code == fencegate.CodeEpochRevoked || code == fencegate.CodePolicyStale) && attempt == 0:
+	case (code == domain.CodeStatusInvalid || code == domain.CodeEpochRevoked || code == domain.CodePolicyStale) && attempt == 0:
 		l.expireProof()
 		return true
-	case code == fencegate.CodeEpochRevoked:
+	case code == domain.CodeEpochRevoked:
 		l.lose(err)
 	}
 	return false
@@ -107,7 +107,7 @@ func (l *Lease) settleDoubt(ctx context.Context, key string) (outcome, bool, err
 	if err != nil {
 		return outcome{}, false, err
 	}
-	var best *fencegate.Receipt
+	var best *domain.Receipt
 	for i := range list {
 		r := &list[i]
 		if r.Lease != info.Lease || r.FenceToken != info.FenceToken || r.Segment != d.seg {
@@ -119,7 +119,7 @@ func (l *Lease) settleDoubt(ctx context.Context, key string) (outcome, bool, err
 	}
 	if best == nil && d.receipt != "" {
 		r, err := l.c.Receipt(ctx, d.receipt)
-		if err != nil && fencegate.ErrorCode(err) != fencegate.CodeNotFound {
+		if err != nil && domain.ErrorCode(err) != domain.CodeNotFound {
 			return outcome{}, false, err
 		}
 		if err == nil {
@@ -127,14 +127,14 @@ func (l *Lease) settleDoubt(ctx context.Context, key string) (outcome, bool, err
 		}
 	}
 	switch {
-	case best != nil && best.State == fencegate.ReceiptCommitted:
+	case best != nil && best.State == domain.ReceiptCommitted:
 		l.doubt = nil
 		l.nextSeg = d.seg + 1
 		if d.key == key {
 			return outcome{receipt: *best, api: responseOf(*best), reused: true}, true, nil
 		}
 	case best != nil && !best.State.NotApplied():
-		return outcome{}, false, &fencegate.Error{Code: fencegate.CodeMutationUnknown, ReceiptID: best.ID,
+		return outcome{}, false, &domain.Error{Code: domain.CodeMutationUnknown, ReceiptID: best.ID,
 			Message: fmt.Sprintf("segment %d of lease %s is %s; nothing new is sent until it settles", d.seg, info.Lease, best.State)}
 	default:
 		l.doubt = nil // the segment number is free again
@@ -144,18 +144,18 @@ func (l *Lease) settleDoubt(ctx context.Context, key string) (outcome, bool, err
 
 // rank orders receipt states for settling a doubt: COMMITTED wins over in
 // flight, which wins over not applied.
-func rank(s fencegate.ReceiptState) int {
+func rank(s domain.ReceiptState) int {
 	switch s {
-	case fencegate.ReceiptCommitted:
+	case domain.ReceiptCommitted:
 		return 2
-	case fencegate.ReceiptPending, fencegate.ReceiptUnknown:
+	case domain.ReceiptPending, domain.ReceiptUnknown:
 		return 1
 	}
 	return 0
 }
 
 func receiptIDOf(err error) string {
-	var fe *fencegate.Error
+	var fe *domain.Error
 	if errors.As(err, &fe) {
 		return fe.ReceiptID
 	}

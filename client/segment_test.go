@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/domain"
 )
 
 func TestSegmentsAreNumberedFromOneUnderOneGrant(t *testing.T) {
@@ -58,23 +58,23 @@ func TestMutationUnknownIsSettledFromReceiptsBeforeAnythingNew(t *testing.T) {
 	f, l := held(t)
 	ctx := context.Background()
 	w := l.Objects("bucket")
-	f.refuseNext("write", fencegate.CodeMutationUnknown)
+	f.refuseNext("write", domain.CodeMutationUnknown)
 	_, err := w.Put(ctx, "jobs/a", strings.NewReader("payload"), "")
-	wantCode(t, err, fencegate.CodeMutationUnknown)
+	wantCode(t, err, domain.CodeMutationUnknown)
 
 	// Still unknown: the receipts are asked, nothing is submitted.
 	_, err = w.Put(ctx, "jobs/a", strings.NewReader("payload"), "")
-	wantCode(t, err, fencegate.CodeMutationUnknown)
+	wantCode(t, err, domain.CodeMutationUnknown)
 	_, err = w.Put(ctx, "jobs/other", strings.NewReader("new"), "")
-	wantCode(t, err, fencegate.CodeMutationUnknown)
+	wantCode(t, err, domain.CodeMutationUnknown)
 	if f.count("write") != 1 || f.count("receipts") != 2 {
 		t.Fatalf("writes %d receipts queries %d", f.count("write"), f.count("receipts"))
 	}
 
 	// Settled COMMITTED: the retry reuses the accepted result.
-	f.settle("R1", fencegate.ReceiptCommitted)
+	f.settle("R1", domain.ReceiptCommitted)
 	rc, err := w.Put(ctx, "jobs/a", strings.NewReader("payload"), "")
-	if err != nil || rc.ID != "R1" || rc.State != fencegate.ReceiptCommitted {
+	if err != nil || rc.ID != "R1" || rc.State != domain.ReceiptCommitted {
 		t.Fatalf("reuse: %+v, %v", rc, err)
 	}
 	if f.count("write") != 1 {
@@ -93,9 +93,9 @@ func TestSegmentNotAppliedIsFreeForTheNextCommit(t *testing.T) {
 	f, l := held(t)
 	ctx := context.Background()
 	w := l.Objects("bucket")
-	f.refuseNext("write", fencegate.CodeMutationUnknown)
+	f.refuseNext("write", domain.CodeMutationUnknown)
 	_, _ = w.Put(ctx, "jobs/a", strings.NewReader("x"), "")
-	f.settle("R1", fencegate.ReceiptNotApplied)
+	f.settle("R1", domain.ReceiptNotApplied)
 	if _, err := w.Put(ctx, "jobs/a", strings.NewReader("x"), ""); err != nil {
 		t.Fatal(err)
 	}
@@ -122,12 +122,12 @@ func TestAPICallUnknownOutcomeReusesTheStoredAnswer(t *testing.T) {
 	f, l := held(t)
 	ctx := context.Background()
 	api := l.API("payments")
-	f.refuseNext("write", fencegate.CodeMutationUnknown)
+	f.refuseNext("write", domain.CodeMutationUnknown)
 	_, err := api.Call(ctx, "POST", "charges/1", []byte(`{"amount":5}`), "application/json")
-	wantCode(t, err, fencegate.CodeMutationUnknown)
+	wantCode(t, err, domain.CodeMutationUnknown)
 	f.mu.Lock()
-	f.receipts[0].State = fencegate.ReceiptCommitted
-	f.receipts[0].Response = &fencegate.EffectResponse{Status: 201, Body: []byte(`{"id":"ch_1"}`)}
+	f.receipts[0].State = domain.ReceiptCommitted
+	f.receipts[0].Response = &domain.EffectResponse{Status: 201, Body: []byte(`{"id":"ch_1"}`)}
 	f.mu.Unlock()
 	resp, err := api.Call(ctx, "POST", "charges/1", []byte(`{"amount":5}`), "application/json")
 	if err != nil || resp.Status != 201 || string(resp.Body) != `{"id":"ch_1"}` || !resp.Replay {
@@ -139,8 +139,8 @@ func TestAPICallUnknownOutcomeReusesTheStoredAnswer(t *testing.T) {
 }
 
 func TestStaleOwnerStopsTheWriter(t *testing.T) {
-	for code, want := range map[fencegate.Code]State{
-		fencegate.CodeStaleOwner: StateLost, fencegate.CodeFenceRegression: StateLost,
+	for code, want := range map[domain.Code]State{
+		domain.CodeStaleOwner: StateLost, domain.CodeFenceRegression: StateLost,
 	} {
 		f, l := held(t)
 		w := l.Objects("bucket")
@@ -149,7 +149,7 @@ func TestStaleOwnerStopsTheWriter(t *testing.T) {
 		wantCode(t, err, code)
 		wantState(t, l, want)
 		_, err = w.Put(context.Background(), "jobs/b", strings.NewReader("y"), "")
-		wantCode(t, err, fencegate.CodeLeaseNotHeld)
+		wantCode(t, err, domain.CodeLeaseNotHeld)
 		if f.count("write") != 1 {
 			t.Fatalf("%s: writer went on (%d writes)", code, f.count("write"))
 		}
@@ -161,7 +161,7 @@ func TestStaleOwnerStopsTheWriter(t *testing.T) {
 
 func TestStatusInvalidOnWriteRefreshesTheProofOnce(t *testing.T) {
 	f, l := held(t)
-	f.refuseNext("write", fencegate.CodeStatusInvalid)
+	f.refuseNext("write", domain.CodeStatusInvalid)
 	if _, err := l.Objects("bucket").Put(context.Background(), "jobs/a", strings.NewReader("x"), ""); err != nil {
 		t.Fatalf("put: %v", err)
 	}
@@ -175,7 +175,7 @@ func TestRevokedEpochRefreshesTheGrantOnceThenStops(t *testing.T) {
 	// refreshes and the commit goes through.
 	f, l := held(t)
 	w := l.Objects("bucket")
-	f.refuseNext("write", fencegate.CodeEpochRevoked)
+	f.refuseNext("write", domain.CodeEpochRevoked)
 	if _, err := w.Put(context.Background(), "jobs/a", strings.NewReader("x"), ""); err != nil {
 		t.Fatalf("after one EPOCH_REVOKED: %v", err)
 	}
@@ -186,9 +186,9 @@ func TestRevokedEpochRefreshesTheGrantOnceThenStops(t *testing.T) {
 	// Twice: the lease itself is revoked.
 	f, l = held(t)
 	w = l.Objects("bucket")
-	f.refuseNext("write", fencegate.CodeEpochRevoked)
-	f.refuseNext("write", fencegate.CodeEpochRevoked)
+	f.refuseNext("write", domain.CodeEpochRevoked)
+	f.refuseNext("write", domain.CodeEpochRevoked)
 	_, err := w.Put(context.Background(), "jobs/a", strings.NewReader("x"), "")
-	wantCode(t, err, fencegate.CodeEpochRevoked)
+	wantCode(t, err, domain.CodeEpochRevoked)
 	wantState(t, l, StateRevoked)
 }

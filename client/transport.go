@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/domain"
 )
 
 // Transport is an http.RoundTripper that lets an unmodified SDK of a fronted
@@ -36,7 +36,7 @@ import (
 //     unsettled under an earlier fence is MUTATION_UNKNOWN, never resent under
 //     a new fence and key.
 //   - Refusals of the gateway (any problem with a Fencegate code, lease not
-//     HELD, ...) are returned as errors, *fencegate.Error with its code (or
+//     HELD, ...) are returned as errors, *domain.Error with its code (or
 //     *UncertainError), which the SDK reports as the call's error; errors.As
 //     finds them through the SDK's and net/http's wrapping. An SDK that
 //     retries errors retries under the same key: a replay, never a new effect.
@@ -64,7 +64,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		defer req.Body.Close()
 	}
 	if t.Lease == nil || t.API == "" {
-		return nil, fencegate.Errorf(fencegate.CodeInvalidRequest, "client.Transport needs a Lease and an API name")
+		return nil, domain.Errorf(domain.CodeInvalidRequest, "client.Transport needs a Lease and an API name")
 	}
 	switch req.Method {
 	case http.MethodGet:
@@ -72,7 +72,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
 		return t.write(req)
 	}
-	return nil, fencegate.Errorf(fencegate.CodeInvalidRequest, "%s is neither a read (GET) nor a fenced write", req.Method)
+	return nil, domain.Errorf(domain.CodeInvalidRequest, "%s is neither a read (GET) nor a fenced write", req.Method)
 }
 
 // sdkHeader is the SDK's header without what the gateway or the transport
@@ -127,19 +127,19 @@ func (t *Transport) write(req *http.Request) (*http.Response, error) {
 	if req.Body != nil {
 		b, err := io.ReadAll(io.LimitReader(req.Body, maxSDKBody+1))
 		if err != nil {
-			return nil, fencegate.Wrap(err, fencegate.CodeInvalidRequest, "read the SDK's request body")
+			return nil, domain.Wrap(err, domain.CodeInvalidRequest, "read the SDK's request body")
 		}
 		if len(b) > maxSDKBody {
-			return nil, fencegate.Errorf(fencegate.CodeInvalidRequest, "request body over %d bytes", maxSDKBody)
+			return nil, domain.Errorf(domain.CodeInvalidRequest, "request body over %d bytes", maxSDKBody)
 		}
 		body = b
 	}
 	path := req.URL.Path
 	if req.URL.RawQuery != "" {
-		return nil, fencegate.Errorf(fencegate.CodeInvalidRequest, "fenced writes carry no query string; the SDK sent %q", req.URL.RawQuery)
+		return nil, domain.Errorf(domain.CodeInvalidRequest, "fenced writes carry no query string; the SDK sent %q", req.URL.RawQuery)
 	}
 	key := strings.TrimSpace(req.Header.Get(t.keyHeader()))
-	if err := fencegate.CheckEffectKey(key); err != nil {
+	if err := domain.CheckEffectKey(key); err != nil {
 		return nil, err
 	}
 	header := t.sdkHeader(req)

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/domain"
 )
 
 // sdk is an SDK on a Transport over the fake gateway's lease L1.
@@ -97,17 +97,17 @@ func TestTransportLostAnswerThenAnotherKeySettlesTheDoubtFirst(t *testing.T) {
 
 func TestTransportUnsettledKeyHoldsBackOthersUntilItIsNotApplied(t *testing.T) {
 	s := newSDK(t)
-	s.f.refuseNext("write", fencegate.CodeMutationUnknown)
+	s.f.refuseNext("write", domain.CodeMutationUnknown)
 	_, err := s.post("k1", "a=1")
-	var fe *fencegate.Error
-	if !errors.As(err, &fe) || fe.Code != fencegate.CodeMutationUnknown || fe.ReceiptID != "R1" {
+	var fe *domain.Error
+	if !errors.As(err, &fe) || fe.Code != domain.CodeMutationUnknown || fe.ReceiptID != "R1" {
 		t.Fatalf("unknown outcome: %v", err)
 	}
-	if _, err := s.post("k2", "a=2"); fencegate.ErrorCode(err) != fencegate.CodeMutationUnknown {
+	if _, err := s.post("k2", "a=2"); domain.ErrorCode(err) != domain.CodeMutationUnknown {
 		t.Fatalf("another key while k1 is UNKNOWN: %v, want MUTATION_UNKNOWN without a send", err)
 	}
 	s.wantSegments("1:k1")
-	s.f.settle("R1", fencegate.ReceiptNotApplied) // the reconciler proves k1 never happened
+	s.f.settle("R1", domain.ReceiptNotApplied) // the reconciler proves k1 never happened
 	if _, err := s.post("k2", "a=2"); err != nil {
 		t.Fatal(err)
 	}
@@ -119,12 +119,12 @@ func TestTransportUnsettledKeyHoldsBackOthersUntilItIsNotApplied(t *testing.T) {
 
 func TestTransportFindsKeysOfEarlierProcessesAndOwnersInTheLedger(t *testing.T) {
 	f, c := newFake(t)
-	f.receipts = []fencegate.Receipt{
-		{ID: "R0", Lease: "L0", FenceToken: 6, Segment: 4, EffectKey: "old", OperationID: "op-1", State: fencegate.ReceiptCommitted,
-			Response: &fencegate.EffectResponse{Status: 201, Header: map[string]string{"Content-Type": "application/json"}, Body: []byte(`{"id":"ch_0"}`)}},
-		{ID: "Rx", Lease: "L0", FenceToken: 6, Segment: 5, EffectKey: "lost", OperationID: "op-1", State: fencegate.ReceiptUnknown},
-		{ID: "R1", Lease: "L1", FenceToken: 7, Segment: 1, EffectKey: "k1", OperationID: "op-1", State: fencegate.ReceiptCommitted},
-		{ID: "R2", Lease: "L1", FenceToken: 7, Segment: 2, EffectKey: "k2", OperationID: "op-1", State: fencegate.ReceiptCommitted},
+	f.receipts = []domain.Receipt{
+		{ID: "R0", Lease: "L0", FenceToken: 6, Segment: 4, EffectKey: "old", OperationID: "op-1", State: domain.ReceiptCommitted,
+			Response: &domain.EffectResponse{Status: 201, Header: map[string]string{"Content-Type": "application/json"}, Body: []byte(`{"id":"ch_0"}`)}},
+		{ID: "Rx", Lease: "L0", FenceToken: 6, Segment: 5, EffectKey: "lost", OperationID: "op-1", State: domain.ReceiptUnknown},
+		{ID: "R1", Lease: "L1", FenceToken: 7, Segment: 1, EffectKey: "k1", OperationID: "op-1", State: domain.ReceiptCommitted},
+		{ID: "R2", Lease: "L1", FenceToken: 7, Segment: 2, EffectKey: "k2", OperationID: "op-1", State: domain.ReceiptCommitted},
 	}
 	f.writes = make([]http.Header, 2) // the earlier process's two writes
 	l, err := c.AcquireLease(context.Background(), LeaseParams{AcquireParams: AcquireParams{Resource: "bucket/jobs",
@@ -138,7 +138,7 @@ func TestTransportFindsKeysOfEarlierProcessesAndOwnersInTheLedger(t *testing.T) 
 	if err != nil || resp.StatusCode != 201 || resp.Header.Get("Fence-Receipt") != "R0" {
 		t.Fatalf("an earlier owner's committed key: %v %v", resp, err)
 	}
-	if _, err := s.post("lost", "a=9"); fencegate.ErrorCode(err) != fencegate.CodeMutationUnknown {
+	if _, err := s.post("lost", "a=9"); domain.ErrorCode(err) != domain.CodeMutationUnknown {
 		t.Fatalf("an earlier owner's unsettled key: %v, want MUTATION_UNKNOWN, never a resend under fence 7", err)
 	}
 	if _, err := s.post("k1", "a=1"); err != nil {
@@ -155,10 +155,10 @@ func TestTransportFindsKeysOfEarlierProcessesAndOwnersInTheLedger(t *testing.T) 
 
 func TestTransportSurfacesRefusalsAsErrorsAndReadsWithoutFence(t *testing.T) {
 	s := newSDK(t)
-	s.f.refuseNext("write", fencegate.CodeStaleOwner)
+	s.f.refuseNext("write", domain.CodeStaleOwner)
 	_, err := s.post("k1", "a=1")
-	var fe *fencegate.Error
-	if !errors.As(err, &fe) || fe.Code != fencegate.CodeStaleOwner {
+	var fe *domain.Error
+	if !errors.As(err, &fe) || fe.Code != domain.CodeStaleOwner {
 		t.Fatalf("refusal: %v, want STALE_OWNER through net/http's error", err)
 	}
 	req, _ := http.NewRequest("GET", "https://api.example.com/v1/charges/ch_1?expand=x", nil)

@@ -6,7 +6,7 @@ import (
 	"encoding/hex"
 	"io"
 
-	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/domain"
 )
 
 // ObjectWriter writes objects of one store under a lease, one segment per
@@ -23,15 +23,15 @@ func (l *Lease) Objects(store string) *ObjectWriter { return &ObjectWriter{l: l,
 // Put writes body to key as the next segment. A retry of a Put whose outcome
 // was unknown reuses the committed receipt instead of writing again. body is
 // read once to identify the effect and rewound before each send.
-func (w *ObjectWriter) Put(ctx context.Context, key string, body io.ReadSeeker, contentType string) (fencegate.Receipt, error) {
+func (w *ObjectWriter) Put(ctx context.Context, key string, body io.ReadSeeker, contentType string) (domain.Receipt, error) {
 	h := sha256.New()
 	if _, err := io.Copy(h, body); err != nil {
-		return fencegate.Receipt{}, fencegate.Wrap(err, fencegate.CodeInvalidRequest, "read body")
+		return domain.Receipt{}, domain.Wrap(err, domain.CodeInvalidRequest, "read body")
 	}
 	id := "PUT objects/" + w.store + "/" + key + " " + hex.EncodeToString(h.Sum(nil))
 	o, err := w.l.commit(ctx, effect{key: id, send: func(ctx context.Context, f Fence) (outcome, error) {
 		if _, err := body.Seek(0, io.SeekStart); err != nil {
-			return outcome{}, fencegate.Wrap(err, fencegate.CodeInvalidRequest, "rewind body")
+			return outcome{}, domain.Wrap(err, domain.CodeInvalidRequest, "rewind body")
 		}
 		r, err := w.l.c.PutObject(ctx, w.store, key, f, body, contentType)
 		return outcome{receipt: r}, err
@@ -40,7 +40,7 @@ func (w *ObjectWriter) Put(ctx context.Context, key string, body io.ReadSeeker, 
 }
 
 // Delete deletes key as the next segment.
-func (w *ObjectWriter) Delete(ctx context.Context, key string) (fencegate.Receipt, error) {
+func (w *ObjectWriter) Delete(ctx context.Context, key string) (domain.Receipt, error) {
 	o, err := w.l.commit(ctx, effect{key: "DELETE objects/" + w.store + "/" + key, send: func(ctx context.Context, f Fence) (outcome, error) {
 		r, err := w.l.c.DeleteObject(ctx, w.store, key, f)
 		return outcome{receipt: r}, err

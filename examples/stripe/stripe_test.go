@@ -17,8 +17,8 @@ import (
 
 	"github.com/stripe/stripe-go/v82"
 
-	"github.com/fencegate/fencegate"
 	"github.com/fencegate/fencegate/client"
+	"github.com/fencegate/fencegate/domain"
 )
 
 // gateway is the gateway binary, built from the main module, running
@@ -148,8 +148,8 @@ func TestStripeGoThroughTheGateway(t *testing.T) {
 	up.dropAfterEffect()
 	lost, err := create(ctx, sc, "order-43-pay", 500, "")
 	if err != nil {
-		var fe *fencegate.Error
-		if !errors.As(err, &fe) || fe.Code != fencegate.CodeMutationUnknown {
+		var fe *domain.Error
+		if !errors.As(err, &fe) || fe.Code != domain.CodeMutationUnknown {
 			t.Fatalf("create after a lost answer: %v", err)
 		}
 		if lost, err = create(ctx, sc, "order-43-pay", 500, ""); err != nil {
@@ -202,7 +202,7 @@ func TestStripeGoThroughTheGateway(t *testing.T) {
 	// (stripe-go retries it, and the lease, lost on the first answer, refuses
 	// the retries locally, naming the gateway's STALE_OWNER).
 	_, err = create(ctx, sc, "order-46-pay", 100, "")
-	if !hasCode(err, fencegate.CodeStaleOwner) {
+	if !hasCode(err, domain.CodeStaleOwner) {
 		t.Fatalf("stale owner's create: %v", err)
 	}
 	if up.effects() != 3 {
@@ -210,10 +210,10 @@ func TestStripeGoThroughTheGateway(t *testing.T) {
 	}
 }
 
-// hasCode reports whether any *fencegate.Error in err's chain has code.
-func hasCode(err error, code fencegate.Code) bool {
+// hasCode reports whether any *domain.Error in err's chain has code.
+func hasCode(err error, code domain.Code) bool {
 	for err != nil {
-		var fe *fencegate.Error
+		var fe *domain.Error
 		if !errors.As(err, &fe) {
 			return false
 		}

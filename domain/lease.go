@@ -1,4 +1,4 @@
-package fencegate
+package domain
 
 import (
 	"context"

@@ -1,0 +1,184 @@
+// Code generated from domain/ by the generator in scripts/gen-domain-aliases; DO NOT EDIT.
+
+package fencegate
+
+import (
+	"context"
+	"time"
+
+	"github.com/fencegate/fencegate/domain"
+)
+
+// The domain's types, each the same type as domain's (an alias).
+type (
+	AcquireRequest          = domain.AcquireRequest
+	Admission               = domain.Admission
+	AdmitRequest            = domain.AdmitRequest
+	Code                    = domain.Code
+	Compactor               = domain.Compactor
+	Delegation              = domain.Delegation
+	DelegationAnswer        = domain.DelegationAnswer
+	DelegationRequest       = domain.DelegationRequest
+	DelegationStatusAnswer  = domain.DelegationStatusAnswer
+	DelegationStatusRequest = domain.DelegationStatusRequest
+	EffectMeta              = domain.EffectMeta
+	EffectRequest           = domain.EffectRequest
+	EffectResponse          = domain.EffectResponse
+	Error                   = domain.Error
+	FenceStore              = domain.FenceStore
+	Grant                   = domain.Grant
+	HighWater               = domain.HighWater
+	Incarnation             = domain.Incarnation
+	Lease                   = domain.Lease
+	LeaseAnswer             = domain.LeaseAnswer
+	LeaseBackend            = domain.LeaseBackend
+	LeaseHolders            = domain.LeaseHolders
+	LeaseRequest            = domain.LeaseRequest
+	ObjectInfo              = domain.ObjectInfo
+	ObjectLister            = domain.ObjectLister
+	ObjectStore             = domain.ObjectStore
+	Outcome                 = domain.Outcome
+	Page                    = domain.Page
+	Position                = domain.Position
+	PutRequest              = domain.PutRequest
+	Quarantine              = domain.Quarantine
+	QuarantinePage          = domain.QuarantinePage
+	Receipt                 = domain.Receipt
+	ReceiptPage             = domain.ReceiptPage
+	ReceiptState            = domain.ReceiptState
+	RenewRequest            = domain.RenewRequest
+	ResourceState           = domain.ResourceState
+	S3AccessKeys            = domain.S3AccessKeys
+	S3Credential            = domain.S3Credential
+	S3Credentials           = domain.S3Credentials
+	S3Resolution            = domain.S3Resolution
+	StaticS3Credentials     = domain.StaticS3Credentials
+	Status                  = domain.Status
+	StatusState             = domain.StatusState
+	TargetBindings          = domain.TargetBindings
+	VerifiedGrant           = domain.VerifiedGrant
+)
+
+// The domain's constants.
+const (
+	CodeBackendConflict      = domain.CodeBackendConflict
+	CodeBackendUnavailable   = domain.CodeBackendUnavailable
+	CodeDelegationInvalid    = domain.CodeDelegationInvalid
+	CodeEpochRevoked         = domain.CodeEpochRevoked
+	CodeFenceRegression      = domain.CodeFenceRegression
+	CodeForbidden            = domain.CodeForbidden
+	CodeGrantInvalid         = domain.CodeGrantInvalid
+	CodeInternal             = domain.CodeInternal
+	CodeInvalidRequest       = domain.CodeInvalidRequest
+	CodeLeaseHeld            = domain.CodeLeaseHeld
+	CodeLeaseNotHeld         = domain.CodeLeaseNotHeld
+	CodeMutationUnknown      = domain.CodeMutationUnknown
+	CodeNotFound             = domain.CodeNotFound
+	CodeOwnerMismatch        = domain.CodeOwnerMismatch
+	CodePolicyStale          = domain.CodePolicyStale
+	CodeQuarantined          = domain.CodeQuarantined
+	CodeRequestIDConflict    = domain.CodeRequestIDConflict
+	CodeResourceBusy         = domain.CodeResourceBusy
+	CodeResourceMismatch     = domain.CodeResourceMismatch
+	CodeSegmentOutOfOrder    = domain.CodeSegmentOutOfOrder
+	CodeStaleOwner           = domain.CodeStaleOwner
+	CodeStateLost            = domain.CodeStateLost
+	CodeStatusInvalid        = domain.CodeStatusInvalid
+	CodeStillReconciling     = domain.CodeStillReconciling
+	CodeUnauthenticated      = domain.CodeUnauthenticated
+	CodeUnsupported          = domain.CodeUnsupported
+	DefaultPageLimit         = domain.DefaultPageLimit
+	DefaultQuarantinePayload = domain.DefaultQuarantinePayload
+	DefaultStatusLife        = domain.DefaultStatusLife
+	DelegationSchema         = domain.DelegationSchema
+	GrantSchema              = domain.GrantSchema
+	LandBySlack              = domain.LandBySlack
+	MaxDelegationSegments    = domain.MaxDelegationSegments
+	MaxEffectKey             = domain.MaxEffectKey
+	MaxEffectRequestBody     = domain.MaxEffectRequestBody
+	MaxEffectRequestHeader   = domain.MaxEffectRequestHeader
+	MaxNameLength            = domain.MaxNameLength
+	MaxPageBytes             = domain.MaxPageBytes
+	MaxPageLimit             = domain.MaxPageLimit
+	MaxQuarantinePayload     = domain.MaxQuarantinePayload
+	MaxStatusLife            = domain.MaxStatusLife
+	MetaFence                = domain.MetaFence
+	MetaOperationID          = domain.MetaOperationID
+	MetaPayload              = domain.MetaPayload
+	MetaReceipt              = domain.MetaReceipt
+	MetaRoot                 = domain.MetaRoot
+	MetaSegment              = domain.MetaSegment
+	MinFenceHeadroom         = domain.MinFenceHeadroom
+	ReceiptCommitted         = domain.ReceiptCommitted
+	ReceiptFailed            = domain.ReceiptFailed
+	ReceiptNotApplied        = domain.ReceiptNotApplied
+	ReceiptPending           = domain.ReceiptPending
+	ReceiptUnknown           = domain.ReceiptUnknown
+	StateExpired             = domain.StateExpired
+	StateHeld                = domain.StateHeld
+	StateReleased            = domain.StateReleased
+	StateRevoked             = domain.StateRevoked
+	StatusSchema             = domain.StatusSchema
+)
+
+// The domain's variables: the same values (a sentinel error is the same error, errors.Is holds across both names).
+var (
+	Codes                 = domain.Codes
+	ErrPreconditionFailed = domain.ErrPreconditionFailed
+)
+
+// CanSettle is domain.CanSettle.
+func CanSettle(from, to domain.ReceiptState) bool { return domain.CanSettle(from, to) }
+
+// CheckEffectKey is domain.CheckEffectKey.
+func CheckEffectKey(k string) error { return domain.CheckEffectKey(k) }
+
+// CheckName is domain.CheckName.
+func CheckName(s string) error { return domain.CheckName(s) }
+
+// Covers is domain.Covers.
+func Covers(resource, target string) bool { return domain.Covers(resource, target) }
+
+// ErrorCode is domain.ErrorCode.
+func ErrorCode(err error) domain.Code { return domain.ErrorCode(err) }
+
+// ErrorMessage is domain.ErrorMessage.
+func ErrorMessage(err error) string { return domain.ErrorMessage(err) }
+
+// Errorf is domain.Errorf.
+func Errorf(code domain.Code, format string, args ...any) *domain.Error {
+	return domain.Errorf(code, format, args...)
+}
+
+// LandBy is domain.LandBy.
+func LandBy(ctx context.Context) (t time.Time, ok bool) { return domain.LandBy(ctx) }
+
+// ObjectResource is domain.ObjectResource.
+func ObjectResource(store, key string) string { return domain.ObjectResource(store, key) }
+
+// ParseCursor is domain.ParseCursor.
+func ParseCursor(list, cursor string) (p domain.Position, ok bool, err error) {
+	return domain.ParseCursor(list, cursor)
+}
+
+// ParseEffectMeta is domain.ParseEffectMeta.
+func ParseEffectMeta(md map[string]string) (m domain.EffectMeta, ok bool) {
+	return domain.ParseEffectMeta(md)
+}
+
+// QuarantineID is domain.QuarantineID.
+func QuarantineID(resource string, fence, segment uint64, target, method, effectKey, payloadDigest string) string {
+	return domain.QuarantineID(resource, fence, segment, target, method, effectKey, payloadDigest)
+}
+
+// QuarantinePosition is domain.QuarantinePosition.
+func QuarantinePosition(q *domain.Quarantine) domain.Position { return domain.QuarantinePosition(q) }
+
+// ReceiptPosition is domain.ReceiptPosition.
+func ReceiptPosition(r *domain.Receipt) domain.Position { return domain.ReceiptPosition(r) }
+
+// WithLandBy is domain.WithLandBy.
+func WithLandBy(ctx context.Context, t time.Time) context.Context { return domain.WithLandBy(ctx, t) }
+
+// Wrap is domain.Wrap.
+func Wrap(err error, code domain.Code, msg string) *domain.Error { return domain.Wrap(err, code, msg) }
