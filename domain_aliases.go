@@ -14,6 +14,8 @@ type (
 	AcquireRequest          = domain.AcquireRequest
 	Admission               = domain.Admission
 	AdmitRequest            = domain.AdmitRequest
+	AttestAnswer            = domain.AttestAnswer
+	AttestBody              = domain.AttestBody
 	Code                    = domain.Code
 	Compactor               = domain.Compactor
 	Delegation              = domain.Delegation

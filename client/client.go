@@ -23,6 +23,7 @@ type Client struct {
 	hc    *http.Client
 	now   func() time.Time
 	sleep func(ctx context.Context, d time.Duration) error
+	hook  func(ctx context.Context, h http.Header)
 }
 
 // Option configures a Client.
@@ -38,6 +39,14 @@ func WithClock(now func() time.Time) Option { return func(c *Client) { c.now = n
 // a timer honouring ctx). Tests inject a function that returns at once.
 func WithSleep(sleep func(ctx context.Context, d time.Duration) error) Option {
 	return func(c *Client) { c.sleep = sleep }
+}
+
+// WithRequestHook sets a function that may add headers to every request
+// this client sends, from the request's context, after the client's own
+// (a gateway asking its registry passes on its request ID and trace
+// context this way; the module itself imports no tracing library).
+func WithRequestHook(hook func(ctx context.Context, h http.Header)) Option {
+	return func(c *Client) { c.hook = hook }
 }
 
 // New returns a client for the gateway at baseURL (for example
@@ -169,6 +178,9 @@ func (c *Client) send(ctx context.Context, r request) (*http.Response, error) {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
 	req.Header.Set("Accept", "application/json, application/problem+json, */*")
+	if c.hook != nil {
+		c.hook(ctx, req.Header)
+	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		return nil, &UncertainError{Op: r.op, Err: err}

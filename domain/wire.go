@@ -101,3 +101,22 @@ type DelegationStatusAnswer struct {
 	State           StatusState `json:"state"`
 	StatusExpiresAt time.Time   `json:"statusExpiresAt"`
 }
+
+// AttestBody is the JSON body of POST /v1/leases/{lease}/attest: the grant a
+// gateway in query mode (or the lease's owner) asks the registry to attest
+// the status of now, named by its digest; the other members may repeat the
+// grant's claims and are checked against the lease's grant, never used in
+// its place.
+type AttestBody struct {
+	GrantDigest string `json:"grantDigest"`
+	Resource    string `json:"resource"`
+	Owner       string `json:"owner"`
+	FenceToken  uint64 `json:"fenceToken"`
+	IssuerEpoch uint64 `json:"issuerEpoch"`
+}
+
+// AttestAnswer is the registry's answer to an attest: a status proof signed
+// now.
+type AttestAnswer struct {
+	StatusProof string `json:"statusProof"`
+}

@@ -43,17 +43,6 @@ func (s *Server) leaseRoutes(r chi.Router) {
 	}
 }
 
-// attestBody names the grant a gateway in query mode asks about by its
-// digest; the other members may repeat the grant's claims and are checked
-// against the lease's grant, never used in its place.
-type attestBody struct {
-	GrantDigest string `json:"grantDigest"`
-	Resource    string `json:"resource"`
-	Owner       string `json:"owner"`
-	FenceToken  uint64 `json:"fenceToken"`
-	IssuerEpoch uint64 `json:"issuerEpoch"`
-}
-
 type gatewayKey struct{}
 
 // gatewayOrWorkload admits an authenticated gateway identity (marked in the
@@ -108,7 +97,7 @@ func (s *Server) registryBundle(w http.ResponseWriter, r *http.Request) {
 // the lease's own grant that the digest names. Only the lease's owner or a
 // gateway identity is answered; the registry decides the grant's epoch.
 func (s *Server) attest(w http.ResponseWriter, r *http.Request) {
-	var b attestBody
+	var b fencegate.AttestBody
 	if err := decodeJSON(r, &b); err != nil {
 		s.problem(w, r, err)
 		return
@@ -123,7 +112,7 @@ func (s *Server) attest(w http.ResponseWriter, r *http.Request) {
 		s.problem(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"statusProof": tok})
+	writeJSON(w, http.StatusOK, fencegate.AttestAnswer{StatusProof: tok})
 }
 
 func (s *Server) acquire(w http.ResponseWriter, r *http.Request) {

@@ -1,22 +1,20 @@
 package app
 
 import (
-	"go.opentelemetry.io/otel/propagation"
-
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/fencegate/fencegate/internal/logctx"
-	"io"
 	"net/http"
 	"net/url"
 	"time"
 
+	"go.opentelemetry.io/otel/propagation"
+
 	"github.com/fencegate/fencegate"
 	"github.com/fencegate/fencegate/authz"
+	"github.com/fencegate/fencegate/client"
 	"github.com/fencegate/fencegate/gateway"
+	"github.com/fencegate/fencegate/internal/logctx"
 	"github.com/fencegate/fencegate/proofs"
 	"github.com/fencegate/fencegate/registry"
 	"github.com/fencegate/fencegate/s3cred"
@@ -29,10 +27,8 @@ import (
 // by the network. An unreachable registry is BACKEND_UNAVAILABLE, not a
 // verdict on the lease.
 type remoteQuerier struct {
-	base     string
-	token    string
+	c        *client.Client // the one registry HTTP client (module client)
 	verifier *proofs.Verifier
-	hc       *http.Client
 }
 
 var (
@@ -47,8 +43,10 @@ var (
 )
 
 func (q *remoteQuerier) GrantStatus(ctx context.Context, g fencegate.VerifiedGrant) (fencegate.Status, error) {
-	proof, err := q.askProof(ctx, "/v1/leases/"+url.PathEscape(g.Lease)+"/attest", map[string]any{"grantDigest": g.Digest,
-		"resource": g.Resource, "owner": g.Owner, "fenceToken": g.FenceToken, "issuerEpoch": g.IssuerEpoch})
+	proof, err := askProof(func() (string, error) {
+		return q.c.Attest(ctx, g.Lease, fencegate.AttestBody{GrantDigest: g.Digest, Resource: g.Resource, Owner: g.Owner,
+			FenceToken: g.FenceToken, IssuerEpoch: g.IssuerEpoch})
+	})
 	if err != nil {
 		return fencegate.Status{}, err
 	}
@@ -61,7 +59,13 @@ func (q *remoteQuerier) GrantStatus(ctx context.Context, g fencegate.VerifiedGra
 // or unknown delegation (DELEGATION_INVALID, passed on), else answers a proof
 // issued for the delegation, checked against the trust bundle.
 func (q *remoteQuerier) GrantDelegationStatus(ctx context.Context, g fencegate.VerifiedGrant, d fencegate.Delegation) (fencegate.Status, error) {
-	proof, err := q.askProof(ctx, "/v1/delegations/"+url.PathEscape(d.ID)+"/status", map[string]any{"grantDigest": g.Digest})
+	proof, err := askProof(func() (string, error) {
+		a, err := q.c.DelegationStatus(ctx, d.ID, g.Digest)
+		if err == nil && a.StatusProof == "" {
+			err = &client.UncertainError{Op: "delegation status", Err: errors.New("answer carries no status proof")}
+		}
+		return a.StatusProof, err
+	})
 	if err != nil {
 		return fencegate.Status{}, err
 	}
@@ -76,77 +80,31 @@ func verified(st fencegate.Status, err error) (fencegate.Status, error) {
 	return st, err
 }
 
-// askProof posts body to the registry's path as a gateway and returns the
-// statusProof it answers. The registry's verdicts on the grant
-// (STATUS_INVALID, DELEGATION_INVALID) are passed on; anything else that is
-// not an answer is BACKEND_UNAVAILABLE.
-func (q *remoteQuerier) askProof(ctx context.Context, path string, body any) (string, error) {
-	b, _ := json.Marshal(body)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, q.base+path, bytes.NewReader(b))
-	if err != nil {
-		return "", fencegate.Wrap(err, fencegate.CodeInternal, "registry query")
+// askProof asks the registry for a status proof through ask, as a gateway.
+// The registry's verdicts on the grant (STATUS_INVALID, DELEGATION_INVALID)
+// are passed on; anything else that is not an answer (unreachable, a 5xx,
+// another refusal, an answer without a proof) is BACKEND_UNAVAILABLE.
+func askProof(ask func() (string, error)) (string, error) {
+	proof, err := ask()
+	if err == nil {
+		return proof, nil
 	}
-	req.Header.Set("Authorization", "Bearer "+q.token)
-	req.Header.Set("Content-Type", "application/json")
-	// The registry's log lines and spans of this query name the request it serves.
-	if id := logctx.RequestID(ctx); id != "" {
-		req.Header.Set("X-Request-Id", id)
-	}
-	propagation.TraceContext{}.Inject(ctx, propagation.HeaderCarrier(req.Header))
-	resp, err := q.hc.Do(req)
-	if err != nil {
-		return "", fencegate.Wrap(err, fencegate.CodeBackendUnavailable, "the registry could not be asked for the grant's status")
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	if err != nil {
-		return "", fencegate.Wrap(err, fencegate.CodeBackendUnavailable, "registry answer unreadable")
-	}
+	var fe *fencegate.Error
 	switch {
-	case resp.StatusCode >= 500:
-		return "", fencegate.Errorf(fencegate.CodeBackendUnavailable, "registry answered %d to a status query", resp.StatusCode)
-	case resp.StatusCode != http.StatusOK:
-		var p struct {
-			Code   fencegate.Code `json:"code"`
-			Detail string         `json:"detail"`
-		}
-		_ = json.Unmarshal(raw, &p)
-		if p.Code == fencegate.CodeStatusInvalid || p.Code == fencegate.CodeDelegationInvalid {
-			return "", fencegate.Errorf(p.Code, "registry: %s", p.Detail)
-		}
-		return "", fencegate.Errorf(fencegate.CodeBackendUnavailable, "registry refused the status query: %d %s", resp.StatusCode, p.Code)
+	case errors.As(err, &fe) && (fe.Code == fencegate.CodeStatusInvalid || fe.Code == fencegate.CodeDelegationInvalid):
+		return "", fencegate.Errorf(fe.Code, "registry: %s", fe.Message)
+	case client.IsUncertain(err):
+		return "", fencegate.Wrap(err, fencegate.CodeBackendUnavailable, "the registry could not be asked for the grant's status")
+	default:
+		return "", fencegate.Errorf(fencegate.CodeBackendUnavailable, "registry refused the status query: %s", fencegate.ErrorCode(err))
 	}
-	var a struct {
-		StatusProof string `json:"statusProof"`
-	}
-	if err := json.Unmarshal(raw, &a); err != nil || a.StatusProof == "" {
-		return "", fencegate.Errorf(fencegate.CodeBackendUnavailable, "registry answer carries no status proof")
-	}
-	return a.StatusProof, nil
 }
 
 // FetchBundle reads the registry's trust bundle (GET /v1/trust-bundle, as
 // a gateway identity). The document is only offered to the authority, which
 // installs it under the same rules as any other bundle.
 func (q *remoteQuerier) FetchBundle(ctx context.Context) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, q.base+"/v1/trust-bundle", nil)
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Authorization", "Bearer "+q.token)
-	resp, err := q.hc.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, proofs.MaxBundleSize+1))
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("registry answered %d to GET /v1/trust-bundle: %.200s", resp.StatusCode, raw)
-	}
-	return raw, nil
+	return q.c.TrustBundle(ctx, proofs.MaxBundleSize)
 }
 
 func newRemoteQuerier(base, token string, v *proofs.Verifier) (*remoteQuerier, error) {
@@ -154,7 +112,15 @@ func newRemoteQuerier(base, token string, v *proofs.Verifier) (*remoteQuerier, e
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("registryURL %q is not an http(s) URL", base)
 	}
-	return &remoteQuerier{base: u.String(), token: token, verifier: v, hc: &http.Client{Timeout: 5 * time.Second}}, nil
+	c := client.New(u.String(), token, client.WithHTTPClient(&http.Client{Timeout: 5 * time.Second}),
+		client.WithRequestHook(func(ctx context.Context, h http.Header) {
+			// The registry's log lines and spans of this query name the request it serves.
+			if id := logctx.RequestID(ctx); id != "" {
+				h.Set("X-Request-Id", id)
+			}
+			propagation.TraceContext{}.Inject(ctx, propagation.HeaderCarrier(h))
+		}))
+	return &remoteQuerier{c: c, verifier: v}, nil
 }
 
 // ResolveS3 asks the registry, as a gateway identity, about a lease's S3
@@ -162,33 +128,15 @@ func newRemoteQuerier(base, token string, v *proofs.Verifier) (*remoteQuerier, e
 // s3cred.Resolver (grant and HELD status against the trust bundle); an
 // unknown lease is NOT_FOUND, an unreachable registry BACKEND_UNAVAILABLE.
 func (q *remoteQuerier) ResolveS3(ctx context.Context, leaseID string) (s3cred.Resolved, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, q.base+"/v1/leases/"+url.PathEscape(leaseID)+"/s3-resolve", nil)
-	if err != nil {
-		return s3cred.Resolved{}, fencegate.Wrap(err, fencegate.CodeInternal, "registry query")
-	}
-	req.Header.Set("Authorization", "Bearer "+q.token)
-	resp, err := q.hc.Do(req)
-	if err != nil {
+	a, err := q.c.ResolveS3(ctx, leaseID)
+	switch {
+	case err == nil:
+		return s3cred.Resolved{State: a.State, Grant: a.Grant, StatusProof: a.StatusProof, Secret: a.SecretAccessKey}, nil
+	case fencegate.ErrorCode(err) == fencegate.CodeNotFound && !client.IsUncertain(err):
+		return s3cred.Resolved{}, fencegate.Errorf(fencegate.CodeNotFound, "unknown lease")
+	case client.IsUncertain(err):
 		return s3cred.Resolved{}, fencegate.Wrap(err, fencegate.CodeBackendUnavailable, "the registry could not be asked about the S3 credential")
+	default:
+		return s3cred.Resolved{}, fencegate.Errorf(fencegate.CodeBackendUnavailable, "registry refused the S3 credential query: %s", fencegate.ErrorCode(err))
 	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	if err != nil {
-		return s3cred.Resolved{}, fencegate.Wrap(err, fencegate.CodeBackendUnavailable, "registry answer unreadable")
-	}
-	if resp.StatusCode != http.StatusOK {
-		var p struct {
-			Code fencegate.Code `json:"code"`
-		}
-		_ = json.Unmarshal(raw, &p)
-		if p.Code == fencegate.CodeNotFound {
-			return s3cred.Resolved{}, fencegate.Errorf(fencegate.CodeNotFound, "unknown lease")
-		}
-		return s3cred.Resolved{}, fencegate.Errorf(fencegate.CodeBackendUnavailable, "registry refused the S3 credential query: %d %s", resp.StatusCode, p.Code)
-	}
-	var a fencegate.S3Resolution
-	if err := json.Unmarshal(raw, &a); err != nil {
-		return s3cred.Resolved{}, fencegate.Wrap(err, fencegate.CodeBackendUnavailable, "registry answer undecodable")
-	}
-	return s3cred.Resolved{State: a.State, Grant: a.Grant, StatusProof: a.StatusProof, Secret: a.SecretAccessKey}, nil
 }

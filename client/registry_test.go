@@ -1,0 +1,79 @@
+package client_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/fencegate/fencegate/client"
+	"github.com/fencegate/fencegate/domain"
+)
+
+// TestRegistryRoutesShareTheClientsRequestsAndErrors: the gateway routes of
+// the registry (attest, s3-resolve, trust-bundle) authenticate with the
+// client's token, carry what the request hook adds, answer the body as
+// sent (the bundle byte for byte) and decode a refusal into *domain.Error.
+func TestRegistryRoutesShareTheClientsRequestsAndErrors(t *testing.T) {
+	var auth, hooked, body []string
+	bundle := "{\"keys\":[]}\n"
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		auth = append(auth, r.Header.Get("Authorization"))
+		hooked = append(hooked, r.Header.Get("X-Request-Id"))
+		b := make([]byte, 512)
+		n, _ := r.Body.Read(b)
+		body = append(body, string(b[:n]))
+		switch r.URL.Path {
+		case "/v1/leases/l-1/attest":
+			w.Write([]byte(`{"statusProof":"p.r.f"}`))
+		case "/v1/leases/l-1/s3-resolve":
+			w.Write([]byte(`{"state":"HELD","grant":"g","statusProof":"p","secretAccessKey":"s"}`))
+		case "/v1/trust-bundle":
+			w.Write([]byte(bundle))
+		default:
+			w.Header().Set("Content-Type", "application/problem+json")
+			w.WriteHeader(http.StatusNotFound)
+			w.Write([]byte(`{"type":"urn:fencegate:problem:not_found","status":404,"code":"NOT_FOUND","detail":"unknown lease"}`))
+		}
+	}))
+	defer srv.Close()
+	c := client.New(srv.URL, "gw-token", client.WithRequestHook(func(ctx context.Context, h http.Header) { h.Set("X-Request-Id", "req-7") }))
+	ctx := context.Background()
+	proof, err := c.Attest(ctx, "l-1", domain.AttestBody{GrantDigest: "d", FenceToken: 3})
+	if err != nil || proof != "p.r.f" {
+		t.Fatalf("attest = %q, %v", proof, err)
+	}
+	if !strings.Contains(body[0], `"grantDigest":"d"`) || !strings.Contains(body[0], `"fenceToken":3`) {
+		t.Errorf("attest body %s", body[0])
+	}
+	res, err := c.ResolveS3(ctx, "l-1")
+	if err != nil || res.State != domain.StateHeld || res.SecretAccessKey != "s" {
+		t.Fatalf("resolve = %+v, %v", res, err)
+	}
+	b, err := c.TrustBundle(ctx, 1<<20)
+	if err != nil || string(b) != bundle {
+		t.Fatalf("bundle = %q, %v", b, err)
+	}
+	if _, err := c.TrustBundle(ctx, 4); domain.ErrorCode(err) != domain.CodeInternal {
+		t.Errorf("bundle over the limit: %v, want INTERNAL", err)
+	}
+	if _, err := c.ResolveS3(ctx, "l-2"); domain.ErrorCode(err) != domain.CodeNotFound {
+		t.Errorf("unknown lease: %v, want NOT_FOUND", err)
+	}
+	for i := range auth {
+		if auth[i] != "Bearer gw-token" || hooked[i] != "req-7" {
+			t.Errorf("request %d: Authorization %q, hook header %q", i, auth[i], hooked[i])
+		}
+	}
+}
+
+// TestAttestWithoutAProofIsUncertain: a 200 that carries no status proof is
+// not the registry's answer, so it is uncertain, not a verdict.
+func TestAttestWithoutAProofIsUncertain(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte(`{}`)) }))
+	defer srv.Close()
+	if _, err := client.New(srv.URL, "t").Attest(context.Background(), "l-1", domain.AttestBody{}); !client.IsUncertain(err) {
+		t.Fatalf("attest = %v, want uncertain", err)
+	}
+}
