@@ -170,3 +170,42 @@ func TestConsolePagesRender(t *testing.T) {
 		t.Errorf("search for a resource goes to %q", resp.Header.Get("Location"))
 	}
 }
+
+func TestConsoleMoreLinkCarriesTheCursorAndOpensTheNextPage(t *testing.T) {
+	e := newEnv(t)
+	c := e.grant(res7, ownerA, 1, nil)
+	first := e.put(tokA, c, "local/inv/7", 1, "one")
+	second := e.put(tokA, c, "local/inv/7", 2, "two")
+	if first.status != 200 || second.status != 200 {
+		t.Fatalf("writes: %d %d", first.status, second.status)
+	}
+	cookie := e.login()
+	_, body := e.page("GET", "/console/operation?limit=1&id="+url.QueryEscape(c.vg.OperationID), map[string]string{"Cookie": cookie}, nil)
+	i := strings.Index(body, `href="/console/operation?`)
+	if i < 0 {
+		t.Fatalf("operation page of one receipt of two has no more link:\n%s", body)
+	}
+	href := body[i+len(`href="`):]
+	href = strings.ReplaceAll(href[:strings.IndexByte(href, '"')], "&amp;", "&")
+	u, err := url.Parse(href)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q := u.Query(); q.Get("id") != c.vg.OperationID || q.Get("cursor") == "" {
+		t.Fatalf("more link %q does not carry the operation and a cursor", href)
+	}
+	resp, next := e.page("GET", href, map[string]string{"Cookie": cookie}, nil)
+	ids := []string{first.header.Get("Fence-Receipt"), second.header.Get("Fence-Receipt")}
+	shown := 0
+	for _, id := range ids {
+		if strings.Contains(body, id) {
+			shown++
+			if strings.Contains(next, id) {
+				t.Errorf("receipt %s is on both pages", id)
+			}
+		}
+	}
+	if resp.StatusCode != http.StatusOK || shown != 1 || !(strings.Contains(next, ids[0]) || strings.Contains(next, ids[1])) {
+		t.Fatalf("next page %s: %d, first page shows %d receipts\n%s", href, resp.StatusCode, shown, next)
+	}
+}

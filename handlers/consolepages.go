@@ -133,7 +133,7 @@ func (s *Server) consoleResource(w http.ResponseWriter, r *http.Request) {
 	}
 	if rcs.Next != "" && len(rcs.Receipts) > 0 {
 		until = rcs.Receipts[len(rcs.Receipts)-1].CreatedAt
-		data["Next"] = url.Values{"name": {name}, "cursor": {rcs.Next}, "from": {strconv.FormatInt(until.UnixMicro(), 10)}}.Encode()
+		data["Next"] = nextQuery(url.Values{"name": {name}, "cursor": {rcs.Next}, "from": {strconv.FormatInt(until.UnixMicro(), 10)}})
 	}
 	var events []timelineEntry
 	for i := range rcs.Receipts {
@@ -249,7 +249,7 @@ func (s *Server) consoleOperation(w http.ResponseWriter, r *http.Request) {
 	}
 	data := map[string]any{"ID": id, "Receipts": list.Receipts}
 	if list.Next != "" {
-		data["Next"] = url.Values{"id": {id}, "cursor": {list.Next}}.Encode()
+		data["Next"] = nextQuery(url.Values{"id": {id}, "cursor": {list.Next}})
 	}
 	s.render(w, r, http.StatusOK, "operation", data)
 }
@@ -271,7 +271,7 @@ func (s *Server) consoleUnknown(w http.ResponseWriter, r *http.Request) {
 	}
 	data := map[string]any{"Rows": rows}
 	if list.Next != "" {
-		data["Next"] = url.Values{"cursor": {list.Next}}.Encode()
+		data["Next"] = nextQuery(url.Values{"cursor": {list.Next}})
 	}
 	s.render(w, r, http.StatusOK, "unknown", data)
 }

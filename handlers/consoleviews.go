@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"html/template"
 	"net/http"
 	"net/url"
 	"slices"
@@ -28,7 +29,7 @@ func (s *Server) consoleQuarantineList(w http.ResponseWriter, r *http.Request) {
 	}
 	data := map[string]any{"Resource": res, "Records": list.Records}
 	if list.Next != "" {
-		data["Next"] = url.Values{"resource": {res}, "cursor": {list.Next}}.Encode()
+		data["Next"] = nextQuery(url.Values{"resource": {res}, "cursor": {list.Next}})
 	}
 	s.render(w, r, http.StatusOK, "quarantinelist", data)
 }
@@ -184,3 +185,9 @@ func (s *Server) consoleTrust(w http.ResponseWriter, r *http.Request) {
 	s.render(w, r, http.StatusOK, "trust", map[string]any{"S": st, "Keys": keys, "BundleVersion": b.Version(),
 		"Revoked": b.Revocations()})
 }
+
+// nextQuery is the query string of a page's "more" link, trusted as a URL
+// part: html/template would otherwise escape its "=" and "&" (a string in
+// a URL's query is one query value), so the link would carry no cursor.
+// url.Values.Encode leaves nothing in it but escaped values and separators.
+func nextQuery(v url.Values) template.URL { return template.URL(v.Encode()) }
