@@ -253,3 +253,44 @@ func TestUnknownPayloadHashIsRefused(t *testing.T) {
 		t.Fatal("changed state")
 	}
 }
+
+// TestSignedChunksCutShortAreRefused: a STREAMING-AWS4-HMAC-SHA256-PAYLOAD
+// body is whole only with its signed final (empty) chunk; a body cut after a
+// data chunk, or missing a chunk before the final one, writes nothing.
+func TestSignedChunksCutShortAreRefused(t *testing.T) {
+	e := newEnv(t, nil)
+	cred := e.lease("AKIDA", owner, "b/r")
+	at := time.Now()
+	chunks := []string{strings.Repeat("a", 1024), "tail", ""}
+	before := e.fingerprint("b/r")
+	for name, keep := range map[string]func(i int) bool{
+		"without the final chunk":  func(i int) bool { return i < 2 },
+		"without the middle chunk": func(i int) bool { return i != 1 },
+	} {
+		req, seed := e.signed(t, "AKIDA", "/b/r/cut", "STREAMING-AWS4-HMAC-SHA256-PAYLOAD",
+			map[string]string{"Content-Encoding": "aws-chunked"}, "", at)
+		sb, _ := hex.DecodeString(seed)
+		ss := v4.NewStreamSigner(aws.Credentials{AccessKeyID: "AKIDA", SecretAccessKey: cred.SecretAccessKey}, "s3", "us-east-1", sb)
+		var body strings.Builder
+		for i, c := range chunks {
+			sig, _ := ss.GetSignature(context.Background(), nil, []byte(c), at)
+			if keep(i) {
+				fmt.Fprintf(&body, "%x;chunk-signature=%x\r\n%s\r\n", len(c), sig, c)
+			}
+		}
+		req.Body = io.NopCloser(strings.NewReader(body.String()))
+		req.ContentLength = int64(body.Len())
+		resp, err := e.srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 400 && resp.StatusCode != 403 {
+			t.Fatalf("signed chunks %s: %d %s", name, resp.StatusCode, b)
+		}
+		if e.fingerprint("b/r") != before {
+			t.Fatalf("signed chunks %s changed state", name)
+		}
+	}
+}
