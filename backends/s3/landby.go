@@ -158,6 +158,15 @@ func presignOptions(until, at time.Time) []func(*s3.Options) {
 	return []func(*s3.Options){func(o *s3.Options) {
 		mw := presignWrite{until: until, at: at, creds: o.Credentials, signer: v4.NewSigner()}
 		o.APIOptions = append(o.APIOptions, func(st *middleware.Stack) error {
+			// The presigned request's payload is UNSIGNED-PAYLOAD, so the
+			// SDK's SHA-256 of the body for its own header signature (over
+			// plain HTTP it reads the whole body once more before sending:
+			// aws/signer/v4 dynamicPayloadSigningMiddleware) is not computed.
+			if _, ok := st.Finalize.Get("ComputePayloadHash"); ok {
+				if err := v4.SwapComputePayloadSHA256ForUnsignedPayloadMiddleware(st); err != nil {
+					return err
+				}
+			}
 			return st.Finalize.Insert(mw, "Signing", middleware.After)
 		})
 		o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
