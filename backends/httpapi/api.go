@@ -30,6 +30,8 @@ type API struct {
 	routes    []route
 	client    *http.Client
 	now       func() time.Time
+	started   time.Time     // when this process built the API (its clock)
+	effectTTL time.Duration // the gateway's effect timeout (WithEffectTimeout)
 	onResend  func(api, reason string)
 	resends   atomic.Int64
 	log       *slog.Logger
@@ -40,6 +42,22 @@ type Option func(*API)
 
 // WithClock sets the clock the reconciliation rules read (default time.Now).
 func WithClock(now func() time.Time) Option { return func(a *API) { a.now = now } }
+
+// DefaultEffectTimeout is the gateway's default effect timeout
+// (gateway.Config.EffectTimeout), which WithEffectTimeout overrides.
+const DefaultEffectTimeout = 60 * time.Second
+
+// WithEffectTimeout tells the API the gateway's effect timeout: a receipt's
+// first send starts, and its connection closes, no later than that long
+// after the receipt's creation (gateway.EffectExpiry). A lookup counts its
+// minAge from the last moment a send may have been open (see lastSendBound).
+func WithEffectTimeout(d time.Duration) Option {
+	return func(a *API) {
+		if d > 0 {
+			a.effectTTL = d
+		}
+	}
+}
 
 // WithLogger sets where resends and transport anomalies are logged
 // (default slog.Default()).
@@ -56,7 +74,7 @@ func WithResendHook(f func(api, reason string)) Option { return func(a *API) { a
 // travel to another location.
 func New(c APIConfig, client *http.Client, opts ...Option) (*API, error) {
 	c = c.withDefaults()
-	a := &API{cfg: c, now: time.Now, log: slog.Default()}
+	a := &API{cfg: c, now: time.Now, log: slog.Default(), effectTTL: DefaultEffectTimeout}
 	var err error
 	if a.base, err = url.Parse(c.BaseURL); err != nil {
 		return nil, fencegate.Wrap(err, fencegate.CodeInvalidRequest, fmt.Sprintf("api %q: not validated: baseURL does not parse", c.Name))
@@ -98,6 +116,7 @@ func New(c APIConfig, client *http.Client, opts ...Option) (*API, error) {
 	for _, o := range opts {
 		o(a)
 	}
+	a.started = a.now()
 	return a, nil
 }
 

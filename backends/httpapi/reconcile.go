@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/fencegate/fencegate"
 )
@@ -136,7 +137,7 @@ func (a *API) lookup(ctx context.Context, r fencegate.Receipt, l *Lookup) (fence
 		if minAge == 0 {
 			minAge = a.cfg.Timeout
 		}
-		if a.now().Sub(r.CreatedAt) < minAge {
+		if a.now().Sub(a.lastSendBound(r)) < minAge {
 			return still, nil // a late request may still land, or the search may lag
 		}
 		return fencegate.Outcome{State: fencegate.ReceiptNotApplied, Error: fmt.Sprintf("the lookup found no effect for %q (%s)", want, why)}, nil
@@ -179,6 +180,35 @@ func (a *API) lookup(ctx context.Context, r fencegate.Receipt, l *Lookup) (fence
 		}
 	}
 	return notFound(fmt.Sprintf("%d candidates, none matching", len(candidates)))
+}
+
+// lastSendBound is the latest moment a send of r may still have been open
+// on the gateway's side, from what is known durably: minAge counts from it,
+// never from the receipt's creation, since a send that started late (a slow
+// admission, a resend) can still land after creation+minAge, and a lookup
+// calling it NOT_APPLIED would then deny an effect that happened (a payment
+// made twice after a retry under a new key). It is the latest of:
+//
+//   - the receipt's effect expiry (creation plus the gateway's effect
+//     timeout): the first send starts, and its context ends, by then;
+//   - the last settle recorded on the receipt (SettledAt): a resend is
+//     recorded after its exchange ended;
+//   - this process's start, for a receipt older than it: a previous process
+//     may have resent it and died before recording that.
+//
+// Sends are made only by the gateway that admitted a receipt and by the
+// reconciler's resends, which a lookup route never makes; a resend in
+// flight on another replica under another strategy for the same route (a
+// config change rolled out to some replicas only) is not covered.
+func (a *API) lastSendBound(r fencegate.Receipt) time.Time {
+	at := r.CreatedAt.Add(a.effectTTL)
+	if r.SettledAt != nil && r.SettledAt.After(at) {
+		at = *r.SettledAt
+	}
+	if r.CreatedAt.Before(a.started) && a.started.After(at) {
+		at = a.started
+	}
+	return at
 }
 
 // lookupValue is what a candidate's field must equal (the key, or the ref

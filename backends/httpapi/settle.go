@@ -52,7 +52,8 @@ type Settle struct {
 // is the one candidate, and a 404 is "not found"); a candidate is the effect
 // when its Field equals the key, or, with Ref, the value at Ref in the kept
 // request. An empty list is "not found", never "found"; "not found" proves
-// NOT_APPLIED only once the receipt is MinAge old.
+// NOT_APPLIED only MinAge after the last moment a send of the receipt may
+// have been open (its effect expiry, its last recorded resend).
 type Lookup struct {
 	URL   string `yaml:"url"`
 	List  string `yaml:"list"`
@@ -60,8 +61,9 @@ type Lookup struct {
 	// Ref is a JSON pointer into the kept JSON request body ("/reference"),
 	// or "form:NAME" for a form field of a form-encoded body.
 	Ref string `yaml:"ref"`
-	// MinAge is the receipt age before "not found" counts as proof (default:
-	// the API's timeout). Eventually consistent searches need more: Stripe
+	// MinAge is how long after the last moment a send may have been open
+	// (API.lastSendBound: never counted from the receipt's creation alone)
+	// "not found" waits before it counts as proof (default: the API's timeout). Eventually consistent searches need more: Stripe
 	// Search lags writes by up to a minute, more during outages
 	// (docs.stripe.com/search, "Data freshness").
 	MinAge time.Duration `yaml:"minAge"`

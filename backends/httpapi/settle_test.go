@@ -266,7 +266,7 @@ func TestEmptySearchResultIsNotFoundNeverFound(t *testing.T) {
 	h.pay.Inject(upstream.Reset)
 	r := h.admitted(t, 1, payout)
 	h.apply(t, r)
-	h.advance(time.Minute)
+	h.advance(DefaultEffectTimeout + time.Minute) // minAge after the effect expiry
 	if err := h.resolve(t, r); err != nil || r.State != fencegate.ReceiptNotApplied {
 		t.Fatalf("an empty list after minAge: %s %v", r.State, err)
 	}
@@ -391,7 +391,7 @@ func TestLookupByReferenceSettlesANativeFenceAPI(t *testing.T) {
 	if o, err := api.Resolve(context.Background(), *lost); err != nil || o.State != fencegate.ReceiptUnknown {
 		t.Fatalf("not found before minAge: %+v %v", o, err)
 	}
-	now = now.Add(DefaultTimeout)
+	now = now.Add(DefaultEffectTimeout + DefaultTimeout) // minAge after the effect expiry
 	if o, err := api.Resolve(context.Background(), *lost); err != nil || o.State != fencegate.ReceiptNotApplied {
 		t.Fatalf("not found after minAge: %+v %v", o, err)
 	}
@@ -408,5 +408,71 @@ func TestRetryAfterBeyondADurationIsALongWaitNotAWrappedOne(t *testing.T) {
 	}
 	if d := retryAfter(" 120 ", now); d != 2*time.Minute {
 		t.Errorf("Retry-After: 120 read as %s", d)
+	}
+}
+
+// TestLookupCountsMinAgeFromALateFirstSend: a first send that started late
+// (just before the effect expiry) may still land minAge after the receipt
+// was created; "not found" then proves nothing until minAge after the last
+// moment the send could have been open.
+func TestLookupCountsMinAgeFromALateFirstSend(t *testing.T) {
+	h := newHarness(t, upstream.Options{}, searchLookup)
+	h.pay.Inject(upstream.Reset)
+	r := h.admitted(t, 1, payout)
+	h.advance(DefaultEffectTimeout - time.Second) // a slow admission: the send starts late
+	h.apply(t, r)
+	h.advance(time.Minute - DefaultEffectTimeout + 2*time.Second) // creation + minAge + 1 s
+	if err := h.resolve(t, r); err != nil || r.State != fencegate.ReceiptUnknown {
+		t.Fatalf("not found minAge after creation but 2 s after a late send: %s %v", r.State, err)
+	}
+	h.advance(DefaultEffectTimeout) // minAge after the effect expiry
+	if err := h.resolve(t, r); err != nil || r.State != fencegate.ReceiptNotApplied {
+		t.Fatalf("not found minAge after the effect expiry: %s %v", r.State, err)
+	}
+	h.paidOnce(t, r, 0)
+}
+
+// TestLookupCountsMinAgeFromTheLastRecordedSend: a receipt resent long after
+// its creation (its last settle recorded at SettledAt) is not called
+// NOT_APPLIED by a lookup until minAge after that send.
+func TestLookupCountsMinAgeFromTheLastRecordedSend(t *testing.T) {
+	h := newHarness(t, upstream.Options{}, searchLookup)
+	h.pay.Inject(upstream.Reset)
+	r := h.admitted(t, 1, payout)
+	h.apply(t, r)
+	h.advance(5 * time.Minute)
+	resent := h.clock()
+	r.State, r.Attempts, r.SettledAt = fencegate.ReceiptUnknown, 2, &resent
+	h.advance(30 * time.Second)
+	if err := h.resolve(t, r); err != nil || r.State != fencegate.ReceiptUnknown {
+		t.Fatalf("not found 30 s after a resend: %s %v", r.State, err)
+	}
+	h.advance(30 * time.Second)
+	if err := h.resolve(t, r); err != nil || r.State != fencegate.ReceiptNotApplied {
+		t.Fatalf("not found minAge after the resend: %s %v", r.State, err)
+	}
+}
+
+// TestLookupAfterARestartWaitsMinAgeFromTheStart: a receipt older than the
+// process may have been resent by the process before it, which died before
+// recording the send; not found counts only minAge after this start.
+func TestLookupAfterARestartWaitsMinAgeFromTheStart(t *testing.T) {
+	h := newHarness(t, upstream.Options{}, searchLookup)
+	h.pay.Inject(upstream.Reset)
+	r := h.admitted(t, 1, payout)
+	h.apply(t, r)
+	h.advance(10 * time.Minute)
+	restarted, err := New(h.api.cfg, nil, WithClock(h.clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.api = restarted
+	h.advance(30 * time.Second)
+	if err := h.resolve(t, r); err != nil || r.State != fencegate.ReceiptUnknown {
+		t.Fatalf("not found 30 s after a restart: %s %v", r.State, err)
+	}
+	h.advance(30 * time.Second)
+	if err := h.resolve(t, r); err != nil || r.State != fencegate.ReceiptNotApplied {
+		t.Fatalf("not found minAge after the restart: %s %v", r.State, err)
 	}
 }

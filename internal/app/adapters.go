@@ -137,7 +137,8 @@ func openLeaseBackend(ctx context.Context, cfg config.Config) (fencegate.LeaseBa
 // each has declared a fencing contract or the config was refused.
 // Every resend is logged and counted by onResend.
 func openAPIs(cfg config.Config, log *slog.Logger, onResend func(api, reason string)) (map[string]*httpapi.API, error) {
-	return httpapi.NewAll(cfg.APIConfig(), &http.Client{}, httpapi.WithLogger(log), httpapi.WithResendHook(onResend))
+	return httpapi.NewAll(cfg.APIConfig(), &http.Client{}, httpapi.WithLogger(log), httpapi.WithResendHook(onResend),
+		httpapi.WithEffectTimeout(cfg.EffectTimeout))
 }
 
 // serverTLS loads the server certificate and, when given, the client CA that
