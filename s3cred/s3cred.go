@@ -60,7 +60,8 @@ func AccessKeyID(leaseID string) (string, error) {
 }
 
 // LeaseOf is the lease ID an access key ID names, or UNAUTHENTICATED for an
-// access key ID that is not a lease's.
+// access key ID that is not a lease's: a lease has exactly one access key ID
+// (LeaseOf(k) == l only for k == AccessKeyID(l)).
 func LeaseOf(accessKeyID string) (string, error) {
 	bad := fencegate.Errorf(fencegate.CodeUnauthenticated, "access key ID %.40q is not a Fencegate lease credential", accessKeyID)
 	if rest, ok := strings.CutPrefix(accessKeyID, prefixLease); ok && rest != "" && isBase32(rest) {
@@ -68,8 +69,12 @@ func LeaseOf(accessKeyID string) (string, error) {
 	}
 	if rest, ok := strings.CutPrefix(accessKeyID, prefixOther); ok && rest != "" {
 		id, err := b32.DecodeString(rest)
+		// Only a lease's own access key ID names it: FGX of a registry lease
+		// ID (whose key is FGL...) would be a second key for one lease.
 		if err == nil && len(id) > 0 && len(id) <= maxLeaseID && b32.EncodeToString(id) == rest {
-			return string(id), nil
+			if own, err := AccessKeyID(string(id)); err == nil && own == accessKeyID {
+				return string(id), nil
+			}
 		}
 	}
 	return "", bad

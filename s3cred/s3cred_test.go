@@ -2,6 +2,7 @@ package s3cred_test
 
 import (
 	"context"
+	"encoding/base32"
 	"strings"
 	"testing"
 
@@ -165,5 +166,19 @@ func TestSecretNeedsTheRegistryKeyAndDiffersPerLease(t *testing.T) {
 	}
 	if _, err := s3cred.NewDeriver([]byte("short")); fencegate.ErrorCode(err) != fencegate.CodeInvalidRequest {
 		t.Fatalf("short key: %v", err)
+	}
+}
+
+func TestALeaseHasOneAccessKeyID(t *testing.T) {
+	// "FGX" + base32 of a registry lease ID decodes to that lease, but its own
+	// key is "FGL...": the second spelling is refused, so per-key state (a
+	// multipart upload's owner, the open-upload bound) is per lease.
+	alt := "FGX" + base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString([]byte(leaseID))
+	if _, err := s3cred.LeaseOf(alt); fencegate.ErrorCode(err) != fencegate.CodeUnauthenticated {
+		t.Fatalf("LeaseOf(%q): %v, want UNAUTHENTICATED", alt, err)
+	}
+	own, _ := s3cred.AccessKeyID(leaseID)
+	if back, err := s3cred.LeaseOf(own); err != nil || back != leaseID {
+		t.Fatalf("LeaseOf(%q) = %q, %v", own, back, err)
 	}
 }
