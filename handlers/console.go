@@ -301,6 +301,9 @@ var consoleFuncs = template.FuncMap{
 		}
 		return time.UnixMilli(ms).UTC().Format("2006-01-02 15:04:05.000Z")
 	},
-	"q": url.QueryEscape,
+	// p escapes one path segment (html/template keeps a URL path's "%XX"
+	// as is, so an escaped "/" stays inside the segment). A value in a
+	// URL's query needs no helper: html/template escapes it exactly once
+	// (url.QueryEscape before it would be escaped twice).
 	"p": url.PathEscape,
 }

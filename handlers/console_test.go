@@ -209,3 +209,30 @@ func TestConsoleMoreLinkCarriesTheCursorAndOpensTheNextPage(t *testing.T) {
 		t.Fatalf("next page %s: %d, first page shows %d receipts\n%s", href, resp.StatusCode, shown, next)
 	}
 }
+
+func TestConsoleResourceLinksOpenTheResourcePage(t *testing.T) {
+	e := newEnv(t)
+	c := e.grant(res7, ownerA, 1, nil)
+	r := e.put(tokA, c, "local/inv/7", 1, "x")
+	if r.status != 200 {
+		t.Fatalf("write: %d %s", r.status, r.body)
+	}
+	cookie := e.login()
+	_, body := e.page("GET", "/console/receipt?id="+r.header.Get("Fence-Receipt"), map[string]string{"Cookie": cookie}, nil)
+	i := strings.Index(body, `href="/console/resource?`)
+	if i < 0 {
+		t.Fatalf("receipt page links no resource:\n%s", body)
+	}
+	href := body[i+len(`href="`):]
+	href = strings.ReplaceAll(href[:strings.IndexByte(href, '"')], "&amp;", "&")
+	u, err := url.Parse(href)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := u.Query().Get("name"); got != res7 {
+		t.Fatalf("resource link %q names %q, not %q", href, got, res7)
+	}
+	if resp, page := e.page("GET", href, map[string]string{"Cookie": cookie}, nil); resp.StatusCode != http.StatusOK {
+		t.Fatalf("resource link %s: %d\n%s", href, resp.StatusCode, page)
+	}
+}
