@@ -24,7 +24,8 @@
 // AWS Signature Version 4, header form and presigned URLs (X-Amz-Expires
 // honoured, at most 7 days), verified by recomputing the signature with
 // aws-sdk-go-v2's own signer over the received request and comparing in
-// constant time (sigv4.go); X-Amz-Date within 15 minutes of the gateway's
+// constant time (sigv4.go); every x-amz-* header signed (AccessDenied
+// otherwise, as S3 answers); X-Amz-Date within 15 minutes of the gateway's
 // clock; a credential's session token must match; aws-chunked bodies
 // (STREAMING-AWS4-HMAC-SHA256-PAYLOAD, chunk signatures verified with the
 // SDK's stream signer; STREAMING-UNSIGNED-PAYLOAD-TRAILER with its checksum
