@@ -151,6 +151,13 @@ ensure_promtool() {
   apt_install prometheus
 }
 
+# ensure_systemd_analyze: deploy/kit verifies the systemd unit with it
+# (Debian's systemd package; nothing is started).
+ensure_systemd_analyze() {
+  command -v systemd-analyze >/dev/null 2>&1 && return 0
+  apt_install systemd
+}
+
 # ensure_nats makes sure NATS JetStream listens on 127.0.0.1:4222 (the queue
 # example's e2e test): the machine's nats-server, started as the machine
 # starts it when it is not up. It never restarts a running server.
