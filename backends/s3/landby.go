@@ -152,11 +152,18 @@ func landByOptions(ctx context.Context) []func(*s3.Options) {
 	return presignOptions(until, time.Time{})
 }
 
+// presigner signs every presigned write. One Signer for all of them keeps
+// its cache of derived signing keys (one per credentials, day, region and
+// service: aws/signer/internal/v4 derivedKeyCache, guarded by its own mutex,
+// as the SDK's clients share one Signer between goroutines); a Signer per
+// request derived the key again, four HMACs, on every write.
+var presigner = v4.NewSigner()
+
 // presignOptions presign every attempt until until, signed at at (zero: at
 // each attempt's time).
 func presignOptions(until, at time.Time) []func(*s3.Options) {
 	return []func(*s3.Options){func(o *s3.Options) {
-		mw := presignWrite{until: until, at: at, creds: o.Credentials, signer: v4.NewSigner()}
+		mw := presignWrite{until: until, at: at, creds: o.Credentials, signer: presigner}
 		o.APIOptions = append(o.APIOptions, func(st *middleware.Stack) error {
 			// The presigned request's payload is UNSIGNED-PAYLOAD, so the
 			// SDK's SHA-256 of the body for its own header signature (over
