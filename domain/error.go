@@ -59,6 +59,11 @@ const (
 	// authentic, not bound to the grant presented, revoked, unknown to the
 	// registry, or not covering the segment. Nothing was admitted.
 	CodeDelegationInvalid Code = "DELEGATION_INVALID"
+	// CodeReceiptSettled: a settle (an outcome, an operator's verdict) of a
+	// receipt that already has a final state (COMMITTED, FAILED, NOT_APPLIED)
+	// other than the one offered; nothing was changed. A final state never
+	// changes: read the receipt again and go by it.
+	CodeReceiptSettled Code = "RECEIPT_SETTLED"
 )
 
 // Codes lists every code, in a stable order.
@@ -69,6 +74,7 @@ var Codes = []Code{
 	CodeBackendConflict, CodeMutationUnknown, CodeInvalidRequest, CodeResourceBusy,
 	CodeLeaseHeld, CodeLeaseNotHeld, CodeNotFound, CodeForbidden, CodeUnsupported, CodeInternal,
 	CodeRequestIDConflict, CodeStateLost, CodeStillReconciling, CodeDelegationInvalid,
+	CodeReceiptSettled,
 }
 
 // Error is the only error type the domain returns. Adapters translate driver

@@ -334,6 +334,14 @@ func (g *Gateway) forward(ctx context.Context, adm fencegate.Admission, eff Effe
 			g.cfg.Observe.StoreError("settle")
 			g.cfg.Log.ErrorContext(ctx, "settle failed; retrying in the background", "receipt", adm.Receipt.ID, "state", out.State, "err", err)
 			g.retry.add(adm.Receipt.ID, out)
+		} else if fencegate.ErrorCode(err) == fencegate.CodeReceiptSettled {
+			// Settled meanwhile (the reconciler or another replica took it as
+			// orphaned and resent): the stored final state is the answer.
+			if cur, rerr := g.cfg.Store.Receipt(context.WithoutCancel(ctx), adm.Receipt.ID); rerr == nil && cur.State.Terminal() {
+				g.cfg.Log.WarnContext(ctx, "settle found the receipt settled elsewhere; answering the stored state",
+					"receipt", cur.ID, "stored", cur.State, "ours", out.State)
+				return g.replay(ctx, cur)
+			}
 		} else {
 			g.cfg.Log.ErrorContext(ctx, "settle refused; receipt left for the reconciler", "receipt", adm.Receipt.ID, "err", err)
 		}

@@ -101,6 +101,8 @@ func (q *settleRetry) run() {
 			delete(q.queue, id)
 			q.mu.Unlock()
 			if err != nil {
+				// RECEIPT_SETTLED: another replica's resend (or an operator)
+				// settled it meanwhile; its final state stands.
 				q.log.Info("settle retry: the store ruled; dropped", "receipt", id, "err", err)
 			} else {
 				q.log.Info("settle retried: receipt recorded", "receipt", id, "state", r.State)

@@ -200,6 +200,10 @@ func (s *Server) resolve(ctx context.Context, caller, id string, in resolution) 
 	if err != nil {
 		return fencegate.Receipt{}, err
 	}
+	if rc.State.Terminal() {
+		return fencegate.Receipt{}, &fencegate.Error{Code: fencegate.CodeReceiptSettled, ReceiptID: id,
+			Message: fmt.Sprintf("receipt %s is already %s", id, rc.State)}
+	}
 	if rc.State != fencegate.ReceiptUnknown {
 		return fencegate.Receipt{}, fencegate.Errorf(fencegate.CodeInvalidRequest, "receipt %s is %s, not UNKNOWN", id, rc.State)
 	}

@@ -479,7 +479,8 @@ func TestOperatorResolvesUnknownReceipt(t *testing.T) {
 	if r.status != http.StatusOK || json.Unmarshal(r.body, &rc) != nil || rc.State != fencegate.ReceiptNotApplied || !strings.Contains(rc.Error, "ops") {
 		t.Fatalf("resolve: %d %s", r.status, r.body)
 	}
-	wantCode(t, e.send("POST", path, "admin-token", nil, `{"state":"COMMITTED"}`), http.StatusBadRequest, fencegate.CodeInvalidRequest)
+	// A final state never changes: a second verdict is RECEIPT_SETTLED.
+	wantCode(t, e.send("POST", path, "admin-token", nil, `{"state":"COMMITTED"}`), http.StatusConflict, fencegate.CodeReceiptSettled)
 	a = e.grantFor(payerA, payerTokA, 1)    // the same lease, its grant renewed
 	wantPaid(t, e.payout(a, 1, payoutBody)) // the segment number was given back
 	if e.pay.Effects() != 1 {

@@ -33,7 +33,7 @@ func StatusOf(code fencegate.Code) int {
 		return http.StatusForbidden
 	case fencegate.CodeStaleOwner, fencegate.CodeSegmentOutOfOrder, fencegate.CodeQuarantined, fencegate.CodeFenceRegression,
 		fencegate.CodeLeaseHeld, fencegate.CodeLeaseNotHeld, fencegate.CodeBackendConflict, fencegate.CodeResourceBusy,
-		fencegate.CodeRequestIDConflict, fencegate.CodeStillReconciling:
+		fencegate.CodeRequestIDConflict, fencegate.CodeStillReconciling, fencegate.CodeReceiptSettled:
 		return http.StatusConflict
 	case fencegate.CodeMutationUnknown:
 		return http.StatusBadGateway

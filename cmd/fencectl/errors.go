@@ -57,6 +57,7 @@ var hints = map[string]string{
 	string(fencegate.CodeStateLost):          "the registry's coordination state was lost and grants are paused; retry later (GET /v1/admin/state shows why and until when)",
 	string(fencegate.CodeStillReconciling):   "the reconciler is still settling this receipt; resolve it by hand once it is overdue in GET /v1/unknown",
 	string(fencegate.CodeDelegationInvalid):  "the delegation does not cover this write (revoked, another grant, another delegate, or a segment or target outside it); ask the lease owner for a new one",
+	string(fencegate.CodeReceiptSettled):     "the receipt already has a final state; read it again (fencectl receipt ID) and go by it",
 	codeUsage:                                "run 'fencectl help' or 'fencectl COMMAND -h'",
 	codeUncertain:                            "the request may or may not have taken effect; query receipts by operation ID, then retry with the same segment",
 	codeLocal:                                "check the file or lease file named above",

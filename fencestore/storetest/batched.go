@@ -113,7 +113,7 @@ func concurrentRefusalsAreIsolated(f *fx) {
 				f.t.Fatalf("resource %s still pending after its settle: %+v", res, row)
 			}
 		case 1:
-			wantCode(f.t, err, fencegate.CodeInvalidRequest, "")
+			wantCode(f.t, err, fencegate.CodeReceiptSettled, "")
 			if r := f.receipt(firsts[i].Receipt.ID); r.State != fencegate.ReceiptCommitted {
 				f.t.Fatalf("a refused settle moved %s to %s", r.ID, r.State)
 			}

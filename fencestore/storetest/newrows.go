@@ -79,7 +79,7 @@ func concurrentAdmissionsIsolateAFailingMember(f *fx) {
 		}
 		settles = append(settles,
 			&settle{id: "rcpt-none", o: fencegate.Outcome{State: fencegate.ReceiptCommitted, Now: f.tick()}, want: fencegate.CodeNotFound},
-			&settle{id: dupID, o: fencegate.Outcome{State: fencegate.ReceiptPending, Now: f.tick()}, want: fencegate.CodeInvalidRequest})
+			&settle{id: dupID, o: fencegate.Outcome{State: fencegate.ReceiptPending, Now: f.tick()}, want: fencegate.CodeReceiptSettled})
 		together(len(settles), func(i int) { _, settles[i].err = f.s.Settle(f.ctx, settles[i].id, settles[i].o) })
 		for _, st := range settles {
 			if st.want != "" {

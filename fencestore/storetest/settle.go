@@ -1,6 +1,9 @@
 package storetest
 
 import (
+	"fmt"
+	"sync"
+
 	"github.com/fencegate/fencegate"
 )
 
@@ -145,7 +148,7 @@ func settleRejectsIllegalTransitions(f *fx) {
 		{State: fencegate.ReceiptFailed}, {State: fencegate.ReceiptUnknown},
 		{State: fencegate.ReceiptNotApplied}, {State: fencegate.ReceiptPending},
 	} {
-		f.settleFails(a, o, fencegate.CodeInvalidRequest)
+		f.settleFails(a, o, fencegate.CodeReceiptSettled)
 	}
 
 	b := f.admit(w.req(2, "b")).Receipt.ID
@@ -155,15 +158,72 @@ func settleRejectsIllegalTransitions(f *fx) {
 	if _, err := f.s.Settle(f.ctx, b, fencegate.Outcome{State: fencegate.ReceiptNotApplied, Now: f.tick()}); err != nil {
 		f.t.Fatalf("repeating NOT_APPLIED: %v", err)
 	}
-	f.settleFails(b, committed, fencegate.CodeInvalidRequest)
-	f.settleFails(b, failed, fencegate.CodeInvalidRequest)
+	f.settleFails(b, committed, fencegate.CodeReceiptSettled)
+	f.settleFails(b, failed, fencegate.CodeReceiptSettled)
 
 	c := f.admit(w.req(2, "c")).Receipt.ID
 	f.settle(c, failed)
 	if _, err := f.s.Settle(f.ctx, c, fencegate.Outcome{State: fencegate.ReceiptFailed, Now: f.tick()}); err != nil {
 		f.t.Fatalf("repeating FAILED: %v", err)
 	}
-	f.settleFails(c, committed, fencegate.CodeInvalidRequest)
-	f.settleFails(c, unknown, fencegate.CodeInvalidRequest)
+	f.settleFails(c, committed, fencegate.CodeReceiptSettled)
+	f.settleFails(c, unknown, fencegate.CodeReceiptSettled)
 	f.settleFails("rcpt-none", committed, fencegate.CodeNotFound)
+}
+
+// finalStateNeverChanges: a settle that finds a final state other than its
+// own is RECEIPT_SETTLED and changes nothing, also when the two race (a
+// queued FAILED retry against another replica's resend that committed, a
+// background resend against an operator's verdict): exactly one of them
+// wins, and the stored state is the winner's.
+func finalStateNeverChanges(f *fx) {
+	w := f.writer("res/race", 5)
+	id := f.admit(w.req(1, "a")).Receipt.ID
+	f.settle(id, unknown)
+	f.commit(id, "v1")
+	f.settleFails(id, failed, fencegate.CodeReceiptSettled)
+	f.settleFails(id, notApplied, fencegate.CodeReceiptSettled)
+	if got := f.receipt(id); got.State != fencegate.ReceiptCommitted || got.Version != "v1" {
+		f.t.Fatalf("receipt after late settles: %s %q, want COMMITTED v1", got.State, got.Version)
+	}
+
+	rivals := []fencegate.Outcome{
+		{State: fencegate.ReceiptCommitted, Version: "v2"}, failed, notApplied,
+	}
+	seg := uint64(2)
+	for round := range 10 {
+		id := f.admit(w.req(seg, fmt.Sprint("p", round))).Receipt.ID
+		f.settle(id, unknown)
+		errs := make([]error, len(rivals))
+		var wg sync.WaitGroup
+		for i, o := range rivals {
+			o.Now = f.tick()
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, errs[i] = f.s.Settle(f.ctx, id, o)
+			}()
+		}
+		wg.Wait()
+		winner := -1
+		for i, err := range errs {
+			switch {
+			case err == nil && winner >= 0:
+				f.t.Fatalf("segment %d: both %s and %s settled", seg, rivals[winner].State, rivals[i].State)
+			case err == nil:
+				winner = i
+			case fencegate.ErrorCode(err) != fencegate.CodeReceiptSettled:
+				f.t.Fatalf("segment %d: losing settle %s: %v, want RECEIPT_SETTLED", seg, rivals[i].State, err)
+			}
+		}
+		if winner < 0 {
+			f.t.Fatalf("segment %d: no settle won: %v", seg, errs)
+		}
+		if got := f.receipt(id); got.State != rivals[winner].State {
+			f.t.Fatalf("segment %d: stored %s, but %s won", seg, got.State, rivals[winner].State)
+		}
+		if rivals[winner].State == fencegate.ReceiptCommitted {
+			seg++ // else the segment number was given back and is admitted again
+		}
+	}
 }

@@ -53,6 +53,7 @@ func Run(t *testing.T, open func(t *testing.T) fencegate.FenceStore) {
 		{"QuarantinePayloadOverTheBoundKeepsDigestAndSize", quarantinePayloadOverTheBoundKeepsDigestAndSize},
 		{"QuarantinePagesAreRefusedWithoutStateChange", quarantinePagesAreRefusedWithoutStateChange},
 		{"SettleRejectsIllegalTransitions", settleRejectsIllegalTransitions},
+		{"FinalStateNeverChanges", finalStateNeverChanges},
 		{"RequestIsKeptVerbatim", requestIsKeptVerbatim},
 		{"OversizedRequestIsRejectedWithoutStateChange", oversizedRequestIsRejected},
 		{"UnknownRecordsAnotherAttempt", unknownRecordsAnotherAttempt},

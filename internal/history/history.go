@@ -114,7 +114,7 @@ func OutcomeOfCode(code fencegate.Code) Output {
 		fencegate.CodeFenceRegression, fencegate.CodeResourceBusy, fencegate.CodeInvalidRequest,
 		fencegate.CodeUnsupported, fencegate.CodeForbidden, fencegate.CodeNotFound, fencegate.CodeDelegationInvalid:
 		o.Outcome = Refused
-	default:
+	default: // CodeReceiptSettled too: a settle's or an operator's answer, never a write's
 		o.Outcome = Unknown
 	}
 	return o

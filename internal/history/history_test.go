@@ -177,6 +177,7 @@ func TestOutcomeOfCodeClassifiesEveryCode(t *testing.T) {
 		fencegate.CodeRequestIDConflict:  Unknown, // an acquisition's answer, never a write's
 		fencegate.CodeStateLost:          Unknown, // an acquisition's answer, never a write's
 		fencegate.CodeStillReconciling:   Unknown, // an operator's resolve answer, never a write's
+		fencegate.CodeReceiptSettled:     Unknown, // a settle's or an operator's answer, never a write's
 	}
 	for _, c := range fencegate.Codes {
 		got := OutcomeOfCode(c).Outcome

@@ -216,10 +216,18 @@ func QuarantineAgain(q fencegate.Quarantine, now time.Time) fencegate.Quarantine
 
 // Settle moves r to o. changed is false when the call is an idempotent repeat
 // (same terminal state, same version): r is returned as it is and nothing must
-// be written.
+// be written. A receipt in a final state is never moved: any other outcome is
+// RECEIPT_SETTLED. Stores call it on the receipt as read inside the write's
+// own transaction (or lock), so that the check and the write are atomic.
 func Settle(r fencegate.Receipt, o *fencegate.Outcome) (next fencegate.Receipt, changed bool, err error) {
 	if r.State == o.State && o.State.Terminal() && r.Version == o.Version {
 		return r, false, nil
+	}
+	if r.State.Terminal() {
+		// A final state never changes, whoever offers another one (a queued
+		// retry, another replica's resend, an operator): the caller re-reads.
+		return r, false, &fencegate.Error{Code: fencegate.CodeReceiptSettled, ReceiptID: r.ID,
+			Message: fmt.Sprintf("receipt %s is already %s; it cannot become %s", r.ID, r.State, o.State)}
 	}
 	if !fencegate.CanSettle(r.State, o.State) {
 		return r, false, fencegate.Errorf(fencegate.CodeInvalidRequest,
