@@ -79,6 +79,7 @@ const (
 	CodeOwnerMismatch        = domain.CodeOwnerMismatch
 	CodePolicyStale          = domain.CodePolicyStale
 	CodeQuarantined          = domain.CodeQuarantined
+	CodeReceiptSettled       = domain.CodeReceiptSettled
 	CodeRequestIDConflict    = domain.CodeRequestIDConflict
 	CodeResourceBusy         = domain.CodeResourceBusy
 	CodeResourceMismatch     = domain.CodeResourceMismatch

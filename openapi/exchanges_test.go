@@ -190,8 +190,9 @@ func TestRealResponsesMatchTheSpec(t *testing.T) {
 	wantCode(t, p, fencegate.CodeForbidden)
 	_, p = e.call("POST", "/v1/unknown/"+h.Get("Fence-Receipt")+"/resolve", "", json, `{"state":"NOT_APPLIED"}`, 401)
 	wantCode(t, p, fencegate.CodeUnauthenticated)
-	_, p = e.call("POST", "/v1/unknown/"+h.Get("Fence-Receipt")+"/resolve", tokAdmin, json, `{"state":"NOT_APPLIED"}`, 400)
-	wantCode(t, p, fencegate.CodeInvalidRequest)
+	// A COMMITTED receipt keeps its final state.
+	_, p = e.call("POST", "/v1/unknown/"+h.Get("Fence-Receipt")+"/resolve", tokAdmin, json, `{"state":"NOT_APPLIED"}`, 409)
+	wantCode(t, p, fencegate.CodeReceiptSettled)
 	_, p = e.call("POST", "/v1/unknown/rcpt_nope/resolve", tokAdmin, json, `{"state":"COMMITTED","note":"checked"}`, 404)
 	wantCode(t, p, fencegate.CodeNotFound)
 }
