@@ -3,10 +3,10 @@ package registry
 import (
 	"context"
 	"crypto/rand"
+	"slices"
 	"sync"
 
 	"github.com/fencegate/fencegate"
-	lru "github.com/hashicorp/golang-lru/v2"
 )
 
 // DelegateParams asks for a delegation of a lease to Delegate, for the
@@ -221,15 +221,20 @@ func (r *Registry) delegationStatus(ctx context.Context, req DelegationStatusReq
 const MaxDelegationToken = 8 << 10
 
 // DefaultDelegationCapacity is how many delegations the in-memory store
-// keeps; the least recently used beyond it is forgotten (and so refused).
+// keeps; beyond it one is forgotten (and so refused), see MemoryDelegations.
 const DefaultDelegationCapacity = 1 << 16
 
 // MemoryDelegations is the in-memory DelegationStore: a registry restart
-// forgets every delegation (its delegates are refused and need new ones),
-// and beyond its capacity the least recently used is forgotten.
+// forgets every delegation (its delegates are refused and need new ones).
+// It holds at most its capacity; when full, the record forgotten is the
+// oldest of the owner holding the most (ties: by owner), so an owner that
+// mints without end forgets its own delegations, never another owner's
+// while it holds more than they do.
 type MemoryDelegations struct {
-	mu    sync.Mutex
-	cache *lru.Cache[string, DelegationRecord]
+	mu       sync.Mutex
+	capacity int
+	byID     map[string]*DelegationRecord
+	byOwner  map[string][]*DelegationRecord // oldest first
 }
 
 // NewMemoryDelegations returns an empty store of the given capacity
@@ -238,33 +243,64 @@ func NewMemoryDelegations(capacity int) *MemoryDelegations {
 	if capacity <= 0 {
 		capacity = DefaultDelegationCapacity
 	}
-	c, _ := lru.New[string, DelegationRecord](capacity)
-	return &MemoryDelegations{cache: c}
+	return &MemoryDelegations{capacity: capacity, byID: map[string]*DelegationRecord{}, byOwner: map[string][]*DelegationRecord{}}
 }
 
-// Put records rec.
+// Put records rec (replacing a record of the same ID).
 func (m *MemoryDelegations) Put(_ context.Context, rec DelegationRecord) error {
-	m.cache.Add(rec.ID, rec)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if old, ok := m.byID[rec.ID]; ok {
+		m.forget(old)
+	}
+	e := &rec
+	m.byID[rec.ID] = e
+	m.byOwner[rec.Owner] = append(m.byOwner[rec.Owner], e)
+	for len(m.byID) > m.capacity {
+		m.evict()
+	}
 	return nil
+}
+
+// evict forgets the oldest record of the owner holding the most.
+func (m *MemoryDelegations) evict() {
+	victim, most := "", 0
+	for owner, list := range m.byOwner {
+		if len(list) > most || (len(list) == most && owner < victim) {
+			victim, most = owner, len(list)
+		}
+	}
+	m.forget(m.byOwner[victim][0])
+}
+
+func (m *MemoryDelegations) forget(e *DelegationRecord) {
+	delete(m.byID, e.ID)
+	list := slices.DeleteFunc(m.byOwner[e.Owner], func(x *DelegationRecord) bool { return x == e })
+	if len(list) == 0 {
+		delete(m.byOwner, e.Owner)
+	} else {
+		m.byOwner[e.Owner] = list
+	}
 }
 
 // Get returns the record of id, NOT_FOUND if unknown.
 func (m *MemoryDelegations) Get(_ context.Context, id string) (DelegationRecord, error) {
-	if rec, ok := m.cache.Get(id); ok {
-		return rec, nil
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if e, ok := m.byID[id]; ok {
+		return *e, nil
 	}
 	return DelegationRecord{}, fencegate.Errorf(fencegate.CodeNotFound, "no delegation %s", id)
 }
 
 // Revoke marks id revoked; NOT_FOUND if unknown.
-func (m *MemoryDelegations) Revoke(ctx context.Context, id string) error {
+func (m *MemoryDelegations) Revoke(_ context.Context, id string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	rec, err := m.Get(ctx, id)
-	if err != nil {
-		return err
+	e, ok := m.byID[id]
+	if !ok {
+		return fencegate.Errorf(fencegate.CodeNotFound, "no delegation %s", id)
 	}
-	rec.Revoked = true
-	m.cache.Add(id, rec)
+	e.Revoked = true
 	return nil
 }

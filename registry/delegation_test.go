@@ -2,6 +2,7 @@ package registry_test
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -223,5 +224,36 @@ func TestDelegationLargerThanGatewaysAcceptIsRefused(t *testing.T) {
 func TestDelegationTokenCapIsTheVerifiersDefault(t *testing.T) {
 	if registry.MaxDelegationToken != proofs.DefaultMaxTokenSize {
 		t.Fatalf("registry mints up to %d bytes, gateways accept %d", registry.MaxDelegationToken, proofs.DefaultMaxTokenSize)
+	}
+}
+
+// A full store forgets the oldest delegation of the owner holding the most:
+// one owner minting without end forgets its own, never another owner's
+// live delegation (whose delegate would be refused).
+func TestDelegationFloodForgetsTheFloodersOwn(t *testing.T) {
+	m := registry.NewMemoryDelegations(3)
+	ctx := context.Background()
+	_ = m.Put(ctx, registry.DelegationRecord{ID: "b1", Owner: "bob"})
+	for i := range 10 {
+		_ = m.Put(ctx, registry.DelegationRecord{ID: fmt.Sprintf("a%d", i), Owner: "mallory"})
+	}
+	if rec, err := m.Get(ctx, "b1"); err != nil || rec.Owner != "bob" {
+		t.Fatalf("another owner's delegation was forgotten: %+v %v", rec, err)
+	}
+	for _, id := range []string{"a8", "a9"} {
+		if _, err := m.Get(ctx, id); err != nil {
+			t.Fatalf("the flooder's newest %s: %v", id, err)
+		}
+	}
+	if _, err := m.Get(ctx, "a0"); fencegate.ErrorCode(err) != fencegate.CodeNotFound {
+		t.Fatalf("the flooder's oldest is kept beyond the capacity: %v", err)
+	}
+	// Revocation survives in place and is not a new record.
+	if err := m.Revoke(ctx, "b1"); err != nil {
+		t.Fatal(err)
+	}
+	_ = m.Put(ctx, registry.DelegationRecord{ID: "a10", Owner: "mallory"})
+	if rec, err := m.Get(ctx, "b1"); err != nil || !rec.Revoked {
+		t.Fatalf("revoked record: %+v %v", rec, err)
 	}
 }
