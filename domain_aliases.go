@@ -127,6 +127,7 @@ const (
 // The domain's variables: the same values (a sentinel error is the same error, errors.Is holds across both names).
 var (
 	Codes                 = domain.Codes
+	ErrNotApplied         = domain.ErrNotApplied
 	ErrPreconditionFailed = domain.ErrPreconditionFailed
 )
 

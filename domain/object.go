@@ -13,6 +13,14 @@ import (
 // condition (If-Match / If-None-Match) did not hold: the object moved.
 var ErrPreconditionFailed = errors.New("precondition failed")
 
+// ErrNotApplied is the cause (errors.Is) of an object-store Put or Delete
+// error that proves nothing of the write was applied: it was never sent (its
+// landing deadline had passed), or the store's one and only attempt was
+// answered with a definite refusal (a 4xx other than a failed condition).
+// A store never wraps it around a timeout, a 5xx, a lost answer, or a
+// refusal that followed an attempt without a definite answer (an SDK retry).
+var ErrNotApplied = errors.New("not applied")
+
 // EffectMeta describes the effect that produced an object; backends keep it
 // with the object so that the object describes itself.
 type EffectMeta struct {

@@ -25,7 +25,8 @@ func SplitObjectTarget(target string) (store, key string, ok bool) {
 // gateway last committed for the key (If-None-Match: * when there is none).
 // When the condition fails it reads the object back: the receipt's own earlier
 // write is COMMITTED, any other change is BACKEND_CONFLICT and nothing is
-// overwritten. An error after the request may have been sent is UNKNOWN.
+// overwritten. A refusal the store proves (fencegate.ErrNotApplied) is
+// FAILED; any other error after the request may have been sent is UNKNOWN.
 type ObjectPut struct {
 	Store       fencegate.ObjectStore
 	Key         string
@@ -82,10 +83,18 @@ func (d ObjectDelete) Apply(ctx context.Context, r fencegate.Receipt, prev strin
 		}
 		return conflict("the object changed outside the gateway; refusing to delete it")
 	}
+	if errors.Is(err, fencegate.ErrNotApplied) {
+		return fencegate.Outcome{State: fencegate.ReceiptFailed, Error: err.Error()}, err
+	}
 	return fencegate.Outcome{State: fencegate.ReceiptUnknown, Error: err.Error()}, err
 }
 
-// objectFailure classifies a failed conditional write by reading the object.
+// objectFailure classifies a failed conditional write by reading the object:
+// the receipt's own object is COMMITTED; a failed condition is
+// BACKEND_CONFLICT; a refusal the store proves (fencegate.ErrNotApplied: never
+// sent, or refused with a definite answer on its only attempt) or an invalid
+// request is FAILED at once; anything else (a timeout, a 5xx, a lost answer)
+// may have landed and is UNKNOWN, for the reconciler.
 func objectFailure(ctx context.Context, st fencegate.ObjectStore, key string, r fencegate.Receipt, err error) (fencegate.Outcome, error) {
 	info, herr := st.Head(ctx, key)
 	if herr == nil {
@@ -96,7 +105,7 @@ func objectFailure(ctx context.Context, st fencegate.ObjectStore, key string, r 
 	if errors.Is(err, fencegate.ErrPreconditionFailed) {
 		return conflict("the object changed outside the gateway; nothing was overwritten")
 	}
-	if fencegate.ErrorCode(err) == fencegate.CodeInvalidRequest {
+	if fencegate.ErrorCode(err) == fencegate.CodeInvalidRequest || errors.Is(err, fencegate.ErrNotApplied) {
 		return fencegate.Outcome{State: fencegate.ReceiptFailed, Error: err.Error()}, err
 	}
 	return fencegate.Outcome{State: fencegate.ReceiptUnknown, Error: err.Error()}, err

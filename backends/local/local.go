@@ -114,12 +114,13 @@ func New(name, dir string, opts ...Option) (*Store, error) {
 }
 
 // expired refuses a write whose landing deadline (fencegate.LandBy) has
-// passed: checked under the key's lock, right before the write would land.
+// passed: checked under the key's lock, right before the write would land;
+// the error's cause is fencegate.ErrNotApplied.
 func (s *Store) expired(ctx context.Context, what, key string) error {
 	t, ok := fencegate.LandBy(ctx)
 	if ok && !s.now().Before(t) {
-		return fencegate.Errorf(fencegate.CodeBackendUnavailable, "store %q: %s %q arrived after its landing deadline %s: not applied",
-			s.name, what, key, t.UTC().Format(time.RFC3339Nano))
+		return fencegate.Wrap(fencegate.ErrNotApplied, fencegate.CodeBackendUnavailable, fmt.Sprintf("store %q: %s %q arrived after its landing deadline %s",
+			s.name, what, key, t.UTC().Format(time.RFC3339Nano)))
 	}
 	return nil
 }

@@ -369,7 +369,8 @@ func testLandByAhead(t *testing.T, s fencegate.ObjectStore) {
 }
 
 // testLandByPassed: a write that reaches the store after its landing
-// deadline is refused, is no precondition failure, and changes nothing.
+// deadline is refused, is no precondition failure, is marked certainly not
+// applied (fencegate.ErrNotApplied), and changes nothing.
 func testLandByPassed(t *testing.T, s fencegate.ObjectStore) {
 	key := Key("landby")
 	etag := Create(t, s, key, "keep me")
@@ -381,6 +382,9 @@ func testLandByPassed(t *testing.T, s fencegate.ObjectStore) {
 	if errors.Is(err, fencegate.ErrPreconditionFailed) {
 		t.Fatalf("a put past its landing deadline failed as a precondition: %v", err)
 	}
+	if !errors.Is(err, fencegate.ErrNotApplied) {
+		t.Fatalf("a put past its landing deadline is not marked certainly not applied: %v", err)
+	}
 	if body, info := Content(t, s, key); body != "keep me" || info.ETag != etag {
 		t.Fatalf("object changed to %q (ETag %s) after a put past its landing deadline", body, info.ETag)
 	}
@@ -390,8 +394,8 @@ func testDeleteLandByPassed(t *testing.T, s fencegate.ObjectStore) {
 	key := Key("landby-del")
 	etag := Create(t, s, key, "stay")
 	ctx := fencegate.WithLandBy(context.Background(), time.Now().Add(-time.Second))
-	if err := s.Delete(ctx, key, etag); err == nil || errors.Is(err, fencegate.ErrPreconditionFailed) {
-		t.Fatalf("delete past its landing deadline: %v; want a refusal that is no precondition failure", err)
+	if err := s.Delete(ctx, key, etag); err == nil || errors.Is(err, fencegate.ErrPreconditionFailed) || !errors.Is(err, fencegate.ErrNotApplied) {
+		t.Fatalf("delete past its landing deadline: %v; want a refusal, certainly not applied, that is no precondition failure", err)
 	}
 	if body, info := Content(t, s, key); body != "stay" || info.ETag != etag {
 		t.Fatalf("object changed to %q after a delete past its landing deadline", body)

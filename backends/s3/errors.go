@@ -16,6 +16,20 @@ type uncertain struct{ err error }
 func (u *uncertain) Error() string { return "outcome unknown: " + u.err.Error() }
 func (u *uncertain) Unwrap() error { return u.err }
 
+// refusedOnce reports whether err is a definite refusal (a 4xx answer other
+// than a failed condition or a conflict, which callers reconcile) of a
+// mutation sent exactly once: attempts counts the HTTP requests sent for it
+// (the SDK's retries and retryConflict's included). A refusal that followed
+// an attempt without a definite answer proves nothing about that attempt.
+func refusedOnce(err error, attempts int32) bool {
+	st, _ := status(err)
+	return attempts == 1 && st >= 400 && st < 500 && !isPrecondition(err) && !isConflict(err) && !missingKey(err)
+}
+
+// notApplied marks err as a proof that nothing was applied
+// (fencegate.ErrNotApplied), keeping err's own cause and status.
+func notApplied(err error) error { return fmt.Errorf("%w: %w", fencegate.ErrNotApplied, err) }
+
 // IsUncertain reports whether err comes from a Put or Delete that may have been
 // applied even though it failed: no answer was received (network error,
 // timeout, cancellation after sending) or the store answered 5xx. A

@@ -110,3 +110,43 @@ func TestPersistentConflictIsPreconditionFailure(t *testing.T) {
 		t.Fatalf("persistent 409: %v; want a certain precondition failure", err)
 	}
 }
+
+// TestRefusalOfTheOnlyAttemptProvesNotApplied: a 4xx other than a failed
+// condition, answered to the one request sent, proves the write was not
+// applied (fencegate.ErrNotApplied); a 5xx or a lost answer never does.
+func TestRefusalOfTheOnlyAttemptProvesNotApplied(t *testing.T) {
+	s := answering(t, func(w http.ResponseWriter, r *http.Request) { s3Error(w, 403, "AccessDenied") })
+	if err := put(s, ""); !errors.Is(err, fencegate.ErrNotApplied) || fs3.IsUncertain(err) {
+		t.Fatalf("403 on the only attempt: %v; want certain, not applied", err)
+	}
+	s = answering(t, func(w http.ResponseWriter, r *http.Request) { s3Error(w, 500, "InternalError") })
+	if err := put(s, ""); errors.Is(err, fencegate.ErrNotApplied) {
+		t.Fatalf("500 taken for not applied: %v", err)
+	}
+	s = answering(t, func(w http.ResponseWriter, r *http.Request) { s3Error(w, 412, "PreconditionFailed") })
+	if err := put(s, ""); errors.Is(err, fencegate.ErrNotApplied) {
+		t.Fatalf("412 taken for not applied (it must be reconciled): %v", err)
+	}
+}
+
+// TestRefusalAfterARetryProvesNothing: a 4xx answered to an SDK retry of a
+// request whose first attempt had no definite answer (a 500) says nothing
+// about that first attempt: not ErrNotApplied.
+func TestRefusalAfterARetryProvesNothing(t *testing.T) {
+	var n atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n.Add(1) == 1 {
+			s3Error(w, 500, "InternalError")
+			return
+		}
+		s3Error(w, 403, "AccessDenied")
+	}))
+	t.Cleanup(srv.Close)
+	c := s3.New(s3.Options{Region: "us-east-1", BaseEndpoint: aws.String(srv.URL), UsePathStyle: true,
+		Credentials: credentials.NewStaticCredentialsProvider("AK", "SK", ""), RetryMaxAttempts: 3})
+	s := fs3.New("s3x", c, "bucket", "")
+	err := put(s, "")
+	if n.Load() != 2 || errors.Is(err, fencegate.ErrNotApplied) {
+		t.Fatalf("500 then 403 (%d requests): %v; want no proof of not applied", n.Load(), err)
+	}
+}

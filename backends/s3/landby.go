@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -159,6 +160,22 @@ func landByOptions(ctx context.Context) []func(*s3.Options) {
 // request derived the key again, four HMACs, on every write.
 var presigner = v4.NewSigner()
 
+// attemptCounter counts the HTTP requests sent (each SDK attempt) by the
+// operations it is added to (option).
+type attemptCounter struct{ n atomic.Int32 }
+
+func (c *attemptCounter) option() func(*s3.Options) {
+	return func(o *s3.Options) {
+		o.APIOptions = append(o.APIOptions, func(st *middleware.Stack) error {
+			return st.Finalize.Insert(middleware.FinalizeMiddlewareFunc("fencegate.CountAttempts",
+				func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
+					c.n.Add(1)
+					return next.HandleFinalize(ctx, in)
+				}), "Retry", middleware.After)
+		})
+	}
+}
+
 // presignOptions presign every attempt until until, signed at at (zero: at
 // each attempt's time).
 func presignOptions(until, at time.Time) []func(*s3.Options) {
@@ -181,11 +198,13 @@ func presignOptions(until, at time.Time) []func(*s3.Options) {
 }
 
 // checkLandBy refuses, before anything is sent, a write whose landing
-// deadline has passed (it could not be signed to arrive in time).
+// deadline has passed (it could not be signed to arrive in time): certainly
+// not applied (fencegate.ErrNotApplied). The same deadline met by an SDK
+// retry (presignWrite) is not: an earlier attempt may have been applied.
 func (s *Store) checkLandBy(ctx context.Context, op, key string) error {
 	if until, ok := fencegate.LandBy(ctx); ok {
 		if _, ok := presignExpires(time.Now(), until); !ok {
-			return fencegate.Wrap(errLandByPassed, fencegate.CodeBackendUnavailable,
+			return fencegate.Wrap(notApplied(errLandByPassed), fencegate.CodeBackendUnavailable,
 				"store "+strconv.Quote(s.name)+": "+op+" "+strconv.Quote(key))
 		}
 	}

@@ -6,7 +6,9 @@
 //
 // Uncertain outcomes: a Put or Delete that fails without a definite answer from
 // the store (network error, timeout, 5xx) may have been applied; IsUncertain
-// reports it. Because the SDK retries such failures, a precondition failure may
+// reports it. A write never sent (its landing deadline had passed) or refused
+// with a definite 4xx on its only attempt carries fencegate.ErrNotApplied.
+// Because the SDK retries such failures, a precondition failure may
 // also follow our own applied write: callers reconcile by reading the object's
 // metadata, as DESIGN §4 requires for every 412.
 package s3
@@ -224,17 +226,21 @@ func (s *Store) Put(ctx context.Context, req fencegate.PutRequest) (string, erro
 		in.IfMatch = aws.String(req.IfMatch)
 	}
 	var out *s3.PutObjectOutput
+	var sent attemptCounter
 	err = retryConflict(ctx, func() error {
 		if _, err := body.Seek(start, io.SeekStart); err != nil {
 			return err
 		}
 		var err error
-		out, err = s.client.PutObject(ctx, in, landByOptions(ctx)...)
+		out, err = s.client.PutObject(ctx, in, append(landByOptions(ctx), sent.option())...)
 		return err
 	})
 	if err != nil {
 		if req.IfMatch != "" && missingKey(err) {
 			return "", s.precondition(err, "put", req.Key)
+		}
+		if refusedOnce(err, sent.n.Load()) {
+			err = notApplied(err)
 		}
 		return "", s.translate(err, "put", req.Key, true)
 	}
@@ -256,13 +262,18 @@ func (s *Store) Delete(ctx context.Context, key, ifMatch string) error {
 	if err := s.checkLandBy(ctx, "delete", key); err != nil {
 		return err
 	}
+	var sent attemptCounter
 	err := retryConflict(ctx, func() error {
-		_, err := s.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &s.bucket, Key: s.full(key), IfMatch: aws.String(ifMatch)}, landByOptions(ctx)...)
+		_, err := s.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &s.bucket, Key: s.full(key), IfMatch: aws.String(ifMatch)},
+			append(landByOptions(ctx), sent.option())...)
 		return err
 	})
 	if err != nil {
 		if missingKey(err) { // If-Match on a missing key: the condition did not hold
 			return s.precondition(err, "delete", key)
+		}
+		if refusedOnce(err, sent.n.Load()) {
+			err = notApplied(err)
 		}
 		return s.translate(err, "delete", key, true)
 	}
