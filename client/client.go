@@ -145,6 +145,9 @@ type request struct {
 	header   http.Header
 	body     io.Reader
 	json     any // marshalled as the body when set
+	// limit, when not 0, bounds the 2xx answer read: a longer one is
+	// uncertain (not decoded from an unbounded read).
+	limit int64
 }
 
 // send performs r and returns the response for any status; only a transport
@@ -223,12 +226,29 @@ func (c *Client) do(ctx context.Context, r request, out any) error {
 	if resp.StatusCode == http.StatusNoContent {
 		return nil
 	}
+	if r.limit > 0 {
+		raw, err := io.ReadAll(io.LimitReader(resp.Body, r.limit+1))
+		if err == nil && int64(len(raw)) > r.limit {
+			err = fmt.Errorf("answer larger than %d bytes", r.limit)
+		}
+		if err == nil {
+			err = json.Unmarshal(raw, out)
+		}
+		if err != nil {
+			return &UncertainError{Op: r.op, Err: fmt.Errorf("read answer: %w", err)}
+		}
+		return nil
+	}
 	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
 		// The gateway acted but its answer was lost on the way.
 		return &UncertainError{Op: r.op, Err: fmt.Errorf("decode answer: %w", err)}
 	}
 	return nil
 }
+
+// escapeID escapes an ID (a lease's, a delegation's) as one path segment:
+// a slash or a dot segment in it never reaches another route.
+func escapeID(id string) string { return url.PathEscape(id) }
 
 // escapePath escapes each slash-separated segment of p, keeping the slashes.
 func escapePath(p string) string {

@@ -29,7 +29,7 @@ type Delegation = domain.DelegationAnswer
 // answered; see Lease.Delegate.
 func (c *Client) Delegate(ctx context.Context, lease, grantDigest string, p DelegateParams) (Delegation, error) {
 	var out Delegation
-	err := c.do(ctx, request{op: "delegate", method: "POST", path: "/v1/leases/" + escapePath(lease) + "/delegations",
+	err := c.do(ctx, request{op: "delegate", method: "POST", path: "/v1/leases/" + escapeID(lease) + "/delegations",
 		json: domain.DelegationRequest{Delegate: p.Delegate, GrantDigest: grantDigest, SegmentFrom: p.SegmentFrom,
 			SegmentTo: p.SegmentTo, Segments: p.Segments, TargetPrefix: p.TargetPrefix}}, &out)
 	return out, err
@@ -39,7 +39,7 @@ func (c *Client) Delegate(ctx context.Context, lease, grantDigest string, p Dele
 // delegate no status proof from now on, so gateways refuse its writes within
 // one status proof life (at once in query mode).
 func (c *Client) RevokeDelegation(ctx context.Context, id string) error {
-	return c.do(ctx, request{op: "revoke delegation", method: "DELETE", path: "/v1/delegations/" + escapePath(id)}, nil)
+	return c.do(ctx, request{op: "revoke delegation", method: "DELETE", path: "/v1/delegations/" + escapeID(id)}, nil)
 }
 
 // DelegationStatus is POST /v1/delegations/{id}/status, asked by the
@@ -47,8 +47,8 @@ func (c *Client) RevokeDelegation(ctx context.Context, id string) error {
 // it is now (a delegation dies with its lease).
 func (c *Client) DelegationStatus(ctx context.Context, id, grantDigest string) (domain.DelegationStatusAnswer, error) {
 	var out domain.DelegationStatusAnswer
-	err := c.do(ctx, request{op: "delegation status", method: "POST", path: "/v1/delegations/" + escapePath(id) + "/status",
-		json: domain.DelegationStatusRequest{GrantDigest: grantDigest}}, &out)
+	err := c.do(ctx, request{op: "delegation status", method: "POST", path: "/v1/delegations/" + escapeID(id) + "/status",
+		json: domain.DelegationStatusRequest{GrantDigest: grantDigest}, limit: maxRegistryAnswer}, &out)
 	return out, err
 }
 

@@ -44,7 +44,7 @@ func (c *Client) Acquire(ctx context.Context, p AcquireParams) (LeaseInfo, error
 // Renew is one POST /v1/leases/{lease}/renew extending the lease by ttl.
 func (c *Client) Renew(ctx context.Context, lease string, ttl time.Duration) (LeaseInfo, error) {
 	var out LeaseInfo
-	err := c.do(ctx, request{op: "renew", method: "POST", path: "/v1/leases/" + escapePath(lease) + "/renew",
+	err := c.do(ctx, request{op: "renew", method: "POST", path: "/v1/leases/" + escapeID(lease) + "/renew",
 		json: domain.RenewRequest{TTLMs: ttl.Milliseconds()}}, &out)
 	return out, err
 }
@@ -52,7 +52,7 @@ func (c *Client) Renew(ctx context.Context, lease string, ttl time.Duration) (Le
 // Release is DELETE /v1/leases/{lease}; releasing twice is not an error.
 func (c *Client) Release(ctx context.Context, lease string) (LeaseInfo, error) {
 	var out LeaseInfo
-	err := c.do(ctx, request{op: "release", method: "DELETE", path: "/v1/leases/" + escapePath(lease)}, &out)
+	err := c.do(ctx, request{op: "release", method: "DELETE", path: "/v1/leases/" + escapeID(lease)}, &out)
 	return out, err
 }
 
@@ -60,6 +60,6 @@ func (c *Client) Release(ctx context.Context, lease string) (LeaseInfo, error) {
 // status proof signed whatever the state.
 func (c *Client) LeaseStatus(ctx context.Context, lease string) (LeaseInfo, error) {
 	var out LeaseInfo
-	err := c.do(ctx, request{op: "lease status", method: "GET", path: "/v1/leases/" + escapePath(lease)}, &out)
+	err := c.do(ctx, request{op: "lease status", method: "GET", path: "/v1/leases/" + escapeID(lease)}, &out)
 	return out, err
 }

@@ -16,12 +16,16 @@ import (
 // call of this package, so the gateway and the worker share one registry HTTP
 // client.
 
+// maxRegistryAnswer bounds the answer of a registry route a gateway asks in
+// query mode (a status proof, an S3 resolution): a longer one is uncertain.
+const maxRegistryAnswer = 64 << 10
+
 // Attest is POST /v1/leases/{lease}/attest: the registry's signed status
 // proof for the grant b names, stated now. The registry's verdict on the
 // grant (STATUS_INVALID) is a *domain.Error.
 func (c *Client) Attest(ctx context.Context, lease string, b domain.AttestBody) (string, error) {
 	var out domain.AttestAnswer
-	if err := c.do(ctx, request{op: "attest", method: http.MethodPost, path: "/v1/leases/" + escapePath(lease) + "/attest", json: b}, &out); err != nil {
+	if err := c.do(ctx, request{op: "attest", method: http.MethodPost, path: "/v1/leases/" + escapeID(lease) + "/attest", json: b, limit: maxRegistryAnswer}, &out); err != nil {
 		return "", err
 	}
 	if out.StatusProof == "" {
@@ -35,7 +39,7 @@ func (c *Client) Attest(ctx context.Context, lease string, b domain.AttestBody) 
 // S3 credentials' secret. An unknown lease is NOT_FOUND.
 func (c *Client) ResolveS3(ctx context.Context, lease string) (domain.S3Resolution, error) {
 	var out domain.S3Resolution
-	err := c.do(ctx, request{op: "s3 resolve", method: http.MethodPost, path: "/v1/leases/" + escapePath(lease) + "/s3-resolve"}, &out)
+	err := c.do(ctx, request{op: "s3 resolve", method: http.MethodPost, path: "/v1/leases/" + escapeID(lease) + "/s3-resolve", limit: maxRegistryAnswer}, &out)
 	return out, err
 }
 

@@ -77,3 +77,59 @@ func TestAttestWithoutAProofIsUncertain(t *testing.T) {
 		t.Fatalf("attest = %v, want uncertain", err)
 	}
 }
+
+// TestRegistryAnswersAreReadWithinABound: the registry routes a gateway
+// asks in query mode read at most 64 KiB of an answer (as the gateway's own
+// registry client did before the fold); a longer answer is not the
+// registry's and is uncertain, never decoded from an unbounded read.
+func TestRegistryAnswersAreReadWithinABound(t *testing.T) {
+	big := strings.Repeat("x", 70<<10)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case strings.HasSuffix(r.URL.Path, "/attest"), strings.HasSuffix(r.URL.Path, "/status"):
+			w.Write([]byte(`{"statusProof":"` + big + `"}`))
+		default:
+			w.Write([]byte(`{"state":"HELD","grant":"` + big + `","statusProof":"p","secretAccessKey":"s"}`))
+		}
+	}))
+	defer srv.Close()
+	c := client.New(srv.URL, "t")
+	ctx := context.Background()
+	if p, err := c.Attest(ctx, "l-1", domain.AttestBody{}); !client.IsUncertain(err) {
+		t.Errorf("attest of a %d-byte answer = %d bytes, %v; want uncertain", len(big), len(p), err)
+	}
+	if _, err := c.ResolveS3(ctx, "l-1"); !client.IsUncertain(err) {
+		t.Errorf("s3 resolve of a %d-byte answer: %v; want uncertain", len(big), err)
+	}
+	if _, err := c.DelegationStatus(ctx, "d-1", "g"); !client.IsUncertain(err) {
+		t.Errorf("delegation status of a %d-byte answer: %v; want uncertain", len(big), err)
+	}
+}
+
+// TestALeaseOrDelegationIDIsOnePathSegment: an ID goes into the route as
+// one escaped segment, so one that contains a slash or dot segments (an
+// S3 access key ID of the FGX kind decodes to any bytes) cannot make the
+// gateway's registry client ask another route of the registry.
+func TestALeaseOrDelegationIDIsOnePathSegment(t *testing.T) {
+	var paths []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		paths = append(paths, r.URL.EscapedPath())
+		w.Header().Set("Content-Type", "application/problem+json")
+		w.WriteHeader(http.StatusNotFound)
+		w.Write([]byte(`{"type":"urn:fencegate:problem:not_found","status":404,"code":"NOT_FOUND","detail":"unknown"}`))
+	}))
+	defer srv.Close()
+	c := client.New(srv.URL, "t")
+	ctx := context.Background()
+	id := "x/../../v1/leases/lease_A"
+	c.ResolveS3(ctx, id)
+	c.Attest(ctx, id, domain.AttestBody{})
+	c.DelegationStatus(ctx, id, "g")
+	c.RevokeDelegation(ctx, id)
+	esc := "x%2F..%2F..%2Fv1%2Fleases%2Flease_A"
+	want := []string{"/v1/leases/" + esc + "/s3-resolve", "/v1/leases/" + esc + "/attest",
+		"/v1/delegations/" + esc + "/status", "/v1/delegations/" + esc}
+	if strings.Join(paths, " ") != strings.Join(want, " ") {
+		t.Errorf("paths asked = %q, want %q", paths, want)
+	}
+}
