@@ -123,9 +123,9 @@ func (s *Server) callAPI(w http.ResponseWriter, r *http.Request) {
 	}
 	defer body.Close()
 	req.Target = httpapi.Target(name, path)
-	req.PayloadDigest = body.digest
-	req.PayloadSize, req.QuarantinePayload = body.size, body.keep(s.quarantinePayload())
-	call := api.Call(r.Method, path, r.Header, body.body(), body.size)
+	req.PayloadDigest = body.Digest()
+	req.PayloadSize, req.QuarantinePayload = body.Size, body.Keep(s.quarantinePayload())
+	call := api.Call(r.Method, path, r.Header, body.Reader(), body.Size)
 	if req.DelegationToken != "" { // Apply verifies the caller is the delegation's delegate before the call is kept
 		call = call.AsDelegate(caller)
 	}

@@ -10,11 +10,12 @@ import (
 	"testing"
 
 	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/internal/spool"
 )
 
 func bodyServer(t *testing.T, limit, budget int64) *Server {
 	t.Helper()
-	return &Server{SpoolDir: t.TempDir(), bodies: newBodyPool(limit, budget)}
+	return &Server{SpoolDir: t.TempDir(), bodies: spool.NewPool(limit, budget)}
 }
 
 func spoolFiles(t *testing.T, s *Server) int {
@@ -26,7 +27,7 @@ func spoolFiles(t *testing.T, s *Server) int {
 	return len(es)
 }
 
-func spoolOf(t *testing.T, s *Server, body string, chunked bool, max int64) (*spooled, error) {
+func spoolOf(t *testing.T, s *Server, body string, chunked bool, max int64) (*spool.Body, error) {
 	t.Helper()
 	r := httptest.NewRequest("PUT", "/v1/objects/x/y", strings.NewReader(body))
 	if chunked {
@@ -35,14 +36,14 @@ func spoolOf(t *testing.T, s *Server, body string, chunked bool, max int64) (*sp
 	return s.spool(r, max)
 }
 
-func wantBody(t *testing.T, sp *spooled, body string) {
+func wantBody(t *testing.T, sp *spool.Body, body string) {
 	t.Helper()
 	sum := sha256.Sum256([]byte(body))
-	if sp.size != int64(len(body)) || sp.digest != "sha256:"+hex.EncodeToString(sum[:]) {
-		t.Fatalf("size %d digest %s, want %d and the body's SHA-256", sp.size, sp.digest, len(body))
+	if sp.Size != int64(len(body)) || sp.Digest() != "sha256:"+hex.EncodeToString(sum[:]) {
+		t.Fatalf("size %d digest %s, want %d and the body's SHA-256", sp.Size, sp.Digest(), len(body))
 	}
 	for range 2 { // forwarded, then re-read on a retry
-		rs := sp.body()
+		rs := sp.Reader()
 		if _, err := rs.Seek(0, io.SeekStart); err != nil {
 			t.Fatal(err)
 		}
@@ -51,7 +52,7 @@ func wantBody(t *testing.T, sp *spooled, body string) {
 			t.Fatalf("body read back %q, %v; want %q", got, err, body)
 		}
 	}
-	if kept, err := sp.keep(1 << 20)(); err != nil || string(kept) != body {
+	if kept, err := sp.Keep(1 << 20)(); err != nil || string(kept) != body {
 		t.Fatalf("kept for quarantine %q, %v", kept, err)
 	}
 }
@@ -65,7 +66,7 @@ func TestSmallBodiesStayInMemoryLargeOnesAreSpooled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if small.mem == nil || spoolFiles(t, s) != 0 {
+	if !small.InMemory() || spoolFiles(t, s) != 0 {
 		t.Fatalf("a 16-byte body went to a file (%d files)", spoolFiles(t, s))
 	}
 	wantBody(t, small, "sixteen bytes!!!")
@@ -76,7 +77,7 @@ func TestSmallBodiesStayInMemoryLargeOnesAreSpooled(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if big.file == nil || spoolFiles(t, s) != 1 {
+		if big.InMemory() || spoolFiles(t, s) != 1 {
 			t.Fatalf("chunked=%v: a 17-byte body was not spooled", chunked)
 		}
 		wantBody(t, big, "seventeen bytes!!")
@@ -94,14 +95,14 @@ func TestMemoryBudgetSpoolsWhatDoesNotFit(t *testing.T) {
 	a, _ := spoolOf(t, s, "0123456789", false, 100)
 	b, _ := spoolOf(t, s, "0123456789", false, 100)
 	c, err := spoolOf(t, s, "abc", false, 100)
-	if err != nil || a.mem == nil || b.mem == nil || c.file == nil {
-		t.Fatalf("two bodies of 10 in a budget of 20, then a third: mem %v %v, third spooled %v (%v)", a.mem != nil, b.mem != nil, c != nil && c.file != nil, err)
+	if err != nil || !a.InMemory() || !b.InMemory() || c.InMemory() {
+		t.Fatalf("two bodies of 10 in a budget of 20, then a third: mem %v %v, third spooled %v (%v)", a.InMemory(), b.InMemory(), c != nil && !c.InMemory(), err)
 	}
 	wantBody(t, c, "abc")
 	a.Close()
 	c.Close()
 	d, _ := spoolOf(t, s, "abc", true, 100) // unknown length holds the whole bound
-	if d.mem == nil {
+	if !d.InMemory() {
 		t.Fatal("after a Close the budget was not given back")
 	}
 	d.Close()
@@ -114,7 +115,7 @@ func TestMemoryBudgetSpoolsWhatDoesNotFit(t *testing.T) {
 func TestReleasedBodyCannotBeRead(t *testing.T) {
 	s := bodyServer(t, 16, 64)
 	sp, _ := spoolOf(t, s, "secret", false, 100)
-	r := sp.body()
+	r := sp.Reader()
 	sp.Close()
 	next, _ := spoolOf(t, s, "other!", false, 100)
 	defer next.Close()

@@ -17,6 +17,7 @@ import (
 	"github.com/fencegate/fencegate/backends/httpapi"
 	"github.com/fencegate/fencegate/gateway"
 	"github.com/fencegate/fencegate/internal/logctx"
+	"github.com/fencegate/fencegate/internal/spool"
 	"github.com/fencegate/fencegate/openapi"
 	"github.com/fencegate/fencegate/registry"
 	"github.com/go-chi/chi/v5"
@@ -57,6 +58,10 @@ type Server struct {
 	// spooled), within MemoryBodies bytes held at once (0:
 	// DefaultMemoryBodies); a body that does not fit is spooled.
 	MemoryBody, MemoryBodies int64
+	// Bodies, if set, is the body pool (and memory budget) to read bodies
+	// through, shared with the S3 front door; nil: one made from MemoryBody
+	// and MemoryBodies.
+	Bodies *spool.Pool
 
 	Log *slog.Logger
 	// Ready reports whether the service may take traffic (default: always).
@@ -77,7 +82,7 @@ type Server struct {
 	Refused func(code fencegate.Code)
 
 	refusals *refusalLog
-	bodies   *bodyPool
+	bodies   *spool.Pool
 	// Observe is told about every answer, for metrics (nil: nothing).
 	Observe Observer
 	// Tracer makes the request spans (nil: none).
@@ -118,7 +123,10 @@ func Router(s *Server) http.Handler {
 	if s.MemoryBodies == 0 {
 		s.MemoryBodies = DefaultMemoryBodies
 	}
-	s.bodies = newBodyPool(s.MemoryBody, s.MemoryBodies)
+	if s.Bodies == nil {
+		s.Bodies = spool.NewPool(s.MemoryBody, s.MemoryBodies)
+	}
+	s.bodies = s.Bodies
 	r := chi.NewRouter()
 	r.Use(s.observeRequests, s.recoverer, s.guardBodies, s.s3Door)
 	r.Get("/healthz", s.healthz)

@@ -140,9 +140,9 @@ func (s *Server) putObject(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer body.Close()
-	req.PayloadDigest = body.digest
-	req.PayloadSize, req.QuarantinePayload = body.size, body.keep(s.quarantinePayload())
-	req.Effect = gateway.ObjectPut{Store: st, Key: key, Body: body.body(), Size: body.size, ContentType: r.Header.Get("Content-Type")}
+	req.PayloadDigest = body.Digest()
+	req.PayloadSize, req.QuarantinePayload = body.Size, body.Keep(s.quarantinePayload())
+	req.Effect = gateway.ObjectPut{Store: st, Key: key, Body: body.Reader(), Size: body.Size, ContentType: r.Header.Get("Content-Type")}
 	s.apply(w, r, req)
 }
 

@@ -52,7 +52,7 @@ func (s *Server) deleteObjects(w http.ResponseWriter, r *http.Request, t *target
 	}
 	defer doc.Close()
 	var dr deleteRequest
-	if err := xml.NewDecoder(io.LimitReader(doc, 2<<20)).Decode(&dr); err != nil || len(dr.Objects) == 0 || len(dr.Objects) > 1000 {
+	if err := xml.NewDecoder(io.LimitReader(doc.Reader(), 2<<20)).Decode(&dr); err != nil || len(dr.Objects) == 0 || len(dr.Objects) > 1000 {
 		return s3err(http.StatusBadRequest, "MalformedXML", "The XML you provided was not well-formed or did not validate against our published schema.")
 	}
 	out := deleteResult{NS: s3NS}

@@ -220,7 +220,7 @@ func (s *Server) uploadPart(w http.ResponseWriter, r *http.Request, t *target) e
 		return err
 	}
 	h := md5.New() //nolint:gosec
-	body, alg, sum, err := s.body(r, h)
+	body, alg, sum, err := s.part(r, h)
 	if err != nil {
 		return err
 	}
@@ -243,7 +243,7 @@ func (s *Server) uploadPart(w http.ResponseWriter, r *http.Request, t *target) e
 	if staged > s.MaxBody { // the completed object could not be written anyway
 		return s3err(http.StatusBadRequest, "EntityTooLarge", "the upload's parts would exceed the gateway's limit of "+strconv.FormatInt(s.MaxBody, 10)+" bytes")
 	}
-	if err := os.Rename(body.Name(), path); err != nil {
+	if err := os.Rename(body.File().Name(), path); err != nil {
 		return fencegate.Wrap(err, fencegate.CodeInternal, "cannot stage the part")
 	}
 	p := &part{number: n, size: body.Size, etag: `"` + hex.EncodeToString(h.Sum(nil)) + `"`, path: path, at: s.Now()}
@@ -302,7 +302,7 @@ func (s *Server) completeUpload(w http.ResponseWriter, r *http.Request, t *targe
 	}
 	defer doc.Close()
 	var cr completeRequest
-	if err := xml.NewDecoder(io.LimitReader(doc, 4<<20)).Decode(&cr); err != nil || len(cr.Parts) == 0 {
+	if err := xml.NewDecoder(io.LimitReader(doc.Reader(), 4<<20)).Decode(&cr); err != nil || len(cr.Parts) == 0 {
 		return s3err(http.StatusBadRequest, "MalformedXML", "The XML you provided was not well-formed or did not validate against our published schema.")
 	}
 	u.mu.Lock()
@@ -366,7 +366,7 @@ func (s *Server) completeUpload(w http.ResponseWriter, r *http.Request, t *targe
 	}
 	req.PayloadDigest = body.Digest()
 	req.PayloadSize, req.QuarantinePayload = body.Size, body.Keep(s.QuarantinePayload)
-	req.Effect = gateway.ObjectPut{Store: st, Key: key, Body: body.File, Size: body.Size, ContentType: u.contentType, UserMeta: u.meta}
+	req.Effect = gateway.ObjectPut{Store: st, Key: key, Body: body.File(), Size: body.Size, ContentType: u.contentType, UserMeta: u.meta}
 	res, err := s.Gateway.Apply(r.Context(), req)
 	if err != nil {
 		return err

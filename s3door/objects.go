@@ -64,8 +64,14 @@ func (s *Server) fencedCheck(r *http.Request, bucket, key, method string, curren
 // verified), spooled with its SHA-256, and checked against Content-MD5,
 // x-amz-checksum-* and a hex x-amz-content-sha256. It returns the
 // verified checksum header value, if one was declared.
-func (s *Server) body(r *http.Request, alsoMD5 io.Writer) (*spool.File, string, string, error) {
-	return s.readBody(r, alsoMD5, r.Header, s.MaxBody)
+func (s *Server) body(r *http.Request, alsoMD5 io.Writer) (*spool.Body, string, string, error) {
+	return s.readBody(r, s.Bodies, alsoMD5, r.Header, s.MaxBody)
+}
+
+// part reads an UploadPart body as body does, always into a file: it is
+// staged by renaming that file.
+func (s *Server) part(r *http.Request, alsoMD5 io.Writer) (*spool.Body, string, string, error) {
+	return s.readBody(r, nil, alsoMD5, r.Header, s.MaxBody)
 }
 
 // maxDocument bounds the XML document of DeleteObjects and
@@ -76,21 +82,21 @@ const maxDocument = 4 << 20
 // document reads a request's XML document (DeleteObjects, Complete...):
 // its x-amz-checksum-* headers, if any, describe the object, not the
 // document, and are left to the caller.
-func (s *Server) document(r *http.Request) (*spool.File, error) {
+func (s *Server) document(r *http.Request) (*spool.Body, error) {
 	hd := http.Header{}
 	for k, v := range r.Header {
 		if !strings.HasPrefix(strings.ToLower(k), "x-amz-checksum-") {
 			hd[k] = v
 		}
 	}
-	f, _, _, err := s.readBody(r, nil, hd, maxDocument)
+	f, _, _, err := s.readBody(r, nil, nil, hd, maxDocument)
 	if fencegate.ErrorCode(err) == fencegate.CodeInvalidRequest {
 		return nil, s3err(http.StatusBadRequest, "MalformedXML", "The XML you provided was larger than "+strconv.Itoa(maxDocument)+" bytes or could not be read.")
 	}
 	return f, err
 }
 
-func (s *Server) readBody(r *http.Request, alsoMD5 io.Writer, hd http.Header, max int64) (*spool.File, string, string, error) {
+func (s *Server) readBody(r *http.Request, pool *spool.Pool, alsoMD5 io.Writer, hd http.Header, max int64) (*spool.Body, string, string, error) {
 	a := authOf(r)
 	var in io.Reader = r.Body
 	var dc *dechunker
@@ -113,7 +119,7 @@ func (s *Server) readBody(r *http.Request, alsoMD5 io.Writer, hd http.Header, ma
 	if alsoMD5 != nil {
 		also = append(also, alsoMD5)
 	}
-	f, err := spool.Copy(s.SpoolDir, in, max, also...)
+	f, err := pool.Read(s.SpoolDir, in, declaredLength(r, dc != nil), max, also...)
 	if err != nil {
 		return nil, "", "", err
 	}
@@ -156,7 +162,7 @@ func (s *Server) putObject(w http.ResponseWriter, r *http.Request, t *target) er
 	if err != nil {
 		return err
 	}
-	req.Effect = gateway.ObjectPut{Store: st, Key: key, Body: body.File, Size: body.Size, ContentType: r.Header.Get("Content-Type"), UserMeta: meta}
+	req.Effect = gateway.ObjectPut{Store: st, Key: key, Body: body.Reader(), Size: body.Size, ContentType: r.Header.Get("Content-Type"), UserMeta: meta}
 	res, err := s.Gateway.Apply(r.Context(), req)
 	if err != nil {
 		return err
@@ -403,4 +409,16 @@ func userMeta(hd http.Header) (map[string]string, error) {
 		return nil, s3err(http.StatusBadRequest, "MetadataTooLarge", "Your metadata headers exceed the maximum allowed metadata size.")
 	}
 	return m, nil
+}
+
+// declaredLength is the body's announced length after aws-chunked decoding
+// (-1 unknown), which sizes its share of the pool's budget.
+func declaredLength(r *http.Request, chunked bool) int64 {
+	if !chunked {
+		return r.ContentLength
+	}
+	if n, err := strconv.ParseInt(r.Header.Get("X-Amz-Decoded-Content-Length"), 10, 64); err == nil && n >= 0 {
+		return n
+	}
+	return -1
 }

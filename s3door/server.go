@@ -13,6 +13,7 @@ import (
 
 	"github.com/fencegate/fencegate"
 	"github.com/fencegate/fencegate/gateway"
+	"github.com/fencegate/fencegate/internal/spool"
 )
 
 // Server is the S3 front door. Its fields are set before Router is called.
@@ -28,6 +29,10 @@ type Server struct {
 	MayRead func(identity, resource string) bool
 	// SpoolDir holds bodies and multipart parts (default os.TempDir()).
 	SpoolDir string
+	// Bodies holds the small bodies of object writes in memory within its
+	// budget (nil: every body is spooled to SpoolDir). Parts and XML
+	// documents are always spooled.
+	Bodies *spool.Pool
 	// MaxBody caps one body, a part, and a completed multipart object (default 5 GiB).
 	MaxBody int64
 	// QuarantinePayload bounds the refused payload a quarantine record

@@ -26,6 +26,7 @@ import (
 	"github.com/fencegate/fencegate/gateway"
 	"github.com/fencegate/fencegate/handlers"
 	"github.com/fencegate/fencegate/internal/metrics"
+	spoolpkg "github.com/fencegate/fencegate/internal/spool"
 	"github.com/fencegate/fencegate/registry"
 	"github.com/fencegate/fencegate/s3cred"
 	"github.com/fencegate/fencegate/s3door"
@@ -234,16 +235,18 @@ func Build(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, er
 	if a.Registry != nil {
 		bindings.Leases = a.Registry
 	}
+	// One body pool (one memory budget) for both HTTP surfaces.
+	bodies := spoolpkg.NewPool(memoryBound(cfg.HTTP.MemoryBodyBytes), cfg.HTTP.MemoryBodiesBytes)
 	srv := &handlers.Server{
 		Gateway: a.Gateway, Stores: objects, Auth: auth,
 		AdminAuth: handlers.NewBearerTokens(adminTokens), Admin: a.auth, GatewayAuth: handlers.NewBearerTokens(gatewayTokens),
 		Registry: a.Registry, Reconciler: a.reconciler, APIs: apis, MaxBody: cfg.MaxBodyBytes, QuarantinePayload: quarantineBound(cfg.QuarantinePayloadBytes),
 		BodyReadTimeout: cfg.HTTP.BodyReadTimeout, MayRead: access.MayRead, Bindings: bindings, SpoolDir: spool, Log: log, Ready: a.ready.Load,
-		Refused: a.metrics.Refused, Observe: a.metrics, Tracer: tracer, MemoryBody: memoryBound(cfg.HTTP.MemoryBodyBytes), MemoryBodies: cfg.HTTP.MemoryBodiesBytes,
+		Refused: a.metrics.Refused, Observe: a.metrics, Tracer: tracer, MemoryBody: memoryBound(cfg.HTTP.MemoryBodyBytes), MemoryBodies: cfg.HTTP.MemoryBodiesBytes, Bodies: bodies,
 	}
 	if a.S3Credentials != nil {
 		srv.S3 = s3door.Router(&s3door.Server{Gateway: a.Gateway, Stores: objects, Credentials: a.S3Credentials,
-			MayRead: access.MayRead, SpoolDir: spool, MaxBody: cfg.MaxBodyBytes,
+			MayRead: access.MayRead, SpoolDir: spool, Bodies: bodies, MaxBody: cfg.MaxBodyBytes,
 			QuarantinePayload: quarantineBound(cfg.QuarantinePayloadBytes), Log: log})
 	}
 	// The router is served as it is: no http.ServeMux in front, which would

@@ -1,7 +1,9 @@
-// Package spool copies a request body to a temporary file while hashing it,
-// so that its digest is known before the write is admitted and the body can
-// be forwarded (and re-read on retries) with flat memory. Both HTTP surfaces
-// (handlers, s3door) spool through it.
+// Package spool reads a request body once, to its end, while hashing it, so
+// that its digest is known before the write is admitted and the body can be
+// forwarded (and re-read on retries). A small body is held in a buffer lent
+// by a Pool, within the Pool's memory budget; any other body goes to a
+// temporary file, so memory stays flat however large the body. Both HTTP
+// surfaces (handlers, s3door) read bodies through it.
 package spool
 
 import (
@@ -9,14 +11,20 @@ import (
 	"encoding/hex"
 	"errors"
 	"io"
+	"net/http"
 	"os"
 
 	"github.com/fencegate/fencegate"
 )
 
-// File is a spooled body, rewound to its start. Close removes it.
-type File struct {
-	*os.File
+// Body is a body read to its end, positioned at its start. Close removes its
+// file or gives its buffer back to the pool; a reader of it kept past Close
+// reads an error, never another body's bytes.
+type Body struct {
+	file *os.File   // nil for a body in memory
+	mem  *memReader // nil for a body in a file
+	pool *Pool
+	held int64 // bytes of the pool's budget this body holds
 	// Size is the body's length in bytes.
 	Size int64
 	// SHA256 is the body's SHA-256.
@@ -24,59 +32,141 @@ type File struct {
 }
 
 // Digest is the payload digest of the body: "sha256:<hex>".
-func (f *File) Digest() string { return "sha256:" + hex.EncodeToString(f.SHA256) }
+func (b *Body) Digest() string { return "sha256:" + hex.EncodeToString(b.SHA256) }
 
-// Copy reads r to its end into a new file in dir, feeding every byte to the
-// SHA-256 and to each of also (further hashes the caller checks). A body
-// longer than max bytes is INVALID_REQUEST and nothing is kept; so is a read
-// error (the cause is kept for errors.Is / errors.As).
-func Copy(dir string, r io.Reader, max int64, also ...io.Writer) (*File, error) {
-	f, err := os.CreateTemp(dir, "body-*")
-	if err != nil {
-		return nil, fencegate.Wrap(err, fencegate.CodeInternal, "cannot spool the request body")
+// Reader is what the effect forwards from (io.ReadSeeker, and io.ReaderAt).
+func (b *Body) Reader() io.ReadSeeker {
+	if b.mem != nil {
+		return b.mem
 	}
-	out := &File{File: f}
+	return b.file
+}
+
+// File is the body's temporary file, nil when the body is in memory (a
+// body read by Copy is always in a file).
+func (b *Body) File() *os.File { return b.file }
+
+// InMemory reports whether the body is held in a pool's buffer.
+func (b *Body) InMemory() bool { return b.mem != nil }
+
+// Keep returns the body for a quarantine record when it is at most max
+// bytes (nil, nil when larger), read without moving the offset the effect
+// reads from.
+func (b *Body) Keep(max int64) func() ([]byte, error) {
+	return func() ([]byte, error) {
+		if b.Size > max {
+			return nil, nil
+		}
+		out := make([]byte, b.Size)
+		var err error
+		if b.mem != nil {
+			_, err = b.mem.ReadAt(out, 0)
+		} else {
+			_, err = b.file.ReadAt(out, 0)
+		}
+		if err != nil && !errors.Is(err, io.EOF) {
+			return nil, err
+		}
+		return out, nil
+	}
+}
+
+// Close removes the temporary file or gives the buffer back to the pool.
+func (b *Body) Close() {
+	if b == nil {
+		return
+	}
+	if b.file != nil {
+		name := b.file.Name()
+		_ = b.file.Close()
+		_ = os.Remove(name)
+		b.file = nil
+	}
+	if b.mem != nil {
+		b.pool.put(b.mem.release(), b.held)
+		b.mem = nil
+	}
+}
+
+// Copy reads r into a new file in dir (never into memory): Read with no pool.
+func Copy(dir string, r io.Reader, max int64, also ...io.Writer) (*Body, error) {
+	return (*Pool)(nil).Read(dir, r, -1, max, also...)
+}
+
+// Read reads r to its end, feeding every byte to the SHA-256 and to each of
+// also (further hashes the caller checks), into a buffer of p when the body
+// fits p's bound (declared is its announced length, -1 unknown) and p's
+// budget allows, else into a new file in dir. A body longer than max bytes
+// (or one an http.MaxBytesReader cut) is INVALID_REQUEST and nothing is
+// kept; so is a read error (the cause is kept for errors.Is / errors.As).
+// A nil p holds nothing in memory.
+func (p *Pool) Read(dir string, r io.Reader, declared, max int64, also ...io.Writer) (*Body, error) {
 	h := sha256.New()
-	n, err := io.Copy(io.MultiWriter(append([]io.Writer{f, h}, also...)...), io.LimitReader(r, max+1))
+	w := io.MultiWriter(append([]io.Writer{h}, also...)...)
+	b := &Body{pool: p}
+	n, err := b.read(declared, io.LimitReader(r, max+1), w, dir)
 	if err == nil && n > max {
 		err = fencegate.Errorf(fencegate.CodeInvalidRequest, "request body exceeds the limit of %d bytes", max)
 	}
 	if err != nil {
-		out.Close()
+		b.Close()
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, fencegate.Errorf(fencegate.CodeInvalidRequest, "request body exceeds the limit of %d bytes", mbe.Limit)
+		}
 		var fe *fencegate.Error
 		if errors.As(err, &fe) {
 			return nil, err
 		}
 		return nil, fencegate.Wrap(err, fencegate.CodeInvalidRequest, "reading the request body failed")
 	}
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		out.Close()
-		return nil, fencegate.Wrap(err, fencegate.CodeInternal, "cannot rewind the spooled body")
+	if b.file != nil {
+		if _, err := b.file.Seek(0, io.SeekStart); err != nil {
+			b.Close()
+			return nil, fencegate.Wrap(err, fencegate.CodeInternal, "cannot rewind the spooled body")
+		}
 	}
-	out.Size, out.SHA256 = n, h.Sum(nil)
-	return out, nil
+	b.Size, b.SHA256 = n, h.Sum(nil)
+	return b, nil
 }
 
-// Keep returns the body for a quarantine record when it is at most max
-// bytes (nil, nil when larger), read without moving the file's offset.
-func (f *File) Keep(max int64) func() ([]byte, error) {
-	return func() ([]byte, error) {
-		if f.Size > max {
-			return nil, nil
+// read copies src into w and into memory, or, once it is over the pool's
+// bound (or the budget is spent), into a file in dir.
+func (b *Body) read(declared int64, src io.Reader, w io.Writer, dir string) (int64, error) {
+	var n int64
+	if buf, held := b.pool.get(declared); buf != nil {
+		b.held = held
+		// Read one byte past the bound to learn whether the body fits.
+		m, err := io.Copy(io.MultiWriter(buf, w), io.LimitReader(src, b.pool.limit+1))
+		n = m
+		if err != nil || m <= b.pool.limit {
+			b.mem = newMemReader(buf)
+			return n, err
 		}
-		b := make([]byte, f.Size)
-		if _, err := f.ReadAt(b, 0); err != nil && !errors.Is(err, io.EOF) {
-			return nil, err
+		// Too large after all: what was read goes to the file first.
+		if err := b.create(dir); err != nil {
+			b.pool.put(buf, held)
+			b.held = 0
+			return n, err
 		}
-		return b, nil
+		_, err = b.file.Write(buf.Bytes())
+		b.pool.put(buf, held)
+		b.held = 0
+		if err != nil {
+			return n, fencegate.Wrap(err, fencegate.CodeInternal, "cannot spool the request body")
+		}
+	} else if err := b.create(dir); err != nil {
+		return 0, err
 	}
+	m, err := io.Copy(io.MultiWriter(b.file, w), src)
+	return n + m, err
 }
 
-// Close closes and removes the file.
-func (f *File) Close() {
-	if f != nil && f.File != nil {
-		name := f.Name()
-		_ = f.File.Close()
-		_ = os.Remove(name)
+func (b *Body) create(dir string) error {
+	f, err := os.CreateTemp(dir, "body-*")
+	if err != nil {
+		return fencegate.Wrap(err, fencegate.CodeInternal, "cannot spool the request body")
 	}
+	b.file = f
+	return nil
 }
