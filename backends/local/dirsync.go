@@ -25,6 +25,9 @@ type dirSyncer struct {
 	started uint64 // fsyncs begun
 	done    uint64 // the last fsync that has completed
 	err     error  // its result
+	// unsynced: the last fsync failed, so a change seen in the directory
+	// (a renamed object, a removed one) may not survive a crash.
+	unsynced bool
 
 	syncs   uint64 // fsyncs run, for tests and measurements
 	waiters int    // callers waiting for the next fsync, for tests
@@ -56,13 +59,30 @@ func (d *dirSyncer) Sync() error {
 		d.mu.Unlock()
 		err := d.sync(d.dir)
 		d.mu.Lock()
-		d.running, d.done, d.err = false, gen, err
+		d.running, d.done, d.err, d.unsynced = false, gen, err, err != nil
 		d.cond.Broadcast()
 	}
 	// Any fsync that began after the change covers it; the latest one's
 	// result is the answer (a failure is reported even if an earlier one
 	// covering the change succeeded: never claim more than is known).
 	return d.err
+}
+
+// Durable returns nil when what the directory shows is durable: the last
+// fsync succeeded, or (after a failed one) a fresh fsync does now. A reader
+// that must not report a change that may be lost in a crash (Head after a
+// put whose directory fsync failed) asks it first. Linux may report a
+// later fsync as successful although the writeback behind an earlier
+// failure was lost; a filesystem that loses directory metadata that way
+// usually aborts its journal, and every later write fails.
+func (d *dirSyncer) Durable() error {
+	d.mu.Lock()
+	unsynced := d.unsynced
+	d.mu.Unlock()
+	if !unsynced {
+		return nil
+	}
+	return d.Sync()
 }
 
 func syncDir(dir string) error {

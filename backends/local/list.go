@@ -16,6 +16,9 @@ var _ fencegate.ObjectLister = (*Store)(nil)
 // after, in key order. File names are hashes, so it reads every object's
 // trailer: a listing costs one small read per object in the store.
 func (s *Store) List(ctx context.Context, prefix, after string, limit int) ([]fencegate.ObjectInfo, bool, error) {
+	if err := s.dirs.Durable(); err != nil {
+		return nil, false, s.unavailable(err, "sync directory before listing", prefix)
+	}
 	entries, err := os.ReadDir(s.dir)
 	if err != nil {
 		return nil, false, s.unavailable(err, "list", prefix)

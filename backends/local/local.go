@@ -184,6 +184,9 @@ func (s *Store) Put(ctx context.Context, req fencegate.PutRequest) (string, erro
 		return "", s.unavailable(err, "replace", req.Key)
 	}
 	if err := s.dirs.Sync(); err != nil {
+		// The object is in place but may not survive a crash: no definite
+		// answer. Head and Get answer only once a directory fsync succeeds
+		// (Durable), so reading the object back proves nothing before that.
 		return "", s.unavailable(err, "sync directory for", req.Key)
 	}
 	return etag, nil
@@ -287,7 +290,8 @@ func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, fencegate.O
 	return readCloser{io.NewSectionReader(f, 0, tr.Size), f}, info(tr), nil
 }
 
-// Head describes the object.
+// Head describes the object. After a failed directory fsync it answers only
+// once a fresh one succeeds: an object it shows survives a crash.
 func (s *Store) Head(ctx context.Context, key string) (fencegate.ObjectInfo, error) {
 	f, tr, err := s.open(ctx, key)
 	if err != nil {
@@ -303,6 +307,9 @@ func (s *Store) open(ctx context.Context, key string) (*os.File, trailer, error)
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, trailer{}, fencegate.Wrap(err, fencegate.CodeBackendUnavailable, "read cancelled")
+	}
+	if err := s.dirs.Durable(); err != nil {
+		return nil, trailer{}, s.unavailable(err, "sync directory before reading", key)
 	}
 	path, _ := s.path(key)
 	f, err := os.Open(path)
