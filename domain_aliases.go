@@ -104,6 +104,7 @@ const (
 	MaxPageBytes             = domain.MaxPageBytes
 	MaxPageLimit             = domain.MaxPageLimit
 	MaxQuarantinePayload     = domain.MaxQuarantinePayload
+	MaxRetryAfter            = domain.MaxRetryAfter
 	MaxStatusLife            = domain.MaxStatusLife
 	MetaFence                = domain.MetaFence
 	MetaOperationID          = domain.MetaOperationID

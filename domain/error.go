@@ -3,6 +3,7 @@ package domain
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Code is a stable, machine-readable error class. The set is closed: every
@@ -86,6 +87,9 @@ type Error struct {
 	ReceiptID string
 	// Err is the underlying cause, kept for logs; never shown to callers.
 	Err error
+	// RetryAfter, when positive, is answered as the Retry-After header
+	// (MUTATION_UNKNOWN of a receipt whose upstream asked to wait).
+	RetryAfter time.Duration
 }
 
 func (e *Error) Error() string {

@@ -152,11 +152,19 @@ type Receipt struct {
 	// API's contract allows resending Request under the same key (no answer,
 	// an in-progress answer, a 5xx declared safe to resend).
 	Resend bool `json:"resend,omitempty"`
+	// RetryAt, on an UNKNOWN receipt whose last upstream answer asked to wait
+	// (an in-progress answer's Retry-After, capped at MaxRetryAfter), is the
+	// moment before which no resend is made: replays answer MUTATION_UNKNOWN
+	// with Retry-After until then, on every replica.
+	RetryAt *time.Time `json:"retryAt,omitempty"`
 	// Error explains a FAILED or UNKNOWN receipt.
 	Error     string     `json:"error,omitempty"`
 	CreatedAt time.Time  `json:"createdAt"`
 	SettledAt *time.Time `json:"settledAt,omitempty"`
 }
+
+// MaxRetryAfter caps an upstream's Retry-After kept in Receipt.RetryAt.
+const MaxRetryAfter = 10 * time.Minute
 
 // Quarantine records a segment that came again with another payload (or
 // target, method or effect key) than the one accepted. Nothing was forwarded;

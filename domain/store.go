@@ -67,8 +67,9 @@ type Outcome struct {
 	// Resend (UNKNOWN only) records that the API allows resending the kept
 	// request under the same key.
 	Resend bool
-	// RetryAfter (UNKNOWN only, not stored) is how long the upstream asked
-	// to wait before the next attempt (its Retry-After).
+	// RetryAfter (UNKNOWN only) is how long the upstream asked to wait
+	// before the next attempt (its Retry-After); Settle keeps it as
+	// Receipt.RetryAt (Now plus RetryAfter, capped at MaxRetryAfter).
 	RetryAfter time.Duration
 	Now        time.Time
 }

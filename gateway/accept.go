@@ -376,7 +376,11 @@ func (g *Gateway) replay(ctx context.Context, r fencegate.Receipt) (Result, erro
 	}
 	switch r.State {
 	case fencegate.ReceiptPending, fencegate.ReceiptUnknown:
-		return Result{Receipt: r, Replay: true}, &fencegate.Error{Code: fencegate.CodeMutationUnknown, Message: "the original effect has not settled yet", ReceiptID: r.ID}
+		fe := &fencegate.Error{Code: fencegate.CodeMutationUnknown, Message: "the original effect has not settled yet", ReceiptID: r.ID}
+		if r.State == fencegate.ReceiptUnknown && r.RetryAt != nil {
+			fe.RetryAfter = r.RetryAt.Sub(g.cfg.Now()) // the upstream's own wait, on every replica
+		}
+		return Result{Receipt: r, Replay: true}, fe
 	case fencegate.ReceiptNotApplied, fencegate.ReceiptFailed:
 		return Result{Receipt: r, Replay: true}, &fencegate.Error{Code: fencegate.CodeBackendUnavailable,
 			Message: "the original effect was not applied; send the segment again", ReceiptID: r.ID}

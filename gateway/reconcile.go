@@ -270,7 +270,7 @@ func (rc *Reconciler) due(id string, now time.Time) bool {
 func (rc *Reconciler) backoff(id string, now time.Time) { rc.backoffAtLeast(id, now, 0) }
 
 // maxRetryAfter caps an upstream's Retry-After hint.
-const maxRetryAfter = 10 * time.Minute
+const maxRetryAfter = fencegate.MaxRetryAfter
 
 // backoffAtLeast doubles id's delay (1 s to 1 min) and waits at least
 // hint (capped at maxRetryAfter) before the next attempt.

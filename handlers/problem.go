@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/fencegate/fencegate"
 	"github.com/fencegate/fencegate/internal/logctx"
@@ -78,6 +80,10 @@ func writeProblem(w http.ResponseWriter, r *http.Request, note func(code fencega
 		// retrying at once; the settle of an applied effect is retried in the
 		// background meanwhile.
 		w.Header().Set("Retry-After", "1")
+	}
+	if fe != nil && fe.RetryAfter > 0 {
+		// The upstream asked to wait before the same key is sent again.
+		w.Header().Set("Retry-After", strconv.FormatInt(int64((fe.RetryAfter+time.Second-1)/time.Second), 10))
 	}
 	if code == fencegate.CodeUnauthenticated {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="fencegate"`)

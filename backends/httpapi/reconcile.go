@@ -96,6 +96,11 @@ func (a *API) resend(ctx context.Context, r fencegate.Receipt, st Settle) (fence
 		return manual(fmt.Sprintf("past the key retention of %s with no proof", a.cfg.Contract.Idempotency.KeyRetention))
 	case r.Attempts >= st.MaxAttempts:
 		return manual(fmt.Sprintf("%d sends without a final answer", r.Attempts))
+	case r.State == fencegate.ReceiptUnknown && r.RetryAt != nil && a.now().Before(*r.RetryAt):
+		// The last answer was "in progress, retry later" with a Retry-After
+		// (DESIGN §4): no send under the key before it, whoever asks (a
+		// replay, the reconciler, another replica).
+		return still, nil
 	}
 	reason := "orphaned"
 	if r.State == fencegate.ReceiptUnknown {

@@ -476,3 +476,36 @@ func TestLookupAfterARestartWaitsMinAgeFromTheStart(t *testing.T) {
 		t.Fatalf("not found minAge after the restart: %s %v", r.State, err)
 	}
 }
+
+// TestResendWaitsForTheStoredRetryAfter: an in-progress answer with
+// Retry-After: 2 is kept as the receipt's RetryAt (the store does it; fold
+// here). Until then a Resolve (a replay, the reconciler, another replica)
+// sends nothing under the key and learns nothing; after it, it resends.
+func TestResendWaitsForTheStoredRetryAfter(t *testing.T) {
+	h := newHarness(t, upstream.Options{}, nil)
+	h.pay.Inject(upstream.InProgress)
+	r := h.admitted(t, 1, payout)
+	c := h.api.Call("POST", "/v1/accounts/acc_1/payouts", nil, nil, 0)
+	o, _ := c.Apply(context.Background(), *r, "")
+	fold(r, o)
+	if r.State != fencegate.ReceiptUnknown || o.RetryAfter != 2*time.Second {
+		t.Fatalf("in-progress answer: %s, RetryAfter %s", r.State, o.RetryAfter)
+	}
+	at := h.clock().Add(o.RetryAfter)
+	r.RetryAt = &at
+	sent := h.pay.Requests()
+	h.advance(time.Second)
+	out, err := h.api.Resolve(context.Background(), *r)
+	if err != nil || out.State != fencegate.ReceiptUnknown || out.Attempts != 0 {
+		t.Fatalf("resolve before Retry-After: %+v %v", out, err)
+	}
+	if n := h.pay.Requests(); n != sent {
+		t.Fatalf("resolve before Retry-After sent %d requests upstream", n-sent)
+	}
+	h.advance(time.Second)
+	_ = h.resolve(t, r)
+	if r.State != fencegate.ReceiptCommitted || h.pay.Requests() != sent+1 {
+		t.Fatalf("resolve after Retry-After: %s, %d requests", r.State, h.pay.Requests()-sent)
+	}
+	h.paidOnce(t, r, 1)
+}

@@ -151,7 +151,7 @@ func (s *Store) admitBatch(ctx context.Context, ms []*member[*admitCall]) (uncer
 		r := fencerules.NewReceipt(req)
 		next := fencerules.Accepted(req)
 		b.Queue(`INSERT INTO fence_receipts (`+receiptCols+`)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22)`,
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23)`,
 			receiptArgs(&r)...)
 		b.Queue(`UPDATE fence_resources SET highest_fence = $2, root = $3, lease = $4, last_segment_seq = $5,
 			grant_issued_at = $6, pending_receipt = $7, updated_at = $8 WHERE resource = $1`,

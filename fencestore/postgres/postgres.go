@@ -99,7 +99,7 @@ const (
 	resourceCols = `resource, highest_fence, root, lease, last_segment_seq, grant_issued_at, pending_receipt, updated_at`
 	receiptCols  = `receipt_id, resource, target, method, fence_token, segment, operation_id, operation_root,
 		lease, owner, grant_digest, payload_digest, state, version, response, error, created_at, settled_at,
-		request, attempts, resend, effect_key`
+		request, attempts, resend, effect_key, retry_at`
 	liveState = `state NOT IN ('FAILED', 'NOT_APPLIED')`
 )
 
@@ -168,7 +168,7 @@ func scanReceipt(row pgx.Row) (fencegate.Receipt, error) {
 	)
 	err := row.Scan(&r.ID, &r.Resource, &r.Target, &r.Method, &r.FenceToken, &r.Segment, &r.OperationID,
 		&r.OperationRoot, &r.Lease, &r.Owner, &r.GrantDigest, &r.PayloadDigest, &state, &r.Version,
-		&response, &r.Error, &r.CreatedAt, &r.SettledAt, &request, &r.Attempts, &r.Resend, &r.EffectKey)
+		&response, &r.Error, &r.CreatedAt, &r.SettledAt, &request, &r.Attempts, &r.Resend, &r.EffectKey, &r.RetryAt)
 	if err != nil {
 		return fencegate.Receipt{}, err
 	}
@@ -177,6 +177,10 @@ func scanReceipt(row pgx.Row) (fencegate.Receipt, error) {
 	if r.SettledAt != nil {
 		t := r.SettledAt.UTC()
 		r.SettledAt = &t
+	}
+	if r.RetryAt != nil {
+		t := r.RetryAt.UTC()
+		r.RetryAt = &t
 	}
 	if response != nil {
 		r.Response = new(fencegate.EffectResponse)
@@ -205,7 +209,7 @@ func scanVersion(row pgx.Row) (string, error) {
 func receiptArgs(r *fencegate.Receipt) []any {
 	return []any{r.ID, r.Resource, r.Target, r.Method, r.FenceToken, r.Segment, r.OperationID,
 		r.OperationRoot, r.Lease, r.Owner, r.GrantDigest, r.PayloadDigest, string(r.State), r.Version,
-		responseArg(r.Response), r.Error, r.CreatedAt, r.SettledAt, jsonArg(r.Request), r.Attempts, r.Resend, r.EffectKey}
+		responseArg(r.Response), r.Error, r.CreatedAt, r.SettledAt, jsonArg(r.Request), r.Attempts, r.Resend, r.EffectKey, r.RetryAt}
 }
 
 // jsonArg is the jsonb argument for a kept request: NULL for nil.

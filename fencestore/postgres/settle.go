@@ -120,9 +120,9 @@ func (s *Store) settleBatch(ctx context.Context, ms []*member[*settleCall]) (unc
 		}
 		receipts[next.ID] = next
 		b.Queue(`UPDATE fence_receipts SET state = $2, version = $3, response = $4, error = $5, settled_at = $6,
-			attempts = $7, resend = $8 WHERE receipt_id = $1`,
+			attempts = $7, resend = $8, retry_at = $9 WHERE receipt_id = $1`,
 			next.ID, string(next.State), next.Version, responseArg(next.Response), next.Error, next.SettledAt,
-			next.Attempts, next.Resend)
+			next.Attempts, next.Resend, next.RetryAt)
 		if next.State == fencegate.ReceiptCommitted {
 			if next.Version == "" {
 				b.Queue(`DELETE FROM fence_versions WHERE target = $1`, next.Target)

@@ -165,6 +165,11 @@ func (f *fx) settle(id string, o fencegate.Outcome) fencegate.Receipt {
 	want.Resend = o.Resend && o.State == fencegate.ReceiptUnknown
 	at := o.Now
 	want.SettledAt = &at
+	want.RetryAt = nil
+	if o.State == fencegate.ReceiptUnknown && o.RetryAfter > 0 {
+		t := at.Add(min(o.RetryAfter, fencegate.MaxRetryAfter))
+		want.RetryAt = &t
+	}
 	f.sameJSON("settled receipt", got, want)
 	f.sameJSON("stored settled receipt", f.receipt(id), want)
 

@@ -3,6 +3,7 @@ package storetest
 import (
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/fencegate/fencegate"
 )
@@ -225,5 +226,42 @@ func finalStateNeverChanges(f *fx) {
 		if rivals[winner].State == fencegate.ReceiptCommitted {
 			seg++ // else the segment number was given back and is admitted again
 		}
+	}
+}
+
+// unknownKeepsRetryAt: an UNKNOWN outcome with RetryAfter (the upstream's
+// "in progress, retry later") is kept as RetryAt = Now + RetryAfter, capped at
+// MaxRetryAfter; the next outcome without one clears it; a final state keeps none.
+func unknownKeepsRetryAt(f *fx) {
+	w := f.writer("res/retry", 5)
+	id := f.admit(w.req(1, "a")).Receipt.ID
+	now := f.tick()
+	got, err := f.s.Settle(f.ctx, id, fencegate.Outcome{State: fencegate.ReceiptUnknown, Resend: true, RetryAfter: 30 * time.Second, Now: now})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	for _, r := range []fencegate.Receipt{got, f.receipt(id)} {
+		if r.RetryAt == nil || !r.RetryAt.Equal(now.Add(30*time.Second)) {
+			f.t.Fatalf("RetryAt = %v, want %v", r.RetryAt, now.Add(30*time.Second))
+		}
+	}
+	now = f.tick()
+	if _, err := f.s.Settle(f.ctx, id, fencegate.Outcome{State: fencegate.ReceiptUnknown, Resend: true, RetryAfter: 24 * time.Hour, Now: now}); err != nil {
+		f.t.Fatal(err)
+	}
+	if r := f.receipt(id); r.RetryAt == nil || !r.RetryAt.Equal(now.Add(fencegate.MaxRetryAfter)) {
+		f.t.Fatalf("RetryAt = %v, want capped at %v", r.RetryAt, now.Add(fencegate.MaxRetryAfter))
+	}
+	if _, err := f.s.Settle(f.ctx, id, fencegate.Outcome{State: fencegate.ReceiptUnknown, Resend: true, Attempts: 1, Now: f.tick()}); err != nil {
+		f.t.Fatal(err)
+	}
+	if r := f.receipt(id); r.RetryAt != nil {
+		f.t.Fatalf("RetryAt = %v after an answer without Retry-After, want none", r.RetryAt)
+	}
+	if _, err := f.s.Settle(f.ctx, id, fencegate.Outcome{State: fencegate.ReceiptUnknown, RetryAfter: time.Minute, Now: f.tick()}); err != nil {
+		f.t.Fatal(err)
+	}
+	if r := f.commit(id, "v1"); r.RetryAt != nil {
+		f.t.Fatalf("a COMMITTED receipt keeps RetryAt %v", r.RetryAt)
 	}
 }

@@ -54,6 +54,7 @@ func Run(t *testing.T, open func(t *testing.T) fencegate.FenceStore) {
 		{"QuarantinePagesAreRefusedWithoutStateChange", quarantinePagesAreRefusedWithoutStateChange},
 		{"SettleRejectsIllegalTransitions", settleRejectsIllegalTransitions},
 		{"FinalStateNeverChanges", finalStateNeverChanges},
+		{"UnknownKeepsRetryAt", unknownKeepsRetryAt},
 		{"RequestIsKeptVerbatim", requestIsKeptVerbatim},
 		{"OversizedRequestIsRejectedWithoutStateChange", oversizedRequestIsRejected},
 		{"UnknownRecordsAnotherAttempt", unknownRecordsAnotherAttempt},

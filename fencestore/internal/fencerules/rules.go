@@ -240,6 +240,11 @@ func Settle(r fencegate.Receipt, o *fencegate.Outcome) (next fencegate.Receipt, 
 	r.Error = o.Error
 	r.Attempts += max(o.Attempts, 0)
 	r.Resend = o.Resend && o.State == fencegate.ReceiptUnknown
+	r.RetryAt = nil
+	if o.State == fencegate.ReceiptUnknown && o.RetryAfter > 0 {
+		t := at.Add(min(o.RetryAfter, fencegate.MaxRetryAfter))
+		r.RetryAt = &t
+	}
 	r.SettledAt = &at
 	return r, true, nil
 }
