@@ -89,6 +89,7 @@ type UncertainError struct {
 	Err error
 }
 
+// Error names the call whose outcome is unknown and why.
 func (e *UncertainError) Error() string { return "uncertain outcome of " + e.Op + ": " + e.Err.Error() }
 
 // Unwrap exposes the cause.

@@ -188,8 +188,15 @@ func (g *exampleGateway) write(caller string, r *http.Request) (int, any) {
 		var d domain.Delegation
 		b, _ := base64.RawURLEncoding.DecodeString(strings.Split(tok, ".")[1])
 		_ = json.Unmarshal(b, &d)
-		if d.Delegate != caller || d.GrantDigest != l.info.GrantDigest || seg < d.SegmentFrom || seg > d.SegmentTo {
-			return refuse(http.StatusForbidden, domain.CodeDelegationInvalid, "delegation does not cover this write")
+		// The order and codes of the Fence-Delegation parameter in openapi.yaml.
+		if d.GrantDigest != l.info.GrantDigest {
+			return refuse(http.StatusForbidden, domain.CodeDelegationInvalid, "delegation is bound to another grant")
+		}
+		if d.Delegate != caller {
+			return refuse(http.StatusForbidden, domain.CodeOwnerMismatch, "caller is not the delegation's delegate")
+		}
+		if seg < d.SegmentFrom || seg > d.SegmentTo {
+			return refuse(http.StatusForbidden, domain.CodeDelegationInvalid, "delegation does not cover this segment")
 		}
 	} else if caller != l.info.Owner {
 		return refuse(http.StatusForbidden, domain.CodeOwnerMismatch, "caller is not the grant's owner")

@@ -92,6 +92,7 @@ type Error struct {
 	RetryAfter time.Duration
 }
 
+// Error is the code and message (and the cause, for logs): "CODE: message[: cause]".
 func (e *Error) Error() string {
 	if e.Err != nil {
 		return fmt.Sprintf("%s: %s: %v", e.Code, e.Message, e.Err)
