@@ -71,7 +71,12 @@ type Outcome struct {
 	// before the next attempt (its Retry-After); Settle keeps it as
 	// Receipt.RetryAt (Now plus RetryAfter, capped at MaxRetryAfter).
 	RetryAfter time.Duration
-	Now        time.Time
+	// IfSettledAt, when not zero, is a precondition: the settle applies only
+	// if the receipt's SettledAt is still this moment (nothing settled it or
+	// claimed it for a resend since the caller read it), else it is
+	// STILL_RECONCILING and nothing changes. An operator's verdict uses it.
+	IfSettledAt time.Time
+	Now         time.Time
 }
 
 // FenceStore keeps fence state and receipts. Admit applies the fence rules of

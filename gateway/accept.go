@@ -393,6 +393,14 @@ func (g *Gateway) replay(ctx context.Context, r fencegate.Receipt) (Result, erro
 func (g *Gateway) resolveNow(ctx context.Context, res Resolver, r fencegate.Receipt) fencegate.Receipt {
 	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.EffectTimeout)
 	defer cancel()
+	claimed, ok := claimResend(ectx, g.cfg.Store, res, r, g.cfg.Now())
+	if !ok {
+		if cur, rerr := g.cfg.Store.Receipt(context.WithoutCancel(ctx), r.ID); rerr == nil {
+			return cur // settled meanwhile (an operator's verdict): nothing is sent
+		}
+		return r
+	}
+	r = claimed
 	out, err := res.Resolve(ectx, r)
 	if err != nil {
 		g.cfg.Log.WarnContext(ctx, "replay: settling the unknown outcome failed", "receipt", r.ID, "err", err)

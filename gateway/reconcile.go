@@ -93,6 +93,50 @@ func (rc *Reconciler) IsOverdue(r fencegate.Receipt) bool {
 	return r.State == fencegate.ReceiptUnknown && rc.now().Sub(r.CreatedAt) >= rc.deadline()
 }
 
+// Resender is implemented by a Resolver that resends requests upstream:
+// WillResend reports whether Resolve would send r again now. Before such a
+// send the gateway claims the receipt in the store (claimResend), so that an
+// operator's verdict and the resend cannot both stand.
+//
+// MayBeSending reports whether a resend claimed at r.SettledAt (the claim's
+// time) may still be open: a resend was allowed then and the send timeout has
+// not passed since.
+type Resender interface {
+	WillResend(r fencegate.Receipt) bool
+	MayBeSending(r fencegate.Receipt) bool
+}
+
+// MayBeResending reports whether a claimed resend of the UNKNOWN receipt r
+// may still be open (Resender.MayBeSending): an operator's verdict waits.
+func (rc *Reconciler) MayBeResending(r fencegate.Receipt) bool {
+	rs, ok := rc.resolver(r.Target).(Resender)
+	return ok && r.State == fencegate.ReceiptUnknown && rs.MayBeSending(r)
+}
+
+// claimResend records, before res resends r upstream, that a send is about
+// to be open (an UNKNOWN settle of r with nothing else changed: SettledAt
+// moves to now). It is a conditional write at the store: if an operator
+// settled r first, it is RECEIPT_SETTLED and ok is false, and nothing is sent
+// after the operator's verdict; once it succeeded, an operator's verdict read
+// before it fails its IfSettledAt precondition, and one read after it is
+// refused while the resend may be open (Server.resolve). ok is true when res
+// sends nothing (no claim needed).
+func claimResend(ctx context.Context, store fencegate.FenceStore, res Resolver, r fencegate.Receipt, now time.Time) (fencegate.Receipt, bool) {
+	rs, sends := res.(Resender)
+	if !sends || r.State != fencegate.ReceiptUnknown || !rs.WillResend(r) {
+		return r, true
+	}
+	o := fencegate.Outcome{State: fencegate.ReceiptUnknown, Resend: r.Resend, Error: r.Error, Now: now}
+	if r.RetryAt != nil && r.RetryAt.After(now) {
+		o.RetryAfter = r.RetryAt.Sub(now)
+	}
+	claimed, err := store.Settle(ctx, r.ID, o)
+	if err != nil {
+		return r, false
+	}
+	return claimed, true
+}
+
 // GiverUp is implemented by a Resolver that can tell it has given up on a
 // receipt: no attempt it would make settles it (its strategy is manual, the
 // kept request may not be resent, the key is past retention, the attempts
@@ -147,6 +191,13 @@ func (rc *Reconciler) RunOnce(ctx context.Context) (int, error) {
 		}
 		out := fencegate.Outcome{State: fencegate.ReceiptUnknown}
 		if res := rc.resolver(r.Target); res != nil {
+			claimed, ok := claimResend(ctx, rc.Store, res, r, rc.now())
+			if !ok {
+				rc.log().Warn("reconcile: no resend: the receipt could not be claimed (settled meanwhile?)", "receipt", r.ID)
+				rc.backoff(r.ID, now)
+				continue
+			}
+			r = claimed
 			o, err := res.Resolve(ctx, r)
 			if err != nil {
 				rc.log().Warn("reconcile: effect query failed", "receipt", r.ID, "err", err)

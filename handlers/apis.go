@@ -211,11 +211,20 @@ func (s *Server) resolve(ctx context.Context, caller, id string, in resolution) 
 		return fencegate.Receipt{}, &fencegate.Error{Code: fencegate.CodeStillReconciling, ReceiptID: id,
 			Message: fmt.Sprintf("receipt %s is still being reconciled; resolve it once it is overdue or its strategy has given up", id)}
 	}
+	if s.Reconciler != nil && s.Reconciler.MayBeResending(rc) {
+		// A resend was claimed and may still be open (gateway.Resender).
+		return fencegate.Receipt{}, &fencegate.Error{Code: fencegate.CodeStillReconciling, ReceiptID: id,
+			Message: fmt.Sprintf("receipt %s may have a resend in flight; resolve it once the API's timeout has passed since its last attempt", id)}
+	}
 	note := "resolved by operator " + caller
 	if in.Note != "" {
 		note += ": " + in.Note
 	}
+	// Conditional: a resend claimed since the read makes it STILL_RECONCILING.
 	o := fencegate.Outcome{State: in.State, Error: note, Now: s.Now()}
+	if rc.SettledAt != nil {
+		o.IfSettledAt = *rc.SettledAt
+	}
 	if in.State == fencegate.ReceiptCommitted {
 		if o.Version, err = s.committedObjectVersion(ctx, rc); err != nil {
 			return fencegate.Receipt{}, err

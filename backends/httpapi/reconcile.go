@@ -58,6 +58,30 @@ func (a *API) Resolve(ctx context.Context, r fencegate.Receipt) (fencegate.Outco
 		"api %q settles unknown outcomes by hand; an operator must resolve %s", a.cfg.Name, r.ID)
 }
 
+// WillResend reports whether Resolve would send r upstream again now
+// (gateway.Resender): its route resends, and a resend is allowed and due.
+func (a *API) WillResend(r fencegate.Receipt) bool {
+	st := a.settleFor(r)
+	if st.Strategy != StrategyResend && st.Strategy != StrategyConflictFetch {
+		return false
+	}
+	return r.State == fencegate.ReceiptUnknown && !a.GaveUp(r) && (r.RetryAt == nil || !a.now().Before(*r.RetryAt))
+}
+
+// MayBeSending implements gateway.Resender: r's last settle (SettledAt, a
+// resend's claim) allowed a resend, and the send timeout has not passed since.
+func (a *API) MayBeSending(r fencegate.Receipt) bool {
+	st := a.settleFor(r)
+	if st.Strategy != StrategyResend && st.Strategy != StrategyConflictFetch {
+		return false
+	}
+	if r.SettledAt == nil || r.Request == nil || !r.Resend || r.Attempts >= st.MaxAttempts {
+		return false
+	}
+	at := *r.SettledAt
+	return at.Sub(r.CreatedAt)+a.cfg.Timeout < a.cfg.Contract.Idempotency.KeyRetention && a.now().Sub(at) < a.cfg.Timeout
+}
+
 // GaveUp reports whether Resolve will not settle the UNKNOWN receipt r any
 // more, so it waits for an operator (gateway.GiverUp): the route settles by
 // hand, or it resends and no resend is allowed (no kept request, an answer

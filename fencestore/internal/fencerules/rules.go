@@ -229,6 +229,10 @@ func Settle(r fencegate.Receipt, o *fencegate.Outcome) (next fencegate.Receipt, 
 		return r, false, &fencegate.Error{Code: fencegate.CodeReceiptSettled, ReceiptID: r.ID,
 			Message: fmt.Sprintf("receipt %s is already %s; it cannot become %s", r.ID, r.State, o.State)}
 	}
+	if !o.IfSettledAt.IsZero() && (r.SettledAt == nil || !r.SettledAt.Equal(o.IfSettledAt)) {
+		return r, false, &fencegate.Error{Code: fencegate.CodeStillReconciling, ReceiptID: r.ID,
+			Message: fmt.Sprintf("receipt %s changed since it was read (a resend may be in flight)", r.ID)}
+	}
 	if !fencegate.CanSettle(r.State, o.State) {
 		return r, false, fencegate.Errorf(fencegate.CodeInvalidRequest,
 			"receipt %s cannot move from %s to %s", r.ID, r.State, o.State)
