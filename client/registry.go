@@ -36,10 +36,15 @@ func (c *Client) Attest(ctx context.Context, lease string, b domain.AttestBody) 
 
 // ResolveS3 is POST /v1/leases/{lease}/s3-resolve (gateway identities
 // only): the lease's state, current grant, a status proof signed now and its
-// S3 credentials' secret. An unknown lease is NOT_FOUND.
+// S3 credentials' secret. An unknown lease is NOT_FOUND; an answer that
+// names no state or grant is uncertain.
 func (c *Client) ResolveS3(ctx context.Context, lease string) (domain.S3Resolution, error) {
 	var out domain.S3Resolution
 	err := c.do(ctx, request{op: "s3 resolve", method: http.MethodPost, path: "/v1/leases/" + escapeID(lease) + "/s3-resolve", limit: maxRegistryAnswer}, &out)
+	if err == nil && (out.State == "" || out.Grant == "") {
+		// Not the registry's answer about the lease (an empty body, a 204).
+		return domain.S3Resolution{}, &UncertainError{Op: "s3 resolve", Err: fmt.Errorf("answer names no lease state or grant")}
+	}
 	return out, err
 }
 

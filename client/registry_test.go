@@ -133,3 +133,23 @@ func TestALeaseOrDelegationIDIsOnePathSegment(t *testing.T) {
 		t.Errorf("paths asked = %q, want %q", paths, want)
 	}
 }
+
+// TestS3ResolveWithoutAGrantIsUncertain: a 2xx that names no state or no
+// grant (an empty body, a 204) is not the registry's answer about the
+// lease, so it is uncertain (the gateway: BACKEND_UNAVAILABLE), not a
+// grant that then fails verification as a certain GRANT_INVALID.
+func TestS3ResolveWithoutAGrantIsUncertain(t *testing.T) {
+	for _, answer := range []string{"204", `{}`, `{"state":"HELD"}`} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if answer == "204" {
+				w.WriteHeader(http.StatusNoContent)
+				return
+			}
+			w.Write([]byte(answer))
+		}))
+		if _, err := client.New(srv.URL, "t").ResolveS3(context.Background(), "l-1"); !client.IsUncertain(err) {
+			t.Errorf("resolve answered %s: %v, want uncertain", answer, err)
+		}
+		srv.Close()
+	}
+}
