@@ -19,6 +19,13 @@
 //     a new shadow pattern, a removed enforce rule) against the modes in force
 //     is refused unless break-glass is given, which is logged and counted;
 //   - the policy generation never goes down.
+//
+// One signing Authority per coordination backend: two signing registries
+// with their own files on one backend each rotate and revoke their own key,
+// and neither bundle trusts the other's grants. Nothing enforces this at
+// start (no backend-side claim of the key); the README (Several registries on
+// one coordination backend) says how to deploy them: one signer, the others
+// registry-less replicas, or one shared data directory.
 package authority
 
 import (
