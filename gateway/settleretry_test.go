@@ -188,3 +188,33 @@ func TestAdmissionLostWithTheStoreIsSettledNotApplied(t *testing.T) {
 		t.Fatalf("segment 1 again after recovery: %+v %v (object %q)", res, err, f.content())
 	}
 }
+
+// TestSettleThatFindsAFinalStateAnswersTheStoredOne: while the effect ran,
+// another replica settled the receipt COMMITTED (it took it as orphaned and
+// resent it). Our own FAILED outcome is refused by the store
+// (RECEIPT_SETTLED): the receipt stays COMMITTED, and the caller is answered
+// with the stored receipt, re-read, not with our outcome.
+func TestSettleThatFindsAFinalStateAnswersTheStoredOne(t *testing.T) {
+	f := newFixture(t)
+	gw, err := gateway.New(gateway.Config{Verifier: f.kit.Verifier(), Store: f.store, Now: f.kit.Now,
+		Policy: gateway.StaticPolicy{Generation: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	req := f.request(5, 1, "v1")
+	req.Effect = gateway.EffectFunc(func(ctx context.Context, r fencegate.Receipt, _ string) (fencegate.Outcome, error) {
+		if _, err := f.store.Settle(ctx, r.ID, fencegate.Outcome{State: fencegate.ReceiptCommitted, Version: "etag-other", Now: f.kit.Now()}); err != nil {
+			t.Fatalf("the other replica's settle: %v", err)
+		}
+		return fencegate.Outcome{State: fencegate.ReceiptFailed, Error: "upstream refused"},
+			fencegate.Errorf(fencegate.CodeBackendUnavailable, "upstream refused")
+	})
+	res, err := gw.Apply(ctx, req)
+	if err != nil || res.Receipt.State != fencegate.ReceiptCommitted || res.Receipt.Version != "etag-other" {
+		t.Fatalf("Apply: %+v %v, want the stored COMMITTED receipt", res.Receipt, err)
+	}
+	if r, _ := f.store.Receipt(ctx, res.Receipt.ID); r.State != fencegate.ReceiptCommitted {
+		t.Fatalf("stored receipt %s, want COMMITTED kept", r.State)
+	}
+}
