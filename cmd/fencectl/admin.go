@@ -60,7 +60,7 @@ func setFloorFlags(fs *flag.FlagSet) func(context.Context, *cmd) error {
 		if err != nil {
 			return err
 		}
-		return showAdmin(c, fmt.Sprintf("fence floor set: new fences are above %d", n))(c.client.SetFloor(ctx, n))
+		return showAdmin(c, fmt.Sprintf("fence floor %d recorded: new fences are above it and above every fence already issued (see issuance below)", n))(c.client.SetFloor(ctx, n))
 	}
 }
 
