@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fencegate/fencegate/e2e/upstream"
 )
@@ -92,9 +93,19 @@ reconcile:`, sqSrv.URL), 1)
 	}
 	settled(first, "COMMITTED", 2)
 
-	// Segment 2: the provider says the key is in progress (409): never stored.
+	// Segment 2: the provider says the key is in progress (409, Retry-After:
+	// 2): never stored as the answer. A replay before the provider's wait is
+	// over is MUTATION_UNKNOWN with that wait and sends nothing; after it,
+	// the replay resends under the same key.
 	pay.Inject(upstream.InProgress)
 	wantCode(t, call("payouts", l, 2, `{"amount":200,"currency":"eur"}`), http.StatusBadGateway, "MUTATION_UNKNOWN")
+	early := call("payouts", l, 2, `{"amount":200,"currency":"eur"}`)
+	wantCode(t, early, http.StatusBadGateway, "MUTATION_UNKNOWN")
+	wait, err := strconv.Atoi(early.header.Get("Retry-After"))
+	if err != nil || wait < 1 || wait > 2 || pay.Effects() != 1 {
+		t.Fatalf("replay inside the provider's Retry-After: Retry-After %q, payouts %d", early.header.Get("Retry-After"), pay.Effects())
+	}
+	time.Sleep(time.Duration(wait)*time.Second + 200*time.Millisecond) // the provider's own wait, on the binary's clock
 	second := call("payouts", l, 2, `{"amount":200,"currency":"eur"}`)
 	if second.status != http.StatusOK || pay.Effects() != 2 {
 		t.Fatalf("replay after in-progress: %d %s, payouts %d", second.status, second.body, pay.Effects())
