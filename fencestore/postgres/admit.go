@@ -35,27 +35,9 @@ func (s *Store) Admit(ctx context.Context, req fencegate.AdmitRequest) (fencegat
 	return m.req.adm, nil
 }
 
-// runAdmits runs one batch. When the batch's transaction fails and was
-// certainly rolled back (the server refused a statement, or COMMIT was never
-// sent), each member is run again alone, so that one member's failure fails
-// only that member. When the COMMIT's answer was lost, every member gets the
-// error: its admission may or may not be durable, as for a lone transaction.
+// runAdmits runs one admission batch through runBatch.
 func (s *Store) runAdmits(ctx context.Context, ms []*member[*admitCall]) {
-	uncertain, err := s.admitBatch(ctx, ms)
-	if err == nil {
-		return
-	}
-	if len(ms) == 1 || uncertain {
-		for _, m := range ms {
-			m.err = err
-		}
-		return
-	}
-	for i, m := range ms {
-		if _, err := s.admitBatch(ctx, ms[i:i+1:i+1]); err != nil {
-			m.err = err
-		}
-	}
+	runBatch(ctx, ms, s.admitBatch)
 }
 
 // admitKey names a segment: resource, fence, segment.

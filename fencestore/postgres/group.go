@@ -154,3 +154,27 @@ func (g *group[T]) exec(batch []*member[T]) {
 	g.kick()
 	g.mu.Unlock()
 }
+
+// runBatch runs ms as one transaction with batch. When that transaction fails
+// and was certainly rolled back (the server refused a statement, or COMMIT
+// was never sent), each member is run again alone, so that one member's
+// failure fails only that member. When the COMMIT's answer was lost
+// (uncertain), every member gets the error: its write may or may not be
+// durable, as for a lone transaction.
+func runBatch[T any](ctx context.Context, ms []*member[T], batch func(context.Context, []*member[T]) (uncertain bool, err error)) {
+	uncertain, err := batch(ctx, ms)
+	if err == nil {
+		return
+	}
+	if len(ms) == 1 || uncertain {
+		for _, m := range ms {
+			m.err = err
+		}
+		return
+	}
+	for i, m := range ms {
+		if _, err := batch(ctx, ms[i:i+1:i+1]); err != nil {
+			m.err = err
+		}
+	}
+}

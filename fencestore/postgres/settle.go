@@ -26,24 +26,9 @@ func (s *Store) Settle(ctx context.Context, receiptID string, o fencegate.Outcom
 	return m.req.out, nil
 }
 
-// runSettles runs one batch, and its members one by one if the batch was
-// certainly rolled back (see runAdmits).
+// runSettles runs one settle batch through runBatch.
 func (s *Store) runSettles(ctx context.Context, ms []*member[*settleCall]) {
-	uncertain, err := s.settleBatch(ctx, ms)
-	if err == nil {
-		return
-	}
-	if len(ms) == 1 || uncertain {
-		for _, m := range ms {
-			m.err = err
-		}
-		return
-	}
-	for i, m := range ms {
-		if _, err := s.settleBatch(ctx, ms[i:i+1:i+1]); err != nil {
-			m.err = err
-		}
-	}
+	runBatch(ctx, ms, s.settleBatch)
 }
 
 // settleBatch settles ms in one transaction of two round trips: BEGIN, the
