@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/fencegate/fencegate/internal/testenv"
 	"gopkg.in/yaml.v3"
 )
 
@@ -18,14 +19,7 @@ import (
 // ensure_promtool installs it). Under CI=true its absence fails the test.
 func promtool(t *testing.T) string {
 	t.Helper()
-	p, err := exec.LookPath("promtool")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("promtool not found (apt-get install prometheus, or scripts/services.sh ensure_promtool)")
-		}
-		t.Skip("promtool not found; install Debian's prometheus package")
-	}
-	return p
+	return testenv.Tool(t, "promtool", "apt-get install prometheus, or scripts/services.sh ensure_promtool")
 }
 
 func run(t *testing.T, dir, name string, args ...string) {

@@ -14,6 +14,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/fencegate/fencegate/internal/testenv"
 )
 
 var bigFlag = flag.Bool("model.big", false, "also check the larger bound MAXF=3 (minutes)")
@@ -22,22 +24,8 @@ var bigFlag = flag.Bool("model.big", false, "also check the larger bound MAXF=3 
 // machine and failing under CI (scripts/services.sh installs spin).
 func tools(t *testing.T) (spin, gcc string) {
 	t.Helper()
-	var missing []string
-	spin, err := exec.LookPath("spin")
-	if err != nil {
-		missing = append(missing, "spin")
-	}
-	gcc, err = exec.LookPath("gcc")
-	if err != nil {
-		missing = append(missing, "gcc")
-	}
-	if len(missing) > 0 {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("%v not installed: the model must be checked in CI (scripts/services.sh: ensure_spin)", missing)
-		}
-		t.Skipf("%v not installed (apt-get install spin gcc)", missing)
-	}
-	return spin, gcc
+	const install = "apt-get install spin gcc, or scripts/services.sh ensure_spin"
+	return testenv.Tool(t, "spin", install), testenv.Tool(t, "gcc", install)
 }
 
 // check runs spin -a over model with defines, compiles pan with cflags, runs

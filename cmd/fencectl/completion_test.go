@@ -9,20 +9,15 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/fencegate/fencegate/internal/testenv"
 )
 
 // needShell finds a shell, which scripts/test.sh installs (ensure_shells):
 // missing under CI=true fails the test, elsewhere skips it.
 func needShell(t *testing.T, name string) string {
 	t.Helper()
-	p, err := exec.LookPath(name)
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s is not installed (scripts/services.sh ensure_shells)", name)
-		}
-		t.Skipf("%s is not installed", name)
-	}
-	return p
+	return testenv.Tool(t, name, "apt-get install "+name+", or scripts/services.sh ensure_shells")
 }
 
 // script writes `fencectl completion SHELL` to a file and returns its path.

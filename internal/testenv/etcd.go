@@ -32,7 +32,7 @@ const etcdName = "fg-own"
 // and fails under CI=true.
 func OwnEtcd(t testing.TB) *Etcd {
 	t.Helper()
-	bin := lookBinary(t, "etcd", "apt-get install etcd-server etcd-client")
+	bin := Tool(t, "etcd", "apt-get install etcd-server etcd-client")
 	e := &Etcd{t: t, dir: t.TempDir()}
 	t.Cleanup(e.p.kill)
 	for attempt := 0; ; attempt++ {

@@ -99,8 +99,11 @@ func (p *proc) waitFor(ready func() error) error {
 	}
 }
 
-// lookBinary finds a server binary or skips t (fails under CI=true).
-func lookBinary(t interface {
+// Tool finds the program name on PATH for a test that needs it. Where it is
+// missing, the test fails under CI (any non-empty CI: scripts/test.sh
+// installs every tool the suites use) and is skipped elsewhere, with install
+// saying how to get it: a suite that needs a tool never skips in CI.
+func Tool(t interface {
 	Helper()
 	Fatalf(string, ...any)
 	Skipf(string, ...any)

@@ -37,7 +37,7 @@ func RedisDurable() RedisOption { return func(r *Redis) { r.durable = true } }
 // Without redis-server on PATH the test skips, and fails under CI=true.
 func OwnRedis(t testing.TB, opts ...RedisOption) *Redis {
 	t.Helper()
-	bin := lookBinary(t, "redis-server", "apt-get install redis-server")
+	bin := Tool(t, "redis-server", "apt-get install redis-server")
 	r := &Redis{t: t, dir: t.TempDir()}
 	for _, o := range opts {
 		o(r)
