@@ -81,6 +81,12 @@ func TestConsoleModeSwitchToShadowNeedsBreakGlass(t *testing.T) {
 	if resp.StatusCode != http.StatusForbidden || !strings.Contains(body, "break-glass") || modes.For("local/roll/x") != gateway.Enforce {
 		t.Fatalf("shadow without break-glass: %d, mode %s\n%s", resp.StatusCode, modes.For("local/roll/x"), body)
 	}
+	// A cross-site form cannot switch it, even with the break-glass box.
+	resp, _ = e.page("POST", "/console/modes", map[string]string{"Cookie": cookie, "Sec-Fetch-Site": "cross-site"},
+		url.Values{"pattern": {"local/roll/*"}, "mode": {"shadow"}, "breakGlass": {"yes"}})
+	if resp.StatusCode != http.StatusForbidden || modes.For("local/roll/x") != gateway.Enforce {
+		t.Fatalf("cross-site shadow with break-glass: %d, mode %s", resp.StatusCode, modes.For("local/roll/x"))
+	}
 	resp, _ = e.page("POST", "/console/modes", hdr, url.Values{"pattern": {"local/roll/*"}, "mode": {"shadow"}, "breakGlass": {"yes"}})
 	if resp.StatusCode != http.StatusSeeOther || modes.For("local/roll/x") != gateway.Shadow {
 		t.Fatalf("shadow with break-glass: %d, mode %s", resp.StatusCode, modes.For("local/roll/x"))
