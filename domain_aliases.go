@@ -42,6 +42,8 @@ type (
 	Outcome                 = domain.Outcome
 	Page                    = domain.Page
 	Position                = domain.Position
+	PriorSettle             = domain.PriorSettle
+	PriorSettling           = domain.PriorSettling
 	PutRequest              = domain.PutRequest
 	Quarantine              = domain.Quarantine
 	QuarantinePage          = domain.QuarantinePage

@@ -43,6 +43,33 @@ type AdmitRequest struct {
 	// one it failed to return: the record keeps the digest and size.
 	QuarantinePayload func() ([]byte, error) `json:"-"`
 	Now               time.Time
+	// Prior, when set, is a settle of an earlier receipt folded into this
+	// admission's transaction (the gateway's deferred settle): a store that
+	// implements PriorSettling applies it first, exactly as
+	// Settle(Prior.ReceiptID, Prior.Outcome) would, and then decides the
+	// segment on the state that settle left, so both share one durable
+	// commit. The settle commits even when the segment is refused; its own
+	// answer is Admission.Prior / Admission.PriorErr. A store that does not
+	// implement PriorSettling must not be given one.
+	Prior *PriorSettle
+}
+
+// PriorSettle is a settle folded into an admission (AdmitRequest.Prior).
+type PriorSettle struct {
+	ReceiptID string
+	Outcome   Outcome
+}
+
+// PriorSettling is implemented by a FenceStore whose Admit honours
+// AdmitRequest.Prior. When Admit returns a verdict (nil, or a ruling such as
+// STALE_OWNER or RESOURCE_BUSY), the prior settle has been decided in the
+// same committed transaction and Admission.Prior or Admission.PriorErr says
+// how; when Admit fails without a verdict (a store fault, a lost COMMIT
+// answer), the prior settle's fate is as open as the admission's.
+type PriorSettling interface {
+	FenceStore
+	// SettlesPrior reports that Admit honours AdmitRequest.Prior.
+	SettlesPrior() bool
 }
 
 // Admission is the result of an admitted (or replayed) segment.
@@ -54,6 +81,13 @@ type Admission struct {
 	// PreviousVersion is the backend version last committed for Receipt.Target
 	// ("" if none), to chain a conditional write on.
 	PreviousVersion string
+	// Prior is AdmitRequest.Prior's receipt as that settle left it, or
+	// PriorErr its refusal (a ruling, e.g. RECEIPT_SETTLED); both are set
+	// whether or not the segment was admitted (see PriorSettling). Admit
+	// returns the Admission alongside a refusal of the segment when a prior
+	// settle was given, so the caller learns the settle's answer.
+	Prior    *Receipt
+	PriorErr error `json:"-"`
 }
 
 // Outcome settles a receipt.
