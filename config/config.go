@@ -29,6 +29,12 @@ type Config struct {
 	// MetricsAddr is the operator listener that serves /metrics; "" serves
 	// none. The API listener never serves /metrics.
 	MetricsAddr string `yaml:"metricsAddr"`
+	// Pprof serves Go's profiling endpoints (net/http/pprof: /debug/pprof/,
+	// profile, trace, heap ...) on the operator listener MetricsAddr, for
+	// operators; off by default (--pprof). They are never on the API
+	// listener: a profile shows request data in memory and costs CPU, so
+	// only whoever can reach the operator listener may take one.
+	Pprof bool `yaml:"pprof"`
 	// Log is the log format and level (flags --log-format, --log-level).
 	Log Log `yaml:"log"`
 	// Tracing exports OpenTelemetry spans (off by default; --otlp-endpoint).
@@ -349,6 +355,9 @@ func (c *Config) Validate() error {
 	c.validateObservability(at)
 	if c.MetricsAddr != "" && c.MetricsAddr == c.Addr {
 		at("metricsAddr", "metricsAddr must differ from addr: /metrics is served on an operator listener only")
+	}
+	if c.Pprof && c.MetricsAddr == "" {
+		at("pprof", "pprof needs metricsAddr: the profiling endpoints are served on the operator listener only")
 	}
 	if h := c.HTTP; h.ReadHeaderTimeout <= 0 || h.BodyReadTimeout <= 0 || h.IdleTimeout <= 0 {
 		at("http", "http readHeaderTimeout, bodyReadTimeout and idleTimeout must be positive")

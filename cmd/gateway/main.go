@@ -75,8 +75,8 @@ func main() {
 func usage() {
 	fmt.Fprint(os.Stderr, `usage:
   common: [--log-format text|json] [--log-level debug|info|warn|error] [--otlp-endpoint URL]
-  gateway dev   [--addr A] [--metrics-addr M] [--data-dir D] [--identity NAME=TOKEN]... [--admin-token T]... [--gateway NAME=TOKEN]... [--store NAME=URL]... [--config FILE] [--break-glass]
-  gateway serve --config FILE [--addr A] [--metrics-addr M] [--data-dir D] [--fence-store URL] [--registry-url URL] [--trust-bundle FILE] [--identity NAME=TOKEN]... [--store NAME=URL]... [--break-glass]
+  gateway dev   [--addr A] [--metrics-addr M [--pprof]] [--data-dir D] [--identity NAME=TOKEN]... [--admin-token T]... [--gateway NAME=TOKEN]... [--store NAME=URL]... [--config FILE] [--break-glass]
+  gateway serve --config FILE [--addr A] [--metrics-addr M [--pprof]] [--data-dir D] [--fence-store URL] [--registry-url URL] [--trust-bundle FILE] [--identity NAME=TOKEN]... [--store NAME=URL]... [--break-glass]
   gateway healthcheck [URL]   (default http://127.0.0.1:8080/healthz; exit 0 on 200)
   gateway version
   gateway registry [--config FILE] [--addr A] [--data-dir D] [--identity NAME=TOKEN]... [--gateway NAME=TOKEN]... [--registry-backend URL] [--allow-volatile-backend] [--break-glass]
@@ -89,6 +89,7 @@ func parseFlags(cmd string, args []string, cfg *config.Config) error {
 	configFile := fs.String("config", "", "YAML config file")
 	addr := fs.String("addr", "", "listen address (default "+cfg.Addr+")")
 	metricsAddr := fs.String("metrics-addr", "", "operator listener serving /metrics (default: none)")
+	pprof := fs.Bool("pprof", false, "serve /debug/pprof/ (CPU, heap, execution trace...) on the operator listener (--metrics-addr) too")
 	dataDir := fs.String("data-dir", "", "directory for embedded state (default "+cfg.DataDir+")")
 	fenceStore := fs.String("fence-store", "", `fence store: "embedded" or a postgres:// URL`)
 	statusMode := fs.String("status-mode", "", "proof (Fence-Status headers) or query (ask the registry)")
@@ -164,6 +165,9 @@ func parseFlags(cmd string, args []string, cfg *config.Config) error {
 	}
 	cfg.Identities = append(cfg.Identities, identities...)
 	cfg.BreakGlass = *breakGlass
+	if *pprof {
+		cfg.Pprof = true
+	}
 	if len(stores) > 0 && cfg.Stores == nil {
 		cfg.Stores = map[string]string{}
 	}

@@ -273,8 +273,8 @@ func (a *App) Run(ctx context.Context) error {
 	return a.Serve(ctx, ln, mln)
 }
 
-// Serve is Run on existing listeners; metrics (nil for none) serves only
-// /metrics.
+// Serve is Run on existing listeners; metrics (nil for none) is the
+// operator listener (see operatorHandler).
 func (a *App) Serve(ctx context.Context, ln, metrics net.Listener) error {
 	lim := a.cfg.HTTP
 	hs := &http.Server{Handler: a.handler, ReadHeaderTimeout: lim.ReadHeaderTimeout,
@@ -324,20 +324,6 @@ func (a *App) Close() {
 		}
 	}
 	a.closers = nil
-}
-
-// metricsServer serves GET /metrics and nothing else, for operators.
-func (a *App) metricsServer() *http.Server {
-	prom := a.metrics.Handler()
-	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/metrics" {
-			http.NotFound(w, r)
-			return
-		}
-		prom.ServeHTTP(w, r)
-	})
-	return &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 10 * time.Second,
-		WriteTimeout: 30 * time.Second, IdleTimeout: 60 * time.Second, MaxHeaderBytes: 16 << 10}
 }
 
 var (
