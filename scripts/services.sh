@@ -144,6 +144,13 @@ ensure_shells() {
   apt_install zsh fish
 }
 
+# ensure_wrk installs Debian's wrk, the independent load generator
+# internal/cmd/loadbench cross-checks its client's numbers with.
+ensure_wrk() {
+  command -v wrk >/dev/null 2>&1 && return 0
+  apt_install wrk
+}
+
 # ensure_promtool installs promtool (Debian's prometheus package), which
 # deploy/prometheus_test.go runs over the shipped alert rules and their tests.
 ensure_promtool() {

@@ -11,6 +11,7 @@ ensure_s3
 ensure_etcd
 ensure_spin
 ensure_promtool
+ensure_wrk
 ensure_systemd_analyze
 ensure_chromium
 ensure_s3clients

@@ -18,38 +18,87 @@ import (
 // gateway is one started gateway process, optionally under strace counting
 // its fsync-family calls.
 type gateway struct {
-	url    string
-	cmd    *exec.Cmd
-	pid    int    // the gateway's own process ID (under strace: the child's)
-	trace  string // strace output file, "" when not traced
-	logf   *os.File
-	stderr string
+	url     string
+	metrics string // the operator listener's base URL (/metrics, /debug/pprof/ with pprof)
+	cmd     *exec.Cmd
+	pid     int    // the gateway's own process ID (under strace: the child's)
+	trace   string // strace output file, "" when not traced
+	logf    *os.File
+	stderr  string
 }
 
-// startGateway runs bin dev with args on a free loopback port and waits for
-// /healthz. With trace, it runs under strace -f --seccomp-bpf (only the
-// traced calls stop, so the cost is small) writing the calls to a file.
-func startGateway(ctx context.Context, bin, dir string, env []string, trace bool, args ...string) (*gateway, error) {
+// gwSpec is how to start one gateway.
+type gwSpec struct {
+	bin, dir string
+	env      []string
+	strace   bool // count fsync-family calls under strace
+	pprof    bool // serve /debug/pprof/ on the operator listener
+	// serve runs `gateway serve --config` with a config file as an operator
+	// writes one (access rules, an in-process registry) instead of `gateway
+	// dev`; fenceStore is its fence store ("" for embedded).
+	serve      bool
+	fenceStore string
+	args       []string // further flags
+}
+
+// serveConfig is the `gateway serve` configuration of the bench: what
+// `gateway dev` implies (an in-process embedded registry, a local object
+// store named local), written out, with access rules instead of dev's open
+// policy. Every other setting is the default both share (config.Default).
+const serveConfig = `# loadbench: gateway serve with an in-process registry (README "Registry and operators")
+stores: {local: "local:"}
+identities:
+  - {name: bench, token: token-bench}
+access:
+  rules:
+    - {identity: bench, lease: ["local/*"], read: [local]}
+registry: {backend: embedded, keyId: bench-1, issuerEpoch: 1}
+`
+
+// startGateway runs the gateway of sp on free loopback ports (the API and
+// the operator listener) and waits for /healthz. With strace, it runs under
+// strace -f --seccomp-bpf (only the traced calls stop, so the cost is small)
+// writing the calls to a file.
+func startGateway(ctx context.Context, sp gwSpec) (*gateway, error) {
 	addr, err := freeAddr()
 	if err != nil {
 		return nil, err
 	}
-	g := &gateway{url: "http://" + addr}
-	logf, err := os.Create(filepath.Join(dir, "gateway.log"))
+	maddr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	g := &gateway{url: "http://" + addr, metrics: "http://" + maddr}
+	logf, err := os.Create(filepath.Join(sp.dir, "gateway.log"))
 	if err != nil {
 		return nil, err
 	}
 	g.logf, g.stderr = logf, logf.Name()
-	full := append([]string{"dev", "--addr", addr, "--data-dir", filepath.Join(dir, "data"),
-		"--identity", "bench=token-bench"}, args...)
-	if trace {
-		g.trace = filepath.Join(dir, "strace.out")
+	full := []string{"dev", "--identity", "bench=token-bench"}
+	if sp.serve {
+		cfg := filepath.Join(sp.dir, "gateway.yaml")
+		if err := os.WriteFile(cfg, []byte(serveConfig), 0o600); err != nil {
+			return nil, err
+		}
+		full = []string{"serve", "--config", cfg}
+	}
+	full = append(full, "--addr", addr, "--metrics-addr", maddr, "--data-dir", filepath.Join(sp.dir, "data"))
+	if sp.fenceStore != "" {
+		full = append(full, "--fence-store", sp.fenceStore)
+	}
+	if sp.pprof {
+		full = append(full, "--pprof")
+	}
+	full = append(full, sp.args...)
+	bin := sp.bin
+	if sp.strace {
+		g.trace = filepath.Join(sp.dir, "strace.out")
 		full = append([]string{"-f", "-qq", "--seccomp-bpf", "-e", "trace=fsync,fdatasync,sync_file_range,syncfs",
 			"-e", "signal=none", "-o", g.trace, bin}, full...)
 		bin = "strace"
 	}
 	g.cmd = exec.Command(bin, full...)
-	g.cmd.Env = append(os.Environ(), env...)
+	g.cmd.Env = append(os.Environ(), sp.env...)
 	g.cmd.Stdout, g.cmd.Stderr = logf, logf
 	g.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := g.cmd.Start(); err != nil {
@@ -72,7 +121,7 @@ func startGateway(ctx context.Context, bin, dir string, env []string, trace bool
 		time.Sleep(50 * time.Millisecond)
 	}
 	g.pid = g.cmd.Process.Pid
-	if trace {
+	if sp.strace {
 		g.pid = childOf(g.pid)
 	}
 	return g, nil

@@ -18,31 +18,40 @@ type sample struct {
 	writes int
 	window time.Duration
 	lat    []time.Duration
+	quant  map[float64]time.Duration // quantiles reported by another program, when lat is not known
 	cpu    time.Duration // gateway CPU over the window (0: not measured)
+	self   time.Duration // this process's CPU over the window (the load generator's, for the gateway paths)
 	syncs  int           // fsync-family calls of the gateway (-1: not measured)
 	pg     pgDelta       // Postgres counters (zero: not measured)
+	stages stages        // the gateway's stage histograms over the window (zero: not measured)
+	errs   int           // answers that were not a success (the cross-checks count them; the client stops at one)
 }
 
 func (s sample) rate() float64 { return float64(s.writes) / s.window.Seconds() }
 
 func (s sample) pct(p float64) time.Duration {
 	if len(s.lat) == 0 {
-		return 0
+		return s.quant[p]
 	}
 	slices.Sort(s.lat)
 	return s.lat[min(len(s.lat)-1, int(float64(len(s.lat))*p))]
 }
 
 // counters reads what a sample reports moving; nil members are skipped.
+// during, if set, runs beside the window (given its length) and is waited
+// for before the window's counters are read: the profiles are taken there.
 type counters struct {
-	gw *gateway
-	pg *pgStats
+	gw     *gateway
+	pg     *pgStats
+	during func(d time.Duration)
 }
 
 type snap struct {
-	cpu   time.Duration
-	syncs int
-	pg    pgCounters
+	cpu    time.Duration
+	self   time.Duration
+	syncs  int
+	pg     pgCounters
+	stages stages
 }
 
 func (c counters) read(ctx context.Context) snap {
@@ -50,7 +59,9 @@ func (c counters) read(ctx context.Context) snap {
 	s.syncs = -1
 	if c.gw != nil {
 		s.cpu, s.syncs = c.gw.cpu(), c.gw.syncs()
+		s.stages = scrapeStages(c.gw.metrics)
 	}
+	s.self = selfCPU()
 	if c.pg != nil {
 		s.pg = c.pg.read(ctx)
 	}
@@ -59,6 +70,8 @@ func (c counters) read(ctx context.Context) snap {
 
 func (c counters) fill(out *sample, a, b snap) {
 	out.cpu = b.cpu - a.cpu
+	out.self = b.self - a.self
+	out.stages = b.stages.minus(a.stages)
 	out.syncs = -1
 	if a.syncs >= 0 && b.syncs >= 0 {
 		out.syncs = b.syncs - a.syncs
@@ -86,6 +99,13 @@ func runWorkers(ctx context.Context, c int, d time.Duration, cnt counters,
 	before := cnt.read(ctx)
 	start := time.Now()
 	end := start.Add(d)
+	duringDone := make(chan struct{})
+	go func() {
+		defer close(duringDone)
+		if cnt.during != nil {
+			cnt.during(d)
+		}
+	}()
 	for w := range c {
 		wg.Add(1)
 		go func() {
@@ -110,6 +130,7 @@ func runWorkers(ctx context.Context, c int, d time.Duration, cnt counters,
 	}
 	wg.Wait()
 	window := time.Since(start)
+	<-duringDone
 	after := cnt.read(ctx)
 	if first != nil {
 		return sample{}, first
@@ -122,7 +143,7 @@ func runWorkers(ctx context.Context, c int, d time.Duration, cnt counters,
 // throughGateway writes 1 KiB bodies through gw with the project's client:
 // each worker holds one lease on its own resource STORE/bench/TAG/W and
 // writes its segments 1, 2, 3 ... under that one grant.
-func throughGateway(ctx context.Context, gw *gateway, store, tag string, c int, d time.Duration, pg *pgStats) (sample, error) {
+func throughGateway(ctx context.Context, gw *gateway, store, tag string, c int, d time.Duration, cnt counters) (sample, error) {
 	cl := fgclient.New(gw.url, "token-bench")
 	body := bytes.Repeat([]byte("0123456789abcdef"), 64)
 	writers := make([]*fgclient.ObjectWriter, c)
@@ -153,5 +174,6 @@ func throughGateway(ctx context.Context, gw *gateway, store, tag string, c int, 
 		_, err := writers[w].Put(ctx, keys[w], bytes.NewReader(body), "application/octet-stream")
 		return err
 	}
-	return runWorkers(ctx, c, d, counters{gw: gw, pg: pg}, prepare, op)
+	cnt.gw = gw
+	return runWorkers(ctx, c, d, cnt, prepare, op)
 }

@@ -2,8 +2,9 @@
 // fence/object store and, in the same run, the baseline each path is held
 // against:
 //
-//   - postgres: `gateway dev --fence-store postgres://...` with the local
-//     object store, against pgbench running one transaction of a fence-row
+//   - postgres: `gateway serve --config F --fence-store postgres://...` (F:
+//     an in-process registry, access rules, the local object store; see
+//     serveConfig) against pgbench running one transaction of a fence-row
 //     upsert plus a receipt insert on the store's own tables;
 //   - embedded: `gateway dev` (bbolt fence store, local object store), against
 //     a bare bbolt commit plus the same object-file write, without HTTP;
@@ -14,9 +15,16 @@
 // 3 ... under one grant, through the project's client. For each concurrency
 // it prints writes/s, p50/p99 and the ratio to the baseline, the gateway's
 // CPU per write, its fsync-family calls per write (counted with strace when
-// -fsyncs), and for Postgres the commits and WAL syncs per write. Every point
-// starts a fresh gateway on a fresh store; -runs N keeps the median run.
-// scripts/bench.sh wraps it. It asserts nothing: it reports.
+// -fsyncs), and for Postgres the commits and WAL syncs per write; under it
+// the mean admission, effect and remaining time per write from the
+// gateway's own histograms (its operator listener, scraped before and after
+// the window) and the load generator's own CPU per write (getrusage). At
+// the points of -check it also drives the same writes without the project's
+// client (wrk and plain net/http, check.go) on the same gateway. -profile DIR
+// saves a CPU profile and an execution trace of the gateway per point
+// (profile.go). Every point starts a fresh gateway on a fresh store; -runs N
+// keeps the median run. scripts/bench.sh wraps it. It asserts nothing: it
+// reports.
 package main
 
 import (
@@ -46,6 +54,12 @@ type options struct {
 	prefill int
 	out     io.Writer
 	filled  string // the pre-filled Postgres store's URL, if any
+	// profile is the directory for per-point profiles ("" for none).
+	profile string
+	// checks are the points ("embedded:8") where the cross-checks run,
+	// with checkWith: "wrk" and/or "http".
+	checks    map[string]bool
+	checkWith []string
 }
 
 func main() {
@@ -63,7 +77,21 @@ func main() {
 	flag.StringVar(&o.s3.secretKey, "s3-secret-key", envOr("FENCEGATE_TEST_S3_SECRET_KEY", "fencegate-sk"), "secret key")
 	flag.BoolVar(&o.fsyncs, "fsyncs", true, "run the gateway under strace to count its fsync-family calls")
 	flag.IntVar(&o.prefill, "prefill", 0, "receipts to bulk-insert (SQL) into the Postgres store before each point")
+	flag.StringVar(&o.profile, "profile", "", "save a CPU profile and an execution trace of the gateway per point (first run) as DIR/PATH-cN.cpu, .trace")
+	checks := flag.String("check", "embedded:8", "points PATH:C where the same writes are also driven without the project's client (\"\" for none)")
+	checkWith := flag.String("check-with", "wrk,http", "cross-check generators: wrk (Debian's wrk; skipped if absent) and/or http (plain net/http)")
 	flag.Parse()
+	o.checks = map[string]bool{}
+	for _, c := range strings.Split(*checks, ",") {
+		if c = strings.TrimSpace(c); c != "" {
+			o.checks[c] = true
+		}
+	}
+	for _, c := range strings.Split(*checkWith, ",") {
+		if c = strings.TrimSpace(c); c != "" {
+			o.checkWith = append(o.checkWith, c)
+		}
+	}
 	o.s3.region = "us-east-1"
 	o.paths = strings.Split(*paths, ",")
 	for _, s := range strings.Split(*conc, ",") {
@@ -105,7 +133,23 @@ func run(ctx context.Context, o options) error {
 			o.fsyncs = false
 		}
 	}
-	fmt.Fprintf(o.out, "loadbench: 1 KiB bodies, distinct resources, segments 1,2,3... under one grant; %s per point, median of %d\n", o.d, o.runs)
+	if o.profile != "" {
+		if err := os.MkdirAll(o.profile, 0o755); err != nil {
+			return err
+		}
+	}
+	var with []string
+	for _, w := range o.checkWith {
+		if _, err := exec.LookPath("wrk"); w == "wrk" && err != nil {
+			fmt.Fprintln(o.out, "loadbench: no wrk on PATH (apt-get install wrk): the wrk cross-check is skipped")
+			continue
+		}
+		with = append(with, w)
+	}
+	o.checkWith = with
+	fmt.Fprintf(o.out, "loadbench: 1 KiB bodies, distinct resources, segments 1,2,3... under one grant; %s per point, median of %d; load average %s\n",
+		o.d, o.runs, loadavg())
+	fmt.Fprintln(o.out, "postgres: gateway serve (config: in-process embedded registry, access rules, local store); embedded, s3: gateway dev")
 	fmt.Fprintf(o.out, "%-9s %3s %9s %8s %8s | %-18s %9s %8s %8s | %6s | %7s %9s %8s\n",
 		"path", "c", "writes/s", "p50", "p99", "baseline", "writes/s", "p50", "p99", "ratio", "cpu/w", "fsyncs/w", "commit/w")
 	stamp := strconv.FormatInt(time.Now().UnixNano()%1e10, 36)
@@ -129,90 +173,143 @@ func run(ctx context.Context, o options) error {
 	}
 	for _, path := range o.paths {
 		for _, c := range o.conc {
-			var gws, bases []sample
+			var pts []point
 			for r := range o.runs {
 				tag := fmt.Sprintf("%s%s%dr%d", path[:2], stamp, c, r)
 				dir := filepath.Join(tmp, tag)
 				if err := os.MkdirAll(dir, 0o700); err != nil {
 					return err
 				}
-				gw, base, err := measure(ctx, o, path, tag, dir, c)
+				prof := ""
+				if o.profile != "" && r == 0 {
+					prof = fmt.Sprintf("%s-c%d", path, c)
+				}
+				pt, err := measure(ctx, o, path, tag, dir, c, r, prof)
 				if err != nil {
 					return fmt.Errorf("%s c=%d: %w", path, c, err)
 				}
-				gws, bases = append(gws, gw), append(bases, base)
+				pts = append(pts, pt)
 				_ = os.RemoveAll(dir)
 			}
-			printRow(o.out, path, c, median(gws), median(bases))
+			printPoint(o.out, path, c, pts)
+			if o.profile != "" {
+				fmt.Fprintf(o.out, "%14s profiles (first run): %s.cpu, .trace\n", "", filepath.Join(o.profile, fmt.Sprintf("%s-c%d", path, c)))
+			}
 		}
 	}
-	fmt.Fprintln(o.out, "cpu/w: gateway CPU (user+system) per write; fsyncs/w: the gateway's fsync/fdatasync/sync_file_range calls per write"+
-		" (strace); commit/w and walsync/w: Postgres xact_commit of the bench database and wal_sync of the whole server, per write")
+	fmt.Fprintln(o.out, legend)
+	fmt.Fprintf(o.out, "load average at the end: %s\n", loadavg())
 	return nil
 }
 
-// measure runs one point of path: the gateway, then the baseline.
-func measure(ctx context.Context, o options, path, tag, dir string, c int) (gw, base sample, err error) {
-	var (
-		args  []string
-		env   []string
-		store = "local"
-		stats *pgStats
-	)
+// point is one run of one point: the gateway through the project's client,
+// the baseline, and the cross-checks by generator.
+type point struct {
+	gw, base sample
+	checks   map[string]sample
+}
+
+// measure runs one point of path: the gateway (and its cross-checks, on the
+// same gateway after the client's window), then the baseline. With prof,
+// the gateway serves pprof and the client's window is profiled into
+// o.profile/prof.*.
+func measure(ctx context.Context, o options, path, tag, dir string, c, run int, prof string) (pt point, err error) {
+	sp := gwSpec{bin: o.bin, dir: dir, strace: o.fsyncs, pprof: prof != ""}
+	store := "local"
+	var stats *pgStats
 	switch path {
 	case "postgres":
 		var dbURL string
 		dbURL, err = benchDB(ctx, o.pgBase, o.pgDB)
 		if err != nil {
-			return gw, base, err
+			return pt, err
 		}
 		stats = &pgStats{url: dbURL, db: o.pgDB}
 		su := o.filled
 		if su == "" {
 			su, err = schemaURL(ctx, dbURL, "gw_"+tag)
 			if err != nil {
-				return gw, base, err
+				return pt, err
 			}
 			defer dropSchema(ctx, dbURL, "gw_"+tag)
 		}
-		args = []string{"--fence-store", su}
+		sp.serve, sp.fenceStore = true, su
 	case "embedded":
 	case "s3":
 		store = "s3b"
-		args = []string{"--store", fmt.Sprintf("s3b=s3://%s/loadbench/%s?endpoint=%s&region=%s&pathStyle=true",
+		sp.args = []string{"--store", fmt.Sprintf("s3b=s3://%s/loadbench/%s?endpoint=%s&region=%s&pathStyle=true",
 			o.s3.bucket, tag, o.s3.endpoint, o.s3.region)}
-		env = []string{"AWS_ACCESS_KEY_ID=" + o.s3.accessKey, "AWS_SECRET_ACCESS_KEY=" + o.s3.secretKey}
+		sp.env = []string{"AWS_ACCESS_KEY_ID=" + o.s3.accessKey, "AWS_SECRET_ACCESS_KEY=" + o.s3.secretKey}
 	default:
-		return gw, base, fmt.Errorf("unknown path %q", path)
+		return pt, fmt.Errorf("unknown path %q", path)
 	}
-	g, err := startGateway(ctx, o.bin, dir, env, o.fsyncs, args...)
+	g, err := startGateway(ctx, sp)
 	if err != nil {
-		return gw, base, err
+		return pt, err
 	}
 	var before pgCounters
 	if stats != nil {
 		before = stats.settle(ctx)
 	}
-	gw, err = throughGateway(ctx, g, store, tag, c, o.d, nil)
+	var p *profiler
+	cnt := counters{}
+	if prof != "" {
+		p = &profiler{gw: g, dir: o.profile, name: prof}
+		cnt.during = p.during
+	}
+	pt.gw, err = throughGateway(ctx, g, store, tag, c, o.d, cnt)
+	if err == nil && p != nil && p.err != nil {
+		err = fmt.Errorf("profile: %w", p.err)
+	}
+	if err == nil && o.checks[fmt.Sprintf("%s:%d", path, c)] {
+		pt.checks, err = crossChecks(ctx, o, g, store, tag, dir, c, run)
+	}
 	g.stop()
 	if err != nil {
 		log, _ := os.ReadFile(g.stderr)
-		return gw, base, fmt.Errorf("%w\ngateway log:\n%s", err, tail(string(log), 3000))
+		return pt, fmt.Errorf("%w\ngateway log:\n%s", err, tail(string(log), 3000))
 	}
-	if stats != nil {
+	if stats != nil && len(pt.checks) == 0 {
 		// The gateway's sessions have ended, so they have reported; the
 		// delta also holds the lease acquisitions' few reads.
-		gw.pg = stats.settle(ctx).minus(before)
+		pt.gw.pg = stats.settle(ctx).minus(before)
 	}
 	switch path {
 	case "postgres":
-		base, err = runPgbench(ctx, stats, dir, c, o.d, tag)
+		pt.base, err = runPgbench(ctx, stats, dir, c, o.d, tag)
 	case "embedded":
-		base, err = boltBaseline(ctx, dir, c, o.d)
+		pt.base, err = boltBaseline(ctx, dir, c, o.d)
 	case "s3":
-		base, err = s3Baseline(ctx, o.s3, "loadbench/"+tag+"/direct", c, o.d)
+		pt.base, err = s3Baseline(ctx, o.s3, "loadbench/"+tag+"/direct", c, o.d)
 	}
-	return gw, base, err
+	return pt, err
+}
+
+// crossChecks runs each generator of o.checkWith on g at c, on fresh
+// resources, each for checkWindow(o.d), starting with a different one each
+// run (the machine drifts between windows).
+func crossChecks(ctx context.Context, o options, g *gateway, store, tag, dir string, c, run int) (map[string]sample, error) {
+	out := map[string]sample{}
+	for i := range o.checkWith {
+		w := o.checkWith[(i+run)%len(o.checkWith)]
+		var (
+			s   sample
+			err error
+		)
+		switch w {
+		case "wrk":
+			s, err = viaWrk(ctx, g, store, tag+"wrk", dir, c, checkWindow(o.d))
+		case "http":
+			s, err = plainHTTP(ctx, g, store, tag+"http", c, checkWindow(o.d))
+		default:
+			err = fmt.Errorf("unknown -check-with %q", w)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("cross-check %s: %w", w, err)
+		}
+		out[w] = s
+	}
+	return out, nil
 }
 
 func median(ss []sample) sample {
@@ -228,43 +325,11 @@ func median(ss []sample) sample {
 	return ss[len(ss)/2]
 }
 
-var baselineName = map[string]string{"postgres": "pgbench", "embedded": "bbolt+file", "s3": "direct PUT"}
-
-func printRow(w io.Writer, path string, c int, gw, base sample) {
-	perWrite := func(n int64, s sample) string {
-		if s.writes == 0 {
-			return "-"
-		}
-		return fmt.Sprintf("%.2f", float64(n)/float64(s.writes))
+// loadavg is /proc/loadavg's 1, 5 and 15 minute averages.
+func loadavg() string {
+	data, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(data)); err == nil && len(f) >= 3 {
+		return strings.Join(f[:3], " ")
 	}
-	cpu, syncs, commits := "-", "-", "-"
-	if gw.writes > 0 {
-		cpu = fmt.Sprintf("%.2fms", float64(gw.cpu)/float64(time.Millisecond)/float64(gw.writes))
-		if gw.syncs >= 0 {
-			syncs = perWrite(int64(gw.syncs), gw)
-		}
-		if gw.pg.valid {
-			commits = perWrite(gw.pg.commits, gw) + " walsync/w " + perWrite(gw.pg.walSyncs, gw)
-		}
-	}
-	ratio := 0.0
-	if base.rate() > 0 {
-		ratio = gw.rate() / base.rate()
-	}
-	fmt.Fprintf(w, "%-9s %3d %9.0f %8s %8s | %-18s %9.0f %8s %8s | %5.2fx | %7s %9s %s\n",
-		path, c, gw.rate(), round(gw.pct(0.5)), round(gw.pct(0.99)),
-		baselineName[path], base.rate(), round(base.pct(0.5)), round(base.pct(0.99)), ratio, cpu, syncs, commits)
-	if base.pg.valid && base.writes > 0 {
-		fmt.Fprintf(w, "%-9s %3s %9s %8s %8s | %-18s commit/w %s walsync/w %s\n", "", "", "", "", "", "  (pgbench)",
-			perWrite(base.pg.commits, base), perWrite(base.pg.walSyncs, base))
-	}
-}
-
-func round(d time.Duration) string {
-	switch {
-	case d >= 10*time.Millisecond:
-		return d.Round(100 * time.Microsecond).String()
-	default:
-		return d.Round(10 * time.Microsecond).String()
-	}
+	return "?"
 }

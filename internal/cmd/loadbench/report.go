@@ -1,0 +1,144 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+)
+
+var baselineName = map[string]string{"postgres": "pgbench", "embedded": "bbolt+file", "s3": "direct PUT"}
+
+// legend explains the columns and the lines under each row.
+const legend = `cpu/w: gateway CPU (user+system) per write; fsyncs/w: the gateway's fsync/fdatasync/sync_file_range calls per write (strace);
+commit/w and walsync/w: Postgres xact_commit of the bench database and wal_sync of the whole server, per write.
+stages: the gateway's own histograms over the window (operator listener /metrics), mean ms per write: the PUT request as the
+  gateway timed it = admission (fence store, waiting included) + effect (object store) + the rest (settle, body, HTTP, verify);
+  "settle" replaces "rest" when the gateway exports fencegate_settle_duration_seconds. loadbench CPU/w: this process's CPU per
+  write over the window (getrusage), i.e. what the load generator takes of the machine.
+cross-check: the same fenced writes on the same gateway after the client's window, on fresh resources, without the project's
+  client: wrk (a separate C program, Lua script with precomputed headers) and plain net/http; the median rate, the median of
+  its ratios to the client's rate in the same run, the gateway's CPU and request time per write, the generator's CPU per write.`
+
+// printPoint prints the median run of pts (by the gateway's rate; the
+// baseline's and each cross-check's median taken on their own).
+func printPoint(w io.Writer, path string, c int, pts []point) {
+	var gws, bases []sample
+	checks := map[string][]sample{}
+	ratios := map[string][]float64{} // a cross-check's rate / the client's, in the same run
+	for _, p := range pts {
+		gws, bases = append(gws, p.gw), append(bases, p.base)
+		for k, s := range p.checks {
+			checks[k] = append(checks[k], s)
+			if p.gw.rate() > 0 {
+				ratios[k] = append(ratios[k], s.rate()/p.gw.rate())
+			}
+		}
+	}
+	gw := median(gws)
+	printRow(w, path, c, gw, median(bases))
+	fmt.Fprintf(w, "%14s %s\n", "", stageLine(gw))
+	if len(checks) > 0 {
+		names := make([]string, 0, len(checks))
+		for k := range checks {
+			names = append(names, k)
+		}
+		slices.Sort(names)
+		var parts []string
+		for _, k := range names {
+			parts = append(parts, checkPart(k, median(checks[k]), ratios[k]))
+		}
+		fmt.Fprintf(w, "%14s cross-check at c=%d: %s\n", "", c, strings.Join(parts, "; "))
+	}
+}
+
+// stageLine is the per-write stage breakdown of gw and the load
+// generator's CPU per write.
+func stageLine(gw sample) string {
+	var b strings.Builder
+	if st := gw.stages; st.valid && st.req.count > 0 {
+		ms := func(s series) float64 { return s.sum * 1000 / float64(st.req.count) }
+		fmt.Fprintf(&b, "stages ms/write: request %.2f = admission %.2f + effect %.2f", ms(st.req), ms(st.adm), ms(st.eff))
+		if st.settle.count > 0 {
+			fmt.Fprintf(&b, " + settle %.2f + rest %.2f", ms(st.settle), ms(st.req)-ms(st.adm)-ms(st.eff)-ms(st.settle))
+		} else {
+			fmt.Fprintf(&b, " + rest %.2f", ms(st.req)-ms(st.adm)-ms(st.eff))
+		}
+		fmt.Fprintf(&b, " (%d requests)", st.req.count)
+	} else {
+		b.WriteString("stages: - (no /metrics)")
+	}
+	if gw.writes > 0 && gw.self > 0 {
+		fmt.Fprintf(&b, " | loadbench CPU/w %s", perWriteMs(gw.self, gw.writes))
+	}
+	return b.String()
+}
+
+func perWriteMs(d time.Duration, writes int) string {
+	return fmt.Sprintf("%.2fms", float64(d)/float64(time.Millisecond)/float64(writes))
+}
+
+// checkPart is one cross-check's median rate and the median of its ratios
+// to the client's rate in the same run.
+func checkPart(name string, s sample, ratios []float64) string {
+	ratio := 0.0
+	if len(ratios) > 0 {
+		slices.Sort(ratios)
+		ratio = ratios[len(ratios)/2]
+	}
+	out := fmt.Sprintf("%s %.0f/s (%.2fx the client's), p50 %s p99 %s, %.1fs", name, s.rate(), ratio,
+		round(s.pct(0.5)), round(s.pct(0.99)), s.window.Seconds())
+	if s.writes > 0 && s.cpu > 0 {
+		out += ", gateway cpu/w " + perWriteMs(s.cpu, s.writes)
+	}
+	if s.writes > 0 && s.self > 0 {
+		out += ", generator CPU/w " + perWriteMs(s.self, s.writes)
+	}
+	if st := s.stages; st.valid && st.req.count > 0 {
+		out += fmt.Sprintf(", gateway request %.2fms", st.req.sum*1000/float64(st.req.count))
+	}
+	if s.errs > 0 {
+		out += fmt.Sprintf(", %d NOT OK", s.errs)
+	}
+	return out
+}
+
+func printRow(w io.Writer, path string, c int, gw, base sample) {
+	perWrite := func(n int64, s sample) string {
+		if s.writes == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.2f", float64(n)/float64(s.writes))
+	}
+	cpu, syncs, commits := "-", "-", "-"
+	if gw.writes > 0 {
+		cpu = perWriteMs(gw.cpu, gw.writes)
+		if gw.syncs >= 0 {
+			syncs = perWrite(int64(gw.syncs), gw)
+		}
+		if gw.pg.valid {
+			commits = perWrite(gw.pg.commits, gw) + " walsync/w " + perWrite(gw.pg.walSyncs, gw)
+		}
+	}
+	ratio := 0.0
+	if base.rate() > 0 {
+		ratio = gw.rate() / base.rate()
+	}
+	fmt.Fprintf(w, "%-9s %3d %9.0f %8s %8s | %-18s %9.0f %8s %8s | %5.2fx | %7s %9s %s\n",
+		path, c, gw.rate(), round(gw.pct(0.5)), round(gw.pct(0.99)),
+		baselineName[path], base.rate(), round(base.pct(0.5)), round(base.pct(0.99)), ratio, cpu, syncs, commits)
+	if base.pg.valid && base.writes > 0 {
+		fmt.Fprintf(w, "%-9s %3s %9s %8s %8s | %-18s commit/w %s walsync/w %s\n", "", "", "", "", "", "  (pgbench)",
+			perWrite(base.pg.commits, base), perWrite(base.pg.walSyncs, base))
+	}
+}
+
+func round(d time.Duration) string {
+	switch {
+	case d >= 10*time.Millisecond:
+		return d.Round(100 * time.Microsecond).String()
+	default:
+		return d.Round(10 * time.Microsecond).String()
+	}
+}
