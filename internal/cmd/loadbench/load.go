@@ -19,12 +19,12 @@ type sample struct {
 	window time.Duration
 	lat    []time.Duration
 	quant  map[float64]time.Duration // quantiles reported by another program, when lat is not known
-	cpu    time.Duration // gateway CPU over the window (0: not measured)
-	self   time.Duration // this process's CPU over the window (the load generator's, for the gateway paths)
-	syncs  int           // fsync-family calls of the gateway (-1: not measured)
-	pg     pgDelta       // Postgres counters (zero: not measured)
-	stages stages        // the gateway's stage histograms over the window (zero: not measured)
-	errs   int           // answers that were not a success (the cross-checks count them; the client stops at one)
+	cpu    time.Duration             // gateway CPU over the window (0: not measured)
+	self   time.Duration             // this process's CPU over the window (the load generator's, for the gateway paths)
+	syncs  int                       // fsync-family calls of the gateway (-1: not measured)
+	pg     pgDelta                   // Postgres counters (zero: not measured)
+	stages stages                    // the gateway's stage histograms over the window (zero: not measured)
+	errs   int                       // answers that were not a success (the cross-checks count them; the client stops at one)
 }
 
 func (s sample) rate() float64 { return float64(s.writes) / s.window.Seconds() }

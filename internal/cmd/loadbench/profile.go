@@ -19,7 +19,7 @@ const traceFor = 3 * time.Second
 // (whole seconds, as /debug/pprof/profile takes them; at least 1 s), the
 // trace for traceFor (or the window) centred in it.
 func profileWindow(d time.Duration) (cpuAt, cpuFor, trAt, trFor time.Duration) {
-	cpuFor = max(time.Second, (d/2).Truncate(time.Second))
+	cpuFor = max(time.Second, (d / 2).Truncate(time.Second))
 	cpuAt = max(0, (d-cpuFor)/2)
 	trFor = min(traceFor, d)
 	trAt = max(0, (d-trFor)/2)

@@ -18,7 +18,7 @@ import (
 // fencegate_settle_duration_seconds should the gateway export one. The
 // difference of two scrapes is a window's.
 type stages struct {
-	valid bool
+	valid                 bool
 	req, adm, eff, settle series
 }
 
