@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/fencegate/fencegate"
 )
@@ -173,7 +174,10 @@ func New(cfg Config) (*Gateway, error) {
 		cfg.Observe = NopObserver{}
 	}
 	var tracer trace.Tracer
-	if cfg.Tracer != nil {
+	// A noop provider (tracing off) is no tracer: its spans record nothing,
+	// and startSpan then costs nothing. Its Start would keep the caller's
+	// span in the context, which the context already has.
+	if _, off := cfg.Tracer.(noop.TracerProvider); cfg.Tracer != nil && !off {
 		tracer = cfg.Tracer.Tracer("github.com/fencegate/fencegate/gateway")
 	}
 	return &Gateway{cfg: cfg, journal: cfg.Journal, tracer: tracer,

@@ -45,6 +45,9 @@ func objectPath(r *http.Request) (store, key string, err error) {
 // ways, or the parameter twice, or with a query that does not parse, is
 // refused: one request names one key.
 func queryKey(r *http.Request, pathKey string, inPath bool) (string, error) {
+	if r.URL.RawQuery == "" {
+		return pathKey, nil
+	}
 	q, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
 		return "", fencegate.Errorf(fencegate.CodeInvalidRequest, "the query does not parse: %v", err)

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/fencegate/fencegate/internal/logctx"
 )
@@ -34,14 +35,23 @@ const RequestIDHeader = "X-Request-Id"
 // continuing the caller's W3C traceparent, and reports it to the Observer
 // once answered.
 func (s *Server) observeRequests(next http.Handler) http.Handler {
-	tracer := s.tracer()
+	tracer, noopTracing := s.tracer(), isNoop(s.Tracer)
 	prop := propagation.TraceContext{}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		id := logctx.AcceptRequestID(r.Header.Get(RequestIDHeader))
 		w.Header().Set(RequestIDHeader, id)
 		ctx, span := r.Context(), noSpan
-		if tracer != nil {
+		switch {
+		case noopTracing:
+			// What a noop tracer's Start would leave: the caller's trace
+			// context (so log lines still name its trace), no span of ours,
+			// and nothing allocated for a request without a traceparent.
+			if r.Header.Get("Traceparent") != "" {
+				ctx = prop.Extract(ctx, propagation.HeaderCarrier(r.Header))
+				span = trace.SpanFromContext(ctx)
+			}
+		case tracer != nil:
 			ctx = prop.Extract(ctx, propagation.HeaderCarrier(r.Header))
 			ctx, span = tracer.Start(ctx, "http "+r.Method, trace.WithSpanKind(trace.SpanKindServer),
 				trace.WithAttributes(attribute.String("http.request.method", r.Method), attribute.String("fencegate.request_id", id)))
@@ -73,12 +83,20 @@ func (s *Server) observer() Observer {
 	return s.Observe
 }
 
-// tracer is nil without a TracerProvider: no span is started then.
+// tracer is nil without a TracerProvider or with a noop one: no span is
+// started then.
 func (s *Server) tracer() trace.Tracer {
-	if s.Tracer == nil {
+	if s.Tracer == nil || isNoop(s.Tracer) {
 		return nil
 	}
 	return s.Tracer.Tracer("github.com/fencegate/fencegate/handlers")
+}
+
+// isNoop reports whether tp is OpenTelemetry's noop provider (tracing off),
+// whose spans record nothing: starting them would only allocate.
+func isNoop(tp trace.TracerProvider) bool {
+	_, ok := tp.(noop.TracerProvider)
+	return ok
 }
 
 // noSpan is the non-recording span of a context without one.

@@ -28,6 +28,9 @@ func isSigV4(r *http.Request) bool {
 	if h := r.Header.Get("Authorization"); strings.HasPrefix(h, "AWS4-") || strings.HasPrefix(h, "AWS ") { // SigV2 too, to be refused as S3 refuses it
 		return true
 	}
+	if r.URL.RawQuery == "" {
+		return false
+	}
 	q := r.URL.Query()
 	return q.Has("X-Amz-Algorithm") || q.Has("X-Amz-Signature") || q.Has("X-Amz-Credential")
 }

@@ -28,13 +28,18 @@ type bagKey struct{}
 type bag struct {
 	mu        sync.Mutex
 	requestID string
-	keys      []string
-	vals      map[string]slog.Value
+	// attrs in the order their keys were first added, each key once; a
+	// request adds a handful, so a scan beats a map and inline is one
+	// allocation for the whole bag.
+	attrs  []slog.Attr
+	inline [8]slog.Attr
 }
 
 // WithRequest returns ctx with a new bag for the request requestID.
 func WithRequest(ctx context.Context, requestID string) context.Context {
-	return context.WithValue(ctx, bagKey{}, &bag{requestID: requestID, vals: map[string]slog.Value{}})
+	b := &bag{requestID: requestID}
+	b.attrs = b.inline[:0]
+	return context.WithValue(ctx, bagKey{}, b)
 }
 
 // RequestID is the request ID of ctx's bag, "" without one.
@@ -54,15 +59,20 @@ func Add(ctx context.Context, kv ...any) {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+next:
 	for i := 0; i+1 < len(kv); i += 2 {
 		k, ok := kv[i].(string)
 		if !ok {
 			continue
 		}
-		if _, seen := b.vals[k]; !seen {
-			b.keys = append(b.keys, k)
+		v := slog.AnyValue(kv[i+1])
+		for j := range b.attrs {
+			if b.attrs[j].Key == k {
+				b.attrs[j].Value = v
+				continue next
+			}
 		}
-		b.vals[k] = slog.AnyValue(kv[i+1])
+		b.attrs = append(b.attrs, slog.Attr{Key: k, Value: v})
 	}
 }
 
@@ -71,10 +81,9 @@ func attrs(ctx context.Context) []slog.Attr {
 	var out []slog.Attr
 	if b, ok := ctx.Value(bagKey{}).(*bag); ok {
 		b.mu.Lock()
+		out = make([]slog.Attr, 0, 1+len(b.attrs)+2)
 		out = append(out, slog.String("requestId", b.requestID))
-		for _, k := range b.keys {
-			out = append(out, slog.Attr{Key: k, Value: b.vals[k]})
-		}
+		out = append(out, b.attrs...)
 		b.mu.Unlock()
 	}
 	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
@@ -141,7 +150,10 @@ func AcceptRequestID(given string) string {
 
 // NewRequestID returns "req_" and 24 random hex characters.
 func NewRequestID() string {
-	b := make([]byte, 12)
-	_, _ = rand.Read(b)
-	return "req_" + hex.EncodeToString(b)
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	var out [4 + 2*len(b)]byte
+	copy(out[:], "req_")
+	hex.Encode(out[4:], b[:])
+	return string(out[:])
 }

@@ -44,3 +44,23 @@ func TestBadFormatOrLevelIsRefused(t *testing.T) {
 		t.Fatal("level loud accepted")
 	}
 }
+
+// TestManyFactsKeepTheOrderTheyWereFirstAdded: a bag holding more facts
+// than it keeps inline still names each key once, in the order it was first
+// added, with its latest value.
+func TestManyFactsKeepTheOrderTheyWereFirstAdded(t *testing.T) {
+	var buf bytes.Buffer
+	log, err := logctx.NewLogger(&buf, "text", "info")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := logctx.WithRequest(context.Background(), "req-2")
+	for _, k := range []string{"a", "b", "c", "d", "e", "f", "g", "h", "i", "j"} {
+		logctx.Add(ctx, k, 1)
+	}
+	logctx.Add(ctx, "c", 3, "k", 1, "a", 2)
+	log.InfoContext(ctx, "x")
+	if !strings.Contains(buf.String(), "requestId=req-2 a=2 b=1 c=3 d=1 e=1 f=1 g=1 h=1 i=1 j=1 k=1") {
+		t.Fatalf("line: %s", buf.String())
+	}
+}

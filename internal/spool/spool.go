@@ -7,12 +7,14 @@
 package spool
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"io"
 	"net/http"
 	"os"
+	"sync"
 
 	"github.com/fencegate/fencegate"
 )
@@ -102,9 +104,12 @@ func Copy(dir string, r io.Reader, max int64, also ...io.Writer) (*Body, error) 
 // A nil p holds nothing in memory.
 func (p *Pool) Read(dir string, r io.Reader, declared, max int64, also ...io.Writer) (*Body, error) {
 	h := sha256.New()
-	w := io.MultiWriter(append([]io.Writer{h}, also...)...)
+	var w io.Writer = h
+	if len(also) > 0 {
+		w = io.MultiWriter(append([]io.Writer{h}, also...)...)
+	}
 	b := &Body{pool: p}
-	n, err := b.read(declared, io.LimitReader(r, max+1), w, dir)
+	n, err := b.read(declared, &io.LimitedReader{R: r, N: max + 1}, w, dir)
 	if err == nil && n > max {
 		err = fencegate.Errorf(fencegate.CodeInvalidRequest, "request body exceeds the limit of %d bytes", max)
 	}
@@ -130,15 +135,27 @@ func (p *Pool) Read(dir string, r io.Reader, declared, max int64, also ...io.Wri
 	return b, nil
 }
 
-// read copies src into w and into memory, or, once it is over the pool's
-// bound (or the budget is spent), into a file in dir.
+// copyBufs are io.CopyBuffer's buffers for bodies that go to a file (io.Copy
+// would allocate 32 KiB per body).
+var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+// read copies src into memory, or, once it is over the pool's bound (or the
+// budget is spent), into a file in dir; every byte read is written to w
+// (the hashes) exactly once, in order. A body in memory is read straight
+// into the pool's buffer and hashed from there, with no copy buffer.
 func (b *Body) read(declared int64, src io.Reader, w io.Writer, dir string) (int64, error) {
 	var n int64
 	if buf, held := b.pool.get(declared); buf != nil {
 		b.held = held
+		if declared >= 0 {
+			buf.Grow(int(declared) + bytes.MinRead) // one read past the end finds EOF without growing
+		}
 		// Read one byte past the bound to learn whether the body fits.
-		m, err := io.Copy(io.MultiWriter(buf, w), io.LimitReader(src, b.pool.limit+1))
+		m, err := buf.ReadFrom(&io.LimitedReader{R: src, N: b.pool.limit + 1})
 		n = m
+		if _, werr := w.Write(buf.Bytes()); werr != nil && err == nil {
+			err = werr
+		}
 		if err != nil || m <= b.pool.limit {
 			b.mem = newMemReader(buf)
 			return n, err
@@ -158,7 +175,9 @@ func (b *Body) read(declared int64, src io.Reader, w io.Writer, dir string) (int
 	} else if err := b.create(dir); err != nil {
 		return 0, err
 	}
-	m, err := io.Copy(io.MultiWriter(b.file, w), src)
+	cb := copyBufs.Get().(*[]byte)
+	defer copyBufs.Put(cb)
+	m, err := io.CopyBuffer(io.MultiWriter(b.file, w), src, *cb)
 	return n + m, err
 }
 

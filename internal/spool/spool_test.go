@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -104,5 +105,34 @@ func TestMaxBytesReaderCutIsInvalidRequest(t *testing.T) {
 		if n := files(t, dir); n != 0 {
 			t.Fatalf("refused body left %d files", n)
 		}
+	}
+}
+
+// TestSmallBodyIsReadWithoutACopyBuffer: a body that fits the pool is read
+// straight into the pool's buffer (no 32 KiB io.Copy buffer per body), so a
+// 1 KiB write allocates a small fraction of that; the bytes and digest are
+// the body's.
+func TestSmallBodyIsReadWithoutACopyBuffer(t *testing.T) {
+	p := spool.NewPool(1<<20, 64<<20)
+	body := strings.Repeat("0123456789abcdef", 64)
+	sum := sha256.Sum256([]byte(body))
+	read := func() {
+		b, err := p.Read(t.TempDir(), strings.NewReader(body), int64(len(body)), 1<<20)
+		if err != nil || !b.InMemory() || string(b.SHA256) != string(sum[:]) {
+			t.Fatalf("read: %v, in memory %v", err, b != nil && b.InMemory())
+		}
+		b.Close()
+	}
+	read() // the pool's buffer is made once
+	var before, after runtime.MemStats
+	const n = 100
+	runtime.ReadMemStats(&before)
+	for range n {
+		b, _ := p.Read("", strings.NewReader(body), int64(len(body)), 1<<20)
+		b.Close()
+	}
+	runtime.ReadMemStats(&after)
+	if per := (after.TotalAlloc - before.TotalAlloc) / n; per > 4<<10 {
+		t.Fatalf("%d bytes allocated per 1 KiB body read into memory", per)
 	}
 }
