@@ -60,6 +60,9 @@ type options struct {
 	// with checkWith: "wrk" and/or "http".
 	checks    map[string]bool
 	checkWith []string
+	// pgDev runs the Postgres path as `gateway dev --fence-store` instead of
+	// `gateway serve`, to compare the two.
+	pgDev bool
 }
 
 func main() {
@@ -80,6 +83,7 @@ func main() {
 	flag.StringVar(&o.profile, "profile", "", "save a CPU profile and an execution trace of the gateway per point (first run) as DIR/PATH-cN.cpu, .trace")
 	checks := flag.String("check", "embedded:8", "points PATH:C where the same writes are also driven without the project's client (\"\" for none)")
 	checkWith := flag.String("check-with", "wrk,http", "cross-check generators: wrk (Debian's wrk; skipped if absent) and/or http (plain net/http)")
+	flag.BoolVar(&o.pgDev, "pg-dev", false, "run the Postgres path as gateway dev --fence-store instead of gateway serve (to compare)")
 	flag.Parse()
 	o.checks = map[string]bool{}
 	for _, c := range strings.Split(*checks, ",") {
@@ -149,7 +153,11 @@ func run(ctx context.Context, o options) error {
 	o.checkWith = with
 	fmt.Fprintf(o.out, "loadbench: 1 KiB bodies, distinct resources, segments 1,2,3... under one grant; %s per point, median of %d; load average %s\n",
 		o.d, o.runs, loadavg())
-	fmt.Fprintln(o.out, "postgres: gateway serve (config: in-process embedded registry, access rules, local store); embedded, s3: gateway dev")
+	if o.pgDev {
+		fmt.Fprintln(o.out, "postgres, embedded, s3: gateway dev (-pg-dev)")
+	} else {
+		fmt.Fprintln(o.out, "postgres: gateway serve (config: in-process embedded registry, access rules, local store); embedded, s3: gateway dev")
+	}
 	fmt.Fprintf(o.out, "%-9s %3s %9s %8s %8s | %-18s %9s %8s %8s | %6s | %7s %9s %8s\n",
 		"path", "c", "writes/s", "p50", "p99", "baseline", "writes/s", "p50", "p99", "ratio", "cpu/w", "fsyncs/w", "commit/w")
 	stamp := strconv.FormatInt(time.Now().UnixNano()%1e10, 36)
@@ -233,7 +241,7 @@ func measure(ctx context.Context, o options, path, tag, dir string, c, run int, 
 			}
 			defer dropSchema(ctx, dbURL, "gw_"+tag)
 		}
-		sp.serve, sp.fenceStore = true, su
+		sp.serve, sp.fenceStore = !o.pgDev, su
 	case "embedded":
 	case "s3":
 		store = "s3b"
