@@ -17,3 +17,13 @@ import (
 func FenceOrder(row fencegate.ResourceState, g fencegate.VerifiedGrant) error {
 	return fencerules.FenceOrder(row, g)
 }
+
+// SettledReceipt is the receipt r becomes when settled with o, exactly as a
+// store's Settle would leave it (fencerules.Settle): RECEIPT_SETTLED,
+// STILL_RECONCILING or INVALID_REQUEST when the store would refuse it. The
+// gateway uses it to answer a settle it folds into a later admission
+// (fencegate.AdmitRequest.Prior) before that settle is durable.
+func SettledReceipt(r fencegate.Receipt, o fencegate.Outcome) (fencegate.Receipt, error) {
+	next, _, err := fencerules.Settle(r, &o)
+	return next, err
+}

@@ -32,7 +32,11 @@ type Store struct {
 	bound      map[string]string // target -> the resource it is fenced under
 }
 
-var _ fencegate.FenceStore = (*Store)(nil)
+var _ fencegate.PriorSettling = (*Store)(nil)
+
+// SettlesPrior implements fencegate.PriorSettling: Admit applies
+// AdmitRequest.Prior first, under the same lock.
+func (s *Store) SettlesPrior() bool { return true }
 
 // New returns an empty store.
 func New() *Store {
@@ -47,8 +51,26 @@ func (s *Store) Admit(ctx context.Context, req fencegate.AdmitRequest) (fencegat
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// A prior settle is applied first, under the same lock, so the segment is
+	// decided on the state it left; its answer rides on every verdict.
+	var prior fencegate.Admission
+	if req.Prior != nil {
+		r, err := s.settle(req.Prior.ReceiptID, req.Prior.Outcome)
+		if err != nil {
+			prior.PriorErr = err
+		} else {
+			prior.Prior = &r
+		}
+	}
+	adm, err := s.admit(&req)
+	adm.Prior, adm.PriorErr = prior.Prior, prior.PriorErr
+	return adm, err
+}
+
+// admit decides and writes req; s.mu is held.
+func (s *Store) admit(req *fencegate.AdmitRequest) (fencegate.Admission, error) {
 	g := &req.Grant
-	if err := fencerules.CheckTarget(s.bound[req.Target], &req); err != nil {
+	if err := fencerules.CheckTarget(s.bound[req.Target], req); err != nil {
 		return fencegate.Admission{}, err
 	}
 	row, ok := s.resources[g.Resource]
@@ -62,7 +84,7 @@ func (s *Store) Admit(ctx context.Context, req fencegate.AdmitRequest) (fencegat
 			live = &r
 		}
 	}
-	verdict, err := fencerules.Decide(row, &req, live)
+	verdict, err := fencerules.Decide(row, req, live)
 	switch verdict {
 	case fencerules.Reject:
 		return fencegate.Admission{}, err
@@ -74,17 +96,17 @@ func (s *Store) Admit(ctx context.Context, req fencegate.AdmitRequest) (fencegat
 		if q, ok := s.quarantine[id]; ok {
 			s.quarantine[id] = fencerules.QuarantineAgain(q, req.Now)
 		} else {
-			s.quarantine[id] = fencerules.QuarantineRecord(&req, live)
+			s.quarantine[id] = fencerules.QuarantineRecord(req, live)
 		}
 		return fencegate.Admission{}, err
 	}
 	if _, dup := s.receipts[req.ReceiptID]; dup {
 		return fencegate.Admission{}, fencegate.Errorf(fencegate.CodeInvalidRequest, "receipt ID %q is already in use", req.ReceiptID)
 	}
-	r := fencerules.NewReceipt(&req)
+	r := fencerules.NewReceipt(req)
 	s.receipts[r.ID] = r
 	s.live[liveKey{r.Resource, r.FenceToken, r.Segment}] = r.ID
-	s.resources[g.Resource] = fencerules.Accepted(&req)
+	s.resources[g.Resource] = fencerules.Accepted(req)
 	s.bound[req.Target] = g.Resource
 	return fencegate.Admission{Receipt: r, PreviousVersion: s.versions[req.Target]}, nil
 }
@@ -93,27 +115,36 @@ func (s *Store) Admit(ctx context.Context, req fencegate.AdmitRequest) (fencegat
 func (s *Store) Settle(ctx context.Context, id string, o fencegate.Outcome) (fencegate.Receipt, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.settle(id, o)
+}
+
+// settle applies one settle; s.mu is held.
+func (s *Store) settle(id string, o fencegate.Outcome) (fencegate.Receipt, error) {
 	r, ok := s.receipts[id]
 	if !ok {
 		return fencegate.Receipt{}, fencegate.Errorf(fencegate.CodeNotFound, "no receipt %q", id)
 	}
-	next, changed, err := fencerules.Settle(r, &o)
-	if err != nil || !changed {
-		return next, err
+	var row *fencegate.ResourceState
+	if rs, ok := s.resources[r.Resource]; ok {
+		row = &rs
 	}
+	st, err := fencerules.SettleEffects(r, row, &o)
+	if err != nil || !st.Changed {
+		return st.Receipt, err
+	}
+	next := st.Receipt
 	s.receipts[id] = next
 	switch {
-	case next.State == fencegate.ReceiptCommitted && next.Version == "":
+	case st.SetVersion && next.Version == "":
 		delete(s.versions, next.Target)
-	case next.State == fencegate.ReceiptCommitted:
+	case st.SetVersion:
 		s.versions[next.Target] = next.Version
-	case next.State.NotApplied():
+	}
+	if st.DropLive {
 		delete(s.live, liveKey{next.Resource, next.FenceToken, next.Segment})
 	}
-	if row, ok := s.resources[next.Resource]; ok {
-		if row, changed = fencerules.SettleRow(row, &next, o.Now); changed {
-			s.resources[next.Resource] = row
-		}
+	if st.RowChanged {
+		s.resources[next.Resource] = st.Row
 	}
 	return next, nil
 }

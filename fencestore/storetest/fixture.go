@@ -21,6 +21,8 @@ type fx struct {
 	t   *testing.T
 	s   fencegate.FenceStore
 	ctx context.Context
+	// open makes another empty store of the same kind (a twin to compare with).
+	open func(t *testing.T) fencegate.FenceStore
 
 	clock     time.Time
 	n         int
@@ -28,9 +30,9 @@ type fx struct {
 	targets   map[string]bool
 }
 
-func newFixture(t *testing.T, s fencegate.FenceStore) *fx {
+func newFixture(t *testing.T, s fencegate.FenceStore, open func(t *testing.T) fencegate.FenceStore) *fx {
 	return &fx{
-		t: t, s: s, ctx: context.Background(),
+		t: t, s: s, ctx: context.Background(), open: open,
 		clock:     time.UnixMilli(baseMs).UTC(),
 		resources: map[string]bool{},
 		targets:   map[string]bool{},
@@ -119,6 +121,18 @@ func (f *fx) admit(req fencegate.AdmitRequest) fencegate.Admission {
 	if adm.Replay {
 		f.t.Fatalf("admit fence %d segment %d: got a replay, want a new admission", g.FenceToken, req.Segment)
 	}
+	if adm.PreviousVersion != prev {
+		f.t.Fatalf("PreviousVersion = %q, want %q (the target's committed version)", adm.PreviousVersion, prev)
+	}
+	f.admitted(req, adm)
+	return adm
+}
+
+// admitted checks that req's admission adm wrote the new PENDING receipt,
+// its live index entry and the resource's new state.
+func (f *fx) admitted(req fencegate.AdmitRequest, adm fencegate.Admission) {
+	f.t.Helper()
+	g := req.Grant
 	want := fencegate.Receipt{
 		ID: req.ReceiptID, Resource: g.Resource, Target: req.Target, Method: req.Method,
 		FenceToken: g.FenceToken, Segment: req.Segment, OperationID: g.OperationID,
@@ -126,9 +140,6 @@ func (f *fx) admit(req fencegate.AdmitRequest) fencegate.Admission {
 		PayloadDigest: req.PayloadDigest, EffectKey: req.EffectKey, Request: req.Request, State: fencegate.ReceiptPending, CreatedAt: req.Now,
 	}
 	f.sameJSON("admitted receipt", adm.Receipt, want)
-	if adm.PreviousVersion != prev {
-		f.t.Fatalf("PreviousVersion = %q, want %q (the target's committed version)", adm.PreviousVersion, prev)
-	}
 	f.sameJSON("stored receipt", f.receipt(req.ReceiptID), want)
 	live, err := f.s.ReceiptAt(f.ctx, g.Resource, g.FenceToken, req.Segment)
 	if err != nil {
@@ -140,7 +151,6 @@ func (f *fx) admit(req fencegate.AdmitRequest) fencegate.Admission {
 		LastSegmentSeq: req.Segment, GrantIssuedAt: g.IssuedAt, PendingReceipt: req.ReceiptID,
 		UpdatedAt: req.Now,
 	})
-	return adm
 }
 
 // settle settles receipt id with o (Now filled in from the clock when zero),
@@ -159,32 +169,10 @@ func (f *fx) settle(id string, o fencegate.Outcome) fencegate.Receipt {
 	if err != nil {
 		f.t.Fatalf("settle %s %s -> %s: %v", id, before.State, o.State, err)
 	}
-	want := before
-	want.State, want.Version, want.Response, want.Error = o.State, o.Version, o.Response, o.Error
-	want.Attempts += o.Attempts
-	want.Resend = o.Resend && o.State == fencegate.ReceiptUnknown
-	at := o.Now
-	want.SettledAt = &at
-	want.RetryAt = nil
-	if o.State == fencegate.ReceiptUnknown && o.RetryAfter > 0 {
-		t := at.Add(min(o.RetryAfter, fencegate.MaxRetryAfter))
-		want.RetryAt = &t
-	}
+	want := settledAs(before, o)
 	f.sameJSON("settled receipt", got, want)
 	f.sameJSON("stored settled receipt", f.receipt(id), want)
-
-	wantRow := rowBefore
-	if o.State.NotApplied() && rowBefore.HighestFence == before.FenceToken && rowBefore.LastSegmentSeq == before.Segment {
-		wantRow.LastSegmentSeq--
-	}
-	if rowBefore.PendingReceipt == id && o.State != fencegate.ReceiptUnknown {
-		wantRow.PendingReceipt = ""
-	}
-	row := f.resource(before.Resource)
-	if wantRow != rowBefore {
-		wantRow.UpdatedAt = o.Now
-	}
-	f.sameJSON("resource after settle", row, wantRow)
+	f.sameJSON("resource after settle", f.resource(before.Resource), rowSettled(rowBefore, before, o))
 
 	wantVersion := versionBefore
 	if o.State == fencegate.ReceiptCommitted {
@@ -203,6 +191,40 @@ func (f *fx) settle(id string, o fencegate.Outcome) fencegate.Receipt {
 		f.sameJSON("live receipt after settle", live, want)
 	}
 	return got
+}
+
+// settledAs is the receipt before becomes when settled with o, by the
+// contract's settle rules (an allowed move, not a repeat).
+func settledAs(before fencegate.Receipt, o fencegate.Outcome) fencegate.Receipt {
+	want := before
+	want.State, want.Version, want.Response, want.Error = o.State, o.Version, o.Response, o.Error
+	want.Attempts += o.Attempts
+	want.Resend = o.Resend && o.State == fencegate.ReceiptUnknown
+	at := o.Now
+	want.SettledAt = &at
+	want.RetryAt = nil
+	if o.State == fencegate.ReceiptUnknown && o.RetryAfter > 0 {
+		t := at.Add(min(o.RetryAfter, fencegate.MaxRetryAfter))
+		want.RetryAt = &t
+	}
+	return want
+}
+
+// rowSettled is the resource row after its receipt before was settled with
+// o: FAILED and NOT_APPLIED give the last segment back, anything but UNKNOWN
+// clears the pending mark.
+func rowSettled(row fencegate.ResourceState, before fencegate.Receipt, o fencegate.Outcome) fencegate.ResourceState {
+	want := row
+	if o.State.NotApplied() && row.HighestFence == before.FenceToken && row.LastSegmentSeq == before.Segment {
+		want.LastSegmentSeq--
+	}
+	if row.PendingReceipt == before.ID && o.State != fencegate.ReceiptUnknown {
+		want.PendingReceipt = ""
+	}
+	if want != row {
+		want.UpdatedAt = o.Now
+	}
+	return want
 }
 
 // commit settles id COMMITTED with version.

@@ -5,7 +5,10 @@
 //		storetest.Run(t, func(t *testing.T) fencegate.FenceStore { return openEmptyStore(t) })
 //	}
 //
-// Each rule of the FenceStore doc comment is a named subtest. After every
+// Each rule of the FenceStore doc comment is a named subtest, and so is each
+// rule of a folded settle (AdmitRequest.Prior) for a store that implements
+// fencegate.PriorSettling (skipped, saying so, for one that does not); open
+// is also called for a twin store that those compare against. After every
 // rejected call the suite reads back everything a client can see (resource
 // state, live receipts, receipts by state and by operation, versions and, but
 // for QUARANTINED, the quarantine list) and requires it unchanged.
@@ -67,12 +70,20 @@ func Run(t *testing.T, open func(t *testing.T) fencegate.FenceStore) {
 		{"ConcurrentRefusalsAreIsolated", concurrentRefusalsAreIsolated},
 		{"ConcurrentAdmissionsIsolateAFailingMember", concurrentAdmissionsIsolateAFailingMember},
 		{"CompactionKeepsWhatRulesAndReplaysNeed", compactionKeepsWhatRulesAndReplaysNeed},
+		{"PriorIsAppliedBeforeTheSegment", priorIsAppliedBeforeTheSegment},
+		{"PriorCommitsWhateverTheSegmentsVerdict", priorCommitsWhateverTheSegmentsVerdict},
+		{"ReplayWithAPrior", replayWithAPrior},
+		{"RefusedPriorChangesNothing", refusedPriorChangesNothing},
+		{"PriorOfAnotherResourceOrTarget", priorOfAnotherResourceOrTarget},
+		{"FailedOrNotAppliedPriorGivesTheSegmentBack", failedOrNotAppliedPriorGivesTheSegmentBack},
+		{"PriorIsDecidedOnlyWithAVerdict", priorIsDecidedOnlyWithAVerdict},
+		{"ConcurrentPriorsAreIsolated", concurrentPriorsAreIsolated},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			s := open(t)
 			t.Cleanup(func() { _ = s.Close() })
-			tc.fn(newFixture(t, s))
+			tc.fn(newFixture(t, s, open))
 		})
 	}
 }
