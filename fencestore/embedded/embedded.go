@@ -127,7 +127,9 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// Admit implements fencegate.FenceStore.
+// Admit implements fencegate.FenceStore and fencegate.PriorSettling: a
+// prior settle is applied first, in the same op (so the same transaction and
+// fsync), and the segment is decided on the state it left.
 func (s *Store) Admit(ctx context.Context, req fencegate.AdmitRequest) (fencegate.Admission, error) {
 	if err := ctx.Err(); err != nil {
 		return fencegate.Admission{}, ctxErr(err)
@@ -136,78 +138,48 @@ func (s *Store) Admit(ctx context.Context, req fencegate.AdmitRequest) (fencegat
 		return fencegate.Admission{}, err
 	}
 	var (
-		adm        fencegate.Admission
-		quarantine error
+		adm    fencegate.Admission
+		segErr error // the segment's refusal
 	)
 	err := s.batch.do(func(tx *bolt.Tx) error {
-		adm, quarantine = fencegate.Admission{}, nil // the op may run again
-		g := &req.Grant
-		bound := string(tx.Bucket(bTargets).Get([]byte(req.Target)))
-		if err := fencerules.CheckTarget(bound, &req); err != nil {
-			return refuse(err)
-		}
-		row, _, err := getResource(tx, g.Resource)
-		if err != nil {
-			return err
-		}
-		var live *fencegate.Receipt
-		if g.FenceToken == row.HighestFence {
-			if id := tx.Bucket(bLive).Get(liveKey(g.Resource, g.FenceToken, req.Segment)); id != nil {
-				r, err := getReceipt(tx, string(id))
-				if err != nil {
-					return err
-				}
-				live = &r
+		adm, segErr = fencegate.Admission{}, nil // the op may run again, on a rolled-back state
+		var prior fencegate.Admission
+		if p := req.Prior; p != nil {
+			r, err := settleTx(tx, p.ReceiptID, &p.Outcome)
+			var rf refusal
+			switch {
+			case errors.As(err, &rf):
+				prior.PriorErr = rf.err
+			case err != nil:
+				return err // a fault: the batch rolls back, the prior with it
+			default:
+				prior.Prior = &r
 			}
 		}
-		verdict, rerr := fencerules.Decide(row, &req, live)
-		switch verdict {
-		case fencerules.Reject:
-			return refuse(rerr)
-		case fencerules.Replay:
-			adm = fencegate.Admission{Receipt: *live, Replay: true, PreviousVersion: getVersion(tx, req.Target)}
-			return nil
-		case fencerules.Quarantine:
-			if err := putQuarantine(tx, &req, live); err != nil {
-				return err
-			}
-			quarantine = rerr
-			return nil
-		}
-		// Accept.
-		if tx.Bucket(bReceipts).Get([]byte(req.ReceiptID)) != nil {
-			return refuse(fencegate.Errorf(fencegate.CodeInvalidRequest, "receipt ID %q is already in use", req.ReceiptID))
-		}
-		r := fencerules.NewReceipt(&req)
-		if err := putReceipt(tx, &r, ""); err != nil {
-			return err
-		}
-		if err := tx.Bucket(bLive).Put(liveKey(r.Resource, r.FenceToken, r.Segment), []byte(r.ID)); err != nil {
-			return err
-		}
-		if err := putIndexes(tx, &r); err != nil {
-			return err
-		}
-		next := fencerules.Accepted(&req)
-		if err := putJSON(tx.Bucket(bResources), []byte(next.Resource), next); err != nil {
-			return err
-		}
-		if bound != g.Resource { // an unchanged binding is not rewritten (a page less per commit)
-			if err := tx.Bucket(bTargets).Put([]byte(req.Target), []byte(g.Resource)); err != nil {
-				return err
-			}
-		}
-		adm = fencegate.Admission{Receipt: r, PreviousVersion: getVersion(tx, req.Target)}
-		return nil
+		// The segment's refusal is an answer, not the op's error: after a
+		// prior (or a quarantine record) was written, refuse() no longer
+		// holds, and the batch must commit what was written.
+		var err error
+		adm, segErr, err = admitTx(tx, &req)
+		adm.Prior, adm.PriorErr = prior.Prior, prior.PriorErr
+		return err
 	})
 	if err != nil {
 		return fencegate.Admission{}, storeErr(err, "admit")
 	}
-	if quarantine != nil {
-		return fencegate.Admission{}, quarantine
+	if segErr != nil {
+		if req.Prior == nil {
+			return fencegate.Admission{}, segErr
+		}
+		return fencegate.Admission{Prior: adm.Prior, PriorErr: adm.PriorErr}, segErr
 	}
 	return adm, nil
 }
+
+// SettlesPrior implements fencegate.PriorSettling.
+func (s *Store) SettlesPrior() bool { return true }
+
+var _ fencegate.PriorSettling = (*Store)(nil)
 
 // Settle implements fencegate.FenceStore.
 func (s *Store) Settle(ctx context.Context, receiptID string, o fencegate.Outcome) (fencegate.Receipt, error) {
@@ -216,52 +188,9 @@ func (s *Store) Settle(ctx context.Context, receiptID string, o fencegate.Outcom
 	}
 	var out fencegate.Receipt
 	err := s.batch.do(func(tx *bolt.Tx) error {
-		out = fencegate.Receipt{} // the op may run again
-		r, err := getReceipt(tx, receiptID)
-		if fencegate.ErrorCode(err) == fencegate.CodeNotFound {
-			return refuse(err)
-		}
-		if err != nil {
-			return err
-		}
-		next, changed, err := fencerules.Settle(r, &o)
-		if err != nil {
-			return refuse(err)
-		}
-		out = next
-		if !changed {
-			return nil
-		}
-		if err := putReceipt(tx, &next, r.State); err != nil {
-			return err
-		}
-		switch {
-		case next.State == fencegate.ReceiptCommitted:
-			vb := tx.Bucket(bVersions)
-			if next.Version == "" {
-				err = vb.Delete([]byte(next.Target))
-			} else {
-				err = vb.Put([]byte(next.Target), []byte(next.Version))
-			}
-			if err != nil {
-				return err
-			}
-		case next.State.NotApplied():
-			if err := tx.Bucket(bLive).Delete(liveKey(next.Resource, next.FenceToken, next.Segment)); err != nil {
-				return err
-			}
-		}
-		row, found, err := getResource(tx, next.Resource)
-		if err != nil {
-			return err
-		}
-		if !found {
-			return nil
-		}
-		if row, changed = fencerules.SettleRow(row, &next, o.Now); changed {
-			return putJSON(tx.Bucket(bResources), []byte(row.Resource), row)
-		}
-		return nil
+		var err error
+		out, err = settleTx(tx, receiptID, &o) // reset on every run: the op may run again
+		return err
 	})
 	if err != nil {
 		return fencegate.Receipt{}, storeErr(err, "settle")
