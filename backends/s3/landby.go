@@ -100,8 +100,7 @@ func (m presignWrite) HandleFinalize(ctx context.Context, in middleware.Finalize
 }
 
 func (m presignWrite) presign(ctx context.Context, r *http.Request, now time.Time) error {
-	secs, ok := presignExpires(now, m.until)
-	if !ok {
+	if _, ok := presignExpires(now, m.until); !ok {
 		return errLandByPassed
 	}
 	// The scope the SDK signed for: Credential=AK/DATE/REGION/SERVICE/aws4_request.
@@ -110,6 +109,20 @@ func (m presignWrite) presign(ctx context.Context, r *http.Request, now time.Tim
 	scope := strings.Split(cred, "/")
 	if len(scope) != 5 {
 		return fmt.Errorf("presign: the SDK signed no SigV4 scope (Authorization %q)", r.Header.Get("Authorization"))
+	}
+	return m.presignScoped(ctx, r, now, scope[2], scope[3])
+}
+
+// presignScoped presigns r for region and service (the SigV4 scope), signed
+// at now and expiring as presignExpires says; errLandByPassed when until has
+// passed (r is then not to be sent).
+func (m presignWrite) presignScoped(ctx context.Context, r *http.Request, now time.Time, region, service string) error {
+	secs, ok := presignExpires(now, m.until)
+	if !ok {
+		return errLandByPassed
+	}
+	if m.creds == nil {
+		return errors.New("presign: the client has no credentials")
 	}
 	creds, err := m.creds.Retrieve(ctx)
 	if err != nil {
@@ -129,7 +142,7 @@ func (m presignWrite) presign(ctx context.Context, r *http.Request, now time.Tim
 	r.URL.RawQuery = q.Encode()
 	// Every header stays a header, signed as it is: the metadata and the
 	// If-Match / If-None-Match condition are part of the signature.
-	uri, _, err := m.signer.PresignHTTP(ctx, creds, r, "UNSIGNED-PAYLOAD", scope[3], scope[2], now, func(o *v4.SignerOptions) {
+	uri, _, err := m.signer.PresignHTTP(ctx, creds, r, "UNSIGNED-PAYLOAD", service, region, now, func(o *v4.SignerOptions) {
 		o.DisableHeaderHoisting, o.DisableURIPathEscaping = true, true
 	})
 	if err != nil {

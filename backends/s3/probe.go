@@ -102,11 +102,20 @@ const probeExpiredBy = 30 * time.Second
 // an expired presigned write breaks that rule, so such a store is
 // UNSUPPORTED. The store must refuse it (any 4xx; S3 answers 403
 // AccessDenied, "Request has expired") and the key must not exist afterwards.
+//
+// It is sent the way the store sends writes: by putDirect when the store has
+// a put template, else through the SDK.
 func (s *Store) probeExpiry(ctx context.Context, key string) error {
 	at := time.Now().Add(-probeExpiredBy)
-	_, err := s.client.PutObject(ctx, &s3.PutObjectInput{Bucket: &s.bucket, Key: s.full(key),
-		Body: strings.NewReader("probe"), ContentLength: aws.Int64(5), IfNoneMatch: aws.String("*")},
-		presignOptions(at.Add(time.Second), at)...)
+	var err error
+	if s.tmpl != nil {
+		_, err = s.putDirect(ctx, s.tmpl, putObject{key: *s.full(key), body: strings.NewReader("probe"), size: 5, ifNoneMatch: true},
+			at.Add(time.Second), at, new(attemptCounter))
+	} else {
+		_, err = s.client.PutObject(ctx, &s3.PutObjectInput{Bucket: &s.bucket, Key: s.full(key),
+			Body: strings.NewReader("probe"), ContentLength: aws.Int64(5), IfNoneMatch: aws.String("*")},
+			presignOptions(at.Add(time.Second), at)...)
+	}
 	lax := fencegate.Errorf(fencegate.CodeUnsupported,
 		"store %q applies a presigned write after its X-Amz-Expires (or its clock lags this gateway's by more than %s): a write the reconciler settled NOT_APPLIED could still land",
 		s.name, probeExpiredBy)

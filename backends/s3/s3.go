@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
@@ -26,6 +27,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/fencegate/fencegate"
@@ -63,6 +65,10 @@ type Store struct {
 	singlePut int64
 	partSize  int64
 
+	// tmpl is where single presigned PUTs are sent without the SDK's
+	// operation stack (directput.go); nil: through the SDK.
+	tmpl *putTemplate
+
 	mu   sync.RWMutex
 	caps Capabilities
 }
@@ -94,6 +100,7 @@ func New(name string, client *s3.Client, bucket, prefix string, opts ...Option) 
 	for _, o := range opts {
 		o(s)
 	}
+	s.tmpl = putTemplateOf(client, bucket)
 	return s
 }
 
@@ -173,6 +180,7 @@ func OpenURL(ctx context.Context, name string, u URL, opts ...Option) (*Store, e
 	if cfg.Region == "" {
 		cfg.Region = "us-east-1"
 	}
+	cfg.HTTPClient = pooled(cfg.HTTPClient)
 	client := s3.NewFromConfig(cfg, func(o *s3.Options) {
 		if u.Endpoint != "" {
 			o.BaseEndpoint = aws.String(u.Endpoint)
@@ -180,6 +188,28 @@ func OpenURL(ctx context.Context, name string, u URL, opts ...Option) (*Store, e
 		o.UsePathStyle = u.PathStyle
 	})
 	return New(name, client, u.Bucket, u.Prefix, opts...), nil
+}
+
+// idleConnsPerHost is how many idle connections to the store are kept. The
+// SDK's default keeps 10, so beyond 10 writes in flight every write that
+// finds none idle opens a connection (and closes one after it): the gateway
+// forwards as many concurrent writes as it admits.
+const idleConnsPerHost = 256
+
+// pooled is hc (the SDK's default client when nil) keeping idleConnsPerHost
+// idle connections; a client of the caller's own kind is left as it is.
+func pooled(hc aws.HTTPClient) aws.HTTPClient {
+	b, ok := hc.(*awshttp.BuildableClient)
+	if hc == nil {
+		b, ok = awshttp.NewBuildableClient(), true
+	}
+	if !ok {
+		return hc
+	}
+	return b.WithTransportOptions(func(t *http.Transport) {
+		t.MaxIdleConnsPerHost = idleConnsPerHost
+		t.MaxIdleConns = max(t.MaxIdleConns, idleConnsPerHost)
+	})
 }
 
 // Name returns the store's configured name.
@@ -225,14 +255,24 @@ func (s *Store) Put(ctx context.Context, req fencegate.PutRequest) (string, erro
 	} else {
 		in.IfMatch = aws.String(req.IfMatch)
 	}
-	var out *s3.PutObjectOutput
+	var etag string
 	var sent attemptCounter
+	until, direct := fencegate.LandBy(ctx)
+	direct = direct && s.tmpl != nil
 	err = retryConflict(ctx, func() error {
+		var err error
+		if direct {
+			etag, err = s.putDirect(ctx, s.tmpl, putObject{key: *in.Key, body: body, start: start, size: req.Size,
+				contentType: req.ContentType, meta: in.Metadata, ifNoneMatch: req.IfNoneMatch, ifMatch: req.IfMatch}, until, time.Time{}, &sent)
+			return err
+		}
 		if _, err := body.Seek(start, io.SeekStart); err != nil {
 			return err
 		}
-		var err error
-		out, err = s.client.PutObject(ctx, in, append(landByOptions(ctx), sent.option())...)
+		out, err := s.client.PutObject(ctx, in, append(landByOptions(ctx), sent.option())...)
+		if err == nil {
+			etag = aws.ToString(out.ETag)
+		}
 		return err
 	})
 	if err != nil {
@@ -244,7 +284,7 @@ func (s *Store) Put(ctx context.Context, req fencegate.PutRequest) (string, erro
 		}
 		return "", s.translate(err, "put", req.Key, true)
 	}
-	return aws.ToString(out.ETag), nil
+	return etag, nil
 }
 
 // Delete removes the object if its ETag equals ifMatch. UNSUPPORTED when the

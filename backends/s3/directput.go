@@ -1,0 +1,239 @@
+package s3
+
+import (
+	"context"
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/smithy-go"
+	"github.com/aws/smithy-go/encoding/httpbinding"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
+)
+
+// A single PUT with a landing deadline (every write the gateway forwards) is
+// sent as one presigned HTTP request built here, not through the SDK's
+// operation stack: that stack resolves the endpoint, builds the user agent,
+// signs the request with an Authorization header (which presignWrite then
+// replaces, a second signature) and runs some forty middlewares per attempt,
+// several times the CPU and allocations of the request itself
+// (BenchmarkPutClientCPU). What it decides for a store does not change
+// between writes, so it is taken from the SDK once, in putTemplateOf: the
+// URL of the bucket (endpoint resolution, path or virtual-host style; S3's
+// endpoint rules do not read the key) and the SigV4 scope. Per write only
+// the key is appended and the request presigned once (presignWrite.presign,
+// the same X-Amz-Expires rule and signed headers as the SDK path). The
+// client's own HTTP client, credentials and retryer are used, with the SDK's
+// retry rules (directRetry); errors are the SDK's types (awshttp.ResponseError
+// carrying a smithy.APIError), so errors.go reads both paths alike. A store
+// whose presigned URL does not have the expected shape (S3 Express session
+// auth, SigV4a, anything unknown) keeps the SDK path (putTemplateOf: nil).
+
+// putTemplate is where a presigned PutObject of this store goes.
+type putTemplate struct {
+	// base is scheme://host[/path of the bucket], escaped: the key's escaped
+	// path ("/" + EscapePath(key)) is appended.
+	base string
+	// region and service of the SigV4 scope.
+	region, service string
+	// The client's own, read once (Options copies them on every call).
+	hc      s3.HTTPClient
+	creds   aws.CredentialsProvider
+	retryer aws.Retryer
+}
+
+// templateKey is the key the SDK presigns to find the template.
+const templateKey = "fencegate-template"
+
+// putTemplateOf presigns a PutObject of templateKey with the SDK (no request
+// is sent; the credentials are placeholders, only the URL's shape is read)
+// and takes the bucket's URL and the signing scope from it. nil: the shape
+// is not the plain SigV4 one this path builds; every write takes the SDK path.
+func putTemplateOf(client *s3.Client, bucket string) *putTemplate {
+	o := client.Options()
+	if o.Credentials == nil || o.HTTPClient == nil || o.Retryer == nil {
+		return nil
+	}
+	if strings.HasSuffix(bucket, "--x-s3") {
+		return nil // an S3 Express directory bucket: session auth, and presigning it would open a session
+	}
+	pc := s3.NewPresignClient(client, func(o *s3.PresignOptions) {
+		o.ClientOptions = append(o.ClientOptions, func(o *s3.Options) {
+			o.Credentials = aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
+				return aws.Credentials{AccessKeyID: "TEMPLATE", SecretAccessKey: "TEMPLATE", Source: "fencegate"}, nil
+			})
+		})
+	})
+	p, err := pc.PresignPutObject(context.Background(), &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(templateKey)})
+	if err != nil || p.Method != http.MethodPut {
+		return nil
+	}
+	u, err := url.Parse(p.URL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.Fragment != "" {
+		return nil
+	}
+	base, ok := strings.CutSuffix(u.EscapedPath(), "/"+templateKey)
+	if !ok {
+		return nil
+	}
+	q := u.Query()
+	for k := range q {
+		switch k {
+		case "X-Amz-Algorithm", "X-Amz-Credential", "X-Amz-Date", "X-Amz-Expires", "X-Amz-SignedHeaders", "X-Amz-Signature", "x-id":
+		default:
+			return nil // a parameter this path would not send (a session token of S3 Express, say)
+		}
+	}
+	scope := strings.Split(q.Get("X-Amz-Credential"), "/")
+	if q.Get("X-Amz-Algorithm") != "AWS4-HMAC-SHA256" || len(scope) != 5 || scope[3] != "s3" || scope[4] != "aws4_request" {
+		return nil
+	}
+	for h := range p.SignedHeader {
+		if h != "Host" {
+			return nil // the SDK would send a header this path does not
+		}
+	}
+	return &putTemplate{base: u.Scheme + "://" + u.Host + base, region: scope[2], service: scope[3],
+		hc: o.HTTPClient, creds: o.Credentials, retryer: o.Retryer}
+}
+
+// putObject is what one direct PUT sends.
+type putObject struct {
+	key         string // full key (prefix included)
+	body        io.ReadSeeker
+	start, size int64
+	contentType string
+	meta        map[string]string
+	ifNoneMatch bool
+	ifMatch     string
+}
+
+// putDirect sends p presigned until until (signed at at; zero: at each
+// attempt's time), retrying as the client's retryer says; each HTTP request
+// sent is counted in sent. It returns the ETag.
+func (s *Store) putDirect(ctx context.Context, t *putTemplate, p putObject, until, at time.Time, sent *attemptCounter) (string, error) {
+	uri := t.base + "/" + httpbinding.EscapePath(p.key, false)
+	sign := presignWrite{until: until, at: at, creds: t.creds, signer: presigner}
+	var etag string
+	err := directRetry(ctx, t.retryer, func() error {
+		sent.n.Add(1)
+		if _, err := p.body.Seek(p.start, io.SeekStart); err != nil {
+			return err
+		}
+		r, err := http.NewRequestWithContext(ctx, http.MethodPut, uri, nil)
+		if err != nil {
+			return err
+		}
+		r.ContentLength = p.size
+		r.Body, r.GetBody = http.NoBody, nil
+		if p.size > 0 {
+			r.Body = io.NopCloser(io.LimitReader(p.body, p.size))
+		}
+		h := r.Header
+		h.Set("User-Agent", "fencegate aws-sdk-go-v2")
+		h.Set("Accept-Encoding", "identity") // as the SDK: no transparent gzip
+		if p.contentType != "" {
+			h.Set("Content-Type", p.contentType)
+		}
+		for k, v := range p.meta {
+			h.Set("X-Amz-Meta-"+k, v)
+		}
+		if p.ifNoneMatch {
+			h.Set("If-None-Match", "*")
+		} else {
+			h.Set("If-Match", p.ifMatch)
+		}
+		now := at
+		if now.IsZero() {
+			now = time.Now()
+		}
+		if err := sign.presignScoped(ctx, r, now, t.region, t.service); err != nil {
+			return err
+		}
+		resp, err := t.hc.Do(r)
+		if err != nil {
+			return &smithy.OperationError{ServiceID: s3.ServiceID, OperationName: "PutObject", Err: &smithyhttp.RequestSendError{Err: err}}
+		}
+		defer resp.Body.Close()
+		etag, err = putAnswer(resp)
+		return err
+	})
+	return etag, err
+}
+
+// putAnswer reads a PutObject answer: the ETag of a 2xx, else the error the
+// SDK would return (its code and message from the XML body). A 2xx whose
+// body is an S3 <Error> document (S3 may send one after the status line) is
+// an error with that status: not a definite refusal, so uncertain.
+func putAnswer(resp *http.Response) (string, error) {
+	body, rerr := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if resp.StatusCode/100 == 2 && !strings.Contains(string(body), "<Error>") {
+		return resp.Header.Get("ETag"), nil
+	}
+	var doc struct {
+		Code    string `xml:"Code"`
+		Message string `xml:"Message"`
+	}
+	_ = xml.Unmarshal(body, &doc)
+	var api error = &smithy.GenericAPIError{Code: doc.Code, Message: doc.Message}
+	if doc.Code == "" {
+		api = fmt.Errorf("http %d, no error code (%v)", resp.StatusCode, rerr)
+	}
+	return "", &smithy.OperationError{ServiceID: s3.ServiceID, OperationName: "PutObject", Err: &awshttp.ResponseError{
+		ResponseError: &smithyhttp.ResponseError{Response: &smithyhttp.Response{Response: resp}, Err: api},
+		RequestID:     resp.Header.Get("X-Amz-Request-Id"),
+	}}
+}
+
+// directRetry runs attempt as the SDK's retry middleware (aws/retry.Attempt)
+// does: attempt tokens (adaptive mode), then, while the error is retryable
+// and attempts remain, a retry-quota token and the retryer's delay. Unlike
+// the middleware it does not correct clock skew (every write here is signed
+// with the gateway's clock, as on the SDK path: presignWrite).
+func directRetry(ctx context.Context, r aws.Retryer, attempt func() error) error {
+	release := func(error) error { return nil }
+	for n := 1; ; n++ {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		releaseAttempt := func(error) error { return nil }
+		if r2, ok := r.(aws.RetryerV2); ok {
+			rel, err := r2.GetAttemptToken(ctx)
+			if err != nil {
+				return fmt.Errorf("failed to get retry Send token, %w", err)
+			}
+			releaseAttempt = rel
+		}
+		err := attempt()
+		_ = release(err)
+		_ = releaseAttempt(err)
+		if err == nil || errors.Is(err, errLandByPassed) || !r.IsErrorRetryable(err) ||
+			(r.MaxAttempts() > 0 && n >= r.MaxAttempts()) || ctx.Err() != nil {
+			return err
+		}
+		rel, terr := r.GetRetryToken(ctx, err)
+		if terr != nil {
+			return errors.Join(err, terr)
+		}
+		release = rel
+		d, derr := r.RetryDelay(n, err)
+		if derr != nil {
+			return err
+		}
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+	}
+}
