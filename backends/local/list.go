@@ -2,8 +2,8 @@ package local
 
 import (
 	"context"
+	"encoding/hex"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 
@@ -14,7 +14,9 @@ var _ fencegate.ObjectLister = (*Store)(nil)
 
 // List returns the objects whose keys start with prefix and sort after
 // after, in key order. File names are hashes, so it reads every object's
-// trailer: a listing costs one small read per object in the store.
+// trailer: a listing costs one small read per object in the store. Each
+// file is read as Head reads it (under its key's shared lock, pinned), so
+// a listing shows only durable objects and never a reused file.
 func (s *Store) List(ctx context.Context, prefix, after string, limit int) ([]fencegate.ObjectInfo, bool, error) {
 	if err := s.dirs.Durable(); err != nil {
 		return nil, false, s.unavailable(err, "sync directory before listing", prefix)
@@ -28,13 +30,16 @@ func (s *Store) List(ctx context.Context, prefix, after string, limit int) ([]fe
 		if err := ctx.Err(); err != nil {
 			return nil, false, fencegate.Wrap(err, fencegate.CodeBackendUnavailable, "list cancelled")
 		}
-		if strings.HasPrefix(e.Name(), tmpPrefix) || e.IsDir() {
+		b, err := hex.DecodeString(e.Name())
+		if strings.HasPrefix(e.Name(), tmpPrefix) || e.IsDir() || err != nil || len(b) == 0 {
 			continue
 		}
-		tr, err := readTrailerAt(filepath.Join(s.dir, e.Name()))
+		f, tr, err := s.openPinned(&s.stripes[b[0]], e.Name())
 		if err != nil {
 			continue // removed or replaced meanwhile
 		}
+		f.Close()
+		s.pins.unpin(e.Name())
 		if strings.HasPrefix(tr.Key, prefix) && tr.Key > after {
 			all = append(all, info(tr))
 		}

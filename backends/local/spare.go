@@ -1,0 +1,221 @@
+package local
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"io"
+	"os"
+	"sync"
+
+	"github.com/fencegate/fencegate"
+)
+
+const (
+	// maxSpares bounds the reusable files kept between writes (about one
+	// per concurrent writer is used).
+	maxSpares = 64
+	// maxSpareLen: a replaced object file longer than this is removed,
+	// not kept for reuse, so spares hold little disk.
+	maxSpareLen = 1 << 20
+	// smallBody: a body up to this size is read into memory and written
+	// with its trailer in one write; a larger one is streamed.
+	smallBody = 64 << 10
+)
+
+// spare is a file in the objects directory, under a temp name, that no
+// object refers to: the old version of a replaced object, or a fresh temp
+// file. A write fills one and swaps it in.
+type spare struct {
+	path string
+	len  int64 // its length now
+}
+
+// sparePool holds spares for reuse. A file enters it only (a) after the
+// directory fsync that made its temp name durable succeeded (a replaced
+// object: the swap that gave it that name was synced, so no crash can
+// bring it back as a live object after it is overwritten) or (b) when it
+// never was an object (a fresh temp file whose write was refused).
+type sparePool struct {
+	mu   sync.Mutex
+	free []spare
+}
+
+func (p *sparePool) take() (spare, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.free) == 0 {
+		return spare{}, false
+	}
+	sp := p.free[len(p.free)-1]
+	p.free = p.free[:len(p.free)-1]
+	return sp, true
+}
+
+// give keeps sp for reuse, or removes its file when the pool is full.
+func (p *sparePool) give(sp spare) {
+	p.mu.Lock()
+	full := len(p.free) >= maxSpares
+	if !full {
+		p.free = append(p.free, sp)
+	}
+	p.mu.Unlock()
+	if full {
+		_ = os.Remove(sp.path)
+	}
+}
+
+// pinSet counts the readers holding each object file open (by file name).
+// A reader pins the name before opening it; a writer that swapped the
+// name's old file out looks after the swap, so it sees every reader that
+// may hold the old file, and removes instead of reusing a file some
+// reader still reads (TestReaderKeepsVersionAcrossTwoReplaces).
+type pinSet struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (p *pinSet) pin(name string) {
+	p.mu.Lock()
+	if p.n == nil {
+		p.n = map[string]int{}
+	}
+	p.n[name]++
+	p.mu.Unlock()
+}
+
+func (p *pinSet) unpin(name string) {
+	p.mu.Lock()
+	if p.n[name]--; p.n[name] <= 0 {
+		delete(p.n, name)
+	}
+	p.mu.Unlock()
+}
+
+func (p *pinSet) pinned(name string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.n[name] > 0
+}
+
+// known is what the store last wrote or read at an object's file name:
+// kept per lock stripe (read and written under its lock), so a
+// conditional Put checks its ETag without reading the trailer. The store
+// is the only writer of its directory.
+type known struct {
+	exists bool
+	etag   string
+	len    int64 // the object file's length
+}
+
+// perStripe bounds the known versions kept per stripe (256 stripes).
+const perStripe = 1024
+
+// stripe serializes the checks and swaps of the keys hashed to it
+// (writers hold mu from the check through the directory fsync; readers
+// hold it shared while they open a file, so they never see a swap whose
+// directory fsync has not completed).
+type stripe struct {
+	mu    sync.RWMutex
+	known map[string]known
+}
+
+func (st *stripe) remember(name string, k known) {
+	if st.known == nil {
+		st.known = map[string]known{}
+	}
+	if _, ok := st.known[name]; !ok && len(st.known) >= perStripe {
+		for n := range st.known { // any one: the next use reads it back
+			delete(st.known, n)
+			break
+		}
+	}
+	st.known[name] = k
+}
+
+// writeSpare fills a spare (reused, or a new temp file) with the body and
+// its trailer and fdatasyncs it. A small body is read first and written
+// with the trailer in one write at offset 0; a reused file longer than the
+// new contents is truncated to them.
+func (s *Store) writeSpare(ctx context.Context, req fencegate.PutRequest) (sp spare, etag string, err error) {
+	var f *os.File
+	if p, ok := s.spares.take(); ok {
+		sp = p
+		if f, err = os.OpenFile(sp.path, os.O_WRONLY, 0); err != nil {
+			_ = os.Remove(sp.path)
+		}
+	}
+	if f == nil {
+		if f, err = os.CreateTemp(s.dir, tmpPrefix); err != nil {
+			return spare{}, "", s.unavailable(err, "create temp file for", req.Key)
+		}
+		sp = spare{path: f.Name()}
+	}
+	defer func() {
+		if err != nil {
+			f.Close()
+			_ = os.Remove(sp.path)
+		}
+	}()
+	h := sha256.New()
+	var n int64
+	var buf []byte
+	src := io.LimitReader(ctxReader{ctx, req.Body}, req.Size+1)
+	switch {
+	case req.Body == nil:
+	case req.Size <= smallBody:
+		buf = make([]byte, req.Size+1, req.Size+1+1024)
+		var m int
+		m, err = io.ReadFull(src, buf)
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			err = nil
+		}
+		n, buf = int64(m), buf[:m]
+		h.Write(buf)
+	default:
+		n, err = io.Copy(io.MultiWriter(f, h), src)
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return spare{}, "", fencegate.Wrap(err, fencegate.CodeBackendUnavailable, "put cancelled before it was applied")
+		}
+		return spare{}, "", s.unavailable(err, "write", req.Key)
+	}
+	if n != req.Size {
+		return spare{}, "", fencegate.Errorf(fencegate.CodeInvalidRequest, "put of %q: body has %d bytes, size says %d", req.Key, n, req.Size)
+	}
+	id := make([]byte, 8)
+	_, _ = rand.Read(id)
+	etag = `"` + hex.EncodeToString(h.Sum(nil)) + "-" + hex.EncodeToString(id) + `"`
+	ct := req.ContentType
+	if ct == "" {
+		ct = "application/octet-stream"
+	}
+	tr := trailer{Key: req.Key, ETag: etag, Size: n, ContentType: ct, Metadata: req.Metadata(), Modified: s.now().UTC()}
+	if buf, err = encodeTrailer(buf, n, tr, sp.len); err != nil {
+		return spare{}, "", fencegate.Wrap(err, fencegate.CodeInternal, "encode object trailer")
+	}
+	at := int64(0)
+	if req.Size > smallBody {
+		at = n
+	}
+	if _, err = f.WriteAt(buf, at); err != nil {
+		return spare{}, "", s.unavailable(err, "write", req.Key)
+	}
+	end := at + int64(len(buf))
+	if sp.len > end {
+		if err = f.Truncate(end); err != nil {
+			return spare{}, "", s.unavailable(err, "truncate", req.Key)
+		}
+	}
+	s.fileSyncs.Add(1)
+	if err = datasync(f); err != nil {
+		return spare{}, "", s.unavailable(err, "sync", req.Key)
+	}
+	if err = f.Close(); err != nil {
+		return spare{}, "", s.unavailable(err, "close", req.Key)
+	}
+	sp.len = end
+	return sp, etag, nil
+}
