@@ -140,11 +140,13 @@ func (st *stripe) remember(name string, k known) {
 // new contents is truncated to them.
 func (s *Store) writeSpare(ctx context.Context, req fencegate.PutRequest) (sp spare, etag string, err error) {
 	var f *os.File
+	reused := false
 	if p, ok := s.spares.take(); ok {
 		sp = p
 		if f, err = os.OpenFile(sp.path, os.O_WRONLY, 0); err != nil {
 			_ = os.Remove(sp.path)
 		}
+		reused = f != nil
 	}
 	if f == nil {
 		if f, err = os.CreateTemp(s.dir, tmpPrefix); err != nil {
@@ -204,7 +206,7 @@ func (s *Store) writeSpare(ctx context.Context, req fencegate.PutRequest) (sp sp
 		return spare{}, "", s.unavailable(err, "write", req.Key)
 	}
 	end := at + int64(len(buf))
-	if sp.len > end {
+	if reused && sp.len != end { // cut the old tail (when longer: a no-op, in case sp.len is wrong)
 		if err = f.Truncate(end); err != nil {
 			return spare{}, "", s.unavailable(err, "truncate", req.Key)
 		}
