@@ -1,6 +1,7 @@
 package s3
 
 import (
+	"cmp"
 	"context"
 	"encoding/xml"
 	"errors"
@@ -48,7 +49,16 @@ type putTemplate struct {
 	hc      s3.HTTPClient
 	creds   aws.CredentialsProvider
 	retryer aws.Retryer
+	// continueAt: bodies of at least this many bytes are sent with
+	// Expect: 100-continue, as the SDK sends them (so a refusal, a failed
+	// condition or an expired signature is answered before the body is
+	// sent); -1: never.
+	continueAt int64
 }
+
+// default100ContinueBytes is the SDK's threshold for Expect: 100-continue
+// (service/internal/s3shared, used when Options.ContinueHeaderThresholdBytes is 0).
+const default100ContinueBytes = 2 << 20
 
 // templateKey is the key the SDK presigns to find the template.
 const templateKey = "fencegate-template"
@@ -102,7 +112,7 @@ func putTemplateOf(client *s3.Client, bucket string) *putTemplate {
 		}
 	}
 	return &putTemplate{base: u.Scheme + "://" + u.Host + base, region: scope[2], service: scope[3],
-		hc: o.HTTPClient, creds: o.Credentials, retryer: o.Retryer}
+		hc: o.HTTPClient, creds: o.Credentials, retryer: o.Retryer, continueAt: cmp.Or(o.ContinueHeaderThresholdBytes, default100ContinueBytes)}
 }
 
 // putObject is what one direct PUT sends.
@@ -140,6 +150,9 @@ func (s *Store) putDirect(ctx context.Context, t *putTemplate, p putObject, unti
 		h := r.Header
 		h.Set("User-Agent", "fencegate aws-sdk-go-v2")
 		h.Set("Accept-Encoding", "identity") // as the SDK: no transparent gzip
+		if t.continueAt >= 0 && p.size >= t.continueAt {
+			h.Set("Expect", "100-continue")
+		}
 		if p.contentType != "" {
 			h.Set("Content-Type", p.contentType)
 		}

@@ -124,3 +124,26 @@ func TestOpenKeepsIdleConnectionsForConcurrentWrites(t *testing.T) {
 		t.Fatalf("idle connections kept: %d per host, %d in all; want %d", tr.MaxIdleConnsPerHost, tr.MaxIdleConns, idleConnsPerHost)
 	}
 }
+
+// TestLargeDirectPutWaitsForContinue: a body of 2 MiB or more goes out with
+// Expect: 100-continue, as the SDK sends it, so that a refused or failed
+// write is answered before its body is sent; a small one without.
+func TestLargeDirectPutWaitsForContinue(t *testing.T) {
+	var expect []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		expect = append(expect, r.Header.Get("Expect"))
+		w.Header().Set("ETag", `"e"`)
+	}))
+	defer srv.Close()
+	st := New("d", testClient(func(o *s3.Options) { o.BaseEndpoint, o.UsePathStyle = aws.String(srv.URL), true }), "bkt", "")
+	ctx := fencegate.WithLandBy(context.Background(), time.Now().Add(time.Minute))
+	for _, n := range []int{1 << 10, 2 << 20} {
+		if _, err := st.Put(ctx, fencegate.PutRequest{Key: "k", Body: strings.NewReader(strings.Repeat("x", n)), Size: int64(n),
+			IfNoneMatch: true, Meta: fencegate.EffectMeta{FenceToken: 1, Segment: 1, ReceiptID: "r"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(expect) != 2 || expect[0] != "" || expect[1] != "100-continue" {
+		t.Fatalf("Expect headers sent for a 1 KiB and a 2 MiB body: %q", expect)
+	}
+}

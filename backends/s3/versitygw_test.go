@@ -177,6 +177,15 @@ func TestMultipartPutKeepsConditions(t *testing.T) {
 }
 
 func TestLargePutStreamsWithoutBufferingTheBody(t *testing.T) {
+	t.Run("sdk", func(t *testing.T) { testLargePutStreams(t, context.Background()) })
+	// As the gateway sends it: one presigned request (directput.go) with
+	// Expect: 100-continue.
+	t.Run("presigned", func(t *testing.T) {
+		testLargePutStreams(t, fencegate.WithLandBy(context.Background(), time.Now().Add(time.Minute)))
+	})
+}
+
+func testLargePutStreams(t *testing.T, ctx context.Context) {
 	s := server(t)
 	const n = 64 << 20
 	var before runtime.MemStats
@@ -198,7 +207,7 @@ func TestLargePutStreamsWithoutBufferingTheBody(t *testing.T) {
 			}
 		}
 	}()
-	etag, err := s.Put(context.Background(), fencegate.PutRequest{Key: "stream/obj", Body: &gen{n: n}, Size: n,
+	etag, err := s.Put(ctx, fencegate.PutRequest{Key: "stream/obj", Body: &gen{n: n}, Size: n,
 		IfNoneMatch: true, Meta: objecttest.Meta(1)})
 	close(done)
 	if err != nil {
