@@ -96,6 +96,11 @@ type Config struct {
 	QuarantinePayloadBytes int64 `yaml:"quarantinePayloadBytes"`
 	// EffectTimeout bounds one forwarded effect; reconcile.orphan must exceed it.
 	EffectTimeout time.Duration `yaml:"effectTimeout"`
+	// DeferSettle is the deferred settle's window (docs/deferred-settle.md):
+	// a COMMITTED object PUT is answered once the object store holds it and
+	// its settle is folded into the next admission on the resource, or
+	// flushed this long after; 0 settles before answering. At most 1 s.
+	DeferSettle time.Duration `yaml:"deferSettle"`
 	// Registry configures the in-process lease registry; nil runs none.
 	Registry *Registry `yaml:"registry"`
 	// Reconcile configures the settlement of unknown outcomes.
@@ -496,6 +501,9 @@ func (c *Config) Validate() error {
 		at("reconcile", "reconcile interval, deadline and orphan must be positive")
 	}
 	c.Retention.check(at, c.Reconcile.Deadline)
+	if c.DeferSettle < 0 || c.DeferSettle > time.Second {
+		at("deferSettle", "deferSettle must be between 0 (off) and 1s")
+	}
 	if c.EffectTimeout <= 0 {
 		at("effectTimeout", "effectTimeout must be positive")
 	} else if c.Reconcile.Orphan <= c.EffectTimeout {

@@ -269,9 +269,22 @@ func (g *Gateway) apply(ctx context.Context, req Request) (Result, error) {
 			return Result{}, err
 		}
 	}
+	// This process's deferred settle of the resource becomes durable first:
+	// folded into this admission, or (a store that cannot fold) settled now.
+	prior := g.takeDeferred(vg.Resource)
+	switch {
+	case prior != nil && g.folds:
+		areq.Prior = &fencegate.PriorSettle{ReceiptID: prior.id, Outcome: prior.out}
+	case prior != nil:
+		if !g.settleDeferred(prior) {
+			return Result{}, &fencegate.Error{Code: fencegate.CodeBackendUnavailable,
+				Message: "the fence store failed recording the previous write on the resource; nothing was admitted or forwarded"}
+		}
+		prior = nil
+	}
 	admStart := g.cfg.Now()
 	actx, span := g.startSpan(actx, "fencegate.admit")
-	adm, err := g.admit(actx, areq, recheck)
+	adm, err := g.admit(actx, areq, recheck, prior)
 	endSpan(span, err)
 	g.cfg.Observe.Admission(admissionOutcome(adm, err), g.cfg.Now().Sub(admStart))
 	if err == nil && !adm.Replay && req.Segment == 1 {
@@ -326,6 +339,11 @@ func (g *Gateway) forward(ctx context.Context, adm fencegate.Admission, eff Effe
 		g.cfg.Failpoint("after-effect")
 	}
 	out.Now = g.cfg.Now()
+	if g.deferrable(adm.Receipt, eff, out) {
+		if r, ok := g.deferSettle(adm.Receipt, out); ok {
+			return Result{Receipt: r}, nil
+		}
+	}
 	sctx, span := g.startSpan(context.WithoutCancel(ctx), "fencegate.settle")
 	r, err := g.cfg.Store.Settle(sctx, adm.Receipt.ID, out)
 	endSpan(span, err)
@@ -369,6 +387,9 @@ func (g *Gateway) forward(ctx context.Context, adm fencegate.Admission, eff Effe
 // settles is recorded and answered, so a worker that retries after
 // MUTATION_UNKNOWN gets the settled answer. The caller holds the resource.
 func (g *Gateway) replay(ctx context.Context, r fencegate.Receipt) (Result, error) {
+	if p, ok := g.proveNow(ctx, r); ok { // another replica's deferred settle
+		r = p
+	}
 	if r.State == fencegate.ReceiptUnknown && g.cfg.Resolver != nil {
 		if res := g.cfg.Resolver(r.Target); res != nil {
 			r = g.resolveNow(ctx, res, r)
@@ -532,17 +553,32 @@ const reauthorizeAfter = 10 * time.Millisecond
 // one is answered at once: it waits for the reconciler, not for a request.
 // recheck runs before every attempt: a lease that expired (or was revoked)
 // while the request waited is refused, not admitted on an old verdict.
-func (g *Gateway) admit(ctx context.Context, req fencegate.AdmitRequest, recheck func(*fencegate.AdmitRequest) error) (fencegate.Admission, error) {
+func (g *Gateway) admit(ctx context.Context, req fencegate.AdmitRequest, recheck func(*fencegate.AdmitRequest) error, prior *deferredSettle) (fencegate.Admission, error) {
 	var waited time.Duration
 	tries := 0
+	proved := map[string]bool{}
+	defer func() {
+		if prior != nil { // its fold ended without a verdict: flushed instead
+			g.deferred.release(prior)
+		}
+	}()
 	for delay := 10 * time.Millisecond; ; delay = min(2*delay, 200*time.Millisecond) {
 		if err := recheck(&req); err != nil {
 			return fencegate.Admission{}, err
 		}
 		adm, err := g.cfg.Store.Admit(ctx, req)
+		if prior != nil && (err == nil || isRuling(err)) {
+			g.priorDecided(prior, adm)
+			prior, req.Prior = nil, nil
+		}
 		if err != nil && !isRuling(err) {
 			g.cfg.Observe.StoreError("admit")
 			adm, again, err := g.recoverAdmission(ctx, req, err)
+			if prior != nil && err == nil {
+				// The admission committed, and the prior in its transaction.
+				g.deferred.finish(prior)
+				prior = nil
+			}
 			if !again {
 				return adm, err
 			}
@@ -558,8 +594,17 @@ func (g *Gateway) admit(ctx context.Context, req fencegate.AdmitRequest, recheck
 		if fencegate.ErrorCode(err) != fencegate.CodeResourceBusy || !errors.As(err, &fe) || waited >= busyWait {
 			return adm, err
 		}
-		if r, rerr := g.cfg.Store.Receipt(ctx, fe.ReceiptID); rerr != nil || r.State != fencegate.ReceiptPending {
+		r, rerr := g.cfg.Store.Receipt(ctx, fe.ReceiptID)
+		if rerr != nil || r.State != fencegate.ReceiptPending {
 			return adm, err
+		}
+		if waited >= proveWait && !proved[r.ID] {
+			// Still PENDING: a deferred settle whose process crashed is
+			// proven by its object at once, instead of after Orphan.
+			proved[r.ID] = true
+			if _, ok := g.proveNow(ctx, r); ok {
+				continue
+			}
 		}
 		select {
 		case <-ctx.Done():

@@ -119,6 +119,20 @@ type Config struct {
 	// Journal keeps the recent refusals the console shows (nil: a new
 	// Journal of DefaultJournalSize).
 	Journal *Journal
+	// DeferSettle, when positive, defers the settle of a COMMITTED object
+	// PUT (docs/deferred-settle.md): the write is answered once the object
+	// store holds it, and the settle is folded into the next admission on
+	// the resource in this process (a PriorSettling store) or flushed after
+	// this window. 0 settles every receipt before answering.
+	DeferSettle time.Duration
+	// Block waits until ch is closed (default: a receive): an admission
+	// waiting for a deferred settle in flight. A simulation waits under its
+	// own scheduler.
+	Block func(ch <-chan struct{})
+	// Background is the context of the gateway's background store calls
+	// (deferred flushes, settle retries); default context.Background(). A
+	// simulation tags it with the process, so that a crash ends them.
+	Background context.Context
 	// Failpoint, when set, is called at named points ("after-effect": the
 	// effect returned, its receipt is not yet settled) so tests can crash the
 	// process exactly there.
@@ -132,6 +146,10 @@ type Gateway struct {
 	locks   keyedMutex
 	retry   settleRetry
 	journal *Journal
+	// deferred holds the answered settles not yet durable; folds is true
+	// when the store takes them into an admission (PriorSettling).
+	deferred deferrals
+	folds    bool
 }
 
 // New returns a Gateway; it reports every missing part at once.
@@ -167,6 +185,12 @@ func New(cfg Config) (*Gateway, error) {
 	if cfg.Go == nil {
 		cfg.Go = func(f func()) { go f() }
 	}
+	if cfg.Block == nil {
+		cfg.Block = func(ch <-chan struct{}) { <-ch }
+	}
+	if cfg.Background == nil {
+		cfg.Background = context.Background()
+	}
 	if cfg.Journal == nil {
 		cfg.Journal = NewJournal(0)
 	}
@@ -180,8 +204,9 @@ func New(cfg Config) (*Gateway, error) {
 	if _, off := cfg.Tracer.(noop.TracerProvider); cfg.Tracer != nil && !off {
 		tracer = cfg.Tracer.Tracer("github.com/fencegate/fencegate/gateway")
 	}
-	return &Gateway{cfg: cfg, journal: cfg.Journal, tracer: tracer,
-		retry: settleRetry{store: cfg.Store, after: cfg.After, spawn: cfg.Go, log: cfg.Log}}, nil
+	ps, ok := cfg.Store.(fencegate.PriorSettling)
+	return &Gateway{cfg: cfg, journal: cfg.Journal, tracer: tracer, folds: ok && ps.SettlesPrior(),
+		retry: settleRetry{ctx: cfg.Background, store: cfg.Store, after: cfg.After, spawn: cfg.Go, log: cfg.Log}}, nil
 }
 
 // UnsettledOutcomes is the number of known effect outcomes still waiting to
@@ -192,8 +217,11 @@ func (g *Gateway) UnsettledOutcomes() int { return g.retry.len() }
 // Modes returns the gateway's enforcement modes (nil if none were configured).
 func (g *Gateway) Modes() *Modes { return g.cfg.Modes }
 
-// Store returns the gateway's fence store.
-func (g *Gateway) Store() fencegate.FenceStore { return g.cfg.Store }
+// Store returns the gateway's fence store as readers must see it: a read of
+// a receipt (or resource) whose settle this process deferred flushes it
+// first, and a PENDING object receipt that its object proves is settled
+// COMMITTED as it is read (readStore). Writes pass through.
+func (g *Gateway) Store() fencegate.FenceStore { return readStore{FenceStore: g.cfg.Store, g: g} }
 
 // NewID returns prefix followed by 26 random hex characters.
 func NewID(prefix string) string {

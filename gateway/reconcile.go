@@ -184,6 +184,11 @@ func (rc *Reconciler) RunOnce(ctx context.Context) (int, error) {
 	done := map[string]bool{}
 	for _, r := range all {
 		if r.State == fencegate.ReceiptPending && now.Sub(r.CreatedAt) < rc.orphan() {
+			// Not yet orphaned, but an object that names it proves it at
+			// any age (a deferred settle whose process crashed).
+			if now.Sub(r.CreatedAt) >= proveAfter && rc.proveYoung(ctx, r) {
+				settled++
+			}
 			continue
 		}
 		if !rc.due(r.ID, now) {
@@ -401,7 +406,7 @@ func (o ObjectResolver) Resolve(ctx context.Context, r fencegate.Receipt) (fence
 	info, err := st.Head(ctx, key)
 	switch {
 	case err == nil:
-		if m, ok := fencegate.ParseEffectMeta(info.Metadata); ok && m.ReceiptID == r.ID {
+		if namesReceipt(info, r.ID) {
 			return fencegate.Outcome{State: fencegate.ReceiptCommitted, Version: info.ETag}, nil
 		}
 	case fencegate.ErrorCode(err) == fencegate.CodeNotFound:
@@ -419,4 +424,13 @@ func (o ObjectResolver) Resolve(ctx context.Context, r fencegate.Receipt) (fence
 		return fencegate.Outcome{State: fencegate.ReceiptNotApplied, Error: "the object does not carry this receipt, and its write can no longer land"}, nil
 	}
 	return fencegate.Outcome{State: fencegate.ReceiptUnknown}, nil
+}
+
+// namesReceipt reports whether an object's metadata names receipt id: the
+// proof that the receipt's write landed (Resolve and Prove share it).
+func namesReceipt(info fencegate.ObjectInfo, id string) bool {
+	if m, ok := fencegate.ParseEffectMeta(info.Metadata); ok && m.ReceiptID == id {
+		return true
+	}
+	return false
 }

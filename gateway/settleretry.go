@@ -23,6 +23,7 @@ import (
 // left. Entries are lost if the process exits first: the reconciler settles
 // those receipts after Orphan, as after a crash.
 type settleRetry struct {
+	ctx   context.Context // the gateway's Background
 	store fencegate.FenceStore
 	after func(time.Duration) <-chan time.Time
 	spawn func(func())
@@ -88,7 +89,11 @@ func (q *settleRetry) run() {
 		progress := false
 		for _, id := range slices.Sorted(maps.Keys(batch)) { // in a stable order
 			o := batch[id]
-			ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+			base := q.ctx
+			if base == nil {
+				base = context.Background()
+			}
+			ctx, cancel := context.WithTimeout(base, settleTimeout)
 			r, err := q.store.Settle(ctx, id, o)
 			cancel()
 			if err != nil && !isRuling(err) {

@@ -156,7 +156,7 @@ func Build(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, er
 		return c.GrantHits.Load(), c.GrantMisses.Load(), c.StatusHits.Load(), c.StatusMisses.Load()
 	})
 	gcfg := gateway.Config{Verifier: verifier, Store: store, Log: log, Alarm: a.metrics, Observe: a.metrics, Tracer: tracer, Policy: a.auth, Modes: a.auth.Modes(), Access: access,
-		EffectTimeout: cfg.EffectTimeout}
+		EffectTimeout: cfg.EffectTimeout, DeferSettle: cfg.DeferSettle}
 	if fp := os.Getenv("FENCEGATE_FAILPOINT"); fp != "" {
 		// Test-only: crash at the named point of the acceptance point.
 		gcfg.Failpoint = func(name string) {
@@ -307,6 +307,12 @@ func (a *App) Serve(ctx context.Context, ln, metrics net.Listener) error {
 	defer cancel()
 	if err := hs.Shutdown(sctx); err != nil {
 		a.log.Warn("shutdown", "err", err)
+	}
+	// Every answered settle still deferred is made durable before the
+	// process goes on to close the store (after a crash the objects prove
+	// them instead).
+	if err := a.Gateway.Drain(sctx); err != nil {
+		a.log.Warn("deferred settles left to the reconciler", "left", a.Gateway.DeferredSettles(), "err", err)
 	}
 	stopReconciler()
 	<-done

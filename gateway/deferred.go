@@ -1,0 +1,321 @@
+package gateway
+
+import (
+	"context"
+	"sync"
+
+	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/fencestore"
+)
+
+// The deferred settle (docs/deferred-settle.md). An object PUT whose effect
+// returned COMMITTED, and whose object names its receipt (SelfProving), is
+// answered as soon as the effect is durable at the object store, with the
+// receipt exactly as the store will settle it (fencestore.SettledReceipt). The
+// settle itself is kept here, one entry per resource, until it is durable:
+// folded into the next admission on the resource in this process
+// (AdmitRequest.Prior, when the store is PriorSettling), or flushed through
+// Store.Settle after Config.DeferSettle. Until then the store's pending mark
+// keeps every other replica off the resource, and after a crash the object's
+// metadata proves the receipt COMMITTED (Prover): the reconciler, a busy
+// admission elsewhere and every receipt read settle it so.
+//
+// The rule this file keeps: this process sends no admission on a resource
+// while its deferred settle of it is not durable, except the admission that
+// carries it as its Prior. An entry is therefore never dropped: a settle or
+// fold that fails without a verdict puts it back (idle) and its flusher
+// tries again (20 ms doubling to 1 s), and an Apply that finds it idle takes
+// it over; one that finds it being settled waits for that (a channel).
+
+// SelfProving is implemented by an Effect whose write names its receipt in
+// the object's own metadata (ObjectPut): once it returned COMMITTED, the
+// object proves it, so its settle may be deferred.
+type SelfProving interface {
+	ProvesItself() bool
+}
+
+// ProvesItself reports true: the object carries EffectMetaOf(r).
+func (ObjectPut) ProvesItself() bool { return true }
+
+// Entry states.
+const (
+	deferIdle = iota // nobody settles it now: a fold or the flusher may claim it
+	deferBusy        // claimed: a settle or a fold carrying it is in flight
+	deferDone        // durable, or ruled on by the store
+)
+
+// deferredSettle is one answered, not yet durable settle.
+type deferredSettle struct {
+	id, resource string
+	out          fencegate.Outcome
+	state        int
+	change       chan struct{} // closed (and replaced) at every state change
+}
+
+// deferrals holds the entries, by resource and by receipt ID.
+type deferrals struct {
+	mu    sync.Mutex
+	byRes map[string]*deferredSettle
+	byID  map[string]*deferredSettle
+}
+
+func (d *deferrals) add(e *deferredSettle) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.byRes == nil {
+		d.byRes, d.byID = map[string]*deferredSettle{}, map[string]*deferredSettle{}
+	}
+	e.change = make(chan struct{})
+	d.byRes[e.resource], d.byID[e.id] = e, e
+}
+
+// setLocked moves e to state and wakes its waiters; d.mu is held.
+func (d *deferrals) setLocked(e *deferredSettle, state int) {
+	e.state = state
+	close(e.change)
+	e.change = make(chan struct{})
+	if state == deferDone {
+		if d.byRes[e.resource] == e {
+			delete(d.byRes, e.resource)
+		}
+		delete(d.byID, e.id)
+	}
+}
+
+// claim takes e if it is idle; else it returns e's state and the channel
+// closed at its next change.
+func (d *deferrals) claim(e *deferredSettle) (bool, int, <-chan struct{}) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if e.state == deferIdle {
+		d.setLocked(e, deferBusy)
+		return true, deferBusy, nil
+	}
+	return false, e.state, e.change
+}
+
+// finish marks e durable (or ruled on) and forgets it.
+func (d *deferrals) finish(e *deferredSettle) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if e.state != deferDone {
+		d.setLocked(e, deferDone)
+	}
+}
+
+// release gives e back (its settle failed without a verdict).
+func (d *deferrals) release(e *deferredSettle) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if e.state == deferBusy {
+		d.setLocked(e, deferIdle)
+	}
+}
+
+func (d *deferrals) ofResource(res string) *deferredSettle {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.byRes[res]
+}
+
+func (d *deferrals) ofReceipt(id string) *deferredSettle {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.byID[id]
+}
+
+func (d *deferrals) all() []*deferredSettle {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make([]*deferredSettle, 0, len(d.byID))
+	for _, e := range d.byID {
+		out = append(out, e)
+	}
+	return out
+}
+
+func (d *deferrals) len() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.byID)
+}
+
+// deferrable reports whether the settle of r's effect outcome out may be
+// deferred: the window is on, r is an object PUT whose effect proves itself
+// and whose target has a Prover (so a crash leaves a provable receipt), and
+// the effect returned COMMITTED with a version. Everything else (API calls,
+// deletes, UNKNOWN, FAILED, NOT_APPLIED) settles synchronously.
+func (g *Gateway) deferrable(r fencegate.Receipt, eff Effect, out fencegate.Outcome) bool {
+	if g.cfg.DeferSettle <= 0 || r.Method != "PUT" {
+		return false
+	}
+	if out.State != fencegate.ReceiptCommitted || out.Version == "" {
+		return false
+	}
+	if p, ok := eff.(SelfProving); !ok || !p.ProvesItself() {
+		return false
+	}
+	return g.prover(r.Target) != nil
+}
+
+// deferSettle answers the COMMITTED outcome out of admitted receipt r now and
+// keeps its settle until it is durable (see the file comment). ok is false
+// when out cannot settle r (the store would refuse it): then the caller
+// settles synchronously, as without deferral.
+func (g *Gateway) deferSettle(r fencegate.Receipt, out fencegate.Outcome) (fencegate.Receipt, bool) {
+	settled, err := fencestore.SettledReceipt(r, out)
+	if err != nil {
+		return r, false
+	}
+	e := &deferredSettle{id: r.ID, resource: r.Resource, out: out}
+	g.deferred.add(e)
+	g.cfg.Go(func() { g.flusher(e) })
+	return settled, true
+}
+
+// flusher makes e durable through Store.Settle once the window has passed,
+// unless a fold takes it first; it tries again after a failure without a
+// verdict, until the store takes the settle or rules on it.
+func (g *Gateway) flusher(e *deferredSettle) {
+	<-g.cfg.After(g.cfg.DeferSettle)
+	delay := retryMinDelay
+	for {
+		ok, state, change := g.deferred.claim(e)
+		switch {
+		case state == deferDone:
+			return
+		case !ok:
+			g.cfg.Block(change) // a fold carries it: see how it ends
+			continue
+		}
+		if g.settleDeferred(e) {
+			return
+		}
+		<-g.cfg.After(delay)
+		delay = min(2*delay, retryMaxDelay)
+	}
+}
+
+// settleDeferred records the claimed entry e through Store.Settle. It
+// reports true when e is done (durable, or the store ruled: the receipt was
+// settled meanwhile, e.g. proven by another replica); on a failure without a
+// verdict e is released for the next try.
+func (g *Gateway) settleDeferred(e *deferredSettle) bool {
+	ctx, cancel := context.WithTimeout(g.cfg.Background, settleTimeout)
+	r, err := g.cfg.Store.Settle(ctx, e.id, e.out)
+	cancel()
+	if err != nil && !isRuling(err) {
+		g.cfg.Observe.StoreError("settle")
+		g.cfg.Log.Warn("deferred settle failed; trying again", "receipt", e.id, "err", err)
+		g.deferred.release(e)
+		return false
+	}
+	if err != nil {
+		g.cfg.Log.Warn("deferred settle: the store ruled (settled meanwhile)", "receipt", e.id, "err", err)
+	} else {
+		g.cfg.Observe.Settled(r.State)
+	}
+	g.deferred.finish(e)
+	return true
+}
+
+// takeDeferred claims the resource's deferred entry for the next admission
+// on it (the caller holds the resource's lock): nil when there is none. An
+// entry being settled (its flush, or a fold by a request that gave up) is
+// waited for, then looked at again.
+func (g *Gateway) takeDeferred(res string) *deferredSettle {
+	for {
+		e := g.deferred.ofResource(res)
+		if e == nil {
+			return nil
+		}
+		ok, state, change := g.deferred.claim(e)
+		if ok {
+			return e
+		}
+		if state != deferDone {
+			g.cfg.Block(change)
+		}
+	}
+}
+
+// priorDecided closes the fold of e after an admission verdict: the store
+// settled the prior (Admission.Prior) or ruled on it (PriorErr). A verdict
+// that says neither breaks the PriorSettling contract: e is released, to be
+// flushed.
+func (g *Gateway) priorDecided(e *deferredSettle, adm fencegate.Admission) {
+	switch {
+	case adm.Prior != nil:
+		g.cfg.Observe.Settled(adm.Prior.State)
+	case adm.PriorErr != nil:
+		g.cfg.Log.Warn("deferred settle: the store ruled on the folded settle (settled meanwhile)", "receipt", e.id, "err", adm.PriorErr)
+	default:
+		g.cfg.Log.Error("fence store admitted without answering the folded settle; flushing it", "receipt", e.id)
+		g.deferred.release(e)
+		return
+	}
+	g.deferred.finish(e)
+}
+
+// flushReceipt makes receipt id's deferred settle durable before a read of
+// it (read your writes); it returns at once when there is none.
+func (g *Gateway) flushReceipt(id string) {
+	if e := g.deferred.ofReceipt(id); e != nil {
+		g.flushEntry(e)
+	}
+}
+
+// flushResource is flushReceipt for the resource's entry.
+func (g *Gateway) flushResource(res string) {
+	if e := g.deferred.ofResource(res); e != nil {
+		g.flushEntry(e)
+	}
+}
+
+// flushEntry settles e now, or waits for whoever settles it, until it is
+// done; after a few tries that failed without a verdict the read goes on
+// (the store answers PENDING and the read proves the object instead).
+func (g *Gateway) flushEntry(e *deferredSettle) {
+	for range 3 {
+		ok, state, change := g.deferred.claim(e)
+		switch {
+		case state == deferDone:
+			return
+		case ok:
+			if g.settleDeferred(e) {
+				return
+			}
+		default:
+			g.cfg.Block(change)
+		}
+	}
+}
+
+// Drain makes every deferred settle durable now (the process is stopping:
+// call it after the HTTP server has shut down, before the store closes). It
+// returns when none is left or ctx ends; what is left then is proven by the
+// reconciler from the objects, as after a crash.
+func (g *Gateway) Drain(ctx context.Context) error {
+	for {
+		left := g.deferred.all()
+		if len(left) == 0 {
+			return nil
+		}
+		for _, e := range left {
+			if ok, _, _ := g.deferred.claim(e); ok {
+				g.settleDeferred(e)
+			}
+		}
+		if g.deferred.len() == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-g.cfg.After(retryMinDelay):
+		}
+	}
+}
+
+// DeferredSettles is the number of answered settles not yet durable.
+func (g *Gateway) DeferredSettles() int { return g.deferred.len() }
