@@ -3,9 +3,6 @@ package postgres
 import (
 	"context"
 	"errors"
-	"slices"
-	"strconv"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -16,63 +13,117 @@ import (
 	"github.com/fencegate/fencegate/internal/pgfault"
 )
 
+var _ fencegate.PriorSettling = (*Store)(nil)
+
+// SettlesPrior implements fencegate.PriorSettling: Admit applies
+// AdmitRequest.Prior in the admission's own transaction.
+func (s *Store) SettlesPrior() bool { return true }
+
 // admitCall is one Admit in a batch.
 type admitCall struct {
 	req fencegate.AdmitRequest
 	adm fencegate.Admission
+	// decided: the batch committed and adm (with the member's refusal, if
+	// any) is its verdict.
+	decided bool
 }
 
 // Admit implements fencegate.FenceStore. It joins the next admission batch
-// (see group.go) and returns once that batch committed.
+// (see group.go) and returns once that batch committed. A member with a
+// prior also holds the prior receipt's resource and target in its batch, so
+// no other member of that batch touches them.
 func (s *Store) Admit(ctx context.Context, req fencegate.AdmitRequest) (fencegate.Admission, error) {
 	if err := fencerules.ValidateAdmit(&req); err != nil {
 		return fencegate.Admission{}, err
 	}
-	m, err := s.admits.do(ctx, &admitCall{req: req}, "r\x00"+req.Grant.Resource, "t\x00"+req.Target)
+	keys := []string{"r\x00" + req.Grant.Resource, "t\x00" + req.Target}
+	if p := req.Prior; p != nil {
+		more, err := s.priorKeys(ctx, p.ReceiptID)
+		if err != nil {
+			return fencegate.Admission{}, translate(err, "admit")
+		}
+		keys = append(keys, more...)
+	}
+	m, err := s.admits.do(ctx, &admitCall{req: req}, keys...)
 	if err != nil {
+		if m.req.decided && req.Prior != nil {
+			return m.req.adm, translate(err, "admit") // a ruling: the prior settle committed
+		}
 		return fencegate.Admission{}, translate(err, "admit")
 	}
 	return m.req.adm, nil
 }
 
+// priorKeys are the batch keys of a prior receipt: its ID, resource and
+// target (both immutable, so read without a lock when not known).
+func (s *Store) priorKeys(ctx context.Context, id string) ([]string, error) {
+	keys := []string{"p\x00" + id}
+	if r, ok := s.known.receipt(id); ok {
+		return append(keys, "r\x00"+r.Resource, "t\x00"+r.Target), nil
+	}
+	var res, target string
+	err := s.pool.QueryRow(ctx, `SELECT resource, target FROM fence_receipts WHERE receipt_id = $1`, id).Scan(&res, &target)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return keys, nil // the batch answers NOT_FOUND
+	case err != nil:
+		return nil, err
+	}
+	return append(keys, "r\x00"+res, "t\x00"+target), nil
+}
+
 // runAdmits runs one admission batch through runBatch.
 func (s *Store) runAdmits(ctx context.Context, ms []*member[*admitCall]) {
-	runBatch(ctx, ms, s.admitBatch)
+	runBatch(ctx, ms, s.admitBatch, s.forgetAdmits)
 }
 
-// admitKey names a segment: resource, fence, segment.
-type admitKey struct {
-	resource   string
-	fence, seg uint64
+// forgetAdmits drops what ms may have changed from s.known.
+func (s *Store) forgetAdmits(ms []*member[*admitCall]) {
+	var res, ids []string
+	for _, m := range ms {
+		res = append(res, m.req.req.Grant.Resource)
+		ids = append(ids, m.req.req.ReceiptID)
+		if p := m.req.req.Prior; p != nil {
+			if r, ok := s.known.receipt(p.ReceiptID); ok {
+				res = append(res, r.Resource)
+			}
+			ids = append(ids, p.ReceiptID)
+		}
+	}
+	s.known.forget(res, ids)
 }
 
-// admitRead is what a batch reads under the resources' locks.
-type admitRead struct {
-	rows     map[string]fencegate.ResourceState
-	bound    map[string]string
-	live     map[admitKey]fencegate.Receipt
-	versions map[string]string
-	newRes   map[string]bool // resource rows this transaction inserted
-	newBind  map[string]bool // target bindings this transaction inserted
-}
-
-// admitBatch admits ms in one transaction. Round trip 1 sends BEGIN, locks
-// the existing resource rows (in resource order, so batches do not deadlock
-// each other) and then reads bindings, live receipts and versions. A second
-// one, only for resources or targets seen for the first time, inserts their
-// rows (ON CONFLICT DO NOTHING, which waits for a concurrent inserter), locks
-// and reads them again. The last sends the writes and COMMIT. No row is
-// written that does not change, and rows inserted for a member that is not
-// accepted are deleted again. uncertain reports an error after COMMIT was
-// sent that is not the server's refusal: the transaction may have committed.
-func (s *Store) admitBatch(ctx context.Context, ms []*member[*admitCall]) (uncertain bool, err error) {
+// admitBatch admits ms in one transaction: in one round trip when every
+// member is accepted on what this process knows (fast.go), else under the
+// row locks (admitLocked).
+func (s *Store) admitBatch(ctx context.Context, ms []*member[*admitCall], locked bool) (uncertain bool, err error) {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return false, translate(err, "admit")
 	}
-	defer conn.Release() // a connection left inside a transaction is destroyed
-	rd := &admitRead{rows: map[string]fencegate.ResourceState{}, bound: map[string]string{},
-		live: map[admitKey]fencegate.Receipt{}, versions: map[string]string{}, newRes: map[string]bool{}, newBind: map[string]bool{}}
+	defer release(conn)
+	if !locked && !s.lockedOnly {
+		if plans, ok := s.planAdmits(ms); ok {
+			uncertain, err := s.admitFast(ctx, conn, plans)
+			return uncertain, s.countFast(err, "admit")
+		}
+	}
+	return s.admitLocked(ctx, conn, ms)
+}
+
+// admitLocked admits ms in one transaction. Round trip 1 sends BEGIN, locks
+// the existing resource rows (in resource order, so batches do not deadlock
+// each other) and then reads bindings, live receipts and versions. A second
+// one, only for resources or targets seen for the first time, inserts their
+// rows (ON CONFLICT DO NOTHING, which waits for a concurrent inserter), locks
+// and reads them again. The last sends the writes and COMMIT. A member's
+// prior is applied first, on what was read, and its segment decided on the
+// state the prior left. No row is written that does not change, and rows
+// inserted for a member that is not accepted are deleted again. uncertain
+// reports an error after COMMIT was sent that is not the server's refusal:
+// the transaction may have committed.
+func (s *Store) admitLocked(ctx context.Context, conn *pgxpool.Conn, ms []*member[*admitCall]) (uncertain bool, err error) {
+	rd := newAdmitRead()
 	if err := rd.read(ctx, conn, ms, true); err != nil {
 		return false, translate(err, "admit")
 	}
@@ -91,62 +142,80 @@ func (s *Store) admitBatch(ctx context.Context, ms []*member[*admitCall]) (uncer
 		}
 	}
 
+	st := &settleState{receipts: rd.priors, rows: rd.rows, versions: rd.versions}
 	b := &pgx.Batch{}
 	results := make([]func(), 0, len(ms))
+	var admitted []fencegate.Receipt
+	undone := map[string]bool{}
 	for _, m := range ms {
 		m := m
 		req := &m.req.req
+		var adm fencegate.Admission
+		if p := req.Prior; p != nil {
+			if next, err := st.apply(b, p.ReceiptID, p.Outcome); err != nil {
+				adm.PriorErr = err
+			} else {
+				adm.Prior = &next
+			}
+		}
 		undo := func() {
 			if rd.newBind[req.Target] {
 				b.Queue(`DELETE FROM fence_targets WHERE target = $1`, req.Target)
 			}
 			if rd.newRes[req.Grant.Resource] {
 				b.Queue(`DELETE FROM fence_resources WHERE resource = $1`, req.Grant.Resource)
+				undone[req.Grant.Resource] = true
 			}
+		}
+		answer := func(err error) {
+			results = append(results, func() { m.req.adm, m.req.decided, m.err = adm, true, err })
 		}
 		if err := fencerules.CheckTarget(rd.bound[req.Target], req); err != nil {
 			undo()
-			results = append(results, func() { m.err = err })
+			answer(err)
 			continue
 		}
-		var live *fencegate.Receipt
-		if r, ok := rd.live[admitKey{req.Grant.Resource, req.Grant.FenceToken, req.Segment}]; ok {
-			live = &r
-		}
+		live := rd.liveAt(req, st.receipts)
 		prev := rd.versions[req.Target]
 		verdict, rerr := fencerules.Decide(rd.rows[req.Grant.Resource], req, live)
 		switch verdict {
 		case fencerules.Reject:
 			undo()
-			results = append(results, func() { m.err = rerr })
+			answer(rerr)
 			continue
 		case fencerules.Replay:
 			undo()
-			results = append(results, func() { m.req.adm = fencegate.Admission{Receipt: *live, Replay: true, PreviousVersion: prev} })
+			adm.Receipt, adm.Replay, adm.PreviousVersion = *live, true, prev
+			answer(nil)
 			continue
 		case fencerules.Quarantine:
 			undo()
 			putQuarantine(b, req, live)
-			results = append(results, func() { m.err = rerr })
+			answer(rerr)
 			continue
 		}
 		r := fencerules.NewReceipt(req)
-		next := fencerules.Accepted(req)
-		b.Queue(`INSERT INTO fence_receipts (`+receiptCols+`)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23)`,
-			receiptArgs(&r)...)
-		b.Queue(`UPDATE fence_resources SET highest_fence = $2, root = $3, lease = $4, last_segment_seq = $5,
-			grant_issued_at = $6, pending_receipt = $7, updated_at = $8 WHERE resource = $1`,
-			next.Resource, next.HighestFence, next.Root, next.Lease, next.LastSegmentSeq,
-			next.GrantIssuedAt, next.PendingReceipt, next.UpdatedAt)
-		results = append(results, func() { m.req.adm = fencegate.Admission{Receipt: r, PreviousVersion: prev} })
+		queueReceipt(b, &r)
+		rd.rows[req.Grant.Resource] = fencerules.Accepted(req)
+		st.mark(req.Grant.Resource)
+		admitted = append(admitted, r)
+		adm.Receipt, adm.PreviousVersion = r, prev
+		answer(nil)
 	}
+	st.queueDirty(b)
 	if uncertain, err := commit(ctx, conn, b); err != nil {
 		return uncertain, translate(err, "admit")
 	}
 	for _, set := range results {
 		set()
 	}
+	rows := make([]fencegate.ResourceState, 0, len(rd.rows))
+	for res, row := range rd.rows {
+		if !undone[res] {
+			rows = append(rows, row)
+		}
+	}
+	s.known.learn(rows, append(admitted, mapValues(st.receipts)...))
 	return false, nil
 }
 
@@ -182,130 +251,4 @@ func refusedStatement(err error) bool {
 		sev = pe.Severity
 	}
 	return sev == "ERROR" && !pgfault.UnavailableState(pe.Code)
-}
-
-// read locks and reads what ms need into rd. first: round trip 1, which
-// begins the transaction and only reads; otherwise it inserts the missing
-// resource rows and bindings first, noting which it inserted.
-func (rd *admitRead) read(ctx context.Context, conn *pgxpool.Conn, ms []*member[*admitCall], first bool) error {
-	var resources, targets, tres, kres, kfence, kseg []string
-	for _, m := range ms {
-		req := &m.req.req
-		resources = append(resources, req.Grant.Resource)
-		targets = append(targets, req.Target)
-		tres = append(tres, req.Grant.Resource)
-		kres = append(kres, req.Grant.Resource)
-		kfence = append(kfence, strconv.FormatUint(req.Grant.FenceToken, 10))
-		kseg = append(kseg, strconv.FormatUint(req.Segment, 10))
-	}
-	b := &pgx.Batch{}
-	if first {
-		b.Queue(`BEGIN`)
-	} else {
-		// New rows are inserted in key order, as existing ones are locked:
-		// an insert holds its row against a concurrent inserter of the same
-		// key, so two batches inserting in arrival order could each hold a
-		// row the other waits for (a deadlock, broken only after
-		// deadlock_timeout by aborting one batch).
-		sorted := slices.Clone(resources)
-		slices.Sort(sorted)
-		b.Queue(`INSERT INTO fence_resources (resource) SELECT unnest($1::text[])
-			ON CONFLICT (resource) DO NOTHING RETURNING resource`, sorted)
-	}
-	// The lock comes before every read of receipts and bindings, so that
-	// they are read (READ COMMITTED: each statement sees what committed
-	// before it) after any transaction that held the lock has ended.
-	b.Queue(`SELECT `+resourceCols+` FROM fence_resources WHERE resource = ANY($1::text[])
-		ORDER BY resource FOR UPDATE`, resources)
-	if !first {
-		idx := make([]int, len(targets))
-		for i := range idx {
-			idx[i] = i
-		}
-		slices.SortFunc(idx, func(i, j int) int { return strings.Compare(targets[i], targets[j]) })
-		st, sr := make([]string, len(idx)), make([]string, len(idx))
-		for k, i := range idx {
-			st[k], sr[k] = targets[i], tres[i]
-		}
-		b.Queue(`INSERT INTO fence_targets (target, resource) SELECT * FROM unnest($1::text[], $2::text[])
-			ON CONFLICT (target) DO NOTHING RETURNING target`, st, sr)
-	}
-	b.Queue(`SELECT target, resource FROM fence_targets WHERE target = ANY($1::text[])`, targets)
-	b.Queue(`SELECT `+receiptCols+` FROM fence_receipts
-		JOIN unnest($1::text[], $2::text[]::numeric[], $3::text[]::numeric[]) AS k(kres, kfence, kseg)
-		ON resource = kres AND fence_token = kfence AND segment = kseg
-		WHERE `+liveState, kres, kfence, kseg)
-	b.Queue(`SELECT target, version FROM fence_versions WHERE target = ANY($1::text[])`, targets)
-	br := conn.SendBatch(ctx, b)
-	defer br.Close()
-	if first {
-		if _, err := br.Exec(); err != nil {
-			return err
-		}
-	} else {
-		if err := collect(br, func(rows pgx.Rows) error {
-			var r string
-			err := rows.Scan(&r)
-			rd.newRes[r] = true
-			return err
-		}); err != nil {
-			return err
-		}
-	}
-	if err := collect(br, func(rows pgx.Rows) error {
-		row, err := scanResource(rows)
-		rd.rows[row.Resource] = row
-		return err
-	}); err != nil {
-		return err
-	}
-	if !first {
-		if err := collect(br, func(rows pgx.Rows) error {
-			var t string
-			err := rows.Scan(&t)
-			rd.newBind[t] = true
-			return err
-		}); err != nil {
-			return err
-		}
-	}
-	if err := collect(br, func(rows pgx.Rows) error {
-		var t, r string
-		err := rows.Scan(&t, &r)
-		rd.bound[t] = r
-		return err
-	}); err != nil {
-		return err
-	}
-	if err := collect(br, func(rows pgx.Rows) error {
-		r, err := scanReceipt(rows)
-		rd.live[admitKey{r.Resource, r.FenceToken, r.Segment}] = r
-		return err
-	}); err != nil {
-		return err
-	}
-	if err := collect(br, func(rows pgx.Rows) error {
-		var t, v string
-		err := rows.Scan(&t, &v)
-		rd.versions[t] = v
-		return err
-	}); err != nil {
-		return err
-	}
-	return br.Close()
-}
-
-// collect reads the next result of br row by row.
-func collect(br pgx.BatchResults, each func(pgx.Rows) error) error {
-	rows, err := br.Query()
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		if err := each(rows); err != nil {
-			return err
-		}
-	}
-	return rows.Err()
 }

@@ -155,17 +155,28 @@ func (g *group[T]) exec(batch []*member[T]) {
 	g.mu.Unlock()
 }
 
-// runBatch runs ms as one transaction with batch. When that transaction fails
-// and was certainly rolled back (the server refused a statement, or COMMIT
-// was never sent), each member is run again alone, so that one member's
-// failure fails only that member. When the COMMIT's answer was lost
-// (uncertain), every member gets the error: its write may or may not be
-// durable, as for a lone transaction.
-func runBatch[T any](ctx context.Context, ms []*member[T], batch func(context.Context, []*member[T]) (uncertain bool, err error)) {
-	uncertain, err := batch(ctx, ms)
+// runBatch runs ms as one transaction with batch, first on the fast path
+// (locked false: decided on what this process knows, one round trip). When
+// that transaction was rolled back because what it was decided on changed
+// (errFastMiss), the members' known state is dropped and the batch runs
+// again on the locked path, which decides from what it reads. When a locked
+// transaction fails and was certainly rolled back (the server refused a
+// statement, or COMMIT was never sent), each member is run again alone, so
+// that one member's failure fails only that member. When the COMMIT's answer
+// was lost (uncertain), every member gets the error: its write may or may
+// not be durable, as for a lone transaction. Nothing is applied twice: a
+// member is run again only after a certain rollback, and its result is set
+// only once its transaction committed.
+func runBatch[T any](ctx context.Context, ms []*member[T], batch func(ctx context.Context, ms []*member[T], locked bool) (uncertain bool, err error), forget func([]*member[T])) {
+	uncertain, err := batch(ctx, ms, false)
+	if err != nil && isFastMiss(err) {
+		forget(ms)
+		uncertain, err = batch(ctx, ms, true)
+	}
 	if err == nil {
 		return
 	}
+	forget(ms)
 	if len(ms) == 1 || uncertain {
 		for _, m := range ms {
 			m.err = err
@@ -173,7 +184,8 @@ func runBatch[T any](ctx context.Context, ms []*member[T], batch func(context.Co
 		return
 	}
 	for i, m := range ms {
-		if _, err := batch(ctx, ms[i:i+1:i+1]); err != nil {
+		if _, err := batch(ctx, ms[i:i+1:i+1], true); err != nil {
+			forget(ms[i : i+1 : i+1])
 			m.err = err
 		}
 	}

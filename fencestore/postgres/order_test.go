@@ -51,7 +51,7 @@ func TestBatchesInsertNewRowsInOneOrder(t *testing.T) {
 	// Wait until the batch waits for the other transaction's row.
 	for waiting := false; !waiting; {
 		if err := st.pool.QueryRow(ctx, `SELECT count(*) > 0 FROM pg_stat_activity
-			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE 'INSERT INTO fence_resources%'`).Scan(&waiting); err != nil {
+			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%INSERT INTO fence_resources%'`).Scan(&waiting); err != nil {
 			t.Fatal(err)
 		}
 		select {

@@ -36,6 +36,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -55,15 +56,30 @@ type Store struct {
 	pool    *pgxpool.Pool
 	admits  group[*admitCall]
 	settles group[*settleCall]
+	known   known // what this process last committed (fast.go)
+	// fast counts batches committed on the fast path; missed, those it
+	// rolled back and ran again under the locks.
+	fast, missed atomic.Int64
+	// lockedOnly turns the fast path off (tests run the locked path alone).
+	lockedOnly bool
 }
 
 var _ fencegate.FenceStore = (*Store)(nil)
 
 // Open connects to url, applies pending migrations and returns the store.
 func Open(ctx context.Context, url string) (*Store, error) {
+	return open(ctx, url, nil)
+}
+
+// open is Open with a hook that may adjust the pool's configuration (tests
+// trace the round trips).
+func open(ctx context.Context, url string, adjust func(*pgxpool.Config)) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fencegate.Wrap(err, fencegate.CodeInvalidRequest, "parse Postgres URL")
+	}
+	if adjust != nil {
+		adjust(cfg)
 	}
 	if err := Migrate(ctx, cfg.ConnConfig); err != nil {
 		return nil, err

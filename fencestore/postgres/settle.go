@@ -4,9 +4,9 @@ import (
 	"context"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/fencegate/fencegate"
-	"github.com/fencegate/fencegate/fencestore/internal/fencerules"
 )
 
 // settleCall is one Settle in a batch.
@@ -28,27 +28,51 @@ func (s *Store) Settle(ctx context.Context, receiptID string, o fencegate.Outcom
 
 // runSettles runs one settle batch through runBatch.
 func (s *Store) runSettles(ctx context.Context, ms []*member[*settleCall]) {
-	runBatch(ctx, ms, s.settleBatch)
+	runBatch(ctx, ms, s.settleBatch, s.forgetSettles)
 }
 
-// settleBatch settles ms in one transaction of two round trips: BEGIN, the
+// forgetSettles drops what ms may have changed from s.known.
+func (s *Store) forgetSettles(ms []*member[*settleCall]) {
+	var res, ids []string
+	for _, m := range ms {
+		if r, ok := s.known.receipt(m.req.id); ok {
+			res = append(res, r.Resource)
+		}
+		ids = append(ids, m.req.id)
+	}
+	s.known.forget(res, ids)
+}
+
+// settleBatch settles ms in one transaction: in one round trip when every
+// member can be decided on what this process knows (fast.go), else under
+// the row locks.
+func (s *Store) settleBatch(ctx context.Context, ms []*member[*settleCall], locked bool) (uncertain bool, err error) {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return false, translate(err, "settle")
+	}
+	defer release(conn)
+	if !locked && !s.lockedOnly {
+		if plans, ok := s.planSettles(ms); ok {
+			uncertain, err := s.settleFast(ctx, conn, plans)
+			return uncertain, s.countFast(err, "settle")
+		}
+	}
+	return s.settleLocked(ctx, conn, ms)
+}
+
+// settleLocked settles ms in one transaction of two round trips: BEGIN, the
 // lock of every resource concerned (in resource order, as Admit takes them)
 // and the receipts; then the writes and COMMIT. Members are applied in order,
 // each on the state the ones before it left, so two settles of one receipt
 // or resource in a batch act as they would one after the other; each changed
 // resource row is written once.
-func (s *Store) settleBatch(ctx context.Context, ms []*member[*settleCall]) (uncertain bool, err error) {
-	conn, err := s.pool.Acquire(ctx)
-	if err != nil {
-		return false, translate(err, "settle")
-	}
-	defer conn.Release()
+func (s *Store) settleLocked(ctx context.Context, conn *pgxpool.Conn, ms []*member[*settleCall]) (uncertain bool, err error) {
 	ids := make([]string, 0, len(ms))
 	for _, m := range ms {
 		ids = append(ids, m.req.id)
 	}
-	rows := map[string]fencegate.ResourceState{}
-	receipts := map[string]fencegate.Receipt{}
+	st := &settleState{rows: map[string]fencegate.ResourceState{}, receipts: map[string]fencegate.Receipt{}}
 	b := &pgx.Batch{}
 	b.Queue(`BEGIN`)
 	b.Queue(`SELECT `+resourceCols+` FROM fence_resources
@@ -63,14 +87,14 @@ func (s *Store) settleBatch(ctx context.Context, ms []*member[*settleCall]) (unc
 		}
 		if err := collect(br, func(r pgx.Rows) error {
 			row, err := scanResource(r)
-			rows[row.Resource] = row
+			st.rows[row.Resource] = row
 			return err
 		}); err != nil {
 			return err
 		}
 		if err := collect(br, func(r pgx.Rows) error {
 			rc, err := scanReceipt(r)
-			receipts[rc.ID] = rc
+			st.receipts[rc.ID] = rc
 			return err
 		}); err != nil {
 			return err
@@ -82,61 +106,31 @@ func (s *Store) settleBatch(ctx context.Context, ms []*member[*settleCall]) (unc
 	}
 
 	b = &pgx.Batch{}
-	dirty := map[string]bool{}
-	var order []string
 	results := make([]func(), 0, len(ms))
 	for _, m := range ms {
 		m := m
-		r, ok := receipts[m.req.id]
-		if !ok {
-			err := fencegate.Errorf(fencegate.CodeNotFound, "receipt %q not found", m.req.id)
-			results = append(results, func() { m.err = err })
-			continue
-		}
-		o := m.req.o
-		next, changed, err := fencerules.Settle(r, &o)
+		next, err := st.apply(b, m.req.id, m.req.o)
 		if err != nil {
 			results = append(results, func() { m.err = err })
 			continue
 		}
 		results = append(results, func() { m.req.out = next })
-		if !changed {
-			continue
-		}
-		receipts[next.ID] = next
-		b.Queue(`UPDATE fence_receipts SET state = $2, version = $3, response = $4, error = $5, settled_at = $6,
-			attempts = $7, resend = $8, retry_at = $9 WHERE receipt_id = $1`,
-			next.ID, string(next.State), next.Version, responseArg(next.Response), next.Error, next.SettledAt,
-			next.Attempts, next.Resend, next.RetryAt)
-		if next.State == fencegate.ReceiptCommitted {
-			if next.Version == "" {
-				b.Queue(`DELETE FROM fence_versions WHERE target = $1`, next.Target)
-			} else {
-				b.Queue(`INSERT INTO fence_versions (target, version, updated_at) VALUES ($1, $2, $3)
-					ON CONFLICT (target) DO UPDATE SET version = EXCLUDED.version, updated_at = EXCLUDED.updated_at`,
-					next.Target, next.Version, *next.SettledAt)
-			}
-		}
-		if row, ok := rows[next.Resource]; ok {
-			if row, changed := fencerules.SettleRow(row, &next, o.Now); changed {
-				rows[next.Resource] = row
-				if !dirty[row.Resource] {
-					dirty[row.Resource] = true
-					order = append(order, row.Resource)
-				}
-			}
-		}
 	}
-	for _, res := range order {
-		row := rows[res]
-		b.Queue(`UPDATE fence_resources SET last_segment_seq = $2, pending_receipt = $3, updated_at = $4
-			WHERE resource = $1`, row.Resource, row.LastSegmentSeq, row.PendingReceipt, row.UpdatedAt)
-	}
+	st.queueDirty(b)
 	if uncertain, err := commit(ctx, conn, b); err != nil {
 		return uncertain, translate(err, "settle")
 	}
 	for _, set := range results {
 		set()
 	}
+	s.known.learn(mapValues(st.rows), mapValues(st.receipts))
 	return false, nil
+}
+
+func mapValues[V any](m map[string]V) []V {
+	out := make([]V, 0, len(m))
+	for _, v := range m {
+		out = append(out, v)
+	}
+	return out
 }
