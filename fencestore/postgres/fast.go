@@ -136,12 +136,12 @@ func (s *Store) planAdmits(ms []*member[*admitCall]) ([]fastAdmit, bool) {
 				return nil, false
 			}
 			o := pr.Outcome
-			next, changed, err := fencerules.Settle(r, &o)
-			if err != nil || !changed {
+			eff, err := fencerules.SettleEffects(r, &cur, &o)
+			if err != nil || !eff.Changed {
 				return nil, false
 			}
-			cur, _ = fencerules.SettleRow(cur, &next, o.Now)
-			p.prior, p.priorNext = &r, next
+			cur = eff.Row
+			p.prior, p.priorNext = &r, eff.Receipt
 		}
 		if v, _ := fencerules.Decide(cur, req, nil); v != fencerules.Accept {
 			return nil, false
@@ -274,15 +274,11 @@ func (s *Store) planSettles(ms []*member[*settleCall]) ([]fastSettle, bool) {
 			return nil, false
 		}
 		o := m.req.o
-		next, changed, err := fencerules.Settle(r, &o)
-		if err != nil || !changed {
+		eff, err := fencerules.SettleEffects(r, &row, &o)
+		if err != nil || !eff.Changed || !eff.RowChanged {
 			return nil, false
 		}
-		nextRow, changed := fencerules.SettleRow(row, &next, o.Now)
-		if !changed {
-			return nil, false
-		}
-		plans = append(plans, fastSettle{m: m, was: r, next: next, row: row, nextRow: nextRow})
+		plans = append(plans, fastSettle{m: m, was: r, next: eff.Receipt, row: row, nextRow: eff.Row})
 	}
 	return plans, true
 }

@@ -177,3 +177,43 @@ func TestFastPathRefusesATargetBoundElsewhere(t *testing.T) {
 		t.Fatalf("binding of shared/key is %q, want res/q", bound)
 	}
 }
+
+// TestFoldedSettleRidesInTheNextAdmissionsRoundTrip: a gateway that folds
+// each write's settle into the next admission on the resource (Prior)
+// commits both in one pipeline: one round trip and one commit per write,
+// the prior settled (its version the next segment's previous version) and
+// the resource's pending mark moved to the new receipt.
+func TestFoldedSettleRidesInTheNextAdmissionsRoundTrip(t *testing.T) {
+	ctx := context.Background()
+	s, tr := openTraced(t, testenv.PostgresURL(t))
+	now := time.UnixMilli(1_700_000_000_000).UTC()
+	if _, err := s.Admit(ctx, writeReq("res/fold", 1, "f-1", now)); err != nil {
+		t.Fatal(err)
+	}
+	for seg := uint64(2); seg <= 6; seg++ {
+		prev := "f-" + string(rune('0'+seg-1))
+		req := writeReq("res/fold", seg, "f-"+string(rune('0'+seg)), now)
+		req.Prior = &fencegate.PriorSettle{ReceiptID: prev,
+			Outcome: fencegate.Outcome{State: fencegate.ReceiptCommitted, Version: "v-" + prev, Now: now}}
+		b0, q0 := tr.batches.Load(), tr.queries.Load()
+		adm, err := s.Admit(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b, q := tr.batches.Load()-b0, tr.queries.Load()-q0; seg > 2 && (b != 1 || q != 0) {
+			t.Fatalf("segment %d: %d batches and %d queries, want one batch", seg, b, q)
+		}
+		if adm.PriorErr != nil || adm.Prior == nil || adm.Prior.State != fencegate.ReceiptCommitted || adm.PreviousVersion != "v-"+prev {
+			t.Fatalf("segment %d: prior %+v (%v), previous version %q", seg, adm.Prior, adm.PriorErr, adm.PreviousVersion)
+		}
+		if r, err := s.Receipt(ctx, prev); err != nil || r.State != fencegate.ReceiptCommitted {
+			t.Fatalf("prior %s after the admission: %+v, %v", prev, r, err)
+		}
+	}
+	if s.missed.Load() != 0 || s.fast.Load() != 6 {
+		t.Fatalf("fast batches %d, missed %d; want 6 and 0", s.fast.Load(), s.missed.Load())
+	}
+	if row, _ := s.Resource(ctx, "res/fold"); row.PendingReceipt != "f-6" || row.LastSegmentSeq != 6 {
+		t.Fatalf("resource %+v", row)
+	}
+}

@@ -4,31 +4,36 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
-	"time"
 )
 
 // Group commit. Concurrent Admits (and, separately, concurrent Settles) are
-// gathered into one transaction each, so that N callers share one COMMIT and
-// one WAL flush. There is no timer: a caller that finds no batch running
-// starts one at once with whatever is queued (a lone caller waits for
-// nothing), and callers arriving while it runs queue up and go together in
-// the next one. The wait is therefore bounded by one batch's duration and
-// grows only with load. A batch that has run longer than soloFor (waiting
-// for a row lock held elsewhere, say) no longer holds the others up: the
-// next arrival starts a second one beside it, up to maxInflight.
+// gathered into batches, one transaction each, so that callers share a
+// COMMIT and a WAL flush. There is no timer: a caller that finds a free
+// slot starts a batch at once with whatever is queued (a lone caller waits
+// for nothing); up to slots batches run at once, each on a connection of its
+// own; callers arriving while every slot is busy queue up and go together in
+// the batch the next freed slot starts. Batch sizes therefore follow the
+// load: one member each while calls are rare (the latency of one
+// transaction), more as they crowd (a freed slot takes what arrived while
+// all were busy), so commits per call fall as concurrency grows. Postgres
+// overlaps the batches in flight (one runs its statements while another
+// waits for its WAL flush, and concurrent commits share a flush), so a call
+// does not wait behind a single batch, and a batch stalled on a row lock
+// held elsewhere holds up only its own members.
 //
 // A member's result is delivered only after its batch's COMMIT was
 // acknowledged, so everything the store reports as done is durable, exactly
-// as with one transaction per call. Each batch sees each resource at most once
-// (a later call on the same resource or target waits for the next batch),
-// which keeps the per-resource order of calls and lets the batch decide every
-// member from one read.
+// as with one transaction per call. No key (a resource or target a member
+// touches) is in two running batches, nor twice in one: a call on a key
+// that a running batch holds waits for a batch after it. That keeps the
+// per-resource order of calls, lets a batch decide every member from one
+// read, and keeps this store's batches from waiting on each other's row
+// locks (or missing each other's compare-and-set, fast.go).
 
 const (
-	// maxInflight is how many batches of one kind may run at once.
-	maxInflight = 2
-	// soloFor is how long a batch runs alone before another may start.
-	soloFor = 20 * time.Millisecond
+	// defaultSlots is how many batches of one kind may run at once when
+	// the pool size is not configured (Open sizes the pool for it).
+	defaultSlots = 4
 	// maxBatch bounds the members of one batch.
 	maxBatch = 64
 )
@@ -47,12 +52,13 @@ type member[T any] struct {
 // group gathers members and runs them in batches with run. run must set
 // every member's result (err and whatever T carries) and must not keep them.
 type group[T any] struct {
-	run func(ctx context.Context, ms []*member[T])
+	run   func(ctx context.Context, ms []*member[T])
+	slots int // batches that may run at once; 0 means defaultSlots
 
 	mu       sync.Mutex
 	queue    []*member[T]
 	inflight int
-	started  time.Time // of the latest batch
+	busy     map[string]bool // keys of the running batches
 }
 
 // do queues req and waits for its batch. It returns ctx's error if ctx ends
@@ -85,39 +91,48 @@ func (g *group[T]) do(ctx context.Context, req T, keys ...string) (*member[T], e
 	}
 }
 
-// kick starts a batch if one may run and members wait. g.mu is held.
+// kick starts batches while a slot is free and queued members can go. g.mu
+// is held.
 func (g *group[T]) kick() {
-	if g.inflight >= maxInflight || len(g.queue) == 0 || (g.inflight > 0 && time.Since(g.started) < soloFor) {
-		return
+	slots := g.slots
+	if slots < 1 {
+		slots = defaultSlots
 	}
-	var (
-		batch []*member[T]
-		rest  []*member[T]
-		seen  = map[string]bool{}
-	)
-	for _, m := range g.queue {
-		if m.taken.Load() {
-			continue // its caller gave up
+	for g.inflight < slots && len(g.queue) > 0 {
+		var (
+			batch []*member[T]
+			rest  []*member[T]
+			seen  = map[string]bool{}
+		)
+		for _, m := range g.queue {
+			if m.taken.Load() {
+				continue // its caller gave up
+			}
+			if len(batch) == maxBatch || clash(seen, m.keys) || clash(g.busy, m.keys) {
+				rest = append(rest, m)
+				continue
+			}
+			if !m.taken.CompareAndSwap(false, true) {
+				continue
+			}
+			for _, k := range m.keys {
+				seen[k] = true
+			}
+			batch = append(batch, m)
 		}
-		if len(batch) == maxBatch || clash(seen, m.keys) {
-			rest = append(rest, m)
-			continue
+		g.queue = rest
+		if len(batch) == 0 {
+			return
 		}
-		if !m.taken.CompareAndSwap(false, true) {
-			continue
+		if g.busy == nil {
+			g.busy = map[string]bool{}
 		}
-		for _, k := range m.keys {
-			seen[k] = true
+		for k := range seen {
+			g.busy[k] = true
 		}
-		batch = append(batch, m)
+		g.inflight++
+		go g.exec(batch)
 	}
-	g.queue = rest
-	if len(batch) == 0 {
-		return
-	}
-	g.inflight++
-	g.started = time.Now()
-	go g.exec(batch)
 }
 
 func clash(seen map[string]bool, keys []string) bool {
@@ -150,6 +165,11 @@ func (g *group[T]) exec(batch []*member[T]) {
 		close(m.done)
 	}
 	g.mu.Lock()
+	for _, m := range batch {
+		for _, k := range m.keys {
+			delete(g.busy, k)
+		}
+	}
 	g.inflight--
 	g.kick()
 	g.mu.Unlock()

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"runtime"
 	"slices"
 	"sync"
 	"testing"
@@ -102,12 +103,12 @@ func TestOneBatchIsolatesAMemberTheDatabaseRefuses(t *testing.T) {
 // TestGroupBatchesWaitingCallersTogether: a lone caller runs at once in a
 // batch of its own; callers that queued while every batch slot was busy run
 // together once a slot frees, except a second call on a key already in the
-// batch, which runs in the next one.
+// batch, which runs in a later one.
 func TestGroupBatchesWaitingCallersTogether(t *testing.T) {
 	var (
 		mu    sync.Mutex
 		sizes []int
-		g     group[int]
+		g     = group[int]{slots: 2}
 	)
 	g.run = func(ctx context.Context, ms []*member[int]) {
 		mu.Lock()
@@ -122,51 +123,70 @@ func TestGroupBatchesWaitingCallersTogether(t *testing.T) {
 		queued = append(queued, &member[int]{ctx: context.Background(), req: i, keys: []string{k}, done: make(chan struct{})})
 	}
 	g.mu.Lock()
-	g.inflight = maxInflight // every slot busy
+	g.inflight = 2 // every slot busy
 	g.queue = append(g.queue, queued...)
 	g.kick()
 	if len(g.queue) != len(queued) {
 		t.Fatalf("a batch started with every slot busy")
 	}
-	g.inflight--            // one batch ends; the other has stalled
-	g.started = time.Time{} // long ago
+	g.inflight-- // one batch ends
 	g.kick()
 	g.mu.Unlock()
-	for _, m := range queued[:5] {
+	for _, m := range queued {
 		<-m.done
 	}
-	g.mu.Lock()
-	g.inflight-- // the stalled batch ends too
-	g.kick()
-	g.mu.Unlock()
-	<-queued[5].done
 	mu.Lock()
 	defer mu.Unlock()
-	slices.Sort(sizes)
-	if !slices.Equal(sizes, []int{1, 1, 5}) {
+	if !slices.Equal(sizes, []int{1, 5, 1}) {
 		t.Fatalf("batch sizes %v, want the lone call, the five distinct keys, then the repeat", sizes)
 	}
 }
 
-// TestGroupStartsASecondBatchOnlyBesideAStalledOne: while a batch runs,
-// queued callers wait for it, unless it has run longer than soloFor, when
-// the next one starts beside it.
-func TestGroupStartsASecondBatchOnlyBesideAStalledOne(t *testing.T) {
-	ran := make(chan int, 4)
-	g := group[int]{run: func(ctx context.Context, ms []*member[int]) { ran <- len(ms) }}
-	m := &member[int]{ctx: context.Background(), req: 1, keys: []string{"k"}, done: make(chan struct{})}
-	g.mu.Lock()
-	g.inflight, g.started = 1, time.Now() // one batch, just started
-	g.queue = append(g.queue, m)
-	g.kick()
-	if len(g.queue) != 1 {
-		t.Fatal("a second batch started beside a fresh one")
+// TestGroupNeverRunsAKeyInTwoBatchesAtOnce: while a batch holding key k
+// runs, a call on k waits even though a slot is free, and a call on another
+// key starts a batch beside it at once; the call on k runs when k's batch
+// has ended.
+func TestGroupNeverRunsAKeyInTwoBatchesAtOnce(t *testing.T) {
+	release := make(chan struct{})
+	started := make(chan int, 4)
+	g := group[int]{slots: 4, run: func(ctx context.Context, ms []*member[int]) {
+		started <- ms[0].req
+		if ms[0].req == 1 {
+			<-release
+		}
+	}}
+	first := make(chan error, 1)
+	go func() { _, err := g.do(context.Background(), 1, "k"); first <- err }()
+	if n := <-started; n != 1 {
+		t.Fatalf("started %d, want the first call", n)
 	}
-	g.started = time.Now().Add(-2 * soloFor) // it stalls
-	g.kick()
+	again := make(chan error, 1)
+	go func() { _, err := g.do(context.Background(), 2, "k"); again <- err }()
+	for queued := 0; queued == 0; runtime.Gosched() {
+		g.mu.Lock()
+		queued = len(g.queue)
+		g.mu.Unlock()
+	}
+	if _, err := g.do(context.Background(), 3, "other"); err != nil { // runs beside the first
+		t.Fatal(err)
+	}
+	if n := <-started; n != 3 {
+		t.Fatalf("started %d beside the first batch, want the call on the other key", n)
+	}
+	g.mu.Lock()
+	waiting := len(g.queue)
 	g.mu.Unlock()
-	<-m.done
-	if n := <-ran; n != 1 {
-		t.Fatalf("batch of %d, want the one queued caller", n)
+	if waiting != 1 {
+		t.Fatalf("%d calls queued while k's batch runs, want the call on k", waiting)
+	}
+	close(release)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-again; err != nil {
+		t.Fatal(err)
+	}
+	if n := <-started; n != 2 {
+		t.Fatalf("started %d, want the second call on k", n)
 	}
 }

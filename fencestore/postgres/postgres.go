@@ -15,11 +15,18 @@
 // rules up. A batch whose transaction the server refuses is run again member
 // by member, so one member's failure is only its own.
 //
-// Statements are pipelined in pgx batches, BEGIN with the reads and the
-// writes with COMMIT: a batch of admissions costs two round trips (three when
-// a resource or target is new), a batch of settles two. synchronous_commit
-// is left as the server has it (on by default): an admitted segment is
-// durable once Admit returns.
+// Statements are pipelined in pgx batches. A batch whose every member is
+// accepted (or settled) on the state this process last committed is one
+// round trip, BEGIN ... COMMIT, each changed row compared with its exact
+// previous value in the statement that changes it (fast.go); otherwise, and
+// whenever that comparison fails, the batch runs on the locked path: BEGIN
+// with the reads, then the writes with COMMIT, two round trips (three when a
+// resource or target is new). An admission may carry a prior settle
+// (AdmitRequest.Prior, PriorSettling), applied first in the same
+// transaction. synchronous_commit is left as the server has it (on by
+// default): an admitted segment is durable once Admit returns. The pool is
+// sized for the batches that may run at once (group.go) unless the URL sets
+// pool_max_conns.
 //
 // Fences and segment numbers are NUMERIC(20,0), which holds every uint64.
 //
@@ -36,6 +43,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"strings"
 	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
@@ -81,6 +89,15 @@ func open(ctx context.Context, url string, adjust func(*pgxpool.Config)) (*Store
 	if adjust != nil {
 		adjust(cfg)
 	}
+	// Each kind of batch (admissions, settles) may run slots at once on
+	// connections of its own; two more serve reads. A pool_max_conns in the
+	// URL sets the budget instead.
+	slots := defaultSlots
+	if strings.Contains(cfg.ConnString(), "pool_max_conns") {
+		slots = max(1, int(cfg.MaxConns-2)/2)
+	} else {
+		cfg.MaxConns = int32(2*slots + 2)
+	}
 	if err := Migrate(ctx, cfg.ConnConfig); err != nil {
 		return nil, err
 	}
@@ -89,6 +106,7 @@ func open(ctx context.Context, url string, adjust func(*pgxpool.Config)) (*Store
 		return nil, fencegate.Wrap(err, fencegate.CodeInternal, "connect to Postgres")
 	}
 	s := &Store{pool: pool}
+	s.admits.slots, s.settles.slots = slots, slots
 	s.admits.run = s.runAdmits
 	s.settles.run = s.runSettles
 	return s, nil

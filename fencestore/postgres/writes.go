@@ -81,27 +81,30 @@ func (st *settleState) apply(b *pgx.Batch, id string, o fencegate.Outcome) (fenc
 	if !ok {
 		return fencegate.Receipt{}, fencegate.Errorf(fencegate.CodeNotFound, "receipt %q not found", id)
 	}
-	next, changed, err := fencerules.Settle(r, &o)
+	var row *fencegate.ResourceState
+	if rw, ok := st.rows[r.Resource]; ok {
+		row = &rw
+	}
+	eff, err := fencerules.SettleEffects(r, row, &o)
 	if err != nil {
 		return fencegate.Receipt{}, err
 	}
-	if !changed {
+	next := eff.Receipt
+	if !eff.Changed {
 		return next, nil
 	}
 	st.receipts[id] = next
 	queueSettled(b, &next)
-	if st.versions != nil && next.State == fencegate.ReceiptCommitted {
+	if st.versions != nil && eff.SetVersion {
 		if next.Version == "" {
 			delete(st.versions, next.Target)
 		} else {
 			st.versions[next.Target] = next.Version
 		}
 	}
-	if row, ok := st.rows[next.Resource]; ok {
-		if row, changed := fencerules.SettleRow(row, &next, o.Now); changed {
-			st.rows[next.Resource] = row
-			st.mark(row.Resource)
-		}
+	if eff.RowChanged {
+		st.rows[next.Resource] = eff.Row
+		st.mark(next.Resource)
 	}
 	return next, nil
 }
