@@ -20,9 +20,11 @@ import (
 // first, each statement that changes a row compares it with the exact
 // previous row as known (every column) in the same statement that takes the
 // lock, and fence_expect makes the transaction roll back if it differs, so
-// what commits is exactly what the locked path would have written. Rows are
-// changed in resource order, then the target bindings in target order, as
-// the locked path takes its locks, so concurrent batches cannot deadlock.
+// what commits is exactly what the locked path would have written. Locks are
+// taken in the locked path's order: resource rows in resource order, then
+// target bindings in target order, then receipts and versions (only ever
+// written under their resource's row lock), so concurrent batches cannot
+// deadlock.
 // What a member decided on known state cannot check by compare-and-set is
 // backed by the schema: an accepted segment assumes no live receipt at it,
 // which the partial unique index fence_receipts_live enforces. A rolled-back
@@ -165,8 +167,18 @@ func (s *Store) admitFast(ctx context.Context, conn *pgxpool.Conn, plans []fastA
 	for i := range plans {
 		queueCASRow(b, plans[i].was, &plans[i].next)
 	}
+	idx := make([]int, len(plans))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortFunc(idx, func(i, j int) int { return strings.Compare(plans[i].r.Target, plans[j].r.Target) })
 	targets := make([]string, 0, len(plans))
 	bound := make([]string, 0, len(plans))
+	for _, i := range idx {
+		targets = append(targets, plans[i].r.Target)
+		bound = append(bound, plans[i].r.Resource)
+	}
+	b.Queue(bindTargets, targets, bound)
 	for i := range plans {
 		p := &plans[i]
 		if p.prior != nil {
@@ -174,16 +186,6 @@ func (s *Store) admitFast(ctx context.Context, conn *pgxpool.Conn, plans []fastA
 		}
 		queueReceipt(b, &p.r)
 	}
-	idx := make([]int, len(plans))
-	for i := range idx {
-		idx[i] = i
-	}
-	slices.SortFunc(idx, func(i, j int) int { return strings.Compare(plans[i].r.Target, plans[j].r.Target) })
-	for _, i := range idx {
-		targets = append(targets, plans[i].r.Target)
-		bound = append(bound, plans[i].r.Resource)
-	}
-	b.Queue(bindTargets, targets, bound)
 	b.Queue(readVersions, targets)
 	versions := map[string]string{}
 	if uncertain, err := sendFast(ctx, conn, b, func(rows pgx.Rows) error {
