@@ -185,6 +185,7 @@ func (b *batcher) commit(ops []*op) {
 		answers := make([]error, len(ops))
 		failed := -1
 		err := b.db.Update(func(tx *bolt.Tx) error {
+			fillAppendBuckets(tx)
 			for i, o := range ops {
 				err := call(o.fn, tx)
 				var r refusal

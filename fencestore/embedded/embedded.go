@@ -84,6 +84,23 @@ var (
 	allBuckets  = [][]byte{bResources, bReceipts, bLive, bByOp, bByState, bQuarantine, bVersions, bTargets, bByRes, bQIDs}
 )
 
+// appendBuckets are the indexes whose keys grow only at the end of each
+// prefix (a creation time, or a fence and segment, follows it), so a page
+// that fills up gets no more keys between its own: write transactions split
+// them full (FillPercent 1) instead of half full, which halves their pages.
+var appendBuckets = [][]byte{bByOp, bByRes, bByState, bLive}
+
+// fillAppendBuckets sets the split fill of appendBuckets for write
+// transaction tx (bbolt keeps the bucket handles, and FillPercent, per
+// transaction).
+func fillAppendBuckets(tx *bolt.Tx) {
+	for _, name := range appendBuckets {
+		if b := tx.Bucket(name); b != nil {
+			b.FillPercent = 1
+		}
+	}
+}
+
 // Store is the embedded FenceStore. It is safe for concurrent use.
 type Store struct {
 	db    *bolt.DB
