@@ -55,7 +55,7 @@ func New(baseURL, token string, opts ...Option) *Client {
 	c := &Client{
 		base:  strings.TrimRight(baseURL, "/"),
 		token: token,
-		hc:    &http.Client{Timeout: 60 * time.Second},
+		hc:    &http.Client{Timeout: 60 * time.Second, Transport: sharedTransport},
 		now:   time.Now,
 		sleep: sleepCtx,
 	}
@@ -64,6 +64,26 @@ func New(baseURL, token string, opts ...Option) *Client {
 	}
 	return c
 }
+
+// maxIdlePerGateway is how many idle connections to one gateway the
+// shared transport keeps for reuse (net/http's default keeps 2, so a pool of
+// goroutines writing through one Client dials and closes a connection for
+// a good share of its calls as soon as more than a few are in flight).
+const maxIdlePerGateway = 256
+
+// sharedTransport carries every Client made without WithHTTPClient, as
+// http.DefaultTransport would (one connection pool for all of them), with
+// maxIdlePerGateway idle connections per host.
+var sharedTransport http.RoundTripper = func() http.RoundTripper {
+	t, ok := http.DefaultTransport.(*http.Transport)
+	if !ok {
+		return http.DefaultTransport
+	}
+	t = t.Clone()
+	t.MaxIdleConns = max(t.MaxIdleConns, maxIdlePerGateway)
+	t.MaxIdleConnsPerHost = maxIdlePerGateway
+	return t
+}()
 
 // Now is the client's clock.
 func (c *Client) Now() time.Time { return c.now() }
@@ -244,8 +264,17 @@ func (c *Client) do(ctx context.Context, r request, out any) error {
 		// The gateway acted but its answer was lost on the way.
 		return &UncertainError{Op: r.op, Err: fmt.Errorf("decode answer: %w", err)}
 	}
+	// Read what is left (the encoder's newline) so that the transport sees
+	// the body's end and keeps the connection: closing a body the decoder
+	// stopped short of would close the connection, and the next call would
+	// dial again.
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxTrailer))
 	return nil
 }
+
+// maxTrailer bounds what is drained after a decoded answer; past it the
+// connection is closed instead.
+const maxTrailer = 4 << 10
 
 // escapeID escapes an ID (a lease's, a delegation's) as one path segment:
 // a slash or a dot segment in it never reaches another route.

@@ -4,8 +4,13 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/fencegate/fencegate/domain"
@@ -72,5 +77,92 @@ func TestObjectKeysKeepTheirSlashesAndAreEscaped(t *testing.T) {
 	defer rc.Close()
 	if got != "/v1/objects/b/dir/a%20b%23c" || info.FenceToken != 7 {
 		t.Fatalf("path %s info %+v", got, info)
+	}
+}
+
+// TestADecodedAnswerIsReadToItsEndSoTheConnectionIsKept: an answer whose
+// JSON ends exactly where the decoder's first read ends (the encoder's
+// newline still unread) is drained, so consecutive calls share one
+// connection instead of dialling each time.
+func TestADecodedAnswerIsReadToItsEndSoTheConnectionIsKept(t *testing.T) {
+	var conns atomic.Int64
+	body := `{"receiptId":"` + strings.Repeat("r", 512-len(`{"receiptId":""}`)) + `"}` + "\n" // 512 bytes of JSON
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+		_, _ = io.WriteString(w, body)
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	c := New(srv.URL, "tok")
+	for i := range 5 {
+		rc, err := c.PutObject(context.Background(), "b", "k", Fence{Grant: "g", Segment: uint64(i + 1)}, strings.NewReader("x"), "")
+		if err != nil || len(rc.ID) != 512-len(`{"receiptId":""}`) {
+			t.Fatalf("put %d: %v", i, err)
+		}
+	}
+	if n := conns.Load(); n != 1 {
+		t.Fatalf("5 calls used %d connections, want 1", n)
+	}
+}
+
+// TestManyGoroutinesOnOneClientKeepTheirConnections: c calls in flight at
+// once through one Client, answered together, round after round, reuse
+// their connections (net/http's default pool keeps 2 idle ones, so each
+// round would close and dial again all but two).
+func TestManyGoroutinesOnOneClientKeepTheirConnections(t *testing.T) {
+	const c, rounds = 16, 8
+	var (
+		conns   atomic.Int64
+		mu      sync.Mutex
+		release = make(chan struct{})
+		arrived = make(chan struct{}, c)
+	)
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		mu.Lock()
+		rel := release
+		mu.Unlock()
+		arrived <- struct{}{}
+		<-rel // every call of the round is in flight
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"receiptId":"r1","state":"COMMITTED"}`+"\n")
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	cl := New(srv.URL, "tok")
+	for round := range rounds {
+		var wg sync.WaitGroup
+		for w := range c {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if _, err := cl.PutObject(context.Background(), "b", "k", Fence{Grant: "g", Segment: uint64(round*c + w + 1)}, strings.NewReader("x"), ""); err != nil {
+					t.Error(err)
+				}
+			}()
+		}
+		for range c {
+			<-arrived
+		}
+		mu.Lock()
+		close(release)
+		release = make(chan struct{})
+		mu.Unlock()
+		wg.Wait()
+	}
+	if n := conns.Load(); n > 2*c {
+		t.Fatalf("%d rounds of %d calls in flight used %d connections, want at most %d", rounds, c, n, 2*c)
 	}
 }

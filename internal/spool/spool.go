@@ -34,7 +34,15 @@ type Body struct {
 }
 
 // Digest is the payload digest of the body: "sha256:<hex>".
-func (b *Body) Digest() string { return "sha256:" + hex.EncodeToString(b.SHA256) }
+func (b *Body) Digest() string {
+	if len(b.SHA256) != sha256.Size {
+		return "sha256:" + hex.EncodeToString(b.SHA256)
+	}
+	var out [len("sha256:") + 2*sha256.Size]byte
+	copy(out[:], "sha256:")
+	hex.Encode(out[7:], b.SHA256)
+	return string(out[:]) // one allocation, not two
+}
 
 // Reader is what the effect forwards from (io.ReadSeeker, and io.ReaderAt).
 func (b *Body) Reader() io.ReadSeeker {
