@@ -225,13 +225,13 @@ func (g *Gateway) settleDeferred(e *deferredSettle) bool {
 // waited for, then looked at again.
 func (g *Gateway) takeDeferred(res string) *deferredSettle {
 	for {
-		e := g.deferred.ofResource(res)
-		if e == nil {
+		next := g.deferred.ofResource(res)
+		if next == nil {
 			return nil
 		}
-		ok, state, change := g.deferred.claim(e)
+		ok, state, change := g.deferred.claim(next)
 		if ok {
-			return e
+			return next
 		}
 		if state != deferDone {
 			g.cfg.Block(change)

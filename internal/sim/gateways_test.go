@@ -72,6 +72,17 @@ func (w *world) startGateway(ctx context.Context, idx int) {
 		w.fail("verifier: %v", err)
 		return
 	}
+	objects := func(target string) gateway.Resolver {
+		if _, _, ok := gateway.SplitObjectTarget(target); ok {
+			return simProver{gateway.ObjectResolver{Stores: map[string]fencegate.ObjectStore{"local": w.op}, Now: w.clock.Now,
+				EffectTimeout: effectTimeout, Grace: orphanAfter}, w}
+		}
+		return nil
+	}
+	// The process's background work (deferred flushes, settle retries)
+	// runs as its own tasks, tagged with the process: a crash ends it at
+	// its next interception point, as it ends the requests.
+	bg := context.WithValue(ctx, reqKey{}, &reqInfo{gw: gi, gen: gi.gen})
 	cfg := gateway.Config{Verifier: v, Store: w.sp, Policy: w.auth, Now: w.clock.Now,
 		After: func(d time.Duration) <-chan time.Time {
 			w.s.sleep(ctx, d)
@@ -79,7 +90,14 @@ func (w *world) startGateway(ctx context.Context, idx int) {
 			c <- w.clock.Now()
 			return c
 		},
-		Go:    func(f func()) { w.s.spawn(ctx, fmt.Sprint("gw", idx, "-settle-retry"), func(context.Context) { f() }) },
+		Go: func(f func()) {
+			w.s.spawn(ctx, fmt.Sprint("gw", idx, "-background"), func(context.Context) {
+				defer survive()
+				f()
+			})
+		},
+		Block:      func(ch <-chan struct{}) { w.block(gi, ch) },
+		Background: bg, DeferSettle: w.deferWindow, Resolver: objects,
 		NewID: func() string { return w.newID("rcpt") }, Log: discard, EffectTimeout: effectTimeout}
 	if gi.query {
 		cfg.Querier = querier{w}
@@ -87,12 +105,6 @@ func (w *world) startGateway(ctx context.Context, idx int) {
 	if gi.g, err = gateway.New(cfg); err != nil {
 		w.fail("gateway: %v", err)
 		return
-	}
-	objects := func(target string) gateway.Resolver {
-		if _, _, ok := gateway.SplitObjectTarget(target); ok {
-			return gateway.ObjectResolver{Stores: map[string]fencegate.ObjectStore{"local": w.op}, Now: w.clock.Now, EffectTimeout: effectTimeout, Grace: orphanAfter}
-		}
-		return nil
 	}
 	gi.rc = &gateway.Reconciler{Store: w.sp, Now: w.clock.Now, Orphan: orphanAfter, Deadline: unknownDeadline, Log: discard,
 		Resolver: httpapi.Resolvers{"payouts": w.api}.Or(objects)}
@@ -123,9 +135,64 @@ func (w *world) reconcile(ctx context.Context, gi *gwInst) {
 	}
 }
 
-// crash kills gateway process gi: its requests die at their next
-// interception point, and a fresh process takes its place.
+// crash kills gateway process gi: its requests and background work die at
+// their next interception point, and a fresh process takes its place.
 func (w *world) crash(gi *gwInst) {
+	if gi.g != nil && gi.g.DeferredSettles() > 0 {
+		w.stats.inject("gateway crash with a deferred settle not durable")
+	}
 	gi.crashed = true
 	w.startGateway(context.Background(), gi.idx)
+}
+
+// survive ends a task of a crashed process quietly.
+func survive() {
+	if v := recover(); v != nil {
+		if _, ok := v.(crashed); !ok {
+			panic(v)
+		}
+	}
+}
+
+// block is gateway.Config.Block under the scheduler: it waits for ch in
+// simulated time, and dies with its process.
+func (w *world) block(gi *gwInst, ch <-chan struct{}) {
+	start := w.clock.Now()
+	for {
+		select {
+		case <-ch:
+			return
+		default:
+		}
+		if gi.crashed {
+			panic(crashed{})
+		}
+		if w.clock.Now().Sub(start) > unknownDeadline {
+			w.fail("gw%d/%d waited %v for a deferred settle in flight", gi.idx, gi.gen, unknownDeadline)
+			return
+		}
+		w.s.sleep(context.Background(), time.Millisecond)
+	}
+}
+
+// simProver is the object resolver of the run: it counts the deferred
+// settles proven from their objects, and in a world without prompt proofs
+// (-sim.prove=false) it proves nothing before Orphan (Prove answers no), so
+// that only the answering process can make its settle durable in time.
+type simProver struct {
+	gateway.ObjectResolver
+	w *world
+}
+
+func (p simProver) Prove(ctx context.Context, r fencegate.Receipt) (fencegate.Outcome, bool, error) {
+	if !*proveFlag {
+		return fencegate.Outcome{}, false, nil
+	}
+	out, ok, err := p.ObjectResolver.Prove(ctx, r)
+	if ok {
+		if _, answered := p.w.answered[r.ID]; answered {
+			p.w.stats.inject("deferred settle proven from its object")
+		}
+	}
+	return out, ok, err
 }

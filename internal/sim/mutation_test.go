@@ -42,6 +42,7 @@ const (
 	verifyFile = "proofs/verifier.go"
 	reconFile  = "gateway/reconcile.go"
 	localFile  = "backends/local/local.go"
+	deferFile  = "gateway/deferred.go"
 )
 
 // mutations are the rules the simulation must defend: each fence rule, the
@@ -87,6 +88,17 @@ var mutations = []mutation{
 		"EffectExpiry(r, effectTimeout).Add(fencegate.LandBySlack + o.Grace)", "r.CreatedAt.Add(o.Grace)", 67),
 	mut("landing deadline: the store applies a write that arrives after it", localFile,
 		"if ok && !s.now().Before(t) {", "if false {", 83),
+	mut("deferred settle: an UNKNOWN write is answered before its effect is known durable", deferFile,
+		`if out.State != fencegate.ReceiptCommitted || out.Version == "" {`, "if out.State == fencegate.ReceiptFailed {", 1),
+	mut("deferred settle: a flush that fails without a verdict drops the entry", deferFile,
+		"if err != nil && !isRuling(err) {", "if false {", 52),
+	mut("deferred settle: the fold leaves the prior out of the admission", acceptFile,
+		"&fencegate.PriorSettle{ReceiptID: prior.id, Outcome: prior.out}", "(*fencegate.PriorSettle)(nil)", 1),
+	mut("deferred settle: the next admission does not wait for a flush in flight", deferFile,
+		"if next == nil {", "if next == nil || next.state == deferBusy {", 13),
+	mut("deferred settle: the reconciler settles NOT_APPLIED although the object names the receipt", reconFile,
+		"if m, ok := fencegate.ParseEffectMeta(info.Metadata); ok && m.ReceiptID == id {",
+		"if m, ok := fencegate.ParseEffectMeta(info.Metadata); false && ok && m.ReceiptID == id {", 5),
 }
 
 var mutationFlag = flag.String("sim.mutation", "", "run only the mutations whose name contains this")

@@ -28,7 +28,14 @@ type storeProxy struct {
 	inner                fencegate.FenceStore
 }
 
-var _ fencegate.FenceStore = (*storeProxy)(nil)
+var _ fencegate.PriorSettling = (*storeProxy)(nil)
+
+// SettlesPrior is the store's: a gateway folds its deferred settles into
+// admissions exactly when the real store would take them.
+func (p *storeProxy) SettlesPrior() bool {
+	ps, ok := p.inner.(fencegate.PriorSettling)
+	return ok && ps.SettlesPrior()
+}
 
 func (p *storeProxy) Admit(ctx context.Context, req fencegate.AdmitRequest) (fencegate.Admission, error) {
 	w := p.w
@@ -38,14 +45,19 @@ func (p *storeProxy) Admit(ctx context.Context, req fencegate.AdmitRequest) (fen
 		w.stats.inject("fence store unreachable")
 		return fencegate.Admission{}, fencegate.Wrap(errInjected, fencegate.CodeBackendUnavailable, "fence store unreachable")
 	}
+	w.checkAdmitSend(ctx, req)
 	var adm fencegate.Admission
 	var err error
 	p.send(ctx, req.Grant.Resource, func() { adm, err = p.inner.Admit(ctx, req) })
+	if adm.Prior != nil {
+		w.onSettled(*adm.Prior)
+	}
 	if err == nil {
 		w.resOf[adm.Receipt.ID] = adm.Receipt.Resource
 	}
 	if err == nil && !adm.Replay {
 		w.onAdmitted(ctx, req, sentAt)
+		w.checkAdmitted(req.Grant.Resource)
 	}
 	w.tracef("  admit %s fence %d seg %d lease %s (authorized at %s) -> replay %v %v", req.Grant.Resource, req.Grant.FenceToken,
 		req.Segment, req.Grant.Lease, req.Now.Format("15:04:05.000"), adm.Replay, err)
@@ -68,6 +80,9 @@ func (p *storeProxy) Settle(ctx context.Context, id string, o fencegate.Outcome)
 	var err error
 	p.send(ctx, w.resOf[id], func() { r, err = p.inner.Settle(ctx, id, o) })
 	if err == nil {
+		if _, deferred := w.undurable[r.Resource][id]; deferred {
+			w.stats.inject("deferred settle flushed")
+		}
 		w.onSettled(r)
 	}
 	if err == nil && w.chance(0.01) {
@@ -226,6 +241,7 @@ func (w *world) onSettled(r fencegate.Receipt) {
 	}
 	if r.State.Terminal() {
 		w.verdict[r.ID] = r.State
+		w.settledAnswer(r)
 	}
 	if _, key, ok := gateway.SplitObjectTarget(r.Target); ok && r.State.NotApplied() {
 		if info, err := w.objects.Head(context.Background(), key); err == nil {
@@ -268,6 +284,12 @@ func (e effect) Apply(ctx context.Context, r fencegate.Receipt, prev string) (fe
 	}
 	w.maxFwd[r.Resource] = max(w.maxFwd[r.Resource], r.FenceToken)
 	return e.inner.Apply(ctx, r, prev)
+}
+
+// ProvesItself is the wrapped effect's (an object PUT names its receipt).
+func (e effect) ProvesItself() bool {
+	p, ok := e.inner.(gateway.SelfProving)
+	return ok && p.ProvesItself()
 }
 
 // keptEffect is an effect whose request the receipt keeps (an API call), so

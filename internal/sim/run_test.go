@@ -49,7 +49,9 @@ func (s *stats) code(c string) {
 // Gates: each must stay 0.
 var gates = []string{"accepted stale", "forged accepted", "expired owner", "skipped segment", "regressed token",
 	"revoked epoch accepted", "stale policy accepted", "replay of another payload",
-	"auth failure touched state", "two effects in flight", "landed after not applied", "unknown unsettled after 15 min", "not linearizable"}
+	"auth failure touched state", "two effects in flight", "landed after not applied", "unknown unsettled after 15 min", "not linearizable",
+	"answered COMMITTED, settled otherwise", "answered COMMITTED, read otherwise",
+	"admitted past a deferred settle", "admission sent past its own deferred settle"}
 
 func table(m map[string]int) string {
 	var keys []string
@@ -83,6 +85,7 @@ func simulate(w *world) []string {
 		for !w.finished {
 			w.s.sleep(ctx, time.Duration(200+w.rng.IntN(1500))*time.Millisecond)
 			w.read(ctx)
+			w.readReceipt(ctx)
 		}
 	})
 	w.s.spawn(ctx, "monitor", func(ctx context.Context) {
@@ -119,6 +122,7 @@ func simulate(w *world) []string {
 		for range 3 { // reads after everything settled
 			w.read(ctx)
 		}
+		w.checkAnswers(ctx) // every write answered COMMITTED, through a gateway
 		w.finished = true
 	})
 	if err := w.s.run(); err != nil {

@@ -24,7 +24,14 @@ var (
 	failFast     = flag.Bool("sim.failfast", false, "stop at the first failing seed")
 	operatorFlag = flag.Float64("sim.operator", 1, "scales the pauses between the operator's actions (restores, rotation, policy bumps); a mutant aimed at those rules runs with less")
 	firstFlag    = flag.String("sim.first", "", "comma-separated seeds run before the others (a mutant's known killers)")
+	deferFlag    = flag.Duration("sim.defer", -1, "the gateways' deferred settle window (-1: by seed, 0, 2 ms or 150 ms)")
+	proveFlag    = flag.Bool("sim.prove", true, "let readers, busy admissions and reconcilers prove a PENDING object receipt from its object at any age (false: only after Orphan, so only the answering process makes its deferred settle durable in time)")
 )
+
+// deferWindows are the deferred settle windows a run's seed picks from
+// (-sim.defer unset): off, the default's order, and one long enough for
+// many admissions, reads and crashes to fall inside it.
+var deferWindows = []time.Duration{0, 2 * time.Millisecond, 150 * time.Millisecond}
 
 // ciSeeds is the CI size per store: with the mutation run beside it, the
 // package's tests stay within 60 s on a loaded 2-core machine. Larger runs:
@@ -34,36 +41,42 @@ var ciSeeds = map[string]int{"memory": 100, "embedded": 15, "postgres": 8}
 // minInjected is how often the CI-sized run must inject each item of the
 // failure matrix of DESIGN §9 (summed over stores); fewer fails the test.
 var minInjected = map[string]int{
-	"owner pause past the TTL":                100,
-	"lost renewal response":                   50,
-	"lost acquisition response":               50,
-	"interleaved release and reacquire":       50,
-	"duplicate segment":                       50,
-	"different-payload segment":               50,
-	"out-of-order segment":                    50,
-	"delayed old message":                     100,
-	"delayed old message (backend)":           20,
-	"late write refused on arrival":           5,
-	"restore of an old coordination snapshot": 20,
-	"lost transaction ACK":                    50,
-	"forged oversized token":                  20,
-	"tampered grant digest":                   20,
-	"cross-resource replay":                   20,
-	"forged grant":                            20,
-	"impostor caller":                         20,
-	"revoked issuer epoch":                    20,
-	"stale policy":                            20,
-	"effect timeout":                          50,
-	"effect lost answer":                      50,
-	"effect 5xx":                              10,
-	"fence store unreachable":                 50,
-	"fence store calls sent together":         100,
-	"gateway crash at admit":                  10,
-	"gateway crash at after-admit":            10,
-	"gateway crash at effect":                 10,
-	"gateway crash at after-effect":           10,
-	"gateway crash at settle":                 10,
-	"gateway crash at after-settle":           5,
+	"owner pause past the TTL":                         100,
+	"lost renewal response":                            50,
+	"lost acquisition response":                        50,
+	"interleaved release and reacquire":                50,
+	"duplicate segment":                                50,
+	"different-payload segment":                        50,
+	"out-of-order segment":                             50,
+	"delayed old message":                              100,
+	"delayed old message (backend)":                    20,
+	"late write refused on arrival":                    5,
+	"restore of an old coordination snapshot":          20,
+	"lost transaction ACK":                             50,
+	"forged oversized token":                           20,
+	"tampered grant digest":                            20,
+	"cross-resource replay":                            20,
+	"forged grant":                                     20,
+	"impostor caller":                                  20,
+	"revoked issuer epoch":                             20,
+	"stale policy":                                     20,
+	"effect timeout":                                   50,
+	"effect lost answer":                               50,
+	"effect 5xx":                                       10,
+	"fence store unreachable":                          50,
+	"fence store calls sent together":                  100,
+	"gateway crash at admit":                           10,
+	"gateway crash at after-admit":                     10,
+	"gateway crash at effect":                          10,
+	"gateway crash at after-effect":                    10,
+	"gateway crash at settle":                          10,
+	"gateway crash at after-settle":                    5,
+	"deferred settle answered":                         200,
+	"deferred settle folded":                           50,
+	"deferred settle flushed":                          50,
+	"gateway crash with a deferred settle not durable": 5,
+	"deferred settle proven from its object":           5,
+	"receipt read through a gateway":                   200,
 }
 
 var baseConfig = config{workers: 5, resources: 4, gateways: 3, actions: 40, faults: true}

@@ -369,6 +369,9 @@ func (wk *worker) send(ctx context.Context, m sent, forged bool) error {
 			w.fail("a different payload for %s fence %d seg %d was answered as a replay", m.grantRes, m.fence, m.seg)
 		}
 	}
+	if err == nil && !res.Replay && record {
+		w.onAnswered(gi, ri.gen, res.Receipt)
+	}
 	if forged && err == nil {
 		w.stats.gate("forged accepted")
 		w.fail("forged request (kind %d) accepted: %s seg %d", m.kind, m.res.name, m.seg)

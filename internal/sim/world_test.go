@@ -82,13 +82,19 @@ type world struct {
 	verdict   map[string]fencegate.ReceiptState // final state settled, by receipt ID
 	resOf     map[string]string                 // resource of each receipt admitted
 	gathering *storeBatch                       // the batch of store calls being gathered
-	archive   []sent                            // every request sent, for delayed replays
-	snapshot  string                            // registry snapshot file, "" if none
-	ids       int
-	stopping  bool // workers finished: no new faults
-	finished  bool // everything settled: background tasks end
-	errs      []string
-	trace     []string
+	// answered: every write answered COMMITTED, by receipt ID; undurable:
+	// those whose settle the store did not yet hold, by resource.
+	answered    map[string]*answered
+	answeredIDs []string
+	undurable   map[string]map[string]*answered
+	deferWindow time.Duration // the gateways' Config.DeferSettle
+	archive     []sent        // every request sent, for delayed replays
+	snapshot    string        // registry snapshot file, "" if none
+	ids         int
+	stopping    bool // workers finished: no new faults
+	finished    bool // everything settled: background tasks end
+	errs        []string
+	trace       []string
 }
 
 type admitted struct {
@@ -124,7 +130,12 @@ func newWorld(t testing.TB, seed uint64, cfg config, st *stats) (*world, error) 
 	w := &world{t: t, seed: seed, cfg: cfg, rng: rng, clock: clock, s: newSched(clock, rng), stats: st,
 		admitted: map[string]*admitted{}, fenceOf: map[string]string{}, payloadOf: map[string]string{}, leaseExp: map[string]time.Time{},
 		verdict: map[string]fencegate.ReceiptState{}, resOf: map[string]string{},
-		inflight: map[string]int{}, maxFwd: map[string]uint64{}}
+		inflight: map[string]int{}, maxFwd: map[string]uint64{},
+		answered: map[string]*answered{}, undurable: map[string]map[string]*answered{}}
+	w.deferWindow = deferWindows[seed%uint64(len(deferWindows))]
+	if *deferFlag >= 0 {
+		w.deferWindow = *deferFlag
+	}
 	base := os.TempDir()
 	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
 		base = "/dev/shm" // bbolt fsyncs: keep them off the disk

@@ -39,6 +39,9 @@ type gwSpec struct {
 	serve      bool
 	fenceStore string
 	args       []string // further flags
+	// extraConfig is YAML added to the gateway's config file (dev gets one
+	// with only these lines), e.g. "deferSettle: 2ms"; "" for none.
+	extraConfig string
 }
 
 // serveConfig is the `gateway serve` configuration of the bench: what
@@ -75,12 +78,20 @@ func startGateway(ctx context.Context, sp gwSpec) (*gateway, error) {
 	}
 	g.logf, g.stderr = logf, logf.Name()
 	full := []string{"dev", "--identity", "bench=token-bench"}
-	if sp.serve {
+	if sp.serve || sp.extraConfig != "" {
 		cfg := filepath.Join(sp.dir, "gateway.yaml")
-		if err := os.WriteFile(cfg, []byte(serveConfig), 0o600); err != nil {
+		text := sp.extraConfig + "\n"
+		if sp.serve {
+			text = serveConfig + text
+		}
+		if err := os.WriteFile(cfg, []byte(text), 0o600); err != nil {
 			return nil, err
 		}
-		full = []string{"serve", "--config", cfg}
+		if sp.serve {
+			full = []string{"serve", "--config", cfg}
+		} else {
+			full = append(full, "--config", cfg)
+		}
 	}
 	full = append(full, "--addr", addr, "--metrics-addr", maddr, "--data-dir", filepath.Join(sp.dir, "data"))
 	if sp.fenceStore != "" {

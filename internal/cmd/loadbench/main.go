@@ -63,6 +63,8 @@ type options struct {
 	// pgDev runs the Postgres path as `gateway dev --fence-store` instead of
 	// `gateway serve`, to compare the two.
 	pgDev bool
+	// deferSettle is the gateway's deferSettle ("" for its default).
+	deferSettle string
 }
 
 func main() {
@@ -83,6 +85,7 @@ func main() {
 	flag.StringVar(&o.profile, "profile", "", "save a CPU profile and an execution trace of the gateway per point (first run) as DIR/PATH-cN.cpu, .trace")
 	checks := flag.String("check", "embedded:8", "points PATH:C where the same writes are also driven without the project's client (\"\" for none)")
 	checkWith := flag.String("check-with", "wrk,http", "cross-check generators: wrk (Debian's wrk; skipped if absent) and/or http (plain net/http)")
+	flag.StringVar(&o.deferSettle, "defer-settle", "", "the gateway's deferSettle window (e.g. 0 or 2ms; \"\" for its default)")
 	flag.BoolVar(&o.pgDev, "pg-dev", false, "run the Postgres path as gateway dev --fence-store instead of gateway serve (to compare)")
 	flag.Parse()
 	o.checks = map[string]bool{}
@@ -223,6 +226,9 @@ type point struct {
 // o.profile/prof.*.
 func measure(ctx context.Context, o options, path, tag, dir string, c, run int, prof string) (pt point, err error) {
 	sp := gwSpec{bin: o.bin, dir: dir, strace: o.fsyncs, pprof: prof != ""}
+	if o.deferSettle != "" {
+		sp.extraConfig = "deferSettle: " + o.deferSettle
+	}
 	store := "local"
 	var stats *pgStats
 	switch path {
