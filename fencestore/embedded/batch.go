@@ -26,7 +26,10 @@ import (
 // Errors are isolated per caller:
 //
 //   - An op refuses by returning refuse(err) before it has written anything:
-//     err is its caller's answer and the batch goes on with the next op.
+//     err is its caller's answer and the batch goes on with the next op. An
+//     op that has written (a quarantine record, an admission's prior settle)
+//     and then refuses keeps its refusal as a value and returns nil: its
+//     writes commit with the batch.
 //   - Any other error (a bbolt fault, a decoding failure, a panic) may come
 //     after the op has written part of its change, so the whole transaction is
 //     rolled back, the failing op is taken out and the others are run again in
@@ -42,12 +45,14 @@ import (
 // commit is in flight form the next batch. Under load (the last batch held
 // more than one op) the committer waits at most maxBatchWait, and never more
 // than a quarter of the last commit's duration, for the queue to reach the
-// last batch's size: the wait is bounded, adaptive and absent when idle.
+// last batch's size, and the op that reaches it wakes the committer at once:
+// the wait is bounded, adaptive and absent when idle.
 // (bbolt's own DB.Batch waits a fixed MaxBatchDelay even for one caller and
 // reruns the whole batch on every refusal, so it is not used.)
 
-// maxBatchWait bounds the committer's wait for more ops under load.
-const maxBatchWait = 200 * time.Microsecond
+// maxBatchWait bounds the committer's wait for more ops under load (a
+// variable for tests).
+var maxBatchWait = 200 * time.Microsecond
 
 // maxBatchOps bounds the ops of one transaction.
 const maxBatchOps = 256
@@ -79,17 +84,20 @@ type batcher struct {
 	queue   []*op
 	closed  bool
 	wake    chan struct{} // capacity 1: "the queue may be non-empty"
+	full    chan struct{} // capacity 1: "the queue reached want"
+	want    int           // the queue length gather waits for (0: not waiting)
 	stopped chan struct{}
 
 	// Read by the committer only (and by Stats).
 	lastSize int
 	lastDur  time.Duration
 
-	commits, ops atomic.Uint64
+	commits, ops  atomic.Uint64
+	waits, waited atomic.Uint64 // gather's waits and their total in ns
 }
 
 func newBatcher(db *bolt.DB) *batcher {
-	b := &batcher{db: db, wake: make(chan struct{}, 1), stopped: make(chan struct{})}
+	b := &batcher{db: db, wake: make(chan struct{}, 1), full: make(chan struct{}, 1), stopped: make(chan struct{})}
 	go b.loop()
 	return b
 }
@@ -98,18 +106,31 @@ func newBatcher(db *bolt.DB) *batcher {
 // transaction is durable (or has failed).
 func (b *batcher) do(fn func(tx *bolt.Tx) error) error {
 	o := &op{fn: fn, done: make(chan error, 1)}
-	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
+	if !b.enqueue(o) {
 		return errClosed
 	}
-	b.queue = append(b.queue, o)
-	b.mu.Unlock()
 	select {
 	case b.wake <- struct{}{}:
 	default:
 	}
 	return <-o.done
+}
+
+// enqueue queues o (false once closed), waking a gather the queue now fills.
+func (b *batcher) enqueue(o *op) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return false
+	}
+	b.queue = append(b.queue, o)
+	if b.want > 0 && len(b.queue) >= b.want {
+		select {
+		case b.full <- struct{}{}:
+		default:
+		}
+	}
+	return true
 }
 
 // close answers the ops still queued and stops the committer.
@@ -168,14 +189,32 @@ func (b *batcher) loop() {
 	}
 }
 
-// gather waits, boundedly, for want ops to be queued.
+// gather waits, boundedly, for want ops to be queued. The caller that
+// fills the queue to want wakes it at once (no polling: a sleeping poll
+// overslept its bound many times over on a loaded machine).
 func (b *batcher) gather(want int) {
-	if b.queued() == 0 {
-		return // nothing to add to: the wait starts with the next op
+	b.mu.Lock()
+	if n := len(b.queue); n == 0 || n >= want {
+		b.mu.Unlock()
+		return // nothing to add to (the wait starts with the next op), or enough
 	}
-	deadline := time.Now().Add(min(maxBatchWait, b.lastDur/4))
-	for b.queued() < want && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Microsecond)
+	b.want = want
+	b.mu.Unlock()
+	start := time.Now()
+	t := time.NewTimer(min(maxBatchWait, b.lastDur/4))
+	select {
+	case <-b.full:
+	case <-t.C:
+	}
+	t.Stop()
+	b.waits.Add(1)
+	b.waited.Add(uint64(time.Since(start)))
+	b.mu.Lock()
+	b.want = 0
+	b.mu.Unlock()
+	select {
+	case <-b.full: // a signal sent after the timer fired
+	default:
 	}
 }
 
@@ -239,9 +278,14 @@ type BatchStats struct {
 	Commits uint64
 	// Ops is the number of ops in committed transactions.
 	Ops uint64
+	// Waits is the number of times the committer waited for more ops, and
+	// Waited their total time.
+	Waits  uint64
+	Waited time.Duration
 }
 
 // Stats reports the store's group-commit counters.
 func (s *Store) Stats() BatchStats {
-	return BatchStats{Commits: s.batch.commits.Load(), Ops: s.batch.ops.Load()}
+	b := s.batch
+	return BatchStats{Commits: b.commits.Load(), Ops: b.ops.Load(), Waits: b.waits.Load(), Waited: time.Duration(b.waited.Load())}
 }

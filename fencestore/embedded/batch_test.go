@@ -182,3 +182,35 @@ func TestClosedStoreRefusesWrites(t *testing.T) {
 		t.Fatalf("admit after close: %v", err)
 	}
 }
+
+// TestGatherIsWokenByTheOpThatFillsTheBatch: the committer waiting for more
+// ops under load goes on as soon as the queue reaches the size it waits for,
+// not when its bound ends (here an hour: the test would time out).
+func TestGatherIsWokenByTheOpThatFillsTheBatch(t *testing.T) {
+	defer func(d time.Duration) { maxBatchWait = d }(maxBatchWait)
+	maxBatchWait = time.Hour
+	b := &batcher{full: make(chan struct{}, 1), lastDur: 8 * time.Hour} // no committer loop: gather is driven here
+	b.enqueue(&op{})
+	done := make(chan struct{})
+	go func() { b.gather(3); close(done) }()
+	for {
+		b.mu.Lock()
+		waiting := b.want == 3
+		b.mu.Unlock()
+		if waiting {
+			break
+		}
+		runtime.Gosched()
+	}
+	b.enqueue(&op{})
+	select {
+	case <-done:
+		t.Fatal("gather went on with 2 of the 3 ops it waits for")
+	default:
+	}
+	b.enqueue(&op{})
+	<-done
+	if st := b.waits.Load(); st != 1 {
+		t.Fatalf("%d waits counted, want 1", st)
+	}
+}
