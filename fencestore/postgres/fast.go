@@ -16,20 +16,21 @@ import (
 
 // The fast path: a batch whose every member the rules of fencerules accept
 // on the state this process last committed (known) is sent as ONE pipeline,
-// BEGIN ... COMMIT, one round trip. Instead of reading under the row lock
-// first, each statement that changes a row compares it with the exact
-// previous row as known (every column) in the same statement that takes the
-// lock, and fence_expect makes the transaction roll back if it differs, so
-// what commits is exactly what the locked path would have written. Locks are
-// taken in the locked path's order: resource rows in resource order, then
-// target bindings in target order, then receipts and versions (only ever
-// written under their resource's row lock), so concurrent batches cannot
-// deadlock.
-// What a member decided on known state cannot check by compare-and-set is
-// backed by the schema: an accepted segment assumes no live receipt at it,
-// which the partial unique index fence_receipts_live enforces. A rolled-back
-// fast batch is run again on the locked path (runBatch), which decides from
-// what it reads; so the fast path only ever changes latency.
+// BEGIN ... COMMIT, one round trip: one statement per member (cas.go), then
+// one for the target bindings and versions. Instead of reading under the row
+// lock first, each statement compares every row it changes with its exact
+// previous value as known, in the statement that takes the row's lock, and
+// fence_expect rolls the transaction back if any differs, so what commits is
+// exactly what the locked path would have written. Members go in resource
+// order and the bindings in target order, after every row lock, as the
+// locked path takes its locks, so concurrent batches cannot deadlock; a
+// member's receipts and versions are only ever written under its resource's
+// row lock, so where they come does not matter. What a member decided on
+// known state cannot check by compare-and-set is backed by the schema: an
+// accepted segment assumes no live receipt at it, which the partial unique
+// index fence_receipts_live enforces. A rolled-back fast batch is run again
+// on the locked path (runBatch), which decides from what it reads; so the
+// fast path only ever changes latency.
 
 // errFastMiss wraps the refusal that rolled back a fast batch.
 type errFastMiss struct{ err error }
@@ -54,54 +55,6 @@ func (s *Store) countFast(err error, op string) error {
 func isFastMiss(err error) bool {
 	var m *errFastMiss
 	return errors.As(err, &m)
-}
-
-const (
-	// casRow changes a row from exactly $9..$15 to $2..$8.
-	casRow = `WITH cas AS (UPDATE fence_resources SET highest_fence = $2, root = $3, lease = $4, last_segment_seq = $5,
-			grant_issued_at = $6, pending_receipt = $7, updated_at = $8
-		WHERE resource = $1 AND highest_fence = $9 AND root = $10 AND lease = $11 AND last_segment_seq = $12
-			AND grant_issued_at = $13 AND pending_receipt = $14 AND updated_at = $15 RETURNING 1)
-		SELECT fence_expect(EXISTS (SELECT 1 FROM cas), $1)`
-	// casNewRow inserts a row that must not exist yet (it waits for a
-	// concurrent inserter and then finds it).
-	casNewRow = `WITH ins AS (INSERT INTO fence_resources (` + resourceCols + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-		ON CONFLICT (resource) DO NOTHING RETURNING 1)
-		SELECT fence_expect(EXISTS (SELECT 1 FROM ins), $1)`
-	// casReceipt settles a receipt whose changing columns are exactly $10..$17.
-	casReceipt = `WITH cas AS (UPDATE fence_receipts SET state = $2, version = $3, response = $4, error = $5, settled_at = $6,
-			attempts = $7, resend = $8, retry_at = $9
-		WHERE receipt_id = $1 AND state = $10 AND version = $11 AND response IS NOT DISTINCT FROM $12 AND error = $13
-			AND settled_at IS NOT DISTINCT FROM $14 AND attempts = $15 AND resend = $16 AND retry_at IS NOT DISTINCT FROM $17
-		RETURNING 1)
-		SELECT fence_expect(EXISTS (SELECT 1 FROM cas), $1)`
-	// bindTargets binds each target $1[i] to $2[i] unless it is bound
-	// already, and requires it bound to $2[i] after (statement runs after
-	// the row locks, so it reads the bindings committed before them).
-	bindTargets = `WITH w AS (SELECT * FROM unnest($1::text[], $2::text[]) AS w(target, resource)),
-		ins AS (INSERT INTO fence_targets (target, resource) SELECT target, resource FROM w ORDER BY target
-			ON CONFLICT (target) DO NOTHING RETURNING target)
-		SELECT fence_expect(coalesce(bool_and(EXISTS (SELECT 1 FROM ins WHERE ins.target = w.target)
-			OR EXISTS (SELECT 1 FROM fence_targets t WHERE t.target = w.target AND t.resource = w.resource)), true),
-			'target binding') FROM w`
-)
-
-func queueCASRow(b *pgx.Batch, was, next *fencegate.ResourceState) {
-	if was == nil {
-		b.Queue(casNewRow, next.Resource, next.HighestFence, next.Root, next.Lease, next.LastSegmentSeq,
-			next.GrantIssuedAt, next.PendingReceipt, next.UpdatedAt)
-		return
-	}
-	b.Queue(casRow, next.Resource, next.HighestFence, next.Root, next.Lease, next.LastSegmentSeq,
-		next.GrantIssuedAt, next.PendingReceipt, next.UpdatedAt,
-		was.HighestFence, was.Root, was.Lease, was.LastSegmentSeq, was.GrantIssuedAt, was.PendingReceipt, was.UpdatedAt)
-}
-
-func queueCASReceipt(b *pgx.Batch, was, next *fencegate.Receipt) {
-	b.Queue(casReceipt, next.ID, string(next.State), next.Version, responseArg(next.Response), next.Error,
-		next.SettledAt, next.Attempts, next.Resend, next.RetryAt,
-		string(was.State), was.Version, responseArg(was.Response), was.Error, was.SettledAt, was.Attempts, was.Resend, was.RetryAt)
-	queueVersion(b, next)
 }
 
 // fastAdmit is one member decided on known state.
@@ -165,7 +118,14 @@ func (s *Store) admitFast(ctx context.Context, conn *pgxpool.Conn, plans []fastA
 	b := &pgx.Batch{}
 	b.Queue(`BEGIN`)
 	for i := range plans {
-		queueCASRow(b, plans[i].was, &plans[i].next)
+		p := &plans[i]
+		c := &casStmt{}
+		c.row(p.was, &p.next)
+		if p.prior != nil {
+			c.settled(p.prior, &p.priorNext)
+		}
+		c.insert(&p.r)
+		c.queue(b, p.r.Resource)
 	}
 	idx := make([]int, len(plans))
 	for i := range idx {
@@ -178,21 +138,11 @@ func (s *Store) admitFast(ctx context.Context, conn *pgxpool.Conn, plans []fastA
 		targets = append(targets, plans[i].r.Target)
 		bound = append(bound, plans[i].r.Resource)
 	}
-	b.Queue(bindTargets, targets, bound)
-	for i := range plans {
-		p := &plans[i]
-		if p.prior != nil {
-			queueCASReceipt(b, p.prior, &p.priorNext)
-		}
-		queueReceipt(b, &p.r)
-	}
-	b.Queue(readVersions, targets)
-	versions := map[string]string{}
+	b.Queue(bindAndRead, targets, bound)
+	var versions map[string]string
 	if uncertain, err := sendFast(ctx, conn, b, func(rows pgx.Rows) error {
-		var t, v string
-		err := rows.Scan(&t, &v)
-		versions[t] = v
-		return err
+		var ok bool
+		return rows.Scan(&ok, &versions)
 	}); err != nil {
 		return uncertain, err
 	}
@@ -292,10 +242,10 @@ func (s *Store) settleFast(ctx context.Context, conn *pgxpool.Conn, plans []fast
 	b := &pgx.Batch{}
 	b.Queue(`BEGIN`)
 	for i := range plans {
-		queueCASRow(b, &plans[i].row, &plans[i].nextRow)
-	}
-	for i := range plans {
-		queueCASReceipt(b, &plans[i].was, &plans[i].next)
+		c := &casStmt{}
+		c.row(&plans[i].row, &plans[i].nextRow)
+		c.settled(&plans[i].was, &plans[i].next)
+		c.queue(b, plans[i].row.Resource)
 	}
 	if uncertain, err := sendFast(ctx, conn, b, nil); err != nil {
 		return uncertain, err

@@ -20,7 +20,6 @@ const (
 	upsertVersion = `INSERT INTO fence_versions (target, version, updated_at) VALUES ($1, $2, $3)
 		ON CONFLICT (target) DO UPDATE SET version = EXCLUDED.version, updated_at = EXCLUDED.updated_at`
 	deleteVersion = `DELETE FROM fence_versions WHERE target = $1`
-	readVersions  = `SELECT target, version FROM fence_versions WHERE target = ANY($1::text[])`
 )
 
 func queueReceipt(b *pgx.Batch, r *fencegate.Receipt) {

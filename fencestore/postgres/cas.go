@@ -1,0 +1,110 @@
+package postgres
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/fencegate/fencegate"
+)
+
+// casStmt builds one member's statement on the fast path (fast.go): each
+// write a data-modifying CTE, each changed row compared in its WHERE with
+// its exact previous value (every column that can change), and one
+// fence_expect requiring every comparison to have hit, so that a miss rolls
+// the transaction back. Its SQL text depends only on which writes it holds,
+// so pgx prepares each shape once per connection.
+type casStmt struct {
+	ctes []string
+	hits []string
+	args []any
+}
+
+// p adds an argument and returns its placeholder.
+func (c *casStmt) p(v any) string {
+	c.args = append(c.args, v)
+	return "$" + strconv.Itoa(len(c.args))
+}
+
+func (c *casStmt) ps(vs ...any) string {
+	out := make([]string, len(vs))
+	for i, v := range vs {
+		out[i] = c.p(v)
+	}
+	return strings.Join(out, ", ")
+}
+
+func (c *casStmt) cte(body string, hit bool) {
+	name := "w" + strconv.Itoa(len(c.ctes))
+	c.ctes = append(c.ctes, name+" AS ("+body+")")
+	if hit {
+		c.hits = append(c.hits, "EXISTS (SELECT 1 FROM "+name+")")
+	}
+}
+
+// row changes a resource row from exactly was to next; with was nil it
+// inserts next, which must not exist yet (ON CONFLICT waits for a
+// concurrent inserter, then finds its row: a miss).
+func (c *casStmt) row(was, next *fencegate.ResourceState) {
+	if was == nil {
+		c.cte(`INSERT INTO fence_resources (`+resourceCols+`) VALUES (`+c.ps(next.Resource, next.HighestFence,
+			next.Root, next.Lease, next.LastSegmentSeq, next.GrantIssuedAt, next.PendingReceipt, next.UpdatedAt)+
+			`) ON CONFLICT (resource) DO NOTHING RETURNING 1`, true)
+		return
+	}
+	c.cte(`UPDATE fence_resources SET highest_fence = `+c.p(next.HighestFence)+`, root = `+c.p(next.Root)+
+		`, lease = `+c.p(next.Lease)+`, last_segment_seq = `+c.p(next.LastSegmentSeq)+
+		`, grant_issued_at = `+c.p(next.GrantIssuedAt)+`, pending_receipt = `+c.p(next.PendingReceipt)+
+		`, updated_at = `+c.p(next.UpdatedAt)+
+		` WHERE resource = `+c.p(next.Resource)+` AND highest_fence = `+c.p(was.HighestFence)+
+		` AND root = `+c.p(was.Root)+` AND lease = `+c.p(was.Lease)+` AND last_segment_seq = `+c.p(was.LastSegmentSeq)+
+		` AND grant_issued_at = `+c.p(was.GrantIssuedAt)+` AND pending_receipt = `+c.p(was.PendingReceipt)+
+		` AND updated_at = `+c.p(was.UpdatedAt)+` RETURNING 1`, true)
+}
+
+// settled moves a receipt from exactly was to next and, for COMMITTED,
+// sets (or forgets) its target's version as queueSettled does.
+func (c *casStmt) settled(was, next *fencegate.Receipt) {
+	c.cte(`UPDATE fence_receipts SET state = `+c.p(string(next.State))+`, version = `+c.p(next.Version)+
+		`, response = `+c.p(responseArg(next.Response))+`, error = `+c.p(next.Error)+
+		`, settled_at = `+c.p(next.SettledAt)+`, attempts = `+c.p(next.Attempts)+`, resend = `+c.p(next.Resend)+
+		`, retry_at = `+c.p(next.RetryAt)+
+		` WHERE receipt_id = `+c.p(next.ID)+` AND state = `+c.p(string(was.State))+` AND version = `+c.p(was.Version)+
+		` AND response IS NOT DISTINCT FROM `+c.p(responseArg(was.Response))+` AND error = `+c.p(was.Error)+
+		` AND settled_at IS NOT DISTINCT FROM `+c.p(was.SettledAt)+` AND attempts = `+c.p(was.Attempts)+
+		` AND resend = `+c.p(was.Resend)+` AND retry_at IS NOT DISTINCT FROM `+c.p(was.RetryAt)+` RETURNING 1`, true)
+	switch {
+	case next.State != fencegate.ReceiptCommitted:
+	case next.Version == "":
+		c.cte(`DELETE FROM fence_versions WHERE target = `+c.p(next.Target), false)
+	default:
+		c.cte(`INSERT INTO fence_versions (target, version, updated_at) VALUES (`+
+			c.ps(next.Target, next.Version, *next.SettledAt)+
+			`) ON CONFLICT (target) DO UPDATE SET version = EXCLUDED.version, updated_at = EXCLUDED.updated_at`, false)
+	}
+}
+
+// insert adds a new receipt (the live index refuses one at a segment that
+// already has a live receipt: a miss).
+func (c *casStmt) insert(r *fencegate.Receipt) {
+	c.cte(`INSERT INTO fence_receipts (`+receiptCols+`) VALUES (`+c.ps(receiptArgs(r)...)+`)`, false)
+}
+
+// queue adds the statement to b; what names it in a miss.
+func (c *casStmt) queue(b *pgx.Batch, what string) {
+	b.Queue("WITH "+strings.Join(c.ctes, ", ")+" SELECT fence_expect("+strings.Join(c.hits, " AND ")+
+		", "+c.p(what)+")", c.args...)
+}
+
+// bindAndRead binds each target $1[i] to $2[i] unless it is bound already
+// and requires it bound to $2[i] after; then reads the versions of the
+// targets. It runs after the row locks, so it reads what committed before
+// them, and after the members' own writes, which it sees.
+const bindAndRead = `WITH w AS (SELECT * FROM unnest($1::text[], $2::text[]) AS w(target, resource)),
+	ins AS (INSERT INTO fence_targets (target, resource) SELECT target, resource FROM w ORDER BY target
+		ON CONFLICT (target) DO NOTHING RETURNING target)
+	SELECT fence_expect(coalesce((SELECT bool_and(EXISTS (SELECT 1 FROM ins WHERE ins.target = w.target)
+			OR EXISTS (SELECT 1 FROM fence_targets t WHERE t.target = w.target AND t.resource = w.resource)) FROM w), true),
+		'target binding'),
+		(SELECT coalesce(jsonb_object_agg(v.target, v.version), '{}') FROM fence_versions v WHERE v.target = ANY($1::text[]))`
