@@ -3,13 +3,16 @@ package local_test
 import (
 	"context"
 	"errors"
+	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/fencegate/fencegate"
 	"github.com/fencegate/fencegate/backends/local"
+	"github.com/fencegate/fencegate/backends/objecttest"
 	"github.com/fencegate/fencegate/gateway"
 )
 
@@ -61,5 +64,53 @@ func TestPutWhoseDirectoryFsyncFailedIsNotCommittedByHeadAlone(t *testing.T) {
 	res := gateway.ObjectResolver{Stores: map[string]fencegate.ObjectStore{"loc": s}}
 	if o, err := res.Resolve(context.Background(), r); err != nil || o.State != fencegate.ReceiptCommitted {
 		t.Fatalf("reconcile after healing: %s %v; want COMMITTED", o.State, err)
+	}
+}
+
+// TestHeadNeverShowsAReplaceBeforeItsDirectoryFsync: while a replace waits
+// for its directory fsync, the new version may not survive a crash, so Head
+// of that key does not show it; it answers the new version only once the
+// fsync has completed.
+func TestHeadNeverShowsAReplaceBeforeItsDirectoryFsync(t *testing.T) {
+	s := open(t)
+	e1 := objecttest.Create(t, s, "k/h", "v1")
+	entered, release := make(chan struct{}), make(chan struct{})
+	var released atomic.Bool
+	local.SetDirSync(s, func(string) error { close(entered); <-release; return nil })
+	put := make(chan error, 1)
+	go func() { _, err := objecttest.Replace(s, "k/h", e1, "v2", objecttest.Meta(2)); put <- err }()
+	<-entered // renamed, directory fsync running
+	type answer struct {
+		etag     string
+		released bool
+	}
+	head := make(chan answer, 1)
+	go func() {
+		info, err := s.Head(context.Background(), "k/h")
+		if err != nil {
+			t.Error(err)
+		}
+		head <- answer{info.ETag, released.Load()}
+	}()
+	var got *answer
+	for i := 0; i < 1000 && got == nil; i++ { // give a Head that does not wait every chance to answer
+		select {
+		case a := <-head:
+			got = &a
+		default:
+			runtime.Gosched()
+		}
+	}
+	released.Store(true)
+	close(release)
+	if err := <-put; err != nil {
+		t.Fatal(err)
+	}
+	if got == nil {
+		a := <-head
+		got = &a
+	}
+	if got.etag != e1 && !got.released {
+		t.Fatalf("Head showed the new version %s before its directory fsync completed", got.etag)
 	}
 }

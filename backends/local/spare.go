@@ -109,8 +109,9 @@ type known struct {
 	len    int64 // the object file's length
 }
 
-// perStripe bounds the known versions kept per stripe (256 stripes).
-const perStripe = 1024
+// perStripe bounds the known versions kept per stripe: 256 stripes x 128,
+// about 8 MB at most; a key not kept costs one trailer read on its next write.
+const perStripe = 128
 
 // stripe serializes the checks and swaps of the keys hashed to it
 // (writers hold mu from the check through the directory fsync; readers
