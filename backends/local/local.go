@@ -51,7 +51,9 @@
 // rename, so a burst of c writers pays one or two instead of c. That sharing
 // is why the directory stays flat: subdirectories would need one fsync per
 // subdirectory touched per burst, and since a replace adds no entry, the
-// directory's size is not on the write path (BenchmarkPut).
+// directory's size is not on the write path (BenchmarkPut). O_TMPFILE and
+// linkat are not used: linkat cannot replace a file, and a linked O_TMPFILE
+// inode's link count needs one more fsync of the file to be durable.
 //
 // Head, Get and List open a file under the key's lock (shared), so they
 // never see a rename whose directory fsync has not completed; after a failed
