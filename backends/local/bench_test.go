@@ -6,6 +6,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -67,6 +69,59 @@ func BenchmarkPut(b *testing.B) {
 			b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-µs/op")
 		})
 	}
+}
+
+// BenchmarkBareFileWrite is the baseline loadbench's embedded path uses
+// for the object file (internal/cmd/loadbench writeFile): per write a temp
+// file, one write, fsync, rename over the writer's own file, fsync of the
+// directory, with no sharing; 8 writers as in BenchmarkPut, so the two
+// compare in one run.
+func BenchmarkBareFileWrite(b *testing.B) {
+	body := bytes.Repeat([]byte("0123456789abcdef"), 64)
+	dir := b.TempDir()
+	var worker atomic.Int64
+	cpu0 := cpuTime()
+	b.SetParallelism(4)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		name := filepath.Join(dir, fmt.Sprintf("w%d", worker.Add(1)))
+		for pb.Next() {
+			if err := bareWrite(dir, name, body); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.StopTimer()
+	b.ReportMetric(2, "fsyncs/op")
+	b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-µs/op")
+}
+
+func bareWrite(dir, name string, body []byte) error {
+	f, err := os.CreateTemp(dir, ".tmp-")
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(body); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(f.Name(), name); err != nil {
+		return err
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
 }
 
 // cpuTime is the process's user+system CPU so far.
