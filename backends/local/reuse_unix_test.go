@@ -55,4 +55,3 @@ func TestReplaceReusesTheReplacedFile(t *testing.T) {
 		t.Fatalf("%d files after three writes of one key, want the object and one spare", len(entries))
 	}
 }
-
