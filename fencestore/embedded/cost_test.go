@@ -35,7 +35,7 @@ func BenchmarkWriteCost(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer s.Close()
-			prefill(b, s, *prefillFlag)
+			prefill(b, s, *prefillFlag, c.ordered)
 			b.SetParallelism(4)
 			ctx := context.Background()
 			var workers, writes atomic.Uint64
@@ -98,8 +98,9 @@ func BenchmarkWriteCost(b *testing.B) {
 
 var prefillFlag = flag.Int("embedded.prefill", 0, "settled receipts written before BenchmarkWriteCost measures")
 
-// prefill writes n admitted and settled segments over n/10 resources.
-func prefill(b *testing.B, s *Store, n int) {
+// prefill writes n admitted and settled segments over n/10 resources (with
+// time-ordered receipt IDs if ordered).
+func prefill(b *testing.B, s *Store, n int, ordered bool) {
 	const perTx = 5000
 	for done := 0; done < n; done += perTx {
 		err := s.batch.do(func(tx *bolt.Tx) error {
@@ -110,6 +111,9 @@ func prefill(b *testing.B, s *Store, n int) {
 				now := time.UnixMilli(1_600_000_000_000 + int64(i)).UTC()
 				req := fencegate.AdmitRequest{Grant: g, Segment: uint64(i/max(n/10, 1) + 1), Target: "objects/" + res, Method: "PUT",
 					PayloadDigest: "sha256:" + randHex(32), ReceiptID: "rcpt_" + randHex(13), Now: now}
+				if ordered {
+					req.ReceiptID = fmt.Sprintf("rcpt_%016x%s", now.UnixNano(), randHex(5))
+				}
 				if _, refused, err := admitTx(tx, &req); err != nil || refused != nil {
 					return fmt.Errorf("prefill %d: %v %v", i, refused, err)
 				}
