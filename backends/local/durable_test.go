@@ -114,3 +114,59 @@ func TestHeadNeverShowsAReplaceBeforeItsDirectoryFsync(t *testing.T) {
 		t.Fatalf("Head showed the new version %s before its directory fsync completed", got.etag)
 	}
 }
+
+// blockedInOpen reports whether a goroutine is waiting for a key's lock in
+// the store's open (a reader queued behind a writer).
+func blockedInOpen() bool {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "(*RWMutex).RLock") && strings.Contains(g, "local.(*Store).openPinned") {
+			return true
+		}
+	}
+	return false
+}
+
+// TestReaderQueuedBehindAFailedDirectorySyncDoesNotShowTheObject: a Head
+// that arrives while a Put waits for its directory fsync, and reads once
+// that fsync has failed, must not show the object (it may not survive a
+// crash): it answers only after a fresh fsync succeeds. The durability
+// check is made under the key's lock, after the writer's result is known.
+func TestReaderQueuedBehindAFailedDirectorySyncDoesNotShowTheObject(t *testing.T) {
+	s := open(t)
+	entered, release := make(chan struct{}, 4), make(chan error)
+	var mu sync.Mutex
+	blocking := true
+	local.SetDirSync(s, func(string) error {
+		mu.Lock()
+		b := blocking
+		mu.Unlock()
+		if !b {
+			return errors.New("EIO: injected directory fsync failure")
+		}
+		entered <- struct{}{}
+		return <-release
+	})
+	put := make(chan error, 1)
+	go func() {
+		_, err := s.Put(context.Background(), fencegate.PutRequest{Key: "k/q", Body: strings.NewReader("v1"), Size: 2, IfNoneMatch: true})
+		put <- err
+	}()
+	<-entered // the Put holds the key's lock in its directory fsync
+	head := make(chan error, 1)
+	go func() { _, err := s.Head(context.Background(), "k/q"); head <- err }()
+	for !blockedInOpen() {
+		runtime.Gosched()
+	}
+	mu.Lock()
+	blocking = false // from now on every fsync fails
+	mu.Unlock()
+	release <- errors.New("EIO: injected directory fsync failure")
+	if err := <-put; err == nil {
+		t.Fatal("Put whose directory fsync failed succeeded")
+	}
+	if err := <-head; err == nil {
+		t.Fatal("Head queued behind a failed directory fsync showed the object")
+	}
+}

@@ -3,6 +3,7 @@ package local
 import (
 	"context"
 	"encoding/hex"
+	"errors"
 	"os"
 	"sort"
 	"strings"
@@ -35,6 +36,10 @@ func (s *Store) List(ctx context.Context, prefix, after string, limit int) ([]fe
 			continue
 		}
 		f, tr, err := s.openPinned(&s.stripes[b[0]], e.Name())
+		var ud unsynced
+		if errors.As(err, &ud) {
+			return nil, false, s.unavailable(ud.err, "sync directory before listing", prefix)
+		}
 		if err != nil {
 			continue // removed or replaced meanwhile
 		}

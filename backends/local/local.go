@@ -57,8 +57,9 @@
 //
 // Head, Get and List open a file under the key's lock (shared), so they
 // never see a rename whose directory fsync has not completed; after a failed
-// directory fsync they answer only once a fresh one succeeds. What they show
-// survives a crash.
+// directory fsync they answer only once a fresh one succeeds (checked under
+// that lock, so a reader queued behind the failed writer sees its failure).
+// What they show survives a crash.
 //
 // ETag: "<hex SHA-256 of the body>-<16 hex random write id>". The digest lets a
 // reader compare content; the write id makes every successful Put produce a new
@@ -219,26 +220,35 @@ func (s *Store) open(ctx context.Context, key string) (string, *os.File, trailer
 	if err := ctx.Err(); err != nil {
 		return "", nil, trailer{}, fencegate.Wrap(err, fencegate.CodeBackendUnavailable, "read cancelled")
 	}
-	if err := s.dirs.Durable(); err != nil {
-		return "", nil, trailer{}, s.unavailable(err, "sync directory before reading", key)
-	}
 	name, st := s.slot(key)
 	f, tr, err := s.openPinned(st, name)
-	if errors.Is(err, fs.ErrNotExist) {
+	var ud unsynced
+	switch {
+	case errors.As(err, &ud):
+		return "", nil, trailer{}, s.unavailable(ud.err, "sync directory before reading", key)
+	case errors.Is(err, fs.ErrNotExist):
 		return "", nil, trailer{}, s.notFound(key)
-	}
-	if err != nil {
+	case err != nil:
 		return "", nil, trailer{}, s.unavailable(err, "read", key)
 	}
 	return name, f, tr, nil
 }
 
+// unsynced is openPinned's error when the directory is not known durable.
+type unsynced struct{ err error }
+
+func (u unsynced) Error() string { return u.err.Error() }
+
 // openPinned opens the file at name under st's shared lock (no swap of it
 // is between its rename and its directory fsync) and pins it; on error it
-// is unpinned again.
+// is unpinned again. Durability is checked under the lock: a writer this
+// reader queued behind has recorded whether its directory fsync failed.
 func (s *Store) openPinned(st *stripe, name string) (*os.File, trailer, error) {
 	st.mu.RLock()
 	defer st.mu.RUnlock()
+	if err := s.dirs.Durable(); err != nil {
+		return nil, trailer{}, unsynced{err}
+	}
 	s.pins.pin(name)
 	f, err := os.Open(filepath.Join(s.dir, name))
 	if err != nil {
