@@ -9,7 +9,8 @@ import (
 // priorIsAppliedBeforeTheSegment: the prior settle runs first, so the
 // pending mark it clears does not make the next segment RESOURCE_BUSY and the
 // admission's PreviousVersion is the version it just recorded; an UNKNOWN
-// prior keeps the mark, so the segment is busy but the prior still commits.
+// prior keeps the mark, so the segment is busy but the prior still commits
+// (with its attempt, Resend and RetryAt).
 func priorIsAppliedBeforeTheSegment(f *fx) {
 	runPriors(f, func(f *fx, p *priors) {
 		w5, w6 := f.writer("res/a", 5), f.writer("res/a", 6)
@@ -27,10 +28,10 @@ func priorIsAppliedBeforeTheSegment(f *fx) {
 			f.t.Fatalf("after a prior delete: previous version %q, want none", d.PreviousVersion)
 		}
 		d := f.receipt(f.resource("res/a").PendingReceipt)
-		e := p.admit(w6.req(3, "e"), d.ID, fencegate.Outcome{State: fencegate.ReceiptUnknown, Error: "timeout", Attempts: 1},
-			want{seg: fencegate.CodeResourceBusy, segID: d.ID})
-		if e.Prior.State != fencegate.ReceiptUnknown || e.Prior.Attempts != 1 {
-			f.t.Fatalf("UNKNOWN prior: %s with %d attempts", e.Prior.State, e.Prior.Attempts)
+		e := p.admit(w6.req(3, "e"), d.ID, fencegate.Outcome{State: fencegate.ReceiptUnknown, Error: "timeout", Attempts: 1,
+			Resend: true, RetryAfter: 30 * time.Second}, want{seg: fencegate.CodeResourceBusy, segID: d.ID})
+		if e.Prior.State != fencegate.ReceiptUnknown || e.Prior.Attempts != 1 || !e.Prior.Resend || e.Prior.RetryAt == nil {
+			f.t.Fatalf("UNKNOWN prior: %s with %d attempts, resend %v, retry at %v", e.Prior.State, e.Prior.Attempts, e.Prior.Resend, e.Prior.RetryAt)
 		}
 		if row := f.resource("res/a"); row.PendingReceipt != d.ID {
 			f.t.Fatalf("an UNKNOWN prior cleared the pending mark: %+v", row)
