@@ -33,6 +33,12 @@ func (s readStore) fix(ctx context.Context, r fencegate.Receipt) fencegate.Recei
 	if p, ok := s.g.proveNow(ctx, r); ok {
 		return p
 	}
+	// Not proven: the object may have moved on because the settle became
+	// durable after r was read (this process's fold or flush, which finished
+	// its entry before the check above): the store holds it now.
+	if cur, err := s.FenceStore.Receipt(ctx, r.ID); err == nil {
+		return cur
+	}
 	return r
 }
 
