@@ -57,8 +57,10 @@ func (g *Gateway) shadowForward(ctx context.Context, req Request, vg *fencegate.
 		}
 		defer unlock()
 	}
-	// Never alongside a fenced effect in flight on the same resource.
+	// Never alongside a fenced effect in flight on the same resource. This
+	// process's own deferred settle is not one: it is made durable first.
 	for _, res := range []string{req.Resource, grantResource(vg)} {
+		g.flushResource(res)
 		if rs, err := g.cfg.Store.Resource(ctx, res); err == nil && rs.PendingReceipt != "" {
 			return Result{}, &fencegate.Error{Code: fencegate.CodeResourceBusy, Message: "another effect on the resource has not settled yet", ReceiptID: rs.PendingReceipt}
 		}
