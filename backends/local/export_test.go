@@ -1,5 +1,7 @@
 package local
 
+import "time"
+
 // SetDirSync replaces the directory fsync of s (tests inject failures).
 func SetDirSync(s *Store, sync func(dir string) error) { s.dirs.sync = sync }
 
@@ -8,4 +10,12 @@ func Syncs(s *Store) (file, dir uint64) {
 	s.dirs.mu.Lock()
 	defer s.dirs.mu.Unlock()
 	return s.fileSyncs.Load(), s.dirs.syncs
+}
+
+// SetLockWait sets how long New waits for another Store's lock (tests
+// refuse at once) and returns a func restoring it.
+func SetLockWait(d time.Duration) (restore func()) {
+	old := lockWait
+	lockWait = d
+	return func() { lockWait = old }
 }

@@ -1,8 +1,11 @@
 // Package local is the embedded default object store: a local directory with
 // S3 conditional-write semantics (If-Match / If-None-Match on Put, If-Match on
-// Delete). One process owns the directory: it is the only writer, and it
+// Delete). One Store owns the directory: it is the only writer, and it
 // remembers the ETag it last wrote or read per key instead of reading it
-// back before every write.
+// back before every write. New takes an exclusive lock on the directory
+// (flock on dir/objects/.lock, held until Close or the process ends), so a
+// second Store on it, in this process or another, is refused rather than
+// checking conditions against versions the other has replaced.
 //
 // Layout: every object is one file, dir/objects/<hex SHA-256 of key>, holding
 // the body followed by a JSON trailer (key, ETag, size, content type,
@@ -85,7 +88,16 @@ import (
 	"github.com/fencegate/fencegate"
 )
 
-const tmpPrefix = ".tmp-"
+const (
+	tmpPrefix = ".tmp-"
+	lockName  = ".lock" // not a hash, so never an object; not removed by New
+)
+
+// lockWait is how long New waits for another owner's lock (a process that
+// is exiting) before refusing the directory (a variable for tests).
+var lockWait = 2 * time.Second
+
+var errInUse = errors.New("directory is in use by another open store (one Store per directory)")
 
 // Store is a directory-backed fencegate.ObjectStore. It is safe for concurrent
 // use; conditional checks and the swap they guard are serialized per key.
@@ -97,6 +109,7 @@ type Store struct {
 	stripes [256]stripe
 	spares  sparePool
 	pins    pinSet
+	lock    *os.File // holds the directory's exclusive lock
 
 	fileSyncs atomic.Uint64 // object-file fsyncs, for tests and measurements
 }
@@ -120,8 +133,13 @@ func New(name, dir string, opts ...Option) (*Store, error) {
 	if err := os.MkdirAll(objs, 0o750); err != nil {
 		return nil, fencegate.Wrap(err, fencegate.CodeBackendUnavailable, fmt.Sprintf("store %q: create directory", name))
 	}
+	lock, err := lockDir(objs)
+	if err != nil {
+		return nil, fencegate.Wrap(err, fencegate.CodeBackendUnavailable, fmt.Sprintf("store %q: lock directory %s", name, objs))
+	}
 	entries, err := os.ReadDir(objs)
 	if err != nil {
+		lock.Close()
 		return nil, fencegate.Wrap(err, fencegate.CodeBackendUnavailable, fmt.Sprintf("store %q: read directory", name))
 	}
 	for _, e := range entries {
@@ -129,12 +147,16 @@ func New(name, dir string, opts ...Option) (*Store, error) {
 			_ = os.Remove(filepath.Join(objs, e.Name()))
 		}
 	}
-	s := &Store{name: name, dir: objs, now: time.Now, dirs: newDirSyncer(objs)}
+	s := &Store{name: name, dir: objs, now: time.Now, dirs: newDirSyncer(objs), lock: lock}
 	for _, o := range opts {
 		o(s)
 	}
 	return s, nil
 }
+
+// Close releases the directory's lock, so another Store may open it; s
+// must not be used afterwards.
+func (s *Store) Close() error { return s.lock.Close() }
 
 // expired refuses a write whose landing deadline (fencegate.LandBy) has
 // passed: checked under the key's lock, right before the write would land;

@@ -103,10 +103,14 @@ func TestObjectsSurviveReopenAndTempFilesAreRemoved(t *testing.T) {
 	if err := os.WriteFile(stale, []byte("junk"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
 	s2, err := local.New("loc", dir)
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer s2.Close()
 	if body, info := objecttest.Content(t, s2, "k/p"); body != "persist" || info.ETag != etag {
 		t.Fatalf("after reopen got %q %s", body, info.ETag)
 	}

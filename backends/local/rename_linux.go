@@ -5,7 +5,9 @@ package local
 import (
 	"errors"
 	"os"
+	"path/filepath"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -77,4 +79,33 @@ func datasync(f *os.File) error {
 		return &os.PathError{Op: "fdatasync", Path: f.Name(), Err: serr}
 	}
 	return nil
+}
+
+// lockDir takes the exclusive lock that makes a Store the one owner of dir:
+// flock on dir/.lock, held until Close (or the process ends). A lock held
+// elsewhere is waited for up to lockWait (a process that is exiting), then
+// refused.
+func lockDir(dir string) (*os.File, error) {
+	f, err := os.OpenFile(filepath.Join(dir, lockName), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(lockWait)
+	for {
+		err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		switch {
+		case err == nil:
+			return f, nil
+		case errors.Is(err, unix.EINTR):
+			continue
+		case errors.Is(err, unix.EWOULDBLOCK) && time.Now().Before(deadline):
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, errInUse
+		}
+		return nil, err
+	}
 }

@@ -137,13 +137,16 @@ func TestETagsHoldAcrossReopen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
 	s2, err := local.New("loc", dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	entries, _ := os.ReadDir(filepath.Join(dir, "objects"))
-	if len(entries) != 1 {
-		t.Fatalf("%d files after reopen, want the object alone (spares removed)", len(entries))
+	defer s2.Close()
+	if n := objectDirFiles(t, dir); n != 1 {
+		t.Fatalf("%d files after reopen, want the object alone (spares removed)", n)
 	}
 	_, err = objecttest.Replace(s2, "k/re", e1, "stale", objecttest.Meta(3))
 	objecttest.RequirePrecondition(t, err, "If-Match with the replaced ETag after reopen")
@@ -152,4 +155,20 @@ func TestETagsHoldAcrossReopen(t *testing.T) {
 	if _, err := objecttest.Replace(s2, "k/re", e2, "v3", objecttest.Meta(3)); err != nil {
 		t.Fatalf("If-Match with the current ETag after reopen: %v", err)
 	}
+}
+
+// objectDirFiles counts the files in dir/objects other than the store's lock.
+func objectDirFiles(t *testing.T, dir string) int {
+	t.Helper()
+	entries, err := os.ReadDir(filepath.Join(dir, "objects"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range entries {
+		if e.Name() != ".lock" {
+			n++
+		}
+	}
+	return n
 }

@@ -4,7 +4,6 @@ package local_test
 
 import (
 	"os"
-	"path/filepath"
 	"syscall"
 	"testing"
 
@@ -50,8 +49,7 @@ func TestReplaceReusesTheReplacedFile(t *testing.T) {
 	if body, _ := objecttest.Content(t, s, "k/reuse"); body != "v3" {
 		t.Fatalf("after two replaces read %q, want v3", body)
 	}
-	entries, _ := os.ReadDir(filepath.Join(dir, "objects"))
-	if len(entries) != 2 {
-		t.Fatalf("%d files after three writes of one key, want the object and one spare", len(entries))
+	if n := objectDirFiles(t, dir); n != 2 {
+		t.Fatalf("%d files after three writes of one key, want the object and one spare", n)
 	}
 }

@@ -93,6 +93,11 @@ func Build(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, er
 	a.closers = append(a.closers, store.Close)
 
 	objects, err := openObjectStores(ctx, cfg, log)
+	for _, st := range objects {
+		if c, ok := st.(interface{ Close() error }); ok { // a local store's directory lock
+			a.closers = append(a.closers, c.Close)
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
