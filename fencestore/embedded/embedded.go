@@ -11,7 +11,10 @@
 // the receipt, the indexes and the new resource state. Ops run one after
 // another inside a write transaction, so no other op can interleave with one
 // and no per-resource mutex is needed; a refused op writes nothing. Readers use
-// db.View and never block the writer.
+// db.View and never block the writer. An Admit carrying a folded settle
+// (AdmitRequest.Prior, fencegate.PriorSettling) is one op as well: the settle,
+// then the admission decided on what it left, so both share one commit and
+// neither is durable without the other.
 //
 // Concurrent ops share one transaction (group commit, see batch.go): the
 // ops queued while a commit is in flight are run together in the next one,
