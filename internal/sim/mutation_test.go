@@ -96,6 +96,12 @@ var mutations = []mutation{
 		"&fencegate.PriorSettle{ReceiptID: prior.id, Outcome: prior.out}", "(*fencegate.PriorSettle)(nil)", 1),
 	mut("deferred settle: the next admission does not wait for a flush in flight", deferFile,
 		"if next == nil {", "if next == nil || next.state == deferBusy {", 13),
+	// Read-repair proves the receipt from its object, which hides a read
+	// that skips the flush; without prompt proofs the answering process
+	// must read its own write (the window long enough for reads inside it).
+	{name: "deferred settle: a read does not flush this process's deferred settle first", file: "gateway/readstore.go",
+		edits: []edit{{"if e := s.g.deferred.ofReceipt(r.ID); e != nil {", "if e := s.g.deferred.ofReceipt(r.ID); false && e != nil {"}},
+		args:  []string{"-sim.prove=false", "-sim.defer", "150ms"}, first: []uint64{36}},
 	mut("deferred settle: the reconciler settles NOT_APPLIED although the object names the receipt", reconFile,
 		"if m, ok := fencegate.ParseEffectMeta(info.Metadata); ok && m.ReceiptID == id {",
 		"if m, ok := fencegate.ParseEffectMeta(info.Metadata); false && ok && m.ReceiptID == id {", 5),
