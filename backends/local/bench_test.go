@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -17,84 +18,98 @@ import (
 	"github.com/fencegate/fencegate/backends/local"
 )
 
-// BenchmarkPut measures the write path the gateway uses: parallel 1 KiB
-// Puts (8 writers on 2 cores: GOMAXPROCS x 4), reporting the fsyncs
-// (object file + directory) and the process CPU per Put beside ns/op.
-// DistinctKeys creates a new key with every Put (If-None-Match);
-// SameKeys has each writer rewrite its own key, chained on the ETag it
-// got last (If-Match), as a worker writing segments 1, 2, 3 ... does.
+var benchBody = bytes.Repeat([]byte("0123456789abcdef"), 64)
+
+// BenchmarkPut measures the write path the gateway uses: 1 KiB Puts from
+// c = 1 and c = 8 concurrent writers, reporting the fsyncs (object file +
+// directory) and the process CPU per Put beside ns/op. DistinctKeys
+// creates a new key with every Put (If-None-Match); SameKeys has each
+// writer rewrite its own key, chained on the ETag it got last (If-Match),
+// as a worker writing segments 1, 2, 3 ... does.
 func BenchmarkPut(b *testing.B) {
-	body := bytes.Repeat([]byte("0123456789abcdef"), 64)
 	meta := fencegate.EffectMeta{FenceToken: 7, Segment: 1, Root: "root", OperationID: "op", PayloadDigest: "sha256:abc", ReceiptID: "rcpt-1"}
-	for _, sameKeys := range []bool{false, true} {
-		name := "DistinctKeys"
-		if sameKeys {
-			name = "SameKeys"
-		}
-		b.Run(name, func(b *testing.B) {
-			s, err := local.New("bench", b.TempDir())
-			if err != nil {
-				b.Fatal(err)
+	for _, c := range []int{1, 8} {
+		for _, sameKeys := range []bool{false, true} {
+			name := fmt.Sprintf("DistinctKeys/c=%d", c)
+			if sameKeys {
+				name = fmt.Sprintf("SameKeys/c=%d", c)
 			}
-			var worker atomic.Int64
-			file0, dir0 := local.Syncs(s)
-			cpu0 := cpuTime()
-			b.SetParallelism(4)
-			b.ResetTimer()
-			b.RunParallel(func(pb *testing.PB) {
-				w := worker.Add(1)
-				etag := ""
-				for n := 0; pb.Next(); n++ {
-					req := fencegate.PutRequest{Key: fmt.Sprintf("bench/w%d", w), Body: bytes.NewReader(body), Size: int64(len(body)),
-						ContentType: "application/octet-stream", Meta: meta}
-					if !sameKeys {
-						req.Key = fmt.Sprintf("bench/w%d/%d", w, n)
-					}
-					if etag == "" || !sameKeys {
-						req.IfNoneMatch = true
-					} else {
-						req.IfMatch = etag
-					}
-					req.Meta.Segment = uint64(n + 1)
-					if etag, err = s.Put(context.Background(), req); err != nil {
-						b.Error(err)
-						return
-					}
+			b.Run(name, func(b *testing.B) {
+				s, err := local.New("bench", b.TempDir())
+				if err != nil {
+					b.Fatal(err)
 				}
+				file0, dir0 := local.Syncs(s)
+				cpu0 := cpuTime()
+				writers(b, c, func(w int, next func() bool) {
+					etag := ""
+					for n := 0; next(); n++ {
+						req := fencegate.PutRequest{Key: fmt.Sprintf("bench/w%d", w), Body: bytes.NewReader(benchBody),
+							Size: int64(len(benchBody)), ContentType: "application/octet-stream", Meta: meta}
+						if !sameKeys {
+							req.Key = fmt.Sprintf("bench/w%d/%d", w, n)
+						}
+						if etag == "" || !sameKeys {
+							req.IfNoneMatch = true
+						} else {
+							req.IfMatch = etag
+						}
+						req.Meta.Segment = uint64(n + 1)
+						var err error
+						if etag, err = s.Put(context.Background(), req); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+				file, dir := local.Syncs(s)
+				b.ReportMetric(float64(file-file0+dir-dir0)/float64(b.N), "fsyncs/op")
+				b.ReportMetric(float64(dir-dir0)/float64(b.N), "dirsyncs/op")
+				b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-µs/op")
 			})
-			b.StopTimer()
-			file, dir := local.Syncs(s)
-			b.ReportMetric(float64(file-file0+dir-dir0)/float64(b.N), "fsyncs/op")
-			b.ReportMetric(float64(dir-dir0)/float64(b.N), "dirsyncs/op")
-			b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-µs/op")
-		})
+		}
 	}
 }
 
 // BenchmarkBareFileWrite is the baseline loadbench's embedded path uses
 // for the object file (internal/cmd/loadbench writeFile): per write a temp
 // file, one write, fsync, rename over the writer's own file, fsync of the
-// directory, with no sharing; 8 writers as in BenchmarkPut, so the two
-// compare in one run.
+// directory, with no sharing; c = 1 and 8 writers as in BenchmarkPut, so
+// the two compare in one run.
 func BenchmarkBareFileWrite(b *testing.B) {
-	body := bytes.Repeat([]byte("0123456789abcdef"), 64)
-	dir := b.TempDir()
-	var worker atomic.Int64
-	cpu0 := cpuTime()
-	b.SetParallelism(4)
+	for _, c := range []int{1, 8} {
+		b.Run(fmt.Sprintf("c=%d", c), func(b *testing.B) {
+			dir := b.TempDir()
+			cpu0 := cpuTime()
+			writers(b, c, func(w int, next func() bool) {
+				name := filepath.Join(dir, fmt.Sprintf("w%d", w))
+				for next() {
+					if err := bareWrite(dir, name, benchBody); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			b.ReportMetric(2, "fsyncs/op")
+			b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-µs/op")
+		})
+	}
+}
+
+// writers runs c goroutines that share b.N operations (next reports
+// whether one more is to be done) and times them.
+func writers(b *testing.B, c int, run func(w int, next func() bool)) {
+	var left atomic.Int64
+	left.Store(int64(b.N))
+	next := func() bool { return left.Add(-1) >= 0 }
+	var wg sync.WaitGroup
 	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		name := filepath.Join(dir, fmt.Sprintf("w%d", worker.Add(1)))
-		for pb.Next() {
-			if err := bareWrite(dir, name, body); err != nil {
-				b.Error(err)
-				return
-			}
-		}
-	})
+	for w := range c {
+		wg.Add(1)
+		go func() { defer wg.Done(); run(w, next) }()
+	}
+	wg.Wait()
 	b.StopTimer()
-	b.ReportMetric(2, "fsyncs/op")
-	b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-µs/op")
 }
 
 func bareWrite(dir, name string, body []byte) error {
