@@ -39,6 +39,7 @@ func BenchmarkPut(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
+				defer s.Close()
 				file0, dir0 := local.Syncs(s)
 				cpu0 := cpuTime()
 				writers(b, c, func(w int, next func() bool) {
