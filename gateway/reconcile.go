@@ -206,6 +206,10 @@ func (rc *Reconciler) RunOnce(ctx context.Context) (int, error) {
 			o, err := res.Resolve(ctx, r)
 			if err != nil {
 				rc.log().Warn("reconcile: effect query failed", "receipt", r.ID, "err", err)
+				if rc.keepPending(r, res, now) {
+					rc.backoff(r.ID, now)
+					continue
+				}
 			} else {
 				out = o
 			}
@@ -251,6 +255,17 @@ func (rc *Reconciler) RunOnce(ctx context.Context) (int, error) {
 		rc.OnOverdue(overdue)
 	}
 	return settled, nil
+}
+
+// keepPending reports whether an orphaned PENDING receipt whose effect could
+// not be queried stays PENDING instead of becoming UNKNOWN: an object write
+// (its resolver proves) may have been answered COMMITTED by a process that
+// died before its deferred settle was durable, and such a receipt must never
+// read UNKNOWN. Past the deadline it is raised (UNKNOWN, overdue) all the
+// same: a person must look.
+func (rc *Reconciler) keepPending(r fencegate.Receipt, res Resolver, now time.Time) bool {
+	_, proves := res.(Prover)
+	return proves && r.State == fencegate.ReceiptPending && now.Sub(r.CreatedAt) < rc.deadline()
 }
 
 func (rc *Reconciler) observe() Observer {
