@@ -49,7 +49,7 @@ func (w *world) onAnswered(gi *gwInst, gen int, r fencegate.Receipt) {
 // settledAnswer checks a settle (or a folded prior) of an answered receipt.
 func (w *world) settledAnswer(r fencegate.Receipt) {
 	a, ok := w.answered[r.ID]
-	if !ok || !r.State.Terminal() {
+	if !ok || r.State == fencegate.ReceiptPending {
 		return
 	}
 	if r.State != fencegate.ReceiptCommitted || r.Version != a.version {

@@ -241,6 +241,8 @@ func (w *world) onSettled(r fencegate.Receipt) {
 	}
 	if r.State.Terminal() {
 		w.verdict[r.ID] = r.State
+	}
+	if r.State != fencegate.ReceiptPending {
 		w.settledAnswer(r)
 	}
 	if _, key, ok := gateway.SplitObjectTarget(r.Target); ok && r.State.NotApplied() {
