@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -87,7 +88,8 @@ var benchBody = bytes.Repeat([]byte("0123456789abcdef"), 64) // 1 KiB, as loadbe
 //     built per op as net/http would (its allocations are counted);
 //   - loopback: the project's client (Lease.Objects().Put, as loadbench
 //     writes) against the same handler behind net/http on loopback, both
-//     sides in this process: client and server CPU together.
+//     sides in this process: client and server CPU together;
+//   - loopback-c32: loopback with 32 goroutines sharing one Client.
 //
 // go test -run X -bench WritePath -benchmem ./handlers/
 func BenchmarkWritePath(b *testing.B) {
@@ -133,6 +135,36 @@ func BenchmarkWritePath(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
+	})
+	// loopback-c32: the same, 32 goroutines (each its own lease and
+	// resource) sharing one Client, as loadbench's c=32 point.
+	b.Run("loopback-c32", func(b *testing.B) {
+		h, kit, _ := writePath(b)
+		ts := httptest.NewServer(h)
+		b.Cleanup(ts.Close)
+		cl := fgclient.New(ts.URL, tokA, fgclient.WithClock(kit.Now))
+		ctx := context.Background()
+		var next atomic.Int64
+		b.SetParallelism(16) // 32 goroutines on 2 cores
+		b.ReportAllocs()
+		b.ResetTimer()
+		b.RunParallel(func(pb *testing.PB) {
+			w := next.Add(1)
+			res := "local/bench/p" + strconv.FormatInt(w, 10)
+			l, err := cl.AcquireLease(ctx, fgclient.LeaseParams{AcquireParams: fgclient.AcquireParams{
+				Resource: res, RequestID: "req-" + res, TTL: time.Hour, OperationID: "op-" + res}})
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			wr := l.Objects("local")
+			for pb.Next() {
+				if _, err := wr.Put(ctx, res[len("local/"):], bytes.NewReader(benchBody), "application/octet-stream"); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
 	})
 }
 
