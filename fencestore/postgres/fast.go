@@ -21,9 +21,10 @@ import (
 // lock first, each statement compares every row it changes with its exact
 // previous value as known, in the statement that takes the row's lock, and
 // fence_expect rolls the transaction back if any differs, so what commits is
-// exactly what the locked path would have written. Members go in resource
-// order and the bindings in target order, after every row lock, as the
-// locked path takes its locks, so concurrent batches cannot deadlock; a
+// exactly what the locked path would have written. Locks are taken in
+// the locked path's order, so concurrent batches cannot deadlock: the
+// members whose row exists (as known) in resource order, then those that
+// insert a new row in resource order, then the bindings in target order; a
 // member's receipts and versions are only ever written under its resource's
 // row lock, so where they come does not matter. What a member decided on
 // known state cannot check by compare-and-set is backed by the schema: an
@@ -112,7 +113,15 @@ func (s *Store) planAdmits(ms []*member[*admitCall]) ([]fastAdmit, bool) {
 // as known, a live receipt at the segment, a target bound elsewhere, a
 // receipt ID in use) comes back as errFastMiss: nothing was written.
 func (s *Store) admitFast(ctx context.Context, conn *pgxpool.Conn, plans []fastAdmit) (uncertain bool, err error) {
+	// Known rows first, then new ones, each in resource order: as the
+	// locked path locks every existing row before it inserts a new one.
 	slices.SortFunc(plans, func(a, b fastAdmit) int {
+		if (a.was == nil) != (b.was == nil) {
+			if a.was == nil {
+				return 1
+			}
+			return -1
+		}
 		return strings.Compare(a.m.req.req.Grant.Resource, b.m.req.req.Grant.Resource)
 	})
 	b := &pgx.Batch{}

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/fencegate/fencegate"
 	"github.com/fencegate/fencegate/internal/testenv"
 )
 
@@ -69,6 +70,81 @@ func TestBatchesInsertNewRowsInOneOrder(t *testing.T) {
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && (pe.Code == "55P03" || pe.Code == "40P01") {
 		t.Fatalf("the batch holds res/b while it waits for res/a (%s): batches inserting in arrival order deadlock", pe.Code)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	for _, m := range ms {
+		if m.err != nil {
+			t.Errorf("member %s: %v", m.req.req.Grant.Resource, m.err)
+		}
+	}
+}
+
+// TestFastBatchLocksExistingRowsBeforeInsertingNewOnes: a fast batch changes
+// the rows it knows before it inserts new ones, as the locked path locks
+// every existing row (round trip 1) before inserting (round trip 2). Were it
+// to go in plain resource order, it could hold a new row res/a while waiting
+// for res/b, which a locked batch holds while it waits to insert res/a: a
+// deadlock. Here another transaction holds res/b; the fast batch with
+// members res/a (new) and res/b (known) must wait for it without holding
+// res/a, so the other's insert of res/a goes through at once.
+func TestFastBatchLocksExistingRowsBeforeInsertingNewOnes(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	dsn := testenv.PostgresURL(t)
+	st, err := Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	now := time.UnixMilli(1_700_000_000_000).UTC()
+	if _, err := st.Admit(ctx, admitMember("res/b", "r-b1", 1, now).req.req); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Settle(ctx, "r-b1", fencegate.Outcome{State: fencegate.ReceiptCommitted, Version: "v", Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	other, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close(context.Background())
+	tx, err := other.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(context.Background()) }()
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM fence_resources WHERE resource = 'res/b' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	ms := []*member[*admitCall]{admitMember("res/a", "r-a1", 1, now), admitMember("res/b", "r-b2", 2, now)}
+	done := make(chan struct{})
+	go func() { defer close(done); st.runAdmits(ctx, ms) }()
+	for waiting := false; !waiting; {
+		if err := st.pool.QueryRow(ctx, `SELECT count(*) > 0 FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%UPDATE fence_resources%'`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-done:
+			t.Fatal("the batch did not wait for the other transaction's lock of res/b")
+		case <-ctx.Done():
+			t.Fatal(ctx.Err())
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = '500ms'`); err != nil {
+		t.Fatal(err)
+	}
+	_, err = tx.Exec(ctx, `INSERT INTO fence_resources (resource) VALUES ('res/a')`)
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && (pe.Code == "55P03" || pe.Code == "40P01") {
+		t.Fatalf("the fast batch holds new row res/a while it waits for res/b (%s)", pe.Code)
 	}
 	if err != nil {
 		t.Fatal(err)
