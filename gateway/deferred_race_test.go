@@ -46,3 +46,33 @@ func TestReadRacingTheFoldReadsTheAnsweredWriteCommitted(t *testing.T) {
 		t.Fatalf("read %s %q (%v), answered COMMITTED %q", got.State, got.Version, err, first.Receipt.Version)
 	}
 }
+
+// countReadsStore counts receipt reads.
+type countReadsStore struct {
+	fencegate.PriorSettling
+	reads int
+}
+
+func (s *countReadsStore) Receipt(ctx context.Context, id string) (fencegate.Receipt, error) {
+	s.reads++
+	return s.PriorSettling.Receipt(ctx, id)
+}
+
+// TestReadThatFlushedReadsTheStoreOnceMore: a read of this process's
+// deferred receipt flushes it and reads it again, once: the flushed receipt
+// is not also proven from its object or read a third time.
+func TestReadThatFlushedReadsTheStoreOnceMore(t *testing.T) {
+	f := newFixture(t)
+	st := &countReadsStore{PriorSettling: f.store.(fencegate.PriorSettling)}
+	gw := f.deferring(st, never)
+	ctx := context.Background()
+	first, err := gw.Apply(ctx, f.request(5, 1, "v1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.reads = 0
+	got, err := gw.Store().Receipt(ctx, first.Receipt.ID)
+	if err != nil || got.State != fencegate.ReceiptCommitted || st.reads != 2 {
+		t.Fatalf("read %s (%v) in %d store reads, want COMMITTED in 2", got.State, err, st.reads)
+	}
+}

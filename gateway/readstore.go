@@ -29,6 +29,9 @@ func (s readStore) fix(ctx context.Context, r fencegate.Receipt) fencegate.Recei
 		if cur, err := s.FenceStore.Receipt(ctx, r.ID); err == nil {
 			r = cur
 		}
+		if r.State != fencegate.ReceiptPending {
+			return r // flushed: no proof, no second read
+		}
 	}
 	if p, ok := s.g.proveNow(ctx, r); ok {
 		return p
