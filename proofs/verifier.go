@@ -264,9 +264,11 @@ func (v *Verifier) verifyStatus(token string, g fencegate.VerifiedGrant, delegat
 		if err != nil {
 			return fencegate.Status{}, err
 		}
-		if err := decodeStrict(payload, &st, statusFields); err != nil {
+		var dec fencegate.Status // st itself stays on the stack for cached proofs
+		if err := decodeStrict(payload, &dec, statusFields); err != nil {
 			return fencegate.Status{}, statusKind.errorf("payload: %v", err)
 		}
+		st = dec
 		if st.IssuerEpoch != k.epoch {
 			return fencegate.Status{}, statusKind.errorf("issuerEpoch %d is not the epoch %d of key %s", st.IssuerEpoch, k.epoch, quoteShort(k.kid))
 		}
