@@ -77,11 +77,16 @@ func (d ObjectDelete) Apply(ctx context.Context, r fencegate.Receipt, prev strin
 		return fencegate.Outcome{State: fencegate.ReceiptFailed, Error: err.Error()}, err
 	}
 	if errors.Is(err, fencegate.ErrPreconditionFailed) {
-		if _, herr := d.Store.Head(ctx, d.Key); fencegate.ErrorCode(herr) == fencegate.CodeNotFound {
+		_, herr := d.Store.Head(ctx, d.Key)
+		switch fencegate.ErrorCode(herr) {
+		case fencegate.CodeNotFound:
 			// Already gone: the state asked for holds (e.g. our own retried delete).
 			return fencegate.Outcome{State: fencegate.ReceiptCommitted}, nil
+		case "":
+			return conflict("the object changed outside the gateway; refusing to delete it")
 		}
-		return conflict("the object changed outside the gateway; refusing to delete it")
+		// Unread: the 412 may be our own retry's, its first attempt applied.
+		return unreadAfterPrecondition(err, herr)
 	}
 	if errors.Is(err, fencegate.ErrNotApplied) {
 		return fencegate.Outcome{State: fencegate.ReceiptFailed, Error: err.Error()}, err
@@ -91,7 +96,8 @@ func (d ObjectDelete) Apply(ctx context.Context, r fencegate.Receipt, prev strin
 
 // objectFailure classifies a failed conditional write by reading the object:
 // the receipt's own object is COMMITTED; a failed condition is
-// BACKEND_CONFLICT; a refusal the store proves (fencegate.ErrNotApplied: never
+// BACKEND_CONFLICT, or UNKNOWN when the object cannot be read (a store's
+// retry meets 412 from its own first attempt); a refusal the store proves (fencegate.ErrNotApplied: never
 // sent, or refused with a definite answer on its only attempt) or an invalid
 // request is FAILED at once; anything else (a timeout, a 5xx, a lost answer)
 // may have landed and is UNKNOWN, for the reconciler.
@@ -103,11 +109,23 @@ func objectFailure(ctx context.Context, st fencegate.ObjectStore, key string, r 
 		}
 	}
 	if errors.Is(err, fencegate.ErrPreconditionFailed) {
+		if herr != nil && fencegate.ErrorCode(herr) != fencegate.CodeNotFound {
+			// The object could not be read: a store's retry meets 412 when
+			// its own first attempt landed unanswered, so this may be ours.
+			return unreadAfterPrecondition(err, herr)
+		}
 		return conflict("the object changed outside the gateway; nothing was overwritten")
 	}
 	if fencegate.ErrorCode(err) == fencegate.CodeInvalidRequest || errors.Is(err, fencegate.ErrNotApplied) {
 		return fencegate.Outcome{State: fencegate.ReceiptFailed, Error: err.Error()}, err
 	}
+	return fencegate.Outcome{State: fencegate.ReceiptUnknown, Error: err.Error()}, err
+}
+
+// unreadAfterPrecondition is the UNKNOWN outcome of a failed condition
+// whose object could not be read (herr): for the reconciler, which reads it.
+func unreadAfterPrecondition(err, herr error) (fencegate.Outcome, error) {
+	err = fencegate.Wrap(err, fencegate.CodeBackendUnavailable, "precondition failed and the object could not be read ("+herr.Error()+")")
 	return fencegate.Outcome{State: fencegate.ReceiptUnknown, Error: err.Error()}, err
 }
 
