@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/fencegate/fencegate/domain"
@@ -58,7 +59,7 @@ func New(baseURL, token string, opts ...Option) *Client {
 	c := &Client{
 		base:  strings.TrimRight(baseURL, "/"),
 		token: token,
-		hc:    &http.Client{Timeout: 60 * time.Second, Transport: sharedTransport},
+		hc:    &http.Client{Timeout: 60 * time.Second, Transport: sharedTransport()},
 		now:   time.Now,
 		sleep: sleepCtx,
 	}
@@ -76,8 +77,11 @@ const maxIdlePerGateway = 256
 
 // sharedTransport carries every Client made without WithHTTPClient, as
 // http.DefaultTransport would (one connection pool for all of them), with
-// maxIdlePerGateway idle connections per host.
-var sharedTransport http.RoundTripper = func() http.RoundTripper {
+// maxIdlePerGateway idle connections per host. It is a clone of
+// http.DefaultTransport as that is when the first such Client is made, so a
+// program that configures the default transport at start (proxy, TLS) still
+// has it apply; one that replaced it with another RoundTripper gets that one.
+var sharedTransport = sync.OnceValue(func() http.RoundTripper {
 	t, ok := http.DefaultTransport.(*http.Transport)
 	if !ok {
 		return http.DefaultTransport
@@ -86,7 +90,7 @@ var sharedTransport http.RoundTripper = func() http.RoundTripper {
 	t.MaxIdleConns = max(t.MaxIdleConns, maxIdlePerGateway)
 	t.MaxIdleConnsPerHost = maxIdlePerGateway
 	return t
-}()
+})
 
 // Now is the client's clock.
 func (c *Client) Now() time.Time { return c.now() }
