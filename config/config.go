@@ -99,7 +99,8 @@ type Config struct {
 	// DeferSettle is the deferred settle's window (docs/deferred-settle.md):
 	// a COMMITTED object PUT is answered once the object store holds it and
 	// its settle is folded into the next admission on the resource, or
-	// flushed this long after; 0 settles before answering. At most 1 s.
+	// flushed this long after (default 2ms); 0s settles before answering.
+	// At most 1 s.
 	DeferSettle time.Duration `yaml:"deferSettle"`
 	// Registry configures the in-process lease registry; nil runs none.
 	Registry *Registry `yaml:"registry"`
@@ -234,6 +235,7 @@ func Default() Config {
 		KeyOverlap:             10 * time.Minute,
 		BundleRefresh:          time.Second,
 		EffectTimeout:          60 * time.Second,
+		DeferSettle:            2 * time.Millisecond,
 		Reconcile:              Reconcile{Interval: 5 * time.Second, Deadline: 15 * time.Minute, Orphan: 2 * time.Minute},
 		Retention:              defaultRetention(),
 		HTTP: HTTPLimits{ReadHeaderTimeout: 10 * time.Second, BodyReadTimeout: 30 * time.Second,

@@ -393,3 +393,24 @@ func TestLeaseBackendURLIsReadOnceAndRefusedInFull(t *testing.T) {
 		}
 	}
 }
+
+// TestDeferSettleOutsideItsRangeIsRefused: the deferred settle's window is
+// 0 (off) up to 1 s; a negative or longer one is a config error naming it.
+func TestDeferSettleOutsideItsRangeIsRefused(t *testing.T) {
+	for _, d := range []time.Duration{-time.Millisecond, 2 * time.Second} {
+		c := Dev()
+		c.Identities = []Identity{{Name: "w", Token: "t"}}
+		c.DeferSettle = d
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "deferSettle") {
+			t.Errorf("deferSettle %v: want an error naming it, got %v", d, err)
+		}
+	}
+	p := filepath.Join(t.TempDir(), "c.yaml")
+	if err := os.WriteFile(p, []byte("deferSettle: 0s\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := Default()
+	if err := Load(p, &c); err != nil || c.DeferSettle != 0 {
+		t.Fatalf("deferSettle: 0s loads as %v (%v)", c.DeferSettle, err)
+	}
+}

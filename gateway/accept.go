@@ -556,7 +556,7 @@ const reauthorizeAfter = 10 * time.Millisecond
 func (g *Gateway) admit(ctx context.Context, req fencegate.AdmitRequest, recheck func(*fencegate.AdmitRequest) error, prior *deferredSettle) (fencegate.Admission, error) {
 	var waited time.Duration
 	tries := 0
-	proved := map[string]bool{}
+	proved := "" // the busy receipt already asked about
 	defer func() {
 		if prior != nil { // its fold ended without a verdict: flushed instead
 			g.deferred.release(prior)
@@ -598,10 +598,10 @@ func (g *Gateway) admit(ctx context.Context, req fencegate.AdmitRequest, recheck
 		if rerr != nil || r.State != fencegate.ReceiptPending {
 			return adm, err
 		}
-		if waited >= proveWait && !proved[r.ID] {
+		if waited >= proveWait && proved != r.ID {
 			// Still PENDING: a deferred settle whose process crashed is
 			// proven by its object at once, instead of after Orphan.
-			proved[r.ID] = true
+			proved = r.ID
 			if _, ok := g.proveNow(ctx, r); ok {
 				continue
 			}

@@ -213,6 +213,14 @@ func Build(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, er
 	if a.Gateway, err = gateway.New(gcfg); err != nil {
 		return nil, err
 	}
+	// Closed before the store (closers run in reverse): every deferred
+	// settle is made durable first, also when Serve was not used.
+	gw := a.Gateway
+	a.closers = append(a.closers, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		return gw.Drain(ctx)
+	})
 	a.reconciler = &gateway.Reconciler{
 		Store: store, Log: log, Deadline: cfg.Reconcile.Deadline, Orphan: cfg.Reconcile.Orphan,
 		Resolver: resolvers, OnOverdue: a.raiseOverdue, Observe: a.metrics,
