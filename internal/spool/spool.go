@@ -147,8 +147,9 @@ func (p *Pool) Read(dir string, r io.Reader, declared, max int64, also ...io.Wri
 // would allocate 32 KiB per body).
 var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 
-// read copies src into memory, or, once it is over the pool's bound (or the
-// budget is spent), into a file in dir; every byte read is written to w
+// read copies src into memory, or, once it is over what it took from the
+// pool's budget (the bound, or its declared length) or the budget is spent,
+// into a file in dir; every byte read is written to w
 // (the hashes) exactly once, in order. A body in memory is read straight
 // into the pool's buffer and hashed from there, with no copy buffer.
 func (b *Body) read(declared int64, src io.Reader, w io.Writer, dir string) (int64, error) {
@@ -158,13 +159,16 @@ func (b *Body) read(declared int64, src io.Reader, w io.Writer, dir string) (int
 		if declared >= 0 {
 			buf.Grow(int(declared) + bytes.MinRead) // one read past the end finds EOF without growing
 		}
-		// Read one byte past the bound to learn whether the body fits.
-		m, err := buf.ReadFrom(&io.LimitedReader{R: src, N: b.pool.limit + 1})
+		// Read one byte past what the budget lent (the bound, or the
+		// declared length) to learn whether the body fits: one longer than
+		// it declared goes to the file, never into memory the budget did
+		// not count.
+		m, err := buf.ReadFrom(&io.LimitedReader{R: src, N: held + 1})
 		n = m
 		if _, werr := w.Write(buf.Bytes()); werr != nil && err == nil {
 			err = werr
 		}
-		if err != nil || m <= b.pool.limit {
+		if err != nil || m <= held {
 			b.mem = newMemReader(buf)
 			return n, err
 		}
