@@ -171,7 +171,7 @@ func New(cfg Config) (*Gateway, error) {
 		cfg.Now = time.Now
 	}
 	if cfg.NewID == nil {
-		cfg.NewID = func() string { return NewID("rcpt_") }
+		cfg.NewID = func() string { return NewOrderedID("rcpt_", time.Now()) }
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
@@ -228,6 +228,26 @@ func NewID(prefix string) string {
 	b := make([]byte, 13)
 	_, _ = rand.Read(b)
 	return prefix + hex.EncodeToString(b)
+}
+
+// NewOrderedID returns prefix followed by 26 hex characters, as NewID, of
+// which the first 12 are now's Unix time in milliseconds and the other 14
+// random (56 bits): IDs made later sort after earlier ones (to the
+// millisecond), so a store's index of receipts by ID grows at its end instead
+// of touching a random page per new receipt (an embedded store of 150,000
+// receipts wrote 13.6 pages per fenced write with random IDs, 9.6 with
+// ordered ones: fencestore/embedded BenchmarkWriteCost). Uniqueness rests on
+// the random part within one millisecond; an ID says when it was made, which
+// a receipt shows anyway (createdAt).
+func NewOrderedID(prefix string, now time.Time) string {
+	var b [13]byte
+	ms := uint64(now.UnixMilli())
+	for i := 5; i >= 0; i-- {
+		b[i] = byte(ms)
+		ms >>= 8
+	}
+	_, _ = rand.Read(b[6:])
+	return prefix + hex.EncodeToString(b[:])
 }
 
 // StaticPolicy is a fixed Policy.
