@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"errors"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -77,11 +78,18 @@ func (s *Store) runAdmits(ctx context.Context, ms []*member[*admitCall]) {
 	runBatch(ctx, ms, s.admitBatch, s.forgetAdmits)
 }
 
-// forgetAdmits drops what ms may have changed from s.known.
+// forgetAdmits drops what ms may have changed from s.known: every resource
+// a member holds as a batch key (its own and its prior's, found by
+// priorKeys even when the prior's receipt is not known) and the receipts.
 func (s *Store) forgetAdmits(ms []*member[*admitCall]) {
 	var res, ids []string
 	for _, m := range ms {
 		res = append(res, m.req.req.Grant.Resource)
+		for _, k := range m.keys {
+			if r, ok := strings.CutPrefix(k, "r\x00"); ok {
+				res = append(res, r)
+			}
+		}
 		ids = append(ids, m.req.req.ReceiptID)
 		if p := m.req.req.Prior; p != nil {
 			if r, ok := s.known.receipt(p.ReceiptID); ok {
