@@ -102,7 +102,16 @@ func TestDelegatedWriteThatFailsItsBindingChangesNothing(t *testing.T) {
 		}, fencegate.CodeDelegationInvalid},
 		"forged delegation": {func() gateway.Request {
 			r := f.delegated(f.request(5, 2, "x"), nil)
-			r.DelegationToken = r.DelegationToken[:len(r.DelegationToken)-2] + "AA"
+			// Change the signature's first character: every one of its bits
+			// counts (its last two spell the top byte of Ed25519's S, which
+			// is 0 one time in 16, so writing "AA" there often changed nothing).
+			tok := r.DelegationToken
+			sig := strings.LastIndexByte(tok, '.') + 1
+			c := "A"
+			if tok[sig] == 'A' {
+				c = "B"
+			}
+			r.DelegationToken = tok[:sig] + c + tok[sig+1:]
 			return r
 		}, fencegate.CodeDelegationInvalid},
 		"owner's status proof": {func() gateway.Request {
