@@ -157,3 +157,39 @@ func TestALostCommitAnswerIsUncertainAndForgotten(t *testing.T) {
 		t.Fatalf("the same admission again: %+v, %v; want the replay", adm, err)
 	}
 }
+
+// TestALostSettleAnswerForgetsTheRow: a settle whose COMMIT ran but whose
+// answer was lost is BACKEND_UNAVAILABLE, the cache keeps nothing it may
+// have changed (here the pending mark of a receipt another replica
+// admitted, which the cache did not hold, on a row it knew from a refused
+// admission), and the settle sent again is the idempotent repeat.
+func TestALostSettleAnswerForgetsTheRow(t *testing.T) {
+	ctx := context.Background()
+	dsn := testenv.PostgresURL(t)
+	a, l := openLossy(t, dsn)
+	b, _ := openTraced(t, dsn)
+	now := time.UnixMilli(1_700_000_000_000).UTC()
+	if _, err := b.Admit(ctx, writeReq("res/s", 1, "s-1", now)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Admit(ctx, writeReq("res/s", 2, "s-2", now)); fencegate.ErrorCode(err) != fencegate.CodeResourceBusy {
+		t.Fatalf("admission behind B's pending receipt: %v, want RESOURCE_BUSY", err)
+	}
+	if row, ok := a.known.row("res/s"); !ok || row.PendingReceipt != "s-1" {
+		t.Fatalf("A's cache of res/s: %+v, %v", row, ok)
+	}
+	o := fencegate.Outcome{State: fencegate.ReceiptCommitted, Version: "v-lost-settle", Now: now}
+	l.arm("v-lost-settle")
+	if _, err := a.Settle(ctx, "s-1", o); fencegate.ErrorCode(err) != fencegate.CodeBackendUnavailable {
+		t.Fatalf("settle whose COMMIT answer was lost: %v, want BACKEND_UNAVAILABLE", err)
+	}
+	if db, _ := b.Resource(ctx, "res/s"); l.lost.Load() != 1 || db.PendingReceipt != "" {
+		t.Fatalf("lost answers %d, res/s %+v: the test needs the settle committed and its answer lost", l.lost.Load(), db)
+	}
+	if row, ok := a.known.row("res/s"); ok && row.PendingReceipt != "" {
+		t.Errorf("after a lost COMMIT answer the cache still says res/s is pending %s; the database cleared it", row.PendingReceipt)
+	}
+	if r, err := a.Settle(ctx, "s-1", o); err != nil || r.State != fencegate.ReceiptCommitted {
+		t.Fatalf("the same settle again: %+v, %v", r, err)
+	}
+}
