@@ -2,6 +2,8 @@ package postgres
 
 import (
 	"context"
+	"maps"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -118,6 +120,8 @@ func (s *Store) settleLocked(ctx context.Context, conn *pgxpool.Conn, ms []*memb
 	}
 	st.queueDirty(b)
 	if uncertain, err := commit(ctx, conn, b); err != nil {
+		// forgetSettles finds only the cached receipts' resources.
+		s.known.forget(slices.Collect(maps.Keys(st.rows)), nil)
 		return uncertain, translate(err, "settle")
 	}
 	for _, set := range results {
