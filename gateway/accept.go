@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 
@@ -482,3 +483,6 @@ func (g *Gateway) supersededBy(ctx context.Context, bound bool, vg fencegate.Ver
 	}
 	return nil
 }
+
+// admitTimeout bounds one admission transaction.
+const admitTimeout = 30 * time.Second

@@ -8,9 +8,6 @@ import (
 	"github.com/fencegate/fencegate"
 )
 
-// admitTimeout bounds one admission transaction.
-const admitTimeout = 30 * time.Second
-
 // isRuling reports whether err is the store's verdict on the request (a fence
 // rule), rather than a fault that leaves the outcome of the transaction open.
 func isRuling(err error) bool {
