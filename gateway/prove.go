@@ -40,9 +40,13 @@ func (o ObjectResolver) Prove(ctx context.Context, r fencegate.Receipt) (fencega
 }
 
 // proveWait is how long an admission waits on another replica's PENDING
-// object receipt before it asks the object whether the write landed (a
-// deferred settle whose process crashed: the object proves it at once).
-const proveWait = 50 * time.Millisecond
+// object receipt before it asks the object whether the write landed: none.
+// A live replica's deferred settle stays PENDING for up to its window (a
+// lease's next segment through another replica would wait most of it, and
+// polling first cost such a write about 70 ms at a 150 ms window), and a
+// crashed one's forever; the object proves both at once. An effect still in
+// flight costs one HEAD, then the admission polls as before.
+const proveWait = 0
 
 // proveAfter is the age from which the reconciler proves PENDING object
 // receipts (well above a deferred settle's window, so that it rarely races
