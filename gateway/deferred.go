@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/fencegate/fencegate"
 	"github.com/fencegate/fencegate/fencestore"
@@ -48,6 +49,7 @@ const (
 type deferredSettle struct {
 	id, resource string
 	out          fencegate.Outcome
+	at           time.Time // the answered SettledAt: a settle that recorded it is this entry's
 	state        int
 	change       chan struct{} // closed (and replaced) at every state change
 }
@@ -167,7 +169,7 @@ func (g *Gateway) deferSettle(r fencegate.Receipt, out fencegate.Outcome) (fence
 	if err != nil {
 		return r, false
 	}
-	e := &deferredSettle{id: r.ID, resource: r.Resource, out: out}
+	e := &deferredSettle{id: r.ID, resource: r.Resource, out: out, at: *settled.SettledAt}
 	g.deferred.add(e)
 	g.cfg.Go(func() { g.flusher(e) })
 	return settled, true
@@ -212,11 +214,18 @@ func (g *Gateway) settleDeferred(e *deferredSettle) bool {
 	}
 	if err != nil {
 		g.cfg.Log.Warn("deferred settle: the store ruled (settled meanwhile)", "receipt", e.id, "err", err)
-	} else {
+	} else if e.recorded(r) {
 		g.cfg.Observe.Settled(r.State)
 	}
 	g.deferred.finish(e)
 	return true
+}
+
+// recorded reports whether r, as a settle of e answered it, is e's own
+// record: not an idempotent repeat of a proof made meanwhile by a read, a
+// busy admission or a reconciler, which counted it already.
+func (e *deferredSettle) recorded(r fencegate.Receipt) bool {
+	return r.SettledAt != nil && r.SettledAt.Equal(e.at)
 }
 
 // takeDeferred claims the resource's deferred entry for the next admission
@@ -246,7 +255,9 @@ func (g *Gateway) takeDeferred(res string) *deferredSettle {
 func (g *Gateway) priorDecided(e *deferredSettle, adm fencegate.Admission) {
 	switch {
 	case adm.Prior != nil:
-		g.cfg.Observe.Settled(adm.Prior.State)
+		if e.recorded(*adm.Prior) {
+			g.cfg.Observe.Settled(adm.Prior.State)
+		}
 	case adm.PriorErr != nil:
 		g.cfg.Log.Warn("deferred settle: the store ruled on the folded settle (settled meanwhile)", "receipt", e.id, "err", adm.PriorErr)
 	default:
