@@ -25,6 +25,10 @@ type loseAnswer struct {
 	mu    sync.Mutex
 	armed string
 	lost  atomic.Int64
+	// random > 0: also lose the answer of one in random writes that carry
+	// a payload digest, version or error of the replica tests' writers.
+	random int
+	n      int
 }
 
 func (l *loseAnswer) arm(s string) { l.mu.Lock(); l.armed = s; l.mu.Unlock() }
@@ -41,6 +45,11 @@ func (c *lossyConn) Write(p []byte) (int, error) {
 	c.l.mu.Lock()
 	if c.l.armed != "" && bytes.Contains(p, []byte(c.l.armed)) {
 		c.l.armed, c.swallow = "", true
+	}
+	if c.l.random > 0 && (bytes.Contains(p, []byte("sha256:w")) || bytes.Contains(p, []byte("v-w")) || bytes.Contains(p, []byte("boom"))) {
+		if c.l.n++; c.l.n%c.l.random == 0 {
+			c.swallow = true
+		}
 	}
 	c.l.mu.Unlock()
 	return c.Conn.Write(p)

@@ -34,17 +34,35 @@ func replicaGrant(res string, f uint64) fencegate.VerifiedGrant {
 // receipts are of and its version the last COMMITTED one's. Both the fast
 // path and its misses must have been exercised.
 func TestReplicasOnOneDatabaseKeepTheFenceRules(t *testing.T) {
+	dsn := testenv.PostgresURL(t)
+	a, _ := openTraced(t, dsn)
+	b, _ := openTraced(t, dsn)
+	runReplicas(t, []*Store{a, b}, nil)
+}
+
+// TestReplicasWithLostAnswersKeepTheFenceRules: the same, with one in
+// eight of the writes' COMMIT answers lost (lossy): every writer sends a
+// call whose answer was lost again, as a gateway does, and must then get
+// the replay of what committed (or the fresh answer of what did not).
+func TestReplicasWithLostAnswersKeepTheFenceRules(t *testing.T) {
+	dsn := testenv.PostgresURL(t)
+	a, la := openLossy(t, dsn)
+	b, lb := openLossy(t, dsn)
+	la.random, lb.random = 8, 8
+	runReplicas(t, []*Store{a, b}, []*loseAnswer{la, lb})
+	t.Logf("lost answers %d", la.lost.Load()+lb.lost.Load())
+	if la.lost.Load()+lb.lost.Load() == 0 {
+		t.Error("no answer was lost")
+	}
+}
+
+// runReplicas runs the writers of TestReplicasOnOneDatabaseKeepTheFenceRules
+// on stores; with lossy, a call answered BACKEND_UNAVAILABLE is sent again.
+func runReplicas(t *testing.T, stores []*Store, lossy []*loseAnswer) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	dsn := testenv.PostgresURL(t)
-	stores := []*Store{}
-	for range 2 {
-		s, err := Open(ctx, dsn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer s.Close()
-		stores = append(stores, s)
+	retry := func(err error) bool {
+		return lossy != nil && fencegate.ErrorCode(err) == fencegate.CodeBackendUnavailable
 	}
 	resources := []string{"res/0", "res/1", "res/2"}
 	var seen [3]atomic.Uint64 // highest fence a completed read saw per resource
@@ -98,6 +116,9 @@ func TestReplicasOnOneDatabaseKeepTheFenceRules(t *testing.T) {
 				if mine != nil && rng.IntN(3) == 0 {
 					o := outcome(true)
 					r, err := s.Settle(ctx, mine.id, o)
+					for retry(err) {
+						r, err = s.Settle(ctx, mine.id, o)
+					}
 					switch {
 					case err != nil:
 						fail("settle %s: %v", mine.id, err)
@@ -129,6 +150,16 @@ func TestReplicasOnOneDatabaseKeepTheFenceRules(t *testing.T) {
 				}
 				before := seen[ri].Load()
 				adm, err := s.Admit(ctx, req)
+				for uncertain := false; ; {
+					if !retry(err) {
+						if uncertain && err == nil && adm.Replay && adm.Receipt.ID == id {
+							adm.Replay = false // what the lost answer would have said
+						}
+						break
+					}
+					uncertain = true
+					adm, err = s.Admit(ctx, req)
+				}
 				if prior != nil {
 					switch {
 					case adm.Prior != nil:
@@ -170,8 +201,12 @@ func TestReplicasOnOneDatabaseKeepTheFenceRules(t *testing.T) {
 				}
 			}
 			for mine != nil {
-				r, err := s.Settle(ctx, mine.id, fencegate.Outcome{State: fencegate.ReceiptCommitted, Version: "v-" + mine.id,
-					Now: time.UnixMilli(1_700_000_000_000 + ids.Add(1)).UTC()})
+				o := fencegate.Outcome{State: fencegate.ReceiptCommitted, Version: "v-" + mine.id,
+					Now: time.UnixMilli(1_700_000_000_000 + ids.Add(1)).UTC()}
+				r, err := s.Settle(ctx, mine.id, o)
+				for retry(err) {
+					r, err = s.Settle(ctx, mine.id, o)
+				}
 				if err != nil {
 					fail("final settle %s: %v", mine.id, err)
 					return
