@@ -99,8 +99,12 @@ type Config struct {
 	// DeferSettle is the deferred settle's window (docs/deferred-settle.md):
 	// a COMMITTED object PUT is answered once the object store holds it and
 	// its settle is folded into the next admission on the resource, or
-	// flushed this long after (default 2ms); 0s settles before answering.
-	// At most 1 s.
+	// flushed this long after; 0s (the default) settles before answering.
+	// At most 1 s. Off by default: with it, an answered COMMITTED rests on
+	// the object's own metadata until the settle is durable, so after a
+	// crash a reader that cannot reach the object store sees the receipt
+	// PENDING, and an out-of-band overwrite can erase the proof
+	// (docs/deferred-settle.md, "Why it is off by default").
 	DeferSettle time.Duration `yaml:"deferSettle"`
 	// Registry configures the in-process lease registry; nil runs none.
 	Registry *Registry `yaml:"registry"`
@@ -235,7 +239,6 @@ func Default() Config {
 		KeyOverlap:             10 * time.Minute,
 		BundleRefresh:          time.Second,
 		EffectTimeout:          60 * time.Second,
-		DeferSettle:            2 * time.Millisecond,
 		Reconcile:              Reconcile{Interval: 5 * time.Second, Deadline: 15 * time.Minute, Orphan: 2 * time.Minute},
 		Retention:              defaultRetention(),
 		HTTP: HTTPLimits{ReadHeaderTimeout: 10 * time.Second, BodyReadTimeout: 30 * time.Second,
