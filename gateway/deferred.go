@@ -61,14 +61,22 @@ type deferrals struct {
 	byID  map[string]*deferredSettle
 }
 
-func (d *deferrals) add(e *deferredSettle) {
+// add keeps e unless its resource still has an entry: one whose fold ended
+// without a verdict on it (a store that broke the PriorSettling contract), so
+// its fate is unknown and it must stay the resource's entry, to be folded or
+// flushed again; then add reports false and e is settled synchronously.
+func (d *deferrals) add(e *deferredSettle) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.byRes == nil {
 		d.byRes, d.byID = map[string]*deferredSettle{}, map[string]*deferredSettle{}
 	}
+	if d.byRes[e.resource] != nil {
+		return false
+	}
 	e.change = make(chan struct{})
 	d.byRes[e.resource], d.byID[e.id] = e, e
+	return true
 }
 
 // setLocked moves e to state and wakes its waiters; d.mu is held.
@@ -162,15 +170,18 @@ func (g *Gateway) deferrable(r fencegate.Receipt, eff Effect, out fencegate.Outc
 
 // deferSettle answers the COMMITTED outcome out of admitted receipt r now and
 // keeps its settle until it is durable (see the file comment). ok is false
-// when out cannot settle r (the store would refuse it): then the caller
-// settles synchronously, as without deferral.
+// when out cannot settle r (the store would refuse it), or the resource
+// still has an entry of unknown fate (add): then the caller settles
+// synchronously, as without deferral.
 func (g *Gateway) deferSettle(r fencegate.Receipt, out fencegate.Outcome) (fencegate.Receipt, bool) {
 	settled, err := fencestore.SettledReceipt(r, out)
 	if err != nil {
 		return r, false
 	}
 	e := &deferredSettle{id: r.ID, resource: r.Resource, out: out, at: *settled.SettledAt}
-	g.deferred.add(e)
+	if !g.deferred.add(e) {
+		return r, false
+	}
 	g.cfg.Go(func() { g.flusher(e) })
 	return settled, true
 }
@@ -250,8 +261,9 @@ func (g *Gateway) takeDeferred(res string) *deferredSettle {
 
 // priorDecided closes the fold of e after an admission verdict: the store
 // settled the prior (Admission.Prior) or ruled on it (PriorErr). A verdict
-// that says neither breaks the PriorSettling contract: e is released, to be
-// flushed.
+// that says neither breaks the PriorSettling contract: the prior's fate is
+// unknown, so e is released and stays the resource's entry (add refuses the
+// next one), to be flushed by its flusher or folded into the next admission.
 func (g *Gateway) priorDecided(e *deferredSettle, adm fencegate.Admission) {
 	switch {
 	case adm.Prior != nil:
@@ -261,7 +273,7 @@ func (g *Gateway) priorDecided(e *deferredSettle, adm fencegate.Admission) {
 	case adm.PriorErr != nil:
 		g.cfg.Log.Warn("deferred settle: the store ruled on the folded settle (settled meanwhile)", "receipt", e.id, "err", adm.PriorErr)
 	default:
-		g.cfg.Log.Error("fence store admitted without answering the folded settle; flushing it", "receipt", e.id)
+		g.cfg.Log.Error("fence store admitted without answering the folded settle; its fate is unknown, trying it again", "receipt", e.id)
 		g.deferred.release(e)
 		return
 	}
