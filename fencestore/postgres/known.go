@@ -16,6 +16,10 @@ type known struct {
 	mu       sync.Mutex
 	rows     map[string]fencegate.ResourceState
 	receipts map[string]fencegate.Receipt
+	// bodies is the request bytes the kept receipts hold, at most
+	// maxKnownBodies: receipts settled by another replica stay until
+	// evicted, so a count bound alone would let them hold gigabytes.
+	bodies int
 }
 
 const (
@@ -24,6 +28,8 @@ const (
 	// maxKnownBody: a receipt keeping a larger request body is not kept
 	// (its settle takes the locked path).
 	maxKnownBody = 64 << 10
+	// maxKnownBodies bounds the request bytes of all kept receipts.
+	maxKnownBodies = 16 << 20
 )
 
 func (k *known) row(res string) (fencegate.ResourceState, bool) {
@@ -56,16 +62,36 @@ func (k *known) learn(rows []fencegate.ResourceState, receipts []fencegate.Recei
 		k.rows[r.Resource] = r
 	}
 	for _, r := range receipts {
+		k.dropReceipt(r.ID)
 		if r.State != fencegate.ReceiptPending || (r.Request != nil && len(r.Request.Body) > maxKnownBody) {
-			delete(k.receipts, r.ID)
 			continue
 		}
-		if len(k.receipts) >= maxKnown {
-			evictOne(k.receipts)
+		n := bodyLen(r)
+		for len(k.receipts) > 0 && (len(k.receipts) >= maxKnown || k.bodies+n > maxKnownBodies) {
+			for id := range k.receipts {
+				k.dropReceipt(id)
+				break
+			}
 		}
 		r.Request = cloneRequest(r.Request)
 		k.receipts[r.ID] = r
+		k.bodies += n
 	}
+}
+
+// dropReceipt forgets receipt id, if kept. k.mu is held.
+func (k *known) dropReceipt(id string) {
+	if r, ok := k.receipts[id]; ok {
+		k.bodies -= bodyLen(r)
+		delete(k.receipts, id)
+	}
+}
+
+func bodyLen(r fencegate.Receipt) int {
+	if r.Request == nil {
+		return 0
+	}
+	return len(r.Request.Body)
 }
 
 // forget drops what a failed or uncertain batch may have changed.
@@ -76,7 +102,7 @@ func (k *known) forget(resources, receipts []string) {
 		delete(k.rows, r)
 	}
 	for _, id := range receipts {
-		delete(k.receipts, id)
+		k.dropReceipt(id)
 	}
 }
 
