@@ -11,11 +11,12 @@ import (
 // COMMIT and a WAL flush. There is no timer: a caller that finds a free
 // slot starts a batch at once with whatever is queued (a lone caller waits
 // for nothing); up to slots batches run at once, each on a connection of its
-// own; callers arriving while every slot is busy queue up and go together in
-// the batch the next freed slot starts. Batch sizes therefore follow the
-// load: one member each while calls are rare (the latency of one
-// transaction), more as they crowd (a freed slot takes what arrived while
-// all were busy), so commits per call fall as concurrency grows. Postgres
+// own, a new one beside those running only once at least as many callers
+// wait as the running batches carry; callers that may not start a batch
+// queue up and go together in the next one. Batch sizes therefore follow
+// the load: one member each while calls are rare (the latency of one
+// transaction, and a second caller starts beside the first at once), larger
+// as they crowd, so commits per call fall as concurrency grows. Postgres
 // overlaps the batches in flight (one runs its statements while another
 // waits for its WAL flush, and concurrent commits share a flush), so a call
 // does not wait behind a single batch, and a batch stalled on a row lock
@@ -58,6 +59,7 @@ type group[T any] struct {
 	mu       sync.Mutex
 	queue    []*member[T]
 	inflight int
+	running  int             // members of the running batches
 	busy     map[string]bool // keys of the running batches
 }
 
@@ -98,7 +100,10 @@ func (g *group[T]) kick() {
 	if slots < 1 {
 		slots = defaultSlots
 	}
-	for g.inflight < slots && len(g.queue) > 0 {
+	// Beside running batches a new one starts only once as many callers
+	// wait as those batches carry, so under load batches grow rather than
+	// multiply (fewer commits), while a lone or light caller never waits.
+	for g.inflight < slots && len(g.queue) > 0 && (g.inflight == 0 || len(g.queue) >= g.running) {
 		var (
 			batch []*member[T]
 			rest  []*member[T]
@@ -131,6 +136,7 @@ func (g *group[T]) kick() {
 			g.busy[k] = true
 		}
 		g.inflight++
+		g.running += len(batch)
 		go g.exec(batch)
 	}
 }
@@ -171,6 +177,7 @@ func (g *group[T]) exec(batch []*member[T]) {
 		}
 	}
 	g.inflight--
+	g.running -= len(batch)
 	g.kick()
 	g.mu.Unlock()
 }

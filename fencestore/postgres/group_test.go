@@ -190,3 +190,31 @@ func TestGroupNeverRunsAKeyInTwoBatchesAtOnce(t *testing.T) {
 		t.Fatalf("started %d, want the second call on k", n)
 	}
 }
+
+// TestGroupGrowsBatchesInsteadOfMultiplyingThem: beside a running batch of
+// three, two queued callers wait although slots are free; a third makes as
+// many waiting as running, and the three start together beside it.
+func TestGroupGrowsBatchesInsteadOfMultiplyingThem(t *testing.T) {
+	started := make(chan int, 4)
+	g := group[int]{slots: 4, run: func(ctx context.Context, ms []*member[int]) { started <- len(ms) }}
+	var queued []*member[int]
+	for i := range 3 {
+		queued = append(queued, &member[int]{ctx: context.Background(), req: i, keys: []string{string(rune('a' + i))}, done: make(chan struct{})})
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.inflight, g.running = 1, 3 // a batch of three runs
+	g.queue = append(g.queue, queued[:2]...)
+	g.kick()
+	if len(g.queue) != 2 {
+		t.Fatalf("a batch of %d started beside a running batch of three", 2-len(g.queue))
+	}
+	g.queue = append(g.queue, queued[2])
+	g.kick()
+	if len(g.queue) != 0 || g.inflight != 2 {
+		t.Fatalf("%d still queued, %d batches running; want the three started together", len(g.queue), g.inflight)
+	}
+	if n := <-started; n != 3 {
+		t.Fatalf("batch of %d, want 3", n)
+	}
+}
