@@ -314,22 +314,21 @@ func (g *Gateway) flushEntry(e *deferredSettle) {
 	}
 }
 
-// Drain makes every deferred settle durable now (the process is stopping:
-// call it after the HTTP server has shut down, before the store closes). It
-// returns when none is left or ctx ends; what is left then is proven by the
-// reconciler from the objects, as after a crash.
+// Drain makes every deferred settle durable now, and every settle queued
+// for retry (settleRetry: an outcome known here whose Settle failed), since
+// the process is stopping: call it after the HTTP server has shut down,
+// before the store closes. It returns when none is left or ctx ends; what is
+// left then is proven by the reconciler from the objects, or settled by it
+// after Orphan, as after a crash.
 func (g *Gateway) Drain(ctx context.Context) error {
 	for {
-		left := g.deferred.all()
-		if len(left) == 0 {
-			return nil
-		}
-		for _, e := range left {
+		for _, e := range g.deferred.all() {
 			if ok, _, _ := g.deferred.claim(e); ok {
 				g.settleDeferred(e)
 			}
 		}
-		if g.deferred.len() == 0 {
+		queued := g.retry.tryOnce(ctx)
+		if g.deferred.len() == 0 && queued == 0 {
 			return nil
 		}
 		select {

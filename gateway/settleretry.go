@@ -20,8 +20,9 @@ import (
 // applied. A background goroutine retries each outcome promptly (20 ms,
 // doubling to at most 1 s) until the store takes it or rules on it (the
 // receipt settled elsewhere, or never admitted), and stops when nothing is
-// left. Entries are lost if the process exits first: the reconciler settles
-// those receipts after Orphan, as after a crash.
+// left. Gateway.Drain records what is left at shutdown (bounded by its ctx);
+// entries are lost if the process dies first: the reconciler settles those
+// receipts after Orphan, as after a crash.
 type settleRetry struct {
 	ctx   context.Context // the gateway's Background
 	store fencegate.FenceStore
@@ -69,6 +70,30 @@ func (q *settleRetry) len() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return len(q.queue)
+}
+
+// tryOnce settles each waiting outcome once, in a stable order, until the
+// store fails one without a verdict (the rest would fail alike); it reports
+// how many are still waiting. Drain calls it beside the loop: both settling
+// one outcome is harmless (the second is a repeat or ruled on).
+func (q *settleRetry) tryOnce(ctx context.Context) int {
+	q.mu.Lock()
+	batch := maps.Clone(q.queue)
+	q.mu.Unlock()
+	for _, id := range slices.Sorted(maps.Keys(batch)) {
+		sctx, cancel := context.WithTimeout(ctx, settleTimeout)
+		_, err := q.store.Settle(sctx, id, batch[id])
+		cancel()
+		if err != nil && !isRuling(err) {
+			break
+		}
+		q.mu.Lock()
+		if o, ok := q.queue[id]; ok && o == batch[id] {
+			delete(q.queue, id)
+		}
+		q.mu.Unlock()
+	}
+	return q.len()
 }
 
 func (q *settleRetry) run() {

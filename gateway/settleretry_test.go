@@ -218,3 +218,30 @@ func TestSettleThatFindsAFinalStateAnswersTheStoredOne(t *testing.T) {
 		t.Fatalf("stored receipt %s, want COMMITTED kept", r.State)
 	}
 }
+
+// TestDrainWaitsForSettlesQueuedForRetry: stopping the process also records
+// the outcomes whose settle failed (the retry queue), not only the deferred
+// settles; while the store is down Drain ends with its ctx, saying so.
+func TestDrainWaitsForSettlesQueuedForRetry(t *testing.T) {
+	f, st, _, gw := retryFixture(t)
+	st.afterEffect.Store(true)
+	ctx := context.Background()
+	_, err := gw.Apply(ctx, f.request(5, 1, "v1"))
+	var fe *fencegate.Error
+	if fencegate.ErrorCode(err) != fencegate.CodeMutationUnknown || !asError(err, &fe) {
+		t.Fatalf("Apply with the store down at settle: %v", err)
+	}
+	st.afterEffect.Store(false)
+	done, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := gw.Drain(done); err == nil || gw.UnsettledOutcomes() != 1 {
+		t.Fatalf("drain with the store down: %v, %d waiting; want the ctx's end with 1 waiting", err, gw.UnsettledOutcomes())
+	}
+	st.down.Store(false)
+	if err := gw.Drain(ctx); err != nil || gw.UnsettledOutcomes() != 0 {
+		t.Fatalf("drain: %v, %d waiting", err, gw.UnsettledOutcomes())
+	}
+	if r, _ := f.store.Receipt(ctx, fe.ReceiptID); r.State != fencegate.ReceiptCommitted {
+		t.Fatalf("after drain: %s", r.State)
+	}
+}
