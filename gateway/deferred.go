@@ -59,6 +59,9 @@ type deferrals struct {
 	mu    sync.Mutex
 	byRes map[string]*deferredSettle
 	byID  map[string]*deferredSettle
+	// observe is told the number of entries at every change (under mu, so
+	// in order): Observer.Deferred.
+	observe func(int)
 }
 
 // add keeps e unless its resource still has an entry: one whose fold ended
@@ -76,6 +79,7 @@ func (d *deferrals) add(e *deferredSettle) bool {
 	}
 	e.change = make(chan struct{})
 	d.byRes[e.resource], d.byID[e.id] = e, e
+	d.told()
 	return true
 }
 
@@ -89,6 +93,14 @@ func (d *deferrals) setLocked(e *deferredSettle, state int) {
 			delete(d.byRes, e.resource)
 		}
 		delete(d.byID, e.id)
+		d.told()
+	}
+}
+
+// told tells observe the number of entries; d.mu is held.
+func (d *deferrals) told() {
+	if d.observe != nil {
+		d.observe(len(d.byID))
 	}
 }
 

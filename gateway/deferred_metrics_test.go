@@ -2,6 +2,8 @@ package gateway_test
 
 import (
 	"context"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -55,5 +57,46 @@ func TestProvenDeferredSettleIsCountedOnce(t *testing.T) {
 	}
 	if err := gw.Drain(ctx); err != nil || answering.n.Load() != 1 {
 		t.Fatalf("own flush: %v, counted %d, want 1", err, answering.n.Load())
+	}
+}
+
+// deferredGauge keeps every count of not-yet-durable settles it is told.
+type deferredGauge struct {
+	gateway.NopObserver
+	mu   sync.Mutex
+	told []int
+}
+
+func (g *deferredGauge) Deferred(n int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.told = append(g.told, n)
+}
+
+// TestDeferredSettlesGaugeFollowsTheEntries: the observer is told the number
+// of answered settles not yet durable at every change: up when a write is
+// answered before its settle, down when a fold or a drain made it durable.
+func TestDeferredSettlesGaugeFollowsTheEntries(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	obs := &deferredGauge{}
+	gw, err := gateway.New(gateway.Config{Verifier: f.kit.Verifier(), Store: &priorStore{FenceStore: f.store}, Now: f.kit.Now,
+		Observe: obs, Policy: gateway.StaticPolicy{Generation: 1}, DeferSettle: time.Millisecond, After: never,
+		Resolver: func(string) gateway.Resolver { return f.objects() }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for seg := uint64(1); seg <= 2; seg++ { // the second folds the first
+		if _, err := gw.Apply(ctx, f.request(5, seg, "v")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := gw.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	if want := []int{1, 0, 1, 0}; !slices.Equal(obs.told, want) || gw.DeferredSettles() != 0 {
+		t.Fatalf("told %v, want %v", obs.told, want)
 	}
 }

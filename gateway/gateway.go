@@ -206,7 +206,8 @@ func New(cfg Config) (*Gateway, error) {
 	}
 	ps, ok := cfg.Store.(fencegate.PriorSettling)
 	return &Gateway{cfg: cfg, journal: cfg.Journal, tracer: tracer, folds: ok && ps.SettlesPrior(),
-		retry: settleRetry{ctx: cfg.Background, store: cfg.Store, after: cfg.After, spawn: cfg.Go, log: cfg.Log}}, nil
+		deferred: deferrals{observe: cfg.Observe.Deferred},
+		retry:    settleRetry{ctx: cfg.Background, store: cfg.Store, after: cfg.After, spawn: cfg.Go, log: cfg.Log}}, nil
 }
 
 // UnsettledOutcomes is the number of known effect outcomes still waiting to

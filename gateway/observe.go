@@ -33,6 +33,9 @@ type Observer interface {
 	// Backlog is what a reconcile pass saw: UNKNOWN receipts, the age of the
 	// oldest, and how many of them are overdue (need a person).
 	Backlog(unknown int, oldest time.Duration, overdue int)
+	// Deferred is the number of this process's answered settles not yet
+	// durable (Gateway.DeferredSettles), told at every change of it, in order.
+	Deferred(n int)
 }
 
 // NopObserver observes nothing.
@@ -55,6 +58,9 @@ func (NopObserver) FirstWrite(string, uint64, time.Time, time.Time) {}
 
 // Backlog does nothing.
 func (NopObserver) Backlog(int, time.Duration, int) {}
+
+// Deferred does nothing.
+func (NopObserver) Deferred(int) {}
 
 // BackendOf is the bounded backend label of a receipt target:
 // "objects/NAME" or "apis/NAME" (NAME from the configuration), else "other".

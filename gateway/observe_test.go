@@ -44,6 +44,7 @@ func (r *recorder) FirstWrite(_ string, fence uint64, _, _ time.Time) {
 	r.firstWrites = append(r.firstWrites, fence)
 }
 func (r *recorder) Backlog(int, time.Duration, int) {}
+func (r *recorder) Deferred(int)                    {}
 
 // TestAcceptedWriteIsTracedAndObservedStepByStep: an accepted segment makes
 // the verify, admit, effect and settle spans (in-memory exporter) and tells

@@ -43,6 +43,7 @@ type Metrics struct {
 	unknown       prometheus.Gauge
 	unknownOldest prometheus.Gauge
 	overdue       prometheus.Gauge
+	deferred      prometheus.Gauge
 	regressions   prometheus.Counter
 	regressionAt  prometheus.Gauge
 	regressionFen prometheus.Gauge
@@ -97,6 +98,10 @@ func New() *Metrics {
 		Name: "fencegate_unknown_overdue",
 		Help: "UNKNOWN receipts older than the reconcile deadline: they need manual reconciliation (alert on > 0).",
 	})
+	m.deferred = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "fencegate_deferred_settles",
+		Help: "Answered COMMITTED object writes whose settle is not yet durable in the fence store (deferSettle): lost to a crash they are proven from their objects; a value that keeps growing means the store is not taking settles.",
+	})
 	m.regressions = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "fencegate_fence_regressions_total",
 		Help: "Grants refused with FENCE_REGRESSION: the registry handed out a fence at or below one already seen (the resource is in the log).",
@@ -131,7 +136,7 @@ func New() *Metrics {
 	}, []string{"version", "revision", "goversion"})
 	build.WithLabelValues(BuildInfo()).Set(1)
 	m.reg.MustRegister(m.requests, m.admissions, m.refusals, m.effects, m.backendErrors, m.receipts, m.storeErrors,
-		m.unknown, m.unknownOldest, m.overdue, m.regressions, m.regressionAt, m.regressionFen, m.shadow, m.resends,
+		m.unknown, m.unknownOldest, m.overdue, m.deferred, m.regressions, m.regressionAt, m.regressionFen, m.shadow, m.resends,
 		m.breakGlass, m.handoff, build,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Series whose labels are known up front start at 0, so that rate() and
@@ -236,6 +241,9 @@ func (m *Metrics) Backlog(unknown int, oldest time.Duration, overdue int) {
 	m.unknownOldest.Set(oldest.Seconds())
 	m.overdue.Set(float64(overdue))
 }
+
+// Deferred sets the gauge of settles not yet durable (gateway.Observer).
+func (m *Metrics) Deferred(n int) { m.deferred.Set(float64(n)) }
 
 // FenceRegression counts a regression and records when and at which fence
 // (gateway.Alarm); the resource is in the gateway's log line.

@@ -64,3 +64,17 @@ func scrape(t *testing.T, m *metrics.Metrics) string {
 	b, _ := io.ReadAll(w.Result().Body)
 	return string(b)
 }
+
+// TestDeferredSettlesGaugeIsScraped: the gauge starts at 0 and shows the last
+// count the gateway told it.
+func TestDeferredSettlesGaugeIsScraped(t *testing.T) {
+	m := metrics.New()
+	if out := scrape(t, m); !strings.Contains(out, "fencegate_deferred_settles 0") {
+		t.Fatalf("no zero gauge in\n%s", out)
+	}
+	m.Deferred(3)
+	m.Deferred(2)
+	if out := scrape(t, m); !strings.Contains(out, "fencegate_deferred_settles 2") {
+		t.Fatalf("missing fencegate_deferred_settles 2 in\n%s", out)
+	}
+}
