@@ -72,7 +72,13 @@ func newDeferWriters(t *testing.T, reg *gatewayProc, prefix string, n int) []*de
 // write in flight. Any answer but 200 COMMITTED fails the test.
 func deferBurst(t *testing.T, gw *gatewayProc, ws []*deferWriter, total int) int {
 	t.Helper()
-	return writeBurst(t, gw, ws, total, false)
+	return writeBurst(t, gw, ws, total, false, nil)
+}
+
+// watchedBurst is deferBurst that hands every answer to seen as it arrives.
+func watchedBurst(t *testing.T, gw *gatewayProc, ws []*deferWriter, total int, seen func(fencegate.Receipt)) int {
+	t.Helper()
+	return writeBurst(t, gw, ws, total, false, seen)
 }
 
 // killMidBurst is deferBurst that kills gw (SIGKILL) as the total-th
@@ -81,10 +87,10 @@ func deferBurst(t *testing.T, gw *gatewayProc, ws []*deferWriter, total int) int
 // writer's last answered write), their objects may or may not have landed.
 func killMidBurst(t *testing.T, gw *gatewayProc, ws []*deferWriter, total int) int {
 	t.Helper()
-	return writeBurst(t, gw, ws, total, true)
+	return writeBurst(t, gw, ws, total, true, nil)
 }
 
-func writeBurst(t *testing.T, gw *gatewayProc, ws []*deferWriter, total int, kill bool) int {
+func writeBurst(t *testing.T, gw *gatewayProc, ws []*deferWriter, total int, kill bool, seen func(fencegate.Receipt)) int {
 	t.Helper()
 	var (
 		mu     sync.Mutex
@@ -126,6 +132,9 @@ func writeBurst(t *testing.T, gw *gatewayProc, ws []*deferWriter, total int, kil
 				n++
 				reached := kill && n >= total
 				mu.Unlock()
+				if seen != nil {
+					seen(r)
+				}
 				if reached {
 					killed.Do(func() { dead.Store(true); gw.kill9() })
 				}
