@@ -50,7 +50,8 @@ const proveWait = 0
 
 // proveAfter is the age from which the reconciler proves PENDING object
 // receipts (well above a deferred settle's window, so that it rarely races
-// the answering process's own settle; when it does, both record the same).
+// the answering process's own settle; when it does, both record the same
+// state and version, the proof with its own SettledAt).
 const proveAfter = time.Second
 
 // prover is the Prover of target's resolver, nil if none.

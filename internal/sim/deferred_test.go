@@ -46,7 +46,9 @@ func (w *world) onAnswered(gi *gwInst, gen int, r fencegate.Receipt) {
 	}
 }
 
-// settledAnswer checks a settle (or a folded prior) of an answered receipt.
+// settledAnswer checks a settle (or a folded prior) of an answered receipt:
+// its state and version, what is guaranteed; not its SettledAt, which a
+// proof after a crash records as its own (docs/deferred-settle.md, 1).
 func (w *world) settledAnswer(r fencegate.Receipt) {
 	a, ok := w.answered[r.ID]
 	if !ok || r.State == fencegate.ReceiptPending {
