@@ -59,7 +59,12 @@ func TestReplicasUnderChaosKeepTheFencingContract(t *testing.T) {
 		own = testenv.OwnVersitygw(t) // paused by the nemesis: never the shared one
 		s3srv = own.S3
 	}
-	c := startCluster(t, clusterSpec{workers: workers, resources: 3, pgURL: pg.URL(), s3: s3srv})
+	// The seed also picks whether the replicas defer their settles
+	// (docs/deferred-settle.md): off, the default, or a window long enough
+	// for kills to land inside it.
+	deferSettle := setting("", "", "FENCEGATE_CHAOS_DEFER", func(s string) (string, error) { return s, nil }, []string{"0s", "300ms"}[seed%2])
+	t.Logf("chaos: replicas' deferSettle %s (FENCEGATE_CHAOS_DEFER to change)", deferSettle)
+	c := startCluster(t, clusterSpec{workers: workers, resources: 3, pgURL: pg.URL(), s3: s3srv, deferSettle: deferSettle})
 	c.ownS3 = own
 	t.Cleanup(func() {
 		if !t.Failed() && os.Getenv("FENCEGATE_CHAOS_KEEP_LOGS") == "" {

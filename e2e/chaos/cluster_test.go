@@ -97,7 +97,9 @@ type clusterSpec struct {
 	workers   int
 	resources int
 	pgURL     string // the fence store's database (its host:port is proxied)
-	s3        testenv.S3
+	// deferSettle is every replica's deferSettle window ("" or "0s": off).
+	deferSettle string
+	s3          testenv.S3
 }
 
 // startCluster starts the etcd cluster, the links and three replicas.
@@ -154,6 +156,7 @@ func startCluster(t *testing.T, spec clusterSpec) *cluster {
 			DataDir: filepath.Join(c.dir, fmt.Sprintf("data-%d", i)), FenceStore: viaPG.String(),
 			Store:  "s3://" + srv.Bucket + "/" + prefix + "?" + q.Encode(),
 			Bundle: bundle, StatusMode: mode, RegistryURL: c.registry.base(), Identities: c.tokens,
+			DeferSettle: spec.deferSettle,
 		}
 		path := filepath.Join(c.dir, fmt.Sprintf("replica-%d.yaml", i))
 		if err := os.WriteFile(path, []byte(cfg.yaml()), 0o600); err != nil {

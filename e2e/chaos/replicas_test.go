@@ -172,6 +172,8 @@ func (r *replica) stop() error {
 type replicaConfig struct {
 	DataDir, FenceStore, Store, Bundle, StatusMode, RegistryURL string
 	Identities                                                  []string
+	// DeferSettle is the replicas' deferSettle window ("0s": off).
+	DeferSettle string
 }
 
 // identities is the YAML list of the workers' identities.
@@ -198,6 +200,7 @@ stores:
 trustBundle: %s
 statusMode: %s
 %seffectTimeout: 3s
+deferSettle: %s
 identities:
 %saccess:
   rules:
@@ -208,7 +211,14 @@ reconcile:
   interval: 200ms
   deadline: 15m
   orphan: 6s
-`, c.DataDir, c.FenceStore, c.Store, c.Bundle, c.StatusMode, query, identities(c.Identities), adminToken)
+`, c.DataDir, c.FenceStore, c.Store, c.Bundle, c.StatusMode, query, c.deferSettle(), identities(c.Identities), adminToken)
+}
+
+func (c replicaConfig) deferSettle() string {
+	if c.DeferSettle == "" {
+		return "0s"
+	}
+	return c.DeferSettle
 }
 
 // registryConfig is the config file of the one `gateway registry` process:
