@@ -1,9 +1,11 @@
 // Package postgres is a fencegate.FenceStore on PostgreSQL (pgx/v5, pgxpool),
 // for gateways that share fence state.
 //
-// Concurrent Admits share one READ COMMITTED transaction (group commit, see
-// group.go), and so do concurrent Settles: a batch first locks the rows of its
-// resources with SELECT ... FOR UPDATE, in resource order, and reads
+// Concurrent Admits are gathered into batches, one READ COMMITTED
+// transaction each (group commit, up to slots batches at once, no key in
+// two; see group.go), and so are concurrent Settles. On the locked path a
+// batch first locks the rows of its resources with SELECT ... FOR UPDATE, in
+// resource order, and reads
 // receipts, bindings and versions only after the lock, so the rules of
 // package fencerules see the latest committed state and cannot race. A
 // resource or target seen for the first time gets its row with INSERT ... ON
