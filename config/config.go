@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -18,7 +17,6 @@ import (
 	"github.com/fencegate/fencegate"
 	"github.com/fencegate/fencegate/authz"
 	"github.com/fencegate/fencegate/backends/httpapi"
-	"github.com/fencegate/fencegate/backends/s3"
 	"github.com/fencegate/fencegate/gateway"
 )
 
@@ -347,172 +345,4 @@ func (id Identity) Secret() (string, error) {
 		return "", fmt.Errorf("identity %q: empty token", id.Name)
 	}
 	return tok, nil
-}
-
-// Validate reports every problem with c at once.
-func (c *Config) Validate() error {
-	var errs []error
-	// at reports a problem of one field (a YAML path): Load's file gives it a line.
-	at := func(field, format string, args ...any) {
-		errs = append(errs, &fieldError{field: field, err: fmt.Errorf(format, args...)})
-	}
-	if c.Addr == "" {
-		at("addr", "addr is required")
-	}
-	if c.DataDir == "" {
-		at("dataDir", "dataDir is required")
-	}
-	c.validateObservability(at)
-	if c.MetricsAddr != "" && c.MetricsAddr == c.Addr {
-		at("metricsAddr", "metricsAddr must differ from addr: /metrics is served on an operator listener only")
-	}
-	if c.Pprof && c.MetricsAddr == "" {
-		at("pprof", "pprof needs metricsAddr: the profiling endpoints are served on the operator listener only")
-	}
-	if h := c.HTTP; h.ReadHeaderTimeout <= 0 || h.BodyReadTimeout <= 0 || h.IdleTimeout <= 0 {
-		at("http", "http readHeaderTimeout, bodyReadTimeout and idleTimeout must be positive")
-	}
-	if h := c.HTTP; h.MaxHeaderBytes < 32<<10 {
-		at("http.maxHeaderBytes", "http.maxHeaderBytes must be at least 32768: a grant and a status proof are up to 8 KiB each")
-	}
-	if c.HTTP.MaxConns < 1 {
-		at("http.maxConns", "http.maxConns must be positive")
-	}
-	if h := c.HTTP; h.MemoryBodyBytes < 0 || h.MemoryBodiesBytes < h.MemoryBodyBytes {
-		at("http.memoryBodyBytes", "http.memoryBodyBytes must be at least 0 and at most http.memoryBodiesBytes (%d), not %d", h.MemoryBodiesBytes, h.MemoryBodyBytes)
-	}
-	if c.FenceStore != "embedded" && !strings.HasPrefix(c.FenceStore, "postgres://") && !strings.HasPrefix(c.FenceStore, "postgresql://") {
-		at("fenceStore", "fenceStore must be \"embedded\" or a postgres:// URL, not %q", c.FenceStore)
-	}
-	for name, raw := range c.Stores {
-		if err := fencegate.CheckName(name); err != nil || strings.Contains(name, "/") {
-			at("stores."+name, "store name %q must be a single canonical segment", name)
-		}
-		u, err := url.Parse(raw)
-		switch {
-		case err != nil || (u.Scheme != "local" && u.Scheme != "s3"):
-			at("stores."+name, "store %q: URL must be local:DIR or s3://BUCKET[/PREFIX]?..., not %q", name, raw)
-		case u.Scheme == "s3":
-			// The adapter's own parser, once, here: the app opens the parsed URL.
-			if _, err := s3.ParseURL(raw); err != nil {
-				at("stores."+name, "store %q: %s", name, fencegate.ErrorMessage(err))
-			}
-		}
-	}
-	switch c.Auth {
-	case "bearer":
-		if len(c.Identities) == 0 {
-			at("identities", "at least one identity is required")
-		}
-	case "mtls":
-		if c.TLS == nil || c.TLS.ClientCA == "" {
-			at("auth", "auth mtls needs tls.cert, tls.key and tls.clientCA")
-		}
-	default:
-		at("auth", "auth must be bearer or mtls, not %q", c.Auth)
-	}
-	if c.TLS != nil && (c.TLS.Cert == "" || c.TLS.Key == "") {
-		at("tls", "tls needs cert and key")
-	}
-	work, err := c.Tokens()
-	if err != nil {
-		errs = append(errs, err)
-	}
-	admins, err := TokensOf(c.Admins)
-	if err != nil {
-		errs = append(errs, fmt.Errorf("admins: %w", err))
-	}
-	for tok, name := range admins {
-		if _, clash := work[tok]; clash {
-			at("admins", "admin %q shares its token with a workload identity", name)
-		}
-	}
-	gateways, err := TokensOf(c.Gateways)
-	if err != nil {
-		errs = append(errs, fmt.Errorf("gateways: %w", err))
-	}
-	for tok, name := range gateways {
-		if _, clash := work[tok]; clash {
-			at("gateways", "gateway %q shares its token with a workload identity", name)
-		}
-		if _, clash := admins[tok]; clash {
-			at("gateways", "gateway %q shares its token with an admin", name)
-		}
-	}
-	if len(c.Gateways) > 0 && c.Registry == nil {
-		at("gateways", "gateways are answered by an in-process registry: add a registry section or remove gateways")
-	}
-	if c.KeyOverlap <= 0 {
-		at("keyOverlap", "keyOverlap must be positive")
-	}
-	if c.StatusMode != "proof" && c.StatusMode != "query" {
-		at("statusMode", "statusMode must be proof or query, not %q", c.StatusMode)
-	}
-	if c.StatusMode == "query" && c.Registry == nil && c.RegistryURL == "" {
-		at("statusMode", "statusMode query needs the in-process registry or registryURL")
-	}
-	if c.BundleRefresh <= 0 {
-		at("bundleRefresh", "bundleRefresh must be positive")
-	}
-	if c.RegistryURL != "" {
-		if c.Registry != nil {
-			at("registryURL", "registryURL and an in-process registry exclude each other")
-		}
-		if _, err := c.RegistryCredential.Secret(); err != nil {
-			at("registryCredential", "registryCredential: %v", err)
-		}
-	}
-	if c.Registry == nil && c.TrustBundle == "" {
-		at("trustBundle", "trustBundle is required when no in-process registry signs grants")
-	}
-	if c.PolicyGeneration == 0 {
-		at("policyGeneration", "policyGeneration must be >= 1")
-	}
-	if c.QuarantinePayloadBytes < 0 || c.QuarantinePayloadBytes > fencegate.MaxQuarantinePayload {
-		at("quarantinePayloadBytes", "quarantinePayloadBytes must be between 0 and %d, not %d", fencegate.MaxQuarantinePayload, c.QuarantinePayloadBytes)
-	}
-	if c.MaxBodyBytes <= 0 {
-		at("maxBodyBytes", "maxBodyBytes must be positive")
-	}
-	if r := c.Registry; r != nil {
-		if _, err := ParseLeaseBackend(r.Backend); err != nil {
-			at("registry.backend", "%v", err)
-		}
-		if r.IssuerEpoch == 0 {
-			at("registry.issuerEpoch", "registry.issuerEpoch must be >= 1")
-		}
-		if r.HighWater != "" && r.HighWater != "fencestore" && r.HighWater != "operator" {
-			at("registry.highWater", "registry.highWater must be fencestore or operator, not %q", r.HighWater)
-		}
-		if r.StatusLife < 0 || r.StatusLife > fencegate.MaxStatusLife {
-			at("registry.statusLife", "registry.statusLife must be within (0, %s]", fencegate.MaxStatusLife)
-		}
-		for _, e := range c.RevokedEpochs {
-			if e == r.IssuerEpoch {
-				at("revokedEpochs", "registry.issuerEpoch %d is listed in revokedEpochs", e)
-			}
-		}
-	}
-	if _, err := c.Access.Policy(); err != nil {
-		errs = append(errs, err)
-	}
-	if _, err := gateway.NewModes(c.Modes...); err != nil {
-		errs = append(errs, err)
-	}
-	if err := c.APIConfig().Validate(); err != nil {
-		errs = append(errs, err.(interface{ Unwrap() []error }).Unwrap()...)
-	}
-	if c.Reconcile.Interval <= 0 || c.Reconcile.Deadline <= 0 || c.Reconcile.Orphan <= 0 {
-		at("reconcile", "reconcile interval, deadline and orphan must be positive")
-	}
-	c.Retention.check(at, c.Reconcile.Deadline)
-	if c.DeferSettle < 0 || c.DeferSettle > time.Second {
-		at("deferSettle", "deferSettle must be between 0 (off) and 1s")
-	}
-	if c.EffectTimeout <= 0 {
-		at("effectTimeout", "effectTimeout must be positive")
-	} else if c.Reconcile.Orphan <= c.EffectTimeout {
-		at("reconcile.orphan", "reconcile.orphan (%s) must exceed effectTimeout (%s): a live effect must never be taken for an orphan", c.Reconcile.Orphan, c.EffectTimeout)
-	}
-	return errors.Join(c.src.locate(errs)...)
 }
