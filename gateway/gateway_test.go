@@ -333,29 +333,6 @@ func lowThenHigh(t *testing.T, f *fixture, low *gateway.Gateway, slow gateway.Re
 	return strings.Join(events, ",")
 }
 
-// ackLosingStore loses the acknowledgement of its next lose admissions,
-// committing them first when commit is set; calls counts Admit calls.
-type ackLosingStore struct {
-	fencegate.FenceStore
-	lose   int
-	commit bool
-	calls  int
-}
-
-func (s *ackLosingStore) Admit(ctx context.Context, req fencegate.AdmitRequest) (fencegate.Admission, error) {
-	s.calls++
-	if s.lose == 0 {
-		return s.FenceStore.Admit(ctx, req)
-	}
-	s.lose--
-	if s.commit {
-		if _, err := s.FenceStore.Admit(ctx, req); err != nil {
-			return fencegate.Admission{}, err
-		}
-	}
-	return fencegate.Admission{}, fencegate.Errorf(fencegate.CodeInternal, "connection lost during commit")
-}
-
 func (f *fixture) gatewayOver(st fencegate.FenceStore) *gateway.Gateway {
 	f.t.Helper()
 	gw, err := gateway.New(gateway.Config{Verifier: f.kit.Verifier(), Store: st, Now: f.kit.Now,
@@ -375,61 +352,6 @@ func (f *fixture) storedState() string {
 		f.t.Fatal(err)
 	}
 	return fmt.Sprintf("%+v %v %+v", rs, fencegate.ErrorCode(rerr), page.Receipts)
-}
-
-func TestLostAdmissionAckIsRecoveredByTheReceiptID(t *testing.T) {
-	for _, committed := range []bool{true, false} {
-		f := newFixture(t)
-		st := &ackLosingStore{FenceStore: f.store, lose: 1, commit: committed}
-		res, err := f.gatewayOver(st).Apply(context.Background(), f.request(5, 1, "v1"))
-		// Committed: the receipt is found and the effect goes on. Not
-		// committed: NOT_FOUND under our receipt ID, so it is admitted again.
-		if err != nil || res.Receipt.State != fencegate.ReceiptCommitted || f.content() != "v1" {
-			t.Fatalf("committed=%v: admission with a lost ack: %+v %v (object %q)", committed, res.Receipt, err, f.content())
-		}
-		if want := map[bool]int{true: 1, false: 2}[committed]; st.calls != want {
-			t.Fatalf("committed=%v: %d admissions, want %d", committed, st.calls, want)
-		}
-	}
-}
-
-// A replay of an accepted segment writes nothing, so a lost acknowledgement
-// finds no receipt under the replay's own ID: the admission is tried again
-// and answers the original receipt, never INTERNAL, forwarding nothing.
-func TestLostAdmissionAckOfAReplayAnswersTheOriginalReceipt(t *testing.T) {
-	f := newFixture(t)
-	first, err := f.gw.Apply(context.Background(), f.request(5, 1, "v1"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	before := f.storedState()
-	st := &ackLosingStore{FenceStore: f.store, lose: 1, commit: true}
-	res, err := f.gatewayOver(st).Apply(context.Background(), f.request(5, 1, "v1"))
-	if err != nil || !res.Replay || res.Receipt.ID != first.Receipt.ID || res.Receipt.State != fencegate.ReceiptCommitted {
-		t.Fatalf("replay with a lost ack: %+v %v, want the original receipt %s", res, err, first.Receipt.ID)
-	}
-	if after := f.storedState(); after != before {
-		t.Fatalf("stored state changed:\n%s\n%s", before, after)
-	}
-}
-
-// A store that keeps failing without a verdict, and admitted nothing, is
-// BACKEND_UNAVAILABLE (retry later) after a bounded number of tries: never
-// INTERNAL for a store fault, and nothing stored or forwarded.
-func TestAdmissionThatKeepsFailingWithoutAVerdictIsBackendUnavailable(t *testing.T) {
-	f := newFixture(t)
-	before := f.storedState()
-	st := &ackLosingStore{FenceStore: f.store, lose: 1000}
-	_, err := f.gatewayOver(st).Apply(context.Background(), f.request(5, 1, "v1"))
-	if fencegate.ErrorCode(err) != fencegate.CodeBackendUnavailable {
-		t.Fatalf("want BACKEND_UNAVAILABLE, got %v", err)
-	}
-	if st.calls < 2 || st.calls > 5 {
-		t.Fatalf("%d admissions: want a bounded retry", st.calls)
-	}
-	if after := f.storedState(); after != before || f.content() != "" {
-		t.Fatalf("stored state changed or forwarded:\n%s\n%s (object %q)", before, after, f.content())
-	}
 }
 
 func TestReplicaWaitsForAnotherReplicasEffectToSettle(t *testing.T) {
@@ -559,24 +481,5 @@ func TestEffectEndsAtItsExpiryHoweverLongTheAdmissionTook(t *testing.T) {
 	expiry := gateway.EffectExpiry(res.Receipt, effectTimeout)
 	if want := expiry.Sub(kit.Now()); left > want || left < want-5*time.Second {
 		t.Fatalf("the effect had %v left, want at most what remained to its expiry (%v), effectTimeout after the receipt's creation", left, want)
-	}
-}
-
-func TestOrderedReceiptIDsSortByTimeAndDiffer(t *testing.T) {
-	t0 := time.UnixMilli(1_800_000_000_000)
-	a := gateway.NewOrderedID("rcpt_", t0)
-	b := gateway.NewOrderedID("rcpt_", t0)
-	c := gateway.NewOrderedID("rcpt_", t0.Add(time.Millisecond))
-	if len(a) != len("rcpt_")+26 || len(c) != len(a) {
-		t.Fatalf("length: %q %q", a, c)
-	}
-	if a == b {
-		t.Fatalf("two IDs of one millisecond are equal: %q", a)
-	}
-	if !(a < c && b < c) {
-		t.Fatalf("a later ID does not sort after earlier ones: %q %q then %q", a, b, c)
-	}
-	if a[:len("rcpt_")+12] != "rcpt_01a3185c5000" {
-		t.Fatalf("time part: %q", a)
 	}
 }
