@@ -39,6 +39,9 @@ func (w *world) onAnswered(gi *gwInst, gen int, r fencegate.Receipt) {
 	cur, err := w.store.Receipt(context.Background(), r.ID)
 	if err != nil || cur.State != fencegate.ReceiptCommitted {
 		w.stats.inject("deferred settle answered")
+		if !w.cfg.prove {
+			w.stats.inject("deferred settle answered, no prompt proofs")
+		}
 		if w.undurable[a.resource] == nil {
 			w.undurable[a.resource] = map[string]*answered{}
 		}
@@ -113,7 +116,7 @@ func (w *world) readReceipt(ctx context.Context) {
 	}
 	a := w.answered[w.answeredIDs[w.rng.IntN(len(w.answeredIDs))]]
 	gi := w.gws[w.rng.IntN(len(w.gws))]
-	if !*proveFlag && (gi.idx != a.gw || gi.gen != a.gen) {
+	if !w.cfg.prove && (gi.idx != a.gw || gi.gen != a.gen) {
 		return
 	}
 	w.readAnswer(ctx, gi, a, w.rng.IntN(3))

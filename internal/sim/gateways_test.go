@@ -185,7 +185,7 @@ type simProver struct {
 }
 
 func (p simProver) Prove(ctx context.Context, r fencegate.Receipt) (fencegate.Outcome, bool, error) {
-	if !*proveFlag {
+	if !p.w.cfg.prove {
 		return fencegate.Outcome{}, false, nil
 	}
 	out, ok, err := p.ObjectResolver.Prove(ctx, r)

@@ -38,6 +38,13 @@ type config struct {
 	gateways  int
 	actions   int // per worker
 	faults    bool
+	// prove lets readers, busy admissions and reconcilers prove a PENDING
+	// object receipt from its object at any age (-sim.prove); without it
+	// only the answering process makes its deferred settle durable in time.
+	prove bool
+	// deferWindow is the gateways' deferred settle window; below 0 the
+	// seed picks one of deferWindows (-sim.defer).
+	deferWindow time.Duration
 }
 
 // world is everything one seeded run builds.
@@ -133,8 +140,8 @@ func newWorld(t testing.TB, seed uint64, cfg config, st *stats) (*world, error) 
 		inflight: map[string]int{}, maxFwd: map[string]uint64{},
 		answered: map[string]*answered{}, undurable: map[string]map[string]*answered{}}
 	w.deferWindow = deferWindows[seed%uint64(len(deferWindows))]
-	if *deferFlag >= 0 {
-		w.deferWindow = *deferFlag
+	if cfg.deferWindow >= 0 {
+		w.deferWindow = cfg.deferWindow
 	}
 	base := os.TempDir()
 	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
