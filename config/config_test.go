@@ -406,11 +406,21 @@ func TestDeferSettleOutsideItsRangeIsRefused(t *testing.T) {
 		}
 	}
 	p := filepath.Join(t.TempDir(), "c.yaml")
-	if err := os.WriteFile(p, []byte("deferSettle: 0s\n"), 0o600); err != nil {
+	if err := os.WriteFile(p, []byte("deferSettle: 2ms\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	c := Default()
-	if err := Load(p, &c); err != nil || c.DeferSettle != 0 {
-		t.Fatalf("deferSettle: 0s loads as %v (%v)", c.DeferSettle, err)
+	if err := Load(p, &c); err != nil || c.DeferSettle != 2*time.Millisecond {
+		t.Fatalf("deferSettle: 2ms loads as %v (%v)", c.DeferSettle, err)
+	}
+}
+
+// TestDeferredSettleIsOffByDefault: every mode's defaults settle before
+// answering (docs/deferred-settle.md, "Why it is off by default").
+func TestDeferredSettleIsOffByDefault(t *testing.T) {
+	for name, c := range map[string]Config{"serve": Default(), "dev": Dev(), "registry": RegistryOnly()} {
+		if c.DeferSettle != 0 {
+			t.Errorf("%s: deferSettle %v by default, want 0s (off)", name, c.DeferSettle)
+		}
 	}
 }
