@@ -109,9 +109,9 @@ type Config struct {
 	Resolver func(target string) Resolver
 	// EffectTimeout bounds one forwarded effect (default 60 s).
 	EffectTimeout time.Duration
-	// After waits between retries of a settle that failed and between polls
-	// of a busy resource (default time.After); tests inject it so that no
-	// test sleeps.
+	// After waits between retries of a settle that failed, between polls
+	// of a busy resource and for a deferred settle's window (DeferSettle)
+	// (default time.After); tests inject it so that no test sleeps.
 	After func(time.Duration) <-chan time.Time
 	// Go starts a background task (default: a goroutine); a simulation
 	// runs it under its own scheduler.
