@@ -50,22 +50,7 @@ func TestBatchesInsertNewRowsInOneOrder(t *testing.T) {
 	go func() { defer close(done); st.runAdmits(ctx, ms) }()
 
 	// Wait until the batch waits for the other transaction's row.
-	for waiting := false; !waiting; {
-		if err := st.pool.QueryRow(ctx, `SELECT count(*) > 0 FROM pg_stat_activity
-			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%INSERT INTO fence_resources%'`).Scan(&waiting); err != nil {
-			t.Fatal(err)
-		}
-		select {
-		case <-done:
-			t.Fatal("the batch did not wait for the other transaction's uncommitted row")
-		case <-ctx.Done():
-			t.Fatal(ctx.Err())
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
-	if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = '500ms'`); err != nil {
-		t.Fatal(err)
-	}
+	waitUntilBlocked(ctx, t, st, tx, done, "INSERT INTO fence_resources", "the batch did not wait for the other transaction's uncommitted row")
 	_, err = tx.Exec(ctx, `INSERT INTO fence_resources (resource) VALUES ('res/b')`)
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && (pe.Code == "55P03" || pe.Code == "40P01") {
@@ -125,22 +110,7 @@ func TestFastBatchLocksExistingRowsBeforeInsertingNewOnes(t *testing.T) {
 	ms := []*member[*admitCall]{admitMember("res/a", "r-a1", 1, now), admitMember("res/b", "r-b2", 2, now)}
 	done := make(chan struct{})
 	go func() { defer close(done); st.runAdmits(ctx, ms) }()
-	for waiting := false; !waiting; {
-		if err := st.pool.QueryRow(ctx, `SELECT count(*) > 0 FROM pg_stat_activity
-			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%UPDATE fence_resources%'`).Scan(&waiting); err != nil {
-			t.Fatal(err)
-		}
-		select {
-		case <-done:
-			t.Fatal("the batch did not wait for the other transaction's lock of res/b")
-		case <-ctx.Done():
-			t.Fatal(ctx.Err())
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
-	if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = '500ms'`); err != nil {
-		t.Fatal(err)
-	}
+	waitUntilBlocked(ctx, t, st, tx, done, "UPDATE fence_resources", "the batch did not wait for the other transaction's lock of res/b")
 	_, err = tx.Exec(ctx, `INSERT INTO fence_resources (resource) VALUES ('res/a')`)
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && (pe.Code == "55P03" || pe.Code == "40P01") {
@@ -157,5 +127,28 @@ func TestFastBatchLocksExistingRowsBeforeInsertingNewOnes(t *testing.T) {
 		if m.err != nil {
 			t.Errorf("member %s: %v", m.req.req.Grant.Resource, m.err)
 		}
+	}
+}
+
+// waitUntilBlocked returns once a statement like like waits for a lock (the
+// batch running until done is blocked behind tx), then bounds tx's own lock
+// waits, so that a deadlock shows as 55P03 instead of hanging the test.
+func waitUntilBlocked(ctx context.Context, t *testing.T, st *Store, tx pgx.Tx, done <-chan struct{}, like, notBlocked string) {
+	t.Helper()
+	for waiting := false; !waiting; {
+		if err := st.pool.QueryRow(ctx, `SELECT count(*) > 0 FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%' || $1 || '%'`, like).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-done:
+			t.Fatal(notBlocked)
+		case <-ctx.Done():
+			t.Fatal(ctx.Err())
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = '500ms'`); err != nil {
+		t.Fatal(err)
 	}
 }
