@@ -21,8 +21,9 @@ func FenceOrder(row fencegate.ResourceState, g fencegate.VerifiedGrant) error {
 // SettledReceipt is the receipt r becomes when settled with o, exactly as a
 // store's Settle would leave it (fencerules.Settle): RECEIPT_SETTLED,
 // STILL_RECONCILING or INVALID_REQUEST when the store would refuse it. The
-// gateway uses it to answer a settle it folds into a later admission
-// (fencegate.AdmitRequest.Prior) before that settle is durable.
+// gateway uses it to answer a settle it defers (folded into a later
+// admission, fencegate.AdmitRequest.Prior, or flushed after the window)
+// before that settle is durable.
 func SettledReceipt(r fencegate.Receipt, o fencegate.Outcome) (fencegate.Receipt, error) {
 	next, _, err := fencerules.Settle(r, &o)
 	return next, err
