@@ -2,7 +2,10 @@
 // stores. Every write is conditional (If-Match / If-None-Match: *), metadata
 // travels with the object, and a failed condition returns an error whose cause
 // is fencegate.ErrPreconditionFailed. It never creates buckets. Probe checks at
-// start-up that the store really enforces the conditions.
+// start-up that the store really enforces the conditions. A single PUT with a
+// landing deadline (every write the gateway forwards) is one presigned request
+// built in directput.go, with the SDK client's HTTP client and retryer; every
+// other call goes through the SDK.
 //
 // Uncertain outcomes: a Put or Delete that fails without a definite answer from
 // the store (network error, timeout, 5xx) may have been applied; IsUncertain
