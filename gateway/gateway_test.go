@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -291,14 +293,17 @@ func TestHigherFenceWaitsForTheLowerEffectToSettle(t *testing.T) {
 	if _, err := f.gw.Apply(context.Background(), f.request(5, 1, "v1")); err != nil {
 		t.Fatal(err)
 	}
-	if got := lowThenHigh(t, f, f.gw, f.request(5, 2, "v2"), f.gw); got != "low-start,low-end,high-start prev=v-low" {
+	queued := func() bool { return gateway.LockHolders(f.gw, resource) == 2 } // the higher fence waits for the lock
+	if got := lowThenHigh(t, f, f.gw, f.request(5, 2, "v2"), f.gw, queued); got != "low-start,low-end,high-start prev=v-low" {
 		t.Fatalf("effect order %s", got)
 	}
 }
 
 // lowThenHigh starts a slow effect through low, then a higher fence's first
-// write through high while it is in flight, and returns the effect events.
-func lowThenHigh(t *testing.T, f *fixture, low *gateway.Gateway, slow gateway.Request, high *gateway.Gateway) string {
+// write through high while it is in flight, and once waiting reports that
+// the higher one is held up (it must not overtake), lets the slow effect
+// end; it returns the effect events.
+func lowThenHigh(t *testing.T, f *fixture, low *gateway.Gateway, slow gateway.Request, high *gateway.Gateway, waiting func() bool) string {
 	t.Helper()
 	ctx := context.Background()
 	var (
@@ -323,7 +328,17 @@ func lowThenHigh(t *testing.T, f *fixture, low *gateway.Gateway, slow gateway.Re
 	go func() { _, err := low.Apply(ctx, slow); done <- err }()
 	<-entered
 	go func() { _, err := high.Apply(ctx, next); done <- err }()
-	time.Sleep(50 * time.Millisecond) // give the higher fence a chance to overtake (it must not)
+	deadline := time.After(10 * time.Second)
+	for !waiting() {
+		select {
+		case err := <-done:
+			t.Fatalf("a write ended while the lower fence's effect was in flight (%v): %v", err, events)
+		case <-deadline:
+			t.Fatal("the higher fence's write never waited for the lower one's effect")
+		default:
+			runtime.Gosched()
+		}
+	}
 	close(release)
 	for range 2 {
 		if err := <-done; err != nil {
@@ -356,13 +371,21 @@ func (f *fixture) storedState() string {
 
 func TestReplicaWaitsForAnotherReplicasEffectToSettle(t *testing.T) {
 	f := newFixture(t)
+	var polls atomic.Int32
 	other, err := gateway.New(gateway.Config{Verifier: f.kit.Verifier(), Store: f.store, Now: f.kit.Now,
-		Policy: gateway.StaticPolicy{Generation: 1}})
+		Policy: gateway.StaticPolicy{Generation: 1},
+		// Counted: once it waits to poll again, it has found the resource
+		// busy with the other replica's effect (it must not go ahead).
+		After: func(d time.Duration) <-chan time.Time {
+			polls.Add(1)
+			return time.After(d)
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The second gateway shares only the store, like another replica.
-	if got := lowThenHigh(t, f, f.gw, f.request(5, 1, "low"), other); got != "low-start,low-end,high-start prev=v-low" {
+	polled := func() bool { return polls.Load() >= 1 }
+	if got := lowThenHigh(t, f, f.gw, f.request(5, 1, "low"), other, polled); got != "low-start,low-end,high-start prev=v-low" {
 		t.Fatalf("effect order %s", got)
 	}
 }
