@@ -276,7 +276,7 @@ func (g *Gateway) apply(ctx context.Context, req Request) (Result, error) {
 	case prior != nil && g.folds:
 		areq.Prior = &fencegate.PriorSettle{ReceiptID: prior.id, Outcome: prior.out}
 	case prior != nil:
-		if !g.settleDeferred(prior) {
+		if !g.settleDeferred(g.cfg.Background, prior) {
 			return Result{}, &fencegate.Error{Code: fencegate.CodeBackendUnavailable,
 				Message: "the fence store failed recording the previous write on the resource; nothing was admitted or forwarded"}
 		}

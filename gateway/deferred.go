@@ -213,7 +213,7 @@ func (g *Gateway) flusher(e *deferredSettle) {
 			g.cfg.Block(change) // a fold carries it: see how it ends
 			continue
 		}
-		if g.settleDeferred(e) {
+		if g.settleDeferred(g.cfg.Background, e) {
 			return
 		}
 		<-g.cfg.After(delay)
@@ -221,12 +221,13 @@ func (g *Gateway) flusher(e *deferredSettle) {
 	}
 }
 
-// settleDeferred records the claimed entry e through Store.Settle. It
+// settleDeferred records the claimed entry e through Store.Settle, bounded
+// by base (the gateway's Background, or Drain's ctx) and settleTimeout. It
 // reports true when e is done (durable, or the store ruled: the receipt was
 // settled meanwhile, e.g. proven by another replica); on a failure without a
 // verdict e is released for the next try.
-func (g *Gateway) settleDeferred(e *deferredSettle) bool {
-	ctx, cancel := context.WithTimeout(g.cfg.Background, settleTimeout)
+func (g *Gateway) settleDeferred(base context.Context, e *deferredSettle) bool {
+	ctx, cancel := context.WithTimeout(base, settleTimeout)
 	r, err := g.cfg.Store.Settle(ctx, e.id, e.out)
 	cancel()
 	if err != nil && !isRuling(err) {
@@ -317,7 +318,7 @@ func (g *Gateway) flushEntry(e *deferredSettle) {
 		case state == deferDone:
 			return
 		case ok:
-			if g.settleDeferred(e) {
+			if g.settleDeferred(g.cfg.Background, e) {
 				return
 			}
 		default:
@@ -335,8 +336,11 @@ func (g *Gateway) flushEntry(e *deferredSettle) {
 func (g *Gateway) Drain(ctx context.Context) error {
 	for {
 		for _, e := range g.deferred.all() {
+			if ctx.Err() != nil {
+				break // what is left is proven from the objects, as after a crash
+			}
 			if ok, _, _ := g.deferred.claim(e); ok {
-				g.settleDeferred(e)
+				g.settleDeferred(ctx, e)
 			}
 		}
 		queued := g.retry.tryOnce(ctx)
