@@ -162,6 +162,8 @@ reconcile: {interval: 200ms, deadline: 1s, orphan: 2m}
 		`fencegate_refusals_total{code="` + stale.str("code") + `"}`,
 		`fencegate_effect_duration_seconds_count{backend="objects/local",outcome="COMMITTED"}`,
 		`fencegate_effect_duration_seconds_count{backend="apis/flaky",outcome="UNKNOWN"}`,
+		`fencegate_settle_duration_seconds_count{outcome="COMMITTED"}`,
+		`fencegate_settle_duration_seconds_count{outcome="UNKNOWN"}`,
 		`fencegate_backend_errors_total{backend="apis/flaky",code="MUTATION_UNKNOWN"}`,
 		`fencegate_receipts_total{state="COMMITTED"}`,
 		`fencegate_receipts_total{state="UNKNOWN"}`,

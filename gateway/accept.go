@@ -347,6 +347,7 @@ func (g *Gateway) forward(ctx context.Context, adm fencegate.Admission, eff Effe
 	sctx, span := g.startSpan(context.WithoutCancel(ctx), "fencegate.settle")
 	r, err := g.cfg.Store.Settle(sctx, adm.Receipt.ID, out)
 	endSpan(span, err)
+	g.cfg.Observe.Settle(out.State, g.cfg.Now().Sub(out.Now))
 	if err != nil {
 		if !isRuling(err) {
 			g.cfg.Observe.StoreError("settle")

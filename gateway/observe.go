@@ -25,6 +25,10 @@ type Observer interface {
 	Effect(backend string, state fencegate.ReceiptState, code fencegate.Code, d time.Duration)
 	// Settled is a receipt recorded in a final or UNKNOWN state.
 	Settled(state fencegate.ReceiptState)
+	// Settle is how long a request waited for its effect's settle to be
+	// recorded before it was answered, by the state the gateway recorded
+	// (a deferred settle is not on the request's path and is not told).
+	Settle(state fencegate.ReceiptState, d time.Duration)
 	// StoreError is a fence store fault (no verdict) during op.
 	StoreError(op string)
 	// FirstWrite is the first accepted write of a new fence on a resource:
@@ -49,6 +53,9 @@ func (NopObserver) Effect(string, fencegate.ReceiptState, fencegate.Code, time.D
 
 // Settled does nothing.
 func (NopObserver) Settled(fencegate.ReceiptState) {}
+
+// Settle does nothing.
+func (NopObserver) Settle(fencegate.ReceiptState, time.Duration) {}
 
 // StoreError does nothing.
 func (NopObserver) StoreError(string) {}

@@ -19,6 +19,7 @@ type recorder struct {
 	admissions  []string
 	effects     []string
 	settled     []fencegate.ReceiptState
+	settles     []fencegate.ReceiptState
 	firstWrites []uint64
 }
 
@@ -45,10 +46,16 @@ func (r *recorder) FirstWrite(_ string, fence uint64, _, _ time.Time) {
 }
 func (r *recorder) Backlog(int, time.Duration, int) {}
 func (r *recorder) Deferred(int)                    {}
+func (r *recorder) Settle(s fencegate.ReceiptState, d time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.settles = append(r.settles, s)
+}
 
 // TestAcceptedWriteIsTracedAndObservedStepByStep: an accepted segment makes
 // the verify, admit, effect and settle spans (in-memory exporter) and tells
-// the observer its admission, effect, settle and first write; a replay is an
+// the observer its admission, effect, settle (and the wait for it) and first
+// write; a replay is an
 // admission "replay" with no effect, and a stale segment's admission carries
 // its refusal code.
 func TestAcceptedWriteIsTracedAndObservedStepByStep(t *testing.T) {
@@ -100,6 +107,9 @@ func TestAcceptedWriteIsTracedAndObservedStepByStep(t *testing.T) {
 	}
 	if len(rec.settled) != 2 || rec.settled[1] != fencegate.ReceiptCommitted {
 		t.Fatalf("settled %v", rec.settled)
+	}
+	if len(rec.settles) != 2 || rec.settles[0] != fencegate.ReceiptCommitted || rec.settles[1] != fencegate.ReceiptCommitted {
+		t.Fatalf("settles the requests waited for: %v, want two COMMITTED", rec.settles)
 	}
 	if len(rec.firstWrites) != 2 || rec.firstWrites[0] != 5 || rec.firstWrites[1] != 6 {
 		t.Fatalf("first writes %v, want [5 6]", rec.firstWrites)

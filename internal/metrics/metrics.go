@@ -37,6 +37,7 @@ type Metrics struct {
 	admissions    *prometheus.HistogramVec
 	refusals      *prometheus.CounterVec
 	effects       *prometheus.HistogramVec
+	settles       *prometheus.HistogramVec
 	backendErrors *prometheus.CounterVec
 	receipts      *prometheus.CounterVec
 	storeErrors   *prometheus.CounterVec
@@ -74,6 +75,10 @@ func New() *Metrics {
 		Name: "fencegate_effect_duration_seconds", Buckets: latencyBuckets,
 		Help: "Forwarded effects by backend (objects/STORE or apis/API) and the receipt state they left (outcome).",
 	}, []string{"backend", "outcome"})
+	m.settles = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "fencegate_settle_duration_seconds", Buckets: latencyBuckets,
+		Help: "Settles a request waited for before its answer (recording the effect's outcome in the fence store), by the state recorded (outcome); a deferred settle (deferSettle) is not on the request's path and not counted.",
+	}, []string{"outcome"})
 	m.backendErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "fencegate_backend_errors_total",
 		Help: "Forwarded effects that returned an error, by backend and code (BACKEND_UNAVAILABLE and MUTATION_UNKNOWN: the backend could not be reached or did not answer).",
@@ -135,7 +140,7 @@ func New() *Metrics {
 		Help: "Always 1; the labels name the running build (module version, VCS revision, Go version).",
 	}, []string{"version", "revision", "goversion"})
 	build.WithLabelValues(BuildInfo()).Set(1)
-	m.reg.MustRegister(m.requests, m.admissions, m.refusals, m.effects, m.backendErrors, m.receipts, m.storeErrors,
+	m.reg.MustRegister(m.requests, m.admissions, m.refusals, m.effects, m.settles, m.backendErrors, m.receipts, m.storeErrors,
 		m.unknown, m.unknownOldest, m.overdue, m.deferred, m.regressions, m.regressionAt, m.regressionFen, m.shadow, m.resends,
 		m.breakGlass, m.handoff, build,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -225,6 +230,11 @@ func (m *Metrics) Effect(backend string, state fencegate.ReceiptState, code fenc
 	if code != "" {
 		m.backendErrors.WithLabelValues(backend, string(code)).Inc()
 	}
+}
+
+// Settle observes how long a request waited for its settle (gateway.Observer).
+func (m *Metrics) Settle(state fencegate.ReceiptState, d time.Duration) {
+	m.settles.WithLabelValues(string(state)).Observe(d.Seconds())
 }
 
 // Settled counts a receipt recorded in state (gateway.Observer).

@@ -42,7 +42,7 @@ func TestSmokeEmbeddedPointPrintsRatioStagesCheckAndProfiles(t *testing.T) {
 	if row == nil || row[1] == "0" || row[2] == "0" {
 		t.Fatalf("no embedded row with rates in:\n%s", text)
 	}
-	st := regexp.MustCompile(`stages ms/write: request ([0-9.]+) = admission ([0-9.]+) \+ effect ([0-9.]+) \+ rest -?[0-9.]+ \(([0-9]+) requests\) \| loadbench CPU/w ([0-9.]+)ms`).FindStringSubmatch(text)
+	st := regexp.MustCompile(`stages ms/write: request ([0-9.]+) = admission ([0-9.]+) \+ effect ([0-9.]+) (?:\+ settle [0-9.]+ )?\+ rest -?[0-9.]+ \(([0-9]+) requests\) \| loadbench CPU/w ([0-9.]+)ms`).FindStringSubmatch(text)
 	if st == nil {
 		t.Fatalf("no stage line in:\n%s", text)
 	}
