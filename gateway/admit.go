@@ -28,6 +28,12 @@ func isRuling(err error) bool {
 func (g *Gateway) recoverAdmission(ctx context.Context, req fencegate.AdmitRequest, cause error) (adm fencegate.Admission, again bool, err error) {
 	r, err := g.cfg.Store.Receipt(ctx, req.ReceiptID)
 	switch {
+	case err == nil && !admittedBy(r, req):
+		// Another admission's receipt under the same ID (IDs are random
+		// within a millisecond): ours was not admitted under it, and that
+		// receipt is not ours to go on with or to settle NOT_APPLIED.
+		return fencegate.Admission{}, false, &fencegate.Error{Code: fencegate.CodeBackendUnavailable,
+			Message: "the fence store failed; nothing was admitted or forwarded", Err: cause}
 	case err == nil && r.State == fencegate.ReceiptPending:
 		prev, verr := g.cfg.Store.Version(ctx, req.Target)
 		if verr != nil {
@@ -47,6 +53,14 @@ func (g *Gateway) recoverAdmission(ctx context.Context, req fencegate.AdmitReque
 	g.notApplied(req.ReceiptID)
 	return fencegate.Admission{}, false, &fencegate.Error{Code: fencegate.CodeBackendUnavailable,
 		Message: "the fence store failed; nothing was forwarded", ReceiptID: req.ReceiptID, Err: cause}
+}
+
+// admittedBy reports whether receipt r is the one req admits: the store's
+// receipt IDs are unique, so a receipt of another resource, fence, segment,
+// target or payload under req's ID is another request's.
+func admittedBy(r fencegate.Receipt, req fencegate.AdmitRequest) bool {
+	return r.Resource == req.Grant.Resource && r.FenceToken == req.Grant.FenceToken && r.Segment == req.Segment &&
+		r.Target == req.Target && r.PayloadDigest == req.PayloadDigest
 }
 
 // admitAgain is how many more times an admission that certainly admitted
