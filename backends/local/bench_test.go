@@ -113,6 +113,9 @@ func writers(b *testing.B, c int, run func(w int, next func() bool)) {
 	b.StopTimer()
 }
 
+// bareWrite is a twin of internal/cmd/loadbench writeFile (keep the two
+// alike): loadbench is a main package, so neither can call the other, and a
+// shared package would put bench code in the library.
 func bareWrite(dir, name string, body []byte) error {
 	f, err := os.CreateTemp(dir, ".tmp-")
 	if err != nil {

@@ -48,6 +48,9 @@ func boltBaseline(ctx context.Context, dir string, c int, d time.Duration) (samp
 	return runWorkers(ctx, c, d, counters{}, func(int) error { return nil }, op)
 }
 
+// writeFile is a twin of backends/local bench_test.go bareWrite, the
+// baseline BenchmarkBareFileWrite times (keep the two alike; a main package
+// cannot be imported, and a test file cannot export).
 func writeFile(dir, name string, body []byte) error {
 	f, err := os.CreateTemp(dir, ".tmp-")
 	if err != nil {
