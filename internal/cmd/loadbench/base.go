@@ -29,7 +29,7 @@ func boltBaseline(ctx context.Context, dir string, c int, d time.Duration) (samp
 	if err := os.MkdirAll(objects, 0o700); err != nil {
 		return sample{}, err
 	}
-	body := bytes.Repeat([]byte("0123456789abcdef"), 64)
+	body := body1K
 	rec, _ := json.Marshal(map[string]any{"id": "rcpt-0123456789abcdef", "resource": "local/bench/x", "state": "COMMITTED",
 		"fence": 7, "segment": 1, "payloadDigest": "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"})
 	op := func(w, n int) error {
@@ -97,7 +97,7 @@ func (t s3Target) client() *s3.Client {
 // as the gateway writes them (If-None-Match: * first, then If-Match).
 func s3Baseline(ctx context.Context, t s3Target, prefix string, c int, d time.Duration) (sample, error) {
 	cl := t.client()
-	body := bytes.Repeat([]byte("0123456789abcdef"), 64)
+	body := body1K
 	etags := make([]*string, c)
 	op := func(w, n int) error {
 		in := &s3.PutObjectInput{Bucket: aws.String(t.bucket), Key: aws.String(fmt.Sprintf("%s/%d", prefix, w)),

@@ -76,7 +76,7 @@ func plainHTTP(ctx context.Context, gw *gateway, store, tag string, c int, d tim
 	tr := &http.Transport{MaxIdleConnsPerHost: c, MaxConnsPerHost: c, DisableCompression: true}
 	defer tr.CloseIdleConnections()
 	cl := &http.Client{Transport: tr}
-	body := bytes.Repeat([]byte("0123456789abcdef"), 64)
+	body := body1K
 	hdrs := make([]http.Header, c)
 	for w, cr := range creds {
 		hdrs[w] = http.Header{"Authorization": {"Bearer token-bench"}, "Fence-Grant": {cr.grant}, "Fence-Status": {cr.status},

@@ -140,12 +140,16 @@ func runWorkers(ctx context.Context, c int, d time.Duration, cnt counters,
 	return s, nil
 }
 
+// body1K is the 1 KiB body every path writes (the gateway's, the baselines',
+// the cross-checks'; wrkScript spells the same bytes): read, never written.
+var body1K = bytes.Repeat([]byte("0123456789abcdef"), 64)
+
 // throughGateway writes 1 KiB bodies through gw with the project's client:
 // each worker holds one lease on its own resource STORE/bench/TAG/W and
 // writes its segments 1, 2, 3 ... under that one grant.
 func throughGateway(ctx context.Context, gw *gateway, store, tag string, c int, d time.Duration, cnt counters) (sample, error) {
 	cl := fgclient.New(gw.url, "token-bench")
-	body := bytes.Repeat([]byte("0123456789abcdef"), 64)
+	body := body1K
 	writers := make([]*fgclient.ObjectWriter, c)
 	keys := make([]string, c)
 	prepare := func(w int) error {
