@@ -33,6 +33,9 @@ type settleRetry struct {
 	mu      sync.Mutex
 	queue   map[string]fencegate.Outcome
 	running bool
+	// pass is held through a pass over the queue, so that Drain's pass
+	// (tryOnce) and the loop's never settle one outcome at the same time.
+	pass sync.Mutex
 }
 
 // maxRetryQueue bounds the outcomes kept for retry; beyond it the reconciler
@@ -74,29 +77,56 @@ func (q *settleRetry) len() int {
 
 // tryOnce settles each waiting outcome once, in a stable order, until the
 // store fails one without a verdict (the rest would fail alike); it reports
-// how many are still waiting. Drain calls it beside the loop: both settling
-// one outcome is harmless (the second is a repeat or ruled on).
+// how many are still waiting. Drain calls it beside the loop; while the
+// loop's own pass runs it settles nothing (pass), so no outcome is sent
+// twice at once, and Drain looks again after its wait.
 func (q *settleRetry) tryOnce(ctx context.Context) int {
-	q.mu.Lock()
-	batch := maps.Clone(q.queue)
-	q.mu.Unlock()
-	for _, id := range slices.Sorted(maps.Keys(batch)) {
-		sctx, cancel := context.WithTimeout(ctx, settleTimeout)
-		_, err := q.store.Settle(sctx, id, batch[id])
-		cancel()
-		if err != nil && !isRuling(err) {
-			break
-		}
-		q.mu.Lock()
-		if o, ok := q.queue[id]; ok && o == batch[id] {
-			delete(q.queue, id)
-		}
-		q.mu.Unlock()
+	if q.pass.TryLock() {
+		q.settleOnce(ctx)
+		q.pass.Unlock()
 	}
 	return q.len()
 }
 
+// settleOnce is one pass over the waiting outcomes (tryOnce's, and each of
+// run's): it reports whether the store took or ruled on any. The caller
+// holds q.pass.
+func (q *settleRetry) settleOnce(base context.Context) (progress bool) {
+	q.mu.Lock()
+	batch := maps.Clone(q.queue)
+	q.mu.Unlock()
+	for _, id := range slices.Sorted(maps.Keys(batch)) { // in a stable order
+		o := batch[id]
+		ctx, cancel := context.WithTimeout(base, settleTimeout)
+		r, err := q.store.Settle(ctx, id, o)
+		cancel()
+		if err != nil && !isRuling(err) {
+			// The store is still down: the rest of the batch would
+			// fail alike.
+			break
+		}
+		progress = true
+		q.mu.Lock()
+		if cur, ok := q.queue[id]; ok && cur == o {
+			delete(q.queue, id)
+		}
+		q.mu.Unlock()
+		if err != nil {
+			// RECEIPT_SETTLED: another replica's resend (or an operator)
+			// settled it meanwhile; its final state stands.
+			q.log.Info("settle retry: the store ruled; dropped", "receipt", id, "err", err)
+		} else {
+			q.log.Info("settle retried: receipt recorded", "receipt", id, "state", r.State)
+		}
+	}
+	return progress
+}
+
 func (q *settleRetry) run() {
+	base := q.ctx
+	if base == nil {
+		base = context.Background()
+	}
 	delay := retryMinDelay
 	for {
 		q.mu.Lock()
@@ -105,39 +135,11 @@ func (q *settleRetry) run() {
 			q.mu.Unlock()
 			return
 		}
-		batch := make(map[string]fencegate.Outcome, len(q.queue))
-		for id, o := range q.queue {
-			batch[id] = o
-		}
 		q.mu.Unlock()
 
-		progress := false
-		for _, id := range slices.Sorted(maps.Keys(batch)) { // in a stable order
-			o := batch[id]
-			base := q.ctx
-			if base == nil {
-				base = context.Background()
-			}
-			ctx, cancel := context.WithTimeout(base, settleTimeout)
-			r, err := q.store.Settle(ctx, id, o)
-			cancel()
-			if err != nil && !isRuling(err) {
-				// The store is still down: the rest of the batch would
-				// fail alike.
-				break
-			}
-			progress = true
-			q.mu.Lock()
-			delete(q.queue, id)
-			q.mu.Unlock()
-			if err != nil {
-				// RECEIPT_SETTLED: another replica's resend (or an operator)
-				// settled it meanwhile; its final state stands.
-				q.log.Info("settle retry: the store ruled; dropped", "receipt", id, "err", err)
-			} else {
-				q.log.Info("settle retried: receipt recorded", "receipt", id, "state", r.State)
-			}
-		}
+		q.pass.Lock()
+		progress := q.settleOnce(base)
+		q.pass.Unlock()
 		if progress {
 			delay = retryMinDelay
 			if q.len() > 0 {
