@@ -203,7 +203,7 @@ func (g *Gateway) deferSettle(r fencegate.Receipt, out fencegate.Outcome) (fence
 // verdict, until the store takes the settle or rules on it.
 func (g *Gateway) flusher(e *deferredSettle) {
 	<-g.cfg.After(g.cfg.DeferSettle)
-	delay := retryMinDelay
+	var wait backoff
 	for {
 		ok, state, change := g.deferred.claim(e)
 		switch {
@@ -216,8 +216,7 @@ func (g *Gateway) flusher(e *deferredSettle) {
 		if g.settleDeferred(g.cfg.Background, e) {
 			return
 		}
-		<-g.cfg.After(delay)
-		delay = min(2*delay, retryMaxDelay)
+		wait.wait(g.cfg.After)
 	}
 }
 

@@ -127,7 +127,7 @@ func (q *settleRetry) run() {
 	if base == nil {
 		base = context.Background()
 	}
-	delay := retryMinDelay
+	var wait backoff
 	for {
 		q.mu.Lock()
 		if len(q.queue) == 0 {
@@ -141,7 +141,7 @@ func (q *settleRetry) run() {
 		progress := q.settleOnce(base)
 		q.pass.Unlock()
 		if progress {
-			delay = retryMinDelay
+			wait.reset()
 			if q.len() > 0 {
 				continue // the store is back: go on with the rest at once
 			}
@@ -153,7 +153,22 @@ func (q *settleRetry) run() {
 			return
 		}
 		q.mu.Unlock()
-		<-q.after(delay)
-		delay = min(2*delay, retryMaxDelay)
+		wait.wait(q.after)
 	}
 }
+
+// backoff paces the tries of a settle that failed without a verdict (the
+// retry queue's and a deferred entry's flusher): retryMinDelay, doubling to
+// retryMaxDelay; reset after progress.
+type backoff struct{ delay time.Duration }
+
+// wait waits out the next delay through after.
+func (b *backoff) wait(after func(time.Duration) <-chan time.Time) {
+	if b.delay == 0 {
+		b.delay = retryMinDelay
+	}
+	<-after(b.delay)
+	b.delay = min(2*b.delay, retryMaxDelay)
+}
+
+func (b *backoff) reset() { b.delay = 0 }
