@@ -62,6 +62,10 @@ type deferrals struct {
 	// observe is told the number of entries at every change (under mu, so
 	// in order): Observer.Deferred.
 	observe func(int)
+	// off is true when the window is off (DeferSettle 0): no entry is ever
+	// added, so the lookups of every write and read answer nil without
+	// taking mu (the write path costs what it did without deferral).
+	off bool
 }
 
 // add keeps e unless its resource still has an entry: one whose fold ended
@@ -135,12 +139,18 @@ func (d *deferrals) release(e *deferredSettle) {
 }
 
 func (d *deferrals) ofResource(res string) *deferredSettle {
+	if d.off {
+		return nil
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.byRes[res]
 }
 
 func (d *deferrals) ofReceipt(id string) *deferredSettle {
+	if d.off {
+		return nil
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.byID[id]

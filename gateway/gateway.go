@@ -206,7 +206,7 @@ func New(cfg Config) (*Gateway, error) {
 	}
 	ps, ok := cfg.Store.(fencegate.PriorSettling)
 	return &Gateway{cfg: cfg, journal: cfg.Journal, tracer: tracer, folds: ok && ps.SettlesPrior(),
-		deferred: deferrals{observe: cfg.Observe.Deferred},
+		deferred: deferrals{observe: cfg.Observe.Deferred, off: cfg.DeferSettle <= 0},
 		retry:    settleRetry{ctx: cfg.Background, store: cfg.Store, after: cfg.After, spawn: cfg.Go, log: cfg.Log}}, nil
 }
 
