@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"slices"
 
 	"github.com/fencegate/fencegate"
 )
@@ -83,6 +84,11 @@ func (s readStore) ReceiptsByState(ctx context.Context, state fencegate.ReceiptS
 }
 
 func (s readStore) fixPage(ctx context.Context, p fencegate.ReceiptPage, state fencegate.ReceiptState) fencegate.ReceiptPage {
+	// fix changes only PENDING receipts (and the others are in state, when
+	// the list is by state): a page without one is the store's, uncopied.
+	if !slices.ContainsFunc(p.Receipts, func(r fencegate.Receipt) bool { return r.State == fencegate.ReceiptPending }) {
+		return p
+	}
 	out := p.Receipts[:0:0]
 	for _, r := range p.Receipts {
 		r = s.fix(ctx, r)
