@@ -143,7 +143,7 @@ func TestFastPathDecidesAgainWhenAnotherGatewayMovedTheRow(t *testing.T) {
 // TestFastPathRefusesATargetBoundElsewhere: A knows res/p; the target it
 // writes next was bound to res/q meanwhile. The binding check of the fast
 // pipeline rolls it back and the locked path answers RESOURCE_MISMATCH,
-// with res/p unchanged.
+// with res/p unchanged and no receipt left.
 func TestFastPathRefusesATargetBoundElsewhere(t *testing.T) {
 	ctx := context.Background()
 	dsn := testenv.PostgresURL(t)
@@ -172,6 +172,9 @@ func TestFastPathRefusesATargetBoundElsewhere(t *testing.T) {
 	}
 	if after, _ := a.Resource(ctx, "res/p"); after != before {
 		t.Fatalf("resource moved by a refused segment: %+v, was %+v", after, before)
+	}
+	if _, err := a.Receipt(ctx, "r-p2"); fencegate.ErrorCode(err) != fencegate.CodeNotFound {
+		t.Fatalf("refused segment left a receipt: %v", err)
 	}
 	if bound, _ := a.Binding(ctx, "shared/key"); bound != "res/q" {
 		t.Fatalf("binding of shared/key is %q, want res/q", bound)
