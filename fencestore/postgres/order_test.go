@@ -31,16 +31,7 @@ func TestBatchesInsertNewRowsInOneOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	other, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close(context.Background())
-	tx, err := other.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = tx.Rollback(context.Background()) }()
+	tx := otherTx(ctx, t, dsn)
 	if _, err := tx.Exec(ctx, `INSERT INTO fence_resources (resource) VALUES ('res/a')`); err != nil {
 		t.Fatal(err)
 	}
@@ -51,23 +42,9 @@ func TestBatchesInsertNewRowsInOneOrder(t *testing.T) {
 
 	// Wait until the batch waits for the other transaction's row.
 	waitUntilBlocked(ctx, t, st, tx, done, "INSERT INTO fence_resources", "the batch did not wait for the other transaction's uncommitted row")
-	_, err = tx.Exec(ctx, `INSERT INTO fence_resources (resource) VALUES ('res/b')`)
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) && (pe.Code == "55P03" || pe.Code == "40P01") {
-		t.Fatalf("the batch holds res/b while it waits for res/a (%s): batches inserting in arrival order deadlock", pe.Code)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := tx.Rollback(ctx); err != nil {
-		t.Fatal(err)
-	}
+	insertThenRelease(ctx, t, tx, "res/b", "the batch holds res/b while it waits for res/a (%s): batches inserting in arrival order deadlock")
 	<-done
-	for _, m := range ms {
-		if m.err != nil {
-			t.Errorf("member %s: %v", m.req.req.Grant.Resource, m.err)
-		}
-	}
+	wantNoMemberErr(t, ms)
 }
 
 // TestFastBatchLocksExistingRowsBeforeInsertingNewOnes: a fast batch changes
@@ -94,16 +71,7 @@ func TestFastBatchLocksExistingRowsBeforeInsertingNewOnes(t *testing.T) {
 	if _, err := st.Settle(ctx, "r-b1", fencegate.Outcome{State: fencegate.ReceiptCommitted, Version: "v", Now: now}); err != nil {
 		t.Fatal(err)
 	}
-	other, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close(context.Background())
-	tx, err := other.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = tx.Rollback(context.Background()) }()
+	tx := otherTx(ctx, t, dsn)
 	if _, err := tx.Exec(ctx, `SELECT 1 FROM fence_resources WHERE resource = 'res/b' FOR UPDATE`); err != nil {
 		t.Fatal(err)
 	}
@@ -111,23 +79,9 @@ func TestFastBatchLocksExistingRowsBeforeInsertingNewOnes(t *testing.T) {
 	done := make(chan struct{})
 	go func() { defer close(done); st.runAdmits(ctx, ms) }()
 	waitUntilBlocked(ctx, t, st, tx, done, "UPDATE fence_resources", "the batch did not wait for the other transaction's lock of res/b")
-	_, err = tx.Exec(ctx, `INSERT INTO fence_resources (resource) VALUES ('res/a')`)
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) && (pe.Code == "55P03" || pe.Code == "40P01") {
-		t.Fatalf("the fast batch holds new row res/a while it waits for res/b (%s)", pe.Code)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := tx.Rollback(ctx); err != nil {
-		t.Fatal(err)
-	}
+	insertThenRelease(ctx, t, tx, "res/a", "the fast batch holds new row res/a while it waits for res/b (%s)")
 	<-done
-	for _, m := range ms {
-		if m.err != nil {
-			t.Errorf("member %s: %v", m.req.req.Grant.Resource, m.err)
-		}
-	}
+	wantNoMemberErr(t, ms)
 }
 
 // waitUntilBlocked returns once a statement like like waits for a lock (the
@@ -150,5 +104,49 @@ func waitUntilBlocked(ctx context.Context, t *testing.T, st *Store, tx pgx.Tx, d
 	}
 	if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = '500ms'`); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// otherTx begins a transaction on its own connection (standing for another
+// batch), rolled back at the test's end.
+func otherTx(ctx context.Context, t *testing.T, dsn string) pgx.Tx {
+	t.Helper()
+	other, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = other.Close(context.Background()) })
+	tx, err := other.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	return tx
+}
+
+// insertThenRelease inserts res's row in tx, failing with deadlock (given
+// the error code) if the blocked batch holds it, then rolls tx back so the
+// batch goes on.
+func insertThenRelease(ctx context.Context, t *testing.T, tx pgx.Tx, res, deadlock string) {
+	t.Helper()
+	_, err := tx.Exec(ctx, `INSERT INTO fence_resources (resource) VALUES ($1)`, res)
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && (pe.Code == "55P03" || pe.Code == "40P01") {
+		t.Fatalf(deadlock, pe.Code)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func wantNoMemberErr(t *testing.T, ms []*member[*admitCall]) {
+	t.Helper()
+	for _, m := range ms {
+		if m.err != nil {
+			t.Errorf("member %s: %v", m.req.req.Grant.Resource, m.err)
+		}
 	}
 }
