@@ -3,6 +3,8 @@ package postgres
 import (
 	"context"
 	"errors"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -156,7 +158,6 @@ func (s *Store) admitLocked(ctx context.Context, conn *pgxpool.Conn, ms []*membe
 	var admitted []fencegate.Receipt
 	undone := map[string]bool{}
 	for _, m := range ms {
-		m := m
 		req := &m.req.req
 		var adm fencegate.Admission
 		if p := req.Prior; p != nil {
@@ -223,7 +224,7 @@ func (s *Store) admitLocked(ctx context.Context, conn *pgxpool.Conn, ms []*membe
 			rows = append(rows, row)
 		}
 	}
-	s.known.learn(rows, append(admitted, mapValues(st.receipts)...))
+	s.known.learn(rows, append(admitted, slices.Collect(maps.Values(st.receipts))...))
 	return false, nil
 }
 

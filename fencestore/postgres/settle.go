@@ -110,7 +110,6 @@ func (s *Store) settleLocked(ctx context.Context, conn *pgxpool.Conn, ms []*memb
 	b = &pgx.Batch{}
 	results := make([]func(), 0, len(ms))
 	for _, m := range ms {
-		m := m
 		next, err := st.apply(b, m.req.id, m.req.o)
 		if err != nil {
 			results = append(results, func() { m.err = err })
@@ -127,14 +126,6 @@ func (s *Store) settleLocked(ctx context.Context, conn *pgxpool.Conn, ms []*memb
 	for _, set := range results {
 		set()
 	}
-	s.known.learn(mapValues(st.rows), mapValues(st.receipts))
+	s.known.learn(slices.Collect(maps.Values(st.rows)), slices.Collect(maps.Values(st.receipts)))
 	return false, nil
-}
-
-func mapValues[V any](m map[string]V) []V {
-	out := make([]V, 0, len(m))
-	for _, v := range m {
-		out = append(out, v)
-	}
-	return out
 }
