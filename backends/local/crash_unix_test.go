@@ -58,10 +58,7 @@ func crashTo(t *testing.T, dir string, durable map[string]uint64) string {
 // durable, the key reads its previous version, whole.
 func TestReplacedFileIsNotReusedBeforeItsMoveIsDurable(t *testing.T) {
 	dir := t.TempDir()
-	s, err := local.New("loc", dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openAt(t, dir)
 	e1 := objecttest.Create(t, s, "k/crash", "version-one")
 	name := filepath.Base(objectFile(dir, "k/crash"))
 	durable := map[string]uint64{name: inode(t, objectFile(dir, "k/crash"))}

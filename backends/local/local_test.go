@@ -15,7 +15,13 @@ import (
 
 func open(t *testing.T) *local.Store {
 	t.Helper()
-	s, err := local.New("loc", t.TempDir())
+	return openAt(t, t.TempDir())
+}
+
+// openAt opens the store "loc" in dir (a reopen, when dir was used before).
+func openAt(t *testing.T, dir string) *local.Store {
+	t.Helper()
+	s, err := local.New("loc", dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,10 +100,7 @@ func TestBodyShorterThanSizeIsInvalidAndWritesNothing(t *testing.T) {
 
 func TestObjectsSurviveReopenAndTempFilesAreRemoved(t *testing.T) {
 	dir := t.TempDir()
-	s, err := local.New("loc", dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openAt(t, dir)
 	etag := objecttest.Create(t, s, "k/p", "persist")
 	stale := filepath.Join(dir, "objects", ".tmp-123")
 	if err := os.WriteFile(stale, []byte("junk"), 0o600); err != nil {
@@ -106,10 +109,7 @@ func TestObjectsSurviveReopenAndTempFilesAreRemoved(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	s2, err := local.New("loc", dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s2 := openAt(t, dir)
 	defer s2.Close()
 	if body, info := objecttest.Content(t, s2, "k/p"); body != "persist" || info.ETag != etag {
 		t.Fatalf("after reopen got %q %s", body, info.ETag)

@@ -105,15 +105,12 @@ func TestObjectWrittenByAnEarlierVersionIsReadAndReplaced(t *testing.T) {
 	if err := os.WriteFile(objectFile(dir, "k/old"), file, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s, err := local.New("loc", dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openAt(t, dir)
 	body, info := objecttest.Content(t, s, "k/old")
 	if body != "old" || info.ETag != etag || info.LastModified.IsZero() {
 		t.Fatalf("earlier-format object read as %q %+v", body, info)
 	}
-	_, err = objecttest.Replace(s, "k/old", `"`+strings.Repeat("cd", 32)+`-0011223344556677"`, "new", objecttest.Meta(2))
+	_, err := objecttest.Replace(s, "k/old", `"`+strings.Repeat("cd", 32)+`-0011223344556677"`, "new", objecttest.Meta(2))
 	objecttest.RequirePrecondition(t, err, "If-Match with a stale ETag on an earlier-format object")
 	if _, err := objecttest.Replace(s, "k/old", etag, "new", objecttest.Meta(2)); err != nil {
 		t.Fatalf("If-Match with the earlier-format object's ETag: %v", err)
@@ -128,10 +125,7 @@ func TestObjectWrittenByAnEarlierVersionIsReadAndReplaced(t *testing.T) {
 // does not) and removes the spares the previous one kept.
 func TestETagsHoldAcrossReopen(t *testing.T) {
 	dir := t.TempDir()
-	s, err := local.New("loc", dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openAt(t, dir)
 	e1 := objecttest.Create(t, s, "k/re", "v1")
 	e2, err := objecttest.Replace(s, "k/re", e1, "v2", objecttest.Meta(2))
 	if err != nil {
@@ -140,10 +134,7 @@ func TestETagsHoldAcrossReopen(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	s2, err := local.New("loc", dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s2 := openAt(t, dir)
 	defer s2.Close()
 	if n := objectDirFiles(t, dir); n != 1 {
 		t.Fatalf("%d files after reopen, want the object alone (spares removed)", n)

@@ -7,7 +7,6 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/fencegate/fencegate/backends/local"
 	"github.com/fencegate/fencegate/backends/objecttest"
 )
 
@@ -30,10 +29,7 @@ func inode(t *testing.T, path string) uint64 {
 // directory holds the object and one spare.
 func TestReplaceReusesTheReplacedFile(t *testing.T) {
 	dir := t.TempDir()
-	s, err := local.New("loc", dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openAt(t, dir)
 	e1 := objecttest.Create(t, s, "k/reuse", "v1")
 	first := inode(t, objectFile(dir, "k/reuse"))
 	e2, err := objecttest.Replace(s, "k/reuse", e1, "v2", objecttest.Meta(2))
