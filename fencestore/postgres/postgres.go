@@ -5,13 +5,12 @@
 // transaction each (group commit, up to slots batches at once, no key in
 // two; see group.go), and so are concurrent Settles. On the locked path a
 // batch first locks the rows of its resources with SELECT ... FOR UPDATE, in
-// resource order, and reads
-// receipts, bindings and versions only after the lock, so the rules of
-// package fencerules see the latest committed state and cannot race. A
-// resource or target seen for the first time gets its row with INSERT ... ON
-// CONFLICT DO NOTHING (a member that is then refused deletes it again, so a
-// resource that never admitted anything has no row); an existing row is only
-// read, never rewritten. Settle finds the resource through the receipt and
+// resource order, and reads receipts, bindings and versions only after the
+// lock, so the rules of package fencerules see the latest committed state and
+// cannot race. A resource or target seen for the first time gets its row with
+// INSERT ... ON CONFLICT DO NOTHING (a member that is then refused deletes it
+// again, so a resource that never admitted anything has no row; the insert
+// leaves a row that exists as it is). Settle finds the resource through the receipt and
 // takes the same lock, so Admit and Settle lock in the same order. A partial
 // unique index on (resource, fence, segment) over live receipts backs the
 // rules up. A batch whose transaction the server refuses is run again member
