@@ -85,21 +85,13 @@ func TestObjectKeysKeepTheirSlashesAndAreEscaped(t *testing.T) {
 // newline still unread) is drained, so consecutive calls share one
 // connection instead of dialling each time.
 func TestADecodedAnswerIsReadToItsEndSoTheConnectionIsKept(t *testing.T) {
-	var conns atomic.Int64
 	body := `{"receiptId":"` + strings.Repeat("r", 512-len(`{"receiptId":""}`)) + `"}` + "\n" // 512 bytes of JSON
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv, conns := connCountingServer(t, func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 		_, _ = io.WriteString(w, body)
-	}))
-	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
-		if s == http.StateNew {
-			conns.Add(1)
-		}
-	}
-	srv.Start()
-	defer srv.Close()
+	})
 	c := New(srv.URL, "tok")
 	for i := range 5 {
 		rc, err := c.PutObject(context.Background(), "b", "k", Fence{Grant: "g", Segment: uint64(i + 1)}, strings.NewReader("x"), "")
@@ -119,12 +111,11 @@ func TestADecodedAnswerIsReadToItsEndSoTheConnectionIsKept(t *testing.T) {
 func TestManyGoroutinesOnOneClientKeepTheirConnections(t *testing.T) {
 	const c, rounds = 16, 8
 	var (
-		conns   atomic.Int64
 		mu      sync.Mutex
 		release = make(chan struct{})
 		arrived = make(chan struct{}, c)
 	)
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv, conns := connCountingServer(t, func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		mu.Lock()
 		rel := release
@@ -133,14 +124,7 @@ func TestManyGoroutinesOnOneClientKeepTheirConnections(t *testing.T) {
 		<-rel // every call of the round is in flight
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, `{"receiptId":"r1","state":"COMMITTED"}`+"\n")
-	}))
-	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
-		if s == http.StateNew {
-			conns.Add(1)
-		}
-	}
-	srv.Start()
-	defer srv.Close()
+	})
 	cl := New(srv.URL, "tok")
 	for round := range rounds {
 		var wg sync.WaitGroup
@@ -165,4 +149,19 @@ func TestManyGoroutinesOnOneClientKeepTheirConnections(t *testing.T) {
 	if n := conns.Load(); n > 2*c {
 		t.Fatalf("%d rounds of %d calls in flight used %d connections, want at most %d", rounds, c, n, 2*c)
 	}
+}
+
+// connCountingServer serves h and counts the connections clients open to it.
+func connCountingServer(t *testing.T, h http.HandlerFunc) (*httptest.Server, *atomic.Int64) {
+	t.Helper()
+	conns := new(atomic.Int64)
+	srv := httptest.NewUnstartedServer(h)
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return srv, conns
 }
