@@ -302,15 +302,8 @@ func (g *Gateway) priorDecided(e *deferredSettle, adm fencegate.Admission) {
 	g.deferred.finish(e)
 }
 
-// flushReceipt makes receipt id's deferred settle durable before a read of
-// it (read your writes); it returns at once when there is none.
-func (g *Gateway) flushReceipt(id string) {
-	if e := g.deferred.ofReceipt(id); e != nil {
-		g.flushEntry(e)
-	}
-}
-
-// flushResource is flushReceipt for the resource's entry.
+// flushResource makes the resource's deferred settle durable before a read
+// of it (read your writes); it returns at once when there is none.
 func (g *Gateway) flushResource(res string) {
 	if e := g.deferred.ofResource(res); e != nil {
 		g.flushEntry(e)
