@@ -143,7 +143,8 @@ func bareWrite(dir, name string, body []byte) error {
 	return d.Sync()
 }
 
-// cpuTime is the process's user+system CPU so far.
+// cpuTime is the process's user+system CPU so far (internal/cmd/loadbench
+// selfCPU is its twin, for the load generator's own CPU).
 func cpuTime() time.Duration {
 	var r syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &r)
