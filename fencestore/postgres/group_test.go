@@ -26,9 +26,9 @@ func admitMember(res, id string, seg uint64, now time.Time) *member[*admitCall] 
 // (forced, not left to timing) in which one member reuses a receipt ID, so
 // the database refuses its INSERT and the batch's transaction rolls back:
 // the others must be admitted all the same (run again one by one), the
-// refused one gets INVALID_REQUEST and leaves no row; a rule refusal in the
-// same batch leaves none either. Then one settle batch with an unknown
-// receipt settles the rest.
+// refused one gets INVALID_REQUEST and leaves no row (and the receipt whose
+// ID it reused as it was); a rule refusal in the same batch leaves none
+// either. Then one settle batch with an unknown receipt settles the rest.
 func TestOneBatchIsolatesAMemberTheDatabaseRefuses(t *testing.T) {
 	ctx := context.Background()
 	st, err := Open(ctx, testenv.PostgresURL(t))
@@ -73,6 +73,13 @@ func TestOneBatchIsolatesAMemberTheDatabaseRefuses(t *testing.T) {
 		if err != nil || row.PendingReceipt != m.req.req.ReceiptID || row.LastSegmentSeq != 1 {
 			t.Errorf("member %s: state %+v, %v", m.req.req.Grant.Resource, row, err)
 		}
+	}
+	// The receipt whose ID the refused member reused is as it was.
+	if r, err := st.Receipt(ctx, "r-first"); err != nil || r.Resource != "res/first" || r.State != fencegate.ReceiptPending {
+		t.Errorf("r-first after a member reused its ID: %+v, %v", r, err)
+	}
+	if row, err := st.Resource(ctx, "res/first"); err != nil || row.PendingReceipt != "r-first" || row.LastSegmentSeq != 1 {
+		t.Errorf("res/first after a member reused its receipt ID: %+v, %v", row, err)
 	}
 	var ss []*member[*settleCall]
 	for _, id := range []string{"r-a", "r-none", "r-b", "r-c", "r-a"} {
