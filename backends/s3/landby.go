@@ -72,7 +72,9 @@ func presignExpires(now, until time.Time) (secs int64, ok bool) {
 // presignWrite re-signs a request the SDK has just signed (Authorization
 // header) as a presigned request valid until until, with the same
 // credentials, region and service. It runs after the SDK's Signing step, so
-// every attempt the SDK's retryer makes is presigned afresh.
+// every attempt the SDK's retryer makes is presigned afresh. The direct PUT
+// (putDirect) uses its presignScoped alone, on a request the SDK never
+// signed, with the scope taken from the put template.
 type presignWrite struct {
 	until  time.Time
 	creds  aws.CredentialsProvider
