@@ -176,7 +176,8 @@ func landByOptions(ctx context.Context) []func(*s3.Options) {
 var presigner = v4.NewSigner()
 
 // attemptCounter counts the HTTP requests sent (each SDK attempt) by the
-// operations it is added to (option).
+// operations it is added to (option), and each attempt of a direct PUT
+// (putDirect counts it itself, as the SDK path does, before signing).
 type attemptCounter struct{ n atomic.Int32 }
 
 func (c *attemptCounter) option() func(*s3.Options) {
