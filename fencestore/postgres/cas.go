@@ -80,8 +80,7 @@ func (c *casStmt) settled(was, next *fencegate.Receipt) {
 		c.cte(`DELETE FROM fence_versions WHERE target = `+c.p(next.Target), false)
 	default:
 		c.cte(`INSERT INTO fence_versions (target, version, updated_at) VALUES (`+
-			c.ps(next.Target, next.Version, *next.SettledAt)+
-			`) ON CONFLICT (target) DO UPDATE SET version = EXCLUDED.version, updated_at = EXCLUDED.updated_at`, false)
+			c.ps(next.Target, next.Version, *next.SettledAt)+`)`+versionConflict, false)
 	}
 }
 

@@ -17,9 +17,11 @@ const (
 		grant_issued_at = $6, pending_receipt = $7, updated_at = $8 WHERE resource = $1`
 	updateReceipt = `UPDATE fence_receipts SET state = $2, version = $3, response = $4, error = $5, settled_at = $6,
 		attempts = $7, resend = $8, retry_at = $9 WHERE receipt_id = $1`
-	upsertVersion = `INSERT INTO fence_versions (target, version, updated_at) VALUES ($1, $2, $3)
-		ON CONFLICT (target) DO UPDATE SET version = EXCLUDED.version, updated_at = EXCLUDED.updated_at`
+	upsertVersion = `INSERT INTO fence_versions (target, version, updated_at) VALUES ($1, $2, $3)` + versionConflict
 	deleteVersion = `DELETE FROM fence_versions WHERE target = $1`
+	// versionConflict makes a version insert an upsert (the fast path's
+	// CTE, cas.go, ends the same way).
+	versionConflict = ` ON CONFLICT (target) DO UPDATE SET version = EXCLUDED.version, updated_at = EXCLUDED.updated_at`
 )
 
 func queueReceipt(b *pgx.Batch, r *fencegate.Receipt) {
