@@ -28,8 +28,11 @@ import (
 // touches) is in two running batches, nor twice in one: a call on a key
 // that a running batch holds waits for a batch after it. That keeps the
 // per-resource order of calls, lets a batch decide every member from one
-// read, and keeps this store's batches from waiting on each other's row
-// locks (or missing each other's compare-and-set, fast.go).
+// read, and keeps this store's admission batches from waiting on each
+// other's row locks (or missing each other's compare-and-set, fast.go).
+// Settles carry no keys, and the two groups run apart, so a settle batch
+// may meet another batch on a resource: the row lock orders them, and a
+// fast one that loses misses and runs again locked.
 
 const (
 	// defaultSlots is how many batches of one kind may run at once when
