@@ -7,7 +7,8 @@ import (
 )
 
 // known is what this process last committed (or read under the row lock):
-// resource rows and the PENDING receipts it admitted. It only ever decides
+// resource rows and PENDING receipts (its admissions', and those a locked
+// batch read). It only ever decides
 // whether a batch may try the one-round-trip path (fast.go): every statement
 // of that path compares the rows it changes with the values kept here and
 // rolls the transaction back if any differs, so a stale or missing entry
