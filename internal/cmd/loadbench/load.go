@@ -23,6 +23,7 @@ type sample struct {
 	self   time.Duration             // this process's CPU over the window (the load generator's, for the gateway paths)
 	syncs  int                       // fsync-family calls of the gateway (-1: not measured)
 	pg     pgDelta                   // Postgres counters (zero: not measured)
+	pgcpu  pgCPUDelta                // Postgres server CPU and WAL over the window (zero: not measured)
 	stages stages                    // the gateway's stage histograms over the window (zero: not measured)
 	errs   int                       // answers that were not a success (the cross-checks count them; the client stops at one)
 }
@@ -43,6 +44,7 @@ func (s sample) pct(p float64) time.Duration {
 type counters struct {
 	gw     *gateway
 	pg     *pgStats
+	pgcpu  *pgCPUProbe
 	during func(d time.Duration)
 }
 
@@ -51,6 +53,7 @@ type snap struct {
 	self   time.Duration
 	syncs  int
 	pg     pgCounters
+	pgcpu  pgCPU
 	stages stages
 }
 
@@ -65,6 +68,9 @@ func (c counters) read(ctx context.Context) snap {
 	if c.pg != nil {
 		s.pg = c.pg.read(ctx)
 	}
+	if c.pgcpu != nil {
+		s.pgcpu = c.pgcpu.read(ctx)
+	}
 	return s
 }
 
@@ -78,6 +84,10 @@ func (c counters) fill(out *sample, a, b snap) {
 	}
 	if c.pg != nil {
 		out.pg = b.pg.minus(a.pg)
+	}
+	if c.pgcpu != nil {
+		out.pgcpu = b.pgcpu.minus(a.pgcpu)
+		out.pgcpu.writes = out.writes
 	}
 }
 

@@ -15,7 +15,10 @@
 // 3 ... under one grant, through the project's client. For each concurrency
 // it prints writes/s, p50/p99 and the ratio to the baseline, the gateway's
 // CPU per write, its fsync-family calls per write (counted with strace when
-// -fsyncs), and for Postgres the commits and WAL syncs per write; under it
+// -fsyncs), and for Postgres the commits and WAL syncs per write and, for
+// a server on this machine, its CPU per write (pgcpu/w: the bench
+// database's sessions; pgsrv/w: every server process) and WAL bytes per
+// write, for the gateway and for pgbench (pg.go's pgCPUProbe); under it
 // the mean admission, effect and remaining time per write from the
 // gateway's own histograms (its operator listener, scraped before and after
 // the window) and the load generator's own CPU per write (getrusage). At
@@ -267,6 +270,11 @@ func measure(ctx context.Context, o options, path, tag, dir string, c, run int, 
 	}
 	var p *profiler
 	cnt := counters{}
+	if stats != nil {
+		if cnt.pgcpu = stats.cpuProbe(ctx); cnt.pgcpu != nil {
+			defer cnt.pgcpu.close(ctx)
+		}
+	}
 	if prof != "" {
 		p = &profiler{gw: g, dir: o.profile, name: prof}
 		cnt.during = p.during

@@ -161,28 +161,63 @@ func runPgbench(ctx context.Context, stats *pgStats, dir string, c int, d time.D
 	cmd := exec.CommandContext(ctx, "pgbench", "-n", "-M", "prepared", "-f", script, "-c", strconv.Itoa(c),
 		"-j", strconv.Itoa(min(c, 4)), "-T", strconv.Itoa(secs), "-l", "--log-prefix", filepath.Join(logDir, "pgb"), stats.url)
 	cmd.Env = append(os.Environ(), "PGOPTIONS=-c search_path="+schema)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return sample{}, fmt.Errorf("pgbench: %v\n%s", err, out)
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return sample{}, fmt.Errorf("pgbench: %v", err)
+	}
+	cpu := pgbenchCPU(ctx, stats, c, start.Add(time.Duration(secs)*time.Second))
+	if err := cmd.Wait(); err != nil {
+		return sample{}, fmt.Errorf("pgbench: %v\n%s", err, out.String())
 	}
 	after := stats.settle(ctx)
-	m := tpsRE.FindSubmatch(out)
+	m := tpsRE.FindStringSubmatch(out.String())
 	if m == nil {
-		return sample{}, fmt.Errorf("pgbench: no tps in\n%s", out)
+		return sample{}, fmt.Errorf("pgbench: no tps in\n%s", out.String())
 	}
-	tps, _ := strconv.ParseFloat(string(m[1]), 64)
+	tps, _ := strconv.ParseFloat(m[1], 64)
 	s := sample{window: time.Duration(secs) * time.Second, syncs: -1}
 	s.writes = int(tps * float64(secs))
-	s.lat = pgbenchLatencies(logDir)
+	var ends []time.Time
+	s.lat, ends = pgbenchLog(logDir)
 	s.pg = after.minus(before)
+	if cpu.valid {
+		for _, e := range ends {
+			if e.After(cpu.from) && !e.After(cpu.to) {
+				cpu.writes++
+			}
+		}
+		s.pgcpu = cpu
+	}
 	return s, nil
 }
 
-// pgbenchLatencies reads the third field (latency, µs) of every line of the
-// per-transaction logs in dir.
-func pgbenchLatencies(dir string) []time.Duration {
+// pgbenchCPU measures the server's CPU over a window inside a pgbench run
+// that ends at end: from when its c sessions are all connected to a little
+// before it ends (its backends exit with it, taking their counters along).
+// The caller counts the transactions that completed inside [from, to].
+func pgbenchCPU(ctx context.Context, stats *pgStats, c int, end time.Time) pgCPUDelta {
+	probe := stats.cpuProbe(ctx)
+	if probe == nil {
+		return pgCPUDelta{}
+	}
+	defer probe.close(ctx)
+	for time.Now().Before(end) && probe.sessions(ctx, "pgbench") < c {
+		time.Sleep(20 * time.Millisecond)
+	}
+	a := probe.read(ctx)
+	margin := min(300*time.Millisecond, time.Until(end)/4)
+	time.Sleep(time.Until(end.Add(-margin)))
+	b := probe.read(ctx)
+	return b.minus(a)
+}
+
+// pgbenchLog reads pgbench's per-transaction logs in dir: the third field
+// of each line (latency, µs) and its completion time (fields five and six,
+// epoch seconds and µs).
+func pgbenchLog(dir string) (lat []time.Duration, ends []time.Time) {
 	files, _ := filepath.Glob(filepath.Join(dir, "pgb*"))
-	var out []time.Duration
 	for _, f := range files {
 		data, err := os.ReadFile(f)
 		if err != nil {
@@ -194,7 +229,183 @@ func pgbenchLatencies(dir string) []time.Duration {
 				continue
 			}
 			if us, err := strconv.ParseInt(fs[2], 10, 64); err == nil {
-				out = append(out, time.Duration(us)*time.Microsecond)
+				lat = append(lat, time.Duration(us)*time.Microsecond)
+			}
+			if len(fs) >= 6 {
+				sec, err1 := strconv.ParseInt(fs[4], 10, 64)
+				us, err2 := strconv.ParseInt(fs[5], 10, 64)
+				if err1 == nil && err2 == nil {
+					ends = append(ends, time.Unix(sec, us*1000))
+				}
+			}
+		}
+	}
+	return lat, ends
+}
+
+// pgCPUProbe reads the CPU time of a Postgres server running on this
+// machine, from /proc (it is nil when the server is not local or /proc
+// cannot be read), and the server's WAL position:
+//
+//   - backends: the user+system time (/proc/PID/schedstat, ns) of the bench
+//     database's sessions other than the probe's own (pg_stat_activity,
+//     every backend type with that datname), summed over the sessions alive
+//     at both readings or at the second (a session that started between
+//     counts whole, one that ended between is lost: the measured points
+//     keep their sessions open across the window). This is the number to
+//     compare, pgcpu/w: other clients of a shared server do not add to it.
+//   - server: every process of the server, the postmaster's own time plus
+//     its cutime/cstime (the exited, reaped backends) plus each live
+//     child's time (/proc/PID/stat, 10 ms ticks): background processes
+//     (WAL writer, checkpointer, autovacuum), the probe's own sessions and
+//     every other client of the server are in it. pgsrv/w.
+//   - wal: pg_current_wal_lsn(), so the difference is the WAL the whole
+//     server wrote (other databases' too).
+type pgCPUProbe struct {
+	conn       *pgx.Conn
+	db         string
+	postmaster int
+	self       int
+}
+
+// pgCPU is one reading of a probe.
+type pgCPU struct {
+	at       time.Time
+	backends map[int]time.Duration
+	server   time.Duration
+	wal      int64
+}
+
+// pgCPUDelta is what the server spent between two readings; writes is the
+// number of writes (transactions, for pgbench) inside [from, to].
+type pgCPUDelta struct {
+	valid            bool
+	from, to         time.Time
+	backends, server time.Duration
+	wal              int64
+	writes           int
+}
+
+func (b pgCPU) minus(a pgCPU) pgCPUDelta {
+	d := pgCPUDelta{valid: true, from: a.at, to: b.at, server: b.server - a.server, wal: b.wal - a.wal}
+	for pid, t := range b.backends {
+		d.backends += t - a.backends[pid]
+	}
+	return d
+}
+
+// cpuProbe opens a probe on the bench database; nil when the server's
+// processes are not this machine's.
+func (p *pgStats) cpuProbe(ctx context.Context) *pgCPUProbe {
+	conn, err := pgx.Connect(ctx, p.url)
+	if err != nil {
+		return nil
+	}
+	pr := &pgCPUProbe{conn: conn, db: p.db}
+	if err := conn.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pr.self); err != nil || !isPostgres(pr.self) {
+		_ = conn.Close(ctx)
+		return nil
+	}
+	pr.postmaster = parentOf(pr.self)
+	if !isPostgres(pr.postmaster) {
+		_ = conn.Close(ctx)
+		return nil
+	}
+	return pr
+}
+
+func (pr *pgCPUProbe) close(ctx context.Context) { _ = pr.conn.Close(ctx) }
+
+// sessions is how many sessions of the bench database have application_name app.
+func (pr *pgCPUProbe) sessions(ctx context.Context, app string) int {
+	var n int
+	_ = pr.conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = $1 AND application_name = $2`, pr.db, app).Scan(&n)
+	return n
+}
+
+func (pr *pgCPUProbe) read(ctx context.Context) pgCPU {
+	r := pgCPU{backends: map[int]time.Duration{}}
+	_ = pr.conn.QueryRow(ctx, `SELECT (pg_current_wal_lsn() - '0/0')::bigint`).Scan(&r.wal)
+	rows, err := pr.conn.Query(ctx, `SELECT pid FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()`, pr.db)
+	if err == nil {
+		for rows.Next() {
+			var pid int
+			if rows.Scan(&pid) == nil {
+				r.backends[pid] = schedTime(pid)
+			}
+		}
+		rows.Close()
+	}
+	own, dead := statTimes(pr.postmaster)
+	r.server = own + dead
+	for _, c := range childrenOf(pr.postmaster) {
+		own, dead := statTimes(c)
+		r.server += own + dead
+	}
+	r.at = time.Now()
+	return r
+}
+
+func isPostgres(pid int) bool {
+	comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+	return err == nil && strings.HasPrefix(string(comm), "postgres")
+}
+
+// statFields are the fields of /proc/PID/stat after the command name
+// (field 3, the state, is [0]).
+func statFields(pid int) []string {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return nil
+	}
+	s := string(data)
+	return strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+}
+
+func parentOf(pid int) int {
+	if f := statFields(pid); len(f) > 1 {
+		ppid, _ := strconv.Atoi(f[1])
+		return ppid
+	}
+	return 0
+}
+
+// statTimes is a process's own user+system time and that of its reaped
+// children (utime+stime, cutime+cstime).
+func statTimes(pid int) (own, children time.Duration) {
+	f := statFields(pid)
+	if len(f) < 15 {
+		return 0, 0
+	}
+	tick := func(s string) time.Duration {
+		n, _ := strconv.ParseInt(s, 10, 64)
+		return time.Duration(n) * time.Second / 100 // USER_HZ is 100 on Linux
+	}
+	return tick(f[11]) + tick(f[12]), tick(f[13]) + tick(f[14])
+}
+
+// schedTime is the time a process has run on a CPU (/proc/PID/schedstat,
+// ns; user and system), falling back to /proc/PID/stat's ticks.
+func schedTime(pid int) time.Duration {
+	if data, err := os.ReadFile(fmt.Sprintf("/proc/%d/schedstat", pid)); err == nil {
+		if f := strings.Fields(string(data)); len(f) > 0 {
+			if ns, err := strconv.ParseInt(f[0], 10, 64); err == nil {
+				return time.Duration(ns)
+			}
+		}
+	}
+	own, _ := statTimes(pid)
+	return own
+}
+
+func childrenOf(pid int) []int {
+	var out []int
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+	for _, t := range tasks {
+		data, _ := os.ReadFile(t)
+		for _, f := range strings.Fields(string(data)) {
+			if c, err := strconv.Atoi(f); err == nil {
+				out = append(out, c)
 			}
 		}
 	}

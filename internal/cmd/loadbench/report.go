@@ -13,6 +13,11 @@ var baselineName = map[string]string{"postgres": "pgbench", "embedded": "bbolt+f
 // legend explains the columns and the lines under each row.
 const legend = `cpu/w: gateway CPU (user+system) per write; fsyncs/w: the gateway's fsync/fdatasync/sync_file_range calls per write (strace);
 commit/w and walsync/w: Postgres xact_commit of the bench database and wal_sync of the whole server, per write.
+postgres server line (a server on this machine): pgcpu/w, the CPU (user+system, /proc/PID/schedstat) of the bench database's
+  sessions per write over the window (the gateway's pool; pgbench's clients over a window inside its run, per transaction
+  completed in it), what other clients of the server do not add to; pgsrv/w, every process of the server (postmaster with its
+  reaped backends' cutime/cstime, live children: WAL writer, checkpointer, autovacuum, other clients' backends); wal/w,
+  pg_current_wal_lsn's advance per write (whole server); ratio: the gateway's pgcpu/w over pgbench's.
 stages: the gateway's own histograms over the window (operator listener /metrics), mean ms per write: the PUT request as the
   gateway timed it = admission (fence store, waiting included) + effect (object store) + the rest (settle, body, HTTP, verify);
   "settle" replaces "rest" when the gateway exports fencegate_settle_duration_seconds. loadbench CPU/w: this process's CPU per
@@ -132,6 +137,32 @@ func printRow(w io.Writer, path string, c int, gw, base sample) {
 		fmt.Fprintf(w, "%-9s %3s %9s %8s %8s | %-18s commit/w %s walsync/w %s\n", "", "", "", "", "", "  (pgbench)",
 			perWrite(base.pg.commits, base), perWrite(base.pg.walSyncs, base))
 	}
+	if gw.pgcpu.valid || base.pgcpu.valid {
+		line := fmt.Sprintf("%14s postgres server per write: gateway %s | pgbench %s", "", pgCPULine(gw.pgcpu), pgCPULine(base.pgcpu))
+		if g, b := gw.pgcpu.perWrite(), base.pgcpu.perWrite(); g > 0 && b > 0 {
+			line += fmt.Sprintf(" | pgcpu ratio %.2fx", float64(g)/float64(b))
+		}
+		fmt.Fprintln(w, line)
+	}
+}
+
+// perWrite is the bench database's backends' CPU per write (0: not measured).
+func (d pgCPUDelta) perWrite() time.Duration {
+	if !d.valid || d.writes == 0 {
+		return 0
+	}
+	return d.backends / time.Duration(d.writes)
+}
+
+// pgCPULine is one side's pgcpu/w, pgsrv/w and wal/w.
+func pgCPULine(d pgCPUDelta) string {
+	if !d.valid || d.writes == 0 {
+		return "-"
+	}
+	n := float64(d.writes)
+	return fmt.Sprintf("pgcpu/w %.3fms pgsrv/w %.3fms wal/w %.0fB (%d writes in %.1fs)",
+		float64(d.backends)/float64(time.Millisecond)/n, float64(d.server)/float64(time.Millisecond)/n,
+		float64(d.wal)/n, d.writes, d.to.Sub(d.from).Seconds())
 }
 
 func round(d time.Duration) string {
