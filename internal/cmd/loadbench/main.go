@@ -24,7 +24,7 @@
 // the window) and the load generator's own CPU per write (getrusage). At
 // the points of -check it also drives the same writes without the project's
 // client (wrk and plain net/http, check.go) on the same gateway. -profile DIR
-// saves a CPU profile and an execution trace of the gateway per point
+// saves a CPU profile, an allocation profile and an execution trace of the gateway per point
 // (profile.go). Every point starts a fresh gateway on a fresh store; -runs N
 // keeps the median run. scripts/bench.sh wraps it. It asserts nothing: it
 // reports.
@@ -85,7 +85,7 @@ func main() {
 	flag.StringVar(&o.s3.secretKey, "s3-secret-key", envOr("FENCEGATE_TEST_S3_SECRET_KEY", "fencegate-sk"), "secret key")
 	flag.BoolVar(&o.fsyncs, "fsyncs", true, "run the gateway under strace to count its fsync-family calls")
 	flag.IntVar(&o.prefill, "prefill", 0, "receipts to bulk-insert (SQL) into the Postgres store before each point")
-	flag.StringVar(&o.profile, "profile", "", "save a CPU profile and an execution trace of the gateway per point (first run) as DIR/PATH-cN.cpu, .trace")
+	flag.StringVar(&o.profile, "profile", "", "save a CPU profile, an allocation profile and an execution trace of the gateway per point (first run) as DIR/PATH-cN.cpu, .allocs, .trace")
 	checks := flag.String("check", "embedded:8", "points PATH:C where the same writes are also driven without the project's client (\"\" for none)")
 	checkWith := flag.String("check-with", "wrk,http", "cross-check generators: wrk (Debian's wrk; skipped if absent) and/or http (plain net/http)")
 	flag.StringVar(&o.deferSettle, "defer-settle", "", "the gateway's deferSettle window (e.g. 0 or 2ms; \"\" for its default)")
@@ -207,7 +207,7 @@ func run(ctx context.Context, o options) error {
 			}
 			printPoint(o.out, path, c, pts)
 			if o.profile != "" {
-				fmt.Fprintf(o.out, "%14s profiles (first run): %s.cpu, .trace\n", "", filepath.Join(o.profile, fmt.Sprintf("%s-c%d", path, c)))
+				fmt.Fprintf(o.out, "%14s profiles (first run): %s.cpu, .allocs, .trace\n", "", filepath.Join(o.profile, fmt.Sprintf("%s-c%d", path, c)))
 			}
 		}
 	}

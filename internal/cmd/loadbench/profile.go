@@ -26,9 +26,11 @@ func profileWindow(d time.Duration) (cpuAt, cpuFor, trAt, trFor time.Duration) {
 	return
 }
 
-// profiler takes, from a gateway started with pprof, a CPU profile and an
-// execution trace within each window it is used for (counters.during),
-// saved as dir/name.cpu and dir/name.trace. err is the first failure.
+// profiler takes, from a gateway started with pprof, a CPU profile, the
+// allocations made over the same seconds (a delta of /debug/pprof/allocs:
+// `go tool pprof -sample_index=alloc_space`) and an execution trace within
+// each window it is used for (counters.during), saved as dir/name.cpu,
+// dir/name.allocs and dir/name.trace. err is the first failure.
 type profiler struct {
 	gw        *gateway
 	dir, name string
@@ -42,6 +44,10 @@ func (p *profiler) during(d time.Duration) {
 	wg.Go(func() {
 		time.Sleep(cpuAt)
 		p.fail(p.fetch(fmt.Sprintf("/debug/pprof/profile?seconds=%d", int(cpuFor/time.Second)), p.name+".cpu"))
+	})
+	wg.Go(func() {
+		time.Sleep(cpuAt)
+		p.fail(p.fetch(fmt.Sprintf("/debug/pprof/allocs?seconds=%d", int(cpuFor/time.Second)), p.name+".allocs"))
 	})
 	wg.Go(func() {
 		time.Sleep(trAt)
