@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -101,7 +102,7 @@ func (g *Gateway) authorize(ctx context.Context, req Request, query bool) (_ fen
 	var none fencegate.VerifiedGrant
 	ctx, span := g.startSpan(ctx, "fencegate.verify")
 	defer func() { endSpan(span, err) }()
-	logctx.Add(ctx, "caller", req.Caller, "resource", req.Resource, "segment", req.Segment)
+	logctx.Add(ctx, slog.String("caller", req.Caller), slog.String("resource", req.Resource), slog.Uint64("segment", req.Segment))
 	if req.Caller == "" {
 		return none, fencegate.Status{}, fencegate.Errorf(fencegate.CodeUnauthenticated, "no workload credential")
 	}
@@ -112,8 +113,10 @@ func (g *Gateway) authorize(ctx context.Context, req Request, query bool) (_ fen
 	if err != nil {
 		return none, fencegate.Status{}, asCode(err, fencegate.CodeGrantInvalid)
 	}
-	logctx.Add(ctx, "fence", vg.FenceToken)
-	span.SetAttributes(attribute.Int64("fencegate.fence", int64(vg.FenceToken)), attribute.Int64("fencegate.segment", int64(req.Segment)))
+	logctx.Add(ctx, slog.Uint64("fence", vg.FenceToken))
+	if span.IsRecording() { // the attributes' slice would be allocated for a span that records nothing
+		span.SetAttributes(attribute.Int64("fencegate.fence", int64(vg.FenceToken)), attribute.Int64("fencegate.segment", int64(req.Segment)))
+	}
 	if g.cfg.Policy.EpochRevoked(vg.IssuerEpoch) {
 		return none, fencegate.Status{}, fencegate.Errorf(fencegate.CodeEpochRevoked, "issuer epoch %d is revoked", vg.IssuerEpoch)
 	}
@@ -329,7 +332,9 @@ func (g *Gateway) forward(ctx context.Context, adm fencegate.Admission, eff Effe
 		span.SetAttributes(attribute.String("fencegate.backend", BackendOf(adm.Receipt.Target)))
 	}
 	out, effErr := eff.Apply(ectx, adm.Receipt, adm.PreviousVersion)
-	span.SetAttributes(attribute.String("fencegate.receipt_state", string(out.State)))
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("fencegate.receipt_state", string(out.State)))
+	}
 	endSpan(span, effErr)
 	if out.State == "" {
 		out.State = fencegate.ReceiptUnknown

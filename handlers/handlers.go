@@ -195,7 +195,7 @@ func (s *Server) authOnly(next http.Handler) http.Handler {
 			s.problem(w, r, err)
 			return
 		}
-		logctx.Add(r.Context(), "caller", id)
+		logctx.Add(r.Context(), slog.String("caller", id))
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callerKey{}, id)))
 	})
 }

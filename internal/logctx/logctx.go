@@ -50,9 +50,11 @@ func RequestID(ctx context.Context) string {
 	return ""
 }
 
-// Add records key/value pairs (as slog.Any) in ctx's bag; without a bag it
-// does nothing. Never pass a credential or token.
-func Add(ctx context.Context, kv ...any) {
+// Add records attrs in ctx's bag; without a bag it does nothing. It takes
+// slog.Attr (slog.String, slog.Uint64 ...), not key/value pairs of any, so
+// that recording a request's facts allocates nothing. Never pass a credential
+// or token.
+func Add(ctx context.Context, attrs ...slog.Attr) {
 	b, ok := ctx.Value(bagKey{}).(*bag)
 	if !ok {
 		return
@@ -60,19 +62,14 @@ func Add(ctx context.Context, kv ...any) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 next:
-	for i := 0; i+1 < len(kv); i += 2 {
-		k, ok := kv[i].(string)
-		if !ok {
-			continue
-		}
-		v := slog.AnyValue(kv[i+1])
+	for _, a := range attrs {
 		for j := range b.attrs {
-			if b.attrs[j].Key == k {
-				b.attrs[j].Value = v
+			if b.attrs[j].Key == a.Key {
+				b.attrs[j].Value = a.Value
 				continue next
 			}
 		}
-		b.attrs = append(b.attrs, slog.Attr{Key: k, Value: v})
+		b.attrs = append(b.attrs, a)
 	}
 }
 

@@ -3,6 +3,7 @@ package logctx_test
 import (
 	"bytes"
 	"context"
+	"log/slog"
 	"strings"
 	"testing"
 
@@ -19,8 +20,8 @@ func TestEveryLineOfARequestNamesItOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := logctx.WithRequest(context.Background(), "req-1")
-	logctx.Add(ctx, "caller", "a", "segment", 1)
-	logctx.Add(ctx, "segment", 2)
+	logctx.Add(ctx, slog.String("caller", "a"), slog.Int("segment", 1))
+	logctx.Add(ctx, slog.Int("segment", 2))
 	log.InfoContext(ctx, "one")
 	log.Info("two")
 	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
@@ -56,9 +57,9 @@ func TestManyFactsKeepTheOrderTheyWereFirstAdded(t *testing.T) {
 	}
 	ctx := logctx.WithRequest(context.Background(), "req-2")
 	for _, k := range []string{"a", "b", "c", "d", "e", "f", "g", "h", "i", "j"} {
-		logctx.Add(ctx, k, 1)
+		logctx.Add(ctx, slog.Int(k, 1))
 	}
-	logctx.Add(ctx, "c", 3, "k", 1, "a", 2)
+	logctx.Add(ctx, slog.Int("c", 3), slog.Int("k", 1), slog.Int("a", 2))
 	log.InfoContext(ctx, "x")
 	if !strings.Contains(buf.String(), "requestId=req-2 a=2 b=1 c=3 d=1 e=1 f=1 g=1 h=1 i=1 j=1 k=1") {
 		t.Fatalf("line: %s", buf.String())
