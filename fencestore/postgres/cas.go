@@ -96,14 +96,33 @@ func (c *casStmt) queue(b *pgx.Batch, what string) {
 		", "+c.p(what)+")", c.args...)
 }
 
-// bindAndRead binds each target $1[i] to $2[i] unless it is bound already
-// and requires it bound to $2[i] after; then reads the versions of the
-// targets. It runs after the row locks, so it reads what committed before
-// them, and after the members' own writes, which it sees.
-const bindAndRead = `WITH w AS (SELECT * FROM unnest($1::text[], $2::text[]) AS w(target, resource)),
+// bindAndRead is the statement that binds each target targets[i] to
+// bound[i] unless it is bound already and requires it bound to bound[i]
+// after; then reads the versions of the targets. It runs after the row
+// locks, so it reads what committed before them, and after the members' own
+// writes, which it sees. The pairs are a VALUES list, one text per batch
+// size, rather than arrays: with an array the planner cannot know the
+// number of rows of a generic plan, prices it above the custom ones and
+// plans the statement again on every execution (pg_stat_statements: a plan
+// per call, about 0.2 ms of server CPU each); with VALUES the plan cached
+// after the fifth execution serves every later one.
+func bindAndRead(targets, bound []string) (string, []any) {
+	var q strings.Builder
+	args := make([]any, 0, 2*len(targets))
+	q.WriteString(`WITH w (target, resource) AS (VALUES `)
+	for i := range targets {
+		if i > 0 {
+			q.WriteString(", ")
+		}
+		args = append(args, targets[i], bound[i])
+		q.WriteString("($" + strconv.Itoa(2*i+1) + "::text, $" + strconv.Itoa(2*i+2) + "::text)")
+	}
+	q.WriteString(`),
 	ins AS (INSERT INTO fence_targets (target, resource) SELECT target, resource FROM w ORDER BY target
 		ON CONFLICT (target) DO NOTHING RETURNING target)
 	SELECT fence_expect(coalesce((SELECT bool_and(EXISTS (SELECT 1 FROM ins WHERE ins.target = w.target)
 			OR EXISTS (SELECT 1 FROM fence_targets t WHERE t.target = w.target AND t.resource = w.resource)) FROM w), true),
 		'target binding'),
-		(SELECT coalesce(jsonb_object_agg(v.target, v.version), '{}') FROM fence_versions v WHERE v.target = ANY($1::text[]))`
+		(SELECT coalesce(jsonb_object_agg(v.target, v.version), '{}') FROM fence_versions v WHERE v.target IN (SELECT target FROM w))`)
+	return q.String(), args
+}

@@ -147,7 +147,8 @@ func (s *Store) admitFast(ctx context.Context, conn *pgxpool.Conn, plans []fastA
 		targets = append(targets, plans[i].r.Target)
 		bound = append(bound, plans[i].r.Resource)
 	}
-	b.Queue(bindAndRead, targets, bound)
+	q, args := bindAndRead(targets, bound)
+	b.Queue(q, args...)
 	var versions map[string]string
 	if uncertain, err := sendFast(ctx, conn, b, func(rows pgx.Rows) error {
 		var ok bool
