@@ -1,9 +1,6 @@
 package local
 
-import (
-	"os"
-	"sync"
-)
+import "sync"
 
 // dirSyncer makes the entries changed in one directory durable, sharing
 // fsyncs between concurrent writers (group commit for directory syncs).
@@ -33,8 +30,9 @@ type dirSyncer struct {
 	waiters int    // callers waiting for the next fsync, for tests
 }
 
-func newDirSyncer(dir string) *dirSyncer {
-	d := &dirSyncer{dir: dir, sync: syncDir}
+// newDirSyncer shares the fsyncs of dir that syncFn runs.
+func newDirSyncer(dir string, syncFn func(dir string) error) *dirSyncer {
+	d := &dirSyncer{dir: dir, sync: syncFn}
 	d.cond = sync.NewCond(&d.mu)
 	return d
 }
@@ -82,14 +80,5 @@ func (d *dirSyncer) Durable() error {
 	if !unsynced {
 		return nil
 	}
-	return d.Sync()
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
 	return d.Sync()
 }

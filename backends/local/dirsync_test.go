@@ -10,9 +10,8 @@ import (
 // blockingSyncer is a dirSyncer whose fsyncs wait for a release, counting
 // the callers that wait on the syncer.
 func blockingSyncer() (d *dirSyncer, entered chan struct{}, release chan error) {
-	d = newDirSyncer("unused")
 	entered, release = make(chan struct{}, 16), make(chan error)
-	d.sync = func(string) error { entered <- struct{}{}; return <-release }
+	d = newDirSyncer("unused", func(string) error { entered <- struct{}{}; return <-release })
 	return d, entered, release
 }
 

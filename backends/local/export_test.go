@@ -19,3 +19,6 @@ func SetLockWait(d time.Duration) (restore func()) {
 	lockWait = d
 	return func() { lockWait = old }
 }
+
+// Held reports the object files s holds open between writes, and the bound.
+func Held(s *Store) (n, max int64) { return s.held.Load(), maxHeld }

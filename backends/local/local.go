@@ -17,11 +17,12 @@
 //
 // # Durability: a Put step by step
 //
-//  1. Outside the key's lock: take a spare (a replaced object's old file, or
-//     a new temp file), write body and trailer into it at offset 0 (one
+//  1. Outside the key's lock: take a spare (a replaced object's old file,
+//     usually still open from the write that made it; else opened, or a
+//     new temp file), write body and trailer into it at offset 0 (one
 //     write for a body up to 64 KiB), truncate what is left of its old
-//     contents, fdatasync. A crash here changes no object; the spare is
-//     garbage under a temp name.
+//     contents (only when the length changes), fdatasync. A crash here
+//     changes no object; the spare is garbage under a temp name.
 //  2. Under the key's lock: check the condition against the known ETag,
 //     the context and the landing deadline (fencegate.LandBy), then swap
 //     the spare in with one rename in the one directory: renameat2
@@ -29,25 +30,37 @@
 //     spare's temp name), RENAME_NOREPLACE when it does not. A crash after
 //     the swap leaves the old object or the new one, each whole (the new
 //     one's bytes are durable since step 1).
-//  3. Still under the lock, fsync the directory; then answer. When Put (or
-//     Delete, whose remove is synced the same way) returns success, the
-//     change survives a crash of the process or the machine.
-//  4. The old file, now under the temp name, is the next write's spare,
-//     unless a reader holds it open (a Get keeps reading the version it
-//     opened) or it is over 1 MiB: then it is removed. A spare is only
-//     overwritten after the directory fsync that gave it its temp name
-//     succeeded, so no crash can bring it back as the object it was.
+//  3. Still under the lock, fsync the directory (shared with concurrent
+//     writers, below); then answer. When Put (or Delete, whose remove is
+//     synced the same way) returns success, the change survives a crash
+//     of the process or the machine.
+//  4. The old file, now under the temp name, is the next write's spare
+//     (its descriptor kept open), unless a reader holds it open (a Get
+//     keeps reading the version it opened) or it is over 1 MiB: then it
+//     is removed. A spare is only overwritten after the directory fsync
+//     that gave it its temp name succeeded, so no crash can bring it back
+//     as the object it was.
 //
-// So a replace allocates and frees no inode and no block and adds or
-// removes no directory entry, and when the new contents have the old length
-// (the padding absorbs small changes) its fdatasync writes no inode: one
-// data write and a cache flush.
+// So on Linux a steady replace is four system calls: pwrite, fdatasync, renameat2
+// and the (shared) directory fsync. It opens and closes nothing: the
+// directory is held open from New to Close (names are resolved relative
+// to it), and the file a Put wrote stays open under its key (at most 256
+// such files, and 64 spares; Close closes them), so when the key is next
+// replaced the old file is a spare with its descriptor at hand. It
+// allocates and frees no inode and no block and adds or removes no
+// directory entry, and when the new contents have the old length (the
+// padding absorbs small changes) its fdatasync writes no inode: one data
+// write and a cache flush.
 //
-// The two syncs are the fewest that keep the guarantee: without the file's,
-// the rename could be durable while the bytes it publishes are not; without
-// the directory's, a crash could undo a Put its caller was told had
-// happened. The file sync is one per Put and cannot be shared (it must
-// precede that Put's rename); it is fdatasync, since what it skips
+// The two syncs are the fewest that keep the guarantee on any POSIX
+// filesystem: without the file's, the rename could be durable while the
+// bytes it publishes are not (the spare's previous contents, an older
+// object, would be read back in their place); without the directory's, a
+// crash could undo a Put its caller was told had happened. The file sync
+// is one per Put and cannot be shared (it must precede that Put's rename,
+// and POSIX has no call that makes several files' data durable at once:
+// syncfs is Linux's and writes out the whole filesystem, sync_file_range
+// writes no metadata and flushes no cache); it is fdatasync, since what it skips
 // (timestamps) is not needed to read the object back (the time written is
 // in the trailer). The directory fsync is shared by the writers that finish
 // at the same time (dirSyncer): each waits for one that began after its own
@@ -103,13 +116,15 @@ var errInUse = errors.New("directory is in use by another open store (one Store 
 // use; conditional checks and the swap they guard are serialized per key.
 type Store struct {
 	name    string
-	dir     string // dir/objects
+	dir     string  // dir/objects
+	d       *objDir // dir, held open
 	now     func() time.Time
 	dirs    *dirSyncer
 	stripes [256]stripe
 	spares  sparePool
 	pins    pinSet
-	lock    *os.File // holds the directory's exclusive lock
+	lock    *os.File     // holds the directory's exclusive lock
+	held    atomic.Int64 // object files held open in known entries (maxHeld)
 
 	fileSyncs atomic.Uint64 // object-file fsyncs, for tests and measurements
 }
@@ -147,16 +162,28 @@ func New(name, dir string, opts ...Option) (*Store, error) {
 			_ = os.Remove(filepath.Join(objs, e.Name()))
 		}
 	}
-	s := &Store{name: name, dir: objs, now: time.Now, dirs: newDirSyncer(objs), lock: lock}
+	d, err := openObjDir(objs)
+	if err != nil {
+		lock.Close()
+		return nil, fencegate.Wrap(err, fencegate.CodeBackendUnavailable, fmt.Sprintf("store %q: open directory", name))
+	}
+	s := &Store{name: name, dir: objs, d: d, now: time.Now, dirs: newDirSyncer(objs, func(string) error { return d.sync() }), lock: lock}
+	s.spares.dir = d
 	for _, o := range opts {
 		o(s)
 	}
 	return s, nil
 }
 
-// Close releases the directory's lock, so another Store may open it; s
-// must not be used afterwards.
-func (s *Store) Close() error { return s.lock.Close() }
+// Close closes the files the store holds open and releases the
+// directory's lock, so another Store may open it; s must not be used
+// afterwards.
+func (s *Store) Close() error {
+	s.closeHeld()
+	s.spares.closeAll()
+	_ = s.d.close()
+	return s.lock.Close()
+}
 
 // expired refuses a write whose landing deadline (fencegate.LandBy) has
 // passed: checked under the key's lock, right before the write would land;
@@ -198,7 +225,7 @@ func (s *Store) current(st *stripe, name string) (known, error) {
 	if k, ok := st.known[name]; ok {
 		return k, nil
 	}
-	tr, err := readTrailerAt(filepath.Join(s.dir, name))
+	tr, err := s.readTrailerAt(name)
 	var k known
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -207,7 +234,7 @@ func (s *Store) current(st *stripe, name string) (known, error) {
 	default:
 		k = known{exists: true, etag: tr.ETag, len: tr.fileLen}
 	}
-	st.remember(name, k)
+	s.remember(st, name, k)
 	return k, nil
 }
 
@@ -272,7 +299,7 @@ func (s *Store) openPinned(st *stripe, name string) (*os.File, trailer, error) {
 		return nil, trailer{}, unsynced{err}
 	}
 	s.pins.pin(name)
-	f, err := os.Open(filepath.Join(s.dir, name))
+	f, err := s.d.openR(name)
 	if err != nil {
 		s.pins.unpin(name)
 		return nil, trailer{}, err

@@ -2,8 +2,6 @@ package local
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 
 	"github.com/fencegate/fencegate"
 )
@@ -33,16 +31,15 @@ func (s *Store) Put(ctx context.Context, req fencegate.PutRequest) (string, erro
 		s.spares.give(sp) // never swapped in: still a spare
 		return "", err
 	}
-	path := filepath.Join(s.dir, name)
 	swapped := false
 	if cur.exists {
-		swapped, err = exchange(sp.path, path)
+		swapped, err = s.d.exchange(sp.name, name)
 	} else {
-		err = renameNew(sp.path, path)
+		err = s.d.renameNew(sp.name, name)
 	}
 	if err != nil {
-		delete(st.known, name)
-		_ = os.Remove(sp.path)
+		s.forget(st, name)
+		s.spares.discard(sp)
 		return "", s.unavailable(err, "replace", req.Key)
 	}
 	if err := s.dirs.Sync(); err != nil {
@@ -51,16 +48,19 @@ func (s *Store) Put(ctx context.Context, req fencegate.PutRequest) (string, erro
 		// (Durable), so reading the object back proves nothing before that.
 		// The old file (under the temp name if swapped) is not reused: its
 		// move there is not known to be durable.
-		delete(st.known, name)
+		s.forget(st, name)
+		_ = sp.f.close()
 		return "", s.unavailable(err, "sync directory for", req.Key)
 	}
-	st.remember(name, known{exists: true, etag: etag, len: sp.len})
-	if swapped {
-		if cur.len <= maxSpareLen && !s.pins.pinned(name) {
-			s.spares.give(spare{path: sp.path, len: cur.len})
-		} else {
-			_ = os.Remove(sp.path) // a reader's open file lives on
-		}
+	old := s.unhold(cur.f) // the replaced file: under sp.name if swapped, else freed
+	s.remember(st, name, known{exists: true, etag: etag, len: sp.len, f: s.hold(sp.f)})
+	switch {
+	case swapped && cur.len <= maxSpareLen && !s.pins.pinned(name):
+		s.spares.give(spare{name: sp.name, f: old, len: cur.len})
+	case swapped:
+		s.spares.discard(spare{name: sp.name, f: old}) // a reader's open file lives on
+	case old != nil:
+		_ = old.close()
 	}
 	return etag, nil
 }
@@ -111,14 +111,14 @@ func (s *Store) Delete(ctx context.Context, key, ifMatch string) error {
 	if err := s.expired(ctx, "delete", key); err != nil {
 		return err
 	}
-	if err := os.Remove(filepath.Join(s.dir, name)); err != nil {
-		delete(st.known, name)
+	if err := s.d.remove(name); err != nil {
+		s.forget(st, name)
 		return s.unavailable(err, "delete", key)
 	}
+	s.forget(st, name) // its file is unlinked
 	if err := s.dirs.Sync(); err != nil {
-		delete(st.known, name)
 		return s.unavailable(err, "sync directory for", key)
 	}
-	st.remember(name, known{})
+	s.remember(st, name, known{})
 	return nil
 }

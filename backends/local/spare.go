@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"io"
-	"os"
 	"sync"
 
 	"github.com/fencegate/fencegate"
@@ -28,8 +27,9 @@ const (
 // object refers to: the old version of a replaced object, or a fresh temp
 // file. A write fills one and swaps it in.
 type spare struct {
-	path string
-	len  int64 // its length now
+	name string // its temp name in the directory
+	f    *wfile // open for writing, or nil (opened when taken)
+	len  int64  // its length now
 }
 
 // sparePool holds spares for reuse. A file enters it only (a) after the
@@ -38,6 +38,7 @@ type spare struct {
 // bring it back as a live object after it is overwritten) or (b) when it
 // never was an object (a fresh temp file whose write was refused).
 type sparePool struct {
+	dir  *objDir
 	mu   sync.Mutex
 	free []spare
 }
@@ -53,7 +54,8 @@ func (p *sparePool) take() (spare, bool) {
 	return sp, true
 }
 
-// give keeps sp for reuse, or removes its file when the pool is full.
+// give keeps sp for reuse, or closes and removes its file when the pool is
+// full.
 func (p *sparePool) give(sp spare) {
 	p.mu.Lock()
 	full := len(p.free) >= maxSpares
@@ -62,8 +64,28 @@ func (p *sparePool) give(sp spare) {
 	}
 	p.mu.Unlock()
 	if full {
-		_ = os.Remove(sp.path)
+		p.discard(sp)
 	}
+}
+
+// discard closes sp's file and removes it.
+func (p *sparePool) discard(sp spare) {
+	if sp.f != nil {
+		_ = sp.f.close()
+	}
+	_ = p.dir.remove(sp.name)
+}
+
+// closeAll closes the spares' files (Close; New removes them).
+func (p *sparePool) closeAll() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, sp := range p.free {
+		if sp.f != nil {
+			_ = sp.f.close()
+		}
+	}
+	p.free = nil
 }
 
 // pinSet counts the readers holding each object file open (by file name).
@@ -99,66 +121,34 @@ func (p *pinSet) pinned(name string) bool {
 	return p.n[name] > 0
 }
 
-// known is what the store last wrote or read at an object's file name:
-// kept per lock stripe (read and written under its lock), so a
-// conditional Put checks its ETag without reading the trailer. The store
-// is the only writer of its directory.
-type known struct {
-	exists bool
-	etag   string
-	len    int64 // the object file's length
-}
-
-// perStripe bounds the known versions kept per stripe: 256 stripes x 128,
-// about 8 MB at most; a key not kept costs one trailer read on its next write.
-const perStripe = 128
-
-// stripe serializes the checks and swaps of the keys hashed to it
-// (writers hold mu from the check through the directory fsync; readers
-// hold it shared while they open a file, so they never see a swap whose
-// directory fsync has not completed).
-type stripe struct {
-	mu    sync.RWMutex
-	known map[string]known
-}
-
-func (st *stripe) remember(name string, k known) {
-	if st.known == nil {
-		st.known = map[string]known{}
-	}
-	if _, ok := st.known[name]; !ok && len(st.known) >= perStripe {
-		for n := range st.known { // any one: the next use reads it back
-			delete(st.known, n)
-			break
-		}
-	}
-	st.known[name] = k
-}
-
 // writeSpare fills a spare (reused, or a new temp file) with the body and
-// its trailer and fdatasyncs it. A small body is read first and written
-// with the trailer in one write at offset 0; a reused file longer than the
-// new contents is truncated to them.
-func (s *Store) writeSpare(ctx context.Context, req fencegate.PutRequest) (sp spare, etag string, err error) {
-	var f *os.File
+// its trailer and fdatasyncs it; the spare's file stays open (it becomes
+// the object's, held in known, once swapped in). A small body is read
+// first and written with the trailer in one write at offset 0; a reused
+// file longer than the new contents is truncated to them.
+func (s *Store) writeSpare(ctx context.Context, req fencegate.PutRequest) (_ spare, etag string, err error) {
+	var sp spare // not the result: a failed write returns none, and discards sp
 	reused := false
 	if p, ok := s.spares.take(); ok {
 		sp = p
-		if f, err = os.OpenFile(sp.path, os.O_WRONLY, 0); err != nil {
-			_ = os.Remove(sp.path)
+		if sp.f == nil {
+			var oerr error
+			if sp.f, oerr = s.d.openW(sp.name); oerr != nil {
+				_ = s.d.remove(sp.name)
+			}
 		}
-		reused = f != nil
+		reused = sp.f != nil
 	}
-	if f == nil {
-		if f, err = os.CreateTemp(s.dir, tmpPrefix); err != nil {
-			return spare{}, "", s.unavailable(err, "create temp file for", req.Key)
+	if !reused {
+		f, name, cerr := s.d.create()
+		if cerr != nil {
+			return spare{}, "", s.unavailable(cerr, "create temp file for", req.Key)
 		}
-		sp = spare{path: f.Name()}
+		sp = spare{name: name, f: f}
 	}
 	defer func() {
 		if err != nil {
-			f.Close()
-			_ = os.Remove(sp.path)
+			s.spares.discard(sp)
 		}
 	}()
 	h := sha256.New()
@@ -177,7 +167,7 @@ func (s *Store) writeSpare(ctx context.Context, req fencegate.PutRequest) (sp sp
 		n, buf = int64(m), buf[:m]
 		h.Write(buf)
 	default:
-		n, err = io.Copy(io.MultiWriter(f, h), src)
+		n, err = io.Copy(io.MultiWriter(&offsetWriter{f: sp.f}, h), src)
 	}
 	if err != nil {
 		if ctx.Err() != nil {
@@ -203,22 +193,33 @@ func (s *Store) writeSpare(ctx context.Context, req fencegate.PutRequest) (sp sp
 	if req.Size > smallBody {
 		at = n
 	}
-	if _, err = f.WriteAt(buf, at); err != nil {
+	if err = sp.f.writeAt(buf, at); err != nil {
 		return spare{}, "", s.unavailable(err, "write", req.Key)
 	}
 	end := at + int64(len(buf))
 	if reused && sp.len != end { // cut the old tail (when longer: a no-op, in case sp.len is wrong)
-		if err = f.Truncate(end); err != nil {
+		if err = sp.f.truncate(end); err != nil {
 			return spare{}, "", s.unavailable(err, "truncate", req.Key)
 		}
 	}
 	s.fileSyncs.Add(1)
-	if err = datasync(f); err != nil {
+	if err = sp.f.datasync(); err != nil {
 		return spare{}, "", s.unavailable(err, "sync", req.Key)
-	}
-	if err = f.Close(); err != nil {
-		return spare{}, "", s.unavailable(err, "close", req.Key)
 	}
 	sp.len = end
 	return sp, etag, nil
+}
+
+// offsetWriter writes a streamed body into f from offset 0 on.
+type offsetWriter struct {
+	f   *wfile
+	off int64
+}
+
+func (w *offsetWriter) Write(p []byte) (int, error) {
+	if err := w.f.writeAt(p, w.off); err != nil {
+		return 0, err
+	}
+	w.off += int64(len(p))
+	return len(p), nil
 }

@@ -59,8 +59,10 @@ func encodeTrailer(buf []byte, n int64, tr trailer, reuse int64) ([]byte, error)
 	return append(buf, magic...), nil
 }
 
-func readTrailerAt(path string) (trailer, error) {
-	f, err := os.Open(path)
+// readTrailerAt reads the trailer of the file at name in the objects
+// directory.
+func (s *Store) readTrailerAt(name string) (trailer, error) {
+	f, err := s.d.openR(name)
 	if err != nil {
 		return trailer{}, err
 	}
