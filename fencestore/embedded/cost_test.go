@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -21,12 +22,14 @@ import (
 // sha256 digests), 8 writers per CPU on resources of their own: either an
 // admission and its settle (two ops) or, folded, one admission carrying the
 // previous segment's settle (one op). It reports what a write costs the file:
-// ops per commit, fdatasyncs, pages and bytes written, and file growth.
+// ops per commit, fdatasyncs, pages and bytes written, file growth, and
+// the process's CPU per write (user and system: the benchmark's own work
+// too, the same in every variant, so compare variants and versions by it).
 //
 // -embedded.prefill N first writes N settled receipts (over N/10 resources,
 // in large transactions), to compare a full store's cost with an empty one's.
 func BenchmarkWriteCost(b *testing.B) {
-	for _, c := range []struct{ folded, ordered bool }{{false, false}, {true, false}, {true, true}} {
+	for _, c := range []struct{ folded, ordered bool }{{false, false}, {false, true}, {true, false}, {true, true}} {
 		folded := c.folded
 		b.Run(fmt.Sprintf("folded=%v/orderedIDs=%v", c.folded, c.ordered), func(b *testing.B) {
 			path := filepath.Join(b.TempDir(), "fence.db")
@@ -40,6 +43,7 @@ func BenchmarkWriteCost(b *testing.B) {
 			ctx := context.Background()
 			var workers, writes atomic.Uint64
 			st0, bs0 := s.Stats(), s.db.Stats()
+			cpu0 := cpuTime()
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				w := workers.Add(1)
@@ -79,6 +83,7 @@ func BenchmarkWriteCost(b *testing.B) {
 				}
 			})
 			b.StopTimer()
+			cpu := cpuTime() - cpu0
 			st, bs := s.Stats(), s.db.Stats()
 			n := float64(writes.Load())
 			ts := bs.TxStats.Sub(&bs0.TxStats)
@@ -89,6 +94,7 @@ func BenchmarkWriteCost(b *testing.B) {
 			b.ReportMetric(float64((st.Waited-st0.Waited).Microseconds())/commits, "wait-µs/commit")
 			b.ReportMetric(float64(ts.GetSpillTime().Microseconds())/commits, "spill-µs/commit")
 			b.ReportMetric(float64(ts.GetWriteTime().Microseconds())/commits, "write+sync-µs/commit")
+			b.ReportMetric(float64(cpu.Microseconds())/n, "cpu-µs/write")
 			var used int64
 			_ = s.db.View(func(tx *bolt.Tx) error { used = tx.Size(); return nil })
 			b.ReportMetric(float64(used)/n, "usedbytes/write")
@@ -127,6 +133,16 @@ func prefill(b *testing.B, s *Store, n int, ordered bool) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// cpuTime is the CPU (user and system) this process has used, a measure
+// that other load on the machine disturbs less than wall time.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func randHex(n int) string {

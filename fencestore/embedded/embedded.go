@@ -32,7 +32,9 @@
 //
 // # Layout
 //
-// Values are JSON. Keys join their parts with a 0x00 byte, which no canonical
+// Receipts and resource states are kept in a compact binary form
+// (codec.go), which also reads the JSON that files written before it hold;
+// other values are JSON. Keys join their parts with a 0x00 byte, which no canonical
 // name contains (fencegate.CheckName refuses control characters); numbers are
 // big-endian; times are Unix seconds with the sign bit flipped followed by the
 // nanoseconds, so that byte order is time order.
@@ -295,7 +297,7 @@ func getResource(tx *bolt.Tx, resource string) (row fencegate.ResourceState, fou
 	if v == nil {
 		return fencegate.ResourceState{Resource: resource}, false, nil
 	}
-	if err := json.Unmarshal(v, &row); err != nil {
+	if err := decodeResource(v, &row); err != nil {
 		return row, false, fmt.Errorf("decode resource %q: %w", resource, err)
 	}
 	return row, true, nil
@@ -307,7 +309,7 @@ func getReceipt(tx *bolt.Tx, id string) (fencegate.Receipt, error) {
 	if v == nil {
 		return r, fencegate.Errorf(fencegate.CodeNotFound, "receipt %q not found", id)
 	}
-	if err := json.Unmarshal(v, &r); err != nil {
+	if err := decodeReceipt(v, &r); err != nil {
 		return r, fmt.Errorf("decode receipt %q: %w", id, err)
 	}
 	return r, nil
@@ -316,7 +318,11 @@ func getReceipt(tx *bolt.Tx, id string) (fencegate.Receipt, error) {
 // putReceipt writes r and moves its by-state index entry from oldState ("" for
 // a new receipt) to r.State.
 func putReceipt(tx *bolt.Tx, r *fencegate.Receipt, oldState fencegate.ReceiptState) error {
-	if err := putJSON(tx.Bucket(bReceipts), []byte(r.ID), r); err != nil {
+	v, err := encodeReceipt(r)
+	if err != nil {
+		return err
+	}
+	if err := tx.Bucket(bReceipts).Put([]byte(r.ID), v); err != nil {
 		return err
 	}
 	bs := tx.Bucket(bByState)
@@ -326,6 +332,11 @@ func putReceipt(tx *bolt.Tx, r *fencegate.Receipt, oldState fencegate.ReceiptSta
 		}
 	}
 	return bs.Put(stateKey(r.State, r), []byte(r.ID))
+}
+
+// putResource writes row.
+func putResource(tx *bolt.Tx, row *fencegate.ResourceState) error {
+	return tx.Bucket(bResources).Put([]byte(row.Resource), encodeResource(row))
 }
 
 func getVersion(tx *bolt.Tx, target string) string {

@@ -2,7 +2,6 @@ package embedded
 
 import (
 	"context"
-	"encoding/json"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -17,10 +16,8 @@ func (s *Store) HighestFence(ctx context.Context) (uint64, error) {
 	var top uint64
 	err := s.view(ctx, func(tx *bolt.Tx) error {
 		return tx.Bucket(bResources).ForEach(func(k, v []byte) error {
-			var row struct {
-				HighestFence uint64 `json:"highestFence"`
-			}
-			if err := json.Unmarshal(v, &row); err != nil {
+			var row fencegate.ResourceState
+			if err := decodeResource(v, &row); err != nil {
 				return err
 			}
 			top = max(top, row.HighestFence)

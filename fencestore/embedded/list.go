@@ -41,7 +41,7 @@ func upgrade(tx *bolt.Tx) error {
 		byres := tx.Bucket(bByRes)
 		err = tx.Bucket(bReceipts).ForEach(func(_, v []byte) error {
 			var r fencegate.Receipt
-			if err := json.Unmarshal(v, &r); err != nil {
+			if err := decodeReceipt(v, &r); err != nil {
 				return fmt.Errorf("decode receipt: %w", err)
 			}
 			return byres.Put(join([]byte(r.Resource), timeKey(r.CreatedAt), []byte(r.ID)), []byte(r.ID))
@@ -106,7 +106,7 @@ func (s *Store) scanIndex(ctx context.Context, bucket []byte, prefix, list strin
 				return fmt.Errorf("index entry for missing receipt %q", id)
 			}
 			var r fencegate.Receipt
-			if err := json.Unmarshal(raw, &r); err != nil {
+			if err := decodeReceipt(raw, &r); err != nil {
 				return fmt.Errorf("decode receipt %q: %w", id, err)
 			}
 			if !pg.Take(fencegate.ReceiptPosition(&r), r.ApproxSize()) {

@@ -60,7 +60,7 @@ func admitTx(tx *bolt.Tx, req *fencegate.AdmitRequest) (adm fencegate.Admission,
 		return adm, nil, err
 	}
 	next := fencerules.Accepted(req)
-	if err := putJSON(tx.Bucket(bResources), []byte(next.Resource), next); err != nil {
+	if err := putResource(tx, &next); err != nil {
 		return adm, nil, err
 	}
 	if bound != g.Resource { // an unchanged binding is not rewritten (a page less per commit)
@@ -118,7 +118,7 @@ func settleTx(tx *bolt.Tx, id string, o *fencegate.Outcome) (fencegate.Receipt, 
 		}
 	}
 	if st.RowChanged {
-		if err := putJSON(tx.Bucket(bResources), []byte(st.Row.Resource), st.Row); err != nil {
+		if err := putResource(tx, &st.Row); err != nil {
 			return fencegate.Receipt{}, err
 		}
 	}
