@@ -233,25 +233,26 @@ func (g *Gateway) apply(ctx context.Context, req Request) (Result, error) {
 	// The status must still hold when the segment is admitted: a request
 	// that waited for the resource (this process's lock, another replica's
 	// effect) past its status's expiry, or longer than reauthorizeAfter, is
-	// authorized again before the admission attempt.
-	recheck := func(areq *fencegate.AdmitRequest) error {
+	// authorized again before the admission attempt (and admitted as of
+	// then: recheck returns when, zero if the first verdict still holds).
+	recheck := func() (time.Time, error) {
 		now := g.cfg.Now()
 		expired := st.ExpiresAtMs != 0 && now.UnixMilli() >= st.ExpiresAtMs
 		if !expired && now.Sub(authorizedAt) < reauthorizeAfter {
-			return nil
+			return time.Time{}, nil
 		}
 		var err error
 		if _, st, err = g.Authorize(ctx, req); err != nil {
-			return err
+			return time.Time{}, err
 		}
-		authorizedAt, areq.Now = now, now
-		return nil
+		authorizedAt = now
+		return now, nil
 	}
-	unlock, err := g.locks.lock(ctx, vg.Resource)
+	held, err := g.locks.lock(ctx, vg.Resource)
 	if err != nil {
 		return Result{}, fencegate.Wrap(err, fencegate.CodeResourceBusy, "gave up waiting for the resource")
 	}
-	defer unlock()
+	defer held.unlock()
 
 	// Admission is not abandoned when the caller hangs up mid-transaction.
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), admitTimeout)
@@ -321,7 +322,8 @@ func (g *Gateway) forward(ctx context.Context, adm fencegate.Admission, eff Effe
 	// body still streaming through this connection (or an API call in
 	// flight) must not outlive what they assume.
 	expiry := EffectExpiry(adm.Receipt, g.cfg.EffectTimeout)
-	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(g.cfg.EffectTimeout, expiry.Sub(g.cfg.Now())))
+	detached := context.WithoutCancel(ctx)
+	ectx, cancel := context.WithTimeout(detached, min(g.cfg.EffectTimeout, expiry.Sub(g.cfg.Now())))
 	defer cancel()
 	// Every request of the effect carries its expiry to the store, so that
 	// none lands after the reconciler may call the receipt NOT_APPLIED.
@@ -349,7 +351,7 @@ func (g *Gateway) forward(ctx context.Context, adm fencegate.Admission, eff Effe
 			return Result{Receipt: r}, nil
 		}
 	}
-	sctx, span := g.startSpan(context.WithoutCancel(ctx), "fencegate.settle")
+	sctx, span := g.startSpan(detached, "fencegate.settle")
 	r, err := g.cfg.Store.Settle(sctx, adm.Receipt.ID, out)
 	endSpan(span, err)
 	g.cfg.Observe.Settle(out.State, g.cfg.Now().Sub(out.Now))
@@ -361,7 +363,7 @@ func (g *Gateway) forward(ctx context.Context, adm fencegate.Admission, eff Effe
 		} else if fencegate.ErrorCode(err) == fencegate.CodeReceiptSettled {
 			// Settled meanwhile (the reconciler or another replica took it as
 			// orphaned and resent): the stored final state is the answer.
-			if cur, rerr := g.cfg.Store.Receipt(context.WithoutCancel(ctx), adm.Receipt.ID); rerr == nil && cur.State.Terminal() {
+			if cur, rerr := g.cfg.Store.Receipt(detached, adm.Receipt.ID); rerr == nil && cur.State.Terminal() {
 				g.cfg.Log.WarnContext(ctx, "settle found the receipt settled elsewhere; answering the stored state",
 					"receipt", cur.ID, "stored", cur.State, "ours", out.State)
 				return g.replay(ctx, cur)

@@ -87,8 +87,9 @@ const reauthorizeAfter = 10 * time.Millisecond
 // a higher fence's first effect waits for the lower one to settle. An UNKNOWN
 // one is answered at once: it waits for the reconciler, not for a request.
 // recheck runs before every attempt: a lease that expired (or was revoked)
-// while the request waited is refused, not admitted on an old verdict.
-func (g *Gateway) admit(ctx context.Context, req fencegate.AdmitRequest, recheck func(*fencegate.AdmitRequest) error, prior *deferredSettle) (fencegate.Admission, error) {
+// while the request waited is refused, not admitted on an old verdict; when
+// it authorized again it returns when, and the attempt is made as of then.
+func (g *Gateway) admit(ctx context.Context, req fencegate.AdmitRequest, recheck func() (time.Time, error), prior *deferredSettle) (fencegate.Admission, error) {
 	var waited time.Duration
 	tries := 0
 	proved := "" // the busy receipt already asked about
@@ -98,8 +99,12 @@ func (g *Gateway) admit(ctx context.Context, req fencegate.AdmitRequest, recheck
 		}
 	}()
 	for delay := 10 * time.Millisecond; ; delay = min(2*delay, 200*time.Millisecond) {
-		if err := recheck(&req); err != nil {
+		at, err := recheck()
+		if err != nil {
 			return fencegate.Admission{}, err
+		}
+		if !at.IsZero() {
+			req.Now = at
 		}
 		adm, err := g.cfg.Store.Admit(ctx, req)
 		if prior != nil && (err == nil || isRuling(err)) {
@@ -125,8 +130,11 @@ func (g *Gateway) admit(ctx context.Context, req fencegate.AdmitRequest, recheck
 			g.cfg.Log.WarnContext(ctx, "admission failed without a verdict and admitted nothing; trying again", "receipt", req.ReceiptID, "err", err)
 			continue
 		}
-		var fe *fencegate.Error
-		if fencegate.ErrorCode(err) != fencegate.CodeResourceBusy || !errors.As(err, &fe) || waited >= busyWait {
+		if fencegate.ErrorCode(err) != fencegate.CodeResourceBusy || waited >= busyWait {
+			return adm, err
+		}
+		var fe *fencegate.Error // declared past the common exits: errors.As puts it on the heap
+		if !errors.As(err, &fe) {
 			return adm, err
 		}
 		r, rerr := g.cfg.Store.Receipt(ctx, fe.ReceiptID)

@@ -5,10 +5,13 @@ import (
 	"sync"
 )
 
-// keyedMutex serialises work per key; entries live only while in use.
+// keyedMutex serialises work per key; entries live only while in use, and a
+// freed entry (its channel empty, no holder or waiter left) is reused, so
+// locking a free key allocates nothing.
 type keyedMutex struct {
-	mu sync.Mutex
-	m  map[string]*keyEntry
+	mu   sync.Mutex
+	m    map[string]*keyEntry
+	free sync.Pool // of *keyEntry with refs 0 and an empty ch
 }
 
 type keyEntry struct {
@@ -16,33 +19,53 @@ type keyEntry struct {
 	refs int
 }
 
-// lock blocks until key is free or ctx ends; the returned func unlocks.
-func (k *keyedMutex) lock(ctx context.Context, key string) (func(), error) {
+// heldKey is a locked key; unlock releases it.
+type heldKey struct {
+	k   *keyedMutex
+	key string
+	e   *keyEntry
+}
+
+// lock blocks until key is free or ctx ends; the returned heldKey unlocks.
+func (k *keyedMutex) lock(ctx context.Context, key string) (heldKey, error) {
 	k.mu.Lock()
 	if k.m == nil {
 		k.m = make(map[string]*keyEntry)
 	}
 	e := k.m[key]
 	if e == nil {
-		e = &keyEntry{ch: make(chan struct{}, 1)}
+		e, _ = k.free.Get().(*keyEntry)
+		if e == nil {
+			e = &keyEntry{ch: make(chan struct{}, 1)}
+		}
 		k.m[key] = e
 	}
 	e.refs++
 	k.mu.Unlock()
 
-	release := func() {
-		k.mu.Lock()
-		e.refs--
-		if e.refs == 0 {
-			delete(k.m, key)
-		}
-		k.mu.Unlock()
-	}
 	select {
 	case e.ch <- struct{}{}:
-		return func() { <-e.ch; release() }, nil
+		return heldKey{k: k, key: key, e: e}, nil
 	case <-ctx.Done():
-		release()
-		return nil, ctx.Err()
+		k.release(key, e)
+		return heldKey{}, ctx.Err()
+	}
+}
+
+// unlock frees the key for the next waiter.
+func (h heldKey) unlock() {
+	<-h.e.ch
+	h.k.release(h.key, h.e)
+}
+
+// release drops one reference to e; the last one removes the entry and
+// keeps it for reuse (nobody holds its token then: ch is empty).
+func (k *keyedMutex) release(key string, e *keyEntry) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	e.refs--
+	if e.refs == 0 {
+		delete(k.m, key)
+		k.free.Put(e)
 	}
 }

@@ -51,11 +51,11 @@ func (g *Gateway) shadowForward(ctx context.Context, req Request, vg *fencegate.
 		g.cfg.Alarm.ShadowVerdict(req.Resource, rule.Pattern, code)
 	}
 	if !locked {
-		unlock, err := g.locks.lock(ctx, req.Resource)
+		held, err := g.locks.lock(ctx, req.Resource)
 		if err != nil {
 			return Result{}, fencegate.Wrap(err, fencegate.CodeResourceBusy, "gave up waiting for the resource")
 		}
-		defer unlock()
+		defer held.unlock()
 	}
 	// Never alongside a fenced effect in flight on the same resource. This
 	// process's own deferred settle is not one: it is made durable first.
