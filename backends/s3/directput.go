@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/textproto"
 	"net/url"
 	"strings"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"github.com/aws/smithy-go"
 	"github.com/aws/smithy-go/encoding/httpbinding"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
+	"github.com/fencegate/fencegate"
 )
 
 // A single PUT with a landing deadline (every write the gateway forwards) is
@@ -147,23 +149,7 @@ func (s *Store) putDirect(ctx context.Context, t *putTemplate, p putObject, unti
 		if p.size > 0 {
 			r.Body = io.NopCloser(io.LimitReader(p.body, p.size))
 		}
-		h := r.Header
-		h.Set("User-Agent", "fencegate aws-sdk-go-v2")
-		h.Set("Accept-Encoding", "identity") // as the SDK: no transparent gzip
-		if t.continueAt >= 0 && p.size >= t.continueAt {
-			h.Set("Expect", "100-continue")
-		}
-		if p.contentType != "" {
-			h.Set("Content-Type", p.contentType)
-		}
-		for k, v := range p.meta {
-			h.Set("X-Amz-Meta-"+k, v)
-		}
-		if p.ifNoneMatch {
-			h.Set("If-None-Match", "*")
-		} else {
-			h.Set("If-Match", p.ifMatch)
-		}
+		r.Header = p.header(t.continueAt)
 		now := at
 		if now.IsZero() {
 			now = time.Now()
@@ -182,11 +168,88 @@ func (s *Store) putDirect(ctx context.Context, t *putTemplate, p putObject, unti
 	return etag, err
 }
 
+// Header names and values of a direct PUT, in canonical form, so that
+// building an attempt's header neither concatenates nor canonicalizes them.
+const (
+	hdrUserAgent     = "User-Agent"
+	hdrAcceptEnc     = "Accept-Encoding"
+	hdrExpect        = "Expect"
+	hdrContentType   = "Content-Type"
+	hdrIfNoneMatch   = "If-None-Match"
+	hdrIfMatch       = "If-Match"
+	hdrContentSHA256 = "X-Amz-Content-Sha256"
+	unsignedPayload  = "UNSIGNED-PAYLOAD"
+	directUserAgent  = "fencegate aws-sdk-go-v2"
+)
+
+// metaHeaders are the header names of the effect's own metadata keys
+// (domain.EffectMeta.Map), written once; any other key's name is built as
+// the SDK builds it (metaHeader).
+var metaHeaders = func() map[string]string {
+	m := map[string]string{}
+	for _, k := range []string{fencegate.MetaFence, fencegate.MetaSegment, fencegate.MetaRoot, fencegate.MetaOperationID,
+		fencegate.MetaPayload, fencegate.MetaReceipt} {
+		m[k] = textproto.CanonicalMIMEHeaderKey("X-Amz-Meta-" + k)
+	}
+	return m
+}()
+
+// metaHeader is the header of metadata key k: "X-Amz-Meta-" + k, canonical
+// (what http.Header.Set makes of it).
+func metaHeader(k string) string {
+	if h, ok := metaHeaders[k]; ok {
+		return h
+	}
+	return textproto.CanonicalMIMEHeaderKey("X-Amz-Meta-" + k)
+}
+
+// header is the header of one attempt of p: every value in one backing
+// array, the map sized for all of them. The headers the signer ignores
+// (User-Agent, Expect) are in it too; presignScoped signs the others as
+// they are.
+func (p *putObject) header(continueAt int64) http.Header {
+	n := 4 + len(p.meta) // User-Agent, Accept-Encoding, the condition, X-Amz-Content-Sha256
+	if p.contentType != "" {
+		n++
+	}
+	expect := continueAt >= 0 && p.size >= continueAt
+	if expect {
+		n++
+	}
+	h := make(http.Header, n)
+	vals := make([]string, 0, n)
+	set := func(k, v string) {
+		vals = append(vals, v)
+		h[k] = vals[len(vals)-1 : len(vals) : len(vals)]
+	}
+	set(hdrUserAgent, directUserAgent)
+	set(hdrAcceptEnc, "identity") // as the SDK: no transparent gzip
+	if expect {
+		set(hdrExpect, "100-continue")
+	}
+	if p.contentType != "" {
+		set(hdrContentType, p.contentType)
+	}
+	for k, v := range p.meta {
+		set(metaHeader(k), v)
+	}
+	if p.ifNoneMatch {
+		set(hdrIfNoneMatch, "*")
+	} else {
+		set(hdrIfMatch, p.ifMatch)
+	}
+	set(hdrContentSHA256, unsignedPayload)
+	return h
+}
+
 // putAnswer reads a PutObject answer: the ETag of a 2xx, else the error the
 // SDK would return (its code and message from the XML body). A 2xx whose
 // body is an S3 <Error> document (S3 may send one after the status line) is
 // an error with that status: not a definite refusal, so uncertain.
 func putAnswer(resp *http.Response) (string, error) {
+	if resp.StatusCode/100 == 2 && resp.ContentLength == 0 {
+		return resp.Header.Get("ETag"), nil // no body to read (net/http's is NoBody): the connection is reusable as it is
+	}
 	body, rerr := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	if resp.StatusCode/100 == 2 && !strings.Contains(string(body), "<Error>") {
 		return resp.Header.Get("ETag"), nil

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -133,28 +132,36 @@ func (m presignWrite) presignScoped(ctx context.Context, r *http.Request, now ti
 	for _, h := range []string{"Authorization", "X-Amz-Date", "X-Amz-Security-Token"} {
 		r.Header.Del(h)
 	}
-	r.Header.Set("X-Amz-Content-Sha256", "UNSIGNED-PAYLOAD")
-	q := r.URL.Query()
-	for k := range q {
-		if strings.HasPrefix(strings.ToLower(k), "x-amz-") {
-			q.Del(k) // an earlier attempt's signature
-		}
+	if v := r.Header[hdrContentSHA256]; len(v) != 1 || v[0] != unsignedPayload {
+		r.Header.Set(hdrContentSHA256, unsignedPayload)
 	}
-	q.Set("X-Amz-Expires", strconv.FormatInt(secs, 10))
-	r.URL.RawQuery = q.Encode()
+	if r.URL.RawQuery == "" { // a direct PUT: nothing to keep
+		r.URL.RawQuery = "X-Amz-Expires=" + strconv.FormatInt(secs, 10)
+	} else { // the SDK's x-id, or an earlier attempt's signature
+		q := r.URL.Query()
+		for k := range q {
+			if strings.HasPrefix(strings.ToLower(k), "x-amz-") {
+				q.Del(k) // an earlier attempt's signature
+			}
+		}
+		q.Set("X-Amz-Expires", strconv.FormatInt(secs, 10))
+		r.URL.RawQuery = q.Encode()
+	}
 	// Every header stays a header, signed as it is: the metadata and the
 	// If-Match / If-None-Match condition are part of the signature.
-	uri, _, err := m.signer.PresignHTTP(ctx, creds, r, "UNSIGNED-PAYLOAD", service, region, now, func(o *v4.SignerOptions) {
+	uri, _, err := m.signer.PresignHTTP(ctx, creds, r, unsignedPayload, service, region, now, func(o *v4.SignerOptions) {
 		o.DisableHeaderHoisting, o.DisableURIPathEscaping = true, true
 	})
 	if err != nil {
 		return err
 	}
-	u, err := url.Parse(uri)
-	if err != nil {
-		return err
+	// The signer returns r's URL with the signed query: the path and host are
+	// r's own (it changes neither; the escaped path holds no '?').
+	_, query, ok := strings.Cut(uri, "?")
+	if !ok {
+		return fmt.Errorf("presign: the signer returned no query (%q)", uri)
 	}
-	r.URL = u
+	r.URL.RawQuery = query
 	return nil
 }
 

@@ -248,25 +248,27 @@ func (s *Store) Put(ctx context.Context, req fencegate.PutRequest) (string, erro
 	if req.Size > s.singlePut {
 		return s.putMultipart(ctx, req, body, start)
 	}
-	in := &s3.PutObjectInput{Bucket: &s.bucket, Key: s.full(req.Key), Body: body,
-		ContentLength: aws.Int64(req.Size), Metadata: req.Metadata()}
-	if req.ContentType != "" {
-		in.ContentType = aws.String(req.ContentType)
-	}
-	if req.IfNoneMatch {
-		in.IfNoneMatch = aws.String("*")
-	} else {
-		in.IfMatch = aws.String(req.IfMatch)
-	}
 	var etag string
 	var sent attemptCounter
 	until, direct := fencegate.LandBy(ctx)
-	direct = direct && s.tmpl != nil
+	p := putObject{key: s.prefix + req.Key, body: body, start: start, size: req.Size,
+		contentType: req.ContentType, meta: req.Metadata(), ifNoneMatch: req.IfNoneMatch, ifMatch: req.IfMatch}
+	var in *s3.PutObjectInput // the SDK's input; nil for a direct PUT
+	if !direct || s.tmpl == nil {
+		in = &s3.PutObjectInput{Bucket: &s.bucket, Key: &p.key, Body: body, ContentLength: &p.size, Metadata: p.meta}
+		if req.ContentType != "" {
+			in.ContentType = &p.contentType
+		}
+		if req.IfNoneMatch {
+			in.IfNoneMatch = aws.String("*")
+		} else {
+			in.IfMatch = &p.ifMatch
+		}
+	}
 	err = retryConflict(ctx, func() error {
 		var err error
-		if direct {
-			etag, err = s.putDirect(ctx, s.tmpl, putObject{key: *in.Key, body: body, start: start, size: req.Size,
-				contentType: req.ContentType, meta: in.Metadata, ifNoneMatch: req.IfNoneMatch, ifMatch: req.IfMatch}, until, time.Time{}, &sent)
+		if in == nil {
+			etag, err = s.putDirect(ctx, s.tmpl, p, until, time.Time{}, &sent)
 			return err
 		}
 		if _, err := body.Seek(start, io.SeekStart); err != nil {
