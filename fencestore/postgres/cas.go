@@ -64,16 +64,24 @@ func (c *casStmt) row(was, next *fencegate.ResourceState) {
 }
 
 // settled moves a receipt from exactly was to next and, for COMMITTED,
-// sets (or forgets) its target's version as queueSettled does.
+// sets (or forgets) its target's version as queueSettled does. The
+// previous value is compared as one row (IS NOT DISTINCT FROM, exact for
+// these columns, NULL equal to NULL), which no index can answer, so the
+// receipt is found through its primary key: with state = $n beside
+// receipt_id = $m the planner could take fence_receipts_by_state (state,
+// created_at, receipt_id) for a generic plan, and that walks every PENDING
+// entry (the dead ones of receipts settled since the last vacuum too) to
+// find the one receipt.
 func (c *casStmt) settled(was, next *fencegate.Receipt) {
 	c.cte(`UPDATE fence_receipts SET state = `+c.p(string(next.State))+`, version = `+c.p(next.Version)+
 		`, response = `+c.p(responseArg(next.Response))+`, error = `+c.p(next.Error)+
 		`, settled_at = `+c.p(next.SettledAt)+`, attempts = `+c.p(next.Attempts)+`, resend = `+c.p(next.Resend)+
 		`, retry_at = `+c.p(next.RetryAt)+
-		` WHERE receipt_id = `+c.p(next.ID)+` AND state = `+c.p(string(was.State))+` AND version = `+c.p(was.Version)+
-		` AND response IS NOT DISTINCT FROM `+c.p(responseArg(was.Response))+` AND error = `+c.p(was.Error)+
-		` AND settled_at IS NOT DISTINCT FROM `+c.p(was.SettledAt)+` AND attempts = `+c.p(was.Attempts)+
-		` AND resend = `+c.p(was.Resend)+` AND retry_at IS NOT DISTINCT FROM `+c.p(was.RetryAt)+` RETURNING 1`, true)
+		` WHERE receipt_id = `+c.p(next.ID)+
+		` AND (state, version, response, error, settled_at, attempts, resend, retry_at) IS NOT DISTINCT FROM (`+
+		c.p(string(was.State))+`::text, `+c.p(was.Version)+`::text, `+c.p(responseArg(was.Response))+`::jsonb, `+
+		c.p(was.Error)+`::text, `+c.p(was.SettledAt)+`::timestamptz, `+c.p(was.Attempts)+`::integer, `+
+		c.p(was.Resend)+`::boolean, `+c.p(was.RetryAt)+`::timestamptz) RETURNING 1`, true)
 	switch {
 	case next.State != fencegate.ReceiptCommitted:
 	case next.Version == "":
@@ -92,8 +100,13 @@ func (c *casStmt) insert(r *fencegate.Receipt) {
 
 // queue adds the statement to b; what names it in a miss.
 func (c *casStmt) queue(b *pgx.Batch, what string) {
-	b.Queue("WITH "+strings.Join(c.ctes, ", ")+" SELECT fence_expect("+strings.Join(c.hits, " AND ")+
-		", "+c.p(what)+")", c.args...)
+	b.Queue(c.sql(what), c.args...)
+}
+
+// sql is the statement's text, its arguments c.args after.
+func (c *casStmt) sql(what string) string {
+	return "WITH " + strings.Join(c.ctes, ", ") + " SELECT fence_expect(" + strings.Join(c.hits, " AND ") +
+		", " + c.p(what) + ")"
 }
 
 // bindAndRead is the statement that binds each target targets[i] to

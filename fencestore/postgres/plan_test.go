@@ -3,10 +3,13 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/fencegate/fencegate"
 	"github.com/fencegate/fencegate/internal/testenv"
 )
 
@@ -52,5 +55,88 @@ func TestFastStatementsKeepOneGenericPlan(t *testing.T) {
 		if custom > 5 || generic < 7 {
 			t.Fatalf("n=%d: %d custom plans and %d generic ones in 12 executions, want at most 5 custom", n, custom, generic)
 		}
+	}
+}
+
+// TestFastSettleFindsItsReceiptByKey: the fast settle's statement, planned
+// generic (as a session's cached plan is after five runs) on a fresh
+// store, reaches the receipt through fence_receipts_pkey, never through
+// fence_receipts_by_state, whose PENDING entries it would otherwise walk.
+func TestFastSettleFindsItsReceiptByKey(t *testing.T) {
+	ctx := context.Background()
+	cc, err := pgx.ParseConfig(testenv.PostgresURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Migrate(ctx, cc); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.ConnectConfig(ctx, cc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	now := time.UnixMilli(1_700_000_000_000).UTC()
+	row := fencegate.ResourceState{Resource: "plan/r", HighestFence: 1, PendingReceipt: "r1", UpdatedAt: now}
+	nextRow := row
+	nextRow.PendingReceipt = ""
+	was := fencegate.Receipt{ID: "r1", Resource: "plan/r", Target: "plan/r", State: fencegate.ReceiptPending, CreatedAt: now}
+	next := was
+	next.State, next.Version, next.SettledAt = fencegate.ReceiptCommitted, "v1", &now
+	c := &casStmt{}
+	c.row(&row, &nextRow)
+	c.settled(&was, &next)
+	q := c.sql("plan/r")
+	if _, err := conn.Prepare(ctx, "settle", q); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `SET plan_cache_mode = force_generic_plan`); err != nil {
+		t.Fatal(err)
+	}
+	// EXPLAIN takes no parameters: the values go in as literals, which
+	// take the prepared statement's parameter types.
+	lits := make([]string, len(c.args))
+	for i, a := range c.args {
+		lits[i] = literal(a)
+	}
+	rows, err := conn.Query(ctx, `EXPLAIN EXECUTE settle(`+strings.Join(lits, ", ")+`)`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plan []string
+	for rows.Next() {
+		var line string
+		if err := rows.Scan(&line); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, line)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Join(plan, "\n")
+	if !strings.Contains(text, "fence_receipts_pkey") || strings.Contains(text, "fence_receipts_by_state") {
+		t.Fatalf("the settle's generic plan does not find the receipt by its key:\n%s", text)
+	}
+}
+
+// literal spells a casStmt argument as an SQL literal.
+func literal(a any) string {
+	switch v := a.(type) {
+	case nil:
+		return "NULL"
+	case *time.Time:
+		if v == nil {
+			return "NULL"
+		}
+		return literal(*v)
+	case time.Time:
+		return "'" + v.Format(time.RFC3339Nano) + "'"
+	case []byte:
+		return "'" + strings.ReplaceAll(string(v), "'", "''") + "'"
+	case string:
+		return "'" + strings.ReplaceAll(v, "'", "''") + "'"
+	default:
+		return "'" + fmt.Sprint(v) + "'"
 	}
 }
