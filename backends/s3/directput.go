@@ -179,7 +179,10 @@ const (
 	hdrIfMatch       = "If-Match"
 	hdrContentSHA256 = "X-Amz-Content-Sha256"
 	unsignedPayload  = "UNSIGNED-PAYLOAD"
-	directUserAgent  = "fencegate aws-sdk-go-v2"
+	// defaultContentType is the SDK's Content-Type for a PutObject body
+	// without one (its serializer's default for a streaming payload).
+	defaultContentType = "application/octet-stream"
+	directUserAgent    = "fencegate aws-sdk-go-v2"
 )
 
 // metaHeaders are the header names of the effect's own metadata keys
@@ -208,10 +211,7 @@ func metaHeader(k string) string {
 // (User-Agent, Expect) are in it too; presignScoped signs the others as
 // they are.
 func (p *putObject) header(continueAt int64) http.Header {
-	n := 4 + len(p.meta) // User-Agent, Accept-Encoding, the condition, X-Amz-Content-Sha256
-	if p.contentType != "" {
-		n++
-	}
+	n := 5 + len(p.meta) // User-Agent, Accept-Encoding, Content-Type, the condition, X-Amz-Content-Sha256
 	expect := continueAt >= 0 && p.size >= continueAt
 	if expect {
 		n++
@@ -227,9 +227,9 @@ func (p *putObject) header(continueAt int64) http.Header {
 	if expect {
 		set(hdrExpect, "100-continue")
 	}
-	if p.contentType != "" {
-		set(hdrContentType, p.contentType)
-	}
+	// As the SDK's PutObject: a body without a type is sent as
+	// application/octet-stream (S3 itself would store binary/octet-stream).
+	set(hdrContentType, cmp.Or(p.contentType, defaultContentType))
 	for k, v := range p.meta {
 		set(metaHeader(k), v)
 	}
