@@ -54,6 +54,14 @@ type Metrics struct {
 	handoff       *prometheus.HistogramVec
 
 	handoffs *handoffs
+
+	// The per-write series, bound once per label set (children.go).
+	requestObs   *children[[3]string, prometheus.Observer]
+	admissionObs *children[string, prometheus.Observer]
+	effectObs    *children[[2]string, prometheus.Observer]
+	settleObs    *children[string, prometheus.Observer]
+	receiptCount *children[string, prometheus.Counter]
+	refusalCount *children[string, prometheus.Counter]
 }
 
 // New returns the metrics on a registry of their own.
@@ -135,6 +143,8 @@ func New() *Metrics {
 		Name: "fencegate_lock_handoff_seconds", Buckets: latencyBuckets,
 		Help: "Lock handoff by stage: grant (old lease ended -> new grant, seen by the registry), write (new grant -> first accepted write, seen by the gateway), total (old lease ended -> first accepted write, seen where registry and gateway share a process).",
 	}, []string{"stage"})
+	m.requestObs, m.admissionObs, m.effectObs = observers3(m.requests), observers1(m.admissions), observers2(m.effects)
+	m.settleObs, m.receiptCount, m.refusalCount = observers1(m.settles), counters1(m.receipts), counters1(m.refusals)
 	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "fencegate_build_info",
 		Help: "Always 1; the labels name the running build (module version, VCS revision, Go version).",
@@ -212,21 +222,21 @@ func (m *Metrics) Request(route, method string, status int, d time.Duration) {
 	case status >= 400:
 		outcome = "refused"
 	}
-	m.requests.WithLabelValues(route, method, outcome).Observe(d.Seconds())
+	m.requestObs.get([3]string{route, method, outcome}).Observe(d.Seconds())
 }
 
 // Refused counts one problem answer by code (handlers.Server.Refused), every
 // one, including those the rate-limited refusal log leaves out.
-func (m *Metrics) Refused(code fencegate.Code) { m.refusals.WithLabelValues(string(code)).Inc() }
+func (m *Metrics) Refused(code fencegate.Code) { m.refusalCount.get(string(code)).Inc() }
 
 // Admission observes one admission (gateway.Observer).
 func (m *Metrics) Admission(outcome string, d time.Duration) {
-	m.admissions.WithLabelValues(outcome).Observe(d.Seconds())
+	m.admissionObs.get(outcome).Observe(d.Seconds())
 }
 
 // Effect observes one forwarded effect (gateway.Observer).
 func (m *Metrics) Effect(backend string, state fencegate.ReceiptState, code fencegate.Code, d time.Duration) {
-	m.effects.WithLabelValues(backend, string(state)).Observe(d.Seconds())
+	m.effectObs.get([2]string{backend, string(state)}).Observe(d.Seconds())
 	if code != "" {
 		m.backendErrors.WithLabelValues(backend, string(code)).Inc()
 	}
@@ -234,12 +244,12 @@ func (m *Metrics) Effect(backend string, state fencegate.ReceiptState, code fenc
 
 // Settle observes how long a request waited for its settle (gateway.Observer).
 func (m *Metrics) Settle(state fencegate.ReceiptState, d time.Duration) {
-	m.settles.WithLabelValues(string(state)).Observe(d.Seconds())
+	m.settleObs.get(string(state)).Observe(d.Seconds())
 }
 
 // Settled counts a receipt recorded in state (gateway.Observer).
 func (m *Metrics) Settled(state fencegate.ReceiptState) {
-	m.receipts.WithLabelValues(string(state)).Inc()
+	m.receiptCount.get(string(state)).Inc()
 }
 
 // StoreError counts a fence store fault (gateway.Observer).

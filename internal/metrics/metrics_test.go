@@ -4,6 +4,7 @@ import (
 	"io"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -76,5 +77,48 @@ func TestDeferredSettlesGaugeIsScraped(t *testing.T) {
 	m.Deferred(2)
 	if out := scrape(t, m); !strings.Contains(out, "fencegate_deferred_settles 2") {
 		t.Fatalf("missing fencegate_deferred_settles 2 in\n%s", out)
+	}
+}
+
+// TestPerWriteSeriesCountEveryObservationUnderItsLabels: the series a write's
+// observations are bound to (remembered per label set) are the vectors' own:
+// each label set counts exactly its observations, from the first one on,
+// also when many goroutines bind the same new label sets at once.
+func TestPerWriteSeriesCountEveryObservationUnderItsLabels(t *testing.T) {
+	m := metrics.New()
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 5 {
+				m.Request("/v1/objects/{store}/*", "PUT", 200, time.Millisecond)
+				m.Admission("admitted", time.Millisecond)
+				m.Effect("objects/local", fencegate.ReceiptCommitted, "", time.Millisecond)
+				m.Settle(fencegate.ReceiptCommitted, time.Millisecond)
+				m.Settled(fencegate.ReceiptCommitted)
+			}
+		})
+	}
+	wg.Wait()
+	m.Request("/v1/objects/{store}/*", "PUT", 409, time.Millisecond)
+	m.Refused(fencegate.CodeStaleOwner)
+	m.Admission("STALE_OWNER", time.Millisecond)
+	m.Effect("objects/local", fencegate.ReceiptUnknown, fencegate.CodeMutationUnknown, time.Millisecond)
+	m.Settled(fencegate.ReceiptUnknown)
+	text := scrape(t, m)
+	for _, want := range []string{
+		`fencegate_http_request_duration_seconds_count{method="PUT",outcome="ok",route="/v1/objects/{store}/*"} 40`,
+		`fencegate_http_request_duration_seconds_count{method="PUT",outcome="refused",route="/v1/objects/{store}/*"} 1`,
+		`fencegate_admission_duration_seconds_count{outcome="admitted"} 40`,
+		`fencegate_admission_duration_seconds_count{outcome="STALE_OWNER"} 1`,
+		`fencegate_effect_duration_seconds_count{backend="objects/local",outcome="COMMITTED"} 40`,
+		`fencegate_effect_duration_seconds_count{backend="objects/local",outcome="UNKNOWN"} 1`,
+		`fencegate_backend_errors_total{backend="objects/local",code="MUTATION_UNKNOWN"} 1`,
+		`fencegate_settle_duration_seconds_count{outcome="COMMITTED"} 40`,
+		`fencegate_receipts_total{state="COMMITTED"} 40`, `fencegate_receipts_total{state="UNKNOWN"} 1`,
+		`fencegate_refusals_total{code="STALE_OWNER"} 1`,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("missing %s in\n%s", want, text)
+		}
 	}
 }
