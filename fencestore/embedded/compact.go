@@ -60,8 +60,8 @@ func (s *Store) CompactReceipts(ctx context.Context, before time.Time, limit int
 				return err
 			}
 			lk := liveKey(r.Resource, r.FenceToken, r.Segment)
-			if bytes.Equal(tx.Bucket(bLive).Get(lk), []byte(r.ID)) {
-				if err := tx.Bucket(bLive).Delete(lk); err != nil {
+			if bytes.Equal(tx.Bucket(bByRes).Get(lk), []byte(r.ID)) {
+				if err := tx.Bucket(bByRes).Delete(lk); err != nil {
 					return err
 				}
 			}

@@ -41,9 +41,9 @@
 //
 //	resources   resource                            -> ResourceState
 //	receipts    receipt ID                          -> Receipt
-//	live        resource 0 fence segment            -> receipt ID (live receipts only)
 //	byop        operation ID 0 createdAt receipt ID -> receipt ID
 //	byres       resource 0 createdAt receipt ID     -> receipt ID
+//	            resource 1 ^fence ^segment          -> receipt ID (live receipts only)
 //	bystate     state 0 createdAt receipt ID        -> receipt ID
 //	quarantine  resource 0 at quarantine ID         -> Quarantine
 //	qids        quarantine ID                       -> its quarantine key
@@ -55,6 +55,11 @@
 // Layout 3 keys quarantine records by their ID, one per distinct refused
 // request, with qids to find them; Open re-keys older records, merging
 // repeats into one with their count as Attempts.
+// Layout 4 keeps the live index in byres, each resource's entries right after
+// its by-resource entries, newest segment first (^ is the bitwise complement),
+// so that the two entries an admission adds are neighbours and share a leaf
+// page (one page written per resource instead of two, with their branches);
+// Open moves the entries of the former live bucket there and drops it.
 // Lists seek their index to the cursor's key, so a page costs its own size.
 package embedded
 
@@ -78,7 +83,7 @@ const OpenTimeout = 2 * time.Second
 var (
 	bResources  = []byte("resources")
 	bReceipts   = []byte("receipts")
-	bLive       = []byte("live")
+	bLive       = []byte("live") // layout 3 and older: its entries are in byres now
 	bByOp       = []byte("byop")
 	bByState    = []byte("bystate")
 	bQuarantine = []byte("quarantine")
@@ -86,14 +91,17 @@ var (
 	bTargets    = []byte("targets") // target -> the resource it is fenced under
 	bByRes      = []byte("byres")
 	bQIDs       = []byte("qids")
-	allBuckets  = [][]byte{bResources, bReceipts, bLive, bByOp, bByState, bQuarantine, bVersions, bTargets, bByRes, bQIDs}
+	allBuckets  = [][]byte{bResources, bReceipts, bByOp, bByState, bQuarantine, bVersions, bTargets, bByRes, bQIDs}
 )
 
 // appendBuckets are the indexes whose keys grow only at the end of each
-// prefix (a creation time, or a fence and segment, follows it), so a page
-// that fills up gets no more keys between its own: write transactions split
-// them full (FillPercent 1) instead of half full, which halves their pages.
-var appendBuckets = [][]byte{bByOp, bByRes, bByState, bLive}
+// prefix (a creation time follows it), so a page that fills up gets no more
+// keys between its own: write transactions split them full (FillPercent 1)
+// instead of half full, which halves their pages. byres is not one of them:
+// its keys grow in the middle of each resource's range (between the
+// by-resource and the live entries), where full splits would leave a page
+// per insert.
+var appendBuckets = [][]byte{bByOp, bByState}
 
 // fillAppendBuckets sets the split fill of appendBuckets for write
 // transaction tx (bbolt keeps the bucket handles, and FillPercent, per
@@ -256,7 +264,7 @@ func (s *Store) Receipt(ctx context.Context, id string) (fencegate.Receipt, erro
 func (s *Store) ReceiptAt(ctx context.Context, resource string, fence, segment uint64) (fencegate.Receipt, error) {
 	var r fencegate.Receipt
 	err := s.view(ctx, func(tx *bolt.Tx) error {
-		id := tx.Bucket(bLive).Get(liveKey(resource, fence, segment))
+		id := tx.Bucket(bByRes).Get(liveKey(resource, fence, segment))
 		if id == nil {
 			return fencegate.Errorf(fencegate.CodeNotFound, "no live receipt for %s fence %d segment %d", resource, fence, segment)
 		}
@@ -355,8 +363,14 @@ func stateKey(state fencegate.ReceiptState, r *fencegate.Receipt) []byte {
 	return join([]byte(state), timeKey(r.CreatedAt), []byte(r.ID))
 }
 
+// liveKey is the byres key of the live receipt of resource's fence and
+// segment: after every by-resource key of the resource (1 > 0), the newest
+// fence and segment first.
 func liveKey(resource string, fence, segment uint64) []byte {
-	return join([]byte(resource), u64(fence), u64(segment))
+	k := make([]byte, 0, len(resource)+17)
+	k = append(append(k, resource...), 1)
+	k = binary.BigEndian.AppendUint64(k, ^fence)
+	return binary.BigEndian.AppendUint64(k, ^segment)
 }
 
 // join concatenates key parts: the first, a 0x00 separator, then the rest.

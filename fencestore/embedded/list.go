@@ -15,7 +15,7 @@ import (
 )
 
 // layout is the bucket layout this code writes (see the package doc).
-const layout = 3
+const layout = 4
 
 var (
 	bMeta     = []byte("meta")
@@ -24,7 +24,8 @@ var (
 
 // upgrade brings a file of an older layout to the current one, in Open's
 // transaction: layout 1 lacked the byres index, which is built from receipts;
-// layout 2 kept a quarantine record per attempt, which are merged and re-keyed.
+// layout 2 kept a quarantine record per attempt, which are merged and re-keyed;
+// layout 3 kept the live index in a bucket of its own, moved into byres.
 func upgrade(tx *bolt.Tx) error {
 	meta, err := tx.CreateBucketIfNotExists(bMeta)
 	if err != nil {
@@ -55,7 +56,33 @@ func upgrade(tx *bolt.Tx) error {
 			return err
 		}
 	}
+	if have < 4 {
+		if err := moveLive(tx); err != nil {
+			return err
+		}
+	}
 	return meta.Put(keyLayout, u64(layout))
+}
+
+// moveLive moves the entries of layout 3's live bucket (resource 0 fence
+// segment -> receipt ID) into byres under liveKey, and drops the bucket.
+func moveLive(tx *bolt.Tx) error {
+	old := tx.Bucket(bLive)
+	if old == nil {
+		return nil
+	}
+	byres := tx.Bucket(bByRes)
+	err := old.ForEach(func(k, id []byte) error {
+		if len(k) < 17 || k[len(k)-17] != 0 {
+			return fmt.Errorf("live index key %q is not resource 0 fence segment", k)
+		}
+		fence, seg := binary.BigEndian.Uint64(k[len(k)-16:]), binary.BigEndian.Uint64(k[len(k)-8:])
+		return byres.Put(liveKey(string(k[:len(k)-17]), fence, seg), id)
+	})
+	if err != nil {
+		return err
+	}
+	return tx.DeleteBucket(bLive)
 }
 
 // putIndexes adds a new receipt to the by-operation and by-resource indexes.

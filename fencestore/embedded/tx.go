@@ -25,7 +25,7 @@ func admitTx(tx *bolt.Tx, req *fencegate.AdmitRequest) (adm fencegate.Admission,
 	}
 	var live *fencegate.Receipt
 	if g.FenceToken == row.HighestFence {
-		if id := tx.Bucket(bLive).Get(liveKey(g.Resource, g.FenceToken, req.Segment)); id != nil {
+		if id := tx.Bucket(bByRes).Get(liveKey(g.Resource, g.FenceToken, req.Segment)); id != nil {
 			r, err := getReceipt(tx, string(id))
 			if err != nil {
 				return adm, nil, err
@@ -53,7 +53,7 @@ func admitTx(tx *bolt.Tx, req *fencegate.AdmitRequest) (adm fencegate.Admission,
 	if err := putReceipt(tx, &r, ""); err != nil {
 		return adm, nil, err
 	}
-	if err := tx.Bucket(bLive).Put(liveKey(r.Resource, r.FenceToken, r.Segment), []byte(r.ID)); err != nil {
+	if err := tx.Bucket(bByRes).Put(liveKey(r.Resource, r.FenceToken, r.Segment), []byte(r.ID)); err != nil {
 		return adm, nil, err
 	}
 	if err := putIndexes(tx, &r); err != nil {
@@ -113,7 +113,7 @@ func settleTx(tx *bolt.Tx, id string, o *fencegate.Outcome) (fencegate.Receipt, 
 		}
 	}
 	if st.DropLive {
-		if err := tx.Bucket(bLive).Delete(liveKey(next.Resource, next.FenceToken, next.Segment)); err != nil {
+		if err := tx.Bucket(bByRes).Delete(liveKey(next.Resource, next.FenceToken, next.Segment)); err != nil {
 			return fencegate.Receipt{}, err
 		}
 	}
