@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"sync"
 	"testing"
+	"time"
 )
 
 // blockingSyncer is a dirSyncer whose fsyncs wait for a release, counting
@@ -22,7 +23,7 @@ func blockingSyncer() (d *dirSyncer, entered chan struct{}, release chan error) 
 func TestWritersArrivingDuringASyncShareTheNext(t *testing.T) {
 	d, entered, release := blockingSyncer()
 	first := make(chan error, 1)
-	go func() { first <- d.Sync() }()
+	go func() { first <- d.Sync(0) }()
 	<-entered // the first fsync is running
 
 	const n = 5
@@ -30,7 +31,7 @@ func TestWritersArrivingDuringASyncShareTheNext(t *testing.T) {
 	errs := make([]error, n)
 	for i := range n {
 		wg.Add(1)
-		go func() { defer wg.Done(); errs[i] = d.Sync() }()
+		go func() { defer wg.Done(); errs[i] = d.Sync(0) }()
 	}
 	for waiting(d) < n {
 		runtime.Gosched()
@@ -56,13 +57,13 @@ func TestWritersArrivingDuringASyncShareTheNext(t *testing.T) {
 // answer of each caller waiting on it.
 func TestFailedSyncIsReportedToEveryoneItCovers(t *testing.T) {
 	d, entered, release := blockingSyncer()
-	go func() { _ = d.Sync() }()
+	go func() { _ = d.Sync(0) }()
 	<-entered
 	var wg sync.WaitGroup
 	errs := make([]error, 3)
 	for i := range errs {
 		wg.Add(1)
-		go func() { defer wg.Done(); errs[i] = d.Sync() }()
+		go func() { defer wg.Done(); errs[i] = d.Sync(0) }()
 	}
 	for waiting(d) < 3 {
 		runtime.Gosched()
@@ -85,4 +86,123 @@ func waiting(d *dirSyncer) int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.waiters
+}
+
+// manualTimer replaces d's gathering timer with one the test fires.
+func manualTimer(d *dirSyncer) (fire func()) {
+	var f func()
+	d.after = func(_ time.Duration, fn func()) func() { f = fn; return func() {} }
+	return func() {
+		d.mu.Lock()
+		fn := f
+		d.mu.Unlock()
+		fn()
+	}
+}
+
+// waitGathering waits until an fsync is waiting for writers (failing,
+// not hanging, if none ever does).
+func waitGathering(t *testing.T, d *dirSyncer) {
+	t.Helper()
+	for range 1_000_000 {
+		d.mu.Lock()
+		g := d.gathering
+		d.mu.Unlock()
+		if g {
+			return
+		}
+		runtime.Gosched()
+	}
+	t.Fatal("no directory fsync waited for the writer that was writing")
+}
+
+func noFsyncBegun(t *testing.T, entered chan struct{}, while string) {
+	t.Helper()
+	select {
+	case <-entered:
+		t.Fatalf("a directory fsync began %s", while)
+	default:
+	}
+}
+
+// TestSyncWaitsForTheWritersAlreadyWriting: an fsync due while another
+// writer's file write is under way (Enter) begins only once that writer
+// has renamed, and then covers both: one fsync for the two.
+func TestSyncWaitsForTheWritersAlreadyWriting(t *testing.T) {
+	d, entered, release := blockingSyncer()
+	manualTimer(d)
+	w := d.Enter() // writing its file
+	first := make(chan error, 1)
+	go func() { first <- d.Sync(0) }()
+	waitGathering(t, d)
+	noFsyncBegun(t, entered, "while a writer was still writing")
+	second := make(chan error, 1)
+	go func() { second <- d.Sync(w) }() // renamed: asks for the fsync, ending its ticket
+	<-entered
+	release <- nil
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-second; err != nil {
+		t.Fatal(err)
+	}
+	if d.syncs != 1 || d.gathered != 1 {
+		t.Fatalf("%d fsyncs (%d gathered) for a writer and the one it waited for, want 1 (1)", d.syncs, d.gathered)
+	}
+}
+
+// TestGatherWaitsOnlyForWritersBeforeIt: a writer that starts writing
+// after the fsync became due does not hold it back (a stream of new ones
+// cannot), and one that leaves without renaming (refused) releases it.
+func TestGatherWaitsOnlyForWritersBeforeIt(t *testing.T) {
+	d, entered, release := blockingSyncer()
+	manualTimer(d)
+	w := d.Enter()
+	done := make(chan error, 1)
+	go func() { done <- d.Sync(0) }()
+	waitGathering(t, d)
+	late := d.Enter()
+	noFsyncBegun(t, entered, "before the earlier writer left")
+	d.Leave(w) // refused: no rename
+	<-entered  // begins although late is still writing
+	release <- nil
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	d.Leave(late)
+}
+
+// TestGatherIsBounded: a writer that does not reach its rename holds the
+// fsync back only until the gathering timer fires.
+func TestGatherIsBounded(t *testing.T) {
+	d, entered, release := blockingSyncer()
+	fire := manualTimer(d)
+	w := d.Enter()
+	done := make(chan error, 1)
+	go func() { done <- d.Sync(0) }()
+	waitGathering(t, d)
+	noFsyncBegun(t, entered, "before the timer fired")
+	fire()
+	<-entered
+	release <- nil
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	d.Leave(w)
+}
+
+// TestLoneWriterDoesNotGather: with nobody else writing, the fsync begins
+// at once (no timer set): a single writer's latency is not traded for
+// sharing.
+func TestLoneWriterDoesNotGather(t *testing.T) {
+	d, entered, release := blockingSyncer()
+	d.after = func(time.Duration, func()) func() { t.Error("a lone writer set a gathering timer"); return func() {} }
+	w := d.Enter()
+	done := make(chan error, 1)
+	go func() { done <- d.Sync(w) }()
+	<-entered
+	release <- nil
+	if err := <-done; err != nil || d.gathered != 0 {
+		t.Fatalf("lone writer: %v, %d gathered", err, d.gathered)
+	}
 }

@@ -64,7 +64,12 @@
 // (timestamps) is not needed to read the object back (the time written is
 // in the trailer). The directory fsync is shared by the writers that finish
 // at the same time (dirSyncer): each waits for one that began after its own
-// rename, so a burst of c writers pays one or two instead of c. That sharing
+// rename, so a burst of c writers pays one or two instead of c; and an
+// fsync about to begin first waits (at most 500 µs) for the writers whose
+// small file's write and fdatasync are already under way, so that their
+// renames join it instead of each queueing for the next (a lone writer
+// never waits; what an fsync covers is still decided by when it begins,
+// so the guarantee is the same). That sharing
 // is why the directory stays flat: subdirectories would need one fsync per
 // subdirectory touched per burst, and since a replace adds no entry, the
 // directory's size is not on the write path (BenchmarkPut). O_TMPFILE and

@@ -15,19 +15,27 @@ func (s *Store) Put(ctx context.Context, req fencegate.PutRequest) (string, erro
 		return "", err
 	}
 	name, st := s.slot(req.Key)
-	sp, etag, err := s.writeSpare(ctx, req)
+	sp, etag, ticket, err := s.writeSpare(ctx, req)
 	if err != nil {
 		return "", err
 	}
 
-	st.mu.Lock()
+	if !st.mu.TryLock() {
+		// Another writer of the stripe holds it, maybe through a
+		// directory fsync that is gathering for this ticket: end it first.
+		s.dirs.Leave(ticket)
+		ticket = 0
+		st.mu.Lock()
+	}
 	defer st.mu.Unlock()
 	cur, err := s.current(st, name)
 	if err != nil {
+		s.dirs.Leave(ticket)
 		s.spares.give(sp)
 		return "", s.unavailable(err, "read", req.Key)
 	}
 	if err := s.landable(ctx, cur, req); err != nil {
+		s.dirs.Leave(ticket)
 		s.spares.give(sp) // never swapped in: still a spare
 		return "", err
 	}
@@ -38,11 +46,12 @@ func (s *Store) Put(ctx context.Context, req fencegate.PutRequest) (string, erro
 		err = s.d.renameNew(sp.name, name)
 	}
 	if err != nil {
+		s.dirs.Leave(ticket)
 		s.forget(st, name)
 		s.spares.discard(sp)
 		return "", s.unavailable(err, "replace", req.Key)
 	}
-	if err := s.dirs.Sync(); err != nil {
+	if err := s.dirs.Sync(ticket); err != nil {
 		// The object is in place but may not survive a crash: no definite
 		// answer. Head and Get answer only once a directory fsync succeeds
 		// (Durable), so reading the object back proves nothing before that.
@@ -116,7 +125,7 @@ func (s *Store) Delete(ctx context.Context, key, ifMatch string) error {
 		return s.unavailable(err, "delete", key)
 	}
 	s.forget(st, name) // its file is unlinked
-	if err := s.dirs.Sync(); err != nil {
+	if err := s.dirs.Sync(0); err != nil {
 		return s.unavailable(err, "sync directory for", key)
 	}
 	s.remember(st, name, known{})

@@ -125,8 +125,11 @@ func (p *pinSet) pinned(name string) bool {
 // its trailer and fdatasyncs it; the spare's file stays open (it becomes
 // the object's, held in known, once swapped in). A small body is read
 // first and written with the trailer in one write at offset 0; a reused
-// file longer than the new contents is truncated to them.
-func (s *Store) writeSpare(ctx context.Context, req fencegate.PutRequest) (_ spare, etag string, err error) {
+// file longer than the new contents is truncated to them. For a small
+// body the write and its sync run under a directory-sync ticket (Enter,
+// returned for Put to end), so a directory fsync about to begin waits a
+// moment for this rename too.
+func (s *Store) writeSpare(ctx context.Context, req fencegate.PutRequest) (_ spare, etag string, ticket uint64, err error) {
 	var sp spare // not the result: a failed write returns none, and discards sp
 	reused := false
 	if p, ok := s.spares.take(); ok {
@@ -142,12 +145,13 @@ func (s *Store) writeSpare(ctx context.Context, req fencegate.PutRequest) (_ spa
 	if !reused {
 		f, name, cerr := s.d.create()
 		if cerr != nil {
-			return spare{}, "", s.unavailable(cerr, "create temp file for", req.Key)
+			return spare{}, "", 0, s.unavailable(cerr, "create temp file for", req.Key)
 		}
 		sp = spare{name: name, f: f}
 	}
 	defer func() {
 		if err != nil {
+			s.dirs.Leave(ticket)
 			s.spares.discard(sp)
 		}
 	}()
@@ -171,12 +175,12 @@ func (s *Store) writeSpare(ctx context.Context, req fencegate.PutRequest) (_ spa
 	}
 	if err != nil {
 		if ctx.Err() != nil {
-			return spare{}, "", fencegate.Wrap(err, fencegate.CodeBackendUnavailable, "put cancelled before it was applied")
+			return spare{}, "", ticket, fencegate.Wrap(err, fencegate.CodeBackendUnavailable, "put cancelled before it was applied")
 		}
-		return spare{}, "", s.unavailable(err, "write", req.Key)
+		return spare{}, "", ticket, s.unavailable(err, "write", req.Key)
 	}
 	if n != req.Size {
-		return spare{}, "", fencegate.Errorf(fencegate.CodeInvalidRequest, "put of %q: body has %d bytes, size says %d", req.Key, n, req.Size)
+		return spare{}, "", ticket, fencegate.Errorf(fencegate.CodeInvalidRequest, "put of %q: body has %d bytes, size says %d", req.Key, n, req.Size)
 	}
 	id := make([]byte, 8)
 	_, _ = rand.Read(id)
@@ -187,27 +191,29 @@ func (s *Store) writeSpare(ctx context.Context, req fencegate.PutRequest) (_ spa
 	}
 	tr := trailer{Key: req.Key, ETag: etag, Size: n, ContentType: ct, Metadata: req.Metadata(), Modified: s.now().UTC()}
 	if buf, err = encodeTrailer(buf, n, tr, sp.len); err != nil {
-		return spare{}, "", fencegate.Wrap(err, fencegate.CodeInternal, "encode object trailer")
+		return spare{}, "", ticket, fencegate.Wrap(err, fencegate.CodeInternal, "encode object trailer")
 	}
 	at := int64(0)
 	if req.Size > smallBody {
 		at = n
+	} else {
+		ticket = s.dirs.Enter()
 	}
 	if err = sp.f.writeAt(buf, at); err != nil {
-		return spare{}, "", s.unavailable(err, "write", req.Key)
+		return spare{}, "", ticket, s.unavailable(err, "write", req.Key)
 	}
 	end := at + int64(len(buf))
 	if reused && sp.len != end { // cut the old tail (when longer: a no-op, in case sp.len is wrong)
 		if err = sp.f.truncate(end); err != nil {
-			return spare{}, "", s.unavailable(err, "truncate", req.Key)
+			return spare{}, "", ticket, s.unavailable(err, "truncate", req.Key)
 		}
 	}
 	s.fileSyncs.Add(1)
 	if err = sp.f.datasync(); err != nil {
-		return spare{}, "", s.unavailable(err, "sync", req.Key)
+		return spare{}, "", ticket, s.unavailable(err, "sync", req.Key)
 	}
 	sp.len = end
-	return sp, etag, nil
+	return sp, etag, ticket, nil
 }
 
 // offsetWriter writes a streamed body into f from offset 0 on.
