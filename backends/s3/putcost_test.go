@@ -18,7 +18,9 @@ import (
 
 // BenchmarkPut compares, with 8 goroutines, chained conditional 1 KiB PUTs straight through the SDK with the
 // same PUTs through Store.Put, plain and presigned (a landing deadline, as
-// every gateway write has). The ratio of ns/op is the backend's overhead.
+// every gateway write has). The ratio of ns/op is the backend's overhead;
+// cpu-ns/op is this process's CPU per PUT (the server is another process),
+// steadier than ns/op on a shared machine.
 //
 //	go test -run X -bench Put -benchtime 3s ./backends/s3/
 func BenchmarkPut(b *testing.B) {
@@ -29,6 +31,9 @@ func BenchmarkPut(b *testing.B) {
 	var worker atomic.Int64
 	run := func(b *testing.B, put func(ctx context.Context, key, prev string) (string, error)) {
 		b.SetParallelism(max(1, 8/runtime.GOMAXPROCS(0))) // 8 goroutines
+		b.ReportAllocs()
+		cpu0 := processCPU(b)
+		defer func() { b.ReportMetric(float64(processCPU(b)-cpu0)/float64(b.N), "cpu-ns/op") }()
 		b.RunParallel(func(pb *testing.PB) {
 			key := fmt.Sprintf("%s/w%d", b.Name(), worker.Add(1))
 			prev := ""
