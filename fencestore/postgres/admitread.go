@@ -52,18 +52,18 @@ func (rd *admitRead) liveAt(req *fencegate.AdmitRequest, settled map[string]fenc
 	return &r
 }
 
-// read locks and reads what ms need into rd. first: round trip 1, which
-// begins the transaction and only reads (the rows of the members' resources
-// and of their priors' receipts, locked together in resource order, then the
-// priors' receipts); otherwise it inserts the missing resource rows and
-// bindings first, noting which it inserted.
-func (rd *admitRead) read(ctx context.Context, conn *pgxpool.Conn, ms []*member[*admitCall], first bool) error {
-	var resources, targets, tres, kres, kfence, kseg, priors []string
-	for _, m := range ms {
-		req := &m.req.req
-		if first && req.Prior != nil {
-			priors = append(priors, req.Prior.ReceiptID)
-		}
+// read locks and reads what the admissions ms and the receipts to settle
+// (priors: settles' and admissions' priors, given with first only) need into
+// rd. first: round trip 1, which begins the transaction and only reads (the
+// rows of the admissions' resources and of the priors' receipts, locked
+// together in resource order, then the priors' receipts, then, if there are
+// admissions, their bindings, live receipts and versions); otherwise it
+// inserts the missing resource rows and bindings first, noting which it
+// inserted.
+func (rd *admitRead) read(ctx context.Context, conn *pgxpool.Conn, ms []*admitCall, priors []string, first bool) error {
+	var resources, targets, tres, kres, kfence, kseg []string
+	for _, a := range ms {
+		req := &a.req
 		resources = append(resources, req.Grant.Resource)
 		targets = append(targets, req.Target)
 		tres = append(tres, req.Grant.Resource)
@@ -111,12 +111,14 @@ func (rd *admitRead) read(ctx context.Context, conn *pgxpool.Conn, ms []*member[
 		b.Queue(`INSERT INTO fence_targets (target, resource) SELECT * FROM unnest($1::text[], $2::text[])
 			ON CONFLICT (target) DO NOTHING RETURNING target`, st, sr)
 	}
-	b.Queue(`SELECT target, resource FROM fence_targets WHERE target = ANY($1::text[])`, targets)
-	b.Queue(`SELECT `+receiptCols+` FROM fence_receipts
-		JOIN unnest($1::text[], $2::text[]::numeric[], $3::text[]::numeric[]) AS k(kres, kfence, kseg)
-		ON resource = kres AND fence_token = kfence AND segment = kseg
-		WHERE `+liveState, kres, kfence, kseg)
-	b.Queue(`SELECT target, version FROM fence_versions WHERE target = ANY($1::text[])`, targets)
+	if len(ms) > 0 {
+		b.Queue(`SELECT target, resource FROM fence_targets WHERE target = ANY($1::text[])`, targets)
+		b.Queue(`SELECT `+receiptCols+` FROM fence_receipts
+			JOIN unnest($1::text[], $2::text[]::numeric[], $3::text[]::numeric[]) AS k(kres, kfence, kseg)
+			ON resource = kres AND fence_token = kfence AND segment = kseg
+			WHERE `+liveState, kres, kfence, kseg)
+		b.Queue(`SELECT target, version FROM fence_versions WHERE target = ANY($1::text[])`, targets)
+	}
 	br := conn.SendBatch(ctx, b)
 	defer br.Close()
 	if first {
@@ -158,6 +160,9 @@ func (rd *admitRead) read(ctx context.Context, conn *pgxpool.Conn, ms []*member[
 		}); err != nil {
 			return err
 		}
+	}
+	if len(ms) == 0 {
+		return br.Close()
 	}
 	if err := collect(br, func(rows pgx.Rows) error {
 		var t, r string

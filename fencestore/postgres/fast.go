@@ -60,7 +60,7 @@ func isFastMiss(err error) bool {
 
 // fastAdmit is one member decided on known state.
 type fastAdmit struct {
-	m         *member[*admitCall]
+	c         *admitCall
 	was       *fencegate.ResourceState // nil: no row known; segment 1 inserts it
 	next      fencegate.ResourceState
 	r         fencegate.Receipt
@@ -73,12 +73,12 @@ type fastAdmit struct {
 // first time), a prior whose receipt is not known or is of another resource
 // or whose settle is not a change, or any verdict but Accept (refusals and
 // replays are decided on what the locked path reads).
-func (s *Store) planAdmits(ms []*member[*admitCall]) ([]fastAdmit, bool) {
+func (s *Store) planAdmits(ms []*admitCall) ([]fastAdmit, bool) {
 	plans := make([]fastAdmit, 0, len(ms))
-	for _, m := range ms {
-		req := &m.req.req
+	for _, a := range ms {
+		req := &a.req
 		res := req.Grant.Resource
-		p := fastAdmit{m: m}
+		p := fastAdmit{c: a}
 		row, ok := s.known.row(res)
 		if ok {
 			p.was = &row
@@ -109,66 +109,139 @@ func (s *Store) planAdmits(ms []*member[*admitCall]) ([]fastAdmit, bool) {
 	return plans, true
 }
 
-// admitFast commits plans in one round trip. A refusal (a row that is not
-// as known, a live receipt at the segment, a target bound elsewhere, a
-// receipt ID in use) comes back as errFastMiss: nothing was written.
-func (s *Store) admitFast(ctx context.Context, conn *pgxpool.Conn, plans []fastAdmit) (uncertain bool, err error) {
-	// Known rows first, then new ones, each in resource order: as the
-	// locked path locks every existing row before it inserts a new one.
-	slices.SortFunc(plans, func(a, b fastAdmit) int {
-		if (a.was == nil) != (b.was == nil) {
-			if a.was == nil {
-				return 1
-			}
-			return -1
+// fastPlan is a batch decided on known state: its admissions and its
+// settles.
+type fastPlan struct {
+	admits  []fastAdmit
+	settles []fastSettle
+}
+
+// planFast decides every member on known state (planAdmits, planSettles),
+// or reports false if one cannot be or if two members touch one resource (an
+// admission's prior is on its own resource): each statement compares its row
+// with the value known before the batch, so two changes of one row cannot
+// both hit; the locked path decides them one after the other. Batch keys
+// (group.go) keep such members apart except for a settle whose receipt was
+// not known, which planSettles refuses anyway.
+func (s *Store) planFast(admits []*admitCall, settles []*settleCall) (fastPlan, bool) {
+	var (
+		p  fastPlan
+		ok bool
+	)
+	if p.admits, ok = s.planAdmits(admits); !ok {
+		return p, false
+	}
+	if p.settles, ok = s.planSettles(settles); !ok {
+		return p, false
+	}
+	seen := make(map[string]bool, len(admits)+len(settles))
+	for i := range p.admits {
+		res := p.admits[i].r.Resource
+		if seen[res] {
+			return p, false
 		}
-		return strings.Compare(a.m.req.req.Grant.Resource, b.m.req.req.Grant.Resource)
+		seen[res] = true
+	}
+	for i := range p.settles {
+		res := p.settles[i].row.Resource
+		if seen[res] {
+			return p, false
+		}
+		seen[res] = true
+	}
+	return p, true
+}
+
+// commitFast commits p in one round trip: one statement per member, in the
+// locked path's lock order (the members whose row exists as known, settles
+// included, in resource order; then those inserting a new row, in resource
+// order), then, if there are admissions, the target bindings and versions. A
+// refusal (a row or receipt that is not as known, a live receipt at the
+// segment, a target bound elsewhere, a receipt ID in use) comes back as
+// errFastMiss: nothing was written.
+func (s *Store) commitFast(ctx context.Context, conn *pgxpool.Conn, p fastPlan) (uncertain bool, err error) {
+	type stmt struct {
+		res   string
+		known bool // the row exists as known (changed, not inserted)
+		c     *casStmt
+	}
+	stmts := make([]stmt, 0, len(p.admits)+len(p.settles))
+	for i := range p.admits {
+		a := &p.admits[i]
+		c := &casStmt{}
+		c.row(a.was, &a.next)
+		if a.prior != nil {
+			c.settled(a.prior, &a.priorNext)
+		}
+		c.insert(&a.r)
+		stmts = append(stmts, stmt{a.r.Resource, a.was != nil, c})
+	}
+	for i := range p.settles {
+		x := &p.settles[i]
+		c := &casStmt{}
+		c.row(&x.row, &x.nextRow)
+		c.settled(&x.was, &x.next)
+		stmts = append(stmts, stmt{x.row.Resource, true, c})
+	}
+	slices.SortFunc(stmts, func(a, b stmt) int {
+		if a.known != b.known {
+			if a.known {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a.res, b.res)
 	})
 	b := &pgx.Batch{}
 	b.Queue(`BEGIN`)
-	for i := range plans {
-		p := &plans[i]
-		c := &casStmt{}
-		c.row(p.was, &p.next)
-		if p.prior != nil {
-			c.settled(p.prior, &p.priorNext)
+	for _, st := range stmts {
+		st.c.queue(b, st.res)
+	}
+	var (
+		versions map[string]string
+		each     func(pgx.Rows) error
+	)
+	if len(p.admits) > 0 {
+		idx := make([]int, len(p.admits))
+		for i := range idx {
+			idx[i] = i
 		}
-		c.insert(&p.r)
-		c.queue(b, p.r.Resource)
+		slices.SortFunc(idx, func(i, j int) int { return strings.Compare(p.admits[i].r.Target, p.admits[j].r.Target) })
+		targets := make([]string, 0, len(idx))
+		bound := make([]string, 0, len(idx))
+		for _, i := range idx {
+			targets = append(targets, p.admits[i].r.Target)
+			bound = append(bound, p.admits[i].r.Resource)
+		}
+		q, args := bindAndRead(targets, bound)
+		b.Queue(q, args...)
+		each = func(rows pgx.Rows) error {
+			var ok bool
+			return rows.Scan(&ok, &versions)
+		}
 	}
-	idx := make([]int, len(plans))
-	for i := range idx {
-		idx[i] = i
-	}
-	slices.SortFunc(idx, func(i, j int) int { return strings.Compare(plans[i].r.Target, plans[j].r.Target) })
-	targets := make([]string, 0, len(plans))
-	bound := make([]string, 0, len(plans))
-	for _, i := range idx {
-		targets = append(targets, plans[i].r.Target)
-		bound = append(bound, plans[i].r.Resource)
-	}
-	q, args := bindAndRead(targets, bound)
-	b.Queue(q, args...)
-	var versions map[string]string
-	if uncertain, err := sendFast(ctx, conn, b, func(rows pgx.Rows) error {
-		var ok bool
-		return rows.Scan(&ok, &versions)
-	}); err != nil {
+	if uncertain, err := sendFast(ctx, conn, b, each); err != nil {
 		return uncertain, err
 	}
-	rows := make([]fencegate.ResourceState, 0, len(plans))
-	receipts := make([]fencegate.Receipt, 0, len(plans)*2)
-	for i := range plans {
-		p := &plans[i]
-		adm := fencegate.Admission{Receipt: p.r, PreviousVersion: versions[p.r.Target]}
-		if p.prior != nil {
-			pn := p.priorNext
+	rows := make([]fencegate.ResourceState, 0, len(stmts))
+	receipts := make([]fencegate.Receipt, 0, len(p.admits)*2+len(p.settles))
+	for i := range p.admits {
+		a := &p.admits[i]
+		adm := fencegate.Admission{Receipt: a.r, PreviousVersion: versions[a.r.Target]}
+		if a.prior != nil {
+			pn := a.priorNext
 			adm.Prior = &pn
 			receipts = append(receipts, pn)
 		}
-		p.m.req.adm, p.m.req.decided = adm, true
-		rows = append(rows, p.next)
-		receipts = append(receipts, p.r)
+		a.c.adm, a.c.decided = adm, true
+		rows = append(rows, a.next)
+		receipts = append(receipts, a.r)
+	}
+	for i := range p.settles {
+		x := &p.settles[i]
+		x.c.out = x.next
+		rows = append(rows, x.nextRow)
+		receipts = append(receipts, x.next)
 	}
 	s.known.learn(rows, receipts)
 	return false, nil
@@ -213,7 +286,7 @@ func sendFast(ctx context.Context, conn *pgxpool.Conn, b *pgx.Batch, each func(p
 
 // fastSettle is one settle decided on known state.
 type fastSettle struct {
-	m            *member[*settleCall]
+	c            *settleCall
 	was, next    fencegate.Receipt
 	row, nextRow fencegate.ResourceState
 }
@@ -222,11 +295,11 @@ type fastSettle struct {
 // if one cannot be: the receipt or its row not known, two members on one
 // resource, a settle that is refused or no change, or one that leaves the
 // row as it is (UNKNOWN keeps the pending mark; the locked path takes it).
-func (s *Store) planSettles(ms []*member[*settleCall]) ([]fastSettle, bool) {
+func (s *Store) planSettles(ms []*settleCall) ([]fastSettle, bool) {
 	plans := make([]fastSettle, 0, len(ms))
 	seen := map[string]bool{}
-	for _, m := range ms {
-		r, ok := s.known.receipt(m.req.id)
+	for _, sc := range ms {
+		r, ok := s.known.receipt(sc.id)
 		if !ok || seen[r.Resource] {
 			return nil, false
 		}
@@ -235,40 +308,14 @@ func (s *Store) planSettles(ms []*member[*settleCall]) ([]fastSettle, bool) {
 		if !ok || row.PendingReceipt != r.ID {
 			return nil, false
 		}
-		o := m.req.o
+		o := sc.o
 		eff, err := fencerules.SettleEffects(r, &row, &o)
 		if err != nil || !eff.Changed || !eff.RowChanged {
 			return nil, false
 		}
-		plans = append(plans, fastSettle{m: m, was: r, next: eff.Receipt, row: row, nextRow: eff.Row})
+		plans = append(plans, fastSettle{c: sc, was: r, next: eff.Receipt, row: row, nextRow: eff.Row})
 	}
 	return plans, true
-}
-
-// settleFast commits plans in one round trip: the rows in resource order,
-// then the receipts and versions.
-func (s *Store) settleFast(ctx context.Context, conn *pgxpool.Conn, plans []fastSettle) (uncertain bool, err error) {
-	slices.SortFunc(plans, func(a, b fastSettle) int { return strings.Compare(a.row.Resource, b.row.Resource) })
-	b := &pgx.Batch{}
-	b.Queue(`BEGIN`)
-	for i := range plans {
-		c := &casStmt{}
-		c.row(&plans[i].row, &plans[i].nextRow)
-		c.settled(&plans[i].was, &plans[i].next)
-		c.queue(b, plans[i].row.Resource)
-	}
-	if uncertain, err := sendFast(ctx, conn, b, nil); err != nil {
-		return uncertain, err
-	}
-	rows := make([]fencegate.ResourceState, 0, len(plans))
-	receipts := make([]fencegate.Receipt, 0, len(plans))
-	for i := range plans {
-		plans[i].m.req.out = plans[i].next
-		rows = append(rows, plans[i].nextRow)
-		receipts = append(receipts, plans[i].next)
-	}
-	s.known.learn(rows, receipts)
-	return false, nil
 }
 
 // release returns conn to the pool. A transaction a refused statement left

@@ -6,14 +6,15 @@ import (
 	"sync/atomic"
 )
 
-// Group commit. Concurrent Admits (and, separately, concurrent Settles) are
-// gathered into batches, one transaction each, so that callers share a
-// COMMIT and a WAL flush. There is no timer: a caller that finds a free
-// slot starts a batch at once with whatever is queued (a lone caller waits
-// for nothing); up to slots batches run at once, each on a connection of its
-// own, a new one beside those running only once at least as many callers
-// wait as the running batches carry; callers that may not start a batch
-// queue up and go together in the next one. Batch sizes therefore follow
+// Group commit. Concurrent Admits and Settles are gathered into batches
+// together (one group of writeCalls, batch.go), one transaction each, so that
+// callers share a COMMIT and a WAL flush whatever their kind. There is no
+// timer: a caller that finds a free slot starts a batch at once with
+// whatever is queued (a lone caller waits for nothing); up to slots batches
+// run at once, each on a connection of its own, a new one beside those
+// running only once at least as many callers wait as the running batches
+// carry; callers that may not start a batch queue up and go together in the
+// next one. Batch sizes therefore follow
 // the load: one member each while calls are rare (the latency of one
 // transaction, and a second caller starts beside the first at once), larger
 // as they crowd, so commits per call fall as concurrency grows. Postgres
@@ -24,20 +25,22 @@ import (
 //
 // A member's result is delivered only after its batch's COMMIT was
 // acknowledged, so everything the store reports as done is durable, exactly
-// as with one transaction per call. No key (a resource or target a member
-// touches) is in two running batches, nor twice in one: a call on a key
-// that a running batch holds waits for a batch after it. That keeps the
-// per-resource order of calls, lets a batch decide every member from one
-// read, and keeps this store's admission batches from waiting on each
-// other's row locks (or missing each other's compare-and-set, fast.go).
-// Settles carry no keys, and the two groups run apart, so a settle batch
-// may meet another batch on a resource: the row lock orders them, and a
-// fast one that loses misses and runs again locked.
+// as with one transaction per call. No key (a resource, target or settled
+// receipt a member touches) is in two running batches, nor twice in one: a
+// call on a key that a running batch holds waits for a batch after it. That
+// keeps the per-resource order of calls, admissions and settles alike, lets
+// a batch decide every member from one read, and keeps this store's batches
+// from waiting on each other's row locks (or missing each other's
+// compare-and-set, fast.go). The one exception is a settle of a receipt this
+// process does not know (Settle): it holds only the receipt's ID, so it may
+// meet another batch on its resource, where the row lock orders them (a fast
+// one that loses misses and runs again locked), or share a batch with a
+// member on its resource, which the locked path decides in batch order.
 
 const (
-	// defaultSlots is how many batches of one kind may run at once when
-	// the pool size is not configured (Open sizes the pool for it).
-	defaultSlots = 4
+	// defaultSlots is how many write batches may run at once when the pool
+	// size is not configured (Open sizes the pool for it).
+	defaultSlots = 8
 	// maxBatch bounds the members of one batch.
 	maxBatch = 64
 )

@@ -1,20 +1,22 @@
 // Package postgres is a fencegate.FenceStore on PostgreSQL (pgx/v5, pgxpool),
 // for gateways that share fence state.
 //
-// Concurrent Admits are gathered into batches, one READ COMMITTED
-// transaction each (group commit, up to slots batches at once, no key in
-// two; see group.go), and so are concurrent Settles. On the locked path a
-// batch first locks the rows of its resources with SELECT ... FOR UPDATE, in
-// resource order, and reads receipts, bindings and versions only after the
-// lock, so the rules of package fencerules see the latest committed state and
-// cannot race. A resource or target seen for the first time gets its row with
-// INSERT ... ON CONFLICT DO NOTHING (a member that is then refused deletes it
-// again, so a resource that never admitted anything has no row; the insert
-// leaves a row that exists as it is). Settle finds the resource through the receipt and
-// takes the same lock, so Admit and Settle lock in the same order. A partial
-// unique index on (resource, fence, segment) over live receipts backs the
-// rules up. A batch whose transaction the server refuses is run again member
-// by member, so one member's failure is only its own.
+// Concurrent Admits and Settles are gathered into batches together, one READ
+// COMMITTED transaction each (group commit, up to slots batches at once, no
+// key in two; see group.go), so a settle shares its COMMIT with admissions
+// and other settles. On the locked path a batch first locks the rows of its
+// resources (the admissions' and the settled receipts') with SELECT ... FOR
+// UPDATE, in resource order, and reads receipts, bindings and versions only
+// after the lock, so the rules of package fencerules see the latest committed
+// state and cannot race. A resource or target seen for the first time gets
+// its row with INSERT ... ON CONFLICT DO NOTHING (a member that is then
+// refused deletes it again, so a resource that never admitted anything has
+// no row; the insert leaves a row that exists as it is). A settle finds its
+// resource through the receipt and is locked with the admissions, so every
+// batch locks in one order. A partial unique index on (resource, fence,
+// segment) over live receipts backs the rules up. A batch whose transaction
+// the server refuses is run again member by member, so one member's failure
+// is only its own, whatever its kind.
 //
 // Statements are pipelined in pgx batches. A batch whose every member is
 // accepted (or settled) on the state this process last committed is one
@@ -62,10 +64,9 @@ const MigrationsTable = "fencestore_migrations"
 
 // Store is the Postgres FenceStore. It is safe for concurrent use.
 type Store struct {
-	pool    *pgxpool.Pool
-	admits  group[*admitCall]
-	settles group[*settleCall]
-	known   known // what this process last committed (fast.go)
+	pool   *pgxpool.Pool
+	writes group[*writeCall] // admissions and settles, batched together
+	known  known             // what this process last committed (fast.go)
 	// fast counts batches committed on the fast path; missed, those it
 	// rolled back and ran again under the locks.
 	fast, missed atomic.Int64
@@ -90,14 +91,14 @@ func open(ctx context.Context, url string, adjust func(*pgxpool.Config)) (*Store
 	if adjust != nil {
 		adjust(cfg)
 	}
-	// Each kind of batch (admissions, settles) may run slots at once on
-	// connections of its own; two more serve reads. A pool_max_conns in the
-	// URL sets the budget instead.
+	// Up to slots write batches run at once, each on a connection of its
+	// own; two more serve reads. A pool_max_conns in the URL sets the
+	// budget instead.
 	slots := defaultSlots
 	if strings.Contains(cfg.ConnString(), "pool_max_conns") {
-		slots = max(1, int(cfg.MaxConns-2)/2)
+		slots = max(1, int(cfg.MaxConns-2))
 	} else {
-		cfg.MaxConns = int32(2*slots + 2)
+		cfg.MaxConns = int32(slots + 2)
 	}
 	if err := Migrate(ctx, cfg.ConnConfig); err != nil {
 		return nil, err
@@ -107,9 +108,8 @@ func open(ctx context.Context, url string, adjust func(*pgxpool.Config)) (*Store
 		return nil, fencegate.Wrap(err, fencegate.CodeInternal, "connect to Postgres")
 	}
 	s := &Store{pool: pool}
-	s.admits.slots, s.settles.slots = slots, slots
-	s.admits.run = s.runAdmits
-	s.settles.run = s.runSettles
+	s.writes.slots = slots
+	s.writes.run = s.runWrites
 	return s, nil
 }
 
