@@ -155,23 +155,30 @@ func (s *Store) writeSpare(ctx context.Context, req fencegate.PutRequest) (_ spa
 			s.spares.discard(sp)
 		}
 	}()
-	h := sha256.New()
-	var n int64
-	var buf []byte
+	var (
+		n   int64
+		buf []byte
+		sum [sha256.Size]byte
+	)
 	src := io.LimitReader(ctxReader{ctx, req.Body}, req.Size+1)
 	switch {
 	case req.Body == nil:
+		sum = sha256.Sum256(nil)
 	case req.Size <= smallBody:
-		buf = make([]byte, req.Size+1, req.Size+1+1024)
+		bp := getBuf(int(req.Size) + 1 + 1024)
+		defer putBuf(bp, &buf)
+		buf = (*bp)[:req.Size+1]
 		var m int
 		m, err = io.ReadFull(src, buf)
 		if err == io.EOF || err == io.ErrUnexpectedEOF {
 			err = nil
 		}
 		n, buf = int64(m), buf[:m]
-		h.Write(buf)
+		sum = sha256.Sum256(buf)
 	default:
+		h := sha256.New()
 		n, err = io.Copy(io.MultiWriter(&offsetWriter{f: sp.f}, h), src)
+		h.Sum(sum[:0])
 	}
 	if err != nil {
 		if ctx.Err() != nil {
@@ -182,9 +189,7 @@ func (s *Store) writeSpare(ctx context.Context, req fencegate.PutRequest) (_ spa
 	if n != req.Size {
 		return spare{}, "", ticket, fencegate.Errorf(fencegate.CodeInvalidRequest, "put of %q: body has %d bytes, size says %d", req.Key, n, req.Size)
 	}
-	id := make([]byte, 8)
-	_, _ = rand.Read(id)
-	etag = `"` + hex.EncodeToString(h.Sum(nil)) + "-" + hex.EncodeToString(id) + `"`
+	etag = newETag(sum)
 	ct := req.ContentType
 	if ct == "" {
 		ct = "application/octet-stream"
@@ -214,6 +219,49 @@ func (s *Store) writeSpare(ctx context.Context, req fencegate.PutRequest) (_ spa
 	}
 	sp.len = end
 	return sp, etag, ticket, nil
+}
+
+// newETag is "<hex digest>-<16 hex random write id>" (package doc).
+func newETag(sum [sha256.Size]byte) string {
+	var id [8]byte
+	_, _ = rand.Read(id[:])
+	var e [1 + 2*sha256.Size + 1 + 2*len(id) + 1]byte
+	e[0] = '"'
+	hex.Encode(e[1:], sum[:])
+	e[1+2*sha256.Size] = '-'
+	hex.Encode(e[2+2*sha256.Size:], id[:])
+	e[len(e)-1] = '"'
+	return string(e[:])
+}
+
+// maxPooledBuf: a buffer that grew past this (a large trailer) is left to
+// the collector, so the pool holds little memory.
+const maxPooledBuf = smallBody + 8<<10
+
+// bufPool holds the buffers small bodies are read into, with their
+// trailer, so a steady Put allocates none.
+var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
+
+// getBuf returns a pooled buffer of capacity at least n.
+func getBuf(n int) *[]byte {
+	bp := bufPool.Get().(*[]byte)
+	if cap(*bp) < n {
+		*bp = make([]byte, 0, n)
+	}
+	return bp
+}
+
+// putBuf returns bp to the pool, keeping *grown (the buffer as used, maybe
+// reallocated by appends) when it is larger. Nothing may use it after.
+func putBuf(bp *[]byte, grown *[]byte) {
+	if cap(*grown) > cap(*bp) {
+		*bp = *grown
+	}
+	if cap(*bp) > maxPooledBuf {
+		return
+	}
+	*bp = (*bp)[:0]
+	bufPool.Put(bp)
 }
 
 // offsetWriter writes a streamed body into f from offset 0 on.

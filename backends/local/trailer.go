@@ -43,18 +43,19 @@ type trailer struct {
 // file to padTo, or to reuse (a reused file's length) when that is at
 // most maxPad longer.
 func encodeTrailer(buf []byte, n int64, tr trailer, reuse int64) ([]byte, error) {
-	js, err := json.Marshal(tr)
+	start := len(buf)
+	buf, err := appendTrailerJSON(buf, tr)
 	if err != nil {
 		return nil, err
 	}
-	base := n + int64(len(js)+tailLen)
+	base := n + int64(len(buf)-start+tailLen)
 	target := (base + padTo - 1) / padTo * padTo
 	if reuse >= base && reuse-base <= maxPad {
 		target = reuse
 	}
-	start := len(buf)
-	buf = append(buf, js...)
-	buf = append(buf, bytes.Repeat([]byte(" "), int(target-base))...)
+	for range target - base {
+		buf = append(buf, ' ')
+	}
 	buf = binary.BigEndian.AppendUint32(buf, uint32(len(buf)-start))
 	return append(buf, magic...), nil
 }
