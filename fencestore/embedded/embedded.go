@@ -61,6 +61,20 @@
 // page (one page written per resource instead of two, with their branches);
 // Open moves the entries of the former live bucket there and drops it.
 // Lists seek their index to the cursor's key, so a page costs its own size.
+//
+// # Older binaries
+//
+// Open refuses a file of a newer layout than its own. Binaries of layout 3
+// and older did not: one opening a layout 4 file (a rollback) runs on it
+// without its live index (it makes an empty live bucket and keeps the
+// receipts it admits there), so a retry of a segment admitted before the
+// rollback is refused (SEGMENT_OUT_OF_ORDER or RESOURCE_BUSY) instead of
+// replayed, and another payload for it is refused without a quarantine
+// record; nothing is admitted twice. A binary from before the compact
+// codec also fails every read of a receipt or resource state written in it
+// (INTERNAL). Opened again by this code, such a file is repaired
+// (repairLive): the rolled-back binary's live entries are moved into byres
+// and the entries of receipts it freed or compacted are dropped.
 package embedded
 
 import (

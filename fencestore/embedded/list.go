@@ -35,7 +35,16 @@ func upgrade(tx *bolt.Tx) error {
 	if v := meta.Get(keyLayout); len(v) == 8 {
 		have = binary.BigEndian.Uint64(v)
 	}
-	if have >= layout {
+	if have > layout {
+		return fmt.Errorf("the file has layout %d, newer than this binary's %d: open it with the binary that wrote it", have, layout)
+	}
+	if have >= 4 && tx.Bucket(bLive) != nil {
+		// Only a binary of layout 3 or older makes a live bucket in a file
+		// of layout 4 (it opened newer layouts as its own): it kept its
+		// live index there and could not drop entries in byres.
+		return repairLive(tx)
+	}
+	if have == layout {
 		return nil
 	}
 	if have < 2 {
@@ -83,6 +92,45 @@ func moveLive(tx *bolt.Tx) error {
 		return err
 	}
 	return tx.DeleteBucket(bLive)
+}
+
+// repairLive mends the live index of a layout 4 file that an older binary
+// has used (a rollback, then this binary again): the live entries it
+// added to its own bucket are moved into byres (newer than any there for
+// the same fence and segment), and an entry in byres naming a receipt it
+// settled NOT_APPLIED or FAILED (DropLive) or compacted is deleted.
+func repairLive(tx *bolt.Tx) error {
+	if err := moveLive(tx); err != nil {
+		return err
+	}
+	byres, receipts := tx.Bucket(bByRes), tx.Bucket(bReceipts)
+	var stale [][]byte
+	err := byres.ForEach(func(k, id []byte) error {
+		if i := bytes.IndexByte(k, 1); i < 0 || len(k) != i+17 || bytes.IndexByte(k[:i], 0) >= 0 {
+			return nil // a by-resource entry
+		}
+		v := receipts.Get(id)
+		if v != nil {
+			var r fencegate.Receipt
+			if err := decodeReceipt(v, &r); err != nil {
+				return fmt.Errorf("decode receipt %q: %w", id, err)
+			}
+			if !r.State.NotApplied() {
+				return nil
+			}
+		}
+		stale = append(stale, bytes.Clone(k))
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, k := range stale {
+		if err := byres.Delete(k); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // putIndexes adds a new receipt to the by-operation and by-resource indexes.
