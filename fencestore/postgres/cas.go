@@ -87,8 +87,10 @@ func (c *casStmt) settled(was, next *fencegate.Receipt) {
 	case next.Version == "":
 		c.cte(`DELETE FROM fence_versions WHERE target = `+c.p(next.Target), false)
 	default:
-		c.cte(`INSERT INTO fence_versions (target, version, updated_at) VALUES (`+
-			c.ps(next.Target, next.Version, *next.SettledAt)+`)`+versionConflict, false)
+		name := "w" + strconv.Itoa(len(c.ctes))
+		update, insert := versionParts(c.p(next.Target), c.p(next.Version), c.p(*next.SettledAt), name)
+		c.ctes = append(c.ctes, update)
+		c.cte(insert, false)
 	}
 }
 

@@ -17,12 +17,32 @@ const (
 		grant_issued_at = $6, pending_receipt = $7, updated_at = $8 WHERE resource = $1`
 	updateReceipt = `UPDATE fence_receipts SET state = $2, version = $3, response = $4, error = $5, settled_at = $6,
 		attempts = $7, resend = $8, retry_at = $9 WHERE receipt_id = $1`
-	upsertVersion = `INSERT INTO fence_versions (target, version, updated_at) VALUES ($1, $2, $3)` + versionConflict
 	deleteVersion = `DELETE FROM fence_versions WHERE target = $1`
-	// versionConflict makes a version insert an upsert (the fast path's
-	// CTE, cas.go, ends the same way).
+	// versionConflict makes a version insert an upsert.
 	versionConflict = ` ON CONFLICT (target) DO UPDATE SET version = EXCLUDED.version, updated_at = EXCLUDED.updated_at`
 )
+
+// The version upsert is an UPDATE of the target's row, and an insert only
+// when the UPDATE found none: an UPDATE writes one WAL record, where INSERT
+// ... ON CONFLICT DO UPDATE first locks the row it conflicts with (a second
+// record). The insert is still an upsert, for a row that SwapVersion (which
+// runs outside the resource's lock) inserted meanwhile. $1 is the target,
+// $2 the version, $3 the time; the fast path's statement (cas.go) spells
+// the same two parts with its own placeholders (versionParts).
+var upsertVersion = func() string {
+	update, insert := versionParts("$1", "$2", "$3", "vu")
+	return "WITH " + update + " " + insert
+}()
+
+// versionParts are the two CTEs of the version upsert (the second one the
+// statement's end), the first one named name.
+func versionParts(target, version, at, name string) (update, insert string) {
+	update = name + ` AS (UPDATE fence_versions SET version = ` + version + `::text, updated_at = ` + at +
+		`::timestamptz WHERE target = ` + target + `::text RETURNING 1)`
+	insert = `INSERT INTO fence_versions (target, version, updated_at) SELECT ` + target + `::text, ` + version +
+		`::text, ` + at + `::timestamptz WHERE NOT EXISTS (SELECT 1 FROM ` + name + `)` + versionConflict
+	return update, insert
+}
 
 func queueReceipt(b *pgx.Batch, r *fencegate.Receipt) {
 	b.Queue(insertReceipt, receiptArgs(r)...)
