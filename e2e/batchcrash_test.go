@@ -6,25 +6,35 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/fencegate/fencegate/internal/testenv"
 )
 
 // TestKilledGatewayKeepsEveryWriteItAnsweredCommitted: eight workers write
-// concurrently to their own keys on `gateway dev` (embedded store with group
-// commit, local object store), so admissions and settles share transactions;
-// the process is killed (SIGKILL) mid-stream and restarted on the same data
-// directory. Every write the gateway answered COMMITTED before the kill is
-// COMMITTED after the restart, its segment is the resource's (or an older
-// one's, if a later write was in flight), and the object holds that write's
-// body or a later segment's. A process kill keeps the page cache, so this
-// pins the batching's ordering (no answer before its commit), not the disk's
-// fsync; the fsyncs are the store's own tests and package docs.
+// concurrently to their own keys on `gateway dev` (local object store) over
+// each fence store that batches (the embedded store's group commit; Postgres,
+// whose batches carry admissions and settles together), so admissions and
+// settles share transactions; the process is killed (SIGKILL) mid-stream and
+// restarted on the same data directory and fence store. Every write the
+// gateway answered COMMITTED before the kill is COMMITTED after the restart,
+// its segment is the resource's (or an older one's, if a later write was in
+// flight), and the object holds that write's body or a later segment's. A
+// process kill keeps the page cache (and the Postgres server runs on), so
+// this pins the batching's ordering (no answer before its commit), not the
+// disk's fsync; the fsyncs are the stores' own tests and package docs.
 func TestKilledGatewayKeepsEveryWriteItAnsweredCommitted(t *testing.T) {
+	t.Run("embedded", func(t *testing.T) { killMidBatches(t, nil) })
+	t.Run("postgres", func(t *testing.T) { killMidBatches(t, []string{"--fence-store", testenv.PostgresURL(t)}) })
+}
+
+// killMidBatches runs the test above on `gateway dev` with extra flags.
+func killMidBatches(t *testing.T, extra []string) {
 	const (
 		token   = "token-a"
 		workers = 8
 	)
 	dataDir := t.TempDir()
-	args := []string{"dev", "--data-dir", dataDir, "--identity", "worker-a=" + token}
+	args := append([]string{"dev", "--data-dir", dataDir, "--identity", "worker-a=" + token}, extra...)
 	p1 := startGateway(t, args...)
 
 	type acked struct {

@@ -17,7 +17,11 @@ import (
 // PENDING receipt from its object and hide what the store holds).
 
 // rawPostgres reads every row of the Postgres fence store at dsn, each
-// column under its JSON name (receipt_id -> receiptId).
+// column under its JSON name (receipt_id -> receiptId), both tables in one
+// snapshot (a REPEATABLE READ transaction): a killed gateway's last
+// pipeline, BEGIN ... COMMIT sent whole, may still commit on the server
+// after the kill, and two reads on either side of it would pair a receipt
+// from before it with a resource row from after.
 func rawPostgres(t *testing.T, dsn string) rawState {
 	t.Helper()
 	ctx, cancel := rawCtx()
@@ -27,9 +31,14 @@ func rawPostgres(t *testing.T, dsn string) rawState {
 		t.Fatalf("raw read of the fence store: %v", err)
 	}
 	defer c.Close(ctx)
+	tx, err := c.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		t.Fatalf("raw read of the fence store: %v", err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
 	rows := func(table, key string) map[string]map[string]any {
 		out := map[string]map[string]any{}
-		rs, err := c.Query(ctx, "SELECT row_to_json(r)::text FROM "+table+" r")
+		rs, err := tx.Query(ctx, "SELECT row_to_json(r)::text FROM "+table+" r")
 		if err != nil {
 			t.Fatalf("raw read of %s: %v", table, err)
 		}
