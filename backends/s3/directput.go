@@ -1,6 +1,7 @@
 package s3
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/xml"
@@ -144,10 +145,9 @@ func (s *Store) putDirect(ctx context.Context, t *putTemplate, p putObject, unti
 		if err != nil {
 			return err
 		}
-		r.ContentLength = p.size
-		r.Body, r.GetBody = http.NoBody, nil
-		if p.size > 0 {
-			r.Body = io.NopCloser(io.LimitReader(p.body, p.size))
+		r.ContentLength, r.GetBody = p.size, nil // no GetBody: the transport never resends a PUT itself
+		if r.Body, err = p.attemptBody(); err != nil {
+			return err
 		}
 		r.Header = p.header(t.continueAt)
 		now := at
@@ -166,6 +166,36 @@ func (s *Store) putDirect(ctx context.Context, t *putTemplate, p putObject, unti
 		return err
 	})
 	return etag, err
+}
+
+// inlineBodyMax is the largest body a direct PUT reads into memory before
+// sending it: net/http writes the headers of a request whose body is one of
+// its in-memory readers (*bytes.Reader) into the same buffered write as the
+// body, and flushes them in a write of their own before any other body
+// (transferWriter.FlushHeaders, Go issue 22088), so a small body would take
+// two writes, and the store two reads, instead of one. 4 KiB is the
+// transport's write buffer (http.Transport.WriteBufferSize's default):
+// beyond it the writes are as many either way.
+const inlineBodyMax = 4 << 10
+
+// attemptBody is the body of one attempt: p.size bytes from p.body (already
+// at p.start), read into memory when they are at most inlineBodyMax, else
+// read as the transport sends them. A body shorter than p.size fails here,
+// before anything is sent, or in the transport (the size it was told does
+// not match).
+func (p *putObject) attemptBody() (io.ReadCloser, error) {
+	switch {
+	case p.size <= 0:
+		return http.NoBody, nil
+	case p.size <= inlineBodyMax:
+		buf := make([]byte, p.size)
+		if _, err := io.ReadFull(p.body, buf); err != nil {
+			return nil, fmt.Errorf("read the body: %w", err)
+		}
+		return io.NopCloser(bytes.NewReader(buf)), nil
+	default:
+		return io.NopCloser(io.LimitReader(p.body, p.size)), nil
+	}
 }
 
 // Header names and values of a direct PUT, in canonical form, so that
