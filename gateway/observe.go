@@ -71,11 +71,12 @@ func (NopObserver) Deferred(int) {}
 
 // BackendOf is the bounded backend label of a receipt target:
 // "objects/NAME" or "apis/NAME" (NAME from the configuration), else "other".
+// It is a prefix of target (no new string per write).
 func BackendOf(target string) string {
 	for _, kind := range []string{"objects/", "apis/"} {
 		if rest, ok := strings.CutPrefix(target, kind); ok {
 			if name, _, ok := strings.Cut(rest, "/"); ok && name != "" {
-				return kind + name
+				return target[:len(kind)+len(name)]
 			}
 		}
 	}
