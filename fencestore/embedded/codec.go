@@ -22,10 +22,25 @@ import (
 // the rare API-effect parts (Response, Request) as a length-prefixed JSON
 // document. A decoded value shares one string allocation for all its text.
 //
+// A receipt (codec byte 2) ends with room: a byte string, of settleRoom
+// zeros while the receipt is not settled for good and empty after, so that
+// the settle, which adds a version token (the local store's is 83 bytes), a
+// settle time and a longer state, rewrites it no larger than it was: the
+// receipts' leaf pages, split full since their IDs grow in time order, are
+// then not split again by the settles of the receipts they hold. Receipts
+// of codec byte 1 (the same without room) are still read.
+//
 // Quarantine records, rare and written once, stay JSON.
 
-// codecV1 marks a value in the compact form (never '{', which starts JSON).
-const codecV1 = 0x01
+// settleRoom is the room an unsettled receipt keeps for its settle.
+const settleRoom = 104
+
+// Codec bytes (never '{', which starts JSON): codecV1 for resource states and
+// the first receipts of the compact form, codecV2 for receipts with room.
+const (
+	codecV1 = 0x01
+	codecV2 = 0x02
+)
 
 // Receipt flag bits.
 const (
@@ -62,8 +77,11 @@ func encodeReceipt(r *fencegate.Receipt) ([]byte, error) {
 	n := 48 + len(r.ID) + len(r.Resource) + len(r.Target) + len(r.Method) + len(r.OperationID) + len(r.OperationRoot) +
 		len(r.Lease) + len(r.Owner) + len(r.GrantDigest) + len(r.PayloadDigest) + len(r.EffectKey) + len(r.State) +
 		len(r.Version) + len(r.Error)
+	if !r.State.Terminal() {
+		n += settleRoom
+	}
 	b := make([]byte, 0, n)
-	b = append(b, codecV1)
+	b = append(b, codecV2)
 	for _, s := range [...]string{r.ID, r.Resource, r.Target, r.Method, r.OperationID, r.OperationRoot, r.Lease, r.Owner,
 		r.GrantDigest, r.PayloadDigest, r.EffectKey, string(r.State), r.Version, r.Error} {
 		b = appendString(b, s)
@@ -106,7 +124,11 @@ func encodeReceipt(r *fencegate.Receipt) ([]byte, error) {
 			return nil, err
 		}
 	}
-	return b, nil
+	if r.State.Terminal() {
+		return append(b, 0), nil
+	}
+	b = binary.AppendUvarint(b, settleRoom)
+	return append(b, make([]byte, settleRoom)...), nil
 }
 
 // encodeResource is row in the compact form.
@@ -208,7 +230,7 @@ func (r *reader) done() error {
 
 // decodeReceipt reads a receipt in either form into r.
 func decodeReceipt(v []byte, r *fencegate.Receipt) error {
-	if len(v) == 0 || v[0] != codecV1 {
+	if len(v) == 0 || (v[0] != codecV1 && v[0] != codecV2) {
 		return json.Unmarshal(v, r)
 	}
 	rd := reader{text: string(v), off: 1}
@@ -239,6 +261,9 @@ func decodeReceipt(v []byte, r *fencegate.Receipt) error {
 	if flags&fRequest != 0 {
 		r.Request = new(fencegate.EffectRequest)
 		rd.json(r.Request)
+	}
+	if v[0] == codecV2 {
+		rd.string() // the room kept for the settle
 	}
 	return rd.done()
 }

@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/fencestore/internal/fencerules"
 )
 
 // fillEvery sets every field of the struct v points to a distinct non-zero
@@ -59,8 +61,8 @@ func TestCompactCodecKeepsEveryField(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if v[0] != codecV1 {
-			t.Fatalf("encoded receipt starts with %#x, want the codec byte", v[0])
+		if v[0] != codecV2 {
+			t.Fatalf("encoded receipt starts with %#x, want codec byte 2", v[0])
 		}
 		var got fencegate.Receipt
 		if err := decodeReceipt(v, &got); err != nil {
@@ -178,7 +180,7 @@ func TestJSONValuesOfOlderFilesAreRead(t *testing.T) {
 	}
 	err = s.db.View(func(tx *bolt.Tx) error {
 		for _, v := range [][]byte{tx.Bucket(bReceipts).Get([]byte(adm.Receipt.ID)), tx.Bucket(bResources).Get([]byte("res/old"))} {
-			if len(v) == 0 || v[0] != codecV1 {
+			if len(v) == 0 || (v[0] != codecV1 && v[0] != codecV2) {
 				t.Errorf("value after the settle starts %q, want the compact form", v[:min(len(v), 1)])
 			}
 		}
@@ -189,5 +191,57 @@ func TestJSONValuesOfOlderFilesAreRead(t *testing.T) {
 	}
 	if got, err := s.Receipt(ctx, adm.Receipt.ID); err != nil || !reflect.DeepEqual(got, settled) {
 		t.Fatalf("Receipt after the settle = %+v, %v; want %+v", got, err, settled)
+	}
+}
+
+// TestReceiptOfCodecOneIsRead: a receipt of codec byte 1 (the compact form
+// before the settle room) reads back as it was written.
+func TestReceiptOfCodecOneIsRead(t *testing.T) {
+	var r fencegate.Receipt
+	fillEvery(t, &r)
+	r.State = fencegate.ReceiptCommitted
+	v, err := encodeReceipt(&r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v[len(v)-1] != 0 {
+		t.Fatalf("a settled receipt ends with %#x, want an empty room", v[len(v)-1])
+	}
+	old := append([]byte{codecV1}, v[1:len(v)-1]...)
+	var got fencegate.Receipt
+	if err := decodeReceipt(old, &got); err != nil || !reflect.DeepEqual(got, r) {
+		t.Fatalf("codec 1 receipt = %+v, %v; want %+v", got, err, r)
+	}
+}
+
+// TestSettleRewritesAReceiptNoLarger: an admitted receipt's value is at
+// least as large as the same receipt settled COMMITTED with a local-store
+// version token, or FAILED with a short error, so a settle never splits the
+// full leaf page that holds it.
+func TestSettleRewritesAReceiptNoLarger(t *testing.T) {
+	req := admitReq("local/bench/w1", 12, "rcpt_01a2327a3c8e1f2b4d6a8c0e2f")
+	req.Grant.Lease, req.Grant.Owner = "lease_0123456789abcdef01234", "bench-worker-1"
+	req.PayloadDigest = "sha256:" + strings.Repeat("ab", 32)
+	r := fencerules.NewReceipt(&req)
+	pending, err := encodeReceipt(&r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	etag := `"` + strings.Repeat("c", 64) + "-" + strings.Repeat("d", 16) + `"` // the local store's
+	for _, o := range []fencegate.Outcome{
+		{State: fencegate.ReceiptCommitted, Version: etag, Now: req.Now.Add(time.Second)},
+		{State: fencegate.ReceiptFailed, Error: "backend refused the write: 412 precondition failed", Now: req.Now.Add(time.Second)},
+	} {
+		next, changed, err := fencerules.Settle(r, &o)
+		if err != nil || !changed {
+			t.Fatalf("Settle(%s) = %v, %v", o.State, changed, err)
+		}
+		settled, err := encodeReceipt(&next)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(settled) > len(pending) {
+			t.Errorf("%s receipt is %d bytes, the PENDING one %d: the settle grows it", o.State, len(settled), len(pending))
+		}
 	}
 }

@@ -108,14 +108,16 @@ var (
 	allBuckets  = [][]byte{bResources, bReceipts, bByOp, bByState, bQuarantine, bVersions, bTargets, bByRes, bQIDs}
 )
 
-// appendBuckets are the indexes whose keys grow only at the end of each
-// prefix (a creation time follows it), so a page that fills up gets no more
-// keys between its own: write transactions split them full (FillPercent 1)
-// instead of half full, which halves their pages. byres is not one of them:
+// appendBuckets are the buckets whose keys grow only at the end of each
+// prefix (a creation time follows it; the gateway's receipt IDs begin with
+// their time), so a page that fills up gets no more keys between its own:
+// write transactions split them full (FillPercent 1) instead of half full,
+// which halves their pages. A settle rewrites its receipt no larger (the
+// codec's settle room), so receipts qualify. byres is not one of them:
 // its keys grow in the middle of each resource's range (between the
 // by-resource and the live entries), where full splits would leave a page
 // per insert.
-var appendBuckets = [][]byte{bByOp, bByState}
+var appendBuckets = [][]byte{bByOp, bByState, bReceipts}
 
 // fillAppendBuckets sets the split fill of appendBuckets for write
 // transaction tx (bbolt keeps the bucket handles, and FillPercent, per
