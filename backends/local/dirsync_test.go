@@ -139,6 +139,13 @@ func TestSyncWaitsForTheWritersAlreadyWriting(t *testing.T) {
 	second := make(chan error, 1)
 	go func() { second <- d.Sync(w) }() // renamed: asks for the fsync, ending its ticket
 	<-entered
+	select { // covered by the fsync that has only begun: not answered yet
+	case <-first:
+		t.Fatal("the first caller returned before the fsync covering it completed")
+	case <-second:
+		t.Fatal("the gathered writer returned before the fsync covering it completed")
+	default:
+	}
 	release <- nil
 	if err := <-first; err != nil {
 		t.Fatal(err)
