@@ -49,6 +49,18 @@ import (
 // the wait is bounded, adaptive and absent when idle.
 // (bbolt's own DB.Batch waits a fixed MaxBatchDelay even for one caller and
 // reruns the whole batch on every refusal, so it is not used.)
+//
+// A commit costs two fdatasyncs, and both are needed: bbolt writes the new
+// pages, syncs them, then writes the meta page that points at them and syncs
+// that. Without the first, a crash could leave a meta page on disk naming
+// pages that never got there (a corrupt tree, not only a lost transaction);
+// without the second, a caller could be answered before its commit is
+// durable. NoSync is therefore never set; what the store cuts is the number
+// of commits per op (this file) and the pages each commit writes (the
+// layout's neighbouring index entries, full splits, the compact codec).
+// Measured through the gateway on the embedded path (session 5, loaded
+// 2-core machine): 1.00 ops per commit at c=1, 3.4 at c=8, 10.7 at c=32;
+// an admission and a settle of different requests share a commit.
 
 // maxBatchWait bounds the committer's wait for more ops under load (a
 // variable for tests).
