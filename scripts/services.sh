@@ -47,7 +47,10 @@ ensure_redis() {
 }
 
 # ensure_s3 runs versitygw (posix backend) on loopback as the test S3 server,
-# creates the bucket fencegate-test and exports FENCEGATE_TEST_S3_*.
+# creates the bucket fencegate-test and exports FENCEGATE_TEST_S3_*. It runs
+# with --keep-alive, as S3 keeps HTTP connections open between requests
+# (versitygw's default answers every request with Connection: close, so each
+# PUT of the tests and of loadbench paid a TCP dial that real S3 does not).
 ensure_s3() {
   local port=7070 ak=fencegate-ak sk=fencegate-sk bucket=fencegate-test
   local root="$SERVICES_DIR/versitygw" endpoint="http://127.0.0.1:7070"
@@ -69,7 +72,7 @@ ensure_s3() {
   done
   mkdir -p "$root"
   if ! curl -s -o /dev/null "$endpoint/"; then
-    nohup "$bin" --access "$ak" --secret "$sk" --port "127.0.0.1:$port" --quiet posix "$root" \
+    nohup "$bin" --access "$ak" --secret "$sk" --port "127.0.0.1:$port" --keep-alive --quiet posix "$root" \
       >"$SERVICES_DIR/versitygw.log" 2>&1 &
   fi
   wait_for 30 curl -s -o /dev/null "$endpoint/" || { echo "versitygw did not start (see $SERVICES_DIR/versitygw.log)" >&2; return 1; }

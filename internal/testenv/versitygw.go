@@ -69,7 +69,9 @@ func OwnVersitygw(t testing.TB) *Versitygw {
 	if err != nil {
 		t.Fatalf("own versitygw: %v", err)
 	}
-	v.cmd = exec.Command(bin, "--access", v.AccessKey, "--secret", v.SecretKey, "--port", ports[0], "--quiet", "posix", root)
+	// --keep-alive: connections stay open between requests, as S3's do (see
+	// ensure_s3 in scripts/services.sh).
+	v.cmd = exec.Command(bin, "--access", v.AccessKey, "--secret", v.SecretKey, "--port", ports[0], "--keep-alive", "--quiet", "posix", root)
 	v.cmd.Stdout, v.cmd.Stderr = logf, logf
 	if err := v.cmd.Start(); err != nil {
 		t.Fatalf("own versitygw: %v", err)
