@@ -38,10 +38,13 @@ func (c *commits) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndDat
 
 // BenchmarkAdmitAndSettle: c workers, each on a resource of its own,
 // admitting segments 1, 2, 3 ... and settling each COMMITTED, as loadbench's
-// gateway does. It reports per write (one admission and its settle): the
-// COMMITs sent, the batches that went on the fast path and that missed it,
-// this process's CPU and its pool's Postgres backends' CPU (schedstat; the
-// server must run on this machine).
+// gateway does. It reports per write (one op: an admission and its settle):
+// the COMMITs sent, the batches that went on the fast path and that missed
+// it, this process's CPU, its pool's Postgres backends' CPU (schedstat of the
+// sessions the pool opened, so other clients of a shared server add nothing;
+// sessions opened in the window count from their start; the server must run
+// on this machine, else 0) and wal-B/op, the advance of pg_current_wal_lsn
+// (the whole server's, so only meaningful on a server of one's own).
 func BenchmarkAdmitAndSettle(b *testing.B) {
 	for _, c := range []int{1, 8, 32} {
 		b.Run("c="+strconv.Itoa(c), func(b *testing.B) {
@@ -64,6 +67,11 @@ func BenchmarkAdmitAndSettle(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer s.Close()
+			admin, err := pgx.Connect(ctx, testenv.PostgresURL(b))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer admin.Close(ctx)
 			now := time.UnixMilli(1_700_000_000_000).UTC()
 			backends := func() (d time.Duration) {
 				mu.Lock()
@@ -74,6 +82,7 @@ func BenchmarkAdmitAndSettle(b *testing.B) {
 				return d
 			}
 			var next atomic.Int64
+			wal0 := walPosition(ctx, b, admin)
 			commits0, fast0, missed0, cpu0, pg0 := cc.n.Load(), s.fast.Load(), s.missed.Load(), selfCPU(), backends()
 			b.ResetTimer()
 			var wg sync.WaitGroup
@@ -98,14 +107,25 @@ func BenchmarkAdmitAndSettle(b *testing.B) {
 			}
 			wg.Wait()
 			b.StopTimer()
+			cpu, pg := selfCPU(), backends()
 			n := float64(b.N)
 			b.ReportMetric(float64(cc.n.Load()-commits0)/n, "commits/op")
 			b.ReportMetric(float64(s.fast.Load()-fast0)/n, "fast/op")
 			b.ReportMetric(float64(s.missed.Load()-missed0)/n, "missed/op")
-			b.ReportMetric(float64(selfCPU()-cpu0)/n/1e3, "cpu-µs/op")
-			b.ReportMetric(float64(backends()-pg0)/n/1e3, "pgcpu-µs/op")
+			b.ReportMetric(float64(cpu-cpu0)/n/1e3, "cpu-µs/op")
+			b.ReportMetric(float64(pg-pg0)/n/1e3, "pgcpu-µs/op")
+			b.ReportMetric(float64(walPosition(ctx, b, admin)-wal0)/n, "wal-B/op")
 		})
 	}
+}
+
+// walPosition is the server's WAL insert position in bytes.
+func walPosition(ctx context.Context, b *testing.B, c *pgx.Conn) int64 {
+	var lsn int64
+	if err := c.QueryRow(ctx, `SELECT (pg_current_wal_lsn() - '0/0')::bigint`).Scan(&lsn); err != nil {
+		b.Fatal(err)
+	}
+	return lsn
 }
 
 // selfCPU is this process's user+system time.
