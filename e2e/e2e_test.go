@@ -46,9 +46,15 @@ func startGateway(t *testing.T, args ...string) *gatewayProc {
 // added to the test's own environment.
 func startGatewayEnv(t *testing.T, env []string, args ...string) *gatewayProc {
 	t.Helper()
+	return startBinary(t, binary(t), env, args...)
+}
+
+// startBinary is startGatewayEnv running the gateway binary bin.
+func startBinary(t *testing.T, bin string, env []string, args ...string) *gatewayProc {
+	t.Helper()
 	addr := freePort(t)
 	logs := &bytes.Buffer{}
-	cmd := exec.Command(binary(t), append(args, "--addr", addr)...)
+	cmd := exec.Command(bin, append(args, "--addr", addr)...)
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if env != nil {
 		cmd.Env = append(os.Environ(), env...)

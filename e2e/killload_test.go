@@ -1,0 +1,124 @@
+package e2e
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+)
+
+// TestKillUnderLoadKeepsEveryAnsweredReceipt: 32 workers write their own
+// resources at once through a gateway with the default deferSettle (0: every
+// settle durable before its answer), so the store's batches carry
+// admissions and settles of many resources together and the local object
+// store's directory syncs are shared; the process is killed (SIGKILL) as the
+// 160th answer arrives, with the other workers' writes in flight, and
+// restarted on the same data. After the restart every write answered
+// COMMITTED reads COMMITTED by ID at its answered fence, segment, digest and
+// version; each resource settles (no effect in flight) at its last answered
+// segment or the one in flight after it, its highest fence is still the
+// worker's (no fence moved back), its object holds that segment's bytes;
+// a replay of the last answered segment answers its original receipt; the
+// next segment is admitted COMMITTED. Run on `gateway serve` over a private
+// Postgres (admission and settle batches mixed) and on `gateway dev` (the
+// embedded store's group commit); with FENCEGATE_TEST_OLD_GATEWAY naming a
+// gateway binary of an older layout (e.g. built at 02a7263, layout 3), also
+// on a dev data directory that binary wrote first, so the kill lands on a
+// file upgraded by Open.
+func TestKillUnderLoadKeepsEveryAnsweredReceipt(t *testing.T) {
+	fast := "reconcile: {interval: 300ms, orphan: 3s}\neffectTimeout: 2s\n"
+	t.Run("serve-postgres", func(t *testing.T) {
+		c := newDeferCluster(t, false)
+		cfg := c.replicaConfig(t, "a", "0s", fast)
+		ws := newDeferWriters(t, c.reg, c.store+"/killload", 32)
+		killUnderLoad(t, ws, func() *gatewayProc { return c.start(t, cfg) })
+	})
+	t.Run("dev-embedded", func(t *testing.T) {
+		args := killLoadDevArgs(t, t.TempDir(), fast)
+		first := startGateway(t, args...)
+		ws := newDeferWriters(t, first, "local/killload", 32)
+		first.sigterm(t)
+		killUnderLoad(t, ws, func() *gatewayProc { return startGateway(t, args...) })
+	})
+	t.Run("dev-embedded-upgraded", func(t *testing.T) {
+		old := os.Getenv("FENCEGATE_TEST_OLD_GATEWAY")
+		if old == "" {
+			t.Skip("FENCEGATE_TEST_OLD_GATEWAY (an older gateway binary) not set")
+		}
+		dataDir := t.TempDir()
+		args := killLoadDevArgs(t, dataDir, fast)
+		// the older binary writes the file first: leases, and a burst of
+		// writes on resources of their own, settled and left as they are
+		prev := startOlder(t, old, args)
+		olderWs := newDeferWriters(t, prev, "local/older", 8)
+		deferBurst(t, prev, olderWs, 64)
+		ws := newDeferWriters(t, prev, "local/killload", 32)
+		prev.sigterm(t)
+		p := killUnderLoad(t, ws, func() *gatewayProc { return startGateway(t, args...) })
+		for _, w := range olderWs {
+			for _, r := range w.answered {
+				readByID(t, p, r)
+			}
+			last, body := w.last()
+			readByReplay(t, p, w.lease, last, body)
+			readResource(t, p, last)
+		}
+	})
+}
+
+// killLoadDevArgs is `gateway dev` on dataDir with extra config lines.
+func killLoadDevArgs(t *testing.T, dataDir, extra string) []string {
+	t.Helper()
+	cfg := writeConfig(t, filepath.Join(t.TempDir(), "dev.yaml"), "registry: {backend: embedded, keyId: dev-1, issuerEpoch: 1, statusLife: 60s}\n"+extra)
+	return []string{"dev", "--config", cfg, "--data-dir", dataDir, "--identity", "worker-a=" + deferToken}
+}
+
+// startOlder runs another gateway binary as startGateway runs this one.
+func startOlder(t *testing.T, bin string, args []string) *gatewayProc {
+	t.Helper()
+	if _, err := exec.LookPath(bin); err != nil {
+		t.Fatal(err)
+	}
+	return startBinary(t, bin, nil, args...)
+}
+
+// killUnderLoad runs the test above: start gives a gateway process on the
+// same data every time it is called. It returns the restarted process.
+func killUnderLoad(t *testing.T, ws []*deferWriter, start func() *gatewayProc) *gatewayProc {
+	t.Helper()
+	n := killMidBurst(t, start(), ws, 160)
+	p := start()
+	for _, w := range ws {
+		for _, r := range w.answered {
+			readByID(t, p, r)
+		}
+	}
+	for _, w := range ws {
+		seg, body := settledSegment(t, p, w)
+		res := p.do(t, "GET", "/v1/resources/"+w.res, deferToken, nil, "")
+		if res.num("highestFence") != w.lease.fence {
+			t.Fatalf("%s: highest fence %d after the restart, the worker's is %d", w.res, res.num("highestFence"), w.lease.fence)
+		}
+		o := p.do(t, "GET", "/v1/objects/"+w.res, deferToken, nil, "")
+		if o.status != http.StatusOK || string(o.body) != body {
+			t.Fatalf("%s at segment %d holds %q (%d), want %q", w.res, seg, o.body, o.status, body)
+		}
+		last, lastBody := w.last()
+		if seg == int(last.Segment) && o.header.Get("ETag") != last.Version {
+			t.Fatalf("%s: object ETag %s, answered version %s", w.res, o.header.Get("ETag"), last.Version)
+		}
+		a := p.do(t, "PUT", "/v1/objects/"+w.res, deferToken, fenceHeaders(w.lease, int(last.Segment)), lastBody)
+		if a.status != http.StatusOK || a.header.Get("Fence-Replay") != "true" {
+			t.Fatalf("replay of segment %d on %s: %d replay=%q %s", last.Segment, w.res, a.status, a.header.Get("Fence-Replay"), a.body)
+		}
+		sameReceipt(t, "replay", last, answeredReceipt(t, a))
+		next := fmt.Sprintf("%s segment %d", w.res, seg+1)
+		if got, _ := putUntilAdmitted(t, p, w.lease, w.res, seg+1, next); got.status != http.StatusOK || got.str("state") != "COMMITTED" {
+			t.Fatalf("%s: segment %d after the restart: %d %s", w.res, seg+1, got.status, got.body)
+		}
+	}
+	t.Logf("%d writes answered COMMITTED before the kill, all COMMITTED as answered after the restart", n)
+	return p
+}
