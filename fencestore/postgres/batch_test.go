@@ -16,21 +16,20 @@ import (
 // runAdmits runs ms as one write batch of admissions (forced, not left to
 // timing) and leaves each member's error on it.
 func (s *Store) runAdmits(ctx context.Context, ms []*member[*admitCall]) {
-	ws := make([]*member[*writeCall], len(ms))
-	for i, m := range ms {
-		ws[i] = &member[*writeCall]{ctx: ctx, req: &writeCall{admit: m.req}, keys: m.keys}
-	}
-	s.runWrites(ctx, ws)
-	for i, m := range ms {
-		m.err = ws[i].err
-	}
+	runAs(ctx, s, ms, func(a *admitCall) *writeCall { return &writeCall{admit: a} })
 }
 
 // runSettles is runAdmits for settles.
 func (s *Store) runSettles(ctx context.Context, ms []*member[*settleCall]) {
+	runAs(ctx, s, ms, func(sc *settleCall) *writeCall { return &writeCall{settle: sc} })
+}
+
+// runAs runs ms, each wrapped as a writeCall, as one write batch and leaves
+// each member's error on it.
+func runAs[T any](ctx context.Context, s *Store, ms []*member[T], wrap func(T) *writeCall) {
 	ws := make([]*member[*writeCall], len(ms))
 	for i, m := range ms {
-		ws[i] = &member[*writeCall]{ctx: ctx, req: &writeCall{settle: m.req}}
+		ws[i] = &member[*writeCall]{ctx: ctx, req: wrap(m.req), keys: m.keys}
 	}
 	s.runWrites(ctx, ws)
 	for i, m := range ms {

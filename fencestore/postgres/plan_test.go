@@ -20,19 +20,7 @@ import (
 // does not plan it again on every admission batch.
 func TestFastStatementsKeepOneGenericPlan(t *testing.T) {
 	ctx := context.Background()
-	dsn := testenv.PostgresURL(t)
-	cc, err := pgx.ParseConfig(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := Migrate(ctx, cc); err != nil {
-		t.Fatal(err)
-	}
-	conn, err := pgx.ConnectConfig(ctx, cc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	conn := migratedConn(ctx, t)
 	for _, n := range []int{1, 3} {
 		var targets, bound []string
 		for i := range n {
@@ -64,18 +52,7 @@ func TestFastStatementsKeepOneGenericPlan(t *testing.T) {
 // fence_receipts_by_state, whose PENDING entries it would otherwise walk.
 func TestFastSettleFindsItsReceiptByKey(t *testing.T) {
 	ctx := context.Background()
-	cc, err := pgx.ParseConfig(testenv.PostgresURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := Migrate(ctx, cc); err != nil {
-		t.Fatal(err)
-	}
-	conn, err := pgx.ConnectConfig(ctx, cc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	conn := migratedConn(ctx, t)
 	now := time.UnixMilli(1_700_000_000_000).UTC()
 	row := fencegate.ResourceState{Resource: "plan/r", HighestFence: 1, PendingReceipt: "r1", UpdatedAt: now}
 	nextRow := row
@@ -139,4 +116,23 @@ func literal(a any) string {
 	default:
 		return "'" + fmt.Sprint(v) + "'"
 	}
+}
+
+// migratedConn is a connection of its own to the test server, with the
+// store's migrations applied; it closes when t ends.
+func migratedConn(ctx context.Context, t *testing.T) *pgx.Conn {
+	t.Helper()
+	cc, err := pgx.ParseConfig(testenv.PostgresURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Migrate(ctx, cc); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.ConnectConfig(ctx, cc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	return conn
 }
