@@ -118,3 +118,28 @@ func TestObjectsSurviveReopenAndTempFilesAreRemoved(t *testing.T) {
 		t.Fatalf("stale temp file kept: %v", err)
 	}
 }
+
+// TestRefusedPutsAndDeletesChangeNothing: a Put or Delete whose context has
+// ended is BACKEND_UNAVAILABLE, a Delete without If-Match is INVALID_REQUEST,
+// and none of them changes the object (every rejection path changes no state).
+func TestRefusedPutsAndDeletesChangeNothing(t *testing.T) {
+	s := open(t)
+	etag := objecttest.Create(t, s, "k/kept", "old")
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+
+	_, err := s.Put(ended, fencegate.PutRequest{Key: "k/kept", Body: strings.NewReader("new"), Size: 3, IfMatch: etag})
+	objecttest.RequireCode(t, err, fencegate.CodeBackendUnavailable, "put with an ended context")
+	_, err = s.Put(ended, fencegate.PutRequest{Key: "k/none", Body: strings.NewReader("new"), Size: 3, IfNoneMatch: true})
+	objecttest.RequireCode(t, err, fencegate.CodeBackendUnavailable, "create with an ended context")
+	err = s.Delete(ended, "k/kept", etag)
+	objecttest.RequireCode(t, err, fencegate.CodeBackendUnavailable, "delete with an ended context")
+	err = s.Delete(context.Background(), "k/kept", "")
+	objecttest.RequireCode(t, err, fencegate.CodeInvalidRequest, "delete without If-Match")
+
+	if got, info := objecttest.Content(t, s, "k/kept"); got != "old" || info.ETag != etag {
+		t.Fatalf("k/kept = %q (ETag %s) after refused writes; want %q (ETag %s)", got, info.ETag, "old", etag)
+	}
+	_, err = s.Head(context.Background(), "k/none")
+	objecttest.RequireCode(t, err, fencegate.CodeNotFound, "head of a create refused for its context")
+}

@@ -88,9 +88,15 @@ func (s *Store) landable(ctx context.Context, cur known, req fencegate.PutReques
 		return preconditionFailed(s.name, req.Key, "If-Match "+req.IfMatch)
 	}
 	if err := ctx.Err(); err != nil {
-		return fencegate.Wrap(err, fencegate.CodeBackendUnavailable, "put cancelled before it was applied")
+		return cancelled(err, "put")
 	}
 	return s.expired(ctx, "put", req.Key)
+}
+
+// cancelled answers an op whose context ended before it was applied
+// (nothing changed): BACKEND_UNAVAILABLE, wrapping the context's error.
+func cancelled(err error, op string) error {
+	return fencegate.Wrap(err, fencegate.CodeBackendUnavailable, op+" cancelled before it was applied")
 }
 
 // Delete removes the object if its ETag equals ifMatch. NOT_FOUND if it does
@@ -103,7 +109,7 @@ func (s *Store) Delete(ctx context.Context, key, ifMatch string) error {
 		return fencegate.Errorf(fencegate.CodeInvalidRequest, "delete of %q needs If-Match", key)
 	}
 	if err := ctx.Err(); err != nil {
-		return fencegate.Wrap(err, fencegate.CodeBackendUnavailable, "delete cancelled before it was applied")
+		return cancelled(err, "delete")
 	}
 	name, st := s.slot(key)
 	st.mu.Lock()

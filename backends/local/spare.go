@@ -182,7 +182,7 @@ func (s *Store) writeSpare(ctx context.Context, req fencegate.PutRequest) (_ spa
 	}
 	if err != nil {
 		if ctx.Err() != nil {
-			return spare{}, "", ticket, fencegate.Wrap(err, fencegate.CodeBackendUnavailable, "put cancelled before it was applied")
+			return spare{}, "", ticket, cancelled(err, "put")
 		}
 		return spare{}, "", ticket, s.unavailable(err, "write", req.Key)
 	}
