@@ -68,9 +68,9 @@ func (s *Store) admitKeys(ctx context.Context, req *fencegate.AdmitRequest) ([]s
 // priorKeys are the batch keys of a prior receipt: its ID, resource and
 // target (both immutable, so read without a lock when not known).
 func (s *Store) priorKeys(ctx context.Context, id string) ([]string, error) {
-	keys := []string{"p\x00" + id}
-	if r, ok := s.known.receipt(id); ok {
-		return append(keys, "r\x00"+r.Resource, "t\x00"+r.Target), nil
+	keys, known := s.receiptKeys(id)
+	if known {
+		return keys, nil
 	}
 	var res, target string
 	err := s.pool.QueryRow(ctx, `SELECT resource, target FROM fence_receipts WHERE receipt_id = $1`, id).Scan(&res, &target)

@@ -14,10 +14,10 @@ import (
 // run at once, each on a connection of its own, a new one beside those
 // running only once at least as many callers wait as the running batches
 // carry; callers that may not start a batch queue up and go together in the
-// next one. Batch sizes therefore follow
-// the load: one member each while calls are rare (the latency of one
-// transaction, and a second caller starts beside the first at once), larger
-// as they crowd, so commits per call fall as concurrency grows. Postgres
+// next one. Batch sizes therefore follow the load: one member each while
+// calls are rare (the latency of one transaction, and a second caller starts
+// beside the first at once), larger as they crowd, so commits per call fall
+// as concurrency grows. Postgres
 // overlaps the batches in flight (one runs its statements while another
 // waits for its WAL flush, and concurrent commits share a flush), so a call
 // does not wait behind a single batch, and a batch stalled on a row lock
@@ -49,7 +49,7 @@ const (
 type member[T any] struct {
 	ctx  context.Context
 	req  T
-	keys []string // resources and targets it touches; one per batch
+	keys []string // resources, targets and settled receipts it touches; one per batch
 	done chan struct{}
 	err  error
 	// taken is set once a batch owns the member.

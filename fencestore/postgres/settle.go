@@ -34,11 +34,18 @@ func (s *Store) Settle(ctx context.Context, receiptID string, o fencegate.Outcom
 }
 
 // settleKeys are a settle's batch keys: the receipt's ID and, if it is
-// known, its resource and target.
+// known, its resource and target (receiptKeys).
 func (s *Store) settleKeys(id string) []string {
-	keys := []string{"p\x00" + id}
-	if r, ok := s.known.receipt(id); ok {
-		keys = append(keys, "r\x00"+r.Resource, "t\x00"+r.Target)
-	}
+	keys, _ := s.receiptKeys(id)
 	return keys
+}
+
+// receiptKeys are the batch keys of receipt id: its ID and, when this
+// process knows the receipt (known reports it), its resource and target.
+func (s *Store) receiptKeys(id string) (keys []string, known bool) {
+	keys = []string{"p\x00" + id}
+	if r, ok := s.known.receipt(id); ok {
+		return append(keys, "r\x00"+r.Resource, "t\x00"+r.Target), true
+	}
+	return keys, false
 }
