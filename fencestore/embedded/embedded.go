@@ -79,6 +79,7 @@
 package embedded
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -388,6 +389,16 @@ func liveKey(resource string, fence, segment uint64) []byte {
 	k = append(append(k, resource...), 1)
 	k = binary.BigEndian.AppendUint64(k, ^fence)
 	return binary.BigEndian.AppendUint64(k, ^segment)
+}
+
+// splitLiveKey returns the parts of a byres key made by liveKey; ok is
+// false for a by-resource key (resource 0 createdAt receipt ID).
+func splitLiveKey(k []byte) (resource []byte, fence, segment uint64, ok bool) {
+	i := bytes.IndexByte(k, 1)
+	if i < 0 || len(k) != i+17 || bytes.IndexByte(k[:i], 0) >= 0 {
+		return nil, 0, 0, false
+	}
+	return k[:i], ^binary.BigEndian.Uint64(k[i+1:]), ^binary.BigEndian.Uint64(k[i+9:]), true
 }
 
 // join concatenates key parts: the first, a 0x00 separator, then the rest.

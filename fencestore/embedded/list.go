@@ -106,7 +106,7 @@ func repairLive(tx *bolt.Tx) error {
 	byres, receipts := tx.Bucket(bByRes), tx.Bucket(bReceipts)
 	var stale [][]byte
 	err := byres.ForEach(func(k, id []byte) error {
-		if i := bytes.IndexByte(k, 1); i < 0 || len(k) != i+17 || bytes.IndexByte(k[:i], 0) >= 0 {
+		if _, _, _, ok := splitLiveKey(k); !ok {
 			return nil // a by-resource entry
 		}
 		v := receipts.Get(id)

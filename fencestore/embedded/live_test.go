@@ -96,10 +96,9 @@ func TestLayoutThreeFileMovesItsLiveIndexIntoByres(t *testing.T) {
 		byres := tx.Bucket(bByRes)
 		var moved [][]byte
 		err = byres.ForEach(func(k, v []byte) error {
-			if i := bytes.IndexByte(k, 1); i > 0 && len(k) == i+17 {
-				fence, seg := ^binary.BigEndian.Uint64(k[i+1:]), ^binary.BigEndian.Uint64(k[i+9:])
+			if res, fence, seg, ok := splitLiveKey(k); ok {
 				moved = append(moved, bytes.Clone(k))
-				return live.Put(join(k[:i], u64(fence), u64(seg)), bytes.Clone(v))
+				return live.Put(oldLiveKey(string(res), fence, seg), bytes.Clone(v))
 			}
 			return nil
 		})
@@ -152,5 +151,27 @@ func TestLayoutThreeFileMovesItsLiveIndexIntoByres(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestSplitLiveKeyReadsOnlyLiveKeys: splitLiveKey gives back the parts
+// liveKey joined, and refuses a resource's by-resource key (which repairLive
+// must never take for a live entry), whatever bytes its time holds.
+func TestSplitLiveKeyReadsOnlyLiveKeys(t *testing.T) {
+	for _, c := range []struct {
+		res          string
+		fence, segmt uint64
+	}{{"res/a", 1, 1}, {"r", 0, ^uint64(0)}, {"a/b/c", 1 << 40, 7}} {
+		res, fence, seg, ok := splitLiveKey(liveKey(c.res, c.fence, c.segmt))
+		if !ok || string(res) != c.res || fence != c.fence || seg != c.segmt {
+			t.Fatalf("splitLiveKey(liveKey(%q, %d, %d)) = %q, %d, %d, %v", c.res, c.fence, c.segmt, res, fence, seg, ok)
+		}
+	}
+	at := time.Unix(1, 0x01_01_01_01).UTC()                 // 0x01 bytes in the time key
+	for _, id := range []string{"rcpt_1", "rcpt_1234567"} { // the second makes the key as long as a live key from its first 0x01
+		k := join([]byte("res/a"), timeKey(at), []byte(id))
+		if _, _, _, ok := splitLiveKey(k); ok {
+			t.Fatalf("splitLiveKey(%q) took a by-resource key for a live one", k)
+		}
 	}
 }
