@@ -137,11 +137,7 @@ func TestJSONValuesOfOlderFilesAreRead(t *testing.T) {
 	_ = s.Close()
 
 	// Rewrite both values as the code before the codec wrote them.
-	db, err := bolt.Open(path, 0o600, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = db.Update(func(tx *bolt.Tx) error {
+	rewriteFile(t, path, func(tx *bolt.Tx) error {
 		rj, _ := json.Marshal(adm.Receipt)
 		sj, _ := json.Marshal(row)
 		if err := tx.Bucket(bReceipts).Put([]byte(adm.Receipt.ID), rj); err != nil {
@@ -149,10 +145,6 @@ func TestJSONValuesOfOlderFilesAreRead(t *testing.T) {
 		}
 		return tx.Bucket(bResources).Put([]byte("res/old"), sj)
 	})
-	_ = db.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
 
 	s, err = Open(path)
 	if err != nil {

@@ -16,18 +16,27 @@ import (
 // CreateBucketIfNotExists), and keeps its live index there.
 func olderBinary(t *testing.T, path string, fn func(tx *bolt.Tx, live *bolt.Bucket) error) {
 	t.Helper()
-	db, err := bolt.Open(path, 0o600, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	err = db.Update(func(tx *bolt.Tx) error {
+	rewriteFile(t, path, func(tx *bolt.Tx) error {
 		live, err := tx.CreateBucketIfNotExists(bLive)
 		if err != nil {
 			return err
 		}
 		return fn(tx, live)
 	})
+}
+
+// rewriteFile runs fn in one bbolt transaction on the closed store file at
+// path, to make it what older code wrote, and closes it again.
+func rewriteFile(t *testing.T, path string, fn func(tx *bolt.Tx) error) {
+	t.Helper()
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(fn)
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -84,11 +84,7 @@ func TestLayoutThreeFileMovesItsLiveIndexIntoByres(t *testing.T) {
 	_ = s.Close()
 
 	// Turn the file back into layout 3: the live entries in their own bucket.
-	db, err := bolt.Open(path, 0o600, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = db.Update(func(tx *bolt.Tx) error {
+	rewriteFile(t, path, func(tx *bolt.Tx) error {
 		live, err := tx.CreateBucket(bLive)
 		if err != nil {
 			return err
@@ -115,10 +111,6 @@ func TestLayoutThreeFileMovesItsLiveIndexIntoByres(t *testing.T) {
 		}
 		return tx.Bucket(bMeta).Put(keyLayout, u64(3))
 	})
-	_ = db.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
 
 	s, err = Open(path)
 	if err != nil {
