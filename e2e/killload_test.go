@@ -22,7 +22,8 @@ import (
 // worker's (no fence moved back), its object holds that segment's bytes;
 // a replay of the last answered segment answers its original receipt; the
 // next segment is admitted COMMITTED. Run on `gateway serve` over a private
-// Postgres (admission and settle batches mixed) and on `gateway dev` (the
+// Postgres (admission and settle batches mixed) with the local object store
+// and with the S3 test server (versitygw), and on `gateway dev` (the
 // embedded store's group commit); with FENCEGATE_TEST_OLD_GATEWAY naming a
 // gateway binary of an older layout (e.g. built at 02a7263, layout 3), also
 // on a dev data directory that binary wrote first, so the kill lands on a
@@ -31,6 +32,12 @@ func TestKillUnderLoadKeepsEveryAnsweredReceipt(t *testing.T) {
 	fast := "reconcile: {interval: 300ms, orphan: 3s}\neffectTimeout: 2s\n"
 	t.Run("serve-postgres", func(t *testing.T) {
 		c := newDeferCluster(t, false)
+		cfg := c.replicaConfig(t, "a", "0s", fast)
+		ws := newDeferWriters(t, c.reg, c.store+"/killload", 32)
+		killUnderLoad(t, ws, func() *gatewayProc { return c.start(t, cfg) })
+	})
+	t.Run("serve-postgres-s3", func(t *testing.T) {
+		c := newDeferCluster(t, true)
 		cfg := c.replicaConfig(t, "a", "0s", fast)
 		ws := newDeferWriters(t, c.reg, c.store+"/killload", 32)
 		killUnderLoad(t, ws, func() *gatewayProc { return c.start(t, cfg) })
@@ -90,6 +97,15 @@ func killUnderLoad(t *testing.T, ws []*deferWriter, start func() *gatewayProc) *
 	t.Helper()
 	n := killMidBurst(t, start(), ws, 160)
 	p := start()
+	checkEveryAnswer(t, p, ws)
+	t.Logf("%d writes answered COMMITTED before the kill, all COMMITTED as answered after the restart", n)
+	return p
+}
+
+// checkEveryAnswer checks through p, after a crash, what the tests of this
+// file promise of every answered write of ws.
+func checkEveryAnswer(t *testing.T, p *gatewayProc, ws []*deferWriter) {
+	t.Helper()
 	for _, w := range ws {
 		for _, r := range w.answered {
 			readByID(t, p, r)
@@ -119,6 +135,4 @@ func killUnderLoad(t *testing.T, ws []*deferWriter, start func() *gatewayProc) *
 			t.Fatalf("%s: segment %d after the restart: %d %s", w.res, seg+1, got.status, got.body)
 		}
 	}
-	t.Logf("%d writes answered COMMITTED before the kill, all COMMITTED as answered after the restart", n)
-	return p
 }

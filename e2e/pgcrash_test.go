@@ -1,0 +1,83 @@
+package e2e
+
+import (
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+)
+
+// TestPostgresCrashUnderLoadKeepsEveryAnsweredReceipt: 32 workers write
+// their own resources through `gateway serve` (default deferSettle: each
+// settle durable before its answer; admissions and settles of many
+// resources share one Postgres transaction) over a private Postgres, which
+// is crashed (pg_ctl stop -m immediate: no checkpoint, crash recovery at
+// the next start) as the 160th answer arrives, batches in flight. Every
+// worker stops at its first answer that is not COMMITTED; answers that
+// still arrive COMMITTED count as answered. Postgres starts again and the
+// same gateway process (no restart: its pool reconnects) reads every
+// answered write COMMITTED at its fence, segment, digest and version; each
+// resource settles at its last answered segment or the one in flight after
+// it, its fence unchanged, its object holding that segment; a replay of the
+// last answered segment answers its receipt; the next segment is admitted.
+// A batch whose COMMIT the crash cut off must never be answered COMMITTED
+// unless it is durable.
+func TestPostgresCrashUnderLoadKeepsEveryAnsweredReceipt(t *testing.T) {
+	c := newDeferCluster(t, false)
+	gw := c.start(t, c.replicaConfig(t, "a", "0s", "reconcile: {interval: 300ms, orphan: 3s}\neffectTimeout: 2s\n"))
+	ws := newDeferWriters(t, c.reg, c.store+"/pgcrash", 32)
+	var (
+		mu      sync.Mutex
+		n, late int
+		crashed bool
+		reached = make(chan struct{})
+		once    sync.Once
+		wg      sync.WaitGroup
+	)
+	for _, w := range ws {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				seg := len(w.answered) + 1
+				body := fmt.Sprintf("%s segment %d", w.res, seg)
+				a, err := gw.tryDo("PUT", "/v1/objects/"+w.res, deferToken, fenceHeaders(w.lease, seg), body)
+				mu.Lock()
+				after := crashed
+				mu.Unlock()
+				if err != nil || a.status != http.StatusOK || a.str("state") != "COMMITTED" {
+					if !after {
+						t.Errorf("writer %d segment %d before the crash: %v %d %s", w.idx, seg, err, a.status, a.body)
+					}
+					return
+				}
+				r := answeredReceipt(t, a)
+				mu.Lock()
+				w.answered, w.bodies = append(w.answered, r), append(w.bodies, body)
+				n++
+				if after {
+					late++
+				}
+				if n >= 160 {
+					once.Do(func() { close(reached) })
+				}
+				mu.Unlock()
+				if after {
+					return
+				}
+			}
+		}()
+	}
+	<-reached
+	mu.Lock()
+	crashed = true
+	mu.Unlock()
+	c.pg.Kill()
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	c.pg.Start()
+	checkEveryAnswer(t, gw, ws)
+	t.Logf("%d writes answered COMMITTED (%d of them after the crash began), all COMMITTED as answered after recovery", n, late)
+}
