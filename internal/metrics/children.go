@@ -4,14 +4,13 @@ import (
 	"maps"
 	"sync"
 	"sync/atomic"
-
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // children remembers a vector's children by their label values, so that the
 // observations every write makes (request, admission, effect, settle,
-// receipt) find their series with one map read instead of validating and
-// hashing the label values and taking the vector's lock each time. Every
+// receipt, refusal) find their series with one map read instead of
+// validating and hashing the label values and taking the vector's lock each
+// time. Every
 // label is bounded (the package's guarantee), so the map is too. Reads take
 // no lock: the map is replaced, copied, when a new label set first appears.
 type children[K comparable, V any] struct {
@@ -48,20 +47,16 @@ func (c *children[K, V]) get(k K) V {
 	return v
 }
 
-// observers1, observers2, observers3 and counters1 bind a vector of one, two
-// or three labels.
-func observers1(v *prometheus.HistogramVec) *children[string, prometheus.Observer] {
-	return newChildren(func(k string) prometheus.Observer { return v.WithLabelValues(k) })
+// by1, by2 and by3 bind a vector of one, two or three labels, given its
+// WithLabelValues.
+func by1[V any](with func(...string) V) *children[string, V] {
+	return newChildren(func(k string) V { return with(k) })
 }
 
-func observers2(v *prometheus.HistogramVec) *children[[2]string, prometheus.Observer] {
-	return newChildren(func(k [2]string) prometheus.Observer { return v.WithLabelValues(k[0], k[1]) })
+func by2[V any](with func(...string) V) *children[[2]string, V] {
+	return newChildren(func(k [2]string) V { return with(k[0], k[1]) })
 }
 
-func observers3(v *prometheus.HistogramVec) *children[[3]string, prometheus.Observer] {
-	return newChildren(func(k [3]string) prometheus.Observer { return v.WithLabelValues(k[0], k[1], k[2]) })
-}
-
-func counters1(v *prometheus.CounterVec) *children[string, prometheus.Counter] {
-	return newChildren(func(k string) prometheus.Counter { return v.WithLabelValues(k) })
+func by3[V any](with func(...string) V) *children[[3]string, V] {
+	return newChildren(func(k [3]string) V { return with(k[0], k[1], k[2]) })
 }

@@ -143,8 +143,8 @@ func New() *Metrics {
 		Name: "fencegate_lock_handoff_seconds", Buckets: latencyBuckets,
 		Help: "Lock handoff by stage: grant (old lease ended -> new grant, seen by the registry), write (new grant -> first accepted write, seen by the gateway), total (old lease ended -> first accepted write, seen where registry and gateway share a process).",
 	}, []string{"stage"})
-	m.requestObs, m.admissionObs, m.effectObs = observers3(m.requests), observers1(m.admissions), observers2(m.effects)
-	m.settleObs, m.receiptCount, m.refusalCount = observers1(m.settles), counters1(m.receipts), counters1(m.refusals)
+	m.requestObs, m.admissionObs, m.effectObs = by3(m.requests.WithLabelValues), by1(m.admissions.WithLabelValues), by2(m.effects.WithLabelValues)
+	m.settleObs, m.receiptCount, m.refusalCount = by1(m.settles.WithLabelValues), by1(m.receipts.WithLabelValues), by1(m.refusals.WithLabelValues)
 	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "fencegate_build_info",
 		Help: "Always 1; the labels name the running build (module version, VCS revision, Go version).",
