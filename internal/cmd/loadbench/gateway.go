@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -155,18 +154,8 @@ func (g *gateway) stop() {
 
 // cpu is the gateway's user+system CPU time so far (/proc/PID/stat).
 func (g *gateway) cpu() time.Duration {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", g.pid))
-	if err != nil {
-		return 0
-	}
-	s := string(data)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-	if len(f) < 13 {
-		return 0
-	}
-	ut, _ := strconv.ParseInt(f[11], 10, 64)
-	st, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(ut+st) * time.Second / 100 // USER_HZ is 100 on Linux
+	own, _ := statTimes(g.pid)
+	return own
 }
 
 // syncs counts the fsync-family calls traced so far (-1 when not traced).
@@ -188,20 +177,6 @@ func (g *gateway) syncs() int {
 		}
 	}
 	return n
-}
-
-// childOf is the first child of pid (the traced gateway under strace).
-func childOf(pid int) int {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
-	if err != nil {
-		return pid
-	}
-	if f := strings.Fields(string(data)); len(f) > 0 {
-		if c, err := strconv.Atoi(f[0]); err == nil {
-			return c
-		}
-	}
-	return pid
 }
 
 func freeAddr() (string, error) {
