@@ -22,3 +22,11 @@ func SetLockWait(d time.Duration) (restore func()) {
 
 // Held reports the object files s holds open between writes, and the bound.
 func Held(s *Store) (n, max int64) { return s.held.Load(), maxHeld }
+
+// SetCloseWait sets how long Close waits for running operations (tests
+// only).
+func SetCloseWait(d time.Duration) (restore func()) {
+	old := closeWait
+	closeWait = d
+	return func() { closeWait = old }
+}

@@ -19,6 +19,10 @@ var _ fencegate.ObjectLister = (*Store)(nil)
 // file is read as Head reads it (under its key's shared lock, pinned), so
 // a listing shows only durable objects and never a reused file.
 func (s *Store) List(ctx context.Context, prefix, after string, limit int) ([]fencegate.ObjectInfo, bool, error) {
+	if !s.life.enter() {
+		return nil, false, s.closedErr("list", prefix)
+	}
+	defer s.life.leave()
 	if err := s.dirs.Durable(); err != nil {
 		return nil, false, s.unavailable(err, "sync directory before listing", prefix)
 	}

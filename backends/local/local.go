@@ -129,6 +129,7 @@ type Store struct {
 	spares  sparePool
 	pins    pinSet
 	lock    *os.File     // holds the directory's exclusive lock
+	life    life         // operations using the descriptors (Close waits for them)
 	held    atomic.Int64 // object files held open in known entries (maxHeld)
 
 	fileSyncs atomic.Uint64 // object-file fsyncs, for tests and measurements
@@ -180,10 +181,20 @@ func New(name, dir string, opts ...Option) (*Store, error) {
 	return s, nil
 }
 
-// Close closes the files the store holds open and releases the
-// directory's lock, so another Store may open it; s must not be used
-// afterwards.
+// Close refuses new operations, waits (up to 5 s) for those running, then
+// closes the files the store holds open and releases the directory's lock,
+// so another Store may open it. When operations outlive the wait it closes
+// nothing and reports it: a descriptor closed under a running Put could be
+// reused by another open, and that Put's directory fsync land on the wrong
+// file. A second Close does nothing.
 func (s *Store) Close() error {
+	first, busy := s.life.close(closeWait)
+	if !first {
+		return nil
+	}
+	if busy > 0 {
+		return s.closeBusy(busy)
+	}
 	s.closeHeld()
 	s.spares.closeAll()
 	_ = s.d.close()
@@ -246,6 +257,10 @@ func (s *Store) current(st *stripe, name string) (known, error) {
 // Get opens the object. The reader sees the version current at open time, even
 // if the object is replaced or deleted while it is being read.
 func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, fencegate.ObjectInfo, error) {
+	if !s.life.enter() {
+		return nil, fencegate.ObjectInfo{}, s.closedErr("get", key)
+	}
+	defer s.life.leave()
 	name, f, tr, err := s.open(ctx, key)
 	if err != nil {
 		return nil, fencegate.ObjectInfo{}, err
@@ -256,6 +271,10 @@ func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, fencegate.O
 // Head describes the object. After a failed directory fsync it answers only
 // once a fresh one succeeds: an object it shows survives a crash.
 func (s *Store) Head(ctx context.Context, key string) (fencegate.ObjectInfo, error) {
+	if !s.life.enter() {
+		return fencegate.ObjectInfo{}, s.closedErr("head", key)
+	}
+	defer s.life.leave()
 	name, f, tr, err := s.open(ctx, key)
 	if err != nil {
 		return fencegate.ObjectInfo{}, err

@@ -14,6 +14,10 @@ func (s *Store) Put(ctx context.Context, req fencegate.PutRequest) (string, erro
 	if err := req.Validate(); err != nil {
 		return "", err
 	}
+	if !s.life.enter() {
+		return "", s.closedErr("put", req.Key)
+	}
+	defer s.life.leave()
 	name, st := s.slot(req.Key)
 	sp, etag, ticket, err := s.writeSpare(ctx, req)
 	if err != nil {
@@ -105,6 +109,10 @@ func (s *Store) Delete(ctx context.Context, key, ifMatch string) error {
 	if err := fencegate.CheckName(key); err != nil {
 		return err
 	}
+	if !s.life.enter() {
+		return s.closedErr("delete", key)
+	}
+	defer s.life.leave()
 	if ifMatch == "" {
 		return fencegate.Errorf(fencegate.CodeInvalidRequest, "delete of %q needs If-Match", key)
 	}
