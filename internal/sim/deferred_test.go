@@ -40,7 +40,7 @@ func (w *world) onAnswered(gi *gwInst, gen int, r fencegate.Receipt) {
 	if err != nil || cur.State != fencegate.ReceiptCommitted {
 		w.stats.inject("deferred settle answered")
 		if !w.cfg.prove {
-			w.stats.inject("deferred settle answered, no prompt proofs")
+			w.stats.inject(noProofsItem)
 		}
 		if w.undurable[a.resource] == nil {
 			w.undurable[a.resource] = map[string]*answered{}
