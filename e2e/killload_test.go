@@ -27,7 +27,10 @@ import (
 // embedded store's group commit); with FENCEGATE_TEST_OLD_GATEWAY naming a
 // gateway binary of an older layout (e.g. built at 02a7263, layout 3), also
 // on a dev data directory that binary wrote first, so the kill lands on a
-// file upgraded by Open.
+// file upgraded by Open; with FENCEGATE_TEST_ROLLBACK_GATEWAY naming one of
+// layout 3 that reads the compact codec (e.g. built at 8441e61), also on a
+// file this binary wrote, then that binary used (a rollback) and was killed
+// mid-load, then this binary repaired on Open.
 func TestKillUnderLoadKeepsEveryAnsweredReceipt(t *testing.T) {
 	fast := "reconcile: {interval: 300ms, orphan: 3s}\neffectTimeout: 2s\n"
 	t.Run("serve-postgres", func(t *testing.T) {
@@ -72,6 +75,34 @@ func TestKillUnderLoadKeepsEveryAnsweredReceipt(t *testing.T) {
 			readByReplay(t, p, w.lease, last, body)
 			readResource(t, p, last)
 		}
+	})
+	t.Run("dev-embedded-rolled-back", func(t *testing.T) {
+		old := os.Getenv("FENCEGATE_TEST_ROLLBACK_GATEWAY")
+		if old == "" {
+			t.Skip("FENCEGATE_TEST_ROLLBACK_GATEWAY (a gateway binary of layout 3, e.g. built at 8441e61) not set")
+		}
+		dataDir := t.TempDir()
+		args := killLoadDevArgs(t, dataDir, fast)
+		// this binary writes first (layout 4), then the older one runs on
+		// the file and is killed mid-load; this binary repairs it on Open
+		cur := startGateway(t, args...)
+		before := newDeferWriters(t, cur, "local/before", 8)
+		deferBurst(t, cur, before, 64)
+		cur.sigterm(t)
+		prev := startBinary(t, old, nil, args...)
+		ws := newDeferWriters(t, prev, "local/killload", 32)
+		n := killMidBurst(t, prev, ws, 160)
+		p := startGateway(t, args...)
+		checkEveryAnswer(t, p, ws)
+		for _, w := range before {
+			for _, r := range w.answered {
+				readByID(t, p, r)
+			}
+			last, body := w.last()
+			readByReplay(t, p, w.lease, last, body)
+			readResource(t, p, last)
+		}
+		t.Logf("%d writes answered COMMITTED by the older binary before its kill, all COMMITTED as answered after the repair", n)
 	})
 }
 
