@@ -248,9 +248,9 @@ func (g *Gateway) apply(ctx context.Context, req Request) (Result, error) {
 		authorizedAt = now
 		return now, nil
 	}
-	held, err := g.locks.lock(ctx, vg.Resource)
+	held, err := g.lockResource(ctx, vg.Resource)
 	if err != nil {
-		return Result{}, fencegate.Wrap(err, fencegate.CodeResourceBusy, "gave up waiting for the resource")
+		return Result{}, err
 	}
 	defer held.unlock()
 

@@ -3,7 +3,20 @@ package gateway
 import (
 	"context"
 	"sync"
+
+	"github.com/fencegate/fencegate"
 )
+
+// lockResource takes this process's lock of resource, held across a
+// write's admission, effect and settle; a caller whose context ends while
+// it waits gets RESOURCE_BUSY, with nothing admitted.
+func (g *Gateway) lockResource(ctx context.Context, resource string) (heldKey, error) {
+	held, err := g.locks.lock(ctx, resource)
+	if err != nil {
+		return heldKey{}, fencegate.Wrap(err, fencegate.CodeResourceBusy, "gave up waiting for the resource")
+	}
+	return held, nil
+}
 
 // keyedMutex serialises work per key; entries live only while in use, and a
 // freed entry (its channel empty, no holder or waiter left) is reused, so

@@ -51,9 +51,9 @@ func (g *Gateway) shadowForward(ctx context.Context, req Request, vg *fencegate.
 		g.cfg.Alarm.ShadowVerdict(req.Resource, rule.Pattern, code)
 	}
 	if !locked {
-		held, err := g.locks.lock(ctx, req.Resource)
+		held, err := g.lockResource(ctx, req.Resource)
 		if err != nil {
-			return Result{}, fencegate.Wrap(err, fencegate.CodeResourceBusy, "gave up waiting for the resource")
+			return Result{}, err
 		}
 		defer held.unlock()
 	}
