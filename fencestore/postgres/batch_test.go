@@ -303,3 +303,36 @@ func TestABatchDecidesMembersOnOneResourceInItsOrder(t *testing.T) {
 		})
 	}
 }
+
+// TestTwoMembersOnOneResourceSkipTheFastPath: two admissions of one
+// resource in one batch (batch keys normally keep them apart) are each
+// acceptable on the known state, but each fast statement compares its row
+// with that one state, so planFast refuses the batch and the locked path
+// decides them one after the other: the first is accepted, the second is
+// refused and leaves no receipt.
+func TestTwoMembersOnOneResourceSkipTheFastPath(t *testing.T) {
+	ctx := context.Background()
+	s, _ := openCounted(t, testenv.PostgresURL(t), false)
+	now := time.UnixMilli(1_700_000_000_000).UTC()
+	if _, err := s.Admit(ctx, writeReq("res/x", 1, "res/x-1", now)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Settle(ctx, "res/x-1", committed("v-x1", now)); err != nil {
+		t.Fatal(err)
+	}
+	a, b := admitW(writeReq("res/x", 2, "res/x-2a", now)), admitW(writeReq("res/x", 2, "res/x-2b", now))
+	fast, missed := s.fast.Load(), s.missed.Load()
+	s.runWrites(ctx, []*member[*writeCall]{a, b})
+	if s.fast.Load() != fast || s.missed.Load() != missed {
+		t.Errorf("fast %d -> %d, missed %d -> %d; want the batch locked from the start", fast, s.fast.Load(), missed, s.missed.Load())
+	}
+	if a.err != nil || a.req.admit.adm.Receipt.ID != "res/x-2a" {
+		t.Errorf("first admission: %+v, %v", a.req.admit.adm, a.err)
+	}
+	if b.err == nil {
+		t.Errorf("second admission of segment 2 accepted: %+v", b.req.admit.adm)
+	}
+	if _, err := s.Receipt(ctx, "res/x-2b"); fencegate.ErrorCode(err) != fencegate.CodeNotFound {
+		t.Errorf("the refused admission left a receipt: %v", err)
+	}
+}

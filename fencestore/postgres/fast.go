@@ -134,22 +134,16 @@ func (s *Store) planFast(admits []*admitCall, settles []*settleCall) (fastPlan, 
 	if p.settles, ok = s.planSettles(settles); !ok {
 		return p, false
 	}
-	seen := make(map[string]bool, len(admits)+len(settles))
+	res := make([]string, 0, len(p.admits)+len(p.settles))
 	for i := range p.admits {
-		res := p.admits[i].r.Resource
-		if seen[res] {
-			return p, false
-		}
-		seen[res] = true
+		res = append(res, p.admits[i].r.Resource)
 	}
 	for i := range p.settles {
-		res := p.settles[i].row.Resource
-		if seen[res] {
-			return p, false
-		}
-		seen[res] = true
+		res = append(res, p.settles[i].row.Resource)
 	}
-	return p, true
+	n := len(res)
+	slices.Sort(res)
+	return p, len(slices.Compact(res)) == n // no resource twice
 }
 
 // commitFast commits p in one round trip: one statement per member, in the
