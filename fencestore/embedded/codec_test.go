@@ -2,6 +2,7 @@ package embedded
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"path/filepath"
 	"reflect"
@@ -109,6 +110,37 @@ func TestCompactValueCutShortIsAnError(t *testing.T) {
 	}
 	if err := decodeReceipt(append(v, 0), new(fencegate.Receipt)); err == nil {
 		t.Fatal("receipt with a trailing byte decoded without error")
+	}
+}
+
+// TestUnknownOrMalformedValuesAreErrors: a value of a codec byte this code
+// does not know (a newer binary's) and a time whose nanoseconds are out of
+// range are decoding errors, never read as some other value.
+func TestUnknownOrMalformedValuesAreErrors(t *testing.T) {
+	var r fencegate.Receipt
+	fillEvery(t, &r)
+	v, err := encodeReceipt(&r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var row fencegate.ResourceState
+	fillEvery(t, &row)
+	rv := encodeResource(&row)
+	newer := append([]byte{codecV2 + 1}, v[1:]...)
+	if err := decodeReceipt(newer, new(fencegate.Receipt)); err == nil {
+		t.Fatal("a receipt of an unknown codec byte decoded without error")
+	}
+	if err := decodeResource(append([]byte{codecV2}, rv[1:]...), new(fencegate.ResourceState)); err == nil {
+		t.Fatal("a resource state of a receipt-only codec byte decoded without error")
+	}
+	// A resource state: four empty strings, fence 1, segment 1, issued 0,
+	// then the time's seconds (0) and nanoseconds.
+	at := func(nsec uint64) []byte { return binary.AppendUvarint([]byte{codecV1, 0, 0, 0, 0, 1, 1, 0, 0}, nsec) }
+	if err := decodeResource(at(1e9), new(fencegate.ResourceState)); err == nil || !strings.Contains(err.Error(), "nanoseconds") {
+		t.Fatalf("a time of 1e9 nanoseconds: %v, want an error", err)
+	}
+	if err := decodeResource(at(1e9-1), new(fencegate.ResourceState)); err != nil {
+		t.Fatalf("the same value with 1e9-1 nanoseconds: %v", err)
 	}
 }
 
