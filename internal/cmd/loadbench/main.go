@@ -24,8 +24,8 @@
 // the window) and the load generator's own CPU per write (getrusage). At
 // the points of -check it also drives the same writes without the project's
 // client (wrk and plain net/http, check.go) on the same gateway. -profile DIR
-// saves a CPU profile, an allocation profile and an execution trace of the gateway per point
-// (profile.go). Every point starts a fresh gateway on a fresh store; -runs N
+// saves a CPU profile, an allocation profile and an execution trace of the
+// gateway per point (profile.go). Every point starts a fresh gateway on a fresh store; -runs N
 // keeps the median run. scripts/bench.sh wraps it. It asserts nothing: it
 // reports.
 package main
