@@ -86,9 +86,10 @@ func TestCompactCodecKeepsEveryField(t *testing.T) {
 	}
 }
 
-// TestCompactValueCutShortIsAnError: every truncation of a compact value, and
-// one with a byte too many, is a decoding error, never a panic or a value.
-func TestCompactValueCutShortIsAnError(t *testing.T) {
+// filledValues is a receipt and a resource state with every field set
+// (fillEvery), in the compact form.
+func filledValues(t *testing.T) (receipt, resource []byte) {
+	t.Helper()
 	var r fencegate.Receipt
 	fillEvery(t, &r)
 	v, err := encodeReceipt(&r)
@@ -97,7 +98,13 @@ func TestCompactValueCutShortIsAnError(t *testing.T) {
 	}
 	var row fencegate.ResourceState
 	fillEvery(t, &row)
-	rv := encodeResource(&row)
+	return v, encodeResource(&row)
+}
+
+// TestCompactValueCutShortIsAnError: every truncation of a compact value, and
+// one with a byte too many, is a decoding error, never a panic or a value.
+func TestCompactValueCutShortIsAnError(t *testing.T) {
+	v, rv := filledValues(t)
 	for n := 1; n < len(v); n++ {
 		if err := decodeReceipt(v[:n], new(fencegate.Receipt)); err == nil {
 			t.Fatalf("receipt cut to %d of %d bytes decoded without error", n, len(v))
@@ -117,15 +124,7 @@ func TestCompactValueCutShortIsAnError(t *testing.T) {
 // does not know (a newer binary's) and a time whose nanoseconds are out of
 // range are decoding errors, never read as some other value.
 func TestUnknownOrMalformedValuesAreErrors(t *testing.T) {
-	var r fencegate.Receipt
-	fillEvery(t, &r)
-	v, err := encodeReceipt(&r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var row fencegate.ResourceState
-	fillEvery(t, &row)
-	rv := encodeResource(&row)
+	v, rv := filledValues(t)
 	newer := append([]byte{codecV2 + 1}, v[1:]...)
 	if err := decodeReceipt(newer, new(fencegate.Receipt)); err == nil {
 		t.Fatal("a receipt of an unknown codec byte decoded without error")
