@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"sync"
 	"testing"
+	"time"
 )
 
 // TestPostgresCrashUnderLoadKeepsEveryAnsweredReceipt: 32 workers write
@@ -78,6 +79,60 @@ func TestPostgresCrashUnderLoadKeepsEveryAnsweredReceipt(t *testing.T) {
 		t.FailNow()
 	}
 	c.pg.Start()
+	for _, w := range ws {
+		if len(w.answered) > 0 {
+			untilPoolRecovered(t, gw, w.answered[0].ID)
+			break
+		}
+	}
 	checkEveryAnswer(t, gw, ws)
 	t.Logf("%d writes answered COMMITTED (%d of them after the crash began), all COMMITTED as answered after recovery", n, late)
+}
+
+// untilPoolRecovered waits until the gateway's Postgres pool has found its
+// connections dead since the crash: each is noticed only when next used, and
+// that request is answered 503 BACKEND_UNAVAILABLE (a clear, retryable answer
+// that changes nothing; any other failure fails the test). Rounds of more
+// concurrent reads than the pool has connections use every idle one; a round
+// in which all succeed ends the wait.
+func untilPoolRecovered(t *testing.T, gw *gatewayProc, id string) {
+	t.Helper()
+	const readers = 24 // the pool holds at most 10
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		codes := make([]int, readers)
+		var wg sync.WaitGroup
+		for i := range codes {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				a, err := gw.tryDo("GET", "/v1/receipts/"+id, deferToken, nil, "")
+				switch {
+				case err != nil:
+					codes[i] = -1
+				case a.status == http.StatusServiceUnavailable && a.str("code") != "BACKEND_UNAVAILABLE":
+					t.Errorf("read after the restart: 503 %s", a.body)
+				default:
+					codes[i] = a.status
+				}
+			}()
+		}
+		wg.Wait()
+		ok := true
+		for _, c := range codes {
+			switch c {
+			case http.StatusOK:
+			case http.StatusServiceUnavailable, -1:
+				ok = false
+			default:
+				t.Fatalf("read of receipt %s after the restart: status %d", id, c)
+			}
+		}
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the gateway still answered BACKEND_UNAVAILABLE 30 s after Postgres started again")
+		}
+	}
 }
