@@ -23,6 +23,18 @@ func admitReq(res string, seg uint64, id string) fencegate.AdmitRequest {
 		ReceiptID: id, Now: time.UnixMilli(1_700_000_000_000).UTC()}
 }
 
+// openTemp opens a fresh store in the test's temporary directory, closed
+// when the test ends.
+func openTemp(t *testing.T) *Store {
+	t.Helper()
+	s, err := Open(filepath.Join(t.TempDir(), "fence.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
 // hold runs an op that keeps the committer inside its transaction until the
 // returned release is called, so the calls made meanwhile form one batch.
 func hold(t *testing.T, s *Store) (release func()) {
@@ -119,11 +131,7 @@ func TestFailedOpInABatchIsRolledBackAndRunAlone(t *testing.T) {
 // TestPanickingOpAnswersOnlyItsCaller: a panic in one op is that caller's
 // INTERNAL error; the op batched with it commits.
 func TestPanickingOpAnswersOnlyItsCaller(t *testing.T) {
-	s, err := Open(filepath.Join(t.TempDir(), "fence.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openTemp(t)
 	release := hold(t, s)
 	var wg sync.WaitGroup
 	var admitErr, panicErr error
@@ -150,11 +158,7 @@ func TestPanickingOpAnswersOnlyItsCaller(t *testing.T) {
 // TestIdleWriteRunsAloneAtOnce: with nothing else in flight, each write is its
 // own transaction (no wait for company, no batch of one held back).
 func TestIdleWriteRunsAloneAtOnce(t *testing.T) {
-	s, err := Open(filepath.Join(t.TempDir(), "fence.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openTemp(t)
 	for i := range 3 {
 		adm, err := s.Admit(context.Background(), admitReq("res/a", uint64(i+1), fmt.Sprintf("r%d", i)))
 		if err != nil {

@@ -2,7 +2,6 @@ package embedded
 
 import (
 	"fmt"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -15,14 +14,10 @@ import (
 // their prefix (appendBuckets) fill their leaf pages instead of leaving them
 // half empty at each split, so a receipt costs the file less.
 func TestAppendIndexesAreSplitFull(t *testing.T) {
-	s, err := Open(filepath.Join(t.TempDir(), "fence.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openTemp(t)
 	now := time.UnixMilli(1_700_000_000_000).UTC()
 	// One batched transaction of many admitted and settled segments on a few resources.
-	err = s.batch.do(func(tx *bolt.Tx) error {
+	err := s.batch.do(func(tx *bolt.Tx) error {
 		for i := range 3000 {
 			req := admitReq(fmt.Sprintf("res/%d", i%4), uint64(i/4+1), fmt.Sprintf("rcpt_%05d", i))
 			req.Now = now.Add(time.Duration(i) * time.Millisecond)

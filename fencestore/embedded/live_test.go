@@ -18,11 +18,7 @@ import (
 // entry an admission adds are adjacent keys of byres (so they share a leaf
 // page), on every resource, after any number of earlier segments.
 func TestAdmissionIndexEntriesAreNeighbours(t *testing.T) {
-	s, err := Open(filepath.Join(t.TempDir(), "fence.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openTemp(t)
 	ctx := context.Background()
 	now := time.UnixMilli(1_700_000_000_000).UTC()
 	for i := range 60 {

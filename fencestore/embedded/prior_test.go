@@ -2,7 +2,6 @@ package embedded
 
 import (
 	"context"
-	"path/filepath"
 	"sync"
 	"testing"
 
@@ -17,11 +16,7 @@ import (
 // prior is as unsettled as the segment is unadmitted.
 func TestPriorFaultLeavesBothUndecided(t *testing.T) {
 	ctx := context.Background()
-	s, err := Open(filepath.Join(t.TempDir(), "fence.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openTemp(t)
 	if _, err := s.Admit(ctx, admitReq("res/a", 1, "r1")); err != nil {
 		t.Fatal(err)
 	}
@@ -52,11 +47,7 @@ func TestPriorFaultLeavesBothUndecided(t *testing.T) {
 // prior adding one attempt would show two).
 func TestPriorsRunAgainAreAppliedOnce(t *testing.T) {
 	ctx := context.Background()
-	s, err := Open(filepath.Join(t.TempDir(), "fence.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openTemp(t)
 	ress := []string{"res/a", "res/b", "res/c"}
 	for i, res := range ress {
 		if _, err := s.Admit(ctx, admitReq(res, 1, "first-"+ress[i])); err != nil {
