@@ -67,14 +67,7 @@ func TestKillUnderLoadKeepsEveryAnsweredReceipt(t *testing.T) {
 		ws := newDeferWriters(t, prev, "local/killload", 32)
 		prev.sigterm(t)
 		p := killUnderLoad(t, ws, func() *gatewayProc { return startGateway(t, args...) })
-		for _, w := range olderWs {
-			for _, r := range w.answered {
-				readByID(t, p, r)
-			}
-			last, body := w.last()
-			readByReplay(t, p, w.lease, last, body)
-			readResource(t, p, last)
-		}
+		readSettledWrites(t, p, olderWs)
 	})
 	t.Run("dev-embedded-rolled-back", func(t *testing.T) {
 		old := os.Getenv("FENCEGATE_TEST_ROLLBACK_GATEWAY")
@@ -94,14 +87,7 @@ func TestKillUnderLoadKeepsEveryAnsweredReceipt(t *testing.T) {
 		n := killMidBurst(t, prev, ws, 160)
 		p := startGateway(t, args...)
 		checkEveryAnswer(t, p, ws)
-		for _, w := range before {
-			for _, r := range w.answered {
-				readByID(t, p, r)
-			}
-			last, body := w.last()
-			readByReplay(t, p, w.lease, last, body)
-			readResource(t, p, last)
-		}
+		readSettledWrites(t, p, before)
 		t.Logf("%d writes answered COMMITTED by the older binary before its kill, all COMMITTED as answered after the repair", n)
 	})
 }
@@ -131,6 +117,21 @@ func killUnderLoad(t *testing.T, ws []*deferWriter, start func() *gatewayProc) *
 	checkEveryAnswer(t, p, ws)
 	t.Logf("%d writes answered COMMITTED before the kill, all COMMITTED as answered after the restart", n)
 	return p
+}
+
+// readSettledWrites reads, through p, every answered write of ws (writers
+// whose writes were all settled before a gateway stopped) by ID, then the
+// last one by replay and its resource.
+func readSettledWrites(t *testing.T, p *gatewayProc, ws []*deferWriter) {
+	t.Helper()
+	for _, w := range ws {
+		for _, r := range w.answered {
+			readByID(t, p, r)
+		}
+		last, body := w.last()
+		readByReplay(t, p, w.lease, last, body)
+		readResource(t, p, last)
+	}
 }
 
 // checkEveryAnswer checks through p, after a crash, what the tests of this
