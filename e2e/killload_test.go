@@ -3,7 +3,6 @@ package e2e
 import (
 	"fmt"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
@@ -24,13 +23,13 @@ import (
 // next segment is admitted COMMITTED. Run on `gateway serve` over a private
 // Postgres (admission and settle batches mixed) with the local object store
 // and with the S3 test server (versitygw), and on `gateway dev` (the
-// embedded store's group commit); with FENCEGATE_TEST_OLD_GATEWAY naming a
-// gateway binary of an older layout (e.g. built at 02a7263, layout 3), also
-// on a dev data directory that binary wrote first, so the kill lands on a
-// file upgraded by Open; with FENCEGATE_TEST_ROLLBACK_GATEWAY naming one of
-// layout 3 that reads the compact codec (e.g. built at 8441e61), also on a
-// file this binary wrote, then that binary used (a rollback) and was killed
-// mid-load, then this binary repaired on Open.
+// embedded store's group commit); with a gateway of layout 3 (built at
+// 02a7263 from this repository's history, or FENCEGATE_TEST_OLD_GATEWAY),
+// also on a dev data directory that binary wrote first, so the kill lands on
+// a file upgraded by Open; with one of layout 3 that reads the compact codec
+// (built at 8441e61, or FENCEGATE_TEST_ROLLBACK_GATEWAY), also on a file this
+// binary wrote, then that binary used (a rollback) and was killed mid-load,
+// then this binary repaired on Open.
 func TestKillUnderLoadKeepsEveryAnsweredReceipt(t *testing.T) {
 	fast := "reconcile: {interval: 300ms, orphan: 3s}\neffectTimeout: 2s\n"
 	t.Run("serve-postgres", func(t *testing.T) {
@@ -53,10 +52,7 @@ func TestKillUnderLoadKeepsEveryAnsweredReceipt(t *testing.T) {
 		killUnderLoad(t, ws, func() *gatewayProc { return startGateway(t, args...) })
 	})
 	t.Run("dev-embedded-upgraded", func(t *testing.T) {
-		old := os.Getenv("FENCEGATE_TEST_OLD_GATEWAY")
-		if old == "" {
-			t.Skip("FENCEGATE_TEST_OLD_GATEWAY (an older gateway binary) not set")
-		}
+		old := olderGateway(t, "FENCEGATE_TEST_OLD_GATEWAY", layout3Commit)
 		dataDir := t.TempDir()
 		args := killLoadDevArgs(t, dataDir, fast)
 		// the older binary writes the file first: leases, and a burst of
@@ -70,10 +66,7 @@ func TestKillUnderLoadKeepsEveryAnsweredReceipt(t *testing.T) {
 		readSettledWrites(t, p, olderWs)
 	})
 	t.Run("dev-embedded-rolled-back", func(t *testing.T) {
-		old := os.Getenv("FENCEGATE_TEST_ROLLBACK_GATEWAY")
-		if old == "" {
-			t.Skip("FENCEGATE_TEST_ROLLBACK_GATEWAY (a gateway binary of layout 3, e.g. built at 8441e61) not set")
-		}
+		old := olderGateway(t, "FENCEGATE_TEST_ROLLBACK_GATEWAY", layout3CodecCommit)
 		dataDir := t.TempDir()
 		args := killLoadDevArgs(t, dataDir, fast)
 		// this binary writes first (layout 4), then the older one runs on
