@@ -286,18 +286,17 @@ type fastSettle struct {
 }
 
 // planSettles decides every member of ms on known state, or reports false
-// if one cannot be: the receipt or its row not known, two members on one
-// resource, a settle that is refused or no change, or one that leaves the
-// row as it is (UNKNOWN keeps the pending mark; the locked path takes it).
+// if one cannot be: the receipt or its row not known, a settle that is
+// refused or no change, or one that leaves the row as it is (UNKNOWN keeps
+// the pending mark; the locked path takes it). Two members on one resource
+// are refused by planFast, its caller.
 func (s *Store) planSettles(ms []*settleCall) ([]fastSettle, bool) {
 	plans := make([]fastSettle, 0, len(ms))
-	seen := map[string]bool{}
 	for _, sc := range ms {
 		r, ok := s.known.receipt(sc.id)
-		if !ok || seen[r.Resource] {
+		if !ok {
 			return nil, false
 		}
-		seen[r.Resource] = true
 		row, ok := s.known.row(r.Resource)
 		if !ok || row.PendingReceipt != r.ID {
 			return nil, false
