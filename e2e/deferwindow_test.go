@@ -236,12 +236,19 @@ func readBySegment(t *testing.T, gw *gatewayProc, want fencegate.Receipt) {
 // version and bytes are the answered write's).
 func readByReplay(t *testing.T, gw *gatewayProc, l lease, want fencegate.Receipt, body string) {
 	t.Helper()
+	replayAnswered(t, gw, l, want, body)
+	readObject(t, gw, want, body)
+}
+
+// replayAnswered sends the answered segment again (same lease, segment and
+// body) and fails unless the answer is the original receipt, Fence-Replay.
+func replayAnswered(t *testing.T, gw *gatewayProc, l lease, want fencegate.Receipt, body string) {
+	t.Helper()
 	a := gw.do(t, "PUT", "/v1/objects/"+want.Resource, deferToken, fenceHeaders(l, int(want.Segment)), body)
 	if a.status != http.StatusOK || a.header.Get("Fence-Replay") != "true" {
 		t.Fatalf("replay of segment %d on %s: %d replay=%q %s", want.Segment, want.Resource, a.status, a.header.Get("Fence-Replay"), a.body)
 	}
 	sameReceipt(t, "replay", want, answeredReceipt(t, a))
-	readObject(t, gw, want, body)
 }
 
 // readObject fails unless the object is the write want answered.
