@@ -57,6 +57,9 @@ type options struct {
 	prefill int
 	out     io.Writer
 	filled  string // the pre-filled Postgres store's URL, if any
+	// filledEmbedded is the pre-filled embedded store's file, copied into
+	// each embedded point's data directory ("" for none).
+	filledEmbedded string
 	// profile is the directory for per-point profiles ("" for none).
 	profile string
 	// checks are the points ("embedded:8") where the cross-checks run,
@@ -84,7 +87,7 @@ func main() {
 	flag.StringVar(&o.s3.accessKey, "s3-access-key", envOr("FENCEGATE_TEST_S3_ACCESS_KEY", "fencegate-ak"), "access key")
 	flag.StringVar(&o.s3.secretKey, "s3-secret-key", envOr("FENCEGATE_TEST_S3_SECRET_KEY", "fencegate-sk"), "secret key")
 	flag.BoolVar(&o.fsyncs, "fsyncs", true, "run the gateway under strace to count its fsync-family calls")
-	flag.IntVar(&o.prefill, "prefill", 0, "receipts to bulk-insert (SQL) into the Postgres store before each point")
+	flag.IntVar(&o.prefill, "prefill", 0, "settled receipts over N/10 resources in each point's fence store first: bulk-inserted (SQL) into the Postgres store, written through the embedded store's Admit and Settle once and copied for each embedded point")
 	flag.StringVar(&o.profile, "profile", "", "save a CPU profile, an allocation profile and an execution trace of the gateway per point (first run) as DIR/PATH-cN.cpu, .allocs, .trace")
 	checks := flag.String("check", "embedded:8", "points PATH:C where the same writes are also driven without the project's client (\"\" for none)")
 	checkWith := flag.String("check-with", "wrk,http", "cross-check generators: wrk (Debian's wrk; skipped if absent) and/or http (plain net/http)")
@@ -185,6 +188,22 @@ func run(ctx context.Context, o options) error {
 		}
 		fmt.Fprintf(o.out, "postgres store pre-filled with %d settled receipts over %d resources in %s\n", o.prefill, max(1, o.prefill/10), time.Since(start).Round(time.Second))
 	}
+	if o.prefill > 0 && slices.Contains(o.paths, "embedded") {
+		o.filledEmbedded = filepath.Join(tmp, "filled", "fencestore.db")
+		if err := os.MkdirAll(filepath.Dir(o.filledEmbedded), 0o700); err != nil {
+			return err
+		}
+		start := time.Now()
+		if err := prefillEmbedded(ctx, o.filledEmbedded, o.prefill); err != nil {
+			return err
+		}
+		fi, err := os.Stat(o.filledEmbedded)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(o.out, "embedded store pre-filled with %d settled receipts over %d resources in %s (%d MB file)\n",
+			o.prefill, max(1, o.prefill/10), time.Since(start).Round(time.Second), fi.Size()>>20)
+	}
 	for _, path := range o.paths {
 		for _, c := range o.conc {
 			var pts []point
@@ -252,6 +271,11 @@ func measure(ctx context.Context, o options, path, tag, dir string, c, run int, 
 		}
 		sp.serve, sp.fenceStore = !o.pgDev, su
 	case "embedded":
+		if o.filledEmbedded != "" {
+			if err := copyFile(o.filledEmbedded, filepath.Join(dir, "data", "fencestore.db")); err != nil {
+				return pt, err
+			}
+		}
 	case "s3":
 		store = "s3b"
 		sp.args = []string{"--store", fmt.Sprintf("s3b=s3://%s/loadbench/%s?endpoint=%s&region=%s&pathStyle=true",
