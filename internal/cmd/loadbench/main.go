@@ -87,7 +87,7 @@ func main() {
 	flag.StringVar(&o.s3.accessKey, "s3-access-key", envOr("FENCEGATE_TEST_S3_ACCESS_KEY", "fencegate-ak"), "access key")
 	flag.StringVar(&o.s3.secretKey, "s3-secret-key", envOr("FENCEGATE_TEST_S3_SECRET_KEY", "fencegate-sk"), "secret key")
 	flag.BoolVar(&o.fsyncs, "fsyncs", true, "run the gateway under strace to count its fsync-family calls")
-	flag.IntVar(&o.prefill, "prefill", 0, "settled receipts over N/10 resources in each point's fence store first: bulk-inserted (SQL) into the Postgres store, written through the embedded store's Admit and Settle once and copied for each embedded point")
+	flag.IntVar(&o.prefill, "prefill", 0, "settled receipts over N/10 resources in the fence store of each postgres and embedded point first: bulk-inserted (SQL) into the Postgres store; written once through the embedded store's Admit and Settle and copied for each embedded point (the s3 path starts empty)")
 	flag.StringVar(&o.profile, "profile", "", "save a CPU profile, an allocation profile and an execution trace of the gateway per point (first run) as DIR/PATH-cN.cpu, .allocs, .trace")
 	checks := flag.String("check", "embedded:8", "points PATH:C where the same writes are also driven without the project's client (\"\" for none)")
 	checkWith := flag.String("check-with", "wrk,http", "cross-check generators: wrk (Debian's wrk; skipped if absent) and/or http (plain net/http)")
@@ -201,7 +201,7 @@ func run(ctx context.Context, o options) error {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(o.out, "embedded store pre-filled with %d settled receipts over %d resources in %s (%d MB file)\n",
+		fmt.Fprintf(o.out, "embedded store pre-filled with %d settled receipts over %d resources in %s (%d MiB file)\n",
 			o.prefill, max(1, o.prefill/10), time.Since(start).Round(time.Second), fi.Size()>>20)
 	}
 	for _, path := range o.paths {

@@ -2,13 +2,16 @@ package main
 
 import (
 	"context"
-	"errors"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
-	"sync"
+	"sync/atomic"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/fencegate/fencegate"
 	"github.com/fencegate/fencegate/fencestore/embedded"
@@ -16,63 +19,64 @@ import (
 )
 
 // prefillEmbedded writes n settled receipts into a new embedded fence store
-// file at path, spread over n/10 resources (segments 1..10 of fence 1 each,
-// with their bindings and versions), as `gateway dev` leaves a store that
-// has served n writes: through the store's own Admit and Settle (so every
-// index a write maintains is filled), with time-ordered receipt IDs as the
-// gateway makes them (fggateway.NewOrderedID), created a day before now.
-// Many writers share the store's group commit, so filling costs about one
-// commit per a few hundred receipts.
+// file at path, spread over n/10 resources (segments 1, 2, ... of fence 1
+// each, with their bindings and versions), as a store that has served n
+// writes through `gateway dev` holds them: through the store's own Admit
+// and Settle (so every index a write maintains is filled), with values as
+// long as the gateway's (sha256 digests, quoted ETags) and time-ordered
+// receipt IDs made as the gateway makes them (gateway.NewOrderedID), in the
+// order they are written, starting a day before now. Many writers share the
+// store's group commit, so filling costs about one commit per a few hundred
+// receipts. The first error stops every writer.
 func prefillEmbedded(ctx context.Context, path string, n int) error {
 	s, err := embedded.Open(path)
 	if err != nil {
 		return err
 	}
-	res := max(1, n/10)
+	f := &filler{s: s, res: max(1, n/10), n: n, start: time.Now().Add(-24 * time.Hour)}
 	const writers = 512
-	start := time.Now().Add(-24 * time.Hour)
-	var (
-		wg       sync.WaitGroup
-		mu       sync.Mutex
-		firstErr error
-	)
+	g, gctx := errgroup.WithContext(ctx)
 	for w := range writers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := fillResources(ctx, s, w, writers, res, n, start); err != nil {
-				mu.Lock()
-				firstErr = errors.Join(firstErr, err)
-				mu.Unlock()
-			}
-		}()
+		g.Go(func() error { return f.resources(gctx, w, writers) })
 	}
-	wg.Wait()
-	return errors.Join(firstErr, s.Close())
+	err = g.Wait()
+	if cerr := s.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
-// fillResources admits and settles, in segment order, the receipts of the
-// resources w, w+step, ... below res (receipt i goes to resource i % res, as
-// prefill's SQL spreads them).
-func fillResources(ctx context.Context, s *embedded.Store, w, step, res, n int, start time.Time) error {
-	for r := w; r < res; r += step {
+// filler is one prefill's shared state.
+type filler struct {
+	s      *embedded.Store
+	res, n int
+	start  time.Time
+	seq    atomic.Int64 // receipts written so far: each one's time is start + seq µs
+}
+
+// resources admits and settles, in segment order, the receipts of the
+// resources w, w+step, ... below f.res (receipt i goes to resource i % res,
+// as prefill's SQL spreads them).
+func (f *filler) resources(ctx context.Context, w, step int) error {
+	for r := w; r < f.res; r += step {
 		key := fmt.Sprintf("fill/%d", r+1)
 		name, target := fencegate.ObjectResource("local", key), fggateway.ObjectTarget("local", key)
-		g := fencegate.VerifiedGrant{Grant: fencegate.Grant{Resource: name, Owner: "fill", Lease: "lease-fill",
-			FenceToken: 1, OperationID: "op-fill-" + name, OperationRoot: "root", IssuedAt: 1}, Digest: "sha256:g"}
-		for i, seg := r, uint64(1); i < n; i, seg = i+res, seg+1 {
-			now := start.Add(time.Duration(i) * time.Microsecond)
+		g := fencegate.VerifiedGrant{Grant: fencegate.Grant{Resource: name, Owner: "fill-worker", Lease: fggateway.NewID("lease_"),
+			FenceToken: 1, OperationID: fggateway.NewID("op_"), OperationRoot: fggateway.NewID("root_"), IssuedAt: 1},
+			Digest: "sha256:" + randHex(32)}
+		for i, seg := r, uint64(1); i < f.n; i, seg = i+f.res, seg+1 {
+			now := f.start.Add(time.Duration(f.seq.Add(1)) * time.Microsecond)
 			id := fggateway.NewOrderedID("rcpt_", now)
-			adm, err := s.Admit(ctx, fencegate.AdmitRequest{Grant: g, Segment: seg, Target: target, Method: "PUT",
-				PayloadDigest: "sha256:p", ReceiptID: id, Now: now})
+			adm, err := f.s.Admit(ctx, fencegate.AdmitRequest{Grant: g, Segment: seg, Target: target, Method: "PUT",
+				PayloadDigest: "sha256:" + randHex(32), PayloadSize: 1024, ReceiptID: id, Now: now})
 			if err != nil {
 				return fmt.Errorf("prefill %s segment %d: %w", name, seg, err)
 			}
 			if adm.Replay {
 				return fmt.Errorf("prefill %s segment %d: admitted as a replay", name, seg)
 			}
-			if _, err := s.Settle(ctx, id, fencegate.Outcome{State: fencegate.ReceiptCommitted,
-				Version: fmt.Sprintf("v%d", i), Now: now}); err != nil {
+			if _, err := f.s.Settle(ctx, id, fencegate.Outcome{State: fencegate.ReceiptCommitted,
+				Version: `"` + randHex(32) + "-" + randHex(8) + `"`, Now: now}); err != nil {
 				return fmt.Errorf("prefill %s segment %d settle: %w", name, seg, err)
 			}
 		}
@@ -80,8 +84,15 @@ func fillResources(ctx context.Context, s *embedded.Store, w, step, res, n int, 
 	return nil
 }
 
-// copyFile copies the file src to a new file dst (the filled store, once
-// per point: each point's gateway writes its own copy).
+// randHex is n random bytes in hex.
+func randHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// copyFile copies the file src to a new file dst and syncs it (the filled
+// store, once per point: each point's gateway writes its own copy).
 func copyFile(src, dst string) error {
 	in, err := os.Open(src)
 	if err != nil {
@@ -96,6 +107,12 @@ func copyFile(src, dst string) error {
 		return err
 	}
 	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	// Synced before the gateway starts, so that the kernel's writeback of
+	// the copy does not compete with the point's own fsyncs.
+	if err := out.Sync(); err != nil {
 		out.Close()
 		return err
 	}
