@@ -223,7 +223,7 @@ func TestSettleThatFindsAFinalStateAnswersTheStoredOne(t *testing.T) {
 // the outcomes whose settle failed (the retry queue), not only the deferred
 // settles; while the store is down Drain ends with its ctx, saying so.
 func TestDrainWaitsForSettlesQueuedForRetry(t *testing.T) {
-	f, st, _, gw := retryFixture(t)
+	f, st, clk, gw := retryFixture(t)
 	st.afterEffect.Store(true)
 	ctx := context.Background()
 	_, err := gw.Apply(ctx, f.request(5, 1, "v1"))
@@ -231,6 +231,11 @@ func TestDrainWaitsForSettlesQueuedForRetry(t *testing.T) {
 	if fencegate.ErrorCode(err) != fencegate.CodeMutationUnknown || !asError(err, &fe) {
 		t.Fatalf("Apply with the store down at settle: %v", err)
 	}
+	// The background retry's first pass has failed and it waits on the
+	// test's clock, which never ticks here: Drain alone settles from now on.
+	// (Without this, a Drain meeting that pass in progress found the queue
+	// busy and waited on the same clock forever: a hang on a loaded machine.)
+	await(t, clk.waiting, "the background retry's wait")
 	st.afterEffect.Store(false)
 	done, cancel := context.WithCancel(ctx)
 	cancel()
