@@ -3,7 +3,6 @@ package e2e
 import (
 	"fmt"
 	"net/http"
-	"os/exec"
 	"path/filepath"
 	"testing"
 )
@@ -57,7 +56,7 @@ func TestKillUnderLoadKeepsEveryAnsweredReceipt(t *testing.T) {
 		args := killLoadDevArgs(t, dataDir, fast)
 		// the older binary writes the file first: leases, and a burst of
 		// writes on resources of their own, settled and left as they are
-		prev := startOlder(t, old, args)
+		prev := startBinary(t, old, nil, args...)
 		olderWs := newDeferWriters(t, prev, "local/older", 8)
 		deferBurst(t, prev, olderWs, 64)
 		ws := newDeferWriters(t, prev, "local/killload", 32)
@@ -90,15 +89,6 @@ func killLoadDevArgs(t *testing.T, dataDir, extra string) []string {
 	t.Helper()
 	cfg := writeConfig(t, filepath.Join(t.TempDir(), "dev.yaml"), "registry: {backend: embedded, keyId: dev-1, issuerEpoch: 1, statusLife: 60s}\n"+extra)
 	return []string{"dev", "--config", cfg, "--data-dir", dataDir, "--identity", "worker-a=" + deferToken}
-}
-
-// startOlder runs another gateway binary as startGateway runs this one.
-func startOlder(t *testing.T, bin string, args []string) *gatewayProc {
-	t.Helper()
-	if _, err := exec.LookPath(bin); err != nil {
-		t.Fatal(err)
-	}
-	return startBinary(t, bin, nil, args...)
 }
 
 // killUnderLoad runs the test above: start gives a gateway process on the

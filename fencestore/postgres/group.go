@@ -17,11 +17,11 @@ import (
 // next one. Batch sizes therefore follow the load: one member each while
 // calls are rare (the latency of one transaction, and a second caller starts
 // beside the first at once), larger as they crowd, so commits per call fall
-// as concurrency grows. Postgres
-// overlaps the batches in flight (one runs its statements while another
-// waits for its WAL flush, and concurrent commits share a flush), so a call
-// does not wait behind a single batch, and a batch stalled on a row lock
-// held elsewhere holds up only its own members.
+// as concurrency grows. Postgres overlaps the batches in flight (one runs
+// its statements while another waits for its WAL flush, and concurrent
+// commits share a flush), so a call does not wait behind a single batch, and
+// a batch stalled on a row lock held elsewhere holds up only its own
+// members.
 //
 // A member's result is delivered only after its batch's COMMIT was
 // acknowledged, so everything the store reports as done is durable, exactly

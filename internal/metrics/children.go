@@ -10,9 +10,9 @@ import (
 // observations every write makes (request, admission, effect, settle,
 // receipt, refusal) find their series with one map read instead of
 // validating and hashing the label values and taking the vector's lock each
-// time. Every
-// label is bounded (the package's guarantee), so the map is too. Reads take
-// no lock: the map is replaced, copied, when a new label set first appears.
+// time. Every label is bounded (the package's guarantee), so the map is too.
+// Reads take no lock: the map is replaced, copied, when a new label set
+// first appears.
 type children[K comparable, V any] struct {
 	mu    sync.Mutex // serialises additions
 	m     atomic.Pointer[map[K]V]

@@ -25,9 +25,11 @@
 // the points of -check it also drives the same writes without the project's
 // client (wrk and plain net/http, check.go) on the same gateway. -profile DIR
 // saves a CPU profile, an allocation profile and an execution trace of the
-// gateway per point (profile.go). Every point starts a fresh gateway on a fresh store; -runs N
-// keeps the median run. scripts/bench.sh wraps it. It asserts nothing: it
-// reports.
+// gateway per point (profile.go). -prefill N fills each Postgres and
+// embedded point's fence store with N settled receipts first (prefill.go,
+// prefillembedded.go). Every point starts a fresh gateway on a fresh store;
+// -runs N keeps the median run. scripts/bench.sh wraps it. It asserts
+// nothing: it reports.
 package main
 
 import (

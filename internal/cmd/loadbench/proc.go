@@ -12,16 +12,11 @@ import (
 // The /proc readings loadbench takes of the gateway and of a local Postgres
 // server: CPU time (stat ticks, schedstat ns) and process tree.
 
-// childOf is the first child of pid (the traced gateway under strace).
+// childOf is the first child of pid (the traced gateway under strace), or
+// pid itself when it has none.
 func childOf(pid int) int {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
-	if err != nil {
-		return pid
-	}
-	if f := strings.Fields(string(data)); len(f) > 0 {
-		if c, err := strconv.Atoi(f[0]); err == nil {
-			return c
-		}
+	if c := childrenOf(pid); len(c) > 0 {
+		return c[0]
 	}
 	return pid
 }
