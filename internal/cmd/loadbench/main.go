@@ -71,6 +71,10 @@ type options struct {
 	// pgDev runs the Postgres path as `gateway dev --fence-store` instead of
 	// `gateway serve`, to compare the two.
 	pgDev bool
+	// pgPool is the pool_max_conns put in the gateway's fence-store URL
+	// (0: none, the store's default), which sets how many write batches it
+	// runs at once (pgPool-2).
+	pgPool int
 	// deferSettle is the gateway's deferSettle ("" for its default).
 	deferSettle string
 }
@@ -94,6 +98,7 @@ func main() {
 	checks := flag.String("check", "embedded:8", "points PATH:C where the same writes are also driven without the project's client (\"\" for none)")
 	checkWith := flag.String("check-with", "wrk,http", "cross-check generators: wrk (Debian's wrk; skipped if absent) and/or http (plain net/http)")
 	flag.StringVar(&o.deferSettle, "defer-settle", "", "the gateway's deferSettle window (e.g. 0 or 2ms; \"\" for its default)")
+	flag.IntVar(&o.pgPool, "pg-pool", 0, "pool_max_conns in the gateway's fence-store URL (at least 3: that minus 2 write batches run at once); 0 for the store's default")
 	flag.BoolVar(&o.pgDev, "pg-dev", false, "run the Postgres path as gateway dev --fence-store instead of gateway serve (to compare)")
 	flag.Parse()
 	o.checks = map[string]bool{}
@@ -270,6 +275,9 @@ func measure(ctx context.Context, o options, path, tag, dir string, c, run int, 
 				return pt, err
 			}
 			defer dropSchema(ctx, dbURL, "gw_"+tag)
+		}
+		if o.pgPool > 0 {
+			su = withParam(su, "pool_max_conns", strconv.Itoa(o.pgPool))
 		}
 		sp.serve, sp.fenceStore = !o.pgDev, su
 	case "embedded":

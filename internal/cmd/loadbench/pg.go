@@ -102,11 +102,19 @@ func schemaURL(ctx context.Context, dbURL, schema string) (string, error) {
 	if _, err := conn.Exec(ctx, `CREATE SCHEMA IF NOT EXISTS `+pgx.Identifier{schema}.Sanitize()); err != nil {
 		return "", err
 	}
-	u, _ := url.Parse(dbURL)
+	return withParam(dbURL, "search_path", schema), nil
+}
+
+// withParam is dbURL with its query parameter key set to v.
+func withParam(dbURL, key, v string) string {
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		return dbURL
+	}
 	q := u.Query()
-	q.Set("search_path", schema)
+	q.Set(key, v)
 	u.RawQuery = q.Encode()
-	return u.String(), nil
+	return u.String()
 }
 
 func dropSchema(ctx context.Context, dbURL, schema string) {

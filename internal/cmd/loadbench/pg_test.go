@@ -71,3 +71,17 @@ func TestPgCPUDeltaCountsSessionsThatStartedInTheWindowWhole(t *testing.T) {
 		t.Fatalf("delta %+v", d)
 	}
 }
+
+// TestWithParamKeepsTheOtherParameters: -pg-pool adds pool_max_conns to the
+// gateway's fence-store URL without losing its search_path or sslmode.
+func TestWithParamKeepsTheOtherParameters(t *testing.T) {
+	got := withParam("postgres://u@127.0.0.1:5432/db?sslmode=disable&search_path=gw_x", "pool_max_conns", "3")
+	u, err := url.Parse(got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	if q.Get("sslmode") != "disable" || q.Get("search_path") != "gw_x" || q.Get("pool_max_conns") != "3" || u.Path != "/db" {
+		t.Errorf("withParam = %s", got)
+	}
+}
