@@ -93,10 +93,14 @@ func open(ctx context.Context, url string, adjust func(*pgxpool.Config)) (*Store
 	}
 	// Up to slots write batches run at once, each on a connection of its
 	// own; two more serve reads. A pool_max_conns in the URL sets the
-	// budget instead.
+	// budget instead: at least 3, so that reads keep their two.
 	slots := defaultSlots
 	if strings.Contains(cfg.ConnString(), "pool_max_conns") {
-		slots = max(1, int(cfg.MaxConns-2))
+		if cfg.MaxConns < 3 {
+			return nil, fencegate.Errorf(fencegate.CodeInvalidRequest,
+				"Postgres URL: pool_max_conns is %d, at least 3 are needed (one write batch and two connections for reads)", cfg.MaxConns)
+		}
+		slots = int(cfg.MaxConns - 2)
 	} else {
 		cfg.MaxConns = int32(slots + 2)
 	}

@@ -72,8 +72,8 @@ type options struct {
 	// `gateway serve`, to compare the two.
 	pgDev bool
 	// pgPool is the pool_max_conns put in the gateway's fence-store URL
-	// (0: none, the store's default), which sets how many write batches it
-	// runs at once (pgPool-2).
+	// (0: none, the store's default; else at least 3), which sets how many
+	// write batches it runs at once (pgPool-2).
 	pgPool int
 	// deferSettle is the gateway's deferSettle ("" for its default).
 	deferSettle string
@@ -111,6 +111,10 @@ func main() {
 		if c = strings.TrimSpace(c); c != "" {
 			o.checkWith = append(o.checkWith, c)
 		}
+	}
+	if o.pgPool < 0 || o.pgPool == 1 || o.pgPool == 2 {
+		fmt.Fprintf(os.Stderr, "loadbench: bad -pg-pool %d: 0 (the store's default) or at least 3\n", o.pgPool)
+		os.Exit(2)
 	}
 	o.s3.region = "us-east-1"
 	o.paths = strings.Split(*paths, ",")
@@ -277,7 +281,9 @@ func measure(ctx context.Context, o options, path, tag, dir string, c, run int, 
 			defer dropSchema(ctx, dbURL, "gw_"+tag)
 		}
 		if o.pgPool > 0 {
-			su = withParam(su, "pool_max_conns", strconv.Itoa(o.pgPool))
+			if su, err = withParam(su, "pool_max_conns", strconv.Itoa(o.pgPool)); err != nil {
+				return pt, err
+			}
 		}
 		sp.serve, sp.fenceStore = !o.pgDev, su
 	case "embedded":

@@ -102,19 +102,20 @@ func schemaURL(ctx context.Context, dbURL, schema string) (string, error) {
 	if _, err := conn.Exec(ctx, `CREATE SCHEMA IF NOT EXISTS `+pgx.Identifier{schema}.Sanitize()); err != nil {
 		return "", err
 	}
-	return withParam(dbURL, "search_path", schema), nil
+	return withParam(dbURL, "search_path", schema)
 }
 
-// withParam is dbURL with its query parameter key set to v.
-func withParam(dbURL, key, v string) string {
+// withParam is dbURL with its query parameter key set to v (the others
+// kept), or an error if dbURL is not a URL.
+func withParam(dbURL, key, v string) (string, error) {
 	u, err := url.Parse(dbURL)
 	if err != nil {
-		return dbURL
+		return "", fmt.Errorf("Postgres URL: %w", err)
 	}
 	q := u.Query()
 	q.Set(key, v)
 	u.RawQuery = q.Encode()
-	return u.String()
+	return u.String(), nil
 }
 
 func dropSchema(ctx context.Context, dbURL, schema string) {

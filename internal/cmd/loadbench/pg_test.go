@@ -75,7 +75,10 @@ func TestPgCPUDeltaCountsSessionsThatStartedInTheWindowWhole(t *testing.T) {
 // TestWithParamKeepsTheOtherParameters: -pg-pool adds pool_max_conns to the
 // gateway's fence-store URL without losing its search_path or sslmode.
 func TestWithParamKeepsTheOtherParameters(t *testing.T) {
-	got := withParam("postgres://u@127.0.0.1:5432/db?sslmode=disable&search_path=gw_x", "pool_max_conns", "3")
+	got, err := withParam("postgres://u@127.0.0.1:5432/db?sslmode=disable&search_path=gw_x", "pool_max_conns", "3")
+	if err != nil {
+		t.Fatal(err)
+	}
 	u, err := url.Parse(got)
 	if err != nil {
 		t.Fatal(err)
@@ -83,5 +86,8 @@ func TestWithParamKeepsTheOtherParameters(t *testing.T) {
 	q := u.Query()
 	if q.Get("sslmode") != "disable" || q.Get("search_path") != "gw_x" || q.Get("pool_max_conns") != "3" || u.Path != "/db" {
 		t.Errorf("withParam = %s", got)
+	}
+	if _, err := withParam("postgres://u@[::1/db", "pool_max_conns", "3"); err == nil {
+		t.Error("withParam took a URL that does not parse")
 	}
 }
