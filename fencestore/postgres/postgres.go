@@ -29,7 +29,8 @@
 // transaction. synchronous_commit is left as the server has it (on by
 // default): an admitted segment is durable once Admit returns. The pool is
 // sized for the batches that may run at once (group.go) unless the URL sets
-// pool_max_conns.
+// pool_max_conns (at least 3: that many minus two batches at once, two
+// connections for reads).
 //
 // Fences and segment numbers are NUMERIC(20,0), which holds every uint64.
 //
