@@ -29,6 +29,7 @@ type (
 	Error                   = domain.Error
 	FenceStore              = domain.FenceStore
 	Grant                   = domain.Grant
+	GroupCommitter          = domain.GroupCommitter
 	HighWater               = domain.HighWater
 	Incarnation             = domain.Incarnation
 	Lease                   = domain.Lease

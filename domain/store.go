@@ -182,6 +182,17 @@ type TargetBindings interface {
 	Unbind(ctx context.Context, target, resource string) error
 }
 
+// GroupCommitter is a fence store that runs concurrent writes (admissions,
+// settles and the rest) in shared transactions (group commit). Its counters
+// tell an operator how well writes share them: writes per batch is 1 while
+// writes are rare and grows with concurrency. The counters only grow, from 0
+// when the store was opened; they change no behaviour.
+type GroupCommitter interface {
+	// GroupCommits reports the write transactions (batches) run since the
+	// store was opened and the writes they carried.
+	GroupCommits() (batches, writes uint64)
+}
+
 // HighWater is the fence store's report of the highest fence it has accepted
 // on any resource (0 when none). A registry that finds its coordination state
 // lost or rolled back continues issuing strictly above it, so no new grant

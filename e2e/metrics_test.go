@@ -182,12 +182,19 @@ reconcile: {interval: 200ms, deadline: 1s, orphan: 2m}
 		`fencegate_proof_cache_hits_total{kind="status"}`,
 		`fencegate_proof_cache_misses_total{kind="status"}`,
 		`fencegate_upstream_resends_total{api="flaky",reason="unknown"}`,
+		`fencegate_store_batches_total`,
+		`fencegate_store_batched_writes_total`,
 		`go_goroutines`,
 		`process_resident_memory_bytes`,
 	} {
 		if samples[s] <= 0 {
 			t.Errorf("%s did not move (%v)", s, samples[s])
 		}
+	}
+	// Every admission and settle of the flow went through the fence store's
+	// group commit: at least one write per batch.
+	if b, w := samples[`fencegate_store_batches_total`], samples[`fencegate_store_batched_writes_total`]; w < b {
+		t.Errorf("fence store: %v writes in %v batches", w, b)
 	}
 	for _, s := range []string{`fencegate_store_errors_total{op="admit"}`, `fencegate_registry_grants_paused`, `fencegate_registry_state_losses_total`} {
 		if _, ok := samples[s]; !ok {

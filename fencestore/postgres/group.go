@@ -62,6 +62,10 @@ type group[T any] struct {
 	run   func(ctx context.Context, ms []*member[T])
 	slots int // batches that may run at once; 0 means defaultSlots
 
+	// batches and members count the batches run and the members they
+	// carried (a batch run again on the locked path counts once).
+	batches, members atomic.Uint64
+
 	mu       sync.Mutex
 	queue    []*member[T]
 	inflight int
@@ -169,6 +173,8 @@ func (g *group[T]) exec(batch []*member[T]) {
 		}))
 	}
 	g.run(ctx, batch)
+	g.batches.Add(1)
+	g.members.Add(uint64(len(batch)))
 	for _, stop := range stops {
 		stop()
 	}

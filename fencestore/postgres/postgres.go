@@ -129,6 +129,15 @@ func Migrate(ctx context.Context, cc *pgx.ConnConfig) error {
 	return pgmigrate.Up(ctx, cc, sub, MigrationsTable, "fencegate/fencestore/postgres")
 }
 
+var _ fencegate.GroupCommitter = (*Store)(nil)
+
+// GroupCommits implements fencegate.GroupCommitter for the admissions and
+// settles (the writes this store groups; group.go): the batches run and the
+// calls they carried.
+func (s *Store) GroupCommits() (batches, writes uint64) {
+	return s.writes.batches.Load(), s.writes.members.Load()
+}
+
 // Close closes the pool.
 func (s *Store) Close() error {
 	s.pool.Close()

@@ -155,6 +155,9 @@ func Build(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, er
 		reg := a.Registry
 		a.metrics.RegistryIssuance(func() (bool, uint64) { is := reg.Issuance(); return is.Paused, is.Losses })
 	}
+	if gc, ok := store.(fencegate.GroupCommitter); ok {
+		a.metrics.FenceStoreBatches(gc.GroupCommits)
+	}
 	verifier := a.auth.Verifier()
 	a.metrics.ProofCache(func() (uint64, uint64, uint64, uint64) {
 		c := verifier.CacheStats()

@@ -306,6 +306,27 @@ func (m *Metrics) RegistryIssuance(issuance Issuance) {
 	)
 }
 
+// GroupCommits reads a fence store's group-commit counters: the write
+// transactions (batches) it ran and the writes they carried
+// (fencegate.GroupCommitter).
+type GroupCommits func() (batches, writes uint64)
+
+// FenceStoreBatches exposes the fence store's group commit: writes per batch
+// is fencegate_store_batched_writes_total / fencegate_store_batches_total
+// (README, Throughput, on tuning pool_max_conns).
+func (m *Metrics) FenceStoreBatches(counts GroupCommits) {
+	m.reg.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "fencegate_store_batches_total",
+			Help: "Write transactions the fence store ran for grouped writes (group commit).",
+		}, func() float64 { b, _ := counts(); return float64(b) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "fencegate_store_batched_writes_total",
+			Help: "Writes (admissions, settles) those transactions carried; divided by fencegate_store_batches_total, the writes per commit.",
+		}, func() float64 { _, w := counts(); return float64(w) }),
+	)
+}
+
 // CacheCounts reads the verified-token cache counters: hits skipped a
 // signature check, misses paid for one, for grants and status proofs.
 type CacheCounts func() (grantHits, grantMisses, statusHits, statusMisses uint64)

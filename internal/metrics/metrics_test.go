@@ -122,3 +122,20 @@ func TestPerWriteSeriesCountEveryObservationUnderItsLabels(t *testing.T) {
 		}
 	}
 }
+
+// TestFenceStoreBatchesReadTheStoreAtScrape: the group-commit counters are
+// the store's own, read when scraped, so writes per batch is their ratio.
+func TestFenceStoreBatchesReadTheStoreAtScrape(t *testing.T) {
+	m := metrics.New()
+	var batches, writes uint64 = 3, 7
+	m.FenceStoreBatches(func() (uint64, uint64) { return batches, writes })
+	out := scrape(t, m)
+	if !strings.Contains(out, "fencegate_store_batches_total 3") || !strings.Contains(out, "fencegate_store_batched_writes_total 7") {
+		t.Fatalf("missing the store's counters in\n%s", out)
+	}
+	batches, writes = 5, 20
+	out = scrape(t, m)
+	if !strings.Contains(out, "fencegate_store_batches_total 5") || !strings.Contains(out, "fencegate_store_batched_writes_total 20") {
+		t.Fatalf("the counters did not follow the store in\n%s", out)
+	}
+}
