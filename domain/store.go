@@ -182,14 +182,16 @@ type TargetBindings interface {
 	Unbind(ctx context.Context, target, resource string) error
 }
 
-// GroupCommitter is a fence store that runs concurrent writes (admissions,
-// settles and the rest) in shared transactions (group commit). Its counters
-// tell an operator how well writes share them: writes per batch is 1 while
-// writes are rare and grows with concurrency. The counters only grow, from 0
-// when the store was opened; they change no behaviour.
+// GroupCommitter is a fence store that runs concurrent writes in shared
+// transactions (group commit); each store documents which writes it groups
+// (at least admissions and settles). Its counters tell an operator how well
+// writes share them: writes per batch is 1 while writes are rare and grows
+// with concurrency. The counters only grow, from 0 when the store was
+// opened; they change no behaviour.
 type GroupCommitter interface {
-	// GroupCommits reports the write transactions (batches) run since the
-	// store was opened and the writes they carried.
+	// GroupCommits reports the batches (groups of writes committed in one
+	// transaction) run since the store was opened and the writes they
+	// carried.
 	GroupCommits() (batches, writes uint64)
 }
 

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/fencegate/fencegate"
 )
 
 // Group commit.
@@ -262,7 +264,9 @@ func (b *batcher) commit(ops []*op) {
 			b.commit([]*op{o}) // alone, so its answer is its own
 			continue
 		}
-		b.ops.Add(uint64(len(ops)))
+		if err == nil { // committed: Stats counts the ops of committed transactions
+			b.ops.Add(uint64(len(ops)))
+		}
 		for i, o := range ops {
 			if err != nil {
 				o.done <- err
@@ -294,6 +298,15 @@ type BatchStats struct {
 	// Waited their total time.
 	Waits  uint64
 	Waited time.Duration
+}
+
+var _ fencegate.GroupCommitter = (*Store)(nil)
+
+// GroupCommits implements fencegate.GroupCommitter for every write of the
+// store (all of them go through the batcher): the write transactions run,
+// committed or not, and the ops the committed ones carried (Stats).
+func (s *Store) GroupCommits() (batches, writes uint64) {
+	return s.batch.commits.Load(), s.batch.ops.Load()
 }
 
 // Stats reports the store's group-commit counters.

@@ -140,14 +140,6 @@ type Store struct {
 
 var _ fencegate.FenceStore = (*Store)(nil)
 
-var _ fencegate.GroupCommitter = (*Store)(nil)
-
-// GroupCommits implements fencegate.GroupCommitter: the write transactions
-// run (committed or not) and the ops the committed ones carried (Stats).
-func (s *Store) GroupCommits() (batches, writes uint64) {
-	return s.batch.commits.Load(), s.batch.ops.Load()
-}
-
 // Open opens (creating if needed) the store file at path.
 func Open(path string) (*Store, error) {
 	// NoFreelistSync: the freelist is rebuilt from the pages at Open instead

@@ -132,8 +132,10 @@ func Migrate(ctx context.Context, cc *pgx.ConnConfig) error {
 var _ fencegate.GroupCommitter = (*Store)(nil)
 
 // GroupCommits implements fencegate.GroupCommitter for the admissions and
-// settles (the writes this store groups; group.go): the batches run and the
-// calls they carried.
+// settles (the writes this store groups, group.go; version swaps, unbinds
+// and compaction run alone and are not counted): the batches run and the
+// calls they carried. A batch run again (on the locked path after a
+// fast-path miss, or member by member after a failure) counts once.
 func (s *Store) GroupCommits() (batches, writes uint64) {
 	return s.writes.batches.Load(), s.writes.members.Load()
 }

@@ -6,11 +6,11 @@ import (
 	"github.com/fencegate/fencegate"
 )
 
-// groupCommitsCountEveryWrite checks fencegate.GroupCommitter (skipped,
+// groupCommitsCountAdmissionsAndSettles checks fencegate.GroupCommitter (skipped,
 // saying so, for a store that does not implement it): a lone admission is one
 // batch carrying one write; concurrent admissions and then their settles
 // are counted once each, in at least one batch and at most one per write.
-func groupCommitsCountEveryWrite(f *fx) {
+func groupCommitsCountAdmissionsAndSettles(f *fx) {
 	gc, ok := f.s.(fencegate.GroupCommitter)
 	if !ok {
 		f.t.Skipf("%T does not implement fencegate.GroupCommitter: this rule runs once it does", f.s)

@@ -69,7 +69,7 @@ func Run(t *testing.T, open func(t *testing.T) fencegate.FenceStore) {
 		{"ConcurrentAdmissionsOnOneResource", concurrentAdmissions},
 		{"ConcurrentRefusalsAreIsolated", concurrentRefusalsAreIsolated},
 		{"ConcurrentAdmissionsIsolateAFailingMember", concurrentAdmissionsIsolateAFailingMember},
-		{"GroupCommitsCountEveryWrite", groupCommitsCountEveryWrite},
+		{"GroupCommitsCountAdmissionsAndSettles", groupCommitsCountAdmissionsAndSettles},
 		{"CompactionKeepsWhatRulesAndReplaysNeed", compactionKeepsWhatRulesAndReplaysNeed},
 		{"PriorIsAppliedBeforeTheSegment", priorIsAppliedBeforeTheSegment},
 		{"PriorCommitsWhateverTheSegmentsVerdict", priorCommitsWhateverTheSegmentsVerdict},

@@ -318,11 +318,11 @@ func (m *Metrics) FenceStoreBatches(counts GroupCommits) {
 	m.reg.MustRegister(
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "fencegate_store_batches_total",
-			Help: "Write transactions the fence store ran for grouped writes (group commit).",
+			Help: "Batches of writes the fence store committed together (group commit): on Postgres, admissions and settles; on the embedded store, every write.",
 		}, func() float64 { b, _ := counts(); return float64(b) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "fencegate_store_batched_writes_total",
-			Help: "Writes (admissions, settles) those transactions carried; divided by fencegate_store_batches_total, the writes per commit.",
+			Help: "Writes those batches carried; divided by fencegate_store_batches_total, the writes per batch.",
 		}, func() float64 { _, w := counts(); return float64(w) }),
 	)
 }
