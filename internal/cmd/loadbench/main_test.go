@@ -49,6 +49,17 @@ func TestSmokeEmbeddedPointPrintsRatioStagesCheckAndProfiles(t *testing.T) {
 	if n, _ := strconv.Atoi(st[4]); n == 0 || st[2] == "0.00" {
 		t.Fatalf("stage line without requests or admission time: %s", st[0])
 	}
+	// The fence store's group commit, from the gateway's counters: every
+	// batch carries at least one write, and the row's commit/w is batches
+	// per write (an admission and a settle each: at most 2 commits).
+	fs := regexp.MustCompile(`\| fence store ([0-9.]+) writes per batch`).FindStringSubmatch(text)
+	if v, err := strconv.ParseFloat(fs2(fs), 64); err != nil || v < 1 {
+		t.Fatalf("no fence store writes per batch of at least 1 in:\n%s", text)
+	}
+	cw := regexp.MustCompile(`(?m)^embedded +1 .* ([0-9.]+)$`).FindStringSubmatch(text)
+	if v, err := strconv.ParseFloat(fs2(cw), 64); err != nil || v <= 0 || v > 2 {
+		t.Fatalf("no embedded commit/w in (0, 2] in:\n%s", text)
+	}
 	if ck := regexp.MustCompile(`cross-check at c=1: http ([0-9]+)/s`).FindStringSubmatch(text); ck == nil || ck[1] == "0" {
 		t.Fatalf("no cross-check rate in:\n%s", text)
 	}
@@ -109,13 +120,17 @@ fencegate_http_request_duration_seconds_sum{method="PUT",outcome="refused",route
 fencegate_http_request_duration_seconds_count{method="PUT",outcome="refused",route="/v1/objects/{store}/*"} 4
 fencegate_http_request_duration_seconds_sum{method="PUT",outcome="ok",route="/v1/objects/{store}/*"} 1
 fencegate_http_request_duration_seconds_count{method="PUT",outcome="ok",route="/v1/objects/{store}/*"} 10
+# TYPE fencegate_store_batches_total counter
+fencegate_store_batches_total 8
+fencegate_store_batched_writes_total 20
 `
 	st := parseStages(strings.NewReader(text))
-	want := stages{valid: true, req: series{1, 10}, adm: series{0.5, 10}, eff: series{0.25, 10}}
+	want := stages{valid: true, req: series{1, 10}, adm: series{0.5, 10}, eff: series{0.25, 10}, batches: 8, batched: 20}
 	if st != want {
 		t.Fatalf("parsed %+v, want %+v", st, want)
 	}
-	if d := want.minus(stages{valid: true, req: series{0.5, 4}}); d.req != (series{0.5, 6}) || d.adm != want.adm {
+	if d := want.minus(stages{valid: true, req: series{0.5, 4}, batches: 2, batched: 4}); d.req != (series{0.5, 6}) || d.adm != want.adm ||
+		d.batches != 6 || d.batched != 16 {
 		t.Fatalf("difference of scrapes: %+v", d)
 	}
 	if d := want.minus(stages{}); d.valid {
@@ -153,4 +168,12 @@ func TestWrkDoneLineIsTheSample(t *testing.T) {
 	if _, err := wrkSample([]byte("wrk: connection refused"), snap{}, snap{}, counters{}); err == nil {
 		t.Fatal("no done line parsed as a sample")
 	}
+}
+
+// fs2 is a submatch's first group, "" when it did not match.
+func fs2(m []string) string {
+	if len(m) < 2 {
+		return ""
+	}
+	return m[1]
 }

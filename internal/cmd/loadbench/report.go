@@ -12,7 +12,8 @@ var baselineName = map[string]string{"postgres": "pgbench", "embedded": "bbolt+f
 
 // legend explains the columns and the lines under each row.
 const legend = `cpu/w: gateway CPU (user+system) per write; fsyncs/w: the gateway's fsync/fdatasync/sync_file_range calls per write (strace);
-commit/w and walsync/w: Postgres xact_commit of the bench database and wal_sync of the whole server, per write.
+commit/w and walsync/w: Postgres xact_commit of the bench database and wal_sync of the whole server, per write; on the
+  embedded path commit/w is the fence store's batches (bbolt write transactions) per write, from the gateway's /metrics.
 postgres server line (a server on this machine): pgcpu/w, the CPU (user+system, /proc/PID/schedstat) of the bench database's
   sessions per write over the window (the gateway's pool; pgbench's clients over a window inside its run, per transaction
   completed in it), what other clients of the server do not add to; pgsrv/w, every process of the server (postmaster with its
@@ -21,7 +22,8 @@ postgres server line (a server on this machine): pgcpu/w, the CPU (user+system, 
 stages: the gateway's own histograms over the window (operator listener /metrics), mean ms per write: the PUT request as the
   gateway timed it = admission (fence store, waiting included) + effect (object store) + the rest (settle, body, HTTP, verify);
   "settle" replaces "rest" when the gateway exports fencegate_settle_duration_seconds. loadbench CPU/w: this process's CPU per
-  write over the window (getrusage), i.e. what the load generator takes of the machine.
+  write over the window (getrusage), i.e. what the load generator takes of the machine. fence store writes per batch:
+  fencegate_store_batched_writes_total over fencegate_store_batches_total in the window (admissions and settles per commit).
 cross-check: the same fenced writes on the same gateway after the client's window, on fresh resources, without the project's
   client: wrk (a separate C program, Lua script with precomputed headers) and plain net/http; the median rate, the median of
   its ratios to the client's rate in the same run, the gateway's CPU and request time per write, the generator's CPU per write.`
@@ -77,6 +79,9 @@ func stageLine(gw sample) string {
 	if gw.writes > 0 && gw.self > 0 {
 		fmt.Fprintf(&b, " | loadbench CPU/w %s", perWriteMs(gw.self, gw.writes))
 	}
+	if st := gw.stages; st.valid && st.batches > 0 {
+		fmt.Fprintf(&b, " | fence store %.2f writes per batch", st.batched/st.batches)
+	}
 	return b.String()
 }
 
@@ -122,8 +127,11 @@ func printRow(w io.Writer, path string, c int, gw, base sample) {
 		if gw.syncs >= 0 {
 			syncs = perWrite(int64(gw.syncs), gw)
 		}
-		if gw.pg.valid {
+		switch {
+		case gw.pg.valid:
 			commits = perWrite(gw.pg.commits, gw) + " walsync/w " + perWrite(gw.pg.walSyncs, gw)
+		case gw.stages.valid && gw.stages.batches > 0: // the embedded store: a batch is one bbolt commit
+			commits = fmt.Sprintf("%.2f", gw.stages.batches/float64(gw.writes))
 		}
 	}
 	ratio := 0.0

@@ -15,11 +15,14 @@ import (
 // fencegate_http_request_duration_seconds (PUT, route /v1/objects/...),
 // fencegate_admission_duration_seconds{outcome="admitted"} and
 // fencegate_effect_duration_seconds{backend="objects/..."}, and of
-// fencegate_settle_duration_seconds should the gateway export one. The
+// fencegate_settle_duration_seconds should the gateway export one; and the
+// fence store's group-commit counters (fencegate_store_batches_total,
+// fencegate_store_batched_writes_total), 0 where it exports none. The
 // difference of two scrapes is a window's.
 type stages struct {
 	valid                 bool
 	req, adm, eff, settle series
+	batches, batched      float64
 }
 
 // series is one histogram's sum (seconds) and count.
@@ -35,7 +38,7 @@ func (a stages) minus(b stages) stages {
 		return stages{}
 	}
 	return stages{valid: true, req: a.req.minus(b.req), adm: a.adm.minus(b.adm), eff: a.eff.minus(b.eff),
-		settle: a.settle.minus(b.settle)}
+		settle: a.settle.minus(b.settle), batches: a.batches - b.batches, batched: a.batched - b.batched}
 }
 
 // scrapeStages reads the stage histograms from the operator listener at
@@ -75,6 +78,14 @@ func parseStages(r io.Reader) stages {
 		name, labels := line[:sp], ""
 		if i := strings.IndexByte(name, '{'); i >= 0 {
 			name, labels = name[:i], name[i:]
+		}
+		switch name {
+		case "fencegate_store_batches_total":
+			st.batches = v
+			continue
+		case "fencegate_store_batched_writes_total":
+			st.batched = v
+			continue
 		}
 		var s *series
 		switch base := strings.TrimSuffix(strings.TrimSuffix(name, "_sum"), "_count"); {
