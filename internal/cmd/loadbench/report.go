@@ -13,7 +13,8 @@ var baselineName = map[string]string{"postgres": "pgbench", "embedded": "bbolt+f
 // legend explains the columns and the lines under each row.
 const legend = `cpu/w: gateway CPU (user+system) per write; fsyncs/w: the gateway's fsync/fdatasync/sync_file_range calls per write (strace);
 commit/w and walsync/w: Postgres xact_commit of the bench database and wal_sync of the whole server, per write; on the
-  embedded path commit/w is the fence store's batches (bbolt write transactions) per write, from the gateway's /metrics.
+  embedded and s3 paths (gateway dev's bbolt fence store) commit/w is the fence store's batches (bbolt write transactions)
+  per write, from the gateway's /metrics.
 postgres server line (a server on this machine): pgcpu/w, the CPU (user+system, /proc/PID/schedstat) of the bench database's
   sessions per write over the window (the gateway's pool; pgbench's clients over a window inside its run, per transaction
   completed in it), what other clients of the server do not add to; pgsrv/w, every process of the server (postmaster with its
@@ -23,7 +24,8 @@ stages: the gateway's own histograms over the window (operator listener /metrics
   gateway timed it = admission (fence store, waiting included) + effect (object store) + the rest (settle, body, HTTP, verify);
   "settle" replaces "rest" when the gateway exports fencegate_settle_duration_seconds. loadbench CPU/w: this process's CPU per
   write over the window (getrusage), i.e. what the load generator takes of the machine. fence store writes per batch:
-  fencegate_store_batched_writes_total over fencegate_store_batches_total in the window (admissions and settles per commit).
+  fencegate_store_batched_writes_total over fencegate_store_batches_total in the window (fence-store writes, i.e. admissions
+  and settles, per batch).
 cross-check: the same fenced writes on the same gateway after the client's window, on fresh resources, without the project's
   client: wrk (a separate C program, Lua script with precomputed headers) and plain net/http; the median rate, the median of
   its ratios to the client's rate in the same run, the gateway's CPU and request time per write, the generator's CPU per write.`
@@ -130,7 +132,8 @@ func printRow(w io.Writer, path string, c int, gw, base sample) {
 		switch {
 		case gw.pg.valid:
 			commits = perWrite(gw.pg.commits, gw) + " walsync/w " + perWrite(gw.pg.walSyncs, gw)
-		case gw.stages.valid && gw.stages.batches > 0: // the embedded store: a batch is one bbolt commit
+		case path != "postgres" && gw.stages.valid && gw.stages.batches > 0:
+			// gateway dev's embedded store: a batch is one bbolt write transaction
 			commits = fmt.Sprintf("%.2f", gw.stages.batches/float64(gw.writes))
 		}
 	}

@@ -81,10 +81,10 @@ func parseStages(r io.Reader) stages {
 		}
 		switch name {
 		case "fencegate_store_batches_total":
-			st.batches = v
+			st.batches += v
 			continue
 		case "fencegate_store_batched_writes_total":
-			st.batched = v
+			st.batched += v
 			continue
 		}
 		var s *series
