@@ -5,16 +5,32 @@ import (
 	"net/url"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/fencegate/fencegate"
 	"github.com/fencegate/fencegate/internal/testenv"
 )
+
+// withPool is dsn with pool_max_conns set to n ("" leaves it out).
+func withPool(t *testing.T, dsn, n string) string {
+	t.Helper()
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != "" {
+		q := u.Query()
+		q.Set("pool_max_conns", n)
+		u.RawQuery = q.Encode()
+	}
+	return u.String()
+}
 
 // TestPoolMaxConnsSetsTheWriteBatchesAtOnce: without pool_max_conns in the
 // URL the store runs up to defaultSlots write batches at once on a pool of
 // that many connections plus two for reads; with it, the URL's budget is the
 // pool and all but two of it the batches, the tuning README (Throughput,
-// seventh session) measures. A budget under 3 is refused (INVALID_REQUEST):
-// it would leave reads queueing behind the write batch.
+// seventh session) measures.
 func TestPoolMaxConnsSetsTheWriteBatchesAtOnce(t *testing.T) {
 	base := testenv.PostgresURL(t)
 	for _, c := range []struct {
@@ -24,28 +40,8 @@ func TestPoolMaxConnsSetsTheWriteBatchesAtOnce(t *testing.T) {
 		{"", defaultSlots, defaultSlots + 2},
 		{"3", 1, 3},
 		{"6", 4, 6},
-		{"2", 0, 0},
-		{"1", 0, 0},
 	} {
-		u, err := url.Parse(base)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if c.param != "" {
-			q := u.Query()
-			q.Set("pool_max_conns", c.param)
-			u.RawQuery = q.Encode()
-		}
-		s, err := open(context.Background(), u.String(), nil)
-		if c.slots == 0 {
-			if code := fencegate.ErrorCode(err); code != fencegate.CodeInvalidRequest {
-				t.Errorf("pool_max_conns=%q: Open answered %v (%s), want INVALID_REQUEST", c.param, err, code)
-			}
-			if s != nil {
-				_ = s.Close()
-			}
-			continue
-		}
+		s, err := open(context.Background(), withPool(t, base, c.param), nil)
 		if err != nil {
 			t.Fatalf("pool_max_conns=%q: %v", c.param, err)
 		}
@@ -54,5 +50,34 @@ func TestPoolMaxConnsSetsTheWriteBatchesAtOnce(t *testing.T) {
 				c.param, s.writes.slots, s.pool.Config().MaxConns, c.slots, c.maxConns)
 		}
 		_ = s.Close()
+	}
+}
+
+// TestPoolMaxConnsUnderThreeIsRefusedWithoutMigrating: a budget under 3
+// would leave reads queueing behind the write batch, so Open refuses it
+// (INVALID_REQUEST) before it touches the database: the schema stays empty.
+func TestPoolMaxConnsUnderThreeIsRefusedWithoutMigrating(t *testing.T) {
+	dsn := testenv.PostgresURL(t)
+	for _, n := range []string{"1", "2"} {
+		s, err := open(context.Background(), withPool(t, dsn, n), nil)
+		if code := fencegate.ErrorCode(err); code != fencegate.CodeInvalidRequest {
+			t.Errorf("pool_max_conns=%s: Open answered %v (%s), want INVALID_REQUEST", n, err, code)
+		}
+		if s != nil {
+			_ = s.Close()
+		}
+	}
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var tables int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM information_schema.tables WHERE table_schema = current_schema()`).Scan(&tables); err != nil {
+		t.Fatal(err)
+	}
+	if tables != 0 {
+		t.Errorf("a refused Open left %d tables in its schema", tables)
 	}
 }

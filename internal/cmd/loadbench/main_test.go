@@ -171,7 +171,7 @@ func TestWrkDoneLineIsTheSample(t *testing.T) {
 	}
 }
 
-// fs2 is a submatch's first group, "" when it did not match.
+// group1 is a submatch's first group, "" when it did not match.
 func group1(m []string) string {
 	if len(m) < 2 {
 		return ""

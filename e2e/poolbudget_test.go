@@ -1,0 +1,45 @@
+package e2e
+
+import (
+	"context"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/fencegate/fencegate/internal/testenv"
+)
+
+// TestPoolBudgetUnderThreeStopsTheBinaryBeforeItMigrates: a Postgres fence
+// store URL whose pool_max_conns leaves reads no connection of their own
+// (under 3) stops the built gateway at start with INVALID_REQUEST and the
+// reason, before it creates anything in the database: the schema stays
+// empty.
+func TestPoolBudgetUnderThreeStopsTheBinaryBeforeItMigrates(t *testing.T) {
+	dsn := testenv.PostgresURL(t)
+	dir := t.TempDir()
+	cmd := exec.Command(binary(t), "dev", "--data-dir", filepath.Join(dir, "data"), "--addr", freePort(t), "--identity", "w=t",
+		"--fence-store", dsn+"&pool_max_conns=2")
+	out, err := cmd.CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() == 0 {
+		t.Fatalf("gateway started with pool_max_conns=2 (err %v):\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "INVALID_REQUEST: Postgres URL: pool_max_conns is 2, at least 3") {
+		t.Errorf("output lacks the reason:\n%s", out)
+	}
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var tables int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM information_schema.tables WHERE table_schema = current_schema()`).Scan(&tables); err != nil {
+		t.Fatal(err)
+	}
+	if tables != 0 {
+		t.Errorf("the refused start left %d tables in the store's schema", tables)
+	}
+}
