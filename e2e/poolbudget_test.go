@@ -1,13 +1,10 @@
 package e2e
 
 import (
-	"context"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/fencegate/fencegate/internal/testenv"
 )
@@ -29,17 +26,7 @@ func TestPoolBudgetUnderThreeStopsTheBinaryBeforeItMigrates(t *testing.T) {
 	if !strings.Contains(string(out), "INVALID_REQUEST: Postgres URL: pool_max_conns is 2, at least 3") {
 		t.Errorf("output lacks the reason:\n%s", out)
 	}
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	var tables int
-	if err := conn.QueryRow(ctx, `SELECT count(*) FROM information_schema.tables WHERE table_schema = current_schema()`).Scan(&tables); err != nil {
-		t.Fatal(err)
-	}
-	if tables != 0 {
+	if tables := testenv.SchemaTables(t, dsn); tables != 0 {
 		t.Errorf("the refused start left %d tables in the store's schema", tables)
 	}
 }

@@ -5,8 +5,6 @@ import (
 	"net/url"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/fencegate/fencegate"
 	"github.com/fencegate/fencegate/internal/testenv"
 )
@@ -67,17 +65,7 @@ func TestPoolMaxConnsUnderThreeIsRefusedWithoutMigrating(t *testing.T) {
 			_ = s.Close()
 		}
 	}
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	var tables int
-	if err := conn.QueryRow(ctx, `SELECT count(*) FROM information_schema.tables WHERE table_schema = current_schema()`).Scan(&tables); err != nil {
-		t.Fatal(err)
-	}
-	if tables != 0 {
+	if tables := testenv.SchemaTables(t, dsn); tables != 0 {
 		t.Errorf("a refused Open left %d tables in its schema", tables)
 	}
 }

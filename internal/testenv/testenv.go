@@ -71,6 +71,24 @@ func PostgresURL(t testing.TB) string {
 	return u.String()
 }
 
+// SchemaTables counts the tables in the first schema of dsn's search_path
+// (a PostgresURL's fresh schema): 0 until something has migrated there.
+func SchemaTables(t testing.TB, dsn string) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	defer conn.Close(ctx)
+	var n int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM information_schema.tables WHERE table_schema = current_schema()`).Scan(&n); err != nil {
+		t.Fatalf("count tables: %v", err)
+	}
+	return n
+}
+
 // RedisAddr returns host:port of the test Redis (FENCEGATE_TEST_REDIS).
 func RedisAddr(t testing.TB) string {
 	t.Helper()
