@@ -52,24 +52,28 @@ func TestCloseWaitsForTheRunningPut(t *testing.T) {
 	putDone := gatedPut(s, "k/closing", body)
 	<-body.started
 
-	var order atomic.Int32
-	var putAt, closeAt int32
-	closeDone := make(chan error, 1)
+	// The Put cannot finish before its body is released, so a Close that
+	// returns before the release did not wait for it. (Comparing when Close
+	// and the test's receive of the Put's answer return is not that: Close
+	// may rightly return between the Put's end and that receive.)
+	var released atomic.Bool
+	closeDone := make(chan bool, 1) // whether Close returned after the release
+	closeErr := make(chan error, 1)
 	go func() {
 		err := s.Close()
-		closeAt = order.Add(1)
-		closeDone <- err
+		closeDone <- released.Load()
+		closeErr <- err
 	}()
+	released.Store(true)
 	close(body.release)
 	if err := <-putDone; err != nil {
 		t.Fatalf("put running while the store closed: %v", err)
 	}
-	putAt = order.Add(1)
-	if err := <-closeDone; err != nil {
-		t.Fatalf("close: %v", err)
-	}
-	if closeAt < putAt {
+	if !<-closeDone {
 		t.Fatalf("Close returned before the Put it should wait for")
+	}
+	if err := <-closeErr; err != nil {
+		t.Fatalf("close: %v", err)
 	}
 	got, _ := objecttest.Content(t, openAt(t, dir), "k/closing")
 	if got != "landed while closing" {
