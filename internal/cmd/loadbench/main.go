@@ -23,7 +23,10 @@
 // gateway's own histograms (its operator listener, scraped before and after
 // the window) and the load generator's own CPU per write (getrusage). At
 // the points of -check it also drives the same writes without the project's
-// client (wrk and plain net/http, check.go) on the same gateway. -profile DIR
+// client (wrk and plain net/http, check.go) on the same gateway, and, on the
+// paths with the local object store, the floor (floor.go): the same PUTs to a
+// bare HTTP server writing each body with that store and no fencing, its
+// rate and CPU per write what the gateway's are held against. -profile DIR
 // saves a CPU profile, an allocation profile and an execution trace of the
 // gateway per point (profile.go). -prefill N fills each Postgres and
 // embedded point's fence store with N settled receipts first (prefill.go,
@@ -65,7 +68,7 @@ type options struct {
 	// profile is the directory for per-point profiles ("" for none).
 	profile string
 	// checks are the points ("embedded:8") where the cross-checks run,
-	// with checkWith: "wrk" and/or "http".
+	// with checkWith: "wrk" and/or "http" on the gateway, "floor" beside it.
 	checks    map[string]bool
 	checkWith []string
 	// pgDev runs the Postgres path as `gateway dev --fence-store` instead of
@@ -80,6 +83,7 @@ type options struct {
 }
 
 func main() {
+	floorMain() // a floor server process serves and exits here (floor.go)
 	o := options{out: os.Stdout}
 	paths := flag.String("paths", "postgres,embedded,s3", "paths to measure: postgres, embedded, s3")
 	conc := flag.String("c", "1,8,32", "concurrencies")
@@ -96,7 +100,7 @@ func main() {
 	flag.IntVar(&o.prefill, "prefill", 0, "settled receipts over N/10 resources in the fence store of each postgres and embedded point first: bulk-inserted (SQL) into the Postgres store; written once through the embedded store's Admit and Settle and copied for each embedded point (the s3 path starts empty)")
 	flag.StringVar(&o.profile, "profile", "", "save a CPU profile, an allocation profile and an execution trace of the gateway per point (first run) as DIR/PATH-cN.cpu, .allocs, .trace")
 	checks := flag.String("check", "embedded:8", "points PATH:C where the same writes are also driven without the project's client (\"\" for none)")
-	checkWith := flag.String("check-with", "wrk,http", "cross-check generators: wrk (Debian's wrk; skipped if absent) and/or http (plain net/http)")
+	checkWith := flag.String("check-with", "wrk,http,floor", "cross-check generators: wrk (Debian's wrk; skipped if absent) and/or http (plain net/http) on the gateway, and floor: plain net/http to a bare HTTP server writing each body with the local object store, no fencing (floor.go; local-store paths only)")
 	flag.StringVar(&o.deferSettle, "defer-settle", "", "the gateway's deferSettle window (e.g. 0 or 2ms; \"\" for its default)")
 	flag.IntVar(&o.pgPool, "pg-pool", 0, "pool_max_conns in the gateway's fence-store URL (at least 3: that minus 2 write batches run at once); 0 for the store's default")
 	flag.BoolVar(&o.pgDev, "pg-dev", false, "run the Postgres path as gateway dev --fence-store instead of gateway serve (to compare)")
@@ -336,6 +340,17 @@ func measure(ctx context.Context, o options, path, tag, dir string, c, run int, 
 		// delta also holds the lease acquisitions' few reads.
 		pt.gw.pg = stats.settle(ctx).minus(before)
 	}
+	if store == "local" && o.checks[fmt.Sprintf("%s:%d", path, c)] && slices.Contains(o.checkWith, "floor") {
+		// After the gateway has stopped: the floor has the machine to itself.
+		var fl sample
+		if fl, err = floorCheck(ctx, dir, c, checkWindow(o.d)); err != nil {
+			return pt, fmt.Errorf("floor: %w", err)
+		}
+		if pt.checks == nil {
+			pt.checks = map[string]sample{}
+		}
+		pt.checks["floor"] = fl
+	}
 	switch path {
 	case "postgres":
 		pt.base, err = runPgbench(ctx, stats, dir, c, o.d, tag)
@@ -363,6 +378,8 @@ func crossChecks(ctx context.Context, o options, g *gateway, store, tag, dir str
 			s, err = viaWrk(ctx, g, store, tag+"wrk", dir, c, checkWindow(o.d))
 		case "http":
 			s, err = plainHTTP(ctx, g, store, tag+"http", c, checkWindow(o.d))
+		case "floor":
+			continue // not on the gateway: measure runs it after the gateway stops
 		default:
 			err = fmt.Errorf("unknown -check-with %q", w)
 		}

@@ -15,6 +15,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	floorMain() // the floor check starts this test binary again as its server
 	code := m.Run()
 	testenv.RemoveBuilt()
 	os.Exit(code)
@@ -33,7 +34,7 @@ func TestSmokeEmbeddedPointPrintsRatioStagesCheckAndProfiles(t *testing.T) {
 	prof := t.TempDir()
 	err := run(context.Background(), options{paths: []string{"embedded"}, conc: []int{1}, d: 500 * time.Millisecond,
 		runs: 1, bin: testenv.GatewayBinary(t), out: &out, profile: prof,
-		checks: map[string]bool{"embedded:1": true}, checkWith: []string{"http"}})
+		checks: map[string]bool{"embedded:1": true}, checkWith: []string{"http", "floor"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,6 +64,9 @@ func TestSmokeEmbeddedPointPrintsRatioStagesCheckAndProfiles(t *testing.T) {
 	}
 	if ck := regexp.MustCompile(`cross-check at c=1: http ([0-9]+)/s`).FindStringSubmatch(text); ck == nil || ck[1] == "0" {
 		t.Fatalf("no cross-check rate in:\n%s", text)
+	}
+	if fl := regexp.MustCompile(`floor at c=1 .*: floor ([0-9]+)/s .*server cpu/w ([0-9.]+)ms`).FindStringSubmatch(text); fl == nil || fl[1] == "0" {
+		t.Fatalf("no floor rate and server CPU in:\n%s", text)
 	}
 	if strings.Contains(text, "NOT OK") {
 		t.Fatalf("a cross-check write was refused:\n%s", text)

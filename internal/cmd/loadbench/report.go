@@ -28,7 +28,11 @@ stages: the gateway's own histograms over the window (operator listener /metrics
   and settles, per batch).
 cross-check: the same fenced writes on the same gateway after the client's window, on fresh resources, without the project's
   client: wrk (a separate C program, Lua script with precomputed headers) and plain net/http; the median rate, the median of
-  its ratios to the client's rate in the same run, the gateway's CPU and request time per write, the generator's CPU per write.`
+  its ratios to the client's rate in the same run, the gateway's CPU and request time per write, the generator's CPU per write.
+  floor: not the gateway: after it has stopped, plain net/http PUTs of the same bodies (one key per worker) to a bare HTTP
+  server that writes each with the same local object store (conditional Put: file sync, rename, batched directory sync) and
+  no fencing (no grant, fence store, receipt or settle); its rate, its ratio to the client's rate, and the server's CPU per
+  write: the least CPU a process spends on a durable 1 KiB write through HTTP into that store on this machine.`
 
 // printPoint prints the median run of pts (by the gateway's rate; the
 // baseline's and each cross-check's median taken on their own).
@@ -56,9 +60,16 @@ func printPoint(w io.Writer, path string, c int, pts []point) {
 		slices.Sort(names)
 		var parts []string
 		for _, k := range names {
-			parts = append(parts, checkPart(k, median(checks[k]), ratios[k]))
+			if k != "floor" {
+				parts = append(parts, checkPart(k, median(checks[k]), ratios[k]))
+			}
 		}
-		fmt.Fprintf(w, "%14s cross-check at c=%d: %s\n", "", c, strings.Join(parts, "; "))
+		if len(parts) > 0 {
+			fmt.Fprintf(w, "%14s cross-check at c=%d: %s\n", "", c, strings.Join(parts, "; "))
+		}
+		if fl, ok := checks["floor"]; ok {
+			fmt.Fprintf(w, "%14s floor at c=%d (bare HTTP + local store, no fencing): %s\n", "", c, checkPart("floor", median(fl), ratios["floor"]))
+		}
 	}
 }
 
@@ -102,7 +113,11 @@ func checkPart(name string, s sample, ratios []float64) string {
 	out := fmt.Sprintf("%s %.0f/s (%.2fx the client's), p50 %s p99 %s, %.1fs", name, s.rate(), ratio,
 		round(s.pct(0.5)), round(s.pct(0.99)), s.window.Seconds())
 	if s.writes > 0 && s.cpu > 0 {
-		out += ", gateway cpu/w " + perWriteMs(s.cpu, s.writes)
+		who := "gateway"
+		if name == "floor" {
+			who = "server"
+		}
+		out += ", " + who + " cpu/w " + perWriteMs(s.cpu, s.writes)
 	}
 	if s.writes > 0 && s.self > 0 {
 		out += ", generator CPU/w " + perWriteMs(s.self, s.writes)
