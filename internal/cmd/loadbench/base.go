@@ -83,6 +83,12 @@ type s3Target struct {
 	endpoint, bucket, region, accessKey, secretKey string
 }
 
+// storeURL is the gateway's --store URL (after "NAME=") of the bucket's
+// prefix on t.
+func (t s3Target) storeURL(prefix string) string {
+	return fmt.Sprintf("s3://%s/%s?endpoint=%s&region=%s&pathStyle=true", t.bucket, prefix, t.endpoint, t.region)
+}
+
 func (t s3Target) client() *s3.Client {
 	return s3.New(s3.Options{
 		BaseEndpoint: aws.String(t.endpoint),

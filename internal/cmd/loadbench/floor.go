@@ -13,28 +13,33 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/fencegate/fencegate"
 	"github.com/fencegate/fencegate/backends/local"
+	"github.com/fencegate/fencegate/backends/s3"
 	fggateway "github.com/fencegate/fencegate/gateway"
 )
 
-// The floor: what a write that lands in the local object store costs a
+// The floor: what a write that lands in the path's object store costs a
 // process without any fencing. A bare net/http server (this program again,
 // started with floorEnv set) writes each PUT's body with the gateway's own
-// local object store, as the gateway's effect does (backends/local's
-// conditional Put on the key's last ETag: file write and sync, rename,
-// batched directory sync; the same effect metadata and SHA-256 digest), and
-// answers a small JSON body. Plain net/http workers drive it, one key each,
-// as the http cross-check drives the gateway. Its CPU per write is the
-// least the gateway's process could spend on such a write (no grant, status
-// proof, fence store, receipt or settle); its rate, what the machine allows
-// a durable 1 KiB write through HTTP at that concurrency.
+// object store adapter, as the gateway's effect does (a conditional Put on
+// the key's last ETag, with the same effect metadata, SHA-256 digest and
+// land-by deadline: for backends/local file write and sync, rename,
+// batched directory sync; for backends/s3 one presigned PUT), and answers a
+// small JSON body. Plain net/http workers drive it, one key each, as the
+// http cross-check drives the gateway. Its CPU per write is the least the
+// gateway's process could spend on such a write (no grant, status proof,
+// fence store, receipt or settle); its rate, what the machine allows a
+// 1 KiB write through HTTP into that store at that concurrency.
 
-// floorEnv holds "ADDR DIR" in the environment of a floor server process.
+// floorEnv holds "ADDR STORE" in the environment of a floor server process:
+// STORE is local:DIR or an s3:// URL as the gateway's --store takes it (the
+// credentials in the AWS_* environment).
 const floorEnv = "LOADBENCH_FLOOR"
 
 // floorMain serves the floor if this process was started as one (floorEnv
@@ -44,12 +49,12 @@ func floorMain() {
 	if spec == "" {
 		return
 	}
-	var addr, dir string
-	if _, err := fmt.Sscan(spec, &addr, &dir); err != nil {
+	var addr, store string
+	if _, err := fmt.Sscan(spec, &addr, &store); err != nil {
 		fmt.Fprintf(os.Stderr, "loadbench floor: bad %s %q: %v\n", floorEnv, spec, err)
 		os.Exit(2)
 	}
-	if err := serveFloor(addr, dir); err != nil {
+	if err := serveFloor(addr, store); err != nil {
 		fmt.Fprintln(os.Stderr, "loadbench floor:", err)
 		os.Exit(1)
 	}
@@ -57,9 +62,10 @@ func floorMain() {
 }
 
 // serveFloor serves PUT /o/{key} (writes the body) and GET /healthz on
-// addr, with a local object store in dir, until the process is stopped.
-func serveFloor(addr, dir string) error {
-	st, err := local.New("local", dir)
+// addr, with the object store store names (see floorEnv), until the
+// process is stopped.
+func serveFloor(addr, store string) error {
+	st, err := openFloorStore(store)
 	if err != nil {
 		return err
 	}
@@ -83,7 +89,8 @@ func serveFloor(addr, dir string) error {
 		segs[key]++
 		seg := segs[key]
 		mu.Unlock()
-		etag, err := st.Put(r.Context(), fencegate.PutRequest{Key: key, Body: bytes.NewReader(body), Size: int64(len(body)),
+		ctx := fencegate.WithLandBy(r.Context(), time.Now().Add(floorEffectTimeout))
+		etag, err := st.Put(ctx, fencegate.PutRequest{Key: key, Body: bytes.NewReader(body), Size: int64(len(body)),
 			ContentType: r.Header.Get("Content-Type"), IfMatch: prev, IfNoneMatch: prev == "",
 			Meta: fencegate.EffectMeta{FenceToken: 7, Segment: seg, Root: "root_floor", OperationID: "op_floor",
 				PayloadDigest: "sha256:" + hex.EncodeToString(sum[:]), ReceiptID: fggateway.NewOrderedID("rcpt_", time.Now())}})
@@ -101,10 +108,28 @@ func serveFloor(addr, dir string) error {
 	return srv.ListenAndServe()
 }
 
+// floorEffectTimeout is the land-by deadline the floor gives each write
+// after its start: the gateway's default effectTimeout.
+const floorEffectTimeout = 60 * time.Second
+
+// openFloorStore opens store (local:DIR or an s3:// URL) as the gateway's
+// adapters do.
+func openFloorStore(store string) (fencegate.ObjectStore, error) {
+	if dir, ok := strings.CutPrefix(store, "local:"); ok {
+		return local.New("local", dir)
+	}
+	u, err := s3.ParseURL(store)
+	if err != nil {
+		return nil, err
+	}
+	return s3.OpenURL(context.Background(), "floor", u)
+}
+
 // startFloor starts a floor server process (this executable with floorEnv)
-// on a free loopback port, its store in dir, and waits for /healthz. Its
-// CPU is read from /proc like the gateway's; it has no metrics or strace.
-func startFloor(ctx context.Context, dir string) (*gateway, error) {
+// on a free loopback port, writing to store (local:DIR or an s3:// URL, its
+// credentials in env), its log in dir, and waits for /healthz. Its CPU is
+// read from /proc like the gateway's; it has no metrics or strace.
+func startFloor(ctx context.Context, dir, store string, env []string) (*gateway, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -119,7 +144,7 @@ func startFloor(ctx context.Context, dir string) (*gateway, error) {
 	}
 	g := &gateway{url: "http://" + addr, logf: logf, stderr: logf.Name()}
 	g.cmd = exec.Command(exe)
-	g.cmd.Env = append(os.Environ(), floorEnv+"="+addr+" "+filepath.Join(dir, "floor-objects"))
+	g.cmd.Env = append(append(os.Environ(), env...), floorEnv+"="+addr+" "+store)
 	g.cmd.Stdout, g.cmd.Stderr = logf, logf
 	g.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := g.cmd.Start(); err != nil {
@@ -145,10 +170,11 @@ func startFloor(ctx context.Context, dir string) (*gateway, error) {
 	}
 }
 
-// floorCheck runs the floor at c for d: a fresh floor server in dir, c
-// plain net/http workers each PUTting 1 KiB bodies to a key of its own.
-func floorCheck(ctx context.Context, dir string, c int, d time.Duration) (sample, error) {
-	g, err := startFloor(ctx, dir)
+// floorCheck runs the floor at c for d: a fresh floor server writing to
+// store (its log in dir), c plain net/http workers each PUTting 1 KiB
+// bodies to a key of its own.
+func floorCheck(ctx context.Context, dir, store string, env []string, c int, d time.Duration) (sample, error) {
+	g, err := startFloor(ctx, dir, store, env)
 	if err != nil {
 		return sample{}, err
 	}

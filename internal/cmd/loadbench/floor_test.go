@@ -20,7 +20,7 @@ import (
 // it stops, the store holds the second body with segment 2.
 func TestFloorServerWritesThroughTheLocalStoreConditionally(t *testing.T) {
 	dir := t.TempDir()
-	g, err := startFloor(context.Background(), dir)
+	g, err := startFloor(context.Background(), dir, "local:"+filepath.Join(dir, "floor-objects"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,10 +23,10 @@
 // gateway's own histograms (its operator listener, scraped before and after
 // the window) and the load generator's own CPU per write (getrusage). At
 // the points of -check it also drives the same writes without the project's
-// client (wrk and plain net/http, check.go) on the same gateway, and, on the
-// paths with the local object store, the floor (floor.go): the same PUTs to a
-// bare HTTP server writing each body with that store and no fencing, its
-// rate and CPU per write what the gateway's are held against. -profile DIR
+// client (wrk and plain net/http, check.go) on the same gateway, and the
+// floor (floor.go): the same PUTs to a bare HTTP server writing each body
+// with the path's object store and no fencing, its rate and CPU per write
+// what the gateway's are held against. -profile DIR
 // saves a CPU profile, an allocation profile and an execution trace of the
 // gateway per point (profile.go). -prefill N fills each Postgres and
 // embedded point's fence store with N settled receipts first (prefill.go,
@@ -100,7 +100,7 @@ func main() {
 	flag.IntVar(&o.prefill, "prefill", 0, "settled receipts over N/10 resources in the fence store of each postgres and embedded point first: bulk-inserted (SQL) into the Postgres store; written once through the embedded store's Admit and Settle and copied for each embedded point (the s3 path starts empty)")
 	flag.StringVar(&o.profile, "profile", "", "save a CPU profile, an allocation profile and an execution trace of the gateway per point (first run) as DIR/PATH-cN.cpu, .allocs, .trace")
 	checks := flag.String("check", "embedded:8", "points PATH:C where the same writes are also driven without the project's client (\"\" for none)")
-	checkWith := flag.String("check-with", "wrk,http,floor", "cross-check generators: wrk (Debian's wrk; skipped if absent) and/or http (plain net/http) on the gateway, and floor: plain net/http to a bare HTTP server writing each body with the local object store, no fencing (floor.go; local-store paths only)")
+	checkWith := flag.String("check-with", "wrk,http,floor", "cross-check generators: wrk (Debian's wrk; skipped if absent) and/or http (plain net/http) on the gateway, and floor: plain net/http to a bare HTTP server writing each body with the path's object store, no fencing (floor.go)")
 	flag.StringVar(&o.deferSettle, "defer-settle", "", "the gateway's deferSettle window (e.g. 0 or 2ms; \"\" for its default)")
 	flag.IntVar(&o.pgPool, "pg-pool", 0, "pool_max_conns in the gateway's fence-store URL (at least 3: that minus 2 write batches run at once); 0 for the store's default")
 	flag.BoolVar(&o.pgDev, "pg-dev", false, "run the Postgres path as gateway dev --fence-store instead of gateway serve (to compare)")
@@ -298,8 +298,7 @@ func measure(ctx context.Context, o options, path, tag, dir string, c, run int, 
 		}
 	case "s3":
 		store = "s3b"
-		sp.args = []string{"--store", fmt.Sprintf("s3b=s3://%s/loadbench/%s?endpoint=%s&region=%s&pathStyle=true",
-			o.s3.bucket, tag, o.s3.endpoint, o.s3.region)}
+		sp.args = []string{"--store", "s3b=" + o.s3.storeURL("loadbench/"+tag)}
 		sp.env = []string{"AWS_ACCESS_KEY_ID=" + o.s3.accessKey, "AWS_SECRET_ACCESS_KEY=" + o.s3.secretKey}
 	default:
 		return pt, fmt.Errorf("unknown path %q", path)
@@ -340,10 +339,14 @@ func measure(ctx context.Context, o options, path, tag, dir string, c, run int, 
 		// delta also holds the lease acquisitions' few reads.
 		pt.gw.pg = stats.settle(ctx).minus(before)
 	}
-	if store == "local" && o.checks[fmt.Sprintf("%s:%d", path, c)] && slices.Contains(o.checkWith, "floor") {
+	if o.checks[fmt.Sprintf("%s:%d", path, c)] && slices.Contains(o.checkWith, "floor") {
 		// After the gateway has stopped: the floor has the machine to itself.
+		fs := "local:" + filepath.Join(dir, "floor-objects")
+		if path == "s3" {
+			fs = o.s3.storeURL("loadbench/" + tag + "/floor")
+		}
 		var fl sample
-		if fl, err = floorCheck(ctx, dir, c, checkWindow(o.d)); err != nil {
+		if fl, err = floorCheck(ctx, dir, fs, sp.env, c, checkWindow(o.d)); err != nil {
 			return pt, fmt.Errorf("floor: %w", err)
 		}
 		if pt.checks == nil {

@@ -30,9 +30,10 @@ cross-check: the same fenced writes on the same gateway after the client's windo
   client: wrk (a separate C program, Lua script with precomputed headers) and plain net/http; the median rate, the median of
   its ratios to the client's rate in the same run, the gateway's CPU and request time per write, the generator's CPU per write.
   floor: not the gateway: after it has stopped, plain net/http PUTs of the same bodies (one key per worker) to a bare HTTP
-  server that writes each with the same local object store (conditional Put: file sync, rename, batched directory sync) and
-  no fencing (no grant, fence store, receipt or settle); its rate, its ratio to the client's rate, and the server's CPU per
-  write: the least CPU a process spends on a durable 1 KiB write through HTTP into that store on this machine.`
+  server that writes each with the path's object store adapter (conditional Put on the last ETag; local: file sync, rename,
+  batched directory sync; s3: one presigned PUT) and no fencing (no grant, fence store, receipt or settle); its rate, its
+  ratio to the client's rate, and the server's CPU per write: the least CPU a process spends on a 1 KiB write through HTTP
+  into that store on this machine.`
 
 // printPoint prints the median run of pts (by the gateway's rate; the
 // baseline's and each cross-check's median taken on their own).
@@ -68,7 +69,7 @@ func printPoint(w io.Writer, path string, c int, pts []point) {
 			fmt.Fprintf(w, "%14s cross-check at c=%d: %s\n", "", c, strings.Join(parts, "; "))
 		}
 		if fl, ok := checks["floor"]; ok {
-			fmt.Fprintf(w, "%14s floor at c=%d (bare HTTP + local store, no fencing): %s\n", "", c, checkPart("floor", median(fl), ratios["floor"]))
+			fmt.Fprintf(w, "%14s floor at c=%d (bare HTTP + the object store, no fencing): %s\n", "", c, checkPart("floor", median(fl), ratios["floor"]))
 		}
 	}
 }
