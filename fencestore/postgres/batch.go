@@ -132,8 +132,8 @@ func (s *Store) writeLocked(ctx context.Context, conn *pgxpool.Conn, ms []*membe
 			settling = append(settling, p.ReceiptID)
 		}
 	}
-	rd := newAdmitRead()
-	if err := rd.read(ctx, conn, admits, settling, true); err != nil {
+	rd, err := readLocked(ctx, conn, admits, settling)
+	if err != nil {
 		return false, translate(err, op)
 	}
 	var fresh []*admitCall
@@ -191,6 +191,46 @@ func (s *Store) writeLocked(ctx context.Context, conn *pgxpool.Conn, ms []*membe
 	}
 	s.known.learn(rows, append(admitted, slices.Collect(maps.Values(st.receipts))...))
 	return false, nil
+}
+
+// lockedReadTries bounds readLocked's attempts: a receipt committed while
+// the lock statement waited is found by the next attempt's, so a second
+// attempt is all a batch needs unless other replicas keep admitting the
+// receipts it settles (each attempt then finds them).
+const lockedReadTries = 3
+
+// readLocked runs the locked path's first round trip (BEGIN, the row locks,
+// the reads) until every receipt to settle that it read has its resource's
+// row locked. The lock statement chooses its rows once, before it waits:
+// a receipt to settle that another replica committed meanwhile is read by
+// the next statement (READ COMMITTED) without its row, and settling it
+// there would leave the row naming it pending for ever. Such an attempt is
+// rolled back and run again (the receipt's resource is then found and
+// locked in order); a receipt's row always exists (the foreign key), so a
+// missing one was not locked.
+func readLocked(ctx context.Context, conn *pgxpool.Conn, admits []*admitCall, settling []string) (*admitRead, error) {
+	for try := 1; ; try++ {
+		rd := newAdmitRead()
+		if err := rd.read(ctx, conn, admits, settling, true); err != nil {
+			return nil, err
+		}
+		unlocked := false
+		for _, r := range rd.priors {
+			if _, ok := rd.rows[r.Resource]; !ok {
+				unlocked = true
+			}
+		}
+		if !unlocked {
+			return rd, nil
+		}
+		if _, err := conn.Exec(ctx, `ROLLBACK`); err != nil {
+			return nil, err
+		}
+		if try == lockedReadTries {
+			return nil, fencegate.Errorf(fencegate.CodeBackendUnavailable,
+				"fence store: receipts to settle kept appearing while their batch waited for row locks (%d tries); try again", try)
+		}
+	}
 }
 
 // admitLocked decides admission req on what rd read and st applied so far
