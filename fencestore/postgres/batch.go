@@ -23,7 +23,9 @@ type writeCall struct {
 
 // runWrites runs one batch of the write group through runBatch.
 func (s *Store) runWrites(ctx context.Context, ms []*member[*writeCall]) {
-	runBatch(ctx, ms, s.writeBatch, s.forgetWrites)
+	commits, members := runBatch(ctx, ms, s.writeBatch, s.forgetWrites)
+	s.writes.batches.Add(uint64(commits))
+	s.writes.members.Add(uint64(members))
 }
 
 // split returns ms's admissions and settles, each in batch order.

@@ -4,16 +4,20 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Group commit. Concurrent Admits and Settles are gathered into batches
 // together (one group of writeCalls, batch.go), one transaction each, so that
-// callers share a COMMIT and a WAL flush whatever their kind. There is no
-// timer: a caller that finds a free slot starts a batch at once with
-// whatever is queued (a lone caller waits for nothing); up to slots batches
-// run at once, each on a connection of its own, a new one beside those
-// running only once at least as many callers wait as the running batches
-// carry; callers that may not start a batch queue up and go together in the
+// callers share a COMMIT and a WAL flush whatever their kind. No caller
+// waits for a timer to gather others: a caller that finds a free slot
+// starts a batch at once with whatever is queued (a lone caller waits for
+// nothing); up to slots batches run at once, each on a connection of its
+// own, a new one beside those running only once at least as many callers
+// wait as the running batches carry, or once no batch has started for
+// stallAfter (the running ones are stalled, on a row lock held elsewhere
+// say: the only timer, which callers left queued beside running batches
+// arm); callers that may not start a batch queue up and go together in the
 // next one. Batch sizes therefore follow the load: one member each while
 // calls are rare (the latency of one transaction, and a second caller starts
 // beside the first at once), larger as they crowd, so commits per call fall
@@ -21,7 +25,7 @@ import (
 // its statements while another waits for its WAL flush, and concurrent
 // commits share a flush), so a call does not wait behind a single batch, and
 // a batch stalled on a row lock held elsewhere holds up only its own
-// members.
+// members (others start beside it stallAfter after the last batch began).
 //
 // A member's result is delivered only after its batch's COMMIT was
 // acknowledged, so everything the store reports as done is durable, exactly
@@ -43,6 +47,13 @@ const (
 	defaultSlots = 8
 	// maxBatch bounds the members of one batch.
 	maxBatch = 64
+	// stallAfter is how long after the last batch started the running ones
+	// are taken for stalled, so that callers queued beside them start a
+	// batch of their own in a free slot (the growth rule would keep them
+	// waiting until a stalled batch ends). A batch normally takes one round
+	// trip and a commit, a few milliseconds; under load batches start far
+	// more often than this, so the rule does not shrink them.
+	stallAfter = 20 * time.Millisecond
 )
 
 // member is one call waiting in a group.
@@ -62,15 +73,31 @@ type group[T any] struct {
 	run   func(ctx context.Context, ms []*member[T])
 	slots int // batches that may run at once; 0 means defaultSlots
 
-	// batches and members count the batches run and the members they
-	// carried (a batch run again on the locked path counts once).
+	// batches and members count the transactions that committed and the
+	// members they carried (runBatch reports them; a batch run again on the
+	// locked path counts once, one run member by member once per member
+	// that committed, a failed or uncertain one not at all).
 	batches, members atomic.Uint64
 
-	mu       sync.Mutex
-	queue    []*member[T]
-	inflight int
-	running  int             // members of the running batches
-	busy     map[string]bool // keys of the running batches
+	// now and afterFunc are the clock and timer (nil: time.Now and
+	// time.AfterFunc; tests inject).
+	now       func() time.Time
+	afterFunc func(time.Duration, func())
+
+	mu        sync.Mutex
+	queue     []*member[T]
+	inflight  int
+	running   int             // members of the running batches
+	busy      map[string]bool // keys of the running batches
+	lastStart time.Time       // when the last batch started
+	armed     bool            // a stall timer will kick
+}
+
+func (g *group[T]) clock() time.Time {
+	if g.now != nil {
+		return g.now()
+	}
+	return time.Now()
 }
 
 // do queues req and waits for its batch. It returns ctx's error if ctx ends
@@ -112,8 +139,11 @@ func (g *group[T]) kick() {
 	}
 	// Beside running batches a new one starts only once as many callers
 	// wait as those batches carry, so under load batches grow rather than
-	// multiply (fewer commits), while a lone or light caller never waits.
-	for g.inflight < slots && len(g.queue) > 0 && (g.inflight == 0 || len(g.queue) >= g.running) {
+	// multiply (fewer commits), while a lone or light caller never waits;
+	// or once they look stalled (none started for stallAfter).
+	now := g.clock()
+	stalled := !g.lastStart.IsZero() && now.Sub(g.lastStart) >= stallAfter
+	for g.inflight < slots && len(g.queue) > 0 && (g.inflight == 0 || len(g.queue) >= g.running || stalled) {
 		var (
 			batch []*member[T]
 			rest  []*member[T]
@@ -147,8 +177,31 @@ func (g *group[T]) kick() {
 		}
 		g.inflight++
 		g.running += len(batch)
+		g.lastStart = now
+		stalled = false
 		go g.exec(batch)
 	}
+	g.armStall(slots)
+}
+
+// armStall sets a timer to kick again stallAfter after the last batch
+// started, when callers wait beside running batches with a slot free (so
+// that stalled batches do not hold them up). g.mu is held.
+func (g *group[T]) armStall(slots int) {
+	if g.armed || g.inflight == 0 || g.inflight >= slots || len(g.queue) == 0 || g.lastStart.IsZero() {
+		return
+	}
+	after := g.afterFunc
+	if after == nil {
+		after = func(d time.Duration, f func()) { time.AfterFunc(d, f) }
+	}
+	g.armed = true
+	after(max(g.lastStart.Add(stallAfter).Sub(g.clock()), 0), func() {
+		g.mu.Lock()
+		g.armed = false
+		g.kick()
+		g.mu.Unlock()
+	})
 }
 
 func clash(seen map[string]bool, keys []string) bool {
@@ -173,8 +226,6 @@ func (g *group[T]) exec(batch []*member[T]) {
 		}))
 	}
 	g.run(ctx, batch)
-	g.batches.Add(1)
-	g.members.Add(uint64(len(batch)))
 	for _, stop := range stops {
 		stop()
 	}
@@ -205,27 +256,31 @@ func (g *group[T]) exec(batch []*member[T]) {
 // was lost (uncertain), every member gets the error: its write may or may
 // not be durable, as for a lone transaction. Nothing is applied twice: a
 // member is run again only after a certain rollback, and its result is set
-// only once its transaction committed.
-func runBatch[T any](ctx context.Context, ms []*member[T], batch func(ctx context.Context, ms []*member[T], locked bool) (uncertain bool, err error), forget func([]*member[T])) {
+// only once its transaction committed. It returns the transactions that
+// committed and the members they carried.
+func runBatch[T any](ctx context.Context, ms []*member[T], batch func(ctx context.Context, ms []*member[T], locked bool) (uncertain bool, err error), forget func([]*member[T])) (commits, members int) {
 	uncertain, err := batch(ctx, ms, false)
 	if err != nil && isFastMiss(err) {
 		forget(ms)
 		uncertain, err = batch(ctx, ms, true)
 	}
 	if err == nil {
-		return
+		return 1, len(ms)
 	}
 	forget(ms)
 	if len(ms) == 1 || uncertain {
 		for _, m := range ms {
 			m.err = err
 		}
-		return
+		return 0, 0
 	}
 	for i, m := range ms {
 		if _, err := batch(ctx, ms[i:i+1:i+1], true); err != nil {
 			forget(ms[i : i+1 : i+1])
 			m.err = err
+			continue
 		}
+		commits++
 	}
+	return commits, commits
 }

@@ -133,9 +133,10 @@ var _ fencegate.GroupCommitter = (*Store)(nil)
 
 // GroupCommits implements fencegate.GroupCommitter for the admissions and
 // settles (the writes this store groups, group.go; version swaps, unbinds
-// and compaction run alone and are not counted): the batches run and the
-// calls they carried. A batch run again (on the locked path after a
-// fast-path miss, or member by member after a failure) counts once.
+// and compaction run alone and are not counted): the batches that committed
+// and the calls they carried. A batch run again on the locked path after a
+// fast-path miss counts once; one run member by member after a failure,
+// once per member that committed; a failed or uncertain batch not at all.
 func (s *Store) GroupCommits() (batches, writes uint64) {
 	return s.writes.batches.Load(), s.writes.members.Load()
 }
