@@ -36,6 +36,11 @@ type dirSyncer struct {
 	started uint64 // fsyncs begun
 	done    uint64 // the last fsync that has completed
 	err     error  // its result
+	// failed and failErr: the last fsync that failed and its error, so
+	// that every caller an fsync covered learns of its failure even when a
+	// later one has succeeded before the caller is woken.
+	failed  uint64
+	failErr error
 	// unsynced: the last fsync failed, so a change seen in the directory
 	// (a renamed object, a removed one) may not survive a crash.
 	unsynced bool
@@ -116,12 +121,19 @@ func (d *dirSyncer) Sync(t uint64) error {
 		err := d.sync(d.dir)
 		d.mu.Lock()
 		d.running, d.done, d.err, d.unsynced = false, gen, err, err != nil
+		if err != nil {
+			d.failed, d.failErr = gen, err
+		}
 		d.cond.Broadcast()
 	}
-	// Any fsync that began after the change covers it; the latest one's
-	// result is the answer (a failure is reported even if an earlier one
-	// covering the change succeeded: never claim more than is known).
-	return d.err
+	// Any fsync that began after the change covers it, and a failure of
+	// any of them (need up to done) is the answer, even if another covering
+	// the change succeeded before or after it: never claim more than is
+	// known.
+	if d.failed >= need {
+		return d.failErr
+	}
+	return nil
 }
 
 // gather waits, under d.mu, until the writers writing now have renamed or

@@ -213,3 +213,46 @@ func TestLoneWriterDoesNotGather(t *testing.T) {
 		t.Fatalf("lone writer: %v, %d gathered", err, d.gathered)
 	}
 }
+
+// TestFailedSyncIsReportedAlthoughALaterOneSucceeded: a writer that renamed
+// while the leader gathered is covered by the leader's fsync, which fails;
+// another fsync then runs and succeeds before the writer is woken (one P,
+// so the leader's goroutine runs on first). The writer's answer is still
+// the failure of the fsync that covered its rename, not the later success:
+// its Put must not be reported durable (nor its replaced file reused).
+func TestFailedSyncIsReportedAlthoughALaterOneSucceeded(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	fault := errors.New("EIO")
+	for range 20 {
+		entered, release := make(chan struct{}, 1), make(chan error)
+		calls := 0
+		d := newDirSyncer("unused", func(string) error {
+			calls++
+			if calls == 1 {
+				entered <- struct{}{}
+				return <-release // the covering fsync: held, then failed
+			}
+			return nil
+		})
+		manualTimer(d)
+		w := d.Enter() // a writer's file write is under way
+		leader := make(chan [2]error, 1)
+		go func() {
+			first := d.Sync(0)  // gathers for w, then runs the failing fsync
+			second := d.Sync(0) // runs the next fsync before w's goroutine wakes
+			leader <- [2]error{first, second}
+		}()
+		waitGathering(t, d)
+		covered := make(chan error, 1)
+		go func() { covered <- d.Sync(w) }()
+		<-entered
+		release <- fault
+		got, werr := <-leader, <-covered
+		if !errors.Is(got[0], fault) || got[1] != nil {
+			t.Fatalf("leader's fsyncs: %v, %v; want the fault, then success", got[0], got[1])
+		}
+		if !errors.Is(werr, fault) {
+			t.Fatalf("the writer covered by the failed fsync was answered %v (fsyncs run: %d), want the fault", werr, d.syncs)
+		}
+	}
+}
