@@ -72,15 +72,25 @@ func isPrecondition(err error) bool {
 	return st == http.StatusPreconditionFailed || code == "PreconditionFailed"
 }
 
-// translate turns an SDK error into a *fencegate.Error. A 412, and a 409
-// conflict that persisted through the retries, both mean another writer moved
-// the object: the cause is ErrPreconditionFailed.
+// translate turns an SDK error into a *fencegate.Error. A 412 means
+// another writer moved the object: the cause is ErrPreconditionFailed. A 409
+// ConditionalRequestConflict that persisted through the retries does not:
+// S3 answers it while another conditional write to the key is in progress
+// ("try again", AWS's conditional-writes documentation), and that write
+// may be this one's own earlier attempt whose answer was lost, which may
+// still land; a mutation's outcome is then unknown (the reconciler settles
+// it from the object's metadata after the write's expiry).
 func (s *Store) translate(err error, op, key string, mutation bool) error {
 	st, code := status(err)
 	what := fmt.Sprintf("store %q: %s %q", s.name, op, key)
 	switch {
-	case isPrecondition(err) || isConflict(err):
+	case isPrecondition(err):
 		return s.precondition(err, op, key)
+	case isConflict(err):
+		if mutation {
+			err = &uncertain{err}
+		}
+		return fencegate.Wrap(err, fencegate.CodeBackendUnavailable, what+": a conflicting conditional write to the key stayed in progress: no definite answer")
 	case code == "NoSuchBucket":
 		return fencegate.Wrap(err, fencegate.CodeBackendUnavailable, what+": bucket does not exist")
 	case st == http.StatusNotFound || code == "NoSuchKey" || code == "NotFound":
