@@ -294,3 +294,31 @@ func TestSignedChunksCutShortAreRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestSignedChecksumHeaderIsCheckedBesideATrailer: an aws-chunked
+// STREAMING-UNSIGNED-PAYLOAD-TRAILER body signs neither its chunks nor its
+// trailer, so a signed x-amz-checksum-sha256 header is what binds the
+// bytes to the signature. With a trailer of the same algorithm named too,
+// both values are checked: a relay's other body with a trailer to match is
+// refused (BadDigest) and nothing is written; the signer's own body, with
+// header and trailer both its checksum, is written.
+func TestSignedChecksumHeaderIsCheckedBesideATrailer(t *testing.T) {
+	e := newEnv(t, nil)
+	cred := e.lease("AKIDA", owner, "b/r")
+	b64 := func(s string) string { h := sha256.Sum256([]byte(s)); return base64.StdEncoding.EncodeToString(h[:]) }
+	put := func(body string) (int, string) {
+		return e.rawPut(t, "AKIDA", "/b/r/x", "STREAMING-UNSIGNED-PAYLOAD-TRAILER",
+			map[string]string{"Content-Encoding": "aws-chunked", "X-Amz-Trailer": "x-amz-checksum-sha256",
+				"X-Amz-Checksum-Sha256": b64("hello"), "X-Amz-Decoded-Content-Length": "5"},
+			"5\r\n"+body+"\r\n0\r\nx-amz-checksum-sha256:"+b64(body)+"\r\n\r\n")
+	}
+	if status, out := put("EVIL!"); status == 200 || !strings.Contains(out, "BadDigest") {
+		t.Fatalf("another body than the signed checksum's, with a trailer to match: %d %s; want BadDigest", status, out)
+	}
+	if _, err := e.client(cred).HeadObject(context.Background(), &s3.HeadObjectInput{Bucket: aws.String("b"), Key: aws.String("r/x")}); err == nil {
+		t.Fatal("the refused body was written")
+	}
+	if status, out := put("hello"); status != 200 {
+		t.Fatalf("the signed body with header and trailer both its checksum: %d %s", status, out)
+	}
+}

@@ -40,7 +40,7 @@ type integrity struct {
 	md5       []byte // Content-MD5, decoded
 	md5h      hash.Hash
 	algorithm string // "crc32", ...; "" for none
-	want      string // the header's base64 value; "" when it comes in a trailer
+	want      string // the header's base64 value; "" when none was sent
 	h         hash.Hash
 	trailer   string // the trailer carrying the checksum (x-amz-trailer)
 }
@@ -121,19 +121,30 @@ func (in *integrity) check(sha256sum []byte, payloadHash string, trailers map[st
 	if in.algorithm == "" {
 		return "", nil
 	}
-	want := in.want
+	// Every value declared is checked: the header's (signed with the
+	// request) and the trailer's (signed only with a signed trailer) when a
+	// request sends both, so an unsigned trailer cannot stand in for the
+	// signed header a relay would have to forge the body past.
+	wants := []string{}
+	if in.want != "" {
+		wants = append(wants, in.want)
+	}
 	if in.trailer != "" {
-		if want = trailers[in.trailer]; want == "" {
+		tv := trailers[in.trailer]
+		if tv == "" {
 			return "", s3err(http.StatusBadRequest, "InvalidRequest", "the aws-chunked body lacks its "+in.trailer+" trailer")
 		}
+		wants = append(wants, tv)
 	}
 	sum := sha256sum
 	if in.h != nil {
 		sum = in.h.Sum(nil)
 	}
 	got := base64.StdEncoding.EncodeToString(sum)
-	if subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1 {
-		return "", s3err(http.StatusBadRequest, "BadDigest", "The "+strings.ToUpper(in.algorithm)+" you specified did not match the calculated checksum.")
+	for _, want := range wants {
+		if subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1 {
+			return "", s3err(http.StatusBadRequest, "BadDigest", "The "+strings.ToUpper(in.algorithm)+" you specified did not match the calculated checksum.")
+		}
 	}
 	return got, nil
 }
