@@ -50,7 +50,9 @@ const (
 	retryMaxDelay = time.Second
 )
 
-// add queues o for receipt id and starts the retry loop if it is not running.
+// add queues o for receipt id and starts the retry loop if it is not
+// running. An outcome waiting for id is replaced, unless it is final and o
+// is not.
 func (q *settleRetry) add(id string, o fencegate.Outcome) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -59,6 +61,12 @@ func (q *settleRetry) add(id string, o fencegate.Outcome) {
 	}
 	if len(q.queue) >= maxRetryQueue {
 		q.log.Error("settle retry queue full; the reconciler will settle the receipt", "receipt", id, "state", o.State)
+		return
+	}
+	if cur, ok := q.queue[id]; ok && cur.State.Terminal() && !o.State.Terminal() {
+		// A final outcome already waiting (a reader's proof of COMMITTED,
+		// say) is not replaced by a later attempt's UNKNOWN: it is what
+		// the store must record, and what a reader may have been told.
 		return
 	}
 	q.queue[id] = o
