@@ -49,3 +49,26 @@ func TestDrainsPassSettlesNothingBesideTheRetryLoopsPass(t *testing.T) {
 		t.Fatalf("Settle calls %d, left %d; want 1 and 0", n, q.len())
 	}
 }
+
+// TestRetryQueueKeepsAFinalOutcomeOverAnUnknownOne: an outcome waiting to be
+// settled is replaced by a newer one for its receipt (UNKNOWN by a final
+// state, one final by another), except that a final one (a reader's proof
+// of COMMITTED) is never replaced by UNKNOWN, which would have the store
+// record less than a reader was told.
+func TestRetryQueueKeepsAFinalOutcomeOverAnUnknownOne(t *testing.T) {
+	q := &settleRetry{spawn: func(func()) {}, log: slog.New(slog.DiscardHandler)}
+	unknown := fencegate.Outcome{State: fencegate.ReceiptUnknown, Error: "answer lost"}
+	committed := fencegate.Outcome{State: fencegate.ReceiptCommitted, Version: `"v1"`}
+	q.add("a", unknown)
+	q.add("a", committed)
+	q.add("a", unknown)
+	if got := q.queue["a"]; got != committed {
+		t.Fatalf("queued for a: %+v, want the proof of COMMITTED", got)
+	}
+	failed := fencegate.Outcome{State: fencegate.ReceiptFailed, Error: "refused"}
+	q.add("b", unknown)
+	q.add("b", failed)
+	if got := q.queue["b"]; got != failed {
+		t.Fatalf("queued for b: %+v, want FAILED over UNKNOWN", got)
+	}
+}
