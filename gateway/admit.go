@@ -107,6 +107,13 @@ func (g *Gateway) admit(ctx context.Context, req fencegate.AdmitRequest, recheck
 			req.Now = at
 		}
 		adm, err := g.cfg.Store.Admit(ctx, req)
+		if err == nil && adm.Replay && tries > 0 && adm.Receipt.ID == req.ReceiptID && adm.Receipt.State == fencegate.ReceiptPending {
+			// Our own earlier attempt, which seemed to admit nothing (its
+			// receipt not yet visible: a commit acknowledged late), did
+			// commit: the receipt ID is this request's alone and nothing
+			// was forwarded for it, so it goes on as admitted.
+			adm.Replay = false
+		}
 		if prior != nil && (err == nil || isRuling(err)) {
 			g.priorDecided(prior, adm)
 			prior, req.Prior = nil, nil
@@ -123,7 +130,12 @@ func (g *Gateway) admit(ctx context.Context, req fencegate.AdmitRequest, recheck
 				return adm, err
 			}
 			if tries++; tries > admitAgain || ctx.Err() != nil {
-				// Nothing was admitted: no receipt to name, a store fault to retry.
+				// Nothing was seen admitted: no receipt to name, a store
+				// fault to retry. An attempt's commit may still become
+				// visible late: NOT_APPLIED is queued for the receipt ID
+				// (the store answers NOT_FOUND if there is none), so that
+				// its resource is not left busy.
+				g.notApplied(req.ReceiptID)
 				return fencegate.Admission{}, &fencegate.Error{Code: fencegate.CodeBackendUnavailable,
 					Message: "the fence store failed; nothing was admitted or forwarded", Err: err}
 			}
