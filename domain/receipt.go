@@ -161,6 +161,11 @@ type Receipt struct {
 	Error     string     `json:"error,omitempty"`
 	CreatedAt time.Time  `json:"createdAt"`
 	SettledAt *time.Time `json:"settledAt,omitempty"`
+	// LandBy is when every request of the effect expires at the store, the
+	// deadline it was sent with (CreatedAt plus the admitting gateway's
+	// effectTimeout); zero for a receipt admitted without one (before it
+	// was recorded), which a gateway reconciles by its own effectTimeout.
+	LandBy time.Time `json:"landBy,omitzero"`
 }
 
 // MaxRetryAfter caps an upstream's Retry-After kept in Receipt.RetryAt.

@@ -43,6 +43,12 @@ type AdmitRequest struct {
 	// one it failed to return: the record keeps the digest and size.
 	QuarantinePayload func() ([]byte, error) `json:"-"`
 	Now               time.Time
+	// EffectTimeout, when positive, is how long after Now the effect's
+	// requests may still land (the gateway's effectTimeout): the receipt
+	// keeps Now + EffectTimeout as its LandBy, so that every replica, and
+	// this one after a restart with another effectTimeout, reconciles the
+	// effect by the deadline it was sent with. Zero records none.
+	EffectTimeout time.Duration
 	// Prior, when set, is a settle of an earlier receipt folded into this
 	// admission's transaction (the gateway's deferred settle): a store that
 	// implements PriorSettling applies it first, exactly as

@@ -265,7 +265,7 @@ func (g *Gateway) apply(ctx context.Context, req Request) (Result, error) {
 	areq := fencegate.AdmitRequest{
 		Grant: vg, Segment: req.Segment, Target: req.Target, Method: req.Method,
 		PayloadDigest: req.PayloadDigest, EffectKey: req.EffectKey, ReceiptID: g.cfg.NewID(), Now: g.cfg.Now(),
-		PayloadSize: req.PayloadSize, QuarantinePayload: req.QuarantinePayload,
+		PayloadSize: req.PayloadSize, QuarantinePayload: req.QuarantinePayload, EffectTimeout: g.cfg.EffectTimeout,
 	}
 	if k, ok := req.Effect.(RequestKeeper); ok && !shadow {
 		if areq.Request, err = k.KeptRequest(fencegate.Receipt{Resource: vg.Resource, OperationRoot: vg.OperationRoot,

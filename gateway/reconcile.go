@@ -382,12 +382,19 @@ func (rc *Reconciler) forget(id string) {
 }
 
 // EffectExpiry is when every request of r's effect expires at the store:
-// effectTimeout after the receipt was admitted. The gateway sends it with
-// each object write (fencegate.WithLandBy) and the store refuses a request
-// that reaches it later; ObjectResolver takes a write for not applied only
-// a grace after it. This pair is the one rule that lets "NOT_APPLIED" be
-// final for a write that may still be in the network.
+// the receipt's LandBy, set at admission to the admitting gateway's
+// effectTimeout after it (so every replica, whatever its own effectTimeout,
+// and this one after a restart with another, counts from the deadline the
+// effect was sent with); for a receipt admitted without one, effectTimeout
+// after its creation. The gateway sends it with each object write
+// (fencegate.WithLandBy) and the store refuses a request that reaches it
+// later; ObjectResolver takes a write for not applied only a grace after
+// it. This pair is the one rule that lets "NOT_APPLIED" be final for a
+// write that may still be in the network.
 func EffectExpiry(r fencegate.Receipt, effectTimeout time.Duration) time.Time {
+	if !r.LandBy.IsZero() {
+		return r.LandBy
+	}
 	return r.CreatedAt.Add(effectTimeout)
 }
 

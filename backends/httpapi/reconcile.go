@@ -218,8 +218,10 @@ func (a *API) lookup(ctx context.Context, r fencegate.Receipt, l *Lookup) (fence
 // calling it NOT_APPLIED would then deny an effect that happened (a payment
 // made twice after a retry under a new key). It is the latest of:
 //
-//   - the receipt's effect expiry (creation plus the gateway's effect
-//     timeout): the first send starts, and its context ends, by then;
+//   - the receipt's effect expiry (its LandBy, the admitting gateway's
+//     creation plus effect timeout; for a receipt without one, creation
+//     plus this gateway's): the first send starts, and its context ends,
+//     by then;
 //   - the last settle recorded on the receipt (SettledAt): a resend is
 //     recorded after its exchange ended;
 //   - this process's start, for a receipt older than it: a previous process
@@ -230,7 +232,10 @@ func (a *API) lookup(ctx context.Context, r fencegate.Receipt, l *Lookup) (fence
 // flight on another replica under another strategy for the same route (a
 // config change rolled out to some replicas only) is not covered.
 func (a *API) lastSendBound(r fencegate.Receipt) time.Time {
-	at := r.CreatedAt.Add(a.effectTTL)
+	at := r.LandBy
+	if at.IsZero() {
+		at = r.CreatedAt.Add(a.effectTTL)
+	}
 	if r.SettledAt != nil && r.SettledAt.After(at) {
 		at = *r.SettledAt
 	}

@@ -30,6 +30,11 @@ import (
 // then not split again by the settles of the receipts they hold. Receipts
 // of codec byte 1 (the same without room) are still read.
 //
+// A receipt's LandBy, when it has one, follows its creation time (flag
+// fLandBy); a binary from before that flag fails to read such a receipt
+// (INTERNAL: the time's bytes are not the room it expects), never taking it
+// for another.
+//
 // Quarantine records, rare and written once, stay JSON.
 
 // settleRoom is the room an unsettled receipt keeps for its settle.
@@ -49,6 +54,7 @@ const (
 	fSettledAt
 	fResponse
 	fRequest
+	fLandBy
 )
 
 var errShortValue = errors.New("value ends early")
@@ -74,7 +80,7 @@ func appendJSON(b []byte, v any) ([]byte, error) {
 
 // encodeReceipt is r in the compact form.
 func encodeReceipt(r *fencegate.Receipt) ([]byte, error) {
-	n := 48 + len(r.ID) + len(r.Resource) + len(r.Target) + len(r.Method) + len(r.OperationID) + len(r.OperationRoot) +
+	n := 60 + len(r.ID) + len(r.Resource) + len(r.Target) + len(r.Method) + len(r.OperationID) + len(r.OperationRoot) +
 		len(r.Lease) + len(r.Owner) + len(r.GrantDigest) + len(r.PayloadDigest) + len(r.EffectKey) + len(r.State) +
 		len(r.Version) + len(r.Error)
 	if !r.State.Terminal() {
@@ -105,8 +111,14 @@ func encodeReceipt(r *fencegate.Receipt) ([]byte, error) {
 	if r.Request != nil {
 		flags |= fRequest
 	}
+	if !r.LandBy.IsZero() {
+		flags |= fLandBy
+	}
 	b = append(b, flags)
 	b = appendTime(b, r.CreatedAt)
+	if !r.LandBy.IsZero() {
+		b = appendTime(b, r.LandBy)
+	}
 	if r.RetryAt != nil {
 		b = appendTime(b, *r.RetryAt)
 	}
@@ -246,6 +258,9 @@ func decodeReceipt(v []byte, r *fencegate.Receipt) error {
 	flags := rd.byte()
 	r.Resend = flags&fResend != 0
 	r.CreatedAt = rd.time()
+	if flags&fLandBy != 0 {
+		r.LandBy = rd.time()
+	}
 	if flags&fRetryAt != 0 {
 		t := rd.time()
 		r.RetryAt = &t

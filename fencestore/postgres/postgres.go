@@ -49,6 +49,7 @@ import (
 	"io/fs"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -151,7 +152,7 @@ const (
 	resourceCols = `resource, highest_fence, root, lease, last_segment_seq, grant_issued_at, pending_receipt, updated_at`
 	receiptCols  = `receipt_id, resource, target, method, fence_token, segment, operation_id, operation_root,
 		lease, owner, grant_digest, payload_digest, state, version, response, error, created_at, settled_at,
-		request, attempts, resend, effect_key, retry_at`
+		request, attempts, resend, effect_key, retry_at, land_by`
 	liveState = `state NOT IN ('FAILED', 'NOT_APPLIED')`
 )
 
@@ -217,12 +218,16 @@ func scanReceipt(row pgx.Row) (fencegate.Receipt, error) {
 		state    string
 		response []byte
 		request  []byte
+		landBy   *time.Time
 	)
 	err := row.Scan(&r.ID, &r.Resource, &r.Target, &r.Method, &r.FenceToken, &r.Segment, &r.OperationID,
 		&r.OperationRoot, &r.Lease, &r.Owner, &r.GrantDigest, &r.PayloadDigest, &state, &r.Version,
-		&response, &r.Error, &r.CreatedAt, &r.SettledAt, &request, &r.Attempts, &r.Resend, &r.EffectKey, &r.RetryAt)
+		&response, &r.Error, &r.CreatedAt, &r.SettledAt, &request, &r.Attempts, &r.Resend, &r.EffectKey, &r.RetryAt, &landBy)
 	if err != nil {
 		return fencegate.Receipt{}, err
+	}
+	if landBy != nil {
+		r.LandBy = landBy.UTC()
 	}
 	r.State = fencegate.ReceiptState(state)
 	r.CreatedAt = r.CreatedAt.UTC()
@@ -261,7 +266,16 @@ func scanVersion(row pgx.Row) (string, error) {
 func receiptArgs(r *fencegate.Receipt) []any {
 	return []any{r.ID, r.Resource, r.Target, r.Method, r.FenceToken, r.Segment, r.OperationID,
 		r.OperationRoot, r.Lease, r.Owner, r.GrantDigest, r.PayloadDigest, string(r.State), r.Version,
-		responseArg(r.Response), r.Error, r.CreatedAt, r.SettledAt, jsonArg(r.Request), r.Attempts, r.Resend, r.EffectKey, r.RetryAt}
+		responseArg(r.Response), r.Error, r.CreatedAt, r.SettledAt, jsonArg(r.Request), r.Attempts, r.Resend, r.EffectKey, r.RetryAt,
+		landByArg(r.LandBy)}
+}
+
+// landByArg is the land_by argument: NULL for none (a zero time).
+func landByArg(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t
 }
 
 // jsonArg is the jsonb argument for a kept request: NULL for nil.

@@ -3,6 +3,7 @@ package storetest
 import (
 	"fmt"
 	"math"
+	"time"
 
 	"github.com/fencegate/fencegate"
 )
@@ -60,6 +61,7 @@ func invalidRequestIsRejected(f *fx) {
 		"no receipt ID":      func(r *fencegate.AdmitRequest) { r.ReceiptID = "" },
 		"no payload digest":  func(r *fencegate.AdmitRequest) { r.PayloadDigest = "" },
 		"segment 0 on fresh": func(r *fencegate.AdmitRequest) { r.Segment = 0; r.Grant.Resource = "res/fresh" },
+		"negative timeout":   func(r *fencegate.AdmitRequest) { r.EffectTimeout = -time.Second },
 	}
 	for _, name := range sortedKeys(mutations) {
 		req := w.req(2, "b")
@@ -264,4 +266,28 @@ func duplicateReceiptIDIsRejected(f *fx) {
 	f.reject(req, fencegate.CodeInvalidRequest, "")
 	_, err := f.s.Resource(f.ctx, "res/b")
 	wantCode(f.t, err, fencegate.CodeNotFound, "")
+}
+
+// receiptKeepsItsLandBy: an admission with an effect timeout keeps Now plus
+// that timeout as the receipt's LandBy (the deadline its effect is sent
+// with), in the answer, in every read and after its settle; without one
+// the receipt has none.
+func receiptKeepsItsLandBy(f *fx) {
+	w := f.writer("res/landby", 5)
+	req := w.req(1, "a")
+	req.EffectTimeout = 90 * time.Second
+	want := req.Now.UTC().Truncate(time.Microsecond).Add(90 * time.Second)
+	adm := f.admit(req)
+	if !adm.Receipt.LandBy.Equal(want) {
+		f.t.Fatalf("admission's LandBy %v, want %v", adm.Receipt.LandBy, want)
+	}
+	if r := f.receipt(adm.Receipt.ID); !r.LandBy.Equal(want) {
+		f.t.Fatalf("read LandBy %v, want %v", r.LandBy, want)
+	}
+	if r := f.commit(adm.Receipt.ID, "v1"); !r.LandBy.Equal(want) {
+		f.t.Fatalf("settled receipt's LandBy %v, want %v", r.LandBy, want)
+	}
+	if r := f.admit(w.req(2, "b")).Receipt; !r.LandBy.IsZero() || !f.receipt(r.ID).LandBy.IsZero() {
+		f.t.Fatalf("an admission without an effect timeout has LandBy %v", r.LandBy)
+	}
 }

@@ -136,6 +136,9 @@ func (f *fx) admitted(req fencegate.AdmitRequest, adm fencegate.Admission) {
 		OperationRoot: g.OperationRoot, Lease: g.Lease, Owner: g.Owner, GrantDigest: g.Digest,
 		PayloadDigest: req.PayloadDigest, EffectKey: req.EffectKey, Request: req.Request, State: fencegate.ReceiptPending, CreatedAt: req.Now,
 	}
+	if req.EffectTimeout > 0 {
+		want.LandBy = req.Now.Add(req.EffectTimeout)
+	}
 	f.sameJSON("admitted receipt", adm.Receipt, want)
 	f.sameJSON("stored receipt", f.receipt(req.ReceiptID), want)
 	live, err := f.s.ReceiptAt(f.ctx, g.Resource, g.FenceToken, req.Segment)

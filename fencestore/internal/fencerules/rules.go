@@ -42,6 +42,8 @@ func ValidateAdmit(req *fencegate.AdmitRequest) error {
 		return fencegate.Errorf(fencegate.CodeInvalidRequest, "admit request has no receipt ID")
 	case req.PayloadDigest == "":
 		return fencegate.Errorf(fencegate.CodeInvalidRequest, "admit request has no payload digest")
+	case req.EffectTimeout < 0:
+		return fencegate.Errorf(fencegate.CodeInvalidRequest, "admit request has a negative effect timeout")
 	case fencegate.CheckEffectKey(req.EffectKey) != nil:
 		return fencegate.CheckEffectKey(req.EffectKey)
 	case req.Request != nil:
@@ -166,7 +168,17 @@ func NewReceipt(req *fencegate.AdmitRequest) fencegate.Receipt {
 		Request:       cloneRequest(req.Request),
 		State:         fencegate.ReceiptPending,
 		CreatedAt:     Now(req.Now),
+		LandBy:        landBy(req),
 	}
+}
+
+// landBy is the receipt's LandBy for req: Now + EffectTimeout, or zero
+// when either is not given.
+func landBy(req *fencegate.AdmitRequest) time.Time {
+	if req.EffectTimeout <= 0 || req.Now.IsZero() {
+		return time.Time{}
+	}
+	return Now(req.Now).Add(req.EffectTimeout)
 }
 
 // Accepted is the resource's state after req was accepted.
