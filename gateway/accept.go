@@ -334,6 +334,7 @@ func (g *Gateway) forward(ctx context.Context, adm fencegate.Admission, eff Effe
 		span.SetAttributes(attribute.String("fencegate.backend", BackendOf(adm.Receipt.Target)))
 	}
 	out, effErr := eff.Apply(ectx, adm.Receipt, adm.PreviousVersion)
+	out = g.adoptShadowVersion(ctx, adm.Receipt.Target, adm.PreviousVersion, out, effErr)
 	if span.IsRecording() {
 		span.SetAttributes(attribute.String("fencegate.receipt_state", string(out.State)))
 	}

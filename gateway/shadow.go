@@ -3,6 +3,7 @@ package gateway
 import (
 	"cmp"
 	"context"
+	"errors"
 	"crypto/sha256"
 	"encoding/hex"
 	"strconv"
@@ -73,7 +74,7 @@ func (g *Gateway) shadowForward(ctx context.Context, req Request, vg *fencegate.
 	// that dedupes by key applies it once.
 	sum := sha256.Sum256([]byte(req.GrantToken + "\x00" + strconv.FormatUint(req.Segment, 10) + "\x00" + req.Target + "\x00" + req.PayloadDigest))
 	root := "shadow:" + hex.EncodeToString(sum[:16])
-	r := fencegate.Receipt{ID: NewID("shadow_"), Resource: req.Resource, Target: req.Target, Method: req.Method, Segment: req.Segment,
+	r := fencegate.Receipt{ID: NewID(shadowPrefix), Resource: req.Resource, Target: req.Target, Method: req.Method, Segment: req.Segment,
 		PayloadDigest: req.PayloadDigest, OperationRoot: root, Owner: req.Caller, State: fencegate.ReceiptPending,
 		CreatedAt: g.cfg.Now(), Error: "shadow mode forwarded a request refused with " + string(code)}
 	if vg != nil {
@@ -85,6 +86,7 @@ func (g *Gateway) shadowForward(ctx context.Context, req Request, vg *fencegate.
 	effStart := g.cfg.Now()
 	out, effErr := req.Effect.Apply(ectx, r, prev)
 	g.cfg.Observe.Effect(BackendOf(req.Target), cmp.Or(out.State, fencegate.ReceiptUnknown), fencegate.ErrorCode(effErr), g.cfg.Now().Sub(effStart))
+	out = g.adoptShadowVersion(ctx, req.Target, prev, out, effErr)
 	if out.State == fencegate.ReceiptCommitted {
 		if err := g.cfg.Store.SwapVersion(context.WithoutCancel(ctx), req.Target, prev, out.Version); err != nil {
 			g.cfg.Log.ErrorContext(ctx, "shadow mode: could not record the forwarded version", "target", req.Target, "err", err)
@@ -95,4 +97,25 @@ func (g *Gateway) shadowForward(ctx context.Context, req Request, vg *fencegate.
 	}
 	r.State, r.Version, r.Response = out.State, out.Version, out.Response
 	return Result{Receipt: r, Verdict: code}, effErr
+}
+
+// shadowPrefix begins the IDs of shadow forwards' (unstored) receipts.
+const shadowPrefix = "shadow_"
+
+// adoptShadowVersion records, for a write that failed its condition on an
+// object a shadow-mode forward wrote (errShadowWritten), that object's
+// version as target's, replacing prev, so that the next write of the key
+// chains on it; the outcome it returns no longer carries the version (a
+// FAILED receipt records none). Other outcomes pass through.
+func (g *Gateway) adoptShadowVersion(ctx context.Context, target, prev string, out fencegate.Outcome, effErr error) fencegate.Outcome {
+	if !errors.Is(effErr, errShadowWritten) || out.Version == "" {
+		return out
+	}
+	if err := g.cfg.Store.SwapVersion(context.WithoutCancel(ctx), target, prev, out.Version); err != nil {
+		g.cfg.Log.ErrorContext(ctx, "could not record the version a shadow-mode forward wrote", "target", target, "err", err)
+	} else {
+		g.cfg.Log.WarnContext(ctx, "recorded the version a shadow-mode forward wrote without an answer", "target", target, "version", out.Version)
+	}
+	out.Version = ""
+	return out
 }
