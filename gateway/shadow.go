@@ -3,9 +3,9 @@ package gateway
 import (
 	"cmp"
 	"context"
-	"errors"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"strconv"
 
 	"github.com/fencegate/fencegate"
