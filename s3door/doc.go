@@ -23,9 +23,13 @@
 //
 // AWS Signature Version 4, header form and presigned URLs (X-Amz-Expires
 // honoured, at most 7 days), verified by recomputing the signature with
-// aws-sdk-go-v2's own signer over the received request and comparing in
-// constant time (sigv4.go); every x-amz-* header signed (AccessDenied
-// otherwise, as S3 answers); X-Amz-Date within 15 minutes of the gateway's
+// smithy-go's SigV4 signer (aws-http-auth) over the received request and
+// exactly the headers the client lists as signed, content-length:0 and
+// user-agent included, and comparing in constant time (sigv4.go; a
+// STREAMING-* payload hash, which that signer cannot express, is signed
+// with aws-sdk-go-v2's signer); host signed (SignatureDoesNotMatch
+// otherwise); every x-amz-* header signed (AccessDenied otherwise, as S3
+// answers); X-Amz-Date within 15 minutes of the gateway's
 // clock; a credential's session token must match; aws-chunked bodies
 // (STREAMING-AWS4-HMAC-SHA256-PAYLOAD, chunk signatures verified with the
 // SDK's stream signer; STREAMING-UNSIGNED-PAYLOAD-TRAILER with its checksum
@@ -74,5 +78,6 @@
 // translated twice; and the package documents that only one instance per
 // process is supported (package-level globals), which the in-process tests
 // here would break. The protocol layer here is about 2,200 lines on chi
-// with the SDK's signer doing all canonicalisation and signing.
+// with maintained signers (smithy-go's aws-http-auth, aws-sdk-go-v2's) doing
+// all canonicalisation and signing.
 package s3door

@@ -14,15 +14,34 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+	authcreds "github.com/aws/smithy-go/aws-http-auth/credentials"
+	"github.com/aws/smithy-go/aws-http-auth/sigv4"
+	authv4 "github.com/aws/smithy-go/aws-http-auth/v4"
 
 	"github.com/fencegate/fencegate"
 )
 
 // Signature Version 4 verification. The gateway does not canonicalise
 // requests itself: it rebuilds the received request from the headers the
-// client says it signed and has aws-sdk-go-v2's own signer (SignHTTP,
-// PresignHTTP) sign it with the credential's secret; the signatures are then
-// compared in constant time. References:
+// client says it signed and has smithy-go's SigV4 signer (aws-http-auth
+// sigv4.SignRequest, header or query form) sign it with the credential's
+// secret over exactly that list of headers; the signatures and the lists are
+// then compared, the signatures in constant time.
+//
+// A client may sign any header it sends, and S3 verifies exactly the list it
+// names: s3cmd signs content-length on every PUT (content-length:0 for an
+// empty file), other clients sign user-agent. A client-side signer's own
+// choice of headers (aws-sdk-go-v2's v4 signer never signs a zero
+// content-length, nor User-Agent, Expect, X-Amzn-Trace-Id, ...) cannot verify
+// those, so it is not used for that.
+//
+// One exception: smithy-go's signer can put only a SHA-256 or
+// UNSIGNED-PAYLOAD in the canonical request, not the STREAMING-* literals of
+// aws-chunked bodies, so a request whose x-amz-content-sha256 is one of
+// those (or not lower-case hex) is still signed with aws-sdk-go-v2's signer
+// (SignHTTP, PresignHTTP), with that signer's header rules. aws-chunked
+// bodies are never empty, so a signed content-length is always signed there.
+// References:
 // https://docs.aws.amazon.com/AmazonS3/latest/API/sig-v4-header-based-auth.html
 // https://docs.aws.amazon.com/AmazonS3/latest/API/sigv4-query-string-auth.html
 
@@ -42,12 +61,101 @@ const (
 	streamingUnsignedTrailer = "STREAMING-UNSIGNED-PAYLOAD-TRAILER"
 )
 
-// signer is the SDK's signer as S3 uses it: the URI path is not escaped a
-// second time, and headers are not hoisted into a presigned query.
+// verifier is smithy-go's SigV4 signer as S3 uses it: the URI path is not
+// escaped a second time, and the payload hash is always the one given (the
+// rebuilt request has no body). Each use names the headers to sign
+// (signedExactly).
+var verifier = sigv4.New(func(o *authv4.SignerOptions) {
+	o.DisableDoublePathEscape = true
+	o.DisableImplicitPayloadHashing = true
+})
+
+// signer is the SDK's signer as S3 uses it, for STREAMING-* payload hashes
+// only (see above): the URI path is not escaped a second time, and headers
+// are not hoisted into a presigned query.
 var signer = v4.NewSigner(func(o *v4.SignerOptions) {
 	o.DisableURIPathEscaping = true
 	o.DisableHeaderHoisting = true
 })
+
+// signedExactly is the header rule of one verification: the headers the
+// client lists in SignedHeaders (lower-case), and no other, are signed.
+type signedExactly map[string]bool
+
+func (s signedExactly) IsSigned(lowercaseName string) bool { return s[lowercaseName] }
+
+func headerRule(signedHeaders []string) authv4.SignerOption {
+	set := make(signedExactly, len(signedHeaders))
+	for _, h := range signedHeaders {
+		set[h] = true
+	}
+	return func(o *authv4.SignerOptions) { o.HeaderRules = set }
+}
+
+// payloadHashBytes is an x-amz-content-sha256 as smithy-go's signer takes
+// it: the SHA-256's bytes (which it writes back as lower-case hex) or the
+// UNSIGNED-PAYLOAD literal. ok is false for anything it cannot write back
+// as received: the STREAMING-* literals, upper-case hex.
+func payloadHashBytes(v string) (b []byte, ok bool) {
+	if v == unsignedPayload {
+		return []byte(unsignedPayload), true
+	}
+	b, err := hex.DecodeString(v)
+	if err != nil || len(b) != 32 || hex.EncodeToString(b) != v {
+		return nil, false
+	}
+	return b, true
+}
+
+func signingCredentials(c aws.Credentials) authcreds.Credentials {
+	return authcreds.Credentials{AccessKeyID: c.AccessKeyID, SecretAccessKey: c.SecretAccessKey, SessionToken: c.SessionToken}
+}
+
+// expectedHeaderSignature signs req (rebuilt by rebuild) in the header form
+// over exactly signedHeaders and returns the signature and header list of
+// the Authorization header that results.
+func expectedHeaderSignature(ctx context.Context, req *http.Request, signedHeaders []string, creds aws.Credentials, payload, region string, when time.Time) (sigParts, error) {
+	if hash, ok := payloadHashBytes(payload); ok {
+		if err := verifier.SignRequest(&sigv4.SignRequestInput{Request: req, PayloadHash: hash,
+			Credentials: signingCredentials(creds), Service: service, Region: region, Time: when}, headerRule(signedHeaders)); err != nil {
+			return sigParts{}, fencegate.Wrap(err, fencegate.CodeInternal, "signing failed")
+		}
+	} else if err := signer.SignHTTP(ctx, creds, req, payload, service, region, when); err != nil {
+		return sigParts{}, fencegate.Wrap(err, fencegate.CodeInternal, "signing failed")
+	}
+	got, err := parseAuthorization(req.Header.Get("Authorization"))
+	if err != nil {
+		return sigParts{}, signatureMismatch()
+	}
+	return got, nil
+}
+
+// expectedQuerySignature signs req (rebuilt by rebuild, its query the
+// presigned URL's without X-Amz-Signature) in the query form over exactly
+// signedHeaders and returns the X-Amz-Signature and X-Amz-SignedHeaders
+// that result.
+func expectedQuerySignature(ctx context.Context, req *http.Request, signedHeaders []string, creds aws.Credentials, payload, region string, when time.Time) (signature string, signed []string, err error) {
+	var sq url.Values
+	if hash, ok := payloadHashBytes(payload); ok {
+		if err := verifier.SignRequest(&sigv4.SignRequestInput{Request: req, PayloadHash: hash,
+			Credentials: signingCredentials(creds), Service: service, Region: region, Time: when,
+			SignatureType: authv4.SignatureTypeQueryString}, headerRule(signedHeaders)); err != nil {
+			return "", nil, fencegate.Wrap(err, fencegate.CodeInternal, "signing failed")
+		}
+		sq = req.URL.Query()
+	} else {
+		u, _, err := signer.PresignHTTP(ctx, creds, req, payload, service, region, when)
+		if err != nil {
+			return "", nil, fencegate.Wrap(err, fencegate.CodeInternal, "signing failed")
+		}
+		pu, err := url.Parse(u)
+		if err != nil {
+			return "", nil, signatureMismatch()
+		}
+		sq = pu.Query()
+	}
+	return sq.Get("X-Amz-Signature"), strings.Split(sq.Get("X-Amz-SignedHeaders"), ";"), nil
+}
 
 // authed is a request whose signature verified.
 type authed struct {
@@ -146,11 +254,11 @@ func (s *Server) verify(r *http.Request) (*authed, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := signer.SignHTTP(r.Context(), a.creds, req, payload, service, p.region, when); err != nil {
-		return nil, fencegate.Wrap(err, fencegate.CodeInternal, "signing failed")
+	got, err := expectedHeaderSignature(r.Context(), req, p.signedHeaders, a.creds, payload, p.region, when)
+	if err != nil {
+		return nil, err
 	}
-	got, err := parseAuthorization(req.Header.Get("Authorization"))
-	if err != nil || !sameHeaders(got.signedHeaders, p.signedHeaders) || !equalHex(got.signature, p.signature) {
+	if !sameHeaders(got.signedHeaders, p.signedHeaders) || !equalHex(got.signature, p.signature) {
 		return nil, signatureMismatch()
 	}
 	a.payloadHash, a.when, a.region = payload, when, p.region
@@ -203,16 +311,11 @@ func (s *Server) verifyPresigned(r *http.Request, q url.Values) (*authed, error)
 	if v := q.Get("X-Amz-Content-Sha256"); v != "" {
 		payload = v
 	}
-	signed, _, err := signer.PresignHTTP(r.Context(), a.creds, req, payload, service, p.region, when)
+	sig, signed, err := expectedQuerySignature(r.Context(), req, p.signedHeaders, a.creds, payload, p.region, when)
 	if err != nil {
-		return nil, fencegate.Wrap(err, fencegate.CodeInternal, "signing failed")
+		return nil, err
 	}
-	u, err := url.Parse(signed)
-	if err != nil {
-		return nil, signatureMismatch()
-	}
-	sq := u.Query()
-	if !sameHeaders(strings.Split(sq.Get("X-Amz-SignedHeaders"), ";"), p.signedHeaders) || !equalHex(sq.Get("X-Amz-Signature"), p.signature) {
+	if !sameHeaders(signed, p.signedHeaders) || !equalHex(sig, p.signature) {
 		return nil, signatureMismatch()
 	}
 	a.payloadHash, a.when, a.region = payload, when, p.region
@@ -283,7 +386,11 @@ func (s *Server) credential(r *http.Request, p sigParts) (*authed, error) {
 }
 
 // rebuild is r as the client signed it: method, path as received, the given
-// raw query, and only the headers it names as signed.
+// raw query, and only the headers it names as signed. The signer takes host
+// from req.Host (the Host header as received, port and all), X-Amz-Date from
+// the signing time and X-Amz-Security-Token from the credentials; every
+// other signed header, content-length included, is in req.Header. host must
+// be signed (SigV4 requires it).
 func rebuild(r *http.Request, signedHeaders []string, rawQuery string) (*http.Request, error) {
 	req := &http.Request{
 		Method: r.Method,
@@ -291,18 +398,22 @@ func rebuild(r *http.Request, signedHeaders []string, rawQuery string) (*http.Re
 		Host:   r.Host,
 		Header: http.Header{},
 	}
+	host := false
 	for _, name := range signedHeaders {
 		switch name {
 		case "host":
+			host = true
 		case "content-length":
-			n, err := r.ContentLength, error(nil) // the server keeps the header too; a handler called directly may not
-			if v := r.Header.Get("Content-Length"); v != "" {
-				n, err = strconv.ParseInt(v, 10, 64)
+			v := r.Header.Get("Content-Length") // the server keeps the header; a handler called directly may not
+			if v == "" {
+				v = strconv.FormatInt(r.ContentLength, 10)
 			}
+			n, err := strconv.ParseInt(v, 10, 64)
 			if err != nil || n < 0 {
 				return nil, signatureMismatch()
 			}
-			req.ContentLength = n
+			req.Header.Set("Content-Length", v)
+			req.ContentLength = n // what the SDK's signer (STREAMING-* only) signs instead of the header
 		default:
 			if name != strings.ToLower(name) {
 				return nil, signatureMismatch()
@@ -311,10 +422,26 @@ func rebuild(r *http.Request, signedHeaders []string, rawQuery string) (*http.Re
 			if len(vs) == 0 {
 				return nil, s3err(http.StatusForbidden, "AccessDenied", "signed header "+name+" is missing from the request")
 			}
-			req.Header[textproto.CanonicalMIMEHeaderKey(name)] = vs
+			cs := make([]string, len(vs))
+			for i, v := range vs {
+				cs[i] = collapseSpaces(v)
+			}
+			req.Header[textproto.CanonicalMIMEHeaderKey(name)] = cs
 		}
 	}
+	if !host {
+		return nil, signatureMismatch()
+	}
 	return req, nil
+}
+
+// collapseSpaces turns each run of spaces inside a header value into one, as
+// the canonical header value ("Trimall") has it; the signer trims the ends.
+func collapseSpaces(v string) string {
+	for strings.Contains(v, "  ") {
+		v = strings.ReplaceAll(v, "  ", " ")
+	}
+	return v
 }
 
 // validPayloadHash: a hex SHA-256 or one of S3's literals; anything else
