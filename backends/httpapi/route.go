@@ -132,12 +132,15 @@ func (r *route) derive(params map[string]string) string {
 }
 
 // Match finds the first declared route allowing method on path (which must be
-// canonical: "/" followed by a name passing fencegate.CheckName) and returns
-// its path template and the derived resource. ok is false for undeclared
-// routes and non-canonical paths.
+// canonical: "/" followed by a name passing fencegate.CheckName, without
+// '?' or '#') and returns its path template and the derived resource. ok is
+// false for undeclared routes and non-canonical paths. A decoded path with
+// '?' (sent as %3F) would derive a resource of its own ("payouts/acc_1?")
+// while the kept request, cut at '?' when sent, reaches the same upstream
+// target as another resource's calls: a second fence line for one target.
 func (a *API) Match(method, path string) (tmpl, resource string, ok bool) {
 	p, found := strings.CutPrefix(path, "/")
-	if !found || fencegate.CheckName(p) != nil {
+	if !found || fencegate.CheckName(p) != nil || strings.ContainsAny(p, "?#") {
 		return "", "", false
 	}
 	parts := strings.Split(p, "/")
