@@ -172,6 +172,20 @@ func notSent(err error) bool {
 	return errors.As(err, &dns) || errors.As(err, &cert)
 }
 
+// escapedEndpoint joins the base URL and an already escaped path (and
+// optional raw query), keeping the path's escapes as they are.
+func (a *API) escapedEndpoint(escPath, rawQuery string) (string, error) {
+	p, err := url.PathUnescape(escPath)
+	if err != nil {
+		return "", err
+	}
+	u := *a.base
+	u.RawPath = strings.TrimSuffix(u.EscapedPath(), "/") + escPath
+	u.Path = strings.TrimSuffix(u.Path, "/") + p
+	u.RawQuery = rawQuery
+	return u.String(), nil
+}
+
 // endpoint joins the base URL and a path (and optional raw query).
 func (a *API) endpoint(path, rawQuery string) string {
 	u := *a.base

@@ -147,11 +147,19 @@ func (a *API) lookup(ctx context.Context, r fencegate.Receipt, l *Lookup) (fence
 	if err != nil {
 		return still, err
 	}
-	u := strings.ReplaceAll(strings.ReplaceAll(l.URL, "{key}", url.QueryEscape(want)), "{ref}", url.QueryEscape(ref))
-	path, rawQuery, _ := strings.Cut(u, "?")
+	// Each value is escaped once, for where it stands: path-escaped in the
+	// path ("INV/7" is one segment, INV%2F7), query-escaped in the query.
+	pathTmpl, queryTmpl, _ := strings.Cut(l.URL, "?")
+	fill := func(tmpl string, esc func(string) string) string {
+		return strings.ReplaceAll(strings.ReplaceAll(tmpl, "{key}", esc(want)), "{ref}", esc(ref))
+	}
 	ctx, cancel := context.WithTimeout(ctx, a.cfg.Timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, a.endpoint(path, rawQuery), http.NoBody)
+	target, err := a.escapedEndpoint(fill(pathTmpl, url.PathEscape), fill(queryTmpl, url.QueryEscape))
+	if err != nil {
+		return still, fencegate.Wrap(err, fencegate.CodeInternal, "cannot build the lookup")
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, http.NoBody)
 	if err != nil {
 		return still, fencegate.Wrap(err, fencegate.CodeInternal, "cannot build the lookup")
 	}
@@ -200,7 +208,14 @@ func (a *API) lookup(ctx context.Context, r fencegate.Receipt, l *Lookup) (fence
 	field, _ := parsePointer(l.Field)
 	for _, c := range candidates {
 		v, ok := lookupPointer(c, field)
-		if s, isScalar := scalarText(v); ok && isScalar && s == want {
+		s, isScalar := scalarText(v)
+		if l.List == "" && (!ok || !isScalar) {
+			// A single object's answer without the field is not the
+			// effect's object (an error envelope under 200, a proxy's
+			// page): no proof either way.
+			return still, fencegate.Errorf(fencegate.CodeBackendUnavailable, "api %q: lookup answer has no %s", a.cfg.Name, l.Field)
+		}
+		if ok && isScalar && s == want {
 			body, _ := json.Marshal(c)
 			return fencegate.Outcome{State: fencegate.ReceiptCommitted, Response: &fencegate.EffectResponse{
 				Status: l.Status, Body: body,
@@ -289,10 +304,15 @@ func (a *API) fetchConflict(ctx context.Context, c *ConflictFetch, er *fencegate
 		again.Error = fmt.Sprintf("upstream answered %d: a conflict without a resource ID at %s", er.Status, c.ID)
 		return again
 	}
-	path, rawQuery, _ := strings.Cut(strings.ReplaceAll(c.URL, "{id}", url.PathEscape(id)), "?")
+	pathTmpl, queryTmpl, _ := strings.Cut(c.URL, "?")
 	ctx, cancel := context.WithTimeout(ctx, a.cfg.Timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, a.endpoint(path, rawQuery), http.NoBody)
+	target, err := a.escapedEndpoint(strings.ReplaceAll(pathTmpl, "{id}", url.PathEscape(id)), strings.ReplaceAll(queryTmpl, "{id}", url.QueryEscape(id)))
+	if err != nil {
+		again.Error = "cannot build the conflict fetch: " + err.Error()
+		return again
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, http.NoBody)
 	if err != nil {
 		again.Error = "cannot build the conflict fetch: " + err.Error()
 		return again
