@@ -150,6 +150,10 @@ type Gateway struct {
 	// when the store takes them into an admission (PriorSettling).
 	deferred deferrals
 	folds    bool
+	// shadowLost is this process's shadow forwards whose outcome is not
+	// known, by target (shadow.go): only their objects' versions are
+	// adopted.
+	shadowLost lostShadows
 }
 
 // New returns a Gateway; it reports every missing part at once.

@@ -110,9 +110,9 @@ func objectFailure(ctx context.Context, st fencegate.ObjectStore, key string, r 
 	}
 	if errors.Is(err, fencegate.ErrPreconditionFailed) {
 		if m, ok := fencegate.ParseEffectMeta(info.Metadata); herr == nil && ok && strings.HasPrefix(m.ReceiptID, shadowPrefix) {
-			msg := "the object was last written by a shadow-mode forward (" + m.ReceiptID + ") whose answer was lost; nothing was overwritten, and the gateway now chains on that version: send the segment again"
+			msg := "the object changed outside the gateway's record (its metadata names shadow-mode forward " + m.ReceiptID + "); nothing was overwritten"
 			return fencegate.Outcome{State: fencegate.ReceiptFailed, Version: info.ETag, Error: msg},
-				fencegate.Wrap(errShadowWritten, fencegate.CodeBackendConflict, msg)
+				fencegate.Wrap(&shadowWritten{receiptID: m.ReceiptID}, fencegate.CodeBackendConflict, msg)
 		}
 		if herr != nil && fencegate.ErrorCode(herr) != fencegate.CodeNotFound {
 			// The object could not be read: a store's retry meets 412 when
@@ -127,14 +127,19 @@ func objectFailure(ctx context.Context, st fencegate.ObjectStore, key string, r 
 	return fencegate.Outcome{State: fencegate.ReceiptUnknown, Error: err.Error()}, err
 }
 
-// errShadowWritten marks a failed condition on an object that a
-// shadow-mode forward wrote (its metadata names a shadow receipt, which only
-// the gateway writes: clients cannot set fence-* metadata) after the
-// forward's own answer and its HEAD were lost, so its version was never
+// shadowWritten marks a failed condition on an object whose metadata names
+// a shadow receipt (receiptID): perhaps one of this process's shadow
+// forwards whose answer and HEAD were lost, so that its version was never
 // recorded. The outcome's Version is that object's ETag, which the caller
-// records (adoptShadowVersion) instead of settling it: every later write of
-// the key would meet the same failed condition otherwise.
-var errShadowWritten = errors.New("the object was written by a shadow-mode forward whose version was not recorded")
+// records if the forward was its own (adoptShadowVersion): every later
+// write of the key would meet the same failed condition otherwise. Nothing
+// else trusts the metadata, which a writer behind the gateway's back can
+// set.
+type shadowWritten struct{ receiptID string }
+
+func (e *shadowWritten) Error() string {
+	return "the object names shadow receipt " + e.receiptID
+}
 
 // unreadAfterPrecondition is the UNKNOWN outcome of a failed condition
 // whose object could not be read (herr): for the reconciler, which reads it.

@@ -7,6 +7,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"strconv"
+	"strings"
+	"sync"
 
 	"github.com/fencegate/fencegate"
 )
@@ -87,6 +89,11 @@ func (g *Gateway) shadowForward(ctx context.Context, req Request, vg *fencegate.
 	out, effErr := req.Effect.Apply(ectx, r, prev)
 	g.cfg.Observe.Effect(BackendOf(req.Target), cmp.Or(out.State, fencegate.ReceiptUnknown), fencegate.ErrorCode(effErr), g.cfg.Now().Sub(effStart))
 	out = g.adoptShadowVersion(ctx, req.Target, prev, out, effErr)
+	if out.State == "" || out.State == fencegate.ReceiptUnknown {
+		// It may have landed: its object's version is adopted when a later
+		// write meets it (adoptShadowVersion).
+		g.shadowLost.add(req.Target, r.ID)
+	}
 	if out.State == fencegate.ReceiptCommitted {
 		if err := g.cfg.Store.SwapVersion(context.WithoutCancel(ctx), req.Target, prev, out.Version); err != nil {
 			g.cfg.Log.ErrorContext(ctx, "shadow mode: could not record the forwarded version", "target", req.Target, "err", err)
@@ -103,19 +110,78 @@ func (g *Gateway) shadowForward(ctx context.Context, req Request, vg *fencegate.
 const shadowPrefix = "shadow_"
 
 // adoptShadowVersion records, for a write that failed its condition on an
-// object a shadow-mode forward wrote (errShadowWritten), that object's
-// version as target's, replacing prev, so that the next write of the key
-// chains on it; the outcome it returns no longer carries the version (a
-// FAILED receipt records none). Other outcomes pass through.
+// object written by one of this process's shadow forwards whose outcome it
+// never learned (errShadowWritten, the object's shadow receipt in
+// g.shadowLost for target), that object's version as target's, replacing
+// prev, so that the next write of the key chains on it; the outcome it
+// returns no longer carries the version (a FAILED receipt records none).
+// An object naming any other shadow receipt (metadata another writer set
+// behind the gateway's back, a restored copy, another process's forward)
+// stays a BACKEND_CONFLICT like any change outside the gateway. Other
+// outcomes pass through.
 func (g *Gateway) adoptShadowVersion(ctx context.Context, target, prev string, out fencegate.Outcome, effErr error) fencegate.Outcome {
-	if !errors.Is(effErr, errShadowWritten) || out.Version == "" {
+	var sw *shadowWritten
+	if !errors.As(effErr, &sw) || out.Version == "" {
 		return out
 	}
-	if err := g.cfg.Store.SwapVersion(context.WithoutCancel(ctx), target, prev, out.Version); err != nil {
+	etag := out.Version
+	out.Version = ""
+	if !g.shadowLost.take(target, sw.receiptID) {
+		return out
+	}
+	if err := g.cfg.Store.SwapVersion(context.WithoutCancel(ctx), target, prev, etag); err != nil {
 		g.cfg.Log.ErrorContext(ctx, "could not record the version a shadow-mode forward wrote", "target", target, "err", err)
 	} else {
-		g.cfg.Log.WarnContext(ctx, "recorded the version a shadow-mode forward wrote without an answer", "target", target, "version", out.Version)
+		g.cfg.Log.WarnContext(ctx, "recorded the version a shadow-mode forward wrote without an answer", "target", target, "receipt", sw.receiptID)
 	}
-	out.Version = ""
 	return out
+}
+
+// maxLostShadows bounds the shadow forwards of unknown outcome a process
+// remembers; beyond it the oldest are forgotten (their targets then need an
+// operator, as after a restart).
+const maxLostShadows = 10_000
+
+// lostShadows is the set of shadow forwards, by target, whose outcome is
+// not known. It lives in the process: a restart forgets it.
+type lostShadows struct {
+	mu    sync.Mutex
+	ids   map[string]map[string]bool // target -> shadow receipt IDs
+	order []string                   // target + "\x00" + ID, oldest first
+}
+
+func (l *lostShadows) add(target, id string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ids == nil {
+		l.ids = map[string]map[string]bool{}
+	}
+	if l.ids[target] == nil {
+		l.ids[target] = map[string]bool{}
+	}
+	l.ids[target][id] = true
+	l.order = append(l.order, target+"\x00"+id)
+	for len(l.order) > maxLostShadows {
+		t, i, _ := strings.Cut(l.order[0], "\x00")
+		l.order = l.order[1:]
+		l.drop(t, i)
+	}
+}
+
+// take reports whether id is a lost shadow forward of target, forgetting it.
+func (l *lostShadows) take(target, id string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.ids[target][id] {
+		return false
+	}
+	l.drop(target, id)
+	return true
+}
+
+func (l *lostShadows) drop(target, id string) {
+	delete(l.ids[target], id)
+	if len(l.ids[target]) == 0 {
+		delete(l.ids, target)
+	}
 }
