@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/fencegate/fencegate"
@@ -33,7 +34,7 @@ func (g *Gateway) recoverAdmission(ctx context.Context, req fencegate.AdmitReque
 		// within a millisecond): ours was not admitted under it, and that
 		// receipt is not ours to go on with or to settle NOT_APPLIED.
 		return fencegate.Admission{}, false, &fencegate.Error{Code: fencegate.CodeBackendUnavailable,
-			Message: "the fence store failed; nothing was admitted or forwarded", Err: cause}
+			Message: "the fence store failed; nothing was admitted or forwarded", Err: fmt.Errorf("%w: %w", errForeignID, cause)}
 	case err == nil && r.State == fencegate.ReceiptPending:
 		prev, verr := g.cfg.Store.Version(ctx, req.Target)
 		if verr != nil {
@@ -54,6 +55,11 @@ func (g *Gateway) recoverAdmission(ctx context.Context, req fencegate.AdmitReque
 	return fencegate.Admission{}, false, &fencegate.Error{Code: fencegate.CodeBackendUnavailable,
 		Message: "the fence store failed; nothing was forwarded", ReceiptID: req.ReceiptID, Err: cause}
 }
+
+// errForeignID marks a recovery that found another admission's receipt
+// under this request's receipt ID: that receipt is not this request's to
+// settle.
+var errForeignID = errors.New("another admission's receipt has this request's receipt ID")
 
 // admittedBy reports whether receipt r is the one req admits: the store's
 // receipt IDs are unique, so a receipt of another resource, fence, segment,
@@ -89,13 +95,22 @@ const reauthorizeAfter = 10 * time.Millisecond
 // recheck runs before every attempt: a lease that expired (or was revoked)
 // while the request waited is refused, not admitted on an old verdict; when
 // it authorized again it returns when, and the attempt is made as of then.
-func (g *Gateway) admit(ctx context.Context, req fencegate.AdmitRequest, recheck func() (time.Time, error), prior *deferredSettle) (fencegate.Admission, error) {
+func (g *Gateway) admit(ctx context.Context, req fencegate.AdmitRequest, recheck func() (time.Time, error), prior *deferredSettle) (res fencegate.Admission, rerr error) {
 	var waited time.Duration
 	tries := 0
 	proved := "" // the busy receipt already asked about
 	defer func() {
 		if prior != nil { // its fold ended without a verdict: flushed instead
 			g.deferred.release(prior)
+		}
+		if tries > 0 && (rerr != nil || res.Receipt.ID != req.ReceiptID) && !errors.Is(rerr, errForeignID) {
+			// An attempt ended without a verdict, and this request goes
+			// on without its own receipt (a refusal, a recheck that
+			// failed, another request's replay): that attempt's commit
+			// may become visible late, and nothing will be forwarded
+			// for it, so it is settled NOT_APPLIED (NOT_FOUND if there
+			// is none) rather than left to keep the resource busy.
+			g.notApplied(req.ReceiptID)
 		}
 	}()
 	for delay := 10 * time.Millisecond; ; delay = min(2*delay, 200*time.Millisecond) {
@@ -131,11 +146,8 @@ func (g *Gateway) admit(ctx context.Context, req fencegate.AdmitRequest, recheck
 			}
 			if tries++; tries > admitAgain || ctx.Err() != nil {
 				// Nothing was seen admitted: no receipt to name, a store
-				// fault to retry. An attempt's commit may still become
-				// visible late: NOT_APPLIED is queued for the receipt ID
-				// (the store answers NOT_FOUND if there is none), so that
-				// its resource is not left busy.
-				g.notApplied(req.ReceiptID)
+				// fault to retry (the deferred NOT_APPLIED above covers a
+				// commit that becomes visible late).
 				return fencegate.Admission{}, &fencegate.Error{Code: fencegate.CodeBackendUnavailable,
 					Message: "the fence store failed; nothing was admitted or forwarded", Err: err}
 			}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/fencegate/fencegate"
 	"github.com/fencegate/fencegate/gateway"
+	"github.com/fencegate/fencegate/proofs/prooftest"
 )
 
 // lateCommitStore models a COMMIT whose acknowledgement was lost while the
@@ -135,5 +136,73 @@ func TestGivingUpOnAnAdmissionQueuesItsNotApplied(t *testing.T) {
 	}
 	if rs, err := f.store.Resource(ctx, resource); err != nil || rs.PendingReceipt != "" {
 		t.Fatalf("resource %+v, %v; want nothing pending", rs, err)
+	}
+}
+
+// lateCommitExpiringStore: the first Admit commits but answers a fault and
+// its receipt is hidden from the next read (a commit made visible late, as
+// lateCommitStore); while that attempt was in the store, the request's
+// status proof expired (time passes: the store was slow).
+type lateCommitExpiringStore struct {
+	fencegate.FenceStore
+	kit    *prooftest.Kit
+	mu     sync.Mutex
+	first  bool
+	hidden map[string]bool
+}
+
+func (s *lateCommitExpiringStore) Admit(ctx context.Context, req fencegate.AdmitRequest) (fencegate.Admission, error) {
+	s.mu.Lock()
+	first := s.first
+	s.first = false
+	s.mu.Unlock()
+	adm, err := s.FenceStore.Admit(ctx, req)
+	if err != nil || !first {
+		return adm, err
+	}
+	s.mu.Lock()
+	s.hidden[req.ReceiptID] = true
+	s.mu.Unlock()
+	s.kit.Advance(time.Minute)
+	return fencegate.Admission{}, fencegate.Errorf(fencegate.CodeBackendUnavailable, "connection lost during COMMIT")
+}
+
+func (s *lateCommitExpiringStore) Receipt(ctx context.Context, id string) (fencegate.Receipt, error) {
+	s.mu.Lock()
+	hide := s.hidden[id]
+	delete(s.hidden, id)
+	s.mu.Unlock()
+	if hide {
+		return fencegate.Receipt{}, fencegate.Errorf(fencegate.CodeNotFound, "receipt %s not found", id)
+	}
+	return s.FenceStore.Receipt(ctx, id)
+}
+
+// TestRefusalAfterAnUncertainAttemptSettlesItsReceipt: an admission attempt
+// commits but its answer is lost and its receipt is not yet visible; before
+// the next attempt the request's status proof has expired, so it is refused
+// (STATUS_INVALID) with nothing forwarded. The late-visible receipt is
+// settled NOT_APPLIED and the resource is free, not left PENDING (every
+// write RESOURCE_BUSY or MUTATION_UNKNOWN) until the orphan pass.
+func TestRefusalAfterAnUncertainAttemptSettlesItsReceipt(t *testing.T) {
+	f := newFixture(t)
+	st := &lateCommitExpiringStore{FenceStore: f.store, kit: f.kit, first: true, hidden: map[string]bool{}}
+	gw, err := gateway.New(gateway.Config{Verifier: f.kit.Verifier(), Store: st, Now: f.kit.Now, After: atOnce,
+		Policy: gateway.StaticPolicy{Generation: 1}, NewID: func() string { return "rcpt_late" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	_, err = gw.Apply(ctx, f.request(5, 1, "v1"))
+	if err == nil || f.content() != "" {
+		t.Fatalf("%v, object %q; want a refusal with nothing forwarded", err, f.content())
+	}
+	dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	_ = gw.Drain(dctx)
+	r, rerr := f.store.Receipt(ctx, "rcpt_late")
+	rs, _ := f.store.Resource(ctx, resource)
+	if rerr != nil || r.State != fencegate.ReceiptNotApplied || rs.PendingReceipt != "" {
+		t.Fatalf("receipt %+v (%v), resource pending on %q after the gateway answered %v; want NOT_APPLIED and nothing pending", r, rerr, rs.PendingReceipt, fencegate.ErrorCode(err))
 	}
 }

@@ -32,7 +32,9 @@ func (s *settleDownStore) Settle(ctx context.Context, id string, o fencegate.Out
 func TestQueuedProofOfCommittedIsNotReplacedByUnknown(t *testing.T) {
 	f := newFixture(t)
 	st := &settleDownStore{FenceStore: f.store}
-	gw, err := gateway.New(gateway.Config{Verifier: f.kit.Verifier(), Store: st, Now: f.kit.Now, After: never,
+	tick := make(chan time.Time) // the retry loop's and Drain's waits: none end until the store is back
+	gw, err := gateway.New(gateway.Config{Verifier: f.kit.Verifier(), Store: st, Now: f.kit.Now,
+		After: func(time.Duration) <-chan time.Time { return tick },
 		Policy: gateway.StaticPolicy{Generation: 1}, NewID: func() string { return "rcpt_x" },
 		Resolver: func(string) gateway.Resolver { return f.objects() }})
 	if err != nil {
@@ -69,6 +71,7 @@ func TestQueuedProofOfCommittedIsNotReplacedByUnknown(t *testing.T) {
 	close(release)
 	<-done
 	st.down.Store(false)
+	close(tick) // from now on every wait ends at once
 	dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	_ = gw.Drain(dctx)
