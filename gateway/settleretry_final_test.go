@@ -34,7 +34,7 @@ func TestQueuedProofOfCommittedIsNotReplacedByUnknown(t *testing.T) {
 	st := &settleDownStore{FenceStore: f.store}
 	tick := make(chan time.Time) // the retry loop's and Drain's waits: none end until the store is back
 	gw, err := gateway.New(gateway.Config{Verifier: f.kit.Verifier(), Store: st, Now: f.kit.Now,
-		After: func(time.Duration) <-chan time.Time { return tick },
+		After:  func(time.Duration) <-chan time.Time { return tick },
 		Policy: gateway.StaticPolicy{Generation: 1}, NewID: func() string { return "rcpt_x" },
 		Resolver: func(string) gateway.Resolver { return f.objects() }})
 	if err != nil {
