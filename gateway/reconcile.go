@@ -183,7 +183,7 @@ func (rc *Reconciler) RunOnce(ctx context.Context) (int, error) {
 	settled := 0
 	done := map[string]bool{}
 	for _, r := range all {
-		if r.State == fencegate.ReceiptPending && now.Sub(r.CreatedAt) < rc.orphan() {
+		if r.State == fencegate.ReceiptPending && now.Before(rc.orphanAt(r)) {
 			// Not yet orphaned, but an object that names it proves it at
 			// any age (a deferred settle whose process crashed).
 			if now.Sub(r.CreatedAt) >= proveAfter && rc.proveYoung(ctx, r) {
@@ -379,6 +379,23 @@ func (rc *Reconciler) forget(id string) {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	delete(rc.next, id)
+}
+
+// orphanAt is when a PENDING receipt is taken for an orphan (its process
+// gone): Orphan after its creation, and never before its LandBy (plus
+// fencegate.LandBySlack), the deadline the admitting gateway gave its
+// effect, which may be later than this gateway's own effectTimeout would
+// make it: until then the admitting gateway may still be sending it, and
+// an API call resent beside it would rely on the upstream to serialise two
+// requests under one key.
+func (rc *Reconciler) orphanAt(r fencegate.Receipt) time.Time {
+	at := r.CreatedAt.Add(rc.orphan())
+	if !r.LandBy.IsZero() {
+		if lb := r.LandBy.Add(fencegate.LandBySlack); lb.After(at) {
+			at = lb
+		}
+	}
+	return at
 }
 
 // EffectExpiry is when every request of r's effect expires at the store:

@@ -1,0 +1,92 @@
+package gateway_test
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/backends/httpapi"
+	"github.com/fencegate/fencegate/fencestore/embedded"
+	"github.com/fencegate/fencegate/gateway"
+	"github.com/fencegate/fencegate/proofs/prooftest"
+)
+
+// TestOrphanPassWaitsForTheLandByOfAnAPICallInFlight: replica A (effect
+// timeout 10 min) sends an API call whose receipt keeps that LandBy;
+// replica B (effect timeout 1 min, orphan 2 min: valid on its own, as in a
+// rolling restart) runs its reconciler 3 min after admission, while A's
+// send is still open. B does not take the receipt for an orphan before its
+// LandBy: no second request under the same key is sent beside the first
+// (the API's contract does not promise to serialise them).
+func TestOrphanPassWaitsForTheLandByOfAnAPICallInFlight(t *testing.T) {
+	kit := prooftest.New(t)
+	st, err := embedded.Open(filepath.Join(t.TempDir(), "fence.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	var mu sync.Mutex
+	open, maxOpen, posts := 0, 0, 0
+	first, release := make(chan struct{}), make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		posts++
+		n := posts
+		open++
+		maxOpen = max(maxOpen, open)
+		mu.Unlock()
+		defer func() { mu.Lock(); open--; mu.Unlock() }()
+		if n == 1 {
+			close(first)
+			<-release // A's call: the upstream is slow
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"id":"po_1"}`))
+	}))
+	defer srv.Close()
+	c := httpapi.APIConfig{Name: "payouts", BaseURL: srv.URL, Timeout: 9 * time.Minute,
+		Contract: httpapi.Contract{Idempotency: &httpapi.Idempotency{KeyRetention: 24 * time.Hour}},
+		Routes:   []httpapi.Route{{Method: "POST", Path: "/v1/accounts/{account}/payouts", Resource: "payouts/{account}"}}}
+	if err := (httpapi.Config{APIs: []httpapi.APIConfig{c}}).Validate(); err != nil {
+		t.Fatal(err)
+	}
+	api, err := httpapi.New(c, &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}, httpapi.WithClock(kit.Now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gwA, err := gateway.New(gateway.Config{Verifier: kit.Verifier(), Store: st, Now: kit.Now,
+		Policy: gateway.StaticPolicy{Generation: 1}, EffectTimeout: 10 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, vg := kit.VerifiedGrant(func(g *fencegate.Grant) {
+		g.Resource, g.FenceToken, g.Lease, g.OperationRoot = "payouts/acc_1", 1, "lease-1", "root-1"
+	})
+	body := []byte(`{"amount":500,"currency":"eur"}`)
+	done := make(chan error, 1)
+	go func() {
+		_, err := gwA.Apply(context.Background(), gateway.Request{Caller: owner, GrantToken: tok, StatusToken: kit.Status(vg, nil), Segment: 1,
+			Resource: "payouts/acc_1", Target: httpapi.Target("payouts", "/v1/accounts/acc_1/payouts"), Method: "POST",
+			PayloadDigest: "sha256:payout", Effect: api.Call("POST", "/v1/accounts/acc_1/payouts", nil, bytes.NewReader(body), int64(len(body)))})
+		done <- err
+	}()
+	<-first
+	kit.Advance(3 * time.Minute)
+	apiB, _ := httpapi.New(c, &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}, httpapi.WithClock(kit.Now),
+		httpapi.WithEffectTimeout(time.Minute))
+	rcB := &gateway.Reconciler{Store: st, Now: kit.Now, Orphan: 2 * time.Minute, Resolver: httpapi.Resolvers{"payouts": apiB}.For}
+	_, _ = rcB.RunOnce(context.Background())
+	close(release)
+	<-done
+	mu.Lock()
+	defer mu.Unlock()
+	if maxOpen > 1 {
+		t.Fatalf("replica B resent the call under the same key while A's send (LandBy +10 min) was still open: %d requests, %d at once", posts, maxOpen)
+	}
+}
