@@ -8,7 +8,6 @@ import (
 
 	"github.com/fencegate/fencegate"
 	"github.com/fencegate/fencegate/gateway"
-	"github.com/fencegate/fencegate/proofs/prooftest"
 )
 
 // lateCommitStore models a COMMIT whose acknowledgement was lost while the
@@ -23,6 +22,9 @@ type lateCommitStore struct {
 	lose   bool
 	hidden map[string]bool
 	admits int
+	// lost, if set, runs when the lost commit is answered (time passing
+	// while the store was slow, say).
+	lost func()
 }
 
 func (s *lateCommitStore) Admit(ctx context.Context, req fencegate.AdmitRequest) (fencegate.Admission, error) {
@@ -38,6 +40,9 @@ func (s *lateCommitStore) Admit(ctx context.Context, req fencegate.AdmitRequest)
 	s.mu.Lock()
 	s.hidden[req.ReceiptID] = true
 	s.mu.Unlock()
+	if s.lost != nil {
+		s.lost()
+	}
 	return fencegate.Admission{}, fencegate.Errorf(fencegate.CodeBackendUnavailable, "connection lost during COMMIT")
 }
 
@@ -139,45 +144,6 @@ func TestGivingUpOnAnAdmissionQueuesItsNotApplied(t *testing.T) {
 	}
 }
 
-// lateCommitExpiringStore: the first Admit commits but answers a fault and
-// its receipt is hidden from the next read (a commit made visible late, as
-// lateCommitStore); while that attempt was in the store, the request's
-// status proof expired (time passes: the store was slow).
-type lateCommitExpiringStore struct {
-	fencegate.FenceStore
-	kit    *prooftest.Kit
-	mu     sync.Mutex
-	first  bool
-	hidden map[string]bool
-}
-
-func (s *lateCommitExpiringStore) Admit(ctx context.Context, req fencegate.AdmitRequest) (fencegate.Admission, error) {
-	s.mu.Lock()
-	first := s.first
-	s.first = false
-	s.mu.Unlock()
-	adm, err := s.FenceStore.Admit(ctx, req)
-	if err != nil || !first {
-		return adm, err
-	}
-	s.mu.Lock()
-	s.hidden[req.ReceiptID] = true
-	s.mu.Unlock()
-	s.kit.Advance(time.Minute)
-	return fencegate.Admission{}, fencegate.Errorf(fencegate.CodeBackendUnavailable, "connection lost during COMMIT")
-}
-
-func (s *lateCommitExpiringStore) Receipt(ctx context.Context, id string) (fencegate.Receipt, error) {
-	s.mu.Lock()
-	hide := s.hidden[id]
-	delete(s.hidden, id)
-	s.mu.Unlock()
-	if hide {
-		return fencegate.Receipt{}, fencegate.Errorf(fencegate.CodeNotFound, "receipt %s not found", id)
-	}
-	return s.FenceStore.Receipt(ctx, id)
-}
-
 // TestRefusalAfterAnUncertainAttemptSettlesItsReceipt: an admission attempt
 // commits but its answer is lost and its receipt is not yet visible; before
 // the next attempt the request's status proof has expired, so it is refused
@@ -186,7 +152,8 @@ func (s *lateCommitExpiringStore) Receipt(ctx context.Context, id string) (fence
 // write RESOURCE_BUSY or MUTATION_UNKNOWN) until the orphan pass.
 func TestRefusalAfterAnUncertainAttemptSettlesItsReceipt(t *testing.T) {
 	f := newFixture(t)
-	st := &lateCommitExpiringStore{FenceStore: f.store, kit: f.kit, first: true, hidden: map[string]bool{}}
+	st := &lateCommitStore{FenceStore: f.store, lose: true, hidden: map[string]bool{},
+		lost: func() { f.kit.Advance(time.Minute) }} // the status proof expires meanwhile
 	gw, err := gateway.New(gateway.Config{Verifier: f.kit.Verifier(), Store: st, Now: f.kit.Now, After: atOnce,
 		Policy: gateway.StaticPolicy{Generation: 1}, NewID: func() string { return "rcpt_late" }})
 	if err != nil {

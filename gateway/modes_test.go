@@ -48,7 +48,10 @@ func (a *shadowAlarm) ShadowVerdict(_, _ string, c fencegate.Code) {
 	a.verdicts = append(a.verdicts, c)
 }
 
-func TestShadowModeRecordsTheVerdictAndForwardsWithoutMovingFences(t *testing.T) {
+// shadowFixture is a gateway with every local/* resource in shadow mode,
+// on an embedded fence store and a local object store, alarming to alarm.
+func shadowFixture(t *testing.T, alarm gateway.Alarm) *fixture {
+	t.Helper()
 	kit := prooftest.New(t)
 	st, err := embedded.Open(filepath.Join(t.TempDir(), "fence.db"))
 	if err != nil {
@@ -60,13 +63,18 @@ func TestShadowModeRecordsTheVerdictAndForwardsWithoutMovingFences(t *testing.T)
 		t.Fatal(err)
 	}
 	modes, _ := gateway.NewModes(gateway.ModeRule{Pattern: "local/*", Mode: gateway.Shadow})
-	alarm := &shadowAlarm{}
 	gw, err := gateway.New(gateway.Config{Verifier: kit.Verifier(), Store: st, Now: kit.Now, Alarm: alarm,
 		Policy: gateway.StaticPolicy{Generation: 1}, Modes: modes})
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{t: t, kit: kit, store: st, obj: &faultyStore{ObjectStore: loc}, gw: gw}
+	return &fixture{t: t, kit: kit, store: st, obj: &faultyStore{ObjectStore: loc}, gw: gw}
+}
+
+func TestShadowModeRecordsTheVerdictAndForwardsWithoutMovingFences(t *testing.T) {
+	alarm := &shadowAlarm{}
+	f := shadowFixture(t, alarm)
+	gw, st := f.gw, f.store
 	ctx := context.Background()
 	if _, err := gw.Apply(ctx, f.request(6, 1, "new")); err != nil {
 		t.Fatal(err)

@@ -2,15 +2,10 @@ package gateway_test
 
 import (
 	"context"
-	"path/filepath"
 	"sync/atomic"
 	"testing"
 
 	"github.com/fencegate/fencegate"
-	"github.com/fencegate/fencegate/backends/local"
-	"github.com/fencegate/fencegate/fencestore/embedded"
-	"github.com/fencegate/fencegate/gateway"
-	"github.com/fencegate/fencegate/proofs/prooftest"
 )
 
 // TestShadowForwardOfUnknownOutcomeDoesNotWedgeTheTarget: a shadow forward
@@ -22,23 +17,8 @@ import (
 // that object's version, so the owner's retry of the segment is COMMITTED
 // (before, every later write of the target was BACKEND_CONFLICT).
 func TestShadowForwardOfUnknownOutcomeDoesNotWedgeTheTarget(t *testing.T) {
-	kit := prooftest.New(t)
-	st, err := embedded.Open(filepath.Join(t.TempDir(), "fence.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
-	loc, err := local.New("local", t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	modes, _ := gateway.NewModes(gateway.ModeRule{Pattern: "local/*", Mode: gateway.Shadow})
-	gw, err := gateway.New(gateway.Config{Verifier: kit.Verifier(), Store: st, Now: kit.Now,
-		Policy: gateway.StaticPolicy{Generation: 1}, Modes: modes})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &fixture{t: t, kit: kit, store: st, obj: &faultyStore{ObjectStore: loc}, gw: gw}
+	f := shadowFixture(t, nil)
+	gw := f.gw
 	ctx := context.Background()
 	if _, err := gw.Apply(ctx, f.request(6, 1, "new")); err != nil {
 		t.Fatal(err)

@@ -93,13 +93,7 @@ func ownSignedPut(t *testing.T, e *env, akid, path, payload, body string, extra 
 	if tamper != nil {
 		tamper(req)
 	}
-	resp, err := e.srv.Client().Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	return do(t, req)
 }
 
 // TestSignedContentLengthOfAnEmptyBodyIsVerified: s3cmd signs content-length

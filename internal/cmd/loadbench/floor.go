@@ -152,22 +152,10 @@ func startFloor(ctx context.Context, dir, store string, env []string) (*gateway,
 		return nil, err
 	}
 	g.pid = g.cmd.Process.Pid
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		resp, err := http.Get(g.url + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return g, nil
-			}
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			g.stop()
-			log, _ := os.ReadFile(g.stderr)
-			return nil, fmt.Errorf("floor server did not become healthy: %s", tail(string(log), 2000))
-		}
-		time.Sleep(20 * time.Millisecond)
+	if err := g.waitHealthy(ctx, 15*time.Second); err != nil {
+		return nil, fmt.Errorf("floor server %w", err)
 	}
+	return g, nil
 }
 
 // floorCheck runs the floor at c for d: a fresh floor server writing to

@@ -114,27 +114,36 @@ func startGateway(ctx context.Context, sp gwSpec) (*gateway, error) {
 	if err := g.cmd.Start(); err != nil {
 		return nil, err
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := http.Get(g.url + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				break
-			}
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil || g.cmd.ProcessState != nil {
-			g.stop()
-			log, _ := os.ReadFile(g.stderr)
-			return nil, fmt.Errorf("gateway did not become healthy: %s", tail(string(log), 2000))
-		}
-		time.Sleep(50 * time.Millisecond)
+	if err := g.waitHealthy(ctx, 30*time.Second); err != nil {
+		return nil, fmt.Errorf("gateway %w", err)
 	}
 	g.pid = g.cmd.Process.Pid
 	if sp.strace {
 		g.pid = childOf(g.pid)
 	}
 	return g, nil
+}
+
+// waitHealthy polls g's /healthz until it answers 200; after within, when
+// ctx ends or the process has exited, it stops g and returns an error with
+// the end of its log.
+func (g *gateway) waitHealthy(ctx context.Context, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	for {
+		resp, err := http.Get(g.url + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil || g.cmd.ProcessState != nil {
+			g.stop()
+			log, _ := os.ReadFile(g.stderr)
+			return fmt.Errorf("did not become healthy: %s", tail(string(log), 2000))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 func (g *gateway) stop() {
