@@ -267,10 +267,19 @@ func (g *Gateway) apply(ctx context.Context, req Request) (Result, error) {
 		PayloadDigest: req.PayloadDigest, EffectKey: req.EffectKey, ReceiptID: g.cfg.NewID(), Now: g.cfg.Now(),
 		PayloadSize: req.PayloadSize, QuarantinePayload: req.QuarantinePayload, EffectTimeout: g.cfg.EffectTimeout,
 	}
-	if k, ok := req.Effect.(RequestKeeper); ok && !shadow {
-		if areq.Request, err = k.KeptRequest(fencegate.Receipt{Resource: vg.Resource, OperationRoot: vg.OperationRoot,
-			FenceToken: vg.FenceToken, Segment: req.Segment, Target: req.Target, Method: req.Method}); err != nil {
+	if k, ok := req.Effect.(RequestKeeper); ok {
+		kept, err := k.KeptRequest(fencegate.Receipt{Resource: vg.Resource, OperationRoot: vg.OperationRoot,
+			FenceToken: vg.FenceToken, Segment: req.Segment, Target: req.Target, Method: req.Method})
+		switch {
+		case err == nil:
+			areq.Request = kept
+		case !shadow:
 			return Result{}, err
+		default:
+			// Shadow mode refuses nothing it would not refuse by the fence
+			// rules: the call goes on without a kept request (an UNKNOWN
+			// outcome then waits for an operator).
+			g.cfg.Log.WarnContext(ctx, "shadow mode: the API request cannot be kept with its receipt", "resource", vg.Resource, "err", err)
 		}
 	}
 	// This process's deferred settle of the resource becomes durable first:

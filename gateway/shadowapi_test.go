@@ -1,0 +1,80 @@
+package gateway_test
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/backends/httpapi"
+	"github.com/fencegate/fencegate/e2e/upstream"
+	"github.com/fencegate/fencegate/fencestore/embedded"
+	"github.com/fencegate/fencegate/gateway"
+	"github.com/fencegate/fencegate/proofs/prooftest"
+)
+
+// TestAcceptedAPICallKeepsItsRequestInShadowModeToo: an API call the
+// acceptance point accepts on a resource in shadow mode is admitted and
+// stored like any other, and keeps its request, so that when its answer is
+// lost the replay of the segment resends it under the same key and answers
+// COMMITTED, as in enforce mode (it kept none, and its UNKNOWN waited for an
+// operator).
+func TestAcceptedAPICallKeepsItsRequestInShadowModeToo(t *testing.T) {
+	for _, mode := range []gateway.Mode{gateway.Enforce, gateway.Shadow} {
+		t.Run(string(mode), func(t *testing.T) {
+			kit := prooftest.New(t)
+			st, err := embedded.Open(filepath.Join(t.TempDir(), "fence.db"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = st.Close() })
+			pay := upstream.New(upstream.Options{})
+			srv := httptest.NewServer(pay)
+			t.Cleanup(srv.Close)
+			c := httpapi.APIConfig{Name: "payouts", BaseURL: srv.URL,
+				Contract: httpapi.Contract{Idempotency: &httpapi.Idempotency{KeyRetention: 24 * time.Hour}},
+				Routes:   []httpapi.Route{{Method: "POST", Path: "/v1/accounts/{account}/payouts", Resource: "payouts/{account}"}}}
+			if err := (httpapi.Config{APIs: []httpapi.APIConfig{c}}).Validate(); err != nil {
+				t.Fatal(err)
+			}
+			api, err := httpapi.New(c, &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}, httpapi.WithClock(kit.Now))
+			if err != nil {
+				t.Fatal(err)
+			}
+			modes, _ := gateway.NewModes(gateway.ModeRule{Pattern: "payouts/*", Mode: mode})
+			rs := httpapi.Resolvers{"payouts": api}
+			gw, err := gateway.New(gateway.Config{Verifier: kit.Verifier(), Store: st, Now: kit.Now,
+				Policy: gateway.StaticPolicy{Generation: 1}, Modes: modes, Resolver: rs.For})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tok, vg := kit.VerifiedGrant(func(g *fencegate.Grant) {
+				g.Resource, g.FenceToken, g.Lease, g.OperationRoot = "payouts/acc_1", 1, "lease-1", "root-1"
+			})
+			body := []byte(`{"amount":500,"currency":"eur"}`)
+			req := func() gateway.Request {
+				return gateway.Request{Caller: owner, GrantToken: tok, StatusToken: kit.Status(vg, nil), Segment: 1,
+					Resource: "payouts/acc_1", Target: httpapi.Target("payouts", "/v1/accounts/acc_1/payouts"), Method: "POST",
+					PayloadDigest: "sha256:payout",
+					Effect: api.Call("POST", "/v1/accounts/acc_1/payouts", http.Header{"Content-Type": {"application/json"}},
+						bytes.NewReader(body), int64(len(body)))}
+			}
+			ctx := context.Background()
+			pay.Inject(upstream.DropResponse)
+			res, err := gw.Apply(ctx, req())
+			if fencegate.ErrorCode(err) != fencegate.CodeMutationUnknown || res.Verdict != "" {
+				t.Fatalf("first send: %v (verdict %q)", err, res.Verdict)
+			}
+			again, err := gw.Apply(ctx, req()) // the worker retries the segment
+			got, _ := st.Receipt(ctx, again.Receipt.ID)
+			if err != nil || got.State != fencegate.ReceiptCommitted || pay.Effects() != 1 {
+				t.Fatalf("%s mode: the replay after a lost answer: %v; receipt %s (kept request: %v, resend %v, %q); payouts %d",
+					mode, err, got.State, got.Request != nil, got.Resend, got.Error, pay.Effects())
+			}
+		})
+	}
+}
