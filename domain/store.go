@@ -116,7 +116,14 @@ type Outcome struct {
 	// claimed it for a resend since the caller read it), else it is
 	// STILL_RECONCILING and nothing changes. An operator's verdict uses it.
 	IfSettledAt time.Time
-	Now         time.Time
+	// IfPending, when set, is a precondition: the settle applies only if
+	// the receipt is still PENDING and nothing has settled or claimed it
+	// since its admission (no SettledAt), else it is STILL_RECONCILING and
+	// nothing changes. The gateway's NOT_APPLIED for an admission it did
+	// not go on with uses it: by the time the store takes it, another
+	// replica may have taken the receipt for an orphan and resent it.
+	IfPending bool
+	Now       time.Time
 }
 
 // FenceStore keeps fence state and receipts. Admit applies the fence rules of

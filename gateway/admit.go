@@ -74,9 +74,11 @@ func admittedBy(r fencegate.Receipt, req fencegate.AdmitRequest) bool {
 const admitAgain = 2
 
 // notApplied queues NOT_APPLIED for a receipt this gateway may have admitted
-// but whose effect it did not forward and never will.
+// but whose effect it did not forward and never will: only while the
+// receipt is still as admitted (IfPending), since another replica may have
+// taken it for an orphan and resent it before the store takes this.
 func (g *Gateway) notApplied(receiptID string) {
-	g.retry.add(receiptID, fencegate.Outcome{State: fencegate.ReceiptNotApplied,
+	g.retry.add(receiptID, fencegate.Outcome{State: fencegate.ReceiptNotApplied, IfPending: true,
 		Error: "the fence store failed during admission; nothing was forwarded", Now: g.cfg.Now()})
 }
 

@@ -151,8 +151,8 @@ type Gateway struct {
 	deferred deferrals
 	folds    bool
 	// shadowLost is this process's shadow forwards whose outcome is not
-	// known, by target (shadow.go): only their objects' versions are
-	// adopted.
+	// known or whose version could not be recorded, by target (shadow.go):
+	// only their objects' versions are adopted.
 	shadowLost lostShadows
 }
 

@@ -97,6 +97,7 @@ func (g *Gateway) shadowForward(ctx context.Context, req Request, vg *fencegate.
 	if out.State == fencegate.ReceiptCommitted {
 		if err := g.cfg.Store.SwapVersion(context.WithoutCancel(ctx), req.Target, prev, out.Version); err != nil {
 			g.cfg.Log.ErrorContext(ctx, "shadow mode: could not record the forwarded version", "target", req.Target, "err", err)
+			g.shadowLost.add(req.Target, r.ID) // landed, its version unrecorded: adopted when a write meets it
 		}
 	}
 	if out.State == "" {
@@ -130,6 +131,7 @@ func (g *Gateway) adoptShadowVersion(ctx context.Context, target, prev string, o
 		return out
 	}
 	if err := g.cfg.Store.SwapVersion(context.WithoutCancel(ctx), target, prev, etag); err != nil {
+		g.shadowLost.add(target, sw.receiptID) // the next write tries again
 		g.cfg.Log.ErrorContext(ctx, "could not record the version a shadow-mode forward wrote", "target", target, "err", err)
 	} else {
 		g.cfg.Log.WarnContext(ctx, "recorded the version a shadow-mode forward wrote without an answer", "target", target, "receipt", sw.receiptID)

@@ -189,8 +189,15 @@ func checkURL(u string, placeholders ...string) error {
 	if !found {
 		return fmt.Errorf("%q must contain %s", u, strings.Join(placeholders, " or "))
 	}
-	if _, err := url.Parse(probe); err != nil {
+	pu, err := url.Parse(probe)
+	if err != nil {
 		return fmt.Errorf("%q does not parse", u)
+	}
+	// The path must be written escaped: the gateway puts each value into it
+	// escaped and keeps the rest as written (a literal space or '|' would
+	// make the whole path be escaped again, a value's %2F with it).
+	if path, _, _ := strings.Cut(probe, "?"); pu.EscapedPath() != path {
+		return fmt.Errorf("%q: write the path escaped (as %q)", u, pu.EscapedPath())
 	}
 	return nil
 }

@@ -265,3 +265,25 @@ func unknownKeepsRetryAt(f *fx) {
 		f.t.Fatalf("a COMMITTED receipt keeps RetryAt %v", r.RetryAt)
 	}
 }
+
+// ifPendingSettlesOnlyAnUntouchedReceipt: a settle with IfPending applies
+// to a receipt still PENDING and never settled or claimed since its
+// admission; once anything settled it (UNKNOWN, a resend's claim) it is
+// STILL_RECONCILING and the receipt is unchanged.
+func ifPendingSettlesOnlyAnUntouchedReceipt(f *fx) {
+	w := f.writer("res/ifpending", 5)
+	id := f.admit(w.req(1, "a")).Receipt.ID
+	if _, err := f.s.Settle(f.ctx, id, fencegate.Outcome{State: fencegate.ReceiptUnknown, Resend: true, Now: f.tick()}); err != nil {
+		f.t.Fatal(err)
+	}
+	before := f.receipt(id)
+	_, err := f.s.Settle(f.ctx, id, fencegate.Outcome{State: fencegate.ReceiptNotApplied, IfPending: true, Now: f.tick()})
+	wantCode(f.t, err, fencegate.CodeStillReconciling, "")
+	f.sameJSON("receipt after a refused IfPending settle", f.receipt(id), before)
+	w2 := f.writer("res/ifpending2", 5)
+	id2 := f.admit(w2.req(1, "a")).Receipt.ID
+	r, err := f.s.Settle(f.ctx, id2, fencegate.Outcome{State: fencegate.ReceiptNotApplied, IfPending: true, Now: f.tick()})
+	if err != nil || r.State != fencegate.ReceiptNotApplied {
+		f.t.Fatalf("IfPending settle of an untouched PENDING receipt: %+v, %v", r, err)
+	}
+}

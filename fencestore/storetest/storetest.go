@@ -58,6 +58,7 @@ func Run(t *testing.T, open func(t *testing.T) fencegate.FenceStore) {
 		{"SettleRejectsIllegalTransitions", settleRejectsIllegalTransitions},
 		{"FinalStateNeverChanges", finalStateNeverChanges},
 		{"UnknownKeepsRetryAt", unknownKeepsRetryAt},
+		{"IfPendingSettlesOnlyAnUntouchedReceipt", ifPendingSettlesOnlyAnUntouchedReceipt},
 		{"ReceiptKeepsItsLandBy", receiptKeepsItsLandBy},
 		{"RequestIsKeptVerbatim", requestIsKeptVerbatim},
 		{"OversizedRequestIsRejectedWithoutStateChange", oversizedRequestIsRejected},

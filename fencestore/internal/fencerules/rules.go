@@ -241,6 +241,10 @@ func Settle(r fencegate.Receipt, o *fencegate.Outcome) (next fencegate.Receipt, 
 		return r, false, &fencegate.Error{Code: fencegate.CodeReceiptSettled, ReceiptID: r.ID,
 			Message: fmt.Sprintf("receipt %s is already %s; it cannot become %s", r.ID, r.State, o.State)}
 	}
+	if o.IfPending && (r.State != fencegate.ReceiptPending || r.SettledAt != nil) {
+		return r, false, &fencegate.Error{Code: fencegate.CodeStillReconciling, ReceiptID: r.ID,
+			Message: fmt.Sprintf("receipt %s is no longer as admitted (%s): it is being reconciled", r.ID, r.State)}
+	}
 	if !o.IfSettledAt.IsZero() && (r.SettledAt == nil || !r.SettledAt.Equal(o.IfSettledAt)) {
 		return r, false, &fencegate.Error{Code: fencegate.CodeStillReconciling, ReceiptID: r.ID,
 			Message: fmt.Sprintf("receipt %s changed since it was read (a resend may be in flight)", r.ID)}
