@@ -268,18 +268,11 @@ func (g *Gateway) apply(ctx context.Context, req Request) (Result, error) {
 		PayloadSize: req.PayloadSize, QuarantinePayload: req.QuarantinePayload, EffectTimeout: g.cfg.EffectTimeout,
 	}
 	if k, ok := req.Effect.(RequestKeeper); ok {
-		kept, err := k.KeptRequest(fencegate.Receipt{Resource: vg.Resource, OperationRoot: vg.OperationRoot,
-			FenceToken: vg.FenceToken, Segment: req.Segment, Target: req.Target, Method: req.Method})
-		switch {
-		case err == nil:
-			areq.Request = kept
-		case !shadow:
+		// A request that cannot be kept (its key cannot be placed) is
+		// malformed, in shadow mode too: refused before anything is stored.
+		if areq.Request, err = k.KeptRequest(fencegate.Receipt{Resource: vg.Resource, OperationRoot: vg.OperationRoot,
+			FenceToken: vg.FenceToken, Segment: req.Segment, Target: req.Target, Method: req.Method}); err != nil {
 			return Result{}, err
-		default:
-			// Shadow mode refuses nothing it would not refuse by the fence
-			// rules: the call goes on without a kept request (an UNKNOWN
-			// outcome then waits for an operator).
-			g.cfg.Log.WarnContext(ctx, "shadow mode: the API request cannot be kept with its receipt", "resource", vg.Resource, "err", err)
 		}
 	}
 	// This process's deferred settle of the resource becomes durable first:

@@ -1,0 +1,67 @@
+package gateway_test
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/backends/httpapi"
+	"github.com/fencegate/fencegate/e2e/upstream"
+	"github.com/fencegate/fencegate/fencestore/embedded"
+	"github.com/fencegate/fencegate/gateway"
+	"github.com/fencegate/fencegate/proofs/prooftest"
+)
+
+// TestShadowModeRefusesAnAPICallWhoseRequestCannotBeKept: a shadow-mode API
+// call whose request cannot be kept (the key goes in a JSON body field and
+// the body is not JSON) is malformed, not a fence verdict: it is refused
+// INVALID_REQUEST with nothing stored (no receipt, the fence unmoved) and
+// nothing sent, as in enforce mode. (Admitted without it, it was settled
+// FAILED and never sent, its fence moved.)
+func TestShadowModeRefusesAnAPICallWhoseRequestCannotBeKept(t *testing.T) {
+	kit := prooftest.New(t)
+	st, err := embedded.Open(filepath.Join(t.TempDir(), "fence.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	pay := upstream.New(upstream.Options{})
+	srv := httptest.NewServer(pay)
+	t.Cleanup(srv.Close)
+	c := httpapi.APIConfig{Name: "payouts", BaseURL: srv.URL,
+		Contract: httpapi.Contract{Idempotency: &httpapi.Idempotency{KeyRetention: 24 * time.Hour}},
+		Key:      httpapi.Key{BodyField: "/idempotency_key"},
+		Routes:   []httpapi.Route{{Method: "POST", Path: "/v1/accounts/{account}/payouts", Resource: "payouts/{account}"}}}
+	if err := (httpapi.Config{APIs: []httpapi.APIConfig{c}}).Validate(); err != nil {
+		t.Fatal(err)
+	}
+	api, err := httpapi.New(c, &http.Client{}, httpapi.WithClock(kit.Now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	modes, _ := gateway.NewModes(gateway.ModeRule{Pattern: "payouts/*", Mode: gateway.Shadow})
+	gw, err := gateway.New(gateway.Config{Verifier: kit.Verifier(), Store: st, Now: kit.Now,
+		Policy: gateway.StaticPolicy{Generation: 1}, Modes: modes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, vg := kit.VerifiedGrant(func(g *fencegate.Grant) {
+		g.Resource, g.FenceToken, g.Lease, g.OperationRoot = "payouts/acc_1", 1, "lease-1", "root-1"
+	})
+	body := []byte(`amount=500`)
+	res, err := gw.Apply(context.Background(), gateway.Request{Caller: owner, GrantToken: tok, StatusToken: kit.Status(vg, nil), Segment: 1,
+		Resource: "payouts/acc_1", Target: httpapi.Target("payouts", "/v1/accounts/acc_1/payouts"), Method: "POST",
+		PayloadDigest: "sha256:payout",
+		Effect: api.Call("POST", "/v1/accounts/acc_1/payouts", http.Header{"Content-Type": {"application/x-www-form-urlencoded"}},
+			bytes.NewReader(body), int64(len(body)))})
+	_, rerr := st.Resource(context.Background(), "payouts/acc_1")
+	if fencegate.ErrorCode(err) != fencegate.CodeInvalidRequest || res.Receipt.ID != "" || pay.Effects() != 0 || fencegate.ErrorCode(rerr) != fencegate.CodeNotFound {
+		t.Fatalf("answer %v, receipt %q, %d upstream effects, resource state %v; want INVALID_REQUEST with nothing stored or sent",
+			err, res.Receipt.ID, pay.Effects(), rerr)
+	}
+}
