@@ -49,15 +49,20 @@ func (a *shadowAlarm) ShadowVerdict(_, _ string, c fencegate.Code) {
 }
 
 // shadowFixture is a gateway with every local/* resource in shadow mode,
-// on an embedded fence store and a local object store, alarming to alarm.
-func shadowFixture(t *testing.T, alarm gateway.Alarm) *fixture {
+// on an embedded fence store (seen through wrap, if given) and a local
+// object store, alarming to alarm.
+func shadowFixture(t *testing.T, alarm gateway.Alarm, wrap ...func(*embedded.Store) fencegate.FenceStore) *fixture {
 	t.Helper()
 	kit := prooftest.New(t)
-	st, err := embedded.Open(filepath.Join(t.TempDir(), "fence.db"))
+	emb, err := embedded.Open(filepath.Join(t.TempDir(), "fence.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = st.Close() })
+	t.Cleanup(func() { _ = emb.Close() })
+	var st fencegate.FenceStore = emb
+	for _, w := range wrap {
+		st = w(emb)
+	}
 	loc, err := local.New("local", t.TempDir())
 	if err != nil {
 		t.Fatal(err)

@@ -2,15 +2,11 @@ package gateway_test
 
 import (
 	"context"
-	"path/filepath"
 	"sync/atomic"
 	"testing"
 
 	"github.com/fencegate/fencegate"
-	"github.com/fencegate/fencegate/backends/local"
 	"github.com/fencegate/fencegate/fencestore/embedded"
-	"github.com/fencegate/fencegate/gateway"
-	"github.com/fencegate/fencegate/proofs/prooftest"
 )
 
 // swapFailStore is the embedded store whose SwapVersion can be made to fail
@@ -29,24 +25,12 @@ func (s *swapFailStore) SwapVersion(ctx context.Context, target, from, to string
 
 func swapFailShadowFixture(t *testing.T) (*fixture, *swapFailStore) {
 	t.Helper()
-	kit := prooftest.New(t)
-	emb, err := embedded.Open(filepath.Join(t.TempDir(), "fence.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = emb.Close() })
-	st := &swapFailStore{Store: emb}
-	loc, err := local.New("local", t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	modes, _ := gateway.NewModes(gateway.ModeRule{Pattern: "local/*", Mode: gateway.Shadow})
-	gw, err := gateway.New(gateway.Config{Verifier: kit.Verifier(), Store: st, Now: kit.Now,
-		Policy: gateway.StaticPolicy{Generation: 1}, Modes: modes})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &fixture{t: t, kit: kit, store: st, obj: &faultyStore{ObjectStore: loc}, gw: gw}, st
+	var st *swapFailStore
+	f := shadowFixture(t, nil, func(emb *embedded.Store) fencegate.FenceStore {
+		st = &swapFailStore{Store: emb}
+		return st
+	})
+	return f, st
 }
 
 // TestShadowForwardWhoseVersionWasNotRecordedDoesNotWedgeTheKey: a shadow
@@ -86,18 +70,7 @@ func TestFailedAdoptionIsTriedAgainByTheNextWrite(t *testing.T) {
 	}
 	var lose atomic.Bool
 	lose.Store(true)
-	f.obj.set(func(ctx context.Context, req fencegate.PutRequest) (string, error) {
-		etag, err := f.obj.ObjectStore.Put(ctx, req)
-		if err != nil || !lose.Load() {
-			return etag, err
-		}
-		return "", fencegate.Errorf(fencegate.CodeBackendUnavailable, "timeout: answer lost")
-	}, func(ctx context.Context, key string) (fencegate.ObjectInfo, error) {
-		if lose.Load() {
-			return fencegate.ObjectInfo{}, fencegate.Errorf(fencegate.CodeBackendUnavailable, "timeout")
-		}
-		return f.obj.ObjectStore.Head(ctx, key)
-	})
+	f.loseAnswers(&lose)
 	if res, _ := f.gw.Apply(ctx, f.request(5, 1, "stale")); res.Receipt.State != fencegate.ReceiptUnknown || f.content() != "stale" {
 		t.Fatalf("shadow forward: %s, object %q", res.Receipt.State, f.content())
 	}

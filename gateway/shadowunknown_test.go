@@ -25,6 +25,23 @@ func TestShadowForwardOfUnknownOutcomeDoesNotWedgeTheTarget(t *testing.T) {
 	}
 	var lose atomic.Bool
 	lose.Store(true)
+	f.loseAnswers(&lose)
+	if res, err := gw.Apply(ctx, f.request(5, 1, "stale")); res.Receipt.State != fencegate.ReceiptUnknown || f.content() != "stale" {
+		t.Fatalf("shadow forward: %s, %v, object %q; want UNKNOWN with the write landed", res.Receipt.State, err, f.content())
+	}
+	lose.Store(false)
+	f.obj.set(nil, nil)
+	if _, err := gw.Apply(ctx, f.request(6, 2, "new2")); fencegate.ErrorCode(err) != fencegate.CodeBackendConflict || f.content() != "stale" {
+		t.Fatalf("owner's write on the shadow forward's object: %v, object %q; want BACKEND_CONFLICT and nothing overwritten", err, f.content())
+	}
+	if r, err := gw.Apply(ctx, f.request(6, 2, "new2")); err != nil || r.Receipt.State != fencegate.ReceiptCommitted || f.content() != "new2" {
+		t.Fatalf("owner's retry: %s, %v, object %q; want COMMITTED with new2", r.Receipt.State, err, f.content())
+	}
+}
+
+// loseAnswers makes f's object store land every put but lose its answer,
+// and fail every HEAD, while lose is set.
+func (f *fixture) loseAnswers(lose *atomic.Bool) {
 	f.obj.set(func(ctx context.Context, req fencegate.PutRequest) (string, error) {
 		etag, err := f.obj.ObjectStore.Put(ctx, req)
 		if err != nil || !lose.Load() {
@@ -37,15 +54,4 @@ func TestShadowForwardOfUnknownOutcomeDoesNotWedgeTheTarget(t *testing.T) {
 		}
 		return f.obj.ObjectStore.Head(ctx, key)
 	})
-	if res, err := gw.Apply(ctx, f.request(5, 1, "stale")); res.Receipt.State != fencegate.ReceiptUnknown || f.content() != "stale" {
-		t.Fatalf("shadow forward: %s, %v, object %q; want UNKNOWN with the write landed", res.Receipt.State, err, f.content())
-	}
-	lose.Store(false)
-	f.obj.set(nil, nil)
-	if _, err := gw.Apply(ctx, f.request(6, 2, "new2")); fencegate.ErrorCode(err) != fencegate.CodeBackendConflict || f.content() != "stale" {
-		t.Fatalf("owner's write on the shadow forward's object: %v, object %q; want BACKEND_CONFLICT and nothing overwritten", err, f.content())
-	}
-	if r, err := gw.Apply(ctx, f.request(6, 2, "new2")); err != nil || r.Receipt.State != fencegate.ReceiptCommitted || f.content() != "new2" {
-		t.Fatalf("owner's retry: %s, %v, object %q; want COMMITTED with new2", r.Receipt.State, err, f.content())
-	}
 }
