@@ -115,7 +115,7 @@ func (rc *Reconciler) MayBeResending(r fencegate.Receipt) bool {
 
 // claimResend records, before res resends r upstream, that a send is about
 // to be open (an UNKNOWN settle of r with nothing else changed: SettledAt
-// moves to now). It is a conditional write at the store: if an operator
+// moves to now; a PENDING orphan becomes UNKNOWN, its resend allowed). It is a conditional write at the store: if an operator
 // settled r first, it is RECEIPT_SETTLED and ok is false, and nothing is sent
 // after the operator's verdict; once it succeeded, an operator's verdict read
 // before it fails its IfSettledAt precondition, and one read after it is
@@ -123,10 +123,17 @@ func (rc *Reconciler) MayBeResending(r fencegate.Receipt) bool {
 // sends nothing (no claim needed).
 func claimResend(ctx context.Context, store fencegate.FenceStore, res Resolver, r fencegate.Receipt, now time.Time) (fencegate.Receipt, bool) {
 	rs, sends := res.(Resender)
-	if !sends || r.State != fencegate.ReceiptUnknown || !rs.WillResend(r) {
+	if !sends || (r.State != fencegate.ReceiptUnknown && r.State != fencegate.ReceiptPending) || !rs.WillResend(r) {
 		return r, true
 	}
 	o := fencegate.Outcome{State: fencegate.ReceiptUnknown, Resend: r.Resend, Error: r.Error, Now: now}
+	if r.State == fencegate.ReceiptPending {
+		// An orphan (only the reconciler resends one): its resend is
+		// claimed like any other, so that nothing settles it meanwhile as
+		// if it were untouched (an admitting gateway's queued NOT_APPLIED
+		// is conditional on that, Outcome.IfPending).
+		o.Resend, o.Error = true, "orphaned: the kept request is resent under its key"
+	}
 	if r.RetryAt != nil && r.RetryAt.After(now) {
 		o.RetryAfter = r.RetryAt.Sub(now)
 	}

@@ -59,11 +59,17 @@ func (a *API) Resolve(ctx context.Context, r fencegate.Receipt) (fencegate.Outco
 }
 
 // WillResend reports whether Resolve would send r upstream again now
-// (gateway.Resender): its route resends, and a resend is allowed and due.
+// (gateway.Resender): its route resends, and a resend is allowed and due
+// (for a PENDING receipt, an orphan the reconciler resends: it keeps its
+// request, within the key's retention and the attempts).
 func (a *API) WillResend(r fencegate.Receipt) bool {
 	st := a.settleFor(r)
 	if st.Strategy != StrategyResend && st.Strategy != StrategyConflictFetch {
 		return false
+	}
+	if r.State == fencegate.ReceiptPending { // an orphan: resent as resend does, unless it would give up
+		return r.Request != nil && a.now().Sub(r.CreatedAt)+a.cfg.Timeout < a.cfg.Contract.Idempotency.KeyRetention &&
+			r.Attempts < st.MaxAttempts
 	}
 	return r.State == fencegate.ReceiptUnknown && !a.GaveUp(r) && (r.RetryAt == nil || !a.now().Before(*r.RetryAt))
 }
