@@ -362,6 +362,13 @@ func (g *Gateway) forward(ctx context.Context, adm fencegate.Admission, eff Effe
 		if !isRuling(err) {
 			g.cfg.Observe.StoreError("settle")
 			g.cfg.Log.ErrorContext(ctx, "settle failed; retrying in the background", "receipt", adm.Receipt.ID, "state", out.State, "err", err)
+			if out.State != fencegate.ReceiptCommitted {
+				// By the time the store takes it, another replica may have
+				// taken the receipt for an orphan and resent its effect:
+				// what this forward learnt (FAILED, UNKNOWN) then no longer
+				// holds. A COMMITTED, proven, holds whatever came since.
+				out.IfPending = true
+			}
 			g.retry.add(adm.Receipt.ID, out)
 		} else if fencegate.ErrorCode(err) == fencegate.CodeReceiptSettled {
 			// Settled meanwhile (the reconciler or another replica took it as
@@ -425,6 +432,13 @@ func (g *Gateway) replay(ctx context.Context, r fencegate.Receipt) (Result, erro
 func (g *Gateway) resolveNow(ctx context.Context, res Resolver, r fencegate.Receipt) fencegate.Receipt {
 	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.EffectTimeout)
 	defer cancel()
+	if rs, sends := res.(Resender); sends && r.Error == orphanClaim && rs.MayBeSending(r) {
+		// The reconciler's resend of an orphan (here or on another
+		// replica) may still be open: a second request under the key
+		// beside it would rely on the upstream to serialise them. The
+		// replay waits for its answer.
+		return r
+	}
 	claimed, ok := claimResend(ectx, g.cfg.Store, res, r, g.cfg.Now())
 	if !ok {
 		if cur, rerr := g.cfg.Store.Receipt(context.WithoutCancel(ctx), r.ID); rerr == nil {

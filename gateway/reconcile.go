@@ -113,6 +113,10 @@ func (rc *Reconciler) MayBeResending(r fencegate.Receipt) bool {
 	return ok && r.State == fencegate.ReceiptUnknown && rs.MayBeSending(r)
 }
 
+// orphanClaim is the Error of a PENDING orphan's claim (claimResend): until
+// the resend's answer replaces it, a replay does not send beside it.
+const orphanClaim = "orphaned: the kept request is resent under its key"
+
 // claimResend records, before res resends r upstream, that a send is about
 // to be open (an UNKNOWN settle of r with nothing else changed: SettledAt
 // moves to now; a PENDING orphan becomes UNKNOWN, its resend allowed). It is a conditional write at the store: if an operator
@@ -126,13 +130,19 @@ func claimResend(ctx context.Context, store fencegate.FenceStore, res Resolver, 
 	if !sends || (r.State != fencegate.ReceiptUnknown && r.State != fencegate.ReceiptPending) || !rs.WillResend(r) {
 		return r, true
 	}
+	// The claim is conditional on the receipt as read: another replica's
+	// claim or recorded answer since (a resend ruled out, say) wins, and
+	// this one sends nothing.
 	o := fencegate.Outcome{State: fencegate.ReceiptUnknown, Resend: r.Resend, Error: r.Error, Now: now}
+	if r.SettledAt != nil {
+		o.IfSettledAt = *r.SettledAt
+	}
 	if r.State == fencegate.ReceiptPending {
 		// An orphan (only the reconciler resends one): its resend is
 		// claimed like any other, so that nothing settles it meanwhile as
 		// if it were untouched (an admitting gateway's queued NOT_APPLIED
 		// is conditional on that, Outcome.IfPending).
-		o.Resend, o.Error = true, "orphaned: the kept request is resent under its key"
+		o.Resend, o.Error, o.IfPending = true, orphanClaim, true
 	}
 	if r.RetryAt != nil && r.RetryAt.After(now) {
 		o.RetryAfter = r.RetryAt.Sub(now)

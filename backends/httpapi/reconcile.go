@@ -132,9 +132,9 @@ func (a *API) resend(ctx context.Context, r fencegate.Receipt, st Settle) (fence
 		// replay, the reconciler, another replica).
 		return still, nil
 	}
-	reason := "orphaned"
-	if r.State == fencegate.ReceiptUnknown {
-		reason = "unknown"
+	reason := "unknown"
+	if r.State == fencegate.ReceiptPending || r.Attempts == 0 {
+		reason = "orphaned" // never recorded as sent: a PENDING orphan (claimed UNKNOWN first)
 	}
 	a.resends.Add(1)
 	if a.onResend != nil {

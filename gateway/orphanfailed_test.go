@@ -1,0 +1,130 @@
+package gateway_test
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/backends/httpapi"
+	"github.com/fencegate/fencegate/fencestore/embedded"
+	"github.com/fencegate/fencegate/gateway"
+	"github.com/fencegate/fencegate/proofs/prooftest"
+)
+
+// rv5SettleDownStore fails every Settle without a verdict while down.
+type rv5SettleDownStore struct {
+	fencegate.FenceStore
+	down atomic.Bool
+}
+
+func (s *rv5SettleDownStore) Settle(ctx context.Context, id string, o fencegate.Outcome) (fencegate.Receipt, error) {
+	if s.down.Load() {
+		return fencegate.Receipt{}, fencegate.Errorf(fencegate.CodeBackendUnavailable, "store unreachable")
+	}
+	return s.FenceStore.Settle(ctx, id, o)
+}
+
+// TestQueuedFailedLeavesAClaimedOrphanResendAlone: the admitting gateway
+// could not reach the upstream (FAILED, nothing sent) and then could not
+// reach the store: its FAILED waits in the retry queue. Another replica's
+// reconciler takes the receipt for an orphan, claims it and resends it;
+// the upstream takes the payout but its answer is unknown (500). When the
+// admitting gateway reaches the store again, its queued FAILED ("nothing
+// was sent") no longer holds and changes nothing (IfPending): the receipt
+// is not FAILED while a payout may have been made.
+func TestQueuedFailedLeavesAClaimedOrphanResendAlone(t *testing.T) {
+	kit := prooftest.New(t)
+	emb, err := embedded.Open(filepath.Join(t.TempDir(), "fence.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = emb.Close() })
+	dead := httptest.NewServer(http.NotFoundHandler())
+	deadURL := dead.URL
+	dead.Close() // the admitting gateway's upstream is unreachable
+	var mu sync.Mutex
+	payouts := 0
+	live := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		payouts++ // taken, but the answer is an unknown 500
+		mu.Unlock()
+		w.WriteHeader(http.StatusInternalServerError)
+	}))
+	defer live.Close()
+	cfg := func(base string) httpapi.APIConfig {
+		return httpapi.APIConfig{Name: "payouts", BaseURL: base, Timeout: 30 * time.Second,
+			Contract: httpapi.Contract{Idempotency: &httpapi.Idempotency{KeyRetention: 24 * time.Hour}},
+			Routes:   []httpapi.Route{{Method: "POST", Path: "/v1/accounts/{account}/payouts", Resource: "payouts/{account}"}}}
+	}
+	if err := (httpapi.Config{APIs: []httpapi.APIConfig{cfg(live.URL)}}).Validate(); err != nil {
+		t.Fatal(err)
+	}
+	apiA, _ := httpapi.New(cfg(deadURL), &http.Client{}, httpapi.WithClock(kit.Now))
+	apiB, _ := httpapi.New(cfg(live.URL), &http.Client{}, httpapi.WithClock(kit.Now))
+	st := &rv5SettleDownStore{FenceStore: emb}
+	tick := make(chan time.Time)
+	gwA, err := gateway.New(gateway.Config{Verifier: kit.Verifier(), Store: st, Now: kit.Now,
+		After:  func(time.Duration) <-chan time.Time { return tick },
+		Policy: gateway.StaticPolicy{Generation: 1}, Resolver: httpapi.Resolvers{"payouts": apiA}.For})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, vg := kit.VerifiedGrant(func(g *fencegate.Grant) {
+		g.Resource, g.FenceToken, g.Lease, g.OperationRoot = "payouts/acc_1", 1, "lease-1", "root-1"
+	})
+	body := []byte(`{"amount":500,"currency":"eur"}`)
+	ctx := context.Background()
+	// The effect fails to connect; by then the store is cut off for Settle.
+	apply := func() error {
+		_, err := gwA.Apply(ctx, gateway.Request{Caller: owner, GrantToken: tok, StatusToken: kit.Status(vg, nil), Segment: 1,
+			Resource: "payouts/acc_1", Target: httpapi.Target("payouts", "/v1/accounts/acc_1/payouts"), Method: "POST",
+			PayloadDigest: "sha256:payout", Effect: &rv5DownAfter{Call: apiA.Call("POST", "/v1/accounts/acc_1/payouts", nil, bytes.NewReader(body), int64(len(body))), st: st}})
+		return err
+	}
+	if err := apply(); fencegate.ErrorCode(err) != fencegate.CodeMutationUnknown || gwA.UnsettledOutcomes() != 1 {
+		t.Fatalf("first apply: %v, %d queued; want MUTATION_UNKNOWN with the FAILED queued", err, gwA.UnsettledOutcomes())
+	}
+	pg, _ := emb.ReceiptsByState(ctx, fencegate.ReceiptPending, fencegate.Page{Limit: 10})
+	if len(pg.Receipts) != 1 {
+		t.Fatalf("pending receipts: %d", len(pg.Receipts))
+	}
+	id := pg.Receipts[0].ID
+	// Another replica, past the orphan time.
+	kit.Advance(10 * time.Minute)
+	rc := &gateway.Reconciler{Store: emb, Now: kit.Now, Orphan: 2 * time.Minute, Resolver: httpapi.Resolvers{"payouts": apiB}.For}
+	if _, err := rc.RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := emb.Receipt(ctx, id); r.State != fencegate.ReceiptUnknown || payouts != 1 {
+		t.Fatalf("after the orphan resend: %s, %d payouts; %+v", r.State, payouts, r)
+	}
+	// The admitting gateway reaches the store again.
+	st.down.Store(false)
+	close(tick)
+	dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	_ = gwA.Drain(dctx)
+	r, _ := emb.Receipt(ctx, id)
+	if r.State == fencegate.ReceiptFailed {
+		t.Fatalf("receipt %s is FAILED (%q) after its payout was resent (%d upstream payouts, answer unknown)", r.ID, r.Error, payouts)
+	}
+}
+
+// rv5DownAfter cuts the store off (for Settle) once the effect has run.
+type rv5DownAfter struct {
+	*httpapi.Call
+	st *rv5SettleDownStore
+}
+
+func (d *rv5DownAfter) Apply(ctx context.Context, r fencegate.Receipt, prev string) (fencegate.Outcome, error) {
+	out, err := d.Call.Apply(ctx, r, prev)
+	d.st.down.Store(true)
+	return out, err
+}

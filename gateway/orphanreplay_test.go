@@ -1,0 +1,109 @@
+package gateway_test
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/backends/httpapi"
+	"github.com/fencegate/fencegate/fencestore/embedded"
+	"github.com/fencegate/fencegate/gateway"
+	"github.com/fencegate/fencegate/proofs/prooftest"
+)
+
+// TestReplayDoesNotResendBesideAnOrphanResend: the reconciler claims a
+// PENDING API orphan (UNKNOWN, its resend allowed) and resends it; while
+// that send is open, the worker retries the segment at a gateway. The
+// replay answers MUTATION_UNKNOWN without sending a second request under
+// the key beside the first, and the orphan's resend is counted with
+// reason "orphaned".
+func TestReplayDoesNotResendBesideAnOrphanResend(t *testing.T) {
+	kit := prooftest.New(t)
+	st, err := embedded.Open(filepath.Join(t.TempDir(), "fence.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	var mu sync.Mutex
+	open, maxOpen, posts := 0, 0, 0
+	first, release := make(chan struct{}), make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		posts++
+		n := posts
+		open++
+		maxOpen = max(maxOpen, open)
+		mu.Unlock()
+		defer func() { mu.Lock(); open--; mu.Unlock() }()
+		if n == 1 {
+			close(first)
+			select { // the reconciler's resend: the upstream is slow
+			case <-release:
+			case <-time.After(5 * time.Second):
+			}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"id":"po_1"}`))
+	}))
+	defer srv.Close()
+	c := httpapi.APIConfig{Name: "payouts", BaseURL: srv.URL, Timeout: 30 * time.Second,
+		Contract: httpapi.Contract{Idempotency: &httpapi.Idempotency{KeyRetention: 24 * time.Hour}},
+		Routes:   []httpapi.Route{{Method: "POST", Path: "/v1/accounts/{account}/payouts", Resource: "payouts/{account}"}}}
+	if err := (httpapi.Config{APIs: []httpapi.APIConfig{c}}).Validate(); err != nil {
+		t.Fatal(err)
+	}
+	var reasons []string
+	hook := httpapi.WithResendHook(func(_, reason string) { mu.Lock(); reasons = append(reasons, reason); mu.Unlock() })
+	client := func() *http.Client { return &http.Client{Transport: &http.Transport{DisableKeepAlives: true}} }
+	apiR, _ := httpapi.New(c, client(), httpapi.WithClock(kit.Now), hook) // the reconciler's replica
+	apiG, _ := httpapi.New(c, client(), httpapi.WithClock(kit.Now), hook) // the replaying replica
+	tok, vg := kit.VerifiedGrant(func(g *fencegate.Grant) {
+		g.Resource, g.FenceToken, g.Lease, g.OperationRoot = "payouts/acc_1", 1, "lease-1", "root-1"
+	})
+	target := httpapi.Target("payouts", "/v1/accounts/acc_1/payouts")
+	body := []byte(`{"amount":500,"currency":"eur"}`)
+	const id = "rcpt_orphan"
+	kept, err := apiR.Call("POST", "/v1/accounts/acc_1/payouts", nil, bytes.NewReader(body), int64(len(body))).KeptRequest(
+		fencegate.Receipt{ID: id, Resource: vg.Resource, OperationRoot: vg.OperationRoot, FenceToken: 1, Segment: 1, Target: target, Method: "POST"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Admitted by a gateway that then vanished.
+	if _, err := st.Admit(context.Background(), fencegate.AdmitRequest{Grant: vg, Segment: 1, Target: target, Method: "POST",
+		PayloadDigest: "sha256:payout", ReceiptID: id, Request: kept, Now: kit.Now(), EffectTimeout: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	kit.Advance(3 * time.Minute)
+	rc := &gateway.Reconciler{Store: st, Now: kit.Now, Orphan: 2 * time.Minute, Resolver: httpapi.Resolvers{"payouts": apiR}.For}
+	passDone := make(chan struct{})
+	go func() { defer close(passDone); _, _ = rc.RunOnce(context.Background()) }()
+	<-first // the orphan's resend is open upstream
+
+	gw, err := gateway.New(gateway.Config{Verifier: kit.Verifier(), Store: st, Now: kit.Now,
+		Policy: gateway.StaticPolicy{Generation: 1}, Resolver: httpapi.Resolvers{"payouts": apiG}.For})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, aerr := gw.Apply(context.Background(), gateway.Request{Caller: owner, GrantToken: tok, StatusToken: kit.Status(vg, nil), Segment: 1,
+		Resource: "payouts/acc_1", Target: target, Method: "POST", PayloadDigest: "sha256:payout",
+		Effect: apiG.Call("POST", "/v1/accounts/acc_1/payouts", nil, bytes.NewReader(body), int64(len(body)))})
+	close(release)
+	<-passDone
+	mu.Lock()
+	defer mu.Unlock()
+	if fencegate.ErrorCode(aerr) != fencegate.CodeMutationUnknown {
+		t.Errorf("the replay during the orphan's resend: %v, want MUTATION_UNKNOWN", aerr)
+	}
+	if maxOpen > 1 {
+		t.Errorf("the replay resent the orphan under its key while the reconciler's resend was open: %d requests, %d at once", posts, maxOpen)
+	}
+	if len(reasons) == 0 || reasons[0] != "orphaned" {
+		t.Errorf("the orphan's resend was counted with reason %v, want \"orphaned\" first", reasons)
+	}
+}
