@@ -17,13 +17,13 @@ import (
 	"github.com/fencegate/fencegate/proofs/prooftest"
 )
 
-// TestReplayDoesNotResendBesideAnOrphanResend: the reconciler claims a
-// PENDING API orphan (UNKNOWN, its resend allowed) and resends it; while
-// that send is open, the worker retries the segment at a gateway. The
-// replay answers MUTATION_UNKNOWN without sending a second request under
-// the key beside the first, and the orphan's resend is counted with
-// reason "orphaned".
-func TestReplayDoesNotResendBesideAnOrphanResend(t *testing.T) {
+// TestNothingResendsBesideAnOrphanResend: the reconciler claims a PENDING
+// API orphan (UNKNOWN, its resend allowed) and resends it; while that send
+// is open, the worker retries the segment at a gateway, and another
+// replica's reconciler runs a pass. The replay answers MUTATION_UNKNOWN,
+// and neither sends a second request under the key beside the first; the
+// orphan's resend is counted with reason "orphaned".
+func TestNothingResendsBesideAnOrphanResend(t *testing.T) {
 	kit := prooftest.New(t)
 	st, err := embedded.Open(filepath.Join(t.TempDir(), "fence.db"))
 	if err != nil {
@@ -93,6 +93,11 @@ func TestReplayDoesNotResendBesideAnOrphanResend(t *testing.T) {
 	_, aerr := gw.Apply(context.Background(), gateway.Request{Caller: owner, GrantToken: tok, StatusToken: kit.Status(vg, nil), Segment: 1,
 		Resource: "payouts/acc_1", Target: target, Method: "POST", PayloadDigest: "sha256:payout",
 		Effect: apiG.Call("POST", "/v1/accounts/acc_1/payouts", nil, bytes.NewReader(body), int64(len(body)))})
+	// And another replica's reconciler pass meanwhile.
+	rcB := &gateway.Reconciler{Store: st, Now: kit.Now, Orphan: 2 * time.Minute, Resolver: httpapi.Resolvers{"payouts": apiG}.For}
+	if _, err := rcB.RunOnce(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	close(release)
 	<-passDone
 	mu.Lock()
@@ -101,7 +106,7 @@ func TestReplayDoesNotResendBesideAnOrphanResend(t *testing.T) {
 		t.Errorf("the replay during the orphan's resend: %v, want MUTATION_UNKNOWN", aerr)
 	}
 	if maxOpen > 1 {
-		t.Errorf("the replay resent the orphan under its key while the reconciler's resend was open: %d requests, %d at once", posts, maxOpen)
+		t.Errorf("a second request went under the orphan's key while the reconciler's resend was open: %d requests, %d at once", posts, maxOpen)
 	}
 	if len(reasons) == 0 || reasons[0] != "orphaned" {
 		t.Errorf("the orphan's resend was counted with reason %v, want \"orphaned\" first", reasons)

@@ -213,6 +213,12 @@ func (rc *Reconciler) RunOnce(ctx context.Context) (int, error) {
 		}
 		out := fencegate.Outcome{State: fencegate.ReceiptUnknown}
 		if res := rc.resolver(r.Target); res != nil {
+			if rs, sends := res.(Resender); sends && r.Error == orphanClaim && rs.MayBeSending(r) {
+				// Another pass's (another replica's) resend of this orphan
+				// may still be open: none is sent beside it.
+				rc.backoff(r.ID, now)
+				continue
+			}
 			claimed, ok := claimResend(ctx, rc.Store, res, r, rc.now())
 			if !ok {
 				rc.log().Warn("reconcile: no resend: the receipt could not be claimed (settled meanwhile?)", "receipt", r.ID)
