@@ -226,3 +226,14 @@ func (q *Quarantine) ApproxSize() int {
 	return 500 + len(q.ID) + len(q.Resource) + len(q.Target) + len(q.EffectKey) + len(q.ReceiptID) +
 		len(q.PayloadDigest) + len(q.Owner) + len(q.Payload)*4/3
 }
+
+// Expiry is when every request of r's effect expires at the store or API:
+// its LandBy, the deadline the admitting gateway sent it with; for a
+// receipt admitted without one, effectTimeout (the caller's) after its
+// creation. Every rule that waits for an effect to be over counts from it.
+func (r Receipt) Expiry(effectTimeout time.Duration) time.Time {
+	if !r.LandBy.IsZero() {
+		return r.LandBy
+	}
+	return r.CreatedAt.Add(effectTimeout)
+}

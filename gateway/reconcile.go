@@ -432,10 +432,7 @@ func (rc *Reconciler) orphanAt(r fencegate.Receipt) time.Time {
 // it. This pair is the one rule that lets "NOT_APPLIED" be final for a
 // write that may still be in the network.
 func EffectExpiry(r fencegate.Receipt, effectTimeout time.Duration) time.Time {
-	if !r.LandBy.IsZero() {
-		return r.LandBy
-	}
-	return r.CreatedAt.Add(effectTimeout)
+	return r.Expiry(effectTimeout)
 }
 
 // ObjectResolver settles object receipts from the object's own metadata: the

@@ -253,10 +253,7 @@ func (a *API) lookup(ctx context.Context, r fencegate.Receipt, l *Lookup) (fence
 // flight on another replica under another strategy for the same route (a
 // config change rolled out to some replicas only) is not covered.
 func (a *API) lastSendBound(r fencegate.Receipt) time.Time {
-	at := r.LandBy
-	if at.IsZero() {
-		at = r.CreatedAt.Add(a.effectTTL)
-	}
+	at := r.Expiry(a.effectTTL)
 	if r.SettledAt != nil && r.SettledAt.After(at) {
 		at = *r.SettledAt
 	}
