@@ -172,6 +172,20 @@ func notSent(err error) bool {
 	return errors.As(err, &dns) || errors.As(err, &cert)
 }
 
+// templateURL is the upstream URL of a lookup or conflict-fetch template
+// (its path written escaped: checkURL) with each placeholder replaced by
+// its value (pairs: placeholder, value), escaped once for where it stands:
+// path-escaped in the path ("INV/7" is one segment, INV%2F7), query-escaped
+// in the query.
+func (a *API) templateURL(tmpl string, pairs ...string) (string, error) {
+	path, query, _ := strings.Cut(tmpl, "?")
+	for i := 0; i+1 < len(pairs); i += 2 {
+		path = strings.ReplaceAll(path, pairs[i], url.PathEscape(pairs[i+1]))
+		query = strings.ReplaceAll(query, pairs[i], url.QueryEscape(pairs[i+1]))
+	}
+	return a.escapedEndpoint(path, query)
+}
+
 // escapedEndpoint joins the base URL and an already escaped path (and
 // optional raw query), keeping the path's escapes as they are.
 func (a *API) escapedEndpoint(escPath, rawQuery string) (string, error) {

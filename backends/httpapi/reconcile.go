@@ -58,6 +58,14 @@ func (a *API) Resolve(ctx context.Context, r fencegate.Receipt) (fencegate.Outco
 		"api %q settles unknown outcomes by hand; an operator must resolve %s", a.cfg.Name, r.ID)
 }
 
+// spent reports whether no resend of r may be made under st whatever its
+// last answer said: it keeps no request, its key is past retention (with
+// the send timeout to spare), or its attempts are used up.
+func (a *API) spent(r fencegate.Receipt, st Settle) bool {
+	return r.Request == nil || a.now().Sub(r.CreatedAt)+a.cfg.Timeout >= a.cfg.Contract.Idempotency.KeyRetention ||
+		r.Attempts >= st.MaxAttempts
+}
+
 // WillResend reports whether Resolve would send r upstream again now
 // (gateway.Resender): its route resends, and a resend is allowed and due
 // (for a PENDING receipt, an orphan the reconciler resends: it keeps its
@@ -68,8 +76,7 @@ func (a *API) WillResend(r fencegate.Receipt) bool {
 		return false
 	}
 	if r.State == fencegate.ReceiptPending { // an orphan: resent as resend does, unless it would give up
-		return r.Request != nil && a.now().Sub(r.CreatedAt)+a.cfg.Timeout < a.cfg.Contract.Idempotency.KeyRetention &&
-			r.Attempts < st.MaxAttempts
+		return !a.spent(r, st)
 	}
 	return r.State == fencegate.ReceiptUnknown && !a.GaveUp(r) && (r.RetryAt == nil || !a.now().Before(*r.RetryAt))
 }
@@ -100,9 +107,7 @@ func (a *API) GaveUp(r fencegate.Receipt) bool {
 	st := a.settleFor(r)
 	switch st.Strategy {
 	case StrategyResend, StrategyConflictFetch:
-		return r.Request == nil || !r.Resend ||
-			a.now().Sub(r.CreatedAt)+a.cfg.Timeout >= a.cfg.Contract.Idempotency.KeyRetention ||
-			r.Attempts >= st.MaxAttempts
+		return !r.Resend || a.spent(r, st)
 	case StrategyLookup:
 		return false
 	}
@@ -153,15 +158,9 @@ func (a *API) lookup(ctx context.Context, r fencegate.Receipt, l *Lookup) (fence
 	if err != nil {
 		return still, err
 	}
-	// Each value is escaped once, for where it stands: path-escaped in the
-	// path ("INV/7" is one segment, INV%2F7), query-escaped in the query.
-	pathTmpl, queryTmpl, _ := strings.Cut(l.URL, "?")
-	fill := func(tmpl string, esc func(string) string) string {
-		return strings.ReplaceAll(strings.ReplaceAll(tmpl, "{key}", esc(want)), "{ref}", esc(ref))
-	}
 	ctx, cancel := context.WithTimeout(ctx, a.cfg.Timeout)
 	defer cancel()
-	target, err := a.escapedEndpoint(fill(pathTmpl, url.PathEscape), fill(queryTmpl, url.QueryEscape))
+	target, err := a.templateURL(l.URL, "{key}", want, "{ref}", ref)
 	if err != nil {
 		return still, fencegate.Wrap(err, fencegate.CodeInternal, "cannot build the lookup")
 	}
@@ -307,10 +306,9 @@ func (a *API) fetchConflict(ctx context.Context, c *ConflictFetch, er *fencegate
 		again.Error = fmt.Sprintf("upstream answered %d: a conflict without a resource ID at %s", er.Status, c.ID)
 		return again
 	}
-	pathTmpl, queryTmpl, _ := strings.Cut(c.URL, "?")
 	ctx, cancel := context.WithTimeout(ctx, a.cfg.Timeout)
 	defer cancel()
-	target, err := a.escapedEndpoint(strings.ReplaceAll(pathTmpl, "{id}", url.PathEscape(id)), strings.ReplaceAll(queryTmpl, "{id}", url.QueryEscape(id)))
+	target, err := a.templateURL(c.URL, "{id}", id)
 	if err != nil {
 		again.Error = "cannot build the conflict fetch: " + err.Error()
 		return again
