@@ -432,13 +432,6 @@ func (g *Gateway) replay(ctx context.Context, r fencegate.Receipt) (Result, erro
 func (g *Gateway) resolveNow(ctx context.Context, res Resolver, r fencegate.Receipt) fencegate.Receipt {
 	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.EffectTimeout)
 	defer cancel()
-	if rs, sends := res.(Resender); sends && r.Error == orphanClaim && rs.MayBeSending(r) {
-		// The reconciler's resend of an orphan (here or on another
-		// replica) may still be open: a second request under the key
-		// beside it would rely on the upstream to serialise them. The
-		// replay waits for its answer.
-		return r
-	}
 	claimed, ok := claimResend(ectx, g.cfg.Store, res, r, g.cfg.Now())
 	if !ok {
 		if cur, rerr := g.cfg.Store.Receipt(context.WithoutCancel(ctx), r.ID); rerr == nil {

@@ -103,13 +103,15 @@ func (d ObjectDelete) Apply(ctx context.Context, r fencegate.Receipt, prev strin
 // may have landed and is UNKNOWN, for the reconciler.
 func objectFailure(ctx context.Context, st fencegate.ObjectStore, key string, r fencegate.Receipt, err error) (fencegate.Outcome, error) {
 	info, herr := st.Head(ctx, key)
+	m, named := fencegate.EffectMeta{}, false // what the object's metadata names, when it was read
 	if herr == nil {
-		if m, ok := fencegate.ParseEffectMeta(info.Metadata); ok && m.ReceiptID == r.ID {
-			return fencegate.Outcome{State: fencegate.ReceiptCommitted, Version: info.ETag}, nil
-		}
+		m, named = fencegate.ParseEffectMeta(info.Metadata)
+	}
+	if named && m.ReceiptID == r.ID {
+		return fencegate.Outcome{State: fencegate.ReceiptCommitted, Version: info.ETag}, nil
 	}
 	if errors.Is(err, fencegate.ErrPreconditionFailed) {
-		if m, ok := fencegate.ParseEffectMeta(info.Metadata); herr == nil && ok && strings.HasPrefix(m.ReceiptID, shadowPrefix) {
+		if named && strings.HasPrefix(m.ReceiptID, shadowPrefix) {
 			msg := "the object changed outside the gateway's record (its metadata names shadow-mode forward " + m.ReceiptID + "); nothing was overwritten"
 			return fencegate.Outcome{State: fencegate.ReceiptFailed, Version: info.ETag, Error: msg},
 				fencegate.Wrap(&shadowWritten{receiptID: m.ReceiptID}, fencegate.CodeBackendConflict, msg)

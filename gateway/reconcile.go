@@ -119,16 +119,23 @@ const orphanClaim = "orphaned: the kept request is resent under its key"
 
 // claimResend records, before res resends r upstream, that a send is about
 // to be open (an UNKNOWN settle of r with nothing else changed: SettledAt
-// moves to now; a PENDING orphan becomes UNKNOWN, its resend allowed). It is a conditional write at the store: if an operator
-// settled r first, it is RECEIPT_SETTLED and ok is false, and nothing is sent
-// after the operator's verdict; once it succeeded, an operator's verdict read
-// before it fails its IfSettledAt precondition, and one read after it is
-// refused while the resend may be open (Server.resolve). ok is true when res
-// sends nothing (no claim needed).
+// moves to now; a PENDING orphan becomes UNKNOWN, its resend allowed). It
+// is a conditional write at the store: if an operator settled r first, it
+// is RECEIPT_SETTLED and ok is false, and nothing is sent after the
+// operator's verdict; once it succeeded, an operator's verdict read before
+// it fails its IfSettledAt precondition, and one read after it is refused
+// while the resend may be open (Server.resolve). ok is also false, with
+// nothing written, while an orphan's claimed resend may still be open. ok
+// is true when res sends nothing (no claim needed).
 func claimResend(ctx context.Context, store fencegate.FenceStore, res Resolver, r fencegate.Receipt, now time.Time) (fencegate.Receipt, bool) {
 	rs, sends := res.(Resender)
 	if !sends || (r.State != fencegate.ReceiptUnknown && r.State != fencegate.ReceiptPending) || !rs.WillResend(r) {
 		return r, true
+	}
+	if r.Error == orphanClaim && rs.MayBeSending(r) {
+		// An orphan's resend (another pass's, another replica's) may still
+		// be open: none is sent beside it, by a replay or a reconciler.
+		return r, false
 	}
 	// The claim is conditional on the receipt as read: another replica's
 	// claim or recorded answer since (a resend ruled out, say) wins, and
@@ -213,15 +220,9 @@ func (rc *Reconciler) RunOnce(ctx context.Context) (int, error) {
 		}
 		out := fencegate.Outcome{State: fencegate.ReceiptUnknown}
 		if res := rc.resolver(r.Target); res != nil {
-			if rs, sends := res.(Resender); sends && r.Error == orphanClaim && rs.MayBeSending(r) {
-				// Another pass's (another replica's) resend of this orphan
-				// may still be open: none is sent beside it.
-				rc.backoff(r.ID, now)
-				continue
-			}
 			claimed, ok := claimResend(ctx, rc.Store, res, r, rc.now())
 			if !ok {
-				rc.log().Warn("reconcile: no resend: the receipt could not be claimed (settled meanwhile?)", "receipt", r.ID)
+				rc.log().Warn("reconcile: no resend: another may be open, or the receipt was settled meanwhile", "receipt", r.ID)
 				rc.backoff(r.ID, now)
 				continue
 			}
