@@ -5,7 +5,6 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/fencegate/fencegate"
 	"github.com/fencegate/fencegate/backends/httpapi"
-	"github.com/fencegate/fencegate/fencestore/embedded"
 	"github.com/fencegate/fencegate/gateway"
 	"github.com/fencegate/fencegate/proofs/prooftest"
 )
@@ -41,11 +39,7 @@ func (s *rv5SettleDownStore) Settle(ctx context.Context, id string, o fencegate.
 // is not FAILED while a payout may have been made.
 func TestQueuedFailedLeavesAClaimedOrphanResendAlone(t *testing.T) {
 	kit := prooftest.New(t)
-	emb, err := embedded.Open(filepath.Join(t.TempDir(), "fence.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = emb.Close() })
+	emb := openEmbedded(t)
 	dead := httptest.NewServer(http.NotFoundHandler())
 	deadURL := dead.URL
 	dead.Close() // the admitting gateway's upstream is unreachable
@@ -58,14 +52,7 @@ func TestQueuedFailedLeavesAClaimedOrphanResendAlone(t *testing.T) {
 		w.WriteHeader(http.StatusInternalServerError)
 	}))
 	defer live.Close()
-	cfg := func(base string) httpapi.APIConfig {
-		return httpapi.APIConfig{Name: "payouts", BaseURL: base, Timeout: 30 * time.Second,
-			Contract: httpapi.Contract{Idempotency: &httpapi.Idempotency{KeyRetention: 24 * time.Hour}},
-			Routes:   []httpapi.Route{{Method: "POST", Path: "/v1/accounts/{account}/payouts", Resource: "payouts/{account}"}}}
-	}
-	if err := (httpapi.Config{APIs: []httpapi.APIConfig{cfg(live.URL)}}).Validate(); err != nil {
-		t.Fatal(err)
-	}
+	cfg := func(base string) httpapi.APIConfig { return payoutsConfig(t, base, 30*time.Second) }
 	apiA, _ := httpapi.New(cfg(deadURL), &http.Client{}, httpapi.WithClock(kit.Now))
 	apiB, _ := httpapi.New(cfg(live.URL), &http.Client{}, httpapi.WithClock(kit.Now))
 	st := &rv5SettleDownStore{FenceStore: emb}

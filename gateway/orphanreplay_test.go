@@ -5,14 +5,12 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/fencegate/fencegate"
 	"github.com/fencegate/fencegate/backends/httpapi"
-	"github.com/fencegate/fencegate/fencestore/embedded"
 	"github.com/fencegate/fencegate/gateway"
 	"github.com/fencegate/fencegate/proofs/prooftest"
 )
@@ -25,11 +23,7 @@ import (
 // orphan's resend is counted with reason "orphaned".
 func TestNothingResendsBesideAnOrphanResend(t *testing.T) {
 	kit := prooftest.New(t)
-	st, err := embedded.Open(filepath.Join(t.TempDir(), "fence.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
+	st := openEmbedded(t)
 	var mu sync.Mutex
 	open, maxOpen, posts := 0, 0, 0
 	first, release := make(chan struct{}), make(chan struct{})
@@ -52,12 +46,7 @@ func TestNothingResendsBesideAnOrphanResend(t *testing.T) {
 		_, _ = w.Write([]byte(`{"id":"po_1"}`))
 	}))
 	defer srv.Close()
-	c := httpapi.APIConfig{Name: "payouts", BaseURL: srv.URL, Timeout: 30 * time.Second,
-		Contract: httpapi.Contract{Idempotency: &httpapi.Idempotency{KeyRetention: 24 * time.Hour}},
-		Routes:   []httpapi.Route{{Method: "POST", Path: "/v1/accounts/{account}/payouts", Resource: "payouts/{account}"}}}
-	if err := (httpapi.Config{APIs: []httpapi.APIConfig{c}}).Validate(); err != nil {
-		t.Fatal(err)
-	}
+	c := payoutsConfig(t, srv.URL, 30*time.Second)
 	var reasons []string
 	hook := httpapi.WithResendHook(func(_, reason string) { mu.Lock(); reasons = append(reasons, reason); mu.Unlock() })
 	client := func() *http.Client { return &http.Client{Transport: &http.Transport{DisableKeepAlives: true}} }

@@ -5,14 +5,12 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/fencegate/fencegate"
 	"github.com/fencegate/fencegate/backends/httpapi"
-	"github.com/fencegate/fencegate/fencestore/embedded"
 	"github.com/fencegate/fencegate/gateway"
 	"github.com/fencegate/fencegate/proofs/prooftest"
 )
@@ -39,11 +37,7 @@ func (s *staleListStore) ReceiptsByState(ctx context.Context, state fencegate.Re
 // whose answer forbade it.
 func TestStaleOrphanClaimLeavesAnotherReplicasAnswer(t *testing.T) {
 	kit := prooftest.New(t)
-	st, err := embedded.Open(filepath.Join(t.TempDir(), "fence.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
+	st := openEmbedded(t)
 	var mu sync.Mutex
 	posts := 0
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -55,12 +49,7 @@ func TestStaleOrphanClaimLeavesAnotherReplicasAnswer(t *testing.T) {
 		_, _ = w.Write([]byte(`{"error":"internal"}`))
 	}))
 	defer srv.Close()
-	c := httpapi.APIConfig{Name: "payouts", BaseURL: srv.URL, Timeout: 30 * time.Second,
-		Contract: httpapi.Contract{Idempotency: &httpapi.Idempotency{KeyRetention: 24 * time.Hour}},
-		Routes:   []httpapi.Route{{Method: "POST", Path: "/v1/accounts/{account}/payouts", Resource: "payouts/{account}"}}}
-	if err := (httpapi.Config{APIs: []httpapi.APIConfig{c}}).Validate(); err != nil {
-		t.Fatal(err)
-	}
+	c := payoutsConfig(t, srv.URL, 30*time.Second)
 	api, _ := httpapi.New(c, &http.Client{}, httpapi.WithClock(kit.Now))
 	_, vg := kit.VerifiedGrant(func(g *fencegate.Grant) {
 		g.Resource, g.FenceToken, g.Lease, g.OperationRoot = "payouts/acc_1", 1, "lease-1", "root-1"

@@ -5,14 +5,11 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/fencegate/fencegate"
 	"github.com/fencegate/fencegate/backends/httpapi"
 	"github.com/fencegate/fencegate/e2e/upstream"
-	"github.com/fencegate/fencegate/fencestore/embedded"
 	"github.com/fencegate/fencegate/gateway"
 	"github.com/fencegate/fencegate/proofs/prooftest"
 )
@@ -25,21 +22,11 @@ import (
 // FAILED and never sent, its fence moved.)
 func TestShadowModeRefusesAnAPICallWhoseRequestCannotBeKept(t *testing.T) {
 	kit := prooftest.New(t)
-	st, err := embedded.Open(filepath.Join(t.TempDir(), "fence.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
+	st := openEmbedded(t)
 	pay := upstream.New(upstream.Options{})
 	srv := httptest.NewServer(pay)
 	t.Cleanup(srv.Close)
-	c := httpapi.APIConfig{Name: "payouts", BaseURL: srv.URL,
-		Contract: httpapi.Contract{Idempotency: &httpapi.Idempotency{KeyRetention: 24 * time.Hour}},
-		Key:      httpapi.Key{BodyField: "/idempotency_key"},
-		Routes:   []httpapi.Route{{Method: "POST", Path: "/v1/accounts/{account}/payouts", Resource: "payouts/{account}"}}}
-	if err := (httpapi.Config{APIs: []httpapi.APIConfig{c}}).Validate(); err != nil {
-		t.Fatal(err)
-	}
+	c := payoutsConfig(t, srv.URL, 0, func(c *httpapi.APIConfig) { c.Key = httpapi.Key{BodyField: "/idempotency_key"} })
 	api, err := httpapi.New(c, &http.Client{}, httpapi.WithClock(kit.Now))
 	if err != nil {
 		t.Fatal(err)
