@@ -1,7 +1,10 @@
 package gateway_test
 
 import (
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -37,4 +40,46 @@ func payoutsConfig(t *testing.T, base string, timeout time.Duration, edit ...fun
 		t.Fatal(err)
 	}
 	return c
+}
+
+// slowUpstream is a payouts upstream that holds its first request until
+// release is closed (a slow upstream: that send stays open) and answers
+// every request with a payout, counting the requests and the most open at
+// once. It closes when t ends.
+type slowUpstream struct {
+	*httptest.Server
+	first, release       chan struct{} // first is closed once the first request is open
+	mu                   sync.Mutex
+	posts, open, maxOpen int
+}
+
+func newSlowUpstream(t *testing.T) *slowUpstream {
+	u := &slowUpstream{first: make(chan struct{}), release: make(chan struct{})}
+	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		u.mu.Lock()
+		u.posts++
+		n := u.posts
+		u.open++
+		u.maxOpen = max(u.maxOpen, u.open)
+		u.mu.Unlock()
+		defer func() { u.mu.Lock(); u.open--; u.mu.Unlock() }()
+		if n == 1 {
+			close(u.first)
+			select { // bounded, so that a failing test does not hang
+			case <-u.release:
+			case <-time.After(5 * time.Second):
+			}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"id":"po_1"}`))
+	}))
+	t.Cleanup(u.Close)
+	return u
+}
+
+// counts are the requests so far and the most open at once.
+func (u *slowUpstream) counts() (posts, maxOpen int) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.posts, u.maxOpen
 }

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,19 +14,6 @@ import (
 	"github.com/fencegate/fencegate/gateway"
 	"github.com/fencegate/fencegate/proofs/prooftest"
 )
-
-// rv5SettleDownStore fails every Settle without a verdict while down.
-type rv5SettleDownStore struct {
-	fencegate.FenceStore
-	down atomic.Bool
-}
-
-func (s *rv5SettleDownStore) Settle(ctx context.Context, id string, o fencegate.Outcome) (fencegate.Receipt, error) {
-	if s.down.Load() {
-		return fencegate.Receipt{}, fencegate.Errorf(fencegate.CodeBackendUnavailable, "store unreachable")
-	}
-	return s.FenceStore.Settle(ctx, id, o)
-}
 
 // TestQueuedFailedLeavesAClaimedOrphanResendAlone: the admitting gateway
 // could not reach the upstream (FAILED, nothing sent) and then could not
@@ -55,7 +41,7 @@ func TestQueuedFailedLeavesAClaimedOrphanResendAlone(t *testing.T) {
 	cfg := func(base string) httpapi.APIConfig { return payoutsConfig(t, base, 30*time.Second) }
 	apiA, _ := httpapi.New(cfg(deadURL), &http.Client{}, httpapi.WithClock(kit.Now))
 	apiB, _ := httpapi.New(cfg(live.URL), &http.Client{}, httpapi.WithClock(kit.Now))
-	st := &rv5SettleDownStore{FenceStore: emb}
+	st := &settleDownStore{FenceStore: emb}
 	tick := make(chan time.Time)
 	gwA, err := gateway.New(gateway.Config{Verifier: kit.Verifier(), Store: st, Now: kit.Now,
 		After:  func(time.Duration) <-chan time.Time { return tick },
@@ -107,7 +93,7 @@ func TestQueuedFailedLeavesAClaimedOrphanResendAlone(t *testing.T) {
 // rv5DownAfter cuts the store off (for Settle) once the effect has run.
 type rv5DownAfter struct {
 	*httpapi.Call
-	st *rv5SettleDownStore
+	st *settleDownStore
 }
 
 func (d *rv5DownAfter) Apply(ctx context.Context, r fencegate.Receipt, prev string) (fencegate.Outcome, error) {

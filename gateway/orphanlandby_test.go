@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"net/http"
-	"net/http/httptest"
-	"sync"
 	"testing"
 	"time"
 
@@ -25,25 +23,7 @@ import (
 func TestOrphanPassWaitsForTheLandByOfAnAPICallInFlight(t *testing.T) {
 	kit := prooftest.New(t)
 	st := openEmbedded(t)
-	var mu sync.Mutex
-	open, maxOpen, posts := 0, 0, 0
-	first, release := make(chan struct{}), make(chan struct{})
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		posts++
-		n := posts
-		open++
-		maxOpen = max(maxOpen, open)
-		mu.Unlock()
-		defer func() { mu.Lock(); open--; mu.Unlock() }()
-		if n == 1 {
-			close(first)
-			<-release // A's call: the upstream is slow
-		}
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write([]byte(`{"id":"po_1"}`))
-	}))
-	defer srv.Close()
+	srv := newSlowUpstream(t)
 	c := payoutsConfig(t, srv.URL, 9*time.Minute)
 	api, err := httpapi.New(c, &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}, httpapi.WithClock(kit.Now))
 	if err != nil {
@@ -65,17 +45,15 @@ func TestOrphanPassWaitsForTheLandByOfAnAPICallInFlight(t *testing.T) {
 			PayloadDigest: "sha256:payout", Effect: api.Call("POST", "/v1/accounts/acc_1/payouts", nil, bytes.NewReader(body), int64(len(body)))})
 		done <- err
 	}()
-	<-first
+	<-srv.first
 	kit.Advance(3 * time.Minute)
 	apiB, _ := httpapi.New(c, &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}, httpapi.WithClock(kit.Now),
 		httpapi.WithEffectTimeout(time.Minute))
 	rcB := &gateway.Reconciler{Store: st, Now: kit.Now, Orphan: 2 * time.Minute, Resolver: httpapi.Resolvers{"payouts": apiB}.For}
 	_, _ = rcB.RunOnce(context.Background())
-	close(release)
+	close(srv.release)
 	<-done
-	mu.Lock()
-	defer mu.Unlock()
-	if maxOpen > 1 {
+	if posts, maxOpen := srv.counts(); maxOpen > 1 {
 		t.Fatalf("replica B resent the call under the same key while A's send (LandBy +10 min) was still open: %d requests, %d at once", posts, maxOpen)
 	}
 }

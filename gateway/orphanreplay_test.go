@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"net/http"
-	"net/http/httptest"
 	"sync"
 	"testing"
 	"time"
@@ -24,30 +23,12 @@ import (
 func TestNothingResendsBesideAnOrphanResend(t *testing.T) {
 	kit := prooftest.New(t)
 	st := openEmbedded(t)
-	var mu sync.Mutex
-	open, maxOpen, posts := 0, 0, 0
-	first, release := make(chan struct{}), make(chan struct{})
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		posts++
-		n := posts
-		open++
-		maxOpen = max(maxOpen, open)
-		mu.Unlock()
-		defer func() { mu.Lock(); open--; mu.Unlock() }()
-		if n == 1 {
-			close(first)
-			select { // the reconciler's resend: the upstream is slow
-			case <-release:
-			case <-time.After(5 * time.Second):
-			}
-		}
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write([]byte(`{"id":"po_1"}`))
-	}))
-	defer srv.Close()
+	srv := newSlowUpstream(t)
 	c := payoutsConfig(t, srv.URL, 30*time.Second)
-	var reasons []string
+	var (
+		mu      sync.Mutex
+		reasons []string
+	)
 	hook := httpapi.WithResendHook(func(_, reason string) { mu.Lock(); reasons = append(reasons, reason); mu.Unlock() })
 	client := func() *http.Client { return &http.Client{Transport: &http.Transport{DisableKeepAlives: true}} }
 	apiR, _ := httpapi.New(c, client(), httpapi.WithClock(kit.Now), hook) // the reconciler's replica
@@ -72,7 +53,7 @@ func TestNothingResendsBesideAnOrphanResend(t *testing.T) {
 	rc := &gateway.Reconciler{Store: st, Now: kit.Now, Orphan: 2 * time.Minute, Resolver: httpapi.Resolvers{"payouts": apiR}.For}
 	passDone := make(chan struct{})
 	go func() { defer close(passDone); _, _ = rc.RunOnce(context.Background()) }()
-	<-first // the orphan's resend is open upstream
+	<-srv.first // the orphan's resend is open upstream
 
 	gw, err := gateway.New(gateway.Config{Verifier: kit.Verifier(), Store: st, Now: kit.Now,
 		Policy: gateway.StaticPolicy{Generation: 1}, Resolver: httpapi.Resolvers{"payouts": apiG}.For})
@@ -87,14 +68,14 @@ func TestNothingResendsBesideAnOrphanResend(t *testing.T) {
 	if _, err := rcB.RunOnce(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	close(release)
+	close(srv.release)
 	<-passDone
 	mu.Lock()
 	defer mu.Unlock()
 	if fencegate.ErrorCode(aerr) != fencegate.CodeMutationUnknown {
 		t.Errorf("the replay during the orphan's resend: %v, want MUTATION_UNKNOWN", aerr)
 	}
-	if maxOpen > 1 {
+	if posts, maxOpen := srv.counts(); maxOpen > 1 {
 		t.Errorf("a second request went under the orphan's key while the reconciler's resend was open: %d requests, %d at once", posts, maxOpen)
 	}
 	if len(reasons) == 0 || reasons[0] != "orphaned" {
