@@ -1,6 +1,8 @@
 package gateway_test
 
 import (
+	"bytes"
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -8,8 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencegate/fencegate"
 	"github.com/fencegate/fencegate/backends/httpapi"
 	"github.com/fencegate/fencegate/fencestore/embedded"
+	"github.com/fencegate/fencegate/proofs/prooftest"
 )
 
 // openEmbedded is an embedded fence store in t's temporary directory,
@@ -82,4 +86,35 @@ func (u *slowUpstream) counts() (posts, maxOpen int) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	return u.posts, u.maxOpen
+}
+
+// payoutGrant is the grant (token and verified) of the payouts tests' lease
+// on payouts/acc_1, fence 1.
+func payoutGrant(kit *prooftest.Kit) (string, fencegate.VerifiedGrant) {
+	return kit.VerifiedGrant(func(g *fencegate.Grant) {
+		g.Resource, g.FenceToken, g.Lease, g.OperationRoot = "payouts/acc_1", 1, "lease-1", "root-1"
+	})
+}
+
+// payoutBody is the payout the API tests send to acc_1.
+var payoutBody = []byte(`{"amount":500,"currency":"eur"}`)
+
+// payoutTarget is the API target of a payout to acc_1.
+var payoutTarget = httpapi.Target("payouts", "/v1/accounts/acc_1/payouts")
+
+// admitOrphan admits segment 1 of vg's payout to acc_1 under receipt id,
+// with the request api keeps, as a gateway that then vanished would leave
+// it: PENDING, nothing forwarded, nothing settled (its effect timeout one
+// minute).
+func admitOrphan(t *testing.T, st fencegate.FenceStore, api *httpapi.API, vg fencegate.VerifiedGrant, id string, now time.Time) {
+	t.Helper()
+	kept, err := api.Call("POST", "/v1/accounts/acc_1/payouts", nil, bytes.NewReader(payoutBody), int64(len(payoutBody))).KeptRequest(
+		fencegate.Receipt{ID: id, Resource: vg.Resource, OperationRoot: vg.OperationRoot, FenceToken: 1, Segment: 1, Target: payoutTarget, Method: "POST"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Admit(context.Background(), fencegate.AdmitRequest{Grant: vg, Segment: 1, Target: payoutTarget, Method: "POST",
+		PayloadDigest: "sha256:payout", ReceiptID: id, Request: kept, Now: now, EffectTimeout: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -1,7 +1,6 @@
 package gateway_test
 
 import (
-	"bytes"
 	"context"
 	"net/http"
 	"net/http/httptest"
@@ -49,21 +48,9 @@ func TestOrphanResendIsClaimedBeforeItIsSent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, vg := kit.VerifiedGrant(func(g *fencegate.Grant) {
-		g.Resource, g.FenceToken, g.Lease, g.OperationRoot = "payouts/acc_1", 1, "lease-1", "root-1"
-	})
-	target := httpapi.Target("payouts", "/v1/accounts/acc_1/payouts")
-	body := []byte(`{"amount":500,"currency":"eur"}`)
-	kept, err := api.Call("POST", "/v1/accounts/acc_1/payouts", nil, bytes.NewReader(body), int64(len(body))).KeptRequest(
-		fencegate.Receipt{Resource: vg.Resource, OperationRoot: vg.OperationRoot, FenceToken: 1, Segment: 1, Target: target, Method: "POST"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, vg := payoutGrant(kit)
 	// Admitted by a gateway that then vanished: nothing forwarded, nothing settled.
-	if _, err := st.Admit(context.Background(), fencegate.AdmitRequest{Grant: vg, Segment: 1, Target: target, Method: "POST",
-		PayloadDigest: "sha256:payout", ReceiptID: id, Request: kept, Now: kit.Now(), EffectTimeout: time.Minute}); err != nil {
-		t.Fatal(err)
-	}
+	admitOrphan(t, st, api, vg, id, kit.Now())
 	kit.Advance(3 * time.Minute)
 	rc := &gateway.Reconciler{Store: st, Now: kit.Now, Orphan: 2 * time.Minute, Resolver: httpapi.Resolvers{"payouts": api}.For}
 	if _, err := rc.RunOnce(context.Background()); err != nil {

@@ -49,16 +49,13 @@ func TestQueuedFailedLeavesAClaimedOrphanResendAlone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tok, vg := kit.VerifiedGrant(func(g *fencegate.Grant) {
-		g.Resource, g.FenceToken, g.Lease, g.OperationRoot = "payouts/acc_1", 1, "lease-1", "root-1"
-	})
-	body := []byte(`{"amount":500,"currency":"eur"}`)
+	tok, vg := payoutGrant(kit)
 	ctx := context.Background()
 	// The effect fails to connect; by then the store is cut off for Settle.
 	apply := func() error {
 		_, err := gwA.Apply(ctx, gateway.Request{Caller: owner, GrantToken: tok, StatusToken: kit.Status(vg, nil), Segment: 1,
 			Resource: "payouts/acc_1", Target: httpapi.Target("payouts", "/v1/accounts/acc_1/payouts"), Method: "POST",
-			PayloadDigest: "sha256:payout", Effect: &rv5DownAfter{Call: apiA.Call("POST", "/v1/accounts/acc_1/payouts", nil, bytes.NewReader(body), int64(len(body))), st: st}})
+			PayloadDigest: "sha256:payout", Effect: &rv5DownAfter{Call: apiA.Call("POST", "/v1/accounts/acc_1/payouts", nil, bytes.NewReader(payoutBody), int64(len(payoutBody))), st: st}})
 		return err
 	}
 	if err := apply(); fencegate.ErrorCode(err) != fencegate.CodeMutationUnknown || gwA.UnsettledOutcomes() != 1 {

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencegate/fencegate"
 	"github.com/fencegate/fencegate/backends/httpapi"
 	"github.com/fencegate/fencegate/gateway"
 	"github.com/fencegate/fencegate/proofs/prooftest"
@@ -34,15 +33,12 @@ func TestOrphanPassWaitsForTheLandByOfAnAPICallInFlight(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tok, vg := kit.VerifiedGrant(func(g *fencegate.Grant) {
-		g.Resource, g.FenceToken, g.Lease, g.OperationRoot = "payouts/acc_1", 1, "lease-1", "root-1"
-	})
-	body := []byte(`{"amount":500,"currency":"eur"}`)
+	tok, vg := payoutGrant(kit)
 	done := make(chan error, 1)
 	go func() {
 		_, err := gwA.Apply(context.Background(), gateway.Request{Caller: owner, GrantToken: tok, StatusToken: kit.Status(vg, nil), Segment: 1,
 			Resource: "payouts/acc_1", Target: httpapi.Target("payouts", "/v1/accounts/acc_1/payouts"), Method: "POST",
-			PayloadDigest: "sha256:payout", Effect: api.Call("POST", "/v1/accounts/acc_1/payouts", nil, bytes.NewReader(body), int64(len(body)))})
+			PayloadDigest: "sha256:payout", Effect: api.Call("POST", "/v1/accounts/acc_1/payouts", nil, bytes.NewReader(payoutBody), int64(len(payoutBody)))})
 		done <- err
 	}()
 	<-srv.first

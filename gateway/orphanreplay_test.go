@@ -33,22 +33,10 @@ func TestNothingResendsBesideAnOrphanResend(t *testing.T) {
 	client := func() *http.Client { return &http.Client{Transport: &http.Transport{DisableKeepAlives: true}} }
 	apiR, _ := httpapi.New(c, client(), httpapi.WithClock(kit.Now), hook) // the reconciler's replica
 	apiG, _ := httpapi.New(c, client(), httpapi.WithClock(kit.Now), hook) // the replaying replica
-	tok, vg := kit.VerifiedGrant(func(g *fencegate.Grant) {
-		g.Resource, g.FenceToken, g.Lease, g.OperationRoot = "payouts/acc_1", 1, "lease-1", "root-1"
-	})
-	target := httpapi.Target("payouts", "/v1/accounts/acc_1/payouts")
-	body := []byte(`{"amount":500,"currency":"eur"}`)
+	tok, vg := payoutGrant(kit)
 	const id = "rcpt_orphan"
-	kept, err := apiR.Call("POST", "/v1/accounts/acc_1/payouts", nil, bytes.NewReader(body), int64(len(body))).KeptRequest(
-		fencegate.Receipt{ID: id, Resource: vg.Resource, OperationRoot: vg.OperationRoot, FenceToken: 1, Segment: 1, Target: target, Method: "POST"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	// Admitted by a gateway that then vanished.
-	if _, err := st.Admit(context.Background(), fencegate.AdmitRequest{Grant: vg, Segment: 1, Target: target, Method: "POST",
-		PayloadDigest: "sha256:payout", ReceiptID: id, Request: kept, Now: kit.Now(), EffectTimeout: time.Minute}); err != nil {
-		t.Fatal(err)
-	}
+	admitOrphan(t, st, apiR, vg, id, kit.Now())
 	kit.Advance(3 * time.Minute)
 	rc := &gateway.Reconciler{Store: st, Now: kit.Now, Orphan: 2 * time.Minute, Resolver: httpapi.Resolvers{"payouts": apiR}.For}
 	passDone := make(chan struct{})
@@ -61,8 +49,8 @@ func TestNothingResendsBesideAnOrphanResend(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, aerr := gw.Apply(context.Background(), gateway.Request{Caller: owner, GrantToken: tok, StatusToken: kit.Status(vg, nil), Segment: 1,
-		Resource: "payouts/acc_1", Target: target, Method: "POST", PayloadDigest: "sha256:payout",
-		Effect: apiG.Call("POST", "/v1/accounts/acc_1/payouts", nil, bytes.NewReader(body), int64(len(body)))})
+		Resource: "payouts/acc_1", Target: payoutTarget, Method: "POST", PayloadDigest: "sha256:payout",
+		Effect: apiG.Call("POST", "/v1/accounts/acc_1/payouts", nil, bytes.NewReader(payoutBody), int64(len(payoutBody)))})
 	// And another replica's reconciler pass meanwhile.
 	rcB := &gateway.Reconciler{Store: st, Now: kit.Now, Orphan: 2 * time.Minute, Resolver: httpapi.Resolvers{"payouts": apiG}.For}
 	if _, err := rcB.RunOnce(context.Background()); err != nil {

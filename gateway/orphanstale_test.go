@@ -1,7 +1,6 @@
 package gateway_test
 
 import (
-	"bytes"
 	"context"
 	"net/http"
 	"net/http/httptest"
@@ -51,22 +50,10 @@ func TestStaleOrphanClaimLeavesAnotherReplicasAnswer(t *testing.T) {
 	defer srv.Close()
 	c := payoutsConfig(t, srv.URL, 30*time.Second)
 	api, _ := httpapi.New(c, &http.Client{}, httpapi.WithClock(kit.Now))
-	_, vg := kit.VerifiedGrant(func(g *fencegate.Grant) {
-		g.Resource, g.FenceToken, g.Lease, g.OperationRoot = "payouts/acc_1", 1, "lease-1", "root-1"
-	})
-	target := httpapi.Target("payouts", "/v1/accounts/acc_1/payouts")
-	body := []byte(`{"amount":500,"currency":"eur"}`)
+	_, vg := payoutGrant(kit)
 	const id = "rcpt_orphan"
-	kept, err := api.Call("POST", "/v1/accounts/acc_1/payouts", nil, bytes.NewReader(body), int64(len(body))).KeptRequest(
-		fencegate.Receipt{ID: id, Resource: vg.Resource, OperationRoot: vg.OperationRoot, FenceToken: 1, Segment: 1, Target: target, Method: "POST"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
-	if _, err := st.Admit(ctx, fencegate.AdmitRequest{Grant: vg, Segment: 1, Target: target, Method: "POST",
-		PayloadDigest: "sha256:payout", ReceiptID: id, Request: kept, Now: kit.Now(), EffectTimeout: time.Minute}); err != nil {
-		t.Fatal(err)
-	}
+	admitOrphan(t, st, api, vg, id, kit.Now())
 	kit.Advance(3 * time.Minute)
 	// A lists now.
 	snap := map[fencegate.ReceiptState]fencegate.ReceiptPage{}
