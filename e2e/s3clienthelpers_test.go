@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/fencegate/fencegate/internal/testenv"
 )
 
 // frontDoor is a gateway serving the S3 front door: SigV4-signed requests
@@ -73,22 +75,10 @@ type cliClient struct {
 	bin  string
 }
 
-// debianClient finds a client: $FENCEGATE_TEST_<NAME>, else /usr/bin/<bin>
-// (scripts/services.sh ensure_s3clients installs them). Missing, it skips on
-// a developer machine and fails under CI=true.
+// debianClient finds a client (testenv.DebianClient).
 func debianClient(t *testing.T, name, bin string) cliClient {
 	t.Helper()
-	path := os.Getenv("FENCEGATE_TEST_" + strings.ToUpper(name))
-	if path == "" {
-		path = "/usr/bin/" + bin
-	}
-	if _, err := os.Stat(path); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s not installed at %s (scripts/services.sh ensure_s3clients)", name, path)
-		}
-		t.Skipf("%s not installed at %s (scripts/services.sh ensure_s3clients)", name, path)
-	}
-	return cliClient{name: name, bin: path}
+	return cliClient{name: name, bin: testenv.DebianClient(t, name, bin)}
 }
 
 // clientEnv is an environment holding nothing of the machine's own AWS, rclone

@@ -19,6 +19,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/fencegate/fencegate/internal/testenv"
 )
 
 // A client may list any header it sends in SignedHeaders, and S3 verifies
@@ -201,13 +203,12 @@ func TestPresignedURLSigningContentLengthOfAnEmptyBodyIsVerified(t *testing.T) {
 }
 
 // TestS3cmdPutsAnEmptyFile runs the real s3cmd (Debian's 2.3.0, which the
-// README lists as tested, by path) against the front door: it puts a
+// README lists as tested; testenv.DebianClient: it fails in CI when
+// missing) against the front door: it puts a
 // one-byte file and an empty one, both signed over content-length, and the
 // empty object is there afterwards with length 0.
 func TestS3cmdPutsAnEmptyFile(t *testing.T) {
-	if _, err := exec.LookPath("/usr/bin/s3cmd"); err != nil {
-		t.Skip("no /usr/bin/s3cmd")
-	}
+	s3cmd := testenv.DebianClient(t, "s3cmd", "s3cmd")
 	e := newEnv(t, nil)
 	c := e.lease("AKIDA", owner, "b/r")
 	host := strings.TrimPrefix(e.srv.URL, "http://")
@@ -217,7 +218,7 @@ func TestS3cmdPutsAnEmptyFile(t *testing.T) {
 		if err := os.WriteFile(p, []byte(f.body), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		cmd := exec.Command("/usr/bin/s3cmd", "--config=/dev/null", "--access_key="+c.AccessKeyID, "--secret_key="+c.SecretAccessKey,
+		cmd := exec.Command(s3cmd, "--config=/dev/null", "--access_key="+c.AccessKeyID, "--secret_key="+c.SecretAccessKey,
 			"--host="+host, "--host-bucket="+host, "--no-ssl", "--region=us-east-1", "put", p, "s3://b/r/"+f.name)
 		cmd.Env = append(os.Environ(), "HOME="+dir)
 		if out, err := cmd.CombinedOutput(); err != nil {

@@ -30,6 +30,25 @@ func need(t testing.TB, name, what string) string {
 	return v
 }
 
+// DebianClient is the path of one of Debian's S3 command-line clients run
+// unmodified by the tests (name: aws, rclone, s3cmd): $FENCEGATE_TEST_<NAME>,
+// else /usr/bin/<bin> (scripts/services.sh ensure_s3clients installs them).
+// Missing, it fails in CI and skips elsewhere.
+func DebianClient(t testing.TB, name, bin string) string {
+	t.Helper()
+	path := os.Getenv("FENCEGATE_TEST_" + strings.ToUpper(name))
+	if path == "" {
+		path = "/usr/bin/" + bin
+	}
+	if _, err := os.Stat(path); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("%s not installed at %s (scripts/services.sh ensure_s3clients)", name, path)
+		}
+		t.Skipf("%s not installed at %s (scripts/services.sh ensure_s3clients)", name, path)
+	}
+	return path
+}
+
 // RandomName returns prefix followed by 12 random hex characters.
 func RandomName(prefix string) string {
 	b := make([]byte, 6)
