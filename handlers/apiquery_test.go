@@ -1,6 +1,7 @@
 package handlers_test
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -52,5 +53,13 @@ func TestEncodedQuestionMarkIsNotAnotherFenceLine(t *testing.T) {
 	defer mu.Unlock()
 	if r.status == http.StatusOK || len(got) != 1 {
 		t.Fatalf("a call with %%3F in its path: %d %s; upstream saw %q; want it refused and only the owner's call sent", r.status, r.body, got)
+	}
+	// Nothing stored for it: no fence line of "payouts/acc_1?", and the
+	// owner's resource as its own write left it.
+	if _, err := e.store.Resource(context.Background(), "payouts/acc_1?"); fencegate.ErrorCode(err) != fencegate.CodeNotFound {
+		t.Fatalf("the refused call left fence state: %v", err)
+	}
+	if rs, err := e.store.Resource(context.Background(), "payouts/acc_1"); err != nil || rs.HighestFence != 6 || rs.LastSegmentSeq != 1 || rs.PendingReceipt != "" {
+		t.Fatalf("payouts/acc_1 after the refused call: %+v, %v", rs, err)
 	}
 }
