@@ -181,13 +181,14 @@ func (g *group[T]) kick() {
 		stalled = false
 		go g.exec(batch)
 	}
-	g.armStall(slots)
+	g.armStall(slots, now)
 }
 
 // armStall sets a timer to kick again stallAfter after the last batch
-// started, when callers wait beside running batches with a slot free (so
-// that stalled batches do not hold them up). g.mu is held.
-func (g *group[T]) armStall(slots int) {
+// started (now is kick's clock reading), when callers wait beside running
+// batches with a slot free (so that stalled batches do not hold them up).
+// g.mu is held.
+func (g *group[T]) armStall(slots int, now time.Time) {
 	if g.armed || g.inflight == 0 || g.inflight >= slots || len(g.queue) == 0 || g.lastStart.IsZero() {
 		return
 	}
@@ -196,7 +197,7 @@ func (g *group[T]) armStall(slots int) {
 		after = func(d time.Duration, f func()) { time.AfterFunc(d, f) }
 	}
 	g.armed = true
-	after(max(g.lastStart.Add(stallAfter).Sub(g.clock()), 0), func() {
+	after(max(g.lastStart.Add(stallAfter).Sub(now), 0), func() {
 		g.mu.Lock()
 		g.armed = false
 		g.kick()
