@@ -30,6 +30,7 @@ type (
 	FenceStore              = domain.FenceStore
 	Grant                   = domain.Grant
 	GroupCommitter          = domain.GroupCommitter
+	Guard                   = domain.Guard
 	HighWater               = domain.HighWater
 	Incarnation             = domain.Incarnation
 	Lease                   = domain.Lease

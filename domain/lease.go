@@ -35,12 +35,22 @@ type AcquireRequest struct {
 	OperationCategory string
 	TTL               time.Duration
 	Now               time.Time
-	// Incarnation, when not empty, is the marker the registry expects the
-	// backend to carry, and MinRevision the highest revision it has seen
-	// there: a backend carrying another marker (or none) or a lower revision
-	// lost or rolled back its state, and the acquire is
-	// COORDINATION_STATE_LOST, deciding nothing and issuing no fence. The
-	// check is in the same transaction as the fence.
+	// Guard is checked in the same transaction as the fence.
+	Guard
+}
+
+// Guard is what a registry expects of its backend, checked inside each
+// mutation's own transaction (acquire, renew, release) before it changes
+// anything. Incarnation, when not empty, is the marker the backend must
+// carry, and MinRevision the highest revision the registry has seen there:
+// a backend carrying another marker (or none) or a lower revision lost or
+// rolled back its state, and the mutation is COORDINATION_STATE_LOST,
+// deciding nothing, moving no revision and issuing no fence. Guarding every
+// mutation, not only acquisitions, is what keeps renewals and releases on a
+// restored copy from raising its revision back to the one seen, which would
+// hide the rollback from the next acquire and let it issue a lost fence
+// again.
+type Guard struct {
 	Incarnation string
 	MinRevision uint64
 }
@@ -75,6 +85,8 @@ type Incarnation struct {
 //     earlier fence of the resource and above the floor.
 //   - Renew extends a HELD lease of owner by ttl; LEASE_NOT_HELD otherwise.
 //   - Release ends a HELD lease of owner; releasing twice is not an error.
+//   - Acquire, Renew and Release check their Guard first, in their own
+//     transaction: COORDINATION_STATE_LOST, changing nothing, when it fails.
 //   - Lease reads one lease; NOT_FOUND if unknown.
 //   - SetFloor makes every later fence of every resource greater than floor;
 //     a floor that leaves fewer than MinFenceHeadroom fences below the
@@ -87,8 +99,8 @@ type Incarnation struct {
 //     so two registries cannot both claim one loss.
 type LeaseBackend interface {
 	Acquire(ctx context.Context, req AcquireRequest) (Lease, error)
-	Renew(ctx context.Context, id, owner string, ttl time.Duration, now time.Time) (Lease, error)
-	Release(ctx context.Context, id, owner string, now time.Time) (Lease, error)
+	Renew(ctx context.Context, id, owner string, ttl time.Duration, now time.Time, g Guard) (Lease, error)
+	Release(ctx context.Context, id, owner string, now time.Time, g Guard) (Lease, error)
 	Lease(ctx context.Context, id string, now time.Time) (Lease, error)
 	SetFloor(ctx context.Context, floor uint64) error
 	Incarnation(ctx context.Context) (Incarnation, error)

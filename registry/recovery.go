@@ -51,7 +51,7 @@ type Issuance struct {
 type recovery struct {
 	run     sync.Mutex
 	mu      sync.Mutex
-	checked bool                  // Check ran: acquires carry the guard
+	checked bool                  // Check ran: mutations carry the guard
 	seen    fencegate.Incarnation // marker and Since adopted; highest revision and fence seen
 	lost    bool
 	retired bool // the pre-loss epoch was retired (OnLoss succeeded)
@@ -314,23 +314,31 @@ func (r *Registry) pausedErr(why string) error {
 	return fencegate.Errorf(fencegate.CodeStateLost, "grants are paused: %s; %s", reason, why)
 }
 
-// guard returns the incarnation an acquire must find, resuming a paused
+// guard returns what an acquire's backend must show, resuming a paused
 // registry first; COORDINATION_STATE_LOST while paused.
-func (r *Registry) guard(ctx context.Context, now time.Time) (string, uint64, error) {
+func (r *Registry) guard(ctx context.Context, now time.Time) (fencegate.Guard, error) {
 	if r.rec.paused.Load() {
 		r.rec.run.Lock()
 		err := r.resumeLocked(ctx, now, true)
 		r.rec.run.Unlock()
 		if err != nil {
-			return "", 0, err
+			return fencegate.Guard{}, err
 		}
 	}
+	return r.seenGuard(), nil
+}
+
+// seenGuard is the marker and highest revision this registry has seen, which
+// every mutation's backend must still show (none before Check has run).
+// Renewals and releases carry it without resuming a pause: they issue no
+// fence, and a lease from before a loss reads REVOKED whatever they do.
+func (r *Registry) seenGuard() fencegate.Guard {
 	r.rec.mu.Lock()
 	defer r.rec.mu.Unlock()
 	if !r.rec.checked {
-		return "", 0, nil
+		return fencegate.Guard{}
 	}
-	return r.rec.seen.ID, r.rec.seen.Revision, nil
+	return fencegate.Guard{Incarnation: r.rec.seen.ID, MinRevision: r.rec.seen.Revision}
 }
 
 // observe records an issued lease's revision and fence as seen.
@@ -341,8 +349,9 @@ func (r *Registry) observe(l fencegate.Lease) {
 	r.rec.mu.Unlock()
 }
 
-// lostOnAcquire handles COORDINATION_STATE_LOST from the backend's guard.
-func (r *Registry) lostOnAcquire(ctx context.Context, cause error, now time.Time) error {
+// lostOnGuard handles COORDINATION_STATE_LOST from the backend's guard
+// (of an acquire, renew or release).
+func (r *Registry) lostOnGuard(ctx context.Context, cause error, now time.Time) error {
 	r.rec.run.Lock()
 	r.detectLocked(ctx, fencegate.ErrorMessage(cause), now)
 	err := r.resumeLocked(ctx, now, true)

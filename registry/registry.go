@@ -188,17 +188,17 @@ func (r *Registry) Acquire(ctx context.Context, owner string, p AcquireParams) (
 		}
 	}
 	now := r.now()
-	inc, minRev, err := r.guard(ctx, now)
+	g, err := r.guard(ctx, now)
 	if err != nil {
 		return Issued{}, err
 	}
 	l, err := r.backend.Acquire(ctx, fencegate.AcquireRequest{
 		LeaseID: r.newID(), Resource: p.Resource, Owner: owner, RequestID: p.RequestID,
 		OperationID: p.OperationID, OperationRoot: p.OperationRoot, OperationCategory: p.OperationCategory,
-		TTL: p.TTL, Now: now, Incarnation: inc, MinRevision: minRev,
+		TTL: p.TTL, Now: now, Guard: g,
 	})
 	if fencegate.ErrorCode(err) == fencegate.CodeStateLost {
-		return Issued{}, r.lostOnAcquire(ctx, err, now)
+		return Issued{}, r.lostOnGuard(ctx, err, now)
 	}
 	if err != nil {
 		return Issued{}, backendErr(err)
@@ -223,7 +223,10 @@ func (r *Registry) Renew(ctx context.Context, owner, leaseID string, ttl time.Du
 			}
 		}
 	}
-	l, err := r.backend.Renew(ctx, leaseID, owner, ttl, now)
+	l, err := r.backend.Renew(ctx, leaseID, owner, ttl, now, r.seenGuard())
+	if fencegate.ErrorCode(err) == fencegate.CodeStateLost {
+		return Issued{}, r.lostOnGuard(ctx, err, now)
+	}
 	if err != nil {
 		return Issued{}, backendErr(err)
 	}
@@ -234,7 +237,10 @@ func (r *Registry) Renew(ctx context.Context, owner, leaseID string, ttl time.Du
 // returns it unchanged.
 func (r *Registry) Release(ctx context.Context, owner, leaseID string) (fencegate.Lease, error) {
 	now := r.now()
-	l, err := r.backend.Release(ctx, leaseID, owner, now)
+	l, err := r.backend.Release(ctx, leaseID, owner, now, r.seenGuard())
+	if fencegate.ErrorCode(err) == fencegate.CodeStateLost {
+		return fencegate.Lease{}, r.lostOnGuard(ctx, err, now)
+	}
 	if err == nil {
 		if l.State == fencegate.StateReleased {
 			r.ended(l.Resource, now)

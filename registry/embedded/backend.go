@@ -91,7 +91,7 @@ func (b *Backend) Acquire(ctx context.Context, req fencegate.AcquireRequest) (fe
 	var out fencegate.Lease
 	err := b.db.Update(func(tx *bbolt.Tx) error {
 		meta := tx.Bucket(bucketMeta)
-		if err := leaserule.CheckIncarnation(req, string(meta.Get(keyIncarnation)), getUint(meta, keyRevision)); err != nil {
+		if err := checkGuard(meta, req.Guard); err != nil {
 			return err
 		}
 		leases, resources, requests := tx.Bucket(bucketLeases), tx.Bucket(bucketResources), tx.Bucket(bucketRequests)
@@ -164,12 +164,15 @@ func (b *Backend) Acquire(ctx context.Context, req fencegate.AcquireRequest) (fe
 
 // Renew implements fencegate.LeaseBackend. The lease keeps its TTL and
 // Revision of acquisition; only ExpiresAt moves, to now+ttl.
-func (b *Backend) Renew(ctx context.Context, id, owner string, ttl time.Duration, now time.Time) (fencegate.Lease, error) {
+func (b *Backend) Renew(ctx context.Context, id, owner string, ttl time.Duration, now time.Time, g fencegate.Guard) (fencegate.Lease, error) {
 	if err := leaserule.CheckTTL(ttl); err != nil {
 		return fencegate.Lease{}, err
 	}
 	var out fencegate.Lease
 	err := b.db.Update(func(tx *bbolt.Tx) error {
+		if err := checkGuard(tx.Bucket(bucketMeta), g); err != nil {
+			return err
+		}
 		leases := tx.Bucket(bucketLeases)
 		rec, err := getRecord(leases, id)
 		if err != nil {
@@ -196,9 +199,12 @@ func (b *Backend) Renew(ctx context.Context, id, owner string, ttl time.Duration
 
 // Release implements fencegate.LeaseBackend. A lease that is no longer held
 // is returned as it is.
-func (b *Backend) Release(ctx context.Context, id, owner string, now time.Time) (fencegate.Lease, error) {
+func (b *Backend) Release(ctx context.Context, id, owner string, now time.Time, g fencegate.Guard) (fencegate.Lease, error) {
 	var out fencegate.Lease
 	err := b.db.Update(func(tx *bbolt.Tx) error {
+		if err := checkGuard(tx.Bucket(bucketMeta), g); err != nil {
+			return err
+		}
 		leases, resources := tx.Bucket(bucketLeases), tx.Bucket(bucketResources)
 		rec, err := getRecord(leases, id)
 		if err != nil {

@@ -77,3 +77,9 @@ func readIncarnation(meta *bbolt.Bucket) fencegate.Incarnation {
 		Revision: getUint(meta, keyRevision), HighestFence: max(getUint(meta, keyFloor), getUint(meta, keyMaxFence)),
 	}
 }
+
+// checkGuard is the guard of every mutation (fencegate.Guard), read from the
+// meta bucket of the mutation's own write transaction.
+func checkGuard(meta *bbolt.Bucket, g fencegate.Guard) error {
+	return leaserule.CheckIncarnation(g, string(meta.Get(keyIncarnation)), getUint(meta, keyRevision))
+}

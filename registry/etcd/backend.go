@@ -126,7 +126,7 @@ func (b *Backend) Acquire(ctx context.Context, req fencegate.AcquireRequest) (fe
 	rk, resKey := b.requestKey(req.Owner, req.RequestID), b.resourceKey(req.Resource)
 	err := b.update(ctx, []string{rk, resKey, b.floorKey(), b.leaseKey(req.LeaseID), b.incarnationKey(), b.maxFenceKey()}, func(v *view) ([]clientv3.Op, error) {
 		live.attempt()
-		if err := v.checkIncarnation(req); err != nil {
+		if err := v.checkIncarnation(req.Guard); err != nil {
 			return nil, err
 		}
 		if id, ok := v.kvs[rk]; ok {
@@ -194,7 +194,7 @@ func (b *Backend) Acquire(ctx context.Context, req fencegate.AcquireRequest) (fe
 
 // Renew implements fencegate.LeaseBackend. The lease keeps its TTL and
 // Revision of acquisition; only ExpiresAt moves, to now+ttl.
-func (b *Backend) Renew(ctx context.Context, id, owner string, ttl time.Duration, now time.Time) (fencegate.Lease, error) {
+func (b *Backend) Renew(ctx context.Context, id, owner string, ttl time.Duration, now time.Time, g fencegate.Guard) (fencegate.Lease, error) {
 	if err := leaserule.CheckTTL(ttl); err != nil {
 		return fencegate.Lease{}, err
 	}
@@ -203,8 +203,11 @@ func (b *Backend) Renew(ctx context.Context, id, owner string, ttl time.Duration
 	}
 	live := &liveLease{b: b, ttl: ttl}
 	var out fencegate.Lease
-	err := b.update(ctx, []string{b.leaseKey(id)}, func(v *view) ([]clientv3.Op, error) {
+	err := b.update(ctx, []string{b.leaseKey(id), b.incarnationKey()}, func(v *view) ([]clientv3.Op, error) {
 		live.attempt()
+		if err := v.checkIncarnation(g); err != nil {
+			return nil, err
+		}
 		rec, err := v.record(ctx, id)
 		if err != nil {
 			return nil, err
@@ -232,9 +235,12 @@ func (b *Backend) Renew(ctx context.Context, id, owner string, ttl time.Duration
 
 // Release implements fencegate.LeaseBackend. A lease that is no longer held
 // is returned as it is.
-func (b *Backend) Release(ctx context.Context, id, owner string, now time.Time) (fencegate.Lease, error) {
+func (b *Backend) Release(ctx context.Context, id, owner string, now time.Time, g fencegate.Guard) (fencegate.Lease, error) {
 	var out fencegate.Lease
-	err := b.update(ctx, []string{b.leaseKey(id)}, func(v *view) ([]clientv3.Op, error) {
+	err := b.update(ctx, []string{b.leaseKey(id), b.incarnationKey()}, func(v *view) ([]clientv3.Op, error) {
+		if err := v.checkIncarnation(g); err != nil {
+			return nil, err
+		}
 		rec, err := v.record(ctx, id)
 		if err != nil {
 			return nil, err

@@ -44,13 +44,14 @@ func (v *view) maxFence(ctx context.Context) (uint64, error) {
 	return top, nil
 }
 
-// checkIncarnation is the acquire guard on the view's snapshot.
-func (v *view) checkIncarnation(req fencegate.AcquireRequest) error {
+// checkIncarnation is a mutation's guard (fencegate.Guard) on the view's
+// snapshot, which must include the incarnation key.
+func (v *view) checkIncarnation(g fencegate.Guard) error {
 	var m marker
 	if err := v.decode(v.b.incarnationKey(), &m); err != nil {
 		return err
 	}
-	return leaserule.CheckIncarnation(req, m.ID, v.rev)
+	return leaserule.CheckIncarnation(g, m.ID, v.rev)
 }
 
 // Incarnation implements fencegate.LeaseBackend with one transaction of

@@ -22,7 +22,7 @@ func TestClusterRestoredFromAnOlderSnapshotIsStateLostBeforeAnyFence(t *testing.
 	defer b.Close()
 	acquire := func(id string, inc fencegate.Incarnation) (fencegate.Lease, error) {
 		return b.Acquire(ctx, fencegate.AcquireRequest{LeaseID: id, Resource: "db/a", Owner: "alice", RequestID: id,
-			TTL: time.Second, Now: leasetest.T0.Add(time.Hour * time.Duration(len(id))), Incarnation: inc.ID, MinRevision: inc.Revision})
+			TTL: time.Second, Now: leasetest.T0.Add(time.Hour * time.Duration(len(id))), Guard: fencegate.Guard{Incarnation: inc.ID, MinRevision: inc.Revision}})
 	}
 	inc, err := b.Claim(ctx, "", "inc-1", 0)
 	if err != nil {
@@ -64,7 +64,7 @@ func TestHighestFenceOfOlderDataComesFromTheResources(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := b.Release(ctx, l.ID, "alice", leasetest.T0); err != nil {
+		if _, err := b.Release(ctx, l.ID, "alice", leasetest.T0, fencegate.Guard{}); err != nil {
 			t.Fatal(err)
 		}
 	}

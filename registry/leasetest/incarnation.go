@@ -3,6 +3,7 @@ package leasetest
 import (
 	"math"
 	"testing"
+	"time"
 
 	"github.com/fencegate/fencegate"
 )
@@ -100,5 +101,48 @@ func testFloorNearTheEndIsRefused(t *testing.T, h *harness) {
 	}
 	if l := h.acquire(h.req("db/a", "alice", ttl, T0)); l.FenceToken != 1 {
 		t.Fatalf("after refused floors: fence %d, want 1", l.FenceToken)
+	}
+}
+
+// testRenewAndReleaseUnderAnotherIncarnationAreStateLost: the guard is checked
+// first in renewals and releases too, so that they cannot move a restored
+// copy's revision back up to the one its registry saw (which would hide the
+// rollback from the next acquire's guard); a refused one changes nothing.
+func testRenewAndReleaseUnderAnotherIncarnationAreStateLost(t *testing.T, h *harness) {
+	l := h.acquire(h.req("db/a", "alice", ttl, T0))
+	lost := func(name string, g fencegate.Guard) {
+		t.Helper()
+		before := h.incarnation()
+		for _, id := range []string{l.ID, "no-such-lease"} {
+			_, err := h.b.Renew(h.ctx, id, l.Owner, ttl, T0.Add(time.Second), g)
+			if fencegate.ErrorCode(err) != fencegate.CodeStateLost {
+				t.Fatalf("%s: renew %s: want COORDINATION_STATE_LOST, got %v", name, id, err)
+			}
+			_, err = h.b.Release(h.ctx, id, l.Owner, T0.Add(time.Second), g)
+			if fencegate.ErrorCode(err) != fencegate.CodeStateLost {
+				t.Fatalf("%s: release %s: want COORDINATION_STATE_LOST, got %v", name, id, err)
+			}
+		}
+		if now := h.incarnation(); now != before {
+			t.Fatalf("%s: refused renewals and releases changed the backend: %+v -> %+v", name, before, now)
+		}
+		if got := h.lease(l.ID, T0.Add(time.Second)); got.State != fencegate.StateHeld || !got.ExpiresAt.Equal(l.ExpiresAt) {
+			t.Fatalf("%s: refused renewals and releases changed the lease: %+v -> %+v", name, l, got)
+		}
+	}
+	lost("unclaimed backend", fencegate.Guard{Incarnation: "inc-1"})
+	inc := h.claim("", "inc-1", 0)
+	lost("other marker", fencegate.Guard{Incarnation: "inc-0", MinRevision: inc.Revision})
+	lost("revision gone back", fencegate.Guard{Incarnation: "inc-1", MinRevision: inc.Revision + 1})
+	g := fencegate.Guard{Incarnation: "inc-1", MinRevision: inc.Revision}
+	r, err := h.b.Renew(h.ctx, l.ID, l.Owner, ttl, T0.Add(time.Second), g)
+	if err != nil || !r.ExpiresAt.Equal(T0.Add(time.Second+ttl)) {
+		t.Fatalf("renew under the backend's own guard: %+v, %v", r, err)
+	}
+	if after := h.incarnation(); after.Revision <= inc.Revision {
+		t.Fatalf("an accepted renewal must move the revision: %d -> %d", inc.Revision, after.Revision)
+	}
+	if r, err := h.b.Release(h.ctx, l.ID, l.Owner, T0.Add(2*time.Second), g); err != nil || r.State != fencegate.StateReleased {
+		t.Fatalf("release under the backend's own guard: %+v, %v", r, err)
 	}
 }

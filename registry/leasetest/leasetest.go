@@ -45,6 +45,7 @@ func Run(t *testing.T, open Open) {
 		{"ClaimWritesMarkerAndRaisesFloor", testClaimWritesMarkerAndRaisesFloor},
 		{"ClaimOverAnotherMarkerIsStateLost", testClaimOverAnotherMarkerIsStateLost},
 		{"AcquireUnderAnotherIncarnationIsStateLost", testAcquireUnderAnotherIncarnationIsStateLost},
+		{"RenewAndReleaseUnderAnotherIncarnationAreStateLost", testRenewAndReleaseUnderAnotherIncarnationAreStateLost},
 		{"FloorNearTheEndOfTheSequenceIsRefused", testFloorNearTheEndIsRefused},
 		{"InvalidAcquireIsRejected", testInvalidAcquire},
 		{"ConcurrentAcquiresHaveOneWinnerPerLivePeriod", testConcurrentAcquire},
@@ -110,7 +111,7 @@ func (h *harness) lease(id string, now time.Time) fencegate.Lease {
 
 func (h *harness) release(l fencegate.Lease, now time.Time) fencegate.Lease {
 	h.t.Helper()
-	out, err := h.b.Release(h.ctx, l.ID, l.Owner, now)
+	out, err := h.b.Release(h.ctx, l.ID, l.Owner, now, fencegate.Guard{})
 	if err != nil {
 		h.t.Fatalf("release %s: %v", l.ID, err)
 	}

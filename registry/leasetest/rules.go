@@ -153,7 +153,7 @@ func testAcquireAfterExpiry(t *testing.T, h *harness) {
 func testRenewExtends(t *testing.T, h *harness) {
 	l := h.acquire(h.req("db/a", "alice", ttl, T0))
 	now := T0.Add(8 * time.Second)
-	r, err := h.b.Renew(h.ctx, l.ID, "alice", 20*time.Second, now)
+	r, err := h.b.Renew(h.ctx, l.ID, "alice", 20*time.Second, now, fencegate.Guard{})
 	if err != nil {
 		t.Fatalf("renew: %v", err)
 	}
@@ -176,12 +176,12 @@ func testRenewExtends(t *testing.T, h *harness) {
 
 func testRenewNotHeld(t *testing.T, h *harness) {
 	expired := h.acquire(h.req("db/a", "alice", ttl, T0))
-	_, err := h.b.Renew(h.ctx, expired.ID, "alice", ttl, T0.Add(ttl))
+	_, err := h.b.Renew(h.ctx, expired.ID, "alice", ttl, T0.Add(ttl), fencegate.Guard{})
 	wantCode(t, err, fencegate.CodeLeaseNotHeld)
 
 	released := h.acquire(h.req("db/b", "alice", ttl, T0))
 	h.release(released, T0)
-	_, err = h.b.Renew(h.ctx, released.ID, "alice", ttl, T0.Add(time.Second))
+	_, err = h.b.Renew(h.ctx, released.ID, "alice", ttl, T0.Add(time.Second), fencegate.Guard{})
 	wantCode(t, err, fencegate.CodeLeaseNotHeld)
 	wantState(t, h.lease(released.ID, T0.Add(time.Second)), fencegate.StateReleased)
 }
@@ -191,15 +191,15 @@ func testStaleRenewAfterTakeover(t *testing.T, h *harness) {
 	h.acquire(h.req("db/a", "bob", ttl, T0.Add(ttl)))
 	// A renewal carrying a clock reading from before the takeover must not
 	// revive the superseded lease: that would make two holders.
-	_, err := h.b.Renew(h.ctx, old.ID, "alice", ttl, T0.Add(ttl-time.Millisecond))
+	_, err := h.b.Renew(h.ctx, old.ID, "alice", ttl, T0.Add(ttl-time.Millisecond), fencegate.Guard{})
 	wantCode(t, err, fencegate.CodeLeaseNotHeld)
 }
 
 func testOwnerMismatch(t *testing.T, h *harness) {
 	l := h.acquire(h.req("db/a", "alice", ttl, T0))
-	_, err := h.b.Renew(h.ctx, l.ID, "mallory", ttl, T0)
+	_, err := h.b.Renew(h.ctx, l.ID, "mallory", ttl, T0, fencegate.Guard{})
 	wantCode(t, err, fencegate.CodeOwnerMismatch)
-	_, err = h.b.Release(h.ctx, l.ID, "mallory", T0)
+	_, err = h.b.Release(h.ctx, l.ID, "mallory", T0, fencegate.Guard{})
 	wantCode(t, err, fencegate.CodeOwnerMismatch)
 	wantState(t, h.lease(l.ID, T0), fencegate.StateHeld)
 }
@@ -228,9 +228,9 @@ func testReleaseTwice(t *testing.T, h *harness) {
 func testNotFound(t *testing.T, h *harness) {
 	_, err := h.b.Lease(h.ctx, "no-such-lease", T0)
 	wantCode(t, err, fencegate.CodeNotFound)
-	_, err = h.b.Renew(h.ctx, "no-such-lease", "alice", ttl, T0)
+	_, err = h.b.Renew(h.ctx, "no-such-lease", "alice", ttl, T0, fencegate.Guard{})
 	wantCode(t, err, fencegate.CodeNotFound)
-	_, err = h.b.Release(h.ctx, "no-such-lease", "alice", T0)
+	_, err = h.b.Release(h.ctx, "no-such-lease", "alice", T0, fencegate.Guard{})
 	wantCode(t, err, fencegate.CodeNotFound)
 }
 
@@ -265,7 +265,7 @@ func testFloor(t *testing.T, h *harness) {
 
 func testRevision(t *testing.T, h *harness) {
 	a := h.acquire(h.req("db/a", "alice", ttl, T0))
-	r, err := h.b.Renew(h.ctx, a.ID, "alice", ttl, T0.Add(time.Second))
+	r, err := h.b.Renew(h.ctx, a.ID, "alice", ttl, T0.Add(time.Second), fencegate.Guard{})
 	if err != nil {
 		t.Fatalf("renew: %v", err)
 	}

@@ -164,7 +164,7 @@ func (b *Backend) Acquire(ctx context.Context, req fencegate.AcquireRequest) (fe
 		}
 		// The meta row is locked now: the marker and revision read with the
 		// bump are those this fence is issued under.
-		if err := checkIncarnation(ctx, tx, req, rev); err != nil {
+		if err := checkIncarnation(ctx, tx, req.Guard, rev); err != nil {
 			return err
 		}
 		fence, err := leaserule.NextFence(last, floor, math.MaxUint64)
@@ -195,12 +195,15 @@ func (b *Backend) Acquire(ctx context.Context, req fencegate.AcquireRequest) (fe
 
 // Renew implements fencegate.LeaseBackend. The lease keeps its TTL and
 // Revision of acquisition; only ExpiresAt moves, to now+ttl.
-func (b *Backend) Renew(ctx context.Context, id, owner string, ttl time.Duration, now time.Time) (fencegate.Lease, error) {
+func (b *Backend) Renew(ctx context.Context, id, owner string, ttl time.Duration, now time.Time, g fencegate.Guard) (fencegate.Lease, error) {
 	if err := leaserule.CheckTTL(ttl); err != nil {
 		return fencegate.Lease{}, err
 	}
 	var out fencegate.Lease
 	err := pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
+		if err := checkGuard(ctx, tx, g); err != nil {
+			return err
+		}
 		cur, err := scanLease(tx.QueryRow(ctx, `SELECT `+leaseColumns+` FROM registry_leases WHERE id = $1 FOR UPDATE`, id))
 		if err != nil {
 			return err
@@ -227,9 +230,12 @@ func (b *Backend) Renew(ctx context.Context, id, owner string, ttl time.Duration
 
 // Release implements fencegate.LeaseBackend. A lease that is no longer held
 // is returned as it is.
-func (b *Backend) Release(ctx context.Context, id, owner string, now time.Time) (fencegate.Lease, error) {
+func (b *Backend) Release(ctx context.Context, id, owner string, now time.Time, g fencegate.Guard) (fencegate.Lease, error) {
 	var out fencegate.Lease
 	err := pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
+		if err := checkGuard(ctx, tx, g); err != nil {
+			return err
+		}
 		var resource string
 		err := tx.QueryRow(ctx, `SELECT resource FROM registry_leases WHERE id = $1`, id).Scan(&resource)
 		if errors.Is(err, pgx.ErrNoRows) {

@@ -12,15 +12,38 @@ import (
 
 // checkIncarnation is the acquire guard, run after bumpRevision locked the
 // meta row and moved the revision to rev.
-func checkIncarnation(ctx context.Context, tx pgx.Tx, req fencegate.AcquireRequest, rev uint64) error {
-	if req.Incarnation == "" {
+func checkIncarnation(ctx context.Context, tx pgx.Tx, g fencegate.Guard, rev uint64) error {
+	if g.Incarnation == "" {
 		return nil
 	}
 	var cur string
 	if err := tx.QueryRow(ctx, `SELECT incarnation FROM registry_meta`).Scan(&cur); err != nil {
 		return err
 	}
-	return leaserule.CheckIncarnation(req, cur, rev-1)
+	return leaserule.CheckIncarnation(g, cur, rev-1)
+}
+
+// checkGuard is the guard of a renew or release, run first in its
+// transaction, before any row is locked (the meta row is locked last, by
+// bumpRevision, in every mutation's lock order). A claim committing between
+// this read and the bump is harmless: a renew or release issues no fence,
+// and a lease from before a claim reads REVOKED whatever they do.
+func checkGuard(ctx context.Context, tx pgx.Tx, g fencegate.Guard) error {
+	if g.Incarnation == "" {
+		return nil
+	}
+	var (
+		cur     string
+		revText string
+	)
+	if err := tx.QueryRow(ctx, `SELECT incarnation, revision::text FROM registry_meta`).Scan(&cur, &revText); err != nil {
+		return err
+	}
+	rev, err := parseUint(revText)
+	if err != nil {
+		return err
+	}
+	return leaserule.CheckIncarnation(g, cur, rev)
 }
 
 const incarnationQuery = `SELECT incarnation, incarnation_since::text, revision::text,

@@ -203,12 +203,8 @@ func (b *Backend) Acquire(ctx context.Context, req fencegate.AcquireRequest) (fe
 	if err != nil {
 		return fencegate.Lease{}, translate(err, "acquire")
 	}
-	if len(reply) == 2 && (reply[0] == "STATE_LOST" || reply[0] == "ROLLED_BACK") {
-		rev, _ := strconv.ParseUint(reply[1], 10, 64)
-		if reply[0] == "STATE_LOST" {
-			return fencegate.Lease{}, leaserule.CheckIncarnation(req, reply[1], req.MinRevision)
-		}
-		return fencegate.Lease{}, leaserule.CheckIncarnation(req, req.Incarnation, rev)
+	if err := refused(reply, req.Guard); err != nil {
+		return fencegate.Lease{}, err
 	}
 	l, err := b.answer(reply, req.Now, "acquire")
 	if err != nil {
@@ -227,7 +223,7 @@ func (b *Backend) Acquire(ctx context.Context, req fencegate.AcquireRequest) (fe
 
 // Renew implements fencegate.LeaseBackend. The lease keeps its TTL and
 // Revision of acquisition; only ExpiresAt moves, to now+ttl.
-func (b *Backend) Renew(ctx context.Context, id, owner string, ttl time.Duration, now time.Time) (fencegate.Lease, error) {
+func (b *Backend) Renew(ctx context.Context, id, owner string, ttl time.Duration, now time.Time, g fencegate.Guard) (fencegate.Lease, error) {
 	if err := leaserule.CheckTTL(ttl); err != nil {
 		return fencegate.Lease{}, err
 	}
@@ -235,9 +231,12 @@ func (b *Backend) Renew(ctx context.Context, id, owner string, ttl time.Duration
 	if err != nil {
 		return fencegate.Lease{}, err
 	}
-	reply, err := b.run(ctx, renewScript, id, owner, at, exp, millis(ttl), b.keep(ttl))
+	reply, err := b.run(ctx, renewScript, id, owner, at, exp, millis(ttl), b.keep(ttl), g.Incarnation, strconv.FormatUint(g.MinRevision, 10))
 	if err != nil {
 		return fencegate.Lease{}, translate(err, "renew")
+	}
+	if err := refused(reply, g); err != nil {
+		return fencegate.Lease{}, err
 	}
 	l, err := b.answer(reply, now, "renew")
 	if err == nil {
@@ -248,14 +247,17 @@ func (b *Backend) Renew(ctx context.Context, id, owner string, ttl time.Duration
 
 // Release implements fencegate.LeaseBackend. A lease that is no longer held
 // is returned as it is.
-func (b *Backend) Release(ctx context.Context, id, owner string, now time.Time) (fencegate.Lease, error) {
+func (b *Backend) Release(ctx context.Context, id, owner string, now time.Time, g fencegate.Guard) (fencegate.Lease, error) {
 	at, _, err := stamps(now, 0)
 	if err != nil {
 		return fencegate.Lease{}, err
 	}
-	reply, err := b.run(ctx, releaseScript, id, owner, at, b.keep(0))
+	reply, err := b.run(ctx, releaseScript, id, owner, at, b.keep(0), g.Incarnation, strconv.FormatUint(g.MinRevision, 10))
 	if err != nil {
 		return fencegate.Lease{}, translate(err, "release")
+	}
+	if err := refused(reply, g); err != nil {
+		return fencegate.Lease{}, err
 	}
 	l, err := b.answer(reply, now, "release")
 	if err == nil {
@@ -305,6 +307,22 @@ func (b *Backend) keep(ttl time.Duration) string {
 		return "0"
 	}
 	return millis(ttl + b.retention)
+}
+
+// refused is the COORDINATION_STATE_LOST of a script reply by which the
+// guard g refused a mutation (the script's guard), or nil.
+func refused(reply []string, g fencegate.Guard) error {
+	if len(reply) != 2 {
+		return nil
+	}
+	switch reply[0] {
+	case "STATE_LOST":
+		return leaserule.CheckIncarnation(g, reply[1], g.MinRevision)
+	case "ROLLED_BACK":
+		rev, _ := strconv.ParseUint(reply[1], 10, 64)
+		return leaserule.CheckIncarnation(g, g.Incarnation, rev)
+	}
+	return nil
 }
 
 // answer turns a script reply into a lease read at now, or the status's error.

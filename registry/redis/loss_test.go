@@ -51,7 +51,7 @@ func TestMutationNotAcknowledgedByReplicasIsUnavailable(t *testing.T) {
 func acquireUnder(ctx context.Context, b *redis.Backend, n int, inc fencegate.Incarnation) (fencegate.Lease, error) {
 	return b.Acquire(ctx, fencegate.AcquireRequest{LeaseID: fmt.Sprintf("l%d", n), Resource: fmt.Sprintf("db/%d", n),
 		Owner: "alice", RequestID: fmt.Sprintf("r%d", n), TTL: time.Minute, Now: leasetest.T0,
-		Incarnation: inc.ID, MinRevision: inc.Revision})
+		Guard: fencegate.Guard{Incarnation: inc.ID, MinRevision: inc.Revision}})
 }
 
 func TestServerRestartedEmptyIsStateLostBeforeAnyFence(t *testing.T) {

@@ -41,6 +41,16 @@ end
 local function reqkey(owner, rid)
   return P .. 'req:' .. #owner .. ':' .. owner .. ':' .. rid
 end
+-- guard is a mutation's guard (fencegate.Guard): nil when it holds (or
+-- expects no marker), else the reply that refuses the mutation.
+local function guard(inc, minrev)
+  if inc == '' then return nil end
+  local cur = redis.call('GET', P .. 'incarnation') or ''
+  if cur ~= inc then return {'STATE_LOST', cur} end
+  local rev = redis.call('GET', KEYS[1]) or '0'
+  if gt(minrev, rev) then return {'ROLLED_BACK', rev} end
+  return nil
+end
 local function reply(lk)
   local r = redis.call('HGETALL', lk)
   table.insert(r, 1, 'OK')
@@ -61,12 +71,8 @@ end
 // incarnation ("" checks nothing), 15 minimum revision.
 var acquireScript = redis.NewScript(luaCommon + `
 local id, res, owner, rid, now = ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[10]
-if ARGV[14] ~= '' then
-  local inc = redis.call('GET', P .. 'incarnation') or ''
-  if inc ~= ARGV[14] then return {'STATE_LOST', inc} end
-  local rev = redis.call('GET', KEYS[1]) or '0'
-  if gt(ARGV[15], rev) then return {'ROLLED_BACK', rev} end
-end
+local refused = guard(ARGV[14], ARGV[15])
+if refused then return refused end
 local rk = reqkey(owner, rid)
 local prev = redis.call('GET', rk)
 if prev then
@@ -111,8 +117,11 @@ return reply(lk)
 `)
 
 // renewScript: ARGV 2 lease ID, 3 owner, 4 now, 5 new expiry, 6 TTL ms,
-// 7 retention ms.
+// 7 retention ms, 8 expected incarnation ("" checks nothing), 9 minimum
+// revision.
 var renewScript = redis.NewScript(luaCommon + `
+local refused = guard(ARGV[8], ARGV[9])
+if refused then return refused end
 local lk = P .. 'lease:' .. ARGV[2]
 local f = redis.call('HMGET', lk, 'owner', 'state', 'exp', 'resource')
 if not f[1] then return {'NOT_FOUND'} end
@@ -125,9 +134,12 @@ redis.call('SET', P .. 'live:' .. f[4], ARGV[2], 'PX', ARGV[6])
 return reply(lk)
 `)
 
-// releaseScript: ARGV 2 lease ID, 3 owner, 4 now, 5 retention ms. A lease no
-// longer held is returned unchanged.
+// releaseScript: ARGV 2 lease ID, 3 owner, 4 now, 5 retention ms, 6 expected
+// incarnation ("" checks nothing), 7 minimum revision. A lease no longer
+// held is returned unchanged.
 var releaseScript = redis.NewScript(luaCommon + `
+local refused = guard(ARGV[6], ARGV[7])
+if refused then return refused end
 local id = ARGV[2]
 local lk = P .. 'lease:' .. id
 local f = redis.call('HMGET', lk, 'owner', 'state', 'exp', 'resource')

@@ -107,17 +107,17 @@ func CheckClaim(id string, floor, limit uint64) error {
 	return nil
 }
 
-// CheckIncarnation is the guard of an acquire: COORDINATION_STATE_LOST when
-// req expects a marker and the backend carries another (cur) or a revision
-// below req.MinRevision.
-func CheckIncarnation(req fencegate.AcquireRequest, cur string, revision uint64) error {
+// CheckIncarnation is the guard of a mutation (fencegate.Guard):
+// COORDINATION_STATE_LOST when g expects a marker and the backend carries
+// another (cur) or a revision below g.MinRevision.
+func CheckIncarnation(g fencegate.Guard, cur string, revision uint64) error {
 	switch {
-	case req.Incarnation == "":
+	case g.Incarnation == "":
 		return nil
-	case cur != req.Incarnation:
-		return fencegate.Errorf(fencegate.CodeStateLost, "the coordination backend carries incarnation %q, not %q: its state was lost or replaced", cur, req.Incarnation)
-	case revision < req.MinRevision:
-		return fencegate.Errorf(fencegate.CodeStateLost, "the coordination backend is at revision %d, below %d already seen: it was rolled back", revision, req.MinRevision)
+	case cur != g.Incarnation:
+		return fencegate.Errorf(fencegate.CodeStateLost, "the coordination backend carries incarnation %q, not %q: its state was lost or replaced", cur, g.Incarnation)
+	case revision < g.MinRevision:
+		return fencegate.Errorf(fencegate.CodeStateLost, "the coordination backend is at revision %d, below %d already seen: it was rolled back", revision, g.MinRevision)
 	}
 	return nil
 }
