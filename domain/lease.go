@@ -40,7 +40,7 @@ type AcquireRequest struct {
 }
 
 // Guard is what a registry expects of its backend, checked inside each
-// mutation's own transaction (acquire, renew, release) before it changes
+// mutation's own transaction (acquire, renew, release, floor) before it changes
 // anything. Incarnation, when not empty, is the marker the backend must
 // carry, and MinRevision the highest revision the registry has seen there:
 // a backend carrying another marker (or none) or a lower revision lost or
@@ -85,8 +85,9 @@ type Incarnation struct {
 //     earlier fence of the resource and above the floor.
 //   - Renew extends a HELD lease of owner by ttl; LEASE_NOT_HELD otherwise.
 //   - Release ends a HELD lease of owner; releasing twice is not an error.
-//   - Acquire, Renew and Release check their Guard first, in their own
-//     transaction: COORDINATION_STATE_LOST, changing nothing, when it fails.
+//   - Acquire, Renew, Release and SetFloor check their Guard first, in their
+//     own transaction: COORDINATION_STATE_LOST, changing nothing, when it
+//     fails.
 //   - Lease reads one lease; NOT_FOUND if unknown.
 //   - SetFloor makes every later fence of every resource greater than floor;
 //     a floor that leaves fewer than MinFenceHeadroom fences below the
@@ -102,7 +103,7 @@ type LeaseBackend interface {
 	Renew(ctx context.Context, id, owner string, ttl time.Duration, now time.Time, g Guard) (Lease, error)
 	Release(ctx context.Context, id, owner string, now time.Time, g Guard) (Lease, error)
 	Lease(ctx context.Context, id string, now time.Time) (Lease, error)
-	SetFloor(ctx context.Context, floor uint64) error
+	SetFloor(ctx context.Context, floor uint64, g Guard) error
 	Incarnation(ctx context.Context) (Incarnation, error)
 	Claim(ctx context.Context, prev, id string, floor uint64) (Incarnation, error)
 	Close() error

@@ -175,11 +175,19 @@ func (r *Registry) highWater(ctx context.Context) (uint64, error) {
 // detectLocked enters the pause (once per loss): logged, counted, and the
 // issuer epoch that signed pre-loss grants is retired. The caller holds run.
 func (r *Registry) detectLocked(ctx context.Context, reason string, now time.Time) {
+	if r.markLostLocked(reason, now) {
+		r.retireLocked(ctx)
+	}
+}
+
+// markLostLocked enters the pause without retiring the epoch (logged and
+// counted); false if it was already paused. The caller holds run.
+func (r *Registry) markLostLocked(reason string, now time.Time) bool {
 	rc := &r.rec
 	rc.mu.Lock()
 	if rc.lost {
 		rc.mu.Unlock()
-		return
+		return false
 	}
 	rc.lost, rc.retired, rc.claimed, rc.reason, rc.detect = true, false, false, reason, now
 	rc.resume = now.Add(r.statusLife)
@@ -188,7 +196,7 @@ func (r *Registry) detectLocked(ctx context.Context, reason string, now time.Tim
 	rc.losses.Add(1)
 	r.log.Error("coordination state lost: grants paused until issuance can continue above every known fence",
 		"reason", reason, "resumeAt", rc.resume, "epoch", r.IssuerEpoch())
-	r.retireLocked(ctx)
+	return true
 }
 
 // retireLocked calls the retirement hook until it succeeds once per loss.
@@ -268,7 +276,7 @@ func (r *Registry) claimOrJoinLocked(ctx context.Context, inc, seen fencegate.In
 	if inc.ID == "" || inc.ID == seen.ID {
 		return r.claimLocked(ctx, inc.ID, floor)
 	}
-	if err := r.backend.SetFloor(ctx, floor); err != nil {
+	if err := r.backend.SetFloor(ctx, floor, fencegate.Guard{Incarnation: inc.ID, MinRevision: inc.Revision}); err != nil {
 		return backendErr(err)
 	}
 	now, err := r.backend.Incarnation(ctx)
@@ -406,7 +414,9 @@ const MaxFloor = math.MaxUint64 - fencegate.MinFenceHeadroom
 // floor below the current one changes nothing. A floor above MaxFloor (or
 // the backend's own limit) is INVALID_REQUEST. While grants are paused after
 // a loss and the registry has no fence store to ask, the floor is what they
-// resume above (with every fence known here). Every floor is logged.
+// resume above (with every fence known here). A floor whose guard finds the
+// backend behind what this registry saw starts that recovery and is kept
+// for it, like one set while paused. Every floor is logged.
 func (r *Registry) SetFloor(ctx context.Context, floor uint64) error {
 	if floor > MaxFloor {
 		return fencegate.Errorf(fencegate.CodeInvalidRequest, "floor %d leaves fewer than %d fences: the sequence would run out", floor, uint64(fencegate.MinFenceHeadroom))
@@ -429,7 +439,23 @@ func (r *Registry) SetFloor(ctx context.Context, floor uint64) error {
 		}
 		return nil
 	}
-	if err := r.backend.SetFloor(ctx, floor); err != nil {
+	err := r.backend.SetFloor(ctx, floor, r.seenGuard())
+	if fencegate.ErrorCode(err) == fencegate.CodeStateLost {
+		// The floor's own guard found the backend behind what this registry
+		// saw: a loss. The floor is kept for the recovery, as above; the
+		// epoch is retired by the next acquire or watch tick, never by the
+		// hook from here.
+		r.markLostLocked(fencegate.ErrorMessage(err), r.now())
+		rc.mu.Lock()
+		rc.opFloor = max(rc.opFloor, floor)
+		rc.mu.Unlock()
+		r.log.Warn("operator floor set for the recovery from a coordination state loss it found", "floor", floor)
+		if err := r.resumeLocked(ctx, r.now(), false); err != nil && fencegate.ErrorCode(err) != fencegate.CodeStateLost {
+			return err
+		}
+		return nil
+	}
+	if err != nil {
 		return backendErr(err)
 	}
 	rc.mu.Lock()

@@ -577,3 +577,34 @@ func TestRollbackMaskedByRenewalsOrReleasesIsDetectedAtTheFirstOne(t *testing.T)
 		})
 	}
 }
+
+// The rule: an operator's floor carries the guard too, so a floor set on a
+// restored backend before anything else found the loss starts the recovery
+// (grants resume above the floor and every known fence, after the epoch is
+// retired) instead of moving the restored revision.
+func TestFloorOnARestoredBackendIsALossAndTheFloorIsKept(t *testing.T) {
+	b := newSwappable(t)
+	e := newLossEnv(t, b, &highWater{}, &memory{})
+	e.mustAcquire("bob", "db/b", "b0")
+	snap := b.snapshot()
+	c := e.mustAcquire("carol", "db/c", "c1")
+	b.restore(snap)
+	if err := e.r.SetFloor(context.Background(), 40); err != nil {
+		t.Fatalf("floor on the restored backend: %v", err)
+	}
+	if is := e.r.Issuance(); !is.Paused {
+		t.Fatalf("a floor on a restored backend must find the loss: %+v", is)
+	}
+	if inc, _ := b.Incarnation(context.Background()); inc.HighestFence >= 40 {
+		t.Fatalf("the refused floor was written on the restored backend before the recovery: %+v", inc)
+	}
+	e.wantPaused("dave", "db/c", "d1") // retires the epoch
+	if e.retired.Load() != 1 {
+		t.Fatalf("the pre-loss epoch was not retired: %d", e.retired.Load())
+	}
+	e.clock.Advance(statusLife)
+	d := e.mustAcquire("dave", "db/c", "d1")
+	if d.Lease.FenceToken <= 40 || d.Lease.FenceToken <= c.Lease.FenceToken {
+		t.Fatalf("after the recovery: fence %d, want above the floor 40 and the lost %d", d.Lease.FenceToken, c.Lease.FenceToken)
+	}
+}

@@ -256,12 +256,15 @@ func (b *Backend) Lease(ctx context.Context, id string, now time.Time) (fencegat
 
 // SetFloor implements fencegate.LeaseBackend. The floor only ever rises; a
 // lower floor changes nothing and moves no revision.
-func (b *Backend) SetFloor(ctx context.Context, floor uint64) error {
+func (b *Backend) SetFloor(ctx context.Context, floor uint64, g fencegate.Guard) error {
 	if err := leaserule.CheckFloor(floor, math.MaxUint64); err != nil {
 		return err
 	}
 	err := b.db.Update(func(tx *bbolt.Tx) error {
 		meta := tx.Bucket(bucketMeta)
+		if err := checkGuard(meta, g); err != nil {
+			return err
+		}
 		if floor <= getUint(meta, keyFloor) {
 			return nil
 		}

@@ -290,11 +290,14 @@ func (b *Backend) Lease(ctx context.Context, id string, now time.Time) (fencegat
 
 // SetFloor implements fencegate.LeaseBackend. The floor only ever rises; a
 // lower floor changes nothing and moves no revision.
-func (b *Backend) SetFloor(ctx context.Context, floor uint64) error {
+func (b *Backend) SetFloor(ctx context.Context, floor uint64, g fencegate.Guard) error {
 	if err := leaserule.CheckFloor(floor, math.MaxUint64); err != nil {
 		return err
 	}
-	err := b.update(ctx, []string{b.floorKey()}, func(v *view) ([]clientv3.Op, error) {
+	err := b.update(ctx, []string{b.floorKey(), b.incarnationKey()}, func(v *view) ([]clientv3.Op, error) {
+		if err := v.checkIncarnation(g); err != nil {
+			return nil, err
+		}
 		cur, err := v.uint(b.floorKey())
 		if err != nil || floor <= cur {
 			return nil, err

@@ -69,7 +69,7 @@ func TestFencesUseTheFullUint64Range(t *testing.T) {
 	b := backend(t)
 	ctx := context.Background()
 	const floor = uint64(1) << 63
-	if err := b.SetFloor(ctx, floor); err != nil {
+	if err := b.SetFloor(ctx, floor, fencegate.Guard{}); err != nil {
 		t.Fatalf("set floor: %v", err)
 	}
 	l, err := b.Acquire(ctx, fencegate.AcquireRequest{LeaseID: "l1", Resource: "db/a", Owner: "alice",

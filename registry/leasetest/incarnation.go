@@ -92,7 +92,7 @@ func testAcquireUnderAnotherIncarnationIsStateLost(t *testing.T, h *harness) {
 
 func testFloorNearTheEndIsRefused(t *testing.T, h *harness) {
 	for _, floor := range []uint64{math.MaxUint64, math.MaxUint64 - fencegate.MinFenceHeadroom + 1} {
-		wantCode(t, h.b.SetFloor(h.ctx, floor), fencegate.CodeInvalidRequest)
+		wantCode(t, h.b.SetFloor(h.ctx, floor, fencegate.Guard{}), fencegate.CodeInvalidRequest)
 		_, err := h.b.Claim(h.ctx, "", "inc-1", floor)
 		wantCode(t, err, fencegate.CodeInvalidRequest)
 	}
@@ -104,11 +104,11 @@ func testFloorNearTheEndIsRefused(t *testing.T, h *harness) {
 	}
 }
 
-// testRenewAndReleaseUnderAnotherIncarnationAreStateLost: the guard is checked
-// first in renewals and releases too, so that they cannot move a restored
+// testRenewReleaseAndFloorUnderAnotherIncarnationAreStateLost: the guard is checked
+// first in renewals, releases and floors too, so that they cannot move a restored
 // copy's revision back up to the one its registry saw (which would hide the
 // rollback from the next acquire's guard); a refused one changes nothing.
-func testRenewAndReleaseUnderAnotherIncarnationAreStateLost(t *testing.T, h *harness) {
+func testRenewReleaseAndFloorUnderAnotherIncarnationAreStateLost(t *testing.T, h *harness) {
 	l := h.acquire(h.req("db/a", "alice", ttl, T0))
 	lost := func(name string, g fencegate.Guard) {
 		t.Helper()
@@ -122,6 +122,9 @@ func testRenewAndReleaseUnderAnotherIncarnationAreStateLost(t *testing.T, h *har
 			if fencegate.ErrorCode(err) != fencegate.CodeStateLost {
 				t.Fatalf("%s: release %s: want COORDINATION_STATE_LOST, got %v", name, id, err)
 			}
+		}
+		if err := h.b.SetFloor(h.ctx, 1000, g); fencegate.ErrorCode(err) != fencegate.CodeStateLost {
+			t.Fatalf("%s: floor: want COORDINATION_STATE_LOST, got %v", name, err)
 		}
 		if now := h.incarnation(); now != before {
 			t.Fatalf("%s: refused renewals and releases changed the backend: %+v -> %+v", name, before, now)
@@ -144,5 +147,11 @@ func testRenewAndReleaseUnderAnotherIncarnationAreStateLost(t *testing.T, h *har
 	}
 	if r, err := h.b.Release(h.ctx, l.ID, l.Owner, T0.Add(2*time.Second), g); err != nil || r.State != fencegate.StateReleased {
 		t.Fatalf("release under the backend's own guard: %+v, %v", r, err)
+	}
+	if err := h.b.SetFloor(h.ctx, 1000, fencegate.Guard{Incarnation: "inc-1", MinRevision: h.incarnation().Revision}); err != nil {
+		t.Fatalf("floor under the backend's own guard: %v", err)
+	}
+	if inc := h.incarnation(); inc.HighestFence != 1000 {
+		t.Fatalf("floor under the backend's own guard not kept: %+v", inc)
 	}
 }

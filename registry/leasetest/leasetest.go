@@ -45,7 +45,7 @@ func Run(t *testing.T, open Open) {
 		{"ClaimWritesMarkerAndRaisesFloor", testClaimWritesMarkerAndRaisesFloor},
 		{"ClaimOverAnotherMarkerIsStateLost", testClaimOverAnotherMarkerIsStateLost},
 		{"AcquireUnderAnotherIncarnationIsStateLost", testAcquireUnderAnotherIncarnationIsStateLost},
-		{"RenewAndReleaseUnderAnotherIncarnationAreStateLost", testRenewAndReleaseUnderAnotherIncarnationAreStateLost},
+		{"RenewReleaseAndFloorUnderAnotherIncarnationAreStateLost", testRenewReleaseAndFloorUnderAnotherIncarnationAreStateLost},
 		{"FloorNearTheEndOfTheSequenceIsRefused", testFloorNearTheEndIsRefused},
 		{"InvalidAcquireIsRejected", testInvalidAcquire},
 		{"ConcurrentAcquiresHaveOneWinnerPerLivePeriod", testConcurrentAcquire},

@@ -237,7 +237,7 @@ func testNotFound(t *testing.T, h *harness) {
 func testFloor(t *testing.T, h *harness) {
 	a := h.acquire(h.req("db/a", "alice", ttl, T0))
 	h.release(a, T0)
-	if err := h.b.SetFloor(h.ctx, 1000); err != nil {
+	if err := h.b.SetFloor(h.ctx, 1000, fencegate.Guard{}); err != nil {
 		t.Fatalf("set floor: %v", err)
 	}
 	for _, res := range []string{"db/a", "db/new"} {
@@ -248,7 +248,7 @@ func testFloor(t *testing.T, h *harness) {
 		h.release(l, T0)
 	}
 	// A lower floor changes nothing.
-	if err := h.b.SetFloor(h.ctx, 5); err != nil {
+	if err := h.b.SetFloor(h.ctx, 5, fencegate.Guard{}); err != nil {
 		t.Fatalf("set lower floor: %v", err)
 	}
 	low := h.acquire(h.req("db/other", "alice", ttl, T0))
@@ -273,7 +273,7 @@ func testRevision(t *testing.T, h *harness) {
 	if r.Revision != a.Revision || rel.Revision != a.Revision {
 		t.Fatalf("a lease keeps the revision of its acquisition: %d, %d, %d", a.Revision, r.Revision, rel.Revision)
 	}
-	if err := h.b.SetFloor(h.ctx, 10); err != nil {
+	if err := h.b.SetFloor(h.ctx, 10, fencegate.Guard{}); err != nil {
 		t.Fatalf("set floor: %v", err)
 	}
 	b := h.acquire(h.req("db/b", "bob", ttl, T0.Add(time.Second)))

@@ -286,12 +286,18 @@ func (b *Backend) Lease(ctx context.Context, id string, now time.Time) (fencegat
 
 // SetFloor implements fencegate.LeaseBackend. The floor only ever rises; a
 // lower floor changes nothing and moves no revision.
-func (b *Backend) SetFloor(ctx context.Context, floor uint64) error {
+func (b *Backend) SetFloor(ctx context.Context, floor uint64, g fencegate.Guard) error {
 	if err := leaserule.CheckFloor(floor, math.MaxUint64); err != nil {
 		return err
 	}
-	_, err := b.pool.Exec(ctx, `UPDATE registry_meta SET floor = $1::numeric, revision = revision + 1 WHERE floor < $1::numeric`,
-		formatUint(floor))
+	err := pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
+		if err := checkGuard(ctx, tx, g); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `UPDATE registry_meta SET floor = $1::numeric, revision = revision + 1 WHERE floor < $1::numeric`,
+			formatUint(floor))
+		return err
+	})
 	return translate(err, "set floor")
 }
 

@@ -31,7 +31,7 @@ func TestMigrationsApplyOnceAcrossOpens(t *testing.T) {
 	defer first.Close()
 	second := open(t, url) // must not fail re-creating tables
 	defer second.Close()
-	if err := second.SetFloor(context.Background(), 7); err != nil {
+	if err := second.SetFloor(context.Background(), 7, fencegate.Guard{}); err != nil {
 		t.Fatalf("set floor: %v", err)
 	}
 }
@@ -41,7 +41,7 @@ func TestUint64FencesAboveInt64Range(t *testing.T) {
 	defer b.Close()
 	ctx := context.Background()
 	const floor = uint64(1) << 63
-	if err := b.SetFloor(ctx, floor); err != nil {
+	if err := b.SetFloor(ctx, floor, fencegate.Guard{}); err != nil {
 		t.Fatalf("set floor: %v", err)
 	}
 	l, err := b.Acquire(ctx, fencegate.AcquireRequest{LeaseID: "l1", Resource: "db/a", Owner: "alice",

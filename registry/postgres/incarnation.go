@@ -23,11 +23,12 @@ func checkIncarnation(ctx context.Context, tx pgx.Tx, g fencegate.Guard, rev uin
 	return leaserule.CheckIncarnation(g, cur, rev-1)
 }
 
-// checkGuard is the guard of a renew or release, run first in its
+// checkGuard is the guard of a renew, release or floor, run first in its
 // transaction, before any row is locked (the meta row is locked last, by
 // bumpRevision, in every mutation's lock order). A claim committing between
 // this read and the bump is harmless: a renew or release issues no fence,
-// and a lease from before a claim reads REVOKED whatever they do.
+// and a lease from before a claim reads REVOKED whatever they do; a floor
+// only raises fences.
 func checkGuard(ctx context.Context, tx pgx.Tx, g fencegate.Guard) error {
 	if g.Incarnation == "" {
 		return nil

@@ -281,13 +281,16 @@ func (b *Backend) Lease(ctx context.Context, id string, now time.Time) (fencegat
 // SetFloor implements fencegate.LeaseBackend. The floor only ever rises; a
 // lower floor changes nothing and moves no revision. A floor within
 // fencegate.MinFenceHeadroom of MaxFence is INVALID_REQUEST.
-func (b *Backend) SetFloor(ctx context.Context, floor uint64) error {
+func (b *Backend) SetFloor(ctx context.Context, floor uint64, g fencegate.Guard) error {
 	if err := leaserule.CheckFloor(floor, MaxFence); err != nil {
 		return err
 	}
-	reply, err := b.run(ctx, floorScript, strconv.FormatUint(floor, 10))
+	reply, err := b.run(ctx, floorScript, strconv.FormatUint(floor, 10), g.Incarnation, strconv.FormatUint(g.MinRevision, 10))
 	if err != nil {
 		return translate(err, "set floor")
+	}
+	if err := refused(reply, g); err != nil {
+		return err
 	}
 	if _, err = b.answer(reply, time.Time{}, "set floor"); err != nil {
 		return err

@@ -81,11 +81,11 @@ func TestOpenUnreachableIsBackendUnavailable(t *testing.T) {
 func TestFloorNearTheEndOfTheInt64RangeIsInvalid(t *testing.T) {
 	b := backend(t)
 	for _, floor := range []uint64{redis.MaxFence, redis.MaxFence - fencegate.MinFenceHeadroom + 1} {
-		if err := b.SetFloor(context.Background(), floor); fencegate.ErrorCode(err) != fencegate.CodeInvalidRequest {
+		if err := b.SetFloor(context.Background(), floor, fencegate.Guard{}); fencegate.ErrorCode(err) != fencegate.CodeInvalidRequest {
 			t.Fatalf("floor %d: want INVALID_REQUEST, got %v", floor, err)
 		}
 	}
-	if err := b.SetFloor(context.Background(), redis.MaxFence-fencegate.MinFenceHeadroom); err != nil {
+	if err := b.SetFloor(context.Background(), redis.MaxFence-fencegate.MinFenceHeadroom, fencegate.Guard{}); err != nil {
 		t.Fatalf("the highest usable floor: %v", err)
 	}
 }
@@ -94,7 +94,7 @@ func TestFencesAbove2To53StayExact(t *testing.T) {
 	b := backend(t)
 	ctx := context.Background()
 	const floor = uint64(1)<<53 + 1 // not representable as a Lua number
-	if err := b.SetFloor(ctx, floor); err != nil {
+	if err := b.SetFloor(ctx, floor, fencegate.Guard{}); err != nil {
 		t.Fatalf("set floor: %v", err)
 	}
 	for i, want := range []uint64{floor + 1, floor + 2} {

@@ -56,7 +56,7 @@ func TestRestoredSnapshotRegressesFences(t *testing.T) {
 	if f := cycle(); f > highest {
 		t.Fatalf("restored state should regress: fence %d is above the highest issued %d", f, highest)
 	}
-	if err := b.SetFloor(ctx, highest); err != nil {
+	if err := b.SetFloor(ctx, highest, fencegate.Guard{}); err != nil {
 		t.Fatalf("set floor: %v", err)
 	}
 	for range 2 {

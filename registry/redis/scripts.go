@@ -155,8 +155,11 @@ end
 return reply(lk)
 `)
 
-// floorScript: ARGV 2 floor. The floor only rises; a lower one moves nothing.
+// floorScript: ARGV 2 floor, 3 expected incarnation ("" checks nothing), 4
+// minimum revision. The floor only rises; a lower one moves nothing.
 var floorScript = redis.NewScript(luaCommon + `
+local refused = guard(ARGV[3], ARGV[4])
+if refused then return refused end
 local fk = P .. 'floor'
 if not gt(ARGV[2], redis.call('GET', fk) or '0') then return {'OK'} end
 if not bump(KEYS[1]) then return {'EXHAUSTED'} end
