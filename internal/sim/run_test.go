@@ -51,7 +51,7 @@ var gates = []string{"accepted stale", "forged accepted", "expired owner", "skip
 	"revoked epoch accepted", "stale policy accepted", "replay of another payload",
 	"auth failure touched state", "two effects in flight", "landed after not applied", "unknown unsettled after 15 min", "not linearizable",
 	"answered COMMITTED, settled otherwise", "answered COMMITTED, read otherwise",
-	"admitted past a deferred settle", "admission sent past its own deferred settle"}
+	"admitted past a deferred settle", "admission sent past its own deferred settle", "fence issued twice"}
 
 func table(m map[string]int) string {
 	var keys []string
@@ -180,6 +180,22 @@ func (w *world) operate(ctx context.Context) {
 				}
 			}
 		case 2, 3:
+			if w.snapshot == "" && w.restoresBehind() && w.rng.IntN(2) == 0 {
+				// A failover to a replica that lost exactly the last
+				// acquisition (worker.acquireRes snapshots the backend
+				// right before it), happening at the next renewal
+				// (worker.renew), which alone would bring the revision
+				// back to the one the registry saw.
+				w.failoverArmed = true
+				for (w.failoverArmed || w.failoverDue) && !w.stopping {
+					w.s.sleep(ctx, 50*time.Millisecond)
+				}
+				if !w.failoverArmed && !w.failoverDue {
+					w.floorAfterRestore(ctx)
+				}
+				w.failoverArmed, w.failoverDue = false, false
+				continue
+			}
 			if w.snapshot == "" {
 				w.takeSnapshot()
 				if w.rng.IntN(2) == 0 {
@@ -189,25 +205,39 @@ func (w *world) operate(ctx context.Context) {
 				w.s.sleep(ctx, time.Duration(100+w.rng.IntN(1500))*time.Millisecond)
 			}
 			w.stats.inject("restore of an old coordination snapshot")
-			if err := w.restore(); err != nil {
+			// Half the worlds with the registry's loss check on put it
+			// back behind the running registry, which must find the loss
+			// at its next mutation (the guard of every acquire, renewal,
+			// release and floor), before renewals move the restored
+			// revision back up to the one it saw (restoresBehind).
+			behind := w.restoresBehind()
+			if behind {
+				w.stats.inject("restore behind a running registry")
+			}
+			if err := w.restore(behind); err != nil {
 				w.fail("restore: %v", err)
 			}
-			// Fences issued now regress; the operator raises the floor
-			// above every fence the gateways hold a little later.
-			w.s.sleep(ctx, time.Duration(w.rng.IntN(5000))*time.Millisecond)
-			var floor uint64
-			for _, r := range w.res {
-				if rs, err := w.store.Resource(ctx, r.name); err == nil {
-					floor = max(floor, rs.HighestFence)
-				}
-			}
-			if err := w.reg.SetFloor(ctx, floor); err != nil {
-				w.fail("floor: %v", err)
-			}
+			w.floorAfterRestore(ctx)
 		case 4:
 			w.stats.inject("fence floor raised")
 			_ = w.reg.SetFloor(ctx, 0)
 		}
+	}
+}
+
+// floorAfterRestore is the runbook's step after a restore: fences issued now
+// may regress, so the operator raises the floor above every fence the
+// gateways hold, a little later.
+func (w *world) floorAfterRestore(ctx context.Context) {
+	w.s.sleep(ctx, time.Duration(w.rng.IntN(5000))*time.Millisecond)
+	var floor uint64
+	for _, r := range w.res {
+		if rs, err := w.store.Resource(ctx, r.name); err == nil {
+			floor = max(floor, rs.HighestFence)
+		}
+	}
+	if err := w.reg.SetFloor(ctx, floor); err != nil {
+		w.fail("floor: %v", err)
 	}
 }
 
@@ -220,8 +250,9 @@ func (w *world) takeSnapshot() {
 }
 
 // restore puts the registry's database back to the snapshot, as an operator
-// restoring a backup (or a failover to a lagging replica) would.
-func (w *world) restore() error {
+// restoring a backup (or a failover to a lagging replica) would: with the
+// registry restarted on it, or behind the running one.
+func (w *world) restore(behind bool) error {
 	if err := w.regDBh.Close(); err != nil {
 		return err
 	}
@@ -233,6 +264,9 @@ func (w *world) restore() error {
 		return err
 	}
 	w.snapshot = ""
+	if behind {
+		return w.openBackend()
+	}
 	return w.openRegistry()
 }
 

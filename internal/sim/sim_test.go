@@ -95,6 +95,8 @@ var minInjected = map[string]int{
 	"delayed old message (backend)":                    20,
 	"late write refused on arrival":                    5,
 	"restore of an old coordination snapshot":          20,
+	"restore behind a running registry":                3,
+	"failover losing the last acquisition":             3,
 	"lost transaction ACK":                             50,
 	"forged oversized token":                           20,
 	"tampered grant digest":                            20,

@@ -65,6 +65,18 @@ func (w *world) observe(l fencegate.Lease) {
 	if l.State == fencegate.StateHeld && l.ExpiresAt.After(w.leaseExp[l.ID]) {
 		w.leaseExp[l.ID] = l.ExpiresAt
 	}
+	// Where every restore is behind the running registry, whose loss check
+	// is on, no restore makes it hand a resource's fence to a second lease:
+	// the loss is found before any fence is issued (DESIGN §6). A registry
+	// restarted on a restored backend knows only what its memory saved
+	// (README, State loss), and odd seeds run without the check: there the
+	// gateway's FENCE_REGRESSION is the defence.
+	key := fmt.Sprint(l.Resource, "/", l.FenceToken)
+	if prev, ok := w.issuedTo[key]; ok && prev != l.ID && w.restoresBehind() {
+		w.stats.gate("fence issued twice")
+		w.fail("fence %d of %s issued to leases %s and %s with the loss check on", l.FenceToken, l.Resource, prev, l.ID)
+	}
+	w.issuedTo[key] = l.ID
 }
 
 func (wk *worker) run(ctx context.Context) {
@@ -155,9 +167,18 @@ func (wk *worker) acquireRes(ctx context.Context, res simRes) {
 		OperationID: "op-" + res.name, TTL: time.Duration(1000+w.rng.IntN(3000)) * time.Millisecond}
 	for try := 0; try < 3; try++ {
 		w.point(ctx, "registry")
+		failover := w.failoverArmed && w.snapshot == ""
+		if failover {
+			w.takeSnapshot()
+		}
 		iss, err := w.reg.Acquire(ctx, wk.name, p)
 		if err == nil {
 			w.observe(iss.Lease)
+		}
+		if failover {
+			// The replica the backend fails over to (at the next
+			// renewal, worker.renew) never got this acquisition.
+			w.failoverArmed, w.failoverDue = false, true
 		}
 		if err == nil && w.chance(0.05) {
 			w.stats.inject("lost acquisition response")
@@ -178,6 +199,16 @@ func (wk *worker) acquireRes(ctx context.Context, res simRes) {
 func (wk *worker) renew(ctx context.Context) {
 	w := wk.w
 	w.point(ctx, "registry")
+	if w.failoverDue {
+		// The failover armed by world.operate happens now: this renewal
+		// is the first mutation on the replica, which lacks the last
+		// acquisition; the registry runs on.
+		w.failoverDue = false
+		w.stats.inject("failover losing the last acquisition")
+		if err := w.restore(true); err != nil {
+			w.fail("failover: %v", err)
+		}
+	}
 	iss, err := w.reg.Renew(ctx, wk.name, wk.iss.Lease.ID, wk.iss.Lease.TTL)
 	if err != nil {
 		wk.has = fencegate.ErrorCode(err) != fencegate.CodeLeaseNotHeld && fencegate.ErrorCode(err) != fencegate.CodeNotFound

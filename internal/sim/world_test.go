@@ -60,7 +60,7 @@ type world struct {
 	store       fencegate.FenceStore // the real store
 	sp          *storeProxy
 	regDB       string
-	regBk       *regembedded.Backend
+	regBk       *swapBackend // the registry's backend: the bolt file's, swapped on a restore
 	regDBh      *bbolt.DB
 	reg         *registry.Registry
 	auth        *simAuthority
@@ -82,6 +82,7 @@ type world struct {
 	// ground truth, maintained at the interception points
 	admitted  map[string]*admitted              // by resource
 	fenceOf   map[string]string                 // resource/fence -> lease admitted under it
+	issuedTo  map[string]string                 // resource/fence -> lease the registry issued it to
 	payloadOf map[string]string                 // resource/fence/segment -> payload digest admitted
 	leaseExp  map[string]time.Time              // latest expiry the registry granted, by lease
 	inflight  map[string]int                    // forwarded effects in flight, by resource
@@ -97,11 +98,15 @@ type world struct {
 	deferWindow time.Duration // the gateways' Config.DeferSettle
 	archive     []sent        // every request sent, for delayed replays
 	snapshot    string        // registry snapshot file, "" if none
-	ids         int
-	stopping    bool // workers finished: no new faults
-	finished    bool // everything settled: background tasks end
-	errs        []string
-	trace       []string
+	// failoverArmed: the next acquisition is lost by a failover that
+	// happens at the renewal after it (failoverDue; worker.acquireRes and
+	// worker.renew; operate arms it).
+	failoverArmed, failoverDue bool
+	ids                        int
+	stopping                   bool // workers finished: no new faults
+	finished                   bool // everything settled: background tasks end
+	errs                       []string
+	trace                      []string
 }
 
 type admitted struct {
@@ -135,7 +140,7 @@ func newWorld(t testing.TB, seed uint64, cfg config, st *stats) (*world, error) 
 	rng := rand.New(rand.NewPCG(seed, seed^0x5851f42d4c957f2d))
 	clock := &simClock{now: time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC)}
 	w := &world{t: t, seed: seed, cfg: cfg, rng: rng, clock: clock, s: newSched(clock, rng), stats: st,
-		admitted: map[string]*admitted{}, fenceOf: map[string]string{}, payloadOf: map[string]string{}, leaseExp: map[string]time.Time{},
+		admitted: map[string]*admitted{}, fenceOf: map[string]string{}, issuedTo: map[string]string{}, payloadOf: map[string]string{}, leaseExp: map[string]time.Time{},
 		verdict: map[string]fencegate.ReceiptState{}, resOf: map[string]string{},
 		inflight: map[string]int{}, maxFwd: map[string]uint64{},
 		answered: map[string]*answered{}, undurable: map[string]map[string]*answered{}}
@@ -235,8 +240,13 @@ func (w *world) close() {
 	_ = os.RemoveAll(w.dir)
 }
 
-// openRegistry (re)opens the registry over the bolt file.
-func (w *world) openRegistry() error {
+// swapBackend is the registry's lease backend, which a restore behind the
+// running registry replaces under it (as a snapshot restored into a live
+// Redis or etcd would be).
+type swapBackend struct{ fencegate.LeaseBackend }
+
+// openBackend (re)opens the registry's bolt file into w.regBk.
+func (w *world) openBackend() error {
 	db, err := bbolt.Open(w.regDB, 0o600, &bbolt.Options{NoSync: true, Timeout: time.Second})
 	if err != nil {
 		return err
@@ -245,7 +255,19 @@ func (w *world) openRegistry() error {
 	if err != nil {
 		return err
 	}
-	w.regBk, w.regDBh = bk, db
+	if w.regBk == nil {
+		w.regBk = &swapBackend{}
+	}
+	w.regBk.LeaseBackend, w.regDBh = bk, db
+	return nil
+}
+
+// openRegistry (re)opens the registry over the bolt file.
+func (w *world) openRegistry() error {
+	if err := w.openBackend(); err != nil {
+		return err
+	}
+	bk := w.regBk
 	// The registry detects a lost or rolled-back backend from its
 	// incarnation marker, its memory of it (kept outside the backend, so a
 	// restore does not roll it back) and the fence store's high-water mark;
@@ -274,6 +296,11 @@ func (w *world) openRegistry() error {
 	}
 	return nil
 }
+
+// restoresBehind: the world's registry runs its loss check (even seeds) and
+// every restore of its backend happens behind it, running (seeds divisible by
+// 4); other worlds with the check restart the registry on the restored file.
+func (w *world) restoresBehind() bool { return w.seed%4 == 0 }
 
 // maxEpochs bounds the key rotations of a run (operator and loss recovery).
 const maxEpochs = 8
