@@ -357,6 +357,38 @@ func (r *Registry) observe(l fencegate.Lease) {
 	r.rec.mu.Unlock()
 }
 
+// underGuard runs mutate under g and handles the backend's guard refusing it.
+// A mutation that read g before this registry adopted another marker (its
+// own claim ending a pause, or a join), and reached the backend after, is
+// refused for that claim, not for a new loss: it runs once more under next()
+// (which may refuse, e.g. an acquire while grants are paused). Any other
+// refusal is a loss (lostOnGuard).
+func (r *Registry) underGuard(ctx context.Context, now time.Time, g fencegate.Guard,
+	next func() (fencegate.Guard, error), mutate func(fencegate.Guard) error) error {
+	err := mutate(g)
+	if fencegate.ErrorCode(err) == fencegate.CodeStateLost && r.adoptedSince(g) {
+		if g, err = next(); err != nil {
+			return err
+		}
+		err = mutate(g)
+	}
+	if fencegate.ErrorCode(err) == fencegate.CodeStateLost {
+		return r.lostOnGuard(ctx, err, now)
+	}
+	return err
+}
+
+// adoptedSince reports whether this registry issues under another marker
+// than g's, once any claim in progress has ended.
+func (r *Registry) adoptedSince(g fencegate.Guard) bool {
+	r.rec.run.Lock() // a claim runs under run: wait it out
+	r.rec.run.Unlock()
+	return r.seenGuard().Incarnation != g.Incarnation
+}
+
+// nextSeenGuard is seenGuard for underGuard's retry of a renew or release.
+func (r *Registry) nextSeenGuard() (fencegate.Guard, error) { return r.seenGuard(), nil }
+
 // lostOnGuard handles COORDINATION_STATE_LOST from the backend's guard
 // (of an acquire, renew or release).
 func (r *Registry) lostOnGuard(ctx context.Context, cause error, now time.Time) error {

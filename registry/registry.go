@@ -192,14 +192,17 @@ func (r *Registry) Acquire(ctx context.Context, owner string, p AcquireParams) (
 	if err != nil {
 		return Issued{}, err
 	}
-	l, err := r.backend.Acquire(ctx, fencegate.AcquireRequest{
+	req := fencegate.AcquireRequest{
 		LeaseID: r.newID(), Resource: p.Resource, Owner: owner, RequestID: p.RequestID,
 		OperationID: p.OperationID, OperationRoot: p.OperationRoot, OperationCategory: p.OperationCategory,
-		TTL: p.TTL, Now: now, Guard: g,
-	})
-	if fencegate.ErrorCode(err) == fencegate.CodeStateLost {
-		return Issued{}, r.lostOnGuard(ctx, err, now)
+		TTL: p.TTL, Now: now,
 	}
+	var l fencegate.Lease
+	err = r.underGuard(ctx, now, g, func() (fencegate.Guard, error) { return r.guard(ctx, now) }, func(g fencegate.Guard) (err error) {
+		req.Guard = g
+		l, err = r.backend.Acquire(ctx, req)
+		return err
+	})
 	if err != nil {
 		return Issued{}, backendErr(err)
 	}
@@ -223,10 +226,11 @@ func (r *Registry) Renew(ctx context.Context, owner, leaseID string, ttl time.Du
 			}
 		}
 	}
-	l, err := r.backend.Renew(ctx, leaseID, owner, ttl, now, r.seenGuard())
-	if fencegate.ErrorCode(err) == fencegate.CodeStateLost {
-		return Issued{}, r.lostOnGuard(ctx, err, now)
-	}
+	var l fencegate.Lease
+	err := r.underGuard(ctx, now, r.seenGuard(), r.nextSeenGuard, func(g fencegate.Guard) (err error) {
+		l, err = r.backend.Renew(ctx, leaseID, owner, ttl, now, g)
+		return err
+	})
 	if err != nil {
 		return Issued{}, backendErr(err)
 	}
@@ -237,9 +241,13 @@ func (r *Registry) Renew(ctx context.Context, owner, leaseID string, ttl time.Du
 // returns it unchanged.
 func (r *Registry) Release(ctx context.Context, owner, leaseID string) (fencegate.Lease, error) {
 	now := r.now()
-	l, err := r.backend.Release(ctx, leaseID, owner, now, r.seenGuard())
+	var l fencegate.Lease
+	err := r.underGuard(ctx, now, r.seenGuard(), r.nextSeenGuard, func(g fencegate.Guard) (err error) {
+		l, err = r.backend.Release(ctx, leaseID, owner, now, g)
+		return err
+	})
 	if fencegate.ErrorCode(err) == fencegate.CodeStateLost {
-		return fencegate.Lease{}, r.lostOnGuard(ctx, err, now)
+		return fencegate.Lease{}, err
 	}
 	if err == nil {
 		if l.State == fencegate.StateReleased {

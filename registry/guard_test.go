@@ -1,0 +1,80 @@
+package registry_test
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/registry"
+)
+
+// stallRenew lets a renewal take its guard and then holds it before the
+// backend, as a slow network or a busy backend does.
+type stallRenew struct {
+	*swappable
+	armed            atomic.Bool
+	entered, proceed chan struct{}
+}
+
+func (s *stallRenew) Renew(ctx context.Context, id, owner string, ttl time.Duration, now time.Time, g fencegate.Guard) (fencegate.Lease, error) {
+	if s.armed.CompareAndSwap(true, false) { // the first renewal once armed
+		s.entered <- struct{}{}
+		<-s.proceed
+	}
+	return s.swappable.Renew(ctx, id, owner, ttl, now, g)
+}
+
+// The rule: a renewal in flight while the operator's floor claims the backend
+// and ends the pause (the floor came after ResumeAt) carries the pre-claim
+// marker; the backend refuses it, and that refusal is the registry's own
+// claim, not a second loss (underGuard runs it once more under the new one).
+func TestRenewalInFlightAcrossTheClaimThatEndsThePauseIsNotASecondLoss(t *testing.T) {
+	sw := newSwappable(t)
+	b := &stallRenew{swappable: sw, entered: make(chan struct{}), proceed: make(chan struct{})}
+	clk := &clock{now: t0}
+	auth := &testAuthority{is: registry.Issuing{Signer: jsonSigner{}, Epoch: 3, PolicyGeneration: 7, Revoked: map[uint64]bool{}}}
+	var retired atomic.Int32
+	n := 0
+	r, err := registry.New(registry.Config{
+		Backend: b, Authority: auth, Now: clk.Now, StatusLife: statusLife,
+		NewID:  func() string { n++; return fmt.Sprintf("lease-%d", n) },
+		Memory: &memory{}, S3: testDeriver(t),
+		OnLoss: func(context.Context) error { retired.Add(1); auth.retire(); return nil },
+	}) // no fence store: an operator sets the floor
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := r.Check(ctx); err != nil {
+		t.Fatal(err)
+	}
+	a, err := r.Acquire(ctx, "alice", params("db/a", "a1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sw.wipe()
+	if err := r.Watch(ctx); fencegate.ErrorCode(err) != fencegate.CodeStateLost || !r.Issuance().Paused {
+		t.Fatalf("wipe not detected: %v %+v", err, r.Issuance())
+	}
+	clk.Advance(statusLife) // the operator comes after ResumeAt
+
+	b.armed.Store(true)
+	done := make(chan error, 1)
+	go func() { _, err := r.Renew(ctx, "alice", a.Lease.ID, time.Minute); done <- err }() // the client keeps renewing
+	<-b.entered                                                                           // its guard is the pre-loss marker
+	if err := r.SetFloor(ctx, 10); err != nil {
+		t.Fatal(err)
+	}
+	if is := r.Issuance(); is.Paused || is.Losses != 1 {
+		t.Fatalf("the floor should claim and resume: %+v", is)
+	}
+	close(b.proceed)
+	<-done // whatever it answers (the lease is gone with the wipe)
+
+	if is := r.Issuance(); is.Paused || is.Losses != 1 || retired.Load() != 1 {
+		t.Fatalf("a renewal carrying the marker of before the registry's own claim was taken for a new loss: %+v, %d retirements", is, retired.Load())
+	}
+}
