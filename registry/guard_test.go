@@ -78,3 +78,33 @@ func TestRenewalInFlightAcrossTheClaimThatEndsThePauseIsNotASecondLoss(t *testin
 		t.Fatalf("a renewal carrying the marker of before the registry's own claim was taken for a new loss: %+v, %d retirements", is, retired.Load())
 	}
 }
+
+// The rule: a loss found by a guard while grants are still paused after this
+// registry's claim is a new loss (counted, its own retirement and claim), and
+// an operator's floor that finds it does not end the pause.
+func TestFloorFindingASecondLossWhilePausedAfterTheClaimStartsTheRecoveryOver(t *testing.T) {
+	b := newSwappable(t)
+	e := newLossEnv(t, b, &highWater{}, &memory{})
+	e.mustAcquire("bob", "db/b", "b0")
+	b.wipe()
+	e.wantPaused("dave", "db/c", "d1") // detects, retires, claims (a fence store is there)
+	if is := e.r.Issuance(); !is.Paused || is.Losses != 1 || is.Incarnation == "" {
+		t.Fatalf("setup: %+v", is)
+	}
+	b.wipe() // a second loss after the claim, during the pause
+	e.clock.Advance(statusLife)
+	if err := e.r.SetFloor(context.Background(), 40); err != nil {
+		t.Fatal(err)
+	}
+	if is := e.r.Issuance(); !is.Paused || is.Losses != 2 {
+		t.Fatalf("the floor's guard found a second loss, yet: %+v", is)
+	}
+	e.wantPaused("dave", "db/c", "d1") // retires the claimed epoch
+	if e.retired.Load() != 2 {
+		t.Fatalf("the second loss must retire its epoch too: %d retirements", e.retired.Load())
+	}
+	e.clock.Advance(statusLife)
+	if d := e.mustAcquire("dave", "db/c", "d1"); d.Lease.FenceToken <= 40 {
+		t.Fatalf("after the second recovery: fence %d, want above the floor 40", d.Lease.FenceToken)
+	}
+}

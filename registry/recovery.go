@@ -181,11 +181,14 @@ func (r *Registry) detectLocked(ctx context.Context, reason string, now time.Tim
 }
 
 // markLostLocked enters the pause without retiring the epoch (logged and
-// counted); false if it was already paused. The caller holds run.
+// counted); false if it was already paused for a loss not yet claimed. A loss
+// found while paused after this registry's claim (or join) is a new one, of
+// the claimed incarnation: the pause starts over, with its own retirement,
+// claim and proof life. The caller holds run.
 func (r *Registry) markLostLocked(reason string, now time.Time) bool {
 	rc := &r.rec
 	rc.mu.Lock()
-	if rc.lost {
+	if rc.lost && !rc.claimed {
 		rc.mu.Unlock()
 		return false
 	}
