@@ -102,6 +102,9 @@ func runReplicas(t *testing.T, stores []*Store, lossy []*loseAnswer) {
 				ri := rng.IntN(len(resources))
 				res := resources[ri]
 				row, err := s.Resource(ctx, res)
+				for retry(err) { // a read can meet a connection a lost answer cut
+					row, err = s.Resource(ctx, res)
+				}
 				if err != nil && fencegate.ErrorCode(err) != fencegate.CodeNotFound {
 					fail("read %s: %v", res, err)
 					return
