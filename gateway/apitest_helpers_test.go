@@ -13,6 +13,7 @@ import (
 	"github.com/fencegate/fencegate"
 	"github.com/fencegate/fencegate/backends/httpapi"
 	"github.com/fencegate/fencegate/fencestore/embedded"
+	"github.com/fencegate/fencegate/gateway"
 	"github.com/fencegate/fencegate/proofs/prooftest"
 )
 
@@ -102,13 +103,29 @@ var payoutBody = []byte(`{"amount":500,"currency":"eur"}`)
 // payoutTarget is the API target of a payout to acc_1.
 var payoutTarget = httpapi.Target("payouts", "/v1/accounts/acc_1/payouts")
 
+// payoutCall is api's payout call to acc_1 with body (payoutBody for nil)
+// under header h.
+func payoutCall(api *httpapi.API, h http.Header, body []byte) *httpapi.Call {
+	if body == nil {
+		body = payoutBody
+	}
+	return api.Call("POST", "/v1/accounts/acc_1/payouts", h, bytes.NewReader(body), int64(len(body)))
+}
+
+// payoutRequest is the worker's segment 1 of the payout to acc_1 under the
+// grant tok (vg), with effect e.
+func payoutRequest(kit *prooftest.Kit, tok string, vg fencegate.VerifiedGrant, e gateway.Effect) gateway.Request {
+	return gateway.Request{Caller: owner, GrantToken: tok, StatusToken: kit.Status(vg, nil), Segment: 1,
+		Resource: "payouts/acc_1", Target: payoutTarget, Method: "POST", PayloadDigest: "sha256:payout", Effect: e}
+}
+
 // admitOrphan admits segment 1 of vg's payout to acc_1 under receipt id,
 // with the request api keeps, as a gateway that then vanished would leave
 // it: PENDING, nothing forwarded, nothing settled (its effect timeout one
 // minute).
 func admitOrphan(t *testing.T, st fencegate.FenceStore, api *httpapi.API, vg fencegate.VerifiedGrant, id string, now time.Time) {
 	t.Helper()
-	kept, err := api.Call("POST", "/v1/accounts/acc_1/payouts", nil, bytes.NewReader(payoutBody), int64(len(payoutBody))).KeptRequest(
+	kept, err := payoutCall(api, nil, nil).KeptRequest(
 		fencegate.Receipt{ID: id, Resource: vg.Resource, OperationRoot: vg.OperationRoot, FenceToken: 1, Segment: 1, Target: payoutTarget, Method: "POST"})
 	if err != nil {
 		t.Fatal(err)

@@ -1,7 +1,6 @@
 package gateway_test
 
 import (
-	"bytes"
 	"context"
 	"net/http"
 	"net/http/httptest"
@@ -53,9 +52,7 @@ func TestQueuedFailedLeavesAClaimedOrphanResendAlone(t *testing.T) {
 	ctx := context.Background()
 	// The effect fails to connect; by then the store is cut off for Settle.
 	apply := func() error {
-		_, err := gwA.Apply(ctx, gateway.Request{Caller: owner, GrantToken: tok, StatusToken: kit.Status(vg, nil), Segment: 1,
-			Resource: "payouts/acc_1", Target: httpapi.Target("payouts", "/v1/accounts/acc_1/payouts"), Method: "POST",
-			PayloadDigest: "sha256:payout", Effect: &rv5DownAfter{Call: apiA.Call("POST", "/v1/accounts/acc_1/payouts", nil, bytes.NewReader(payoutBody), int64(len(payoutBody))), st: st}})
+		_, err := gwA.Apply(ctx, payoutRequest(kit, tok, vg, &rv5DownAfter{Call: payoutCall(apiA, nil, nil), st: st}))
 		return err
 	}
 	if err := apply(); fencegate.ErrorCode(err) != fencegate.CodeMutationUnknown || gwA.UnsettledOutcomes() != 1 {

@@ -1,7 +1,6 @@
 package gateway_test
 
 import (
-	"bytes"
 	"context"
 	"net/http"
 	"testing"
@@ -36,9 +35,7 @@ func TestOrphanPassWaitsForTheLandByOfAnAPICallInFlight(t *testing.T) {
 	tok, vg := payoutGrant(kit)
 	done := make(chan error, 1)
 	go func() {
-		_, err := gwA.Apply(context.Background(), gateway.Request{Caller: owner, GrantToken: tok, StatusToken: kit.Status(vg, nil), Segment: 1,
-			Resource: "payouts/acc_1", Target: httpapi.Target("payouts", "/v1/accounts/acc_1/payouts"), Method: "POST",
-			PayloadDigest: "sha256:payout", Effect: api.Call("POST", "/v1/accounts/acc_1/payouts", nil, bytes.NewReader(payoutBody), int64(len(payoutBody)))})
+		_, err := gwA.Apply(context.Background(), payoutRequest(kit, tok, vg, payoutCall(api, nil, nil)))
 		done <- err
 	}()
 	<-srv.first

@@ -1,7 +1,6 @@
 package gateway_test
 
 import (
-	"bytes"
 	"context"
 	"net/http"
 	"sync"
@@ -48,9 +47,7 @@ func TestNothingResendsBesideAnOrphanResend(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, aerr := gw.Apply(context.Background(), gateway.Request{Caller: owner, GrantToken: tok, StatusToken: kit.Status(vg, nil), Segment: 1,
-		Resource: "payouts/acc_1", Target: payoutTarget, Method: "POST", PayloadDigest: "sha256:payout",
-		Effect: apiG.Call("POST", "/v1/accounts/acc_1/payouts", nil, bytes.NewReader(payoutBody), int64(len(payoutBody)))})
+	_, aerr := gw.Apply(context.Background(), payoutRequest(kit, tok, vg, payoutCall(apiG, nil, nil)))
 	// And another replica's reconciler pass meanwhile.
 	rcB := &gateway.Reconciler{Store: st, Now: kit.Now, Orphan: 2 * time.Minute, Resolver: httpapi.Resolvers{"payouts": apiG}.For}
 	if _, err := rcB.RunOnce(context.Background()); err != nil {

@@ -1,7 +1,6 @@
 package gateway_test
 
 import (
-	"bytes"
 	"context"
 	"net/http"
 	"net/http/httptest"
@@ -40,16 +39,9 @@ func TestAcceptedAPICallKeepsItsRequestInShadowModeToo(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			tok, vg := kit.VerifiedGrant(func(g *fencegate.Grant) {
-				g.Resource, g.FenceToken, g.Lease, g.OperationRoot = "payouts/acc_1", 1, "lease-1", "root-1"
-			})
-			body := []byte(`{"amount":500,"currency":"eur"}`)
+			tok, vg := payoutGrant(kit)
 			req := func() gateway.Request {
-				return gateway.Request{Caller: owner, GrantToken: tok, StatusToken: kit.Status(vg, nil), Segment: 1,
-					Resource: "payouts/acc_1", Target: httpapi.Target("payouts", "/v1/accounts/acc_1/payouts"), Method: "POST",
-					PayloadDigest: "sha256:payout",
-					Effect: api.Call("POST", "/v1/accounts/acc_1/payouts", http.Header{"Content-Type": {"application/json"}},
-						bytes.NewReader(body), int64(len(body)))}
+				return payoutRequest(kit, tok, vg, payoutCall(api, http.Header{"Content-Type": {"application/json"}}, nil))
 			}
 			ctx := context.Background()
 			pay.Inject(upstream.DropResponse)

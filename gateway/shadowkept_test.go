@@ -1,7 +1,6 @@
 package gateway_test
 
 import (
-	"bytes"
 	"context"
 	"net/http"
 	"net/http/httptest"
@@ -37,15 +36,9 @@ func TestShadowModeRefusesAnAPICallWhoseRequestCannotBeKept(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tok, vg := kit.VerifiedGrant(func(g *fencegate.Grant) {
-		g.Resource, g.FenceToken, g.Lease, g.OperationRoot = "payouts/acc_1", 1, "lease-1", "root-1"
-	})
-	body := []byte(`amount=500`)
-	res, err := gw.Apply(context.Background(), gateway.Request{Caller: owner, GrantToken: tok, StatusToken: kit.Status(vg, nil), Segment: 1,
-		Resource: "payouts/acc_1", Target: httpapi.Target("payouts", "/v1/accounts/acc_1/payouts"), Method: "POST",
-		PayloadDigest: "sha256:payout",
-		Effect: api.Call("POST", "/v1/accounts/acc_1/payouts", http.Header{"Content-Type": {"application/x-www-form-urlencoded"}},
-			bytes.NewReader(body), int64(len(body)))})
+	tok, vg := payoutGrant(kit)
+	res, err := gw.Apply(context.Background(), payoutRequest(kit, tok, vg,
+		payoutCall(api, http.Header{"Content-Type": {"application/x-www-form-urlencoded"}}, []byte(`amount=500`))))
 	_, rerr := st.Resource(context.Background(), "payouts/acc_1")
 	if fencegate.ErrorCode(err) != fencegate.CodeInvalidRequest || res.Receipt.ID != "" || pay.Effects() != 0 || fencegate.ErrorCode(rerr) != fencegate.CodeNotFound {
 		t.Fatalf("answer %v, receipt %q, %d upstream effects, resource state %v; want INVALID_REQUEST with nothing stored or sent",
