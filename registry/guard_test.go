@@ -108,3 +108,77 @@ func TestFloorFindingASecondLossWhilePausedAfterTheClaimStartsTheRecoveryOver(t 
 		t.Fatalf("after the second recovery: fence %d, want above the floor 40", d.Lease.FenceToken)
 	}
 }
+
+// The rule: every mutation carries the guard, so renewals or releases on a
+// backend restored from a snapshot cannot raise its revision back to the one
+// the registry saw and hide the rollback from the next acquire, which would
+// then hand out the lost acquisition's fence a second time (here: C's fence
+// on db/c, below the global highest, so only the revision shows the loss).
+func TestRollbackMaskedByRenewalsOrReleasesIsDetectedAtTheFirstOne(t *testing.T) {
+	for _, via := range []string{"renew", "release"} {
+		t.Run(via, func(t *testing.T) {
+			b := newSwappable(t)
+			e := newLossEnv(t, b, &highWater{}, &memory{})
+			e.mustAcquire("bob", "db/b", "b0")
+			e.mustAcquire("bob", "db/b2", "b1") // the global highest fence stays above db/c's
+			a := e.mustAcquire("alice", "db/a", "a1")
+			snap := b.snapshot()
+			c := e.mustAcquire("carol", "db/c", "c1") // lost with the restore
+			b.restore(snap)
+
+			var err error
+			if via == "renew" {
+				_, err = e.r.Renew(context.Background(), "alice", a.Lease.ID, time.Minute)
+			} else {
+				_, err = e.r.Release(context.Background(), "alice", a.Lease.ID)
+			}
+			if fencegate.ErrorCode(err) != fencegate.CodeStateLost {
+				t.Fatalf("%s on the restored backend: want COORDINATION_STATE_LOST, got %v", via, err)
+			}
+			if is := e.r.Issuance(); !is.Paused || e.retired.Load() != 1 {
+				t.Fatalf("the rollback was not taken for a loss: %+v, %d retirements", is, e.retired.Load())
+			}
+			if l, err := b.Lease(context.Background(), a.Lease.ID, e.clock.Now()); err != nil ||
+				l.State != fencegate.StateHeld || !l.ExpiresAt.Equal(a.Lease.ExpiresAt) {
+				t.Fatalf("the refused %s changed A's lease: %+v -> %+v, %v", via, a.Lease, l, err)
+			}
+			e.wantPaused("dave", "db/c", "d1")
+			e.clock.Advance(statusLife)
+			d := e.mustAcquire("dave", "db/c", "d1")
+			if d.Lease.FenceToken <= c.Lease.FenceToken {
+				t.Fatalf("db/c's fence %d was handed out again (lost acquisition's: %d)", d.Lease.FenceToken, c.Lease.FenceToken)
+			}
+		})
+	}
+}
+
+// The rule: an operator's floor carries the guard too, so a floor set on a
+// restored backend before anything else found the loss starts the recovery
+// (grants resume above the floor and every known fence, after the epoch is
+// retired) instead of moving the restored revision.
+func TestFloorOnARestoredBackendIsALossAndTheFloorIsKept(t *testing.T) {
+	b := newSwappable(t)
+	e := newLossEnv(t, b, &highWater{}, &memory{})
+	e.mustAcquire("bob", "db/b", "b0")
+	snap := b.snapshot()
+	c := e.mustAcquire("carol", "db/c", "c1")
+	b.restore(snap)
+	if err := e.r.SetFloor(context.Background(), 40); err != nil {
+		t.Fatalf("floor on the restored backend: %v", err)
+	}
+	if is := e.r.Issuance(); !is.Paused {
+		t.Fatalf("a floor on a restored backend must find the loss: %+v", is)
+	}
+	if inc, _ := b.Incarnation(context.Background()); inc.HighestFence >= 40 {
+		t.Fatalf("the refused floor was written on the restored backend before the recovery: %+v", inc)
+	}
+	e.wantPaused("dave", "db/c", "d1") // retires the epoch
+	if e.retired.Load() != 1 {
+		t.Fatalf("the pre-loss epoch was not retired: %d", e.retired.Load())
+	}
+	e.clock.Advance(statusLife)
+	d := e.mustAcquire("dave", "db/c", "d1")
+	if d.Lease.FenceToken <= 40 || d.Lease.FenceToken <= c.Lease.FenceToken {
+		t.Fatalf("after the recovery: fence %d, want above the floor 40 and the lost %d", d.Lease.FenceToken, c.Lease.FenceToken)
+	}
+}

@@ -1,0 +1,191 @@
+package registry_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.etcd.io/bbolt"
+
+	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/registry"
+	"github.com/fencegate/fencegate/registry/embedded"
+)
+
+// swappable is a lease backend whose state can be lost (replaced by an empty
+// one) or rolled back (replaced by a copy taken earlier), as a Redis restart
+// or a snapshot restore does behind a running registry.
+type swappable struct {
+	fencegate.LeaseBackend
+	t   *testing.T
+	dir string
+	db  *bbolt.DB
+	n   int
+}
+
+func newSwappable(t *testing.T) *swappable {
+	s := &swappable{t: t, dir: t.TempDir()}
+	s.open(filepath.Join(s.dir, "0.db"))
+	return s
+}
+
+func (s *swappable) open(path string) {
+	db, err := bbolt.Open(path, 0o600, nil)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	b, err := embedded.New(db)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.db, s.LeaseBackend = db, b
+	s.t.Cleanup(func() { _ = db.Close() })
+}
+
+// snapshot copies the current state aside and returns its path.
+func (s *swappable) snapshot() string {
+	s.n++
+	path := filepath.Join(s.dir, fmt.Sprintf("snap-%d.db", s.n))
+	if err := s.db.View(func(tx *bbolt.Tx) error { return tx.CopyFile(path, 0o600) }); err != nil {
+		s.t.Fatal(err)
+	}
+	return path
+}
+
+func (s *swappable) wipe() { s.n++; s.open(filepath.Join(s.dir, fmt.Sprintf("%d.db", s.n))) }
+
+func (s *swappable) restore(path string) { s.open(path) }
+
+// memory is a registry.Memory in a variable.
+type memory struct {
+	mu  sync.Mutex
+	inc fencegate.Incarnation
+}
+
+func (m *memory) Load() (fencegate.Incarnation, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.inc, nil
+}
+func (m *memory) Save(i fencegate.Incarnation) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.inc = i
+	return nil
+}
+
+// highWater is the fence store's report.
+type highWater struct{ v atomic.Uint64 }
+
+func (h *highWater) HighestFence(context.Context) (uint64, error) { return h.v.Load(), nil }
+
+// testAuthority is a registry.Authority whose retire moves to the next
+// epoch and revokes the old one, as package authority's RetireEpoch does.
+type testAuthority struct {
+	mu sync.Mutex
+	is registry.Issuing
+}
+
+func (a *testAuthority) Issuing() registry.Issuing { a.mu.Lock(); defer a.mu.Unlock(); return a.is }
+
+func (a *testAuthority) retire() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	revoked := maps.Clone(a.is.Revoked)
+	revoked[a.is.Epoch] = true
+	a.is.Epoch, a.is.Revoked = a.is.Epoch+1, revoked
+}
+
+func (a *testAuthority) revoked(e uint64) bool { return a.Issuing().Revoked[e] }
+
+type lossEnv struct {
+	t       *testing.T
+	r       *registry.Registry
+	auth    *testAuthority
+	clock   *clock
+	backend *swappable
+	retired atomic.Int32
+	failOn  atomic.Bool
+}
+
+const statusLife = 5 * time.Second
+
+// newLossEnv builds a registry over b with the given fence store (nil for
+// none) and memory, whose loss hook rotates to the next epoch and revokes
+// the old one, as the app's does; Check has run.
+func newLossEnv(t *testing.T, b *swappable, hw fencegate.HighWater, mem registry.Memory) *lossEnv {
+	t.Helper()
+	e := &lossEnv{t: t, clock: &clock{now: t0}, backend: b,
+		auth: &testAuthority{is: registry.Issuing{Signer: jsonSigner{}, Epoch: 3, PolicyGeneration: 7, Revoked: map[uint64]bool{}}}}
+	n := 0
+	cfg := registry.Config{
+		Backend: b, Authority: e.auth, Now: e.clock.Now, StatusLife: statusLife,
+		NewID:  func() string { n++; return fmt.Sprintf("lease-%p-%d", e, n) },
+		Memory: mem,
+		S3:     testDeriver(t),
+		OnLoss: func(context.Context) error {
+			if e.failOn.Load() {
+				return fmt.Errorf("bundle write failed")
+			}
+			e.retired.Add(1)
+			e.auth.retire()
+			return nil
+		},
+	}
+	if hw != nil {
+		cfg.HighWater = hw
+	}
+	r, err := registry.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.r = r
+	if err := r.Check(context.Background()); err != nil && fencegate.ErrorCode(err) != fencegate.CodeStateLost {
+		t.Fatalf("check: %v", err)
+	}
+	return e
+}
+
+func (e *lossEnv) acquire(owner, resource, rid string) (registry.Issued, error) {
+	return e.r.Acquire(context.Background(), owner, params(resource, rid))
+}
+
+func (e *lossEnv) mustAcquire(owner, resource, rid string) registry.Issued {
+	e.t.Helper()
+	is, err := e.acquire(owner, resource, rid)
+	if err != nil {
+		e.t.Fatalf("acquire %s by %s: %v", resource, owner, err)
+	}
+	return is
+}
+
+func (e *lossEnv) wantPaused(owner, resource, rid string) {
+	e.t.Helper()
+	_, err := e.acquire(owner, resource, rid)
+	if fencegate.ErrorCode(err) != fencegate.CodeStateLost {
+		e.t.Fatalf("acquire %s: want COORDINATION_STATE_LOST, got %v", resource, err)
+	}
+	if !e.r.Issuance().Paused {
+		e.t.Fatalf("issuance not reported paused: %+v", e.r.Issuance())
+	}
+}
+
+// proofState is the state a fresh status proof of the lease states.
+func (e *lossEnv) proofState(lease string) fencegate.StatusState {
+	e.t.Helper()
+	is, err := e.r.Status(context.Background(), lease)
+	if err != nil {
+		e.t.Fatalf("status %s: %v", lease, err)
+	}
+	var st fencegate.Status
+	if err := json.Unmarshal([]byte(is.StatusProof), &st); err != nil {
+		e.t.Fatal(err)
+	}
+	return st.State
+}
