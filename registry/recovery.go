@@ -461,42 +461,33 @@ func (r *Registry) SetFloor(ctx context.Context, floor uint64) error {
 	rc := &r.rec
 	rc.mu.Lock()
 	pending := rc.lost && !rc.claimed
-	if pending {
-		rc.opFloor = max(rc.opFloor, floor)
-	}
 	rc.mu.Unlock()
-	if pending {
-		r.log.Warn("operator floor set for the recovery from a coordination state loss", "floor", floor)
-		// The epoch was retired at detection; never call the hook from here
-		// (an operator path may hold its own locks).
-		if err := r.resumeLocked(ctx, r.now(), false); err != nil && fencegate.ErrorCode(err) != fencegate.CodeStateLost {
-			return err
+	if !pending {
+		err := r.backend.SetFloor(ctx, floor, r.seenGuard())
+		if fencegate.ErrorCode(err) != fencegate.CodeStateLost {
+			if err != nil {
+				return backendErr(err)
+			}
+			rc.mu.Lock()
+			rc.seen.HighestFence = max(rc.seen.HighestFence, floor)
+			rc.mu.Unlock()
+			r.log.Info("fence floor raised", "floor", floor)
+			return nil
 		}
-		return nil
-	}
-	err := r.backend.SetFloor(ctx, floor, r.seenGuard())
-	if fencegate.ErrorCode(err) == fencegate.CodeStateLost {
-		// The floor's own guard found the backend behind what this registry
-		// saw: a loss. The floor is kept for the recovery, as above; the
-		// epoch is retired by the next acquire or watch tick, never by the
-		// hook from here.
+		// The floor's own guard found the backend behind what this
+		// registry saw: a loss, whose recovery the floor is kept for.
 		r.markLostLocked(fencegate.ErrorMessage(err), r.now())
-		rc.mu.Lock()
-		rc.opFloor = max(rc.opFloor, floor)
-		rc.mu.Unlock()
-		r.log.Warn("operator floor set for the recovery from a coordination state loss it found", "floor", floor)
-		if err := r.resumeLocked(ctx, r.now(), false); err != nil && fencegate.ErrorCode(err) != fencegate.CodeStateLost {
-			return err
-		}
-		return nil
-	}
-	if err != nil {
-		return backendErr(err)
 	}
 	rc.mu.Lock()
-	rc.seen.HighestFence = max(rc.seen.HighestFence, floor)
+	rc.opFloor = max(rc.opFloor, floor)
 	rc.mu.Unlock()
-	r.log.Info("fence floor raised", "floor", floor)
+	r.log.Warn("operator floor set for the recovery from a coordination state loss", "floor", floor)
+	// The epoch is retired at detection or, for a loss this floor found, by
+	// the next acquire or watch tick; never call the hook from here (an
+	// operator path may hold its own locks).
+	if err := r.resumeLocked(ctx, r.now(), false); err != nil && fencegate.ErrorCode(err) != fencegate.CodeStateLost {
+		return err
+	}
 	return nil
 }
 

@@ -246,9 +246,6 @@ func (r *Registry) Release(ctx context.Context, owner, leaseID string) (fencegat
 		l, err = r.backend.Release(ctx, leaseID, owner, now, g)
 		return err
 	})
-	if fencegate.ErrorCode(err) == fencegate.CodeStateLost {
-		return fencegate.Lease{}, err
-	}
 	if err == nil {
 		if l.State == fencegate.StateReleased {
 			r.ended(l.Resource, now)
