@@ -181,11 +181,12 @@ func (w *world) operate(ctx context.Context) {
 			}
 		case 2, 3:
 			if w.snapshot == "" && w.restoresBehind() && w.rng.IntN(2) == 0 {
-				// A failover to a replica that lost exactly the last
-				// acquisition (worker.acquireRes snapshots the backend
-				// right before it), happening at the next renewal
-				// (worker.renew), which alone would bring the revision
-				// back to the one the registry saw.
+				// A failover to a replica that lacks the next acquisition
+				// (worker.acquireRes snapshots the backend right before
+				// it) and whatever follows it up to the next renewal
+				// (worker.renew), where the failover happens: when only
+				// that acquisition is lost, the renewal alone would bring
+				// the revision back to the one the registry saw.
 				w.failoverArmed = true
 				for (w.failoverArmed || w.failoverDue) && !w.stopping {
 					w.s.sleep(ctx, 50*time.Millisecond)

@@ -201,8 +201,8 @@ func (wk *worker) renew(ctx context.Context) {
 	w.point(ctx, "registry")
 	if w.failoverDue {
 		// The failover armed by world.operate happens now: this renewal
-		// is the first mutation on the replica, which lacks the last
-		// acquisition; the registry runs on.
+		// is the first mutation on the replica, which lacks the armed
+		// acquisition and what followed it; the registry runs on.
 		w.failoverDue = false
 		w.stats.inject("failover losing the last acquisition")
 		if err := w.restore(true); err != nil {
