@@ -182,3 +182,58 @@ func TestFloorOnARestoredBackendIsALossAndTheFloorIsKept(t *testing.T) {
 		t.Fatalf("after the recovery: fence %d, want above the floor 40 and the lost %d", d.Lease.FenceToken, c.Lease.FenceToken)
 	}
 }
+
+// The rule: an acquisition's grant is returned only once the registry's
+// memory covers it, so a registry restarted on a backend restored from
+// before it (nothing saved it since, no watch tick, no shutdown) finds the
+// revision behind what it saw and does not hand the lost fence out again.
+func TestRestartOnABackendRestoredFromBeforeTheLastAcquisitionIsALoss(t *testing.T) {
+	b, mem := newSwappable(t), &memory{}
+	e := newLossEnv(t, b, &highWater{}, mem)
+	e.mustAcquire("bob", "db/b", "b0")
+	snap := b.snapshot()
+	c := e.mustAcquire("carol", "db/c", "c1") // lost with the restore; the global highest fence stays 1
+	b.restore(snap)
+	again := newLossEnv(t, b, &highWater{}, mem) // the registry restarts on the restored backend
+	if is := again.r.Issuance(); !is.Paused {
+		t.Fatalf("restart on a backend restored from before the last acquisition: %+v", is)
+	}
+	again.clock.Advance(statusLife)
+	d := again.mustAcquire("dave", "db/c", "d1")
+	if d.Lease.FenceToken <= c.Lease.FenceToken {
+		t.Fatalf("db/c's fence %d was handed out again (the lost acquisition's: %d)", d.Lease.FenceToken, c.Lease.FenceToken)
+	}
+}
+
+// failingMemory is a Memory whose saves fail while fail is set.
+type failingMemory struct {
+	memory
+	fail atomic.Bool
+}
+
+func (m *failingMemory) Save(inc fencegate.Incarnation) error {
+	if m.fail.Load() {
+		return fmt.Errorf("disk full")
+	}
+	return m.memory.Save(inc)
+}
+
+// The rule: an acquisition whose memory save fails returns no grant (an
+// error), and asking again with the same request ID, once saves work,
+// returns the same lease and fence.
+func TestAcquisitionIsNotAnsweredUntilTheMemoryCoversIt(t *testing.T) {
+	mem := &failingMemory{}
+	e := newLossEnv(t, newSwappable(t), &highWater{}, mem)
+	mem.fail.Store(true)
+	if _, err := e.acquire("carol", "db/c", "c1"); fencegate.ErrorCode(err) != fencegate.CodeInternal {
+		t.Fatalf("acquire with a failing memory: want INTERNAL, got %v", err)
+	}
+	mem.fail.Store(false)
+	first := e.mustAcquire("carol", "db/c", "c1")
+	if first.Lease.FenceToken != 1 {
+		t.Fatalf("asking again: fence %d, want the first acquisition's 1", first.Lease.FenceToken)
+	}
+	if got, _ := mem.Load(); got.Revision < first.Lease.Revision {
+		t.Fatalf("the memory (revision %d) does not cover the answered acquisition (revision %d)", got.Revision, first.Lease.Revision)
+	}
+}

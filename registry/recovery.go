@@ -64,6 +64,9 @@ type recovery struct {
 	paused atomic.Bool
 	since  atomic.Uint64
 	losses atomic.Uint64
+	// save serialises saves to Memory; saved is the last one saved.
+	save  sync.Mutex
+	saved fencegate.Incarnation
 }
 
 // Check compares the backend's incarnation with what this registry saw
@@ -431,13 +434,41 @@ func (r *Registry) Remember() error {
 	if r.memory == nil {
 		return nil
 	}
+	r.rec.save.Lock()
+	defer r.rec.save.Unlock()
+	return r.rememberLocked()
+}
+
+// rememberLocked saves what is seen now; the caller holds rec.save.
+func (r *Registry) rememberLocked() error {
 	r.rec.mu.Lock()
 	seen := r.rec.seen
 	r.rec.mu.Unlock()
 	if err := r.memory.Save(seen); err != nil {
 		return fencegate.Wrap(err, fencegate.CodeInternal, "save the registry's incarnation memory")
 	}
+	r.rec.saved = seen
 	return nil
+}
+
+// rememberIssued makes Memory cover l, an acquisition just issued (observed),
+// before its grant is returned: a registry restarted on a backend restored
+// from before l then finds the revision behind what it saw (a loss) instead
+// of handing l's fence out again. Acquisitions at once share a save: one
+// made after l was observed covers it.
+func (r *Registry) rememberIssued(l fencegate.Lease) error {
+	if r.memory == nil {
+		return nil
+	}
+	r.rec.save.Lock()
+	defer r.rec.save.Unlock()
+	r.rec.mu.Lock()
+	covered := r.rec.saved.ID == r.rec.seen.ID && r.rec.saved.Revision >= l.Revision
+	r.rec.mu.Unlock()
+	if covered {
+		return nil
+	}
+	return r.rememberLocked()
 }
 
 // MaxFloor is the highest floor a registry accepts: one that leaves at

@@ -207,6 +207,9 @@ func (r *Registry) Acquire(ctx context.Context, owner string, p AcquireParams) (
 		return Issued{}, backendErr(err)
 	}
 	r.observe(l)
+	if err := r.rememberIssued(l); err != nil {
+		return Issued{}, err // the lease is kept: asking again with the request ID returns it
+	}
 	r.granted(l)
 	return r.issue(l, now)
 }

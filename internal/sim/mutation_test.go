@@ -110,6 +110,8 @@ var mutations = []mutation{
 	mut("deferred settle: the reconciler settles NOT_APPLIED although the object names the receipt", reconFile,
 		"if m, ok := fencegate.ParseEffectMeta(info.Metadata); ok && m.ReceiptID == id {",
 		"if m, ok := fencegate.ParseEffectMeta(info.Metadata); false && ok && m.ReceiptID == id {", 5),
+	mut("registry memory: an acquisition is answered before the memory covers it", "registry/recovery.go",
+		"if covered {", "if true {", 18),
 }
 
 var mutationFlag = flag.String("sim.mutation", "", "run only the mutations whose name contains this")
