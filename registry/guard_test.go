@@ -237,3 +237,34 @@ func TestAcquisitionIsNotAnsweredUntilTheMemoryCoversIt(t *testing.T) {
 		t.Fatalf("the memory (revision %d) does not cover the answered acquisition (revision %d)", got.Revision, first.Lease.Revision)
 	}
 }
+
+// The rule: a mutation before Check (a library caller's order) runs Check
+// first, so it neither goes unguarded (moving a restored backend's revision
+// back and hiding the restore) nor overwrites an earlier process's memory:
+// here the acquisition finds the loss and is refused.
+func TestAcquisitionBeforeCheckRunsTheCheckFirst(t *testing.T) {
+	b, mem := newSwappable(t), &memory{}
+	e := newLossEnv(t, b, nil, mem)
+	e.mustAcquire("bob", "db/b", "b0")
+	snap := b.snapshot()
+	e.mustAcquire("carol", "db/c", "c1")
+	saved, _ := mem.Load()
+	b.restore(snap)
+	clk := &clock{now: t0}
+	auth := &testAuthority{is: registry.Issuing{Signer: jsonSigner{}, Epoch: 3, PolicyGeneration: 7, Revoked: map[uint64]bool{}}}
+	n := 0
+	r, err := registry.New(registry.Config{Backend: b, Authority: auth, Now: clk.Now, StatusLife: statusLife,
+		NewID: func() string { n++; return fmt.Sprintf("lease-x-%d", n) }, Memory: mem, S3: testDeriver(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Acquire(context.Background(), "erin", params("db/c", "e1")); fencegate.ErrorCode(err) != fencegate.CodeStateLost {
+		t.Fatalf("an acquisition before Check on a restored backend: want COORDINATION_STATE_LOST, got %v", err)
+	}
+	if is := r.Issuance(); !is.Paused || is.Losses != 1 {
+		t.Fatalf("the loss was not found: %+v", is)
+	}
+	if got, _ := mem.Load(); got != saved {
+		t.Errorf("the memory was overwritten: %+v, was %+v", got, saved)
+	}
+}

@@ -328,9 +328,30 @@ func (r *Registry) pausedErr(why string) error {
 	return fencegate.Errorf(fencegate.CodeStateLost, "grants are paused: %s; %s", reason, why)
 }
 
+// checkedFirst runs Check if it has not run yet (a caller that mutates
+// before calling it): every mutation's guard is what Check loads and
+// compares, and a mutation before it, unguarded, would move a restored
+// backend's revision and could hide the restore from it. A loss it finds is
+// no error here: the guard and the pause take it from there.
+func (r *Registry) checkedFirst(ctx context.Context) error {
+	r.rec.mu.Lock()
+	checked := r.rec.checked
+	r.rec.mu.Unlock()
+	if checked {
+		return nil
+	}
+	if err := r.Check(ctx); err != nil && fencegate.ErrorCode(err) != fencegate.CodeStateLost {
+		return err
+	}
+	return nil
+}
+
 // guard returns what an acquire's backend must show, resuming a paused
 // registry first; COORDINATION_STATE_LOST while paused.
 func (r *Registry) guard(ctx context.Context, now time.Time) (fencegate.Guard, error) {
+	if err := r.checkedFirst(ctx); err != nil {
+		return fencegate.Guard{}, err
+	}
 	if r.rec.paused.Load() {
 		r.rec.run.Lock()
 		err := r.resumeLocked(ctx, now, true)
@@ -439,11 +460,17 @@ func (r *Registry) Remember() error {
 	return r.rememberLocked()
 }
 
-// rememberLocked saves what is seen now; the caller holds rec.save.
+// rememberLocked saves what is seen now; the caller holds rec.save. Before
+// Check has loaded Memory it saves nothing: what is seen then (no marker,
+// this process's revisions) would overwrite an earlier process's record and
+// hide a restore from Check.
 func (r *Registry) rememberLocked() error {
 	r.rec.mu.Lock()
-	seen := r.rec.seen
+	seen, checked := r.rec.seen, r.rec.checked
 	r.rec.mu.Unlock()
+	if !checked {
+		return nil
+	}
 	if err := r.memory.Save(seen); err != nil {
 		return fencegate.Wrap(err, fencegate.CodeInternal, "save the registry's incarnation memory")
 	}
@@ -486,6 +513,9 @@ const MaxFloor = math.MaxUint64 - fencegate.MinFenceHeadroom
 func (r *Registry) SetFloor(ctx context.Context, floor uint64) error {
 	if floor > MaxFloor {
 		return fencegate.Errorf(fencegate.CodeInvalidRequest, "floor %d leaves fewer than %d fences: the sequence would run out", floor, uint64(fencegate.MinFenceHeadroom))
+	}
+	if err := r.checkedFirst(ctx); err != nil {
+		return err
 	}
 	r.rec.run.Lock()
 	defer r.rec.run.Unlock()

@@ -229,6 +229,9 @@ func (r *Registry) Renew(ctx context.Context, owner, leaseID string, ttl time.Du
 			}
 		}
 	}
+	if err := r.checkedFirst(ctx); err != nil {
+		return Issued{}, err
+	}
 	var l fencegate.Lease
 	err := r.underGuard(ctx, now, r.seenGuard(), r.nextSeenGuard, func(g fencegate.Guard) (err error) {
 		l, err = r.backend.Renew(ctx, leaseID, owner, ttl, now, g)
@@ -243,6 +246,9 @@ func (r *Registry) Renew(ctx context.Context, owner, leaseID string, ttl time.Du
 // Release ends owner's lease; releasing a lease that is no longer held
 // returns it unchanged.
 func (r *Registry) Release(ctx context.Context, owner, leaseID string) (fencegate.Lease, error) {
+	if err := r.checkedFirst(ctx); err != nil {
+		return fencegate.Lease{}, err
+	}
 	now := r.now()
 	var l fencegate.Lease
 	err := r.underGuard(ctx, now, r.seenGuard(), r.nextSeenGuard, func(g fencegate.Guard) (err error) {
