@@ -75,8 +75,8 @@ type recovery struct {
 // is missing or changed, whose revision went back, or whose highest fence
 // is below a fence already issued or accepted has lost state: grants pause
 // (COORDINATION_STATE_LOST) until issuance can continue above every known
-// fence. Call it before serving; an unreachable backend is an error, not a
-// loss.
+// fence. Call it before serving (a mutation before it runs it first); an
+// unreachable backend is an error, not a loss.
 func (r *Registry) Check(ctx context.Context) error { return r.check(ctx, true) }
 
 // Watch is Check without asking the fence store (whose high-water read may
