@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -64,21 +63,7 @@ func TestRollbackHiddenByARenewalIsFoundBeforeAFenceIsIssuedTwice(t *testing.T) 
 		t.Fatalf("issuance after the refused renewal: %s", adm.body)
 	}
 
-	var d lease
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		ans := p.do(t, "POST", "/v1/leases", "token-d", map[string]string{"Content-Type": "application/json"},
-			`{"resource":"local/c","requestId":"d-1","ttlMs":60000,"operationId":"op-c"}`)
-		if ans.status == http.StatusCreated {
-			d = lease{id: ans.str("lease"), grant: ans.str("grant"), status: ans.str("statusProof"), fence: ans.num("fenceToken")}
-			break
-		}
-		wantCode(t, ans, http.StatusServiceUnavailable, "COORDINATION_STATE_LOST")
-		if time.Now().After(deadline) {
-			t.Fatalf("grants still paused after a minute: %s", ans.body)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	d, _ := p.acquireWhenResumed(t, "token-d", "local/c", "d-1", "op-c")
 	if d.fence <= c.fence {
 		t.Fatalf("D was issued fence %d on local/c, C's lost acquisition had %d: a fence issued twice", d.fence, c.fence)
 	}

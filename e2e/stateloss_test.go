@@ -180,25 +180,7 @@ func runLossCase(t *testing.T, mode string, c lossCase) {
 		t.Errorf("A's write right after the loss was accepted")
 	}
 	// B acquires: refused while grants are paused, then issued above A's fence.
-	var b lease
-	paused := 0
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		ans := p.do(t, "POST", "/v1/leases", "token-b", map[string]string{"Content-Type": "application/json"},
-			`{"resource":"`+res+`","requestId":"b-1","ttlMs":60000,"operationId":"close-books"}`)
-		if ans.status == http.StatusCreated {
-			b = lease{id: ans.str("lease"), grant: ans.str("grant"), status: ans.str("statusProof"), fence: ans.num("fenceToken")}
-			break
-		}
-		wantCode(t, ans, http.StatusServiceUnavailable, "COORDINATION_STATE_LOST")
-		if ans.header.Get("Retry-After") == "" {
-			t.Fatal("COORDINATION_STATE_LOST without Retry-After")
-		}
-		if paused++; time.Now().After(deadline) {
-			t.Fatalf("grants still paused after a minute: %s", ans.body)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	b, paused := p.acquireWhenResumed(t, "token-b", res, "b-1", "close-books")
 	if b.fence <= a.fence {
 		t.Fatalf("B's fence %d is not above A's %d", b.fence, a.fence)
 	}
@@ -337,21 +319,7 @@ reconcile: {interval: 100ms, deadline: 15m, orphan: 2m}
 	if rr := gw.put(t, "token-a", a, res, 1, "A early"); rr.status == http.StatusOK {
 		accepted++
 	}
-	var b lease
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		ans := reg.do(t, "POST", "/v1/leases", "token-b", map[string]string{"Content-Type": "application/json"},
-			`{"resource":"`+res+`","requestId":"b-1","ttlMs":60000,"operationId":"rep"}`)
-		if ans.status == http.StatusCreated {
-			b = lease{id: ans.str("lease"), grant: ans.str("grant"), status: ans.str("statusProof"), fence: ans.num("fenceToken")}
-			break
-		}
-		wantCode(t, ans, http.StatusServiceUnavailable, "COORDINATION_STATE_LOST")
-		if time.Now().After(deadline) {
-			t.Fatalf("grants still paused: %s", ans.body)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	b, _ := reg.acquireWhenResumed(t, "token-b", res, "b-1", "rep")
 	if b.fence <= a.fence {
 		t.Fatalf("B's fence %d not above A's %d", b.fence, a.fence)
 	}
@@ -373,5 +341,30 @@ reconcile: {interval: 100ms, deadline: 15m, orphan: 2m}
 	}
 	if obj := gw.do(t, "GET", "/v1/objects/"+res, "token-b", nil, ""); string(obj.body) != "B1" {
 		t.Fatalf("object = %q", obj.body)
+	}
+}
+
+// acquireWhenResumed asks for a lease on resource until grants resume after
+// a coordination state loss (503 COORDINATION_STATE_LOST with Retry-After
+// meanwhile, for at most a minute) and returns it with the number of paused
+// answers before it.
+func (p *gatewayProc) acquireWhenResumed(t *testing.T, token, resource, requestID, opID string) (lease, int) {
+	t.Helper()
+	paused := 0
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		ans := p.do(t, "POST", "/v1/leases", token, map[string]string{"Content-Type": "application/json"},
+			fmt.Sprintf(`{"resource":%q,"requestId":%q,"ttlMs":60000,"operationId":%q}`, resource, requestID, opID))
+		if ans.status == http.StatusCreated {
+			return lease{id: ans.str("lease"), grant: ans.str("grant"), status: ans.str("statusProof"), fence: ans.num("fenceToken")}, paused
+		}
+		wantCode(t, ans, http.StatusServiceUnavailable, "COORDINATION_STATE_LOST")
+		if ans.header.Get("Retry-After") == "" {
+			t.Fatal("COORDINATION_STATE_LOST without Retry-After")
+		}
+		if paused++; time.Now().After(deadline) {
+			t.Fatalf("grants still paused after a minute: %s", ans.body)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }
