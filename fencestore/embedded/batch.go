@@ -108,10 +108,17 @@ type batcher struct {
 
 	commits, ops  atomic.Uint64
 	waits, waited atomic.Uint64 // gather's waits and their total in ns
+
+	// The journal's moves (journal.go): after mergeEvery committed ops the
+	// committer moves the journal in a transaction of its own.
+	mergeEvery       atomic.Uint64
+	sinceMerge       uint64 // committer only: ops committed since the last move
+	merges, mergeErr atomic.Uint64
 }
 
 func newBatcher(db *bolt.DB) *batcher {
 	b := &batcher{db: db, wake: make(chan struct{}, 1), full: make(chan struct{}, 1), stopped: make(chan struct{})}
+	b.mergeEvery.Store(mergeEvery)
 	go b.loop()
 	return b
 }
@@ -191,6 +198,7 @@ func (b *batcher) loop() {
 				start := time.Now()
 				b.commit(ops)
 				b.lastSize, b.lastDur = len(ops), time.Since(start)
+				b.maybeMerge()
 			}
 			if closed {
 				return
@@ -266,6 +274,7 @@ func (b *batcher) commit(ops []*op) {
 		}
 		if err == nil { // committed: Stats counts the ops of committed transactions
 			b.ops.Add(uint64(len(ops)))
+			b.sinceMerge += uint64(len(ops))
 		}
 		for i, o := range ops {
 			if err != nil {
@@ -276,6 +285,27 @@ func (b *batcher) commit(ops []*op) {
 		}
 		return
 	}
+}
+
+// maybeMerge moves the journal once mergeEvery ops have been committed since
+// the last move. The ops queued meanwhile wait for it, as for any commit. A
+// move that fails changes nothing (its transaction rolls back; every entry
+// is still readable where it was) and is tried again after as many ops.
+func (b *batcher) maybeMerge() {
+	if b.sinceMerge < b.mergeEvery.Load() {
+		return
+	}
+	b.sinceMerge = 0
+	err := b.db.Update(func(tx *bolt.Tx) error {
+		_, err := mergeJournal(tx)
+		return err
+	})
+	b.commits.Add(1)
+	if err != nil {
+		b.mergeErr.Add(1)
+		return
+	}
+	b.merges.Add(1)
 }
 
 // call runs fn, turning a panic into an error of its caller's.
@@ -298,6 +328,10 @@ type BatchStats struct {
 	// Waited their total time.
 	Waits  uint64
 	Waited time.Duration
+	// Merges is the number of times the journal was moved into the big
+	// trees (journal.go), and MergeFailures the moves that failed (each is
+	// tried again later). Commits counts both.
+	Merges, MergeFailures uint64
 }
 
 var _ fencegate.GroupCommitter = (*Store)(nil)
@@ -312,5 +346,6 @@ func (s *Store) GroupCommits() (batches, writes uint64) {
 // Stats reports the store's group-commit counters.
 func (s *Store) Stats() BatchStats {
 	b := s.batch
-	return BatchStats{Commits: b.commits.Load(), Ops: b.ops.Load(), Waits: b.waits.Load(), Waited: time.Duration(b.waited.Load())}
+	return BatchStats{Commits: b.commits.Load(), Ops: b.ops.Load(), Waits: b.waits.Load(), Waited: time.Duration(b.waited.Load()),
+		Merges: b.merges.Load(), MergeFailures: b.mergeErr.Load()}
 }

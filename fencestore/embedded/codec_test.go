@@ -202,7 +202,7 @@ func TestJSONValuesOfOlderFilesAreRead(t *testing.T) {
 		t.Fatalf("Settle of a JSON receipt = %+v, %v", settled, err)
 	}
 	err = s.db.View(func(tx *bolt.Tx) error {
-		for _, v := range [][]byte{tx.Bucket(bReceipts).Get([]byte(adm.Receipt.ID)), tx.Bucket(bResources).Get([]byte("res/old"))} {
+		for _, v := range [][]byte{treeOf(tx, bReceipts).Get([]byte(adm.Receipt.ID)), treeOf(tx, bResources).Get([]byte("res/old"))} {
 			if len(v) == 0 || (v[0] != codecV1 && v[0] != codecV2) {
 				t.Errorf("value after the settle starts %q, want the compact form", v[:min(len(v), 1)])
 			}

@@ -32,7 +32,7 @@ func (s *Store) CompactReceipts(ctx context.Context, before time.Time, limit int
 		var doomed []fencegate.Receipt
 		for _, state := range []fencegate.ReceiptState{fencegate.ReceiptFailed, fencegate.ReceiptNotApplied, fencegate.ReceiptCommitted} {
 			prefix := join([]byte(state))
-			c := tx.Bucket(bByState).Cursor()
+			c := treeOf(tx, bByState).Cursor()
 			for k, id := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) && len(doomed) < limit; k, id = c.Next() {
 				r, err := getReceipt(tx, string(id))
 				if err != nil {
@@ -56,12 +56,12 @@ func (s *Store) CompactReceipts(ctx context.Context, before time.Time, limit int
 		}
 		for i := range doomed {
 			r := &doomed[i]
-			if err := tx.Bucket(bReceipts).Delete([]byte(r.ID)); err != nil {
+			if err := treeOf(tx, bReceipts).Delete([]byte(r.ID)); err != nil {
 				return err
 			}
 			lk := liveKey(r.Resource, r.FenceToken, r.Segment)
-			if bytes.Equal(tx.Bucket(bByRes).Get(lk), []byte(r.ID)) {
-				if err := tx.Bucket(bByRes).Delete(lk); err != nil {
+			if bytes.Equal(treeOf(tx, bByRes).Get(lk), []byte(r.ID)) {
+				if err := treeOf(tx, bByRes).Delete(lk); err != nil {
 					return err
 				}
 			}
@@ -73,7 +73,7 @@ func (s *Store) CompactReceipts(ctx context.Context, before time.Time, limit int
 				{bByRes, join([]byte(r.Resource), timeKey(r.CreatedAt), []byte(r.ID))},
 				{bByState, stateKey(r.State, r)},
 			} {
-				if err := tx.Bucket(e.b).Delete(e.key); err != nil {
+				if err := treeOf(tx, e.b).Delete(e.key); err != nil {
 					return err
 				}
 			}

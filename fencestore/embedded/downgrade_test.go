@@ -2,6 +2,7 @@ package embedded
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"testing"
 
@@ -13,15 +14,25 @@ import (
 // olderBinary runs fn on the file at path the way a binary of layout 3 or
 // older opens it: it does not refuse a newer layout (it upgrades only files
 // older than its own), creates the live bucket it knows (Open's
-// CreateBucketIfNotExists), and keeps its live index there.
+// CreateBucketIfNotExists), and keeps its live index there. It knows no
+// journal: fn may use this package's helpers, which write into the journal,
+// and what they wrote is then moved into the big trees, where that binary
+// writes.
 func olderBinary(t *testing.T, path string, fn func(tx *bolt.Tx, live *bolt.Bucket) error) {
 	t.Helper()
 	rewriteFile(t, path, func(tx *bolt.Tx) error {
+		if !journalEmpty(tx) {
+			return errors.New("olderBinary: the journal is not empty before it runs")
+		}
 		live, err := tx.CreateBucketIfNotExists(bLive)
 		if err != nil {
 			return err
 		}
-		return fn(tx, live)
+		if err := fn(tx, live); err != nil {
+			return err
+		}
+		_, err = mergeJournal(tx)
+		return err
 	})
 }
 

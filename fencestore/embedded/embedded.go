@@ -50,6 +50,8 @@
 //	versions    target                              -> version
 //	targets     target                              -> resource it is fenced under
 //	meta        "layout"                            -> layout version (big-endian uint64)
+//	j.resources, j.receipts, j.byop, j.byres, j.bystate, j.versions:
+//	            the journal of each tree (journal.go), same keys and values
 //
 // Layout 2 added byres; Open fills it from receipts for a file of layout 1.
 // Layout 3 keys quarantine records by their ID, one per distinct refused
@@ -61,11 +63,20 @@
 // page (one page written per resource instead of two, with their branches);
 // Open moves the entries of the former live bucket there and drops it.
 // Lists seek their index to the cursor's key, so a page costs its own size.
+// Layout 5 adds the journal: writes to the trees that grow with the store go
+// into small journal buckets, moved into the trees in bulk, so that a write's
+// cost does not grow with the store (journal.go); Open makes the buckets.
 //
 // # Older binaries
 //
-// Open refuses a file of a newer layout than its own. Binaries of layout 3
-// and older did not: one opening a layout 4 file (a rollback) runs on it
+// Open refuses a file of a newer layout than its own, so a binary of layout
+// 4 does not open a file of layout 5 (its journal would be invisible to
+// it). Binaries of layout 3 and older did not refuse. Close moves the whole
+// journal into the trees, so on a file closed cleanly they see everything,
+// as below; on one a crash left with writes in its journal they would run on
+// stale fence state, and a file they have used that way is refused by Open
+// (their live bucket and a non-empty journal together): restore it from a
+// backup. One of them opening a layout 4 or 5 file (a rollback) runs on it
 // without its live index (it makes an empty live bucket and keeps the
 // receipts it admits there), so a retry of a segment admitted before the
 // rollback is refused (SEGMENT_OUT_OF_ORDER or RESOURCE_BUSY) instead of
@@ -123,13 +134,15 @@ var (
 // per insert.
 var appendBuckets = [][]byte{bByOp, bByState, bReceipts}
 
-// fillAppendBuckets sets the split fill of appendBuckets for write
-// transaction tx (bbolt keeps the bucket handles, and FillPercent, per
-// transaction).
+// fillAppendBuckets sets the split fill of appendBuckets, and of their
+// journal buckets, for write transaction tx (bbolt keeps the bucket handles,
+// and FillPercent, per transaction).
 func fillAppendBuckets(tx *bolt.Tx) {
 	for _, name := range appendBuckets {
-		if b := tx.Bucket(name); b != nil {
-			b.FillPercent = 1
+		for _, n := range [][]byte{name, journalOf[string(name)]} {
+			if b := tx.Bucket(n); b != nil {
+				b.FillPercent = 1
+			}
 		}
 	}
 }
@@ -159,7 +172,14 @@ func Open(path string) (*Store, error) {
 				return err
 			}
 		}
-		return upgrade(tx)
+		if err := createJournal(tx); err != nil {
+			return err
+		}
+		if err := upgrade(tx); err != nil {
+			return err
+		}
+		_, err := mergeJournal(tx) // what a crash left there
+		return err
 	})
 	if err != nil {
 		_ = db.Close()
@@ -168,10 +188,16 @@ func Open(path string) (*Store, error) {
 	return &Store{db: db, batch: newBatcher(db)}, nil
 }
 
-// Close waits for the writes in flight and closes the file.
+// Close waits for the writes in flight, moves the journal into the big
+// trees (journal.go) and closes the file. A failed move loses nothing: the
+// next Open moves the journal.
 func (s *Store) Close() error {
 	s.batch.close()
-	if err := s.db.Close(); err != nil {
+	merr := s.db.Update(func(tx *bolt.Tx) error {
+		_, err := mergeJournal(tx)
+		return err
+	})
+	if err := errors.Join(merr, s.db.Close()); err != nil {
 		return fencegate.Wrap(err, fencegate.CodeInternal, "close fence store")
 	}
 	return nil
@@ -284,7 +310,7 @@ func (s *Store) Receipt(ctx context.Context, id string) (fencegate.Receipt, erro
 func (s *Store) ReceiptAt(ctx context.Context, resource string, fence, segment uint64) (fencegate.Receipt, error) {
 	var r fencegate.Receipt
 	err := s.view(ctx, func(tx *bolt.Tx) error {
-		id := tx.Bucket(bByRes).Get(liveKey(resource, fence, segment))
+		id := treeOf(tx, bByRes).Get(liveKey(resource, fence, segment))
 		if id == nil {
 			return fencegate.Errorf(fencegate.CodeNotFound, "no live receipt for %s fence %d segment %d", resource, fence, segment)
 		}
@@ -321,7 +347,7 @@ func (s *Store) view(ctx context.Context, fn func(tx *bolt.Tx) error) error {
 // --- encoding helpers --------------------------------------------------------
 
 func getResource(tx *bolt.Tx, resource string) (row fencegate.ResourceState, found bool, err error) {
-	v := tx.Bucket(bResources).Get([]byte(resource))
+	v := treeOf(tx, bResources).Get([]byte(resource))
 	if v == nil {
 		return fencegate.ResourceState{Resource: resource}, false, nil
 	}
@@ -333,7 +359,7 @@ func getResource(tx *bolt.Tx, resource string) (row fencegate.ResourceState, fou
 
 func getReceipt(tx *bolt.Tx, id string) (fencegate.Receipt, error) {
 	var r fencegate.Receipt
-	v := tx.Bucket(bReceipts).Get([]byte(id))
+	v := treeOf(tx, bReceipts).Get([]byte(id))
 	if v == nil {
 		return r, fencegate.Errorf(fencegate.CodeNotFound, "receipt %q not found", id)
 	}
@@ -350,10 +376,10 @@ func putReceipt(tx *bolt.Tx, r *fencegate.Receipt, oldState fencegate.ReceiptSta
 	if err != nil {
 		return err
 	}
-	if err := tx.Bucket(bReceipts).Put([]byte(r.ID), v); err != nil {
+	if err := treeOf(tx, bReceipts).Put([]byte(r.ID), v); err != nil {
 		return err
 	}
-	bs := tx.Bucket(bByState)
+	bs := treeOf(tx, bByState)
 	if oldState != "" {
 		if err := bs.Delete(stateKey(oldState, r)); err != nil {
 			return err
@@ -364,11 +390,11 @@ func putReceipt(tx *bolt.Tx, r *fencegate.Receipt, oldState fencegate.ReceiptSta
 
 // putResource writes row.
 func putResource(tx *bolt.Tx, row *fencegate.ResourceState) error {
-	return tx.Bucket(bResources).Put([]byte(row.Resource), encodeResource(row))
+	return treeOf(tx, bResources).Put([]byte(row.Resource), encodeResource(row))
 }
 
 func getVersion(tx *bolt.Tx, target string) string {
-	return string(tx.Bucket(bVersions).Get([]byte(target)))
+	return string(treeOf(tx, bVersions).Get([]byte(target)))
 }
 
 func putJSON(b *bolt.Bucket, key []byte, v any) error {
@@ -450,7 +476,7 @@ func (s *Store) SwapVersion(ctx context.Context, target, from, to string) error 
 		if cur := getVersion(tx, target); cur != from {
 			return refuse(fencegate.Errorf(fencegate.CodeBackendConflict, "version of %q is %q, not %q", target, cur, from))
 		}
-		vb := tx.Bucket(bVersions)
+		vb := treeOf(tx, bVersions)
 		if to == "" {
 			return vb.Delete([]byte(target))
 		}

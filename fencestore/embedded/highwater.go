@@ -15,7 +15,7 @@ var _ fencegate.HighWater = (*Store)(nil)
 func (s *Store) HighestFence(ctx context.Context) (uint64, error) {
 	var top uint64
 	err := s.view(ctx, func(tx *bolt.Tx) error {
-		return tx.Bucket(bResources).ForEach(func(k, v []byte) error {
+		return treeOf(tx, bResources).ForEach(func(k, v []byte) error {
 			var row fencegate.ResourceState
 			if err := decodeResource(v, &row); err != nil {
 				return err

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -15,7 +16,7 @@ import (
 )
 
 // layout is the bucket layout this code writes (see the package doc).
-const layout = 4
+const layout = 5
 
 var (
 	bMeta     = []byte("meta")
@@ -25,7 +26,8 @@ var (
 // upgrade brings a file of an older layout to the current one, in Open's
 // transaction: layout 1 lacked the byres index, which is built from receipts;
 // layout 2 kept a quarantine record per attempt, which are merged and re-keyed;
-// layout 3 kept the live index in a bucket of its own, moved into byres.
+// layout 3 kept the live index in a bucket of its own, moved into byres;
+// layout 4 had no journal (Open makes its buckets).
 func upgrade(tx *bolt.Tx) error {
 	meta, err := tx.CreateBucketIfNotExists(bMeta)
 	if err != nil {
@@ -37,6 +39,12 @@ func upgrade(tx *bolt.Tx) error {
 	}
 	if have > layout {
 		return fmt.Errorf("the file has layout %d, newer than this binary's %d: open it with the binary that wrote it", have, layout)
+	}
+	if have >= 5 && tx.Bucket(bLive) != nil && !journalEmpty(tx) {
+		// A binary of layout 3 or older has run on a file whose journal a
+		// crash left unmoved: it read and wrote the big trees without the
+		// journal's newer entries, so neither side can be trusted alone.
+		return errors.New("an older binary (layout 3 or older) has used this file while its journal held writes it cannot see: its fence state cannot be trusted; restore the file from a backup")
 	}
 	if have >= 4 && tx.Bucket(bLive) != nil {
 		// Only a binary of layout 3 or older makes a live bucket in a file
@@ -135,10 +143,10 @@ func repairLive(tx *bolt.Tx) error {
 
 // putIndexes adds a new receipt to the by-operation and by-resource indexes.
 func putIndexes(tx *bolt.Tx, r *fencegate.Receipt) error {
-	if err := tx.Bucket(bByOp).Put(join([]byte(r.OperationID), timeKey(r.CreatedAt), []byte(r.ID)), []byte(r.ID)); err != nil {
+	if err := treeOf(tx, bByOp).Put(join([]byte(r.OperationID), timeKey(r.CreatedAt), []byte(r.ID)), []byte(r.ID)); err != nil {
 		return err
 	}
-	return tx.Bucket(bByRes).Put(join([]byte(r.Resource), timeKey(r.CreatedAt), []byte(r.ID)), []byte(r.ID))
+	return treeOf(tx, bByRes).Put(join([]byte(r.Resource), timeKey(r.CreatedAt), []byte(r.ID)), []byte(r.ID))
 }
 
 // ReceiptsByOperation implements fencegate.FenceStore.
@@ -170,13 +178,14 @@ func (s *Store) scanIndex(ctx context.Context, bucket []byte, prefix, list strin
 		if from {
 			start = join([]byte(prefix), timeKey(after.At), []byte(after.ID))
 		}
-		c := tx.Bucket(bucket).Cursor()
+		c := treeOf(tx, bucket).Cursor()
+		receipts := treeOf(tx, bReceipts)
 		k, id := c.Seek(start)
 		if from && bytes.Equal(k, start) {
 			k, id = c.Next()
 		}
 		for ; k != nil && bytes.HasPrefix(k, p); k, id = c.Next() {
-			raw := tx.Bucket(bReceipts).Get(id)
+			raw := receipts.Get(id)
 			if raw == nil {
 				return fmt.Errorf("index entry for missing receipt %q", id)
 			}

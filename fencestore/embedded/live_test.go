@@ -30,7 +30,7 @@ func TestAdmissionIndexEntriesAreNeighbours(t *testing.T) {
 		}
 		err = s.db.View(func(tx *bolt.Tx) error {
 			r := &adm.Receipt
-			c := tx.Bucket(bByRes).Cursor()
+			c := treeOf(tx, bByRes).Cursor()
 			k, _ := c.Seek(join([]byte(r.Resource), timeKey(r.CreatedAt), []byte(r.ID)))
 			if k == nil {
 				return fmt.Errorf("no by-resource entry for %s", r.ID)
@@ -54,7 +54,7 @@ func TestAdmissionIndexEntriesAreNeighbours(t *testing.T) {
 // receipts indexed in a bucket of their own) is upgraded when opened: every
 // live receipt is found by its fence and segment again, a replay of one is a
 // replay, a NOT_APPLIED receipt stays out of the index, the old bucket is
-// gone and the file is marked layout 4.
+// gone and the file is marked with this code's layout.
 func TestLayoutThreeFileMovesItsLiveIndexIntoByres(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "fence.db")
@@ -132,8 +132,8 @@ func TestLayoutThreeFileMovesItsLiveIndexIntoByres(t *testing.T) {
 		if tx.Bucket(bLive) != nil {
 			return fmt.Errorf("the layout 3 live bucket is still there")
 		}
-		if v := tx.Bucket(bMeta).Get(keyLayout); binary.BigEndian.Uint64(v) != 4 {
-			return fmt.Errorf("layout %x after the upgrade, want 4", v)
+		if v := tx.Bucket(bMeta).Get(keyLayout); binary.BigEndian.Uint64(v) != layout {
+			return fmt.Errorf("layout %x after the upgrade, want %d", v, layout)
 		}
 		return nil
 	})

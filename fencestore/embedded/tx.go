@@ -25,7 +25,7 @@ func admitTx(tx *bolt.Tx, req *fencegate.AdmitRequest) (adm fencegate.Admission,
 	}
 	var live *fencegate.Receipt
 	if g.FenceToken == row.HighestFence {
-		if id := tx.Bucket(bByRes).Get(liveKey(g.Resource, g.FenceToken, req.Segment)); id != nil {
+		if id := treeOf(tx, bByRes).Get(liveKey(g.Resource, g.FenceToken, req.Segment)); id != nil {
 			r, err := getReceipt(tx, string(id))
 			if err != nil {
 				return adm, nil, err
@@ -46,14 +46,14 @@ func admitTx(tx *bolt.Tx, req *fencegate.AdmitRequest) (adm fencegate.Admission,
 		return adm, rerr, nil
 	}
 	// Accept.
-	if tx.Bucket(bReceipts).Get([]byte(req.ReceiptID)) != nil {
+	if treeOf(tx, bReceipts).Get([]byte(req.ReceiptID)) != nil {
 		return adm, fencegate.Errorf(fencegate.CodeInvalidRequest, "receipt ID %q is already in use", req.ReceiptID), nil
 	}
 	r := fencerules.NewReceipt(req)
 	if err := putReceipt(tx, &r, ""); err != nil {
 		return adm, nil, err
 	}
-	if err := tx.Bucket(bByRes).Put(liveKey(r.Resource, r.FenceToken, r.Segment), []byte(r.ID)); err != nil {
+	if err := treeOf(tx, bByRes).Put(liveKey(r.Resource, r.FenceToken, r.Segment), []byte(r.ID)); err != nil {
 		return adm, nil, err
 	}
 	if err := putIndexes(tx, &r); err != nil {
@@ -102,7 +102,7 @@ func settleTx(tx *bolt.Tx, id string, o *fencegate.Outcome) (fencegate.Receipt, 
 		return fencegate.Receipt{}, err
 	}
 	if st.SetVersion {
-		vb := tx.Bucket(bVersions)
+		vb := treeOf(tx, bVersions)
 		if next.Version == "" {
 			err = vb.Delete([]byte(next.Target))
 		} else {
@@ -113,7 +113,7 @@ func settleTx(tx *bolt.Tx, id string, o *fencegate.Outcome) (fencegate.Receipt, 
 		}
 	}
 	if st.DropLive {
-		if err := tx.Bucket(bByRes).Delete(liveKey(next.Resource, next.FenceToken, next.Segment)); err != nil {
+		if err := treeOf(tx, bByRes).Delete(liveKey(next.Resource, next.FenceToken, next.Segment)); err != nil {
 			return fencegate.Receipt{}, err
 		}
 	}

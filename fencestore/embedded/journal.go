@@ -1,0 +1,197 @@
+package embedded
+
+import (
+	"bytes"
+	"fmt"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// The journal (layout 5).
+//
+// A B+tree's depth grows with what it holds, and a commit rewrites every
+// page on the path from each changed leaf to its root, so with a million
+// receipts each write to the big trees (resources, receipts and their
+// indexes, versions) costs a branch level more per tree, and its pages lie
+// far apart in a large file. Each of those trees therefore has a small
+// companion, its journal bucket ("j." and the tree's name), that takes every
+// write: a new or rewritten key goes into the journal, a deleted key is
+// deleted from both. A read looks in the journal first and then in the big
+// tree, so the journal's entry, the newer, wins; a list walks both in key
+// order (cursor). The committer moves the journal into the big trees in one
+// transaction of its own (mergeJournal) after every mergeEvery ops, so the
+// journal stays a tree of one or two levels and the move writes each big
+// tree's pages once for thousands of writes: time-ordered keys (receipts,
+// by-state, by-operation) land on the big tree's last leaves together, and
+// the keys of the resources being written (resources, byres, versions) once
+// each however often they were written since the last move.
+//
+// Nothing here weakens a commit: the journal is in the same file and the
+// same transactions, a move is one atomic transaction, and a read sees the
+// same state whichever side holds a key. Open moves whatever a crash left in
+// the journal before anything else runs, and Close moves it all, so a file
+// closed cleanly holds nothing in its journal.
+
+// journaled are the trees that take their writes through a journal bucket.
+var journaled = [][]byte{bResources, bReceipts, bByOp, bByRes, bByState, bVersions}
+
+// journalOf names the journal bucket of each journaled tree.
+var journalOf = func() map[string][]byte {
+	m := make(map[string][]byte, len(journaled))
+	for _, name := range journaled {
+		m[string(name)] = append([]byte("j."), name...)
+	}
+	return m
+}()
+
+// mergeEvery is how many committed ops the committer lets into the
+// journal before it moves it (a variable for tests; each store copies it at
+// Open).
+var mergeEvery uint64 = 8192
+
+// tree is a journaled tree in one transaction: its journal (hot) and the
+// big tree (cold).
+type tree struct{ hot, cold *bolt.Bucket }
+
+// treeOf returns the journaled tree name in tx.
+func treeOf(tx *bolt.Tx, name []byte) tree {
+	return tree{hot: tx.Bucket(journalOf[string(name)]), cold: tx.Bucket(name)}
+}
+
+// Get returns the value of key: the journal's if it holds the key, else the
+// big tree's.
+func (t tree) Get(key []byte) []byte {
+	if v := t.hot.Get(key); v != nil {
+		return v
+	}
+	return t.cold.Get(key)
+}
+
+// Put writes key into the journal.
+func (t tree) Put(key, value []byte) error { return t.hot.Put(key, value) }
+
+// Delete deletes key from both sides (a key not in the big tree writes no page
+// of it: bbolt changes nothing for a key it does not find).
+func (t tree) Delete(key []byte) error {
+	if err := t.hot.Delete(key); err != nil {
+		return err
+	}
+	return t.cold.Delete(key)
+}
+
+// ForEach calls fn for every key in key order, with the newer value of a key
+// on both sides.
+func (t tree) ForEach(fn func(k, v []byte) error) error {
+	c := t.Cursor()
+	for k, v := c.Seek(nil); k != nil; k, v = c.Next() {
+		if err := fn(k, v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Cursor returns a forward cursor over both sides of t.
+func (t tree) Cursor() *cursor { return &cursor{h: t.hot.Cursor(), c: t.cold.Cursor()} }
+
+// cursor walks a journaled tree forward in key order: the smaller of the two
+// sides' keys next, and for a key on both sides the journal's value.
+type cursor struct {
+	h, c           *bolt.Cursor
+	hk, hv, ck, cv []byte
+	hotNext        bool // the last key returned came from the journal
+	coldNext       bool // ... from the big tree (both for a key on both sides)
+}
+
+// Seek moves to the first key at or after seek and returns it (nil at the end).
+func (c *cursor) Seek(seek []byte) (key, value []byte) {
+	c.hk, c.hv = c.h.Seek(seek)
+	c.ck, c.cv = c.c.Seek(seek)
+	return c.pick()
+}
+
+// Next moves to the next key and returns it (nil at the end).
+func (c *cursor) Next() (key, value []byte) {
+	if c.hotNext {
+		c.hk, c.hv = c.h.Next()
+	}
+	if c.coldNext {
+		c.ck, c.cv = c.c.Next()
+	}
+	return c.pick()
+}
+
+func (c *cursor) pick() (key, value []byte) {
+	c.hotNext, c.coldNext = false, false
+	switch {
+	case c.hk == nil && c.ck == nil:
+		return nil, nil
+	case c.ck == nil:
+		c.hotNext = true
+		return c.hk, c.hv
+	case c.hk == nil:
+		c.coldNext = true
+		return c.ck, c.cv
+	}
+	switch cmp := bytes.Compare(c.hk, c.ck); {
+	case cmp < 0:
+		c.hotNext = true
+		return c.hk, c.hv
+	case cmp > 0:
+		c.coldNext = true
+		return c.ck, c.cv
+	default:
+		c.hotNext, c.coldNext = true, true
+		return c.hk, c.hv
+	}
+}
+
+// createJournal makes the journal buckets a file lacks.
+func createJournal(tx *bolt.Tx) error {
+	for _, name := range journaled {
+		if _, err := tx.CreateBucketIfNotExists(journalOf[string(name)]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// journalEmpty reports whether every journal bucket of tx is empty.
+func journalEmpty(tx *bolt.Tx) bool {
+	for _, name := range journaled {
+		if k, _ := tx.Bucket(journalOf[string(name)]).Cursor().First(); k != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// mergeJournal moves every journal entry into its big tree and empties the
+// journal buckets (dropped and made again: their pages are freed whole). It
+// returns the number of entries moved.
+func mergeJournal(tx *bolt.Tx) (int, error) {
+	fillAppendBuckets(tx)
+	n := 0
+	for _, name := range journaled {
+		jname := journalOf[string(name)]
+		hot, cold := tx.Bucket(jname), tx.Bucket(name)
+		if k, _ := hot.Cursor().First(); k == nil {
+			continue
+		}
+		err := hot.ForEach(func(k, v []byte) error {
+			n++
+			// Copies: the journal's pages are freed below, in this transaction.
+			return cold.Put(bytes.Clone(k), bytes.Clone(v))
+		})
+		if err != nil {
+			return n, fmt.Errorf("move journal %s: %w", jname, err)
+		}
+		if err := tx.DeleteBucket(jname); err != nil {
+			return n, err
+		}
+		if _, err := tx.CreateBucket(jname); err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
