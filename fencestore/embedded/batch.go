@@ -118,7 +118,7 @@ type batcher struct {
 
 func newBatcher(db *bolt.DB) *batcher {
 	b := &batcher{db: db, wake: make(chan struct{}, 1), full: make(chan struct{}, 1), stopped: make(chan struct{})}
-	b.mergeEvery.Store(mergeEvery)
+	b.mergeEvery.Store(defaultJournalMoves)
 	go b.loop()
 	return b
 }
@@ -296,11 +296,8 @@ func (b *batcher) maybeMerge() {
 		return
 	}
 	b.sinceMerge = 0
-	err := b.db.Update(func(tx *bolt.Tx) error {
-		_, err := mergeJournal(tx)
-		return err
-	})
-	b.commits.Add(1)
+	txs, err := moveJournal(b.db)
+	b.commits.Add(uint64(txs))
 	if err != nil {
 		b.mergeErr.Add(1)
 		return

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"flag"
 	"fmt"
+	"math"
 	"path/filepath"
 	"sync/atomic"
 	"syscall"
@@ -129,7 +130,7 @@ func prefill(b *testing.B, s *Store, n int, ordered bool) {
 					return err
 				}
 			}
-			_, err := mergeJournal(tx) // as the committer does after as many single writes
+			_, _, err := mergeJournal(tx, math.MaxInt) // as the committer does after as many single writes
 			return err
 		})
 		if err != nil {

@@ -3,6 +3,7 @@ package embedded
 import (
 	"context"
 	"errors"
+	"math"
 	"path/filepath"
 	"testing"
 
@@ -31,7 +32,7 @@ func olderBinary(t *testing.T, path string, fn func(tx *bolt.Tx, live *bolt.Buck
 		if err := fn(tx, live); err != nil {
 			return err
 		}
-		_, err = mergeJournal(tx)
+		_, _, err = mergeJournal(tx, math.MaxInt)
 		return err
 	})
 }

@@ -98,6 +98,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -151,12 +152,27 @@ func fillAppendBuckets(tx *bolt.Tx) {
 type Store struct {
 	db    *bolt.DB
 	batch *batcher
+
+	closing  sync.Once
+	closeErr error
 }
 
 var _ fencegate.FenceStore = (*Store)(nil)
 
+// Option tunes a Store at Open.
+type Option func(*Store)
+
+// WithJournalMoves sets how many committed ops the store lets into its
+// journal before moving it into the big trees (journal.go; default 8192, at
+// least 1). Fewer moves write the big trees less often, with a larger
+// journal to read beside them; the simulation moves it every few ops to
+// exercise both sides.
+func WithJournalMoves(ops uint64) Option {
+	return func(s *Store) { s.batch.mergeEvery.Store(max(ops, 1)) }
+}
+
 // Open opens (creating if needed) the store file at path.
-func Open(path string) (*Store, error) {
+func Open(path string, opts ...Option) (*Store, error) {
 	// NoFreelistSync: the freelist is rebuilt from the pages at Open instead
 	// of being written at every commit (what etcd does); commits stay
 	// durable, they only write less.
@@ -175,32 +191,35 @@ func Open(path string) (*Store, error) {
 		if err := createJournal(tx); err != nil {
 			return err
 		}
-		if err := upgrade(tx); err != nil {
-			return err
-		}
-		_, err := mergeJournal(tx) // what a crash left there
-		return err
+		return upgrade(tx)
 	})
+	if err == nil {
+		_, err = moveJournal(db) // what a crash left there
+	}
 	if err != nil {
 		_ = db.Close()
 		return nil, fencegate.Wrap(err, fencegate.CodeInternal, "initialise fence store "+path)
 	}
-	return &Store{db: db, batch: newBatcher(db)}, nil
+	s := &Store{db: db, batch: newBatcher(db)}
+	for _, o := range opts {
+		o(s)
+	}
+	return s, nil
 }
 
 // Close waits for the writes in flight, moves the journal into the big
 // trees (journal.go) and closes the file. A failed move loses nothing: the
 // next Open moves the journal.
+// Closing a closed Store does nothing.
 func (s *Store) Close() error {
-	s.batch.close()
-	merr := s.db.Update(func(tx *bolt.Tx) error {
-		_, err := mergeJournal(tx)
-		return err
+	s.closing.Do(func() {
+		s.batch.close()
+		_, merr := moveJournal(s.db)
+		if err := errors.Join(merr, s.db.Close()); err != nil {
+			s.closeErr = fencegate.Wrap(err, fencegate.CodeInternal, "close fence store")
+		}
 	})
-	if err := errors.Join(merr, s.db.Close()); err != nil {
-		return fencegate.Wrap(err, fencegate.CodeInternal, "close fence store")
-	}
-	return nil
+	return s.closeErr
 }
 
 // Admit implements fencegate.FenceStore and fencegate.PriorSettling: a

@@ -19,7 +19,7 @@ import (
 // deleted from both. A read looks in the journal first and then in the big
 // tree, so the journal's entry, the newer, wins; a list walks both in key
 // order (cursor). The committer moves the journal into the big trees in one
-// transaction of its own (mergeJournal) after every mergeEvery ops, so the
+// transaction of its own (mergeJournal) after every 8192 ops (WithJournalMoves), so the
 // journal stays a tree of one or two levels and the move writes each big
 // tree's pages once for thousands of writes: time-ordered keys (receipts,
 // by-state, by-operation) land on the big tree's last leaves together, and
@@ -44,10 +44,9 @@ var journalOf = func() map[string][]byte {
 	return m
 }()
 
-// mergeEvery is how many committed ops the committer lets into the
-// journal before it moves it (a variable for tests; each store copies it at
-// Open).
-var mergeEvery uint64 = 8192
+// defaultJournalMoves is how many committed ops the committer lets into the
+// journal before it moves it, unless WithJournalMoves says otherwise.
+const defaultJournalMoves = 8192
 
 // tree is a journaled tree in one transaction: its journal (hot) and the
 // big tree (cold).
@@ -73,10 +72,12 @@ func (t tree) Put(key, value []byte) error { return t.hot.Put(key, value) }
 // Delete deletes key from both sides (a key not in the big tree writes no page
 // of it: bbolt changes nothing for a key it does not find).
 func (t tree) Delete(key []byte) error {
-	if err := t.hot.Delete(key); err != nil {
-		return err
+	for _, side := range []*bolt.Bucket{t.hot, t.cold} {
+		if err := side.Delete(key); err != nil {
+			return err
+		}
 	}
-	return t.cold.Delete(key)
+	return nil
 }
 
 // ForEach calls fn for every key in key order, with the newer value of a key
@@ -166,32 +167,70 @@ func journalEmpty(tx *bolt.Tx) bool {
 	return true
 }
 
-// mergeJournal moves every journal entry into its big tree and empties the
-// journal buckets (dropped and made again: their pages are freed whole). It
-// returns the number of entries moved.
-func mergeJournal(tx *bolt.Tx) (int, error) {
+// moveBudget bounds the bytes (keys and values) one move transaction
+// copies, so that moving a journal of large receipts (a kept API request
+// may hold a megabyte) never holds more than this in memory at once.
+const moveBudget = 16 << 20
+
+// mergeJournal moves journal entries into their big trees, in key order,
+// until it has copied budget bytes (at least one entry); a journal bucket
+// moved whole is dropped and made again (its pages freed whole). It returns
+// the number of entries moved and whether the journal is now empty. Moving
+// part of the journal is as consistent as moving all of it: each entry
+// leaves the journal in the transaction that puts it in its big tree.
+func mergeJournal(tx *bolt.Tx, budget int) (n int, empty bool, err error) {
 	fillAppendBuckets(tx)
-	n := 0
+	size := 0
 	for _, name := range journaled {
 		jname := journalOf[string(name)]
 		hot, cold := tx.Bucket(jname), tx.Bucket(name)
-		if k, _ := hot.Cursor().First(); k == nil {
+		var moved [][]byte
+		c := hot.Cursor()
+		k, v := c.First()
+		if k == nil {
 			continue
 		}
-		err := hot.ForEach(func(k, v []byte) error {
-			n++
+		for ; k != nil && (size < budget || n == 0); k, v = c.Next() {
 			// Copies: the journal's pages are freed below, in this transaction.
-			return cold.Put(bytes.Clone(k), bytes.Clone(v))
-		})
-		if err != nil {
-			return n, fmt.Errorf("move journal %s: %w", jname, err)
+			kc := bytes.Clone(k)
+			if err := cold.Put(kc, bytes.Clone(v)); err != nil {
+				return n, false, fmt.Errorf("move journal %s: %w", jname, err)
+			}
+			moved = append(moved, kc)
+			size += len(k) + len(v)
+			n++
+		}
+		if k != nil { // the budget is spent: what was moved leaves the journal
+			for _, k := range moved {
+				if err := hot.Delete(k); err != nil {
+					return n, false, err
+				}
+			}
+			return n, false, nil
 		}
 		if err := tx.DeleteBucket(jname); err != nil {
-			return n, err
+			return n, false, err
 		}
 		if _, err := tx.CreateBucket(jname); err != nil {
-			return n, err
+			return n, false, err
 		}
 	}
-	return n, nil
+	return n, true, nil
+}
+
+// moveJournal moves the whole journal of db, in transactions of at most
+// moveBudget bytes each, and returns how many it ran.
+func moveJournal(db *bolt.DB) (txs int, err error) {
+	for empty := false; !empty; {
+		txs++
+		err := db.Update(func(tx *bolt.Tx) error {
+			var err error
+			_, empty, err = mergeJournal(tx, moveBudget)
+			return err
+		})
+		if err != nil {
+			return txs, err
+		}
+	}
+	return txs, nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -23,11 +24,10 @@ import (
 func TestContractWithTheJournalMovedAfterEveryCommit(t *testing.T) {
 	var stores []*Store
 	storetest.Run(t, func(t *testing.T) fencegate.FenceStore {
-		s, err := Open(filepath.Join(t.TempDir(), "fence.db"))
+		s, err := Open(filepath.Join(t.TempDir(), "fence.db"), WithJournalMoves(1))
 		if err != nil {
 			t.Fatal(err)
 		}
-		s.batch.mergeEvery.Store(1)
 		t.Cleanup(func() { _ = s.Close() })
 		stores = append(stores, s)
 		return s
@@ -53,7 +53,7 @@ func TestWritesAfterAMoveLeaveTheBigTreesAlone(t *testing.T) {
 	for i := range 150 { // enough resources for a resources tree of its own pages
 		writeSegments(t, s, fmt.Sprintf("res/other/%03d", i), 1, now)
 	}
-	if err := s.db.Update(func(tx *bolt.Tx) error { _, err := mergeJournal(tx); return err }); err != nil {
+	if _, err := moveJournal(s.db); err != nil {
 		t.Fatal(err)
 	}
 	roots := func() map[string]uint64 {
@@ -273,5 +273,122 @@ func TestCursorReadsBothSidesInKeyOrder(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestRepairedFileIsMarkedWithTheJournalsLayout: a layout 4 file that a
+// binary of layout 3 or older has used is repaired by Open and marked layout
+// 5, so that after a crash with writes in its journal a binary of layout 4
+// refuses it and one of layout 3 or older that ran on it is found out: Open
+// refuses the file instead of moving the journal over that binary's writes.
+func TestRepairedFileIsMarkedWithTheJournalsLayout(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "fence.db")
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeSegments(t, s, "res/a", 2, time.UnixMilli(1_700_000_000_000).UTC())
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rewriteFile(t, path, func(tx *bolt.Tx) error { // a layout 4 file an older binary has opened
+		for _, name := range journaled {
+			if err := tx.DeleteBucket(journalOf[string(name)]); err != nil {
+				return err
+			}
+		}
+		if _, err := tx.CreateBucket(bLive); err != nil {
+			return err
+		}
+		return tx.Bucket(bMeta).Put(keyLayout, u64(4))
+	})
+	if s, err = Open(path); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Admit(ctx, admitReq("res/a", 3, "rcpt_3")); err != nil {
+		t.Fatal(err)
+	}
+	crash(t, s)
+	rewriteFile(t, path, func(tx *bolt.Tx) error {
+		if v := tx.Bucket(bMeta).Get(keyLayout); !bytes.Equal(v, u64(layout)) {
+			return fmt.Errorf("layout %x after the repair, want %d", v, layout)
+		}
+		_, err := tx.CreateBucketIfNotExists(bLive) // an older binary's Open
+		return err
+	})
+	if s, err := Open(path); err == nil {
+		_ = s.Close()
+		t.Fatal("Open of a file an older binary used over an unmoved journal succeeded")
+	}
+}
+
+// TestJournalMovedInPartsReadsTheSame: a move bounded by its budget moves
+// part of the journal per transaction; after each part every read answers
+// as before, and the parts end with the journal empty.
+func TestJournalMovedInPartsReadsTheSame(t *testing.T) {
+	ctx := context.Background()
+	s := openTemp(t)
+	now := time.UnixMilli(1_700_000_000_000).UTC()
+	writeSegments(t, s, "res/a", 30, now)
+	writeSegments(t, s, "res/b", 20, now)
+	if _, err := s.Admit(ctx, admitReq("res/b", 21, "rcpt_b21")); err != nil { // PENDING, live
+		t.Fatal(err)
+	}
+	read := func() string {
+		var out []string
+		for _, res := range []string{"res/a", "res/b"} {
+			row, err := s.Resource(ctx, res)
+			out = append(out, fmt.Sprintf("%+v %v", row, err))
+			p, err := s.ReceiptsByResource(ctx, res, fencegate.Page{Limit: 1000})
+			out = append(out, fmt.Sprintf("%d %v", len(p.Receipts), err))
+			for _, r := range p.Receipts {
+				out = append(out, r.ID+" "+string(r.State))
+			}
+		}
+		p, err := s.ReceiptsByState(ctx, fencegate.ReceiptPending, fencegate.Page{})
+		out = append(out, fmt.Sprintf("pending %d %v", len(p.Receipts), err))
+		r, err := s.ReceiptAt(ctx, "res/b", 7, 21)
+		out = append(out, fmt.Sprintf("live %s %v", r.ID, err))
+		v, err := s.Version(ctx, "objects/res/a")
+		return strings.Join(append(out, v, fmt.Sprint(err)), "\n")
+	}
+	want := read()
+	parts := 0
+	for empty := false; !empty; parts++ {
+		err := s.db.Update(func(tx *bolt.Tx) error {
+			var err error
+			_, empty, err = mergeJournal(tx, 2000)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := read(); got != want {
+			t.Fatalf("after part %d of the move:\n%s\nwant\n%s", parts+1, got, want)
+		}
+	}
+	if parts < 3 {
+		t.Fatalf("the move took %d parts: the budget did not bound it", parts)
+	}
+	_ = s.db.View(func(tx *bolt.Tx) error {
+		if !journalEmpty(tx) {
+			t.Error("the journal is not empty after the last part")
+		}
+		return nil
+	})
+}
+
+// TestCloseTwiceIsNoError: a second Close of a Store does nothing.
+func TestCloseTwiceIsNoError(t *testing.T) {
+	s, err := Open(filepath.Join(t.TempDir(), "fence.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
 	}
 }

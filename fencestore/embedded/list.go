@@ -40,17 +40,23 @@ func upgrade(tx *bolt.Tx) error {
 	if have > layout {
 		return fmt.Errorf("the file has layout %d, newer than this binary's %d: open it with the binary that wrote it", have, layout)
 	}
-	if have >= 5 && tx.Bucket(bLive) != nil && !journalEmpty(tx) {
+	if tx.Bucket(bLive) != nil && !journalEmpty(tx) {
 		// A binary of layout 3 or older has run on a file whose journal a
 		// crash left unmoved: it read and wrote the big trees without the
 		// journal's newer entries, so neither side can be trusted alone.
+		// (Open makes the journal empty in a file older than layout 5.)
 		return errors.New("an older binary (layout 3 or older) has used this file while its journal held writes it cannot see: its fence state cannot be trusted; restore the file from a backup")
 	}
 	if have >= 4 && tx.Bucket(bLive) != nil {
 		// Only a binary of layout 3 or older makes a live bucket in a file
-		// of layout 4 (it opened newer layouts as its own): it kept its
-		// live index there and could not drop entries in byres.
-		return repairLive(tx)
+		// of layout 4 or newer (it opened newer layouts as its own): it
+		// kept its live index there and could not drop entries in byres.
+		// The file is then marked with this layout, so that a binary of
+		// layout 4 refuses it once this one has written its journal.
+		if err := repairLive(tx); err != nil {
+			return err
+		}
+		return meta.Put(keyLayout, u64(layout))
 	}
 	if have == layout {
 		return nil

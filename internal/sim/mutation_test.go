@@ -37,12 +37,13 @@ func mut(name, file, from, to string, first ...uint64) mutation {
 }
 
 const (
-	rulesFile  = "fencestore/internal/fencerules/rules.go"
-	acceptFile = "gateway/accept.go"
-	verifyFile = "proofs/verifier.go"
-	reconFile  = "gateway/reconcile.go"
-	localFile  = "backends/local/local.go"
-	deferFile  = "gateway/deferred.go"
+	rulesFile   = "fencestore/internal/fencerules/rules.go"
+	acceptFile  = "gateway/accept.go"
+	verifyFile  = "proofs/verifier.go"
+	reconFile   = "gateway/reconcile.go"
+	localFile   = "backends/local/local.go"
+	deferFile   = "gateway/deferred.go"
+	journalFile = "fencestore/embedded/journal.go"
 )
 
 // mutations are the rules the simulation must defend: each fence rule, the
@@ -112,6 +113,14 @@ var mutations = []mutation{
 		"if m, ok := fencegate.ParseEffectMeta(info.Metadata); false && ok && m.ReceiptID == id {", 5),
 	mut("registry memory: an acquisition is answered before the memory covers it", "registry/recovery.go",
 		"if covered {", "if true {", 18),
+	// The embedded store's journal (layout 5), in worlds over that store,
+	// whose journal is moved every few ops.
+	{name: "embedded journal: a read skips the journal's newer entry", file: journalFile,
+		edits: []edit{{"if v := t.hot.Get(key); v != nil {", "if v := t.hot.Get(key); false && v != nil {"}},
+		args:  []string{"-sim.store", "embedded"}, first: []uint64{2}},
+	{name: "embedded journal: a delete leaves the moved entry in the big tree", file: journalFile,
+		edits: []edit{{"[]*bolt.Bucket{t.hot, t.cold}", "[]*bolt.Bucket{t.hot}"}},
+		args:  []string{"-sim.store", "embedded"}, first: []uint64{1}},
 }
 
 var mutationFlag = flag.String("sim.mutation", "", "run only the mutations whose name contains this")

@@ -123,6 +123,7 @@ var minInjected = map[string]int{
 	noProofsItem:                                       300,
 	"deferred settle proven from its object":           5,
 	"receipt read through a gateway":                   200,
+	"embedded store journal moves":                     200,
 }
 
 var baseConfig = config{workers: 5, resources: 4, gateways: 3, actions: 40, faults: true, prove: true, deferWindow: -1}
