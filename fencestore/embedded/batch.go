@@ -114,6 +114,7 @@ type batcher struct {
 	mergeEvery       atomic.Uint64
 	sinceMerge       uint64 // committer only: ops committed since the last move
 	merges, mergeErr atomic.Uint64
+	moveTxs          atomic.Uint64 // the transactions the moves ran
 }
 
 func newBatcher(db *bolt.DB) *batcher {
@@ -298,6 +299,7 @@ func (b *batcher) maybeMerge() {
 	b.sinceMerge = 0
 	txs, err := moveJournal(b.db)
 	b.commits.Add(uint64(txs))
+	b.moveTxs.Add(uint64(txs))
 	if err != nil {
 		b.mergeErr.Add(1)
 		return
@@ -325,10 +327,11 @@ type BatchStats struct {
 	// Waited their total time.
 	Waits  uint64
 	Waited time.Duration
-	// Merges is the number of times the journal was moved into the big
-	// trees (journal.go), and MergeFailures the moves that failed (each is
-	// tried again later). Commits counts both.
-	Merges, MergeFailures uint64
+	// Merges is the number of times the committer moved the journal into
+	// the big trees (journal.go), MergeFailures the moves that failed (each
+	// is tried again later), and MoveTxs the write transactions they ran,
+	// which Commits counts too.
+	Merges, MergeFailures, MoveTxs uint64
 }
 
 var _ fencegate.GroupCommitter = (*Store)(nil)
@@ -344,5 +347,5 @@ func (s *Store) GroupCommits() (batches, writes uint64) {
 func (s *Store) Stats() BatchStats {
 	b := s.batch
 	return BatchStats{Commits: b.commits.Load(), Ops: b.ops.Load(), Waits: b.waits.Load(), Waited: time.Duration(b.waited.Load()),
-		Merges: b.merges.Load(), MergeFailures: b.mergeErr.Load()}
+		Merges: b.merges.Load(), MergeFailures: b.mergeErr.Load(), MoveTxs: b.moveTxs.Load()}
 }

@@ -71,7 +71,11 @@
 //
 // Open refuses a file of a newer layout than its own, so a binary of layout
 // 4 does not open a file of layout 5 (its journal would be invisible to
-// it). Binaries of layout 3 and older did not refuse. Close moves the whole
+// it), except those built between 2bdd345 (layout 4) and 7e00f0b (the
+// refusal), which open it as their own: like binaries of layout 3 and
+// older, they must not be run on a file a crash left with writes in its
+// journal, and unlike those they leave no trace Open could find (no live
+// bucket). Binaries of layout 3 and older did not refuse. Close moves the whole
 // journal into the trees, so on a file closed cleanly they see everything,
 // as below; on one a crash left with writes in its journal they would run on
 // stale fence state, and a file they have used that way is refused by Open
@@ -210,7 +214,8 @@ func Open(path string, opts ...Option) (*Store, error) {
 // Close waits for the writes in flight, moves the journal into the big
 // trees (journal.go) and closes the file. A failed move loses nothing: the
 // next Open moves the journal.
-// Closing a closed Store does nothing.
+// Closing a closed Store does nothing more and returns what the first
+// Close returned.
 func (s *Store) Close() error {
 	s.closing.Do(func() {
 		s.batch.close()

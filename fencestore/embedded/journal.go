@@ -18,17 +18,19 @@ import (
 // write: a new or rewritten key goes into the journal, a deleted key is
 // deleted from both. A read looks in the journal first and then in the big
 // tree, so the journal's entry, the newer, wins; a list walks both in key
-// order (cursor). The committer moves the journal into the big trees in one
-// transaction of its own (mergeJournal) after every 8192 ops (WithJournalMoves), so the
-// journal stays a tree of one or two levels and the move writes each big
+// order (cursor). The committer moves the journal into the big trees, in
+// transactions of its own (moveJournal, at most moveBudget bytes each), after
+// every 8192 ops (WithJournalMoves), so the journal stays a tree of one or
+// two levels and the move writes each big
 // tree's pages once for thousands of writes: time-ordered keys (receipts,
 // by-state, by-operation) land on the big tree's last leaves together, and
 // the keys of the resources being written (resources, byres, versions) once
 // each however often they were written since the last move.
 //
 // Nothing here weakens a commit: the journal is in the same file and the
-// same transactions, a move is one atomic transaction, and a read sees the
-// same state whichever side holds a key. Open moves whatever a crash left in
+// same transactions, each entry leaves the journal in the transaction that
+// puts it in its big tree, and a read sees the same state whichever side
+// holds a key, so a move may stop after any of its transactions. Open moves whatever a crash left in
 // the journal before anything else runs, and Close moves it all, so a file
 // closed cleanly holds nothing in its journal.
 
@@ -219,9 +221,14 @@ func mergeJournal(tx *bolt.Tx, budget int) (n int, empty bool, err error) {
 }
 
 // moveJournal moves the whole journal of db, in transactions of at most
-// moveBudget bytes each, and returns how many it ran.
+// moveBudget bytes each, and returns how many it ran (none for an empty
+// journal: a write transaction costs a commit even when it changes nothing).
 func moveJournal(db *bolt.DB) (txs int, err error) {
-	for empty := false; !empty; {
+	empty := false
+	if err := db.View(func(tx *bolt.Tx) error { empty = journalEmpty(tx); return nil }); err != nil {
+		return 0, err
+	}
+	for !empty {
 		txs++
 		err := db.Update(func(tx *bolt.Tx) error {
 			var err error

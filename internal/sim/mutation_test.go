@@ -125,7 +125,8 @@ var mutations = []mutation{
 
 var mutationFlag = flag.String("sim.mutation", "", "run only the mutations whose name contains this")
 
-// mutantSeeds is how many memory-store seeds a mutant gets at most
+// mutantSeeds is how many seeds a mutant gets at most (of the memory store
+// unless its args name another)
 // (fail-fast: the first broken gate ends its run).
 var mutantSeeds = flag.Int("sim.mutantseeds", 300, "memory-store seeds a mutant gets at most")
 

@@ -230,7 +230,7 @@ func (w *world) close() {
 	// with another (the batched path the store proxy's batches reach).
 	if e, ok := w.store.(*embedded.Store); ok {
 		st := e.Stats()
-		if ops := st.Commits - st.Merges - st.MergeFailures; st.Ops > ops {
+		if ops := st.Commits - st.MoveTxs; st.Ops > ops {
 			w.stats.injectN("embedded store ops sharing a commit", int(st.Ops-ops))
 		}
 		w.stats.injectN("embedded store journal moves", int(st.Merges))
