@@ -103,6 +103,7 @@ func BenchmarkWriteCost(b *testing.B) {
 			_ = s.db.View(func(tx *bolt.Tx) error { used = tx.Size(); return nil })
 			b.ReportMetric(float64(used)/n, "usedbytes/write")
 			b.ReportMetric(float64(st.Merges-st0.Merges), "merges")
+			b.ReportMetric(float64(bs.FreePageN+bs.PendingPageN), "freepages")
 			if disk.ios > 0 { // the machine's disks, whoever writes: compare runs on an idle machine
 				b.ReportMetric(float64(disk.ios)/commits, "diskwrites/commit")
 				b.ReportMetric(float64(disk.sectors)/2/float64(disk.ios), "KiB/diskwrite")
