@@ -113,6 +113,7 @@ type batcher struct {
 	// committer moves the journal in a transaction of its own.
 	mergeEvery       atomic.Uint64
 	sinceMerge       uint64 // committer only: ops committed since the last move
+	moving           bool   // committer only: a move is under way
 	merges, mergeErr atomic.Uint64
 	moveTxs          atomic.Uint64 // the transactions the moves ran
 }
@@ -288,23 +289,37 @@ func (b *batcher) commit(ops []*op) {
 	}
 }
 
-// maybeMerge moves the journal once mergeEvery ops have been committed since
-// the last move. The ops queued meanwhile wait for it, as for any commit. A
-// move that fails changes nothing (its transaction rolls back; every entry
-// is still readable where it was) and is tried again after as many ops.
+// maybeMerge starts a move of the journal once mergeEvery ops have been
+// committed since the last one, and runs it one step (a transaction of at
+// most moveStep bytes) after each batch until the journal is empty, so that
+// the ops queued meanwhile wait for one step, not the whole move; a move
+// left unfinished when the store goes idle goes on with the next batch (or
+// at Close). A step that fails changes nothing (its transaction rolls back;
+// every entry is still readable where it was) and ends the move, which
+// starts again after as many ops. Move transactions are counted apart from
+// the batches (MoveTxs), so a lone write is still one batch.
 func (b *batcher) maybeMerge() {
-	if b.sinceMerge < b.mergeEvery.Load() {
-		return
+	if !b.moving {
+		if b.sinceMerge < b.mergeEvery.Load() {
+			return
+		}
+		b.sinceMerge, b.moving = 0, true
 	}
-	b.sinceMerge = 0
-	txs, err := moveJournal(b.db)
-	b.commits.Add(uint64(txs))
-	b.moveTxs.Add(uint64(txs))
-	if err != nil {
+	var empty bool
+	err := b.db.Update(func(tx *bolt.Tx) error {
+		var err error
+		_, empty, err = mergeJournal(tx, moveStep)
+		return err
+	})
+	b.moveTxs.Add(1)
+	switch {
+	case err != nil:
+		b.moving = false
 		b.mergeErr.Add(1)
-		return
+	case empty:
+		b.moving = false
+		b.merges.Add(1)
 	}
-	b.merges.Add(1)
 }
 
 // call runs fn, turning a panic into an error of its caller's.
@@ -327,10 +342,10 @@ type BatchStats struct {
 	// Waited their total time.
 	Waits  uint64
 	Waited time.Duration
-	// Merges is the number of times the committer moved the journal into
-	// the big trees (journal.go), MergeFailures the moves that failed (each
-	// is tried again later), and MoveTxs the write transactions they ran,
-	// which Commits counts too.
+	// Merges is the number of times the committer moved the whole journal
+	// into the big trees (journal.go), MergeFailures the moves a failed step
+	// ended (each starts again later), and MoveTxs the write transactions
+	// the moves ran, which Commits does not count.
 	Merges, MergeFailures, MoveTxs uint64
 }
 

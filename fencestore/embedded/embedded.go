@@ -71,8 +71,8 @@
 //
 // Open refuses a file of a newer layout than its own, so a binary of layout
 // 4 does not open a file of layout 5 (its journal would be invisible to
-// it), except those built between 2bdd345 (layout 4) and 7e00f0b (the
-// refusal), which open it as their own: like binaries of layout 3 and
+// it), except those built from 2bdd345 (layout 4) up to, not including,
+// 7e00f0b (the refusal), which open it as their own: like binaries of layout 3 and
 // older, they must not be run on a file a crash left with writes in its
 // journal, and unlike those they leave no trace Open could find (no live
 // bucket). Binaries of layout 3 and older did not refuse. Close moves the whole
@@ -80,7 +80,8 @@
 // as below; on one a crash left with writes in its journal they would run on
 // stale fence state, and a file they have used that way is refused by Open
 // (their live bucket and a non-empty journal together): restore it from a
-// backup. One of them opening a layout 4 or 5 file (a rollback) runs on it
+// backup, and revoke the issuer epochs of the grants issued since the backup
+// (its resources lack their fences, so those grants must stop working). One of them opening a layout 4 or 5 file (a rollback) runs on it
 // without its live index (it makes an empty live bucket and keeps the
 // receipts it admits there), so a retry of a segment admitted before the
 // rollback is refused (SEGMENT_OUT_OF_ORDER or RESOURCE_BUSY) instead of
@@ -163,18 +164,6 @@ type Store struct {
 
 var _ fencegate.FenceStore = (*Store)(nil)
 
-// Option tunes a Store at Open.
-type Option func(*Store)
-
-// WithJournalMoves sets how many committed ops the store lets into its
-// journal before moving it into the big trees (journal.go; default 8192, at
-// least 1). Fewer moves write the big trees less often, with a larger
-// journal to read beside them; the simulation moves it every few ops to
-// exercise both sides.
-func WithJournalMoves(ops uint64) Option {
-	return func(s *Store) { s.batch.mergeEvery.Store(max(ops, 1)) }
-}
-
 // Open opens (creating if needed) the store file at path.
 func Open(path string, opts ...Option) (*Store, error) {
 	// NoFreelistSync: the freelist is rebuilt from the pages at Open instead
@@ -184,12 +173,15 @@ func Open(path string, opts ...Option) (*Store, error) {
 	// a commit writes, most of them the journal's (journal.go), are
 	// recycled in one region of the file and lie near each other; the
 	// hashmap freelist (etcd's choice) takes any free page, which in a large
-	// file scatters a commit over it: with 1,000,000 receipts a write took
-	// 1.9x as long with it (write and sync 1,270 against 605 µs per commit,
-	// BenchmarkWriteCost), and the array freelist made it as cheap as on an
-	// empty store. Its price is a merge of the freed pages into a sorted
-	// list at each commit, linear in the free pages (README, Known
-	// limitations).
+	// file scatters a commit over it: with 1,000,000 receipts a commit's
+	// write and sync took 1.6-2.1x as long with it (1,053-1,270 against
+	// 605-650 µs, BenchmarkWriteCost), and the array freelist made a write
+	// as cheap as on an empty store. Its price (README, Known limitations):
+	// each write transaction begins by merging the pages freed before into
+	// a sorted list of every free page, and a value over a page scans that
+	// list for a run, both linear in the free pages; and bbolt means to drop
+	// the array type one day (a TODO in its db.go), when this choice must be
+	// measured again.
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: OpenTimeout, NoFreelistSync: true, FreelistType: bolt.FreelistArrayType})
 	if err != nil {
 		return nil, fencegate.Wrap(err, fencegate.CodeInternal, "open fence store "+path)

@@ -18,14 +18,16 @@ import (
 // write: a new or rewritten key goes into the journal, a deleted key is
 // deleted from both. A read looks in the journal first and then in the big
 // tree, so the journal's entry, the newer, wins; a list walks both in key
-// order (cursor). The committer moves the journal into the big trees, in
-// transactions of its own (moveJournal, at most moveBudget bytes each), after
-// every 8192 ops (WithJournalMoves), so the journal stays a tree of one or
-// two levels and the move writes each big
-// tree's pages once for thousands of writes: time-ordered keys (receipts,
-// by-state, by-operation) land on the big tree's last leaves together, and
-// the keys of the resources being written (resources, byres, versions) once
-// each however often they were written since the last move.
+// order (cursor). Every 8192 ops (WithJournalMoves) the committer moves the
+// journal into the big trees, in steps of its own between batches
+// (maybeMerge; Open and Close use moveJournal), so the journal stays a tree
+// of two or three levels and a move writes each big tree's pages once for
+// thousands of writes: time-ordered keys (receipts, by-state) land on the
+// big tree's last leaves together, and the keys of each resource and
+// operation being written (resources, byres, versions, byop) once each
+// however often they were written since the last move. With writes spread
+// over many resources a move writes a leaf path per resource, in each of
+// resources, byres and versions.
 //
 // Nothing here weakens a commit: the journal is in the same file and the
 // same transactions, each entry leaves the journal in the transaction that
@@ -49,6 +51,18 @@ var journalOf = func() map[string][]byte {
 // defaultJournalMoves is how many committed ops the committer lets into the
 // journal before it moves it, unless WithJournalMoves says otherwise.
 const defaultJournalMoves = 8192
+
+// Option tunes a Store at Open.
+type Option func(*Store)
+
+// WithJournalMoves sets how many committed ops the store lets into its
+// journal before moving it into the big trees (journal.go; default 8192, at
+// least 1). Fewer moves write the big trees less often, with a larger
+// journal to read beside them; the simulation moves it every few ops to
+// exercise both sides.
+func WithJournalMoves(ops uint64) Option {
+	return func(s *Store) { s.batch.mergeEvery.Store(max(ops, 1)) }
+}
 
 // tree is a journaled tree in one transaction: its journal (hot) and the
 // big tree (cold).
@@ -169,10 +183,15 @@ func journalEmpty(tx *bolt.Tx) bool {
 	return true
 }
 
-// moveBudget bounds the bytes (keys and values) one move transaction
-// copies, so that moving a journal of large receipts (a kept API request
-// may hold a megabyte) never holds more than this in memory at once.
-const moveBudget = 16 << 20
+// moveBudget bounds the bytes (keys and values) one move transaction at
+// Open or Close copies (give or take the last entry), so that moving a
+// journal of large receipts (a kept API request may hold a megabyte) never
+// holds more than this in memory at once; moveStep bounds one step of the
+// committer's moves, which writers wait for.
+const (
+	moveBudget = 16 << 20
+	moveStep   = 1 << 20
+)
 
 // mergeJournal moves journal entries into their big trees, in key order,
 // until it has copied budget bytes (at least one entry); a journal bucket

@@ -471,3 +471,49 @@ func TestJournalMatchesAModelAcrossPartialMoves(t *testing.T) {
 		return nil
 	})
 }
+
+// TestCommitterMovesALargeJournalInStepsBetweenBatches: a journal larger
+// than one step is moved a step after each batch, so the next write waits
+// for one step, not the whole move; every read answers the same meanwhile,
+// and the move's transactions are not counted as batches.
+func TestCommitterMovesALargeJournalInStepsBetweenBatches(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(filepath.Join(t.TempDir(), "fence.db"), WithJournalMoves(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	now := time.UnixMilli(1_700_000_000_000).UTC()
+	writeSegments(t, s, "res/big", 4000, now) // one op, well over a step of journal
+	// The committer starts the move after that batch and runs its first
+	// step before it takes the next op; an admission answered while the
+	// move is still unfinished ran between its steps.
+	between := 0
+	for i := 0; ; i++ {
+		if i == 100 {
+			t.Fatal("the move did not end after 100 more batches")
+		}
+		if _, err := s.Admit(ctx, admitReq(fmt.Sprintf("res/other/%d", i), 1, fmt.Sprintf("rcpt_other_%d", i))); err != nil {
+			t.Fatal(err)
+		}
+		if row, err := s.Resource(ctx, "res/big"); err != nil || row.LastSegmentSeq != 4000 {
+			t.Fatalf("Resource(res/big) during the move = %+v, %v", row, err)
+		}
+		if s.Stats().Merges > 0 {
+			break
+		}
+		between++
+	}
+	st := s.Stats()
+	if between == 0 || st.MoveTxs < 2 {
+		t.Fatalf("%d admissions answered during the move, %d move transactions: want the move in steps between batches", between, st.MoveTxs)
+	}
+	if batches, _ := s.GroupCommits(); batches != st.Commits || st.Commits != st.Ops {
+		t.Fatalf("batches %d, commits %d, ops %d: the move's transactions counted as batches", batches, st.Commits, st.Ops)
+	}
+	for _, seg := range []uint64{1, 2000, 4000} {
+		if r, err := s.ReceiptAt(ctx, "res/big", 7, seg); err != nil || r.Segment != seg {
+			t.Fatalf("ReceiptAt(res/big, %d) after the move = %+v, %v", seg, r, err)
+		}
+	}
+}

@@ -125,17 +125,18 @@ var mutations = []mutation{
 
 var mutationFlag = flag.String("sim.mutation", "", "run only the mutations whose name contains this")
 
-// mutantSeeds is how many seeds a mutant gets at most (of the memory store
-// unless its args name another)
-// (fail-fast: the first broken gate ends its run).
-var mutantSeeds = flag.Int("sim.mutantseeds", 300, "memory-store seeds a mutant gets at most")
+// mutantSeeds is how many seeds a mutant gets at most, of the memory store
+// unless its args name another (fail-fast: the first broken gate ends its
+// run).
+var mutantSeeds = flag.Int("sim.mutantseeds", 300, "seeds a mutant gets at most (of the memory store unless its args name another)")
 
 // mutantEnv names the active mutant in a build of all of them.
 const mutantEnv = "FENCEGATE_MUTANT"
 
 // TestMutationsAreKilledBySimulation builds the simulation once with every
 // mutation compiled in behind a switch (go test -overlay; the source tree is
-// never touched), then runs it over the memory store once per mutation, with
+// never touched), then runs it once per mutation (over the memory store
+// unless the mutation's args name another), with
 // that one switched on: every mutant must break a gate. It names every
 // mutation that survived, fails if a mutation no longer applies to the
 // source (the list must follow the code), and checks that the build with no

@@ -230,8 +230,8 @@ func (w *world) close() {
 	// with another (the batched path the store proxy's batches reach).
 	if e, ok := w.store.(*embedded.Store); ok {
 		st := e.Stats()
-		if ops := st.Commits - st.MoveTxs; st.Ops > ops {
-			w.stats.injectN("embedded store ops sharing a commit", int(st.Ops-ops))
+		if st.Ops > st.Commits {
+			w.stats.injectN("embedded store ops sharing a commit", int(st.Ops-st.Commits))
 		}
 		w.stats.injectN("embedded store journal moves", int(st.Merges))
 	}
