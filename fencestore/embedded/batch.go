@@ -3,6 +3,7 @@ package embedded
 import (
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -109,11 +110,13 @@ type batcher struct {
 	commits, ops  atomic.Uint64
 	waits, waited atomic.Uint64 // gather's waits and their total in ns
 
-	// The journal's moves (journal.go): after mergeEvery committed ops the
-	// committer moves the journal in a transaction of its own.
+	// The journal's moves (journal.go): mergeEvery committed ops after the
+	// last move started, the committer starts another, run in steps of their
+	// own between batches (maybeMerge).
 	mergeEvery       atomic.Uint64
-	sinceMerge       uint64 // committer only: ops committed since the last move
+	sinceMerge       uint64 // committer only: ops committed since the last move started
 	moving           bool   // committer only: a move is under way
+	steps            int    // committer only: the steps the move under way has run
 	merges, mergeErr atomic.Uint64
 	moveTxs          atomic.Uint64 // the transactions the moves ran
 }
@@ -289,26 +292,38 @@ func (b *batcher) commit(ops []*op) {
 	}
 }
 
+// maxMoveSteps bounds the steps of one move: writes that add to the
+// journal as fast as steps take from it would otherwise keep a move going
+// for ever, the journal's later buckets never reached.
+const maxMoveSteps = 16
+
 // maybeMerge starts a move of the journal once mergeEvery ops have been
-// committed since the last one, and runs it one step (a transaction of at
-// most moveStep bytes) after each batch until the journal is empty, so that
-// the ops queued meanwhile wait for one step, not the whole move; a move
-// left unfinished when the store goes idle goes on with the next batch (or
-// at Close). A step that fails changes nothing (its transaction rolls back;
-// every entry is still readable where it was) and ends the move, which
-// starts again after as many ops. Move transactions are counted apart from
-// the batches (MoveTxs), so a lone write is still one batch.
+// committed since the last one started, and runs it one step (a transaction
+// of about moveStep bytes) after each batch until the journal is empty, so
+// that the ops queued meanwhile wait for one step, not the whole move; the
+// move's last step (after maxMoveSteps) moves all that is left, however
+// large. A move left unfinished when the store goes idle goes on with the
+// next batch (or at Close). A step that fails changes nothing (its
+// transaction rolls back; every entry is still readable where it was) and
+// ends the move, which starts again once mergeEvery ops have been committed
+// since it started. Move transactions are counted apart from the batches
+// (MoveTxs), so a lone write is still one batch.
 func (b *batcher) maybeMerge() {
 	if !b.moving {
 		if b.sinceMerge < b.mergeEvery.Load() {
 			return
 		}
-		b.sinceMerge, b.moving = 0, true
+		b.sinceMerge, b.moving, b.steps = 0, true, 0
+	}
+	b.steps++
+	budget := moveStep
+	if b.steps >= maxMoveSteps {
+		budget = math.MaxInt
 	}
 	var empty bool
 	err := b.db.Update(func(tx *bolt.Tx) error {
 		var err error
-		_, empty, err = mergeJournal(tx, moveStep)
+		_, empty, err = mergeJournal(tx, budget)
 		return err
 	})
 	b.moveTxs.Add(1)

@@ -79,9 +79,8 @@
 // journal into the trees, so on a file closed cleanly they see everything,
 // as below; on one a crash left with writes in its journal they would run on
 // stale fence state, and a file they have used that way is refused by Open
-// (their live bucket and a non-empty journal together): restore it from a
-// backup, and revoke the issuer epochs of the grants issued since the backup
-// (its resources lack their fences, so those grants must stop working). One of them opening a layout 4 or 5 file (a rollback) runs on it
+// (their live bucket and a non-empty journal together), and not repaired
+// (README, Known limitations, says what an operator can do). One of them opening a layout 4 or 5 file (a rollback) runs on it
 // without its live index (it makes an empty live bucket and keeps the
 // receipts it admits there), so a retry of a segment admitted before the
 // rollback is refused (SEGMENT_OUT_OF_ORDER or RESOURCE_BUSY) instead of

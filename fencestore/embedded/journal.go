@@ -20,8 +20,9 @@ import (
 // tree, so the journal's entry, the newer, wins; a list walks both in key
 // order (cursor). Every 8192 ops (WithJournalMoves) the committer moves the
 // journal into the big trees, in steps of its own between batches
-// (maybeMerge; Open and Close use moveJournal), so the journal stays a tree
-// of two or three levels and a move writes each big tree's pages once for
+// (maybeMerge; Open and Close use moveJournal), so the journal stays a small
+// tree (two or three levels for 8192 ops of small receipts) and a move
+// writes each big tree's pages once for
 // thousands of writes: time-ordered keys (receipts, by-state) land on the
 // big tree's last leaves together, and the keys of each resource and
 // operation being written (resources, byres, versions, byop) once each

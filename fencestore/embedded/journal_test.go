@@ -484,11 +484,18 @@ func TestCommitterMovesALargeJournalInStepsBetweenBatches(t *testing.T) {
 	}
 	defer s.Close()
 	now := time.UnixMilli(1_700_000_000_000).UTC()
-	writeSegments(t, s, "res/big", 4000, now) // one op, well over a step of journal
+	writeSegments(t, s, "res/big", 8000, now) // one op, several steps of journal
 	// The committer starts the move after that batch and runs its first
-	// step before it takes the next op; an admission answered while the
-	// move is still unfinished ran between its steps.
-	between := 0
+	// step before it takes the next op: once that op is running, one step
+	// has run and the move is not done.
+	release := hold(t, s)
+	if st := s.Stats(); st.MoveTxs != 1 || st.Merges != 0 {
+		release()
+		t.Fatalf("after the first batch: %d move transactions, %d moves done; want 1 step, the move under way", st.MoveTxs, st.Merges)
+	}
+	// From here on no move would start: the one under way goes on by itself.
+	s.batch.mergeEvery.Store(1 << 62)
+	release()
 	for i := 0; ; i++ {
 		if i == 100 {
 			t.Fatal("the move did not end after 100 more batches")
@@ -496,24 +503,42 @@ func TestCommitterMovesALargeJournalInStepsBetweenBatches(t *testing.T) {
 		if _, err := s.Admit(ctx, admitReq(fmt.Sprintf("res/other/%d", i), 1, fmt.Sprintf("rcpt_other_%d", i))); err != nil {
 			t.Fatal(err)
 		}
-		if row, err := s.Resource(ctx, "res/big"); err != nil || row.LastSegmentSeq != 4000 {
+		if row, err := s.Resource(ctx, "res/big"); err != nil || row.LastSegmentSeq != 8000 {
 			t.Fatalf("Resource(res/big) during the move = %+v, %v", row, err)
 		}
 		if s.Stats().Merges > 0 {
 			break
 		}
-		between++
 	}
 	st := s.Stats()
-	if between == 0 || st.MoveTxs < 2 {
-		t.Fatalf("%d admissions answered during the move, %d move transactions: want the move in steps between batches", between, st.MoveTxs)
+	if st.MoveTxs < 3 {
+		t.Fatalf("the move took %d transactions: want it in steps between batches", st.MoveTxs)
 	}
 	if batches, _ := s.GroupCommits(); batches != st.Commits || st.Commits != st.Ops {
 		t.Fatalf("batches %d, commits %d, ops %d: the move's transactions counted as batches", batches, st.Commits, st.Ops)
 	}
-	for _, seg := range []uint64{1, 2000, 4000} {
+	for _, seg := range []uint64{1, 4000, 8000} {
 		if r, err := s.ReceiptAt(ctx, "res/big", 7, seg); err != nil || r.Segment != seg {
 			t.Fatalf("ReceiptAt(res/big, %d) after the move = %+v, %v", seg, r, err)
 		}
+	}
+}
+
+// TestAMoveEndsWhileWritesOutpaceItsSteps: batches that each add more to
+// the journal than a step moves do not keep a move going for ever: its last
+// step (maxMoveSteps) moves all that is left.
+func TestAMoveEndsWhileWritesOutpaceItsSteps(t *testing.T) {
+	s, err := Open(filepath.Join(t.TempDir(), "fence.db"), WithJournalMoves(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	now := time.UnixMilli(1_700_000_000_000).UTC()
+	for i := range maxMoveSteps + 4 {
+		writeSegments(t, s, fmt.Sprintf("res/%d", i), 4000, now) // more than a step each
+	}
+	hold(t, s)() // the committer has finished the step after the last batch
+	if st := s.Stats(); st.Merges == 0 {
+		t.Fatalf("no move ended in %d batches of %d move transactions", maxMoveSteps+4, st.MoveTxs)
 	}
 }

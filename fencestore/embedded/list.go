@@ -45,7 +45,7 @@ func upgrade(tx *bolt.Tx) error {
 		// crash left unmoved: it read and wrote the big trees without the
 		// journal's newer entries, so neither side can be trusted alone.
 		// (Open makes the journal empty in a file older than layout 5.)
-		return errors.New("an older binary (layout 3 or older) has used this file while its journal held writes it cannot see: its fence state cannot be trusted: restore the file from a backup and revoke the issuer epochs of the grants issued since it was taken (POST /v1/admin/epochs/{n}/revoke), whose fences a copy that old lacks")
+		return errors.New("an older binary (layout 3 or older) has used this file while its journal held writes it cannot see: its fence state cannot be trusted and is not repaired here (README, Known limitations: rolling the embedded store's binary back)")
 	}
 	if have >= 4 && tx.Bucket(bLive) != nil {
 		// Only a binary of layout 3 or older makes a live bucket in a file
