@@ -3,7 +3,6 @@ package embedded
 import (
 	"errors"
 	"fmt"
-	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -300,9 +299,9 @@ const maxMoveSteps = 16
 // maybeMerge starts a move of the journal once mergeEvery ops have been
 // committed since the last one started, and runs it one step (a transaction
 // of about moveStep bytes) after each batch until the journal is empty, so
-// that the ops queued meanwhile wait for one step, not the whole move; the
-// move's last step (after maxMoveSteps) moves all that is left, however
-// large. A move left unfinished when the store goes idle goes on with the
+// that the ops queued meanwhile wait for one step, not the whole move; its
+// maxMoveSteps-th step moves all that is left (moveJournal: transactions of
+// at most moveBudget bytes, run one after another). A move left unfinished when the store goes idle goes on with the
 // next batch (or at Close). A step that fails changes nothing (its
 // transaction rolls back; every entry is still readable where it was) and
 // ends the move, which starts again once mergeEvery ops have been committed
@@ -316,17 +315,23 @@ func (b *batcher) maybeMerge() {
 		b.sinceMerge, b.moving, b.steps = 0, true, 0
 	}
 	b.steps++
-	budget := moveStep
+	var (
+		empty bool
+		err   error
+	)
 	if b.steps >= maxMoveSteps {
-		budget = math.MaxInt
+		var txs int
+		txs, err = moveJournal(b.db)
+		b.moveTxs.Add(uint64(txs))
+		empty = err == nil
+	} else {
+		err = b.db.Update(func(tx *bolt.Tx) error {
+			var err error
+			_, empty, err = mergeJournal(tx, moveStep)
+			return err
+		})
+		b.moveTxs.Add(1)
 	}
-	var empty bool
-	err := b.db.Update(func(tx *bolt.Tx) error {
-		var err error
-		_, empty, err = mergeJournal(tx, budget)
-		return err
-	})
-	b.moveTxs.Add(1)
 	switch {
 	case err != nil:
 		b.moving = false

@@ -484,7 +484,7 @@ func TestCommitterMovesALargeJournalInStepsBetweenBatches(t *testing.T) {
 	}
 	defer s.Close()
 	now := time.UnixMilli(1_700_000_000_000).UTC()
-	writeSegments(t, s, "res/big", 8000, now) // one op, several steps of journal
+	writeSegments(t, s, "res/big", 16000, now) // one op, several steps of journal
 	// The committer starts the move after that batch and runs its first
 	// step before it takes the next op: once that op is running, one step
 	// has run and the move is not done.
@@ -503,7 +503,7 @@ func TestCommitterMovesALargeJournalInStepsBetweenBatches(t *testing.T) {
 		if _, err := s.Admit(ctx, admitReq(fmt.Sprintf("res/other/%d", i), 1, fmt.Sprintf("rcpt_other_%d", i))); err != nil {
 			t.Fatal(err)
 		}
-		if row, err := s.Resource(ctx, "res/big"); err != nil || row.LastSegmentSeq != 8000 {
+		if row, err := s.Resource(ctx, "res/big"); err != nil || row.LastSegmentSeq != 16000 {
 			t.Fatalf("Resource(res/big) during the move = %+v, %v", row, err)
 		}
 		if s.Stats().Merges > 0 {
@@ -517,7 +517,7 @@ func TestCommitterMovesALargeJournalInStepsBetweenBatches(t *testing.T) {
 	if batches, _ := s.GroupCommits(); batches != st.Commits || st.Commits != st.Ops {
 		t.Fatalf("batches %d, commits %d, ops %d: the move's transactions counted as batches", batches, st.Commits, st.Ops)
 	}
-	for _, seg := range []uint64{1, 4000, 8000} {
+	for _, seg := range []uint64{1, 8000, 16000} {
 		if r, err := s.ReceiptAt(ctx, "res/big", 7, seg); err != nil || r.Segment != seg {
 			t.Fatalf("ReceiptAt(res/big, %d) after the move = %+v, %v", seg, r, err)
 		}
@@ -525,8 +525,8 @@ func TestCommitterMovesALargeJournalInStepsBetweenBatches(t *testing.T) {
 }
 
 // TestAMoveEndsWhileWritesOutpaceItsSteps: batches that each add more to
-// the journal than a step moves do not keep a move going for ever: its last
-// step (maxMoveSteps) moves all that is left.
+// the journal than a step moves do not keep a move going for ever: its
+// maxMoveSteps-th step moves all that is left.
 func TestAMoveEndsWhileWritesOutpaceItsSteps(t *testing.T) {
 	s, err := Open(filepath.Join(t.TempDir(), "fence.db"), WithJournalMoves(1))
 	if err != nil {
@@ -534,11 +534,20 @@ func TestAMoveEndsWhileWritesOutpaceItsSteps(t *testing.T) {
 	}
 	defer s.Close()
 	now := time.UnixMilli(1_700_000_000_000).UTC()
-	for i := range maxMoveSteps + 4 {
-		writeSegments(t, s, fmt.Sprintf("res/%d", i), 4000, now) // more than a step each
-	}
-	hold(t, s)() // the committer has finished the step after the last batch
-	if st := s.Stats(); st.Merges == 0 {
-		t.Fatalf("no move ended in %d batches of %d move transactions", maxMoveSteps+4, st.MoveTxs)
+	// Each round is two batches, the segments (more than two steps of
+	// journal) and a held op; while that op is held, the committer has run
+	// a step after every batch before it: 2k-1 steps in round k.
+	for k := 1; k <= maxMoveSteps/2+1; k++ {
+		writeSegments(t, s, fmt.Sprintf("res/%d", k), 8000, now)
+		release := hold(t, s)
+		st := s.Stats()
+		release()
+		steps := uint64(2*k - 1)
+		switch {
+		case steps < maxMoveSteps && (st.Merges != 0 || st.MoveTxs != steps):
+			t.Fatalf("round %d: %d moves ended, %d move transactions; want the move under way after %d steps", k, st.Merges, st.MoveTxs, steps)
+		case steps > maxMoveSteps && st.Merges != 1:
+			t.Fatalf("round %d: %d moves ended (%d move transactions), want the first ended by its step %d", k, st.Merges, st.MoveTxs, maxMoveSteps)
+		}
 	}
 }
