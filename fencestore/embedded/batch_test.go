@@ -218,3 +218,83 @@ func TestGatherIsWokenByTheOpThatFillsTheBatch(t *testing.T) {
 		t.Fatalf("%d waits counted, want 1", st)
 	}
 }
+
+// TestCommitterMovesALargeJournalInStepsBetweenBatches: a journal larger
+// than one step is moved a step after each batch, so the next write waits
+// for one step, not the whole move; every read answers the same meanwhile,
+// and the move's transactions are not counted as batches.
+func TestCommitterMovesALargeJournalInStepsBetweenBatches(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(filepath.Join(t.TempDir(), "fence.db"), WithJournalMoves(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	now := time.UnixMilli(1_700_000_000_000).UTC()
+	writeSegments(t, s, "res/big", 16000, now) // one op, several steps of journal
+	// The committer starts the move after that batch and runs its first
+	// step before it takes the next op: once that op is running, one step
+	// has run and the move is not done.
+	release := hold(t, s)
+	if st := s.Stats(); st.MoveTxs != 1 || st.Merges != 0 {
+		release()
+		t.Fatalf("after the first batch: %d move transactions, %d moves done; want 1 step, the move under way", st.MoveTxs, st.Merges)
+	}
+	// From here on no move would start: the one under way goes on by itself.
+	s.batch.mergeEvery.Store(1 << 62)
+	release()
+	for i := 0; ; i++ {
+		if i == 100 {
+			t.Fatal("the move did not end after 100 more batches")
+		}
+		if _, err := s.Admit(ctx, admitReq(fmt.Sprintf("res/other/%d", i), 1, fmt.Sprintf("rcpt_other_%d", i))); err != nil {
+			t.Fatal(err)
+		}
+		if row, err := s.Resource(ctx, "res/big"); err != nil || row.LastSegmentSeq != 16000 {
+			t.Fatalf("Resource(res/big) during the move = %+v, %v", row, err)
+		}
+		if s.Stats().Merges > 0 {
+			break
+		}
+	}
+	st := s.Stats()
+	if st.MoveTxs < 3 {
+		t.Fatalf("the move took %d transactions: want it in steps between batches", st.MoveTxs)
+	}
+	if batches, _ := s.GroupCommits(); batches != st.Commits || st.Commits != st.Ops {
+		t.Fatalf("batches %d, commits %d, ops %d: the move's transactions counted as batches", batches, st.Commits, st.Ops)
+	}
+	for _, seg := range []uint64{1, 8000, 16000} {
+		if r, err := s.ReceiptAt(ctx, "res/big", 7, seg); err != nil || r.Segment != seg {
+			t.Fatalf("ReceiptAt(res/big, %d) after the move = %+v, %v", seg, r, err)
+		}
+	}
+}
+
+// TestAMoveEndsWhileWritesOutpaceItsSteps: batches that each add more to
+// the journal than a step moves do not keep a move going for ever: its
+// maxMoveSteps-th step moves all that is left.
+func TestAMoveEndsWhileWritesOutpaceItsSteps(t *testing.T) {
+	s, err := Open(filepath.Join(t.TempDir(), "fence.db"), WithJournalMoves(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	now := time.UnixMilli(1_700_000_000_000).UTC()
+	// Each round is two batches, the segments (more than two steps of
+	// journal) and a held op; while that op is held, the committer has run
+	// a step after every batch before it: 2k-1 steps in round k.
+	for k := 1; k <= maxMoveSteps/2+1; k++ {
+		writeSegments(t, s, fmt.Sprintf("res/%d", k), 8000, now)
+		release := hold(t, s)
+		st := s.Stats()
+		release()
+		steps := uint64(2*k - 1)
+		switch {
+		case steps < maxMoveSteps && (st.Merges != 0 || st.MoveTxs != steps):
+			t.Fatalf("round %d: %d moves ended, %d move transactions; want the move under way after %d steps", k, st.Merges, st.MoveTxs, steps)
+		case steps > maxMoveSteps && st.Merges != 1:
+			t.Fatalf("round %d: %d moves ended (%d move transactions), want the first ended by its step %d", k, st.Merges, st.MoveTxs, maxMoveSteps)
+		}
+	}
+}

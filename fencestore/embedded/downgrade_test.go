@@ -1,11 +1,14 @@
 package embedded
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"path/filepath"
 	"testing"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -197,4 +200,76 @@ func TestFileOfANewerLayoutIsRefused(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestOlderBinaryOnAJournalACrashLeftIsRefused: a binary of layout 3 or
+// older knows no journal; one that ran on a file a crash left with writes in
+// it saw stale fence state, so Open refuses the file, and changes nothing.
+func TestOlderBinaryOnAJournalACrashLeftIsRefused(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "fence.db")
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeSegments(t, s, "res/a", 5, time.UnixMilli(1_700_000_000_000).UTC())
+	crash(t, s)
+	rewriteFile(t, path, func(tx *bolt.Tx) error { // the older binary's Open
+		_, err := tx.CreateBucketIfNotExists(bLive)
+		return err
+	})
+	before := journalKeys(t, path)
+	if s, err := Open(path); err == nil {
+		_ = s.Close()
+		t.Fatal("Open of a file an older binary used over an unmoved journal succeeded")
+	}
+	if after := journalKeys(t, path); after != before || before == 0 {
+		t.Fatalf("journal entries %d before the refused Open, %d after", before, after)
+	}
+}
+
+// TestRepairedFileIsMarkedWithTheJournalsLayout: a layout 4 file that a
+// binary of layout 3 or older has used is repaired by Open and marked layout
+// 5, so that after a crash with writes in its journal a binary of layout 4
+// refuses it and one of layout 3 or older that ran on it is found out: Open
+// refuses the file instead of moving the journal over that binary's writes.
+func TestRepairedFileIsMarkedWithTheJournalsLayout(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "fence.db")
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeSegments(t, s, "res/a", 2, time.UnixMilli(1_700_000_000_000).UTC())
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rewriteFile(t, path, func(tx *bolt.Tx) error { // a layout 4 file an older binary has opened
+		for _, name := range journaled {
+			if err := tx.DeleteBucket(journalOf[string(name)]); err != nil {
+				return err
+			}
+		}
+		if _, err := tx.CreateBucket(bLive); err != nil {
+			return err
+		}
+		return tx.Bucket(bMeta).Put(keyLayout, u64(4))
+	})
+	if s, err = Open(path); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Admit(ctx, admitReq("res/a", 3, "rcpt_3")); err != nil {
+		t.Fatal(err)
+	}
+	crash(t, s)
+	rewriteFile(t, path, func(tx *bolt.Tx) error {
+		if v := tx.Bucket(bMeta).Get(keyLayout); !bytes.Equal(v, u64(layout)) {
+			return fmt.Errorf("layout %x after the repair, want %d", v, layout)
+		}
+		_, err := tx.CreateBucketIfNotExists(bLive) // an older binary's Open
+		return err
+	})
+	if s, err := Open(path); err == nil {
+		_ = s.Close()
+		t.Fatal("Open of a file an older binary used over an unmoved journal succeeded")
+	}
 }

@@ -200,31 +200,6 @@ func TestOpenMovesTheJournalACrashLeftAndCloseMovesItAll(t *testing.T) {
 	}
 }
 
-// TestOlderBinaryOnAJournalACrashLeftIsRefused: a binary of layout 3 or
-// older knows no journal; one that ran on a file a crash left with writes in
-// it saw stale fence state, so Open refuses the file, and changes nothing.
-func TestOlderBinaryOnAJournalACrashLeftIsRefused(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "fence.db")
-	s, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	writeSegments(t, s, "res/a", 5, time.UnixMilli(1_700_000_000_000).UTC())
-	crash(t, s)
-	rewriteFile(t, path, func(tx *bolt.Tx) error { // the older binary's Open
-		_, err := tx.CreateBucketIfNotExists(bLive)
-		return err
-	})
-	before := journalKeys(t, path)
-	if s, err := Open(path); err == nil {
-		_ = s.Close()
-		t.Fatal("Open of a file an older binary used over an unmoved journal succeeded")
-	}
-	if after := journalKeys(t, path); after != before || before == 0 {
-		t.Fatalf("journal entries %d before the refused Open, %d after", before, after)
-	}
-}
-
 // TestCursorReadsBothSidesInKeyOrder: a journaled tree's cursor returns each
 // key once, in key order, with the journal's value for a key on both sides,
 // from any seek position; Get and Delete agree with it.
@@ -275,53 +250,6 @@ func TestCursorReadsBothSidesInKeyOrder(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
-	}
-}
-
-// TestRepairedFileIsMarkedWithTheJournalsLayout: a layout 4 file that a
-// binary of layout 3 or older has used is repaired by Open and marked layout
-// 5, so that after a crash with writes in its journal a binary of layout 4
-// refuses it and one of layout 3 or older that ran on it is found out: Open
-// refuses the file instead of moving the journal over that binary's writes.
-func TestRepairedFileIsMarkedWithTheJournalsLayout(t *testing.T) {
-	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "fence.db")
-	s, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	writeSegments(t, s, "res/a", 2, time.UnixMilli(1_700_000_000_000).UTC())
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	rewriteFile(t, path, func(tx *bolt.Tx) error { // a layout 4 file an older binary has opened
-		for _, name := range journaled {
-			if err := tx.DeleteBucket(journalOf[string(name)]); err != nil {
-				return err
-			}
-		}
-		if _, err := tx.CreateBucket(bLive); err != nil {
-			return err
-		}
-		return tx.Bucket(bMeta).Put(keyLayout, u64(4))
-	})
-	if s, err = Open(path); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Admit(ctx, admitReq("res/a", 3, "rcpt_3")); err != nil {
-		t.Fatal(err)
-	}
-	crash(t, s)
-	rewriteFile(t, path, func(tx *bolt.Tx) error {
-		if v := tx.Bucket(bMeta).Get(keyLayout); !bytes.Equal(v, u64(layout)) {
-			return fmt.Errorf("layout %x after the repair, want %d", v, layout)
-		}
-		_, err := tx.CreateBucketIfNotExists(bLive) // an older binary's Open
-		return err
-	})
-	if s, err := Open(path); err == nil {
-		_ = s.Close()
-		t.Fatal("Open of a file an older binary used over an unmoved journal succeeded")
 	}
 }
 
@@ -470,84 +398,4 @@ func TestJournalMatchesAModelAcrossPartialMoves(t *testing.T) {
 		}
 		return nil
 	})
-}
-
-// TestCommitterMovesALargeJournalInStepsBetweenBatches: a journal larger
-// than one step is moved a step after each batch, so the next write waits
-// for one step, not the whole move; every read answers the same meanwhile,
-// and the move's transactions are not counted as batches.
-func TestCommitterMovesALargeJournalInStepsBetweenBatches(t *testing.T) {
-	ctx := context.Background()
-	s, err := Open(filepath.Join(t.TempDir(), "fence.db"), WithJournalMoves(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	now := time.UnixMilli(1_700_000_000_000).UTC()
-	writeSegments(t, s, "res/big", 16000, now) // one op, several steps of journal
-	// The committer starts the move after that batch and runs its first
-	// step before it takes the next op: once that op is running, one step
-	// has run and the move is not done.
-	release := hold(t, s)
-	if st := s.Stats(); st.MoveTxs != 1 || st.Merges != 0 {
-		release()
-		t.Fatalf("after the first batch: %d move transactions, %d moves done; want 1 step, the move under way", st.MoveTxs, st.Merges)
-	}
-	// From here on no move would start: the one under way goes on by itself.
-	s.batch.mergeEvery.Store(1 << 62)
-	release()
-	for i := 0; ; i++ {
-		if i == 100 {
-			t.Fatal("the move did not end after 100 more batches")
-		}
-		if _, err := s.Admit(ctx, admitReq(fmt.Sprintf("res/other/%d", i), 1, fmt.Sprintf("rcpt_other_%d", i))); err != nil {
-			t.Fatal(err)
-		}
-		if row, err := s.Resource(ctx, "res/big"); err != nil || row.LastSegmentSeq != 16000 {
-			t.Fatalf("Resource(res/big) during the move = %+v, %v", row, err)
-		}
-		if s.Stats().Merges > 0 {
-			break
-		}
-	}
-	st := s.Stats()
-	if st.MoveTxs < 3 {
-		t.Fatalf("the move took %d transactions: want it in steps between batches", st.MoveTxs)
-	}
-	if batches, _ := s.GroupCommits(); batches != st.Commits || st.Commits != st.Ops {
-		t.Fatalf("batches %d, commits %d, ops %d: the move's transactions counted as batches", batches, st.Commits, st.Ops)
-	}
-	for _, seg := range []uint64{1, 8000, 16000} {
-		if r, err := s.ReceiptAt(ctx, "res/big", 7, seg); err != nil || r.Segment != seg {
-			t.Fatalf("ReceiptAt(res/big, %d) after the move = %+v, %v", seg, r, err)
-		}
-	}
-}
-
-// TestAMoveEndsWhileWritesOutpaceItsSteps: batches that each add more to
-// the journal than a step moves do not keep a move going for ever: its
-// maxMoveSteps-th step moves all that is left.
-func TestAMoveEndsWhileWritesOutpaceItsSteps(t *testing.T) {
-	s, err := Open(filepath.Join(t.TempDir(), "fence.db"), WithJournalMoves(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	now := time.UnixMilli(1_700_000_000_000).UTC()
-	// Each round is two batches, the segments (more than two steps of
-	// journal) and a held op; while that op is held, the committer has run
-	// a step after every batch before it: 2k-1 steps in round k.
-	for k := 1; k <= maxMoveSteps/2+1; k++ {
-		writeSegments(t, s, fmt.Sprintf("res/%d", k), 8000, now)
-		release := hold(t, s)
-		st := s.Stats()
-		release()
-		steps := uint64(2*k - 1)
-		switch {
-		case steps < maxMoveSteps && (st.Merges != 0 || st.MoveTxs != steps):
-			t.Fatalf("round %d: %d moves ended, %d move transactions; want the move under way after %d steps", k, st.Merges, st.MoveTxs, steps)
-		case steps > maxMoveSteps && st.Merges != 1:
-			t.Fatalf("round %d: %d moves ended (%d move transactions), want the first ended by its step %d", k, st.Merges, st.MoveTxs, maxMoveSteps)
-		}
-	}
 }
