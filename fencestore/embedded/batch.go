@@ -112,12 +112,11 @@ type batcher struct {
 	// The journal's moves (journal.go): mergeEvery committed ops after the
 	// last move started, the committer starts another, run in steps of their
 	// own between batches (maybeMerge).
-	mergeEvery       atomic.Uint64
-	sinceMerge       uint64 // committer only: ops committed since the last move started
-	moving           bool   // committer only: a move is under way
-	steps            int    // committer only: the steps the move under way has run
-	merges, mergeErr atomic.Uint64
-	moveTxs          atomic.Uint64 // the transactions the moves ran
+	mergeEvery atomic.Uint64
+	sinceMerge uint64 // committer only: ops committed since the last move started
+	steps      int    // committer only: the steps the move under way has run (0: none under way)
+	merges     atomic.Uint64
+	moveTxs    atomic.Uint64 // the transactions the moves ran
 }
 
 func newBatcher(db *bolt.DB) *batcher {
@@ -305,40 +304,27 @@ const maxMoveSteps = 16
 // when the store goes idle goes on with the next batch (or at Close). A
 // step that fails keeps what its committed transactions moved and nothing
 // of the one that failed (it rolls back): every entry is readable on one
-// side or the other. It ends the move, which starts again once mergeEvery ops have been committed
-// since it started. Move transactions are counted apart from the batches
-// (MoveTxs), so a lone write is still one batch.
+// side or the other. It ends the move, which starts again once mergeEvery
+// ops have been committed since it started. Move transactions are counted
+// apart from the batches (MoveTxs), so a lone write is still one batch.
 func (b *batcher) maybeMerge() {
-	if !b.moving {
+	if b.steps == 0 {
 		if b.sinceMerge < b.mergeEvery.Load() {
 			return
 		}
-		b.sinceMerge, b.moving, b.steps = 0, true, 0
+		b.sinceMerge = 0
 	}
 	b.steps++
-	var (
-		empty bool
-		err   error
-	)
+	budget, limit := moveStep, 1
 	if b.steps >= maxMoveSteps {
-		var txs int
-		txs, err = moveJournal(b.db)
-		b.moveTxs.Add(uint64(txs))
-		empty = err == nil
-	} else {
-		err = b.db.Update(func(tx *bolt.Tx) error {
-			var err error
-			_, empty, err = mergeJournal(tx, moveStep)
-			return err
-		})
-		b.moveTxs.Add(1)
+		budget, limit = moveBudget, 0
 	}
-	switch {
-	case err != nil:
-		b.moving = false
-		b.mergeErr.Add(1)
-	case empty:
-		b.moving = false
+	txs, empty, err := moveJournal(b.db, budget, limit)
+	b.moveTxs.Add(uint64(txs))
+	if err != nil || empty {
+		b.steps = 0
+	}
+	if err == nil && empty {
 		b.merges.Add(1)
 	}
 }
@@ -364,10 +350,9 @@ type BatchStats struct {
 	Waits  uint64
 	Waited time.Duration
 	// Merges is the number of times the committer moved the whole journal
-	// into the big trees (journal.go), MergeFailures the moves a failed step
-	// ended (each starts again later), and MoveTxs the write transactions
-	// the moves ran, which Commits does not count.
-	Merges, MergeFailures, MoveTxs uint64
+	// into the big trees (journal.go), and MoveTxs the write transactions
+	// its moves ran, which Commits does not count.
+	Merges, MoveTxs uint64
 }
 
 var _ fencegate.GroupCommitter = (*Store)(nil)
@@ -383,5 +368,5 @@ func (s *Store) GroupCommits() (batches, writes uint64) {
 func (s *Store) Stats() BatchStats {
 	b := s.batch
 	return BatchStats{Commits: b.commits.Load(), Ops: b.ops.Load(), Waits: b.waits.Load(), Waited: time.Duration(b.waited.Load()),
-		Merges: b.merges.Load(), MergeFailures: b.mergeErr.Load(), MoveTxs: b.moveTxs.Load()}
+		Merges: b.merges.Load(), MoveTxs: b.moveTxs.Load()}
 }

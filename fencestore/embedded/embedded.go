@@ -197,7 +197,7 @@ func Open(path string, opts ...Option) (*Store, error) {
 		return upgrade(tx)
 	})
 	if err == nil {
-		_, err = moveJournal(db) // what a crash left there
+		_, _, err = moveJournal(db, moveBudget, 0) // what a crash left there
 	}
 	if err != nil {
 		_ = db.Close()
@@ -218,7 +218,7 @@ func Open(path string, opts ...Option) (*Store, error) {
 func (s *Store) Close() error {
 	s.closing.Do(func() {
 		s.batch.close()
-		_, merr := moveJournal(s.db)
+		_, _, merr := moveJournal(s.db, moveBudget, 0)
 		if err := errors.Join(merr, s.db.Close()); err != nil {
 			s.closeErr = fencegate.Wrap(err, fencegate.CodeInternal, "close fence store")
 		}

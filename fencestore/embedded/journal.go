@@ -240,24 +240,25 @@ func mergeJournal(tx *bolt.Tx, budget int) (n int, empty bool, err error) {
 	return n, true, nil
 }
 
-// moveJournal moves the whole journal of db, in transactions of at most
-// moveBudget bytes each, and returns how many it ran (none for an empty
-// journal: a write transaction costs a commit even when it changes nothing).
-func moveJournal(db *bolt.DB) (txs int, err error) {
-	empty := false
+// moveJournal moves the journal of db in transactions of at most budget
+// bytes each (mergeJournal), until it is empty or after limit transactions
+// (0: no limit). It returns how many it ran (none for an empty journal: a
+// write transaction costs a commit even when it changes nothing) and
+// whether the journal is empty.
+func moveJournal(db *bolt.DB, budget, limit int) (txs int, empty bool, err error) {
 	if err := db.View(func(tx *bolt.Tx) error { empty = journalEmpty(tx); return nil }); err != nil {
-		return 0, err
+		return 0, false, err
 	}
-	for !empty {
+	for !empty && (limit == 0 || txs < limit) {
 		txs++
 		err := db.Update(func(tx *bolt.Tx) error {
 			var err error
-			_, empty, err = mergeJournal(tx, moveBudget)
+			_, empty, err = mergeJournal(tx, budget)
 			return err
 		})
 		if err != nil {
-			return txs, err
+			return txs, false, err
 		}
 	}
-	return txs, nil
+	return txs, empty, nil
 }

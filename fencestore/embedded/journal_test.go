@@ -55,7 +55,7 @@ func TestWritesAfterAMoveLeaveTheBigTreesAlone(t *testing.T) {
 	for i := range 150 { // enough resources for a resources tree of its own pages
 		writeSegments(t, s, fmt.Sprintf("res/other/%03d", i), 1, now)
 	}
-	if _, err := moveJournal(s.db); err != nil {
+	if _, _, err := moveJournal(s.db, moveBudget, 0); err != nil {
 		t.Fatal(err)
 	}
 	roots := func() map[string]uint64 {
@@ -389,7 +389,7 @@ func TestJournalMatchesAModelAcrossPartialMoves(t *testing.T) {
 			t.Fatalf("after step %d: %v", step, err)
 		}
 	}
-	if _, err := moveJournal(s.db); err != nil {
+	if _, _, err := moveJournal(s.db, moveBudget, 0); err != nil {
 		t.Fatal(err)
 	}
 	_ = s.db.View(func(tx *bolt.Tx) error {
