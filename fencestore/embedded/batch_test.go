@@ -25,13 +25,21 @@ func admitReq(res string, seg uint64, id string) fencegate.AdmitRequest {
 
 // openTemp opens a fresh store in the test's temporary directory, closed
 // when the test ends.
-func openTemp(t *testing.T) *Store {
+func openTemp(t *testing.T, opts ...Option) *Store {
 	t.Helper()
-	s, err := Open(filepath.Join(t.TempDir(), "fence.db"))
+	s := openAt(t, filepath.Join(t.TempDir(), "fence.db"), opts...)
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// openAt opens the store file at path, failing t if it cannot; the test
+// closes it (or crashes it) itself.
+func openAt(t *testing.T, path string, opts ...Option) *Store {
+	t.Helper()
+	s, err := Open(path, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = s.Close() })
 	return s
 }
 
@@ -59,10 +67,7 @@ func waitQueued(s *Store, n int) {
 // and the admissions batched with it commit, durably.
 func TestFailedOpInABatchIsRolledBackAndRunAlone(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "fence.db")
-	s, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openAt(t, path)
 	release := hold(t, s)
 	fault := errors.New("disk fault")
 	var wg sync.WaitGroup
@@ -113,10 +118,7 @@ func TestFailedOpInABatchIsRolledBackAndRunAlone(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	s, err = Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s = openAt(t, path)
 	defer s.Close()
 	for i := range admitErrs {
 		if r, err := s.ReceiptAt(context.Background(), fmt.Sprintf("res/%d", i), 7, 1); err != nil || r.ID != fmt.Sprintf("r%d", i) {
@@ -175,10 +177,7 @@ func TestIdleWriteRunsAloneAtOnce(t *testing.T) {
 
 // TestClosedStoreRefusesWrites: a write after Close is INTERNAL, not a hang.
 func TestClosedStoreRefusesWrites(t *testing.T) {
-	s, err := Open(filepath.Join(t.TempDir(), "fence.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openAt(t, filepath.Join(t.TempDir(), "fence.db"))
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -225,11 +224,7 @@ func TestGatherIsWokenByTheOpThatFillsTheBatch(t *testing.T) {
 // and the move's transactions are not counted as batches.
 func TestCommitterMovesALargeJournalInStepsBetweenBatches(t *testing.T) {
 	ctx := context.Background()
-	s, err := Open(filepath.Join(t.TempDir(), "fence.db"), WithJournalMoves(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openTemp(t, WithJournalMoves(1))
 	now := time.UnixMilli(1_700_000_000_000).UTC()
 	writeSegments(t, s, "res/big", 16000, now) // one op, several steps of journal
 	// The committer starts the move after that batch and runs its first
@@ -275,11 +270,7 @@ func TestCommitterMovesALargeJournalInStepsBetweenBatches(t *testing.T) {
 // the journal than a step moves do not keep a move going for ever: its
 // maxMoveSteps-th step moves all that is left.
 func TestAMoveEndsWhileWritesOutpaceItsSteps(t *testing.T) {
-	s, err := Open(filepath.Join(t.TempDir(), "fence.db"), WithJournalMoves(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openTemp(t, WithJournalMoves(1))
 	now := time.UnixMilli(1_700_000_000_000).UTC()
 	// Each round is two batches, the segments (more than two steps of
 	// journal) and a held op; while that op is held, the committer has run

@@ -71,10 +71,7 @@ func oldLiveKey(resource string, fence, segment uint64) []byte {
 func TestFileUsedByAnOlderBinaryAfterTheUpgradeIsRepaired(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "fence.db")
-	s, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openAt(t, path)
 	freed := admitReq("res/freed", 1, "rcpt_freed")  // admitted here, NOT_APPLIED by the older binary
 	again := admitReq("res/again", 1, "rcpt_again1") // the same, then admitted again by it
 	gone := admitReq("res/gone", 1, "rcpt_gone")     // committed here, compacted by it
@@ -141,10 +138,7 @@ func TestFileUsedByAnOlderBinaryAfterTheUpgradeIsRepaired(t *testing.T) {
 		return tx.Bucket(bReceipts).Delete([]byte(gone.ReceiptID))
 	})
 
-	s, err = Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s = openAt(t, path)
 	defer s.Close()
 	if r, err := s.ReceiptAt(ctx, "res/again", 7, 1); err != nil || r.ID != "rcpt_again2" {
 		t.Fatalf("ReceiptAt of the segment the older binary admitted = %+v, %v; want rcpt_again2", r, err)
@@ -158,7 +152,7 @@ func TestFileUsedByAnOlderBinaryAfterTheUpgradeIsRepaired(t *testing.T) {
 	if r, err := s.ReceiptAt(ctx, "res/gone", 7, 1); fencegate.ErrorCode(err) != fencegate.CodeNotFound {
 		t.Fatalf("ReceiptAt of a compacted receipt = %+v, %v; want NOT_FOUND", r, err)
 	}
-	err = s.db.View(func(tx *bolt.Tx) error {
+	err := s.db.View(func(tx *bolt.Tx) error {
 		if tx.Bucket(bLive) != nil {
 			t.Error("the older binary's live bucket is still there")
 		}
@@ -174,10 +168,7 @@ func TestFileUsedByAnOlderBinaryAfterTheUpgradeIsRepaired(t *testing.T) {
 // added) and leaves it as it is.
 func TestFileOfANewerLayoutIsRefused(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "fence.db")
-	s, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openAt(t, path)
 	_ = s.Close()
 	olderBinary(t, path, func(tx *bolt.Tx, live *bolt.Bucket) error {
 		if err := tx.DeleteBucket(bLive); err != nil {
@@ -207,24 +198,14 @@ func TestFileOfANewerLayoutIsRefused(t *testing.T) {
 // it saw stale fence state, so Open refuses the file, and changes nothing.
 func TestOlderBinaryOnAJournalACrashLeftIsRefused(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "fence.db")
-	s, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openAt(t, path)
 	writeSegments(t, s, "res/a", 5, time.UnixMilli(1_700_000_000_000).UTC())
 	crash(t, s)
 	rewriteFile(t, path, func(tx *bolt.Tx) error { // the older binary's Open
 		_, err := tx.CreateBucketIfNotExists(bLive)
 		return err
 	})
-	before := journalKeys(t, path)
-	if s, err := Open(path); err == nil {
-		_ = s.Close()
-		t.Fatal("Open of a file an older binary used over an unmoved journal succeeded")
-	}
-	if after := journalKeys(t, path); after != before || before == 0 {
-		t.Fatalf("journal entries %d before the refused Open, %d after", before, after)
-	}
+	openIsRefusedLeavingTheJournal(t, path)
 }
 
 // TestRepairedFileIsMarkedWithTheJournalsLayout: a layout 4 file that a
@@ -235,10 +216,7 @@ func TestOlderBinaryOnAJournalACrashLeftIsRefused(t *testing.T) {
 func TestRepairedFileIsMarkedWithTheJournalsLayout(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "fence.db")
-	s, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openAt(t, path)
 	writeSegments(t, s, "res/a", 2, time.UnixMilli(1_700_000_000_000).UTC())
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
@@ -254,9 +232,7 @@ func TestRepairedFileIsMarkedWithTheJournalsLayout(t *testing.T) {
 		}
 		return tx.Bucket(bMeta).Put(keyLayout, u64(4))
 	})
-	if s, err = Open(path); err != nil {
-		t.Fatal(err)
-	}
+	s = openAt(t, path)
 	if _, err := s.Admit(ctx, admitReq("res/a", 3, "rcpt_3")); err != nil {
 		t.Fatal(err)
 	}
@@ -268,8 +244,26 @@ func TestRepairedFileIsMarkedWithTheJournalsLayout(t *testing.T) {
 		_, err := tx.CreateBucketIfNotExists(bLive) // an older binary's Open
 		return err
 	})
+	openIsRefusedLeavingTheJournal(t, path)
+	rewriteFile(t, path, func(tx *bolt.Tx) error {
+		if tx.Bucket(bLive) == nil || !bytes.Equal(tx.Bucket(bMeta).Get(keyLayout), u64(layout)) {
+			return fmt.Errorf("the refused Open changed the live bucket or the layout")
+		}
+		return nil
+	})
+}
+
+// openIsRefusedLeavingTheJournal fails t unless Open refuses the file at
+// path (an older binary used it over an unmoved journal) and leaves every
+// journal entry where it was.
+func openIsRefusedLeavingTheJournal(t *testing.T, path string) {
+	t.Helper()
+	before := journalKeys(t, path)
 	if s, err := Open(path); err == nil {
 		_ = s.Close()
 		t.Fatal("Open of a file an older binary used over an unmoved journal succeeded")
+	}
+	if after := journalKeys(t, path); after != before || before == 0 {
+		t.Fatalf("journal entries %d before the refused Open, %d after", before, after)
 	}
 }

@@ -26,10 +26,7 @@ import (
 func TestContractWithTheJournalMovedAfterEveryCommit(t *testing.T) {
 	var stores []*Store
 	storetest.Run(t, func(t *testing.T) fencegate.FenceStore {
-		s, err := Open(filepath.Join(t.TempDir(), "fence.db"), WithJournalMoves(1))
-		if err != nil {
-			t.Fatal(err)
-		}
+		s := openAt(t, filepath.Join(t.TempDir(), "fence.db"), WithJournalMoves(1))
 		t.Cleanup(func() { _ = s.Close() })
 		stores = append(stores, s)
 		return s
@@ -153,10 +150,7 @@ func journalKeys(t *testing.T, path string) int {
 func TestOpenMovesTheJournalACrashLeftAndCloseMovesItAll(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "fence.db")
-	s, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openAt(t, path)
 	now := time.UnixMilli(1_700_000_000_000).UTC()
 	writeSegments(t, s, "res/a", 5, now)
 	crash(t, s)
@@ -164,11 +158,8 @@ func TestOpenMovesTheJournalACrashLeftAndCloseMovesItAll(t *testing.T) {
 		t.Fatal("the crash left nothing in the journal: nothing to tell")
 	}
 
-	s, err = Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = s.db.View(func(tx *bolt.Tx) error {
+	s = openAt(t, path)
+	err := s.db.View(func(tx *bolt.Tx) error {
 		if !journalEmpty(tx) {
 			return fmt.Errorf("the journal a crash left is still there after Open")
 		}
@@ -190,10 +181,7 @@ func TestOpenMovesTheJournalACrashLeftAndCloseMovesItAll(t *testing.T) {
 	if n := journalKeys(t, path); n != 0 {
 		t.Fatalf("Close left %d entries in the journal", n)
 	}
-	s, err = Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s = openAt(t, path)
 	defer s.Close()
 	if row, err := s.Resource(ctx, "res/b"); err != nil || row.LastSegmentSeq != 3 {
 		t.Fatalf("Resource after Close and Open = %+v, %v; want segment 3", row, err)
@@ -311,10 +299,7 @@ func TestJournalMovedInPartsReadsTheSame(t *testing.T) {
 
 // TestCloseTwiceIsNoError: a second Close of a Store does nothing.
 func TestCloseTwiceIsNoError(t *testing.T) {
-	s, err := Open(filepath.Join(t.TempDir(), "fence.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openAt(t, filepath.Join(t.TempDir(), "fence.db"))
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
