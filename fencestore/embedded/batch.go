@@ -301,12 +301,12 @@ const maxMoveSteps = 16
 // that the ops queued meanwhile wait for one step, not the whole move; its
 // maxMoveSteps-th step moves all that is left (moveJournal: transactions of
 // at most moveBudget bytes, run one after another). A move left unfinished
-// when the store goes idle goes on with the next batch (or at Close). A
-// step that fails keeps what its committed transactions moved and nothing
-// of the one that failed (it rolls back): every entry is readable on one
-// side or the other. It ends the move, which starts again once mergeEvery
-// ops have been committed since it started. Move transactions are counted
-// apart from the batches (MoveTxs), so a lone write is still one batch.
+// when the store goes idle goes on with the next batch (or at Close). A step
+// that fails keeps what its committed transactions moved and nothing of the
+// one that failed (it rolls back): every entry is readable on one side or
+// the other. It ends the move, which starts again once mergeEvery ops have
+// been committed since it started. Move transactions are counted apart from
+// the batches (MoveTxs), so a lone write is still one batch.
 func (b *batcher) maybeMerge() {
 	if b.steps == 0 {
 		if b.sinceMerge < b.mergeEvery.Load() {

@@ -70,29 +70,30 @@
 // # Older binaries
 //
 // Open refuses a file of a newer layout than its own, so a binary of layout
-// 4 does not open a file of layout 5 (its journal would be invisible to
-// it), except those built from 2bdd345 (layout 4) up to, not including,
-// 7e00f0b (the refusal), which open it as their own: like binaries of layout 3 and
+// 4 does not open a file of layout 5 (its journal would be invisible to it),
+// except those built from 2bdd345 (layout 4) up to, not including, 7e00f0b
+// (the refusal), which open it as their own: like binaries of layout 3 and
 // older, they must not be run on a file a crash left with writes in its
 // journal, and unlike those they leave no trace Open could find (no live
-// bucket). Binaries of layout 3 and older did not refuse. Close moves the whole
-// journal into the trees, so on a file closed cleanly they see everything,
-// as below; on one a crash left with writes in its journal they would run on
-// stale fence state, and a file they have used that way is refused by Open
-// (their live bucket and a non-empty journal together), and not repaired
-// (README, Known limitations, says what an operator can do). One of them opening a layout 4 or 5 file (a rollback) runs on it
-// without its live index (it makes an empty live bucket and keeps the
-// receipts it admits there), so a retry of a segment admitted before the
-// rollback is refused (SEGMENT_OUT_OF_ORDER or RESOURCE_BUSY) instead of
-// replayed, and another payload for it is refused without a quarantine
-// record; nothing is admitted twice. A binary from before the compact
-// codec also fails every read of a receipt or resource state written in it,
-// one from before codec byte 2 every read of a receipt written since, and
-// one from before the receipt's LandBy (codec.go) every read of a receipt
-// that has one (INTERNAL: a value it cannot decode is never taken for
-// another). Opened again by this code, such a file is repaired
-// (repairLive): the rolled-back binary's live entries are moved into byres
-// and the entries of receipts it freed or compacted are dropped.
+// bucket). Binaries of layout 3 and older did not refuse. Close moves the
+// whole journal into the trees, so on a file closed cleanly they see
+// everything, as below; on one a crash left with writes in its journal they
+// would run on stale fence state, and a file they have used that way is
+// refused by Open (their live bucket and a non-empty journal together), and
+// not repaired (README, Known limitations, says what an operator can do).
+// One of them opening a layout 4 or 5 file (a rollback) runs on it without
+// its live index (it makes an empty live bucket and keeps the receipts it
+// admits there), so a retry of a segment admitted before the rollback is
+// refused (SEGMENT_OUT_OF_ORDER or RESOURCE_BUSY) instead of replayed, and
+// another payload for it is refused without a quarantine record; nothing is
+// admitted twice. A binary from before the compact codec also fails every
+// read of a receipt or resource state written in it, one from before codec
+// byte 2 every read of a receipt written since, and one from before the
+// receipt's LandBy (codec.go) every read of a receipt that has one
+// (INTERNAL: a value it cannot decode is never taken for another). Opened
+// again by this code, such a file is repaired (repairLive): the rolled-back
+// binary's live entries are moved into byres and the entries of receipts it
+// freed or compacted are dropped.
 package embedded
 
 import (

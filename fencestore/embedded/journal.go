@@ -22,20 +22,19 @@ import (
 // journal into the big trees, in steps of its own between batches
 // (maybeMerge; Open and Close use moveJournal), so the journal stays a small
 // tree (two or three levels for 8192 ops of small receipts) and a move
-// writes each big tree's pages once for
-// thousands of writes: time-ordered keys (receipts, by-state) land on the
-// big tree's last leaves together, and the keys of each resource and
-// operation being written (resources, byres, versions, byop) once each
-// however often they were written since the last move. With writes spread
-// over many resources a move writes a leaf path per resource, in each of
-// resources, byres and versions.
+// writes each big tree's pages once for thousands of writes: time-ordered
+// keys (receipts, by-state) land on the big tree's last leaves together, and
+// the keys of each resource and operation being written (resources, byres,
+// versions, byop) once each however often they were written since the last
+// move. With writes spread over many resources a move writes a leaf path per
+// resource, in each of resources, byres and versions.
 //
 // Nothing here weakens a commit: the journal is in the same file and the
 // same transactions, each entry leaves the journal in the transaction that
 // puts it in its big tree, and a read sees the same state whichever side
-// holds a key, so a move may stop after any of its transactions. Open moves whatever a crash left in
-// the journal before anything else runs, and Close moves it all, so a file
-// closed cleanly holds nothing in its journal.
+// holds a key, so a move may stop after any of its transactions. Open moves
+// whatever a crash left in the journal before anything else runs, and Close
+// moves it all, so a file closed cleanly holds nothing in its journal.
 
 // journaled are the trees that take their writes through a journal bucket.
 var journaled = [][]byte{bResources, bReceipts, bByOp, bByRes, bByState, bVersions}
