@@ -72,7 +72,9 @@ func TestRenewalInFlightAcrossTheClaimThatEndsThePauseIsNotASecondLoss(t *testin
 		t.Fatalf("the floor should claim and resume: %+v", is)
 	}
 	close(b.proceed)
-	<-done // whatever it answers (the lease is gone with the wipe)
+	if err := <-done; fencegate.ErrorCode(err) != fencegate.CodeNotFound { // the lease is gone with the wipe
+		t.Fatalf("the renewal retried under the new marker should reach the backend and find no lease: %v", err)
+	}
 
 	if is := r.Issuance(); is.Paused || is.Losses != 1 || retired.Load() != 1 {
 		t.Fatalf("a renewal carrying the marker of before the registry's own claim was taken for a new loss: %+v, %d retirements", is, retired.Load())
@@ -98,6 +100,9 @@ func TestFloorFindingASecondLossWhilePausedAfterTheClaimStartsTheRecoveryOver(t 
 	}
 	if is := e.r.Issuance(); !is.Paused || is.Losses != 2 {
 		t.Fatalf("the floor's guard found a second loss, yet: %+v", is)
+	}
+	if inc, _ := b.Incarnation(context.Background()); inc.HighestFence >= 40 {
+		t.Fatalf("the refused floor was written: the backend's highest fence is %d", inc.HighestFence)
 	}
 	e.wantPaused("dave", "db/c", "d1") // retires the claimed epoch
 	if e.retired.Load() != 2 {
@@ -250,6 +255,7 @@ func TestAcquisitionBeforeCheckRunsTheCheckFirst(t *testing.T) {
 	e.mustAcquire("carol", "db/c", "c1")
 	saved, _ := mem.Load()
 	b.restore(snap)
+	restored, _ := b.Incarnation(context.Background())
 	clk := &clock{now: t0}
 	auth := &testAuthority{is: registry.Issuing{Signer: jsonSigner{}, Epoch: 3, PolicyGeneration: 7, Revoked: map[uint64]bool{}}}
 	n := 0
@@ -266,5 +272,8 @@ func TestAcquisitionBeforeCheckRunsTheCheckFirst(t *testing.T) {
 	}
 	if got, _ := mem.Load(); got != saved {
 		t.Errorf("the memory was overwritten: %+v, was %+v", got, saved)
+	}
+	if inc, _ := b.Incarnation(context.Background()); inc != restored {
+		t.Errorf("the refused acquisition changed the backend: %+v, was %+v", inc, restored)
 	}
 }
