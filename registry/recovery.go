@@ -524,20 +524,20 @@ func (r *Registry) SetFloor(ctx context.Context, floor uint64) error {
 	pending := rc.lost && !rc.claimed
 	rc.mu.Unlock()
 	if !pending {
-		err := r.backend.SetFloor(ctx, floor, r.seenGuard())
-		if fencegate.ErrorCode(err) != fencegate.CodeStateLost {
-			if err != nil {
-				return backendErr(err)
-			}
+		switch err := r.backend.SetFloor(ctx, floor, r.seenGuard()); {
+		case err == nil:
 			rc.mu.Lock()
 			rc.seen.HighestFence = max(rc.seen.HighestFence, floor)
 			rc.mu.Unlock()
 			r.log.Info("fence floor raised", "floor", floor)
 			return nil
+		case fencegate.ErrorCode(err) != fencegate.CodeStateLost:
+			return backendErr(err)
+		default:
+			// The floor's own guard found the backend behind what this
+			// registry saw: a loss, whose recovery the floor is kept for.
+			r.markLostLocked(fencegate.ErrorMessage(err), r.now())
 		}
-		// The floor's own guard found the backend behind what this
-		// registry saw: a loss, whose recovery the floor is kept for.
-		r.markLostLocked(fencegate.ErrorMessage(err), r.now())
 	}
 	rc.mu.Lock()
 	rc.opFloor = max(rc.opFloor, floor)

@@ -158,13 +158,13 @@ func (b *Backend) Acquire(ctx context.Context, req fencegate.AcquireRequest) (fe
 		if err != nil {
 			return err
 		}
-		rev, floor, err := bumpRevision(ctx, tx)
+		rev, floor, inc, err := bumpRevision(ctx, tx)
 		if err != nil {
 			return err
 		}
 		// The meta row is locked now: the marker and revision read with the
-		// bump are those this fence is issued under.
-		if err := checkIncarnation(ctx, tx, req.Guard, rev); err != nil {
+		// bump are those this fence is issued under (the acquire guard).
+		if err := leaserule.CheckIncarnation(req.Guard, inc, rev-1); err != nil {
 			return err
 		}
 		fence, err := leaserule.NextFence(last, floor, math.MaxUint64)
@@ -214,7 +214,7 @@ func (b *Backend) Renew(ctx context.Context, id, owner string, ttl time.Duration
 		if cur.at(now).State != fencegate.StateHeld {
 			return fencegate.Errorf(fencegate.CodeLeaseNotHeld, "lease %s is not held", id)
 		}
-		if _, _, err := bumpRevision(ctx, tx); err != nil {
+		if _, _, _, err := bumpRevision(ctx, tx); err != nil {
 			return err
 		}
 		l, err := scanLease(tx.QueryRow(ctx, `UPDATE registry_leases SET expires_at = $2 WHERE id = $1 RETURNING `+leaseColumns,
@@ -262,7 +262,7 @@ func (b *Backend) Release(ctx context.Context, id, owner string, now time.Time, 
 			resource, id); err != nil {
 			return err
 		}
-		if _, _, err := bumpRevision(ctx, tx); err != nil {
+		if _, _, _, err := bumpRevision(ctx, tx); err != nil {
 			return err
 		}
 		l, err := scanLease(tx.QueryRow(ctx, `UPDATE registry_leases SET state = 'RELEASED' WHERE id = $1 RETURNING `+leaseColumns, id))
@@ -302,18 +302,18 @@ func (b *Backend) SetFloor(ctx context.Context, floor uint64, g fencegate.Guard)
 }
 
 // bumpRevision locks the meta row, moves the global revision and returns the
-// new revision and the current floor.
-func bumpRevision(ctx context.Context, tx pgx.Tx) (rev, floor uint64, err error) {
+// new revision, the current floor and the incarnation marker.
+func bumpRevision(ctx context.Context, tx pgx.Tx) (rev, floor uint64, incarnation string, err error) {
 	var revText, floorText string
-	if err = tx.QueryRow(ctx, `UPDATE registry_meta SET revision = revision + 1 RETURNING revision::text, floor::text`).
-		Scan(&revText, &floorText); err != nil {
-		return 0, 0, err
+	if err = tx.QueryRow(ctx, `UPDATE registry_meta SET revision = revision + 1 RETURNING revision::text, floor::text, incarnation`).
+		Scan(&revText, &floorText, &incarnation); err != nil {
+		return 0, 0, "", err
 	}
 	if rev, err = parseUint(revText); err != nil {
-		return 0, 0, err
+		return 0, 0, "", err
 	}
 	floor, err = parseUint(floorText)
-	return rev, floor, err
+	return rev, floor, incarnation, err
 }
 
 func parseUint(s string) (uint64, error) {

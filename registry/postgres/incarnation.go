@@ -10,19 +10,6 @@ import (
 	"github.com/fencegate/fencegate/registry/internal/leaserule"
 )
 
-// checkIncarnation is the acquire guard, run after bumpRevision locked the
-// meta row and moved the revision to rev.
-func checkIncarnation(ctx context.Context, tx pgx.Tx, g fencegate.Guard, rev uint64) error {
-	if g.Incarnation == "" {
-		return nil
-	}
-	var cur string
-	if err := tx.QueryRow(ctx, `SELECT incarnation FROM registry_meta`).Scan(&cur); err != nil {
-		return err
-	}
-	return leaserule.CheckIncarnation(g, cur, rev-1)
-}
-
 // checkGuard is the guard of a renew, release or floor, run first in its
 // transaction, before any row is locked (the meta row is locked last, by
 // bumpRevision, in every mutation's lock order). A claim committing between
