@@ -384,17 +384,20 @@ func (r *Registry) observe(l fencegate.Lease) {
 	r.rec.mu.Unlock()
 }
 
-// underGuard runs mutate under g and handles the backend's guard refusing it.
-// A mutation that read g before this registry adopted another marker (its
-// own claim ending a pause, or a join), and reached the backend after, is
-// refused for that claim, not for a new loss: it runs once more under next()
-// (which may refuse, e.g. an acquire while grants are paused). Any other
-// refusal is a loss (lostOnGuard).
-func (r *Registry) underGuard(ctx context.Context, now time.Time, g fencegate.Guard,
-	next func() (fencegate.Guard, error), mutate func(fencegate.Guard) error) error {
-	err := mutate(g)
+// underGuard runs mutate under the guard guard() returns and handles the
+// backend's guard refusing it. A mutation that read its guard before this
+// registry adopted another marker (its own claim ending a pause, or a join),
+// and reached the backend after, is refused for that claim, not for a new
+// loss: it runs once more under guard() (which may refuse, e.g. an acquire
+// while grants are paused). Any other refusal is a loss (lostOnGuard).
+func (r *Registry) underGuard(ctx context.Context, now time.Time, guard func() (fencegate.Guard, error), mutate func(fencegate.Guard) error) error {
+	g, err := guard()
+	if err != nil {
+		return err
+	}
+	err = mutate(g)
 	if fencegate.ErrorCode(err) == fencegate.CodeStateLost && r.adoptedSince(g) {
-		if g, err = next(); err != nil {
+		if g, err = guard(); err != nil {
 			return err
 		}
 		err = mutate(g)
@@ -413,8 +416,17 @@ func (r *Registry) adoptedSince(g fencegate.Guard) bool {
 	return r.seenGuard().Incarnation != g.Incarnation
 }
 
-// nextSeenGuard is seenGuard for underGuard's retry of a renew or release.
-func (r *Registry) nextSeenGuard() (fencegate.Guard, error) { return r.seenGuard(), nil }
+// mutationGuard is the guard of a renew or release: Check first if it has
+// not run (checkedFirst), then what this registry has seen, without resuming
+// a pause (seenGuard).
+func (r *Registry) mutationGuard(ctx context.Context) func() (fencegate.Guard, error) {
+	return func() (fencegate.Guard, error) {
+		if err := r.checkedFirst(ctx); err != nil {
+			return fencegate.Guard{}, err
+		}
+		return r.seenGuard(), nil
+	}
+}
 
 // lostOnGuard handles COORDINATION_STATE_LOST from the backend's guard
 // (of an acquire, renew or release).

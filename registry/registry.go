@@ -188,17 +188,13 @@ func (r *Registry) Acquire(ctx context.Context, owner string, p AcquireParams) (
 		}
 	}
 	now := r.now()
-	g, err := r.guard(ctx, now)
-	if err != nil {
-		return Issued{}, err
-	}
 	req := fencegate.AcquireRequest{
 		LeaseID: r.newID(), Resource: p.Resource, Owner: owner, RequestID: p.RequestID,
 		OperationID: p.OperationID, OperationRoot: p.OperationRoot, OperationCategory: p.OperationCategory,
 		TTL: p.TTL, Now: now,
 	}
 	var l fencegate.Lease
-	err = r.underGuard(ctx, now, g, func() (fencegate.Guard, error) { return r.guard(ctx, now) }, func(g fencegate.Guard) (err error) {
+	err := r.underGuard(ctx, now, func() (fencegate.Guard, error) { return r.guard(ctx, now) }, func(g fencegate.Guard) (err error) {
 		req.Guard = g
 		l, err = r.backend.Acquire(ctx, req)
 		return err
@@ -229,11 +225,8 @@ func (r *Registry) Renew(ctx context.Context, owner, leaseID string, ttl time.Du
 			}
 		}
 	}
-	if err := r.checkedFirst(ctx); err != nil {
-		return Issued{}, err
-	}
 	var l fencegate.Lease
-	err := r.underGuard(ctx, now, r.seenGuard(), r.nextSeenGuard, func(g fencegate.Guard) (err error) {
+	err := r.underGuard(ctx, now, r.mutationGuard(ctx), func(g fencegate.Guard) (err error) {
 		l, err = r.backend.Renew(ctx, leaseID, owner, ttl, now, g)
 		return err
 	})
@@ -246,12 +239,9 @@ func (r *Registry) Renew(ctx context.Context, owner, leaseID string, ttl time.Du
 // Release ends owner's lease; releasing a lease that is no longer held
 // returns it unchanged.
 func (r *Registry) Release(ctx context.Context, owner, leaseID string) (fencegate.Lease, error) {
-	if err := r.checkedFirst(ctx); err != nil {
-		return fencegate.Lease{}, err
-	}
 	now := r.now()
 	var l fencegate.Lease
-	err := r.underGuard(ctx, now, r.seenGuard(), r.nextSeenGuard, func(g fencegate.Guard) (err error) {
+	err := r.underGuard(ctx, now, r.mutationGuard(ctx), func(g fencegate.Guard) (err error) {
 		l, err = r.backend.Release(ctx, leaseID, owner, now, g)
 		return err
 	})
