@@ -26,6 +26,9 @@ type sample struct {
 	pgcpu  pgCPUDelta                // Postgres server CPU and WAL over the window (zero: not measured)
 	stages stages                    // the gateway's stage histograms over the window (zero: not measured)
 	errs   int                       // answers that were not a success (the cross-checks count them; the client stops at one)
+	// storeBytes is the embedded fence store's file size after the gateway
+	// stopped (0: not measured).
+	storeBytes int64
 }
 
 func (s sample) rate() float64 { return float64(s.writes) / s.window.Seconds() }

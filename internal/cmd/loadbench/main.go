@@ -30,7 +30,9 @@
 // saves a CPU profile, an allocation profile and an execution trace of the
 // gateway per point (profile.go). -prefill N fills each Postgres and
 // embedded point's fence store with N settled receipts first (prefill.go,
-// prefillembedded.go). Every point starts a fresh gateway on a fresh store;
+// prefillembedded.go); with -pair each such run also measures the point on
+// an empty store, alternating which goes first, and prints filled ÷ empty
+// per run (pair.go). Every point starts a fresh gateway on a fresh store;
 // -runs N keeps the median run. scripts/bench.sh wraps it. It asserts
 // nothing: it reports.
 package main
@@ -80,6 +82,9 @@ type options struct {
 	pgPool int
 	// deferSettle is the gateway's deferSettle ("" for its default).
 	deferSettle string
+	// pair measures each Postgres and embedded run with -prefill twice,
+	// filled and empty (pair.go).
+	pair bool
 }
 
 func main() {
@@ -103,6 +108,7 @@ func main() {
 	checkWith := flag.String("check-with", "wrk,http,floor", "cross-check generators: wrk (Debian's wrk; skipped if absent) and/or http (plain net/http) on the gateway, and floor: plain net/http to a bare HTTP server writing each body with the path's object store, no fencing (floor.go)")
 	flag.StringVar(&o.deferSettle, "defer-settle", "", "the gateway's deferSettle window (e.g. 0 or 2ms; \"\" for its default)")
 	flag.IntVar(&o.pgPool, "pg-pool", 0, "pool_max_conns in the gateway's fence-store URL (at least 3: that minus 2 write batches run at once); 0 for the store's default")
+	flag.BoolVar(&o.pair, "pair", false, "with -prefill: each postgres and embedded run also measures the point on an empty store, the two in alternating order, and prints each run's filled ÷ empty ratios (writes/s, gateway CPU and request time per write)")
 	flag.BoolVar(&o.pgDev, "pg-dev", false, "run the Postgres path as gateway dev --fence-store instead of gateway serve (to compare)")
 	flag.Parse()
 	o.checks = map[string]bool{}
@@ -221,7 +227,7 @@ func run(ctx context.Context, o options) error {
 	}
 	for _, path := range o.paths {
 		for _, c := range o.conc {
-			var pts []point
+			var pts, empties []point
 			for r := range o.runs {
 				tag := fmt.Sprintf("%s%s%dr%d", path[:2], stamp, c, r)
 				dir := filepath.Join(tmp, tag)
@@ -232,7 +238,13 @@ func run(ctx context.Context, o options) error {
 				if o.profile != "" && r == 0 {
 					prof = fmt.Sprintf("%s-c%d", path, c)
 				}
-				pt, err := measure(ctx, o, path, tag, dir, c, r, prof)
+				var pt, empty point
+				if o.pairs(path) {
+					pt, empty, err = measurePair(ctx, o, path, tag, dir, c, r, prof)
+					empties = append(empties, empty)
+				} else {
+					pt, err = measure(ctx, o, path, tag, dir, c, r, prof)
+				}
 				if err != nil {
 					return fmt.Errorf("%s c=%d: %w", path, c, err)
 				}
@@ -240,6 +252,9 @@ func run(ctx context.Context, o options) error {
 				_ = os.RemoveAll(dir)
 			}
 			printPoint(o.out, path, c, pts)
+			if o.pairs(path) {
+				printPair(o.out, o.prefill, pts, empties)
+			}
 			if o.profile != "" {
 				fmt.Fprintf(o.out, "%14s profiles (first run): %s.cpu, .allocs, .trace\n", "", filepath.Join(o.profile, fmt.Sprintf("%s-c%d", path, c)))
 			}
@@ -330,6 +345,9 @@ func measure(ctx context.Context, o options, path, tag, dir string, c, run int, 
 		pt.checks, err = crossChecks(ctx, o, g, store, tag, dir, c, run)
 	}
 	g.stop()
+	if fi, serr := os.Stat(filepath.Join(dir, "data", "fencestore.db")); serr == nil && path == "embedded" {
+		pt.gw.storeBytes = fi.Size()
+	}
 	if err != nil {
 		log, _ := os.ReadFile(g.stderr)
 		return pt, fmt.Errorf("%w\ngateway log:\n%s", err, tail(string(log), 3000))
