@@ -81,6 +81,44 @@ func TestRenewalInFlightAcrossTheClaimThatEndsThePauseIsNotASecondLoss(t *testin
 	}
 }
 
+// The rule: while grants are paused for a loss not yet claimed (here: no
+// fence store, so an operator's floor is awaited), a renewal the backend
+// refuses is answered COORDINATION_STATE_LOST as that loss's, without
+// running the recovery again (no backend read, no second loss, no second
+// retirement); the floor still ends the pause.
+func TestRenewalsRefusedDuringAPauseDoNotRerunTheRecovery(t *testing.T) {
+	b := newSwappable(t)
+	e := newLossEnv(t, b, nil, &memory{})
+	a := e.mustAcquire("alice", "db/a", "a1")
+	b.wipe()
+	ctx := context.Background()
+	if err := e.r.Watch(ctx); fencegate.ErrorCode(err) != fencegate.CodeStateLost || !e.r.Issuance().NeedsFloor {
+		t.Fatalf("wipe not detected as a pause awaiting a floor: %v %+v", err, e.r.Issuance())
+	}
+	before, retired := b.reads.Load(), e.retired.Load()
+	for range 5 {
+		if _, err := e.r.Renew(ctx, "alice", a.Lease.ID, time.Minute); fencegate.ErrorCode(err) != fencegate.CodeStateLost {
+			t.Fatalf("renewal during the pause: %v, want COORDINATION_STATE_LOST", err)
+		}
+	}
+	if n := b.reads.Load() - before; n != 0 {
+		t.Fatalf("5 refused renewals read the backend's incarnation %d times: they re-ran the recovery", n)
+	}
+	if is := e.r.Issuance(); !is.Paused || is.Losses != 1 || e.retired.Load() != retired {
+		t.Fatalf("refused renewals changed the pause: %+v, %d retirements (was %d)", is, e.retired.Load(), retired)
+	}
+	e.clock.Advance(statusLife)
+	if err := e.r.SetFloor(ctx, 10); err != nil {
+		t.Fatal(err)
+	}
+	if is := e.r.Issuance(); is.Paused || is.Losses != 1 {
+		t.Fatalf("the floor should end the pause: %+v", is)
+	}
+	if d := e.mustAcquire("dave", "db/c", "d1"); d.Lease.FenceToken <= 10 {
+		t.Fatalf("after the floor: fence %d, want above 10", d.Lease.FenceToken)
+	}
+}
+
 // The rule: a loss found by a guard while grants are still paused after this
 // registry's claim is a new loss (counted, its own retirement and claim), and
 // an operator's floor that finds it does not end the pause.

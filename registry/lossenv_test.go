@@ -27,6 +27,13 @@ type swappable struct {
 	dir string
 	db  *bbolt.DB
 	n   int
+	// reads counts Incarnation calls: the recovery's reads of the backend.
+	reads atomic.Int64
+}
+
+func (s *swappable) Incarnation(ctx context.Context) (fencegate.Incarnation, error) {
+	s.reads.Add(1)
+	return s.LeaseBackend.Incarnation(ctx)
 }
 
 func newSwappable(t *testing.T) *swappable {

@@ -176,11 +176,15 @@ func (r *Registry) highWater(ctx context.Context) (uint64, error) {
 }
 
 // detectLocked enters the pause (once per loss): logged, counted, and the
-// issuer epoch that signed pre-loss grants is retired. The caller holds run.
-func (r *Registry) detectLocked(ctx context.Context, reason string, now time.Time) {
-	if r.markLostLocked(reason, now) {
-		r.retireLocked(ctx)
+// issuer epoch that signed pre-loss grants is retired. It reports false when
+// the registry was already paused for a loss not yet claimed (markLostLocked).
+// The caller holds run.
+func (r *Registry) detectLocked(ctx context.Context, reason string, now time.Time) bool {
+	if !r.markLostLocked(reason, now) {
+		return false
 	}
+	r.retireLocked(ctx)
+	return true
 }
 
 // markLostLocked enters the pause without retiring the epoch (logged and
@@ -429,10 +433,18 @@ func (r *Registry) mutationGuard(ctx context.Context) func() (fencegate.Guard, e
 }
 
 // lostOnGuard handles COORDINATION_STATE_LOST from the backend's guard
-// (of an acquire, renew or release).
+// (of an acquire, renew or release). A refusal while the registry is paused
+// for a loss not yet claimed is that loss's: it is answered paused without
+// moving the recovery on, which reads the backend and the fence store, so
+// that clients renewing through a pause (renewals carry the pre-loss guard
+// until the claim) do not run it once each; acquires, Watch and the
+// operator's floor move it on.
 func (r *Registry) lostOnGuard(ctx context.Context, cause error, now time.Time) error {
 	r.rec.run.Lock()
-	r.detectLocked(ctx, fencegate.ErrorMessage(cause), now)
+	if !r.detectLocked(ctx, fencegate.ErrorMessage(cause), now) {
+		r.rec.run.Unlock()
+		return r.pausedErr("the coordination backend refused this registry's guard for it")
+	}
 	err := r.resumeLocked(ctx, now, true)
 	r.rec.run.Unlock()
 	if err == nil { // cannot happen with a positive status life; stay safe
