@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/fencegate/fencegate"
-	"github.com/fencegate/fencegate/registry"
 )
 
 // stallRenew lets a renewal take its guard and then holds it before the
@@ -34,23 +33,8 @@ func (s *stallRenew) Renew(ctx context.Context, id, owner string, ttl time.Durat
 func TestRenewalInFlightAcrossTheClaimThatEndsThePauseIsNotASecondLoss(t *testing.T) {
 	sw := newSwappable(t)
 	b := &stallRenew{swappable: sw, entered: make(chan struct{}), proceed: make(chan struct{})}
-	clk := &clock{now: t0}
-	auth := &testAuthority{is: registry.Issuing{Signer: jsonSigner{}, Epoch: 3, PolicyGeneration: 7, Revoked: map[uint64]bool{}}}
-	var retired atomic.Int32
-	n := 0
-	r, err := registry.New(registry.Config{
-		Backend: b, Authority: auth, Now: clk.Now, StatusLife: statusLife,
-		NewID:  func() string { n++; return fmt.Sprintf("lease-%d", n) },
-		Memory: &memory{}, S3: testDeriver(t),
-		OnLoss: func(context.Context) error { retired.Add(1); auth.retire(); return nil },
-	}) // no fence store: an operator sets the floor
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	if err := r.Check(ctx); err != nil {
-		t.Fatal(err)
-	}
+	e := newLossEnv(t, sw, nil, &memory{}, through(b)) // no fence store: an operator sets the floor
+	r, clk, ctx := e.r, e.clock, context.Background()
 	a, err := r.Acquire(ctx, "alice", params("db/a", "a1"))
 	if err != nil {
 		t.Fatal(err)
@@ -76,8 +60,8 @@ func TestRenewalInFlightAcrossTheClaimThatEndsThePauseIsNotASecondLoss(t *testin
 		t.Fatalf("the renewal retried under the new marker should reach the backend and find no lease: %v", err)
 	}
 
-	if is := r.Issuance(); is.Paused || is.Losses != 1 || retired.Load() != 1 {
-		t.Fatalf("a renewal carrying the marker of before the registry's own claim was taken for a new loss: %+v, %d retirements", is, retired.Load())
+	if is := r.Issuance(); is.Paused || is.Losses != 1 || e.retired.Load() != 1 {
+		t.Fatalf("a renewal carrying the marker of before the registry's own claim was taken for a new loss: %+v, %d retirements", is, e.retired.Load())
 	}
 }
 
@@ -294,14 +278,7 @@ func TestAcquisitionBeforeCheckRunsTheCheckFirst(t *testing.T) {
 	saved, _ := mem.Load()
 	b.restore(snap)
 	restored, _ := b.Incarnation(context.Background())
-	clk := &clock{now: t0}
-	auth := &testAuthority{is: registry.Issuing{Signer: jsonSigner{}, Epoch: 3, PolicyGeneration: 7, Revoked: map[uint64]bool{}}}
-	n := 0
-	r, err := registry.New(registry.Config{Backend: b, Authority: auth, Now: clk.Now, StatusLife: statusLife,
-		NewID: func() string { n++; return fmt.Sprintf("lease-x-%d", n) }, Memory: mem, S3: testDeriver(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := newLossEnv(t, b, nil, mem, unchecked()).r // a second process, Check not run
 	if _, err := r.Acquire(context.Background(), "erin", params("db/c", "e1")); fencegate.ErrorCode(err) != fencegate.CodeStateLost {
 		t.Fatalf("an acquisition before Check on a restored backend: want COORDINATION_STATE_LOST, got %v", err)
 	}

@@ -123,16 +123,35 @@ type lossEnv struct {
 
 const statusLife = 5 * time.Second
 
+// lossOpt changes how newLossEnv builds its registry.
+type lossOpt func(*lossSetup)
+
+type lossSetup struct {
+	backend fencegate.LeaseBackend
+	check   bool
+}
+
+// through makes the registry call its backend through w, a wrapper of the
+// env's swappable that stalls or interleaves calls.
+func through(w fencegate.LeaseBackend) lossOpt { return func(s *lossSetup) { s.backend = w } }
+
+// unchecked leaves Check to the test (a library caller that mutates first).
+func unchecked() lossOpt { return func(s *lossSetup) { s.check = false } }
+
 // newLossEnv builds a registry over b with the given fence store (nil for
 // none) and memory, whose loss hook rotates to the next epoch and revokes
-// the old one, as the app's does; Check has run.
-func newLossEnv(t *testing.T, b *swappable, hw fencegate.HighWater, mem registry.Memory) *lossEnv {
+// the old one, as the app's does; Check has run unless unchecked().
+func newLossEnv(t *testing.T, b *swappable, hw fencegate.HighWater, mem registry.Memory, opts ...lossOpt) *lossEnv {
 	t.Helper()
+	setup := lossSetup{backend: b, check: true}
+	for _, o := range opts {
+		o(&setup)
+	}
 	e := &lossEnv{t: t, clock: &clock{now: t0}, backend: b,
 		auth: &testAuthority{is: registry.Issuing{Signer: jsonSigner{}, Epoch: 3, PolicyGeneration: 7, Revoked: map[uint64]bool{}}}}
 	n := 0
 	cfg := registry.Config{
-		Backend: b, Authority: e.auth, Now: e.clock.Now, StatusLife: statusLife,
+		Backend: setup.backend, Authority: e.auth, Now: e.clock.Now, StatusLife: statusLife,
 		NewID:  func() string { n++; return fmt.Sprintf("lease-%p-%d", e, n) },
 		Memory: mem,
 		S3:     testDeriver(t),
@@ -153,6 +172,9 @@ func newLossEnv(t *testing.T, b *swappable, hw fencegate.HighWater, mem registry
 		t.Fatal(err)
 	}
 	e.r = r
+	if !setup.check {
+		return e
+	}
 	if err := r.Check(context.Background()); err != nil && fencegate.ErrorCode(err) != fencegate.CodeStateLost {
 		t.Fatalf("check: %v", err)
 	}

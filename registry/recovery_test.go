@@ -254,17 +254,8 @@ func (o *overtaken) Incarnation(ctx context.Context) (fencegate.Incarnation, err
 func TestCheckOvertakenByLiveTrafficIsNotALoss(t *testing.T) {
 	b := &overtaken{swappable: newSwappable(t)}
 	hw := &highWater{}
-	e := newLossEnv(t, b.swappable, hw, &memory{})
-	// Rebuild over the wrapper so the periodic check goes through it.
-	r, err := registry.New(registry.Config{Backend: b, Authority: e.auth, Now: e.clock.Now, StatusLife: statusLife,
-		HighWater: hw, Memory: &memory{}, OnLoss: func(context.Context) error { e.retired.Add(1); return nil }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := r.Check(context.Background()); err != nil {
-		t.Fatalf("first check: %v", err)
-	}
-	e.r = r
+	e := newLossEnv(t, b.swappable, hw, &memory{}, through(b)) // the periodic check goes through the wrapper
+	r := e.r
 	e.mustAcquire("alice", "db/a", "r1")
 	b.during = func() {
 		l := e.mustAcquire("bob", "db/b", "r2")
@@ -321,16 +312,8 @@ func TestAnAcquireDuringTheHighWaterReadIsNotALoss(t *testing.T) {
 func TestCheckOvertakenByAnAcquireStillDetectsItsRollback(t *testing.T) {
 	b := &overtaken{swappable: newSwappable(t)}
 	hw := &highWater{}
-	e := newLossEnv(t, b.swappable, hw, &memory{})
-	r, err := registry.New(registry.Config{Backend: b, Authority: e.auth, Now: e.clock.Now, StatusLife: statusLife,
-		HighWater: hw, Memory: &memory{}, OnLoss: func(context.Context) error { e.retired.Add(1); e.auth.retire(); return nil }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := r.Check(context.Background()); err != nil {
-		t.Fatalf("first check: %v", err)
-	}
-	e.r = r
+	e := newLossEnv(t, b.swappable, hw, &memory{}, through(b))
+	r := e.r
 	a := e.mustAcquire("alice", "db/a", "r1")
 	if _, err := r.Release(context.Background(), "alice", a.Lease.ID); err != nil {
 		t.Fatal(err)
