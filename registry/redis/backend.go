@@ -197,13 +197,10 @@ func (b *Backend) Acquire(ctx context.Context, req fencegate.AcquireRequest) (fe
 	if err != nil {
 		return fencegate.Lease{}, err
 	}
-	reply, err := b.run(ctx, acquireScript, req.LeaseID, req.Resource, req.Owner, req.RequestID,
+	reply, err := b.mutate(ctx, acquireScript, "acquire", req.Guard, req.LeaseID, req.Resource, req.Owner, req.RequestID,
 		req.OperationID, req.OperationRoot, req.OperationCategory, strconv.FormatInt(int64(req.TTL), 10),
-		now, exp, millis(req.TTL), b.keep(req.TTL), req.Incarnation, strconv.FormatUint(req.MinRevision, 10))
+		now, exp, millis(req.TTL), b.keep(req.TTL))
 	if err != nil {
-		return fencegate.Lease{}, translate(err, "acquire")
-	}
-	if err := refused(reply, req.Guard); err != nil {
 		return fencegate.Lease{}, err
 	}
 	l, err := b.answer(reply, req.Now, "acquire")
@@ -231,11 +228,8 @@ func (b *Backend) Renew(ctx context.Context, id, owner string, ttl time.Duration
 	if err != nil {
 		return fencegate.Lease{}, err
 	}
-	reply, err := b.run(ctx, renewScript, id, owner, at, exp, millis(ttl), b.keep(ttl), g.Incarnation, strconv.FormatUint(g.MinRevision, 10))
+	reply, err := b.mutate(ctx, renewScript, "renew", g, id, owner, at, exp, millis(ttl), b.keep(ttl))
 	if err != nil {
-		return fencegate.Lease{}, translate(err, "renew")
-	}
-	if err := refused(reply, g); err != nil {
 		return fencegate.Lease{}, err
 	}
 	l, err := b.answer(reply, now, "renew")
@@ -252,11 +246,8 @@ func (b *Backend) Release(ctx context.Context, id, owner string, now time.Time, 
 	if err != nil {
 		return fencegate.Lease{}, err
 	}
-	reply, err := b.run(ctx, releaseScript, id, owner, at, b.keep(0), g.Incarnation, strconv.FormatUint(g.MinRevision, 10))
+	reply, err := b.mutate(ctx, releaseScript, "release", g, id, owner, at, b.keep(0))
 	if err != nil {
-		return fencegate.Lease{}, translate(err, "release")
-	}
-	if err := refused(reply, g); err != nil {
 		return fencegate.Lease{}, err
 	}
 	l, err := b.answer(reply, now, "release")
@@ -285,11 +276,8 @@ func (b *Backend) SetFloor(ctx context.Context, floor uint64, g fencegate.Guard)
 	if err := leaserule.CheckFloor(floor, MaxFence); err != nil {
 		return err
 	}
-	reply, err := b.run(ctx, floorScript, strconv.FormatUint(floor, 10), g.Incarnation, strconv.FormatUint(g.MinRevision, 10))
+	reply, err := b.mutate(ctx, floorScript, "set floor", g, strconv.FormatUint(floor, 10))
 	if err != nil {
-		return translate(err, "set floor")
-	}
-	if err := refused(reply, g); err != nil {
 		return err
 	}
 	if _, err = b.answer(reply, time.Time{}, "set floor"); err != nil {
@@ -302,6 +290,21 @@ func (b *Backend) SetFloor(ctx context.Context, floor uint64, g fencegate.Guard)
 // as strings.
 func (b *Backend) run(ctx context.Context, s *redis.Script, args ...any) ([]string, error) {
 	return s.Run(ctx, b.client, []string{b.prefix + "revision"}, append([]any{b.prefix}, args...)...).StringSlice()
+}
+
+// mutate runs a mutation's script with args and then the guard g (its
+// marker and minimum revision, the script's last two arguments), and returns
+// the reply; a script error is translated, and the guard's refusal is
+// COORDINATION_STATE_LOST (refused).
+func (b *Backend) mutate(ctx context.Context, s *redis.Script, what string, g fencegate.Guard, args ...any) ([]string, error) {
+	reply, err := b.run(ctx, s, append(args, g.Incarnation, strconv.FormatUint(g.MinRevision, 10))...)
+	if err != nil {
+		return nil, translate(err, what)
+	}
+	if err := refused(reply, g); err != nil {
+		return nil, err
+	}
+	return reply, nil
 }
 
 // keep is the record PEXPIRE in milliseconds for a lease of ttl, "0" for none.
