@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"debug/elf"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -14,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencegate/fencegate/internal/testenv"
 	"github.com/moby/buildkit/frontend/dockerfile/parser"
 	"github.com/moby/buildkit/frontend/dockerfile/shell"
 )
@@ -265,7 +265,7 @@ func TestDockerfileBinaryIsStaticPrintsItsVersionAndHealthchecks(t *testing.T) {
 		t.Fatalf("gateway version: %v %s", err, v)
 	}
 
-	addr := testenv.FreeAddr(t)
+	addr := freeAddr(t)
 	srv := exec.Command(gw, "dev", "--addr", addr, "--data-dir", t.TempDir())
 	var logs bytes.Buffer
 	srv.Stdout, srv.Stderr = &logs, &logs
@@ -290,8 +290,18 @@ func TestDockerfileBinaryIsStaticPrintsItsVersionAndHealthchecks(t *testing.T) {
 	if out, err := exec.Command(gw, "healthcheck", url).CombinedOutput(); err != nil {
 		t.Fatalf("healthcheck of a healthy gateway: %v %s", err, out)
 	}
-	err = exec.Command(gw, "healthcheck", "http://"+testenv.FreeAddr(t)+"/healthz").Run()
+	err = exec.Command(gw, "healthcheck", "http://"+freeAddr(t)+"/healthz").Run()
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
 		t.Fatalf("healthcheck of a closed port: %v, want exit status 1", err)
 	}
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
 }
