@@ -22,6 +22,7 @@ import (
 	"github.com/fencegate/fencegate/backends/local"
 	"github.com/fencegate/fencegate/backends/s3"
 	fggateway "github.com/fencegate/fencegate/gateway"
+	"github.com/fencegate/fencegate/internal/loopback"
 )
 
 // The floor: what a write that lands in the path's object store costs a
@@ -134,7 +135,7 @@ func startFloor(ctx context.Context, dir, store string, env []string) (*gateway,
 	if err != nil {
 		return nil, err
 	}
-	addr, err := freeAddr()
+	addr, err := loopback.FreeAddr()
 	if err != nil {
 		return nil, err
 	}

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -12,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/fencegate/fencegate/internal/loopback"
 )
 
 // gateway is one started gateway process, optionally under strace counting
@@ -62,11 +63,11 @@ registry: {backend: embedded, keyId: bench-1, issuerEpoch: 1}
 // strace -f --seccomp-bpf (only the traced calls stop, so the cost is small)
 // writing the calls to a file.
 func startGateway(ctx context.Context, sp gwSpec) (*gateway, error) {
-	addr, err := freeAddr()
+	addr, err := loopback.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
-	maddr, err := freeAddr()
+	maddr, err := loopback.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
@@ -186,15 +187,6 @@ func (g *gateway) syncs() int {
 		}
 	}
 	return n
-}
-
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
 }
 
 func tail(s string, n int) string {

@@ -1,4 +1,4 @@
-package testenv
+package loopback
 
 import (
 	"net"
@@ -15,7 +15,7 @@ func TestFreeAddrHandsOutPortsBelowTheEphemeralRangeOnce(t *testing.T) {
 	span := portRange()
 	seen := map[uint16]bool{}
 	for range 200 {
-		ap := netip.MustParseAddrPort(FreeAddr(t))
+		ap := mustFree(t)
 		p := ap.Port()
 		if int(p) < span[0] || int(p) >= span[1] || reserved[int(p)] {
 			t.Fatalf("port %d outside [%d, %d) or reserved", p, span[0], span[1])
@@ -74,4 +74,13 @@ func TestFreeAddrSkipsAPortSomethingListensOn(t *testing.T) {
 	if addr, err := pick(lo, lo+8); err == nil {
 		t.Fatalf("pick with every port bound or handed out: %s, want an error", addr)
 	}
+}
+
+func mustFree(t *testing.T) netip.AddrPort {
+	t.Helper()
+	addr, err := FreeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return netip.MustParseAddrPort(addr)
 }
