@@ -32,10 +32,18 @@ import (
 //
 // -embedded.prefill N first writes N settled receipts (over N/10 resources,
 // in large transactions), to compare a full store's cost with an empty one's.
+// -embedded.spread makes every write a new fence on a resource of its own
+// instead of the next segment on the writer's one resource: on a filled
+// store one of the stored resources (each writer its own share of them, in
+// turn), on an empty one a new resource; the folded variants are skipped
+// (a folded settle is the same resource's previous segment).
 func BenchmarkWriteCost(b *testing.B) {
 	for _, c := range []struct{ folded, ordered bool }{{false, false}, {false, true}, {true, false}, {true, true}} {
 		folded := c.folded
 		b.Run(fmt.Sprintf("folded=%v/orderedIDs=%v", c.folded, c.ordered), func(b *testing.B) {
+			if folded && *spreadFlag {
+				b.Skip("-embedded.spread: a folded settle is the same resource's previous segment")
+			}
 			path := filepath.Join(b.TempDir(), "fence.db")
 			s, err := Open(path)
 			if err != nil {
@@ -59,8 +67,13 @@ func BenchmarkWriteCost(b *testing.B) {
 				}, Digest: "sha256:" + randHex(32)}
 				var seg uint64
 				var last string
+				next := spreader(b, w, *prefillFlag)
 				for pb.Next() {
 					seg++
+					if *spreadFlag {
+						g.Resource, g.FenceToken, seg = next()
+						res = g.Resource
+					}
 					now := time.Now().UTC()
 					req := fencegate.AdmitRequest{Grant: g, Segment: seg, Target: "objects/" + res, Method: "PUT",
 						PayloadDigest: "sha256:" + randHex(32), ReceiptID: "rcpt_" + randHex(13), Now: now}
@@ -112,7 +125,34 @@ func BenchmarkWriteCost(b *testing.B) {
 	}
 }
 
-var prefillFlag = flag.Int("embedded.prefill", 0, "settled receipts written before BenchmarkWriteCost measures")
+var (
+	prefillFlag = flag.Int("embedded.prefill", 0, "settled receipts written before BenchmarkWriteCost measures")
+	spreadFlag  = flag.Bool("embedded.spread", false, "BenchmarkWriteCost: every write a new fence on a resource of its own (stored ones after -embedded.prefill)")
+)
+
+// maxSpreadWriters bounds the writers of a spread run: writer w takes the
+// stored resources whose index is w-1 modulo it, so no two share one.
+const maxSpreadWriters = 64
+
+// spreader returns writer w's next resource, fence and segment for
+// -embedded.spread: with prefill n, the stored resources (n/10 of them, fence
+// 3) of the writer's share in turn, each visit a fence above the writer's
+// last; with none to take, a new resource each write.
+func spreader(b *testing.B, w uint64, n int) func() (string, uint64, uint64) {
+	if w > maxSpreadWriters {
+		b.Fatalf("-embedded.spread: writer %d of at most %d", w, maxSpreadWriters)
+	}
+	share := max(n/10, 1) / maxSpreadWriters // stored resources per writer
+	var i uint64
+	return func() (string, uint64, uint64) {
+		i++
+		if share == 0 || n == 0 {
+			return fmt.Sprintf("local/spread/w%d/%d", w, i), 4, 1
+		}
+		idx := int(w-1) + maxSpreadWriters*int((i-1)%uint64(share))
+		return fmt.Sprintf("local/fill/%d", idx), 3 + i, 1
+	}
+}
 
 // prefill writes n admitted and settled segments over n/10 resources (with
 // time-ordered receipt IDs if ordered), moving the journal after each
