@@ -2,7 +2,6 @@ package registry
 
 import (
 	"context"
-	"crypto/rand"
 	"fmt"
 	"log/slog"
 	"math"
@@ -151,6 +150,8 @@ func diagnose(inc, seen fencegate.Incarnation, hw uint64) string {
 	switch {
 	case inc.ID == "":
 		return "the backend carries no incarnation marker: it was emptied, replaced or restored from before its first claim"
+	case seen.ID != "" && olderMarker(inc.ID, seen.ID):
+		return fmt.Sprintf("the backend carries incarnation %q, older than %q this registry last issued under: it was restored from a backup taken before an earlier claim", inc.ID, seen.ID)
 	case seen.ID != "" && inc.ID != seen.ID:
 		return fmt.Sprintf("the backend carries incarnation %q, this registry last issued under %q: it was switched or replaced", inc.ID, seen.ID)
 	case inc.Revision < seen.Revision:
@@ -276,14 +277,16 @@ func (r *Registry) resumeLocked(ctx context.Context, now time.Time, retire bool)
 	return nil
 }
 
-// claimOrJoinLocked continues above floor. A backend carrying no marker, or
-// the marker this registry issued under (a rollback), gets a new one. One
-// carrying another marker was claimed by another registry sharing it (or
-// restored from one): this registry joins it, raising the floor to what it
-// knows, instead of claiming again, so registries sharing a backend never
-// take turns detecting each other's claims.
+// claimOrJoinLocked continues above floor. A backend carrying no marker, the
+// marker this registry issued under (a rollback), or a marker of an earlier
+// generation than that one (a backup from before an earlier claim, restored)
+// gets a new one. One carrying another marker of the same or a later
+// generation was claimed by another registry sharing it: this registry joins
+// it, raising the floor to what it knows, instead of claiming again, so
+// registries sharing a backend never take turns detecting each other's
+// claims.
 func (r *Registry) claimOrJoinLocked(ctx context.Context, inc, seen fencegate.Incarnation, floor uint64) error {
-	if inc.ID == "" || inc.ID == seen.ID {
+	if inc.ID == "" || inc.ID == seen.ID || olderMarker(inc.ID, seen.ID) {
 		return r.claimLocked(ctx, inc.ID, floor)
 	}
 	if err := r.backend.SetFloor(ctx, floor, fencegate.Guard{Incarnation: inc.ID, MinRevision: inc.Revision}); err != nil {
@@ -313,9 +316,13 @@ func (r *Registry) adopt(inc fencegate.Incarnation, floor uint64) {
 }
 
 // claimLocked writes a new marker over prev with the floor raised to floor,
-// and adopts it. The caller holds run.
+// and adopts it. The marker's generation is one above prev's and the one
+// this registry issued under. The caller holds run.
 func (r *Registry) claimLocked(ctx context.Context, prev string, floor uint64) error {
-	id := "inc_" + rand.Text()
+	r.rec.mu.Lock()
+	last := r.rec.seen.ID
+	r.rec.mu.Unlock()
+	id := newMarker(max(markerGen(prev), markerGen(last)) + 1)
 	inc, err := r.backend.Claim(ctx, prev, id, floor)
 	if err != nil {
 		return backendErr(err)

@@ -87,6 +87,47 @@ func TestRolledBackBackendIsDetectedAndItsLeasesReadRevoked(t *testing.T) {
 	}
 }
 
+// The rule: a backup taken before an earlier claim carries that claim's
+// older marker. Restored, it is a loss like any other and is claimed anew
+// (its marker's generation is below the one this registry issues under)
+// instead of joined as another registry's claim, so the leases restored with
+// it read REVOKED after grants resume, and fences continue above every one
+// known.
+func TestRestoreToAnOlderMarkerIsClaimedAnewAndItsLeasesReadRevoked(t *testing.T) {
+	b, hw := newSwappable(t), &highWater{}
+	e := newLossEnv(t, b, hw, &memory{})
+	a := e.mustAcquire("alice", "db/a", "a1") // under the first marker
+	backup := b.snapshot()
+	first := e.r.Issuance().Incarnation
+	b.wipe()
+	e.wantPaused("bob", "db/b", "b1") // detects, claims a second marker
+	e.clock.Advance(statusLife)
+	c := e.mustAcquire("carol", "db/c", "c1")
+	hw.v.Store(c.Lease.FenceToken) // a gateway accepted C's fence
+	second := e.r.Issuance().Incarnation
+
+	b.restore(backup) // the first marker again, A's lease HELD in it
+	e.wantPaused("dave", "db/d", "d1")
+	is := e.r.Issuance()
+	if is.Incarnation == first || is.Incarnation == second || is.Losses != 2 {
+		t.Fatalf("the restored older marker must be a second loss, claimed anew: %+v (first %q, second %q)", is, first, second)
+	}
+	if inc, _ := b.Incarnation(context.Background()); inc.ID != is.Incarnation {
+		t.Fatalf("the backend carries %q, the registry issues under %q", inc.ID, is.Incarnation)
+	}
+	e.clock.Advance(statusLife)
+	d := e.mustAcquire("dave", "db/d", "d1")
+	if d.Lease.FenceToken <= c.Lease.FenceToken {
+		t.Fatalf("D's fence %d not above the accepted %d", d.Lease.FenceToken, c.Lease.FenceToken)
+	}
+	if got := e.proofState(a.Lease.ID); got != fencegate.StateRevoked {
+		t.Fatalf("a lease restored with the older marker reads %s after grants resumed, want REVOKED", got)
+	}
+	if e.retired.Load() != 2 {
+		t.Fatalf("each loss retires its epoch: %d retirements", e.retired.Load())
+	}
+}
+
 func TestRollbackAcrossARestartIsDetectedFromMemory(t *testing.T) {
 	b := newSwappable(t)
 	mem := &memory{}
