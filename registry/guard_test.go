@@ -3,11 +3,13 @@ package registry_test
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/registry"
 )
 
 // stallRenew lets a renewal take its guard and then holds it before the
@@ -99,6 +101,39 @@ func TestRenewalsRefusedDuringAPauseDoNotRerunTheRecovery(t *testing.T) {
 		t.Fatalf("the floor should end the pause: %+v", is)
 	}
 	if d := e.mustAcquire("dave", "db/c", "d1"); d.Lease.FenceToken <= 10 {
+		t.Fatalf("after the floor: fence %d, want above 10", d.Lease.FenceToken)
+	}
+}
+
+// The rule: a refusal of the marker this registry issued under, taken for a
+// loss only after the registry's own claim has ended (the claim ran between
+// the refusal and its handling), is that claim's, not a second loss: no new
+// pause, retirement or claim; the request is answered to retry.
+func TestRefusalHandledAfterTheRegistrysOwnClaimIsNotASecondLoss(t *testing.T) {
+	b := newSwappable(t)
+	e := newLossEnv(t, b, nil, &memory{}) // no fence store: an operator sets the floor
+	a := e.mustAcquire("alice", "db/a", "a1")
+	b.wipe()
+	ctx := context.Background()
+	if err := e.r.Watch(ctx); fencegate.ErrorCode(err) != fencegate.CodeStateLost {
+		t.Fatalf("wipe not detected: %v", err)
+	}
+	e.clock.Advance(statusLife) // the floor will end the pause at once
+	var once sync.Once
+	defer registry.SetTestHookBeforeLost(func() {
+		once.Do(func() {
+			if err := e.r.SetFloor(ctx, 10); err != nil { // the claim lands in the window
+				t.Errorf("floor: %v", err)
+			}
+		})
+	})()
+	if _, err := e.r.Renew(ctx, "alice", a.Lease.ID, time.Minute); fencegate.ErrorCode(err) != fencegate.CodeStateLost {
+		t.Fatalf("the renewal refused under the pre-claim marker: %v, want COORDINATION_STATE_LOST to retry", err)
+	}
+	if is := e.r.Issuance(); is.Paused || is.Losses != 1 || e.retired.Load() != 1 {
+		t.Fatalf("the refusal was taken for a second loss: %+v, %d retirements", is, e.retired.Load())
+	}
+	if d := e.mustAcquire("dave", "db/d", "d1"); d.Lease.FenceToken <= 10 {
 		t.Fatalf("after the floor: fence %d, want above 10", d.Lease.FenceToken)
 	}
 }
