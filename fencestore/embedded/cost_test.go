@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -52,6 +53,9 @@ func BenchmarkWriteCost(b *testing.B) {
 			defer s.Close()
 			prefill(b, s, *prefillFlag, c.ordered)
 			b.SetParallelism(4)
+			if *spreadFlag && 4*runtime.GOMAXPROCS(0) > maxSpreadWriters {
+				b.Skipf("-embedded.spread: %d writers, at most %d", 4*runtime.GOMAXPROCS(0), maxSpreadWriters)
+			}
 			ctx := context.Background()
 			var workers, writes atomic.Uint64
 			st0, bs0 := s.Stats(), s.db.Stats()
@@ -67,7 +71,10 @@ func BenchmarkWriteCost(b *testing.B) {
 				}, Digest: "sha256:" + randHex(32)}
 				var seg uint64
 				var last string
-				next := spreader(b, w, *prefillFlag)
+				var next func() (string, uint64, uint64)
+				if *spreadFlag {
+					next = spreader(w, *prefillFlag)
+				}
 				for pb.Next() {
 					seg++
 					if *spreadFlag {
@@ -134,14 +141,11 @@ var (
 // stored resources whose index is w-1 modulo it, so no two share one.
 const maxSpreadWriters = 64
 
-// spreader returns writer w's next resource, fence and segment for
-// -embedded.spread: with prefill n, the stored resources (n/10 of them, fence
-// 3) of the writer's share in turn, each visit a fence above the writer's
-// last; with none to take, a new resource each write.
-func spreader(b *testing.B, w uint64, n int) func() (string, uint64, uint64) {
-	if w > maxSpreadWriters {
-		b.Fatalf("-embedded.spread: writer %d of at most %d", w, maxSpreadWriters)
-	}
+// spreader returns writer w (at most maxSpreadWriters) next resource, fence
+// and segment for -embedded.spread: with prefill n, the stored resources
+// (n/10 of them, fence 3) of the writer's share in turn, each visit a fence
+// above the writer's last; with none to take, a new resource each write.
+func spreader(w uint64, n int) func() (string, uint64, uint64) {
 	share := max(n/10, 1) / maxSpreadWriters // stored resources per writer
 	var i uint64
 	return func() (string, uint64, uint64) {

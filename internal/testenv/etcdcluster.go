@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -70,12 +69,8 @@ func OwnEtcdCluster(t testing.TB) *EtcdCluster {
 		}
 		_ = os.RemoveAll(dir)
 	})
-	ports, err := loopbackPorts(2 * EtcdClusterSize)
-	if err != nil {
-		t.Fatalf("etcd cluster: %v", err)
-	}
-	for i := range EtcdClusterSize {
-		c.members = append(c.members, &etcdMember{name: fmt.Sprintf("m%d", i), client: ports[2*i], peer: ports[2*i+1]})
+	for i := range EtcdClusterSize { // members restart on their ports: loopback.FreeAddr's
+		c.members = append(c.members, &etcdMember{name: fmt.Sprintf("m%d", i), client: FreeAddr(t), peer: FreeAddr(t)})
 	}
 	for i := range c.members {
 		if err := c.Start(i); err != nil {
@@ -88,28 +83,6 @@ func OwnEtcdCluster(t testing.TB) *EtcdCluster {
 		t.Fatalf("etcd cluster: %v\n%s", err, c.Logs())
 	}
 	return c
-}
-
-// loopbackPorts reserves n distinct free loopback ports (host:port) at once.
-// They are released before use, so another process may take one meanwhile;
-// the cluster would then fail to start, loudly.
-func loopbackPorts(n int) ([]string, error) {
-	var out []string
-	var lns []net.Listener
-	defer func() {
-		for _, l := range lns {
-			_ = l.Close()
-		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		lns = append(lns, l)
-		out = append(out, l.Addr().String())
-	}
-	return out, nil
 }
 
 // Endpoints are the members' client addresses (host:port).

@@ -55,11 +55,8 @@ func OwnVersitygw(t testing.TB) *Versitygw {
 	if err != nil {
 		t.Fatalf("own versitygw: %v", err)
 	}
-	ports, err := loopbackPorts(1)
-	if err != nil {
-		t.Fatalf("own versitygw: %v", err)
-	}
-	v := &Versitygw{S3: S3{Endpoint: "http://" + ports[0], Bucket: "fencegate-own", AccessKey: "own-ak",
+	addr := FreeAddr(t)
+	v := &Versitygw{S3: S3{Endpoint: "http://" + addr, Bucket: "fencegate-own", AccessKey: "own-ak",
 		SecretKey: "own-sk", Region: "us-east-1"}}
 	root := filepath.Join(dir, "root")
 	if err := os.MkdirAll(root, 0o755); err != nil {
@@ -71,7 +68,7 @@ func OwnVersitygw(t testing.TB) *Versitygw {
 	}
 	// --keep-alive: connections stay open between requests, as S3's do (see
 	// ensure_s3 in scripts/services.sh).
-	v.cmd = exec.Command(bin, "--access", v.AccessKey, "--secret", v.SecretKey, "--port", ports[0], "--keep-alive", "--quiet", "posix", root)
+	v.cmd = exec.Command(bin, "--access", v.AccessKey, "--secret", v.SecretKey, "--port", addr, "--keep-alive", "--quiet", "posix", root)
 	v.cmd.Stdout, v.cmd.Stderr = logf, logf
 	if err := v.cmd.Start(); err != nil {
 		t.Fatalf("own versitygw: %v", err)
