@@ -85,6 +85,8 @@ type options struct {
 	// pair measures each Postgres and embedded run with -prefill twice,
 	// filled and empty (pair.go).
 	pair bool
+	// noBaseline skips the baseline (the empty side of a pair).
+	noBaseline bool
 }
 
 func main() {
@@ -181,6 +183,9 @@ func run(ctx context.Context, o options) error {
 		with = append(with, w)
 	}
 	o.checkWith = with
+	if o.pair && o.prefill > 0 && o.runs < 2 {
+		fmt.Fprintln(o.out, "loadbench: -pair with -runs 1: the filled store always goes first, so the order does not alternate")
+	}
 	fmt.Fprintf(o.out, "loadbench: 1 KiB bodies, distinct resources, segments 1,2,3... under one grant; %s per point, median of %d; load average %s\n",
 		o.d, o.runs, loadavg())
 	if o.pgDev {
@@ -371,6 +376,9 @@ func measure(ctx context.Context, o options, path, tag, dir string, c, run int, 
 			pt.checks = map[string]sample{}
 		}
 		pt.checks["floor"] = fl
+	}
+	if o.noBaseline {
+		return pt, nil
 	}
 	switch path {
 	case "postgres":
