@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/fencegate/fencegate"
 	"github.com/fencegate/fencegate/internal/testenv"
 )
 
@@ -15,8 +16,8 @@ import (
 // restored, bringing back the first claim's marker with A's lease HELD in
 // it. The registry must take it for a loss and claim the backend anew (a
 // marker of a later generation), not join the old marker as another
-// registry's claim: grants pause and resume, A's lease reads REVOKED, not
-// HELD, and A's write is refused.
+// registry's claim: grants pause and resume, A's status proof states
+// REVOKED, not HELD, and A's write is refused.
 func TestBackupFromBeforeAnEarlierLossIsClaimedAnew(t *testing.T) {
 	r := testenv.OwnRedis(t, testenv.RedisDurable())
 	dir := t.TempDir()
@@ -54,8 +55,11 @@ func TestBackupFromBeforeAnEarlierLossIsClaimedAnew(t *testing.T) {
 		t.Fatalf("the restored backup's marker must be a second loss, claimed anew: incarnation %q (first %q, second %q), %v losses",
 			third, first, second, losses)
 	}
-	if st := p.do(t, "GET", "/v1/leases/"+a.id, "token-a", nil, ""); st.status != 200 || st.str("state") != "REVOKED" {
-		t.Fatalf("A's lease restored with the backup: %d %s, want REVOKED", st.status, st.body)
+	var proof fencegate.Status
+	if st := p.do(t, "GET", "/v1/leases/"+a.id, "token-a", nil, ""); st.status != 200 {
+		t.Fatalf("A's lease restored with the backup: %d %s", st.status, st.body)
+	} else if payloadOf(t, st.str("statusProof"), &proof); proof.State != fencegate.StateRevoked {
+		t.Fatalf("A's lease restored with the backup: its status proof states %s, want REVOKED", proof.State)
 	}
 	if w := p.put(t, "token-a", a, res, 1, "A late"); w.status == 200 {
 		t.Fatalf("A's write after the restore was accepted: %s", w.body)

@@ -21,14 +21,8 @@ func answerOf(l fencegate.Lease) fencegate.LeaseAnswer {
 	}
 }
 
-// issuedAnswer is the lease as issued: its state is the one its status
-// proof states (REVOKED for a lease the backend holds under a revoked epoch
-// or from before a coordination state loss), not the backend's record.
 func issuedAnswer(is registry.Issued) fencegate.LeaseAnswer {
 	a := answerOf(is.Lease)
-	if is.State != "" {
-		a.State = is.State
-	}
 	a.Grant, a.GrantDigest, a.StatusProof = is.Grant, is.GrantDigest, is.StatusProof
 	if !is.StatusExpiresAt.IsZero() {
 		t := is.StatusExpiresAt

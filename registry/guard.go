@@ -70,43 +70,37 @@ func (r *Registry) observe(l fencegate.Lease) {
 }
 
 // underGuard runs mutate under the guard guard() returns and handles the
-// backend's guard refusing it. A mutation that read its guard before this
-// registry adopted another marker (its own claim ending a pause, or a join),
-// and reached the backend after, is refused for that claim, not for a new
-// loss: it runs once more under guard() (which may refuse, e.g. an acquire
-// while grants are paused). Any other refusal is a loss (lostOnGuard).
+// backend's guard refusing it (lostOnGuard). A mutation that read its guard
+// before this registry adopted another marker (its own claim ending a pause,
+// or a join), and reached the backend after, is refused for that marker, not
+// for a new loss: it runs once more under guard() (which may refuse, e.g. an
+// acquire while grants are paused).
 func (r *Registry) underGuard(ctx context.Context, now time.Time, guard func() (fencegate.Guard, error), mutate func(fencegate.Guard) error) error {
 	g, err := guard()
 	if err != nil {
 		return err
 	}
-	err = mutate(g)
-	if fencegate.ErrorCode(err) == fencegate.CodeStateLost && r.adoptedSince(g) {
-		if g, err = guard(); err != nil {
+	for retried := false; ; retried = true {
+		err = mutate(g)
+		if fencegate.ErrorCode(err) != fencegate.CodeStateLost {
 			return err
 		}
-		err = mutate(g)
-	}
-	if fencegate.ErrorCode(err) == fencegate.CodeStateLost {
 		if testHookBeforeLost != nil {
 			testHookBeforeLost()
 		}
-		return r.lostOnGuard(ctx, err, g, now)
+		left, err := r.lostOnGuard(ctx, err, g, now)
+		if !left || retried {
+			return err
+		}
+		if g, err = guard(); err != nil {
+			return err
+		}
 	}
-	return err
 }
 
 // testHookBeforeLost, set only by tests (export_test.go), runs between a
-// refusal found not to be this registry's own claim and lostOnGuard.
+// guard's refusal and lostOnGuard.
 var testHookBeforeLost func()
-
-// adoptedSince reports whether this registry issues under another marker
-// than g's, once any claim in progress has ended.
-func (r *Registry) adoptedSince(g fencegate.Guard) bool {
-	r.rec.run.Lock() // a claim runs under run: wait it out
-	r.rec.run.Unlock()
-	return r.seenGuard().Incarnation != g.Incarnation
-}
 
 // mutationGuard is the guard of a renew or release: Check first if it has
 // not run (checkedFirst), then what this registry has seen, without resuming
@@ -121,29 +115,31 @@ func (r *Registry) mutationGuard(ctx context.Context) func() (fencegate.Guard, e
 }
 
 // lostOnGuard handles COORDINATION_STATE_LOST from the backend's guard g
-// (of an acquire, renew or release). A refusal while the registry is paused
-// for a loss not yet claimed is that loss's: it is answered paused without
-// moving the recovery on, which reads the backend and the fence store, so
-// that clients renewing through a pause (renewals carry the pre-loss guard
-// until the claim) do not run it once each; acquires, Watch and the
-// operator's floor move it on. A refusal of a marker this registry has left
-// since (a claim or join that ended between the refusal and run) is no new
-// loss either: it is answered COORDINATION_STATE_LOST to retry.
-func (r *Registry) lostOnGuard(ctx context.Context, cause error, g fencegate.Guard, now time.Time) error {
+// (of an acquire, renew or release). A refusal of a marker this registry has
+// left since (a claim or join ended between the guard's read and here; a
+// claim in progress is waited out, as it holds run) is no loss: left is true,
+// and the caller runs the mutation once more under the new marker. A refusal
+// while the registry is paused for a loss not yet claimed is that loss's: it
+// is answered paused without moving the recovery on, which reads the backend
+// and the fence store, so that clients renewing through a pause (renewals
+// carry the pre-loss guard until the claim) do not run it once each;
+// acquires, Watch and the operator's floor move it on. Any other refusal is a
+// new loss.
+func (r *Registry) lostOnGuard(ctx context.Context, cause error, g fencegate.Guard, now time.Time) (left bool, err error) {
 	r.rec.run.Lock()
 	defer r.rec.run.Unlock()
 	if r.seenGuard().Incarnation != g.Incarnation {
-		return fencegate.Errorf(fencegate.CodeStateLost,
-			"the coordination backend's incarnation changed while this request ran (this registry's own claim); retry")
+		return true, fencegate.Errorf(fencegate.CodeStateLost,
+			"the coordination backend's incarnation changed again while this request ran; retry")
 	}
 	if !r.detectLocked(ctx, fencegate.ErrorMessage(cause), now) {
-		return r.pausedErr("the coordination backend refused this registry's guard for it")
+		return false, r.pausedErr("the coordination backend refused this registry's guard for it")
 	}
-	err := r.resumeLocked(ctx, now, true)
+	err = r.resumeLocked(ctx, now, true)
 	if err == nil { // cannot happen with a positive status life; stay safe
 		err = r.pausedErr("retry")
 	}
-	return err
+	return false, err
 }
 
 // preLoss reports whether a lease's status must read REVOKED: grants are

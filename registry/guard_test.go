@@ -108,7 +108,8 @@ func TestRenewalsRefusedDuringAPauseDoNotRerunTheRecovery(t *testing.T) {
 // The rule: a refusal of the marker this registry issued under, taken for a
 // loss only after the registry's own claim has ended (the claim ran between
 // the refusal and its handling), is that claim's, not a second loss: no new
-// pause, retirement or claim; the request is answered to retry.
+// pause, retirement or claim; the request runs once more under the claim's
+// marker.
 func TestRefusalHandledAfterTheRegistrysOwnClaimIsNotASecondLoss(t *testing.T) {
 	b := newSwappable(t)
 	e := newLossEnv(t, b, nil, &memory{}) // no fence store: an operator sets the floor
@@ -127,8 +128,8 @@ func TestRefusalHandledAfterTheRegistrysOwnClaimIsNotASecondLoss(t *testing.T) {
 			}
 		})
 	})()
-	if _, err := e.r.Renew(ctx, "alice", a.Lease.ID, time.Minute); fencegate.ErrorCode(err) != fencegate.CodeStateLost {
-		t.Fatalf("the renewal refused under the pre-claim marker: %v, want COORDINATION_STATE_LOST to retry", err)
+	if _, err := e.r.Renew(ctx, "alice", a.Lease.ID, time.Minute); fencegate.ErrorCode(err) != fencegate.CodeNotFound { // the lease is gone with the wipe
+		t.Fatalf("the renewal refused under the pre-claim marker should run again under the claim's and find no lease: %v", err)
 	}
 	if is := e.r.Issuance(); is.Paused || is.Losses != 1 || e.retired.Load() != 1 {
 		t.Fatalf("the refusal was taken for a second loss: %+v, %d retirements", is, e.retired.Load())

@@ -45,6 +45,9 @@ func BenchmarkWriteCost(b *testing.B) {
 			if folded && *spreadFlag {
 				b.Skip("-embedded.spread: a folded settle is the same resource's previous segment")
 			}
+			if *spreadFlag && 4*runtime.GOMAXPROCS(0) > maxSpreadWriters {
+				b.Skipf("-embedded.spread: %d writers, at most %d", 4*runtime.GOMAXPROCS(0), maxSpreadWriters)
+			}
 			path := filepath.Join(b.TempDir(), "fence.db")
 			s, err := Open(path)
 			if err != nil {
@@ -53,9 +56,6 @@ func BenchmarkWriteCost(b *testing.B) {
 			defer s.Close()
 			prefill(b, s, *prefillFlag, c.ordered)
 			b.SetParallelism(4)
-			if *spreadFlag && 4*runtime.GOMAXPROCS(0) > maxSpreadWriters {
-				b.Skipf("-embedded.spread: %d writers, at most %d", 4*runtime.GOMAXPROCS(0), maxSpreadWriters)
-			}
 			ctx := context.Background()
 			var workers, writes atomic.Uint64
 			st0, bs0 := s.Stats(), s.db.Stats()
