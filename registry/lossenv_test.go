@@ -218,3 +218,21 @@ func (e *lossEnv) proofState(lease string) fencegate.StatusState {
 	}
 	return st.State
 }
+
+// resumeAbove waits out the pause (one status life), acquires resource for
+// owner, which must be issued a fence above fence, and checks that every
+// lease of revoked (from before the loss) reads REVOKED once grants resume.
+func (e *lossEnv) resumeAbove(fence uint64, owner, resource, rid string, revoked ...string) registry.Issued {
+	e.t.Helper()
+	e.clock.Advance(statusLife)
+	is := e.mustAcquire(owner, resource, rid)
+	if is.Lease.FenceToken <= fence {
+		e.t.Fatalf("after the pause: fence %d, not above %d", is.Lease.FenceToken, fence)
+	}
+	for _, id := range revoked {
+		if got := e.proofState(id); got != fencegate.StateRevoked {
+			e.t.Fatalf("lease %s from before the loss reads %s after grants resumed, want REVOKED", id, got)
+		}
+	}
+	return is
+}

@@ -74,14 +74,7 @@ func TestRolledBackBackendIsDetectedAndItsLeasesReadRevoked(t *testing.T) {
 	if got := e.proofState(a.Lease.ID); got != fencegate.StateRevoked {
 		t.Fatalf("a restored lease must read REVOKED while paused: %s", got)
 	}
-	e.clock.Advance(statusLife)
-	d := e.mustAcquire("dave", "db/b", "d1")
-	if d.Lease.FenceToken <= c.Lease.FenceToken {
-		t.Fatalf("D's fence %d not above the lost C's %d", d.Lease.FenceToken, c.Lease.FenceToken)
-	}
-	if got := e.proofState(a.Lease.ID); got != fencegate.StateRevoked {
-		t.Fatalf("a lease from before the claim must read REVOKED: %s", got)
-	}
+	d := e.resumeAbove(c.Lease.FenceToken, "dave", "db/b", "d1", a.Lease.ID)
 	if got := e.proofState(d.Lease.ID); got != fencegate.StateHeld {
 		t.Fatalf("the new lease reads %s", got)
 	}
@@ -115,14 +108,7 @@ func TestRestoreToAnOlderMarkerIsClaimedAnewAndItsLeasesReadRevoked(t *testing.T
 	if inc, _ := b.Incarnation(context.Background()); inc.ID != is.Incarnation {
 		t.Fatalf("the backend carries %q, the registry issues under %q", inc.ID, is.Incarnation)
 	}
-	e.clock.Advance(statusLife)
-	d := e.mustAcquire("dave", "db/d", "d1")
-	if d.Lease.FenceToken <= c.Lease.FenceToken {
-		t.Fatalf("D's fence %d not above the accepted %d", d.Lease.FenceToken, c.Lease.FenceToken)
-	}
-	if got := e.proofState(a.Lease.ID); got != fencegate.StateRevoked {
-		t.Fatalf("a lease restored with the older marker reads %s after grants resumed, want REVOKED", got)
-	}
+	e.resumeAbove(c.Lease.FenceToken, "dave", "db/d", "d1", a.Lease.ID)
 	if e.retired.Load() != 2 {
 		t.Fatalf("each loss retires its epoch: %d retirements", e.retired.Load())
 	}
