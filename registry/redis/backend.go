@@ -197,17 +197,10 @@ func (b *Backend) Acquire(ctx context.Context, req fencegate.AcquireRequest) (fe
 	if err != nil {
 		return fencegate.Lease{}, err
 	}
-	reply, err := b.mutate(ctx, acquireScript, "acquire", req.Guard, req.LeaseID, req.Resource, req.Owner, req.RequestID,
+	l, err := b.mutate(ctx, acquireScript, "acquire", req.Now, req.Guard, req.LeaseID, req.Resource, req.Owner, req.RequestID,
 		req.OperationID, req.OperationRoot, req.OperationCategory, strconv.FormatInt(int64(req.TTL), 10),
 		now, exp, millis(req.TTL), b.keep(req.TTL))
 	if err != nil {
-		return fencegate.Lease{}, err
-	}
-	l, err := b.answer(reply, req.Now, "acquire")
-	if err != nil {
-		return fencegate.Lease{}, err
-	}
-	if err := b.replicate(ctx, "acquire"); err != nil {
 		return fencegate.Lease{}, err
 	}
 	// A repeat returns the first lease; a new one reflects req, so this only
@@ -228,15 +221,7 @@ func (b *Backend) Renew(ctx context.Context, id, owner string, ttl time.Duration
 	if err != nil {
 		return fencegate.Lease{}, err
 	}
-	reply, err := b.mutate(ctx, renewScript, "renew", g, id, owner, at, exp, millis(ttl), b.keep(ttl))
-	if err != nil {
-		return fencegate.Lease{}, err
-	}
-	l, err := b.answer(reply, now, "renew")
-	if err == nil {
-		err = b.replicate(ctx, "renew")
-	}
-	return l, err
+	return b.mutate(ctx, renewScript, "renew", now, g, id, owner, at, exp, millis(ttl), b.keep(ttl))
 }
 
 // Release implements fencegate.LeaseBackend. A lease that is no longer held
@@ -246,15 +231,7 @@ func (b *Backend) Release(ctx context.Context, id, owner string, now time.Time, 
 	if err != nil {
 		return fencegate.Lease{}, err
 	}
-	reply, err := b.mutate(ctx, releaseScript, "release", g, id, owner, at, b.keep(0))
-	if err != nil {
-		return fencegate.Lease{}, err
-	}
-	l, err := b.answer(reply, now, "release")
-	if err == nil {
-		err = b.replicate(ctx, "release")
-	}
-	return l, err
+	return b.mutate(ctx, releaseScript, "release", now, g, id, owner, at, b.keep(0))
 }
 
 // Lease implements fencegate.LeaseBackend with one HGETALL.
@@ -276,14 +253,8 @@ func (b *Backend) SetFloor(ctx context.Context, floor uint64, g fencegate.Guard)
 	if err := leaserule.CheckFloor(floor, MaxFence); err != nil {
 		return err
 	}
-	reply, err := b.mutate(ctx, floorScript, "set floor", g, strconv.FormatUint(floor, 10))
-	if err != nil {
-		return err
-	}
-	if _, err = b.answer(reply, time.Time{}, "set floor"); err != nil {
-		return err
-	}
-	return b.replicate(ctx, "set floor")
+	_, err := b.mutate(ctx, floorScript, "set floor", time.Time{}, g, strconv.FormatUint(floor, 10))
+	return err
 }
 
 // run executes script with the common KEYS/ARGV prefix and returns its reply
@@ -293,18 +264,23 @@ func (b *Backend) run(ctx context.Context, s *redis.Script, args ...any) ([]stri
 }
 
 // mutate runs a mutation's script with args and then the guard g (its
-// marker and minimum revision, the script's last two arguments), and returns
-// the reply; a script error is translated, and the guard's refusal is
+// marker and minimum revision, the script's last two arguments), reads the
+// lease it answers at now (answer), and waits for the replicas (replicate).
+// A script error is translated, and the guard's refusal is
 // COORDINATION_STATE_LOST (refused).
-func (b *Backend) mutate(ctx context.Context, s *redis.Script, what string, g fencegate.Guard, args ...any) ([]string, error) {
+func (b *Backend) mutate(ctx context.Context, s *redis.Script, what string, now time.Time, g fencegate.Guard, args ...any) (fencegate.Lease, error) {
 	reply, err := b.run(ctx, s, append(args, g.Incarnation, strconv.FormatUint(g.MinRevision, 10))...)
 	if err != nil {
-		return nil, translate(err, what)
+		return fencegate.Lease{}, translate(err, what)
 	}
 	if err := refused(reply, g); err != nil {
-		return nil, err
+		return fencegate.Lease{}, err
 	}
-	return reply, nil
+	l, err := b.answer(reply, now, what)
+	if err == nil {
+		err = b.replicate(ctx, what)
+	}
+	return l, err
 }
 
 // keep is the record PEXPIRE in milliseconds for a lease of ttl, "0" for none.
