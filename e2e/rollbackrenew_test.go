@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"net/http"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -35,10 +34,7 @@ func TestRollbackHiddenByARenewalIsFoundBeforeAFenceIsIssuedTwice(t *testing.T) 
 		_ = shared.Close()
 	})
 	dir := t.TempDir()
-	conf := filepath.Join(dir, "gateway.yaml")
-	if err := os.WriteFile(conf, []byte("registry:\n  backend: embedded\n  keyId: dev-1\n  issuerEpoch: 1\n  statusLife: 1s\nreconcile:\n  interval: 1h\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	conf := lossConfig(t, dir, "dev-1", "reconcile:\n  interval: 1h\n")
 	p := startGateway(t, "dev", "--config", conf, "--data-dir", filepath.Join(dir, "data"),
 		"--identity", "worker-a=token-a", "--identity", "worker-c=token-c", "--identity", "worker-d=token-d",
 		"--admin-token", "ops-token", "--registry-backend", "redis://"+addr+"?prefix="+prefix, "--allow-volatile-backend")

@@ -125,10 +125,7 @@ func TestStateLossNeverLetsAVanishedOwnerWrite(t *testing.T) {
 
 func runLossCase(t *testing.T, mode string, c lossCase) {
 	dir := t.TempDir()
-	conf := filepath.Join(dir, "gateway.yaml")
-	if err := os.WriteFile(conf, []byte("registry:\n  backend: embedded\n  keyId: dev-1\n  issuerEpoch: 1\n  statusLife: 1s\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	conf := lossConfig(t, dir, "dev-1", "")
 	base := append([]string{"dev", "--config", conf, "--data-dir", filepath.Join(dir, "data"), "--status-mode", mode,
 		"--identity", "worker-a=token-a", "--identity", "worker-b=token-b", "--identity", "worker-w=token-w",
 		"--admin-token", "ops-token"}, c.args(t)...)
@@ -251,10 +248,7 @@ func TestFloorThatLeavesNoFencesIsRefusedAndChangesNothing(t *testing.T) {
 func TestStandaloneRegistryWithoutAFenceStoreWaitsForAnOperatorFloor(t *testing.T) {
 	r := testenv.OwnRedis(t)
 	dir := t.TempDir()
-	conf := filepath.Join(dir, "registry.yaml")
-	if err := os.WriteFile(conf, []byte("registry:\n  backend: embedded\n  keyId: registry-1\n  issuerEpoch: 1\n  statusLife: 1s\naccess: {rules: [{identity: worker-a, lease: [db/ledger]}]}\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	conf := lossConfig(t, dir, "registry-1", "access: {rules: [{identity: worker-a, lease: [db/ledger]}]}\n")
 	p := startGateway(t, "registry", "--config", conf, "--data-dir", filepath.Join(dir, "data"), "--identity", "worker-a=token-a",
 		"--admin-token", "ops-token", "--registry-backend", "redis://"+r.Addr(), "--allow-volatile-backend")
 	a := p.acquire(t, "token-a", "db/ledger", "a-1", "op", 60000)
@@ -367,4 +361,18 @@ func (p *gatewayProc) acquireWhenResumed(t *testing.T, token, resource, requestI
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// lossConfig writes dir/gateway.yaml for a coordination state loss test: an
+// embedded registry signing with keyID at issuer epoch 1 whose status proofs
+// live 1 s (so a loss's pause is short), then extra YAML; it returns the
+// file's path.
+func lossConfig(t *testing.T, dir, keyID, extra string) string {
+	t.Helper()
+	conf := filepath.Join(dir, "gateway.yaml")
+	yml := "registry:\n  backend: embedded\n  keyId: " + keyID + "\n  issuerEpoch: 1\n  statusLife: 1s\n" + extra
+	if err := os.WriteFile(conf, []byte(yml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return conf
 }

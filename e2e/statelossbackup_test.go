@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -21,10 +20,7 @@ import (
 func TestBackupFromBeforeAnEarlierLossIsClaimedAnew(t *testing.T) {
 	r := testenv.OwnRedis(t, testenv.RedisDurable())
 	dir := t.TempDir()
-	conf := filepath.Join(dir, "gateway.yaml")
-	if err := os.WriteFile(conf, []byte("registry:\n  backend: embedded\n  keyId: dev-1\n  issuerEpoch: 1\n  statusLife: 1s\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	conf := lossConfig(t, dir, "dev-1", "")
 	p := startGateway(t, "dev", "--config", conf, "--data-dir", filepath.Join(dir, "data"),
 		"--identity", "worker-a=token-a", "--identity", "worker-w=token-w", "--admin-token", "ops-token",
 		"--registry-backend", "redis://"+r.Addr())
