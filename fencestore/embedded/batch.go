@@ -321,10 +321,10 @@ func (b *batcher) maybeMerge() {
 	}
 	txs, empty, err := moveJournal(b.db, budget, limit)
 	b.moveTxs.Add(uint64(txs))
-	if err != nil || empty {
+	if err != nil || empty { // empty comes only with a nil error
 		b.steps = 0
 	}
-	if err == nil && empty {
+	if empty {
 		b.merges.Add(1)
 	}
 }

@@ -26,8 +26,7 @@ import (
 func TestContractWithTheJournalMovedAfterEveryCommit(t *testing.T) {
 	var stores []*Store
 	storetest.Run(t, func(t *testing.T) fencegate.FenceStore {
-		s := openAt(t, filepath.Join(t.TempDir(), "fence.db"), WithJournalMoves(1))
-		t.Cleanup(func() { _ = s.Close() })
+		s := openTemp(t, WithJournalMoves(1))
 		stores = append(stores, s)
 		return s
 	})
