@@ -1,9 +1,11 @@
 package embedded
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"runtime"
 	"sync"
@@ -287,5 +289,79 @@ func TestAMoveEndsWhileWritesOutpaceItsSteps(t *testing.T) {
 		case steps > maxMoveSteps && (st.Merges != 1 || st.MoveTxs != steps):
 			t.Fatalf("round %d: %d moves ended (%d move transactions), want the first ended by its step %d", k, st.Merges, st.MoveTxs, maxMoveSteps)
 		}
+	}
+}
+
+// TestAFailedMoveStepMovesNothingAndCostsNoWrite: a move step that fails
+// (here a big tree holds a bucket under a journal entry's key, so the entry
+// cannot be put there) rolls back whole: the entries of the trees it had
+// copied before the failure stay in the journal and the big trees are as
+// they were; the writes it followed are answered, every entry stays
+// readable, and no move is counted done.
+func TestAFailedMoveStepMovesNothingAndCostsNoWrite(t *testing.T) {
+	ctx := context.Background()
+	s := openTemp(t) // no move before the poison
+	now := time.UnixMilli(1_700_000_000_000).UTC()
+	writeSegments(t, s, "res/a", 5, now)
+	if err := s.db.Update(func(tx *bolt.Tx) error {
+		k, _ := tx.Bucket(journalOf[string(bReceipts)]).Cursor().First()
+		_, err := tx.Bucket(bReceipts).CreateBucket(bytes.Clone(k))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// dump lists each journaled tree's entries, big tree and journal apart
+	// (the poison, a bucket, has no value and is left out).
+	dump := func() (cold, hot map[string]bool) {
+		cold, hot = map[string]bool{}, map[string]bool{}
+		_ = s.db.View(func(tx *bolt.Tx) error {
+			for _, name := range journaled {
+				for side, b := range map[*map[string]bool]*bolt.Bucket{&cold: tx.Bucket(name), &hot: tx.Bucket(journalOf[string(name)])} {
+					_ = b.ForEach(func(k, v []byte) error {
+						if v != nil {
+							(*side)[fmt.Sprintf("%s %x %x", name, k, v)] = true
+						}
+						return nil
+					})
+				}
+			}
+			return nil
+		})
+		return cold, hot
+	}
+	cold0, hot0 := dump()
+	st0 := s.Stats()
+
+	s.batch.mergeEvery.Store(1) // a move after every batch from here on
+	for _, res := range []string{"res/b", "res/c"} {
+		if _, err := s.Admit(ctx, admitReq(res, 1, "rcpt_"+res[4:])); err != nil {
+			t.Fatalf("a write beside failing move steps: %v", err)
+		}
+	}
+	s.batch.mergeEvery.Store(1 << 62)
+	if _, err := s.Admit(ctx, admitReq("res/d", 1, "rcpt_d")); err != nil { // runs after the last step
+		t.Fatal(err)
+	}
+
+	st := s.Stats()
+	if st.MoveTxs == st0.MoveTxs || st.Merges != st0.Merges {
+		t.Fatalf("move transactions %d → %d, moves done %d → %d: want steps tried and none done", st0.MoveTxs, st.MoveTxs, st0.Merges, st.Merges)
+	}
+	cold, hot := dump()
+	if !maps.Equal(cold, cold0) {
+		t.Fatalf("the failed steps changed the big trees: %d entries, were %d", len(cold), len(cold0))
+	}
+	for e := range hot0 {
+		if !hot[e] {
+			t.Fatalf("a failed step took an entry out of the journal: %s", e)
+		}
+	}
+	for _, seg := range []uint64{1, 5} {
+		if r, err := s.ReceiptAt(ctx, "res/a", 7, seg); err != nil || r.Segment != seg {
+			t.Fatalf("ReceiptAt(res/a, %d) = %+v, %v", seg, r, err)
+		}
+	}
+	if r, err := s.ReceiptAt(ctx, "res/c", 7, 1); err != nil || r.ID != "rcpt_c" {
+		t.Fatalf("ReceiptAt(res/c, 1) = %+v, %v", r, err)
 	}
 }
