@@ -350,8 +350,10 @@ func measure(ctx context.Context, o options, path, tag, dir string, c, run int, 
 		pt.checks, err = crossChecks(ctx, o, g, store, tag, dir, c, run)
 	}
 	g.stop()
-	if fi, serr := os.Stat(filepath.Join(dir, "data", "fencestore.db")); serr == nil && path == "embedded" {
-		pt.gw.storeBytes = fi.Size()
+	if path == "embedded" {
+		if fi, serr := os.Stat(filepath.Join(dir, "data", "fencestore.db")); serr == nil {
+			pt.gw.storeBytes = fi.Size()
+		}
 	}
 	if err != nil {
 		log, _ := os.ReadFile(g.stderr)
