@@ -40,6 +40,7 @@ type (
 	LeaseRequest            = domain.LeaseRequest
 	ObjectInfo              = domain.ObjectInfo
 	ObjectLister            = domain.ObjectLister
+	ObjectStager            = domain.ObjectStager
 	ObjectStore             = domain.ObjectStore
 	Outcome                 = domain.Outcome
 	Page                    = domain.Page
@@ -58,6 +59,7 @@ type (
 	S3Credential            = domain.S3Credential
 	S3Credentials           = domain.S3Credentials
 	S3Resolution            = domain.S3Resolution
+	StagedPut               = domain.StagedPut
 	StaticS3Credentials     = domain.StaticS3Credentials
 	Status                  = domain.Status
 	StatusState             = domain.StatusState

@@ -87,6 +87,33 @@ type ObjectLister interface {
 	List(ctx context.Context, prefix, after string, limit int) (objects []ObjectInfo, more bool, err error)
 }
 
+// ObjectStager is the optional capability (found by type assertion) of an
+// ObjectStore to make a put's bytes durable before the put's condition is
+// known, so that their sync can run while the gateway's admission of the
+// write commits. Staging changes no object: what Stage wrote is not any
+// object's, no read sees it, and a crash leaves nothing an object refers
+// to. The write is applied, or not, only by the StagedPut's Put, after the
+// admission is durable, so the fencing order (admission, then effect) holds.
+type ObjectStager interface {
+	// Stage reads req's body and makes it durable with req's key, content
+	// type and metadata. req's condition is not looked at (the StagedPut's
+	// Put brings it); everything else is validated as Put validates it.
+	Stage(ctx context.Context, req PutRequest) (StagedPut, error)
+}
+
+// StagedPut is a put whose bytes a stager holds ready. Exactly one of Put
+// and Discard should be called; a second call of either does nothing (Put
+// then fails with CodeInternal).
+type StagedPut interface {
+	// Put applies the staged write if the condition holds (exactly one of
+	// ifMatch != "" and ifNoneMatch), with the contract of ObjectStore.Put
+	// for a request of the staged bytes and metadata: atomic, checked
+	// against the object as it is now, refused past ctx's landing deadline.
+	Put(ctx context.Context, ifMatch string, ifNoneMatch bool) (etag string, err error)
+	// Discard gives the staged bytes up; no object changes.
+	Discard()
+}
+
 // PutRequest is a conditional object write: exactly one of IfMatch != "" or
 // IfNoneMatch must be set.
 type PutRequest struct {

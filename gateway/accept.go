@@ -288,10 +288,17 @@ func (g *Gateway) apply(ctx context.Context, req Request) (Result, error) {
 		}
 		prior = nil
 	}
+	staging := g.startStage(actx, req.Effect, &areq) // beside the admission: stage.go
+	g.writing.Add(1)
+	defer g.writing.Add(-1)
 	admStart := g.cfg.Now()
 	actx, span := g.startSpan(actx, "fencegate.admit")
 	adm, err := g.admit(actx, areq, recheck, prior)
 	endSpan(span, err)
+	g.refused.note(vg.Resource, err != nil)
+	if err != nil || adm.Replay {
+		g.dropStaged(staging)
+	}
 	g.cfg.Observe.Admission(admissionOutcome(adm, err), g.cfg.Now().Sub(admStart))
 	if err == nil && !adm.Replay && req.Segment == 1 {
 		g.cfg.Observe.FirstWrite(vg.Resource, vg.FenceToken, vg.IssuedTime(), g.cfg.Now())
@@ -311,7 +318,7 @@ func (g *Gateway) apply(ctx context.Context, req Request) (Result, error) {
 	if adm.Replay {
 		return g.replay(ctx, adm.Receipt)
 	}
-	return g.forward(ctx, adm, req.Effect)
+	return g.forward(ctx, adm, g.useStaged(staging, req.Effect, adm.Receipt))
 }
 
 // forward runs the effect detached from the caller's cancellation (a client

@@ -14,6 +14,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -154,6 +155,12 @@ type Gateway struct {
 	// known or whose version could not be recorded, by target (shadow.go):
 	// only their objects' versions are adopted.
 	shadowLost lostShadows
+	// refused: resources whose last admission here was refused, whose
+	// writes are not staged (stage.go).
+	refused refusedSet
+	// writing counts the writes between their admission's start and their
+	// answer (stage.go).
+	writing atomic.Int64
 }
 
 // New returns a Gateway; it reports every missing part at once.

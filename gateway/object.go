@@ -35,18 +35,62 @@ type ObjectPut struct {
 	ContentType string
 	// UserMeta is the client's own object metadata (see fencegate.PutRequest).
 	UserMeta map[string]string
+	// staged: the write, staged for r beside its admission (stage.go); Apply
+	// then only publishes it under the condition.
+	staged fencegate.StagedPut
 }
 
 // Apply performs the write.
 func (p ObjectPut) Apply(ctx context.Context, r fencegate.Receipt, prev string) (fencegate.Outcome, error) {
-	etag, err := p.Store.Put(ctx, fencegate.PutRequest{
-		Key: p.Key, Body: p.Body, Size: p.Size, ContentType: p.ContentType,
-		IfMatch: prev, IfNoneMatch: prev == "", Meta: EffectMetaOf(r), UserMeta: p.UserMeta,
-	})
+	var (
+		etag string
+		err  error
+	)
+	if p.staged != nil {
+		etag, err = p.staged.Put(ctx, prev, prev == "")
+	} else {
+		etag, err = p.Store.Put(ctx, fencegate.PutRequest{
+			Key: p.Key, Body: p.Body, Size: p.Size, ContentType: p.ContentType,
+			IfMatch: prev, IfNoneMatch: prev == "", Meta: EffectMetaOf(r), UserMeta: p.UserMeta,
+		})
+	}
 	if err == nil {
 		return fencegate.Outcome{State: fencegate.ReceiptCommitted, Version: etag}, nil
 	}
 	return objectFailure(ctx, p.Store, p.Key, r, err)
+}
+
+// CanStage is true for a body of at most 64 KiB on a store that stages
+// (fencegate.ObjectStager); see StagingEffect.
+func (p ObjectPut) CanStage() bool {
+	_, ok := p.Store.(fencegate.ObjectStager)
+	return ok && p.staged == nil && p.Size <= stageMax
+}
+
+// StageFor stages the write for r (fencegate.ObjectStager.Stage, with r's
+// effect metadata); the ObjectPut it returns publishes it under the
+// condition Apply is given. The body is rewound when the staging fails
+// and by discard, for the effect itself to read it again.
+func (p ObjectPut) StageFor(ctx context.Context, r fencegate.Receipt) (Effect, func(), error) {
+	sp, err := p.Store.(fencegate.ObjectStager).Stage(ctx, fencegate.PutRequest{
+		Key: p.Key, Body: p.Body, Size: p.Size, ContentType: p.ContentType,
+		IfNoneMatch: true, Meta: EffectMetaOf(r), UserMeta: p.UserMeta,
+	})
+	if err != nil {
+		p.rewind()
+		return nil, nil, err
+	}
+	q := p
+	q.staged = sp
+	return q, func() { sp.Discard(); p.rewind() }, nil
+}
+
+// rewind puts the body back at its start. A failed rewind fails the
+// effect's own size check, so nothing lands.
+func (p ObjectPut) rewind() {
+	if p.Body != nil {
+		_, _ = p.Body.Seek(0, io.SeekStart)
+	}
 }
 
 // ObjectDelete deletes an object conditionally on the version the gateway last

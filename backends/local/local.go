@@ -76,6 +76,13 @@
 // linkat are not used: linkat cannot replace a file, and a linked O_TMPFILE
 // inode's link count needs one more fsync of the file to be durable.
 //
+// Staging (Stage, fencegate.ObjectStager; stage.go) is step 1 alone: the
+// spare is filled and synced and held for the caller, and its StagedPut's
+// Put runs steps 2 to 4 under the condition it is given then, or Discard
+// gives the spare back. The gateway stages a small write while its
+// admission commits, so that the file sync runs beside the admission's
+// commit: no object changes until the staged put, after the admission.
+//
 // Head, Get and List open a file under the key's lock (shared), so they
 // never see a rename whose directory fsync has not completed; after a failed
 // directory fsync they answer only once a fresh one succeeds (checked under

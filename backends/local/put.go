@@ -18,12 +18,19 @@ func (s *Store) Put(ctx context.Context, req fencegate.PutRequest) (string, erro
 		return "", s.closedErr("put", req.Key)
 	}
 	defer s.life.leave()
-	name, st := s.slot(req.Key)
 	sp, etag, ticket, err := s.writeSpare(ctx, req)
 	if err != nil {
 		return "", err
 	}
+	return s.publish(ctx, req, sp, etag, ticket)
+}
 
+// publish is a Put's steps 2 and 3 for the filled spare sp (its write's
+// ETag etag, its directory-sync ticket ticket, 0 for none): under the key's
+// lock the condition, the swap and the shared directory fsync. sp is
+// swapped in, given back or discarded, whatever the answer.
+func (s *Store) publish(ctx context.Context, req fencegate.PutRequest, sp spare, etag string, ticket uint64) (string, error) {
+	name, st := s.slot(req.Key)
 	if !st.mu.TryLock() {
 		// Another writer of the stripe holds it, maybe through a
 		// directory fsync that is gathering for this ticket: end it first.

@@ -1,7 +1,9 @@
 // Package objecttest is the contract suite every fencegate.ObjectStore backend
 // must pass: conditional creates and replaces, conditional deletes, NOT_FOUND
 // for missing keys, metadata and content type kept with the object, and exactly
-// one winner among concurrent writers chained on the same ETag.
+// one winner among concurrent writers chained on the same ETag; and, for a
+// backend that stages (fencegate.ObjectStager), that staging changes nothing
+// until the staged put, which keeps Put's contract (stage.go).
 package objecttest
 
 import (
@@ -71,6 +73,9 @@ func Run(t *testing.T, open func(t *testing.T) fencegate.ObjectStore, opts ...Op
 			subtest{"DeletePastItsLandingDeadlineKeepsObject", testDeleteLandByPassed})
 	} else {
 		tests = append(tests, subtest{"DeleteIsUnsupported", testDeleteUnsupported})
+	}
+	if _, ok := open(t).(fencegate.ObjectStager); ok {
+		tests = append(tests, stagerTests...)
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open(t)) })

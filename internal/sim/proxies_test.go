@@ -288,6 +288,22 @@ func (e effect) Apply(ctx context.Context, r fencegate.Receipt, prev string) (fe
 	return e.inner.Apply(ctx, r, prev)
 }
 
+// CanStage is the wrapped effect's (gateway.StagingEffect).
+func (e effect) CanStage() bool {
+	s, ok := e.inner.(gateway.StagingEffect)
+	return ok && s.CanStage()
+}
+
+// StageFor stages through the wrapped effect; what it returns is wrapped
+// too, so a staged write is counted as any forwarded effect is.
+func (e effect) StageFor(ctx context.Context, r fencegate.Receipt) (gateway.Effect, func(), error) {
+	st, discard, err := e.inner.(gateway.StagingEffect).StageFor(ctx, r)
+	if err != nil {
+		return nil, nil, err
+	}
+	return effect{e.w, st}, discard, nil
+}
+
 // ProvesItself is the wrapped effect's (an object PUT names its receipt).
 func (e effect) ProvesItself() bool {
 	p, ok := e.inner.(gateway.SelfProving)
@@ -388,6 +404,89 @@ func (p *objectProxy) late(ctx context.Context, req fencegate.PutRequest) {
 		_, _ = p.land(lctx, req)
 	})
 }
+
+// Stage is the local store's staging over the network: it may fail (the
+// gateway then writes as if nothing was staged). The staged put it returns
+// meets the network as Put does: a timeout before it is sent, a lost
+// answer, or a late delivery after the gateway gave up.
+func (p *objectProxy) Stage(ctx context.Context, req fencegate.PutRequest) (fencegate.StagedPut, error) {
+	w := p.w
+	w.point(ctx, "stage")
+	if w.chance(0.05) {
+		w.stats.inject("staging failed")
+		return nil, fencegate.Errorf(fencegate.CodeBackendUnavailable, "staging failed")
+	}
+	sp, err := p.inner.(fencegate.ObjectStager).Stage(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	w.stats.inject("write staged beside its admission")
+	return &stagedProxy{p: p, req: req, inner: sp}, nil
+}
+
+// stagedProxy is a staged put through objectProxy's network.
+type stagedProxy struct {
+	p     *objectProxy
+	req   fencegate.PutRequest // what was staged (its condition is the Put's)
+	inner fencegate.StagedPut
+}
+
+func (s *stagedProxy) Put(ctx context.Context, ifMatch string, ifNoneMatch bool) (string, error) {
+	w := s.p.w
+	req := s.req
+	req.IfMatch, req.IfNoneMatch = ifMatch, ifNoneMatch
+	w.point(ctx, "effect")
+	switch {
+	case w.chance(0.02):
+		w.stats.inject("effect timeout")
+		s.inner.Discard()
+		return "", fencegate.Wrap(context.DeadlineExceeded, fencegate.CodeBackendUnavailable, "put timed out")
+	case w.chance(0.02):
+		w.stats.inject("effect lost answer")
+		_, _ = s.land(context.WithoutCancel(ctx), req)
+		return "", fencegate.Wrap(io.ErrUnexpectedEOF, fencegate.CodeBackendUnavailable, "put answer lost")
+	case w.chance(0.015):
+		w.stats.inject("delayed old message (backend)")
+		s.late(ctx, req)
+		return "", fencegate.Wrap(context.DeadlineExceeded, fencegate.CodeBackendUnavailable, "put timed out")
+	}
+	etag, err := s.land(ctx, req)
+	w.point(ctx, "after-effect")
+	return etag, err
+}
+
+// land publishes the staged write and checks what landed.
+func (s *stagedProxy) land(ctx context.Context, req fencegate.PutRequest) (string, error) {
+	etag, err := s.inner.Put(ctx, req.IfMatch, req.IfNoneMatch)
+	if err == nil {
+		s.p.w.onLanded(req)
+	}
+	return etag, err
+}
+
+// late publishes the staged write after the gateway gave up on it, up to
+// 2 simulated minutes later, half the time within its expiry; the local
+// store checks the expiry right before the write lands.
+func (s *stagedProxy) late(ctx context.Context, req fencegate.PutRequest) {
+	w := s.p.w
+	landBy, bounded := fencegate.LandBy(ctx)
+	delay := time.Duration(w.rng.IntN(120_000)) * time.Millisecond
+	if bounded && w.rng.IntN(2) == 0 {
+		delay = time.Duration(w.rng.Int64N(int64(max(landBy.Sub(w.clock.Now()), time.Millisecond))))
+	}
+	w.s.spawn(context.Background(), "late-staged-put", func(lctx context.Context) {
+		w.s.sleep(lctx, delay)
+		if bounded {
+			lctx = fencegate.WithLandBy(lctx, landBy)
+		}
+		if _, err := s.land(lctx, req); err != nil && bounded && !w.clock.Now().Before(landBy) {
+			w.stats.inject("late write refused on arrival")
+		}
+	})
+}
+
+// Discard gives the staged bytes up.
+func (s *stagedProxy) Discard() { s.inner.Discard() }
 
 func (p *objectProxy) Delete(ctx context.Context, key, ifMatch string) error {
 	p.w.point(ctx, "effect")

@@ -124,6 +124,9 @@ var minInjected = map[string]int{
 	"deferred settle proven from its object":           5,
 	"receipt read through a gateway":                   200,
 	"embedded store journal moves":                     200,
+	"write staged beside its admission":                1000,
+	"staging failed":                                   50,
+	"gateway crash at stage":                           3,
 }
 
 var baseConfig = config{workers: 5, resources: 4, gateways: 3, actions: 40, faults: true, prove: true, deferWindow: -1}

@@ -1,0 +1,68 @@
+package local_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/backends/objecttest"
+)
+
+// TestAStagingCutShortByCloseChangesNothingAndIsRemovedOnOpen: a staged
+// write whose store closes before its Put (a process ending between the
+// staging and the admission's answer) is refused, changes no object, and
+// leaves only a temp file that the next New removes.
+func TestAStagingCutShortByCloseChangesNothingAndIsRemovedOnOpen(t *testing.T) {
+	dir := t.TempDir()
+	s := openAt(t, dir)
+	etag := objecttest.Create(t, s, "k/stage", "v1")
+	staged := make([]fencegate.StagedPut, 2)
+	for i := range staged {
+		var err error
+		if staged[i], err = s.Stage(context.Background(), fencegate.PutRequest{Key: "k/stage",
+			Body: strings.NewReader("v2"), Size: 2, Meta: objecttest.Meta(2)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := staged[0].Put(context.Background(), etag, false); fencegate.ErrorCode(err) != fencegate.CodeBackendUnavailable {
+		t.Fatalf("staged put after Close: %v; want BACKEND_UNAVAILABLE", err)
+	}
+	staged[1].Discard()
+	if _, err := s.Stage(context.Background(), fencegate.PutRequest{Key: "k/stage", Body: strings.NewReader("v3"),
+		Size: 2, Meta: objecttest.Meta(3)}); fencegate.ErrorCode(err) != fencegate.CodeBackendUnavailable {
+		t.Fatalf("Stage after Close: %v; want BACKEND_UNAVAILABLE", err)
+	}
+	s2 := openAt(t, dir)
+	defer s2.Close()
+	if body, info := objecttest.Content(t, s2, "k/stage"); body != "v1" || info.ETag != etag {
+		t.Fatalf("after the reopen the object is %q (%s); want v1 (%s)", body, info.ETag, etag)
+	}
+	if n := objectDirFiles(t, dir); n != 1 {
+		t.Fatalf("%d files in the objects directory after the reopen; want the one object", n)
+	}
+}
+
+// TestADiscardedStagingsFileIsTheNextWritesSpare: staging and discarding
+// in a loop creates no new file (the spare goes back to the pool).
+func TestADiscardedStagingsFileIsTheNextWritesSpare(t *testing.T) {
+	dir := t.TempDir()
+	s := openAt(t, dir)
+	defer s.Close()
+	objecttest.Create(t, s, "k/spare", "v1")
+	before := objectDirFiles(t, dir)
+	for i := range 20 {
+		sp, err := s.Stage(context.Background(), fencegate.PutRequest{Key: "k/spare", Body: strings.NewReader("vv"),
+			Size: 2, Meta: objecttest.Meta(uint64(i + 2))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sp.Discard()
+	}
+	if after := objectDirFiles(t, dir); after != before+1 {
+		t.Fatalf("%d files after 20 discarded stagings, %d before; want one spare more", after, before)
+	}
+}

@@ -1,0 +1,145 @@
+package gateway
+
+import (
+	"context"
+	"sync"
+
+	"github.com/fencegate/fencegate"
+)
+
+// A small object PUT on a store that stages (fencegate.ObjectStager: the
+// local store) has its bytes written and synced while its admission
+// commits, instead of after it: the two durable steps run side by side, and
+// after the admission only the store's swap and directory sync are left.
+// The fencing order is unchanged: staging changes no object, and the write
+// is applied (the staged put's Put, under the condition the admission
+// found) only once the admission is durable. A write whose admission is
+// refused or replayed, or whose admitted receipt is not the one it was
+// staged for, discards what was staged; the effect then runs as before.
+//
+// Staging pays only when the disk would otherwise idle through the
+// admission: with other writes in flight in this process their syncs
+// already keep it busy, and one more sync beside an admission's commit
+// slows that commit as much as it saves (measured: README, Throughput,
+// twelfth session). So a write is staged only when no other write of this
+// process is between its admission and its answer (stageIdle).
+//
+// A refused write's staging is wasted work (a file write and its sync), so
+// a resource whose last admission in this process was refused is not
+// staged for until one is accepted there: a stale worker's retry loop
+// costs one staging, not one per attempt (refusedHere).
+
+// stageMax: object bodies up to this size are staged (larger ones stream
+// through the effect as before; their sync is a small part of their time).
+const stageMax = 64 << 10
+
+// stageIdle: a write is staged when at most this many other writes of the
+// process are between admission and answer (Gateway.writing).
+const stageIdle = 0
+
+// StagingEffect is an Effect whose write can be made ready beside its
+// admission (ObjectPut on a fencegate.ObjectStager). A wrapper of an
+// effect that has it passes it on.
+type StagingEffect interface {
+	Effect
+	// CanStage reports, without I/O, whether StageFor would stage.
+	CanStage() bool
+	// StageFor stages the write for r, the receipt its admission is to
+	// create, changing nothing anyone reads. It returns the Effect that
+	// publishes what was staged (its Apply as the effect's own, with
+	// the staged bytes) and discard, which gives them up; after discard,
+	// or a failed StageFor, the effect itself runs as if nothing had
+	// been staged.
+	StageFor(ctx context.Context, r fencegate.Receipt) (staged Effect, discard func(), err error)
+}
+
+// stagedWrite is a staging running beside an admission.
+type stagedWrite struct {
+	meta    fencegate.EffectMeta // the receipt it was staged for
+	done    chan struct{}
+	staged  Effect // when done: the staged effect, or nil
+	discard func()
+}
+
+// startStage starts staging eff's write for the receipt the admission of
+// areq creates, when eff stages, no other write of the process is in
+// flight and the resource's last admission here was not refused; nil
+// otherwise.
+func (g *Gateway) startStage(ctx context.Context, eff Effect, areq *fencegate.AdmitRequest) *stagedWrite {
+	s, ok := eff.(StagingEffect)
+	if !ok || g.writing.Load() > stageIdle || !s.CanStage() || g.refused.has(areq.Grant.Resource) {
+		return nil
+	}
+	vg := &areq.Grant
+	r := fencegate.Receipt{ID: areq.ReceiptID, Resource: vg.Resource, Target: areq.Target, Method: areq.Method,
+		FenceToken: vg.FenceToken, Segment: areq.Segment, OperationID: vg.OperationID, OperationRoot: vg.OperationRoot,
+		PayloadDigest: areq.PayloadDigest}
+	w := &stagedWrite{meta: EffectMetaOf(r), done: make(chan struct{})}
+	g.cfg.Go(func() {
+		defer close(w.done)
+		if st, discard, err := s.StageFor(ctx, r); err == nil {
+			w.staged, w.discard = st, discard
+		}
+	})
+	return w
+}
+
+// useStaged waits for the staging and returns the staged effect when r,
+// the admitted receipt, is the one it was staged for; otherwise it drops
+// the staging and returns eff.
+func (g *Gateway) useStaged(w *stagedWrite, eff Effect, r fencegate.Receipt) Effect {
+	if w == nil {
+		return eff
+	}
+	g.cfg.Block(w.done)
+	if w.staged == nil || EffectMetaOf(r) != w.meta {
+		g.dropStaged(w)
+		return eff
+	}
+	return w.staged
+}
+
+// dropStaged waits for the staging and gives up what it staged, so that
+// the effect itself (or a shadow-mode forward) runs as if nothing had been.
+func (g *Gateway) dropStaged(w *stagedWrite) {
+	if w == nil {
+		return
+	}
+	g.cfg.Block(w.done)
+	if w.discard != nil {
+		w.discard()
+		w.discard, w.staged = nil, nil
+	}
+}
+
+// refusedSet remembers the resources whose last admission in this process
+// was refused, so that their next writes are not staged (see above). It is
+// bounded: past refusedMax entries it starts over, which costs at most one
+// wasted staging per resource forgotten.
+type refusedSet struct {
+	mu sync.Mutex
+	m  map[string]struct{}
+}
+
+const refusedMax = 4096
+
+func (s *refusedSet) has(resource string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.m[resource]
+	return ok
+}
+
+// note records the verdict of an admission on resource: refused or not.
+func (s *refusedSet) note(resource string, refused bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case !refused:
+		delete(s.m, resource)
+	case s.m == nil || len(s.m) >= refusedMax:
+		s.m = map[string]struct{}{resource: {}}
+	default:
+		s.m[resource] = struct{}{}
+	}
+}

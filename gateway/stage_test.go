@@ -1,0 +1,310 @@
+package gateway_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/backends/local"
+	"github.com/fencegate/fencegate/fencestore/embedded"
+	"github.com/fencegate/fencegate/gateway"
+	"github.com/fencegate/fencegate/proofs/prooftest"
+)
+
+// stageLog records, in order, what the admissions and the stager did.
+type stageLog struct {
+	mu     sync.Mutex
+	events []string
+	staged chan struct{} // closed at the first Stage
+	once   sync.Once
+}
+
+func (l *stageLog) add(e string) {
+	l.mu.Lock()
+	l.events = append(l.events, e)
+	l.mu.Unlock()
+}
+
+func (l *stageLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.events, ",")
+}
+
+func (l *stageLog) count(e string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, x := range l.events {
+		if x == e {
+			n++
+		}
+	}
+	return n
+}
+
+// loggedStager is the local store, its stagings logged.
+type loggedStager struct {
+	*local.Store
+	log *stageLog
+}
+
+func (s loggedStager) Stage(ctx context.Context, req fencegate.PutRequest) (fencegate.StagedPut, error) {
+	s.log.add("stage")
+	sp, err := s.Store.Stage(ctx, req)
+	s.log.once.Do(func() { close(s.log.staged) })
+	if err != nil {
+		return nil, err
+	}
+	return loggedStaged{sp, s.log}, nil
+}
+
+type loggedStaged struct {
+	fencegate.StagedPut
+	log *stageLog
+}
+
+func (s loggedStaged) Put(ctx context.Context, ifMatch string, ifNoneMatch bool) (string, error) {
+	s.log.add("publish")
+	return s.StagedPut.Put(ctx, ifMatch, ifNoneMatch)
+}
+
+func (s loggedStaged) Discard() {
+	s.log.add("discard")
+	s.StagedPut.Discard()
+}
+
+// loggedAdmits logs each admission's end; with waitStage, an admission
+// first waits (bounded) for a staging to have begun, which it does only
+// when the staging runs beside it.
+type loggedAdmits struct {
+	fencegate.FenceStore
+	log       *stageLog
+	waitStage bool
+	hold      chan struct{} // non-nil: admissions of resource "local/held" wait for it
+}
+
+func (s *loggedAdmits) Admit(ctx context.Context, req fencegate.AdmitRequest) (fencegate.Admission, error) {
+	if s.waitStage {
+		select {
+		case <-s.log.staged:
+		case <-time.After(10 * time.Second):
+			s.log.add("no-staging-beside-the-admission")
+		}
+	}
+	if s.hold != nil && req.Grant.Resource == "local/held" {
+		<-s.hold
+	}
+	adm, err := s.FenceStore.Admit(ctx, req)
+	if err != nil {
+		s.log.add("refused")
+	} else {
+		s.log.add("admitted")
+	}
+	return adm, err
+}
+
+type stageFixture struct {
+	t     *testing.T
+	kit   *prooftest.Kit
+	log   *stageLog
+	fence *loggedAdmits
+	obj   loggedStager
+	gw    *gateway.Gateway
+}
+
+func newStageFixture(t *testing.T, modes *gateway.Modes) *stageFixture {
+	t.Helper()
+	kit := prooftest.New(t)
+	st, err := embedded.Open(filepath.Join(t.TempDir(), "fence.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	loc, err := local.New("local", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = loc.Close() })
+	log := &stageLog{staged: make(chan struct{})}
+	fence := &loggedAdmits{FenceStore: st, log: log}
+	gw, err := gateway.New(gateway.Config{Verifier: kit.Verifier(), Store: fence, Now: kit.Now,
+		Policy: gateway.StaticPolicy{Generation: 1}, Modes: modes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &stageFixture{t: t, kit: kit, log: log, fence: fence, obj: loggedStager{loc, log}, gw: gw}
+}
+
+// put writes body to res's object under fence and segment.
+func (f *stageFixture) put(res string, fence, seg uint64, body string) (gateway.Result, error) {
+	f.t.Helper()
+	tok, vg := f.kit.VerifiedGrant(func(g *fencegate.Grant) {
+		g.Resource, g.FenceToken = res, fence
+		g.Lease, g.OperationRoot = "lease-"+res, "root-"+res
+	})
+	k := strings.TrimPrefix(res, "local/")
+	return f.gw.Apply(context.Background(), gateway.Request{
+		Caller: owner, GrantToken: tok, StatusToken: f.kit.Status(vg, nil), Segment: seg,
+		Resource: res, Target: gateway.ObjectTarget("local", k), Method: "PUT", PayloadDigest: "sha256:" + body,
+		Effect: gateway.ObjectPut{Store: f.obj, Key: k, Body: strings.NewReader(body), Size: int64(len(body))},
+	})
+}
+
+func (f *stageFixture) object(k string) string {
+	f.t.Helper()
+	body, _, err := readObject(f.obj.Store, k)
+	if err != nil {
+		return "<" + string(fencegate.ErrorCode(err)) + ">"
+	}
+	return body
+}
+
+func readObject(s fencegate.ObjectStore, k string) (string, fencegate.ObjectInfo, error) {
+	rc, info, err := s.Get(context.Background(), k)
+	if err != nil {
+		return "", info, err
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(rc)
+	return string(b), info, err
+}
+
+// TestAStagedWriteIsPublishedOnlyAfterItsAdmission: the write's bytes are
+// staged beside the admission (the admission waits for the staging to
+// begin), and the object changes only after the admission: the fencing
+// order holds.
+func TestAStagedWriteIsPublishedOnlyAfterItsAdmission(t *testing.T) {
+	f := newStageFixture(t, nil)
+	f.fence.waitStage = true
+	res, err := f.put("local/st/1", 1, 1, "hello")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := f.log.String(); got != "stage,admitted,publish" {
+		t.Fatalf("events %q; want stage,admitted,publish", got)
+	}
+	if res.Receipt.State != fencegate.ReceiptCommitted || f.object("st/1") != "hello" {
+		t.Fatalf("receipt %s, object %q; want COMMITTED, hello", res.Receipt.State, f.object("st/1"))
+	}
+	_, info, _ := readObject(f.obj.Store, "st/1")
+	if m, ok := fencegate.ParseEffectMeta(info.Metadata); !ok || m.ReceiptID != res.Receipt.ID || info.ETag != res.Receipt.Version {
+		t.Fatalf("object metadata %v, ETag %s; want receipt %s at its version %s", info.Metadata, info.ETag, res.Receipt.ID, res.Receipt.Version)
+	}
+}
+
+// TestARefusedWriteDiscardsItsStagingAndTheNextIsNotStaged: a stale write
+// is refused with the object and the fence store unchanged, what it staged
+// is discarded, and the resource's next writes are not staged until one
+// is admitted there again (a retry loop stages once).
+func TestARefusedWriteDiscardsItsStagingAndTheNextIsNotStaged(t *testing.T) {
+	f := newStageFixture(t, nil)
+	if _, err := f.put("local/st/2", 2, 1, "new"); err != nil {
+		t.Fatal(err)
+	}
+	before := f.gwState("local/st/2")
+	for range 3 {
+		_, err := f.put("local/st/2", 1, 1, "stale")
+		if fencegate.ErrorCode(err) != fencegate.CodeStaleOwner {
+			t.Fatalf("stale write: %v; want STALE_OWNER", err)
+		}
+	}
+	if f.log.count("stage") != 2 || f.log.count("discard") != 1 || f.log.count("refused") != 3 || f.log.count("publish") != 1 {
+		t.Fatalf("events %q; want one staging for the three refusals, discarded", f.log)
+	}
+	if f.object("st/2") != "new" || f.gwState("local/st/2") != before {
+		t.Fatalf("after the refusals object %q, state %s; want new, %s", f.object("st/2"), f.gwState("local/st/2"), before)
+	}
+	if _, err := f.put("local/st/2", 2, 2, "newer"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.put("local/st/2", 2, 3, "newest"); err != nil {
+		t.Fatal(err)
+	}
+	if n := f.log.count("stage"); n != 3 || f.object("st/2") != "newest" {
+		t.Fatalf("%d stagings, object %q; want 3 (the first, one stale, the one after the accepted write), newest", n, f.object("st/2"))
+	}
+}
+
+// TestAReplayedSegmentDiscardsItsStaging: a retried segment is answered
+// from its receipt; what it staged is discarded and the object is the
+// first attempt's.
+func TestAReplayedSegmentDiscardsItsStaging(t *testing.T) {
+	f := newStageFixture(t, nil)
+	first, err := f.put("local/st/3", 1, 1, "once")
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := f.put("local/st/3", 1, 1, "once")
+	if err != nil || again.Receipt.ID != first.Receipt.ID {
+		t.Fatalf("replay: %+v %v; want receipt %s", again.Receipt, err, first.Receipt.ID)
+	}
+	if f.log.count("stage") != 2 || f.log.count("discard") != 1 || f.log.count("publish") != 1 {
+		t.Fatalf("events %q; want two stagings, the replay's discarded", f.log)
+	}
+	_, info, _ := readObject(f.obj.Store, "st/3")
+	if info.ETag != first.Receipt.Version {
+		t.Fatalf("object ETag %s; want the first write's %s", info.ETag, first.Receipt.Version)
+	}
+}
+
+// TestAWriteIsNotStagedBesideAnotherInFlight: with another write of the
+// process between admission and answer, a write is not staged (its sync
+// would slow the other's commit as much as it saves) and lands as before.
+func TestAWriteIsNotStagedBesideAnotherInFlight(t *testing.T) {
+	f := newStageFixture(t, nil)
+	f.fence.hold = make(chan struct{})
+	done := make(chan error, 1)
+	go func() { _, err := f.put("local/held", 1, 1, "slow"); done <- err }()
+	select { // the held write's staging, which starts before its admission
+	case <-f.log.staged:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the held write was not staged")
+	}
+	if _, err := f.put("local/st/4", 1, 1, "beside"); err != nil {
+		t.Fatal(err)
+	}
+	close(f.fence.hold)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n := f.log.count("stage"); n != 1 || f.object("st/4") != "beside" || f.object("held") != "slow" {
+		t.Fatalf("%d stagings (%s), objects %q %q; want 1 (the held write's), beside, slow", n, f.log, f.object("st/4"), f.object("held"))
+	}
+}
+
+// TestAShadowForwardAfterARefusalWritesTheWholeBody: a refusal in shadow
+// mode still forwards the write; the staging read the body first, so it is
+// rewound for the forward.
+func TestAShadowForwardAfterARefusalWritesTheWholeBody(t *testing.T) {
+	modes, err := gateway.NewModes(gateway.ModeRule{Pattern: "local/sh/*", Mode: gateway.Shadow})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newStageFixture(t, modes)
+	if _, err := f.put("local/sh/1", 2, 1, "owner"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.put("local/sh/1", 1, 1, "stale but shadowed"); err != nil {
+		t.Fatalf("shadow forward of a stale write: %v", err)
+	}
+	if got := f.object("sh/1"); got != "stale but shadowed" || f.log.count("discard") != 1 {
+		t.Fatalf("object %q after the shadow forward, events %s; want the whole body, one discard", got, f.log)
+	}
+}
+
+func (f *stageFixture) gwState(res string) string {
+	f.t.Helper()
+	rs, err := f.fence.Resource(context.Background(), res)
+	page, perr := f.fence.ReceiptsByResource(context.Background(), res, fencegate.Page{})
+	if perr != nil {
+		f.t.Fatal(perr)
+	}
+	return fmt.Sprintf("%+v %v %+v", rs, fencegate.ErrorCode(err), page.Receipts)
+}
