@@ -464,9 +464,11 @@ func (s *stagedProxy) land(ctx context.Context, req fencegate.PutRequest) (strin
 	return etag, err
 }
 
-// late publishes the staged write after the gateway gave up on it, up to
-// 2 simulated minutes later, half the time within its expiry; the local
-// store checks the expiry right before the write lands.
+// late publishes the staged write after the gateway gave up on it, as
+// objectProxy.late delivers a put: up to 2 simulated minutes later, half
+// the time within its expiry; half of them meet a store that checks the
+// expiry when the headers arrive and applies the body up to storeBodyTime
+// later, the others the local store's own check right before it lands.
 func (s *stagedProxy) late(ctx context.Context, req fencegate.PutRequest) {
 	w := s.p.w
 	landBy, bounded := fencegate.LandBy(ctx)
@@ -474,14 +476,25 @@ func (s *stagedProxy) late(ctx context.Context, req fencegate.PutRequest) {
 	if bounded && w.rng.IntN(2) == 0 {
 		delay = time.Duration(w.rng.Int64N(int64(max(landBy.Sub(w.clock.Now()), time.Millisecond))))
 	}
+	headersFirst := w.rng.IntN(2) == 0
 	w.s.spawn(context.Background(), "late-staged-put", func(lctx context.Context) {
 		w.s.sleep(lctx, delay)
-		if bounded {
-			lctx = fencegate.WithLandBy(lctx, landBy)
+		if !headersFirst {
+			if bounded {
+				lctx = fencegate.WithLandBy(lctx, landBy)
+			}
+			if _, err := s.land(lctx, req); err != nil && bounded && !w.clock.Now().Before(landBy) {
+				w.stats.inject("late write refused on arrival")
+			}
+			return
 		}
-		if _, err := s.land(lctx, req); err != nil && bounded && !w.clock.Now().Before(landBy) {
+		if bounded && !w.clock.Now().Before(landBy) {
 			w.stats.inject("late write refused on arrival")
+			s.inner.Discard()
+			return
 		}
+		w.s.sleep(lctx, time.Duration(w.rng.Int64N(int64(storeBodyTime))))
+		_, _ = s.land(lctx, req)
 	})
 }
 
