@@ -24,7 +24,8 @@ import (
 // twelfth session). So a write is staged only when no other write of this
 // process is between its admission and its answer (stageIdle).
 //
-// A refused write's staging is wasted work (a file write and its sync), so
+// A refused write's staging is wasted work (a file write and its sync,
+// which its refusal also waits for), so
 // a resource whose last admission in this process was refused is not
 // staged for until one is accepted there: a stale worker's retry loop
 // costs one staging, not one per attempt (refusedHere).
@@ -62,12 +63,13 @@ type stagedWrite struct {
 }
 
 // startStage starts staging eff's write for the receipt the admission of
-// areq creates, when eff stages, no other write of the process is in
-// flight and the resource's last admission here was not refused; nil
-// otherwise.
-func (g *Gateway) startStage(ctx context.Context, eff Effect, areq *fencegate.AdmitRequest) *stagedWrite {
+// areq creates, when eff stages, at most stageIdle other writes of the
+// process are in flight (others, counted with this one's own count
+// already raised, so two arriving together do not both see none) and the
+// resource's last admission here was not refused; nil otherwise.
+func (g *Gateway) startStage(ctx context.Context, eff Effect, areq *fencegate.AdmitRequest, others int64) *stagedWrite {
 	s, ok := eff.(StagingEffect)
-	if !ok || g.writing.Load() > stageIdle || !s.CanStage() || g.refused.has(areq.Grant.Resource) {
+	if !ok || others > stageIdle || !s.CanStage() || g.refused.has(areq.Grant.Resource) {
 		return nil
 	}
 	vg := &areq.Grant
@@ -77,9 +79,14 @@ func (g *Gateway) startStage(ctx context.Context, eff Effect, areq *fencegate.Ad
 	w := &stagedWrite{meta: EffectMetaOf(r), done: make(chan struct{})}
 	g.cfg.Go(func() {
 		defer close(w.done)
-		if st, discard, err := s.StageFor(ctx, r); err == nil {
-			w.staged, w.discard = st, discard
+		st, discard, err := s.StageFor(ctx, r)
+		if err != nil {
+			// The write then takes the plain path, whose own error (the
+			// same disk, say) is the one that counts.
+			g.cfg.Log.DebugContext(ctx, "staging failed; writing without it", "receipt", r.ID, "err", err)
+			return
 		}
+		w.staged, w.discard = st, discard
 	})
 	return w
 }
@@ -96,7 +103,9 @@ func (g *Gateway) useStaged(w *stagedWrite, eff Effect, r fencegate.Receipt) Eff
 		g.dropStaged(w)
 		return eff
 	}
-	return w.staged
+	st := w.staged
+	w.staged, w.discard = nil, nil // the effect's now: its Apply publishes it
+	return st
 }
 
 // dropStaged waits for the staging and gives up what it staged, so that

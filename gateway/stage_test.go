@@ -88,6 +88,8 @@ type loggedAdmits struct {
 	log       *stageLog
 	waitStage bool
 	hold      chan struct{} // non-nil: admissions of resource "local/held" wait for it
+	// rewrite, when set, changes each admitted receipt as answered.
+	rewrite func(*fencegate.Receipt)
 }
 
 func (s *loggedAdmits) Admit(ctx context.Context, req fencegate.AdmitRequest) (fencegate.Admission, error) {
@@ -106,6 +108,9 @@ func (s *loggedAdmits) Admit(ctx context.Context, req fencegate.AdmitRequest) (f
 		s.log.add("refused")
 	} else {
 		s.log.add("admitted")
+		if s.rewrite != nil {
+			s.rewrite(&adm.Receipt)
+		}
 	}
 	return adm, err
 }
@@ -307,4 +312,25 @@ func (f *stageFixture) gwState(res string) string {
 		f.t.Fatal(perr)
 	}
 	return fmt.Sprintf("%+v %v %+v", rs, fencegate.ErrorCode(err), page.Receipts)
+}
+
+// TestAWriteStagedForAnotherReceiptIsNotPublished: when the admitted
+// receipt is not the one the write was staged for (its metadata would name
+// another), the staging is discarded and the write made as without it,
+// with the admitted receipt's metadata.
+func TestAWriteStagedForAnotherReceiptIsNotPublished(t *testing.T) {
+	f := newStageFixture(t, nil)
+	f.fence.rewrite = func(r *fencegate.Receipt) { r.OperationID = "op-as-admitted" }
+	res, err := f.put("local/st/5", 1, 1, "body")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.log.count("stage") != 1 || f.log.count("discard") != 1 || f.log.count("publish") != 0 {
+		t.Fatalf("events %q; want the staging discarded, nothing published from it", f.log)
+	}
+	_, info, err := readObject(f.obj.Store, "st/5")
+	m, ok := fencegate.ParseEffectMeta(info.Metadata)
+	if err != nil || !ok || m.OperationID != "op-as-admitted" || m.ReceiptID != res.Receipt.ID || info.ETag != res.Receipt.Version {
+		t.Fatalf("object %+v (%v); want the admitted receipt's metadata at its version", info, err)
+	}
 }

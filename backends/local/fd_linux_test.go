@@ -1,10 +1,13 @@
 package local_test
 
 import (
+	"context"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 
+	"github.com/fencegate/fencegate"
 	"github.com/fencegate/fencegate/backends/local"
 	"github.com/fencegate/fencegate/backends/objecttest"
 )
@@ -58,5 +61,31 @@ func TestHeldFilesAreBoundedAndClosedWithTheStore(t *testing.T) {
 	}
 	if after := openFDs(t); after > before {
 		t.Fatalf("%d descriptors open after Close, %d before New", after, before)
+	}
+}
+
+// TestAStagingCutShortByCloseReleasesItsDescriptor: a staged write whose
+// store closed before its Put or Discard closes its spare's descriptor
+// then (the store's Close does not know it).
+func TestAStagingCutShortByCloseReleasesItsDescriptor(t *testing.T) {
+	before := openFDs(t)
+	for _, end := range []string{"put", "discard"} {
+		s := open(t)
+		sp, err := s.Stage(context.Background(), fencegate.PutRequest{Key: "k/fd", Body: strings.NewReader("v1"),
+			Size: 2, Meta: objecttest.Meta(1)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if end == "put" {
+			_, _ = sp.Put(context.Background(), "", true)
+		} else {
+			sp.Discard()
+		}
+	}
+	if after := openFDs(t); after != before {
+		t.Fatalf("%d descriptors open after two stagings cut short by Close, %d before", after, before)
 	}
 }

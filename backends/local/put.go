@@ -18,7 +18,7 @@ func (s *Store) Put(ctx context.Context, req fencegate.PutRequest) (string, erro
 		return "", s.closedErr("put", req.Key)
 	}
 	defer s.life.leave()
-	sp, etag, ticket, err := s.writeSpare(ctx, req)
+	sp, etag, ticket, err := s.writeSpare(ctx, req, true)
 	if err != nil {
 		return "", err
 	}

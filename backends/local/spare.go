@@ -127,9 +127,10 @@ func (p *pinSet) pinned(name string) bool {
 // first and written with the trailer in one write at offset 0; a reused
 // file longer than the new contents is truncated to them. For a small
 // body the write and its sync run under a directory-sync ticket (Enter,
-// returned for Put to end), so a directory fsync about to begin waits a
-// moment for this rename too.
-func (s *Store) writeSpare(ctx context.Context, req fencegate.PutRequest) (_ spare, etag string, ticket uint64, err error) {
+// returned for Put to end) when ticketed, so a directory fsync about to
+// begin waits a moment for this rename too (Stage's rename may come long
+// after: it takes none).
+func (s *Store) writeSpare(ctx context.Context, req fencegate.PutRequest, ticketed bool) (_ spare, etag string, ticket uint64, err error) {
 	var sp spare // not the result: a failed write returns none, and discards sp
 	reused := false
 	if p, ok := s.spares.take(); ok {
@@ -201,7 +202,7 @@ func (s *Store) writeSpare(ctx context.Context, req fencegate.PutRequest) (_ spa
 	at := int64(0)
 	if req.Size > smallBody {
 		at = n
-	} else {
+	} else if ticketed {
 		ticket = s.dirs.Enter()
 	}
 	if err = sp.f.writeAt(buf, at); err != nil {

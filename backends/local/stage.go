@@ -28,13 +28,12 @@ func (s *Store) Stage(ctx context.Context, req fencegate.PutRequest) (fencegate.
 		return nil, s.closedErr("stage", req.Key)
 	}
 	defer s.life.leave()
-	sp, etag, ticket, err := s.writeSpare(ctx, req)
+	// No directory-sync ticket: the rename may come long after (an
+	// admission in between), and no directory fsync is to wait for it.
+	sp, etag, _, err := s.writeSpare(ctx, req, false)
 	if err != nil {
 		return nil, err
 	}
-	// Its rename may come long after (an admission in between): no
-	// directory fsync is to wait for it.
-	s.dirs.Leave(ticket)
 	return &staged{s: s, key: req.Key, sp: sp, etag: etag}, nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/backends/local"
 	"github.com/fencegate/fencegate/backends/objecttest"
 )
 
@@ -64,5 +65,29 @@ func TestADiscardedStagingsFileIsTheNextWritesSpare(t *testing.T) {
 	}
 	if after := objectDirFiles(t, dir); after != before+1 {
 		t.Fatalf("%d files after 20 discarded stagings, %d before; want one spare more", after, before)
+	}
+}
+
+// TestAStagingHoldsNoDirectorySyncTicket: a staged write's rename may come
+// long after its staging, so the staging registers no writer with the
+// directory syncer (a directory fsync would wait up to 500 µs for it), and
+// a discarded one leaves none either.
+func TestAStagingHoldsNoDirectorySyncTicket(t *testing.T) {
+	s := open(t)
+	defer s.Close()
+	etag := objecttest.Create(t, s, "k/ticket", "v1")
+	sp, err := s.Stage(context.Background(), fencegate.PutRequest{Key: "k/ticket", Body: strings.NewReader("v2"),
+		Size: 2, Meta: objecttest.Meta(2)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := local.Tickets(s); n != 0 {
+		t.Fatalf("%d directory-sync tickets held after a staging; want 0", n)
+	}
+	if _, err := sp.Put(context.Background(), etag, false); err != nil {
+		t.Fatal(err)
+	}
+	if n := local.Tickets(s); n != 0 {
+		t.Fatalf("%d directory-sync tickets held after the staged put; want 0", n)
 	}
 }
