@@ -340,22 +340,51 @@ type objectProxy struct {
 func (p *objectProxy) Name() string { return p.inner.Name() }
 
 func (p *objectProxy) Put(ctx context.Context, req fencegate.PutRequest) (string, error) {
+	return p.send(ctx, req, sender{
+		now: p.land,
+		later: func(req fencegate.PutRequest) func(context.Context, fencegate.PutRequest) (string, error) {
+			body, _ := io.ReadAll(req.Body) // the gateway's body is gone by the time it lands
+			return func(ctx context.Context, req fencegate.PutRequest) (string, error) {
+				req.Body = bytes.NewReader(body)
+				return p.land(ctx, req)
+			}
+		},
+	})
+}
+
+// sender is how the network hands one put to the store: now sends it as
+// the gateway makes it; later, called when the gateway gives up on it,
+// returns how to send it after a delay; drop (nil: nothing to do) gives
+// up a put that will never be sent.
+type sender struct {
+	now   func(context.Context, fencegate.PutRequest) (string, error)
+	later func(fencegate.PutRequest) func(context.Context, fencegate.PutRequest) (string, error)
+	drop  func()
+}
+
+// send is the network of a put, plain or staged: it may time out before
+// it is sent, lose its answer, or arrive late (after the gateway gave up),
+// as a delayed old message.
+func (p *objectProxy) send(ctx context.Context, req fencegate.PutRequest, s sender) (string, error) {
 	w := p.w
 	w.point(ctx, "effect")
 	switch {
 	case w.chance(0.02):
 		w.stats.inject("effect timeout")
+		if s.drop != nil {
+			s.drop()
+		}
 		return "", fencegate.Wrap(context.DeadlineExceeded, fencegate.CodeBackendUnavailable, "put timed out")
 	case w.chance(0.02):
 		w.stats.inject("effect lost answer")
-		_, _ = p.land(context.WithoutCancel(ctx), req)
+		_, _ = s.now(context.WithoutCancel(ctx), req)
 		return "", fencegate.Wrap(io.ErrUnexpectedEOF, fencegate.CodeBackendUnavailable, "put answer lost")
 	case w.chance(0.015):
 		w.stats.inject("delayed old message (backend)")
-		p.late(ctx, req)
+		p.late(ctx, req, s.later(req), s.drop)
 		return "", fencegate.Wrap(context.DeadlineExceeded, fencegate.CodeBackendUnavailable, "put timed out")
 	}
-	etag, err := p.land(ctx, req)
+	etag, err := s.now(ctx, req)
 	w.point(ctx, "after-effect")
 	return etag, err
 }
@@ -369,15 +398,15 @@ func (p *objectProxy) land(ctx context.Context, req fencegate.PutRequest) (strin
 	return etag, err
 }
 
-// late delivers req after the gateway gave up on it: up to 2 simulated
-// minutes later, half the time within its expiry (fencegate.LandBy). The
-// request carries its expiry as a presigned S3 request does. Half of the
-// late writes meet a store that, as S3, checks the expiry when the headers
-// arrive and applies the body up to storeBodyTime later; the others meet the
-// local store's own check, made right before the write lands.
-func (p *objectProxy) late(ctx context.Context, req fencegate.PutRequest) {
+// late delivers req with land after the gateway gave up on it: up to 2
+// simulated minutes later, half the time within its expiry
+// (fencegate.LandBy). The request carries its expiry as a presigned S3
+// request does. Half of the late writes meet a store that, as S3, checks
+// the expiry when the headers arrive (a refused one is dropped) and
+// applies the body up to storeBodyTime later; the others meet the local
+// store's own check, made right before the write lands.
+func (p *objectProxy) late(ctx context.Context, req fencegate.PutRequest, land func(context.Context, fencegate.PutRequest) (string, error), drop func()) {
 	w := p.w
-	body, _ := io.ReadAll(req.Body)
 	landBy, bounded := fencegate.LandBy(ctx)
 	delay := time.Duration(w.rng.IntN(120_000)) * time.Millisecond
 	if bounded && w.rng.IntN(2) == 0 {
@@ -386,22 +415,24 @@ func (p *objectProxy) late(ctx context.Context, req fencegate.PutRequest) {
 	headersFirst := w.rng.IntN(2) == 0
 	w.s.spawn(context.Background(), "late-put", func(lctx context.Context) {
 		w.s.sleep(lctx, delay)
-		req.Body = bytes.NewReader(body)
 		if !headersFirst {
 			if bounded {
 				lctx = fencegate.WithLandBy(lctx, landBy)
 			}
-			if _, err := p.land(lctx, req); err != nil && bounded && !w.clock.Now().Before(landBy) {
+			if _, err := land(lctx, req); err != nil && bounded && !w.clock.Now().Before(landBy) {
 				w.stats.inject("late write refused on arrival")
 			}
 			return
 		}
 		if bounded && !w.clock.Now().Before(landBy) {
 			w.stats.inject("late write refused on arrival")
+			if drop != nil {
+				drop()
+			}
 			return
 		}
 		w.s.sleep(lctx, time.Duration(w.rng.Int64N(int64(storeBodyTime))))
-		_, _ = p.land(lctx, req)
+		_, _ = land(lctx, req)
 	})
 }
 
@@ -432,27 +463,15 @@ type stagedProxy struct {
 }
 
 func (s *stagedProxy) Put(ctx context.Context, ifMatch string, ifNoneMatch bool) (string, error) {
-	w := s.p.w
 	req := s.req
 	req.IfMatch, req.IfNoneMatch = ifMatch, ifNoneMatch
-	w.point(ctx, "effect")
-	switch {
-	case w.chance(0.02):
-		w.stats.inject("effect timeout")
-		s.inner.Discard()
-		return "", fencegate.Wrap(context.DeadlineExceeded, fencegate.CodeBackendUnavailable, "put timed out")
-	case w.chance(0.02):
-		w.stats.inject("effect lost answer")
-		_, _ = s.land(context.WithoutCancel(ctx), req)
-		return "", fencegate.Wrap(io.ErrUnexpectedEOF, fencegate.CodeBackendUnavailable, "put answer lost")
-	case w.chance(0.015):
-		w.stats.inject("delayed old message (backend)")
-		s.late(ctx, req)
-		return "", fencegate.Wrap(context.DeadlineExceeded, fencegate.CodeBackendUnavailable, "put timed out")
-	}
-	etag, err := s.land(ctx, req)
-	w.point(ctx, "after-effect")
-	return etag, err
+	return s.p.send(ctx, req, sender{
+		now: s.land,
+		later: func(fencegate.PutRequest) func(context.Context, fencegate.PutRequest) (string, error) {
+			return s.land // the staged bytes wait in the store
+		},
+		drop: s.inner.Discard,
+	})
 }
 
 // land publishes the staged write and checks what landed.
@@ -462,40 +481,6 @@ func (s *stagedProxy) land(ctx context.Context, req fencegate.PutRequest) (strin
 		s.p.w.onLanded(req)
 	}
 	return etag, err
-}
-
-// late publishes the staged write after the gateway gave up on it, as
-// objectProxy.late delivers a put: up to 2 simulated minutes later, half
-// the time within its expiry; half of them meet a store that checks the
-// expiry when the headers arrive and applies the body up to storeBodyTime
-// later, the others the local store's own check right before it lands.
-func (s *stagedProxy) late(ctx context.Context, req fencegate.PutRequest) {
-	w := s.p.w
-	landBy, bounded := fencegate.LandBy(ctx)
-	delay := time.Duration(w.rng.IntN(120_000)) * time.Millisecond
-	if bounded && w.rng.IntN(2) == 0 {
-		delay = time.Duration(w.rng.Int64N(int64(max(landBy.Sub(w.clock.Now()), time.Millisecond))))
-	}
-	headersFirst := w.rng.IntN(2) == 0
-	w.s.spawn(context.Background(), "late-staged-put", func(lctx context.Context) {
-		w.s.sleep(lctx, delay)
-		if !headersFirst {
-			if bounded {
-				lctx = fencegate.WithLandBy(lctx, landBy)
-			}
-			if _, err := s.land(lctx, req); err != nil && bounded && !w.clock.Now().Before(landBy) {
-				w.stats.inject("late write refused on arrival")
-			}
-			return
-		}
-		if bounded && !w.clock.Now().Before(landBy) {
-			w.stats.inject("late write refused on arrival")
-			s.inner.Discard()
-			return
-		}
-		w.s.sleep(lctx, time.Duration(w.rng.Int64N(int64(storeBodyTime))))
-		_, _ = s.land(lctx, req)
-	})
 }
 
 // Discard gives the staged bytes up.
