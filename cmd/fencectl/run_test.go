@@ -208,11 +208,13 @@ func TestRunExportsTheLeaseCredentialsReleasesAndExitsWithTheCommandStatus(t *te
 
 func TestRunRenewsTheLeaseWhileTheCommandOutlivesItsTTL(t *testing.T) {
 	w := newRunWorld(t)
-	// Each renewal gets a third of the TTL: with 300 ms one fsync stall of
-	// the registry's store past 100 ms failed this test about once in ten
-	// runs on the 2-core machine, idle. A 1 s TTL leaves 333 ms.
-	t.Setenv("FENCECTL_TEST_SLEEP", "2500ms")
-	code, stderr := w.run("sleep", "--resource", "local/reports/long", "--ttl", "1s")
+	// Each renewal gets a third of the TTL, and one that times out stops
+	// the command (ownership unknown). With 300 ms a registry fsync stall
+	// past 100 ms failed this test about once in ten runs on the idle 2-core
+	// machine, and with 1 s once under CI's parallel load; a 3 s TTL leaves
+	// each renewal 1 s, and the command outlives it more than twice.
+	t.Setenv("FENCECTL_TEST_SLEEP", "7s")
+	code, stderr := w.run("sleep", "--resource", "local/reports/long", "--ttl", "3s")
 	if code != 0 {
 		t.Fatalf("exit status %d, want 0: the lease should have been renewed (stderr %s)", code, stderr)
 	}
