@@ -296,7 +296,7 @@ func (g *Gateway) apply(ctx context.Context, req Request) (Result, error) {
 	actx, span := g.startSpan(actx, "fencegate.admit")
 	adm, err := g.admit(actx, areq, recheck, prior)
 	endSpan(span, err)
-	g.refused.note(vg.Resource, err != nil)
+	g.refused.note(vg.Resource, err != nil || adm.Replay)
 	if err != nil || adm.Replay {
 		g.dropStaged(staging)
 	}
@@ -405,80 +405,6 @@ func (g *Gateway) forward(ctx context.Context, adm fencegate.Admission, eff Effe
 		return Result{Receipt: r}, effErr
 	}
 	return Result{Receipt: r}, nil
-}
-
-// replay answers a replayed segment from its original receipt. An UNKNOWN
-// receipt is first given to the target's Resolver (an API resends the kept
-// request under the same key where its contract allows it); what that
-// settles is recorded and answered, so a worker that retries after
-// MUTATION_UNKNOWN gets the settled answer. The caller holds the resource.
-func (g *Gateway) replay(ctx context.Context, r fencegate.Receipt) (Result, error) {
-	if p, ok := g.proveNow(ctx, r); ok { // another replica's deferred settle
-		r = p
-	}
-	if r.State == fencegate.ReceiptUnknown && g.cfg.Resolver != nil {
-		if res := g.cfg.Resolver(r.Target); res != nil {
-			r = g.resolveNow(ctx, res, r)
-		}
-	}
-	switch r.State {
-	case fencegate.ReceiptPending, fencegate.ReceiptUnknown:
-		fe := &fencegate.Error{Code: fencegate.CodeMutationUnknown, Message: "the original effect has not settled yet", ReceiptID: r.ID}
-		if r.State == fencegate.ReceiptUnknown && r.RetryAt != nil {
-			fe.RetryAfter = r.RetryAt.Sub(g.cfg.Now()) // the upstream's own wait, on every replica
-		}
-		return Result{Receipt: r, Replay: true}, fe
-	case fencegate.ReceiptNotApplied, fencegate.ReceiptFailed:
-		return Result{Receipt: r, Replay: true}, &fencegate.Error{Code: fencegate.CodeBackendUnavailable,
-			Message: "the original effect was not applied; send the segment again", ReceiptID: r.ID}
-	}
-	return Result{Receipt: r, Replay: true}, nil
-}
-
-// resolveNow runs res on r and records what it learnt; it returns the
-// receipt as stored afterwards (r itself when nothing was recorded).
-func (g *Gateway) resolveNow(ctx context.Context, res Resolver, r fencegate.Receipt) fencegate.Receipt {
-	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.EffectTimeout)
-	defer cancel()
-	claimed, ok := claimResend(ectx, g.cfg.Store, res, r, g.cfg.Now())
-	if !ok {
-		if cur, rerr := g.cfg.Store.Receipt(context.WithoutCancel(ctx), r.ID); rerr == nil {
-			return cur // settled meanwhile (an operator's verdict): nothing is sent
-		}
-		return r
-	}
-	r = claimed
-	out, err := res.Resolve(ectx, r)
-	if err != nil {
-		g.cfg.Log.WarnContext(ctx, "replay: settling the unknown outcome failed", "receipt", r.ID, "err", err)
-		return r
-	}
-	if !Learnt(r, out) {
-		return r
-	}
-	out.Now = g.cfg.Now()
-	settled, err := g.cfg.Store.Settle(context.WithoutCancel(ctx), r.ID, out)
-	if err != nil {
-		g.cfg.Log.WarnContext(ctx, "replay: recording the settled outcome failed", "receipt", r.ID, "err", err)
-		if cur, rerr := g.cfg.Store.Receipt(context.WithoutCancel(ctx), r.ID); rerr == nil {
-			return cur // settled meanwhile by the reconciler
-		}
-		return r
-	}
-	return settled
-}
-
-// Learnt reports whether a resolver's outcome for r is worth recording: a
-// new state, or, still UNKNOWN, another attempt or a changed resend mark or
-// reason.
-func Learnt(r fencegate.Receipt, out fencegate.Outcome) bool {
-	if out.State == "" {
-		return false
-	}
-	if out.State != fencegate.ReceiptUnknown || r.State != fencegate.ReceiptUnknown {
-		return true
-	}
-	return out.Attempts > 0 || out.Resend != r.Resend || (out.Error != "" && out.Error != r.Error)
 }
 
 // asCode keeps a domain error's code, or wraps any other error under code.

@@ -24,11 +24,12 @@ import (
 // twelfth session). So a write is staged only when no other write of this
 // process is between its admission and its answer (stageIdle).
 //
-// A refused write's staging is wasted work (a file write and its sync,
-// which its refusal also waits for), so
-// a resource whose last admission in this process was refused is not
-// staged for until one is accepted there: a stale worker's retry loop
-// costs one staging, not one per attempt (refusedHere).
+// A refused or replayed write's staging is wasted work (a file write and
+// its sync, which its answer also waits for), so a resource whose last
+// admission in this process failed or was a replay is not staged for
+// until a new segment is admitted there: a stale worker's retry loop, or
+// a client retrying a segment already admitted, costs one staging, not
+// one per attempt (refusedSet, Gateway.refused).
 
 // stageMax: object bodies up to this size are staged (larger ones stream
 // through the effect as before; their sync is a small part of their time).
@@ -122,9 +123,9 @@ func (g *Gateway) dropStaged(w *stagedWrite) {
 }
 
 // refusedSet remembers the resources whose last admission in this process
-// was refused, so that their next writes are not staged (see above). It is
-// bounded: past refusedMax entries it starts over, which costs at most one
-// wasted staging per resource forgotten.
+// was refused (or failed, or was a replay), so that their next writes are
+// not staged (see above). It is bounded: past refusedMax entries it starts
+// over, which costs at most one wasted staging per resource forgotten.
 type refusedSet struct {
 	mu sync.Mutex
 	m  map[string]struct{}
@@ -139,7 +140,8 @@ func (s *refusedSet) has(resource string) bool {
 	return ok
 }
 
-// note records the verdict of an admission on resource: refused or not.
+// note records the verdict of an admission on resource: refused (failed,
+// replayed) or a new segment admitted.
 func (s *refusedSet) note(resource string, refused bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -53,10 +53,17 @@ func (l *stageLog) count(e string) int {
 type loggedStager struct {
 	*local.Store
 	log *stageLog
+	// failAfterRead: a staging reads the whole body, then fails.
+	failAfterRead bool
 }
 
 func (s loggedStager) Stage(ctx context.Context, req fencegate.PutRequest) (fencegate.StagedPut, error) {
 	s.log.add("stage")
+	if s.failAfterRead {
+		_, _ = io.Copy(io.Discard, req.Body)
+		s.log.once.Do(func() { close(s.log.staged) })
+		return nil, fencegate.Errorf(fencegate.CodeBackendUnavailable, "staging failed after reading the body")
+	}
 	sp, err := s.Store.Stage(ctx, req)
 	s.log.once.Do(func() { close(s.log.staged) })
 	if err != nil {
@@ -90,6 +97,8 @@ type loggedAdmits struct {
 	hold      chan struct{} // non-nil: admissions of resource "local/held" wait for it
 	// rewrite, when set, changes each admitted receipt as answered.
 	rewrite func(*fencegate.Receipt)
+	// panicAt: an admission of this resource panics (after its staging began).
+	panicAt string
 }
 
 func (s *loggedAdmits) Admit(ctx context.Context, req fencegate.AdmitRequest) (fencegate.Admission, error) {
@@ -102,6 +111,10 @@ func (s *loggedAdmits) Admit(ctx context.Context, req fencegate.AdmitRequest) (f
 	}
 	if s.hold != nil && req.Grant.Resource == "local/held" {
 		<-s.hold
+	}
+	if req.Grant.Resource == s.panicAt {
+		<-s.log.staged
+		panic("admission panics")
 	}
 	adm, err := s.FenceStore.Admit(ctx, req)
 	if err != nil {
@@ -144,7 +157,7 @@ func newStageFixture(t *testing.T, modes *gateway.Modes) *stageFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &stageFixture{t: t, kit: kit, log: log, fence: fence, obj: loggedStager{loc, log}, gw: gw}
+	return &stageFixture{t: t, kit: kit, log: log, fence: fence, obj: loggedStager{Store: loc, log: log}, gw: gw}
 }
 
 // put writes body to res's object under fence and segment.
@@ -238,20 +251,22 @@ func TestARefusedWriteDiscardsItsStagingAndTheNextIsNotStaged(t *testing.T) {
 }
 
 // TestAReplayedSegmentDiscardsItsStaging: a retried segment is answered
-// from its receipt; what it staged is discarded and the object is the
-// first attempt's.
+// from its receipt; what it staged is discarded, the object is the first
+// attempt's, and further retries are not staged.
 func TestAReplayedSegmentDiscardsItsStaging(t *testing.T) {
 	f := newStageFixture(t, nil)
 	first, err := f.put("local/st/3", 1, 1, "once")
 	if err != nil {
 		t.Fatal(err)
 	}
-	again, err := f.put("local/st/3", 1, 1, "once")
-	if err != nil || again.Receipt.ID != first.Receipt.ID {
-		t.Fatalf("replay: %+v %v; want receipt %s", again.Receipt, err, first.Receipt.ID)
+	for range 3 {
+		again, err := f.put("local/st/3", 1, 1, "once")
+		if err != nil || again.Receipt.ID != first.Receipt.ID {
+			t.Fatalf("replay: %+v %v; want receipt %s", again.Receipt, err, first.Receipt.ID)
+		}
 	}
 	if f.log.count("stage") != 2 || f.log.count("discard") != 1 || f.log.count("publish") != 1 {
-		t.Fatalf("events %q; want two stagings, the replay's discarded", f.log)
+		t.Fatalf("events %q; want two stagings (the first replay's discarded, the next not staged)", f.log)
 	}
 	_, info, _ := readObject(f.obj.Store, "st/3")
 	if info.ETag != first.Receipt.Version {
@@ -332,5 +347,38 @@ func TestAWriteStagedForAnotherReceiptIsNotPublished(t *testing.T) {
 	m, ok := fencegate.ParseEffectMeta(info.Metadata)
 	if err != nil || !ok || m.OperationID != "op-as-admitted" || m.ReceiptID != res.Receipt.ID || info.ETag != res.Receipt.Version {
 		t.Fatalf("object %+v (%v); want the admitted receipt's metadata at its version", info, err)
+	}
+}
+
+// TestAFailedStagingLeavesTheWholeBodyForThePlainWrite: a staging that
+// read the body and failed rewinds it, so the write made without it lands
+// whole.
+func TestAFailedStagingLeavesTheWholeBodyForThePlainWrite(t *testing.T) {
+	f := newStageFixture(t, nil)
+	f.obj.failAfterRead = true
+	res, err := f.put("local/st/6", 1, 1, "every byte")
+	if err != nil || res.Receipt.State != fencegate.ReceiptCommitted {
+		t.Fatalf("write after a failed staging: %+v %v; want COMMITTED", res.Receipt, err)
+	}
+	if got := f.object("st/6"); got != "every byte" || f.log.count("stage") != 1 || f.log.count("publish") != 0 {
+		t.Fatalf("object %q, events %s; want the whole body, written without the staging", got, f.log)
+	}
+}
+
+// TestAPanicAfterStagingStillDiscardsIt: an admission that panics after the
+// write's staging began leaves no staged spare behind (the deferred drop).
+func TestAPanicAfterStagingStillDiscardsIt(t *testing.T) {
+	f := newStageFixture(t, nil)
+	f.fence.panicAt = "local/st/7"
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Fatal("the admission's panic did not reach the caller")
+			}
+		}()
+		_, _ = f.put("local/st/7", 1, 1, "never")
+	}()
+	if f.log.count("stage") != 1 || f.log.count("discard") != 1 || f.object("st/7") != "<NOT_FOUND>" {
+		t.Fatalf("events %s, object %q; want the staging discarded and no object", f.log, f.object("st/7"))
 	}
 }

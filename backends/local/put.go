@@ -25,9 +25,10 @@ func (s *Store) Put(ctx context.Context, req fencegate.PutRequest) (string, erro
 	return s.publish(ctx, req, sp, etag, ticket)
 }
 
-// publish is a Put's steps 2 and 3 for the filled spare sp (its write's
+// publish is a Put's steps 2 to 4 for the filled spare sp (its write's
 // ETag etag, its directory-sync ticket ticket, 0 for none): under the key's
-// lock the condition, the swap and the shared directory fsync. sp is
+// lock the condition, the swap and the shared directory fsync, then the
+// replaced file kept as the next spare. sp is
 // swapped in, given back or discarded, whatever the answer.
 func (s *Store) publish(ctx context.Context, req fencegate.PutRequest, sp spare, etag string, ticket uint64) (string, error) {
 	name, st := s.slot(req.Key)
