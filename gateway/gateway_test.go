@@ -361,10 +361,17 @@ func (f *fixture) gatewayOver(st fencegate.FenceStore) *gateway.Gateway {
 // storedState is the resource row and every receipt of the resource.
 func (f *fixture) storedState() string {
 	f.t.Helper()
-	rs, rerr := f.store.Resource(context.Background(), resource)
-	page, err := f.store.ReceiptsByResource(context.Background(), resource, fencegate.Page{})
+	return stateOf(f.t, f.store, resource)
+}
+
+// stateOf is res's row (or the error reading it) and every receipt of res
+// in st, for comparing before and after.
+func stateOf(t *testing.T, st fencegate.FenceStore, res string) string {
+	t.Helper()
+	rs, rerr := st.Resource(context.Background(), res)
+	page, err := st.ReceiptsByResource(context.Background(), res, fencegate.Page{})
 	if err != nil {
-		f.t.Fatal(err)
+		t.Fatal(err)
 	}
 	return fmt.Sprintf("%+v %v %+v", rs, fencegate.ErrorCode(rerr), page.Receipts)
 }

@@ -2,7 +2,6 @@ package gateway_test
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"path/filepath"
 	"strings"
@@ -226,7 +225,7 @@ func TestARefusedWriteDiscardsItsStagingAndTheNextIsNotStaged(t *testing.T) {
 	if _, err := f.put("local/st/2", 2, 1, "new"); err != nil {
 		t.Fatal(err)
 	}
-	before := f.gwState("local/st/2")
+	before := stateOf(t, f.fence, "local/st/2")
 	for range 3 {
 		_, err := f.put("local/st/2", 1, 1, "stale")
 		if fencegate.ErrorCode(err) != fencegate.CodeStaleOwner {
@@ -236,8 +235,8 @@ func TestARefusedWriteDiscardsItsStagingAndTheNextIsNotStaged(t *testing.T) {
 	if f.log.count("stage") != 2 || f.log.count("discard") != 1 || f.log.count("refused") != 3 || f.log.count("publish") != 1 {
 		t.Fatalf("events %q; want one staging for the three refusals, discarded", f.log)
 	}
-	if f.object("st/2") != "new" || f.gwState("local/st/2") != before {
-		t.Fatalf("after the refusals object %q, state %s; want new, %s", f.object("st/2"), f.gwState("local/st/2"), before)
+	if f.object("st/2") != "new" || stateOf(t, f.fence, "local/st/2") != before {
+		t.Fatalf("after the refusals object %q, state %s; want new, %s", f.object("st/2"), stateOf(t, f.fence, "local/st/2"), before)
 	}
 	if _, err := f.put("local/st/2", 2, 2, "newer"); err != nil {
 		t.Fatal(err)
@@ -317,16 +316,6 @@ func TestAShadowForwardAfterARefusalWritesTheWholeBody(t *testing.T) {
 	if got := f.object("sh/1"); got != "stale but shadowed" || f.log.count("discard") != 1 {
 		t.Fatalf("object %q after the shadow forward, events %s; want the whole body, one discard", got, f.log)
 	}
-}
-
-func (f *stageFixture) gwState(res string) string {
-	f.t.Helper()
-	rs, err := f.fence.Resource(context.Background(), res)
-	page, perr := f.fence.ReceiptsByResource(context.Background(), res, fencegate.Page{})
-	if perr != nil {
-		f.t.Fatal(perr)
-	}
-	return fmt.Sprintf("%+v %v %+v", rs, fencegate.ErrorCode(err), page.Receipts)
 }
 
 // TestAWriteStagedForAnotherReceiptIsNotPublished: when the admitted

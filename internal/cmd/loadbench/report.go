@@ -113,12 +113,17 @@ func checkPart(name string, s sample, ratios []float64) string {
 	}
 	out := fmt.Sprintf("%s %.0f/s (%.2fx the client's), p50 %s p99 %s, %.1fs", name, s.rate(), ratio,
 		round(s.pct(0.5)), round(s.pct(0.99)), s.window.Seconds())
-	if s.writes > 0 && s.cpu > 0 {
+	if s.writes > 0 {
 		who := "gateway"
 		if name == "floor" {
 			who = "server"
 		}
 		out += ", " + who + " cpu/w " + perWriteMs(s.cpu, s.writes)
+		if s.cpu == 0 {
+			// /proc counts CPU in clock ticks (10 ms): a short window of
+			// few writes (a disk stalled by other work) can use less.
+			out += " (under one clock tick in all)"
+		}
 	}
 	if s.writes > 0 && s.self > 0 {
 		out += ", generator CPU/w " + perWriteMs(s.self, s.writes)
