@@ -40,6 +40,11 @@ type Observer interface {
 	// Deferred is the number of this process's answered settles not yet
 	// durable (Gateway.DeferredSettles), told at every change of it, in order.
 	Deferred(n int)
+	// Staged is a write staged beside its admission (stage.go) and how it
+	// ended: "used" (handed to the effect, which publishes it), "discarded"
+	// (refused, replayed, or admitted as another receipt) or "failed" (the
+	// write went on without it).
+	Staged(outcome string)
 }
 
 // NopObserver observes nothing.
@@ -68,6 +73,9 @@ func (NopObserver) Backlog(int, time.Duration, int) {}
 
 // Deferred does nothing.
 func (NopObserver) Deferred(int) {}
+
+// Staged does nothing.
+func (NopObserver) Staged(string) {}
 
 // BackendOf is the bounded backend label of a receipt target:
 // "objects/NAME" or "apis/NAME" (NAME from the configuration), else "other".

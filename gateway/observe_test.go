@@ -46,6 +46,7 @@ func (r *recorder) FirstWrite(_ string, fence uint64, _, _ time.Time) {
 }
 func (r *recorder) Backlog(int, time.Duration, int) {}
 func (r *recorder) Deferred(int)                    {}
+func (r *recorder) Staged(string)                   {}
 func (r *recorder) Settle(s fencegate.ReceiptState, d time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -85,6 +85,7 @@ func (g *Gateway) startStage(ctx context.Context, eff Effect, areq *fencegate.Ad
 			// The write then takes the plain path, whose own error (the
 			// same disk, say) is the one that counts.
 			g.cfg.Log.DebugContext(ctx, "staging failed; writing without it", "receipt", r.ID, "err", err)
+			g.cfg.Observe.Staged("failed")
 			return
 		}
 		w.staged, w.discard = st, discard
@@ -106,6 +107,7 @@ func (g *Gateway) useStaged(w *stagedWrite, eff Effect, r fencegate.Receipt) Eff
 	}
 	st := w.staged
 	w.staged, w.discard = nil, nil // the effect's now: its Apply publishes it
+	g.cfg.Observe.Staged("used")
 	return st
 }
 
@@ -119,6 +121,7 @@ func (g *Gateway) dropStaged(w *stagedWrite) {
 	if w.discard != nil {
 		w.discard()
 		w.discard, w.staged = nil, nil
+		g.cfg.Observe.Staged("discarded")
 	}
 }
 

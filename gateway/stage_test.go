@@ -127,6 +127,14 @@ func (s *loggedAdmits) Admit(ctx context.Context, req fencegate.AdmitRequest) (f
 	return adm, err
 }
 
+// stagedOutcomes counts what the gateway tells its observer of stagings.
+type stagedOutcomes struct {
+	gateway.NopObserver
+	log *stageLog
+}
+
+func (o stagedOutcomes) Staged(outcome string) { o.log.add("observed-" + outcome) }
+
 type stageFixture struct {
 	t     *testing.T
 	kit   *prooftest.Kit
@@ -152,7 +160,7 @@ func newStageFixture(t *testing.T, modes *gateway.Modes) *stageFixture {
 	log := &stageLog{staged: make(chan struct{})}
 	fence := &loggedAdmits{FenceStore: st, log: log}
 	gw, err := gateway.New(gateway.Config{Verifier: kit.Verifier(), Store: fence, Now: kit.Now,
-		Policy: gateway.StaticPolicy{Generation: 1}, Modes: modes})
+		Policy: gateway.StaticPolicy{Generation: 1}, Modes: modes, Observe: stagedOutcomes{log: log}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,8 +212,8 @@ func TestAStagedWriteIsPublishedOnlyAfterItsAdmission(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := f.log.String(); got != "stage,admitted,publish" {
-		t.Fatalf("events %q; want stage,admitted,publish", got)
+	if got := f.log.String(); got != "stage,admitted,observed-used,publish" {
+		t.Fatalf("events %q; want stage,admitted,observed-used,publish", got)
 	}
 	if res.Receipt.State != fencegate.ReceiptCommitted || f.object("st/1") != "hello" {
 		t.Fatalf("receipt %s, object %q; want COMMITTED, hello", res.Receipt.State, f.object("st/1"))
@@ -246,6 +254,9 @@ func TestARefusedWriteDiscardsItsStagingAndTheNextIsNotStaged(t *testing.T) {
 	}
 	if n := f.log.count("stage"); n != 3 || f.object("st/2") != "newest" {
 		t.Fatalf("%d stagings, object %q; want 3 (the first, one stale, the one after the accepted write), newest", n, f.object("st/2"))
+	}
+	if f.log.count("observed-used") != 2 || f.log.count("observed-discarded") != 1 {
+		t.Fatalf("observed %s; want two stagings used and one discarded", f.log)
 	}
 }
 
@@ -349,8 +360,8 @@ func TestAFailedStagingLeavesTheWholeBodyForThePlainWrite(t *testing.T) {
 	if err != nil || res.Receipt.State != fencegate.ReceiptCommitted {
 		t.Fatalf("write after a failed staging: %+v %v; want COMMITTED", res.Receipt, err)
 	}
-	if got := f.object("st/6"); got != "every byte" || f.log.count("stage") != 1 || f.log.count("publish") != 0 {
-		t.Fatalf("object %q, events %s; want the whole body, written without the staging", got, f.log)
+	if got := f.object("st/6"); got != "every byte" || f.log.count("stage") != 1 || f.log.count("publish") != 0 || f.log.count("observed-failed") != 1 {
+		t.Fatalf("object %q, events %s; want the whole body, written without the staging, which is observed failed", got, f.log)
 	}
 }
 

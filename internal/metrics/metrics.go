@@ -45,6 +45,7 @@ type Metrics struct {
 	unknownOldest prometheus.Gauge
 	overdue       prometheus.Gauge
 	deferred      prometheus.Gauge
+	staged        *prometheus.CounterVec
 	regressions   prometheus.Counter
 	regressionAt  prometheus.Gauge
 	regressionFen prometheus.Gauge
@@ -115,6 +116,10 @@ func New() *Metrics {
 		Name: "fencegate_deferred_settles",
 		Help: "Answered COMMITTED object writes whose settle is not yet durable in the fence store (deferSettle): lost to a crash they are proven from their objects; a value that keeps growing means the store is not taking settles.",
 	})
+	m.staged = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "fencegate_staged_writes_total",
+		Help: "Small local-store writes whose bytes were synced beside their admission, by how the staging ended (outcome: used, discarded, failed); staged only while no other write of the process is in flight.",
+	}, []string{"outcome"})
 	m.regressions = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "fencegate_fence_regressions_total",
 		Help: "Grants refused with FENCE_REGRESSION: the registry handed out a fence at or below one already seen (the resource is in the log).",
@@ -151,7 +156,7 @@ func New() *Metrics {
 	}, []string{"version", "revision", "goversion"})
 	build.WithLabelValues(BuildInfo()).Set(1)
 	m.reg.MustRegister(m.requests, m.admissions, m.refusals, m.effects, m.settles, m.backendErrors, m.receipts, m.storeErrors,
-		m.unknown, m.unknownOldest, m.overdue, m.deferred, m.regressions, m.regressionAt, m.regressionFen, m.shadow, m.resends,
+		m.unknown, m.unknownOldest, m.overdue, m.deferred, m.staged, m.regressions, m.regressionAt, m.regressionFen, m.shadow, m.resends,
 		m.breakGlass, m.handoff, build,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Series whose labels are known up front start at 0, so that rate() and
@@ -165,6 +170,9 @@ func New() *Metrics {
 	}
 	for _, source := range []string{"start", "admin"} {
 		m.breakGlass.WithLabelValues(source)
+	}
+	for _, outcome := range []string{"used", "discarded", "failed"} {
+		m.staged.WithLabelValues(outcome)
 	}
 	return m
 }
@@ -264,6 +272,9 @@ func (m *Metrics) Backlog(unknown int, oldest time.Duration, overdue int) {
 
 // Deferred sets the gauge of settles not yet durable (gateway.Observer).
 func (m *Metrics) Deferred(n int) { m.deferred.Set(float64(n)) }
+
+// Staged counts a staging by how it ended (gateway.Observer).
+func (m *Metrics) Staged(outcome string) { m.staged.WithLabelValues(outcome).Inc() }
 
 // FenceRegression counts a regression and records when and at which fence
 // (gateway.Alarm); the resource is in the gateway's log line.
