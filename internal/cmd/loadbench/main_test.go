@@ -128,9 +128,12 @@ fencegate_http_request_duration_seconds_count{method="PUT",outcome="ok",route="/
 # TYPE fencegate_store_batches_total counter
 fencegate_store_batches_total 8
 fencegate_store_batched_writes_total 20
+fencegate_staged_writes_total{outcome="used"} 6
+fencegate_staged_writes_total{outcome="discarded"} 2
+fencegate_staged_writes_total{outcome="failed"} 1
 `
 	st := parseStages(strings.NewReader(text))
-	want := stages{valid: true, req: series{1, 10}, adm: series{0.5, 10}, eff: series{0.25, 10}, batches: 8, batched: 20}
+	want := stages{valid: true, req: series{1, 10}, adm: series{0.5, 10}, eff: series{0.25, 10}, batches: 8, batched: 20, staged: 6}
 	if st != want {
 		t.Fatalf("parsed %+v, want %+v", st, want)
 	}

@@ -25,7 +25,8 @@ stages: the gateway's own histograms over the window (operator listener /metrics
   "settle" replaces "rest" when the gateway exports fencegate_settle_duration_seconds. loadbench CPU/w: this process's CPU per
   write over the window (getrusage), i.e. what the load generator takes of the machine. fence store writes per batch:
   fencegate_store_batched_writes_total over fencegate_store_batches_total in the window (fence-store writes, i.e. admissions
-  and settles, per batch).
+  and settles, per batch). staged: the writes whose bytes were synced beside their admission (fencegate_staged_writes_total,
+  outcome used) over the requests, in the window (the local store only; 0 on S3).
 cross-check: the same fenced writes on the same gateway after the client's window, on fresh resources, without the project's
   client: wrk (a separate C program, Lua script with precomputed headers) and plain net/http; the median rate, the median of
   its ratios to the client's rate in the same run, the gateway's CPU and request time per write, the generator's CPU per write.
@@ -95,6 +96,9 @@ func stageLine(gw sample) string {
 	}
 	if st := gw.stages; st.valid && st.batches > 0 {
 		fmt.Fprintf(&b, " | fence store %.2f writes per batch", st.batched/st.batches)
+	}
+	if st := gw.stages; st.valid && st.req.count > 0 {
+		fmt.Fprintf(&b, " | staged %.0f%%", 100*st.staged/float64(st.req.count))
 	}
 	return b.String()
 }

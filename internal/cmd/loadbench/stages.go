@@ -17,12 +17,15 @@ import (
 // fencegate_effect_duration_seconds{backend="objects/..."}, and of
 // fencegate_settle_duration_seconds should the gateway export one; and the
 // fence store's group-commit counters (fencegate_store_batches_total,
-// fencegate_store_batched_writes_total), 0 where it exports none. The
+// fencegate_store_batched_writes_total) and the writes staged beside their
+// admission and used (fencegate_staged_writes_total), 0 where it exports
+// none. The
 // difference of two scrapes is a window's.
 type stages struct {
 	valid                 bool
 	req, adm, eff, settle series
 	batches, batched      float64
+	staged                float64 // fencegate_staged_writes_total{outcome="used"}
 }
 
 // series is one histogram's sum (seconds) and count.
@@ -38,7 +41,8 @@ func (a stages) minus(b stages) stages {
 		return stages{}
 	}
 	return stages{valid: true, req: a.req.minus(b.req), adm: a.adm.minus(b.adm), eff: a.eff.minus(b.eff),
-		settle: a.settle.minus(b.settle), batches: a.batches - b.batches, batched: a.batched - b.batched}
+		settle: a.settle.minus(b.settle), batches: a.batches - b.batches, batched: a.batched - b.batched,
+		staged: a.staged - b.staged}
 }
 
 // scrapeStages reads the stage histograms from the operator listener at
@@ -85,6 +89,11 @@ func parseStages(r io.Reader) stages {
 			continue
 		case "fencegate_store_batched_writes_total":
 			st.batched += v
+			continue
+		case "fencegate_staged_writes_total":
+			if strings.Contains(labels, `outcome="used"`) {
+				st.staged += v
+			}
 			continue
 		}
 		var s *series
