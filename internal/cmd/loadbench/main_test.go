@@ -187,13 +187,14 @@ func group1(m []string) string {
 }
 
 // TestGroupCommitColumnsAreRatiosOfTheCounters: the stage line's writes per
-// batch is batched writes over batches, and commit/w on a gateway dev path
+// batch is batched writes over batches (and the share staged, staged uses
+// over requests), and commit/w on a gateway dev path
 // is batches over the client's writes; the Postgres path keeps "-" there
 // without its server's counters (never the gateway's batches).
 func TestGroupCommitColumnsAreRatiosOfTheCounters(t *testing.T) {
-	gw := sample{writes: 10, stages: stages{valid: true, req: series{0.1, 10}, batches: 8, batched: 20}}
-	if line := stageLine(gw); !strings.HasSuffix(line, "| fence store 2.50 writes per batch") {
-		t.Errorf("stage line %q", line)
+	gw := sample{writes: 10, stages: stages{valid: true, req: series{0.1, 10}, batches: 8, batched: 20, staged: 4}}
+	if line := stageLine(gw); !strings.HasSuffix(line, "| fence store 2.50 writes per batch | staged 40%") {
+		t.Errorf("stage line %q, want 2.50 writes per batch and 4 of 10 writes staged", line)
 	}
 	var b bytes.Buffer
 	printRow(&b, "embedded", 8, gw, sample{})
