@@ -63,6 +63,7 @@ type Metrics struct {
 	settleObs    *children[string, prometheus.Observer]
 	receiptCount *children[string, prometheus.Counter]
 	refusalCount *children[string, prometheus.Counter]
+	stagedCount  *children[string, prometheus.Counter]
 }
 
 // New returns the metrics on a registry of their own.
@@ -150,6 +151,7 @@ func New() *Metrics {
 	}, []string{"stage"})
 	m.requestObs, m.admissionObs, m.effectObs = by3(m.requests.WithLabelValues), by1(m.admissions.WithLabelValues), by2(m.effects.WithLabelValues)
 	m.settleObs, m.receiptCount, m.refusalCount = by1(m.settles.WithLabelValues), by1(m.receipts.WithLabelValues), by1(m.refusals.WithLabelValues)
+	m.stagedCount = by1(m.staged.WithLabelValues)
 	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "fencegate_build_info",
 		Help: "Always 1; the labels name the running build (module version, VCS revision, Go version).",
@@ -274,7 +276,7 @@ func (m *Metrics) Backlog(unknown int, oldest time.Duration, overdue int) {
 func (m *Metrics) Deferred(n int) { m.deferred.Set(float64(n)) }
 
 // Staged counts a staging by how it ended (gateway.Observer).
-func (m *Metrics) Staged(outcome string) { m.staged.WithLabelValues(outcome).Inc() }
+func (m *Metrics) Staged(outcome string) { m.stagedCount.get(outcome).Inc() }
 
 // FenceRegression counts a regression and records when and at which fence
 // (gateway.Alarm); the resource is in the gateway's log line.

@@ -80,6 +80,28 @@ func TestDeferredSettlesGaugeIsScraped(t *testing.T) {
 	}
 }
 
+// TestStagedWritesCountEachOutcome: every outcome starts at 0 and counts
+// what the gateway told it, by outcome.
+func TestStagedWritesCountEachOutcome(t *testing.T) {
+	m := metrics.New()
+	out := scrape(t, m)
+	for _, o := range []string{"used", "discarded", "failed"} {
+		if !strings.Contains(out, `fencegate_staged_writes_total{outcome="`+o+`"} 0`) {
+			t.Fatalf("no zero series for %s in\n%s", o, out)
+		}
+	}
+	m.Staged("used")
+	m.Staged("used")
+	m.Staged("discarded")
+	out = scrape(t, m)
+	for _, want := range []string{`fencegate_staged_writes_total{outcome="used"} 2`, `fencegate_staged_writes_total{outcome="discarded"} 1`,
+		`fencegate_staged_writes_total{outcome="failed"} 0`} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("missing %s in\n%s", want, out)
+		}
+	}
+}
+
 // TestPerWriteSeriesCountEveryObservationUnderItsLabels: the series a write's
 // observations are bound to (remembered per label set) are the vectors' own:
 // each label set counts exactly its observations, from the first one on,
