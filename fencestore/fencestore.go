@@ -28,3 +28,11 @@ func SettledReceipt(r fencegate.Receipt, o fencegate.Outcome) (fencegate.Receipt
 	next, _, err := fencerules.Settle(r, &o)
 	return next, err
 }
+
+// NewReceipt is the PENDING receipt every store creates when it accepts req
+// (fencerules.NewReceipt). The gateway uses it to stage an object write for
+// the receipt its admission is about to create (gateway/stage.go); the
+// write is used only if the admission answers that receipt.
+func NewReceipt(req *fencegate.AdmitRequest) fencegate.Receipt {
+	return fencerules.NewReceipt(req)
+}

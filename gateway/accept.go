@@ -296,7 +296,9 @@ func (g *Gateway) apply(ctx context.Context, req Request) (Result, error) {
 	actx, span := g.startSpan(actx, "fencegate.admit")
 	adm, err := g.admit(actx, areq, recheck, prior)
 	endSpan(span, err)
-	g.refused.note(vg.Resource, err != nil || adm.Replay)
+	if _, ok := req.Effect.(StagingEffect); ok { // what may stage next on the resource
+		g.refused.note(vg.Resource, err != nil || adm.Replay)
+	}
 	if err != nil || adm.Replay {
 		g.dropStaged(staging)
 	}

@@ -3,8 +3,10 @@ package gateway
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 
 	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/fencestore"
 )
 
 // A small object PUT on a store that stages (fencegate.ObjectStager: the
@@ -73,10 +75,7 @@ func (g *Gateway) startStage(ctx context.Context, eff Effect, areq *fencegate.Ad
 	if !ok || others > stageIdle || !s.CanStage() || g.refused.has(areq.Grant.Resource) {
 		return nil
 	}
-	vg := &areq.Grant
-	r := fencegate.Receipt{ID: areq.ReceiptID, Resource: vg.Resource, Target: areq.Target, Method: areq.Method,
-		FenceToken: vg.FenceToken, Segment: areq.Segment, OperationID: vg.OperationID, OperationRoot: vg.OperationRoot,
-		PayloadDigest: areq.PayloadDigest}
+	r := fencestore.NewReceipt(areq) // what the admission creates, by the stores' own rule
 	w := &stagedWrite{meta: EffectMetaOf(r), done: make(chan struct{})}
 	g.cfg.Go(func() {
 		defer close(w.done)
@@ -132,11 +131,15 @@ func (g *Gateway) dropStaged(w *stagedWrite) {
 type refusedSet struct {
 	mu sync.Mutex
 	m  map[string]struct{}
+	n  atomic.Int64 // len(m), so that an admitted write with nothing remembered takes no lock
 }
 
 const refusedMax = 4096
 
 func (s *refusedSet) has(resource string) bool {
+	if s.n.Load() == 0 {
+		return false
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	_, ok := s.m[resource]
@@ -146,6 +149,9 @@ func (s *refusedSet) has(resource string) bool {
 // note records the verdict of an admission on resource: refused (failed,
 // replayed) or a new segment admitted.
 func (s *refusedSet) note(resource string, refused bool) {
+	if !refused && s.n.Load() == 0 {
+		return
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
@@ -156,4 +162,5 @@ func (s *refusedSet) note(resource string, refused bool) {
 	default:
 		s.m[resource] = struct{}{}
 	}
+	s.n.Store(int64(len(s.m)))
 }

@@ -10,8 +10,8 @@ import (
 // Stage is a Put's step 1 alone (fencegate.ObjectStager): the body and its
 // trailer are written into a spare and fdatasync'ed, and no object changes.
 // The returned StagedPut's Put is steps 2 to 4 (the condition, the swap,
-// the shared directory fsync, the replaced file kept as a spare), with the same guarantees as a Put; its
-// Discard gives the spare back. Until one of them runs, the spare is this
+// the shared directory fsync, the replaced file kept as a spare), with the
+// same guarantees as a Put; its Discard gives the spare back. Until one of them runs, the spare is this
 // write's alone, under a temp name no read looks at; a crash meanwhile
 // leaves garbage that New removes. The object's time written (its
 // trailer's, LastModified) is when it was staged.
