@@ -3,7 +3,6 @@ package gateway_test
 import (
 	"context"
 	"io"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -11,7 +10,6 @@ import (
 
 	"github.com/fencegate/fencegate"
 	"github.com/fencegate/fencegate/backends/local"
-	"github.com/fencegate/fencegate/fencestore/embedded"
 	"github.com/fencegate/fencegate/gateway"
 	"github.com/fencegate/fencegate/proofs/prooftest"
 )
@@ -146,25 +144,16 @@ type stageFixture struct {
 
 func newStageFixture(t *testing.T, modes *gateway.Modes) *stageFixture {
 	t.Helper()
-	kit := prooftest.New(t)
-	st, err := embedded.Open(filepath.Join(t.TempDir(), "fence.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
-	loc, err := local.New("local", t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = loc.Close() })
+	base := newFixture(t) // its proof kit, embedded fence store and local store
 	log := &stageLog{staged: make(chan struct{})}
-	fence := &loggedAdmits{FenceStore: st, log: log}
-	gw, err := gateway.New(gateway.Config{Verifier: kit.Verifier(), Store: fence, Now: kit.Now,
+	fence := &loggedAdmits{FenceStore: base.store, log: log}
+	gw, err := gateway.New(gateway.Config{Verifier: base.kit.Verifier(), Store: fence, Now: base.kit.Now,
 		Policy: gateway.StaticPolicy{Generation: 1}, Modes: modes, Observe: stagedOutcomes{log: log}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &stageFixture{t: t, kit: kit, log: log, fence: fence, obj: loggedStager{Store: loc, log: log}, gw: gw}
+	return &stageFixture{t: t, kit: base.kit, log: log, fence: fence,
+		obj: loggedStager{Store: base.obj.ObjectStore.(*local.Store), log: log}, gw: gw}
 }
 
 // put writes body to res's object under fence and segment.
@@ -269,6 +258,7 @@ func TestAReplayedSegmentDiscardsItsStaging(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	before := stateOf(t, f.fence, "local/st/3")
 	for range 3 {
 		again, err := f.put("local/st/3", 1, 1, "once")
 		if err != nil || again.Receipt.ID != first.Receipt.ID {
@@ -279,8 +269,8 @@ func TestAReplayedSegmentDiscardsItsStaging(t *testing.T) {
 		t.Fatalf("events %q; want two stagings (the first replay's discarded, the next not staged)", f.log)
 	}
 	_, info, _ := readObject(f.obj.Store, "st/3")
-	if info.ETag != first.Receipt.Version {
-		t.Fatalf("object ETag %s; want the first write's %s", info.ETag, first.Receipt.Version)
+	if info.ETag != first.Receipt.Version || stateOf(t, f.fence, "local/st/3") != before {
+		t.Fatalf("object ETag %s, state %s; want the first write's %s, %s", info.ETag, stateOf(t, f.fence, "local/st/3"), first.Receipt.Version, before)
 	}
 }
 
@@ -370,6 +360,7 @@ func TestAFailedStagingLeavesTheWholeBodyForThePlainWrite(t *testing.T) {
 func TestAPanicAfterStagingStillDiscardsIt(t *testing.T) {
 	f := newStageFixture(t, nil)
 	f.fence.panicAt = "local/st/7"
+	before := stateOf(t, f.fence, "local/st/7")
 	func() {
 		defer func() {
 			if recover() == nil {
@@ -378,7 +369,7 @@ func TestAPanicAfterStagingStillDiscardsIt(t *testing.T) {
 		}()
 		_, _ = f.put("local/st/7", 1, 1, "never")
 	}()
-	if f.log.count("stage") != 1 || f.log.count("discard") != 1 || f.object("st/7") != "<NOT_FOUND>" {
-		t.Fatalf("events %s, object %q; want the staging discarded and no object", f.log, f.object("st/7"))
+	if f.log.count("stage") != 1 || f.log.count("discard") != 1 || f.object("st/7") != "<NOT_FOUND>" || stateOf(t, f.fence, "local/st/7") != before {
+		t.Fatalf("events %s, object %q, state %s; want the staging discarded, no object, no state", f.log, f.object("st/7"), stateOf(t, f.fence, "local/st/7"))
 	}
 }
