@@ -11,9 +11,9 @@ import (
 // trailer are written into a spare and fdatasync'ed, and no object changes.
 // The returned StagedPut's Put is steps 2 to 4 (the condition, the swap,
 // the shared directory fsync, the replaced file kept as a spare), with the
-// same guarantees as a Put; its Discard gives the spare back. Until one of them runs, the spare is this
-// write's alone, under a temp name no read looks at; a crash meanwhile
-// leaves garbage that New removes. The object's time written (its
+// same guarantees as a Put; its Discard gives the spare back. Until one of
+// them runs, the spare is this write's alone, under a temp name no read
+// looks at; a crash meanwhile leaves garbage that New removes. The object's time written (its
 // trailer's, LastModified) is when it was staged.
 //
 // The gateway stages a small write while its admission commits, so the
