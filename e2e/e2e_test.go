@@ -196,6 +196,19 @@ func (p *gatewayProc) acquire(t *testing.T, token, resource, requestID, opID str
 	return lease{id: a.str("lease"), grant: a.str("grant"), status: a.str("statusProof"), fence: a.num("fenceToken")}
 }
 
+// freshStatus is l with a status proof fetched now from GET /v1/leases/{id},
+// as the Go client refreshes its proof before a write: tests whose status
+// proofs live 1 s use it so that a slow machine does not expire them.
+func (p *gatewayProc) freshStatus(t *testing.T, token string, l lease) lease {
+	t.Helper()
+	st := p.do(t, "GET", "/v1/leases/"+l.id, token, nil, "")
+	if st.status != http.StatusOK || st.str("statusProof") == "" {
+		t.Fatalf("lease %s status: %d %s", l.id, st.status, st.body)
+	}
+	l.status = st.str("statusProof")
+	return l
+}
+
 // fenceHeaders are the headers of a fenced write of segment seg under l.
 func fenceHeaders(l lease, seg int) map[string]string {
 	return map[string]string{"Fence-Grant": l.grant, "Fence-Status": l.status, "Fence-Segment": fmt.Sprint(seg)}

@@ -63,7 +63,7 @@ func TestRollbackHiddenByARenewalIsFoundBeforeAFenceIsIssuedTwice(t *testing.T) 
 	if d.fence <= c.fence {
 		t.Fatalf("D was issued fence %d on local/c, C's lost acquisition had %d: a fence issued twice", d.fence, c.fence)
 	}
-	if r := p.put(t, "token-d", d, "local/c", 1, "D1"); r.status != 200 {
+	if r := p.put(t, "token-d", p.freshStatus(t, "token-d", d), "local/c", 1, "D1"); r.status != 200 {
 		t.Fatalf("D's write: %d %s", r.status, r.body)
 	}
 }

@@ -155,6 +155,9 @@ func runLossCase(t *testing.T, mode string, c lossCase) {
 	lost := c.name != "NoLoss"
 	var vanished, vanishedAccepted int // writes from owners whose lease no longer exists
 	write := func(who string, l lease, seg int, body string) answer {
+		if who == "b" { // B is live: its 1 s proof is refreshed; A writes with what it had
+			l = p.freshStatus(t, "token-b", l)
+		}
 		r := p.put(t, "token-"+who, l, res, seg, body)
 		if who == "a" && lost { // A's lease vanished with the state (or predates the restored copy)
 			vanished++
