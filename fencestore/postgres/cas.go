@@ -3,6 +3,7 @@ package postgres
 import (
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/jackc/pgx/v5"
 
@@ -14,53 +15,46 @@ import (
 // its exact previous value (every column that can change), and one
 // fence_expect requiring every comparison to have hit, so that a miss rolls
 // the transaction back. Its SQL text depends only on which writes it holds,
-// so pgx prepares each shape once per connection.
+// in order (its shape), so the text is built once per shape in this process
+// (casText) and pgx prepares it once per connection; a statement itself
+// only collects its arguments.
 type casStmt struct {
-	ctes []string
-	hits []string
-	args []any
+	shape []byte // one cas* code per write, in order
+	args  []any
 }
 
-// p adds an argument and returns its placeholder.
-func (c *casStmt) p(v any) string {
-	c.args = append(c.args, v)
-	return "$" + strconv.Itoa(len(c.args))
-}
+// The writes a casStmt can hold, with the number of arguments each takes.
+const (
+	casRowInsert    = 'i' // a new resource row: 8
+	casRowUpdate    = 'u' // a resource row from exactly was to next: 15
+	casSettle       = 's' // a receipt from exactly was to next: 17
+	casVersionGone  = 'd' // a target's version forgotten: 1
+	casVersionSet   = 'v' // a target's version set: 3
+	casReceiptAdded = 'r' // a new receipt: len(receiptArgs)
+)
 
-func (c *casStmt) ps(vs ...any) string {
-	out := make([]string, len(vs))
-	for i, v := range vs {
-		out[i] = c.p(v)
-	}
-	return strings.Join(out, ", ")
-}
-
-func (c *casStmt) cte(body string, hit bool) {
-	name := "w" + strconv.Itoa(len(c.ctes))
-	c.ctes = append(c.ctes, name+" AS ("+body+")")
-	if hit {
-		c.hits = append(c.hits, "EXISTS (SELECT 1 FROM "+name+")")
-	}
-}
+// num is a numeric(20,0) argument (fences, segments): its decimal text,
+// which pgx sends in text format and Postgres parses as the column's
+// numeric. A uint64 would go through pgx's binary numeric encoding, a
+// math/big conversion per value; text costs one small string, none below
+// 100 (strconv keeps those).
+func num(u uint64) string { return strconv.FormatUint(u, 10) }
 
 // row changes a resource row from exactly was to next; with was nil it
 // inserts next, which must not exist yet (ON CONFLICT waits for a
 // concurrent inserter, then finds its row: a miss).
 func (c *casStmt) row(was, next *fencegate.ResourceState) {
 	if was == nil {
-		c.cte(`INSERT INTO fence_resources (`+resourceCols+`) VALUES (`+c.ps(next.Resource, next.HighestFence,
-			next.Root, next.Lease, next.LastSegmentSeq, next.GrantIssuedAt, next.PendingReceipt, next.UpdatedAt)+
-			`) ON CONFLICT (resource) DO NOTHING RETURNING 1`, true)
+		c.shape = append(c.shape, casRowInsert)
+		c.args = append(c.args, next.Resource, num(next.HighestFence), next.Root, next.Lease,
+			num(next.LastSegmentSeq), next.GrantIssuedAt, next.PendingReceipt, next.UpdatedAt)
 		return
 	}
-	c.cte(`UPDATE fence_resources SET highest_fence = `+c.p(next.HighestFence)+`, root = `+c.p(next.Root)+
-		`, lease = `+c.p(next.Lease)+`, last_segment_seq = `+c.p(next.LastSegmentSeq)+
-		`, grant_issued_at = `+c.p(next.GrantIssuedAt)+`, pending_receipt = `+c.p(next.PendingReceipt)+
-		`, updated_at = `+c.p(next.UpdatedAt)+
-		` WHERE resource = `+c.p(next.Resource)+` AND highest_fence = `+c.p(was.HighestFence)+
-		` AND root = `+c.p(was.Root)+` AND lease = `+c.p(was.Lease)+` AND last_segment_seq = `+c.p(was.LastSegmentSeq)+
-		` AND grant_issued_at = `+c.p(was.GrantIssuedAt)+` AND pending_receipt = `+c.p(was.PendingReceipt)+
-		` AND updated_at = `+c.p(was.UpdatedAt)+` RETURNING 1`, true)
+	c.shape = append(c.shape, casRowUpdate)
+	c.args = append(c.args, num(next.HighestFence), next.Root, next.Lease, num(next.LastSegmentSeq),
+		next.GrantIssuedAt, next.PendingReceipt, next.UpdatedAt, next.Resource,
+		num(was.HighestFence), was.Root, was.Lease, num(was.LastSegmentSeq), was.GrantIssuedAt,
+		was.PendingReceipt, was.UpdatedAt)
 }
 
 // settled moves a receipt from exactly was to next and, for COMMITTED,
@@ -73,31 +67,27 @@ func (c *casStmt) row(was, next *fencegate.ResourceState) {
 // entry (the dead ones of receipts settled since the last vacuum too) to
 // find the one receipt.
 func (c *casStmt) settled(was, next *fencegate.Receipt) {
-	c.cte(`UPDATE fence_receipts SET state = `+c.p(string(next.State))+`, version = `+c.p(next.Version)+
-		`, response = `+c.p(responseArg(next.Response))+`, error = `+c.p(next.Error)+
-		`, settled_at = `+c.p(next.SettledAt)+`, attempts = `+c.p(next.Attempts)+`, resend = `+c.p(next.Resend)+
-		`, retry_at = `+c.p(next.RetryAt)+
-		` WHERE receipt_id = `+c.p(next.ID)+
-		` AND (state, version, response, error, settled_at, attempts, resend, retry_at) IS NOT DISTINCT FROM (`+
-		c.p(string(was.State))+`::text, `+c.p(was.Version)+`::text, `+c.p(responseArg(was.Response))+`::jsonb, `+
-		c.p(was.Error)+`::text, `+c.p(was.SettledAt)+`::timestamptz, `+c.p(was.Attempts)+`::integer, `+
-		c.p(was.Resend)+`::boolean, `+c.p(was.RetryAt)+`::timestamptz) RETURNING 1`, true)
+	c.shape = append(c.shape, casSettle)
+	c.args = append(c.args, string(next.State), next.Version, responseArg(next.Response), next.Error,
+		next.SettledAt, next.Attempts, next.Resend, next.RetryAt, next.ID,
+		string(was.State), was.Version, responseArg(was.Response), was.Error, was.SettledAt, was.Attempts,
+		was.Resend, was.RetryAt)
 	switch {
 	case next.State != fencegate.ReceiptCommitted:
 	case next.Version == "":
-		c.cte(`DELETE FROM fence_versions WHERE target = `+c.p(next.Target), false)
+		c.shape = append(c.shape, casVersionGone)
+		c.args = append(c.args, next.Target)
 	default:
-		name := "w" + strconv.Itoa(len(c.ctes))
-		update, insert := versionParts(c.p(next.Target), c.p(next.Version), c.p(*next.SettledAt), name)
-		c.ctes = append(c.ctes, update)
-		c.cte(insert, false)
+		c.shape = append(c.shape, casVersionSet)
+		c.args = append(c.args, next.Target, next.Version, *next.SettledAt)
 	}
 }
 
 // insert adds a new receipt (the live index refuses one at a segment that
 // already has a live receipt: a miss).
 func (c *casStmt) insert(r *fencegate.Receipt) {
-	c.cte(`INSERT INTO fence_receipts (`+receiptCols+`) VALUES (`+c.ps(receiptArgs(r)...)+`)`, false)
+	c.shape = append(c.shape, casReceiptAdded)
+	c.args = appendReceiptArgs(c.args, r)
 }
 
 // queue adds the statement to b; what names it in a miss.
@@ -105,12 +95,96 @@ func (c *casStmt) queue(b *pgx.Batch, what string) {
 	b.Queue(c.sql(what), c.args...)
 }
 
-// sql is the statement's text, its arguments c.args after.
+// sql adds what (the name a miss reports) as the last argument and returns
+// the statement's text, its arguments c.args.
 func (c *casStmt) sql(what string) string {
-	return "WITH " + strings.Join(c.ctes, ", ") + " SELECT fence_expect(" + strings.Join(c.hits, " AND ") +
-		", " + c.p(what) + ")"
+	c.args = append(c.args, what)
+	return casText(c.shape)
 }
 
+// casTexts holds the text of every shape built so far: a handful (an
+// admission with or without a prior and a new or known row, a settle with
+// or without a version).
+var casTexts struct {
+	sync.RWMutex
+	m map[string]string
+}
+
+// casText is the statement text of shape, built once.
+func casText(shape []byte) string {
+	casTexts.RLock()
+	q, ok := casTexts.m[string(shape)]
+	casTexts.RUnlock()
+	if ok {
+		return q
+	}
+	q = buildCAS(shape)
+	casTexts.Lock()
+	if casTexts.m == nil {
+		casTexts.m = map[string]string{}
+	}
+	casTexts.m[string(shape)] = q
+	casTexts.Unlock()
+	return q
+}
+
+// buildCAS spells shape's statement, numbering its placeholders in the
+// order the writes' methods append their arguments.
+func buildCAS(shape []byte) string {
+	var (
+		n          int
+		ctes, hits []string
+	)
+	p := func() string { n++; return "$" + strconv.Itoa(n) }
+	ps := func(k int) string {
+		out := make([]string, k)
+		for i := range out {
+			out[i] = p()
+		}
+		return strings.Join(out, ", ")
+	}
+	name := func() string { return "w" + strconv.Itoa(len(ctes)) }
+	cte := func(body string, hit bool) {
+		w := name()
+		ctes = append(ctes, w+" AS ("+body+")")
+		if hit {
+			hits = append(hits, "EXISTS (SELECT 1 FROM "+w+")")
+		}
+	}
+	for _, k := range shape {
+		switch k {
+		case casRowInsert:
+			cte(`INSERT INTO fence_resources (`+resourceCols+`) VALUES (`+ps(8)+
+				`) ON CONFLICT (resource) DO NOTHING RETURNING 1`, true)
+		case casRowUpdate:
+			cte(`UPDATE fence_resources SET highest_fence = `+p()+`, root = `+p()+`, lease = `+p()+
+				`, last_segment_seq = `+p()+`, grant_issued_at = `+p()+`, pending_receipt = `+p()+
+				`, updated_at = `+p()+` WHERE resource = `+p()+` AND highest_fence = `+p()+
+				` AND root = `+p()+` AND lease = `+p()+` AND last_segment_seq = `+p()+
+				` AND grant_issued_at = `+p()+` AND pending_receipt = `+p()+` AND updated_at = `+p()+` RETURNING 1`, true)
+		case casSettle:
+			cte(`UPDATE fence_receipts SET state = `+p()+`, version = `+p()+`, response = `+p()+`, error = `+p()+
+				`, settled_at = `+p()+`, attempts = `+p()+`, resend = `+p()+`, retry_at = `+p()+
+				` WHERE receipt_id = `+p()+
+				` AND (state, version, response, error, settled_at, attempts, resend, retry_at) IS NOT DISTINCT FROM (`+
+				p()+`::text, `+p()+`::text, `+p()+`::jsonb, `+p()+`::text, `+p()+`::timestamptz, `+p()+`::integer, `+
+				p()+`::boolean, `+p()+`::timestamptz) RETURNING 1`, true)
+		case casVersionGone:
+			cte(`DELETE FROM fence_versions WHERE target = `+p(), false)
+		case casVersionSet:
+			w := name()
+			target, version, at := p(), p(), p()
+			update, insert := versionParts(target, version, at, w)
+			ctes = append(ctes, update)
+			cte(insert, false)
+		case casReceiptAdded:
+			cte(`INSERT INTO fence_receipts (`+receiptCols+`) VALUES (`+ps(receiptArgCount)+`)`, false)
+		default:
+			panic("postgres: unknown casStmt write " + string(k))
+		}
+	}
+	return "WITH " + strings.Join(ctes, ", ") + " SELECT fence_expect(" + strings.Join(hits, " AND ") + ", " + p() + ")"
+}
 // bindAndRead is the statement that binds each target targets[i] to
 // bound[i] unless it is bound already and requires it bound to bound[i]
 // after; then reads the versions of the targets. It runs after the row

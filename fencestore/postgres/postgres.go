@@ -263,11 +263,20 @@ func scanVersion(row pgx.Row) (string, error) {
 	return v, nil
 }
 
+// receiptArgs are r's columns in receiptCols' order.
 func receiptArgs(r *fencegate.Receipt) []any {
-	return []any{r.ID, r.Resource, r.Target, r.Method, r.FenceToken, r.Segment, r.OperationID,
+	return appendReceiptArgs(make([]any, 0, receiptArgCount), r)
+}
+
+// receiptArgCount is the number of receiptCols.
+const receiptArgCount = 24
+
+// appendReceiptArgs appends r's receiptArgCount columns to dst.
+func appendReceiptArgs(dst []any, r *fencegate.Receipt) []any {
+	return append(dst, r.ID, r.Resource, r.Target, r.Method, num(r.FenceToken), num(r.Segment), r.OperationID,
 		r.OperationRoot, r.Lease, r.Owner, r.GrantDigest, r.PayloadDigest, string(r.State), r.Version,
 		responseArg(r.Response), r.Error, r.CreatedAt, r.SettledAt, jsonArg(r.Request), r.Attempts, r.Resend, r.EffectKey, r.RetryAt,
-		landByArg(r.LandBy)}
+		landByArg(r.LandBy))
 }
 
 // landByArg is the land_by argument: NULL for none (a zero time).
