@@ -185,6 +185,7 @@ func buildCAS(shape []byte) string {
 	}
 	return "WITH " + strings.Join(ctes, ", ") + " SELECT fence_expect(" + strings.Join(hits, " AND ") + ", " + p() + ")"
 }
+
 // bindAndRead is the statement that binds each target targets[i] to
 // bound[i] unless it is bound already and requires it bound to bound[i]
 // after; then reads the versions of the targets. It runs after the row
