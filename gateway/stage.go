@@ -62,7 +62,8 @@ type stagedWrite struct {
 	meta    fencegate.EffectMeta // the receipt it was staged for
 	done    chan struct{}
 	staged  Effect // when done: the staged effect, or nil
-	discard func()
+	discard func() // kept after use: a panic between use and publish still gives the bytes up
+	used    bool   // handed to the effect (useStaged)
 }
 
 // startStage starts staging eff's write for the receipt the admission of
@@ -104,10 +105,13 @@ func (g *Gateway) useStaged(w *stagedWrite, eff Effect, r fencegate.Receipt) Eff
 		g.dropStaged(w)
 		return eff
 	}
-	st := w.staged
-	w.staged, w.discard = nil, nil // the effect's now: its Apply publishes it
+	// The effect's now: its Apply publishes it. discard stays, for
+	// apply's deferred dropStaged: a StagedPut's Discard after its Put does
+	// nothing, and the effect runs synchronously inside apply, so the drop
+	// only ever gives up bytes that a panic kept from being published.
+	w.used = true
 	g.cfg.Observe.Staged("used")
-	return st
+	return w.staged
 }
 
 // dropStaged waits for the staging and gives up what it staged, so that
@@ -118,9 +122,12 @@ func (g *Gateway) dropStaged(w *stagedWrite) {
 	}
 	g.cfg.Block(w.done)
 	if w.discard != nil {
-		w.discard()
+		discard := w.discard
 		w.discard, w.staged = nil, nil
-		g.cfg.Observe.Staged("discarded")
+		discard()
+		if !w.used {
+			g.cfg.Observe.Staged("discarded")
+		}
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -66,21 +67,25 @@ func (s loggedStager) Stage(ctx context.Context, req fencegate.PutRequest) (fenc
 	if err != nil {
 		return nil, err
 	}
-	return loggedStaged{sp, s.log}, nil
+	return loggedStaged{sp, s.log, new(atomic.Bool)}, nil
 }
 
 type loggedStaged struct {
 	fencegate.StagedPut
 	log *stageLog
+	put *atomic.Bool // Put was called: a Discard after it does nothing, and is not logged
 }
 
 func (s loggedStaged) Put(ctx context.Context, ifMatch string, ifNoneMatch bool) (string, error) {
+	s.put.Store(true)
 	s.log.add("publish")
 	return s.StagedPut.Put(ctx, ifMatch, ifNoneMatch)
 }
 
 func (s loggedStaged) Discard() {
-	s.log.add("discard")
+	if !s.put.Load() {
+		s.log.add("discard")
+	}
 	s.StagedPut.Discard()
 }
 
@@ -128,10 +133,16 @@ func (s *loggedAdmits) Admit(ctx context.Context, req fencegate.AdmitRequest) (f
 // stagedOutcomes counts what the gateway tells its observer of stagings.
 type stagedOutcomes struct {
 	gateway.NopObserver
-	log *stageLog
+	log     *stageLog
+	panicAt *atomic.Bool // set: the observation of a used staging panics (after use, before publish)
 }
 
-func (o stagedOutcomes) Staged(outcome string) { o.log.add("observed-" + outcome) }
+func (o stagedOutcomes) Staged(outcome string) {
+	o.log.add("observed-" + outcome)
+	if outcome == "used" && o.panicAt.Load() {
+		panic("panic between the staging's use and its publish")
+	}
+}
 
 type stageFixture struct {
 	t     *testing.T
@@ -140,6 +151,8 @@ type stageFixture struct {
 	fence *loggedAdmits
 	obj   loggedStager
 	gw    *gateway.Gateway
+	// panicOnUse: the gateway panics right after handing a staging to its effect.
+	panicOnUse *atomic.Bool
 }
 
 func newStageFixture(t *testing.T, modes *gateway.Modes) *stageFixture {
@@ -147,13 +160,14 @@ func newStageFixture(t *testing.T, modes *gateway.Modes) *stageFixture {
 	base := newFixture(t) // its proof kit, embedded fence store and local store
 	log := &stageLog{staged: make(chan struct{})}
 	fence := &loggedAdmits{FenceStore: base.store, log: log}
+	panicOnUse := new(atomic.Bool)
 	gw, err := gateway.New(gateway.Config{Verifier: base.kit.Verifier(), Store: fence, Now: base.kit.Now,
-		Policy: gateway.StaticPolicy{Generation: 1}, Modes: modes, Observe: stagedOutcomes{log: log}})
+		Policy: gateway.StaticPolicy{Generation: 1}, Modes: modes, Observe: stagedOutcomes{log: log, panicAt: panicOnUse}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return &stageFixture{t: t, kit: base.kit, log: log, fence: fence,
-		obj: loggedStager{Store: base.obj.ObjectStore.(*local.Store), log: log}, gw: gw}
+		obj: loggedStager{Store: base.obj.ObjectStore.(*local.Store), log: log}, gw: gw, panicOnUse: panicOnUse}
 }
 
 // put writes body to res's object under fence and segment.
@@ -371,5 +385,35 @@ func TestAPanicAfterStagingStillDiscardsIt(t *testing.T) {
 	}()
 	if f.log.count("stage") != 1 || f.log.count("discard") != 1 || f.object("st/7") != "<NOT_FOUND>" || stateOf(t, f.fence, "local/st/7") != before {
 		t.Fatalf("events %s, object %q, state %s; want the staging discarded, no object, no state", f.log, f.object("st/7"), stateOf(t, f.fence, "local/st/7"))
+	}
+}
+
+// TestAPanicBetweenUseAndPublishStillDiscardsTheStaging: a panic after the
+// staging was handed to the effect but before the effect published it
+// (here: in the observer told of the use) gives the staged bytes up
+// (apply's deferred drop; a Discard after a publish does nothing); the
+// object is unchanged. The admission committed, so the resource's receipt
+// is left PENDING, as after any crash before the effect.
+func TestAPanicBetweenUseAndPublishStillDiscardsTheStaging(t *testing.T) {
+	f := newStageFixture(t, nil)
+	f.panicOnUse.Store(true)
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Fatal("the panic did not reach the caller")
+			}
+		}()
+		_, _ = f.put("local/st/8", 1, 1, "never")
+	}()
+	if f.log.count("stage") != 1 || f.log.count("publish") != 0 || f.log.count("discard") != 1 || f.object("st/8") != "<NOT_FOUND>" {
+		t.Fatalf("events %s, object %q; want the staging used, then discarded, and no object", f.log, f.object("st/8"))
+	}
+	// And once published, the deferred drop's Discard does nothing.
+	f.panicOnUse.Store(false)
+	if _, err := f.put("local/st/9", 1, 1, "kept"); err != nil || f.object("st/9") != "kept" {
+		t.Fatalf("a published staging: %v, object %q", err, f.object("st/9"))
+	}
+	if f.log.count("publish") != 1 || f.log.count("discard") != 1 || f.log.count("observed-discarded") != 0 {
+		t.Fatalf("events %s: want one publish, no discard of it, nothing observed discarded", f.log)
 	}
 }

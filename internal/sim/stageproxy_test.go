@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"sync/atomic"
 
 	"github.com/fencegate/fencegate"
 	"github.com/fencegate/fencegate/gateway"
@@ -50,9 +51,11 @@ type stagedProxy struct {
 	p     *objectProxy
 	req   fencegate.PutRequest // what was staged (its condition is the Put's)
 	inner fencegate.StagedPut
+	sent  atomic.Bool // Put was called: a Discard after it does nothing (the contract), even while the put is held for a late landing
 }
 
 func (s *stagedProxy) Put(ctx context.Context, ifMatch string, ifNoneMatch bool) (string, error) {
+	s.sent.Store(true)
 	req := s.req
 	req.IfMatch, req.IfNoneMatch = ifMatch, ifNoneMatch
 	return s.p.send(ctx, req, sender{
@@ -73,5 +76,10 @@ func (s *stagedProxy) land(ctx context.Context, req fencegate.PutRequest) (strin
 	return etag, err
 }
 
-// Discard gives the staged bytes up.
-func (s *stagedProxy) Discard() { s.inner.Discard() }
+// Discard gives the staged bytes up, unless Put was called: what was sent
+// may still land (the network holds it), as a real store's would.
+func (s *stagedProxy) Discard() {
+	if !s.sent.Load() {
+		s.inner.Discard()
+	}
+}
