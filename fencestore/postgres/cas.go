@@ -23,6 +23,13 @@ type casStmt struct {
 	args  []any
 }
 
+// newCASStmt is an empty statement with room for the largest a member
+// builds (an admission with a prior: 15 + 17 + 3 + receiptArgCount + 1
+// arguments), so that collecting them does not grow the slice.
+func newCASStmt() *casStmt {
+	return &casStmt{shape: make([]byte, 0, 4), args: make([]any, 0, 60)}
+}
+
 // The writes a casStmt can hold, with the number of arguments each takes.
 const (
 	casRowInsert    = 'i' // a new resource row: 8

@@ -162,7 +162,7 @@ func (s *Store) commitFast(ctx context.Context, conn *pgxpool.Conn, p fastPlan) 
 	stmts := make([]stmt, 0, len(p.admits)+len(p.settles))
 	for i := range p.admits {
 		a := &p.admits[i]
-		c := &casStmt{}
+		c := newCASStmt()
 		c.row(a.was, &a.next)
 		if a.prior != nil {
 			c.settled(a.prior, &a.priorNext)
@@ -172,7 +172,7 @@ func (s *Store) commitFast(ctx context.Context, conn *pgxpool.Conn, p fastPlan) 
 	}
 	for i := range p.settles {
 		x := &p.settles[i]
-		c := &casStmt{}
+		c := newCASStmt()
 		c.row(&x.row, &x.nextRow)
 		c.settled(&x.was, &x.next)
 		stmts = append(stmts, stmt{x.row.Resource, true, c})
