@@ -291,7 +291,7 @@ func (g *Gateway) apply(ctx context.Context, req Request) (Result, error) {
 	others := g.writing.Add(1) - 1 // writes of this process in flight beside this one
 	defer g.writing.Add(-1)
 	staging := g.startStage(actx, req.Effect, &areq, others) // beside the admission: stage.go
-	defer g.dropStaged(staging)                              // a panic's; a no-op once used or dropped
+	defer g.dropStaged(staging)                              // a panic's: once published, its Discard does nothing
 	admStart := g.cfg.Now()
 	actx, span := g.startSpan(actx, "fencegate.admit")
 	adm, err := g.admit(actx, areq, recheck, prior)

@@ -99,7 +99,8 @@ func (c *casStmt) insert(r *fencegate.Receipt) {
 
 // queue adds the statement to b; what names it in a miss.
 func (c *casStmt) queue(b *pgx.Batch, what string) {
-	b.Queue(c.sql(what), c.args...)
+	q := c.sql(what) // appends what: c.args is read after
+	b.Queue(q, c.args...)
 }
 
 // sql adds what (the name a miss reports) as the last argument and returns
