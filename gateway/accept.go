@@ -296,12 +296,7 @@ func (g *Gateway) apply(ctx context.Context, req Request) (Result, error) {
 	actx, span := g.startSpan(actx, "fencegate.admit")
 	adm, err := g.admit(actx, areq, recheck, prior)
 	endSpan(span, err)
-	if _, ok := req.Effect.(StagingEffect); ok { // what may stage next on the resource
-		g.refused.note(vg.Resource, err != nil || adm.Replay)
-	}
-	if err != nil || adm.Replay {
-		g.dropStaged(staging)
-	}
+	g.admitted(staging, req.Effect, vg.Resource, err != nil || adm.Replay)
 	g.cfg.Observe.Admission(admissionOutcome(adm, err), g.cfg.Now().Sub(admStart))
 	if err == nil && !adm.Replay && req.Segment == 1 {
 		g.cfg.Observe.FirstWrite(vg.Resource, vg.FenceToken, vg.IssuedTime(), g.cfg.Now())

@@ -49,15 +49,19 @@ func (p ObjectPut) Apply(ctx context.Context, r fencegate.Receipt, prev string) 
 	if p.staged != nil {
 		etag, err = p.staged.Put(ctx, prev, prev == "")
 	} else {
-		etag, err = p.Store.Put(ctx, fencegate.PutRequest{
-			Key: p.Key, Body: p.Body, Size: p.Size, ContentType: p.ContentType,
-			IfMatch: prev, IfNoneMatch: prev == "", Meta: EffectMetaOf(r), UserMeta: p.UserMeta,
-		})
+		etag, err = p.Store.Put(ctx, p.request(r, prev))
 	}
 	if err == nil {
 		return fencegate.Outcome{State: fencegate.ReceiptCommitted, Version: etag}, nil
 	}
 	return objectFailure(ctx, p.Store, p.Key, r, err)
+}
+
+// request is the write of p for receipt r, conditional on prev (the
+// version the gateway last committed; "" for none: create only).
+func (p ObjectPut) request(r fencegate.Receipt, prev string) fencegate.PutRequest {
+	return fencegate.PutRequest{Key: p.Key, Body: p.Body, Size: p.Size, ContentType: p.ContentType,
+		IfMatch: prev, IfNoneMatch: prev == "", Meta: EffectMetaOf(r), UserMeta: p.UserMeta}
 }
 
 // CanStage is true for a body of at most 64 KiB on a store that stages
@@ -72,10 +76,7 @@ func (p ObjectPut) CanStage() bool {
 // condition Apply is given. The body is rewound when the staging fails
 // and by discard, for the effect itself to read it again.
 func (p ObjectPut) StageFor(ctx context.Context, r fencegate.Receipt) (Effect, func(), error) {
-	sp, err := p.Store.(fencegate.ObjectStager).Stage(ctx, fencegate.PutRequest{
-		Key: p.Key, Body: p.Body, Size: p.Size, ContentType: p.ContentType,
-		IfNoneMatch: true, Meta: EffectMetaOf(r), UserMeta: p.UserMeta,
-	})
+	sp, err := p.Store.(fencegate.ObjectStager).Stage(ctx, p.request(r, "")) // its condition is the staged Put's
 	if err != nil {
 		p.rewind()
 		return nil, nil, err

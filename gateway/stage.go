@@ -93,6 +93,18 @@ func (g *Gateway) startStage(ctx context.Context, eff Effect, areq *fencegate.Ad
 	return w
 }
 
+// admitted takes the admission's verdict on eff's write to resource:
+// refused (failed, or a replay) drops the staging w, and for an effect that
+// stages it records what may stage next on the resource (refusedSet).
+func (g *Gateway) admitted(w *stagedWrite, eff Effect, resource string, refused bool) {
+	if _, ok := eff.(StagingEffect); ok {
+		g.refused.note(resource, refused)
+	}
+	if refused {
+		g.dropStaged(w)
+	}
+}
+
 // useStaged waits for the staging and returns the staged effect when r,
 // the admitted receipt, is the one it was staged for; otherwise it drops
 // the staging and returns eff.
