@@ -133,13 +133,13 @@ func (s *loggedAdmits) Admit(ctx context.Context, req fencegate.AdmitRequest) (f
 // stagedOutcomes counts what the gateway tells its observer of stagings.
 type stagedOutcomes struct {
 	gateway.NopObserver
-	log     *stageLog
-	panicAt *atomic.Bool // set: the observation of a used staging panics (after use, before publish)
+	log        *stageLog
+	panicOnUse *atomic.Bool // set: the observation of a used staging panics (after use, before publish)
 }
 
 func (o stagedOutcomes) Staged(outcome string) {
 	o.log.add("observed-" + outcome)
-	if outcome == "used" && o.panicAt.Load() {
+	if outcome == "used" && o.panicOnUse.Load() {
 		panic("panic between the staging's use and its publish")
 	}
 }
@@ -162,7 +162,7 @@ func newStageFixture(t *testing.T, modes *gateway.Modes) *stageFixture {
 	fence := &loggedAdmits{FenceStore: base.store, log: log}
 	panicOnUse := new(atomic.Bool)
 	gw, err := gateway.New(gateway.Config{Verifier: base.kit.Verifier(), Store: fence, Now: base.kit.Now,
-		Policy: gateway.StaticPolicy{Generation: 1}, Modes: modes, Observe: stagedOutcomes{log: log, panicAt: panicOnUse}})
+		Policy: gateway.StaticPolicy{Generation: 1}, Modes: modes, Observe: stagedOutcomes{log: log, panicOnUse: panicOnUse}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -375,14 +375,7 @@ func TestAPanicAfterStagingStillDiscardsIt(t *testing.T) {
 	f := newStageFixture(t, nil)
 	f.fence.panicAt = "local/st/7"
 	before := stateOf(t, f.fence, "local/st/7")
-	func() {
-		defer func() {
-			if recover() == nil {
-				t.Fatal("the admission's panic did not reach the caller")
-			}
-		}()
-		_, _ = f.put("local/st/7", 1, 1, "never")
-	}()
+	mustPanic(t, func() { _, _ = f.put("local/st/7", 1, 1, "never") })
 	if f.log.count("stage") != 1 || f.log.count("discard") != 1 || f.object("st/7") != "<NOT_FOUND>" || stateOf(t, f.fence, "local/st/7") != before {
 		t.Fatalf("events %s, object %q, state %s; want the staging discarded, no object, no state", f.log, f.object("st/7"), stateOf(t, f.fence, "local/st/7"))
 	}
@@ -397,14 +390,7 @@ func TestAPanicAfterStagingStillDiscardsIt(t *testing.T) {
 func TestAPanicBetweenUseAndPublishStillDiscardsTheStaging(t *testing.T) {
 	f := newStageFixture(t, nil)
 	f.panicOnUse.Store(true)
-	func() {
-		defer func() {
-			if recover() == nil {
-				t.Fatal("the panic did not reach the caller")
-			}
-		}()
-		_, _ = f.put("local/st/8", 1, 1, "never")
-	}()
+	mustPanic(t, func() { _, _ = f.put("local/st/8", 1, 1, "never") })
 	if f.log.count("stage") != 1 || f.log.count("publish") != 0 || f.log.count("discard") != 1 || f.object("st/8") != "<NOT_FOUND>" {
 		t.Fatalf("events %s, object %q; want the staging used, then discarded, and no object", f.log, f.object("st/8"))
 	}
@@ -416,4 +402,15 @@ func TestAPanicBetweenUseAndPublishStillDiscardsTheStaging(t *testing.T) {
 	if f.log.count("publish") != 1 || f.log.count("discard") != 1 || f.log.count("observed-discarded") != 0 {
 		t.Fatalf("events %s: want one publish, no discard of it, nothing observed discarded", f.log)
 	}
+}
+
+// mustPanic runs f and fails unless its panic reaches the caller.
+func mustPanic(t *testing.T, f func()) {
+	t.Helper()
+	defer func() {
+		if recover() == nil {
+			t.Fatal("the panic did not reach the caller")
+		}
+	}()
+	f()
 }
