@@ -4,10 +4,8 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strings"
 	"testing"
 
-	"github.com/fencegate/fencegate"
 	"github.com/fencegate/fencegate/backends/local"
 	"github.com/fencegate/fencegate/backends/objecttest"
 )
@@ -71,11 +69,7 @@ func TestAStagingCutShortByCloseReleasesItsDescriptor(t *testing.T) {
 	before := openFDs(t)
 	for _, end := range []string{"put", "discard"} {
 		s := open(t)
-		sp, err := s.Stage(context.Background(), fencegate.PutRequest{Key: "k/fd", Body: strings.NewReader("v1"),
-			Size: 2, Meta: objecttest.Meta(1)})
-		if err != nil {
-			t.Fatal(err)
-		}
+		sp := objecttest.Stage(t, s, "k/fd", "v1", objecttest.Meta(1))
 		if err := s.Close(); err != nil {
 			t.Fatal(err)
 		}

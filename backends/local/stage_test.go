@@ -18,14 +18,8 @@ func TestAStagingCutShortByCloseChangesNothingAndIsRemovedOnOpen(t *testing.T) {
 	dir := t.TempDir()
 	s := openAt(t, dir)
 	etag := objecttest.Create(t, s, "k/stage", "v1")
-	staged := make([]fencegate.StagedPut, 2)
-	for i := range staged {
-		var err error
-		if staged[i], err = s.Stage(context.Background(), fencegate.PutRequest{Key: "k/stage",
-			Body: strings.NewReader("v2"), Size: 2, Meta: objecttest.Meta(2)}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	staged := []fencegate.StagedPut{objecttest.Stage(t, s, "k/stage", "v2", objecttest.Meta(2)),
+		objecttest.Stage(t, s, "k/stage", "v2", objecttest.Meta(2))}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -56,12 +50,7 @@ func TestADiscardedStagingsFileIsTheNextWritesSpare(t *testing.T) {
 	objecttest.Create(t, s, "k/spare", "v1")
 	before := objectDirFiles(t, dir)
 	for i := range 20 {
-		sp, err := s.Stage(context.Background(), fencegate.PutRequest{Key: "k/spare", Body: strings.NewReader("vv"),
-			Size: 2, Meta: objecttest.Meta(uint64(i + 2))})
-		if err != nil {
-			t.Fatal(err)
-		}
-		sp.Discard()
+		objecttest.Stage(t, s, "k/spare", "vv", objecttest.Meta(uint64(i+2))).Discard()
 	}
 	if after := objectDirFiles(t, dir); after != before+1 {
 		t.Fatalf("%d files after 20 discarded stagings, %d before; want one spare more", after, before)
@@ -76,11 +65,7 @@ func TestAStagingHoldsNoDirectorySyncTicket(t *testing.T) {
 	s := open(t)
 	defer s.Close()
 	etag := objecttest.Create(t, s, "k/ticket", "v1")
-	sp, err := s.Stage(context.Background(), fencegate.PutRequest{Key: "k/ticket", Body: strings.NewReader("v2"),
-		Size: 2, Meta: objecttest.Meta(2)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sp := objecttest.Stage(t, s, "k/ticket", "v2", objecttest.Meta(2))
 	if n := local.Tickets(s); n != 0 {
 		t.Fatalf("%d directory-sync tickets held after a staging; want 0", n)
 	}

@@ -27,7 +27,9 @@ var stagerTests = []subtest{
 	{"StagingABodyOfTheWrongSizeIsInvalid", testStageBadSize},
 }
 
-func stage(t *testing.T, s fencegate.ObjectStore, key, body string, m fencegate.EffectMeta) fencegate.StagedPut {
+// Stage stages body for key with meta m on s (a fencegate.ObjectStager),
+// failing t on an error.
+func Stage(t *testing.T, s fencegate.ObjectStore, key, body string, m fencegate.EffectMeta) fencegate.StagedPut {
 	t.Helper()
 	sp, err := s.(fencegate.ObjectStager).Stage(context.Background(), fencegate.PutRequest{Key: key,
 		Body: strings.NewReader(body), Size: int64(len(body)), ContentType: "text/staged", Meta: m})
@@ -52,7 +54,7 @@ func requireUnchanged(t *testing.T, s fencegate.ObjectStore, key, body, etag str
 func testStagedInvisible(t *testing.T, s fencegate.ObjectStore) {
 	key := Key("stage")
 	etag := Create(t, s, key, "v1")
-	sp := stage(t, s, key, "v2-staged", Meta(2))
+	sp := Stage(t, s, key, "v2-staged", Meta(2))
 	requireUnchanged(t, s, key, "v1", etag, Meta(1), "staging")
 	if info, err := s.Head(context.Background(), key); err != nil || info.ETag != etag {
 		t.Fatalf("Head after staging: %+v %v; want ETag %s", info, err, etag)
@@ -73,7 +75,7 @@ func testStagedInvisible(t *testing.T, s fencegate.ObjectStore) {
 func testStagedWrongIfMatch(t *testing.T, s fencegate.ObjectStore) {
 	key := Key("stage")
 	etag := Create(t, s, key, "keep me")
-	sp := stage(t, s, key, "overwrite", Meta(2))
+	sp := Stage(t, s, key, "overwrite", Meta(2))
 	_, err := sp.Put(context.Background(), `"00000000000000000000000000000000"`, false)
 	RequirePrecondition(t, err, "staged put with a wrong ETag")
 	requireUnchanged(t, s, key, "keep me", etag, Meta(1), "a refused staged put")
@@ -81,7 +83,7 @@ func testStagedWrongIfMatch(t *testing.T, s fencegate.ObjectStore) {
 
 func testStagedCreate(t *testing.T, s fencegate.ObjectStore) {
 	key := Key("stage")
-	sp := stage(t, s, key, "first", Meta(1))
+	sp := Stage(t, s, key, "first", Meta(1))
 	if _, err := s.Head(context.Background(), key); fencegate.ErrorCode(err) != fencegate.CodeNotFound {
 		t.Fatalf("Head of a key only staged: %v; want NOT_FOUND", err)
 	}
@@ -89,7 +91,7 @@ func testStagedCreate(t *testing.T, s fencegate.ObjectStore) {
 	if err != nil {
 		t.Fatalf("staged create: %v", err)
 	}
-	sp2 := stage(t, s, key, "second", Meta(2))
+	sp2 := Stage(t, s, key, "second", Meta(2))
 	_, err = sp2.Put(context.Background(), "", true)
 	RequirePrecondition(t, err, "a second staged create")
 	requireUnchanged(t, s, key, "first", etag, Meta(1), "a refused staged create")
@@ -98,7 +100,7 @@ func testStagedCreate(t *testing.T, s fencegate.ObjectStore) {
 func testStagedDiscard(t *testing.T, s fencegate.ObjectStore) {
 	key := Key("stage")
 	etag := Create(t, s, key, "v1")
-	sp := stage(t, s, key, "discarded", Meta(2))
+	sp := Stage(t, s, key, "discarded", Meta(2))
 	sp.Discard()
 	sp.Discard() // a second Discard does nothing
 	requireUnchanged(t, s, key, "v1", etag, Meta(1), "a discard")
@@ -114,10 +116,10 @@ func testStagedDiscard(t *testing.T, s fencegate.ObjectStore) {
 func testStagedNeedsCondition(t *testing.T, s fencegate.ObjectStore) {
 	key := Key("stage")
 	etag := Create(t, s, key, "v1")
-	sp := stage(t, s, key, "no condition", Meta(2))
+	sp := Stage(t, s, key, "no condition", Meta(2))
 	_, err := sp.Put(context.Background(), "", false)
 	RequireCode(t, err, fencegate.CodeInvalidRequest, "staged put without a condition")
-	sp2 := stage(t, s, key, "two conditions", Meta(2))
+	sp2 := Stage(t, s, key, "two conditions", Meta(2))
 	_, err = sp2.Put(context.Background(), etag, true)
 	RequireCode(t, err, fencegate.CodeInvalidRequest, "staged put with both conditions")
 	requireUnchanged(t, s, key, "v1", etag, Meta(1), "invalid staged puts")
@@ -126,7 +128,7 @@ func testStagedNeedsCondition(t *testing.T, s fencegate.ObjectStore) {
 func testStagedLandByPassed(t *testing.T, s fencegate.ObjectStore) {
 	key := Key("stage")
 	etag := Create(t, s, key, "keep me")
-	sp := stage(t, s, key, "late", Meta(2))
+	sp := Stage(t, s, key, "late", Meta(2))
 	ctx := fencegate.WithLandBy(context.Background(), time.Now().Add(-time.Second))
 	_, err := sp.Put(ctx, etag, false)
 	if err == nil || !errors.Is(err, fencegate.ErrNotApplied) {
@@ -138,7 +140,7 @@ func testStagedLandByPassed(t *testing.T, s fencegate.ObjectStore) {
 func testStagedOnce(t *testing.T, s fencegate.ObjectStore) {
 	key := Key("stage")
 	etag := Create(t, s, key, "v1")
-	sp := stage(t, s, key, "v2", Meta(2))
+	sp := Stage(t, s, key, "v2", Meta(2))
 	etag2, err := sp.Put(context.Background(), etag, false)
 	if err != nil {
 		t.Fatal(err)
@@ -155,7 +157,7 @@ func testStagedConcurrent(t *testing.T, s fencegate.ObjectStore) {
 	const n = 6
 	staged := make([]fencegate.StagedPut, n)
 	for i := range staged {
-		staged[i] = stage(t, s, key, "writer-"+string(rune('a'+i)), Meta(uint64(i+2)))
+		staged[i] = Stage(t, s, key, "writer-"+string(rune('a'+i)), Meta(uint64(i+2)))
 	}
 	var (
 		wg   sync.WaitGroup
