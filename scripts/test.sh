@@ -26,7 +26,9 @@ export FENCEGATE_TEST_PG="postgres://postgres@127.0.0.1:5432/test?sslmode=disabl
 export FENCEGATE_TEST_REDIS="127.0.0.1:6379"
 
 go vet ./...
-go test -count=1 -p 2 -timeout 10m "$@" ./...
+# The timeout catches a hang, not slowness: e2e alone takes 5-7 minutes
+# on a busy 2-core machine, too close to a 10-minute bound.
+go test -count=1 -p 2 -timeout 20m "$@" ./...
 
 # Modules of their own (./... does not descend into them): the shared domain
 # types, the worker client (its test fails if a worker importing it pulls more
