@@ -80,6 +80,9 @@ type options struct {
 	// (0: none, the store's default; else at least 3), which sets how many
 	// write batches it runs at once (pgPool-2).
 	pgPool int
+	// pgLatency, when positive, is the delay each way the run's Postgres
+	// clients see (latency.go).
+	pgLatency time.Duration
 	// deferSettle is the gateway's deferSettle ("" for its default).
 	deferSettle string
 	// pair measures each Postgres and embedded run with -prefill twice,
@@ -110,6 +113,7 @@ func main() {
 	checkWith := flag.String("check-with", "wrk,http,floor", "cross-check generators: wrk (Debian's wrk; skipped if absent) and/or http (plain net/http) on the gateway, and floor: plain net/http to a bare HTTP server writing each body with the path's object store, no fencing (floor.go)")
 	flag.StringVar(&o.deferSettle, "defer-settle", "", "the gateway's deferSettle window (e.g. 0 or 2ms; \"\" for its default)")
 	flag.IntVar(&o.pgPool, "pg-pool", 0, "pool_max_conns in the gateway's fence-store URL (at least 3: that minus 2 write batches run at once); 0 for the store's default")
+	flag.DurationVar(&o.pgLatency, "pg-latency", 0, "put a proxy in front of the Postgres server that delays data this long each way (e.g. 1ms), for the gateway, pgbench and loadbench alike: the server as if a network away (latency.go)")
 	flag.BoolVar(&o.pair, "pair", false, "with -prefill: each postgres and embedded run also measures the point on an empty store, the two in alternating order, and prints each run's filled ÷ empty ratios (writes/s, gateway CPU and request time per write)")
 	flag.BoolVar(&o.pgDev, "pg-dev", false, "run the Postgres path as gateway dev --fence-store instead of gateway serve (to compare)")
 	flag.Parse()
@@ -123,6 +127,10 @@ func main() {
 		if c = strings.TrimSpace(c); c != "" {
 			o.checkWith = append(o.checkWith, c)
 		}
+	}
+	if o.pgLatency < 0 || o.pgLatency%time.Millisecond != 0 {
+		fmt.Fprintf(os.Stderr, "loadbench: bad -pg-latency %v: whole milliseconds, 0 for none\n", o.pgLatency)
+		os.Exit(2)
 	}
 	if o.pgPool < 0 || o.pgPool == 1 || o.pgPool == 2 {
 		fmt.Fprintf(os.Stderr, "loadbench: bad -pg-pool %d: 0 (the store's default) or at least 3\n", o.pgPool)
@@ -173,6 +181,15 @@ func run(ctx context.Context, o options) error {
 		if err := os.MkdirAll(o.profile, 0o755); err != nil {
 			return err
 		}
+	}
+	if o.pgLatency > 0 && slices.Contains(o.paths, "postgres") {
+		pg, stop, err := withLatency(o.pgBase, int(o.pgLatency/time.Millisecond))
+		if err != nil {
+			return err
+		}
+		defer stop()
+		o.pgBase = pg
+		fmt.Fprintf(o.out, "loadbench: every Postgres client goes through a proxy delaying data %v each way (-pg-latency)\n", o.pgLatency)
 	}
 	var with []string
 	for _, w := range o.checkWith {

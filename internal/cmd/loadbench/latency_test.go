@@ -1,0 +1,50 @@
+package main
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/fencegate/fencegate/internal/testenv"
+)
+
+// TestLatencyProxyDelaysEachWayAndForwards: through withLatency's URL a
+// query reaches the server and its answer comes back whole, and a round
+// trip takes at least the delay twice (there and back); a delay is a lower
+// bound, so the check cannot be upset by a slow machine. Once stopped, the
+// proxy takes no new connection.
+func TestLatencyProxyDelaysEachWayAndForwards(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const delay = 40 * time.Millisecond
+	u, stop, err := withLatency(testenv.PostgresURL(t), int(delay/time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, u)
+	if err != nil {
+		stop()
+		t.Fatal(err)
+	}
+	start := time.Now()
+	var got string
+	err = conn.QueryRow(ctx, `SELECT repeat('x', 100000) || 'end'`).Scan(&got)
+	took := time.Since(start)
+	_ = conn.Close(ctx)
+	if err != nil || len(got) != 100003 || got[100000:] != "end" {
+		stop()
+		t.Fatalf("through the proxy: %d bytes, %v; want the 100,003-byte answer", len(got), err)
+	}
+	if took < 2*delay {
+		t.Errorf("a round trip through the proxy took %v, want at least %v (the delay each way)", took, 2*delay)
+	}
+	stop()
+	short, cancelShort := context.WithTimeout(ctx, 2*time.Second)
+	defer cancelShort()
+	if c, err := pgx.Connect(short, u); err == nil {
+		_ = c.Close(ctx)
+		t.Errorf("the stopped proxy still took a connection")
+	}
+}
