@@ -146,8 +146,8 @@ func startCluster(t *testing.T, spec clusterSpec) *cluster {
 		sl := ls.open(t, fmt.Sprintf("s3-%d", i), s3u.Host)
 		c.pgLinks, c.s3Links = append(c.pgLinks, pl), append(c.s3Links, sl)
 		viaPG := *pg
-		viaPG.Host = pl.addr()
-		q := url.Values{"endpoint": {"http://" + sl.addr()}, "region": {srv.Region}, "pathStyle": {"true"}}
+		viaPG.Host = pl.Addr()
+		q := url.Values{"endpoint": {"http://" + sl.Addr()}, "region": {srv.Region}, "pathStyle": {"true"}}
 		mode := "proof"
 		if i == replicas-1 {
 			mode = "query" // one replica asks the registry for each grant's status

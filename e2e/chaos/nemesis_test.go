@@ -33,25 +33,25 @@ func (c *cluster) faults(pg *testenv.Postgres, stall bool) []fault {
 		}},
 		{"latency replica->postgres", func(ctx context.Context, rng *rand.Rand) (func() error, error) {
 			l := c.pgLinks[rng.IntN(len(c.pgLinks))]
-			return l.heal, l.latency(50+rng.IntN(250), 40)
+			return l.Heal, l.Latency(50+rng.IntN(250), 40)
 		}},
 		{"latency replica->s3", func(ctx context.Context, rng *rand.Rand) (func() error, error) {
 			l := c.s3Links[rng.IntN(len(c.s3Links))]
-			return l.heal, l.latency(50+rng.IntN(400), 40)
+			return l.Heal, l.Latency(50+rng.IntN(400), 40)
 		}},
 		{"connection resets replica->postgres", func(ctx context.Context, rng *rand.Rand) (func() error, error) {
 			l := c.pgLinks[rng.IntN(len(c.pgLinks))]
-			return l.heal, l.resetPeers(rng.IntN(20))
+			return l.Heal, l.ResetPeers(rng.IntN(20))
 		}},
 		{"connection resets replica->s3", func(ctx context.Context, rng *rand.Rand) (func() error, error) {
 			l := c.s3Links[rng.IntN(len(c.s3Links))]
-			return l.heal, l.resetPeers(rng.IntN(20))
+			return l.Heal, l.ResetPeers(rng.IntN(20))
 		}},
 		{"replica cut off from its stores", func(ctx context.Context, rng *rand.Rand) (func() error, error) {
 			i := rng.IntN(len(c.replicas))
-			c.pgLinks[i].sever()
-			c.s3Links[i].sever()
-			return func() error { return errors.Join(c.pgLinks[i].heal(), c.s3Links[i].heal()) }, nil
+			c.pgLinks[i].Sever()
+			c.s3Links[i].Sever()
+			return func() error { return errors.Join(c.pgLinks[i].Heal(), c.s3Links[i].Heal()) }, nil
 		}},
 		{"etcd member killed", c.killEtcdMember},
 		{"etcd leader moved", func(ctx context.Context, rng *rand.Rand) (func() error, error) {

@@ -3,25 +3,21 @@ package main
 import (
 	"fmt"
 	"net/url"
-	"strings"
 
-	toxiproxy "github.com/Shopify/toxiproxy/v2"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/rs/zerolog"
+	"github.com/fencegate/fencegate/internal/netfault"
 )
 
 // Postgres at a distance (-pg-latency). On this machine the server shares
 // the gateway's cores and answers across loopback, so nothing here shows
 // how a setting behaves against a server a network away, the usual
-// deployment. withLatency puts a TCP proxy in front of the server (Shopify's
-// toxiproxy, as a library, as the chaos tests use it) whose latency toxic
-// holds every chunk of data for the delay in each direction, chunks in
-// flight overlapping as on a real link, so a round trip costs twice the
-// delay more. Every Postgres client of the run goes through it: the
-// gateway, pgbench (the baseline sees the same distance) and loadbench's
-// own probes. The proxy runs in loadbench's process and takes some of the
-// machine's CPU: compare runs with and without it side by side, not with a
-// server that really is remote.
+// deployment. withLatency puts a TCP proxy in front of the server (package
+// netfault, as the chaos tests use it) that holds every chunk of data for
+// the delay in each direction, chunks in flight overlapping as on a real
+// link, so a round trip costs twice the delay more. Every Postgres client
+// of the run goes through it: the gateway, pgbench (the baseline sees the
+// same distance) and loadbench's own probes. The proxy runs in loadbench's
+// process and takes some of the machine's CPU: compare runs with and
+// without it side by side, not with a server that really is remote.
 
 // withLatency starts the proxy in front of the server of pgURL, delaying
 // data by ms milliseconds each way, and returns pgURL pointed at it and a
@@ -35,18 +31,14 @@ func withLatency(pgURL string, ms int) (string, func(), error) {
 	if u.Port() == "" {
 		upstream += ":5432"
 	}
-	srv := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
-	p := toxiproxy.NewProxy(srv, "postgres", "127.0.0.1:0", upstream)
-	if err := p.Start(); err != nil {
+	l, err := netfault.New().Open("postgres", upstream)
+	if err != nil {
 		return "", nil, fmt.Errorf("latency proxy: %w", err)
 	}
-	for _, stream := range []string{"upstream", "downstream"} {
-		toxic := fmt.Sprintf(`{"name":"latency_%s","type":"latency","stream":%q,"toxicity":1,"attributes":{"latency":%d,"jitter":0}}`, stream, stream, ms)
-		if _, err := p.Toxics.AddToxicJson(strings.NewReader(toxic)); err != nil {
-			p.Stop()
-			return "", nil, fmt.Errorf("latency proxy: %w", err)
-		}
+	if err := l.Latency(ms, 0); err != nil {
+		l.Close()
+		return "", nil, fmt.Errorf("latency proxy: %w", err)
 	}
-	u.Host = p.Listen
-	return u.String(), p.Stop, nil
+	u.Host = l.Addr()
+	return u.String(), l.Close, nil
 }

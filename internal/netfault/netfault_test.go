@@ -1,0 +1,110 @@
+package netfault
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"testing"
+	"time"
+)
+
+// echo serves loopback connections that send every line back.
+func echo(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				r := bufio.NewReader(c)
+				for {
+					line, err := r.ReadString('\n')
+					if err != nil {
+						return
+					}
+					if _, err := c.Write([]byte(line)); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// roundTrip dials addr, sends a line and reads it back.
+func roundTrip(addr string) (time.Duration, error) {
+	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	start := time.Now()
+	if _, err := c.Write([]byte("ping\n")); err != nil {
+		return 0, err
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	took := time.Since(start)
+	if err == nil && line != "ping\n" {
+		err = fmt.Errorf("echoed %q", line)
+	}
+	return took, err
+}
+
+// TestALinkForwardsDelaysCutsAndHeals: a link forwards to its upstream;
+// with Latency a round trip takes at least the delay twice (a lower bound,
+// which a slow machine cannot upset); ResetPeers fails a request; Sever
+// refuses connections; Heal, after each, forwards as before, on the same
+// address.
+func TestALinkForwardsDelaysCutsAndHeals(t *testing.T) {
+	l, err := New().Open("echo", echo(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(l.Close)
+	if _, err := roundTrip(l.Addr()); err != nil {
+		t.Fatalf("through a link without faults: %v", err)
+	}
+	const delay = 30
+	if err := l.Latency(delay, 0); err != nil {
+		t.Fatal(err)
+	}
+	if took, err := roundTrip(l.Addr()); err != nil || took < 2*delay*time.Millisecond {
+		t.Fatalf("with %d ms latency each way: round trip %v, %v; want at least %d ms", delay, took, err, 2*delay)
+	}
+	if err := l.Heal(); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.ResetPeers(0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := roundTrip(l.Addr()); err == nil {
+		t.Fatalf("a request through a link resetting its peers was answered")
+	}
+	if err := l.Heal(); err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr()
+	l.Sever()
+	if _, err := roundTrip(addr); err == nil {
+		t.Fatalf("a severed link was answered")
+	}
+	if err := l.Heal(); err != nil {
+		t.Fatal(err)
+	}
+	if l.Addr() != addr {
+		t.Fatalf("healed on %s, want %s", l.Addr(), addr)
+	}
+	if _, err := roundTrip(addr); err != nil {
+		t.Fatalf("after Heal: %v", err)
+	}
+}
