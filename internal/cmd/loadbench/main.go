@@ -88,7 +88,10 @@ type options struct {
 	// pair measures each Postgres and embedded run with -prefill twice,
 	// filled and empty (pair.go).
 	pair bool
-	// noBaseline skips the baseline (the empty side of a pair).
+	// against is a second gateway binary each run also measures, in
+	// alternating order (pair.go); "" for none.
+	against string
+	// noBaseline skips the baseline (the other side of a pair).
 	noBaseline bool
 }
 
@@ -115,6 +118,7 @@ func main() {
 	flag.IntVar(&o.pgPool, "pg-pool", 0, "pool_max_conns in the gateway's fence-store URL (at least 3: that minus 2 write batches run at once); 0 for the store's default")
 	flag.DurationVar(&o.pgLatency, "pg-latency", 0, "put a proxy in front of the Postgres server that delays data this long each way (e.g. 1ms), for the gateway, pgbench and loadbench alike: the server as if a network away (latency.go)")
 	flag.BoolVar(&o.pair, "pair", false, "with -prefill: each postgres and embedded run also measures the point on an empty store, the two in alternating order, and prints each run's filled ÷ empty ratios (writes/s, gateway CPU and request time per write)")
+	flag.StringVar(&o.against, "against", "", "a second gateway binary: every run also measures the point with it, the two in alternating order, and prints each run's this ÷ that ratios (writes/s, gateway CPU, request time, Postgres CPU per write) with their medians (pair.go)")
 	flag.BoolVar(&o.pgDev, "pg-dev", false, "run the Postgres path as gateway dev --fence-store instead of gateway serve (to compare)")
 	flag.Parse()
 	o.checks = map[string]bool{}
@@ -127,6 +131,10 @@ func main() {
 		if c = strings.TrimSpace(c); c != "" {
 			o.checkWith = append(o.checkWith, c)
 		}
+	}
+	if o.against != "" && o.pair {
+		fmt.Fprintln(os.Stderr, "loadbench: -pair and -against each make a run's other side: use one")
+		os.Exit(2)
 	}
 	if o.pgLatency < 0 || o.pgLatency%time.Millisecond != 0 {
 		fmt.Fprintf(os.Stderr, "loadbench: bad -pg-latency %v: whole milliseconds, 0 for none\n", o.pgLatency)
@@ -200,8 +208,8 @@ func run(ctx context.Context, o options) error {
 		with = append(with, w)
 	}
 	o.checkWith = with
-	if o.pair && o.prefill > 0 && o.runs < 2 {
-		fmt.Fprintln(o.out, "loadbench: -pair with -runs 1: the filled store always goes first, so the order does not alternate")
+	if (o.pair && o.prefill > 0 || o.against != "") && o.runs < 2 {
+		fmt.Fprintln(o.out, "loadbench: a pair with -runs 1: its first side always goes first, so the order does not alternate")
 	}
 	fmt.Fprintf(o.out, "loadbench: 1 KiB bodies, distinct resources, segments 1,2,3... under one grant; %s per point, median of %d; load average %s\n",
 		o.d, o.runs, loadavg())
@@ -249,7 +257,7 @@ func run(ctx context.Context, o options) error {
 	}
 	for _, path := range o.paths {
 		for _, c := range o.conc {
-			var pts, empties []point
+			var pts, others []point
 			for r := range o.runs {
 				tag := fmt.Sprintf("%s%s%dr%d", path[:2], stamp, c, r)
 				dir := filepath.Join(tmp, tag)
@@ -260,10 +268,10 @@ func run(ctx context.Context, o options) error {
 				if o.profile != "" && r == 0 {
 					prof = fmt.Sprintf("%s-c%d", path, c)
 				}
-				var pt, empty point
+				var pt, other point
 				if o.pairs(path) {
-					pt, empty, err = measurePair(ctx, o, path, tag, dir, c, r, prof)
-					empties = append(empties, empty)
+					pt, other, err = measurePair(ctx, o, path, tag, dir, c, r, prof)
+					others = append(others, other)
 				} else {
 					pt, err = measure(ctx, o, path, tag, dir, c, r, prof)
 				}
@@ -275,7 +283,7 @@ func run(ctx context.Context, o options) error {
 			}
 			printPoint(o.out, path, c, pts)
 			if o.pairs(path) {
-				printPair(o.out, o.prefill, pts, empties)
+				printPair(o.out, o.pairLabel(), pts, others)
 			}
 			if o.profile != "" {
 				fmt.Fprintf(o.out, "%14s profiles (first run): %s.cpu, .allocs, .trace\n", "", filepath.Join(o.profile, fmt.Sprintf("%s-c%d", path, c)))

@@ -18,54 +18,74 @@ import (
 // alike. printPair reports each run's filled ÷ empty ratios and their
 // median: issue 12 asks a write's cost at 1,000,000 receipts to be within
 // 10 % of an empty store's.
+//
+// -against BIN holds one gateway binary against another the same way, on
+// every path: each run measures the point with -gateway-bin and with BIN,
+// in alternating order, and printPair reports this gateway ÷ BIN. It is how
+// a change's speed is measured here (the gateway of the change against the
+// one before it), rather than by comparing runs made minutes apart.
 
-// pairs reports whether path's runs are measured in filled/empty pairs.
+// pairs reports whether path's runs are measured in pairs.
 func (o options) pairs(path string) bool {
-	return o.pair && o.prefill > 0 && (path == "postgres" || path == "embedded")
+	return o.against != "" || o.pair && o.prefill > 0 && (path == "postgres" || path == "embedded")
 }
 
-// measurePair measures one run of a point on the filled store (in dir, with
-// prof) and on an empty one (in dir+"-empty", unprofiled), in the order run
-// picks.
-func measurePair(ctx context.Context, o options, path, tag, dir string, c, run int, prof string) (filled, empty point, err error) {
+// pairLabel names what a pair line divides by what.
+func (o options) pairLabel() string {
+	if o.against != "" {
+		return fmt.Sprintf("this gateway ÷ %s", o.against)
+	}
+	return fmt.Sprintf("filled (%d receipts) ÷ empty", o.prefill)
+}
+
+// measurePair measures one run of a point as o says (in dir, with prof) and
+// its other side, unprofiled, in the order run picks: on an empty store
+// (-pair) or with the gateway -against names.
+func measurePair(ctx context.Context, o options, path, tag, dir string, c, run int, prof string) (this, other point, err error) {
 	e := o
-	e.filled, e.filledEmbedded = "", ""
+	what := "empty store"
+	if o.against != "" {
+		e.bin, what = o.against, o.against
+	} else {
+		e.filled, e.filledEmbedded = "", ""
+	}
 	e.checks, e.noBaseline = nil, true // the gateway alone: only its numbers are compared
-	edir := dir + "-empty"
+	edir := dir + "-other"
 	if err := os.MkdirAll(edir, 0o700); err != nil {
-		return filled, empty, err
+		return this, other, err
 	}
 	defer os.RemoveAll(edir)
-	measureFilled := func() (err error) {
-		filled, err = measure(ctx, o, path, tag, dir, c, run, prof)
+	measureThis := func() (err error) {
+		this, err = measure(ctx, o, path, tag, dir, c, run, prof)
 		return err
 	}
-	measureEmpty := func() (err error) {
-		empty, err = measure(ctx, e, path, tag+"e", edir, c, run, "")
+	measureOther := func() (err error) {
+		other, err = measure(ctx, e, path, tag+"e", edir, c, run, "")
 		if err != nil {
-			err = fmt.Errorf("empty store: %w", err)
+			err = fmt.Errorf("%s: %w", what, err)
 		}
 		return err
 	}
-	first, second := measureFilled, measureEmpty
+	first, second := measureThis, measureOther
 	if run%2 == 1 {
-		first, second = measureEmpty, measureFilled
+		first, second = measureOther, measureThis
 	}
 	if err := first(); err != nil {
-		return filled, empty, err
+		return this, other, err
 	}
-	return filled, empty, second()
+	return this, other, second()
 }
 
-// printPair prints, under a point's row (the filled store's runs), each
-// run's filled ÷ empty ratios of writes/s, gateway CPU per write and
-// request time, their medians, the empty store's median run, and the
-// embedded store files' sizes after the window.
-func printPair(w io.Writer, prefill int, filled, empty []point) {
-	var rate, cpu, req []float64
+// printPair prints, under a point's row (this side's runs), each run's
+// this ÷ other ratios of writes/s, gateway CPU per write, request time and
+// (a Postgres server on this machine) the server's CPU per write, their
+// medians, the other side's median run, and the embedded store files'
+// sizes after the window.
+func printPair(w io.Writer, label string, this, other []point) {
+	var rate, cpu, req, pgc []float64
 	var es []sample
-	for i := range min(len(filled), len(empty)) {
-		f, e := filled[i].gw, empty[i].gw
+	for i := range min(len(this), len(other)) {
+		f, e := this[i].gw, other[i].gw
 		es = append(es, e)
 		if f.writes == 0 || e.writes == 0 {
 			continue
@@ -77,24 +97,39 @@ func printPair(w io.Writer, prefill int, filled, empty []point) {
 		if fr, er := reqMs(f), reqMs(e); fr > 0 && er > 0 {
 			req = append(req, fr/er)
 		}
+		if fp, ep := pgPerWrite(f), pgPerWrite(e); fp > 0 && ep > 0 {
+			pgc = append(pgc, fp/ep)
+		}
 	}
 	if len(es) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "%14s filled (%d receipts) ÷ empty, each run's pair (order alternating): writes/s %s; gateway cpu/w %s; request ms %s\n",
-		"", prefill, ratios(rate), ratios(cpu), ratios(req))
+	line := fmt.Sprintf("%s, each run's pair (order alternating): writes/s %s; gateway cpu/w %s; request ms %s", label, ratios(rate), ratios(cpu), ratios(req))
+	if len(pgc) > 0 {
+		line += "; postgres pgcpu/w " + ratios(pgc)
+	}
+	fmt.Fprintf(w, "%14s %s\n", "", line)
 	em := median(es)
-	line := fmt.Sprintf("empty store (median run): %.0f writes/s", em.rate())
+	line = fmt.Sprintf("other side (median run): %.0f writes/s", em.rate())
 	if em.writes > 0 && em.cpu > 0 {
 		line += ", cpu/w " + perWriteMs(em.cpu, em.writes)
 	}
 	if r := reqMs(em); r > 0 {
 		line += fmt.Sprintf(", request %.2f ms", r)
 	}
-	if fb, eb := filled[0].gw.storeBytes, empty[0].gw.storeBytes; fb > 0 && eb > 0 {
-		line += fmt.Sprintf("; fence store files after the first run: %d KiB filled, %d KiB empty", fb>>10, eb>>10)
+	if fb, eb := this[0].gw.storeBytes, other[0].gw.storeBytes; fb > 0 && eb > 0 {
+		line += fmt.Sprintf("; fence store files after the first run: %d KiB this side, %d KiB the other", fb>>10, eb>>10)
 	}
 	fmt.Fprintf(w, "%14s %s\n", "", line)
+}
+
+// pgPerWrite is the bench database's Postgres CPU per write of s in
+// seconds (0: not measured).
+func pgPerWrite(s sample) float64 {
+	if !s.pgcpu.valid || s.pgcpu.writes == 0 || s.pgcpu.backends <= 0 {
+		return 0
+	}
+	return s.pgcpu.backends.Seconds() / float64(s.pgcpu.writes)
 }
 
 // reqMs is the gateway's mean request time per write in ms (0: not known).
