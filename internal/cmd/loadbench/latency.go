@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"net"
 	"net/url"
 
 	"github.com/fencegate/fencegate/internal/netfault"
@@ -27,9 +28,12 @@ func withLatency(pgURL string, ms int) (string, func(), error) {
 	if err != nil {
 		return "", nil, fmt.Errorf("Postgres URL: %w", err)
 	}
+	if u.Hostname() == "" || u.Query().Has("host") {
+		return "", nil, fmt.Errorf("-pg-latency needs the Postgres server's TCP address in the URL's host (got %q)", u.Redacted())
+	}
 	upstream := u.Host
 	if u.Port() == "" {
-		upstream += ":5432"
+		upstream = net.JoinHostPort(u.Hostname(), "5432")
 	}
 	l, err := netfault.New().Open("postgres", upstream)
 	if err != nil {

@@ -48,3 +48,19 @@ func TestLatencyProxyDelaysEachWayAndForwards(t *testing.T) {
 		t.Errorf("the stopped proxy still took a connection")
 	}
 }
+
+// TestLatencyProxyNeedsATCPAddress: a URL without a host, or one whose
+// host is a query parameter (a unix socket, several hosts), is refused
+// rather than proxied to a guessed address.
+func TestLatencyProxyNeedsATCPAddress(t *testing.T) {
+	for _, u := range []string{
+		"postgres://postgres@/test?host=/var/run/postgresql",
+		"postgres:///test",
+		"postgres://postgres@127.0.0.1/test?host=10.0.0.1,10.0.0.2",
+	} {
+		if got, stop, err := withLatency(u, 1); err == nil {
+			stop()
+			t.Errorf("withLatency(%q) = %q, want an error", u, got)
+		}
+	}
+}
