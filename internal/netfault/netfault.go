@@ -20,7 +20,9 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// Proxies hold the links of one test or run.
+// Proxies is what a test's or run's links are opened from (toxiproxy's
+// server, which no one else sees). It does not track them: each caller
+// closes its own links.
 type Proxies struct {
 	srv *toxiproxy.ApiServer
 }
@@ -36,8 +38,9 @@ type Link struct {
 	name string
 	p    *toxiproxy.Proxy
 
-	mu  sync.Mutex
-	cut bool
+	mu     sync.Mutex
+	cut    bool // severed: Heal reopens it
+	closed bool // closed: for good, Heal leaves it so
 }
 
 // Open starts a link from a free loopback port to upstream (host:port).
@@ -53,8 +56,13 @@ func (ps *Proxies) Open(name, upstream string) (*Link, error) {
 // Addr is where clients of the link connect (host:port).
 func (l *Link) Addr() string { return l.p.Listen }
 
-// Close stops the link and closes its connections.
-func (l *Link) Close() { l.p.Stop() }
+// Close stops the link for good and closes its connections.
+func (l *Link) Close() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.closed = true
+	l.p.Stop()
+}
 
 // add installs a toxic, in toxiproxy's JSON form.
 func (l *Link) add(name, typ, stream, attrs string) error {
@@ -88,16 +96,20 @@ func (l *Link) ResetPeers(timeoutMs int) error {
 func (l *Link) Sever() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.closed {
+		return
+	}
 	l.p.Stop()
 	l.cut = true
 }
 
-// Heal removes every fault and reopens a severed link on its address.
+// Heal removes every fault and reopens a severed link on its address; a
+// closed link stays closed.
 func (l *Link) Heal() error {
 	l.p.Toxics.ResetToxics(context.Background())
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.cut {
+	if l.cut && !l.closed {
 		if err := l.p.Start(); err != nil {
 			return fmt.Errorf("link %s: reopen: %w", l.name, err)
 		}

@@ -64,7 +64,7 @@ func roundTrip(addr string) (time.Duration, error) {
 // with Latency a round trip takes at least the delay twice (a lower bound,
 // which a slow machine cannot upset); ResetPeers fails a request; Sever
 // refuses connections; Heal, after each, forwards as before, on the same
-// address.
+// address; a closed link stays closed whatever Heal does.
 func TestALinkForwardsDelaysCutsAndHeals(t *testing.T) {
 	l, err := New().Open("echo", echo(t))
 	if err != nil {
@@ -106,5 +106,13 @@ func TestALinkForwardsDelaysCutsAndHeals(t *testing.T) {
 	}
 	if _, err := roundTrip(addr); err != nil {
 		t.Fatalf("after Heal: %v", err)
+	}
+	l.Sever()
+	l.Close()
+	if err := l.Heal(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := roundTrip(addr); err == nil {
+		t.Fatalf("a closed link was answered after Heal")
 	}
 }

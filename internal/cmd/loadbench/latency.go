@@ -4,6 +4,10 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/fencegate/fencegate/internal/netfault"
 )
@@ -22,19 +26,28 @@ import (
 
 // withLatency starts the proxy in front of the server of pgURL, delaying
 // data by ms milliseconds each way, and returns pgURL pointed at it and a
-// function that stops it.
+// function that stops it. The server's address is resolved as pgx resolves
+// it (the URL's host and port, host= and port= parameters, PGHOST and
+// PGPORT, the defaults); one TCP address is needed, so a unix socket or
+// several hosts are refused, and the returned URL names the proxy alone.
 func withLatency(pgURL string, ms int) (string, func(), error) {
 	u, err := url.Parse(pgURL)
 	if err != nil {
 		return "", nil, fmt.Errorf("Postgres URL: %w", err)
 	}
-	if u.Hostname() == "" || u.Query().Has("host") {
-		return "", nil, fmt.Errorf("-pg-latency needs the Postgres server's TCP address in the URL's host (got %q)", u.Redacted())
+	cfg, err := pgconn.ParseConfig(pgURL)
+	if err != nil {
+		return "", nil, fmt.Errorf("Postgres URL: %w", err)
 	}
-	upstream := u.Host
-	if u.Port() == "" {
-		upstream = net.JoinHostPort(u.Hostname(), "5432")
+	for _, fb := range cfg.Fallbacks { // sslmode=prefer falls back on the same address
+		if fb.Host != cfg.Host || fb.Port != cfg.Port {
+			return "", nil, fmt.Errorf("-pg-latency needs one Postgres server; %q names several", u.Redacted())
+		}
 	}
+	if strings.HasPrefix(cfg.Host, "/") {
+		return "", nil, fmt.Errorf("-pg-latency needs the Postgres server's TCP address; %q is a unix socket", u.Redacted())
+	}
+	upstream := net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port)))
 	l, err := netfault.New().Open("postgres", upstream)
 	if err != nil {
 		return "", nil, fmt.Errorf("latency proxy: %w", err)
@@ -43,6 +56,11 @@ func withLatency(pgURL string, ms int) (string, func(), error) {
 		l.Close()
 		return "", nil, fmt.Errorf("latency proxy: %w", err)
 	}
+	q := u.Query()
+	q.Del("host")
+	q.Del("hostaddr")
+	q.Del("port")
+	u.RawQuery = q.Encode()
 	u.Host = l.Addr()
 	return u.String(), l.Close, nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"net/url"
 	"testing"
 	"time"
 
@@ -30,7 +31,9 @@ func TestLatencyProxyDelaysEachWayAndForwards(t *testing.T) {
 	}
 	start := time.Now()
 	var got string
-	err = conn.QueryRow(ctx, `SELECT repeat('x', 100000) || 'end'`).Scan(&got)
+	// The simple protocol: one round trip (the default would prepare
+	// first, two), so a delay in one direction alone would fall short.
+	err = conn.QueryRow(ctx, `SELECT repeat('x', 100000) || 'end'`, pgx.QueryExecModeSimpleProtocol).Scan(&got)
 	took := time.Since(start)
 	_ = conn.Close(ctx)
 	if err != nil || len(got) != 100003 || got[100000:] != "end" {
@@ -49,18 +52,50 @@ func TestLatencyProxyDelaysEachWayAndForwards(t *testing.T) {
 	}
 }
 
-// TestLatencyProxyNeedsATCPAddress: a URL without a host, or one whose
-// host is a query parameter (a unix socket, several hosts), is refused
+// TestLatencyProxyNeedsOneTCPAddress: a unix socket (in the host
+// parameter, or by default without a host) or several hosts are refused
 // rather than proxied to a guessed address.
-func TestLatencyProxyNeedsATCPAddress(t *testing.T) {
+func TestLatencyProxyNeedsOneTCPAddress(t *testing.T) {
+	t.Setenv("PGHOST", "")
 	for _, u := range []string{
 		"postgres://postgres@/test?host=/var/run/postgresql",
 		"postgres:///test",
 		"postgres://postgres@127.0.0.1/test?host=10.0.0.1,10.0.0.2",
+		"postgres://postgres@h1,h2/test",
+		"postgres://postgres@h1:5432,h2:5433/test",
 	} {
 		if got, stop, err := withLatency(u, 1); err == nil {
 			stop()
 			t.Errorf("withLatency(%q) = %q, want an error", u, got)
 		}
 	}
+}
+
+// TestLatencyProxyFollowsThePortParameter: a port given as a parameter
+// (which pgx lets override the URL's) is where the proxy forwards, and the
+// returned URL reaches the server through the proxy with it removed.
+func TestLatencyProxyFollowsThePortParameter(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	direct, err := url.Parse(testenv.PostgresURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := direct.Query()
+	q.Set("port", direct.Port())
+	direct.RawQuery = q.Encode()
+	direct.Host = direct.Hostname() + ":1" // overridden by port=
+	u, stop, err := withLatency(direct.String(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	if pu, _ := url.Parse(u); pu.Query().Has("port") {
+		t.Fatalf("proxied URL %s keeps port=", u)
+	}
+	conn, err := pgx.Connect(ctx, u)
+	if err != nil {
+		t.Fatalf("through the proxy: %v", err)
+	}
+	_ = conn.Close(ctx)
 }

@@ -32,7 +32,10 @@
 // embedded point's fence store with N settled receipts first (prefill.go,
 // prefillembedded.go); with -pair each such run also measures the point on
 // an empty store, alternating which goes first, and prints filled ÷ empty
-// per run (pair.go). Every point starts a fresh gateway on a fresh store;
+// per run (pair.go); -against BIN measures every run also with a second
+// gateway binary, alternating, and prints this ÷ that per run (pair.go).
+// -pg-latency D puts every Postgres client of the run behind a proxy that
+// delays data D each way (latency.go). Every point starts a fresh gateway on a fresh store;
 // -runs N keeps the median run. scripts/bench.sh wraps it. It asserts
 // nothing: it reports.
 package main
@@ -117,8 +120,8 @@ func main() {
 	flag.StringVar(&o.deferSettle, "defer-settle", "", "the gateway's deferSettle window (e.g. 0 or 2ms; \"\" for its default)")
 	flag.IntVar(&o.pgPool, "pg-pool", 0, "pool_max_conns in the gateway's fence-store URL (at least 3: that minus 2 write batches run at once); 0 for the store's default")
 	flag.DurationVar(&o.pgLatency, "pg-latency", 0, "put a proxy in front of the Postgres server that delays data this long each way (e.g. 1ms), for the gateway, pgbench and loadbench alike: the server as if a network away (latency.go)")
-	flag.BoolVar(&o.pair, "pair", false, "with -prefill: each postgres and embedded run also measures the point on an empty store, the two in alternating order, and prints each run's filled ÷ empty ratios (writes/s, gateway CPU and request time per write)")
-	flag.StringVar(&o.against, "against", "", "a second gateway binary: every run also measures the point with it, the two in alternating order, and prints each run's this ÷ that ratios (writes/s, gateway CPU, request time, Postgres CPU per write) with their medians (pair.go)")
+	flag.BoolVar(&o.pair, "pair", false, "with -prefill: each postgres and embedded run also measures the point on an empty store, the two in alternating order, and prints each run's filled ÷ empty ratios (writes/s, gateway CPU and request time per write, Postgres CPU per write)")
+	flag.StringVar(&o.against, "against", "", "a second gateway binary: every run also measures the point with it, the two in alternating order, and prints each run's this ÷ that ratios (writes/s, gateway CPU, request time, Postgres CPU per write) with their medians (pair.go); with -prefill both use the one filled store this loadbench built")
 	flag.BoolVar(&o.pgDev, "pg-dev", false, "run the Postgres path as gateway dev --fence-store instead of gateway serve (to compare)")
 	flag.Parse()
 	o.checks = map[string]bool{}
@@ -134,6 +137,10 @@ func main() {
 	}
 	if o.against != "" && o.pair {
 		fmt.Fprintln(os.Stderr, "loadbench: -pair and -against each make a run's other side: use one")
+		os.Exit(2)
+	}
+	if o.pgLatency != 0 && !slices.Contains(strings.Split(*paths, ","), "postgres") {
+		fmt.Fprintln(os.Stderr, "loadbench: -pg-latency delays the Postgres path, which -paths leaves out")
 		os.Exit(2)
 	}
 	if o.pgLatency < 0 || o.pgLatency%time.Millisecond != 0 {
@@ -197,7 +204,7 @@ func run(ctx context.Context, o options) error {
 		}
 		defer stop()
 		o.pgBase = pg
-		fmt.Fprintf(o.out, "loadbench: every Postgres client goes through a proxy delaying data %v each way (-pg-latency)\n", o.pgLatency)
+		fmt.Fprintf(o.out, "loadbench: every Postgres client goes through a proxy delaying data %v each way (-pg-latency); it runs in loadbench, so loadbench CPU/w includes its forwarding\n", o.pgLatency)
 	}
 	var with []string
 	for _, w := range o.checkWith {

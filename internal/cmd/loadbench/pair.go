@@ -97,8 +97,8 @@ func printPair(w io.Writer, label string, this, other []point) {
 		if fr, er := reqMs(f), reqMs(e); fr > 0 && er > 0 {
 			req = append(req, fr/er)
 		}
-		if fp, ep := pgPerWrite(f), pgPerWrite(e); fp > 0 && ep > 0 {
-			pgc = append(pgc, fp/ep)
+		if fp, ep := f.pgcpu.perWrite(), e.pgcpu.perWrite(); fp > 0 && ep > 0 {
+			pgc = append(pgc, float64(fp)/float64(ep))
 		}
 	}
 	if len(es) == 0 {
@@ -121,15 +121,6 @@ func printPair(w io.Writer, label string, this, other []point) {
 		line += fmt.Sprintf("; fence store files after the first run: %d KiB this side, %d KiB the other", fb>>10, eb>>10)
 	}
 	fmt.Fprintf(w, "%14s %s\n", "", line)
-}
-
-// pgPerWrite is the bench database's Postgres CPU per write of s in
-// seconds (0: not measured).
-func pgPerWrite(s sample) float64 {
-	if !s.pgcpu.valid || s.pgcpu.writes == 0 || s.pgcpu.backends <= 0 {
-		return 0
-	}
-	return s.pgcpu.backends.Seconds() / float64(s.pgcpu.writes)
 }
 
 // reqMs is the gateway's mean request time per write in ms (0: not known).
