@@ -35,9 +35,9 @@
 // per run (pair.go); -against BIN measures every run also with a second
 // gateway binary, alternating, and prints this ÷ that per run (pair.go).
 // -pg-latency D puts every Postgres client of the run behind a proxy that
-// delays data D each way (latency.go). Every point starts a fresh gateway on a fresh store;
-// -runs N keeps the median run. scripts/bench.sh wraps it. It asserts
-// nothing: it reports.
+// delays data D each way (latency.go). Every point starts a fresh gateway
+// on a fresh store; -runs N keeps the median run. scripts/bench.sh wraps
+// it. It asserts nothing: it reports.
 package main
 
 import (
