@@ -18,6 +18,8 @@ import (
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
+
+	"github.com/fencegate/fencegate/internal/loopback"
 )
 
 // Proxies is what a test's or run's links are opened from (toxiproxy's
@@ -44,9 +46,16 @@ type Link struct {
 }
 
 // Open starts a link from a free loopback port to upstream (host:port).
-// Close stops it.
+// Close stops it. The port comes from package loopback, outside the
+// kernel's ephemeral range: a severed link is reopened on it by Heal, and a
+// port the kernel hands out could meanwhile have gone to an outgoing
+// connection.
 func (ps *Proxies) Open(name, upstream string) (*Link, error) {
-	p := toxiproxy.NewProxy(ps.srv, name, "127.0.0.1:0", upstream)
+	addr, err := loopback.FreeAddr()
+	if err != nil {
+		return nil, fmt.Errorf("proxy %s: %w", name, err)
+	}
+	p := toxiproxy.NewProxy(ps.srv, name, addr, upstream)
 	if err := p.Start(); err != nil {
 		return nil, fmt.Errorf("proxy %s: %w", name, err)
 	}

@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"fmt"
 	"net"
+	"os"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -60,7 +62,35 @@ func roundTrip(addr string) (time.Duration, error) {
 	return took, err
 }
 
-// TestALinkForwardsDelaysCutsAndHeals: a link forwards to its upstream;
+// ephemeralRange is the kernel's range for ports it picks itself.
+func ephemeralRange(t *testing.T) (lo, hi int) {
+	t.Helper()
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fmt.Sscan(string(b), &lo, &hi); err != nil {
+		t.Fatalf("ip_local_port_range %q: %v", b, err)
+	}
+	return lo, hi
+}
+
+// portOf is addr's port.
+func portOf(t *testing.T, addr string) int {
+	t.Helper()
+	_, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := strconv.Atoi(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestALinkForwardsDelaysCutsAndHeals: a link listens outside the kernel's
+// ephemeral range (Heal reopens it there) and forwards to its upstream;
 // with Latency a round trip takes at least the delay twice (a lower bound,
 // which a slow machine cannot upset); ResetPeers fails a request; Sever
 // refuses connections; Heal, after each, forwards as before, on the same
@@ -71,6 +101,9 @@ func TestALinkForwardsDelaysCutsAndHeals(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(l.Close)
+	if lo, hi := ephemeralRange(t); portOf(t, l.Addr()) >= lo && portOf(t, l.Addr()) <= hi {
+		t.Fatalf("link on %s, inside the kernel's ephemeral range %d-%d: Heal could find it taken", l.Addr(), lo, hi)
+	}
 	if _, err := roundTrip(l.Addr()); err != nil {
 		t.Fatalf("through a link without faults: %v", err)
 	}
