@@ -135,36 +135,45 @@ func main() {
 			o.checkWith = append(o.checkWith, c)
 		}
 	}
-	if o.against != "" && o.pair {
-		fmt.Fprintln(os.Stderr, "loadbench: -pair and -against each make a run's other side: use one")
-		os.Exit(2)
-	}
-	if o.pgLatency != 0 && !slices.Contains(strings.Split(*paths, ","), "postgres") {
-		fmt.Fprintln(os.Stderr, "loadbench: -pg-latency delays the Postgres path, which -paths leaves out")
-		os.Exit(2)
-	}
-	if o.pgLatency < 0 || o.pgLatency%time.Millisecond != 0 {
-		fmt.Fprintf(os.Stderr, "loadbench: bad -pg-latency %v: whole milliseconds, 0 for none\n", o.pgLatency)
-		os.Exit(2)
-	}
-	if o.pgPool < 0 || o.pgPool == 1 || o.pgPool == 2 {
-		fmt.Fprintf(os.Stderr, "loadbench: bad -pg-pool %d: 0 (the store's default) or at least 3\n", o.pgPool)
-		os.Exit(2)
-	}
 	o.s3.region = "us-east-1"
 	o.paths = strings.Split(*paths, ",")
+	var bad []string
 	for _, s := range strings.Split(*conc, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
 		if err != nil || n < 1 {
-			fmt.Fprintf(os.Stderr, "loadbench: bad -c %q\n", s)
-			os.Exit(2)
+			bad = append(bad, fmt.Sprintf("bad -c %q", s))
+			continue
 		}
 		o.conc = append(o.conc, n)
+	}
+	if bad = append(bad, o.problems()...); len(bad) > 0 {
+		for _, p := range bad {
+			fmt.Fprintln(os.Stderr, "loadbench:", p)
+		}
+		os.Exit(2)
 	}
 	if err := run(context.Background(), o); err != nil {
 		fmt.Fprintln(os.Stderr, "loadbench:", err)
 		os.Exit(1)
 	}
+}
+
+// problems are what is wrong with o's settings, every one of them.
+func (o options) problems() []string {
+	var out []string
+	if o.against != "" && o.pair {
+		out = append(out, "-pair and -against each make a run's other side: use one")
+	}
+	if o.pgLatency != 0 && !slices.Contains(o.paths, "postgres") {
+		out = append(out, "-pg-latency delays the Postgres path, which -paths leaves out")
+	}
+	if o.pgLatency < 0 || o.pgLatency%time.Millisecond != 0 {
+		out = append(out, fmt.Sprintf("bad -pg-latency %v: whole milliseconds, 0 for none", o.pgLatency))
+	}
+	if o.pgPool < 0 || o.pgPool == 1 || o.pgPool == 2 {
+		out = append(out, fmt.Sprintf("bad -pg-pool %d: 0 (the store's default) or at least 3", o.pgPool))
+	}
+	return out
 }
 
 func envOr(k, def string) string {
@@ -197,7 +206,7 @@ func run(ctx context.Context, o options) error {
 			return err
 		}
 	}
-	if o.pgLatency > 0 && slices.Contains(o.paths, "postgres") {
+	if o.pgLatency > 0 { // problems: only with the postgres path
 		pg, stop, err := withLatency(o.pgBase, int(o.pgLatency/time.Millisecond))
 		if err != nil {
 			return err

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -205,5 +206,27 @@ func TestGroupCommitColumnsAreRatiosOfTheCounters(t *testing.T) {
 	printRow(&b, "postgres", 8, gw, sample{})
 	if row := strings.TrimSpace(b.String()); !strings.HasSuffix(row, " -") {
 		t.Errorf("postgres row without server counters %q, want commit/w -", row)
+	}
+}
+
+// TestEveryBadSettingIsReportedAtOnce: settings that cannot run together or
+// at all are each named, all in one report, before anything starts; the
+// defaults and a valid combination have none.
+func TestEveryBadSettingIsReportedAtOnce(t *testing.T) {
+	bad := options{paths: []string{"embedded"}, pair: true, against: "/bin/gw-old", pgLatency: 1500 * time.Microsecond, pgPool: 2}
+	got := bad.problems()
+	for _, want := range []string{"-pair and -against", "-pg-latency delays the Postgres path", "bad -pg-latency 1.5ms", "bad -pg-pool 2"} {
+		if !slices.ContainsFunc(got, func(p string) bool { return strings.Contains(p, want) }) {
+			t.Errorf("problems %q: none says %q", got, want)
+		}
+	}
+	if len(got) != 4 {
+		t.Errorf("problems %q, want 4", got)
+	}
+	for _, ok := range []options{{paths: []string{"postgres", "embedded", "s3"}},
+		{paths: []string{"postgres"}, against: "/bin/gw-old", pgLatency: time.Millisecond, pgPool: 3}} {
+		if p := ok.problems(); len(p) != 0 {
+			t.Errorf("%+v: problems %q, want none", ok, p)
+		}
 	}
 }
