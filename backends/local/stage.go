@@ -13,8 +13,9 @@ import (
 // the shared directory fsync, the replaced file kept as a spare), with the
 // same guarantees as a Put; its Discard gives the spare back. Until one of
 // them runs, the spare is this write's alone, under a temp name no read
-// looks at; a crash meanwhile leaves garbage that New removes. The object's time written (its
-// trailer's, LastModified) is when it was staged.
+// looks at; a crash meanwhile leaves garbage that New removes. The
+// object's time written (its trailer's, LastModified) is when it was
+// staged.
 //
 // The gateway stages a small write while its admission commits, so the
 // write's file sync runs beside the admission's instead of after it: the
