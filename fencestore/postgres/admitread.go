@@ -59,7 +59,7 @@ func (rd *admitRead) liveAt(req *fencegate.AdmitRequest, settled map[string]fenc
 // together in resource order, then the priors' receipts, then, if there are
 // admissions, their bindings, live receipts and versions); otherwise it
 // inserts the missing resource rows and bindings first, noting which it
-// inserted.
+// inserted, and what it reads for ms replaces what the first read found.
 func (rd *admitRead) read(ctx context.Context, conn *pgxpool.Conn, ms []*admitCall, priors []string, first bool) error {
 	var resources, targets, tres, kres, kfence, kseg []string
 	for _, a := range ms {
@@ -75,6 +75,16 @@ func (rd *admitRead) read(ctx context.Context, conn *pgxpool.Conn, ms []*admitCa
 	if first {
 		b.Queue(`BEGIN`)
 	} else {
+		// What the first read found for these members was read before
+		// their rows were locked, and may have changed since (a live
+		// receipt settled NOT_APPLIED, a binding or version changed): this
+		// read replaces it rather than adding to it.
+		for _, a := range ms {
+			req := &a.req
+			delete(rd.live, admitKey{req.Grant.Resource, req.Grant.FenceToken, req.Segment})
+			delete(rd.bound, req.Target)
+			delete(rd.versions, req.Target)
+		}
 		// New rows are inserted in key order, as existing ones are locked:
 		// an insert holds its row against a concurrent inserter of the same
 		// key, so two batches inserting in arrival order could each hold a

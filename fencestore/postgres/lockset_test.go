@@ -75,3 +75,103 @@ func TestSettleOfAReceiptAdmittedWhileItsBatchWaitsLocksItsRow(t *testing.T) {
 		t.Fatalf("a new admission on res/x: %v", err)
 	}
 }
+
+// TestALiveReceiptGivenBackBeforeTheSecondReadDoesNotLinger: the rule that a
+// segment given back (its receipt settled NOT_APPLIED) takes a new admission
+// holds for a resource a locked batch reads twice. The batch's first lock
+// statement waits (for res/q, which another transaction holds) while
+// another replica creates res/n and admits its segment 1 (n-1), so the
+// first read, after the wait, sees n-1 live on a resource it did not lock.
+// Before the second read (which inserts and locks res/n) n-1 is settled
+// NOT_APPLIED. The admission of res/n's segment 1 must be decided on what
+// the second read finds, no live receipt, and be accepted; before the
+// second read replaced the first's entries it was decided on n-1 as the
+// first read had seen it and quarantined as a conflicting write.
+func TestALiveReceiptGivenBackBeforeTheSecondReadDoesNotLinger(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	dsn := testenv.PostgresURL(t)
+	a, err := Open(ctx, dsn) // the replica whose batch reads twice
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := Open(ctx, dsn) // another replica
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	now := time.UnixMilli(1_700_000_000_000).UTC()
+	if _, err := a.Admit(ctx, writeReq("res/q", 1, "q-1", now)); err != nil {
+		t.Fatal(err)
+	}
+	holdQ := otherTx(ctx, t, dsn)
+	if _, err := holdQ.Exec(ctx, `SELECT 1 FROM fence_resources WHERE resource = 'res/q' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	a.lockedOnly = true // the fast path would decide the known settle without reading
+	admitN := admitW(writeReq("res/n", 1, "a-1", now))
+	ms := []*member[*writeCall]{settleW("q-1", committed("v-q", now)), admitN}
+	done := make(chan struct{})
+	go func() { defer close(done); a.runWrites(ctx, ms) }()
+	waitUntilBlocked(ctx, t, a, holdQ, done, "ORDER BY resource FOR UPDATE", "the batch did not wait for res/q")
+	if _, err := b.Admit(ctx, writeReq("res/n", 1, "n-1", now)); err != nil {
+		t.Fatal(err)
+	}
+	holdN := otherTx(ctx, t, dsn)
+	var holder int
+	if err := holdN.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&holder); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := holdN.Exec(ctx, `SELECT 1 FROM fence_resources WHERE resource = 'res/n' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	if err := holdQ.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The batch's first read ends (seeing n-1 live) and its second waits
+	// for res/n.
+	for blocked := false; !blocked; {
+		if err := b.pool.QueryRow(ctx, `SELECT count(*) > 0 FROM pg_stat_activity
+			WHERE $1 = ANY(pg_blocking_pids(pid))`, holder).Scan(&blocked); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-done:
+			t.Fatal("the batch did not wait for res/n")
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	// n-1 given back, as a settle NOT_APPLIED leaves it.
+	if _, err := holdN.Exec(ctx, `UPDATE fence_receipts SET state = 'NOT_APPLIED', error = 'nothing forwarded',
+		settled_at = $1 WHERE receipt_id = 'n-1'`, now); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := holdN.Exec(ctx, `UPDATE fence_resources SET pending_receipt = '', last_segment_seq = 0
+		WHERE resource = 'res/n'`); err != nil {
+		t.Fatal(err)
+	}
+	if err := holdN.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	if ms[0].err != nil {
+		t.Fatalf("settle of q-1: %v", ms[0].err)
+	}
+	if admitN.err != nil {
+		t.Fatalf("res/n segment 1 after n-1 was given back: %v (code %s)", admitN.err, fencegate.ErrorCode(admitN.err))
+	}
+	if got := admitN.req.admit.adm.Receipt; got.ID != "a-1" || got.State != fencegate.ReceiptPending {
+		t.Fatalf("res/n segment 1: receipt %q %s, want a-1 PENDING", got.ID, got.State)
+	}
+	row, err := b.Resource(ctx, "res/n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if row.PendingReceipt != "a-1" || row.LastSegmentSeq != 1 {
+		t.Fatalf("res/n pending %q at segment %d: want a-1 at 1", row.PendingReceipt, row.LastSegmentSeq)
+	}
+	if q, err := b.Quarantined(ctx, "res/n", fencegate.Page{}); err != nil || len(q.Records) != 0 {
+		t.Fatalf("quarantine records on res/n: %+v, %v; want none", q.Records, err)
+	}
+}
