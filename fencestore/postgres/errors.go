@@ -13,10 +13,10 @@ import (
 
 // translate turns driver errors into *fencegate.Error; domain errors pass
 // through unchanged. A server that is down, restarting, overloaded or dropped
-// the session (pgfault.Unavailable), a serialization failure or deadlock
-// (pgfault.Transient) and a cancelled call are BACKEND_UNAVAILABLE: the
-// request may be retried and, for Admit, the gateway checks whether the
-// receipt was written before answering. Values the schema refuses are
+// the session (pgfault.Unavailable), a serialization failure, deadlock or
+// lock timeout (pgfault.Transient) and a cancelled call are
+// BACKEND_UNAVAILABLE: the request may be retried and, for Admit, the
+// gateway checks whether the receipt was written before answering. Values the schema refuses are
 // INVALID_REQUEST; anything else (a bug: a missing table, a decoding fault)
 // is INTERNAL.
 func translate(err error, op string) error {

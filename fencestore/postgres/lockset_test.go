@@ -175,3 +175,54 @@ func TestALiveReceiptGivenBackBeforeTheSecondReadDoesNotLinger(t *testing.T) {
 		t.Fatalf("quarantine records on res/n: %+v, %v; want none", q.Records, err)
 	}
 }
+
+// TestALockTimeoutIsBackendUnavailableAndChangesNothing: a write that waits
+// for a row lock longer than the session's lock_timeout (SQLSTATE 55P03,
+// lock_not_available) is refused as BACKEND_UNAVAILABLE, the database being
+// unable to do it now, not INTERNAL; nothing of it was written, and the
+// same admission goes through once the lock is released.
+func TestALockTimeoutIsBackendUnavailableAndChangesNothing(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	dsn := testenv.PostgresURL(t)
+	s, err := Open(ctx, dsn+"&lock_timeout=100ms")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	now := time.UnixMilli(1_700_000_000_000).UTC()
+	if _, err := s.Admit(ctx, writeReq("res/l", 1, "l-1", now)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Settle(ctx, "l-1", committed("v-1", now)); err != nil {
+		t.Fatal(err)
+	}
+	before, err := s.Resource(ctx, "res/l")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hold := otherTx(ctx, t, dsn)
+	if _, err := hold.Exec(ctx, `SELECT 1 FROM fence_resources WHERE resource = 'res/l' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Admit(ctx, writeReq("res/l", 2, "l-2", now))
+	if fencegate.ErrorCode(err) != fencegate.CodeBackendUnavailable {
+		t.Fatalf("admission behind a lock held past lock_timeout: %v (code %s), want BACKEND_UNAVAILABLE", err, fencegate.ErrorCode(err))
+	}
+	if err := hold.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	after, err := s.Resource(ctx, "res/l")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after != before {
+		t.Fatalf("res/l changed by a refused admission: %+v, was %+v", after, before)
+	}
+	if _, err := s.Receipt(ctx, "l-2"); fencegate.ErrorCode(err) != fencegate.CodeNotFound {
+		t.Fatalf("receipt l-2 after the refusal: %v, want NOT_FOUND", err)
+	}
+	if _, err := s.Admit(ctx, writeReq("res/l", 2, "l-2", now)); err != nil {
+		t.Fatalf("the same admission once the lock is released: %v", err)
+	}
+}

@@ -56,8 +56,9 @@ func Unavailable(err error) bool {
 }
 
 // Transient reports whether err is a server verdict that the same
-// transaction may succeed when run again: serialization_failure (40001) and
-// deadlock_detected (40P01).
+// transaction may succeed when run again: serialization_failure (40001),
+// deadlock_detected (40P01) and lock_not_available (55P03: a lock waited for
+// past the session's lock_timeout, or refused to NOWAIT).
 func Transient(err error) bool {
 	var pe *pgconn.PgError
 	return errors.As(err, &pe) && TransientState(pe.Code)
@@ -75,7 +76,7 @@ func UnavailableState(sqlstate string) bool {
 }
 
 // TransientState reports whether a server error's SQLSTATE is one Transient
-// counts as worth running the transaction again: 40001 or 40P01.
+// counts as worth running the transaction again: 40001, 40P01 or 55P03.
 func TransientState(sqlstate string) bool {
-	return sqlstate == "40001" || sqlstate == "40P01"
+	return sqlstate == "40001" || sqlstate == "40P01" || sqlstate == "55P03"
 }

@@ -46,7 +46,9 @@ func TestUnavailableSeparatesOutagesFromRequestErrors(t *testing.T) {
 			t.Errorf("Unavailable(%s: %v) = %v, want %v", tc.name, tc.err, got, tc.want)
 		}
 	}
-	if !Transient(&pgconn.PgError{Code: "40001"}) || !Transient(&pgconn.PgError{Code: "40P01"}) || Transient(&pgconn.PgError{Code: "23505"}) {
-		t.Error("Transient must hold for 40001 and 40P01 only")
+	for code, want := range map[string]bool{"40001": true, "40P01": true, "55P03": true, "23505": false, "55000": false, "42601": false} {
+		if got := Transient(&pgconn.PgError{Code: code}); got != want {
+			t.Errorf("Transient(%s) = %v, want %v", code, got, want)
+		}
 	}
 }

@@ -11,7 +11,8 @@ import (
 )
 
 // translate turns pgx, network and context errors into *fencegate.Error:
-// serialisation failures, deadlocks and unique violations are
+// serialisation failures, deadlocks, lock timeouts (pgfault.Transient) and
+// unique violations are
 // BACKEND_CONFLICT (safe to retry with the same request ID), lost
 // connections, a server shutting down or starting up (pgfault.Unavailable)
 // and cancelled contexts BACKEND_UNAVAILABLE, a range check
@@ -30,7 +31,7 @@ func translate(err error, op string) error {
 		return err
 	case errors.As(err, &pe):
 		switch {
-		case pgfault.TransientState(pe.Code), pe.Code == "23505", pe.Code == "55P03":
+		case pgfault.TransientState(pe.Code), pe.Code == "23505":
 			return fencegate.Wrap(err, fencegate.CodeBackendConflict, msg+" conflict")
 		case pe.Code == "23514":
 			return fencegate.Wrap(err, fencegate.CodeInternal, msg+" sequence exhausted")
