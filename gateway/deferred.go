@@ -138,6 +138,14 @@ func (d *deferrals) release(e *deferredSettle) {
 	}
 }
 
+// pending reports whether e is still an entry: answered, not yet durable
+// nor ruled on.
+func (d *deferrals) pending(e *deferredSettle) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return e.state != deferDone
+}
+
 func (d *deferrals) ofResource(res string) *deferredSettle {
 	if d.off {
 		return nil
@@ -211,10 +219,14 @@ func (g *Gateway) deferSettle(r fencegate.Receipt, out fencegate.Outcome) (fence
 // flusher makes e durable through Store.Settle once the window has passed,
 // unless a fold takes it first; it tries again after a failure without a
 // verdict, until the store takes the settle or rules on it.
+//
+// It stops once the gateway's Background has ended (the process is closing:
+// what Drain did not make durable is left to the objects' proofs, as after
+// a crash), so no flusher outlives the store it writes to.
 func (g *Gateway) flusher(e *deferredSettle) {
 	<-g.cfg.After(g.cfg.DeferSettle)
 	var wait backoff
-	for {
+	for g.cfg.Background.Err() == nil {
 		ok, state, change := g.deferred.claim(e)
 		switch {
 		case state == deferDone:

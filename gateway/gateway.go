@@ -131,8 +131,11 @@ type Config struct {
 	// own scheduler.
 	Block func(ch <-chan struct{})
 	// Background is the context of the gateway's background store calls
-	// (deferred flushes, settle retries); default context.Background(). A
-	// simulation tags it with the process, so that a crash ends them.
+	// (deferred flushes, settle retries); default context.Background(). Once
+	// it ends they stop trying (call Drain first: what is left is proven or
+	// reconciled as after a crash). The app ends it before the store
+	// closes; a simulation tags it with the process, so that a crash ends
+	// them.
 	Background context.Context
 	// Failpoint, when set, is called at named points ("after-effect": the
 	// effect returned, its receipt is not yet settled) so tests can crash the

@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/fencestore"
 )
 
 // readStore is the fence store as the gateway's readers see it (Store()):
@@ -19,7 +20,8 @@ type readStore struct {
 	g *Gateway
 }
 
-// fix is r as a reader must see it: flushed if deferred here, proven if
+// fix is r as a reader must see it: flushed if deferred here (and, when the
+// store takes no settle now, as this process answered it), proven if
 // PENDING and its object names it.
 func (s readStore) fix(ctx context.Context, r fencegate.Receipt) fencegate.Receipt {
 	if r.State != fencegate.ReceiptPending {
@@ -32,6 +34,13 @@ func (s readStore) fix(ctx context.Context, r fencegate.Receipt) fencegate.Recei
 		}
 		if r.State != fencegate.ReceiptPending {
 			return r // flushed: no proof, no second read
+		}
+		if s.g.deferred.pending(e) {
+			// The store takes no settle now: this process answered the
+			// write, and the entry holds the answer it will record.
+			if answered, err := fencestore.SettledReceipt(r, e.out); err == nil {
+				return answered
+			}
 		}
 	}
 	if p, ok := s.g.proveNow(ctx, r); ok {

@@ -138,7 +138,9 @@ func (q *settleRetry) run() {
 	var wait backoff
 	for {
 		q.mu.Lock()
-		if len(q.queue) == 0 {
+		// Nothing left, or the gateway's Background ended (closing: the
+		// queue is left to the reconciler, as after a crash).
+		if len(q.queue) == 0 || base.Err() != nil {
 			q.running = false
 			q.mu.Unlock()
 			return

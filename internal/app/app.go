@@ -213,13 +213,19 @@ func Build(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, er
 	// A replayed segment whose receipt is UNKNOWN is settled (an API call
 	// resent under its key) before it is answered.
 	gcfg.Resolver = resolvers
+	background, stopBackground := context.WithCancel(context.Background())
+	gcfg.Background = background
 	if a.Gateway, err = gateway.New(gcfg); err != nil {
+		stopBackground()
 		return nil, err
 	}
 	// Closed before the store (closers run in reverse): every deferred
-	// settle is made durable first, also when Serve was not used.
+	// settle is made durable first, also when Serve was not used, and then
+	// the gateway's background flushes and retries stop, so none outlives
+	// the store.
 	gw := a.Gateway
 	a.closers = append(a.closers, func() error {
+		defer stopBackground()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		return gw.Drain(ctx)
