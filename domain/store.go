@@ -71,7 +71,12 @@ type PriorSettle struct {
 // STALE_OWNER or RESOURCE_BUSY), the prior settle has been decided in the
 // same committed transaction and Admission.Prior or Admission.PriorErr says
 // how; when Admit fails without a verdict (a store fault, a lost COMMIT
-// answer), the prior settle's fate is as open as the admission's.
+// answer), the prior settle's fate is as open as the admission's. So is it
+// after a refusal of the request as malformed (INVALID_REQUEST), which need
+// answer neither: a store refuses a request of the wrong shape before it
+// reads anything, and a value the database refuses rolls the transaction
+// back (storetest's PriorIsDecidedOnlyWithAVerdict: applied whole or not at
+// all).
 type PriorSettling interface {
 	FenceStore
 	// SettlesPrior reports that Admit honours AdmitRequest.Prior.

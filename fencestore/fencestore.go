@@ -29,6 +29,14 @@ func SettledReceipt(r fencegate.Receipt, o fencegate.Outcome) (fencegate.Receipt
 	return next, err
 }
 
+// ValidateAdmit is fencerules.ValidateAdmit: INVALID_REQUEST for an admit
+// request of the wrong shape, which every store refuses before it reads or
+// writes anything. The gateway asks it before it folds a deferred settle
+// into the request, so a malformed request never carries one.
+func ValidateAdmit(req *fencegate.AdmitRequest) error {
+	return fencerules.ValidateAdmit(req)
+}
+
 // NewReceipt is the PENDING receipt every store creates when it accepts req
 // (fencerules.NewReceipt). The gateway uses it to stage an object write for
 // the receipt its admission is about to create (gateway/stage.go); the

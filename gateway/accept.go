@@ -275,6 +275,12 @@ func (g *Gateway) apply(ctx context.Context, req Request) (Result, error) {
 			return Result{}, err
 		}
 	}
+	// A malformed request is refused before it can carry the resource's
+	// deferred settle (the stores refuse it before deciding anything, the
+	// folded settle included).
+	if err := fencestore.ValidateAdmit(&areq); err != nil {
+		return Result{}, err
+	}
 	// This process's deferred settle of the resource becomes durable first:
 	// folded into this admission, or (a store that cannot fold) settled now.
 	prior := g.takeDeferred(vg.Resource)

@@ -132,7 +132,7 @@ func (g *Gateway) admit(ctx context.Context, req fencegate.AdmitRequest, recheck
 			adm.Replay = false
 		}
 		if prior != nil && (err == nil || isRuling(err)) {
-			g.priorDecided(prior, adm)
+			g.priorDecided(prior, adm, err)
 			prior, req.Prior = nil, nil
 		}
 		if err != nil && !isRuling(err) {

@@ -298,7 +298,11 @@ func (g *Gateway) takeDeferred(res string) *deferredSettle {
 // that says neither breaks the PriorSettling contract: the prior's fate is
 // unknown, so e is released and stays the resource's entry (add refuses the
 // next one), to be flushed by its flusher or folded into the next admission.
-func (g *Gateway) priorDecided(e *deferredSettle, adm fencegate.Admission) {
+// The one verdict that need not answer the prior is the request's refusal
+// as malformed (err INVALID_REQUEST, fencegate.PriorSettling): e is
+// released, as after a fault; settling it again is idempotent if the store
+// did apply it.
+func (g *Gateway) priorDecided(e *deferredSettle, adm fencegate.Admission, err error) {
 	switch {
 	case adm.Prior != nil:
 		if e.recorded(*adm.Prior) {
@@ -306,6 +310,10 @@ func (g *Gateway) priorDecided(e *deferredSettle, adm fencegate.Admission) {
 		}
 	case adm.PriorErr != nil:
 		g.cfg.Log.Warn("deferred settle: the store ruled on the folded settle (settled meanwhile)", "receipt", e.id, "err", adm.PriorErr)
+	case fencegate.ErrorCode(err) == fencegate.CodeInvalidRequest:
+		g.cfg.Log.Warn("deferred settle: the admission carrying it was refused as malformed; trying it again", "receipt", e.id, "err", err)
+		g.deferred.release(e)
+		return
 	default:
 		g.cfg.Log.Error("fence store admitted without answering the folded settle; its fate is unknown, trying it again", "receipt", e.id)
 		g.deferred.release(e)

@@ -2,10 +2,14 @@ package gateway_test
 
 import (
 	"context"
+	"log/slog"
 	"reflect"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/gateway"
 )
 
 // TestUnrecordedPriorRefusesTheNextWriteAndChangesNothing: a store that
@@ -40,6 +44,78 @@ func TestUnrecordedPriorRefusesTheNextWriteAndChangesNothing(t *testing.T) {
 	st.down.Store(false)
 	if _, err := gw.Apply(ctx, f.request(5, 2, "v2")); err != nil {
 		t.Fatalf("next write once the store is back: %v", err)
+	}
+	if r, _ := f.store.Receipt(ctx, first.Receipt.ID); r.State != fencegate.ReceiptCommitted || r.Version != first.Receipt.Version {
+		t.Fatalf("earlier receipt %s %q, answered %q", r.State, r.Version, first.Receipt.Version)
+	}
+}
+
+// levels is a slog.Handler that keeps the level of every record.
+type levels struct {
+	mu   sync.Mutex
+	seen []slog.Level
+}
+
+func (l *levels) Enabled(context.Context, slog.Level) bool { return true }
+func (l *levels) Handle(_ context.Context, r slog.Record) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.seen = append(l.seen, r.Level)
+	return nil
+}
+func (l *levels) WithAttrs([]slog.Attr) slog.Handler { return l }
+func (l *levels) WithGroup(string) slog.Handler      { return l }
+
+func (l *levels) errors() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, lv := range l.seen {
+		if lv >= slog.LevelError {
+			n++
+		}
+	}
+	return n
+}
+
+// TestMalformedWriteDoesNotCarryTheDeferredSettle: a write refused as
+// malformed (its effect key has a space) on a resource with a deferred
+// settle is INVALID_REQUEST before the settle is folded into it: nothing
+// stored, the settle still deferred and no store breach reported (before,
+// the store refused the request with the settle on it, answering neither
+// way, and the gateway logged a broken PriorSettling contract); the next
+// valid write folds it.
+func TestMalformedWriteDoesNotCarryTheDeferredSettle(t *testing.T) {
+	f := newFixture(t)
+	logged := &levels{}
+	gw, err := gateway.New(gateway.Config{Verifier: f.kit.Verifier(), Store: f.store, Now: f.kit.Now,
+		Policy: gateway.StaticPolicy{Generation: 1}, DeferSettle: time.Millisecond, After: never,
+		Log: slog.New(logged), Resolver: func(string) gateway.Resolver { return f.objects() }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	first, err := gw.Apply(ctx, f.request(5, 1, "v1"))
+	if err != nil || gw.DeferredSettles() != 1 {
+		t.Fatalf("apply: %v, %d deferred", err, gw.DeferredSettles())
+	}
+	rsBefore, _ := f.store.Resource(ctx, resource)
+	pageBefore, _ := f.store.ReceiptsByResource(ctx, resource, fencegate.Page{})
+	bad := f.request(5, 2, "v2")
+	bad.EffectKey = "has a space"
+	if _, err := gw.Apply(ctx, bad); fencegate.ErrorCode(err) != fencegate.CodeInvalidRequest {
+		t.Fatalf("malformed write: %v, want INVALID_REQUEST", err)
+	}
+	rsAfter, _ := f.store.Resource(ctx, resource)
+	pageAfter, _ := f.store.ReceiptsByResource(ctx, resource, fencegate.Page{})
+	if !reflect.DeepEqual(rsBefore, rsAfter) || !reflect.DeepEqual(pageBefore, pageAfter) {
+		t.Fatalf("refused write changed the store: resource %+v -> %+v", rsBefore, rsAfter)
+	}
+	if f.content() != "v1" || gw.DeferredSettles() != 1 || logged.errors() != 0 {
+		t.Fatalf("after the refusal: object %q, %d deferred, %d error logs; want v1, 1, 0", f.content(), gw.DeferredSettles(), logged.errors())
+	}
+	if _, err := gw.Apply(ctx, f.request(5, 2, "v2")); err != nil {
+		t.Fatalf("next valid write: %v", err)
 	}
 	if r, _ := f.store.Receipt(ctx, first.Receipt.ID); r.State != fencegate.ReceiptCommitted || r.Version != first.Receipt.Version {
 		t.Fatalf("earlier receipt %s %q, answered %q", r.State, r.Version, first.Receipt.Version)
