@@ -26,17 +26,14 @@ func TestUnrecordedPriorRefusesTheNextWriteAndChangesNothing(t *testing.T) {
 	if err != nil || gw.DeferredSettles() != 1 {
 		t.Fatalf("apply: %v, %d deferred", err, gw.DeferredSettles())
 	}
-	rsBefore, _ := f.store.Resource(ctx, resource)
-	pageBefore, _ := f.store.ReceiptsByResource(ctx, resource, fencegate.Page{})
+	before := f.stored()
 	st.down.Store(true)
 	_, err = gw.Apply(ctx, f.request(5, 2, "v2"))
 	if fencegate.ErrorCode(err) != fencegate.CodeBackendUnavailable {
 		t.Fatalf("next write with its prior unrecorded: %v, want BACKEND_UNAVAILABLE", err)
 	}
-	rsAfter, _ := f.store.Resource(ctx, resource)
-	pageAfter, _ := f.store.ReceiptsByResource(ctx, resource, fencegate.Page{})
-	if !reflect.DeepEqual(rsBefore, rsAfter) || !reflect.DeepEqual(pageBefore, pageAfter) {
-		t.Fatalf("refused write changed the store: resource %+v -> %+v, receipts %d -> %d", rsBefore, rsAfter, len(pageBefore.Receipts), len(pageAfter.Receipts))
+	if after := f.stored(); !reflect.DeepEqual(before, after) {
+		t.Fatalf("refused write changed the store: %+v -> %+v", before, after)
 	}
 	if f.content() != "v1" || gw.DeferredSettles() != 1 {
 		t.Fatalf("after the refusal: object %q, %d deferred; want v1, 1", f.content(), gw.DeferredSettles())
@@ -48,6 +45,28 @@ func TestUnrecordedPriorRefusesTheNextWriteAndChangesNothing(t *testing.T) {
 	if r, _ := f.store.Receipt(ctx, first.Receipt.ID); r.State != fencegate.ReceiptCommitted || r.Version != first.Receipt.Version {
 		t.Fatalf("earlier receipt %s %q, answered %q", r.State, r.Version, first.Receipt.Version)
 	}
+}
+
+// storedState is what the store holds of the fixture's resource.
+type storedState struct {
+	Resource fencegate.ResourceState
+	Receipts []fencegate.Receipt
+}
+
+// stored reads the resource's row and receipts, to compare before and
+// after a refusal.
+func (f *fixture) stored() storedState {
+	f.t.Helper()
+	ctx := context.Background()
+	rs, err := f.store.Resource(ctx, resource)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	page, err := f.store.ReceiptsByResource(ctx, resource, fencegate.Page{})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return storedState{rs, page.Receipts}
 }
 
 // levels is a slog.Handler that keeps the level of every record.
@@ -99,17 +118,14 @@ func TestMalformedWriteDoesNotCarryTheDeferredSettle(t *testing.T) {
 	if err != nil || gw.DeferredSettles() != 1 {
 		t.Fatalf("apply: %v, %d deferred", err, gw.DeferredSettles())
 	}
-	rsBefore, _ := f.store.Resource(ctx, resource)
-	pageBefore, _ := f.store.ReceiptsByResource(ctx, resource, fencegate.Page{})
+	before := f.stored()
 	bad := f.request(5, 2, "v2")
 	bad.EffectKey = "has a space"
 	if _, err := gw.Apply(ctx, bad); fencegate.ErrorCode(err) != fencegate.CodeInvalidRequest {
 		t.Fatalf("malformed write: %v, want INVALID_REQUEST", err)
 	}
-	rsAfter, _ := f.store.Resource(ctx, resource)
-	pageAfter, _ := f.store.ReceiptsByResource(ctx, resource, fencegate.Page{})
-	if !reflect.DeepEqual(rsBefore, rsAfter) || !reflect.DeepEqual(pageBefore, pageAfter) {
-		t.Fatalf("refused write changed the store: resource %+v -> %+v", rsBefore, rsAfter)
+	if after := f.stored(); !reflect.DeepEqual(before, after) {
+		t.Fatalf("refused write changed the store: %+v -> %+v", before, after)
 	}
 	if f.content() != "v1" || gw.DeferredSettles() != 1 || logged.errors() != 0 {
 		t.Fatalf("after the refusal: object %q, %d deferred, %d error logs; want v1, 1, 0", f.content(), gw.DeferredSettles(), logged.errors())

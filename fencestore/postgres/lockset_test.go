@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/fencegate/fencegate"
 	"github.com/fencegate/fencegate/internal/testenv"
 )
@@ -21,25 +23,7 @@ import (
 func TestSettleOfAReceiptAdmittedWhileItsBatchWaitsLocksItsRow(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	dsn := testenv.PostgresURL(t)
-	a, err := Open(ctx, dsn) // the replica whose batch waits
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	b, err := Open(ctx, dsn) // another replica
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	now := time.UnixMilli(1_700_000_000_000).UTC()
-	if _, err := a.Admit(ctx, writeReq("res/q", 1, "q-1", now)); err != nil {
-		t.Fatal(err)
-	}
-	tx := otherTx(ctx, t, dsn)
-	if _, err := tx.Exec(ctx, `SELECT 1 FROM fence_resources WHERE resource = 'res/q' FOR UPDATE`); err != nil {
-		t.Fatal(err)
-	}
+	_, a, b, tx, now := waitingOnQ(ctx, t)
 	notApplied := fencegate.Outcome{State: fencegate.ReceiptNotApplied, Error: "nothing forwarded", Now: now}
 	ms := []*member[*writeCall]{settleW("q-1", committed("v-q", now)), settleW("x-1", notApplied)}
 	done := make(chan struct{})
@@ -90,25 +74,7 @@ func TestSettleOfAReceiptAdmittedWhileItsBatchWaitsLocksItsRow(t *testing.T) {
 func TestALiveReceiptGivenBackBeforeTheSecondReadDoesNotLinger(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	dsn := testenv.PostgresURL(t)
-	a, err := Open(ctx, dsn) // the replica whose batch reads twice
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	b, err := Open(ctx, dsn) // another replica
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	now := time.UnixMilli(1_700_000_000_000).UTC()
-	if _, err := a.Admit(ctx, writeReq("res/q", 1, "q-1", now)); err != nil {
-		t.Fatal(err)
-	}
-	holdQ := otherTx(ctx, t, dsn)
-	if _, err := holdQ.Exec(ctx, `SELECT 1 FROM fence_resources WHERE resource = 'res/q' FOR UPDATE`); err != nil {
-		t.Fatal(err)
-	}
+	dsn, a, b, holdQ, now := waitingOnQ(ctx, t)
 	a.lockedOnly = true // the fast path would decide the known settle without reading
 	admitN := admitW(writeReq("res/n", 1, "a-1", now))
 	ms := []*member[*writeCall]{settleW("q-1", committed("v-q", now)), admitN}
@@ -225,4 +191,29 @@ func TestALockTimeoutIsBackendUnavailableAndChangesNothing(t *testing.T) {
 	if _, err := s.Admit(ctx, writeReq("res/l", 2, "l-2", now)); err != nil {
 		t.Fatalf("the same admission once the lock is released: %v", err)
 	}
+}
+
+// waitingOnQ sets up two replicas of one fresh store, a (whose batch will
+// wait) and b; a has admitted res/q's segment 1 (q-1, pending), and tx,
+// another session, holds res/q's row lock.
+func waitingOnQ(ctx context.Context, t *testing.T) (dsn string, a, b *Store, tx pgx.Tx, now time.Time) {
+	t.Helper()
+	dsn = testenv.PostgresURL(t)
+	for _, s := range []**Store{&a, &b} {
+		st, err := Open(ctx, dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = st.Close() })
+		*s = st
+	}
+	now = time.UnixMilli(1_700_000_000_000).UTC()
+	if _, err := a.Admit(ctx, writeReq("res/q", 1, "q-1", now)); err != nil {
+		t.Fatal(err)
+	}
+	tx = otherTx(ctx, t, dsn)
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM fence_resources WHERE resource = 'res/q' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	return dsn, a, b, tx, now
 }
