@@ -3,7 +3,9 @@ package local_test
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -168,5 +170,51 @@ func TestReaderQueuedBehindAFailedDirectorySyncDoesNotShowTheObject(t *testing.T
 	}
 	if err := <-head; err == nil {
 		t.Fatal("Head queued behind a failed directory fsync showed the object")
+	}
+}
+
+// TestReopenedStoreMakesWhatItShowsDurableFirst: the rule that Head shows
+// only what is durable holds across a process's end. A Put whose directory
+// fsync failed leaves its rename visible but not durable; a store opened on
+// the directory afterwards (a restarted gateway) fsyncs the objects
+// directory, and its parent, before it serves, so the object a Head there
+// shows (and a reconciler proves COMMITTED from) survives a power loss. A
+// store whose directories cannot be made durable does not open, and leaves
+// the directory's lock free.
+func TestReopenedStoreMakesWhatItShowsDurableFirst(t *testing.T) {
+	dir := t.TempDir()
+	s := openAt(t, dir)
+	failingDirSync(s)
+	r := fencegate.Receipt{ID: "rcpt_reopen", Resource: "objects/loc/k", Target: "objects/loc/k", FenceToken: 1, Segment: 1,
+		OperationRoot: "root", OperationID: "op", PayloadDigest: "d", State: fencegate.ReceiptPending, CreatedAt: time.Now()}
+	put := gateway.ObjectPut{Store: s, Key: "k", Body: strings.NewReader("v1"), Size: 2}
+	if o, err := put.Apply(context.Background(), r, ""); o.State != fencegate.ReceiptUnknown || err == nil {
+		t.Fatalf("put whose directory fsync failed: %s %v; want UNKNOWN", o.State, err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	restore := local.SetSyncAtOpen(func(string) error { return errors.New("EIO: injected directory fsync failure") })
+	if _, err := local.New("loc", dir); fencegate.ErrorCode(err) != fencegate.CodeBackendUnavailable {
+		restore()
+		t.Fatalf("open whose directory fsync fails: %v, want BACKEND_UNAVAILABLE", err)
+	}
+	restore()
+
+	var synced []string
+	restore = local.SetSyncAtOpen(func(path string) error { synced = append(synced, path); return nil })
+	defer restore()
+	s2 := openAt(t, dir) // the lock the failed open took is free again
+	defer s2.Close()
+	if want := []string{filepath.Join(dir, "objects"), dir}; !slices.Equal(synced, want) {
+		t.Fatalf("directories synced by the open: %q, want %q", synced, want)
+	}
+	info, err := s2.Head(context.Background(), "k")
+	if err != nil {
+		t.Fatalf("Head after the reopen: %v", err)
+	}
+	if m, ok := fencegate.ParseEffectMeta(info.Metadata); !ok || m.ReceiptID != r.ID {
+		t.Fatalf("object after the reopen: %+v; want the receipt's own", info.Metadata)
 	}
 }

@@ -30,3 +30,17 @@ func SetCloseWait(d time.Duration) (restore func()) {
 	closeWait = d
 	return func() { closeWait = old }
 }
+
+// SetSyncAtOpen replaces the directory fsyncs New runs (the objects
+// directory's, then its parent's), telling sync each path, and returns a
+// func restoring them.
+func SetSyncAtOpen(sync func(path string) error) (restore func()) {
+	old := syncAtOpen
+	syncAtOpen = func(d *objDir, parent string) error {
+		if err := sync(d.path); err != nil {
+			return err
+		}
+		return sync(parent)
+	}
+	return func() { syncAtOpen = old }
+}

@@ -151,8 +151,11 @@ func WithClock(now func() time.Time) Option { return func(s *Store) { s.now = no
 
 var _ fencegate.ObjectStore = (*Store)(nil)
 
-// New opens (creating if needed) the store named name in directory dir and
-// removes temp files left by an interrupted write or kept for reuse.
+// New opens (creating if needed) the store named name in directory dir,
+// removes temp files left by an interrupted write or kept for reuse, and
+// fsyncs the directories before it serves: what a reader sees of them is
+// durable, also after a process died between a rename and its directory
+// fsync.
 func New(name, dir string, opts ...Option) (*Store, error) {
 	if name == "" || dir == "" {
 		return nil, fencegate.Errorf(fencegate.CodeInvalidRequest, "local object store needs a name and a directory")
@@ -180,12 +183,36 @@ func New(name, dir string, opts ...Option) (*Store, error) {
 		lock.Close()
 		return nil, fencegate.Wrap(err, fencegate.CodeBackendUnavailable, fmt.Sprintf("store %q: open directory", name))
 	}
+	// What the directories show may not be durable yet: a rename of a
+	// process that died (or whose fsync failed) before its directory
+	// fsync, or the directories MkdirAll just made. They are made durable
+	// before anything is read, since a Head here may prove (settle) a
+	// receipt from what it sees.
+	if err := syncAtOpen(d, dir); err != nil {
+		_ = d.close()
+		lock.Close()
+		return nil, fencegate.Wrap(err, fencegate.CodeBackendUnavailable, fmt.Sprintf("store %q: sync directory", name))
+	}
 	s := &Store{name: name, dir: objs, d: d, now: time.Now, dirs: newDirSyncer(objs, func(string) error { return d.sync() }), lock: lock}
 	s.spares.dir = d
 	for _, o := range opts {
 		o(s)
 	}
 	return s, nil
+}
+
+// syncAtOpen fsyncs the objects directory d and its parent dir (which holds
+// its entry) when New opens them; tests replace it.
+var syncAtOpen = func(d *objDir, parent string) error {
+	if err := d.sync(); err != nil {
+		return err
+	}
+	p, err := openObjDir(parent)
+	if err != nil {
+		return err
+	}
+	defer p.close()
+	return p.sync()
 }
 
 // Close refuses new operations, waits (up to 5 s) for those running, then
