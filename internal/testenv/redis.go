@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -190,4 +191,69 @@ func (r *Redis) Do(args ...string) (string, error) {
 		return line, nil // arrays are not decoded; tests use scalar commands
 	}
 	return line[1:], nil
+}
+
+// ReplicaOf makes r a replica of master (REPLICAOF) and waits until its link
+// to master is up and the initial sync done.
+func (r *Redis) ReplicaOf(master *Redis) {
+	r.t.Helper()
+	if _, err := r.Do("REPLICAOF", "127.0.0.1", strconv.Itoa(master.port)); err != nil {
+		r.t.Fatalf("own redis: REPLICAOF: %v", err)
+	}
+	if err := r.p.waitFor(func() error {
+		info, err := r.info("replication")
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(info, "master_link_status:up") || strings.Contains(info, "master_sync_in_progress:1") {
+			return fmt.Errorf("replica of %s not in sync yet", master.Addr())
+		}
+		return nil
+	}); err != nil {
+		r.t.Fatalf("own redis: %v", err)
+	}
+}
+
+// Freeze stops the server's process (SIGSTOP) without closing its
+// connections: a replica that stops acknowledging, as a stalled or
+// partitioned one does. Thaw resumes it.
+func (r *Redis) Freeze() { r.t.Helper(); r.signal(syscall.SIGSTOP) }
+
+// Thaw resumes a frozen server (SIGCONT).
+func (r *Redis) Thaw() { r.t.Helper(); r.signal(syscall.SIGCONT) }
+
+func (r *Redis) signal(sig syscall.Signal) {
+	if r.p.cmd == nil {
+		r.t.Fatalf("own redis: not running")
+	}
+	if err := r.p.cmd.Process.Signal(sig); err != nil {
+		r.t.Fatalf("own redis: %v: %v", sig, err)
+	}
+}
+
+// info is INFO section's text.
+func (r *Redis) info(section string) (string, error) {
+	c, err := net.DialTimeout("tcp", r.Addr(), 2*time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := fmt.Fprintf(c, "INFO %s\r\n", section); err != nil {
+		return "", err
+	}
+	br := bufio.NewReader(c)
+	line, err := br.ReadString('\n')
+	if err != nil {
+		return "", err
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(line, "$")))
+	if err != nil {
+		return "", fmt.Errorf("INFO reply %q", line)
+	}
+	buf := make([]byte, n+2)
+	if _, err := io.ReadFull(br, buf); err != nil {
+		return "", err
+	}
+	return string(buf[:n]), nil
 }

@@ -45,7 +45,10 @@ const MaxFence = uint64(math.MaxInt64)
 
 // Backend implements fencegate.LeaseBackend on Redis.
 type Backend struct {
-	client    redis.UniversalClient
+	client redis.UniversalClient
+	// single is client as Open made it (one server), from which a mutation
+	// takes the one connection its script and WAIT share (replicas > 0).
+	single    *redis.Client
 	prefix    string
 	retention time.Duration
 	owns      bool
@@ -129,7 +132,7 @@ func Open(ctx context.Context, addr string, opts ...Option) (*Backend, error) {
 			return nil, err
 		}
 	}
-	return &Backend{client: client, prefix: c.prefix, retention: c.retention, owns: true,
+	return &Backend{client: client, single: client, prefix: c.prefix, retention: c.retention, owns: true,
 		replicas: c.replicas, waitFor: c.waitFor}, nil
 }
 
@@ -138,9 +141,15 @@ func Open(ctx context.Context, addr string, opts ...Option) (*Backend, error) {
 // appendfsync always (https://redis.io/docs/latest/operate/oss_and_stack/management/persistence/).
 // With everysec up to a second of acquisitions, and with RDB snapshots
 // everything since the last one, is lost by a crash.
+//
+// It also refuses a server that may evict keys (maxmemory-policy other than
+// noeviction, https://redis.io/docs/latest/develop/reference/eviction/): an
+// evicted fence counter would hand out its fences again, an evicted lease
+// or request key would let a second holder in or lose a repeated request's
+// answer, and the loss checks see none of it.
 func checkDurable(ctx context.Context, client *redis.Client, addr string) error {
 	got := map[string]string{}
-	for _, key := range []string{"appendonly", "appendfsync"} {
+	for _, key := range []string{"appendonly", "appendfsync", "maxmemory-policy"} {
 		m, err := client.ConfigGet(ctx, key).Result()
 		if err != nil {
 			return fencegate.Wrap(err, fencegate.CodeUnsupported,
@@ -154,16 +163,53 @@ func checkDurable(ctx context.Context, client *redis.Client, addr string) error 
 				"configure appendonly yes and appendfsync always (and replicas=N to WAIT for replicas), or start with --allow-volatile-backend",
 			addr, got["appendonly"], got["appendfsync"])
 	}
+	if got["maxmemory-policy"] != "noeviction" {
+		return fencegate.Errorf(fencegate.CodeUnsupported,
+			"registry redis %s runs with maxmemory-policy=%s: an evicted key hands out its fences again; "+
+				"configure maxmemory-policy noeviction, or start with --allow-volatile-backend",
+			addr, got["maxmemory-policy"])
+	}
 	return nil
 }
 
-// replicate waits for the configured replicas to acknowledge the mutation
-// just made (WAIT, https://redis.io/docs/latest/commands/wait/).
-func (b *Backend) replicate(ctx context.Context, op string) error {
+// session is where one mutation runs (script, then replicate): the client,
+// or with replicas configured one connection of it (session).
+type session interface {
+	redis.Scripter
+	Incr(ctx context.Context, key string) *redis.IntCmd
+	Do(ctx context.Context, args ...any) *redis.Cmd
+}
+
+// session returns where the next mutation runs and the func that ends it.
+// With replicas configured that is one connection, held for the script and
+// its WAIT: WAIT counts the replicas that acknowledged the last write made
+// on its own connection, so on another pooled connection (one that never
+// wrote, say) it would answer at once for a write no replica has.
+func (b *Backend) session() (session, func()) {
+	if b.replicas == 0 || b.single == nil {
+		return b.client, func() {}
+	}
+	c := b.single.Conn()
+	return c, func() { _ = c.Close() }
+}
+
+// replicate waits, on the mutation's session sess, for the configured
+// replicas to acknowledge what the mutation answers (WAIT,
+// https://redis.io/docs/latest/commands/wait/). It first writes one key
+// there (INCR of the prefix's "replicated"), so that WAIT covers the state
+// the answer reflects also when the script wrote nothing (a repeated
+// request ID, a release of a lease no longer held, a floor already higher):
+// that state was written earlier, maybe on another connection or by another
+// process whose WAIT failed, and precedes this write in the replication
+// stream.
+func (b *Backend) replicate(ctx context.Context, sess session, op string) error {
 	if b.replicas == 0 {
 		return nil
 	}
-	n, err := b.client.Do(ctx, "WAIT", b.replicas, b.waitFor.Milliseconds()).Int()
+	if err := sess.Incr(ctx, b.prefix+"replicated").Err(); err != nil {
+		return translate(err, op+": mark for WAIT")
+	}
+	n, err := sess.Do(ctx, "WAIT", b.replicas, b.waitFor.Milliseconds()).Int()
 	if err != nil {
 		return translate(err, op+": WAIT")
 	}
@@ -259,17 +305,20 @@ func (b *Backend) SetFloor(ctx context.Context, floor uint64, g fencegate.Guard)
 
 // run executes script with the common KEYS/ARGV prefix and returns its reply
 // as strings.
-func (b *Backend) run(ctx context.Context, s *redis.Script, args ...any) ([]string, error) {
-	return s.Run(ctx, b.client, []string{b.prefix + "revision"}, append([]any{b.prefix}, args...)...).StringSlice()
+func (b *Backend) run(ctx context.Context, sess redis.Scripter, s *redis.Script, args ...any) ([]string, error) {
+	return s.Run(ctx, sess, []string{b.prefix + "revision"}, append([]any{b.prefix}, args...)...).StringSlice()
 }
 
 // mutate runs a mutation's script with args and then the guard g (its
 // marker and minimum revision, the script's last two arguments), reads the
-// lease it answers at now (answer), and waits for the replicas (replicate).
+// lease it answers at now (answer), and waits for the replicas (replicate,
+// on the script's own connection).
 // A script error is translated, and the guard's refusal is
 // COORDINATION_STATE_LOST (refused).
 func (b *Backend) mutate(ctx context.Context, s *redis.Script, what string, now time.Time, g fencegate.Guard, args ...any) (fencegate.Lease, error) {
-	reply, err := b.run(ctx, s, append(args, g.Incarnation, strconv.FormatUint(g.MinRevision, 10))...)
+	sess, end := b.session()
+	defer end()
+	reply, err := b.run(ctx, sess, s, append(args, g.Incarnation, strconv.FormatUint(g.MinRevision, 10))...)
 	if err != nil {
 		return fencegate.Lease{}, translate(err, what)
 	}
@@ -278,7 +327,7 @@ func (b *Backend) mutate(ctx context.Context, s *redis.Script, what string, now 
 	}
 	l, err := b.answer(reply, now, what)
 	if err == nil {
-		err = b.replicate(ctx, what)
+		err = b.replicate(ctx, sess, what)
 	}
 	return l, err
 }

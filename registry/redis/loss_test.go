@@ -3,8 +3,12 @@ package redis_test
 import (
 	"context"
 	"fmt"
+	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/fencegate/fencegate"
 	"github.com/fencegate/fencegate/internal/testenv"
@@ -12,6 +16,10 @@ import (
 	"github.com/fencegate/fencegate/registry/redis"
 )
 
+// TestOpenRefusesAServerThatDoesNotFsyncEveryWrite: a server that may lose
+// acknowledged writes (no append-only file fsynced on every write) or evict
+// keys (a maxmemory-policy other than noeviction) is refused at start unless
+// explicitly allowed.
 func TestOpenRefusesAServerThatDoesNotFsyncEveryWrite(t *testing.T) {
 	ctx := context.Background()
 	volatile := testenv.OwnRedis(t)
@@ -30,6 +38,15 @@ func TestOpenRefusesAServerThatDoesNotFsyncEveryWrite(t *testing.T) {
 		t.Fatalf("durable server: %v", err)
 	}
 	_ = b.Close()
+	for _, policy := range []string{"allkeys-lru", "volatile-lru", "volatile-ttl"} {
+		if _, err := durable.Do("CONFIG", "SET", "maxmemory-policy", policy); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := redis.Open(ctx, durable.Addr()); fencegate.ErrorCode(err) != fencegate.CodeUnsupported ||
+			!strings.Contains(err.Error(), "maxmemory-policy="+policy) {
+			t.Fatalf("durable server that may evict keys (%s): want UNSUPPORTED naming the policy, got %v", policy, err)
+		}
+	}
 }
 
 func TestMutationNotAcknowledgedByReplicasIsUnavailable(t *testing.T) {
@@ -44,6 +61,96 @@ func TestMutationNotAcknowledgedByReplicasIsUnavailable(t *testing.T) {
 		RequestID: "r1", TTL: time.Minute, Now: leasetest.T0})
 	if fencegate.ErrorCode(err) != fencegate.CodeBackendUnavailable {
 		t.Fatalf("no replica acknowledged: want BACKEND_UNAVAILABLE, got %v", err)
+	}
+}
+
+// TestAnswerWaitsForItsReplicasAlsoWhenTheScriptWroteNothing: with
+// replicas=N a mutation is answered only once N replicas hold what it
+// answers, also when its script wrote nothing because the state was written
+// before (a request ID repeated after an answer lost to a WAIT that timed
+// out). The repeat here comes through a second registry process, whose
+// connections have never written: WAIT counts the replicas that hold its
+// own connection's last write, so without a write of its own it answered at
+// once, handing out a fence no replica had.
+func TestAnswerWaitsForItsReplicasAlsoWhenTheScriptWroteNothing(t *testing.T) {
+	ctx := context.Background()
+	master := testenv.OwnRedis(t, testenv.RedisDurable())
+	replica := testenv.OwnRedis(t)
+	replica.ReplicaOf(master)
+	open := func() *redis.Backend {
+		b, err := redis.Open(ctx, master.Addr(), redis.WithReplicas(1, 200*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = b.Close() })
+		return b
+	}
+	acquire := func(b *redis.Backend, n int) (fencegate.Lease, error) {
+		return b.Acquire(ctx, fencegate.AcquireRequest{LeaseID: fmt.Sprintf("l%d", n), Resource: fmt.Sprintf("db/%d", n),
+			Owner: "alice", RequestID: fmt.Sprintf("r%d", n), TTL: time.Minute, Now: leasetest.T0})
+	}
+	first := open()
+	if _, err := acquire(first, 1); err != nil {
+		t.Fatalf("acquire with its replica up: %v", err)
+	}
+	replica.Freeze()
+	defer replica.Thaw()
+	if _, err := acquire(first, 2); fencegate.ErrorCode(err) != fencegate.CodeBackendUnavailable {
+		t.Fatalf("acquire while the replica acknowledges nothing: %v, want BACKEND_UNAVAILABLE", err)
+	}
+	second := open()
+	if l, err := acquire(second, 2); fencegate.ErrorCode(err) != fencegate.CodeBackendUnavailable {
+		t.Fatalf("the same request again, through another registry, no replica holding it: fence %d, %v; want BACKEND_UNAVAILABLE", l.FenceToken, err)
+	}
+	replica.Thaw()
+	if _, err := acquire(second, 2); err != nil {
+		t.Fatalf("the same request once the replica is back: %v", err)
+	}
+}
+
+// TestAnswerWaitsOnTheConnectionItsScriptWroteOn: WAIT counts the replicas
+// that hold the last write of the connection it runs on, so a mutation's
+// WAIT must run on the connection its script ran on. Here the pool hands
+// out its oldest idle connection first (PoolFIFO), and its idle connections
+// last wrote before the replica stopped acknowledging: an acquisition must
+// still be refused, where a WAIT on the next idle connection answered at
+// once for a fence no replica had.
+func TestAnswerWaitsOnTheConnectionItsScriptWroteOn(t *testing.T) {
+	ctx := context.Background()
+	master := testenv.OwnRedis(t, testenv.RedisDurable())
+	replica := testenv.OwnRedis(t)
+	replica.ReplicaOf(master)
+	b, err := redis.Open(ctx, master.Addr(), redis.WithReplicas(1, 300*time.Millisecond),
+		redis.WithRedisOptions(func(o *goredis.Options) { o.PoolFIFO = true }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	acquire := func(n int) error {
+		_, err := b.Acquire(ctx, fencegate.AcquireRequest{LeaseID: fmt.Sprintf("l%d", n),
+			Resource: fmt.Sprintf("db/%d", n), Owner: "alice", RequestID: fmt.Sprintf("r%d", n),
+			TTL: time.Minute, Now: leasetest.T0})
+		return err
+	}
+	const n = 4
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n { // several connections, each having written while the replica acknowledged
+		wg.Add(1)
+		go func() { defer wg.Done(); errs[i] = acquire(i) }()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("acquire %d with the replica up: %v", i, err)
+		}
+	}
+	replica.Freeze()
+	defer replica.Thaw()
+	for i := n; i < 2*n; i++ {
+		if err := acquire(i); fencegate.ErrorCode(err) != fencegate.CodeBackendUnavailable {
+			t.Fatalf("acquire %d while the replica acknowledges nothing: %v, want BACKEND_UNAVAILABLE", i, err)
+		}
 	}
 }
 
