@@ -225,7 +225,26 @@ func (v *Verifier) VerifyGrant(token string) (fencegate.VerifiedGrant, error) {
 // is served from the cache. Whether the issuer epoch is revoked is the caller's
 // check.
 func (v *Verifier) VerifyStatus(token string, g fencegate.VerifiedGrant) (fencegate.Status, error) {
-	return v.verifyStatus(token, g, "")
+	return v.verifyStatus(token, g, "", true)
+}
+
+// VerifyStatement is VerifyStatus for the registry's statement of any state:
+// its answer to a gateway's own query, where a REVOKED or EXPIRED lease is a
+// verified verdict for the gateway to answer by (a REVOKED lease's write is
+// EPOCH_REVOKED), not a broken proof. Everything else is checked as by
+// VerifyStatus; a proof a client presents is checked by VerifyStatus, which
+// takes only HELD.
+func (v *Verifier) VerifyStatement(token string, g fencegate.VerifiedGrant) (fencegate.Status, error) {
+	return v.verifyStatus(token, g, "", false)
+}
+
+// VerifyDelegationStatement is VerifyStatement for a delegated write's
+// statement (VerifyDelegationStatus's checks, any state).
+func (v *Verifier) VerifyDelegationStatement(token string, g fencegate.VerifiedGrant, delegation string) (fencegate.Status, error) {
+	if delegation == "" {
+		return fencegate.Status{}, statusKind.errorf("no delegation named")
+	}
+	return v.verifyStatus(token, g, delegation, false)
 }
 
 // VerifyDelegationStatus is VerifyStatus for a delegated write: the proof
@@ -237,10 +256,12 @@ func (v *Verifier) VerifyDelegationStatus(token string, g fencegate.VerifiedGran
 	if delegation == "" {
 		return fencegate.Status{}, statusKind.errorf("no delegation named")
 	}
-	return v.verifyStatus(token, g, delegation)
+	return v.verifyStatus(token, g, delegation, true)
 }
 
-func (v *Verifier) verifyStatus(token string, g fencegate.VerifiedGrant, delegation string) (fencegate.Status, error) {
+// verifyStatus verifies a status proof for g (and delegation, if named);
+// held requires the state HELD.
+func (v *Verifier) verifyStatus(token string, g fencegate.VerifiedGrant, delegation string, held bool) (fencegate.Status, error) {
 	if err := v.checkSize(token, statusKind); err != nil {
 		return fencegate.Status{}, err
 	}
@@ -279,7 +300,7 @@ func (v *Verifier) verifyStatus(token string, g fencegate.VerifiedGrant, delegat
 	} else if err := key.validAt(now); err != nil {
 		return fencegate.Status{}, statusKind.errorf("%v", err)
 	}
-	if err := checkStatusClaims(st, g, now); err != nil {
+	if err := checkStatusClaims(st, g, now, held); err != nil {
 		return fencegate.Status{}, err
 	}
 	if st.Delegation != delegation {
@@ -291,8 +312,9 @@ func (v *Verifier) verifyStatus(token string, g fencegate.VerifiedGrant, delegat
 	return st, nil
 }
 
-// checkStatusClaims checks what a status proof says against grant g at now.
-func checkStatusClaims(st fencegate.Status, g fencegate.VerifiedGrant, now time.Time) error {
+// checkStatusClaims checks what a status proof says against grant g at now
+// (and, when held, that it states the lease HELD).
+func checkStatusClaims(st fencegate.Status, g fencegate.VerifiedGrant, now time.Time, held bool) error {
 	sk := statusKind
 	switch {
 	case st.Schema != fencegate.StatusSchema:
@@ -307,8 +329,10 @@ func checkStatusClaims(st fencegate.Status, g fencegate.VerifiedGrant, now time.
 		return sk.errorf("lease is not the grant's lease")
 	case st.FenceToken != g.FenceToken:
 		return sk.errorf("fenceToken is not the grant's fenceToken")
-	case st.State != fencegate.StateHeld:
+	case held && st.State != fencegate.StateHeld:
 		return sk.errorf("lease state is %s, not HELD", quoteShort(string(st.State)))
+	case !validState(st.State):
+		return sk.errorf("lease state %s is not a lease state", quoteShort(string(st.State)))
 	}
 	nowMs := now.UnixMilli()
 	switch {
@@ -325,6 +349,15 @@ func checkStatusClaims(st fencegate.Status, g fencegate.VerifiedGrant, now time.
 		return sk.errorf("life of %d ms exceeds the maximum %s", st.ExpiresAtMs-st.IssuedAtMs, fencegate.MaxStatusLife)
 	}
 	return nil
+}
+
+// validState reports whether s is one of the states a registry states.
+func validState(s fencegate.StatusState) bool {
+	switch s {
+	case fencegate.StateHeld, fencegate.StateExpired, fencegate.StateReleased, fencegate.StateRevoked:
+		return true
+	}
+	return false
 }
 
 // tokenID is the cache key of a token: the SHA-256 of its exact bytes,

@@ -184,3 +184,29 @@ func TestStatusTokenRulesApply(t *testing.T) {
 	_, err = f.v.VerifyStatus(f.craft(`{"alg":"EdDSA","jku":"https://x","kid":"k1","typ":"grantstatus+jws"}`, payload), vg)
 	wantRejected(t, err, statusInvalid, `"jku" is refused`)
 }
+
+// TestStatementOfAnyStateIsAnswerOnlyWhereAsked: a status proof stating the
+// lease REVOKED, EXPIRED or RELEASED is refused as a client's proof
+// (VerifyStatus takes only HELD) and is a verified answer to a gateway's
+// own query (VerifyStatement), with every other check kept: a state that
+// is no lease state, or a statement bound to another grant, is refused
+// there too.
+func TestStatementOfAnyStateIsAnswerOnlyWhereAsked(t *testing.T) {
+	f := newFixture(t)
+	_, vg := f.verifiedGrant(nil)
+	for _, state := range []fencegate.StatusState{fencegate.StateRevoked, fencegate.StateExpired, fencegate.StateReleased} {
+		tok := f.statusToken(vg, func(s *fencegate.Status) { s.State = state })
+		_, err := f.v.VerifyStatus(tok, vg)
+		wantRejected(t, err, statusInvalid, "not HELD")
+		st, err := f.v.VerifyStatement(tok, vg)
+		mustOK(t, err)
+		if st.State != state {
+			t.Fatalf("statement of %s read as %s", state, st.State)
+		}
+	}
+	_, err := f.v.VerifyStatement(f.statusToken(vg, func(s *fencegate.Status) { s.State = "GONE" }), vg)
+	wantRejected(t, err, statusInvalid, "not a lease state")
+	_, other := f.verifiedGrant(func(g *fencegate.Grant) { g.Lease = "lease-other" })
+	_, err = f.v.VerifyStatement(f.statusToken(other, func(s *fencegate.Status) { s.State = fencegate.StateRevoked }), vg)
+	wantRejected(t, err, statusInvalid)
+}

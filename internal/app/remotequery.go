@@ -50,8 +50,10 @@ func (q *remoteQuerier) GrantStatus(ctx context.Context, g fencegate.VerifiedGra
 	if err != nil {
 		return fencegate.Status{}, err
 	}
-	// A REVOKED or EXPIRED statement is a verified proof too; it still refuses.
-	return verified(q.verifier.VerifyStatus(proof, g))
+	// A REVOKED or EXPIRED statement is a verified answer too: the gateway
+	// refuses by it (EPOCH_REVOKED for REVOKED), as with a registry in
+	// process.
+	return verified(q.verifier.VerifyStatement(proof, g))
 }
 
 // GrantDelegationStatus is the query for a delegated write (POST
@@ -69,7 +71,7 @@ func (q *remoteQuerier) GrantDelegationStatus(ctx context.Context, g fencegate.V
 	if err != nil {
 		return fencegate.Status{}, err
 	}
-	return verified(q.verifier.VerifyDelegationStatus(proof, g, d.ID))
+	return verified(q.verifier.VerifyDelegationStatement(proof, g, d.ID))
 }
 
 func verified(st fencegate.Status, err error) (fencegate.Status, error) {

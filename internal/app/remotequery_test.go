@@ -87,3 +87,40 @@ func TestRegistryQueryPassesOnVerdictsAndTheRestIsBackendUnavailable(t *testing.
 		})
 	}
 }
+
+// TestRemoteQueryStatesARevokedLeaseAsTheRegistryDoes: a gateway asking a
+// registry in another process gets the registry's signed statement of any
+// state as a verified answer, as one with the registry in process does: a
+// lease whose epoch was retired is stated REVOKED (which the gateway
+// answers EPOCH_REVOKED, so the client drops its lease), not a broken proof
+// (STATUS_INVALID), and a released one RELEASED.
+func TestRemoteQueryStatesARevokedLeaseAsTheRegistryDoes(t *testing.T) {
+	w := newS3World(t)
+	ctx := context.Background()
+	q, err := newRemoteQuerier(w.srv.URL, "token-gw", w.app.auth.Verifier())
+	if err != nil {
+		t.Fatal(err)
+	}
+	verify := func(a fencegate.LeaseAnswer) fencegate.VerifiedGrant {
+		vg, err := w.app.auth.Verifier().VerifyGrant(a.Grant)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return vg
+	}
+	held, released := w.acquire("token-a", "local/reports/20", "r-1"), w.acquire("token-b", "local/reports/21", "r-2")
+	heldGrant, releasedGrant := verify(held), verify(released)
+	if st, err := q.GrantStatus(ctx, heldGrant); err != nil || st.State != fencegate.StateHeld {
+		t.Fatalf("a held lease: %+v %v", st, err)
+	}
+	w.call("DELETE", "/v1/leases/"+released.Lease, "token-b", "")
+	if st, err := q.GrantStatus(ctx, releasedGrant); err != nil || st.State != fencegate.StateReleased {
+		t.Fatalf("a released lease: %s %v; want the registry's RELEASED", st.State, err)
+	}
+	if _, err := w.app.auth.RetireEpoch(ctx, heldGrant.IssuerEpoch); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := q.GrantStatus(ctx, heldGrant); err != nil || st.State != fencegate.StateRevoked {
+		t.Fatalf("a lease of a retired epoch: %s %v; want the registry's REVOKED", st.State, err)
+	}
+}
