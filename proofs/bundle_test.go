@@ -214,6 +214,8 @@ func TestBundleKeysAreCopies(t *testing.T) {
 	f.verifiedGrant(nil)
 }
 
+// TestSetBundleRefusesLowerVersion: keys change only forward: a lower
+// version, or other content under the current version, is refused.
 func TestSetBundleRefusesLowerVersion(t *testing.T) {
 	f := newFixture(t)
 	b5, err := proofs.NewBundle(5, f.signer.BundleKey(1))
@@ -224,9 +226,18 @@ func TestSetBundleRefusesLowerVersion(t *testing.T) {
 	if f.v.Bundle() != b5 {
 		t.Fatal("bundle replaced by a lower version")
 	}
-	// The same version again (a reload of the same file) is accepted.
+	// The same version again (a reload of the same file) is accepted; the
+	// same version with other content is not: replicas take only a higher
+	// version, so it would never reach them.
 	b5again, _ := proofs.NewBundle(5, f.signer.BundleKey(1))
 	mustOK(t, f.v.SetBundle(b5again))
+	next, _ := proofs.GenerateEd25519Signer("k2")
+	b5changed, err := proofs.NewBundle(5, f.signer.BundleKey(1), next.BundleKey(2))
+	mustOK(t, err)
+	wantRejected(t, f.v.SetBundle(b5changed), fencegate.CodeInvalidRequest, "version 5 is the current version with other content")
+	if f.v.Bundle() != b5again {
+		t.Fatal("bundle replaced by other content under the same version")
+	}
 	wantRejected(t, f.v.SetBundle(nil), fencegate.CodeInvalidRequest, "nil bundle")
 }
 

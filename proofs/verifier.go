@@ -127,8 +127,9 @@ func (v *Verifier) Bundle() *Bundle { return v.bundle.Load() }
 
 // SetBundle replaces the trust bundle. It is the only way keys change: a file
 // reload or an admin action calls it, a token never does. A bundle with a lower
-// version than the current one is refused, and so is one that lifts a
-// revocation of the current one (revocation is one-way). The caches are emptied, and entries
+// version than the current one is refused, and so is one of the current
+// version with other content (replicas take only a higher version), and
+// one that lifts a revocation of the current one (revocation is one-way). The caches are emptied, and entries
 // verified under an earlier bundle are never used again.
 func (v *Verifier) SetBundle(b *Bundle) error {
 	if b == nil {
@@ -139,6 +140,11 @@ func (v *Verifier) SetBundle(b *Bundle) error {
 	cur := v.bundle.Load()
 	if b.Version() < cur.Version() {
 		return bundleErr("version %d is lower than the current version %d", b.Version(), cur.Version())
+	}
+	if b.Version() == cur.Version() && !sameBundle(b, cur) {
+		// Replicas take a bundle only of a higher version (the authority's
+		// offer): installed here, it would never reach them.
+		return bundleErr("version %d is the current version with other content: a changed bundle needs a higher version", b.Version())
 	}
 	for _, e := range cur.revoked {
 		if !b.EpochRevoked(e) {
@@ -151,6 +157,14 @@ func (v *Verifier) SetBundle(b *Bundle) error {
 		v.statuses.Purge()
 	}
 	return nil
+}
+
+// sameBundle reports whether a and b hold the same keys and revocations (a
+// reload of the same file).
+func sameBundle(a, b *Bundle) bool {
+	am, aerr := a.Marshal()
+	bm, berr := b.Marshal()
+	return aerr == nil && berr == nil && bytes.Equal(am, bm)
 }
 
 // docKind names the document a token must carry.
