@@ -45,7 +45,7 @@ func TestRenewalInFlightAcrossTheClaimThatEndsThePauseIsNotASecondLoss(t *testin
 	if err := r.Watch(ctx); fencegate.ErrorCode(err) != fencegate.CodeStateLost || !r.Issuance().Paused {
 		t.Fatalf("wipe not detected: %v %+v", err, r.Issuance())
 	}
-	clk.Advance(statusLife) // the operator comes after ResumeAt
+	clk.Advance(pause) // the operator comes after ResumeAt
 
 	b.armed.Store(true)
 	done := make(chan error, 1)
@@ -93,7 +93,7 @@ func TestRenewalsRefusedDuringAPauseDoNotRerunTheRecovery(t *testing.T) {
 	if is := e.r.Issuance(); !is.Paused || is.Losses != 1 || e.retired.Load() != retired {
 		t.Fatalf("refused renewals changed the pause: %+v, %d retirements (was %d)", is, e.retired.Load(), retired)
 	}
-	e.clock.Advance(statusLife)
+	e.clock.Advance(pause)
 	if err := e.r.SetFloor(ctx, 10); err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +119,7 @@ func TestRefusalHandledAfterTheRegistrysOwnClaimIsNotASecondLoss(t *testing.T) {
 	if err := e.r.Watch(ctx); fencegate.ErrorCode(err) != fencegate.CodeStateLost {
 		t.Fatalf("wipe not detected: %v", err)
 	}
-	e.clock.Advance(statusLife) // the floor will end the pause at once
+	e.clock.Advance(pause) // the floor will end the pause at once
 	var once sync.Once
 	defer registry.SetTestHookBeforeLost(func() {
 		once.Do(func() {
@@ -152,7 +152,7 @@ func TestFloorFindingASecondLossWhilePausedAfterTheClaimStartsTheRecoveryOver(t 
 		t.Fatalf("setup: %+v", is)
 	}
 	b.wipe() // a second loss after the claim, during the pause
-	e.clock.Advance(statusLife)
+	e.clock.Advance(pause)
 	if err := e.r.SetFloor(context.Background(), 40); err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +166,7 @@ func TestFloorFindingASecondLossWhilePausedAfterTheClaimStartsTheRecoveryOver(t 
 	if e.retired.Load() != 2 {
 		t.Fatalf("the second loss must retire its epoch too: %d retirements", e.retired.Load())
 	}
-	e.clock.Advance(statusLife)
+	e.clock.Advance(pause)
 	if d := e.mustAcquire("dave", "db/c", "d1"); d.Lease.FenceToken <= 40 {
 		t.Fatalf("after the second recovery: fence %d, want above the floor 40", d.Lease.FenceToken)
 	}
@@ -206,7 +206,7 @@ func TestRollbackMaskedByRenewalsOrReleasesIsDetectedAtTheFirstOne(t *testing.T)
 				t.Fatalf("the refused %s changed A's lease: %+v -> %+v, %v", via, a.Lease, l, err)
 			}
 			e.wantPaused("dave", "db/c", "d1")
-			e.clock.Advance(statusLife)
+			e.clock.Advance(pause)
 			d := e.mustAcquire("dave", "db/c", "d1")
 			if d.Lease.FenceToken <= c.Lease.FenceToken {
 				t.Fatalf("db/c's fence %d was handed out again (lost acquisition's: %d)", d.Lease.FenceToken, c.Lease.FenceToken)
@@ -239,7 +239,7 @@ func TestFloorOnARestoredBackendIsALossAndTheFloorIsKept(t *testing.T) {
 	if e.retired.Load() != 1 {
 		t.Fatalf("the pre-loss epoch was not retired: %d", e.retired.Load())
 	}
-	e.clock.Advance(statusLife)
+	e.clock.Advance(pause)
 	d := e.mustAcquire("dave", "db/c", "d1")
 	if d.Lease.FenceToken <= 40 || d.Lease.FenceToken <= c.Lease.FenceToken {
 		t.Fatalf("after the recovery: fence %d, want above the floor 40 and the lost %d", d.Lease.FenceToken, c.Lease.FenceToken)
@@ -261,7 +261,7 @@ func TestRestartOnABackendRestoredFromBeforeTheLastAcquisitionIsALoss(t *testing
 	if is := again.r.Issuance(); !is.Paused {
 		t.Fatalf("restart on a backend restored from before the last acquisition: %+v", is)
 	}
-	again.clock.Advance(statusLife)
+	again.clock.Advance(pause)
 	d := again.mustAcquire("dave", "db/c", "d1")
 	if d.Lease.FenceToken <= c.Lease.FenceToken {
 		t.Fatalf("db/c's fence %d was handed out again (the lost acquisition's: %d)", d.Lease.FenceToken, c.Lease.FenceToken)

@@ -14,6 +14,7 @@ import (
 	"go.etcd.io/bbolt"
 
 	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/proofs"
 	"github.com/fencegate/fencegate/registry"
 	"github.com/fencegate/fencegate/registry/embedded"
 )
@@ -123,6 +124,10 @@ type lossEnv struct {
 
 const statusLife = 5 * time.Second
 
+// pause is how long grants stay paused after a loss is detected: one status
+// proof life and the clock skew a gateway tolerates.
+const pause = statusLife + proofs.MaxClockSkew
+
 // lossOpt changes how newLossEnv builds its registry.
 type lossOpt func(*lossSetup)
 
@@ -219,12 +224,12 @@ func (e *lossEnv) proofState(lease string) fencegate.StatusState {
 	return st.State
 }
 
-// resumeAbove waits out the pause (one status life), acquires resource for
+// resumeAbove waits out the pause (one status life and the skew), acquires resource for
 // owner, which must be issued a fence above fence, and checks that every
 // lease of revoked (from before the loss) reads REVOKED once grants resume.
 func (e *lossEnv) resumeAbove(fence uint64, owner, resource, rid string, revoked ...string) registry.Issued {
 	e.t.Helper()
-	e.clock.Advance(statusLife)
+	e.clock.Advance(pause)
 	is := e.mustAcquire(owner, resource, rid)
 	if is.Lease.FenceToken <= fence {
 		e.t.Fatalf("after the pause: fence %d, not above %d", is.Lease.FenceToken, fence)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/proofs"
 )
 
 // Memory keeps what a registry last saw of its coordination backend (marker,
@@ -200,8 +201,17 @@ func (r *Registry) markLostLocked(reason string, now time.Time) bool {
 		rc.mu.Unlock()
 		return false
 	}
-	rc.lost, rc.retired, rc.claimed, rc.reason, rc.detect = true, false, false, reason, now
-	rc.resume = now.Add(r.statusLife)
+	// The pause runs from the detection, not from the start of the request
+	// that found the loss (its backend call may have stalled meanwhile),
+	// and lasts one status proof life plus the clock skew a gateway
+	// tolerates: a HELD proof issued before the loss is dead everywhere by
+	// then.
+	detected := r.now()
+	if detected.Before(now) {
+		detected = now
+	}
+	rc.lost, rc.retired, rc.claimed, rc.reason, rc.detect = true, false, false, reason, detected
+	rc.resume = detected.Add(r.statusLife + proofs.MaxClockSkew)
 	rc.paused.Store(true)
 	rc.mu.Unlock()
 	rc.losses.Add(1)

@@ -44,7 +44,7 @@ func TestEmptiedBackendPausesGrantsRetiresTheEpochAndResumesAboveEveryKnownFence
 	if _, err := e.r.Status(context.Background(), a.Lease.ID); fencegate.ErrorCode(err) != fencegate.CodeNotFound {
 		t.Fatalf("A's lease is gone with the backend: %v", err)
 	}
-	e.clock.Advance(statusLife - time.Millisecond)
+	e.clock.Advance(pause - time.Millisecond)
 	e.wantPaused("bob", "db/a", "b1") // A's status proof may still be fresh
 	e.clock.Advance(time.Millisecond)
 	b := e.mustAcquire("bob", "db/a", "b1")
@@ -94,7 +94,7 @@ func TestRestoreToAnOlderMarkerIsClaimedAnewAndItsLeasesReadRevoked(t *testing.T
 	first := e.r.Issuance().Incarnation
 	b.wipe()
 	e.wantPaused("bob", "db/b", "b1") // detects, claims a second marker
-	e.clock.Advance(statusLife)
+	e.clock.Advance(pause)
 	c := e.mustAcquire("carol", "db/c", "c1")
 	hw.v.Store(c.Lease.FenceToken) // a gateway accepted C's fence
 	second := e.r.Issuance().Incarnation
@@ -128,7 +128,7 @@ func TestRollbackAcrossARestartIsDetectedFromMemory(t *testing.T) {
 	if is := again.r.Issuance(); !is.Paused || !is.NeedsFloor {
 		t.Fatalf("restart on a rolled-back backend without a fence store: %+v", is)
 	}
-	again.clock.Advance(statusLife)
+	again.clock.Advance(pause)
 	again.wantPaused("bob", "db/a", "b1") // still: nobody said how high the gateways went
 	if err := again.r.SetFloor(context.Background(), math.MaxUint64); fencegate.ErrorCode(err) != fencegate.CodeInvalidRequest {
 		t.Fatalf("floor 2^64-1: want INVALID_REQUEST, got %v", err)
@@ -159,7 +159,7 @@ func TestBackendSwitchResumesAboveTheFenceStoresHighWater(t *testing.T) {
 	if !e.r.Issuance().Paused {
 		t.Fatalf("a switch to an empty backend must pause: %+v", e.r.Issuance())
 	}
-	e.clock.Advance(statusLife)
+	e.clock.Advance(pause)
 	if l := e.mustAcquire("bob", "db/a", "b1"); l.Lease.FenceToken <= 3 {
 		t.Fatalf("fence %d after the switch, not above the accepted 3", l.Lease.FenceToken)
 	}
@@ -174,7 +174,7 @@ func TestFenceStoreAboveTheBackendIsALoss(t *testing.T) {
 	if !e.r.Issuance().Paused {
 		t.Fatalf("gateways above the backend must pause: %+v", e.r.Issuance())
 	}
-	e.clock.Advance(statusLife)
+	e.clock.Advance(pause)
 	if l := e.mustAcquire("bob", "db/a", "b1"); l.Lease.FenceToken <= 9 {
 		t.Fatalf("fence %d not above 9", l.Lease.FenceToken)
 	}
@@ -186,7 +186,7 @@ func TestFailedRetirementKeepsGrantsPaused(t *testing.T) {
 	e.failOn.Store(true)
 	e.backend.wipe()
 	e.wantPaused("bob", "db/a", "b1")
-	e.clock.Advance(statusLife)
+	e.clock.Advance(pause)
 	e.wantPaused("bob", "db/a", "b1")
 	e.failOn.Store(false)
 	e.mustAcquire("bob", "db/a", "b1")
@@ -226,8 +226,8 @@ func TestRegistriesSharingABackendJoinOneClaimInsteadOfTakingTurns(t *testing.T)
 	if two.r.Issuance().Incarnation != claimed {
 		t.Fatalf("two did not join one's claim: %q vs %q", two.r.Issuance().Incarnation, claimed)
 	}
-	one.clock.Advance(statusLife)
-	two.clock.Advance(statusLife)
+	one.clock.Advance(pause)
+	two.clock.Advance(pause)
 	for _, e := range []*lossEnv{one, two, one} {
 		l := e.mustAcquire("carol", "db/b", fmt.Sprintf("c-%p-%d", e, e.retired.Load()))
 		if l.Lease.FenceToken <= high.Lease.FenceToken {
@@ -255,7 +255,7 @@ func TestWatchFindsALossWithoutAnAcquire(t *testing.T) {
 	if !e.r.Issuance().Paused || e.retired.Load() != 1 {
 		t.Fatalf("the loss was not acted on: %+v, %d retirements", e.r.Issuance(), e.retired.Load())
 	}
-	e.clock.Advance(statusLife)
+	e.clock.Advance(pause)
 	if l := e.mustAcquire("bob", "db/a", "b1"); l.Lease.FenceToken <= a.Lease.FenceToken {
 		t.Fatalf("fence %d not above %d", l.Lease.FenceToken, a.Lease.FenceToken)
 	}
@@ -364,4 +364,47 @@ func TestCheckOvertakenByAnAcquireStillDetectsItsRollback(t *testing.T) {
 	if _, err := r.Acquire(context.Background(), "carol", params("db/a", "c1")); fencegate.ErrorCode(err) != fencegate.CodeStateLost {
 		t.Fatalf("acquire after the rollback: want COORDINATION_STATE_LOST, got %v", err)
 	}
+}
+
+// stallAcquire holds each Acquire for d of the registry's clock before it
+// reaches the backend, as a slow network or a busy backend does.
+type stallAcquire struct {
+	*swappable
+	clock *clock
+	d     atomic.Int64
+}
+
+func (s *stallAcquire) Acquire(ctx context.Context, req fencegate.AcquireRequest) (fencegate.Lease, error) {
+	if d := time.Duration(s.d.Load()); d > 0 {
+		s.clock.Advance(d)
+	}
+	return s.swappable.Acquire(ctx, req)
+}
+
+// The rule: grants stay paused for one status proof life and the clock
+// skew a gateway tolerates from when the loss was found, also when the
+// request that found it stalled before reaching the backend: a HELD proof
+// signed before the loss may have been signed up to the moment of the
+// detection, not only up to the stalled request's start.
+func TestPauseRunsFromTheDetectionNotFromTheStalledRequest(t *testing.T) {
+	sw := newSwappable(t)
+	b := &stallAcquire{swappable: sw}
+	e := newLossEnv(t, sw, &highWater{}, &memory{}, through(b))
+	b.clock = e.clock
+	e.mustAcquire("alice", "db/a", "r1")
+	sw.wipe()
+	start := e.clock.Now()
+	b.d.Store(int64(3 * time.Second))
+	if _, err := e.acquire("bob", "db/a", "b1"); fencegate.ErrorCode(err) != fencegate.CodeStateLost {
+		t.Fatalf("the stalled acquire after the wipe: %v, want COORDINATION_STATE_LOST", err)
+	}
+	b.d.Store(0)
+	detected := start.Add(3 * time.Second)
+	if is := e.r.Issuance(); !is.DetectedAt.Equal(detected) || !is.ResumeAt.Equal(detected.Add(pause)) {
+		t.Fatalf("detected at %v, resuming at %v; want %v and %v", is.DetectedAt, is.ResumeAt, detected, detected.Add(pause))
+	}
+	e.clock.Advance(pause - time.Millisecond)
+	e.wantPaused("bob", "db/a", "b1")
+	e.clock.Advance(time.Millisecond)
+	e.mustAcquire("bob", "db/a", "b1")
 }
