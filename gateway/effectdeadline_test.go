@@ -70,3 +70,37 @@ func TestOtherReplicasReconcileByTheDeadlineTheWriteWasSentWith(t *testing.T) {
 		t.Fatalf("receipt's LandBy %v, want the deadline the write was sent with, %v", got.LandBy, landBy)
 	}
 }
+
+// slowHead is an object store whose Head runs took (which moves the clock) after asking: the
+// answer describes the object as it was when the HEAD was asked.
+type slowHead struct {
+	fencegate.ObjectStore
+	took func()
+}
+
+func (s slowHead) Head(ctx context.Context, key string) (fencegate.ObjectInfo, error) {
+	info, err := s.ObjectStore.Head(ctx, key)
+	s.took()
+	return info, err
+}
+
+// TestResolveJudgesTheObjectAtTheTimeItAsked: an object write is NOT_APPLIED
+// only if the object did not carry its receipt at a moment when the write
+// could no longer land. A HEAD asked just before that moment, answered just
+// after it, shows the object as it was before: the write may land after the
+// HEAD, so the receipt stays UNKNOWN; a HEAD asked after it decides.
+func TestResolveJudgesTheObjectAtTheTimeItAsked(t *testing.T) {
+	f := newFixture(t)
+	created := f.kit.Now()
+	r := fencegate.Receipt{ID: "rcpt_slowhead", Target: "objects/local/slow", Method: "PUT", State: fencegate.ReceiptPending, CreatedAt: created}
+	res := gateway.ObjectResolver{Stores: map[string]fencegate.ObjectStore{"local": slowHead{f.obj, func() { f.kit.Advance(2 * time.Second) }}},
+		Now: f.kit.Now, EffectTimeout: time.Minute, Grace: time.Minute}
+	landsUntil := gateway.EffectExpiry(r, time.Minute).Add(fencegate.LandBySlack + time.Minute)
+	f.kit.Advance(landsUntil.Sub(created) - time.Second) // asked 1 s before, answered 1 s after
+	if o, err := res.Resolve(context.Background(), r); err != nil || o.State != fencegate.ReceiptUnknown {
+		t.Fatalf("HEAD asked before the write's last moment to land: %s %v; want UNKNOWN", o.State, err)
+	}
+	if o, err := res.Resolve(context.Background(), r); err != nil || o.State != fencegate.ReceiptNotApplied {
+		t.Fatalf("HEAD asked after it: %s %v; want NOT_APPLIED", o.State, err)
+	}
+}

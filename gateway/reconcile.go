@@ -463,6 +463,10 @@ func (o ObjectResolver) Resolve(ctx context.Context, r fencegate.Receipt) (fence
 	if o.Now != nil {
 		now = o.Now
 	}
+	// The HEAD shows the object as it was when asked: a write that can still
+	// land then may land after the answer, so the time that decides is the
+	// asking's, not the answer's.
+	asked := now()
 	info, err := st.Head(ctx, key)
 	switch {
 	case err == nil:
@@ -480,7 +484,7 @@ func (o ObjectResolver) Resolve(ctx context.Context, r fencegate.Receipt) (fence
 	if effectTimeout <= 0 {
 		effectTimeout = defaultEffectTimeout
 	}
-	if !now().Before(EffectExpiry(r, effectTimeout).Add(fencegate.LandBySlack + o.Grace)) {
+	if !asked.Before(EffectExpiry(r, effectTimeout).Add(fencegate.LandBySlack + o.Grace)) {
 		return fencegate.Outcome{State: fencegate.ReceiptNotApplied, Error: "the object does not carry this receipt, and its write can no longer land"}, nil
 	}
 	return fencegate.Outcome{State: fencegate.ReceiptUnknown}, nil
