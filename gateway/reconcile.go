@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -117,6 +118,17 @@ func (rc *Reconciler) MayBeResending(r fencegate.Receipt) bool {
 // the resend's answer replaces it, a replay does not send beside it.
 const orphanClaim = "orphaned: the kept request is resent under its key"
 
+// resendClaim begins the Error of an UNKNOWN receipt's claim (claimResend),
+// followed by the last error: until the resend's answer replaces it, nobody
+// (a replay, another pass or replica) sends beside it.
+const resendClaim = "a resend under its key is open"
+
+// claimOpen reports whether r carries a claim (orphanClaim, resendClaim)
+// whose send may still be open.
+func claimOpen(rs Resender, r fencegate.Receipt) bool {
+	return (r.Error == orphanClaim || strings.HasPrefix(r.Error, resendClaim)) && rs.MayBeSending(r)
+}
+
 // claimResend records, before res resends r upstream, that a send is about
 // to be open (an UNKNOWN settle of r with nothing else changed: SettledAt
 // moves to now; a PENDING orphan becomes UNKNOWN, its resend allowed). It
@@ -125,22 +137,28 @@ const orphanClaim = "orphaned: the kept request is resent under its key"
 // operator's verdict; once it succeeded, an operator's verdict read before
 // it fails its IfSettledAt precondition, and one read after it is refused
 // while the resend may be open (Server.resolve). ok is also false, with
-// nothing written, while an orphan's claimed resend may still be open. ok
+// nothing written, while a claimed resend may still be open. ok
 // is true when res sends nothing (no claim needed).
 func claimResend(ctx context.Context, store fencegate.FenceStore, res Resolver, r fencegate.Receipt, now time.Time) (fencegate.Receipt, bool) {
 	rs, sends := res.(Resender)
 	if !sends || (r.State != fencegate.ReceiptUnknown && r.State != fencegate.ReceiptPending) || !rs.WillResend(r) {
 		return r, true
 	}
-	if r.Error == orphanClaim && rs.MayBeSending(r) {
-		// An orphan's resend (another pass's, another replica's) may still
-		// be open: none is sent beside it, by a replay or a reconciler.
+	if claimOpen(rs, r) {
+		// A claimed resend (another pass's, another replica's, a replay's)
+		// may still be open: none is sent beside it, by a replay or a
+		// reconciler (the upstream would answer the second "in progress",
+		// and each such answer would spend an attempt).
 		return r, false
 	}
 	// The claim is conditional on the receipt as read: another replica's
 	// claim or recorded answer since (a resend ruled out, say) wins, and
 	// this one sends nothing.
-	o := fencegate.Outcome{State: fencegate.ReceiptUnknown, Resend: r.Resend, Error: r.Error, Now: now}
+	claim := r.Error
+	if !strings.HasPrefix(claim, resendClaim) {
+		claim = resendClaim + " (last: " + r.Error + ")"
+	}
+	o := fencegate.Outcome{State: fencegate.ReceiptUnknown, Resend: r.Resend, Error: claim, Now: now}
 	if r.SettledAt != nil {
 		o.IfSettledAt = *r.SettledAt
 	}
