@@ -19,7 +19,8 @@ import (
 const wrongETag = `"00000000000000000000000000000000"`
 
 // Probe checks, on scratch keys under the prefix (.fencegate-probe/<random>/),
-// that the store refuses a wrong If-Match, a second If-None-Match: * and an
+// that a HEAD answers the ETag the PUT of the object answered, that the store
+// refuses a wrong If-Match, a second If-None-Match: * and an
 // If-Match on a missing key, and a presigned write whose X-Amz-Date +
 // X-Amz-Expires passed (probeExpiry). If it accepts any of them Probe returns an
 // UNSUPPORTED error naming the store and the missing capability: such a store
@@ -58,6 +59,18 @@ func (s *Store) Probe(ctx context.Context) (Capabilities, error) {
 	if err != nil {
 		return Capabilities{}, fencegate.Wrap(err, fencegate.ErrorCode(err), fmt.Sprintf("store %q: probe: conditional create failed", s.name))
 	}
+	// The gateway records the ETag a PUT answers and chains the next write
+	// on it (If-Match), while a proof or a reconciler records the ETag a HEAD
+	// answers: a store whose two differ would refuse every later write to
+	// the key.
+	head, err := s.Head(ctx, a)
+	if err != nil {
+		return Capabilities{}, fencegate.Wrap(err, fencegate.ErrorCode(err), fmt.Sprintf("store %q: probe: reading back the conditional create failed", s.name))
+	}
+	if etag == "" || head.ETag != etag {
+		return Capabilities{}, fencegate.Errorf(fencegate.CodeUnsupported,
+			"store %q answers ETag %q to a PUT and %q to a HEAD of the same object: writes are chained on the ETag, which must be the same", s.name, etag, head.ETag)
+	}
 	_, err = put(a, true, "")
 	if err := refuse(err, "If-None-Match", "a second conditional create"); err != nil {
 		return Capabilities{}, err
@@ -65,9 +78,6 @@ func (s *Store) Probe(ctx context.Context) (Capabilities, error) {
 	_, err = put(a, false, wrongETag)
 	if err := refuse(err, "If-Match", "a write with a wrong ETag"); err != nil {
 		return Capabilities{}, err
-	}
-	if cur, err := s.Head(ctx, a); err == nil {
-		etag = cur.ETag
 	}
 	_, err = put(missing, false, etag)
 	if err := refuse(err, "If-Match on a missing key", "a conditional write to a missing key"); err != nil {

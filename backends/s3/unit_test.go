@@ -51,3 +51,22 @@ func TestDeleteWithoutConditionalDeleteIsUnsupported(t *testing.T) {
 		t.Fatalf("delete: %v; want UNSUPPORTED", err)
 	}
 }
+
+// TestProbeRefusesAStoreWhoseHeadAnswersAnotherETag: writes are chained on
+// the ETag a PUT answers, proofs record the one a HEAD answers: a store
+// whose two differ for one object (here the PUT's unquoted, or none) is
+// refused at start (UNSUPPORTED, naming both), not found out by a key whose
+// every later write is refused.
+func TestProbeRefusesAStoreWhoseHeadAnswersAnotherETag(t *testing.T) {
+	for name, etag := range map[string]func(string) string{
+		"unquoted": func(q string) string { return strings.Trim(q, `"`) },
+		"none":     func(string) string { return "" },
+	} {
+		srv := conditionalServer(t, etag)
+		s := fs3.New("s3a", client(srv.URL, "AK", "SK"), "bucket", "pre")
+		_, err := s.Probe(context.Background())
+		if fencegate.ErrorCode(err) != fencegate.CodeUnsupported || !strings.Contains(err.Error(), "to a HEAD of the same object") {
+			t.Errorf("%s ETag on PUT: probe %v; want UNSUPPORTED naming the two ETags", name, err)
+		}
+	}
+}
