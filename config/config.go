@@ -173,7 +173,8 @@ type Registry struct {
 	// or etcd://HOST:PORT[,HOST:PORT][?prefix=P].
 	Backend string `yaml:"backend"`
 	// AllowVolatileBackend accepts a Redis backend that does not fsync every
-	// write (appendfsync always); without it such a backend is refused at start.
+	// write (appendfsync always) or may evict keys (a maxmemory-policy other
+	// than noeviction); without it such a backend is refused at start.
 	AllowVolatileBackend bool `yaml:"allowVolatileBackend"`
 	// HighWater is where the registry learns the highest fence gateways have
 	// accepted after a coordination state loss: "fencestore" (this process's

@@ -261,7 +261,7 @@ func TestStandaloneRegistryWithoutAFenceStoreWaitsForAnOperatorFloor(t *testing.
 			`{"resource":"db/ledger","requestId":"a-2","ttlMs":60000,"operationId":"op"}`)
 	}
 	wantCode(t, acquire(), http.StatusServiceUnavailable, "COORDINATION_STATE_LOST")
-	time.Sleep(1200 * time.Millisecond) // past one proof life: still paused, nobody said how high gateways went
+	time.Sleep(3200 * time.Millisecond) // past one proof life and the 2 s skew: still paused, nobody said how high gateways went
 	wantCode(t, acquire(), http.StatusServiceUnavailable, "COORDINATION_STATE_LOST")
 	st := p.do(t, "GET", "/v1/admin/state", "ops-token", nil, "")
 	is, _ := st.json["issuance"].(map[string]any)
@@ -368,7 +368,7 @@ func (p *gatewayProc) acquireWhenResumed(t *testing.T, token, resource, requestI
 
 // lossConfig writes dir/gateway.yaml for a coordination state loss test: an
 // embedded registry signing with keyID at issuer epoch 1 whose status proofs
-// live 1 s (so a loss's pause is short), then extra YAML; it returns the
+// live 1 s (so a loss's pause is short: 3 s with the clock skew), then extra YAML; it returns the
 // file's path.
 func lossConfig(t *testing.T, dir, keyID, extra string) string {
 	t.Helper()

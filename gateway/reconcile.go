@@ -155,7 +155,10 @@ func claimResend(ctx context.Context, store fencegate.FenceStore, res Resolver, 
 	// claim or recorded answer since (a resend ruled out, say) wins, and
 	// this one sends nothing.
 	claim := r.Error
-	if !strings.HasPrefix(claim, resendClaim) {
+	switch {
+	case claim == "":
+		claim = resendClaim
+	case !strings.HasPrefix(claim, resendClaim):
 		claim = resendClaim + " (last: " + r.Error + ")"
 	}
 	o := fencegate.Outcome{State: fencegate.ReceiptUnknown, Resend: r.Resend, Error: claim, Now: now}

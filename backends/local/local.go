@@ -185,9 +185,11 @@ func New(name, dir string, opts ...Option) (*Store, error) {
 	}
 	// What the directories show may not be durable yet: a rename of a
 	// process that died (or whose fsync failed) before its directory
-	// fsync, or the directories MkdirAll just made. They are made durable
-	// before anything is read, since a Head here may prove (settle) a
-	// receipt from what it sees.
+	// fsync, or the objects directory MkdirAll just made. The objects
+	// directory and dir (which holds its entry) are fsynced before anything
+	// is read, since a Head here may prove (settle) a receipt from what it
+	// sees; dir's own entry in its parent is the operator's (it is made
+	// once, before the first start).
 	if err := syncAtOpen(d, dir); err != nil {
 		_ = d.close()
 		lock.Close()

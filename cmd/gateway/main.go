@@ -93,7 +93,7 @@ func parseFlags(cmd string, args []string, cfg *config.Config) error {
 	dataDir := fs.String("data-dir", "", "directory for embedded state (default "+cfg.DataDir+")")
 	fenceStore := fs.String("fence-store", "", `fence store: "embedded" or a postgres:// URL`)
 	statusMode := fs.String("status-mode", "", "proof (Fence-Status headers) or query (ask the registry)")
-	allowVolatile := fs.Bool("allow-volatile-backend", false, "accept a Redis registry backend that does not fsync every write (logged)")
+	allowVolatile := fs.Bool("allow-volatile-backend", false, "accept a Redis registry backend that does not fsync every write or may evict keys (logged)")
 	logFormat := fs.String("log-format", "", "log format: text (default) or json")
 	logLevel := fs.String("log-level", "", "log level: debug, info (default), warn or error")
 	otlpEndpoint := fs.String("otlp-endpoint", "", "export OpenTelemetry spans to this OTLP/HTTP collector URL (default: off)")

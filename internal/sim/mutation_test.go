@@ -70,7 +70,7 @@ var mutations = []mutation{
 		"if row.PendingReceipt == settled.ID && settled.State != fencegate.ReceiptUnknown {",
 		"if row.PendingReceipt == settled.ID {", 4),
 	mut("status check: a proof that is not HELD authorizes", verifyFile,
-		"case st.State != fencegate.StateHeld:", "case false:", 0),
+		"case held && st.State != fencegate.StateHeld:", "case false:", 0),
 	mut("owner binding: any caller may present a grant", acceptFile,
 		"if d == nil && req.Caller != vg.Owner {", "if false {", 0),
 	mut("resource cover: a grant covers any target", acceptFile,
