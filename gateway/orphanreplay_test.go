@@ -37,24 +37,7 @@ func TestNothingResendsBesideAnOrphanResend(t *testing.T) {
 	// Admitted by a gateway that then vanished.
 	admitOrphan(t, st, apiR, vg, id, kit.Now())
 	kit.Advance(3 * time.Minute)
-	rc := &gateway.Reconciler{Store: st, Now: kit.Now, Orphan: 2 * time.Minute, Resolver: httpapi.Resolvers{"payouts": apiR}.For}
-	passDone := make(chan struct{})
-	go func() { defer close(passDone); _, _ = rc.RunOnce(context.Background()) }()
-	<-srv.first // the orphan's resend is open upstream
-
-	gw, err := gateway.New(gateway.Config{Verifier: kit.Verifier(), Store: st, Now: kit.Now,
-		Policy: gateway.StaticPolicy{Generation: 1}, Resolver: httpapi.Resolvers{"payouts": apiG}.For})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, aerr := gw.Apply(context.Background(), payoutRequest(kit, tok, vg, payoutCall(apiG, nil, nil)))
-	// And another replica's reconciler pass meanwhile.
-	rcB := &gateway.Reconciler{Store: st, Now: kit.Now, Orphan: 2 * time.Minute, Resolver: httpapi.Resolvers{"payouts": apiG}.For}
-	if _, err := rcB.RunOnce(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	close(srv.release)
-	<-passDone
+	aerr := besideAResend(t, kit, st, srv, apiR, apiG, tok, vg)
 	mu.Lock()
 	defer mu.Unlock()
 	if fencegate.ErrorCode(aerr) != fencegate.CodeMutationUnknown {
@@ -91,23 +74,7 @@ func TestNothingResendsBesideAnUnknownReceiptsResend(t *testing.T) {
 		t.Fatal(err)
 	}
 	kit.Advance(time.Minute) // the first send's timeout (30 s) is over
-	rc := &gateway.Reconciler{Store: st, Now: kit.Now, Orphan: 2 * time.Minute, Resolver: httpapi.Resolvers{"payouts": apiR}.For}
-	passDone := make(chan struct{})
-	go func() { defer close(passDone); _, _ = rc.RunOnce(context.Background()) }()
-	<-srv.first // the reconciler's resend is open upstream
-
-	gw, err := gateway.New(gateway.Config{Verifier: kit.Verifier(), Store: st, Now: kit.Now,
-		Policy: gateway.StaticPolicy{Generation: 1}, Resolver: httpapi.Resolvers{"payouts": apiG}.For})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, aerr := gw.Apply(context.Background(), payoutRequest(kit, tok, vg, payoutCall(apiG, nil, nil)))
-	rcB := &gateway.Reconciler{Store: st, Now: kit.Now, Orphan: 2 * time.Minute, Resolver: httpapi.Resolvers{"payouts": apiG}.For}
-	if _, err := rcB.RunOnce(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	close(srv.release)
-	<-passDone
+	aerr := besideAResend(t, kit, st, srv, apiR, apiG, tok, vg)
 	if fencegate.ErrorCode(aerr) != fencegate.CodeMutationUnknown {
 		t.Errorf("the replay during the resend: %v, want MUTATION_UNKNOWN", aerr)
 	}
@@ -117,4 +84,32 @@ func TestNothingResendsBesideAnUnknownReceiptsResend(t *testing.T) {
 	if r, err := st.Receipt(context.Background(), id); err != nil || r.State != fencegate.ReceiptCommitted {
 		t.Errorf("receipt after the resend's answer: %+v %v; want COMMITTED", r.State, err)
 	}
+}
+
+// besideAResend runs a reconciler pass on replica R (apiR) that resends the
+// payout receipt, and while that send is open upstream (srv holds it) a
+// worker's replay of the segment through a gateway on replica G (apiG) and
+// a reconciler pass there; then it lets the send finish. It returns the
+// replay's error.
+func besideAResend(t *testing.T, kit *prooftest.Kit, st fencegate.FenceStore, srv *slowUpstream, apiR, apiG *httpapi.API,
+	tok string, vg fencegate.VerifiedGrant) error {
+	t.Helper()
+	rc := &gateway.Reconciler{Store: st, Now: kit.Now, Orphan: 2 * time.Minute, Resolver: httpapi.Resolvers{"payouts": apiR}.For}
+	passDone := make(chan struct{})
+	go func() { defer close(passDone); _, _ = rc.RunOnce(context.Background()) }()
+	<-srv.first // the resend is open upstream
+	gw, err := gateway.New(gateway.Config{Verifier: kit.Verifier(), Store: st, Now: kit.Now,
+		Policy: gateway.StaticPolicy{Generation: 1}, Resolver: httpapi.Resolvers{"payouts": apiG}.For})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, aerr := gw.Apply(context.Background(), payoutRequest(kit, tok, vg, payoutCall(apiG, nil, nil)))
+	// And another replica's reconciler pass meanwhile.
+	rcB := &gateway.Reconciler{Store: st, Now: kit.Now, Orphan: 2 * time.Minute, Resolver: httpapi.Resolvers{"payouts": apiG}.For}
+	if _, err := rcB.RunOnce(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	close(srv.release)
+	<-passDone
+	return aerr
 }

@@ -196,8 +196,9 @@ func (b *Backend) session() (session, func()) {
 // replicate waits, on the mutation's session sess, for the configured
 // replicas to acknowledge what the mutation answers (WAIT,
 // https://redis.io/docs/latest/commands/wait/). It first writes one key
-// there (INCR of the prefix's "replicated"), so that WAIT covers the state
-// the answer reflects also when the script wrote nothing (a repeated
+// there (INCR of the prefix's "replicated"), so that WAIT, documented to
+// cover the previous write commands of its client, covers the state the
+// answer reflects also when the script wrote nothing (a repeated
 // request ID, a release of a lease no longer held, a floor already higher):
 // that state was written earlier, maybe on another connection or by another
 // process whose WAIT failed, and precedes this write in the replication
