@@ -190,6 +190,14 @@ func (f *fakeGateway) act(rt string, r *http.Request, code domain.Code) (int, an
 		f.state = domain.StateReleased
 		return http.StatusOK, f.info(now, "")
 	case "receipts":
+		if id, ok := strings.CutPrefix(r.URL.Path, "/v1/receipts/"); ok { // one receipt, as GET /v1/receipts/{id}
+			for _, rc := range f.receipts {
+				if rc.ID == id {
+					return http.StatusOK, rc
+				}
+			}
+			return 0, &domain.Error{Code: domain.CodeNotFound, Message: "no such receipt"}
+		}
 		return http.StatusOK, map[string]any{"receipts": f.receipts}
 	case "dstatus":
 		if code != "" {
@@ -220,6 +228,9 @@ func (f *fakeGateway) act(rt string, r *http.Request, code domain.Code) (int, an
 			rc.State = domain.ReceiptUnknown
 			f.receipts = append(f.receipts, rc)
 			return 0, &domain.Error{Code: code, Message: "outcome unknown", ReceiptID: rc.ID}
+		case domain.CodeInternal: // a fault after the effect was forwarded and settled
+			f.receipts = append(f.receipts, rc)
+			return 0, &domain.Error{Code: code, Message: "panic after the effect"}
 		default:
 			return 0, &domain.Error{Code: code, Message: "refused"}
 		}

@@ -17,6 +17,13 @@ type ledger struct {
 	byKey map[string]domain.Receipt
 	// seg maps an effect key to its segment under this lease's grant.
 	seg map[string]uint64
+	// accepted is set once the gateway is known to have admitted a segment
+	// under this lease's grant: from then on no earlier owner's write can be
+	// admitted (STALE_OWNER), so byKey misses none of theirs. Until then an
+	// earlier owner's write may still land after the ledger was read (its
+	// status proof still fresh), and a key byKey does not know is looked up
+	// again before it is sent.
+	accepted bool
 }
 
 // doubtKey is the inDoubt key of a keyed effect (generic effects use
@@ -37,26 +44,31 @@ func (l *Lease) commitKeyed(ctx context.Context, key string, send func(ctx conte
 	if err := l.live(); err != nil {
 		return outcome{}, err
 	}
+	listed := !l.led.loaded // the ledger is read by this commit
 	if err := l.loadLedger(ctx); err != nil {
 		return outcome{}, err
 	}
 	if seg, ok := l.led.seg[key]; ok {
 		return l.sendKeyed(ctx, key, seg, send)
 	}
-	if r, ok := l.led.byKey[key]; ok {
-		switch {
-		case r.State == domain.ReceiptCommitted:
-			return outcome{receipt: r, api: responseOf(r), reused: true}, nil
-		case !r.State.NotApplied():
-			return outcome{}, &domain.Error{Code: domain.CodeMutationUnknown, ReceiptID: r.ID,
-				Message: fmt.Sprintf("effect %q was sent under fence %d and is %s; it is not sent again under fence %d until it settles", key, r.FenceToken, r.State, l.Fence())}
+	if r, ok := l.led.byKey[key]; ok && r.State != domain.ReceiptCommitted && !r.State.NotApplied() {
+		// An earlier owner's receipt of key, unsettled when last read: the
+		// reconciler may have settled it since.
+		cur, err := l.c.Receipt(ctx, r.ID)
+		if err != nil {
+			return outcome{}, err
 		}
+		l.led.byKey[key] = cur
+	}
+	if o, done, err := l.fromLedger(key); done {
+		return o, err
 	}
 	if d := l.doubt; d != nil {
-		o, done, err := l.settleDoubt(ctx, doubtKey(key))
+		o, done, err := l.settleDoubt(ctx, doubtKey(key)) // its listing goes into the ledger
 		if err != nil || done {
 			return o, err
 		}
+		listed = true
 		if l.nextSeg == d.seg { // not applied: the segment is free, its key forgotten
 			for k, s := range l.led.seg {
 				if s == d.seg {
@@ -65,7 +77,58 @@ func (l *Lease) commitKeyed(ctx context.Context, key string, send func(ctx conte
 			}
 		}
 	}
+	if !listed && !l.led.accepted {
+		// No segment of this lease is known admitted, so an earlier
+		// owner's write of key may have landed since the ledger was read
+		// (its status proof still fresh): sending key under this grant
+		// would be a second effect under a new upstream key.
+		list, err := l.c.Receipts(ctx, l.Info().OperationID)
+		if err != nil {
+			return outcome{}, err
+		}
+		l.noteReceipts(list)
+	}
+	if o, done, err := l.fromLedger(key); done {
+		return o, err
+	}
 	return l.sendKeyed(ctx, key, l.nextSeg, send)
+}
+
+// fromLedger answers key from an earlier process's or owner's receipt of
+// it, if any: COMMITTED is its stored answer, sent nothing (done); one still
+// unsettled is MUTATION_UNKNOWN (done). Not applied, or none: not done.
+func (l *Lease) fromLedger(key string) (outcome, bool, error) {
+	r, ok := l.led.byKey[key]
+	switch {
+	case !ok || r.State.NotApplied():
+		return outcome{}, false, nil
+	case r.State == domain.ReceiptCommitted:
+		return outcome{receipt: r, api: responseOf(r), reused: true}, true, nil
+	}
+	return outcome{}, true, &domain.Error{Code: domain.CodeMutationUnknown, ReceiptID: r.ID,
+		Message: fmt.Sprintf("effect %q was sent under fence %d and is %s; it is not sent again under fence %d until it settles", key, r.FenceToken, r.State, l.Fence())}
+}
+
+// noteReceipts adds what list (the operation's receipts) says to a loaded
+// ledger: each effect key's best receipt, and whether a segment of this
+// lease's grant was admitted.
+func (l *Lease) noteReceipts(list []domain.Receipt) {
+	if !l.led.loaded {
+		return
+	}
+	info := l.Info()
+	for _, r := range list {
+		if r.EffectKey != "" {
+			// The same receipt read again is its newer state; of two
+			// receipts of one key the best one counts.
+			if b, ok := l.led.byKey[r.EffectKey]; !ok || b.ID == r.ID || rank(r.State) > rank(b.State) || rank(r.State) == rank(b.State) && r.CreatedAt.After(b.CreatedAt) {
+				l.led.byKey[r.EffectKey] = r
+			}
+		}
+		if r.Lease == info.Lease && r.FenceToken == info.FenceToken && !r.State.NotApplied() {
+			l.led.accepted = true
+		}
+	}
 }
 
 // sendKeyed sends key's effect as segment seg and records what the answer
@@ -81,6 +144,7 @@ func (l *Lease) sendKeyed(ctx context.Context, key string, seg uint64, send func
 		switch {
 		case err == nil:
 			l.led.seg[key] = seg
+			l.led.accepted = true
 			if seg >= l.nextSeg {
 				l.nextSeg = seg + 1
 			}
@@ -88,7 +152,7 @@ func (l *Lease) sendKeyed(ctx context.Context, key string, seg uint64, send func
 				l.doubt = nil
 			}
 			return o, nil
-		case IsUncertain(err) || code == domain.CodeMutationUnknown:
+		case inDoubtAfter(err):
 			l.led.seg[key] = seg
 			if seg >= l.nextSeg {
 				l.doubt = &inDoubt{seg: seg, key: doubtKey(key), receipt: receiptIDOf(err)}
@@ -145,7 +209,7 @@ func (l *Lease) loadLedger(ctx context.Context) error {
 			doubt = &inDoubt{seg: r.Segment, key: doubtKey(r.EffectKey), receipt: r.ID}
 		}
 	}
-	l.led = ledger{loaded: true, byKey: byKey, seg: seg}
+	l.led = ledger{loaded: true, byKey: byKey, seg: seg, accepted: l.led.accepted || len(seg) > 0 || next > 1}
 	l.nextSeg = next
 	if doubt != nil && doubt.seg >= next && l.doubt == nil {
 		l.doubt = doubt

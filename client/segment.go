@@ -51,12 +51,11 @@ func (l *Lease) commit(ctx context.Context, e effect) (outcome, error) {
 		}
 		seg := l.nextSeg
 		o, err := e.send(ctx, Fence{Grant: grant, Status: proof, Segment: seg})
-		code := domain.ErrorCode(err)
 		switch {
 		case err == nil:
 			l.nextSeg = seg + 1
 			return o, nil
-		case IsUncertain(err) || code == domain.CodeMutationUnknown:
+		case inDoubtAfter(err):
 			l.doubt = &inDoubt{seg: seg, key: e.key, receipt: receiptIDOf(err)}
 			return o, err
 		default:
@@ -66,6 +65,15 @@ func (l *Lease) commit(ctx context.Context, e effect) (outcome, error) {
 			return o, err
 		}
 	}
+}
+
+// inDoubtAfter reports whether a write answered err may have been admitted
+// (and its effect forwarded): no intact answer, MUTATION_UNKNOWN, or
+// INTERNAL, which implies nothing about the request (the gateway answers it
+// for a fault anywhere, also after forwarding).
+func inDoubtAfter(err error) bool {
+	code := domain.ErrorCode(err)
+	return IsUncertain(err) || code == domain.CodeMutationUnknown || code == domain.CodeInternal
 }
 
 // afterRefusal applies what a refused call (neither applied nor in doubt)
@@ -107,6 +115,7 @@ func (l *Lease) settleDoubt(ctx context.Context, key string) (outcome, bool, err
 	if err != nil {
 		return outcome{}, false, err
 	}
+	l.noteReceipts(list)
 	var best *domain.Receipt
 	for i := range list {
 		r := &list[i]
@@ -129,7 +138,7 @@ func (l *Lease) settleDoubt(ctx context.Context, key string) (outcome, bool, err
 	switch {
 	case best != nil && best.State == domain.ReceiptCommitted:
 		l.doubt = nil
-		l.nextSeg = d.seg + 1
+		l.nextSeg = max(l.nextSeg, d.seg+1) // never back below segments delegated or resumed since
 		if d.key == key {
 			return outcome{receipt: *best, api: responseOf(*best), reused: true}, true, nil
 		}

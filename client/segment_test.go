@@ -192,3 +192,51 @@ func TestRevokedEpochRefreshesTheGrantOnceThenStops(t *testing.T) {
 	wantCode(t, err, domain.CodeEpochRevoked)
 	wantState(t, l, StateRevoked)
 }
+
+// TestSettledDoubtNeverMovesTheNumberingBack: a segment in doubt that
+// turns out COMMITTED moves the next segment past it, never back below a
+// number the owner set since (ResumeAt, or the segments Delegate handed
+// out): the next write here goes out as segment 5, not 2, which a delegate
+// may hold.
+func TestSettledDoubtNeverMovesTheNumberingBack(t *testing.T) {
+	f, l := held(t)
+	ctx := context.Background()
+	f.loseNext("write")
+	if _, err := l.Objects("bucket").Put(ctx, "jobs/a", strings.NewReader("x"), ""); !IsUncertain(err) {
+		t.Fatalf("want uncertain, got %v", err)
+	}
+	l.ResumeAt(5)
+	if _, err := l.Objects("bucket").Put(ctx, "jobs/b", strings.NewReader("y"), ""); err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	got := f.writes[len(f.writes)-1].Get("Fence-Segment")
+	f.mu.Unlock()
+	if got != "5" {
+		t.Fatalf("the write after the doubt settled COMMITTED went out as segment %s, want 5", got)
+	}
+}
+
+// TestInternalAnswerLeavesTheSegmentInDoubt: INTERNAL implies nothing about
+// the request (the gateway answers it for a fault anywhere, also after the
+// effect was forwarded and settled), so the segment is in doubt, as after a
+// lost answer: the next commit reads the receipts first, finds it
+// COMMITTED and goes on at the next segment, where it was sent again as the
+// same segment (and refused for good as another effect).
+func TestInternalAnswerLeavesTheSegmentInDoubt(t *testing.T) {
+	f, l := held(t)
+	ctx := context.Background()
+	f.refuseNext("write", domain.CodeInternal)
+	if _, err := l.Objects("bucket").Put(ctx, "jobs/a", strings.NewReader("x"), ""); domain.ErrorCode(err) != domain.CodeInternal {
+		t.Fatalf("want INTERNAL, got %v", err)
+	}
+	if _, err := l.Objects("bucket").Put(ctx, "jobs/b", strings.NewReader("y"), ""); err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	got := f.writes[len(f.writes)-1].Get("Fence-Segment")
+	f.mu.Unlock()
+	if got != "2" || f.count("receipts") != 1 {
+		t.Fatalf("the write after an INTERNAL answer went out as segment %s after %d receipt listings; want 2 after 1", got, f.count("receipts"))
+	}
+}

@@ -173,3 +173,57 @@ func TestTransportSurfacesRefusalsAsErrorsAndReadsWithoutFence(t *testing.T) {
 		t.Fatalf("read reached the gateway as %v (%v): want the query and the workload credential", seen, err)
 	}
 }
+
+// TestTransportKeyAnEarlierOwnerLandedAfterTheLedgerWasReadIsNotSentAgain:
+// an earlier owner's write of a key may land after this lease read its
+// ledger (its status proof still fresh; here the first send is
+// RESOURCE_BUSY on it). Until a segment of this lease is admitted, a key
+// the ledger does not know is looked up again before it is sent: the retry
+// answers the earlier owner's COMMITTED receipt and sends nothing, where it
+// was sent again under fence 7 (a second effect under a new upstream key).
+func TestTransportKeyAnEarlierOwnerLandedAfterTheLedgerWasReadIsNotSentAgain(t *testing.T) {
+	s := newSDK(t)
+	s.f.refuseNext("write", domain.CodeResourceBusy)
+	if _, err := s.post("charge-7", "a=7"); domain.ErrorCode(err) != domain.CodeResourceBusy {
+		t.Fatalf("first send while the earlier owner's write is pending: %v, want RESOURCE_BUSY", err)
+	}
+	s.f.mu.Lock()
+	s.f.receipts = append(s.f.receipts, domain.Receipt{ID: "R0", Lease: "L0", FenceToken: 6, Segment: 3, EffectKey: "charge-7",
+		OperationID: "op-1", State: domain.ReceiptCommitted,
+		Response: &domain.EffectResponse{Status: 201, Header: map[string]string{"Content-Type": "application/json"}, Body: []byte(`{"id":"ch_7"}`)}})
+	s.f.mu.Unlock()
+	resp, err := s.post("charge-7", "a=7")
+	if err != nil || resp.StatusCode != 201 || resp.Header.Get("Fence-Receipt") != "R0" {
+		t.Fatalf("the retry once the earlier owner's write committed: %v %v; want its receipt R0, nothing sent", resp, err)
+	}
+	s.wantSegments("1:charge-7") // the refused first send only
+}
+
+// TestTransportEarlierOwnersUnsettledKeyIsReadAgain: an earlier owner's
+// receipt of a key, UNKNOWN when the ledger was read, is read again on the
+// next commit of that key: once the reconciler has settled it COMMITTED the
+// key answers that receipt, where it stayed MUTATION_UNKNOWN for the
+// lease's life; once NOT_APPLIED the key is sent under this lease.
+func TestTransportEarlierOwnersUnsettledKeyIsReadAgain(t *testing.T) {
+	s := newSDK(t)
+	s.f.mu.Lock()
+	s.f.receipts = []domain.Receipt{
+		{ID: "Ra", Lease: "L0", FenceToken: 6, Segment: 4, EffectKey: "a", OperationID: "op-1", State: domain.ReceiptUnknown},
+		{ID: "Rb", Lease: "L0", FenceToken: 6, Segment: 5, EffectKey: "b", OperationID: "op-1", State: domain.ReceiptUnknown},
+	}
+	s.f.mu.Unlock()
+	for _, key := range []string{"a", "b"} {
+		if _, err := s.post(key, "x=1"); domain.ErrorCode(err) != domain.CodeMutationUnknown {
+			t.Fatalf("%s while the earlier owner's receipt is UNKNOWN: %v, want MUTATION_UNKNOWN", key, err)
+		}
+	}
+	s.f.settle("Ra", domain.ReceiptCommitted)
+	s.f.settle("Rb", domain.ReceiptNotApplied)
+	if resp, err := s.post("a", "x=1"); err != nil || resp.Header.Get("Fence-Receipt") != "Ra" {
+		t.Fatalf("a once its receipt is COMMITTED: %v %v; want Ra's answer, nothing sent", resp, err)
+	}
+	if _, err := s.post("b", "x=1"); err != nil {
+		t.Fatalf("b once its receipt is NOT_APPLIED: %v", err)
+	}
+	s.wantSegments("1:b")
+}

@@ -15,9 +15,9 @@ import (
 // its command's status once the command ran; before that, with these.
 const (
 	exitOK      = 0 // done
-	exitRefused = 1 // the gateway answered a problem with a code: nothing took effect (but MUTATION_UNKNOWN, exit 3)
+	exitRefused = 1 // the gateway answered a problem with a code: nothing took effect (but MUTATION_UNKNOWN and INTERNAL, exit 3)
 	exitUsage   = 2 // a mistake on the command line; nothing was sent
-	exitUnknown = 3 // no definite answer (transport error, timeout, MUTATION_UNKNOWN): the request may or may not have taken effect
+	exitUnknown = 3 // no definite answer (transport error, timeout, MUTATION_UNKNOWN, INTERNAL): the request may or may not have taken effect
 	exitLocal   = 4 // a failure on this machine (a file, the lease file, starting a command): nothing was sent, or only reads
 )
 
@@ -112,8 +112,8 @@ func describe(err error) errorDoc {
 		}
 		d.Code, d.ExitCode = string(fe.Code), exitRefused
 		d.Detail, d.ReceiptID = fe.Message, fe.ReceiptID
-		if fe.Code == fencegate.CodeMutationUnknown {
-			d.ExitCode = exitUnknown
+		if fe.Code == fencegate.CodeMutationUnknown || fe.Code == fencegate.CodeInternal {
+			d.ExitCode = exitUnknown // INTERNAL implies nothing about the request: it may have taken effect
 		}
 	}
 	// type and title as the gateway spells them (handlers.writeProblem).

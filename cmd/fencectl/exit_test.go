@@ -7,10 +7,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/fencegate/fencegate"
 )
 
 // TestExitStatusSaysWhatHappened: 0 done, 1 refused by the gateway (its
-// code), 2 usage, 3 outcome unknown (no answer, or MUTATION_UNKNOWN), 4 a
+// code), 2 usage, 3 outcome unknown (no answer, MUTATION_UNKNOWN or INTERNAL), 4 a
 // local failure (README, "fencectl").
 func TestExitStatusSaysWhatHappened(t *testing.T) {
 	h := newHarness(t)
@@ -99,5 +101,19 @@ func TestJSONErrorIsAProblemObject(t *testing.T) {
 	code, _, errOut = h.run("put", "bucket/jobs/a", "-")
 	if code != exitUnknown || !strings.HasPrefix(errOut, "error: MUTATION_UNKNOWN: the store did not answer (receipt R9)\nhint: ") {
 		t.Fatalf("text: exit %d stderr %q", code, errOut)
+	}
+}
+
+// TestInternalIsAnUnknownOutcome: INTERNAL implies nothing about the
+// request (the gateway answers it for a fault anywhere, also after the
+// effect was forwarded), so it exits as an unknown outcome (3), like
+// MUTATION_UNKNOWN, not as a refusal that took no effect (1).
+func TestInternalIsAnUnknownOutcome(t *testing.T) {
+	for code, want := range map[fencegate.Code]int{
+		fencegate.CodeInternal: exitUnknown, fencegate.CodeMutationUnknown: exitUnknown, fencegate.CodeStaleOwner: exitRefused,
+	} {
+		if d := describe(&fencegate.Error{Code: code, Message: "x"}); d.ExitCode != want {
+			t.Errorf("%s exits %d, want %d", code, d.ExitCode, want)
+		}
 	}
 }
