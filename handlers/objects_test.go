@@ -230,12 +230,19 @@ func TestEqualFenceUnderAnotherLeaseIsRegression(t *testing.T) {
 	}
 }
 
+// TestReadReturnsBytesAndFenceMetadata: a read answers the object's bytes
+// with its fence metadata, as inert data (nosniff, sandbox), and needs a
+// credential.
 func TestReadReturnsBytesAndFenceMetadata(t *testing.T) {
 	e := newEnv(t)
 	accepted(t, e)
 	r := e.do("GET", "/v1/objects/local/inv/7", tokB, nil, "")
 	if r.status != 200 || r.body != "v1" || r.header.Get("Fence-Token") != "5" || r.header.Get("Fence-Segment") != "1" || r.header.Get("ETag") == "" {
 		t.Fatalf("read: %d %q %v", r.status, r.body, r.header)
+	}
+	// An object is data, never a page of the origin the console shares.
+	if r.header.Get("X-Content-Type-Options") != "nosniff" || r.header.Get("Content-Security-Policy") != "sandbox" {
+		t.Fatalf("read served without nosniff and a sandbox: %v", r.header)
 	}
 	wantProblem(t, e.do("GET", "/v1/objects/local/inv/7", "", nil, ""), 401, "UNAUTHENTICATED")
 }

@@ -216,3 +216,26 @@ func TestDeleteObjectsFencesEachKey(t *testing.T) {
 		t.Fatalf("segments after two puts and two deletes: %d", rs.LastSegmentSeq)
 	}
 }
+
+// TestAnHTMLObjectIsServedAsInertData: the front door shares its origin
+// with the console, so an object a workload stored as text/html must not
+// run there when an operator opens it: every object read says nosniff and
+// gives the document a sandbox (an origin of its own), so its script cannot
+// post the console's forms with the operator's cookie.
+func TestAnHTMLObjectIsServedAsInertData(t *testing.T) {
+	e := newEnv(t, nil)
+	c := e.client(e.lease("AKIDA", owner, "b/reports"))
+	ctx := context.Background()
+	if _, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("b"), Key: aws.String("reports/x.html"),
+		Body: strings.NewReader("<script>fetch('/console/modes',{method:'POST'})</script>"), ContentType: aws.String("text/html")}); err != nil {
+		t.Fatalf("put: %v", err)
+	}
+	var hdr http.Header
+	if _, err := c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("b"), Key: aws.String("reports/x.html")}, rawHeader(&hdr)); err != nil {
+		t.Fatalf("get: %v", err)
+	}
+	if hdr.Get("X-Content-Type-Options") != "nosniff" || hdr.Get("Content-Security-Policy") != "sandbox" {
+		t.Fatalf("an HTML object served with X-Content-Type-Options %q, Content-Security-Policy %q; want nosniff and sandbox",
+			hdr.Get("X-Content-Type-Options"), hdr.Get("Content-Security-Policy"))
+	}
+}

@@ -263,6 +263,12 @@ func (s *Server) getObject(w http.ResponseWriter, r *http.Request, t *target) er
 		ct = "binary/octet-stream"
 	}
 	h.Set("Content-Type", ct)
+	// An object is data: a browser must not run it on the listener's origin,
+	// which the console shares (an HTML object's script could post the
+	// operator's forms there). nosniff keeps the type as stored; the sandbox
+	// gives a document shown inline an origin of its own.
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Content-Security-Policy", "sandbox")
 	h.Set("ETag", quoteETag(info.ETag))
 	h.Set("Accept-Ranges", "bytes")
 	if !info.LastModified.IsZero() {
