@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"context"
+	"math"
 	"net/http"
 	"time"
 
@@ -129,10 +130,15 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request) {
 		s.problem(w, r, fencegate.Errorf(fencegate.CodeUnsupported, "this registry issues no S3 credentials"))
 		return
 	}
+	ttl, err := millis(b.TTLMs, "ttlMs")
+	if err != nil {
+		s.problem(w, r, err)
+		return
+	}
 	is, err := s.Registry.AcquireWait(r.Context(), callerOf(r), registry.AcquireParams{
-		Resource: b.Resource, RequestID: b.RequestID, TTL: time.Duration(b.TTLMs) * time.Millisecond,
+		Resource: b.Resource, RequestID: b.RequestID, TTL: ttl,
 		OperationID: b.OperationID, OperationRoot: b.OperationRoot, OperationCategory: b.OperationCategory,
-	}, min(time.Duration(b.WaitMs)*time.Millisecond, MaxLeaseWait))
+	}, time.Duration(min(b.WaitMs, MaxLeaseWait.Milliseconds()))*time.Millisecond)
 	var a fencegate.LeaseAnswer
 	if err == nil {
 		a, err = s.withS3(issuedAnswer(is), is, b.S3Credentials)
@@ -150,7 +156,12 @@ func (s *Server) renew(w http.ResponseWriter, r *http.Request) {
 		s.problem(w, r, err)
 		return
 	}
-	is, err := s.Registry.Renew(r.Context(), callerOf(r), chi.URLParam(r, "lease"), time.Duration(b.TTLMs)*time.Millisecond)
+	ttl, err := millis(b.TTLMs, "ttlMs")
+	if err != nil {
+		s.problem(w, r, err)
+		return
+	}
+	is, err := s.Registry.Renew(r.Context(), callerOf(r), chi.URLParam(r, "lease"), ttl)
 	var a fencegate.LeaseAnswer
 	if err == nil {
 		a, err = s.withS3(issuedAnswer(is), is, b.S3Credentials)
@@ -229,4 +240,15 @@ func (s *Server) resolveS3(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
 	writeJSON(w, http.StatusOK, fencegate.S3Resolution{State: res.State, Grant: res.Grant, StatusProof: res.StatusProof,
 		SecretAccessKey: res.Secret})
+}
+
+// millis is ms milliseconds as a Duration, INVALID_REQUEST when it does not
+// fit one (about 292 years): multiplied as it is, such a value wrapped into
+// an ordinary TTL (2^58+30000 ms read as 30 s) that the registry's bounds
+// then took.
+func millis(ms int64, field string) (time.Duration, error) {
+	if ms > math.MaxInt64/int64(time.Millisecond) || ms < math.MinInt64/int64(time.Millisecond) {
+		return 0, fencegate.Errorf(fencegate.CodeInvalidRequest, "%s %d is out of range", field, ms)
+	}
+	return time.Duration(ms) * time.Millisecond, nil
 }

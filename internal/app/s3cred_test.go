@@ -185,3 +185,22 @@ func BenchmarkS3CredentialLookup(b *testing.B) {
 		}
 	})
 }
+
+// TestLeaseMillisecondsOutOfRangeAreRefused: a ttlMs (or a renewal's) too
+// large for a duration is INVALID_REQUEST and acquires nothing, where it
+// wrapped into an ordinary TTL (2^58+30000 ms read as 30 s) and was
+// granted.
+func TestLeaseMillisecondsOutOfRangeAreRefused(t *testing.T) {
+	w := newS3World(t)
+	const wrapsTo30s = "288230376151741744"
+	if code, _, raw := w.call("POST", "/v1/leases", "token-a",
+		`{"resource":"local/reports/30","requestId":"r-1","ttlMs":`+wrapsTo30s+`,"operationId":"op"}`); code != http.StatusBadRequest ||
+		!strings.Contains(raw, "INVALID_REQUEST") {
+		t.Fatalf("acquire with ttlMs %s: %d %s; want 400 INVALID_REQUEST", wrapsTo30s, code, raw)
+	}
+	a := w.acquire("token-b", "local/reports/30", "r-2") // nothing was acquired: the resource is free
+	if code, _, raw := w.call("POST", "/v1/leases/"+a.Lease+"/renew", "token-b", `{"ttlMs":`+wrapsTo30s+`}`); code != http.StatusBadRequest ||
+		!strings.Contains(raw, "INVALID_REQUEST") {
+		t.Fatalf("renew with ttlMs %s: %d %s; want 400 INVALID_REQUEST", wrapsTo30s, code, raw)
+	}
+}
