@@ -104,6 +104,7 @@ const (
 	LandBySlack              = domain.LandBySlack
 	MaxDelegationSegments    = domain.MaxDelegationSegments
 	MaxEffectKey             = domain.MaxEffectKey
+	MaxEffectMetaSize        = domain.MaxEffectMetaSize
 	MaxEffectRequestBody     = domain.MaxEffectRequestBody
 	MaxEffectRequestHeader   = domain.MaxEffectRequestHeader
 	MaxNameLength            = domain.MaxNameLength

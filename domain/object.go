@@ -54,6 +54,14 @@ func (m EffectMeta) Map() map[string]string {
 	}
 }
 
+// MaxEffectMetaSize is the most bytes of names and values EffectMeta.Map
+// takes: a fence and a segment of 20 digits, a root and an operation ID of
+// 256 bytes (the registry's bound on operation fields), a sha256 payload
+// digest and a receipt ID of 64 bytes. A store that bounds metadata (S3: 2
+// KB of user metadata) leaves a client's own metadata the rest.
+const MaxEffectMetaSize = len(MetaFence) + 20 + len(MetaSegment) + 20 + len(MetaRoot) + 256 +
+	len(MetaOperationID) + 256 + len(MetaPayload) + len("sha256:") + 64 + len(MetaReceipt) + 64
+
 // ParseEffectMeta reads EffectMeta back from object metadata. ok is false when
 // the object carries no fence metadata (it was not written by a gateway).
 func ParseEffectMeta(md map[string]string) (m EffectMeta, ok bool) {

@@ -134,6 +134,9 @@ func TestPutGetHeadListDeleteThroughTheSDK(t *testing.T) {
 
 func errorsAs(err error, target any) bool { return errors.As(err, target) }
 
+// TestUserMetadataIsKeptBesideTheEffectsOwn: a client's x-amz-meta-* is
+// stored beside the fence metadata, which it cannot forge, within S3's 2 KB
+// less what the fence metadata may take.
 func TestUserMetadataIsKeptBesideTheEffectsOwn(t *testing.T) {
 	e := newEnv(t, nil)
 	c := e.client(e.lease("AKIDA", owner, "b/r"))
@@ -153,6 +156,22 @@ func TestUserMetadataIsKeptBesideTheEffectsOwn(t *testing.T) {
 	_, err = c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("b"), Key: aws.String("r/m2"), Body: strings.NewReader("x"), Metadata: big})
 	if code, _, _ := apiCode(t, err); code != "MetadataTooLarge" {
 		t.Fatalf("2 KB of metadata: %s", code)
+	}
+	// Under S3's 2 KB, but with the fence metadata beside it over: refused
+	// before admission (no receipt, the resource as it was), where a store
+	// refused it after (a receipt left, and a 503 to retry for ever).
+	before, _ := e.fences.Resource(ctx, "objects/b/r")
+	within := map[string]string{"a": strings.Repeat("v", 2<<10-fencegate.MaxEffectMetaSize)}
+	_, err = c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("b"), Key: aws.String("r/m3"), Body: strings.NewReader("x"), Metadata: within})
+	if code, _, _ := apiCode(t, err); code != "MetadataTooLarge" {
+		t.Fatalf("%d bytes of metadata, over what the fence metadata leaves: %s", len(within["a"])+1, code)
+	}
+	if after, _ := e.fences.Resource(ctx, "objects/b/r"); after != before {
+		t.Fatalf("a refused write moved the resource: %+v -> %+v", before, after)
+	}
+	fits := map[string]string{"a": strings.Repeat("v", 2<<10-fencegate.MaxEffectMetaSize-1)}
+	if _, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("b"), Key: aws.String("r/m3"), Body: strings.NewReader("x"), Metadata: fits}); err != nil {
+		t.Fatalf("metadata within what the fence metadata leaves: %v", err)
 	}
 }
 

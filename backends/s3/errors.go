@@ -97,6 +97,9 @@ func (s *Store) translate(err error, op, key string, mutation bool) error {
 		return fencegate.Wrap(err, fencegate.CodeNotFound, what+": not found")
 	case st == http.StatusNotImplemented || code == "NotImplemented":
 		return fencegate.Wrap(err, fencegate.CodeUnsupported, what+": not implemented by the store")
+	case code == "MetadataTooLarge" || code == "EntityTooLarge" || code == "KeyTooLongError":
+		// The request itself is refused, whenever it is sent: no retry helps.
+		return fencegate.Wrap(err, fencegate.CodeInvalidRequest, what+": refused as too large ("+code+")")
 	case st >= 400 && st < 500:
 		return fencegate.Wrap(err, fencegate.CodeBackendUnavailable, what+": refused")
 	}

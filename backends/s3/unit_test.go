@@ -2,6 +2,9 @@ package s3_test
 
 import (
 	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -68,5 +71,24 @@ func TestProbeRefusesAStoreWhoseHeadAnswersAnotherETag(t *testing.T) {
 		if fencegate.ErrorCode(err) != fencegate.CodeUnsupported || !strings.Contains(err.Error(), "to a HEAD of the same object") {
 			t.Errorf("%s ETag on PUT: probe %v; want UNSUPPORTED naming the two ETags", name, err)
 		}
+	}
+}
+
+// TestRequestTheStoreRefusesAsTooLargeIsInvalid: a PUT the store refuses
+// for its own size (400 MetadataTooLarge, S3's answer to more than 2 KB of
+// user metadata) is refused whenever it is sent: INVALID_REQUEST, not the
+// BACKEND_UNAVAILABLE a client would retry.
+func TestRequestTheStoreRefusesAsTooLargeIsInvalid(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/xml")
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = io.WriteString(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>MetadataTooLarge</Code>`+
+			`<Message>Your metadata headers exceed the maximum allowed metadata size.</Message></Error>`)
+	}))
+	defer srv.Close()
+	s := fs3.New("s3a", client(srv.URL, "AK", "SK"), "bucket", "")
+	_, err := s.Put(context.Background(), fencegate.PutRequest{Key: "k", Body: strings.NewReader("x"), Size: 1, IfNoneMatch: true})
+	if fencegate.ErrorCode(err) != fencegate.CodeInvalidRequest || !strings.Contains(err.Error(), "MetadataTooLarge") {
+		t.Fatalf("put refused as MetadataTooLarge: %v; want INVALID_REQUEST naming it", err)
 	}
 }
