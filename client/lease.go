@@ -144,7 +144,16 @@ func (l *Lease) Acquire(ctx context.Context) error {
 			l.adopt(info, l.firstSend)
 			return l.notHeldLocked()
 		}
-		if !IsUncertain(err) || attempt >= l.p.Attempts || ctx.Err() != nil {
+		if !IsUncertain(err) {
+			// A definite refusal: no attempt of this request ID holds the
+			// lease (a repeat would have been answered the lease), so the
+			// next Acquire's local deadline counts from its own send.
+			l.mu.Lock()
+			l.firstSend = time.Time{}
+			l.unlock()
+			return err
+		}
+		if attempt >= l.p.Attempts || ctx.Err() != nil {
 			return err
 		}
 		if serr := l.c.sleep(ctx, l.p.RetryWait); serr != nil {

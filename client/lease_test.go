@@ -311,3 +311,23 @@ func TestS3CredentialsAskedAtAcquisitionLastThroughRenewals(t *testing.T) {
 		t.Fatal("a lease that did not ask has credentials")
 	}
 }
+
+// TestAcquireAfterARefusalCountsItsDeadlineFromItsOwnSend: the local
+// deadline of a lease counts from the first send that may have acquired it.
+// A definite refusal (LEASE_HELD) acquired nothing, so acquiring again 45 s
+// later is a lease with its whole TTL ahead, where it was born past its
+// deadline (its first write refused LEASE_NOT_HELD and the lease lost).
+func TestAcquireAfterARefusalCountsItsDeadlineFromItsOwnSend(t *testing.T) {
+	f, c := newFake(t)
+	f.refuseNext("acquire", domain.CodeLeaseHeld)
+	l, err := c.AcquireLease(context.Background(), params(""))
+	wantCode(t, err, domain.CodeLeaseHeld)
+	f.clock.Advance(ttl + 15*time.Second) // waited for the holder to go
+	if err := l.Acquire(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	wantState(t, l, StateHeld)
+	if _, err := l.Objects("bucket").Put(context.Background(), "jobs/a", strings.NewReader("x"), ""); err != nil {
+		t.Fatalf("first write of a lease acquired after a refusal: %v", err)
+	}
+}
