@@ -74,6 +74,7 @@ type upload struct {
 	parts                   map[int]*part
 	done                    *completeResult // set once completed
 	doneAt                  time.Time
+	aborted                 bool // set (under mu) by AbortMultipartUpload before its files go
 }
 
 type uploads struct {
@@ -106,7 +107,7 @@ func (us *uploads) get(id, bucket, key string, a *authed) (*upload, error) {
 	us.sweep()
 	u, ok := us.m[id]
 	if !ok || u.bucket != bucket || u.key != key || u.identity != a.cred.Identity || u.akid != a.cred.AccessKeyID {
-		return nil, s3err(http.StatusNotFound, "NoSuchUpload", "The specified multipart upload does not exist.")
+		return nil, noSuchUpload()
 	}
 	u.touched = us.now()
 	return u, nil
@@ -231,6 +232,9 @@ func (s *Server) uploadPart(w http.ResponseWriter, r *http.Request, t *target) e
 	if u.done != nil {
 		return s3err(http.StatusNotFound, "NoSuchUpload", "The specified multipart upload has been completed.")
 	}
+	if u.aborted { // aborted while this part was read: its directory is gone
+		return noSuchUpload()
+	}
 	if u.algorithm != "" && alg != "" && alg != u.algorithm { // refused before it replaces a staged part
 		return s3err(http.StatusBadRequest, "InvalidRequest", "the part's checksum algorithm differs from the upload's "+u.algorithm)
 	}
@@ -311,6 +315,9 @@ func (s *Server) completeUpload(w http.ResponseWriter, r *http.Request, t *targe
 		w.Header().Set("Fence-Receipt", u.done.receipt)
 		writeXML(w, http.StatusOK, u.done)
 		return nil
+	}
+	if u.aborted { // aborted while this request was read
+		return noSuchUpload()
 	}
 	files, md5s := make([]io.Reader, 0, len(cr.Parts)), md5.New() //nolint:gosec
 	var partSums []byte
@@ -401,6 +408,10 @@ func (s *Server) abortUpload(w http.ResponseWriter, r *http.Request, t *target) 
 	if u.done != nil {
 		return s3err(http.StatusNotFound, "NoSuchUpload", "The specified multipart upload has been completed.")
 	}
+	if u.aborted {
+		return noSuchUpload()
+	}
+	u.aborted = true // a part or Complete that read its body meanwhile finds it so
 	s.uploads.remove(u)
 	w.WriteHeader(http.StatusNoContent)
 	return nil
@@ -471,4 +482,10 @@ func (s *Server) listParts(w http.ResponseWriter, r *http.Request, t *target) er
 	u.mu.Unlock()
 	writeXML(w, http.StatusOK, out)
 	return nil
+}
+
+// noSuchUpload is S3's answer for an upload ID it does not know (or no
+// longer: aborted).
+func noSuchUpload() error {
+	return s3err(http.StatusNotFound, "NoSuchUpload", "The specified multipart upload does not exist.")
 }

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -164,5 +165,55 @@ func TestConditionalGets(t *testing.T) {
 	var re interface{ HTTPStatusCode() int }
 	if !errorsAs(err, &re) || re.HTTPStatusCode() != 304 {
 		t.Fatalf("If-None-Match of the current ETag: %v", err)
+	}
+}
+
+// TestPartWhoseUploadIsAbortedMeanwhileIsNoSuchUpload: a part whose body
+// is still arriving when its upload is aborted is answered NoSuchUpload,
+// as S3 answers a part of an aborted upload, and nothing of it is staged;
+// it was a 500 (its upload's directory gone under it).
+func TestPartWhoseUploadIsAbortedMeanwhileIsNoSuchUpload(t *testing.T) {
+	e := newEnv(t, nil)
+	c := e.client(e.lease("AKIDA", owner, "b/r"))
+	ctx := context.Background()
+	up, err := c.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: aws.String("b"), Key: aws.String("r/aborted")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pp, err := s3.NewPresignClient(c).PresignUploadPart(ctx, &s3.UploadPartInput{Bucket: aws.String("b"), Key: aws.String("r/aborted"),
+		UploadId: up.UploadId, PartNumber: aws.Int32(1)}, s3.WithPresignExpires(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, feed := io.Pipe()
+	req, _ := http.NewRequest(http.MethodPut, pp.URL, body)
+	req.ContentLength = 4
+	answer := make(chan *http.Response, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Error(err)
+			close(answer)
+			return
+		}
+		answer <- resp
+	}()
+	if _, err := feed.Write([]byte("pa")); err != nil { // the door is reading the part
+		t.Fatal(err)
+	}
+	if _, err := c.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: aws.String("b"), Key: aws.String("r/aborted"),
+		UploadId: up.UploadId}); err != nil {
+		t.Fatalf("abort: %v", err)
+	}
+	_, _ = feed.Write([]byte("rt"))
+	_ = feed.Close()
+	resp, ok := <-answer
+	if !ok {
+		t.FailNow()
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(out), "NoSuchUpload") {
+		t.Fatalf("part of an upload aborted while it was read: %d %s; want 404 NoSuchUpload", resp.StatusCode, out)
 	}
 }
