@@ -8,8 +8,11 @@ import (
 )
 
 // ledger is what a lease knows of its operation's receipts by effect key:
-// loaded once from the receipt ledger (GET /v1/receipts?operationId=) on the
-// first keyed commit, then kept up to date by the lease's own commits.
+// loaded from the receipt ledger (GET /v1/receipts?operationId=) on the
+// first keyed commit, then kept up to date by the lease's own commits, the
+// listings that settle a doubt, a key's earlier unsettled receipt read again,
+// and, until a segment of this lease is known admitted, a listing before a
+// key it does not know is sent (commitKeyed).
 type ledger struct {
 	loaded bool
 	// byKey is the best receipt of each effect key under the operation, of
@@ -55,10 +58,14 @@ func (l *Lease) commitKeyed(ctx context.Context, key string, send func(ctx conte
 		// An earlier owner's receipt of key, unsettled when last read: the
 		// reconciler may have settled it since.
 		cur, err := l.c.Receipt(ctx, r.ID)
-		if err != nil {
+		switch {
+		case err == nil:
+			l.led.byKey[key] = cur
+		case domain.ErrorCode(err) != domain.CodeNotFound:
 			return outcome{}, err
 		}
-		l.led.byKey[key] = cur
+		// NOT_FOUND: compacted once settled, its state unknown here; it
+		// stays unsettled in the ledger (MUTATION_UNKNOWN, never resent).
 	}
 	if o, done, err := l.fromLedger(key); done {
 		return o, err
@@ -191,6 +198,7 @@ func (l *Lease) loadLedger(ctx context.Context) error {
 	seg := map[string]uint64{}
 	next := l.nextSeg
 	var doubt *inDoubt
+	admitted := false
 	for _, r := range list {
 		if r.EffectKey != "" {
 			if b, ok := byKey[r.EffectKey]; !ok || rank(r.State) > rank(b.State) || rank(r.State) == rank(b.State) && r.CreatedAt.After(b.CreatedAt) {
@@ -200,6 +208,7 @@ func (l *Lease) loadLedger(ctx context.Context) error {
 		if r.Lease != info.Lease || r.FenceToken != info.FenceToken || r.State.NotApplied() {
 			continue
 		}
+		admitted = true // a segment of this grant (not NOT_APPLIED) was admitted
 		if r.EffectKey != "" {
 			seg[r.EffectKey] = r.Segment
 		}
@@ -209,7 +218,7 @@ func (l *Lease) loadLedger(ctx context.Context) error {
 			doubt = &inDoubt{seg: r.Segment, key: doubtKey(r.EffectKey), receipt: r.ID}
 		}
 	}
-	l.led = ledger{loaded: true, byKey: byKey, seg: seg, accepted: l.led.accepted || len(seg) > 0 || next > 1}
+	l.led = ledger{loaded: true, byKey: byKey, seg: seg, accepted: l.led.accepted || admitted}
 	l.nextSeg = next
 	if doubt != nil && doubt.seg >= next && l.doubt == nil {
 		l.doubt = doubt

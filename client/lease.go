@@ -144,16 +144,16 @@ func (l *Lease) Acquire(ctx context.Context) error {
 			l.adopt(info, l.firstSend)
 			return l.notHeldLocked()
 		}
-		if !IsUncertain(err) {
-			// A definite refusal: no attempt of this request ID holds the
-			// lease (a repeat would have been answered the lease), so the
-			// next Acquire's local deadline counts from its own send.
+		if grantedNothing(err) {
+			// No attempt of this request ID holds the lease (a repeat would
+			// have been answered the lease), so the next Acquire's local
+			// deadline counts from its own send.
 			l.mu.Lock()
 			l.firstSend = time.Time{}
 			l.unlock()
 			return err
 		}
-		if attempt >= l.p.Attempts || ctx.Err() != nil {
+		if !IsUncertain(err) || attempt >= l.p.Attempts || ctx.Err() != nil {
 			return err
 		}
 		if serr := l.c.sleep(ctx, l.p.RetryWait); serr != nil {
@@ -350,4 +350,17 @@ func minTime(a, b time.Time) time.Time {
 		return b
 	}
 	return a
+}
+
+// grantedNothing reports whether err, an acquisition's answer, proves that
+// the request granted nothing: a refusal of the request itself. A store
+// fault (BACKEND_UNAVAILABLE: the grant may be written and only its
+// replication unconfirmed), INTERNAL or an uncertain answer proves nothing.
+func grantedNothing(err error) bool {
+	switch domain.ErrorCode(err) {
+	case domain.CodeLeaseHeld, domain.CodeInvalidRequest, domain.CodeForbidden, domain.CodeUnauthenticated,
+		domain.CodeRequestIDConflict, domain.CodeStateLost:
+		return !IsUncertain(err)
+	}
+	return false
 }

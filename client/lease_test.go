@@ -331,3 +331,24 @@ func TestAcquireAfterARefusalCountsItsDeadlineFromItsOwnSend(t *testing.T) {
 		t.Fatalf("first write of a lease acquired after a refusal: %v", err)
 	}
 }
+
+// TestAcquireAfterAStoreFaultKeepsItsFirstSend: a store fault
+// (BACKEND_UNAVAILABLE: the grant may be written, only its replication
+// unconfirmed) proves nothing was granted, so the lease the same request ID
+// is answered later is counted from the first send: acquired again past
+// that send's TTL, it is not trusted, and its first write is refused
+// locally rather than sent on the registry's clock alone.
+func TestAcquireAfterAStoreFaultKeepsItsFirstSend(t *testing.T) {
+	f, c := newFake(t)
+	f.refuseNext("acquire", domain.CodeBackendUnavailable)
+	l, err := c.AcquireLease(context.Background(), params(""))
+	wantCode(t, err, domain.CodeBackendUnavailable)
+	f.clock.Advance(ttl + 15*time.Second)
+	_ = l.Acquire(context.Background())
+	if _, err := l.Objects("bucket").Put(context.Background(), "jobs/a", strings.NewReader("x"), ""); domain.ErrorCode(err) != domain.CodeLeaseNotHeld {
+		t.Fatalf("first write of a lease whose first send is a TTL ago: %v, want LEASE_NOT_HELD (refused locally)", err)
+	}
+	if f.count("write") != 0 {
+		t.Fatalf("%d writes sent", f.count("write"))
+	}
+}

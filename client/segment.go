@@ -8,8 +8,9 @@ import (
 	"github.com/fencegate/fencegate/domain"
 )
 
-// inDoubt is a segment whose outcome is unknown (MUTATION_UNKNOWN or an
-// uncertain answer). Nothing new is sent until receipts settle it.
+// inDoubt is a segment whose outcome is unknown (MUTATION_UNKNOWN, INTERNAL
+// or an uncertain answer: inDoubtAfter). Nothing new is sent until receipts
+// settle it.
 type inDoubt struct {
 	seg     uint64
 	key     string // the effect's local identity: kind, method, target, body digest

@@ -227,3 +227,24 @@ func TestTransportEarlierOwnersUnsettledKeyIsReadAgain(t *testing.T) {
 	}
 	s.wantSegments("1:b")
 }
+
+// TestTransportEarlierOwnersCompactedKeyStaysUnknown: an earlier owner's
+// receipt of a key, unsettled when the ledger was read and compacted since
+// (its settled state no longer readable), keeps the key MUTATION_UNKNOWN:
+// never resent under this grant, and not a NOT_FOUND for the SDK.
+func TestTransportEarlierOwnersCompactedKeyStaysUnknown(t *testing.T) {
+	s := newSDK(t)
+	s.f.mu.Lock()
+	s.f.receipts = []domain.Receipt{{ID: "Ra", Lease: "L0", FenceToken: 6, Segment: 4, EffectKey: "a", OperationID: "op-1", State: domain.ReceiptUnknown}}
+	s.f.mu.Unlock()
+	if _, err := s.post("a", "x=1"); domain.ErrorCode(err) != domain.CodeMutationUnknown {
+		t.Fatalf("a while the earlier owner's receipt is UNKNOWN: %v", err)
+	}
+	s.f.mu.Lock()
+	s.f.receipts = nil // settled, then compacted
+	s.f.mu.Unlock()
+	if _, err := s.post("a", "x=1"); domain.ErrorCode(err) != domain.CodeMutationUnknown {
+		t.Fatalf("a once its receipt is compacted: %v, want MUTATION_UNKNOWN", err)
+	}
+	s.wantSegments()
+}

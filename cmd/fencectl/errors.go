@@ -52,7 +52,7 @@ var hints = map[string]string{
 	string(fencegate.CodeNotFound):           "check the name or ID",
 	string(fencegate.CodeForbidden):          "this token may not do that (admin commands need an admin token)",
 	string(fencegate.CodeUnsupported):        "the backend cannot do this under the fencing contract",
-	string(fencegate.CodeInternal):           "a fault in the gateway; check its logs",
+	string(fencegate.CodeInternal):           "a fault in the gateway (check its logs); it may have taken effect: query receipts by operation ID before sending anything new",
 	string(fencegate.CodeRequestIDConflict):  "this request ID was used with other parameters; resend the original parameters, or use a new request ID",
 	string(fencegate.CodeStateLost):          "the registry's coordination state was lost and grants are paused; retry later (GET /v1/admin/state shows why and until when)",
 	string(fencegate.CodeStillReconciling):   "the reconciler is still settling this receipt; resolve it by hand once it is overdue in GET /v1/unknown",

@@ -123,7 +123,7 @@ func (c *Consumer) Handle(ctx context.Context, msg jetstream.Msg) Result {
 		res.Verdict = "ack"
 		_ = msg.Ack()
 	case client.IsUncertain(err), code == fencegate.CodeSegmentOutOfOrder, code == fencegate.CodeMutationUnknown,
-		code == fencegate.CodeResourceBusy, code == fencegate.CodeBackendUnavailable:
+		code == fencegate.CodeResourceBusy, code == fencegate.CodeBackendUnavailable, code == fencegate.CodeInternal:
 		res.Verdict = "nak"
 		_ = msg.NakWithDelay(c.retry())
 	default:
