@@ -10,6 +10,7 @@ import (
 	"github.com/fencegate/fencegate"
 	"github.com/fencegate/fencegate/backends/httpapi"
 	"github.com/fencegate/fencegate/e2e/upstream"
+	"github.com/fencegate/fencegate/internal/testenv"
 )
 
 // withReadRoute declares the upstream's payout lookup as a read route.
@@ -100,31 +101,17 @@ func TestReadOfAnUnreachableUpstreamIsUnavailable(t *testing.T) {
 // on. The upstream is a raw HTTP/1.1 answer, as net/http's server would
 // rewrite a handler's Connection field.
 func TestReadAnswersDropTheHeadersTheUpstreamsConnectionNames(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
-					return
-				}
-				_, _ = c.Write([]byte("HTTP/1.1 200 OK\r\nConnection: X-Upstream-Hop, x-other-hop\r\n" +
-					"X-Upstream-Hop: upstream-internal\r\nX-Other-Hop: upstream-internal\r\nX-End-To-End: kept\r\n" +
-					"Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"))
-			}()
+	upstream := testenv.ServeTCP(t, func(c net.Conn) {
+		if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
+			return
 		}
-	}()
+		_, _ = c.Write([]byte("HTTP/1.1 200 OK\r\nConnection: X-Upstream-Hop, x-other-hop\r\n" +
+			"X-Upstream-Hop: upstream-internal\r\nX-Other-Hop: upstream-internal\r\nX-End-To-End: kept\r\n" +
+			"Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"))
+	})
 	e := newAPIEnv(t, nil, nil, func(c *httpapi.APIConfig) {
 		withReadRoute(c)
-		c.BaseURL = "http://" + ln.Addr().String()
+		c.BaseURL = "http://" + upstream
 	})
 	r := e.send("GET", "/v1/apis/payouts/v1/payouts", payerTokA, nil, "")
 	if r.status != http.StatusOK || r.header.Get("X-End-To-End") != "kept" {

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/internal/testenv"
 )
 
 // TestResentRequestThatFailsToConnectIsUnknownNotUnsent: Go's transport
@@ -77,41 +78,27 @@ func TestTransportNeverResendsOnItsOwn(t *testing.T) {
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer ln.Close()
 			var mu sync.Mutex
 			requests := 0
-			go func() {
+			upstream := testenv.ServeTCP(t, func(conn net.Conn) {
+				br := bufio.NewReader(conn)
 				for {
-					conn, err := ln.Accept()
+					req, err := http.ReadRequest(br)
 					if err != nil {
 						return
 					}
-					go func(conn net.Conn) {
-						defer conn.Close()
-						br := bufio.NewReader(conn)
-						for {
-							req, err := http.ReadRequest(br)
-							if err != nil {
-								return
-							}
-							_, _ = io.Copy(io.Discard, req.Body)
-							mu.Lock()
-							requests++
-							n := requests
-							mu.Unlock()
-							if n == 2 {
-								return // applied, then dropped without an answer
-							}
-							_, _ = conn.Write([]byte("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}"))
-						}
-					}(conn)
+					_, _ = io.Copy(io.Discard, req.Body)
+					mu.Lock()
+					requests++
+					n := requests
+					mu.Unlock()
+					if n == 2 {
+						return // applied, then dropped without an answer
+					}
+					_, _ = conn.Write([]byte("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}"))
 				}
-			}()
-			c := validConfig("http://" + ln.Addr().String())
+			})
+			c := validConfig("http://" + upstream)
 			if mod != nil {
 				mod(&c)
 			}
