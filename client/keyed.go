@@ -194,23 +194,16 @@ func (l *Lease) loadLedger(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	byKey := map[string]domain.Receipt{}
-	seg := map[string]uint64{}
+	l.led = ledger{loaded: true, byKey: map[string]domain.Receipt{}, seg: map[string]uint64{}, accepted: l.led.accepted}
+	l.noteReceipts(list) // every key's best receipt; whether this grant has an admitted segment
 	next := l.nextSeg
 	var doubt *inDoubt
-	admitted := false
 	for _, r := range list {
-		if r.EffectKey != "" {
-			if b, ok := byKey[r.EffectKey]; !ok || rank(r.State) > rank(b.State) || rank(r.State) == rank(b.State) && r.CreatedAt.After(b.CreatedAt) {
-				byKey[r.EffectKey] = r
-			}
-		}
 		if r.Lease != info.Lease || r.FenceToken != info.FenceToken || r.State.NotApplied() {
 			continue
 		}
-		admitted = true // a segment of this grant (not NOT_APPLIED) was admitted
 		if r.EffectKey != "" {
-			seg[r.EffectKey] = r.Segment
+			l.led.seg[r.EffectKey] = r.Segment
 		}
 		if r.State == domain.ReceiptCommitted {
 			next = max(next, r.Segment+1)
@@ -218,7 +211,6 @@ func (l *Lease) loadLedger(ctx context.Context) error {
 			doubt = &inDoubt{seg: r.Segment, key: doubtKey(r.EffectKey), receipt: r.ID}
 		}
 	}
-	l.led = ledger{loaded: true, byKey: byKey, seg: seg, accepted: l.led.accepted || admitted}
 	l.nextSeg = next
 	if doubt != nil && doubt.seg >= next && l.doubt == nil {
 		l.doubt = doubt
