@@ -45,10 +45,7 @@ const MaxFence = uint64(math.MaxInt64)
 
 // Backend implements fencegate.LeaseBackend on Redis.
 type Backend struct {
-	client redis.UniversalClient
-	// single is client as Open made it (one server), from which a mutation
-	// takes the one connection its script and WAIT share (replicas > 0).
-	single    *redis.Client
+	client    redis.UniversalClient
 	prefix    string
 	retention time.Duration
 	owns      bool
@@ -132,7 +129,7 @@ func Open(ctx context.Context, addr string, opts ...Option) (*Backend, error) {
 			return nil, err
 		}
 	}
-	return &Backend{client: client, single: client, prefix: c.prefix, retention: c.retention, owns: true,
+	return &Backend{client: client, prefix: c.prefix, retention: c.retention, owns: true,
 		replicas: c.replicas, waitFor: c.waitFor}, nil
 }
 
@@ -176,8 +173,7 @@ func checkDurable(ctx context.Context, client *redis.Client, addr string) error 
 // or with replicas configured one connection of it (session).
 type session interface {
 	redis.Scripter
-	Incr(ctx context.Context, key string) *redis.IntCmd
-	Do(ctx context.Context, args ...any) *redis.Cmd
+	Pipelined(ctx context.Context, fn func(redis.Pipeliner) error) ([]redis.Cmder, error)
 }
 
 // session returns where the next mutation runs and the func that ends it.
@@ -186,10 +182,11 @@ type session interface {
 // on its own connection, so on another pooled connection (one that never
 // wrote, say) it would answer at once for a write no replica has.
 func (b *Backend) session() (session, func()) {
-	if b.replicas == 0 || b.single == nil {
+	single, ok := b.client.(*redis.Client) // Open's: one server
+	if b.replicas == 0 || !ok {
 		return b.client, func() {}
 	}
-	c := b.single.Conn()
+	c := single.Conn()
 	return c, func() { _ = c.Close() }
 }
 
@@ -207,10 +204,15 @@ func (b *Backend) replicate(ctx context.Context, sess session, op string) error 
 	if b.replicas == 0 {
 		return nil
 	}
-	if err := sess.Incr(ctx, b.prefix+"replicated").Err(); err != nil {
-		return translate(err, op+": mark for WAIT")
+	var wait *redis.Cmd
+	if _, err := sess.Pipelined(ctx, func(p redis.Pipeliner) error { // one round trip
+		p.Incr(ctx, b.prefix+"replicated")
+		wait = p.Do(ctx, "WAIT", b.replicas, b.waitFor.Milliseconds())
+		return nil
+	}); err != nil {
+		return translate(err, op+": WAIT")
 	}
-	n, err := sess.Do(ctx, "WAIT", b.replicas, b.waitFor.Milliseconds()).Int()
+	n, err := wait.Int()
 	if err != nil {
 		return translate(err, op+": WAIT")
 	}
