@@ -169,43 +169,22 @@ func checkDurable(ctx context.Context, client *redis.Client, addr string) error 
 	return nil
 }
 
-// session is where one mutation runs (script, then replicate): the client,
-// or with replicas configured one connection of it (session).
-type session interface {
-	redis.Scripter
-	Pipelined(ctx context.Context, fn func(redis.Pipeliner) error) ([]redis.Cmder, error)
-}
-
-// session returns where the next mutation runs and the func that ends it.
-// With replicas configured that is one connection, held for the script and
-// its WAIT: WAIT counts the replicas that acknowledged the last write made
-// on its own connection, so on another pooled connection (one that never
-// wrote, say) it would answer at once for a write no replica has.
-func (b *Backend) session() (session, func()) {
-	single, ok := b.client.(*redis.Client) // Open's: one server
-	if b.replicas == 0 || !ok {
-		return b.client, func() {}
-	}
-	c := single.Conn()
-	return c, func() { _ = c.Close() }
-}
-
-// replicate waits, on the mutation's session sess, for the configured
-// replicas to acknowledge what the mutation answers (WAIT,
-// https://redis.io/docs/latest/commands/wait/). It first writes one key
-// there (INCR of the prefix's "replicated"), so that WAIT, documented to
-// cover the previous write commands of its client, covers the state the
-// answer reflects also when the script wrote nothing (a repeated
-// request ID, a release of a lease no longer held, a floor already higher):
-// that state was written earlier, maybe on another connection or by another
-// process whose WAIT failed, and precedes this write in the replication
+// replicate waits for the configured replicas to acknowledge what the
+// mutation answers (WAIT, https://redis.io/docs/latest/commands/wait/).
+// WAIT counts the replicas holding the last write of its own connection,
+// which a pooled client need not have run the script on, and the script may
+// have written nothing (a repeated request ID, a release of a lease no
+// longer held, a floor already higher: the state was written before, maybe
+// by another process whose WAIT failed). So it first writes a mark (INCR of
+// the prefix's "replicated") on WAIT's connection, in one pipeline with it:
+// the state the answer reflects precedes that write in the replication
 // stream.
-func (b *Backend) replicate(ctx context.Context, sess session, op string) error {
+func (b *Backend) replicate(ctx context.Context, op string) error {
 	if b.replicas == 0 {
 		return nil
 	}
 	var wait *redis.Cmd
-	if _, err := sess.Pipelined(ctx, func(p redis.Pipeliner) error { // one round trip
+	if _, err := b.client.Pipelined(ctx, func(p redis.Pipeliner) error { // one connection, one round trip
 		p.Incr(ctx, b.prefix+"replicated")
 		wait = p.Do(ctx, "WAIT", b.replicas, b.waitFor.Milliseconds())
 		return nil
@@ -308,20 +287,17 @@ func (b *Backend) SetFloor(ctx context.Context, floor uint64, g fencegate.Guard)
 
 // run executes script with the common KEYS/ARGV prefix and returns its reply
 // as strings.
-func (b *Backend) run(ctx context.Context, sess redis.Scripter, s *redis.Script, args ...any) ([]string, error) {
-	return s.Run(ctx, sess, []string{b.prefix + "revision"}, append([]any{b.prefix}, args...)...).StringSlice()
+func (b *Backend) run(ctx context.Context, s *redis.Script, args ...any) ([]string, error) {
+	return s.Run(ctx, b.client, []string{b.prefix + "revision"}, append([]any{b.prefix}, args...)...).StringSlice()
 }
 
 // mutate runs a mutation's script with args and then the guard g (its
 // marker and minimum revision, the script's last two arguments), reads the
-// lease it answers at now (answer), and waits for the replicas (replicate,
-// on the script's own connection).
+// lease it answers at now (answer), and waits for the replicas (replicate).
 // A script error is translated, and the guard's refusal is
 // COORDINATION_STATE_LOST (refused).
 func (b *Backend) mutate(ctx context.Context, s *redis.Script, what string, now time.Time, g fencegate.Guard, args ...any) (fencegate.Lease, error) {
-	sess, end := b.session()
-	defer end()
-	reply, err := b.run(ctx, sess, s, append(args, g.Incarnation, strconv.FormatUint(g.MinRevision, 10))...)
+	reply, err := b.run(ctx, s, append(args, g.Incarnation, strconv.FormatUint(g.MinRevision, 10))...)
 	if err != nil {
 		return fencegate.Lease{}, translate(err, what)
 	}
@@ -330,7 +306,7 @@ func (b *Backend) mutate(ctx context.Context, s *redis.Script, what string, now 
 	}
 	l, err := b.answer(reply, now, what)
 	if err == nil {
-		err = b.replicate(ctx, sess, what)
+		err = b.replicate(ctx, what)
 	}
 	return l, err
 }

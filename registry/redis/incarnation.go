@@ -11,7 +11,7 @@ import (
 
 // Incarnation implements fencegate.LeaseBackend with one script (one instant).
 func (b *Backend) Incarnation(ctx context.Context) (fencegate.Incarnation, error) {
-	reply, err := b.run(ctx, b.client, incarnationScript)
+	reply, err := b.run(ctx, incarnationScript)
 	if err != nil {
 		return fencegate.Incarnation{}, translate(err, "read incarnation")
 	}
@@ -32,9 +32,7 @@ func (b *Backend) Claim(ctx context.Context, prev, id string, floor uint64) (fen
 	if err := leaserule.CheckClaim(id, floor, MaxFence); err != nil {
 		return fencegate.Incarnation{}, err
 	}
-	sess, end := b.session()
-	defer end()
-	reply, err := b.run(ctx, sess, claimScript, prev, id, strconv.FormatUint(floor, 10))
+	reply, err := b.run(ctx, claimScript, prev, id, strconv.FormatUint(floor, 10))
 	if err != nil {
 		return fencegate.Incarnation{}, translate(err, "claim")
 	}
@@ -44,7 +42,7 @@ func (b *Backend) Claim(ctx context.Context, prev, id string, floor uint64) (fen
 	if _, err := b.answer(reply, time.Time{}, "claim"); err != nil {
 		return fencegate.Incarnation{}, err
 	}
-	if err := b.replicate(ctx, sess, "claim"); err != nil {
+	if err := b.replicate(ctx, "claim"); err != nil {
 		return fencegate.Incarnation{}, err
 	}
 	return b.Incarnation(ctx)

@@ -120,14 +120,15 @@ func TestAnswerWaitsForItsReplicasAlsoWhenTheScriptWroteNothing(t *testing.T) {
 	}
 }
 
-// TestAnswerWaitsOnTheConnectionItsScriptWroteOn: WAIT counts the replicas
-// that hold the last write of the connection it runs on, so a mutation's
-// WAIT must run on the connection its script ran on. Here the pool hands
-// out its oldest idle connection first (PoolFIFO), and its idle connections
-// last wrote before the replica stopped acknowledging: an acquisition must
-// still be refused, where a WAIT on the next idle connection answered at
-// once for a fence no replica had.
-func TestAnswerWaitsOnTheConnectionItsScriptWroteOn(t *testing.T) {
+// TestAnswerWaitsForItsWriteWhicheverConnectionWAITRunsOn: WAIT counts the
+// replicas that hold the last write of the connection it runs on, and a
+// pooled client may run it on another connection than the script's. Here
+// the pool hands out its oldest idle connection first (PoolFIFO), and its
+// idle connections last wrote before the replica stopped acknowledging: an
+// acquisition must still be refused, where a WAIT on the next idle
+// connection answered at once for a fence no replica had (the mark write
+// beside WAIT is what makes it cover the script's write).
+func TestAnswerWaitsForItsWriteWhicheverConnectionWAITRunsOn(t *testing.T) {
 	_, replica, open := replicated(t, 300*time.Millisecond)
 	b := open(redis.WithRedisOptions(func(o *goredis.Options) { o.PoolFIFO = true }))
 	const n = 4
