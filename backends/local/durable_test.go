@@ -195,17 +195,15 @@ func TestReopenedStoreMakesWhatItShowsDurableFirst(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	restore := local.SetSyncAtOpen(func(string) error { return errors.New("EIO: injected directory fsync failure") })
-	if _, err := local.New("loc", dir); fencegate.ErrorCode(err) != fencegate.CodeBackendUnavailable {
-		restore()
+	failing := local.WithDirSync(func(string) error { return errors.New("EIO: injected directory fsync failure") })
+	if _, err := local.New("loc", dir, failing); fencegate.ErrorCode(err) != fencegate.CodeBackendUnavailable {
 		t.Fatalf("open whose directory fsync fails: %v, want BACKEND_UNAVAILABLE", err)
 	}
-	restore()
-
 	var synced []string
-	restore = local.SetSyncAtOpen(func(path string) error { synced = append(synced, path); return nil })
-	defer restore()
-	s2 := openAt(t, dir) // the lock the failed open took is free again
+	s2, err := local.New("loc", dir, local.WithDirSync(func(path string) error { synced = append(synced, path); return nil }))
+	if err != nil { // the lock the failed open took is free again
+		t.Fatal(err)
+	}
 	defer s2.Close()
 	if want := []string{filepath.Join(dir, "objects"), dir}; !slices.Equal(synced, want) {
 		t.Fatalf("directories synced by the open: %q, want %q", synced, want)

@@ -31,16 +31,6 @@ func SetCloseWait(d time.Duration) (restore func()) {
 	return func() { closeWait = old }
 }
 
-// SetSyncAtOpen replaces the directory fsyncs New runs (the objects
-// directory's, then its parent's), telling sync each path, and returns a
-// func restoring them.
-func SetSyncAtOpen(sync func(path string) error) (restore func()) {
-	old := syncAtOpen
-	syncAtOpen = func(d *objDir, parent string) error {
-		if err := sync(d.path); err != nil {
-			return err
-		}
-		return sync(parent)
-	}
-	return func() { syncAtOpen = old }
-}
+// WithDirSync replaces the store's directory fsync from New on (the
+// syncs New itself runs included), as SetDirSync does after it.
+func WithDirSync(sync func(dir string) error) Option { return func(s *Store) { s.dirs.sync = sync } }

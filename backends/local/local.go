@@ -183,38 +183,40 @@ func New(name, dir string, opts ...Option) (*Store, error) {
 		lock.Close()
 		return nil, fencegate.Wrap(err, fencegate.CodeBackendUnavailable, fmt.Sprintf("store %q: open directory", name))
 	}
-	// What the directories show may not be durable yet: a rename of a
-	// process that died (or whose fsync failed) before its directory
-	// fsync, or the objects directory MkdirAll just made. The objects
-	// directory and dir (which holds its entry) are fsynced before anything
-	// is read, since a Head here may prove (settle) a receipt from what it
-	// sees; dir's own entry in its parent is the operator's (it is made
-	// once, before the first start).
-	if err := syncAtOpen(d, dir); err != nil {
-		_ = d.close()
-		lock.Close()
-		return nil, fencegate.Wrap(err, fencegate.CodeBackendUnavailable, fmt.Sprintf("store %q: sync directory", name))
-	}
-	s := &Store{name: name, dir: objs, d: d, now: time.Now, dirs: newDirSyncer(objs, func(string) error { return d.sync() }), lock: lock}
+	s := &Store{name: name, dir: objs, d: d, now: time.Now, dirs: newDirSyncer(objs, func(p string) error { return syncDir(d, p) }), lock: lock}
 	s.spares.dir = d
 	for _, o := range opts {
 		o(s)
 	}
+	// What the directories show may not be durable yet: a rename of a
+	// process that died (or whose fsync failed) before its directory
+	// fsync, or the objects directory MkdirAll just made. The objects
+	// directory and dir (which holds its entry) are fsynced, by the store's
+	// one directory sync, before anything is read, since a Head here may
+	// prove (settle) a receipt from what it sees; dir's own entry in its
+	// parent is the operator's (it is made once, before the first start).
+	for _, p := range []string{objs, dir} {
+		if err := s.dirs.sync(p); err != nil {
+			_ = d.close()
+			lock.Close()
+			return nil, fencegate.Wrap(err, fencegate.CodeBackendUnavailable, fmt.Sprintf("store %q: sync directory %s", name, p))
+		}
+	}
 	return s, nil
 }
 
-// syncAtOpen fsyncs the objects directory d and its parent dir (which holds
-// its entry) when New opens them; tests replace it.
-var syncAtOpen = func(d *objDir, parent string) error {
-	if err := d.sync(); err != nil {
-		return err
+// syncDir fsyncs directory p: the objects directory d through the
+// descriptor the store holds, another (its parent, at New) opened for it.
+func syncDir(d *objDir, p string) error {
+	if p == d.path {
+		return d.sync()
 	}
-	p, err := openObjDir(parent)
+	o, err := openObjDir(p)
 	if err != nil {
 		return err
 	}
-	defer p.close()
-	return p.sync()
+	defer o.close()
+	return o.sync()
 }
 
 // Close refuses new operations, waits (up to 5 s) for those running, then
