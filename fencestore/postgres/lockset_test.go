@@ -151,18 +151,7 @@ func TestALockTimeoutIsBackendUnavailableAndChangesNothing(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	dsn := testenv.PostgresURL(t)
-	s, err := Open(ctx, dsn+"&lock_timeout=100ms")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	now := time.UnixMilli(1_700_000_000_000).UTC()
-	if _, err := s.Admit(ctx, writeReq("res/l", 1, "l-1", now)); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Settle(ctx, "l-1", committed("v-1", now)); err != nil {
-		t.Fatal(err)
-	}
+	s, now := withSettled(ctx, t, dsn+"&lock_timeout=100ms", "res/l", "l-1")
 	before, err := s.Resource(ctx, "res/l")
 	if err != nil {
 		t.Fatal(err)
@@ -216,4 +205,24 @@ func waitingOnQ(ctx context.Context, t *testing.T) (dsn string, a, b *Store, tx 
 		t.Fatal(err)
 	}
 	return dsn, a, b, tx, now
+}
+
+// withSettled opens a store on dsn (closed with t) whose resource res has
+// segment 1 admitted (receipt id) and settled COMMITTED, and returns it with
+// the time it wrote at.
+func withSettled(ctx context.Context, t *testing.T, dsn, res, id string) (*Store, time.Time) {
+	t.Helper()
+	s, err := Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	now := time.UnixMilli(1_700_000_000_000).UTC()
+	if _, err := s.Admit(ctx, writeReq(res, 1, id, now)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Settle(ctx, id, committed("v-1", now)); err != nil {
+		t.Fatal(err)
+	}
+	return s, now
 }

@@ -68,18 +68,7 @@ func TestAStalledBatchHoldsUpOnlyItsOwnMembers(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	dsn := testenv.PostgresURL(t)
-	s, err := Open(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	now := time.UnixMilli(1_700_000_000_000).UTC()
-	if _, err := s.Admit(ctx, writeReq("res/q", 1, "q-1", now)); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Settle(ctx, "q-1", committed("v", now)); err != nil {
-		t.Fatal(err)
-	}
+	s, now := withSettled(ctx, t, dsn, "res/q", "q-1")
 	tx := otherTx(ctx, t, dsn)
 	defer func() { _ = tx.Rollback(ctx) }()
 	if _, err := tx.Exec(ctx, `SELECT 1 FROM fence_resources WHERE resource = 'res/q' FOR UPDATE`); err != nil {
