@@ -199,8 +199,16 @@ func TestLeaseMillisecondsOutOfRangeAreRefused(t *testing.T) {
 		t.Fatalf("acquire with ttlMs %s: %d %s; want 400 INVALID_REQUEST", wrapsTo30s, code, raw)
 	}
 	a := w.acquire("token-b", "local/reports/30", "r-2") // nothing was acquired: the resource is free
+	_, before, raw := w.call("GET", "/v1/leases/"+a.Lease, "token-b", "")
+	if before.ExpiresAt.IsZero() || before.State != fencegate.StateHeld {
+		t.Fatalf("lease before the renewal: %s", raw)
+	}
 	if code, _, raw := w.call("POST", "/v1/leases/"+a.Lease+"/renew", "token-b", `{"ttlMs":`+wrapsTo30s+`}`); code != http.StatusBadRequest ||
 		!strings.Contains(raw, "INVALID_REQUEST") {
 		t.Fatalf("renew with ttlMs %s: %d %s; want 400 INVALID_REQUEST", wrapsTo30s, code, raw)
+	}
+	if _, after, _ := w.call("GET", "/v1/leases/"+a.Lease, "token-b", ""); after.State != before.State ||
+		!after.ExpiresAt.Equal(before.ExpiresAt) || after.FenceToken != before.FenceToken {
+		t.Fatalf("a refused renewal changed the lease: %+v -> %+v", before, after)
 	}
 }
