@@ -216,4 +216,10 @@ func TestPartWhoseUploadIsAbortedMeanwhileIsNoSuchUpload(t *testing.T) {
 	if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(out), "NoSuchUpload") {
 		t.Fatalf("part of an upload aborted while it was read: %d %s; want 404 NoSuchUpload", resp.StatusCode, out)
 	}
+	if _, err := c.ListParts(ctx, &s3.ListPartsInput{Bucket: aws.String("b"), Key: aws.String("r/aborted"), UploadId: up.UploadId}); err == nil {
+		t.Fatal("the aborted upload still lists parts")
+	}
+	if n := e.store.puts.Load(); n != 0 {
+		t.Fatalf("%d writes reached the store", n)
+	}
 }
