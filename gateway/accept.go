@@ -275,17 +275,18 @@ func (g *Gateway) apply(ctx context.Context, req Request) (Result, error) {
 			return Result{}, err
 		}
 	}
-	// A malformed request is refused before it can carry the resource's
-	// deferred settle (the stores refuse it before deciding anything, the
-	// folded settle included).
-	if err := fencestore.ValidateAdmit(&areq); err != nil {
-		return Result{}, err
-	}
 	// This process's deferred settle of the resource becomes durable first:
 	// folded into this admission, or (a store that cannot fold) settled now.
 	prior := g.takeDeferred(vg.Resource)
 	switch {
 	case prior != nil && g.folds:
+		// A malformed request is refused before it carries the settle
+		// (stores refuse it before deciding anything, the settle included);
+		// without a settle to fold the store's own check suffices.
+		if err := fencestore.ValidateAdmit(&areq); err != nil {
+			g.deferred.release(prior)
+			return Result{}, err
+		}
 		areq.Prior = &fencegate.PriorSettle{ReceiptID: prior.id, Outcome: prior.out}
 	case prior != nil:
 		if !g.settleDeferred(g.cfg.Background, prior) {
