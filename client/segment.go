@@ -55,6 +55,7 @@ func (l *Lease) commit(ctx context.Context, e effect) (outcome, error) {
 		switch {
 		case err == nil:
 			l.nextSeg = seg + 1
+			l.led.accepted = true // a segment of this grant is admitted (keyed.go)
 			return o, nil
 		case inDoubtAfter(err):
 			l.doubt = &inDoubt{seg: seg, key: e.key, receipt: receiptIDOf(err)}
