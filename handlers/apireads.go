@@ -59,6 +59,7 @@ func (s *Server) readAPI(w http.ResponseWriter, r *http.Request) {
 	for _, k := range readHopByHop {
 		h.Del(k)
 	}
+	notAPage(h)
 	w.WriteHeader(resp.StatusCode)
 	if _, err := io.Copy(w, resp.Body); err != nil {
 		s.Log.Warn("api read broke off", "api", name, "path", path, "err", err)

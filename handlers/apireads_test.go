@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net"
 	"net/http"
+	"strconv"
 	"testing"
 
 	"github.com/fencegate/fencegate"
@@ -120,6 +121,38 @@ func TestReadAnswersDropTheHeadersTheUpstreamsConnectionNames(t *testing.T) {
 	for _, h := range []string{"X-Upstream-Hop", "X-Other-Hop"} {
 		if v := r.header.Get(h); v != "" {
 			t.Errorf("the read passed on %s: %q, a header the upstream's Connection names", h, v)
+		}
+	}
+}
+
+// An API's answer is data, never a page of the gateway's origin (which the
+// console shares): an upstream's HTML, whatever CSP it sends, comes back
+// with nosniff and a sandbox, on reads and on fenced calls alike.
+func TestUpstreamHTMLIsServedAsDataNotAsAPage(t *testing.T) {
+	upstream := testenv.ServeTCP(t, func(c net.Conn) {
+		if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
+			return
+		}
+		body := "<p>bad param <script>alert(1)</script></p>"
+		_, _ = c.Write([]byte("HTTP/1.1 400 Bad Request\r\nContent-Type: text/html\r\n" +
+			"Content-Security-Policy: script-src *\r\nConnection: close\r\nContent-Length: " +
+			strconv.Itoa(len(body)) + "\r\n\r\n" + body))
+	})
+	e := newAPIEnv(t, nil, nil, func(c *httpapi.APIConfig) {
+		withReadRoute(c)
+		c.BaseURL = "http://" + upstream
+	})
+	a := e.grantFor(payerA, payerTokA, 1)
+	for name, r := range map[string]apiReply{
+		"read": e.send("GET", "/v1/apis/payouts/v1/payouts?q=x", payerTokA, nil, ""),
+		"call": e.payout(a, 1, payoutBody),
+	} {
+		if r.status != http.StatusBadRequest || r.header.Get("Content-Type") != "text/html" {
+			t.Fatalf("%s = %d %v, want the upstream's HTML 400", name, r.status, r.header)
+		}
+		if r.header.Get("X-Content-Type-Options") != "nosniff" || r.header.Values("Content-Security-Policy")[0] != "sandbox" ||
+			len(r.header.Values("Content-Security-Policy")) != 1 {
+			t.Errorf("%s served without nosniff and a sandbox alone: %v", name, r.header)
 		}
 	}
 }

@@ -154,6 +154,7 @@ func (s *Server) callAPI(w http.ResponseWriter, r *http.Request) {
 		}
 		h.Set(k, v)
 	}
+	notAPage(h)
 	h.Set("Fence-Receipt", res.Receipt.ID)
 	if res.Replay {
 		h.Set("Fence-Replay", "true")

@@ -233,11 +233,7 @@ func (s *Server) getObject(w http.ResponseWriter, r *http.Request) {
 		h.Set("Content-Type", "application/octet-stream")
 	}
 	h.Set("Content-Length", strconv.FormatInt(info.Size, 10))
-	// An object is data, never a page of this origin, which the console
-	// shares: its script must not run here (s3door's GetObject does the
-	// same).
-	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Content-Security-Policy", "sandbox")
+	notAPage(h)
 	h.Set("ETag", info.ETag)
 	if m, ok := fencegate.ParseEffectMeta(info.Metadata); ok {
 		h.Set("Fence-Token", strconv.FormatUint(m.FenceToken, 10))

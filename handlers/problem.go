@@ -93,6 +93,16 @@ func writeProblem(w http.ResponseWriter, r *http.Request, note func(code fencega
 	_ = json.NewEncoder(w).Encode(p)
 }
 
+// notAPage marks an answer that carries stored or upstream bytes (an
+// object, an API's answer) as data, never a page of this origin, which the
+// console shares: nosniff keeps the type as sent, and the sandbox gives a
+// document shown inline an origin of its own, so its script cannot post the
+// console's forms. It is set last, over any upstream header of the same name.
+func notAPage(h http.Header) {
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Content-Security-Policy", "sandbox")
+}
+
 // writeJSON answers v as JSON with status.
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
