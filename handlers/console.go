@@ -231,10 +231,19 @@ func (s *Server) consoleLogout(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, "/console/login", http.StatusSeeOther)
 }
 
-// safeNext keeps a post-login destination inside the console.
+// safeNext keeps a post-login destination inside the console: a path of
+// this origin under /console/ with no dot segments, plain or percent-encoded
+// (a browser resolves /console/%2e%2e/ as /console/../, RFC 3986 §5.2.4).
 func safeNext(next string) string {
-	if !strings.HasPrefix(next, "/console/") || strings.HasPrefix(next, "//") || strings.ContainsAny(next, "\\\r\n") {
+	u, err := url.Parse(next)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.Opaque != "" || strings.HasPrefix(next, "//") ||
+		strings.ContainsAny(next, "\\\r\n") || !strings.HasPrefix(u.Path, "/console/") {
 		return "/console/"
+	}
+	for _, seg := range strings.Split(u.Path, "/") {
+		if seg == "." || seg == ".." {
+			return "/console/"
+		}
 	}
 	return next
 }

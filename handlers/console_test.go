@@ -236,3 +236,25 @@ func TestConsoleResourceLinksOpenTheResourcePage(t *testing.T) {
 		t.Fatalf("resource link %s: %d\n%s", href, resp.StatusCode, page)
 	}
 }
+
+// A post-login destination stays inside the console: other origins,
+// scheme-relative URLs and dot segments (plain or percent-encoded, which
+// a browser or http.Redirect resolves out of /console/) go to /console/.
+func TestLoginNextStaysInsideTheConsole(t *testing.T) {
+	e := newEnv(t)
+	for next, want := range map[string]string{
+		"/console/resource?name=a/b":    "/console/resource?name=a/b",
+		"/console/../v1/admin/state":    "/console/",
+		"/console/%2e%2e/v1/admin/x":    "/console/",
+		"/console/./unknown":            "/console/",
+		"//evil.example/console/":       "/console/",
+		"https://evil.example/console/": "/console/",
+		"/v1/admin/state":               "/console/",
+		"/console\\..\\v1":              "/console/",
+	} {
+		resp, body := e.page("POST", "/console/login", sameOrigin, url.Values{"token": {consoleSecret}, "next": {next}})
+		if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != want {
+			t.Errorf("next %q: %d Location %q, want %q (%s)", next, resp.StatusCode, resp.Header.Get("Location"), want, body)
+		}
+	}
+}
