@@ -140,7 +140,7 @@ func (a *API) attempt(ctx context.Context, r fencegate.Receipt, kr *fencegate.Ef
 	}
 	ans := &answer{status: resp.StatusCode, header: resp.Header, body: er.Body}
 	if st := a.settleFor(r); st.Strategy == StrategyConflictFetch && st.Conflict.Match.matches(ans) {
-		out := a.fetchConflict(ctx, st.Conflict, er)
+		out := a.fetchConflict(ctx, st.Conflict, kr, er)
 		out.Attempts = 1
 		if out.State == fencegate.ReceiptUnknown {
 			return unknown(a, out, out.Error, nil)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -168,7 +169,7 @@ func (a *API) lookup(ctx context.Context, r fencegate.Receipt, l *Lookup) (fence
 	if err != nil {
 		return still, fencegate.Wrap(err, fencegate.CodeInternal, "cannot build the lookup")
 	}
-	req.Header = a.forwardHeader(nil)
+	req.Header = a.queryHeader(r.Request)
 	resp, err := a.client.Do(req)
 	if err != nil {
 		return still, fencegate.Wrap(err, fencegate.CodeBackendUnavailable, fmt.Sprintf("api %q: lookup failed", a.cfg.Name))
@@ -214,13 +215,13 @@ func (a *API) lookup(ctx context.Context, r fencegate.Receipt, l *Lookup) (fence
 	for _, c := range candidates {
 		v, ok := lookupPointer(c, field)
 		s, isScalar := scalarText(v)
-		if l.List == "" && (!ok || !isScalar) {
-			// A single object's answer without the field is not the
-			// effect's object (an error envelope under 200, a proxy's
-			// page): no proof either way.
-			return still, fencegate.Errorf(fencegate.CodeBackendUnavailable, "api %q: lookup answer has no %s", a.cfg.Name, l.Field)
+		if !ok || !isScalar {
+			// A candidate without the field is not read as the rule
+			// expects (an error envelope under 200, a proxy's page, a
+			// list in another API version's shape): no proof either way.
+			return still, fencegate.Errorf(fencegate.CodeBackendUnavailable, "api %q: lookup answer has a candidate without %s", a.cfg.Name, l.Field)
 		}
-		if ok && isScalar && s == want {
+		if s == want {
 			body, _ := json.Marshal(c)
 			return fencegate.Outcome{State: fencegate.ReceiptCommitted, Response: &fencegate.EffectResponse{
 				Status: l.Status, Body: body,
@@ -228,7 +229,37 @@ func (a *API) lookup(ctx context.Context, r fencegate.Receipt, l *Lookup) (fence
 			}}, nil
 		}
 	}
+	if l.More != "" {
+		toks, _ := parsePointer(l.More)
+		if more, ok := lookupPointer(doc, toks); !ok || more != false {
+			return still, fencegate.Errorf(fencegate.CodeBackendUnavailable, "api %q: lookup answer says more results follow (%s), none of these matching", a.cfg.Name, l.More)
+		}
+	}
 	return notFound(fmt.Sprintf("%d candidates, none matching", len(candidates)))
+}
+
+// queryHeader is the header of a GET that asks about kr's effect (a lookup,
+// a conflict fetch): the worker's forwarded headers kr was sent with, since
+// they scope what the upstream answers (Stripe-Account picks the connected
+// account, https://docs.stripe.com/connect/authentication; GoCardless
+// refuses a request without GoCardless-Version,
+// https://developer.gocardless.com/api-reference/#making-requests-versioning),
+// less the body's Content-Type and the gateway's own headers (the key,
+// native fence headers), plus the credential.
+func (a *API) queryHeader(kr *fencegate.EffectRequest) http.Header {
+	h := http.Header{}
+	if kr != nil {
+		for k, v := range kr.Header {
+			h[k] = slices.Clone(v)
+		}
+	}
+	h.Del("Content-Type")
+	for _, name := range a.ownHeaders() {
+		if name != "" {
+			h.Del(name)
+		}
+	}
+	return a.withCredential(h)
 }
 
 // lastSendBound is the latest moment a send of r may still have been open
@@ -296,7 +327,7 @@ func (a *API) lookupValue(r fencegate.Receipt, l *Lookup) (want, ref string, err
 
 // fetchConflict reads the existing resource's ID from a conflict answer and
 // fetches it; a 2xx answer is the call's result.
-func (a *API) fetchConflict(ctx context.Context, c *ConflictFetch, er *fencegate.EffectResponse) fencegate.Outcome {
+func (a *API) fetchConflict(ctx context.Context, c *ConflictFetch, kr *fencegate.EffectRequest, er *fencegate.EffectResponse) fencegate.Outcome {
 	again := fencegate.Outcome{State: fencegate.ReceiptUnknown, Resend: true}
 	doc, err := decodeJSON(er.Body)
 	toks, _ := parsePointer(c.ID)
@@ -318,7 +349,7 @@ func (a *API) fetchConflict(ctx context.Context, c *ConflictFetch, er *fencegate
 		again.Error = "cannot build the conflict fetch: " + err.Error()
 		return again
 	}
-	req.Header = a.forwardHeader(nil)
+	req.Header = a.queryHeader(kr)
 	resp, err := a.client.Do(req)
 	if err != nil {
 		again.Error = "the conflict fetch failed: " + err.Error()

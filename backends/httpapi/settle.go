@@ -51,7 +51,9 @@ type Settle struct {
 // List points at the array of candidates in the answer ("" when the answer
 // is the one candidate, and a 404 is "not found"); a candidate is the effect
 // when its Field equals the key, or, with Ref, the value at Ref in the kept
-// request. An empty list is "not found", never "found"; "not found" proves
+// request. An empty list is "not found", never "found"; an answer that is
+// not what the rule reads (no list, a candidate without Field, a page that
+// says more follow) proves nothing either way; "not found" proves
 // NOT_APPLIED only MinAge after the last moment a send of the receipt may
 // have been open (its effect expiry, its last recorded resend).
 type Lookup struct {
@@ -69,6 +71,11 @@ type Lookup struct {
 	MinAge time.Duration `yaml:"minAge"`
 	// Status is the status a found effect is stored with (default 200).
 	Status int `yaml:"status"`
+	// More, with List, is a JSON pointer to the answer's "more results
+	// follow" flag (Stripe's list and search answers carry has_more,
+	// https://docs.stripe.com/api/pagination): a page that says more follow
+	// and holds no match proves nothing.
+	More string `yaml:"more"`
 }
 
 // ConflictFetch recognises the conflict answer of a resend (Match), reads the
@@ -142,6 +149,9 @@ func (s Settle) validate(a APIConfig) []settleError {
 		}
 		if _, err := parsePointer(l.List); err != nil {
 			bad(fencegate.CodeInvalidRequest, "lookup.list: %s", err)
+		}
+		if _, err := parsePointer(l.More); err != nil || (l.More != "" && l.List == "") {
+			bad(fencegate.CodeInvalidRequest, "lookup.more must be a JSON pointer, and only with lookup.list")
 		}
 		if _, err := parsePointer(l.Field); err != nil || l.Field == "" {
 			bad(fencegate.CodeInvalidRequest, "lookup.field must be a JSON pointer into a candidate")
