@@ -366,6 +366,14 @@ func (g *Gateway) forward(ctx context.Context, adm fencegate.Admission, eff Effe
 			return Result{Receipt: r}, nil
 		}
 	}
+	if out.State != fencegate.ReceiptCommitted {
+		// By the time the store takes this settle (a slow connection, or
+		// the retry queue below), another replica may have taken the
+		// receipt for an orphan and resent its effect: what this forward
+		// learnt (FAILED: nothing sent; UNKNOWN) then no longer holds. A
+		// COMMITTED, proven, holds whatever came since.
+		out.IfPending = true
+	}
 	sctx, span := g.startSpan(detached, "fencegate.settle")
 	r, err := g.cfg.Store.Settle(sctx, adm.Receipt.ID, out)
 	endSpan(span, err)
@@ -374,13 +382,6 @@ func (g *Gateway) forward(ctx context.Context, adm fencegate.Admission, eff Effe
 		if !isRuling(err) {
 			g.cfg.Observe.StoreError("settle")
 			g.cfg.Log.ErrorContext(ctx, "settle failed; retrying in the background", "receipt", adm.Receipt.ID, "state", out.State, "err", err)
-			if out.State != fencegate.ReceiptCommitted {
-				// By the time the store takes it, another replica may have
-				// taken the receipt for an orphan and resent its effect:
-				// what this forward learnt (FAILED, UNKNOWN) then no longer
-				// holds. A COMMITTED, proven, holds whatever came since.
-				out.IfPending = true
-			}
 			g.retry.add(adm.Receipt.ID, out)
 		} else if fencegate.ErrorCode(err) == fencegate.CodeReceiptSettled {
 			// Settled meanwhile (the reconciler or another replica took it as

@@ -95,3 +95,74 @@ func (d *rv5DownAfter) Apply(ctx context.Context, r fencegate.Receipt, prev stri
 	d.st.down.Store(true)
 	return out, err
 }
+
+// slowSettleStore runs before once, ahead of the first Settle it is given:
+// a settle that took long on its way to the store (a hung connection),
+// while the world went on.
+type slowSettleStore struct {
+	fencegate.FenceStore
+	before func()
+	once   sync.Once
+}
+
+func (s *slowSettleStore) Settle(ctx context.Context, id string, o fencegate.Outcome) (fencegate.Receipt, error) {
+	s.once.Do(s.before)
+	return s.FenceStore.Settle(ctx, id, o)
+}
+
+// TestFirstFailedSettleLeavesAClaimedOrphanResendAlone: the admitting
+// gateway could not reach the upstream (FAILED, nothing sent); its first
+// settle is slow to reach the store, and meanwhile another replica's
+// reconciler takes the receipt for an orphan, claims it and resends it (the
+// payout is made, its answer unknown). When the FAILED arrives it no longer
+// holds and changes nothing (IfPending on the first settle as on the
+// queued one): the receipt is not FAILED, and the caller is told
+// MUTATION_UNKNOWN.
+func TestFirstFailedSettleLeavesAClaimedOrphanResendAlone(t *testing.T) {
+	kit := prooftest.New(t)
+	emb := openEmbedded(t)
+	dead := httptest.NewServer(http.NotFoundHandler())
+	deadURL := dead.URL
+	dead.Close()
+	var mu sync.Mutex
+	payouts := 0
+	live := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		payouts++
+		mu.Unlock()
+		w.WriteHeader(http.StatusInternalServerError)
+	}))
+	defer live.Close()
+	cfg := func(base string) httpapi.APIConfig { return payoutsConfig(t, base, 30*time.Second) }
+	apiA, _ := httpapi.New(cfg(deadURL), &http.Client{}, httpapi.WithClock(kit.Now))
+	apiB, _ := httpapi.New(cfg(live.URL), &http.Client{}, httpapi.WithClock(kit.Now))
+	ctx := context.Background()
+	var id string
+	st := &slowSettleStore{FenceStore: emb, before: func() {
+		pg, _ := emb.ReceiptsByState(ctx, fencegate.ReceiptPending, fencegate.Page{Limit: 10})
+		if len(pg.Receipts) != 1 {
+			t.Errorf("pending receipts: %d", len(pg.Receipts))
+			return
+		}
+		id = pg.Receipts[0].ID
+		kit.Advance(10 * time.Minute)
+		rc := &gateway.Reconciler{Store: emb, Now: kit.Now, Orphan: 2 * time.Minute, Resolver: httpapi.Resolvers{"payouts": apiB}.For}
+		if _, err := rc.RunOnce(ctx); err != nil {
+			t.Error(err)
+		}
+	}}
+	gwA, err := gateway.New(gateway.Config{Verifier: kit.Verifier(), Store: st, Now: kit.Now,
+		Policy: gateway.StaticPolicy{Generation: 1}, Resolver: httpapi.Resolvers{"payouts": apiA}.For})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, vg := payoutGrant(kit)
+	_, err = gwA.Apply(ctx, payoutRequest(kit, tok, vg, payoutCall(apiA, nil, nil)))
+	r, _ := emb.Receipt(ctx, id)
+	if r.State == fencegate.ReceiptFailed || payouts != 1 {
+		t.Fatalf("receipt %s is %s (%q) after its payout was resent (%d upstream payouts, answer unknown)", r.ID, r.State, r.Error, payouts)
+	}
+	if fencegate.ErrorCode(err) != fencegate.CodeMutationUnknown {
+		t.Fatalf("apply: %v, want MUTATION_UNKNOWN", err)
+	}
+}
