@@ -104,6 +104,41 @@ func testFloorNearTheEndIsRefused(t *testing.T, h *harness) {
 	}
 }
 
+// testRepeatAndHeldAcquireUnderAnotherIncarnationAreStateLost: an acquire's
+// guard is checked before anything else it answers, so a repeat of a request
+// ID (which would hand back a lease of a restored copy) and an acquire of a
+// held resource (which would keep acquirers waiting on it) are
+// COORDINATION_STATE_LOST under a failing guard, as a fresh acquire is, and
+// change nothing.
+func testRepeatAndHeldAcquireUnderAnotherIncarnationAreStateLost(t *testing.T, h *harness) {
+	inc := h.claim("", "inc-1", 0)
+	req := h.req("db/a", "alice", ttl, T0)
+	req.Incarnation, req.MinRevision = inc.ID, inc.Revision
+	l := h.acquire(req)
+	for name, g := range map[string]fencegate.Guard{
+		"other marker":       {Incarnation: "inc-0", MinRevision: inc.Revision},
+		"revision gone back": {Incarnation: inc.ID, MinRevision: l.Revision + 5},
+	} {
+		before := h.incarnation()
+		again := req
+		again.LeaseID, again.Guard = "again-"+req.LeaseID, g
+		if got, err := h.b.Acquire(h.ctx, again); fencegate.ErrorCode(err) != fencegate.CodeStateLost {
+			t.Fatalf("%s: repeat of request %s: want COORDINATION_STATE_LOST, got lease %s fence %d, %v", name, req.RequestID, got.ID, got.FenceToken, err)
+		}
+		other := h.req("db/a", "bob", ttl, T0)
+		other.Guard = g
+		if _, err := h.b.Acquire(h.ctx, other); fencegate.ErrorCode(err) != fencegate.CodeStateLost {
+			t.Fatalf("%s: acquire of the held resource: want COORDINATION_STATE_LOST, got %v", name, err)
+		}
+		if now := h.incarnation(); now != before {
+			t.Fatalf("%s: refused acquires changed the backend: %+v -> %+v", name, before, now)
+		}
+		if got := h.lease(l.ID, T0); got.State != fencegate.StateHeld || got.FenceToken != l.FenceToken {
+			t.Fatalf("%s: refused acquires changed the lease: %+v -> %+v", name, l, got)
+		}
+	}
+}
+
 // testRenewReleaseAndFloorUnderAnotherIncarnationAreStateLost: the guard is checked
 // first in renewals, releases and floors too, so that they cannot move a restored
 // copy's revision back up to the one its registry saw (which would hide the

@@ -46,6 +46,7 @@ func Run(t *testing.T, open Open) {
 		{"ClaimOverAnotherMarkerIsStateLost", testClaimOverAnotherMarkerIsStateLost},
 		{"AcquireUnderAnotherIncarnationIsStateLost", testAcquireUnderAnotherIncarnationIsStateLost},
 		{"RenewReleaseAndFloorUnderAnotherIncarnationAreStateLost", testRenewReleaseAndFloorUnderAnotherIncarnationAreStateLost},
+		{"RepeatAndHeldAcquireUnderAnotherIncarnationAreStateLost", testRepeatAndHeldAcquireUnderAnotherIncarnationAreStateLost},
 		{"FloorNearTheEndOfTheSequenceIsRefused", testFloorNearTheEndIsRefused},
 		{"InvalidAcquireIsRejected", testInvalidAcquire},
 		{"ConcurrentAcquiresHaveOneWinnerPerLivePeriod", testConcurrentAcquire},

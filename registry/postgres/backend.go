@@ -118,6 +118,12 @@ func (b *Backend) Acquire(ctx context.Context, req fencegate.AcquireRequest) (fe
 	}
 	var out fencegate.Lease
 	err := pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
+		// The guard first, before a repeat or a held resource is answered
+		// (as by every backend); checked again under the meta lock below
+		// for the fence this acquire issues.
+		if err := checkGuard(ctx, tx, req.Guard); err != nil {
+			return err
+		}
 		if _, err := tx.Exec(ctx, `INSERT INTO registry_resources (resource) VALUES ($1) ON CONFLICT DO NOTHING`, req.Resource); err != nil {
 			return err
 		}

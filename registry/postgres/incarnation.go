@@ -10,7 +10,7 @@ import (
 	"github.com/fencegate/fencegate/registry/internal/leaserule"
 )
 
-// checkGuard is the guard of a renew, release or floor, run first in its
+// checkGuard is the guard of an acquire, renew, release or floor, run first in its
 // transaction, before any row is locked (the meta row is locked last, by
 // bumpRevision, in every mutation's lock order). A claim committing between
 // this read and the bump is harmless: a renew or release issues no fence,
