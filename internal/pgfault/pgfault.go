@@ -23,7 +23,8 @@ import (
 //   - server errors of SQLSTATE class 08 (connection exception), 53
 //     (insufficient resources), 57 (operator intervention: admin_shutdown,
 //     crash_shutdown, cannot_connect_now while starting up or recovering) and
-//     58 (system error), as the PostgreSQL manual's Appendix A lists them;
+//     58 (system error), as the PostgreSQL manual's Appendix A lists them,
+//     and 25006 (read_only_sql_transaction: a standby or read-only server);
 //   - failures to connect (*pgconn.ConnectError) and network errors;
 //   - a connection lost mid-exchange (io.EOF, io.ErrUnexpectedEOF, reset,
 //     broken pipe, pgconn.ErrConnClosed) and a transaction left closed by it;
@@ -66,8 +67,16 @@ func Transient(err error) bool {
 
 // UnavailableState reports whether a server error's SQLSTATE is of a class
 // Unavailable counts as the database being unable to do it now: 08, 53, 57
-// or 58.
+// or 58, or read_only_sql_transaction (25006: a hot standby, or a primary
+// set read-only, as during a failover), which a write may pass once the
+// pool reaches a writable primary.
 func UnavailableState(sqlstate string) bool {
+	if sqlstate == "25006" {
+		return true
+	}
+	if len(sqlstate) < 2 {
+		return false
+	}
 	switch sqlstate[:2] {
 	case "08", "53", "57", "58":
 		return true

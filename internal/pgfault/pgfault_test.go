@@ -32,6 +32,8 @@ func TestUnavailableSeparatesOutagesFromRequestErrors(t *testing.T) {
 		{"starting up 57P03", &pgconn.PgError{Code: "57P03"}, true},
 		{"connection failure 08006", &pgconn.PgError{Code: "08006"}, true},
 		{"too many connections 53300", &pgconn.PgError{Code: "53300"}, true},
+		{"read-only transaction 25006", &pgconn.PgError{Code: "25006"}, true},
+		{"invalid transaction state 25000", &pgconn.PgError{Code: "25000"}, false},
 		{"connection refused", refused, true},
 		{"lost mid-exchange", fmt.Errorf("receive: %w", io.ErrUnexpectedEOF), true},
 		{"conn closed", fmt.Errorf("query: %w", pgconn.ErrConnClosed), true},

@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/fencegate/fencegate"
 	"github.com/fencegate/fencegate/internal/testenv"
@@ -68,4 +69,20 @@ func BenchmarkAcquireRelease(b *testing.B) {
 	be := open(b, testenv.PostgresURL(b))
 	defer be.Close()
 	leasetest.BenchmarkAcquireRelease(b, be)
+}
+
+// A server that refuses writes (a hot standby, a primary set read-only
+// during a failover) answers SQLSTATE 25006: the acquire is
+// BACKEND_UNAVAILABLE, worth retrying once a writable primary answers, not
+// INTERNAL; nothing was written.
+func TestReadOnlyServerIsUnavailable(t *testing.T) {
+	url := testenv.PostgresURL(t)
+	open(t, url).Close() // migrated
+	ro := open(t, url+"&default_transaction_read_only=on")
+	defer ro.Close()
+	_, err := ro.Acquire(context.Background(), fencegate.AcquireRequest{LeaseID: "l1", Resource: "db/a", Owner: "alice",
+		RequestID: "r1", OperationID: "op", TTL: time.Second, Now: time.Now()})
+	if fencegate.ErrorCode(err) != fencegate.CodeBackendUnavailable {
+		t.Fatalf("acquire on a read-only server: %v, want BACKEND_UNAVAILABLE", err)
+	}
 }
