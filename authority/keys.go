@@ -3,8 +3,10 @@ package authority
 import (
 	"context"
 	"crypto/ed25519"
+	"errors"
 	"fmt"
 	"maps"
+	"os"
 
 	"github.com/lestrrat-go/jwx/v2/jwa"
 
@@ -96,14 +98,24 @@ func (a *Authority) rotateLocked() error {
 		keys = append(keys, k)
 	}
 	keys = append(keys, signer.BundleKey(epoch))
-	// Bundle, then key, then (the caller) state; no grant is signed with the
-	// key before all three are written. A crash after the key is written
-	// leaves a state naming the old key: Open finds the new one in the bundle.
-	if err := a.publishWith(a.revoked, keys, old.Version()+1); err != nil {
+	// The new key beside the old one first (nothing is published if it
+	// cannot be written: a read-only key directory refuses the rotation
+	// whole, instead of publishing a key whose private half is lost and
+	// capping the one still signing); then the bundle; then the new key over
+	// the old; then (the caller) the state. No grant is signed with the key
+	// before all are written. Open completes a rotation that stopped after
+	// the bundle (a next key the bundle trusts), and finds the new key in the
+	// bundle when the state still names the old one.
+	next := nextKeyFile(a.files.Key)
+	if err := writeSeed(next, seed); err != nil {
 		return err
 	}
-	if err := writeSeed(a.files.Key, seed); err != nil {
+	if err := a.publishWith(a.revoked, keys, old.Version()+1); err != nil {
+		_ = os.Remove(next)
 		return err
+	}
+	if err := renameDurable(next, a.files.Key); err != nil {
+		return fencegate.Wrap(err, fencegate.CodeInternal, "persist signing key")
 	}
 	a.mu.Lock()
 	a.signer, a.epoch = signer, epoch
@@ -179,13 +191,31 @@ func (a *Authority) SetTrustBundle(_ context.Context, data []byte) (State, error
 	if err := a.admissible(b); err != nil {
 		return State{}, err
 	}
-	if err := a.install(b); err != nil {
+	if err := a.persistThenInstall(b, data); err != nil {
 		return State{}, err
 	}
-	if err := WriteFileAtomic(a.files.Bundle, data, 0o644); err != nil {
-		return State{}, fencegate.Wrap(err, fencegate.CodeInternal, "persist trust bundle")
-	}
 	return a.saved()
+}
+
+// persistThenInstall writes data (b's document) as the bundle file and then
+// makes b the bundle in force: a bundle that could not be written is never
+// in force (a restart would take it back, revocations and all). If the
+// verifier refuses b after the write, the previous document is written back.
+func (a *Authority) persistThenInstall(b *proofs.Bundle, data []byte) error {
+	prev, err := a.verifier.Bundle().Marshal()
+	if err != nil {
+		return fencegate.Wrap(err, fencegate.CodeInternal, "marshal the trust bundle in force")
+	}
+	if err := WriteFileAtomic(a.files.Bundle, data, 0o644); err != nil {
+		return fencegate.Wrap(err, fencegate.CodeInternal, "persist trust bundle")
+	}
+	if err := a.install(b); err != nil {
+		if werr := WriteFileAtomic(a.files.Bundle, prev, 0o644); werr != nil {
+			return errors.Join(err, fencegate.Wrap(werr, fencegate.CodeInternal, "restore the trust bundle file"))
+		}
+		return err
+	}
+	return nil
 }
 
 // ReloadBundle installs the bundle file if its version is above the one in
@@ -221,15 +251,15 @@ func (a *Authority) offer(b *proofs.Bundle, data []byte) (bool, uint64, error) {
 	if err := a.admissible(b); err != nil {
 		return false, b.Version(), err
 	}
-	if err := a.install(b); err != nil {
-		return false, b.Version(), err
-	}
 	// The file may be shared (with the registry, or other replicas): never
-	// replace a version at least as new.
+	// replace a version at least as new. Written before it is in force, as
+	// SetTrustBundle does.
 	if onDisk, err := proofs.LoadBundle(a.files.Bundle); data != nil && (err != nil || onDisk.Version() < b.Version()) {
-		if err := WriteFileAtomic(a.files.Bundle, data, 0o644); err != nil {
-			return true, b.Version(), fencegate.Wrap(err, fencegate.CodeInternal, "persist trust bundle")
+		if err := a.persistThenInstall(b, data); err != nil {
+			return false, b.Version(), err
 		}
+	} else if err := a.install(b); err != nil {
+		return false, b.Version(), err
 	}
 	_, err := a.saved()
 	return true, b.Version(), err

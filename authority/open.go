@@ -131,6 +131,11 @@ func (a *Authority) openBundle() (*proofs.Bundle, error) {
 	if err != nil {
 		return nil, err
 	}
+	if a.signer != nil {
+		if err := a.completeRotation(b); err != nil {
+			return nil, err
+		}
+	}
 	if a.signer != nil && holdsSigner(b, a.signer) != nil {
 		a.resumeRotation(b)
 	}
@@ -140,6 +145,40 @@ func (a *Authority) openBundle() (*proofs.Bundle, error) {
 		}
 	}
 	return b, nil
+}
+
+// nextKeyFile is where a rotation writes its new key before publishing it.
+func nextKeyFile(key string) string { return key + ".next" }
+
+// completeRotation finishes a rotation that stopped between publishing its
+// bundle and moving its new key over the old: a next key that b trusts under
+// an epoch above the signing one becomes the key file and the signer. A next
+// key b does not trust was never published and is removed.
+func (a *Authority) completeRotation(b *proofs.Bundle) error {
+	next := nextKeyFile(a.files.Key)
+	seed, err := readSeed(next)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, k := range b.Keys() {
+		if k.Epoch <= a.epoch {
+			continue
+		}
+		s, err := proofs.NewSigner(ed25519.NewKeyFromSeed(seed), k.Key.KeyID(), k.Alg)
+		if err != nil || holdsSigner(b, s) != nil {
+			continue
+		}
+		if err := renameDurable(next, a.files.Key); err != nil {
+			return fmt.Errorf("signing key: %w", err)
+		}
+		a.log.Warn("completing a key rotation that stopped after publishing its bundle", "epoch", k.Epoch, "keyId", k.Key.KeyID())
+		a.signer, a.epoch = s, k.Epoch
+		return nil
+	}
+	return os.Remove(next)
 }
 
 // resumeRotation adopts the key ID and epoch that b holds for the signing

@@ -113,13 +113,21 @@ func WriteFileAtomic(path string, data []byte, mode os.FileMode) error {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(tmp, path)
+		err = renameDurable(tmp, path)
 	}
 	if err != nil {
 		_ = os.Remove(tmp)
+	}
+	return err
+}
+
+// renameDurable renames from over to (in one directory) and fsyncs the
+// directory, so that the rename survives a crash once it returns.
+func renameDurable(from, to string) error {
+	if err := os.Rename(from, to); err != nil {
 		return err
 	}
-	d, err := os.Open(dir)
+	d, err := os.Open(filepath.Dir(to))
 	if err != nil {
 		return err
 	}
@@ -152,14 +160,19 @@ func writeSeed(path string, seed []byte) error {
 
 // loadOrCreateSeed reads a hex Ed25519 seed, creating one if absent.
 func loadOrCreateSeed(path string) ([]byte, error) {
-	data, err := os.ReadFile(path)
+	seed, err := readSeed(path)
 	if errors.Is(err, os.ErrNotExist) {
-		seed, err := newSeed()
-		if err == nil {
+		if seed, err = newSeed(); err == nil {
 			err = writeSeed(path, seed)
 		}
-		return seed, err
 	}
+	return seed, err
+}
+
+// readSeed reads a hex Ed25519 seed (an error wrapping os.ErrNotExist if
+// there is none).
+func readSeed(path string) ([]byte, error) {
+	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("signing key: %w", err)
 	}

@@ -13,12 +13,19 @@ import (
 // stateElsewhere keeps the state file in a directory of its own, so a test
 // can take that directory away (every save then fails) and put it back.
 func stateElsewhere(e *env) (lose, restore func()) {
+	return elsewhere(e, &e.cfg.Files.State, "state")
+}
+
+// elsewhere moves the file *path names into a directory of its own (name),
+// so a test can take that directory away (every write there then fails, as
+// on a read-only mount) and put it back.
+func elsewhere(e *env, path *string, name string) (lose, restore func()) {
 	e.t.Helper()
-	dir := filepath.Join(e.dir, "state")
+	dir := filepath.Join(e.dir, name)
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		e.t.Fatal(err)
 	}
-	e.cfg.Files.State = filepath.Join(dir, "authority.json")
+	*path = filepath.Join(dir, filepath.Base(*path))
 	move := func(from, to string) func() {
 		return func() {
 			e.t.Helper()
