@@ -19,9 +19,10 @@ func (a *App) metricsServer() *http.Server {
 }
 
 // operatorHandler serves GET /metrics and, with config pprof (--pprof), Go's
-// profiling endpoints under /debug/pprof/ (index, cmdline, profile, symbol,
-// trace and the named profiles heap, goroutine, allocs, block, mutex,
-// threadcreate); every other path is 404. It is mounted on the operator
+// profiling endpoints under /debug/pprof/ (index, profile, symbol, trace and
+// the named profiles heap, goroutine, allocs, block, mutex, threadcreate);
+// every other path is 404, cmdline too: it answers os.Args, which hold the
+// tokens given as flags (--admin-token, --identity, --gateway). It is mounted on the operator
 // listener only, never on the API listener: the handlers are registered on
 // a mux of its own, not http.DefaultServeMux.
 func (a *App) operatorHandler() http.Handler {
@@ -29,7 +30,6 @@ func (a *App) operatorHandler() http.Handler {
 	mux.Handle("GET /metrics", a.metrics.Handler())
 	if a.cfg.Pprof {
 		mux.HandleFunc("GET /debug/pprof/", pprof.Index) // also serves /debug/pprof/heap, goroutine ...
-		mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
 		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
 		mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
 		mux.HandleFunc("POST /debug/pprof/symbol", pprof.Symbol)

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 
@@ -41,7 +42,7 @@ func get(t *testing.T, h http.Handler, path, token string) (int, string) {
 	return rec.Code, rec.Body.String()
 }
 
-var pprofPaths = []string{"/debug/pprof/", "/debug/pprof/heap", "/debug/pprof/goroutine?debug=1", "/debug/pprof/cmdline",
+var pprofPaths = []string{"/debug/pprof/", "/debug/pprof/heap", "/debug/pprof/goroutine?debug=1",
 	"/debug/pprof/symbol", "/debug/pprof/profile?seconds=1", "/debug/pprof/trace?seconds=0.1"}
 
 // TestPprofIsOffByDefault: without pprof the operator listener serves
@@ -77,6 +78,10 @@ func TestPprofIsServedOnTheOperatorListenerOnly(t *testing.T) {
 	}
 	if _, body := get(t, op, "/debug/pprof/goroutine?debug=1", ""); !strings.Contains(body, "goroutine profile:") {
 		t.Errorf("goroutine profile: %.300s", body)
+	}
+	// cmdline would answer os.Args, and with them the tokens given as flags.
+	if code, body := get(t, op, "/debug/pprof/cmdline", ""); code != http.StatusNotFound || strings.Contains(body, os.Args[0]) {
+		t.Errorf("GET /debug/pprof/cmdline = %d %.200q, want 404 without the command line", code, body)
 	}
 	if code, _ := get(t, op, "/v1/receipts", "token-a"); code != http.StatusNotFound {
 		t.Errorf("the operator listener serves the API: %d", code)
