@@ -109,8 +109,11 @@ func parseFlags(cmd string, args []string, cfg *config.Config) error {
 		identities = append(identities, config.Identity{Name: name, Token: tok})
 		return nil
 	})
+	// Flags are gathered here and laid over the config file after it is
+	// loaded: the file's lists would replace ones appended to cfg now.
+	var admins, gateways []config.Identity
 	fs.Func("admin-token", "operator bearer credential for /v1/admin (repeatable)", func(v string) error {
-		cfg.Admins = append(cfg.Admins, config.Identity{Name: fmt.Sprintf("admin-%d", len(cfg.Admins)+1), Token: v})
+		admins = append(admins, config.Identity{Token: v})
 		return nil
 	})
 	fs.Func("gateway", "gateway identity NAME=TOKEN whose status queries the registry answers for any lease (repeatable)", func(v string) error {
@@ -118,7 +121,7 @@ func parseFlags(cmd string, args []string, cfg *config.Config) error {
 		if !ok || name == "" || tok == "" {
 			return fmt.Errorf("--gateway wants NAME=TOKEN")
 		}
-		cfg.Gateways = append(cfg.Gateways, config.Identity{Name: name, Token: tok})
+		gateways = append(gateways, config.Identity{Name: name, Token: tok})
 		return nil
 	})
 	breakGlass := fs.Bool("break-glass", false, "allow this start to switch validation off (enforce -> shadow, a removed enforce rule); logged and counted")
@@ -164,6 +167,10 @@ func parseFlags(cmd string, args []string, cfg *config.Config) error {
 		cfg.Registry.AllowVolatileBackend = true
 	}
 	cfg.Identities = append(cfg.Identities, identities...)
+	for _, a := range admins {
+		cfg.Admins = append(cfg.Admins, config.Identity{Name: fmt.Sprintf("admin-%d", len(cfg.Admins)+1), Token: a.Token})
+	}
+	cfg.Gateways = append(cfg.Gateways, gateways...)
 	cfg.BreakGlass = *breakGlass
 	if *pprof {
 		cfg.Pprof = true
