@@ -33,11 +33,14 @@ func ParseLeaseBackend(raw string) (LeaseBackend, error) {
 		return LeaseBackend{Kind: "embedded"}, nil
 	}
 	bad := func(format string, args ...any) (LeaseBackend, error) {
-		return LeaseBackend{}, fmt.Errorf("registry.backend %q: "+format, append([]any{raw}, args...)...)
+		return LeaseBackend{}, fmt.Errorf("registry.backend %q: "+format, append([]any{Redacted(raw)}, args...)...)
 	}
 	u, err := url.Parse(raw)
 	if err != nil || u.Host == "" {
 		return bad(`must be "embedded" or a postgres://, redis:// or etcd:// URL`)
+	}
+	if u.User != nil && (u.Scheme == "redis" || u.Scheme == "etcd") {
+		return bad("carries a user or password, which the %s backend does not send: it would be ignored", u.Scheme)
 	}
 	q := u.Query()
 	allowed := map[string][]string{"redis": {"prefix", "replicas", "waitMs"}, "etcd": {"prefix"}}
@@ -80,4 +83,15 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// Redacted is a URL as logs and errors may show it: its password replaced
+// (url.URL.Redacted), or nothing of it when it does not parse (a mistyped
+// URL may still carry one).
+func Redacted(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(a URL that does not parse)"
+	}
+	return u.Redacted()
 }

@@ -424,3 +424,29 @@ func TestDeferredSettleIsOffByDefault(t *testing.T) {
 		}
 	}
 }
+
+// A mistyped URL still carries its password: errors name the field and show
+// the URL with the password replaced (or not at all when it does not
+// parse), since they go to stderr and from there to journald or a pod log.
+// A Redis or etcd URL with a user or password is refused: those backends
+// would not send it.
+func TestURLErrorsNeverShowAPassword(t *testing.T) {
+	c := Default()
+	c.FenceStore = "postgress://fg:S3cretPW@db/fg"
+	c.Stores = map[string]string{"a": "ftp://u:S3cretPW@x/b", "b": "s3://u:S3cretPW@%zz"}
+	c.Registry = &Registry{Backend: "redis://:S3cretPW@r:6379?replica=2"}
+	err := c.Validate()
+	if err == nil || strings.Contains(err.Error(), "S3cretPW") {
+		t.Fatalf("validation error shows the password:\n%v", err)
+	}
+	for _, want := range []string{"fenceStore", `store "a"`, "registry.backend"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+	for _, raw := range []string{"redis://:pw@r:6379", "etcd://u:pw@e:2379"} {
+		if _, err := ParseLeaseBackend(raw); err == nil || strings.Contains(err.Error(), "pw@") {
+			t.Errorf("ParseLeaseBackend(%q) = %v, want a refusal without the password", raw, err)
+		}
+	}
+}

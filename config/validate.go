@@ -45,7 +45,7 @@ func (c *Config) Validate() error {
 		at("http.memoryBodyBytes", "http.memoryBodyBytes must be at least 0 and at most http.memoryBodiesBytes (%d), not %d", h.MemoryBodiesBytes, h.MemoryBodyBytes)
 	}
 	if c.FenceStore != "embedded" && !strings.HasPrefix(c.FenceStore, "postgres://") && !strings.HasPrefix(c.FenceStore, "postgresql://") {
-		at("fenceStore", "fenceStore must be \"embedded\" or a postgres:// URL, not %q", c.FenceStore)
+		at("fenceStore", "fenceStore must be \"embedded\" or a postgres:// URL, not %q", Redacted(c.FenceStore))
 	}
 	for name, raw := range c.Stores {
 		if err := fencegate.CheckName(name); err != nil || strings.Contains(name, "/") {
@@ -54,7 +54,7 @@ func (c *Config) Validate() error {
 		u, err := url.Parse(raw)
 		switch {
 		case err != nil || (u.Scheme != "local" && u.Scheme != "s3"):
-			at("stores."+name, "store %q: URL must be local:DIR or s3://BUCKET[/PREFIX]?..., not %q", name, raw)
+			at("stores."+name, "store %q: URL must be local:DIR or s3://BUCKET[/PREFIX]?..., not %q", name, Redacted(raw))
 		case u.Scheme == "s3":
 			// The adapter's own parser, once, here: the app opens the parsed URL.
 			if _, err := s3.ParseURL(raw); err != nil {

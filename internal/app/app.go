@@ -138,7 +138,7 @@ func Build(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, er
 			log.Warn("registry backend accepted without durable writes (--allow-volatile-backend): a crash or restart of it "+
 				"loses issued fences, detected as a coordination state loss that pauses grants; keys it evicts (a maxmemory-policy "+
 				"other than noeviction) are not detected, and gateways then refuse the fences issued again (FENCE_REGRESSION)",
-				"backend", redactURL(cfg.Registry.Backend))
+				"backend", config.Redacted(cfg.Registry.Backend))
 		}
 		loss := registry.Config{Memory: fileMemory{path: incarnationPath(cfg.DataDir)}, OnLoss: a.retireEpoch, Log: log, Handoff: a.metrics}
 		if hw, ok := store.(fencegate.HighWater); ok && cfg.HighWaterSource() == "fencestore" {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
 	"path/filepath"
 
@@ -56,11 +55,3 @@ func (a *App) retireEpoch(ctx context.Context) error {
 	return err
 }
 
-// redactURL drops the user information (passwords) of a backend URL for logs.
-func redactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil || u.User == nil {
-		return raw
-	}
-	return u.Redacted()
-}
