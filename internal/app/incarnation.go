@@ -54,4 +54,3 @@ func (a *App) retireEpoch(ctx context.Context) error {
 	_, err := a.auth.RetireEpoch(ctx, a.auth.CurrentEpoch())
 	return err
 }
-
