@@ -389,7 +389,12 @@ func (g *Gateway) forward(ctx context.Context, adm fencegate.Admission, eff Effe
 			if cur, rerr := g.cfg.Store.Receipt(detached, adm.Receipt.ID); rerr == nil && cur.State.Terminal() {
 				g.cfg.Log.WarnContext(ctx, "settle found the receipt settled elsewhere; answering the stored state",
 					"receipt", cur.ID, "stored", cur.State, "ours", out.State)
-				return g.replay(ctx, cur)
+				// The stored state is answered as a replay's would be, but
+				// this is the request's own admission, not a replay of an
+				// earlier one: a COMMITTED is this write's effect.
+				res, err := g.replay(ctx, cur)
+				res.Replay = false
+				return res, err
 			}
 		} else {
 			g.cfg.Log.ErrorContext(ctx, "settle refused; receipt left for the reconciler", "receipt", adm.Receipt.ID, "err", err)

@@ -166,3 +166,40 @@ func TestFirstFailedSettleLeavesAClaimedOrphanResendAlone(t *testing.T) {
 		t.Fatalf("apply: %v, want MUTATION_UNKNOWN", err)
 	}
 }
+
+// TestOwnAdmissionSettledElsewhereIsNotAReplay: the gateway's settle finds
+// its receipt already settled by another process (here COMMITTED, while
+// its own answer was an unknown 500). The request is answered with the
+// stored state, as its own effect: not marked a replay, which tells a
+// client that this request did nothing.
+func TestOwnAdmissionSettledElsewhereIsNotAReplay(t *testing.T) {
+	kit := prooftest.New(t)
+	emb := openEmbedded(t)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusInternalServerError)
+	}))
+	defer srv.Close()
+	api, _ := httpapi.New(payoutsConfig(t, srv.URL, 30*time.Second), &http.Client{}, httpapi.WithClock(kit.Now))
+	ctx := context.Background()
+	st := &slowSettleStore{FenceStore: emb, before: func() {
+		pg, _ := emb.ReceiptsByState(ctx, fencegate.ReceiptPending, fencegate.Page{Limit: 10})
+		if len(pg.Receipts) != 1 {
+			t.Errorf("pending receipts: %d", len(pg.Receipts))
+			return
+		}
+		if _, err := emb.Settle(ctx, pg.Receipts[0].ID, fencegate.Outcome{State: fencegate.ReceiptCommitted, Attempts: 1,
+			Response: &fencegate.EffectResponse{Status: 200, Body: []byte(`{"id":"po_1"}`)}, Now: kit.Now()}); err != nil {
+			t.Error(err)
+		}
+	}}
+	gw, err := gateway.New(gateway.Config{Verifier: kit.Verifier(), Store: st, Now: kit.Now,
+		Policy: gateway.StaticPolicy{Generation: 1}, Resolver: httpapi.Resolvers{"payouts": api}.For})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, vg := payoutGrant(kit)
+	res, err := gw.Apply(ctx, payoutRequest(kit, tok, vg, payoutCall(api, nil, nil)))
+	if err != nil || res.Replay || res.Receipt.State != fencegate.ReceiptCommitted {
+		t.Fatalf("apply: replay %v, %s, %v; want this write's own COMMITTED", res.Replay, res.Receipt.State, err)
+	}
+}

@@ -48,7 +48,7 @@ func (p *storeProxy) Admit(ctx context.Context, req fencegate.AdmitRequest) (fen
 	w.checkAdmitSend(ctx, req)
 	var adm fencegate.Admission
 	var err error
-	p.send(ctx, req.Grant.Resource, func() { adm, err = p.inner.Admit(ctx, req) })
+	p.send(ctx, req.Grant.Resource, func() { adm, err = p.inner.Admit(ctx, req); w.committedAdmit(adm, err) })
 	if adm.Prior != nil {
 		w.onSettled(*adm.Prior)
 	}
@@ -76,9 +76,16 @@ func (p *storeProxy) Settle(ctx context.Context, id string, o fencegate.Outcome)
 		w.stats.inject("fence store unreachable")
 		return fencegate.Receipt{}, fencegate.Wrap(errInjected, fencegate.CodeBackendUnavailable, "fence store unreachable")
 	}
+	if w.chance(0.01) {
+		// A hung connection: the settle reaches the store much later, when
+		// a reconciler may have taken the receipt for an orphan and resent
+		// its effect.
+		w.stats.inject("slow settle")
+		w.s.sleep(ctx, time.Duration(30+w.rng.IntN(60))*time.Second)
+	}
 	var r fencegate.Receipt
 	var err error
-	p.send(ctx, w.resOf[id], func() { r, err = p.inner.Settle(ctx, id, o) })
+	p.send(ctx, w.resOf[id], func() { r, err = p.inner.Settle(ctx, id, o); w.committedSettle(r, err) })
 	if err == nil {
 		if _, deferred := w.undurable[r.Resource][id]; deferred {
 			w.stats.inject("deferred settle flushed")
@@ -239,8 +246,18 @@ func (w *world) onSettled(r fencegate.Receipt) {
 	if a := w.admitted[r.Resource]; a != nil && r.State.NotApplied() && a.fence == r.FenceToken && a.seg == r.Segment {
 		a.seg--
 	}
+	if prev, ok := w.verdict[r.ID]; ok && prev != r.State {
+		w.stats.gate("final receipt changed")
+		w.fail("receipt %s (%s fence %d seg %d) settled %s, then %s", r.ID, r.Resource, r.FenceToken, r.Segment, prev, r.State)
+	}
 	if r.State.Terminal() {
 		w.verdict[r.ID] = r.State
+	}
+	if r.Request != nil && r.State.NotApplied() {
+		if _, applied := w.upstream.answers[r.Request.Key]; applied {
+			w.stats.gate("landed after not applied")
+			w.fail("receipt %s (%s fence %d seg %d) settled %s, but the upstream applied its key", r.ID, r.Resource, r.FenceToken, r.Segment, r.State)
+		}
 	}
 	if r.State != fencegate.ReceiptPending {
 		w.settledAnswer(r)
@@ -252,6 +269,41 @@ func (w *world) onSettled(r fencegate.Receipt) {
 				w.fail("receipt %s settled %s, but %s holds its write", r.ID, r.State, key)
 			}
 		}
+	}
+}
+
+// committedAdmit keeps, in the order the store commits, the receipts of
+// each resource not settled final, and fails an admission committed beside
+// one: one effect in flight per resource, checked where it is decided (the
+// gateway's forward sees only its own effects, not a reconciler's resends or
+// a late delivery). A prior settle folded into the admission counts first.
+func (w *world) committedAdmit(adm fencegate.Admission, err error) {
+	w.unsettledMu.Lock()
+	defer w.unsettledMu.Unlock()
+	if p := adm.Prior; p != nil && p.State.Terminal() {
+		delete(w.unsettled[p.Resource], p.ID)
+	}
+	if err != nil || adm.Replay {
+		return
+	}
+	res := adm.Receipt.Resource
+	for id := range w.unsettled[res] {
+		w.stats.gate("admitted beside an unsettled effect")
+		w.errs = append(w.errs, fmt.Sprintf("admission %s on %s (fence %d seg %d) committed while receipt %s is not settled",
+			adm.Receipt.ID, res, adm.Receipt.FenceToken, adm.Receipt.Segment, id))
+	}
+	if w.unsettled[res] == nil {
+		w.unsettled[res] = map[string]bool{}
+	}
+	w.unsettled[res][adm.Receipt.ID] = true
+}
+
+// committedSettle is committedAdmit's side of a settle.
+func (w *world) committedSettle(r fencegate.Receipt, err error) {
+	w.unsettledMu.Lock()
+	defer w.unsettledMu.Unlock()
+	if err == nil && r.State.Terminal() {
+		delete(w.unsettled[r.Resource], r.ID)
 	}
 }
 
@@ -442,11 +494,12 @@ type upstream struct {
 	w       *world
 	answers map[string][]byte // by idempotency key
 	payout  map[string]string // account -> the last payout's description
+	landed  map[string]uint64 // account -> the highest fence of a payout made
 	n       int
 }
 
 func newUpstream(w *world) *upstream {
-	return &upstream{w: w, answers: map[string][]byte{}, payout: map[string]string{}}
+	return &upstream{w: w, answers: map[string][]byte{}, payout: map[string]string{}, landed: map[string]uint64{}}
 }
 
 func (u *upstream) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -469,6 +522,18 @@ func (u *upstream) RoundTrip(req *http.Request) (*http.Response, error) {
 	apply := func() []byte {
 		if a, ok := u.answers[key]; ok {
 			return a
+		}
+		// A payout lands in fence order on its account: one of a lower
+		// fence after a higher one's is a stale effect, wherever it came
+		// from (the gateway, a reconciler's resend, a late delivery).
+		var wk string
+		var fence, seg, n uint64
+		if _, err := fmt.Sscanf(strings.ReplaceAll(string(body), ":", " "), "%s f%d s%d %d", &wk, &fence, &seg, &n); err == nil {
+			if fence < u.landed[acct] {
+				w.stats.gate("accepted stale")
+				w.fail("payout of fence %d landed on %s after one of fence %d (%q)", fence, acct, u.landed[acct], body)
+			}
+			u.landed[acct] = max(u.landed[acct], fence)
 		}
 		u.n++
 		u.payout[acct] = string(body)

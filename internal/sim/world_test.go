@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -90,6 +91,11 @@ type world struct {
 	verdict   map[string]fencegate.ReceiptState // final state settled, by receipt ID
 	resOf     map[string]string                 // resource of each receipt admitted
 	gathering *storeBatch                       // the batch of store calls being gathered
+	// unsettled: receipts admitted and not settled final, by resource, as
+	// the store committed them (kept inside the store call, since batched
+	// calls run on goroutines of their own and their tasks wake later).
+	unsettled   map[string]map[string]bool
+	unsettledMu sync.Mutex
 	// answered: every write answered COMMITTED, by receipt ID; undurable:
 	// those whose settle the store did not yet hold, by resource.
 	answered    map[string]*answered
@@ -142,7 +148,7 @@ func newWorld(t testing.TB, seed uint64, cfg config, st *stats) (*world, error) 
 	w := &world{t: t, seed: seed, cfg: cfg, rng: rng, clock: clock, s: newSched(clock, rng), stats: st,
 		admitted: map[string]*admitted{}, fenceOf: map[string]string{}, issuedTo: map[string]string{}, payloadOf: map[string]string{}, leaseExp: map[string]time.Time{},
 		verdict: map[string]fencegate.ReceiptState{}, resOf: map[string]string{},
-		inflight: map[string]int{}, maxFwd: map[string]uint64{},
+		inflight: map[string]int{}, maxFwd: map[string]uint64{}, unsettled: map[string]map[string]bool{},
 		answered: map[string]*answered{}, undurable: map[string]map[string]*answered{}}
 	w.deferWindow = deferWindows[seed%uint64(len(deferWindows))]
 	if cfg.deferWindow >= 0 {

@@ -105,7 +105,8 @@ func Decide(row fencegate.ResourceState, req *fencegate.AdmitRequest, live *fenc
 				"fence %d is already held under another lease or operation root", fence)
 		}
 		if live != nil {
-			if live.PayloadDigest == req.PayloadDigest && live.Target == req.Target && live.Method == req.Method && live.EffectKey == req.EffectKey && SameRequestHeader(live.Request, req.Request) {
+			same := live.PayloadDigest == req.PayloadDigest && live.Target == req.Target && live.Method == req.Method && live.EffectKey == req.EffectKey
+			if same && SameRequestHeader(live.Request, req.Request) {
 				return Replay, nil
 			}
 			return Quarantine, &fencegate.Error{
