@@ -15,7 +15,9 @@
 // The failure matrix of DESIGN §9 is injected at those points; the gates are
 // counted as the run goes (accepted stale, forged, expired owner, skipped
 // segment, regressed token, authentication failures that touched state, two
-// effects in flight, a write landed after its receipt settled not applied), and every client history is checked for
+// effects in flight, also in the store's commit order, a stale payout
+// landing, a write landed after its receipt settled not applied, a final
+// state that changes), and every client history is checked for
 // linearizability against internal/history's fenced register. The tests live
 // in the _test files; README.md lists what is injected and how often.
 package sim
