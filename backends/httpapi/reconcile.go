@@ -63,7 +63,7 @@ func (a *API) Resolve(ctx context.Context, r fencegate.Receipt) (fencegate.Outco
 // last answer said: it keeps no request, its key is past retention (with
 // the send timeout to spare), or its attempts are used up.
 func (a *API) spent(r fencegate.Receipt, st Settle) bool {
-	return r.Request == nil || a.now().Sub(r.CreatedAt)+a.cfg.Timeout >= a.cfg.Contract.Idempotency.KeyRetention ||
+	return r.Request == nil || a.now().Sub(r.CreatedAt)+a.cfg.Timeout >= st.retention(a.cfg.Contract) ||
 		r.Attempts >= st.MaxAttempts
 }
 
@@ -93,7 +93,7 @@ func (a *API) MayBeSending(r fencegate.Receipt) bool {
 		return false
 	}
 	at := *r.SettledAt
-	return at.Sub(r.CreatedAt)+a.cfg.Timeout < a.cfg.Contract.Idempotency.KeyRetention && a.now().Sub(at) < a.cfg.Timeout
+	return at.Sub(r.CreatedAt)+a.cfg.Timeout < st.retention(a.cfg.Contract) && a.now().Sub(at) < a.cfg.Timeout
 }
 
 // GaveUp reports whether Resolve will not settle the UNKNOWN receipt r any
@@ -128,8 +128,8 @@ func (a *API) resend(ctx context.Context, r fencegate.Receipt, st Settle) (fence
 		return manual("the receipt keeps no request to resend")
 	case r.State == fencegate.ReceiptUnknown && !r.Resend:
 		return still, nil // the last answer does not allow a resend
-	case a.now().Sub(r.CreatedAt)+a.cfg.Timeout >= a.cfg.Contract.Idempotency.KeyRetention:
-		return manual(fmt.Sprintf("past the key retention of %s with no proof", a.cfg.Contract.Idempotency.KeyRetention))
+	case a.now().Sub(r.CreatedAt)+a.cfg.Timeout >= st.retention(a.cfg.Contract):
+		return manual(fmt.Sprintf("past the key retention of %s with no proof", st.retention(a.cfg.Contract)))
 	case r.Attempts >= st.MaxAttempts:
 		return manual(fmt.Sprintf("%d sends without a final answer", r.Attempts))
 	case r.State == fencegate.ReceiptUnknown && r.RetryAt != nil && a.now().Before(*r.RetryAt):

@@ -44,6 +44,25 @@ type Settle struct {
 	MaxAttempts int            `yaml:"maxAttempts"`
 	Lookup      *Lookup        `yaml:"lookup"`
 	Conflict    *ConflictFetch `yaml:"conflict"`
+	// KeyRetention, when set (on a route's settle), is how long the upstream
+	// keeps keys for this route, where it keeps them shorter (or longer)
+	// than contract.idempotency.keyRetention says for the API: PayPal keeps
+	// a payment token's PayPal-Request-Id 3 hours, an order's 6
+	// (https://developer.paypal.com/sdk/vault/v2/payment-tokens-create).
+	// No resend is made past it.
+	KeyRetention time.Duration `yaml:"keyRetention"`
+}
+
+// retention is how long the upstream keeps a key sent under st: st's own
+// KeyRetention, else the API's contract.idempotency.keyRetention.
+func (s Settle) retention(c Contract) time.Duration {
+	if s.KeyRetention > 0 {
+		return s.KeyRetention
+	}
+	if c.Idempotency == nil {
+		return 0
+	}
+	return c.Idempotency.KeyRetention
 }
 
 // Lookup finds an effect by a query whose answer is matched by a rule: URL
@@ -117,12 +136,15 @@ func (s Settle) validate(a APIConfig) []settleError {
 		errs = append(errs, settleError{code, fmt.Sprintf(format, args...)})
 	}
 	id := a.Contract.Idempotency
+	if s.KeyRetention < 0 || (s.KeyRetention > 0 && id == nil) {
+		bad(fencegate.CodeInvalidRequest, "keyRetention must be positive, and only where contract.idempotency sends a key")
+	}
 	switch s.Strategy {
 	case StrategyResend, StrategyConflictFetch:
 		if id == nil {
 			bad(fencegate.CodeUnsupported, "strategy %s needs contract.idempotency: without a key a resend could pay twice", s.Strategy)
-		} else if id.KeyRetention <= a.Timeout {
-			bad(fencegate.CodeUnsupported, "strategy %s needs keyRetention (%s) above the timeout (%s)", s.Strategy, id.KeyRetention, a.Timeout)
+		} else if r := s.retention(a.Contract); r <= a.Timeout {
+			bad(fencegate.CodeUnsupported, "strategy %s needs keyRetention (%s) above the timeout (%s)", s.Strategy, r, a.Timeout)
 		}
 	case StrategyLookup, StrategyManual:
 	default:

@@ -1,0 +1,87 @@
+package httpapi
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fencegate/fencegate"
+)
+
+// TestARouteKeepsItsOwnKeyRetention: PayPal keeps a vault payment token's
+// PayPal-Request-Id 3 hours, an order's 6
+// (https://developer.paypal.com/sdk/vault/v2/payment-tokens-create), so a
+// route declares its own settle.keyRetention. Past it, a lost answer is not
+// resent (a resend under an expired key makes a second token) and waits for
+// a person; within it, it is resent and settled. The API's 6 hours used to
+// apply to every route.
+func TestARouteKeepsItsOwnKeyRetention(t *testing.T) {
+	t.Setenv("FG_TEST_PAYPAL", "tok")
+	for _, c := range []struct {
+		after  time.Duration
+		posts  int
+		state  fencegate.ReceiptState
+		resend bool
+	}{
+		{2 * time.Hour, 2, fencegate.ReceiptCommitted, false},
+		{4 * time.Hour, 1, fencegate.ReceiptUnknown, false},
+	} {
+		var mu sync.Mutex
+		posts := 0
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			posts++
+			n := posts
+			mu.Unlock()
+			if n == 1 {
+				panic(http.ErrAbortHandler) // the token is made, its answer lost
+			}
+			w.WriteHeader(http.StatusCreated)
+			_, _ = w.Write([]byte(`{"id":"tok_1"}`))
+		}))
+		now := time.Unix(1_700_000_000, 0)
+		cfg := APIConfig{Name: "paypal", Preset: "paypal", BaseURL: srv.URL, Credentials: &Credentials{Env: "FG_TEST_PAYPAL"},
+			Routes: []Route{{Method: "POST", Path: "/v3/vault/payment-tokens", Resource: "res", Settle: &Settle{KeyRetention: 3 * time.Hour}}}}
+		if err := (Config{APIs: []APIConfig{cfg}}).Validate(); err != nil {
+			t.Fatal(err)
+		}
+		api, err := New(cfg, &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}, WithClock(func() time.Time { return now }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := lostCall(t, api, now, "/v3/vault/payment-tokens", http.Header{"Content-Type": {"application/json"}},
+			`{"payment_source":{"token":{"id":"st_1","type":"SETUP_TOKEN"}}}`)
+		now = now.Add(c.after)
+		o, _ := api.Resolve(context.Background(), r)
+		srv.Close()
+		if posts != c.posts || o.State != c.state || o.Resend != c.resend {
+			t.Errorf("%s after the call: %d POSTs, %s (resend %v, %q), want %d POSTs and %s", c.after, posts, o.State, o.Resend, o.Error, c.posts, c.state)
+		}
+		if c.state == fencegate.ReceiptUnknown && !strings.Contains(o.Error, "3h0m0s") {
+			t.Errorf("past the route's retention: %q, want it named", o.Error)
+		}
+	}
+}
+
+// TestRouteKeyRetentionNeedsAKey: a route's keyRetention is refused where
+// the API sends no key (a native fence only), and when it is negative.
+func TestRouteKeyRetentionNeedsAKey(t *testing.T) {
+	for name, mut := range map[string]func(*APIConfig){
+		"no key": func(c *APIConfig) {
+			c.Contract = Contract{NativeFence: &NativeFence{Header: "Fence-Token"}}
+			c.Settle = Settle{Strategy: StrategyManual}
+			c.Routes[0].Settle = &Settle{Strategy: StrategyManual, KeyRetention: time.Hour}
+		},
+		"negative": func(c *APIConfig) { c.Routes[0].Settle = &Settle{KeyRetention: -time.Hour} },
+	} {
+		c := validConfig("http://127.0.0.1:1")
+		mut(&c)
+		if err := (Config{APIs: []APIConfig{c}}).Validate(); err == nil || !strings.Contains(err.Error(), "keyRetention") {
+			t.Errorf("%s: %v, want keyRetention refused", name, err)
+		}
+	}
+}
