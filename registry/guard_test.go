@@ -274,7 +274,7 @@ type failingMemory struct {
 	fail atomic.Bool
 }
 
-func (m *failingMemory) Save(inc fencegate.Incarnation) error {
+func (m *failingMemory) Save(inc registry.Remembered) error {
 	if m.fail.Load() {
 		return fmt.Errorf("disk full")
 	}

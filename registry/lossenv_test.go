@@ -73,15 +73,15 @@ func (s *swappable) restore(path string) { s.open(path) }
 // memory is a registry.Memory in a variable.
 type memory struct {
 	mu  sync.Mutex
-	inc fencegate.Incarnation
+	inc registry.Remembered
 }
 
-func (m *memory) Load() (fencegate.Incarnation, error) {
+func (m *memory) Load() (registry.Remembered, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.inc, nil
 }
-func (m *memory) Save(i fencegate.Incarnation) error {
+func (m *memory) Save(i registry.Remembered) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.inc = i

@@ -17,8 +17,18 @@ import (
 // revision, highest fence) across restarts, outside the backend: a backend
 // that comes back older than this, or with another marker, lost state.
 type Memory interface {
-	Load() (fencegate.Incarnation, error)
-	Save(fencegate.Incarnation) error
+	Load() (Remembered, error)
+	Save(Remembered) error
+}
+
+// Remembered is what a registry keeps in its Memory: the incarnation it
+// issues under and, while grants are paused after a loss, when they resume,
+// so that a registry restarted during the pause waits it out (every status
+// proof signed before the loss has expired by then) instead of granting at
+// once. Its JSON is the incarnation's with resumeAt beside it.
+type Remembered struct {
+	fencegate.Incarnation
+	ResumeAt time.Time `json:"resumeAt,omitzero"`
 }
 
 // Issuance is the registry's issuing state as operators see it.
@@ -99,7 +109,14 @@ func (r *Registry) check(ctx context.Context, full bool) error {
 			rc.mu.Unlock()
 			return fencegate.Wrap(err, fencegate.CodeInternal, "load the registry's incarnation memory")
 		}
-		rc.seen = mem
+		rc.seen = mem.Incarnation
+		if now := r.now(); now.Before(mem.ResumeAt) {
+			// Restarted during the pause after a loss this registry found,
+			// claimed and retired: the pause goes on until its end.
+			rc.lost, rc.retired, rc.claimed, rc.detect, rc.resume = true, true, true, now, mem.ResumeAt
+			rc.reason = "restarted during the pause after a coordination state loss"
+			rc.paused.Store(true)
+		}
 	}
 	rc.checked = true
 	seen, lost := rc.seen, rc.lost
@@ -381,11 +398,15 @@ func (r *Registry) Remember() error {
 func (r *Registry) rememberLocked() error {
 	r.rec.mu.Lock()
 	seen, checked := r.rec.seen, r.rec.checked
+	var resume time.Time
+	if r.rec.lost && r.rec.claimed {
+		resume = r.rec.resume
+	}
 	r.rec.mu.Unlock()
 	if !checked {
 		return nil
 	}
-	if err := r.memory.Save(seen); err != nil {
+	if err := r.memory.Save(Remembered{Incarnation: seen, ResumeAt: resume}); err != nil {
 		return fencegate.Wrap(err, fencegate.CodeInternal, "save the registry's incarnation memory")
 	}
 	r.rec.saved = seen

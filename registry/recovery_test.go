@@ -408,3 +408,35 @@ func TestPauseRunsFromTheDetectionNotFromTheStalledRequest(t *testing.T) {
 	e.clock.Advance(time.Millisecond)
 	e.mustAcquire("bob", "db/a", "b1")
 }
+
+// TestARestartDuringThePauseWaitsItOut: a registry restarted during the
+// pause after a loss it found, claimed and retired (a crash, a deploy)
+// keeps grants paused until the pause ends, since a HELD proof signed
+// before the loss may still be fresh; its memory carries when grants
+// resume. It used to find its memory and the backend agreeing and grant at
+// once. Once the pause is over, a restart grants at once.
+func TestARestartDuringThePauseWaitsItOut(t *testing.T) {
+	hw, mem, b := &highWater{}, &memory{}, newSwappable(t)
+	e := newLossEnv(t, b, hw, mem)
+	a := e.mustAcquire("alice", "db/a", "r1")
+	hw.v.Store(a.Lease.FenceToken)
+	b.wipe()
+	e.wantPaused("bob", "db/a", "b1") // found, retired, claimed above fence 1
+	resume := e.r.Issuance().ResumeAt
+	if resume == nil {
+		t.Fatalf("paused without a resume time: %+v", e.r.Issuance())
+	}
+	again := newLossEnv(t, b, hw, mem) // restarted on the same backend and memory
+	again.clock.Advance(time.Second)
+	again.wantPaused("bob", "db/a", "b1")
+	if is := again.r.Issuance(); is.ResumeAt == nil || !is.ResumeAt.Equal(*resume) {
+		t.Fatalf("after the restart: %+v, want grants to resume at %s", is, resume)
+	}
+	again.clock.Advance(pause)
+	if l := again.mustAcquire("bob", "db/a", "b1"); l.Lease.FenceToken <= a.Lease.FenceToken {
+		t.Fatalf("after the pause: fence %d, not above %d", l.Lease.FenceToken, a.Lease.FenceToken)
+	}
+	third := newLossEnv(t, b, hw, mem)
+	third.clock.Advance(pause + time.Second)
+	third.mustAcquire("carol", "db/b", "c1")
+}

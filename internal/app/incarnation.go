@@ -19,8 +19,8 @@ type fileMemory struct{ path string }
 
 var _ registry.Memory = fileMemory{}
 
-func (m fileMemory) Load() (fencegate.Incarnation, error) {
-	var inc fencegate.Incarnation
+func (m fileMemory) Load() (registry.Remembered, error) {
+	var inc registry.Remembered
 	b, err := os.ReadFile(m.path)
 	if errors.Is(err, os.ErrNotExist) {
 		return inc, nil
@@ -34,7 +34,7 @@ func (m fileMemory) Load() (fencegate.Incarnation, error) {
 	return inc, nil
 }
 
-func (m fileMemory) Save(inc fencegate.Incarnation) error {
+func (m fileMemory) Save(inc registry.Remembered) error {
 	data, _ := json.MarshalIndent(inc, "", "  ")
 	return authority.WriteFileAtomic(m.path, data, 0o600)
 }

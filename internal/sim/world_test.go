@@ -65,8 +65,8 @@ type world struct {
 	regDBh      *bbolt.DB
 	reg         *registry.Registry
 	auth        *simAuthority
-	incarnation fencegate.Incarnation // the registry's memory of its backend
-	signer      []*proofs.Signer      // by epoch-1
+	incarnation registry.Remembered // the registry's memory of its backend
+	signer      []*proofs.Signer    // by epoch-1
 	forger      *proofs.Signer
 	bundle      *proofs.Bundle
 
@@ -328,8 +328,8 @@ func (w *world) rotateNext() error {
 // simMemory is the registry's memory of its backend (registry.Memory).
 type simMemory struct{ w *world }
 
-func (m simMemory) Load() (fencegate.Incarnation, error) { return m.w.incarnation, nil }
-func (m simMemory) Save(inc fencegate.Incarnation) error { m.w.incarnation = inc; return nil }
+func (m simMemory) Load() (registry.Remembered, error) { return m.w.incarnation, nil }
+func (m simMemory) Save(inc registry.Remembered) error { m.w.incarnation = inc; return nil }
 
 func (w *world) newID(prefix string) string {
 	w.ids++
