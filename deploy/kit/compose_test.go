@@ -79,10 +79,12 @@ type composeFile struct {
 	} `json:"services"`
 }
 
-// TestComposeFileMountsTheConfigsTheE2ETestRuns: the registry and the gateway
-// replicas (at least two) run the config files beside compose.yaml, the very
-// files e2e/deploykit_test.go starts; Redis fsyncs every write; the gateway
-// health check is the binary's own.
+// TestComposeFileMountsTheConfigsTheE2ETestRuns: the registry and the two
+// gateway replicas run the config files beside compose.yaml, the very files
+// e2e/deploykit_test.go starts; each keeps its data directory (its operator
+// state, authority.json) on a named volume of its own, never a tmpfs or a
+// volume another process writes; Redis fsyncs every write; the health check
+// is the binary's own.
 func TestComposeFileMountsTheConfigsTheE2ETestRuns(t *testing.T) {
 	j, err := yaml.YAMLToJSON(readFile(t, filepath.Join(deploy, "compose", "compose.yaml")))
 	if err != nil {
@@ -93,12 +95,24 @@ func TestComposeFileMountsTheConfigsTheE2ETestRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	e2e := string(readFile(t, filepath.Join(repo, "e2e", "deploykit_test.go")))
-	for svc, cmd := range map[string]string{"registry": "registry", "gateway": "serve"} {
+	dataVolumes := map[string]string{} // named volume -> the service whose data directory it is
+	for svc, run := range map[string]struct{ cmd, file string }{"registry": {"registry", "registry.yaml"},
+		"gateway-1": {"serve", "gateway.yaml"}, "gateway-2": {"serve", "gateway.yaml"}} {
 		s, ok := cf.Services[svc]
 		if !ok {
 			t.Fatalf("no service %s", svc)
 		}
-		file := svc + ".yaml"
+		cmd, file := run.cmd, run.file
+		var data string
+		for _, v := range s.Volumes {
+			if m, ok := v.(string); ok && strings.HasSuffix(m, ":/var/lib/fencegate") && !strings.HasPrefix(m, ".") {
+				data = strings.TrimSuffix(m, ":/var/lib/fencegate")
+			}
+		}
+		if data == "" || dataVolumes[data] != "" {
+			t.Errorf("%s: its data directory is not on a named volume of its own (%v; taken by %q)", svc, s.Volumes, dataVolumes[data])
+		}
+		dataVolumes[data] = svc
 		if !slices.Equal(s.Command, []string{cmd, "--config", "/etc/fencegate/" + file}) {
 			t.Errorf("%s command %q", svc, s.Command)
 		}
@@ -114,9 +128,6 @@ func TestComposeFileMountsTheConfigsTheE2ETestRuns(t *testing.T) {
 		if hc := s.Healthcheck.Test; len(hc) < 3 || hc[1] != "/usr/local/bin/gateway" || hc[2] != "healthcheck" {
 			t.Errorf("%s healthcheck %q", svc, hc)
 		}
-	}
-	if n := cf.Services["gateway"].Deploy.Replicas; n < 2 {
-		t.Errorf("gateway replicas %d", n)
 	}
 	if !slices.Equal(cf.Services["redis"].Command[1:5], []string{"--appendonly", "yes", "--appendfsync", "always"}) {
 		t.Errorf("redis command %q: the registry needs appendfsync always", cf.Services["redis"].Command)

@@ -22,7 +22,7 @@ var overlays = []string{"dev", "prod"}
 
 // objects is one built overlay, each object decoded into its API type.
 type objects struct {
-	deployments []*appsv1.Deployment
+	workloads   []workload
 	services    []*corev1.Service
 	configMaps  []*corev1.ConfigMap
 	pvcs        []*corev1.PersistentVolumeClaim
@@ -44,7 +44,22 @@ func (o *objects) decodeStrict(doc []byte) error {
 	switch tm.APIVersion + " " + tm.Kind {
 	case "apps/v1 Deployment":
 		d := &appsv1.Deployment{}
-		o.deployments, dst = append(o.deployments, d), d
+		if err := yaml.UnmarshalStrict(doc, d); err != nil {
+			return err
+		}
+		o.workloads = append(o.workloads, workload{name: d.Name, replicas: d.Spec.Replicas, pod: d.Spec.Template})
+		return nil
+	case "apps/v1 StatefulSet":
+		ss := &appsv1.StatefulSet{}
+		if err := yaml.UnmarshalStrict(doc, ss); err != nil {
+			return err
+		}
+		w := workload{name: ss.Name, replicas: ss.Spec.Replicas, pod: ss.Spec.Template}
+		for _, c := range ss.Spec.VolumeClaimTemplates {
+			w.claims = append(w.claims, c.Name)
+		}
+		o.workloads = append(o.workloads, w)
+		return nil
 	case "v1 Service":
 		s := &corev1.Service{}
 		o.services, dst = append(o.services, s), s
@@ -67,6 +82,38 @@ func (o *objects) decodeStrict(doc []byte) error {
 		return fmt.Errorf("unexpected object %s %s (a Secret or an unknown kind)", tm.APIVersion, tm.Kind)
 	}
 	return yaml.UnmarshalStrict(doc, dst)
+}
+
+// workload is a Deployment or a StatefulSet: its name, replicas, pod
+// template and (a StatefulSet's) volume claim templates by name.
+type workload struct {
+	name     string
+	replicas *int32
+	pod      corev1.PodTemplateSpec
+	claims   []string
+}
+
+// durable reports whether the volume named name outlives the pod: a claim
+// template or a PersistentVolumeClaim.
+func (w workload) durable(name string) bool {
+	if slices.Contains(w.claims, name) {
+		return true
+	}
+	return slices.ContainsFunc(w.pod.Spec.Volumes, func(v corev1.Volume) bool {
+		return v.Name == name && v.PersistentVolumeClaim != nil
+	})
+}
+
+// mountOf is the container's mount that holds path (the longest mount path
+// above it), if any.
+func mountOf(c corev1.Container, path string) (corev1.VolumeMount, bool) {
+	var best corev1.VolumeMount
+	for _, m := range c.VolumeMounts {
+		if (path == m.MountPath || strings.HasPrefix(path, strings.TrimSuffix(m.MountPath, "/")+"/")) && len(m.MountPath) > len(best.MountPath) {
+			best = m
+		}
+	}
+	return best, best.Name != ""
 }
 
 // build runs kustomize (krusty, in process, kubectl's default load
@@ -116,26 +163,26 @@ func TestKustomizeOverlaysDecodeStrictlyIntoKubernetesTypes(t *testing.T) {
 	for _, overlay := range overlays {
 		t.Run(overlay, func(t *testing.T) {
 			o := build(t, overlay)
-			if len(o.deployments) != 2 || len(o.pdbs) == 0 || len(o.netpols) == 0 || len(o.monitors) == 0 || len(o.configMaps) == 0 {
-				t.Fatalf("objects: %d deployments, %d PDBs, %d network policies, %d service monitors, %d config maps",
-					len(o.deployments), len(o.pdbs), len(o.netpols), len(o.monitors), len(o.configMaps))
+			if len(o.workloads) != 2 || len(o.pdbs) == 0 || len(o.netpols) == 0 || len(o.monitors) == 0 || len(o.configMaps) == 0 {
+				t.Fatalf("objects: %d workloads, %d PDBs, %d network policies, %d service monitors, %d config maps",
+					len(o.workloads), len(o.pdbs), len(o.netpols), len(o.monitors), len(o.configMaps))
 			}
-			for _, d := range o.deployments {
+			for _, d := range o.workloads {
 				checkPods(t, d)
-				podLabels := labels.Set(d.Spec.Template.Labels)
+				podLabels := labels.Set(d.pod.Labels)
 				if !selects(o.services, podLabels) {
-					t.Errorf("%s: no Service selects its pods", d.Name)
+					t.Errorf("%s: no Service selects its pods", d.name)
 				}
 				if !slices.ContainsFunc(o.netpols, func(n *networkingv1.NetworkPolicy) bool {
 					return selectorOf(t, n.Spec.PodSelector.MatchLabels).Matches(podLabels)
 				}) {
-					t.Errorf("%s: no NetworkPolicy covers its pods", d.Name)
+					t.Errorf("%s: no NetworkPolicy covers its pods", d.name)
 				}
-				if d.Name == "fencegate-gateway" && !slices.ContainsFunc(o.pdbs, func(p *policyv1.PodDisruptionBudget) bool {
+				if d.name == "fencegate-gateway" && !slices.ContainsFunc(o.pdbs, func(p *policyv1.PodDisruptionBudget) bool {
 					return selectorOf(t, p.Spec.Selector.MatchLabels).Matches(podLabels) && p.Spec.MinAvailable != nil &&
-						p.Spec.MinAvailable.IntValue() < int(*d.Spec.Replicas)
+						p.Spec.MinAvailable.IntValue() < int(*d.replicas)
 				}) {
-					t.Errorf("%s: no PodDisruptionBudget that a drain can satisfy (replicas %d)", d.Name, *d.Spec.Replicas)
+					t.Errorf("%s: no PodDisruptionBudget that a drain can satisfy (replicas %d)", d.name, *d.replicas)
 				}
 			}
 			for _, m := range o.monitors {
@@ -168,43 +215,103 @@ func selects(svcs []*corev1.Service, pod labels.Set) bool {
 	})
 }
 
-func checkPods(t *testing.T, d *appsv1.Deployment) {
+func checkPods(t *testing.T, d workload) {
 	t.Helper()
-	spec := d.Spec.Template.Spec
+	spec := d.pod.Spec
 	if psc := spec.SecurityContext; psc == nil || psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot {
-		t.Errorf("%s: pod not runAsNonRoot", d.Name)
+		t.Errorf("%s: pod not runAsNonRoot", d.name)
 	}
 	for _, c := range append(slices.Clone(spec.InitContainers), spec.Containers...) {
 		sc := c.SecurityContext
 		if sc == nil || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem ||
 			sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation || sc.Capabilities == nil ||
 			!slices.Contains(sc.Capabilities.Drop, "ALL") {
-			t.Errorf("%s/%s: want a read-only root, no privilege escalation, all capabilities dropped", d.Name, c.Name)
+			t.Errorf("%s/%s: want a read-only root, no privilege escalation, all capabilities dropped", d.name, c.Name)
 		}
 		if c.Resources.Requests.Cpu().IsZero() || c.Resources.Requests.Memory().IsZero() || c.Resources.Limits.Memory().IsZero() {
-			t.Errorf("%s/%s: resource requests and a memory limit are required", d.Name, c.Name)
+			t.Errorf("%s/%s: resource requests and a memory limit are required", d.name, c.Name)
 		}
 		for _, e := range c.Env {
 			if e.Value != "" || e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil {
-				t.Errorf("%s/%s: env %s is not a Secret reference", d.Name, c.Name, e.Name)
+				t.Errorf("%s/%s: env %s is not a Secret reference", d.name, c.Name, e.Name)
 			}
 		}
 	}
 	c := spec.Containers[0]
 	r := c.ReadinessProbe
 	if r == nil || r.HTTPGet == nil || r.HTTPGet.Path != "/healthz" || !hasPort(c, r.HTTPGet.Port.String()) {
-		t.Errorf("%s: readiness must GET /healthz on a declared port: %+v", d.Name, r)
+		t.Errorf("%s: readiness must GET /healthz on a declared port: %+v", d.name, r)
 	}
 	if l := c.LivenessProbe; l == nil || l.HTTPGet == nil || !hasPort(c, l.HTTPGet.Port.String()) {
-		t.Errorf("%s: liveness must GET a declared port: %+v", d.Name, l)
+		t.Errorf("%s: liveness must GET a declared port: %+v", d.name, l)
 	}
 	for _, m := range c.VolumeMounts {
-		if !slices.ContainsFunc(spec.Volumes, func(v corev1.Volume) bool { return v.Name == m.Name }) {
-			t.Errorf("%s: mount %s has no volume", d.Name, m.Name)
+		if !slices.ContainsFunc(spec.Volumes, func(v corev1.Volume) bool { return v.Name == m.Name }) && !slices.Contains(d.claims, m.Name) {
+			t.Errorf("%s: mount %s has no volume", d.name, m.Name)
 		}
 	}
 }
 
 func hasPort(c corev1.Container, name string) bool {
 	return slices.ContainsFunc(c.Ports, func(p corev1.ContainerPort) bool { return p.Name == name })
+}
+
+// TestStateTheProcessesWriteIsOnDurableWritableVolumes: every path a
+// process writes is on a volume that outlives its pod and is mounted
+// writable: a gateway replica's data directory (its operator state,
+// authority.json: modes in force, policy generation, revocations) and the
+// directory of the trust bundle it fetches; the registry's data directory
+// and its signing key's directory (a rotation writes the new key there). An
+// emptyDir lost a replica's state at every restart, so a restart took an
+// enforce -> shadow rollback without --break-glass; a key on a Secret mount
+// made every rotation fail.
+func TestStateTheProcessesWriteIsOnDurableWritableVolumes(t *testing.T) {
+	for _, overlay := range overlays {
+		t.Run(overlay, func(t *testing.T) {
+			o := build(t, overlay)
+			var cfg map[string]string
+			for _, c := range o.configMaps {
+				if _, ok := c.Data["gateway.yaml"]; ok {
+					cfg = c.Data
+				}
+			}
+			paths := map[string][]string{} // workload -> the paths it writes
+			for name, file := range map[string]string{"fencegate-gateway": "gateway.yaml", "fencegate-registry": "registry.yaml"} {
+				var c struct {
+					DataDir     string `json:"dataDir"`
+					TrustBundle string `json:"trustBundle"`
+					Registry    *struct {
+						SigningKey string `json:"signingKey"`
+					} `json:"registry"`
+				}
+				if err := yaml.Unmarshal([]byte(cfg[file]), &c); err != nil || c.DataDir == "" {
+					t.Fatalf("%s: %v (dataDir %q)", file, err, c.DataDir)
+				}
+				paths[name] = append(paths[name], c.DataDir)
+				if name == "fencegate-gateway" {
+					paths[name] = append(paths[name], filepath.Dir(c.TrustBundle))
+				}
+				if c.Registry != nil && c.Registry.SigningKey != "" {
+					paths[name] = append(paths[name], filepath.Dir(c.Registry.SigningKey))
+				}
+			}
+			for _, w := range o.workloads {
+				for _, p := range paths[w.name] {
+					m, ok := mountOf(w.pod.Spec.Containers[0], p)
+					switch {
+					case !ok:
+						t.Errorf("%s: %s is on no volume (the read-only root)", w.name, p)
+					case m.ReadOnly:
+						t.Errorf("%s: %s is on a read-only mount (%s)", w.name, p, m.Name)
+					case !w.durable(m.Name):
+						t.Errorf("%s: %s is on volume %s, which does not outlive the pod", w.name, p, m.Name)
+					}
+				}
+				delete(paths, w.name)
+			}
+			if len(paths) != 0 {
+				t.Errorf("no workload for %v", paths)
+			}
+		})
+	}
 }

@@ -4,8 +4,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"sigs.k8s.io/yaml"
 )
 
 const unit = "fencegate-gateway.service"
@@ -24,6 +27,33 @@ func TestSystemdUnitVerifiesCleanAndIsHardened(t *testing.T) {
 		if !strings.Contains(src, want) {
 			t.Errorf("unit lacks %q", want)
 		}
+	}
+	// What the gateway writes must be a state directory of the dynamic
+	// user (the only writable paths under ProtectSystem=strict): its data
+	// directory and the directory of the trust bundle of the config the
+	// unit installs. And that config must be readable by the dynamic user:
+	// systemd does not hand ConfigurationDirectory= to it.
+	var states []string
+	for _, line := range strings.Split(src, "\n") {
+		if v, ok := strings.CutPrefix(line, "StateDirectory="); ok {
+			for _, d := range strings.Fields(v) {
+				states = append(states, "/var/lib/"+d)
+			}
+		}
+	}
+	var cfg struct {
+		TrustBundle string `json:"trustBundle"`
+	}
+	if err := yaml.Unmarshal(readFile(t, filepath.Join(deploy, "compose", "gateway.yaml")), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range []string{"/var/lib/fencegate", filepath.Dir(cfg.TrustBundle)} {
+		if !slices.Contains(states, dir) || !strings.Contains(src, "--data-dir /var/lib/fencegate") {
+			t.Errorf("the gateway writes %s, which is not a StateDirectory= of the unit (%v)", dir, states)
+		}
+	}
+	if !strings.Contains(src, "install -m 0644 deploy/compose/gateway.yaml") {
+		t.Error("the unit does not install the config readable by its dynamic user")
 	}
 	gw := buildAsDockerfile(t)["/out/gateway"]
 	dir := t.TempDir()
