@@ -24,7 +24,18 @@ type Match struct {
 
 // Answers classifies an API's answers to a fenced call. A declared class
 // replaces that class's default; classes are tried in the order below, and
-// an answer no class matches is final below 500 and unknown from 500 on.
+// an answer no class matches is a refusal when it is 401 or 403, final
+// below 500 otherwise, and unknown from 500 on.
+//
+// A refusal (401: the request lacked valid credentials; 403: the server
+// refused to fulfil it, RFC 9110 §15.5.2, §15.5.4) is the upstream turning
+// away the gateway's own credential or its permissions: nothing ran, and
+// Stripe saves no result for a request that never started executing
+// (https://docs.stripe.com/api/idempotent_requests). On a first send the
+// receipt is FAILED (the segment may be sent again once the credential is
+// mended), never a stored answer a replay repeats forever; on a resend it
+// says nothing of the first attempt, so the receipt stays UNKNOWN and is
+// resent later.
 //
 // Defaults follow draft-ietf-httpapi-idempotency-key-header (its error handling: 409 while
 // the first request with the key is still being processed) and what every
@@ -55,10 +66,11 @@ const (
 	classInProgress
 	classResend
 	classUnknown
+	classRefused
 )
 
 func (c answerClass) String() string {
-	return [...]string{"final", "in-progress", "resend", "unknown"}[c]
+	return [...]string{"final", "in-progress", "resend", "unknown", "refused"}[c]
 }
 
 var defaultAnswers = Answers{
@@ -194,6 +206,8 @@ func (as Answers) classify(a *answer) answerClass {
 		return classUnknown
 	case anyMatch(as.Final, a):
 		return classFinal
+	case a.status == http.StatusUnauthorized, a.status == http.StatusForbidden:
+		return classRefused
 	case a.status >= 500:
 		return classUnknown
 	}
@@ -208,5 +222,5 @@ func outcomeOf(c answerClass, er *fencegate.EffectResponse, resendable bool) fen
 	}
 	msg := fmt.Sprintf("upstream answered %d (%s)", er.Status, c)
 	return fencegate.Outcome{State: fencegate.ReceiptUnknown, Error: msg,
-		Resend: resendable && (c == classInProgress || c == classResend)}
+		Resend: resendable && (c == classInProgress || c == classResend || c == classRefused)}
 }

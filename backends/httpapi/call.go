@@ -148,6 +148,11 @@ func (a *API) attempt(ctx context.Context, r fencegate.Receipt, kr *fencegate.Ef
 		return out, nil
 	}
 	class := a.cfg.Answers.classify(ans)
+	if class == classRefused && first {
+		msg := fmt.Sprintf("upstream refused the gateway's request (%d): nothing was applied", er.Status)
+		return fencegate.Outcome{State: fencegate.ReceiptFailed, Attempts: 1, Error: msg},
+			fencegate.Errorf(fencegate.CodeBackendUnavailable, "api %q %s; the segment may be sent again", a.cfg.Name, msg)
+	}
 	out := outcomeOf(class, er, keyed)
 	out.Attempts = 1
 	out.RetryAfter = retryAfter(resp.Header.Get("Retry-After"), a.now())
