@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -25,7 +24,7 @@ type API struct {
 	cfg       APIConfig // defaults applied
 	base      *url.URL
 	credName  string
-	credValue string
+	cred      *credential
 	keep      []string // canonical header names kept in receipts
 	routes    []route
 	client    *http.Client
@@ -95,17 +94,6 @@ func New(c APIConfig, client *http.Client, opts ...Option) (*API, error) {
 	for _, h := range c.KeepResponseHeaders {
 		a.keep = append(a.keep, http.CanonicalHeaderKey(h))
 	}
-	if cr := c.Credentials; cr != nil {
-		v := os.Getenv(cr.Env)
-		if cr.File != "" {
-			b, err := os.ReadFile(cr.File)
-			if err != nil {
-				return nil, fencegate.Wrap(err, fencegate.CodeInvalidRequest, fmt.Sprintf("api %q: cannot read credentials file", c.Name))
-			}
-			v = strings.TrimRight(string(b), "\r\n")
-		}
-		a.credName, a.credValue = http.CanonicalHeaderKey(cr.Header), cr.Prefix+v
-	}
 	if client == nil {
 		client = &http.Client{}
 	}
@@ -115,6 +103,12 @@ func New(c APIConfig, client *http.Client, opts ...Option) (*API, error) {
 	a.client = &cp
 	for _, o := range opts {
 		o(a)
+	}
+	if cr := c.Credentials; cr != nil {
+		if a.cred, err = newCredential(c.Name, cr.Prefix, cr.Env, cr.File, a.log); err != nil {
+			return nil, fencegate.Wrap(err, fencegate.CodeInvalidRequest, fmt.Sprintf("api %q: cannot read credentials file", c.Name))
+		}
+		a.credName = http.CanonicalHeaderKey(cr.Header)
 	}
 	a.started = a.now()
 	return a, nil
@@ -218,7 +212,7 @@ func (a *API) forwardHeader(in http.Header) http.Header {
 func (a *API) withCredential(h http.Header) http.Header {
 	if a.credName != "" {
 		h.Del(a.credName)
-		h.Set(a.credName, a.credValue)
+		h.Set(a.credName, a.cred.header())
 	}
 	return h
 }

@@ -78,7 +78,9 @@ type APIConfig struct {
 }
 
 // Credentials is the upstream credential the gateway injects: Prefix followed
-// by the value of environment variable Env or the contents of File.
+// by the value of environment variable Env or the contents of File, which is
+// read again whenever it changes (a token renewed outside the gateway is
+// sent from the next request on).
 type Credentials struct {
 	Header string `yaml:"header"`
 	Prefix string `yaml:"prefix"`

@@ -1,0 +1,72 @@
+package httpapi
+
+import (
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"time"
+)
+
+// credential is the upstream credential's value: fixed (from the
+// environment), or read from a file and read again whenever the file
+// changes (its modification time or size), so that a token renewed outside
+// the gateway is sent from the next request on, without a restart. PayPal's
+// OAuth access tokens, for one, expire after the expires_in the token
+// answer gives (https://developer.paypal.com/api/rest/authentication/).
+type credential struct {
+	prefix string
+	file   string // "" for a fixed value
+	log    *slog.Logger
+	api    string
+
+	mu    sync.Mutex
+	value string
+	mod   time.Time
+	size  int64
+}
+
+// newCredential reads the first value: env's, or the file's.
+func newCredential(api, prefix, env, file string, log *slog.Logger) (*credential, error) {
+	c := &credential{prefix: prefix, file: file, log: log, api: api, value: os.Getenv(env)}
+	if file == "" {
+		return c, nil
+	}
+	fi, err := os.Stat(file)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.read(fi); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// read takes the file's content as the value (trailing newlines dropped).
+// The caller holds mu, or owns c.
+func (c *credential) read(fi os.FileInfo) error {
+	b, err := os.ReadFile(c.file)
+	if err != nil {
+		return err
+	}
+	c.value, c.mod, c.size = strings.TrimRight(string(b), "\r\n"), fi.ModTime(), fi.Size()
+	return nil
+}
+
+// header is the header value to send now. A file that changed is read
+// again; one that cannot be read keeps the last value (logged).
+func (c *credential) header() string {
+	if c.file == "" {
+		return c.prefix + c.value
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if fi, err := os.Stat(c.file); err != nil {
+		c.log.Warn("credentials file unreadable; sending the last value read", "api", c.api, "err", err)
+	} else if !fi.ModTime().Equal(c.mod) || fi.Size() != c.size {
+		if err := c.read(fi); err != nil {
+			c.log.Warn("credentials file unreadable; sending the last value read", "api", c.api, "err", err)
+		}
+	}
+	return c.prefix + c.value
+}
