@@ -198,3 +198,30 @@ func TestSingleObjectAnswerWithoutTheFieldIsNoProof(t *testing.T) {
 		t.Fatalf("%d payouts made; a 200 answer without /idempotency_key settled it %s (%q, err %v), want UNKNOWN with an error", paid, o.State, o.Error, err)
 	}
 }
+
+// TestARefLookupTellsSegmentsApartByTheirFence: a worker sends reference
+// INV-7 in two segments; the first is made (its answer lost), the second is
+// reset before anything is applied. With lookup.fence and lookup.segment
+// (where the native-fence service records them), the second's lookup finds
+// the first's payout under the same reference and skips it: NOT_APPLIED,
+// not COMMITTED with another segment's payout. The first is still found.
+func TestARefLookupTellsSegmentsApartByTheirFence(t *testing.T) {
+	u := &refUpstream{}
+	now := time.Unix(1_700_000_000, 0)
+	api := refAPI(t, u, &Lookup{URL: "/v1/payouts?reference={ref}", List: "/items", Field: "/reference", Ref: "/reference",
+		Fence: "/fence", Segment: "/segment"}, &now)
+	r1 := sendRef(t, api, now, 1, "INV-7")
+	now = now.Add(DefaultEffectTimeout + DefaultTimeout + time.Second)
+	if o, err := api.Resolve(context.Background(), *r1); err != nil || o.State != fencegate.ReceiptCommitted {
+		t.Fatalf("segment 1, made: %s (%q) %v", o.State, o.Error, err)
+	}
+	u.mu.Lock()
+	u.reset = true
+	u.mu.Unlock()
+	r2 := sendRef(t, api, now, 2, "INV-7")
+	now = now.Add(DefaultEffectTimeout + DefaultTimeout + time.Second)
+	o, err := api.Resolve(context.Background(), *r2)
+	if err != nil || o.State != fencegate.ReceiptNotApplied {
+		t.Fatalf("segment 2, never applied: %s (%q) %v; want NOT_APPLIED", o.State, o.Error, err)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -222,6 +223,11 @@ func (a *API) lookup(ctx context.Context, r fencegate.Receipt, l *Lookup) (fence
 			return still, fencegate.Errorf(fencegate.CodeBackendUnavailable, "api %q: lookup answer has a candidate without %s", a.cfg.Name, l.Field)
 		}
 		if s == want {
+			if same, ok := a.sameSegment(c, l, r); !ok {
+				return still, fencegate.Errorf(fencegate.CodeBackendUnavailable, "api %q: lookup candidate has no fence or segment at %s, %s", a.cfg.Name, l.Fence, l.Segment)
+			} else if !same {
+				continue // another segment's effect under the same reference
+			}
 			body, _ := json.Marshal(c)
 			return fencegate.Outcome{State: fencegate.ReceiptCommitted, Response: &fencegate.EffectResponse{
 				Status: l.Status, Body: body,
@@ -260,6 +266,29 @@ func (a *API) queryHeader(kr *fencegate.EffectRequest) http.Header {
 		}
 	}
 	return a.withCredential(h)
+}
+
+// sameSegment reports whether candidate c was made under r's fence and
+// segment, as read at the lookup's Fence and Segment pointers (true when
+// none is declared); ok is false when a declared one is missing.
+func (a *API) sameSegment(c any, l *Lookup, r fencegate.Receipt) (same, ok bool) {
+	same = true
+	for _, f := range []struct {
+		ptr  string
+		want uint64
+	}{{l.Fence, r.FenceToken}, {l.Segment, r.Segment}} {
+		if f.ptr == "" {
+			continue
+		}
+		toks, _ := parsePointer(f.ptr)
+		v, found := lookupPointer(c, toks)
+		s, isScalar := scalarText(v)
+		if !found || !isScalar {
+			return false, false
+		}
+		same = same && s == strconv.FormatUint(f.want, 10)
+	}
+	return same, true
 }
 
 // lastSendBound is the latest moment a send of r may still have been open

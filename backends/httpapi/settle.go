@@ -95,6 +95,14 @@ type Lookup struct {
 	// https://docs.stripe.com/api/pagination): a page that says more follow
 	// and holds no match proves nothing.
 	More string `yaml:"more"`
+	// Fence and Segment, when set, are JSON pointers to where a candidate
+	// records the fence and segment it was made under (a native-fence
+	// service records the headers it was sent): a candidate found by Ref
+	// is the effect only if they equal the receipt's, since a reference the
+	// worker sent in two segments finds the first one's effect for both.
+	// Without them a reference must be unique to one effect.
+	Fence   string `yaml:"fence"`
+	Segment string `yaml:"segment"`
 }
 
 // ConflictFetch recognises the conflict answer of a resend (Match), reads the
@@ -174,6 +182,11 @@ func (s Settle) validate(a APIConfig) []settleError {
 		}
 		if _, err := parsePointer(l.More); err != nil || (l.More != "" && l.List == "") {
 			bad(fencegate.CodeInvalidRequest, "lookup.more must be a JSON pointer, and only with lookup.list")
+		}
+		for name, ptr := range map[string]string{"fence": l.Fence, "segment": l.Segment} {
+			if _, err := parsePointer(ptr); err != nil {
+				bad(fencegate.CodeInvalidRequest, "lookup.%s: %s", name, err)
+			}
 		}
 		if _, err := parsePointer(l.Field); err != nil || l.Field == "" {
 			bad(fencegate.CodeInvalidRequest, "lookup.field must be a JSON pointer into a candidate")
