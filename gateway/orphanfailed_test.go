@@ -110,6 +110,29 @@ func (s *slowSettleStore) Settle(ctx context.Context, id string, o fencegate.Out
 	return s.FenceStore.Settle(ctx, id, o)
 }
 
+// payWithASlowSettle sends one payout through a gateway over emb and api
+// whose first settle is slow: meanwhile is run with the admitted (PENDING)
+// receipt's ID before that settle reaches the store.
+func payWithASlowSettle(t *testing.T, kit *prooftest.Kit, emb fencegate.FenceStore, api *httpapi.API, meanwhile func(id string)) (gateway.Result, error) {
+	t.Helper()
+	ctx := context.Background()
+	st := &slowSettleStore{FenceStore: emb, before: func() {
+		pg, _ := emb.ReceiptsByState(ctx, fencegate.ReceiptPending, fencegate.Page{Limit: 10})
+		if len(pg.Receipts) != 1 {
+			t.Errorf("pending receipts: %d", len(pg.Receipts))
+			return
+		}
+		meanwhile(pg.Receipts[0].ID)
+	}}
+	gw, err := gateway.New(gateway.Config{Verifier: kit.Verifier(), Store: st, Now: kit.Now,
+		Policy: gateway.StaticPolicy{Generation: 1}, Resolver: httpapi.Resolvers{"payouts": api}.For})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, vg := payoutGrant(kit)
+	return gw.Apply(ctx, payoutRequest(kit, tok, vg, payoutCall(api, nil, nil)))
+}
+
 // TestFirstFailedSettleLeavesAClaimedOrphanResendAlone: the admitting
 // gateway could not reach the upstream (FAILED, nothing sent); its first
 // settle is slow to reach the store, and meanwhile another replica's
@@ -138,26 +161,14 @@ func TestFirstFailedSettleLeavesAClaimedOrphanResendAlone(t *testing.T) {
 	apiB, _ := httpapi.New(cfg(live.URL), &http.Client{}, httpapi.WithClock(kit.Now))
 	ctx := context.Background()
 	var id string
-	st := &slowSettleStore{FenceStore: emb, before: func() {
-		pg, _ := emb.ReceiptsByState(ctx, fencegate.ReceiptPending, fencegate.Page{Limit: 10})
-		if len(pg.Receipts) != 1 {
-			t.Errorf("pending receipts: %d", len(pg.Receipts))
-			return
-		}
-		id = pg.Receipts[0].ID
+	_, err := payWithASlowSettle(t, kit, emb, apiA, func(pending string) {
+		id = pending
 		kit.Advance(10 * time.Minute)
 		rc := &gateway.Reconciler{Store: emb, Now: kit.Now, Orphan: 2 * time.Minute, Resolver: httpapi.Resolvers{"payouts": apiB}.For}
 		if _, err := rc.RunOnce(ctx); err != nil {
 			t.Error(err)
 		}
-	}}
-	gwA, err := gateway.New(gateway.Config{Verifier: kit.Verifier(), Store: st, Now: kit.Now,
-		Policy: gateway.StaticPolicy{Generation: 1}, Resolver: httpapi.Resolvers{"payouts": apiA}.For})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, vg := payoutGrant(kit)
-	_, err = gwA.Apply(ctx, payoutRequest(kit, tok, vg, payoutCall(apiA, nil, nil)))
+	})
 	r, _ := emb.Receipt(ctx, id)
 	if r.State == fencegate.ReceiptFailed || payouts != 1 {
 		t.Fatalf("receipt %s is %s (%q) after its payout was resent (%d upstream payouts, answer unknown)", r.ID, r.State, r.Error, payouts)
@@ -180,25 +191,12 @@ func TestOwnAdmissionSettledElsewhereIsNotAReplay(t *testing.T) {
 	}))
 	defer srv.Close()
 	api, _ := httpapi.New(payoutsConfig(t, srv.URL, 30*time.Second), &http.Client{}, httpapi.WithClock(kit.Now))
-	ctx := context.Background()
-	st := &slowSettleStore{FenceStore: emb, before: func() {
-		pg, _ := emb.ReceiptsByState(ctx, fencegate.ReceiptPending, fencegate.Page{Limit: 10})
-		if len(pg.Receipts) != 1 {
-			t.Errorf("pending receipts: %d", len(pg.Receipts))
-			return
-		}
-		if _, err := emb.Settle(ctx, pg.Receipts[0].ID, fencegate.Outcome{State: fencegate.ReceiptCommitted, Attempts: 1,
+	res, err := payWithASlowSettle(t, kit, emb, api, func(id string) {
+		if _, err := emb.Settle(context.Background(), id, fencegate.Outcome{State: fencegate.ReceiptCommitted, Attempts: 1,
 			Response: &fencegate.EffectResponse{Status: 200, Body: []byte(`{"id":"po_1"}`)}, Now: kit.Now()}); err != nil {
 			t.Error(err)
 		}
-	}}
-	gw, err := gateway.New(gateway.Config{Verifier: kit.Verifier(), Store: st, Now: kit.Now,
-		Policy: gateway.StaticPolicy{Generation: 1}, Resolver: httpapi.Resolvers{"payouts": api}.For})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, vg := payoutGrant(kit)
-	res, err := gw.Apply(ctx, payoutRequest(kit, tok, vg, payoutCall(api, nil, nil)))
+	})
 	if err != nil || res.Replay || res.Receipt.State != fencegate.ReceiptCommitted {
 		t.Fatalf("apply: replay %v, %s, %v; want this write's own COMMITTED", res.Replay, res.Receipt.State, err)
 	}
