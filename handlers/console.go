@@ -53,6 +53,10 @@ type consoleSessions struct {
 type consoleSession struct {
 	identity string
 	expires  time.Time
+	// flash is what the last console action did, shown once by the page
+	// it redirects to. It lives here, not in the redirect's query, so that
+	// a link cannot make the console claim a change nobody made.
+	flash string
 }
 
 func (c *consoleSessions) create(identity string, now time.Time) string {
@@ -91,6 +95,46 @@ func (c *consoleSessions) lookup(v string, now time.Time) (string, bool) {
 		return "", false
 	}
 	return s.identity, true
+}
+
+// setFlash keeps msg for session v's next page.
+func (c *consoleSessions) setFlash(v, msg string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k := sha256.Sum256([]byte(v))
+	if s, ok := c.byID[k]; ok {
+		s.flash = msg
+		c.byID[k] = s
+	}
+}
+
+// takeFlash returns session v's flash and clears it.
+func (c *consoleSessions) takeFlash(v string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k := sha256.Sum256([]byte(v))
+	s, ok := c.byID[k]
+	if !ok {
+		return ""
+	}
+	msg := s.flash
+	s.flash = ""
+	c.byID[k] = s
+	return msg
+}
+
+// flash keeps msg for the next page of r's session; takeFlash reads it once.
+func (s *Server) flash(r *http.Request, msg string) {
+	if c, err := r.Cookie(consoleCookie); err == nil {
+		s.sessions.setFlash(c.Value, msg)
+	}
+}
+
+func (s *Server) takeFlash(r *http.Request) string {
+	if c, err := r.Cookie(consoleCookie); err == nil {
+		return s.sessions.takeFlash(c.Value)
+	}
+	return ""
 }
 
 func (c *consoleSessions) drop(v string) {

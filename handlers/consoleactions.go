@@ -52,7 +52,8 @@ func (s *Server) consoleResolve(w http.ResponseWriter, r *http.Request) {
 		s.consoleError(w, r, err)
 		return
 	}
-	http.Redirect(w, r, "/console/receipt?"+url.Values{"id": {id}, "resolved": {"1"}}.Encode(), http.StatusSeeOther)
+	s.flash(r, "resolved "+id)
+	http.Redirect(w, r, "/console/receipt?"+url.Values{"id": {id}}.Encode(), http.StatusSeeOther)
 }
 
 // consoleSetMode sets a pattern's enforcement mode through the admin path
@@ -75,5 +76,6 @@ func (s *Server) consoleSetMode(w http.ResponseWriter, r *http.Request) {
 	}
 	s.Log.Info("admin action", "caller", callerOf(r), "method", r.Method, "path", r.URL.Path,
 		"pattern", rule.Pattern, "mode", rule.Mode, "breakGlass", breakGlass)
-	http.Redirect(w, r, "/console/modes?"+url.Values{"set": {rule.Pattern + " " + string(rule.Mode)}}.Encode(), http.StatusSeeOther)
+	s.flash(r, "mode "+rule.Pattern+" "+string(rule.Mode))
+	http.Redirect(w, r, "/console/modes", http.StatusSeeOther)
 }

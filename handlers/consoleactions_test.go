@@ -92,3 +92,27 @@ func TestConsoleModeSwitchToShadowNeedsBreakGlass(t *testing.T) {
 		t.Fatalf("shadow with break-glass: %d, mode %s", resp.StatusCode, modes.For("local/roll/x"))
 	}
 }
+
+// A console action's success is shown once, by the page it redirects to,
+// from the session: a link carrying ?set= cannot make the console claim a
+// mode change nobody made, and a reload does not show it again.
+func TestConsoleSaysWhatItDidOnlyAfterItDidIt(t *testing.T) {
+	e := newEnv(t)
+	modes, _ := gateway.NewModes(gateway.ModeRule{Pattern: "local/roll/*", Mode: gateway.Enforce})
+	e.srv.Admin = modesAdmin{modes: modes}
+	cookie := e.login()
+	hdr := map[string]string{"Cookie": cookie, "Sec-Fetch-Site": "same-origin"}
+	if _, body := e.page("GET", "/console/modes?set=orders/*+shadow", hdr, nil); strings.Contains(body, `id="mode-set"`) {
+		t.Fatal("a link's ?set= made the console claim a mode change")
+	}
+	resp, _ := e.page("POST", "/console/modes", hdr, url.Values{"pattern": {"local/new/*"}, "mode": {"enforce"}})
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/console/modes" {
+		t.Fatalf("set mode: %d %s", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	if _, body := e.page("GET", "/console/modes", hdr, nil); !strings.Contains(body, `id="mode-set">Set <code>local/new/* enforce</code>`) {
+		t.Fatalf("the page after the change does not say it:\n%s", body)
+	}
+	if _, body := e.page("GET", "/console/modes", hdr, nil); strings.Contains(body, `id="mode-set"`) {
+		t.Fatal("a reload said it again")
+	}
+}

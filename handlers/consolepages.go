@@ -228,7 +228,7 @@ func (s *Server) consoleReceipt(w http.ResponseWriter, r *http.Request) {
 		s.consoleError(w, r, err)
 		return
 	}
-	data := map[string]any{"R": rc, "Resolved": r.URL.Query().Get("resolved") != ""}
+	data := map[string]any{"R": rc, "Resolved": s.takeFlash(r) == "resolved "+rc.ID}
 	if rc.State == fencegate.ReceiptUnknown {
 		data["Unknown"] = s.unknownRow(rc)
 	}

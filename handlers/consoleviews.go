@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -140,8 +141,11 @@ func (s *Server) consoleModes(w http.ResponseWriter, r *http.Request) {
 		}
 		return 0
 	})
-	s.render(w, r, http.StatusOK, "modes", map[string]any{"Rules": rules, "CanSet": s.Admin != nil,
-		"Done": r.URL.Query().Get("set")})
+	done, ok := strings.CutPrefix(s.takeFlash(r), "mode ")
+	if !ok {
+		done = ""
+	}
+	s.render(w, r, http.StatusOK, "modes", map[string]any{"Rules": rules, "CanSet": s.Admin != nil, "Done": done})
 }
 
 // bundleKeyRow is one key of the trust bundle as the console lists it.
