@@ -28,7 +28,7 @@ func (s *Server) readAPI(w http.ResponseWriter, r *http.Request) {
 		s.problem(w, r, err)
 		return
 	}
-	_, resource, ok := api.Match(http.MethodGet, path)
+	_, resource, ok := api.MatchHeader(http.MethodGet, path, r.Header)
 	if !ok {
 		s.problem(w, r, fencegate.Errorf(fencegate.CodeNotFound, "api %q declares no read route GET %s", name, path))
 		return

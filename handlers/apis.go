@@ -97,7 +97,7 @@ func (s *Server) callAPI(w http.ResponseWriter, r *http.Request) {
 		s.problem(w, r, err)
 		return
 	}
-	_, resource, ok := api.Match(r.Method, path)
+	_, resource, ok := api.MatchHeader(r.Method, path, r.Header)
 	if !ok {
 		s.problem(w, r, fencegate.Errorf(fencegate.CodeNotFound, "api %q declares no route %s %s", name, r.Method, path))
 		return

@@ -576,3 +576,34 @@ func TestManualResolutionIsAcceptedOnceTheStrategyGaveUp(t *testing.T) {
 		t.Fatalf("resolve after the strategy gave up: %d %s", r.status, r.body)
 	}
 }
+
+// A route may bind a resource parameter to a forwarded header (a Stripe
+// Connect platform's Stripe-Account): the account is then part of the
+// call's resource, so the grant decides it. Another account is
+// RESOURCE_MISMATCH with nothing sent upstream; a call without the header,
+// or with a value that is no single segment, matches no route.
+func TestAHeaderBoundAccountIsPartOfTheResource(t *testing.T) {
+	e := newAPIEnv(t, nil, nil, func(c *httpapi.APIConfig) {
+		c.ForwardHeaders = []string{"Stripe-Account"}
+		c.Routes = []httpapi.Route{{Method: "POST", Path: "/v1/accounts/{account}/payouts", Resource: "payouts/{connected}",
+			Headers: map[string]string{"connected": "Stripe-Account"}}}
+	})
+	a := e.grantFor(payerA, payerTokA, 1) // payouts/acc_1
+	call := func(seg int, account string) apiReply {
+		h := map[string]string{"Fence-Grant": a.grant, "Fence-Status": e.kit.Status(a.vg, nil),
+			"Fence-Segment": strconv.Itoa(seg), "Content-Type": "application/json"}
+		if account != "" {
+			h["Stripe-Account"] = account
+		}
+		return e.send("POST", payoutPath, a.token, h, payoutBody)
+	}
+	before := e.state()
+	wantCode(t, call(1, "acc_2"), http.StatusForbidden, fencegate.CodeResourceMismatch)
+	wantCode(t, call(1, ""), http.StatusNotFound, fencegate.CodeNotFound)
+	wantCode(t, call(1, "acc_1/x"), http.StatusNotFound, fencegate.CodeNotFound)
+	e.wantUnchanged(before)
+	wantPaid(t, call(1, "acc_1"))
+	if got := e.seen[len(e.seen)-1].Get("Stripe-Account"); got != "acc_1" || len(e.seen) != 1 {
+		t.Fatalf("upstream saw %d calls, the last with Stripe-Account %q", len(e.seen), got)
+	}
+}

@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -125,6 +126,15 @@ type Route struct {
 	Method   string `yaml:"method"`
 	Path     string `yaml:"path"`
 	Resource string `yaml:"resource"`
+	// Headers binds resource parameters to headers of the worker's request
+	// ({account: Stripe-Account}): the header, which the API must forward,
+	// must carry one value that is one canonical segment, and that value is
+	// part of the call's resource, so the grant and the access policy decide
+	// it. A Stripe Connect platform picks the connected account a call acts
+	// on with Stripe-Account (https://docs.stripe.com/connect/authentication):
+	// unbound, the worker would pick it unseen by both. A call without the
+	// header matches no route.
+	Headers map[string]string `yaml:"headers"`
 	// Settle overrides the API's Settle for this route.
 	Settle *Settle `yaml:"settle"`
 }
@@ -264,6 +274,12 @@ func (a APIConfig) validate(i int) []error {
 	for j, r := range a.Routes {
 		if _, err := compileRoute(r); err != nil {
 			at(fmt.Sprintf("routes[%d]", j), fencegate.CodeInvalidRequest, "routes[%d]: %s", j, fencegate.ErrorMessage(err))
+		}
+		for param, h := range r.Headers {
+			if !slices.ContainsFunc(append(slices.Clone(negotiated), a.ForwardHeaders...), func(f string) bool { return strings.EqualFold(f, h) }) {
+				at(fmt.Sprintf("routes[%d].headers.%s", j, param), fencegate.CodeInvalidRequest,
+					"routes[%d].headers: %s is not forwarded (forwardHeaders): binding it would name a resource the upstream never sees", j, h)
+			}
 		}
 		if r.Settle != nil {
 			for _, e := range r.Settle.withDefaults(a.Contract).validate(a) {

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/fencegate/fencegate"
@@ -12,8 +13,9 @@ type route struct {
 	method   string
 	path     string
 	segs     []segment
-	resource []segment // split on "/" like segs
-	settle   Settle    // the route's, or the API's (defaults applied)
+	resource []segment         // split on "/" like segs
+	headers  map[string]string // resource parameter -> canonical header name
+	settle   Settle            // the route's, or the API's (defaults applied)
 }
 
 // segment is a literal, or a parameter when param is set.
@@ -51,6 +53,19 @@ func compileRoute(r Route) (route, error) {
 		}
 		params[s.param] = true
 	}
+	headers := map[string]string{}
+	for param, h := range r.Headers {
+		switch {
+		case !validParam(param):
+			return route{}, fencegate.Errorf(fencegate.CodeInvalidRequest, "headers: parameter %q must be letters, digits or _", param)
+		case params[param]:
+			return route{}, fencegate.Errorf(fencegate.CodeInvalidRequest, "headers: parameter {%s} is a path parameter already", param)
+		case !validHeaderName(h) || isNeverForwarded(http.CanonicalHeaderKey(h)):
+			return route{}, fencegate.Errorf(fencegate.CodeInvalidRequest, "headers: %q is not a header a worker may send upstream", h)
+		}
+		params[param] = true
+		headers[param] = http.CanonicalHeaderKey(h)
+	}
 	res, err := parseTemplate(r.Resource)
 	if err != nil {
 		return route{}, fencegate.Errorf(fencegate.CodeInvalidRequest, "resource %q: %s", r.Resource, fencegate.ErrorMessage(err))
@@ -60,7 +75,12 @@ func compileRoute(r Route) (route, error) {
 			return route{}, fencegate.Errorf(fencegate.CodeInvalidRequest, "resource %q uses {%s}, which path %q does not define", r.Resource, s.param, r.Path)
 		}
 	}
-	return route{method: m, path: r.Path, segs: segs, resource: res}, nil
+	for param := range headers {
+		if !slices.ContainsFunc(res, func(s segment) bool { return s.param == param }) {
+			return route{}, fencegate.Errorf(fencegate.CodeInvalidRequest, "headers binds {%s}, which resource %q does not use", param, r.Resource)
+		}
+	}
+	return route{method: m, path: r.Path, segs: segs, resource: res, headers: headers}, nil
 }
 
 // parseTemplate splits a template into segments; each literal must be
@@ -118,6 +138,19 @@ func (r *route) match(method string, parts []string) (map[string]string, bool) {
 	return params, true
 }
 
+// bind adds the header-bound parameters of h to params; false when one is
+// missing, repeated or not one canonical segment.
+func (r *route) bind(params map[string]string, h http.Header) bool {
+	for param, name := range r.headers {
+		v := h.Values(name)
+		if len(v) != 1 || strings.Contains(v[0], "/") || fencegate.CheckName(v[0]) != nil {
+			return false
+		}
+		params[param] = v[0]
+	}
+	return true
+}
+
 // derive fills the resource template with params.
 func (r *route) derive(params map[string]string) string {
 	parts := make([]string, len(r.resource))
@@ -139,6 +172,13 @@ func (r *route) derive(params map[string]string) string {
 // while the kept request, cut at '?' when sent, reaches the same upstream
 // target as another resource's calls: a second fence line for one target.
 func (a *API) Match(method, path string) (tmpl, resource string, ok bool) {
+	return a.MatchHeader(method, path, nil)
+}
+
+// MatchHeader is Match for a request with header h: a route that binds
+// resource parameters to headers (Route.Headers) matches only when each
+// header carries exactly one value that is one canonical segment.
+func (a *API) MatchHeader(method, path string, h http.Header) (tmpl, resource string, ok bool) {
 	p, found := strings.CutPrefix(path, "/")
 	if !found || fencegate.CheckName(p) != nil || strings.ContainsAny(p, "?#") {
 		return "", "", false
@@ -146,7 +186,7 @@ func (a *API) Match(method, path string) (tmpl, resource string, ok bool) {
 	parts := strings.Split(p, "/")
 	for i := range a.routes {
 		r := &a.routes[i]
-		if params, ok := r.match(method, parts); ok {
+		if params, ok := r.match(method, parts); ok && r.bind(params, h) {
 			res := r.derive(params)
 			if fencegate.CheckName(res) != nil {
 				return "", "", false

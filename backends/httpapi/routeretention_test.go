@@ -85,3 +85,46 @@ func TestRouteKeyRetentionNeedsAKey(t *testing.T) {
 		}
 	}
 }
+
+// TestAHeaderBindingIsCheckedUpFront: a route's header binding names a
+// header the API forwards, a parameter its resource uses and no path
+// parameter, and a header a worker may send upstream at all.
+func TestAHeaderBindingIsCheckedUpFront(t *testing.T) {
+	for name, c := range map[string]struct {
+		forward  []string
+		resource string
+		headers  map[string]string
+		want     string
+	}{
+		"not forwarded":        {nil, "payouts/{acct}", map[string]string{"acct": "Stripe-Account"}, "not forwarded"},
+		"unused":               {[]string{"Stripe-Account"}, "payouts/{account}", map[string]string{"acct": "Stripe-Account"}, "does not use"},
+		"a path parameter":     {[]string{"Stripe-Account"}, "payouts/{account}", map[string]string{"account": "Stripe-Account"}, "path parameter"},
+		"never forwarded":      {nil, "payouts/{acct}", map[string]string{"acct": "Authorization"}, "may send upstream"},
+		"not a parameter name": {[]string{"Stripe-Account"}, "payouts/{account}", map[string]string{"a-b": "Stripe-Account"}, "letters"},
+	} {
+		cfg := validConfig("http://127.0.0.1:1")
+		cfg.ForwardHeaders = c.forward
+		cfg.Routes[0].Resource, cfg.Routes[0].Headers = c.resource, c.headers
+		if err := (Config{APIs: []APIConfig{cfg}}).Validate(); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error saying %q", name, err, c.want)
+		}
+	}
+	ok := validConfig("http://127.0.0.1:1")
+	ok.ForwardHeaders = []string{"Stripe-Account"}
+	ok.Routes[0].Resource, ok.Routes[0].Headers = "payouts/{acct}", map[string]string{"acct": "stripe-account"}
+	if err := (Config{APIs: []APIConfig{ok}}).Validate(); err != nil {
+		t.Fatal(err)
+	}
+	api, err := New(ok, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, res, found := api.MatchHeader("POST", "/v1/accounts/acc_1/payouts", http.Header{"Stripe-Account": {"acct_9"}}); !found || res != "payouts/acct_9" {
+		t.Fatalf("MatchHeader: %q %v", res, found)
+	}
+	for _, h := range []http.Header{nil, {"Stripe-Account": {"a", "b"}}, {"Stripe-Account": {".."}}} {
+		if _, res, found := api.MatchHeader("POST", "/v1/accounts/acc_1/payouts", h); found {
+			t.Errorf("header %v matched, resource %q", h, res)
+		}
+	}
+}
