@@ -102,6 +102,7 @@ const (
 	DelegationSchema         = domain.DelegationSchema
 	GrantSchema              = domain.GrantSchema
 	LandBySlack              = domain.LandBySlack
+	MaxClockSkew             = domain.MaxClockSkew
 	MaxDelegationSegments    = domain.MaxDelegationSegments
 	MaxEffectKey             = domain.MaxEffectKey
 	MaxEffectMetaSize        = domain.MaxEffectMetaSize

@@ -89,6 +89,12 @@ type Status struct {
 // MaxStatusLife is the hard upper bound on a status proof's life.
 const MaxStatusLife = 60 * time.Second
 
+// MaxClockSkew is how far apart the clocks of the processes that sign and
+// check (registry replicas, gateways) may be: how far a status proof's iat
+// may lie ahead of a gateway's now, and how much later than another a grant
+// must have been issued before a lower fence is taken for a regression.
+const MaxClockSkew = 2 * time.Second
+
 // DefaultStatusLife is the life of a status proof unless configured otherwise.
 const DefaultStatusLife = 5 * time.Second
 

@@ -27,8 +27,9 @@ const (
 	// DefaultCacheSize is the number of verified grants (and, separately,
 	// status proofs) kept.
 	DefaultCacheSize = 8192
-	// MaxClockSkew is how far a status proof's iat may lie ahead of now.
-	MaxClockSkew = 2 * time.Second
+	// MaxClockSkew is how far a status proof's iat may lie ahead of now
+	// (fencegate.MaxClockSkew).
+	MaxClockSkew = fencegate.MaxClockSkew
 )
 
 // Option configures a Verifier.

@@ -74,13 +74,16 @@ const (
 // resource's highest accepted fence is refused, STALE_OWNER (a newer owner
 // was accepted), or FENCE_REGRESSION when the grant was issued after the one
 // that set the highest fence (the registry handed out a lower fence later:
-// its state went back). Nil for a fence at or above the highest. Decide
+// its state went back), later by more than fencegate.MaxClockSkew: a
+// registry whose clock stepped back, or a replica behind another, must not
+// make a paused owner's late write page as a rollback. Nil for a fence at or
+// above the highest. Decide
 // applies it first; the gateway also uses it (through fencestore.FenceOrder)
 // to answer a stale grant precisely before it reaches the store.
 func FenceOrder(row fencegate.ResourceState, g fencegate.VerifiedGrant) error {
 	fence := g.FenceToken
 	if fence < row.HighestFence {
-		if g.IssuedAt > row.GrantIssuedAt {
+		if g.IssuedAt > row.GrantIssuedAt+fencegate.MaxClockSkew.Milliseconds() {
 			return fencegate.Errorf(fencegate.CodeFenceRegression,
 				"fence %d is below highest fence %d but its grant was issued later", fence, row.HighestFence)
 		}

@@ -42,7 +42,7 @@ func TestDecide(t *testing.T) {
 		{"FirstFenceStartsAtSegmentOne", fencegate.ResourceState{}, admit(1, 1, "L1", "R1", 10), nil, Accept, ""},
 		{"FirstFencePastSegmentOneIsOutOfOrder", fencegate.ResourceState{}, admit(1, 2, "L1", "R1", 10), nil, Reject, fencegate.CodeSegmentOutOfOrder},
 		{"LowerFenceIsStaleOwner", row, admit(4, 1, "L4", "R4", 900), nil, Reject, fencegate.CodeStaleOwner},
-		{"LowerFenceIssuedLaterIsRegression", row, admit(4, 1, "L4", "R4", 2000), nil, Reject, fencegate.CodeFenceRegression},
+		{"LowerFenceIssuedLaterIsRegression", row, admit(4, 1, "L4", "R4", 3001), nil, Reject, fencegate.CodeFenceRegression},
 		{"EqualFenceUnderAnotherLeaseIsRegression", row, admit(5, 3, "Lx", "R5", 1000), nil, Reject, fencegate.CodeFenceRegression},
 		{"EqualFenceUnderAnotherRootIsRegression", row, admit(5, 3, "L5", "Rx", 1000), nil, Reject, fencegate.CodeFenceRegression},
 		{"NextSegmentIsAccepted", row, admit(5, 3, "L5", "R5", 1000), nil, Accept, ""},
@@ -85,7 +85,8 @@ func TestFenceOrderIsDecidesFirstRule(t *testing.T) {
 	}{
 		{"LowerFenceIsStaleOwner", 4, 900, fencegate.CodeStaleOwner},
 		{"LowerFenceIssuedAtTheSameTimeIsStaleOwner", 4, 1000, fencegate.CodeStaleOwner},
-		{"LowerFenceIssuedLaterIsRegression", 4, 2000, fencegate.CodeFenceRegression},
+		{"LowerFenceIssuedWithinTheClockSkewIsStaleOwner", 4, 3000, fencegate.CodeStaleOwner},
+		{"LowerFenceIssuedLaterIsRegression", 4, 3001, fencegate.CodeFenceRegression},
 		{"EqualFencePasses", 5, 1000, ""},
 		{"HigherFencePasses", 6, 3000, ""},
 	} {
