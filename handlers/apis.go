@@ -32,8 +32,7 @@ func (s *Server) apiRoutes(r chi.Router) {
 // parameter's slashes), into the API and the upstream path (with its leading
 // slash). Encoded slashes in the path are refused, and so are query strings
 // on writes beyond the query form's one `path`: the payload digest covers
-// only the body and the kept request's headers are compared beside it
-// (fencerules.SameRequestHeader), so nothing else may vary the call. The query form's value
+// only the body, so nothing else may vary the call. The query form's value
 // is decoded exactly once; api.Match then checks it as it checks a path.
 func apiCallPath(r *http.Request) (api, path string, err error) {
 	if err := noEncodedSlashes(r, "API paths"); err != nil {

@@ -457,27 +457,6 @@ func TestDifferentPayloadUnderSameSegmentIsQuarantined(t *testing.T) {
 	e.wantUnchanged(before)
 }
 
-// The forwarded headers are part of the segment: the same segment and body
-// sent with another forwarded header is another upstream call, QUARANTINED,
-// and the upstream is not called again; sent as before, it is a replay.
-func TestSameSegmentWithOtherForwardedHeaderIsQuarantined(t *testing.T) {
-	e := newAPIEnv(t, nil, nil, nil)
-	a := e.grantFor(payerA, payerTokA, 1)
-	first := wantPaid(t, e.payout(a, 1, payoutBody))
-	before := e.state()
-	other := e.send("POST", payoutPath, a.token, map[string]string{
-		"Fence-Grant": a.grant, "Fence-Status": e.kit.Status(a.vg, nil), "Fence-Segment": "1",
-		"Content-Type": "application/json", "Accept-Language": "de"}, payoutBody)
-	wantCode(t, other, http.StatusConflict, fencegate.CodeQuarantined)
-	e.wantUnchanged(before)
-	if again := wantPaid(t, e.payout(a, 1, payoutBody)); again.ID != first.ID {
-		t.Fatalf("replay answered payout %s, want %s", again.ID, first.ID)
-	}
-	if len(e.seen) != 1 {
-		t.Fatalf("upstream called %d times, want 1", len(e.seen))
-	}
-}
-
 func TestOperatorResolvesUnknownReceipt(t *testing.T) {
 	e := newAPIEnv(t, nil, nil, nil)
 	a := e.grantFor(payerA, payerTokA, 1)

@@ -49,36 +49,6 @@ func requestIsKeptVerbatim(f *fx) {
 	}
 }
 
-// requestHeaderIsPartOfTheSegment: a segment sent again with the same body
-// but other forwarded headers (another connected account, API version or
-// media type) is another upstream call: QUARANTINED, never a replay of the
-// first call's answer. Values compare in order; a header present on one side
-// only is a difference.
-func requestHeaderIsPartOfTheSegment(f *fx) {
-	w := f.writer("res/a", 5)
-	req := w.req(1, "a")
-	req.Request = apiRequest()
-	id := f.admit(req).Receipt.ID
-	same := w.req(1, "a")
-	same.Request = apiRequest()
-	f.replay(same, id)
-	variants := map[string]func(h map[string][]string){
-		"other value":     func(h map[string][]string) { h["Content-Type"] = []string{"text/plain"} },
-		"values reversed": func(h map[string][]string) { h["X-Trace"] = []string{"b", "a"} },
-		"one more header": func(h map[string][]string) { h["Stripe-Account"] = []string{"acct_B"} },
-		"one header less": func(h map[string][]string) { delete(h, "X-Trace") },
-	}
-	for _, name := range sortedKeys(variants) {
-		f.t.Logf("case %s", name)
-		other := w.req(1, "a")
-		other.Request = apiRequest()
-		variants[name](other.Request.Header)
-		f.quarantine(other, id)
-	}
-	none := w.req(1, "a")
-	f.quarantine(none, id)
-}
-
 // oversizedRequestIsRejectedWithoutStateChange: a request over the kept
 // bounds (body or headers) or without method and path is INVALID_REQUEST
 // and admits nothing.

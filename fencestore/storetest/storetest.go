@@ -61,7 +61,6 @@ func Run(t *testing.T, open func(t *testing.T) fencegate.FenceStore) {
 		{"IfPendingSettlesOnlyAnUntouchedReceipt", ifPendingSettlesOnlyAnUntouchedReceipt},
 		{"ReceiptKeepsItsLandBy", receiptKeepsItsLandBy},
 		{"RequestIsKeptVerbatim", requestIsKeptVerbatim},
-		{"RequestHeaderIsPartOfTheSegment", requestHeaderIsPartOfTheSegment},
 		{"OversizedRequestIsRejectedWithoutStateChange", oversizedRequestIsRejected},
 		{"UnknownRecordsAnotherAttempt", unknownRecordsAnotherAttempt},
 		{"EffectKeyIsKeptAndPartOfTheSegment", effectKeyIsKeptAndPartOfTheSegment},

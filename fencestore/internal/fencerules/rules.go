@@ -10,7 +10,6 @@ package fencerules
 
 import (
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/fencegate/fencegate"
@@ -108,13 +107,12 @@ func Decide(row fencegate.ResourceState, req *fencegate.AdmitRequest, live *fenc
 				"fence %d is already held under another lease or operation root", fence)
 		}
 		if live != nil {
-			same := live.PayloadDigest == req.PayloadDigest && live.Target == req.Target && live.Method == req.Method && live.EffectKey == req.EffectKey
-			if same && SameRequestHeader(live.Request, req.Request) {
+			if live.PayloadDigest == req.PayloadDigest && live.Target == req.Target && live.Method == req.Method && live.EffectKey == req.EffectKey {
 				return Replay, nil
 			}
 			return Quarantine, &fencegate.Error{
 				Code:      fencegate.CodeQuarantined,
-				Message:   "segment was already accepted with another payload, target, method, effect key or forwarded header",
+				Message:   "segment was already accepted with another payload, target, method or effect key",
 				ReceiptID: live.ID,
 			}
 		}
@@ -336,30 +334,4 @@ func Compactable(r *fencegate.Receipt, row fencegate.ResourceState, quarantined 
 		return false
 	}
 	return row.HighestFence != r.FenceToken || row.LastSegmentSeq != r.Segment
-}
-
-// SameRequestHeader reports whether two kept upstream requests carry the same
-// headers (nil and empty alike). The payload digest covers only an API
-// call's body, yet the headers the upstream sees change the call (which
-// connected account, which API version, which media type): a segment sent
-// again with other headers is another call, QUARANTINED, not a replay whose
-// stored answer belongs to the first.
-func SameRequestHeader(a, b *fencegate.EffectRequest) bool {
-	var ha, hb map[string][]string
-	if a != nil {
-		ha = a.Header
-	}
-	if b != nil {
-		hb = b.Header
-	}
-	if len(ha) != len(hb) {
-		return false
-	}
-	for k, va := range ha {
-		vb, ok := hb[k]
-		if !ok || !slices.Equal(va, vb) {
-			return false
-		}
-	}
-	return true
 }
