@@ -3,7 +3,6 @@ package authority
 import (
 	"context"
 	"crypto/ed25519"
-	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -177,7 +176,8 @@ func (a *Authority) TrustBundle(context.Context) ([]byte, error) {
 }
 
 // SetTrustBundle installs a bundle document (the controlled path besides
-// rotation) and persists it as the bundle file. It is refused, changing
+// rotation) and persists it as the bundle file first, unless that file
+// (which may be shared) holds a version at least as new. It is refused, changing
 // nothing, if it does not parse, has a lower version, lifts a revocation, or
 // (signing) lacks the registry's key or holds a key of a revoked epoch. Its
 // revoked epochs are revoked here from then on.
@@ -199,23 +199,21 @@ func (a *Authority) SetTrustBundle(_ context.Context, data []byte) (State, error
 
 // persistThenInstall writes data (b's document) as the bundle file and then
 // makes b the bundle in force: a bundle that could not be written is never
-// in force (a restart would take it back, revocations and all). If the
-// verifier refuses b after the write, the previous document is written back.
+// in force (a restart would take it back, revocations and all), and one the
+// verifier would refuse is never written (the file may be shared with the
+// registry and other replicas). The caller holds a.change, so nothing else
+// installs a bundle between the check and the install.
 func (a *Authority) persistThenInstall(b *proofs.Bundle, data []byte) error {
-	prev, err := a.verifier.Bundle().Marshal()
-	if err != nil {
-		return fencegate.Wrap(err, fencegate.CodeInternal, "marshal the trust bundle in force")
-	}
-	if err := WriteFileAtomic(a.files.Bundle, data, 0o644); err != nil {
-		return fencegate.Wrap(err, fencegate.CodeInternal, "persist trust bundle")
-	}
-	if err := a.install(b); err != nil {
-		if werr := WriteFileAtomic(a.files.Bundle, prev, 0o644); werr != nil {
-			return errors.Join(err, fencegate.Wrap(werr, fencegate.CodeInternal, "restore the trust bundle file"))
-		}
+	if err := a.verifier.Admits(b); err != nil {
 		return err
 	}
-	return nil
+	// The file may be shared: never replace a version at least as new.
+	if onDisk, err := proofs.LoadBundle(a.files.Bundle); err != nil || onDisk.Version() < b.Version() {
+		if err := WriteFileAtomic(a.files.Bundle, data, 0o644); err != nil {
+			return fencegate.Wrap(err, fencegate.CodeInternal, "persist trust bundle")
+		}
+	}
+	return a.install(b)
 }
 
 // ReloadBundle installs the bundle file if its version is above the one in
@@ -251,14 +249,13 @@ func (a *Authority) offer(b *proofs.Bundle, data []byte) (bool, uint64, error) {
 	if err := a.admissible(b); err != nil {
 		return false, b.Version(), err
 	}
-	// The file may be shared (with the registry, or other replicas): never
-	// replace a version at least as new. Written before it is in force, as
-	// SetTrustBundle does.
-	if onDisk, err := proofs.LoadBundle(a.files.Bundle); data != nil && (err != nil || onDisk.Version() < b.Version()) {
-		if err := a.persistThenInstall(b, data); err != nil {
-			return false, b.Version(), err
-		}
-	} else if err := a.install(b); err != nil {
+	// Written before it is in force, as SetTrustBundle does (a reload
+	// installs the file itself).
+	install := a.install
+	if data != nil {
+		install = func(b *proofs.Bundle) error { return a.persistThenInstall(b, data) }
+	}
+	if err := install(b); err != nil {
 		return false, b.Version(), err
 	}
 	_, err := a.saved()

@@ -128,3 +128,45 @@ func TestABundleThatCannotBeWrittenIsNotInForce(t *testing.T) {
 		t.Fatalf("upload once the directory is back: %v", err)
 	}
 }
+
+// A trust bundle file shared with the registry and other replicas (compose's
+// volume "trust") is never moved back: an upload the verifier refuses (a
+// lower version than the one in force) writes nothing, and one older than
+// the file holds is installed without replacing the file. A refused upload
+// used to be written first and the file "restored" with the bundle in force,
+// older than what the registry had written there.
+func TestASharedBundleFileIsNeverMovedBack(t *testing.T) {
+	reg := newEnv(t, true)
+	registry := reg.open()
+	v1, _ := registry.TrustBundle(ctx)
+	if _, err := registry.RotateKey(ctx); err != nil {
+		t.Fatal(err)
+	}
+	v2, _ := registry.TrustBundle(ctx)
+	if _, err := registry.RotateKey(ctx); err != nil {
+		t.Fatal(err)
+	}
+	v3, _ := registry.TrustBundle(ctx)
+	rep := newEnv(t, false)
+	if err := os.WriteFile(rep.cfg.Files.Bundle, v1, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	replica := rep.open()
+	if err := os.WriteFile(rep.cfg.Files.Bundle, v3, 0o644); err != nil { // the registry wrote v3 there since
+		t.Fatal(err)
+	}
+	if _, err := replica.SetTrustBundle(ctx, v2); err != nil || replica.Verifier().Bundle().Version() != 2 {
+		t.Fatalf("upload v2: %v", err)
+	}
+	if !bytes.Equal(rep.read("trust-bundle.json"), v3) {
+		t.Fatal("an upload older than the shared file replaced it")
+	}
+	_, err := replica.SetTrustBundle(ctx, v1)
+	wantCode(t, err, fencegate.CodeInvalidRequest)
+	if !bytes.Equal(rep.read("trust-bundle.json"), v3) || replica.Verifier().Bundle().Version() != 2 {
+		t.Fatal("a refused upload changed the shared file or the bundle in force")
+	}
+	if v := rep.open().Verifier().Bundle().Version(); v != 3 {
+		t.Fatalf("after a restart: version %d, want the file's 3", v)
+	}
+}

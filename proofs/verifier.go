@@ -133,11 +133,32 @@ func (v *Verifier) Bundle() *Bundle { return v.bundle.Load() }
 // one that lifts a revocation of the current one (revocation is one-way). The caches are emptied, and entries
 // verified under an earlier bundle are never used again.
 func (v *Verifier) SetBundle(b *Bundle) error {
+	v.swap.Lock()
+	defer v.swap.Unlock()
+	if err := v.admits(b); err != nil {
+		return err
+	}
+	v.bundle.Store(b)
+	if v.grants != nil {
+		v.grants.Purge()
+		v.statuses.Purge()
+	}
+	return nil
+}
+
+// Admits reports whether SetBundle would take b now, changing nothing: a
+// caller that persists a bundle before installing it asks first.
+func (v *Verifier) Admits(b *Bundle) error {
+	v.swap.Lock()
+	defer v.swap.Unlock()
+	return v.admits(b)
+}
+
+// admits is SetBundle's check; the caller holds swap.
+func (v *Verifier) admits(b *Bundle) error {
 	if b == nil {
 		return bundleErr("nil bundle")
 	}
-	v.swap.Lock()
-	defer v.swap.Unlock()
 	cur := v.bundle.Load()
 	if b.Version() < cur.Version() {
 		return bundleErr("version %d is lower than the current version %d", b.Version(), cur.Version())
@@ -151,11 +172,6 @@ func (v *Verifier) SetBundle(b *Bundle) error {
 		if !b.EpochRevoked(e) {
 			return bundleErr("version %d lifts the revocation of epoch %d", b.Version(), e)
 		}
-	}
-	v.bundle.Store(b)
-	if v.grants != nil {
-		v.grants.Purge()
-		v.statuses.Purge()
 	}
 	return nil
 }
