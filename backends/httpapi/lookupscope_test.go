@@ -164,13 +164,14 @@ func TestListLookupProvesAbsenceOnlyFromAnAnswerItReads(t *testing.T) {
 		{"more results follow", `{"data":[{"id":"po_2","idempotency_key":"other"}],"has_more":true}`, fencegate.ReceiptUnknown},
 		{"no more flag", `{"data":[{"id":"po_2","idempotency_key":"other"}]}`, fencegate.ReceiptUnknown},
 		{"complete, none matching", `{"data":[{"id":"po_2","idempotency_key":"other"}],"has_more":false}`, fencegate.ReceiptNotApplied},
+		{"a match after a candidate without the field", `{"data":[{"id":"po_0","idempotency_key":null},{"id":"po_1","idempotency_key":"KEY"}],"has_more":false}`, fencegate.ReceiptCommitted},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				if r.Method == http.MethodPost {
 					panic(http.ErrAbortHandler)
 				}
-				_, _ = w.Write([]byte(c.answer))
+				_, _ = w.Write([]byte(strings.ReplaceAll(c.answer, "KEY", r.URL.Query().Get("key"))))
 			}))
 			defer srv.Close()
 			cfg := validConfig(srv.URL)
@@ -187,7 +188,8 @@ func TestListLookupProvesAbsenceOnlyFromAnAnswerItReads(t *testing.T) {
 			r := lostCall(t, api, now, "/v1/accounts/acc_1/payouts", nil, payout)
 			now = now.Add(DefaultEffectTimeout + DefaultTimeout + time.Second)
 			o, err := api.Resolve(context.Background(), r)
-			if o.State != c.want || (c.want == fencegate.ReceiptUnknown) != (err != nil) {
+			if o.State != c.want || (c.want == fencegate.ReceiptUnknown) != (err != nil) ||
+				(c.want == fencegate.ReceiptCommitted && !strings.Contains(string(o.Response.Body), "po_1")) {
 				t.Fatalf("answer %s settled %s (%q, err %v), want %s", c.answer, o.State, o.Error, err, c.want)
 			}
 		})

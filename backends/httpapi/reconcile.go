@@ -213,14 +213,13 @@ func (a *API) lookup(ctx context.Context, r fencegate.Receipt, l *Lookup) (fence
 		candidates = list
 	}
 	field, _ := parsePointer(l.Field)
+	unread := false // a candidate the rule cannot read
 	for _, c := range candidates {
 		v, ok := lookupPointer(c, field)
 		s, isScalar := scalarText(v)
 		if !ok || !isScalar {
-			// A candidate without the field is not read as the rule
-			// expects (an error envelope under 200, a proxy's page, a
-			// list in another API version's shape): no proof either way.
-			return still, fencegate.Errorf(fencegate.CodeBackendUnavailable, "api %q: lookup answer has a candidate without %s", a.cfg.Name, l.Field)
+			unread = true
+			continue
 		}
 		if s == want {
 			if same, ok := a.sameSegment(c, l, r); !ok {
@@ -234,6 +233,13 @@ func (a *API) lookup(ctx context.Context, r fencegate.Receipt, l *Lookup) (fence
 				Header: map[string]string{"Content-Type": "application/json", SettledByHeader: StrategyLookup},
 			}}, nil
 		}
+	}
+	if unread {
+		// A candidate without the field is not read as the rule expects
+		// (an error envelope under 200, a proxy's page, a list in another
+		// API version's shape, an effect made without a key): the answer
+		// proves no absence.
+		return still, fencegate.Errorf(fencegate.CodeBackendUnavailable, "api %q: lookup answer has a candidate without %s", a.cfg.Name, l.Field)
 	}
 	if l.More != "" {
 		toks, _ := parsePointer(l.More)
