@@ -85,13 +85,32 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// Redacted is a URL as logs and errors may show it: its password replaced
-// (url.URL.Redacted), or nothing of it when it does not parse (a mistyped
-// URL may still carry one).
+// Redacted is a URL as logs and errors may show it: the password of its
+// user information replaced (url.URL.Redacted), and so is the value of every
+// query parameter whose name says password (libpq's password and
+// sslpassword, https://www.postgresql.org/docs/current/libpq-connect.html);
+// nothing of it when it is not a URL with a scheme (it does not parse, or is
+// a key=value connection string that may carry password=...) unless it is a
+// plain word ("embedded").
 func Redacted(raw string) string {
 	u, err := url.Parse(raw)
-	if err != nil {
-		return "(a URL that does not parse)"
+	if err != nil || u.Scheme == "" || u.Opaque != "" {
+		if strings.ContainsAny(raw, "=@:/ \t") {
+			return "(a value that is not a URL)"
+		}
+		return raw
+	}
+	if q := u.Query(); len(q) > 0 {
+		changed := false
+		for k := range q {
+			if strings.Contains(strings.ToLower(k), "pass") {
+				q.Set(k, "xxxxx")
+				changed = true
+			}
+		}
+		if changed {
+			u.RawQuery = q.Encode()
+		}
 	}
 	return u.Redacted()
 }

@@ -449,4 +449,18 @@ func TestURLErrorsNeverShowAPassword(t *testing.T) {
 			t.Errorf("ParseLeaseBackend(%q) = %v, want a refusal without the password", raw, err)
 		}
 	}
+	// libpq also takes the password as a query parameter, or in a key=value
+	// string that no URL parser reads.
+	for _, raw := range []string{"postgress://db/fg?password=S3cretPW", "mysql://db/fg?sslpassword=S3cretPW&x=1",
+		"host=db password=S3cretPW dbname=fg", "postgres://fg:S3cretPW@db/fg"} {
+		c := Default()
+		c.FenceStore = raw
+		c.Registry = &Registry{Backend: raw}
+		if err := c.Validate(); err == nil || strings.Contains(err.Error(), "S3cretPW") {
+			t.Errorf("%q: the error shows the password:\n%v", raw, err)
+		}
+		if got := Redacted(raw); strings.Contains(got, "S3cretPW") {
+			t.Errorf("Redacted(%q) = %q", raw, got)
+		}
+	}
 }
