@@ -85,7 +85,7 @@ func New(c APIConfig, client *http.Client, opts ...Option) (*API, error) {
 		}
 		st := c.Settle
 		if r.Settle != nil {
-			st = r.Settle.withDefaults(c.Contract)
+			st = r.Settle.over(c.Settle, c.Contract)
 		}
 		cr.settle = st
 		a.routes = append(a.routes, cr)

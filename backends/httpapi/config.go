@@ -282,7 +282,7 @@ func (a APIConfig) validate(i int) []error {
 			}
 		}
 		if r.Settle != nil {
-			for _, e := range r.Settle.withDefaults(a.Contract).validate(a) {
+			for _, e := range r.Settle.over(a.Settle, a.Contract).validate(a) {
 				at(fmt.Sprintf("routes[%d].settle", j), e.code, "routes[%d].settle: %s", j, e.msg)
 			}
 		}

@@ -128,3 +128,29 @@ func TestAHeaderBindingIsCheckedUpFront(t *testing.T) {
 		}
 	}
 }
+
+// TestARouteSettleWithoutAStrategyKeepsTheAPIs: a route's settle that names
+// no strategy changes only what it sets (its keyRetention here), keeping
+// the API's strategy and lookup; one that names a strategy is its own. It
+// used to replace the API's lookup with the default resend.
+func TestARouteSettleWithoutAStrategyKeepsTheAPIs(t *testing.T) {
+	c := validConfig("http://127.0.0.1:1")
+	c.Settle = Settle{Strategy: StrategyLookup, MaxAttempts: 3, Lookup: &Lookup{URL: "/v1/payouts?key={key}", List: "/data", Field: "/key"}}
+	c.Routes = append(c.Routes,
+		Route{Method: "POST", Path: "/v1/short/{account}", Resource: "payouts/{account}", Settle: &Settle{KeyRetention: time.Hour}},
+		Route{Method: "POST", Path: "/v1/manual/{account}", Resource: "payouts/{account}", Settle: &Settle{Strategy: StrategyManual}})
+	if err := (Config{APIs: []APIConfig{c}}).Validate(); err != nil {
+		t.Fatal(err)
+	}
+	api, err := New(c, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	short := api.settleFor(fencegate.Receipt{Method: "POST", Target: Target("payouts", "/v1/short/acc_1")})
+	if short.Strategy != StrategyLookup || short.Lookup == nil || short.MaxAttempts != 3 || short.retention(api.cfg.Contract) != time.Hour {
+		t.Fatalf("route with keyRetention only: %+v", short)
+	}
+	if m := api.settleFor(fencegate.Receipt{Method: "POST", Target: Target("payouts", "/v1/manual/acc_1")}); m.Strategy != StrategyManual || m.Lookup != nil {
+		t.Fatalf("route with its own strategy: %+v", m)
+	}
+}

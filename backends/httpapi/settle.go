@@ -53,6 +53,27 @@ type Settle struct {
 	KeyRetention time.Duration `yaml:"keyRetention"`
 }
 
+// over is a route's settle s over its API's (defaults applied): a route
+// that names no strategy keeps the API's strategy, lookup and conflict
+// fetch, and a route that sets no maxAttempts keeps the API's, so that a
+// route's `settle: {keyRetention: 3h}` changes the retention alone. A
+// route that names a strategy brings its own lookup or conflict fetch.
+func (s Settle) over(api Settle, c Contract) Settle {
+	if s.Strategy == "" {
+		s.Strategy = api.Strategy
+		if s.Lookup == nil {
+			s.Lookup = api.Lookup
+		}
+		if s.Conflict == nil {
+			s.Conflict = api.Conflict
+		}
+	}
+	if s.MaxAttempts == 0 {
+		s.MaxAttempts = api.MaxAttempts
+	}
+	return s.withDefaults(c)
+}
+
 // retention is how long the upstream keeps a key sent under st: st's own
 // KeyRetention, else the API's contract.idempotency.keyRetention.
 func (s Settle) retention(c Contract) time.Duration {
