@@ -246,14 +246,18 @@ func (w *world) onSettled(r fencegate.Receipt) {
 	if a := w.admitted[r.Resource]; a != nil && r.State.NotApplied() && a.fence == r.FenceToken && a.seg == r.Segment {
 		a.seg--
 	}
-	if prev, ok := w.verdict[r.ID]; ok && prev != r.State {
+	prev, settledBefore := w.verdict[r.ID]
+	if settledBefore && prev != r.State {
 		w.stats.gate("final receipt changed")
 		w.fail("receipt %s (%s fence %d seg %d) settled %s, then %s", r.ID, r.Resource, r.FenceToken, r.Segment, prev, r.State)
 	}
 	if r.State.Terminal() {
 		w.verdict[r.ID] = r.State
 	}
-	if r.Request != nil && r.State.NotApplied() {
+	// Checked when the receipt is first seen final: a repeat of that settle
+	// (a queued retry whose first answer was lost) may come after the
+	// segment was sent again under the same key and applied.
+	if r.Request != nil && r.State.NotApplied() && !settledBefore {
 		if _, applied := w.upstream.answers[r.Request.Key]; applied {
 			w.stats.gate("landed after not applied")
 			w.fail("receipt %s (%s fence %d seg %d) settled %s, but the upstream applied its key", r.ID, r.Resource, r.FenceToken, r.Segment, r.State)
