@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"fmt"
 	"log/slog"
 	"os"
 	"strings"
@@ -20,10 +21,11 @@ type credential struct {
 	log    *slog.Logger
 	api    string
 
-	mu    sync.Mutex
-	value string
-	mod   time.Time
-	size  int64
+	mu     sync.Mutex
+	value  string
+	mod    time.Time
+	size   int64
+	warned string // the last problem logged, so a lasting one is logged once
 }
 
 // newCredential reads the first value: env's, or the file's.
@@ -43,13 +45,19 @@ func newCredential(api, prefix, env, file string, log *slog.Logger) (*credential
 }
 
 // read takes the file's content as the value (trailing newlines dropped).
-// The caller holds mu, or owns c.
+// An empty file (caught mid-write by a writer that does not replace it
+// atomically) is not a credential: the last value stays. The caller holds
+// mu, or owns c.
 func (c *credential) read(fi os.FileInfo) error {
 	b, err := os.ReadFile(c.file)
 	if err != nil {
 		return err
 	}
-	c.value, c.mod, c.size = strings.TrimRight(string(b), "\r\n"), fi.ModTime(), fi.Size()
+	v := strings.TrimRight(string(b), "\r\n")
+	if v == "" {
+		return fmt.Errorf("credentials file %s is empty", c.file)
+	}
+	c.value, c.mod, c.size = v, fi.ModTime(), fi.Size()
 	return nil
 }
 
@@ -61,12 +69,16 @@ func (c *credential) header() string {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if fi, err := os.Stat(c.file); err != nil {
+	fi, err := os.Stat(c.file)
+	if err == nil && (!fi.ModTime().Equal(c.mod) || fi.Size() != c.size) {
+		err = c.read(fi)
+	}
+	switch {
+	case err == nil:
+		c.warned = ""
+	case err.Error() != c.warned:
+		c.warned = err.Error()
 		c.log.Warn("credentials file unreadable; sending the last value read", "api", c.api, "err", err)
-	} else if !fi.ModTime().Equal(c.mod) || fi.Size() != c.size {
-		if err := c.read(fi); err != nil {
-			c.log.Warn("credentials file unreadable; sending the last value read", "api", c.api, "err", err)
-		}
 	}
 	return c.prefix + c.value
 }

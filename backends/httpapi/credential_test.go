@@ -56,11 +56,22 @@ func TestACredentialsFileIsReadAgainWhenItChanges(t *testing.T) {
 	call(1)
 	write("A21AA-renewed-token")
 	call(2)
-	if err := os.Remove(file); err != nil {
+	write("A21AA-renewed-tokeN")       // the same length: its modification time tells
+	later := time.Now().Add(time.Hour) // as a renewal an hour on would have it
+	if err := os.Chtimes(file, later, later); err != nil {
 		t.Fatal(err)
 	}
 	call(3)
-	want := []string{"Bearer A21AA-first", "Bearer A21AA-renewed-token", "Bearer A21AA-renewed-token"}
+	if err := os.WriteFile(file, nil, 0o600); err != nil { // caught mid-write
+		t.Fatal(err)
+	}
+	call(4)
+	if err := os.Remove(file); err != nil {
+		t.Fatal(err)
+	}
+	call(5)
+	want := []string{"Bearer A21AA-first", "Bearer A21AA-renewed-token", "Bearer A21AA-renewed-tokeN", "Bearer A21AA-renewed-tokeN",
+		"Bearer A21AA-renewed-tokeN"}
 	if !slices.Equal(seen, want) {
 		t.Fatalf("upstream saw %q, want %q", seen, want)
 	}
