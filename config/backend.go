@@ -100,16 +100,21 @@ func Redacted(raw string) string {
 		}
 		return raw
 	}
-	if q := u.Query(); len(q) > 0 {
-		changed := false
-		for k := range q {
-			if strings.Contains(strings.ToLower(k), "pass") {
-				q.Set(k, "xxxxx")
-				changed = true
+	if u.RawQuery != "" {
+		q, err := url.ParseQuery(u.RawQuery)
+		if err != nil {
+			u.RawQuery = "(a query that does not parse)" // it may hold a password all the same
+		} else {
+			changed := false
+			for k := range q {
+				if strings.Contains(strings.ToLower(k), "pass") {
+					q.Set(k, "xxxxx")
+					changed = true
+				}
 			}
-		}
-		if changed {
-			u.RawQuery = q.Encode()
+			if changed {
+				u.RawQuery = q.Encode()
+			}
 		}
 	}
 	return u.Redacted()

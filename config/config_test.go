@@ -452,6 +452,7 @@ func TestURLErrorsNeverShowAPassword(t *testing.T) {
 	// libpq also takes the password as a query parameter, or in a key=value
 	// string that no URL parser reads.
 	for _, raw := range []string{"postgress://db/fg?password=S3cretPW", "mysql://db/fg?sslpassword=S3cretPW&x=1",
+		"postgress://db/fg?password=S3cretPW%zz", "postgress://db/fg?sslmode=disable;password=S3cretPW",
 		"host=db password=S3cretPW dbname=fg", "postgres://fg:S3cretPW@db/fg"} {
 		c := Default()
 		c.FenceStore = raw

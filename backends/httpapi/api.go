@@ -25,7 +25,8 @@ type API struct {
 	base      *url.URL
 	credName  string
 	cred      *credential
-	keep      []string // canonical header names kept in receipts
+	bound     map[string]bool // canonical names of the headers some route binds (Route.Headers)
+	keep      []string        // canonical header names kept in receipts
 	routes    []route
 	client    *http.Client
 	now       func() time.Time
@@ -89,6 +90,12 @@ func New(c APIConfig, client *http.Client, opts ...Option) (*API, error) {
 		}
 		cr.settle = st
 		a.routes = append(a.routes, cr)
+		for _, h := range cr.headers {
+			if a.bound == nil {
+				a.bound = map[string]bool{}
+			}
+			a.bound[h] = true
+		}
 	}
 	a.keep = []string{"Content-Type"}
 	for _, h := range c.KeepResponseHeaders {

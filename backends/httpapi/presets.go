@@ -26,8 +26,13 @@ var presets = map[string]APIConfig{
 			InProgress: []Match{{Status: "409"}},
 			Resend:     []Match{{Status: "429"}, {Status: "502"}, {Status: "503"}, {Status: "504"}, {Header: "Stripe-Should-Retry: true"}},
 		},
-		Settle:              Settle{Strategy: StrategyResend},
-		ForwardHeaders:      []string{"Stripe-Version", "Stripe-Account", "Stripe-Context"},
+		Settle: Settle{Strategy: StrategyResend},
+		// Not Stripe-Context: it supersedes Stripe-Account
+		// (https://docs.stripe.com/context), so forwarding it beside a
+		// route that binds Stripe-Account would let a worker act on an
+		// account the resource does not name. An organization that needs
+		// it declares it, and binds it.
+		ForwardHeaders:      []string{"Stripe-Version", "Stripe-Account"},
 		KeepResponseHeaders: []string{"Request-Id"},
 	},
 	// https://docs.adyen.com/development-resources/api-idempotency,

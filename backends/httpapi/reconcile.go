@@ -22,16 +22,26 @@ const SettledByHeader = "Fence-Settled-By"
 // Resends is the number of same-key resends this API has made.
 func (a *API) Resends() int64 { return a.resends.Load() }
 
-// settleFor is the Settle of the route r was admitted on (the API's when the
-// route is not found any more).
+// settleFor is the Settle of the route r was admitted on, found as the call
+// was, with the headers its kept request was sent with (a route that binds a
+// header is told apart from one on the same path that does not); else the
+// first route of its method and path (a receipt kept without a request), or
+// the API's when the route is not found any more.
 func (a *API) settleFor(r fencegate.Receipt) Settle {
-	if _, path, ok := SplitTarget(r.Target); ok {
-		p, _ := strings.CutPrefix(path, "/")
-		parts := strings.Split(p, "/")
-		for i := range a.routes {
-			if _, ok := a.routes[i].match(r.Method, parts); ok {
-				return a.routes[i].settle
-			}
+	_, path, ok := SplitTarget(r.Target)
+	if !ok {
+		return a.cfg.Settle
+	}
+	if r.Request != nil {
+		if rt, _, ok := a.route(r.Method, path, http.Header(r.Request.Header)); ok {
+			return rt.settle
+		}
+	}
+	p, _ := strings.CutPrefix(path, "/")
+	parts := strings.Split(p, "/")
+	for i := range a.routes {
+		if _, ok := a.routes[i].match(r.Method, parts); ok {
+			return a.routes[i].settle
 		}
 	}
 	return a.cfg.Settle

@@ -138,15 +138,54 @@ func (r *route) match(method string, parts []string) (map[string]string, bool) {
 	return params, true
 }
 
-// bind adds the header-bound parameters of h to params; false when one is
-// missing, repeated or not one canonical segment.
-func (r *route) bind(params map[string]string, h http.Header) bool {
-	for param, name := range r.headers {
-		v := h.Values(name)
-		if len(v) != 1 || strings.Contains(v[0], "/") || fencegate.CheckName(v[0]) != nil {
+// bind adds the header-bound parameters of fwd (the headers the upstream
+// is sent) to params. bound is every header some route of the API binds:
+// one this route binds must carry exactly one value that is one plain
+// segment (boundValue), and one it does not bind must be absent, so that a
+// header that selects what a call acts on never reaches the upstream
+// outside the resource (through a route that does not bind it, a second
+// value, or a Connection header that drops it after the resource was
+// derived from it).
+func (r *route) bind(params map[string]string, fwd http.Header, bound map[string]bool) bool {
+	for name := range bound {
+		v := fwd.Values(name)
+		param := r.paramOf(name)
+		if param == "" {
+			if len(v) > 0 {
+				return false
+			}
+			continue
+		}
+		if len(v) != 1 || !boundValue(v[0]) {
 			return false
 		}
 		params[param] = v[0]
+	}
+	return true
+}
+
+// paramOf is the resource parameter r binds to header name ("" for none).
+func (r *route) paramOf(name string) string {
+	for param, h := range r.headers {
+		if h == name {
+			return param
+		}
+	}
+	return ""
+}
+
+// boundValue reports whether v may name a resource segment: 1 to 255
+// letters, digits, '.', '_' or '-', and a canonical name (not "." or
+// ".."). Anything more (a comma, a space, a format character) could mean
+// one thing to the policy and another to the upstream.
+func boundValue(v string) bool {
+	if len(v) == 0 || len(v) > 255 || fencegate.CheckName(v) != nil {
+		return false
+	}
+	for _, c := range []byte(v) {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return false
+		}
 	}
 	return true
 }
@@ -175,24 +214,36 @@ func (a *API) Match(method, path string) (tmpl, resource string, ok bool) {
 	return a.MatchHeader(method, path, nil)
 }
 
-// MatchHeader is Match for a request with header h: a route that binds
-// resource parameters to headers (Route.Headers) matches only when each
-// header carries exactly one value that is one canonical segment.
+// MatchHeader is Match for a request with header h, judged by the headers
+// the upstream would be sent (allowedHeader): a route that binds resource
+// parameters to headers (Route.Headers) matches only when each carries
+// exactly one plain value, and a route that does not bind a header another
+// route binds matches only when it is absent.
 func (a *API) MatchHeader(method, path string, h http.Header) (tmpl, resource string, ok bool) {
+	r, params, ok := a.route(method, path, a.allowedHeader(h))
+	if !ok {
+		return "", "", false
+	}
+	res := r.derive(params)
+	if fencegate.CheckName(res) != nil {
+		return "", "", false
+	}
+	return r.path, res, true
+}
+
+// route is the first route matching method, path and the forwarded
+// headers fwd, with its parameters.
+func (a *API) route(method, path string, fwd http.Header) (*route, map[string]string, bool) {
 	p, found := strings.CutPrefix(path, "/")
 	if !found || fencegate.CheckName(p) != nil || strings.ContainsAny(p, "?#") {
-		return "", "", false
+		return nil, nil, false
 	}
 	parts := strings.Split(p, "/")
 	for i := range a.routes {
 		r := &a.routes[i]
-		if params, ok := r.match(method, parts); ok && r.bind(params, h) {
-			res := r.derive(params)
-			if fencegate.CheckName(res) != nil {
-				return "", "", false
-			}
-			return r.path, res, true
+		if params, ok := r.match(method, parts); ok && r.bind(params, fwd, a.bound) {
+			return r, params, true
 		}
 	}
-	return "", "", false
+	return nil, nil, false
 }

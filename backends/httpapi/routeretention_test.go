@@ -122,7 +122,8 @@ func TestAHeaderBindingIsCheckedUpFront(t *testing.T) {
 	if _, res, found := api.MatchHeader("POST", "/v1/accounts/acc_1/payouts", http.Header{"Stripe-Account": {"acct_9"}}); !found || res != "payouts/acct_9" {
 		t.Fatalf("MatchHeader: %q %v", res, found)
 	}
-	for _, h := range []http.Header{nil, {"Stripe-Account": {"a", "b"}}, {"Stripe-Account": {".."}}} {
+	for _, h := range []http.Header{nil, {"Stripe-Account": {"a", "b"}}, {"Stripe-Account": {".."}},
+		{"Stripe-Account": {"acc_1, acc_2"}}, {"Stripe-Account": {"acc_1\u200b"}}, {"Stripe-Account": {"acc 1"}}} {
 		if _, res, found := api.MatchHeader("POST", "/v1/accounts/acc_1/payouts", h); found {
 			t.Errorf("header %v matched, resource %q", h, res)
 		}
@@ -152,5 +153,56 @@ func TestARouteSettleWithoutAStrategyKeepsTheAPIs(t *testing.T) {
 	}
 	if m := api.settleFor(fencegate.Receipt{Method: "POST", Target: Target("payouts", "/v1/manual/acc_1")}); m.Strategy != StrategyManual || m.Lookup != nil {
 		t.Fatalf("route with its own strategy: %+v", m)
+	}
+}
+
+// TestSettleForFindsTheRouteTheCallWasAdmittedOn: two routes on one path,
+// one binding Stripe-Account (settled by hand), one not (resent): a
+// receipt is settled by the route its kept request matches, headers and
+// all, not by the first route of its path. An API-level keyRetention
+// reaches a route whose settle does not set one.
+func TestSettleForFindsTheRouteTheCallWasAdmittedOn(t *testing.T) {
+	c := validConfig("http://127.0.0.1:1")
+	c.ForwardHeaders = []string{"Stripe-Account"}
+	c.Settle = Settle{KeyRetention: 3 * time.Hour}
+	c.Routes = []Route{
+		{Method: "POST", Path: "/v1/accounts/{account}/payouts", Resource: "connect/{acct}",
+			Headers: map[string]string{"acct": "Stripe-Account"}, Settle: &Settle{Strategy: StrategyManual}},
+		{Method: "POST", Path: "/v1/accounts/{account}/payouts", Resource: "payouts/{account}", Settle: &Settle{MaxAttempts: 3}},
+	}
+	if err := (Config{APIs: []APIConfig{c}}).Validate(); err != nil {
+		t.Fatal(err)
+	}
+	api, err := New(c, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	receipt := func(h map[string][]string) fencegate.Receipt {
+		return fencegate.Receipt{Method: "POST", Target: Target("payouts", "/v1/accounts/acc_1/payouts"),
+			Request: &fencegate.EffectRequest{Method: "POST", Path: "/v1/accounts/acc_1/payouts", Header: h}}
+	}
+	if st := api.settleFor(receipt(map[string][]string{"Stripe-Account": {"acct_1"}})); st.Strategy != StrategyManual {
+		t.Errorf("a Connect call: %+v, want its route's manual settle", st)
+	}
+	st := api.settleFor(receipt(nil))
+	if st.Strategy != StrategyResend || st.MaxAttempts != 3 || st.retention(api.cfg.Contract) != 3*time.Hour {
+		t.Errorf("a platform call: %+v, want the platform route's resend, 3 attempts, the API's 3 h retention", st)
+	}
+}
+
+// TestTheStripePresetDoesNotForwardStripeContext: Stripe-Context supersedes
+// Stripe-Account (https://docs.stripe.com/context), so the preset does not
+// forward it: a route binding Stripe-Account would otherwise let a worker
+// act on another account through it.
+func TestTheStripePresetDoesNotForwardStripeContext(t *testing.T) {
+	t.Setenv("FG_TEST_STRIPE", "sk_test")
+	api, err := New(APIConfig{Name: "stripe", Preset: "stripe", BaseURL: "http://127.0.0.1:1", Credentials: &Credentials{Env: "FG_TEST_STRIPE"},
+		Routes: []Route{{Method: "POST", Path: "/v1/payment_intents", Resource: "stripe/{account}/pi", Headers: map[string]string{"account": "Stripe-Account"}}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fwd := api.allowedHeader(http.Header{"Stripe-Account": {"acct_1"}, "Stripe-Context": {"acct_victim"}, "Stripe-Version": {"2024-06-20"}})
+	if fwd.Get("Stripe-Context") != "" || fwd.Get("Stripe-Account") != "acct_1" || fwd.Get("Stripe-Version") == "" {
+		t.Fatalf("forwarded %v", fwd)
 	}
 }

@@ -71,6 +71,9 @@ func (s Settle) over(api Settle, c Contract) Settle {
 	if s.MaxAttempts == 0 {
 		s.MaxAttempts = api.MaxAttempts
 	}
+	if s.KeyRetention == 0 {
+		s.KeyRetention = api.KeyRetention
+	}
 	return s.withDefaults(c)
 }
 
