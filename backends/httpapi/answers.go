@@ -24,12 +24,14 @@ type Match struct {
 
 // Answers classifies an API's answers to a fenced call. A declared class
 // replaces that class's default; classes are tried in the order below, and
-// an answer no class matches is a refusal when it is 401 or 403, final
+// an answer no class matches is a refusal when it is 401, 403 or 408, final
 // below 500 otherwise, and unknown from 500 on.
 //
 // A refusal (401: the request lacked valid credentials; 403: the server
-// refused to fulfil it, RFC 9110 §15.5.2, §15.5.4) is the upstream turning
-// away the gateway's own credential or its permissions: nothing ran, and
+// refused to fulfil it; 408: the server did not receive the whole request
+// in time, RFC 9110 §15.5.2, §15.5.4, §15.5.9) is the upstream turning the
+// request away before it ran (the gateway's own credential or permissions,
+// or a slow send): nothing ran, and
 // Stripe saves no result for a request that never started executing
 // (https://docs.stripe.com/api/idempotent_requests). On a first send the
 // receipt is FAILED (the segment may be sent again once the credential is
@@ -206,7 +208,7 @@ func (as Answers) classify(a *answer) answerClass {
 		return classUnknown
 	case anyMatch(as.Final, a):
 		return classFinal
-	case a.status == http.StatusUnauthorized, a.status == http.StatusForbidden:
+	case a.status == http.StatusUnauthorized, a.status == http.StatusForbidden, a.status == http.StatusRequestTimeout:
 		return classRefused
 	case a.status >= 500:
 		return classUnknown

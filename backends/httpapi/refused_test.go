@@ -13,14 +13,15 @@ import (
 )
 
 // TestARefusedCredentialAppliesNothing: an upstream's 401 or 403 turns away
-// the gateway's own credential or permissions, and nothing ran. On a first
+// the gateway's own credential or permissions, and a 408 a request it did
+// not receive in time: nothing ran. On a first
 // send the receipt is FAILED and the caller is told BACKEND_UNAVAILABLE
 // (the segment may be sent again), not COMMITTED with the 401 stored for
 // every replay; on a resend of a call whose first answer was lost it says
 // nothing of that first attempt: the receipt stays UNKNOWN, to be resent.
 // A class the API declares for the status still wins.
 func TestARefusedCredentialAppliesNothing(t *testing.T) {
-	for _, status := range []int{http.StatusUnauthorized, http.StatusForbidden} {
+	for _, status := range []int{http.StatusUnauthorized, http.StatusForbidden, http.StatusRequestTimeout} {
 		var mu sync.Mutex
 		n := 0
 		drop := false
