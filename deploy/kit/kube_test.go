@@ -22,13 +22,13 @@ var overlays = []string{"dev", "prod"}
 
 // objects is one built overlay, each object decoded into its API type.
 type objects struct {
-	workloads   []workload
-	services    []*corev1.Service
-	configMaps  []*corev1.ConfigMap
-	pvcs        []*corev1.PersistentVolumeClaim
-	pdbs        []*policyv1.PodDisruptionBudget
-	netpols     []*networkingv1.NetworkPolicy
-	monitors    []*monitoringv1.ServiceMonitor
+	workloads  []workload
+	services   []*corev1.Service
+	configMaps []*corev1.ConfigMap
+	pvcs       []*corev1.PersistentVolumeClaim
+	pdbs       []*policyv1.PodDisruptionBudget
+	netpols    []*networkingv1.NetworkPolicy
+	monitors   []*monitoringv1.ServiceMonitor
 }
 
 // decodeStrict decodes one object's YAML into its Go API type by apiVersion
