@@ -27,9 +27,6 @@ const (
 	// DefaultCacheSize is the number of verified grants (and, separately,
 	// status proofs) kept.
 	DefaultCacheSize = 8192
-	// MaxClockSkew is how far a status proof's iat may lie ahead of now
-	// (fencegate.MaxClockSkew).
-	MaxClockSkew = fencegate.MaxClockSkew
 )
 
 // Option configures a Verifier.
@@ -369,11 +366,11 @@ func checkStatusClaims(st fencegate.Status, g fencegate.VerifiedGrant, now time.
 	switch {
 	case st.ExpiresAtMs <= nowMs:
 		return sk.errorf("expired %d ms ago", nowMs-st.ExpiresAtMs)
-	case st.IssuedAtMs > nowMs+MaxClockSkew.Milliseconds():
-		return sk.errorf("iat is %d ms in the future, more than the %s skew allowed", st.IssuedAtMs-nowMs, MaxClockSkew)
+	case st.IssuedAtMs > nowMs+fencegate.MaxClockSkew.Milliseconds():
+		return sk.errorf("iat is %d ms in the future, more than the %s skew allowed", st.IssuedAtMs-nowMs, fencegate.MaxClockSkew)
 	case st.ExpiresAtMs <= st.IssuedAtMs:
 		return sk.errorf("exp is not after iat")
-	case st.IssuedAtMs < nowMs-fencegate.MaxStatusLife.Milliseconds()-MaxClockSkew.Milliseconds():
+	case st.IssuedAtMs < nowMs-fencegate.MaxStatusLife.Milliseconds()-fencegate.MaxClockSkew.Milliseconds():
 		// Bounds iat before subtracting, so exp-iat cannot overflow.
 		return sk.errorf("iat is older than the longest status proof life")
 	case st.ExpiresAtMs-st.IssuedAtMs > fencegate.MaxStatusLife.Milliseconds():

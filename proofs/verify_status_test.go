@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/fencegate/fencegate"
-	"github.com/fencegate/fencegate/proofs"
 )
 
 const statusInvalid = fencegate.CodeStatusInvalid
@@ -123,7 +122,7 @@ func TestStatusLongerThanMaxLifeIsRejected(t *testing.T) {
 func TestStatusIssuedInTheFutureIsRejected(t *testing.T) {
 	f := newFixture(t)
 	_, vg := f.verifiedGrant(nil)
-	iat := t0.Add(proofs.MaxClockSkew).UnixMilli()
+	iat := t0.Add(fencegate.MaxClockSkew).UnixMilli()
 	_, err := f.v.VerifyStatus(f.statusToken(vg, func(s *fencegate.Status) {
 		s.IssuedAtMs, s.ExpiresAtMs = iat, iat+5000
 	}), vg)

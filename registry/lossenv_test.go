@@ -14,7 +14,6 @@ import (
 	"go.etcd.io/bbolt"
 
 	"github.com/fencegate/fencegate"
-	"github.com/fencegate/fencegate/proofs"
 	"github.com/fencegate/fencegate/registry"
 	"github.com/fencegate/fencegate/registry/embedded"
 )
@@ -126,7 +125,7 @@ const statusLife = 5 * time.Second
 
 // pause is how long grants stay paused after a loss is detected: one status
 // proof life and the clock skew a gateway tolerates.
-const pause = statusLife + proofs.MaxClockSkew
+const pause = statusLife + fencegate.MaxClockSkew
 
 // lossOpt changes how newLossEnv builds its registry.
 type lossOpt func(*lossSetup)

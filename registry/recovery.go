@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/fencegate/fencegate"
-	"github.com/fencegate/fencegate/proofs"
 )
 
 // Memory keeps what a registry last saw of its coordination backend (marker,
@@ -228,7 +227,7 @@ func (r *Registry) markLostLocked(reason string, now time.Time) bool {
 		detected = now
 	}
 	rc.lost, rc.retired, rc.claimed, rc.reason, rc.detect = true, false, false, reason, detected
-	rc.resume = detected.Add(r.statusLife + proofs.MaxClockSkew)
+	rc.resume = detected.Add(r.statusLife + fencegate.MaxClockSkew)
 	rc.paused.Store(true)
 	rc.mu.Unlock()
 	rc.losses.Add(1)
