@@ -251,14 +251,16 @@ func (a *Authority) offer(b *proofs.Bundle, data []byte) (bool, uint64, error) {
 	}
 	// Written before it is in force, as SetTrustBundle does (a reload
 	// installs the file itself).
-	install := a.install
+	var err error
 	if data != nil {
-		install = func(b *proofs.Bundle) error { return a.persistThenInstall(b, data) }
+		err = a.persistThenInstall(b, data)
+	} else {
+		err = a.install(b)
 	}
-	if err := install(b); err != nil {
+	if err != nil {
 		return false, b.Version(), err
 	}
-	_, err := a.saved()
+	_, err = a.saved()
 	return true, b.Version(), err
 }
 
