@@ -90,7 +90,7 @@ func New(c APIConfig, client *http.Client, opts ...Option) (*API, error) {
 		}
 		cr.settle = st
 		a.routes = append(a.routes, cr)
-		for _, h := range cr.headers {
+		for h := range cr.headers {
 			if a.bound == nil {
 				a.bound = map[string]bool{}
 			}

@@ -14,7 +14,7 @@ type route struct {
 	path     string
 	segs     []segment
 	resource []segment         // split on "/" like segs
-	headers  map[string]string // resource parameter -> canonical header name
+	headers  map[string]string // canonical header name -> the resource parameter it binds
 	settle   Settle            // the route's, or the API's (defaults applied)
 }
 
@@ -63,8 +63,11 @@ func compileRoute(r Route) (route, error) {
 		case !validHeaderName(h) || isNeverForwarded(http.CanonicalHeaderKey(h)):
 			return route{}, fencegate.Errorf(fencegate.CodeInvalidRequest, "headers: %q is not a header a worker may send upstream", h)
 		}
+		if _, dup := headers[http.CanonicalHeaderKey(h)]; dup {
+			return route{}, fencegate.Errorf(fencegate.CodeInvalidRequest, "headers: %s binds two parameters", h)
+		}
 		params[param] = true
-		headers[param] = http.CanonicalHeaderKey(h)
+		headers[http.CanonicalHeaderKey(h)] = param
 	}
 	res, err := parseTemplate(r.Resource)
 	if err != nil {
@@ -75,7 +78,7 @@ func compileRoute(r Route) (route, error) {
 			return route{}, fencegate.Errorf(fencegate.CodeInvalidRequest, "resource %q uses {%s}, which path %q does not define", r.Resource, s.param, r.Path)
 		}
 	}
-	for param := range headers {
+	for _, param := range headers {
 		if !slices.ContainsFunc(res, func(s segment) bool { return s.param == param }) {
 			return route{}, fencegate.Errorf(fencegate.CodeInvalidRequest, "headers binds {%s}, which resource %q does not use", param, r.Resource)
 		}
@@ -149,8 +152,8 @@ func (r *route) match(method string, parts []string) (map[string]string, bool) {
 func (r *route) bind(params map[string]string, fwd http.Header, bound map[string]bool) bool {
 	for name := range bound {
 		v := fwd.Values(name)
-		param := r.paramOf(name)
-		if param == "" {
+		param, binds := r.headers[name]
+		if !binds {
 			if len(v) > 0 {
 				return false
 			}
@@ -162,16 +165,6 @@ func (r *route) bind(params map[string]string, fwd http.Header, bound map[string
 		params[param] = v[0]
 	}
 	return true
-}
-
-// paramOf is the resource parameter r binds to header name ("" for none).
-func (r *route) paramOf(name string) string {
-	for param, h := range r.headers {
-		if h == name {
-			return param
-		}
-	}
-	return ""
 }
 
 // boundValue reports whether v may name a resource segment: 1 to 255

@@ -96,11 +96,12 @@ func TestAHeaderBindingIsCheckedUpFront(t *testing.T) {
 		headers  map[string]string
 		want     string
 	}{
-		"not forwarded":        {nil, "payouts/{acct}", map[string]string{"acct": "Stripe-Account"}, "not forwarded"},
-		"unused":               {[]string{"Stripe-Account"}, "payouts/{account}", map[string]string{"acct": "Stripe-Account"}, "does not use"},
-		"a path parameter":     {[]string{"Stripe-Account"}, "payouts/{account}", map[string]string{"account": "Stripe-Account"}, "path parameter"},
-		"never forwarded":      {nil, "payouts/{acct}", map[string]string{"acct": "Authorization"}, "may send upstream"},
-		"not a parameter name": {[]string{"Stripe-Account"}, "payouts/{account}", map[string]string{"a-b": "Stripe-Account"}, "letters"},
+		"not forwarded":              {nil, "payouts/{acct}", map[string]string{"acct": "Stripe-Account"}, "not forwarded"},
+		"unused":                     {[]string{"Stripe-Account"}, "payouts/{account}", map[string]string{"acct": "Stripe-Account"}, "does not use"},
+		"a path parameter":           {[]string{"Stripe-Account"}, "payouts/{account}", map[string]string{"account": "Stripe-Account"}, "path parameter"},
+		"never forwarded":            {nil, "payouts/{acct}", map[string]string{"acct": "Authorization"}, "may send upstream"},
+		"not a parameter name":       {[]string{"Stripe-Account"}, "payouts/{account}", map[string]string{"a-b": "Stripe-Account"}, "letters"},
+		"one header, two parameters": {[]string{"Stripe-Account"}, "payouts/{a}/{b}", map[string]string{"a": "Stripe-Account", "b": "stripe-account"}, "binds two"},
 	} {
 		cfg := validConfig("http://127.0.0.1:1")
 		cfg.ForwardHeaders = c.forward
