@@ -23,8 +23,7 @@ const TruncatedHeader = "Fence-Response-Truncated"
 type API struct {
 	cfg       APIConfig // defaults applied
 	base      *url.URL
-	credName  string
-	cred      *credential
+	cred      *credential     // nil when the API takes none
 	bound     map[string]bool // canonical names of the headers some route binds (Route.Headers)
 	keep      []string        // canonical header names kept in receipts
 	routes    []route
@@ -112,10 +111,9 @@ func New(c APIConfig, client *http.Client, opts ...Option) (*API, error) {
 		o(a)
 	}
 	if cr := c.Credentials; cr != nil {
-		if a.cred, err = newCredential(c.Name, cr.Prefix, cr.Env, cr.File, a.log); err != nil {
+		if a.cred, err = newCredential(c.Name, cr, a.log); err != nil {
 			return nil, fencegate.Wrap(err, fencegate.CodeInvalidRequest, fmt.Sprintf("api %q: cannot read credentials file", c.Name))
 		}
-		a.credName = http.CanonicalHeaderKey(cr.Header)
 	}
 	a.started = a.now()
 	return a, nil
@@ -217,9 +215,9 @@ func (a *API) forwardHeader(in http.Header) http.Header {
 
 // withCredential sets the upstream credential on h (in place) and returns it.
 func (a *API) withCredential(h http.Header) http.Header {
-	if a.credName != "" {
-		h.Del(a.credName)
-		h.Set(a.credName, a.cred.header())
+	if a.cred != nil {
+		h.Del(a.cred.name)
+		h.Set(a.cred.name, a.cred.header())
 	}
 	return h
 }

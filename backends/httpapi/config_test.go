@@ -20,8 +20,8 @@ func TestNewReadsTheCredentialOfAValidatedConfig(t *testing.T) {
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	if v := api.cred.header(); v != "Bearer sk_test" || api.credName != "Authorization" {
-		t.Fatalf("credential = %q: %q", api.credName, v)
+	if v := api.cred.header(); v != "Bearer sk_test" || api.cred.name != "Authorization" {
+		t.Fatalf("credential = %q: %q", api.cred.name, v)
 	}
 }
 

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"strings"
 	"sync"
@@ -16,6 +17,7 @@ import (
 // OAuth access tokens, for one, expire after the expires_in the token
 // answer gives (https://developer.paypal.com/api/rest/authentication/).
 type credential struct {
+	name   string // the canonical header it is sent in
 	prefix string
 	file   string // "" for a fixed value
 	log    *slog.Logger
@@ -28,13 +30,15 @@ type credential struct {
 	warned string // the last problem logged, so a lasting one is logged once
 }
 
-// newCredential reads the first value: env's, or the file's.
-func newCredential(api, prefix, env, file string, log *slog.Logger) (*credential, error) {
-	c := &credential{prefix: prefix, file: file, log: log, api: api, value: os.Getenv(env)}
-	if file == "" {
+// newCredential reads the first value of cr: its environment variable's, or
+// its file's.
+func newCredential(api string, cr *Credentials, log *slog.Logger) (*credential, error) {
+	c := &credential{name: http.CanonicalHeaderKey(cr.Header), prefix: cr.Prefix, file: cr.File, log: log, api: api,
+		value: os.Getenv(cr.Env)}
+	if c.file == "" {
 		return c, nil
 	}
-	fi, err := os.Stat(file)
+	fi, err := os.Stat(c.file)
 	if err != nil {
 		return nil, err
 	}

@@ -74,8 +74,8 @@ func (a *API) ownHeaders() []string {
 	if nf := a.cfg.Contract.NativeFence; nf != nil {
 		own = append(own, nf.Header, nf.SegmentHeader, nf.RootHeader, nf.DelegateHeader)
 	}
-	if a.credName != "" {
-		own = append(own, a.credName)
+	if a.cred != nil {
+		own = append(own, a.cred.name)
 	}
 	return own
 }

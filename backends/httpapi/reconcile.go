@@ -277,9 +277,7 @@ func (a *API) queryHeader(kr *fencegate.EffectRequest) http.Header {
 	}
 	h.Del("Content-Type")
 	for _, name := range a.ownHeaders() {
-		if name != "" {
-			h.Del(name)
-		}
+		h.Del(name)
 	}
 	return a.withCredential(h)
 }
