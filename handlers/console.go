@@ -97,19 +97,8 @@ func (c *consoleSessions) lookup(v string, now time.Time) (string, bool) {
 	return s.identity, true
 }
 
-// setFlash keeps msg for session v's next page.
-func (c *consoleSessions) setFlash(v, msg string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	k := sha256.Sum256([]byte(v))
-	if s, ok := c.byID[k]; ok {
-		s.flash = msg
-		c.byID[k] = s
-	}
-}
-
-// takeFlash returns session v's flash and clears it.
-func (c *consoleSessions) takeFlash(v string) string {
+// swapFlash puts msg in session v's flash and returns what was there.
+func (c *consoleSessions) swapFlash(v, msg string) string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	k := sha256.Sum256([]byte(v))
@@ -117,22 +106,22 @@ func (c *consoleSessions) takeFlash(v string) string {
 	if !ok {
 		return ""
 	}
-	msg := s.flash
-	s.flash = ""
+	prev := s.flash
+	s.flash = msg
 	c.byID[k] = s
-	return msg
+	return prev
 }
 
 // flash keeps msg for the next page of r's session; takeFlash reads it once.
 func (s *Server) flash(r *http.Request, msg string) {
 	if c, err := r.Cookie(consoleCookie); err == nil {
-		s.sessions.setFlash(c.Value, msg)
+		s.sessions.swapFlash(c.Value, msg)
 	}
 }
 
 func (s *Server) takeFlash(r *http.Request) string {
 	if c, err := r.Cookie(consoleCookie); err == nil {
-		return s.sessions.takeFlash(c.Value)
+		return s.sessions.swapFlash(c.Value, "")
 	}
 	return ""
 }
