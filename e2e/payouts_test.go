@@ -74,3 +74,62 @@ func TestPayoutFlowThroughTheBinary(t *testing.T) {
 		t.Fatalf("upstream effects %d (want 2), leaked worker credentials %d", pay.Effects(), pay.LeakedAuthorization())
 	}
 }
+
+// TestARefusedCredentialPaysNothingAndTheSegmentGoesAgain runs through the
+// binary with the upstream credential in a file holding the wrong token:
+// the upstream answers 401, the worker is told BACKEND_UNAVAILABLE, the
+// receipt is FAILED (no stored 401 a replay would repeat) and the resource
+// has nothing in flight. The operator renews the file; the same segment,
+// sent again, is paid once, with the new token and no restart.
+func TestARefusedCredentialPaysNothingAndTheSegmentGoesAgain(t *testing.T) {
+	pay := upstream.New(upstream.Options{Credential: "Bearer sk_live_renewed"})
+	srv := pay.Start()
+	defer srv.Close()
+	dir := t.TempDir()
+	token := filepath.Join(dir, "payouts-token")
+	if err := os.WriteFile(token, []byte("sk_live_expired\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(dir, "gw.yaml")
+	yml := fmt.Sprintf(`apis:
+  - name: payouts
+    baseURL: %s
+    credentials: {header: Authorization, prefix: "Bearer ", file: %s}
+    timeout: 5s
+    contract:
+      idempotency:
+        keyRetention: 24h
+    routes:
+      - {method: POST, path: "/v1/accounts/{account}/payouts", resource: "payouts/{account}"}
+`, srv.URL, token)
+	if err := os.WriteFile(cfg, []byte(yml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := startGateway(t, "dev", "--config", cfg, "--data-dir", filepath.Join(dir, "data"), "--identity", "worker-a=token-a")
+	a := p.acquire(t, "token-a", "payouts/acc_1", "a-1", "payroll-8", 30000)
+	call := func() answer {
+		return p.do(t, "POST", "/v1/apis/payouts/v1/accounts/acc_1/payouts", "token-a", map[string]string{
+			"Content-Type": "application/json", "Fence-Grant": a.grant, "Fence-Status": a.status, "Fence-Segment": "1"},
+			`{"amount":100,"currency":"eur"}`)
+	}
+	wantCode(t, call(), http.StatusServiceUnavailable, "BACKEND_UNAVAILABLE")
+	var list struct {
+		Receipts []struct{ State string }
+	}
+	r := p.do(t, "GET", "/v1/receipts?operationId=payroll-8", "token-a", nil, "")
+	if err := json.Unmarshal(r.body, &list); err != nil || len(list.Receipts) != 1 || list.Receipts[0].State != "FAILED" {
+		t.Fatalf("receipts after the refusal: %d %s", r.status, r.body)
+	}
+	if res := p.do(t, "GET", "/v1/resources/payouts/acc_1", "token-a", nil, ""); res.str("pendingReceipt") != "" {
+		t.Fatalf("resource after the refusal: %s", res.body)
+	}
+	if err := os.WriteFile(token, []byte("sk_live_renewed\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if paid := call(); paid.status != http.StatusOK || paid.header.Get("Fence-Replay") != "" {
+		t.Fatalf("the segment sent again: %d %s", paid.status, paid.body)
+	}
+	if pay.Effects() != 1 || pay.Unauthorized() != 1 {
+		t.Fatalf("upstream effects %d (want 1), refused %d (want 1)", pay.Effects(), pay.Unauthorized())
+	}
+}
