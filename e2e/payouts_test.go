@@ -133,3 +133,49 @@ func TestARefusedCredentialPaysNothingAndTheSegmentGoesAgain(t *testing.T) {
 		t.Fatalf("upstream effects %d (want 1), refused %d (want 1)", pay.Effects(), pay.Unauthorized())
 	}
 }
+
+// TestAHeaderBoundAccountThroughTheBinary: a route declared in the config
+// file with headers: {account: Stripe-Account} makes the account part of
+// the resource. A worker holding a lease on connect/acct_1 is refused
+// RESOURCE_MISMATCH for acct_2 and for a second value, and nothing is paid;
+// with acct_1 it pays once.
+func TestAHeaderBoundAccountThroughTheBinary(t *testing.T) {
+	pay := upstream.New(upstream.Options{Credential: "Bearer sk_live_gateway"})
+	srv := pay.Start()
+	defer srv.Close()
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "gw.yaml")
+	yml := fmt.Sprintf(`apis:
+  - name: payouts
+    baseURL: %s
+    credentials: {header: Authorization, prefix: "Bearer ", env: PAYOUTS_TOKEN}
+    forwardHeaders: [Stripe-Account]
+    contract:
+      idempotency:
+        keyRetention: 24h
+    routes:
+      - {method: POST, path: "/v1/accounts/{acct}/payouts", resource: "connect/{account}", headers: {account: Stripe-Account}}
+`, srv.URL)
+	if err := os.WriteFile(cfg, []byte(yml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := startGatewayEnv(t, []string{"PAYOUTS_TOKEN=sk_live_gateway"}, "dev", "--config", cfg, "--data-dir", filepath.Join(dir, "data"),
+		"--identity", "worker-a=token-a")
+	a := p.acquire(t, "token-a", "connect/acct_1", "a-1", "connect-1", 30000)
+	call := func(account string) answer {
+		return p.do(t, "POST", "/v1/apis/payouts/v1/accounts/acc_1/payouts", "token-a", map[string]string{
+			"Content-Type": "application/json", "Fence-Grant": a.grant, "Fence-Status": a.status, "Fence-Segment": "1",
+			"Stripe-Account": account}, `{"amount":100,"currency":"eur"}`)
+	}
+	wantCode(t, call("acct_2"), http.StatusForbidden, "RESOURCE_MISMATCH")
+	wantCode(t, call("acct_1, acct_2"), http.StatusNotFound, "NOT_FOUND")
+	if res := p.do(t, "GET", "/v1/resources/connect/acct_1", "token-a", nil, ""); res.num("highestFence") != 0 || pay.Effects() != 0 {
+		t.Fatalf("refused calls moved the resource (%d %s) or paid (%d)", res.status, res.body, pay.Effects())
+	}
+	if paid := call("acct_1"); paid.status != http.StatusOK {
+		t.Fatalf("acct_1: %d %s", paid.status, paid.body)
+	}
+	if pay.Effects() != 1 {
+		t.Fatalf("upstream effects %d, want 1", pay.Effects())
+	}
+}
