@@ -12,6 +12,31 @@ import (
 	"github.com/fencegate/fencegate/e2e/upstream"
 )
 
+// payoutsGateway starts `gateway dev --config` with one API, payouts, in
+// front of the upstream at url: its credentials (a YAML flow map) and its
+// further fields and routes (YAML lines indented under the API) are the
+// caller's; env is the process's environment beyond the test's, args are
+// added to worker-a's identity.
+func payoutsGateway(t *testing.T, url, credentials, more string, env []string, args ...string) *gatewayProc {
+	t.Helper()
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "gw.yaml")
+	yml := fmt.Sprintf(`apis:
+  - name: payouts
+    baseURL: %s
+    credentials: %s
+    timeout: 5s
+    contract:
+      idempotency:
+        keyRetention: 24h%s
+`, url, credentials, more)
+	if err := os.WriteFile(cfg, []byte(yml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return startGatewayEnv(t, env, append([]string{"dev", "--config", cfg, "--data-dir", filepath.Join(dir, "data"),
+		"--identity", "worker-a=token-a"}, args...)...)
+}
+
 // TestPayoutFlowThroughTheBinary runs a payout flow through `gateway dev
 // --config` against a payments upstream: the gateway injects the upstream
 // credential, a replay returns the stored answer without paying again, and
@@ -20,25 +45,11 @@ func TestPayoutFlowThroughTheBinary(t *testing.T) {
 	pay := upstream.New(upstream.Options{Credential: "Bearer sk_live_gateway"})
 	srv := pay.Start()
 	defer srv.Close()
-	dir := t.TempDir()
-	cfg := filepath.Join(dir, "gw.yaml")
-	yml := fmt.Sprintf(`apis:
-  - name: payouts
-    baseURL: %s
-    credentials: {header: Authorization, prefix: "Bearer ", env: PAYOUTS_TOKEN}
-    timeout: 5s
-    contract:
-      idempotency:
-        keyRetention: 24h
+	p := payoutsGateway(t, srv.URL, `{header: Authorization, prefix: "Bearer ", env: PAYOUTS_TOKEN}`, `
     routes:
       - {method: POST, path: "/v1/accounts/{account}/payouts", resource: "payouts/{account}"}
-      - {method: GET, path: "/v1/payouts", resource: "payouts/acc_1"}
-`, srv.URL)
-	if err := os.WriteFile(cfg, []byte(yml), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	p := startGatewayEnv(t, []string{"PAYOUTS_TOKEN=sk_live_gateway"}, "dev", "--config", cfg, "--data-dir", filepath.Join(dir, "data"),
-		"--identity", "worker-a=token-a", "--identity", "worker-b=token-b")
+      - {method: GET, path: "/v1/payouts", resource: "payouts/acc_1"}`,
+		[]string{"PAYOUTS_TOKEN=sk_live_gateway"}, "--identity", "worker-b=token-b")
 
 	call := func(token string, l lease, seg int, body string) answer {
 		return p.do(t, "POST", "/v1/apis/payouts/v1/accounts/acc_1/payouts", token, map[string]string{
@@ -90,22 +101,9 @@ func TestARefusedCredentialPaysNothingAndTheSegmentGoesAgain(t *testing.T) {
 	if err := os.WriteFile(token, []byte("sk_live_expired\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg := filepath.Join(dir, "gw.yaml")
-	yml := fmt.Sprintf(`apis:
-  - name: payouts
-    baseURL: %s
-    credentials: {header: Authorization, prefix: "Bearer ", file: %s}
-    timeout: 5s
-    contract:
-      idempotency:
-        keyRetention: 24h
+	p := payoutsGateway(t, srv.URL, fmt.Sprintf(`{header: Authorization, prefix: "Bearer ", file: %s}`, token), `
     routes:
-      - {method: POST, path: "/v1/accounts/{account}/payouts", resource: "payouts/{account}"}
-`, srv.URL, token)
-	if err := os.WriteFile(cfg, []byte(yml), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	p := startGateway(t, "dev", "--config", cfg, "--data-dir", filepath.Join(dir, "data"), "--identity", "worker-a=token-a")
+      - {method: POST, path: "/v1/accounts/{account}/payouts", resource: "payouts/{account}"}`, nil)
 	a := p.acquire(t, "token-a", "payouts/acc_1", "a-1", "payroll-8", 30000)
 	call := func() answer {
 		return p.do(t, "POST", "/v1/apis/payouts/v1/accounts/acc_1/payouts", "token-a", map[string]string{
@@ -143,24 +141,11 @@ func TestAHeaderBoundAccountThroughTheBinary(t *testing.T) {
 	pay := upstream.New(upstream.Options{Credential: "Bearer sk_live_gateway"})
 	srv := pay.Start()
 	defer srv.Close()
-	dir := t.TempDir()
-	cfg := filepath.Join(dir, "gw.yaml")
-	yml := fmt.Sprintf(`apis:
-  - name: payouts
-    baseURL: %s
-    credentials: {header: Authorization, prefix: "Bearer ", env: PAYOUTS_TOKEN}
+	p := payoutsGateway(t, srv.URL, `{header: Authorization, prefix: "Bearer ", env: PAYOUTS_TOKEN}`, `
     forwardHeaders: [Stripe-Account]
-    contract:
-      idempotency:
-        keyRetention: 24h
     routes:
-      - {method: POST, path: "/v1/accounts/{acct}/payouts", resource: "connect/{account}", headers: {account: Stripe-Account}}
-`, srv.URL)
-	if err := os.WriteFile(cfg, []byte(yml), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	p := startGatewayEnv(t, []string{"PAYOUTS_TOKEN=sk_live_gateway"}, "dev", "--config", cfg, "--data-dir", filepath.Join(dir, "data"),
-		"--identity", "worker-a=token-a")
+      - {method: POST, path: "/v1/accounts/{acct}/payouts", resource: "connect/{account}", headers: {account: Stripe-Account}}`,
+		[]string{"PAYOUTS_TOKEN=sk_live_gateway"})
 	a := p.acquire(t, "token-a", "connect/acct_1", "a-1", "connect-1", 30000)
 	call := func(account string) answer {
 		return p.do(t, "POST", "/v1/apis/payouts/v1/accounts/acc_1/payouts", "token-a", map[string]string{
