@@ -2,8 +2,12 @@ package gateway
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"io"
+	"sort"
 	"strings"
 
 	"github.com/fencegate/fencegate"
@@ -19,6 +23,42 @@ func SplitObjectTarget(target string) (store, key string, ok bool) {
 		return "", "", false
 	}
 	return strings.Cut(rest, "/")
+}
+
+// ObjectPayloadDigest is the payload digest of an S3 front-door object write,
+// the value that tells a retry from another write (arrivalSegment, the fence
+// rules' replay): the body's digest ("sha256:<hex>") when the write sets no
+// content type and no user metadata, else "sha256:" and the hex SHA-256 of
+// the body's digest, the content type and the metadata sorted by name, each
+// length-prefixed. An S3 object is its bytes with its type and metadata
+// (PutObject replaces all three), so the same bytes with another type or
+// other metadata are another write, never answered as a replay of the
+// first. (The REST door's digest is the body's alone: README, Known
+// limitations.)
+func ObjectPayloadDigest(body, contentType string, meta map[string]string) string {
+	if contentType == "" && len(meta) == 0 {
+		return body
+	}
+	h := sha256.New()
+	field := func(s string) {
+		var n [8]byte
+		binary.BigEndian.PutUint64(n[:], uint64(len(s)))
+		h.Write(n[:])
+		h.Write([]byte(s))
+	}
+	field("fencegate object write v1")
+	field(body)
+	field(contentType)
+	names := make([]string, 0, len(meta))
+	for k := range meta {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		field(k)
+		field(meta[k])
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil))
 }
 
 // ObjectPut writes an object as a conditional write chained on the version the

@@ -46,7 +46,7 @@ func (s *Server) deleteObjects(w http.ResponseWriter, r *http.Request, t *target
 	if err := queryAllowed(r, "DeleteObjects", "delete"); err != nil {
 		return err
 	}
-	doc, err := s.document(r)
+	doc, err := s.document(r, true)
 	if err != nil {
 		return err
 	}

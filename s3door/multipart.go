@@ -67,14 +67,18 @@ type upload struct {
 	// x-amz-checksum-algorithm and x-amz-checksum-type ("" for none).
 	algorithm, checksumType string
 	meta                    map[string]string // the object's user metadata
-	dir                     string
-	created                 time.Time
-	touched                 time.Time  // the last part or completion (guarded by uploads.mu)
-	mu                      sync.Mutex // one part write or completion at a time
-	parts                   map[int]*part
-	done                    *completeResult // set once completed
-	doneAt                  time.Time
-	aborted                 bool // set (under mu) by AbortMultipartUpload before its files go
+	// segment is the x-amz-meta-fence-segment CreateMultipartUpload sent (0
+	// for none): the segment Complete writes, since SDKs send an object's
+	// metadata with the create, not with the complete.
+	segment uint64
+	dir     string
+	created time.Time
+	touched time.Time  // the last part or completion (guarded by uploads.mu)
+	mu      sync.Mutex // one part write or completion at a time
+	parts   map[int]*part
+	done    *completeResult // set once completed
+	doneAt  time.Time
+	aborted bool // set (under mu) by AbortMultipartUpload before its files go
 }
 
 type uploads struct {
@@ -174,7 +178,8 @@ func (s *Server) createUpload(w http.ResponseWriter, r *http.Request, t *target)
 	if err := headersAllowed(r); err != nil {
 		return err
 	}
-	if err := s.staged(r, bucket, key); err != nil {
+	segment, err := s.staged(r, bucket, key)
+	if err != nil {
 		return err
 	}
 	alg, ctype, err := uploadChecksum(r.Header)
@@ -189,7 +194,7 @@ func (s *Server) createUpload(w http.ResponseWriter, r *http.Request, t *target)
 	c := authOf(r).cred
 	u := &upload{id: id, bucket: bucket, key: key, identity: c.Identity, akid: c.AccessKeyID,
 		contentType: r.Header.Get("Content-Type"), dir: filepath.Join(s.uploads.dir, id),
-		created: s.Now(), touched: s.Now(), parts: map[int]*part{}, algorithm: alg, checksumType: ctype, meta: meta}
+		created: s.Now(), touched: s.Now(), parts: map[int]*part{}, algorithm: alg, checksumType: ctype, meta: meta, segment: segment}
 	if err := s.uploads.add(u); err != nil {
 		return err
 	}
@@ -217,7 +222,7 @@ func (s *Server) uploadPart(w http.ResponseWriter, r *http.Request, t *target) e
 	if err != nil {
 		return err
 	}
-	if err := s.staged(r, bucket, key); err != nil {
+	if _, err := s.staged(r, bucket, key); err != nil {
 		return err
 	}
 	h := md5.New() //nolint:gosec
@@ -300,7 +305,14 @@ func (s *Server) completeUpload(w http.ResponseWriter, r *http.Request, t *targe
 	if err != nil {
 		return err
 	}
-	doc, err := s.document(r)
+	switch {
+	case u.segment == 0:
+	case req.AssignSegment:
+		req.Segment, req.AssignSegment = u.segment, false
+	case req.Segment != u.segment:
+		return fencegate.Errorf(fencegate.CodeInvalidRequest, "x-amz-meta-fence-segment %d differs from the %d the upload was created with", req.Segment, u.segment)
+	}
+	doc, err := s.document(r, false)
 	if err != nil {
 		return err
 	}
@@ -371,7 +383,7 @@ func (s *Server) completeUpload(w http.ResponseWriter, r *http.Request, t *targe
 	if err := check.verify(body.SHA256, partSums); err != nil {
 		return err
 	}
-	req.PayloadDigest = body.Digest()
+	req.PayloadDigest = gateway.ObjectPayloadDigest(body.Digest(), u.contentType, u.meta)
 	req.PayloadSize, req.QuarantinePayload = body.Size, body.Keep(s.QuarantinePayload)
 	req.Effect = gateway.ObjectPut{Store: st, Key: key, Body: body.File(), Size: body.Size, ContentType: u.contentType, UserMeta: u.meta}
 	res, err := s.Gateway.Apply(r.Context(), req)

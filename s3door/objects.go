@@ -29,10 +29,11 @@ func (s *Server) fenced(r *http.Request, bucket, key, method string) (gateway.Re
 }
 
 // staged is fenced for a step that stages a later write (multipart create
-// and parts): the grant must also not be superseded already.
-func (s *Server) staged(r *http.Request, bucket, key string) error {
-	_, err := s.fencedCheck(r, bucket, key, http.MethodPut, true)
-	return err
+// and parts): the grant must also not be superseded already. It returns the
+// segment the request numbers (x-amz-meta-fence-segment; 0 for none).
+func (s *Server) staged(r *http.Request, bucket, key string) (uint64, error) {
+	req, err := s.fencedCheck(r, bucket, key, http.MethodPut, true)
+	return req.Segment, err
 }
 
 func (s *Server) fencedCheck(r *http.Request, bucket, key, method string, current bool) (gateway.Request, error) {
@@ -79,14 +80,19 @@ func (s *Server) part(r *http.Request, alsoMD5 io.Writer) (*spool.Body, string, 
 // one is refused as it arrives, not spooled.
 const maxDocument = 4 << 20
 
-// document reads a request's XML document (DeleteObjects, Complete...):
-// its x-amz-checksum-* headers, if any, describe the object, not the
-// document, and are left to the caller.
-func (s *Server) document(r *http.Request) (*spool.Body, error) {
-	hd := http.Header{}
-	for k, v := range r.Header {
-		if !strings.HasPrefix(strings.ToLower(k), "x-amz-checksum-") {
-			hd[k] = v
+// document reads a request's XML document (DeleteObjects, Complete...).
+// Its Content-MD5 is checked against it; so are its x-amz-checksum-*
+// headers when ofDocument (DeleteObjects, whose checksum S3 defines as the
+// request body's), while CompleteMultipartUpload's describe the object and
+// are left to the caller.
+func (s *Server) document(r *http.Request, ofDocument bool) (*spool.Body, error) {
+	hd := r.Header
+	if !ofDocument {
+		hd = http.Header{}
+		for k, v := range r.Header {
+			if !strings.HasPrefix(strings.ToLower(k), "x-amz-checksum-") {
+				hd[k] = v
+			}
 		}
 	}
 	f, _, _, err := s.readBody(r, nil, nil, hd, maxDocument)
@@ -156,12 +162,12 @@ func (s *Server) putObject(w http.ResponseWriter, r *http.Request, t *target) er
 		return err
 	}
 	defer body.Close()
-	req.PayloadDigest = body.Digest()
-	req.PayloadSize, req.QuarantinePayload = body.Size, body.Keep(s.QuarantinePayload)
 	meta, err := userMeta(r.Header)
 	if err != nil {
 		return err
 	}
+	req.PayloadDigest = gateway.ObjectPayloadDigest(body.Digest(), r.Header.Get("Content-Type"), meta)
+	req.PayloadSize, req.QuarantinePayload = body.Size, body.Keep(s.QuarantinePayload)
 	req.Effect = gateway.ObjectPut{Store: st, Key: key, Body: body.Reader(), Size: body.Size, ContentType: r.Header.Get("Content-Type"), UserMeta: meta}
 	res, err := s.Gateway.Apply(r.Context(), req)
 	if err != nil {

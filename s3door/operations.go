@@ -43,6 +43,10 @@ type Operation struct {
 	// create and parts); it must be refused for a grant that is not HELD or
 	// already superseded (gateway.Gateway.Admissible), and changes no store.
 	Stages bool
+	// Discards: the operation throws away what a step staged (an upload's
+	// abort) and changes no store; the lease that staged it may do it after
+	// it ended, so that its staged bytes need not wait for the idle sweep.
+	Discards bool
 
 	serve func(s *Server, w http.ResponseWriter, r *http.Request, t *target) error
 }
@@ -70,7 +74,7 @@ var Operations = []Operation{
 	{Name: "PutObject", Method: http.MethodPut, Level: LevelObject, Mutates: true, serve: (*Server).putObject},
 	{Name: "CreateMultipartUpload", Method: http.MethodPost, Level: LevelObject, Query: "uploads", Stages: true, serve: (*Server).createUpload},
 	{Name: "CompleteMultipartUpload", Method: http.MethodPost, Level: LevelObject, Query: "uploadId", Mutates: true, serve: (*Server).completeUpload},
-	{Name: "AbortMultipartUpload", Method: http.MethodDelete, Level: LevelObject, Query: "uploadId", serve: (*Server).abortUpload},
+	{Name: "AbortMultipartUpload", Method: http.MethodDelete, Level: LevelObject, Query: "uploadId", Discards: true, serve: (*Server).abortUpload},
 	{Name: "DeleteObject", Method: http.MethodDelete, Level: LevelObject, Mutates: true, serve: (*Server).deleteObject},
 	{Name: "ListParts", Method: http.MethodGet, Level: LevelObject, Query: "uploadId", serve: (*Server).listParts},
 	{Name: "GetObject", Method: http.MethodGet, Level: LevelObject, serve: (*Server).getObject},

@@ -102,8 +102,13 @@ func (s *Server) authed(next http.HandlerFunc) http.HandlerFunc {
 // ended refuses every request but a write (or a step staging one) signed
 // with the credential of a lease that is no longer HELD: writes go on to the
 // acceptance point, which refuses them with the precise code (STALE_OWNER).
+// An abort of the lease's own upload is served too: it only discards what
+// the lease staged.
 func ended(r *http.Request, c fencegate.S3Credential) error {
 	if c.State == "" || c.State == fencegate.StateHeld || writes(r) {
+		return nil
+	}
+	if op := operationOf(r); op != nil && op.Discards {
 		return nil
 	}
 	return fencegate.Errorf(fencegate.CodeStatusInvalid, "the credential's lease %s is %s, not HELD", c.Lease, c.State)
@@ -226,10 +231,32 @@ var unsupportedHeaders = []string{
 	"If-Match", "If-None-Match", "If-Modified-Since", "If-Unmodified-Since",
 }
 
+// unstoredHeaders are standard object headers S3 keeps with an object and
+// answers on GET (PutObject: Cache-Control, Content-Disposition,
+// Content-Language, Expires); the object stores behind the front door keep
+// a content type and user metadata only, so a write setting one is
+// NotImplemented rather than a success that drops it.
+var unstoredHeaders = []string{"Cache-Control", "Content-Disposition", "Content-Language", "Expires"}
+
 func headersAllowed(r *http.Request) error {
 	for _, h := range unsupportedHeaders {
 		if r.Header.Get(h) != "" {
 			return notImplemented("the " + h + " header")
+		}
+	}
+	for _, h := range unstoredHeaders {
+		if r.Header.Get(h) != "" {
+			return notImplemented("the " + h + " header (the object stores keep no such header)")
+		}
+	}
+	// aws-chunked is the body's transfer encoding, not the object's
+	// (S3: "Content-Encoding: aws-chunked" with a STREAMING-* payload); any
+	// other coding would have to be kept with the object.
+	for _, v := range r.Header.Values("Content-Encoding") {
+		for _, c := range strings.Split(v, ",") {
+			if c = strings.TrimSpace(c); c != "" && !strings.EqualFold(c, "aws-chunked") {
+				return notImplemented("Content-Encoding " + c + " (the object stores keep no content coding)")
+			}
 		}
 	}
 	if v := r.Header.Get("X-Amz-Acl"); v != "" && v != "private" {

@@ -1,0 +1,260 @@
+package s3door_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
+
+	"github.com/fencegate/fencegate"
+)
+
+// sign signs req (its body already set) for akid with the SDK's signer,
+// the payload hash being the body's SHA-256.
+func (e *env) sign(t *testing.T, akid string, req *http.Request, body []byte) {
+	t.Helper()
+	sum := sha256.Sum256(body)
+	hash := hex.EncodeToString(sum[:])
+	req.Header.Set("X-Amz-Content-Sha256", hash)
+	err := v4.NewSigner(func(o *v4.SignerOptions) { o.DisableURIPathEscaping = true }).SignHTTP(context.Background(),
+		aws.Credentials{AccessKeyID: akid, SecretAccessKey: e.creds[akid].SecretAccessKey}, req, hash, "s3", "us-east-1", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Rule: an object is its bytes with its content type and metadata (S3's
+// PutObject replaces all three), so the same bytes with other metadata are
+// a new write, not a replay of the first; the same bytes and metadata are.
+func TestSameBytesWithOtherMetadataAreANewWrite(t *testing.T) {
+	e := newEnv(t, nil)
+	c := e.client(e.lease("AKIDA", owner, "b/r"))
+	ctx := context.Background()
+	putMeta := func(ct, v string, h *http.Header) error {
+		_, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("b"), Key: aws.String("r/a"), Body: strings.NewReader("same"),
+			ContentType: aws.String(ct), Metadata: map[string]string{"a": v}}, rawHeader(h))
+		return err
+	}
+	var h1, h2, h3 http.Header
+	if err := putMeta("text/plain", "1", &h1); err != nil {
+		t.Fatal(err)
+	}
+	before, puts := e.fingerprint("b/r"), e.store.puts.Load()
+	if err := putMeta("text/plain", "1", &h2); err != nil {
+		t.Fatal(err)
+	}
+	if h2.Get("Fence-Replay") != "true" || h2.Get("Fence-Receipt") != h1.Get("Fence-Receipt") || e.fingerprint("b/r") != before || e.store.puts.Load() != puts {
+		t.Fatalf("a retry with the same bytes and metadata was not a replay: %v", h2)
+	}
+	if err := putMeta("text/html", "2", &h3); err != nil {
+		t.Fatal(err)
+	}
+	if h3.Get("Fence-Replay") != "" || h3.Get("Fence-Receipt") == h1.Get("Fence-Receipt") || e.store.puts.Load() != puts+1 {
+		t.Fatalf("the same bytes with other metadata were answered as a replay: %v", h3)
+	}
+	head, err := c.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String("b"), Key: aws.String("r/a")})
+	if err != nil || head.Metadata["a"] != "2" || aws.ToString(head.ContentType) != "text/html" {
+		t.Fatalf("head after the metadata change: %+v %v", head, err)
+	}
+	r, err := e.fences.Receipt(ctx, h3.Get("Fence-Receipt"))
+	if err != nil || r.Segment != 2 || r.State != fencegate.ReceiptCommitted {
+		t.Fatalf("receipt of the metadata change: %+v %v", r, err)
+	}
+}
+
+// Rule: x-amz-meta-fence-segment sent with CreateMultipartUpload (where
+// SDKs send an object's metadata) numbers the write Complete makes; a
+// Complete naming another segment is refused and changes nothing.
+func TestMultipartWritesTheSegmentItsCreateNamed(t *testing.T) {
+	e := newEnv(t, nil)
+	c := e.client(e.lease("AKIDA", owner, "b/r"))
+	ctx := context.Background()
+	var h http.Header
+	if _, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("b"), Key: aws.String("r/a"), Body: strings.NewReader("x"),
+		Metadata: map[string]string{"fence-segment": "1"}}); err != nil {
+		t.Fatal(err)
+	}
+	begin := func(seg string) (*string, []types.CompletedPart) {
+		up, err := c.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: aws.String("b"), Key: aws.String("r/big"),
+			Metadata: map[string]string{"fence-segment": seg}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := c.UploadPart(ctx, &s3.UploadPartInput{Bucket: aws.String("b"), Key: aws.String("r/big"), UploadId: up.UploadId,
+			PartNumber: aws.Int32(1), Body: bytes.NewReader([]byte("only part"))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return up.UploadId, []types.CompletedPart{{ETag: p.ETag, PartNumber: aws.Int32(1)}}
+	}
+	complete := func(id *string, parts []types.CompletedPart, opts ...func(*s3.Options)) error {
+		_, err := c.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{Bucket: aws.String("b"), Key: aws.String("r/big"),
+			UploadId: id, MultipartUpload: &types.CompletedMultipartUpload{Parts: parts}}, opts...)
+		return err
+	}
+	before := e.fingerprint("b/r")
+	id, parts := begin("5")
+	if code, msg, st := apiCode(t, complete(id, parts)); code != "OperationAborted" || st != 409 || !strings.HasPrefix(msg, "SEGMENT_OUT_OF_ORDER") {
+		t.Fatalf("an upload created as segment 5 after segment 1: %s %d %q", code, st, msg)
+	}
+	id, parts = begin("2")
+	other := s3.WithAPIOptions(smithyhttp.AddHeaderValue("X-Amz-Meta-Fence-Segment", "3"))
+	if code, msg, st := apiCode(t, complete(id, parts, other)); code != "InvalidRequest" || st != 400 || !strings.HasPrefix(msg, "INVALID_REQUEST") {
+		t.Fatalf("a Complete naming another segment than its create: %s %d %q", code, st, msg)
+	}
+	if e.fingerprint("b/r") != before {
+		t.Fatal("a refused Complete changed state")
+	}
+	if err := complete(id, parts, rawHeader(&h)); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := e.fences.Receipt(ctx, h.Get("Fence-Receipt")); err != nil || r.Segment != 2 || r.State != fencegate.ReceiptCommitted {
+		t.Fatalf("the upload created as segment 2: %+v %v", r, err)
+	}
+}
+
+// Rule: DeleteObjects' x-amz-checksum-* is its XML body's checksum (S3's
+// DeleteObjects: "the checksum of the request body"); a wrong one is
+// BadDigest and deletes nothing.
+func TestDeleteObjectsWithAWrongBodyChecksumDeletesNothing(t *testing.T) {
+	e := newEnv(t, nil)
+	c := e.client(e.lease("AKIDA", owner, "b/r"))
+	if err := put(c, "r/a", "keep me"); err != nil {
+		t.Fatal(err)
+	}
+	before, deletes := e.fingerprint("b/r"), e.store.deletes.Load()
+	doc := []byte(`<Delete><Object><Key>r/a</Key></Object></Delete>`)
+	req, _ := http.NewRequest(http.MethodPost, e.srv.URL+"/b?delete=", bytes.NewReader(doc))
+	req.Header.Set("X-Amz-Checksum-Crc32", "AAAAAA==")
+	e.sign(t, "AKIDA", req, doc)
+	resp, err := e.srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("DeleteObjects with a wrong body checksum: %d, want 400", resp.StatusCode)
+	}
+	if e.fingerprint("b/r") != before || e.store.deletes.Load() != deletes {
+		t.Fatal("DeleteObjects with a wrong body checksum changed state")
+	}
+	// The SDK's own (right) checksum deletes.
+	if _, err := c.DeleteObjects(context.Background(), &s3.DeleteObjectsInput{Bucket: aws.String("b"),
+		Delete: &types.Delete{Objects: []types.ObjectIdentifier{{Key: aws.String("r/a")}}}, ChecksumAlgorithm: types.ChecksumAlgorithmCrc32}); err != nil {
+		t.Fatal(err)
+	}
+	if e.store.deletes.Load() != deletes+1 {
+		t.Fatal("DeleteObjects with its right checksum deleted nothing")
+	}
+}
+
+// Rule: a lease that ended may still abort its own upload (it only
+// discards what the lease staged); anything else it asks is refused.
+func TestAnEndedLeaseAbortsItsOwnUpload(t *testing.T) {
+	e := newEnv(t, nil)
+	cred := e.lease("AKIDA", owner, "b/r")
+	c := e.client(cred)
+	ctx := context.Background()
+	up, err := c.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: aws.String("b"), Key: aws.String("r/big")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.UploadPart(ctx, &s3.UploadPartInput{Bucket: aws.String("b"), Key: aws.String("r/big"), UploadId: up.UploadId,
+		PartNumber: aws.Int32(1), Body: strings.NewReader("staged")}); err != nil {
+		t.Fatal(err)
+	}
+	staged := filepath.Join(e.spool, "s3-uploads", aws.ToString(up.UploadId))
+	if _, err := os.Stat(staged); err != nil {
+		t.Fatalf("the upload's staging directory: %v", err)
+	}
+	cred.State = fencegate.StateReleased
+	e.creds["AKIDA"] = cred
+	before := e.fingerprint("b/r")
+	if _, err := c.ListParts(ctx, &s3.ListPartsInput{Bucket: aws.String("b"), Key: aws.String("r/big"), UploadId: up.UploadId}); err == nil {
+		t.Fatal("an ended lease listed its parts")
+	}
+	if _, err := c.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: aws.String("b"), Key: aws.String("r/big"), UploadId: up.UploadId}); err != nil {
+		t.Fatalf("an ended lease's abort of its own upload: %v", err)
+	}
+	if _, err := os.Stat(staged); !os.IsNotExist(err) {
+		t.Fatalf("the aborted upload's parts are still staged: %v", err)
+	}
+	if e.fingerprint("b/r") != before {
+		t.Fatal("the abort changed fence state or objects")
+	}
+}
+
+// Rule: a standard object header the stores cannot keep (Cache-Control,
+// Content-Disposition, Content-Language, Expires, a content coding other
+// than aws-chunked) is NotImplemented, never a success that drops it.
+func TestObjectHeadersTheStoresCannotKeepAreNotImplemented(t *testing.T) {
+	e := newEnv(t, nil)
+	c := e.client(e.lease("AKIDA", owner, "b/r"))
+	ctx := context.Background()
+	before := e.fingerprint("b/r")
+	for name, in := range map[string]*s3.PutObjectInput{
+		"Cache-Control":       {CacheControl: aws.String("no-cache")},
+		"Content-Disposition": {ContentDisposition: aws.String("attachment")},
+		"Content-Language":    {ContentLanguage: aws.String("en")},
+		"Expires":             {Expires: aws.Time(time.Now().Add(time.Hour))},
+		"Content-Encoding":    {ContentEncoding: aws.String("gzip")},
+	} {
+		in.Bucket, in.Key, in.Body = aws.String("b"), aws.String("r/a"), strings.NewReader("x")
+		_, err := c.PutObject(ctx, in)
+		if code, _, st := apiCode(t, err); code != "NotImplemented" || st != 501 {
+			t.Errorf("PutObject with %s: %s %d, want NotImplemented 501", name, code, st)
+		}
+	}
+	_, err := c.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: aws.String("b"), Key: aws.String("r/a"), CacheControl: aws.String("no-cache")})
+	if code, _, st := apiCode(t, err); code != "NotImplemented" || st != 501 {
+		t.Errorf("CreateMultipartUpload with Cache-Control: %s %d", code, st)
+	}
+	if e.fingerprint("b/r") != before {
+		t.Fatal("a refused header changed state")
+	}
+}
+
+// Rule: a presigned URL carries no seed signature for an aws-chunked
+// body's chunk chain, so a presigned STREAMING-* upload is refused and
+// writes nothing.
+func TestPresignedStreamingUploadIsRefused(t *testing.T) {
+	e := newEnv(t, nil)
+	e.lease("AKIDA", owner, "b/r")
+	before := e.fingerprint("b/r")
+	const hash = "STREAMING-AWS4-HMAC-SHA256-PAYLOAD"
+	u := e.srv.URL + "/b/r/a?X-Amz-Expires=300&X-Amz-Content-Sha256=" + url.QueryEscape(hash)
+	req, _ := http.NewRequest(http.MethodPut, u, nil)
+	signed, _, err := v4.NewSigner(func(o *v4.SignerOptions) { o.DisableURIPathEscaping = true }).PresignHTTP(context.Background(),
+		aws.Credentials{AccessKeyID: "AKIDA", SecretAccessKey: e.creds["AKIDA"].SecretAccessKey}, req, hash, "s3", "us-east-1", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := "5;chunk-signature=" + strings.Repeat("0", 64) + "\r\nhello\r\n0;chunk-signature=" + strings.Repeat("0", 64) + "\r\n\r\n"
+	put, _ := http.NewRequest(http.MethodPut, signed, strings.NewReader(body))
+	resp, err := e.srv.Client().Do(put)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotImplemented {
+		t.Fatalf("presigned streaming upload: %d %s, want 501", resp.StatusCode, msg)
+	}
+	if e.fingerprint("b/r") != before {
+		t.Fatal("a presigned streaming upload changed state")
+	}
+}
