@@ -43,7 +43,7 @@ func (s *Store) Admit(ctx context.Context, req fencegate.AdmitRequest) (fencegat
 	}
 	a := &admitCall{req: req}
 	if _, err := s.writes.do(ctx, &writeCall{admit: a}, keys...); err != nil {
-		if a.decided && req.Prior != nil {
+		if !errors.Is(err, errAbandoned) && a.decided && req.Prior != nil {
 			return a.adm, translate(err, "admit") // a ruling: the prior settle committed
 		}
 		return fencegate.Admission{}, translate(err, "admit")

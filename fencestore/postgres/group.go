@@ -2,6 +2,8 @@ package postgres
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -101,8 +103,10 @@ func (g *group[T]) clock() time.Time {
 }
 
 // do queues req and waits for its batch. It returns ctx's error if ctx ends
-// first (the batch may still commit the member: a caller must treat that
-// like a lost answer).
+// first: before a batch took the member, nothing of it runs; after, the
+// batch may still commit it (other members' contexts keep it going), so the
+// error wraps errAbandoned and the caller must treat it like a lost answer
+// and not read the member, which the batch still writes.
 func (g *group[T]) do(ctx context.Context, req T, keys ...string) (*member[T], error) {
 	m := &member[T]{ctx: ctx, req: req, keys: keys, done: make(chan struct{})}
 	g.mu.Lock()
@@ -125,10 +129,20 @@ func (g *group[T]) do(ctx context.Context, req T, keys ...string) (*member[T], e
 			g.mu.Unlock()
 			return m, ctx.Err()
 		}
-		<-m.done // owned by a running batch, which watches ctx too
-		return m, m.err
+		select {
+		case <-m.done: // the batch ended meanwhile: its answer stands
+			return m, m.err
+		default:
+		}
+		// A running batch owns it and runs on while any member's context
+		// lives: the caller's deadline bounds its wait, not the batch.
+		return nil, fmt.Errorf("%w: %w", errAbandoned, ctx.Err())
 	}
 }
+
+// errAbandoned marks do's answer to a caller whose context ended while a
+// batch held its call: the call's write may still commit.
+var errAbandoned = errors.New("fence store: the call's batch is still running; its write may yet commit")
 
 // kick starts batches while a slot is free and queued members can go. g.mu
 // is held.

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"runtime"
 	"slices"
 	"sync"
@@ -223,5 +224,65 @@ func TestGroupGrowsBatchesInsteadOfMultiplyingThem(t *testing.T) {
 	}
 	if n := <-started; n != 3 {
 		t.Fatalf("batch of %d, want 3", n)
+	}
+}
+
+// TestACallerWhoseDeadlinePassesInARunningBatchIsAnsweredAtOnce: a batch
+// runs while any member's context lives, so a member whose own context
+// ends meanwhile must be answered then (as a lost answer, errAbandoned),
+// not when a batch kept going by a member without a deadline ends.
+func TestACallerWhoseDeadlinePassesInARunningBatchIsAnsweredAtOnce(t *testing.T) {
+	first, release, ran := make(chan struct{}), make(chan struct{}), make(chan int, 4)
+	g := &group[int]{slots: 1, run: func(ctx context.Context, ms []*member[int]) {
+		if ms[0].req == 0 {
+			<-first // holds the one slot while the next two queue
+			return
+		}
+		ran <- len(ms)
+		<-release
+		for _, m := range ms {
+			m.err = nil
+		}
+	}}
+	go g.do(context.Background(), 0)
+	for {
+		g.mu.Lock()
+		busy := g.inflight == 1
+		g.mu.Unlock()
+		if busy {
+			break
+		}
+		runtime.Gosched()
+	}
+	undying := make(chan error, 1)
+	go func() { _, err := g.do(context.Background(), 1); undying <- err }()
+	ctx, cancel := context.WithCancel(context.Background())
+	answered := make(chan error, 1)
+	go func() { _, err := g.do(ctx, 2); answered <- err }()
+	for {
+		g.mu.Lock()
+		queued := len(g.queue)
+		g.mu.Unlock()
+		if queued == 2 {
+			break
+		}
+		runtime.Gosched()
+	}
+	close(first)
+	if n := <-ran; n != 2 {
+		t.Fatalf("the batch carried %d members, want both", n)
+	}
+	cancel()
+	select {
+	case err := <-answered:
+		if !errors.Is(err, errAbandoned) || !errors.Is(err, context.Canceled) {
+			t.Fatalf("the abandoned call's answer: %v", err)
+		}
+	case <-time.After(10 * time.Second): // a guard against a hang, not a speed bound
+		t.Fatal("the caller whose context ended waited for the batch")
+	}
+	close(release)
+	if err := <-undying; err != nil {
+		t.Fatalf("the member without a deadline: %v", err)
 	}
 }
