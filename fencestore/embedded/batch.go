@@ -39,8 +39,17 @@ import (
 //     the answer it would have had without batching. An op may therefore run
 //     more than once: it must reset whatever it reports at its start and have
 //     no effect outside tx (bbolt's DB.Batch has the same rule).
-//   - A failed commit answers every op of the batch with the commit's error:
-//     none of them is durable, whatever it decided.
+//   - A failed commit answers every op of the batch with the commit's error,
+//     and the store is then failed (failedCommit): every later write and read
+//     is BACKEND_UNAVAILABLE until the process opens the file again. bbolt
+//     writes the meta page before its fdatasync, and a sync that fails leaves
+//     that page in the page cache and the shared mmap, so later transactions
+//     would read, and build on, a batch no caller was told committed and that
+//     a power loss may still take away: a gateway reading its own admission
+//     there would forward an effect whose admission is not durable. As
+//     PostgreSQL does after a failed fsync (it PANICs, data_sync_retry=off),
+//     the store trusts nothing in memory after one; reopening reads what the
+//     disk holds.
 //
 // There is no fixed delay. When the committer is idle the first op runs at
 // once, alone (c=1 latency is one commit, as before); ops that arrive while a
@@ -86,6 +95,25 @@ func refuse(err error) error {
 
 var errClosed = errors.New("fence store is closed")
 
+// failedCommit is every answer of a store whose commit failed (see Group
+// commit above).
+type failedCommit struct{ err error }
+
+func (f failedCommit) Error() string {
+	return "fence store: a commit failed (" + f.err.Error() + "); nothing it holds in memory is trusted: restart the gateway to reopen the file"
+}
+
+func (f failedCommit) Unwrap() error { return f.err }
+
+// failure is the store's failedCommit as a Fencegate error, or nil while
+// every commit has succeeded.
+func (b *batcher) failure() error {
+	if f := b.failed.Load(); f != nil {
+		return fencegate.Wrap(*f, fencegate.CodeBackendUnavailable, "fence store unavailable")
+	}
+	return nil
+}
+
 type op struct {
 	fn   func(tx *bolt.Tx) error
 	done chan error
@@ -107,6 +135,10 @@ type batcher struct {
 	lastDur  time.Duration
 
 	commits, ops  atomic.Uint64
+	failed        atomic.Pointer[failedCommit] // set by the first failed commit, never cleared
+	// update runs a write transaction (db.Update; tests wrap it to fail a
+	// commit that took effect, as a failed fdatasync does).
+	update func(func(*bolt.Tx) error) error
 	waits, waited atomic.Uint64 // gather's waits and their total in ns
 
 	// The journal's moves (journal.go): mergeEvery committed ops after the
@@ -120,7 +152,7 @@ type batcher struct {
 }
 
 func newBatcher(db *bolt.DB) *batcher {
-	b := &batcher{db: db, wake: make(chan struct{}, 1), full: make(chan struct{}, 1), stopped: make(chan struct{})}
+	b := &batcher{db: db, wake: make(chan struct{}, 1), full: make(chan struct{}, 1), stopped: make(chan struct{}), update: db.Update}
 	b.mergeEvery.Store(defaultJournalMoves)
 	go b.loop()
 	return b
@@ -129,6 +161,9 @@ func newBatcher(db *bolt.DB) *batcher {
 // do runs fn in a batched write transaction and returns its answer once the
 // transaction is durable (or has failed).
 func (b *batcher) do(fn func(tx *bolt.Tx) error) error {
+	if err := b.failure(); err != nil {
+		return err
+	}
 	o := &op{fn: fn, done: make(chan error, 1)}
 	if !b.enqueue(o) {
 		return errClosed
@@ -246,9 +281,15 @@ func (b *batcher) gather(want int) {
 // commit runs ops in one transaction, isolating the ones that fail.
 func (b *batcher) commit(ops []*op) {
 	for len(ops) > 0 {
+		if err := b.failure(); err != nil {
+			for _, o := range ops {
+				o.done <- err
+			}
+			return
+		}
 		answers := make([]error, len(ops))
 		failed := -1
-		err := b.db.Update(func(tx *bolt.Tx) error {
+		err := b.update(func(tx *bolt.Tx) error {
 			fillAppendBuckets(tx)
 			for i, o := range ops {
 				err := call(o.fn, tx)
@@ -278,6 +319,9 @@ func (b *batcher) commit(ops []*op) {
 		if err == nil { // committed: Stats counts the ops of committed transactions
 			b.ops.Add(uint64(len(ops)))
 			b.sinceMerge += uint64(len(ops))
+		} else {
+			b.failed.CompareAndSwap(nil, &failedCommit{err})
+			err = b.failure()
 		}
 		for i, o := range ops {
 			if err != nil {
@@ -308,6 +352,9 @@ const maxMoveSteps = 16
 // been committed since it started. Move transactions are counted apart from
 // the batches (MoveTxs), so a lone write is still one batch.
 func (b *batcher) maybeMerge() {
+	if b.failed.Load() != nil {
+		return // nothing more is written over a failed commit
+	}
 	if b.steps == 0 {
 		if b.sinceMerge < b.mergeEvery.Load() {
 			return

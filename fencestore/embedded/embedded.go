@@ -219,7 +219,10 @@ func Open(path string, opts ...Option) (*Store, error) {
 func (s *Store) Close() error {
 	s.closing.Do(func() {
 		s.batch.close()
-		_, _, merr := moveJournal(s.db, moveBudget, 0)
+		var merr error
+		if s.batch.failed.Load() == nil { // nothing is written over a failed commit
+			_, _, merr = moveJournal(s.db, moveBudget, 0)
+		}
 		if err := errors.Join(merr, s.db.Close()); err != nil {
 			s.closeErr = fencegate.Wrap(err, fencegate.CodeInternal, "close fence store")
 		}
@@ -364,6 +367,9 @@ func (s *Store) Version(ctx context.Context, target string) (string, error) {
 func (s *Store) view(ctx context.Context, fn func(tx *bolt.Tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return ctxErr(err)
+	}
+	if err := s.batch.failure(); err != nil {
+		return err
 	}
 	return s.db.View(fn)
 }
