@@ -134,11 +134,11 @@ type batcher struct {
 	lastSize int
 	lastDur  time.Duration
 
-	commits, ops  atomic.Uint64
-	failed        atomic.Pointer[failedCommit] // set by the first failed commit, never cleared
+	commits, ops atomic.Uint64
+	failed       atomic.Pointer[failedCommit] // set by the first failed commit, never cleared
 	// update runs a write transaction (db.Update; tests wrap it to fail a
 	// commit that took effect, as a failed fdatasync does).
-	update func(func(*bolt.Tx) error) error
+	update        func(func(*bolt.Tx) error) error
 	waits, waited atomic.Uint64 // gather's waits and their total in ns
 
 	// The journal's moves (journal.go): mergeEvery committed ops after the
