@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"strconv"
 	"time"
+	"unicode/utf8"
 )
 
 // ReceiptState is where an admitted effect stands.
@@ -80,8 +81,9 @@ type EffectRequest struct {
 	Key string `json:"key,omitempty"`
 }
 
-// Validate checks that r has a method and a path starting with "/", and fits
-// MaxEffectRequestBody and MaxEffectRequestHeader.
+// Validate checks that r has a method and a path starting with "/", fits
+// MaxEffectRequestBody and MaxEffectRequestHeader, and that its method,
+// path, key and headers are UTF-8 (kept as text, they must come back as sent).
 func (r *EffectRequest) Validate() error {
 	if r.Method == "" || len(r.Path) == 0 || r.Path[0] != '/' {
 		return Errorf(CodeInvalidRequest, "a kept request needs a method and a path starting with /")
@@ -98,6 +100,23 @@ func (r *EffectRequest) Validate() error {
 	}
 	if n > MaxEffectRequestHeader {
 		return Errorf(CodeInvalidRequest, "request headers of %d bytes are over the %d a receipt keeps", n, MaxEffectRequestHeader)
+	}
+	// A receipt keeps the request as text (JSON in a database column), which
+	// would replace bytes that are not UTF-8 (encoding/json writes U+FFFD):
+	// a resend read back from the store would then send other headers under
+	// the same idempotency key. The body is kept as bytes and may be anything.
+	if !utf8.ValidString(r.Method) || !utf8.ValidString(r.Path) || !utf8.ValidString(r.Key) {
+		return Errorf(CodeInvalidRequest, "a kept request's method, path and key must be UTF-8")
+	}
+	for k, vs := range r.Header {
+		if !utf8.ValidString(k) {
+			return Errorf(CodeInvalidRequest, "a kept request's header names must be UTF-8")
+		}
+		for _, v := range vs {
+			if !utf8.ValidString(v) {
+				return Errorf(CodeInvalidRequest, "the %s header's value is not UTF-8, which a receipt cannot keep verbatim", k)
+			}
+		}
 	}
 	return nil
 }

@@ -62,6 +62,14 @@ func invalidRequestIsRejected(f *fx) {
 		"no payload digest":  func(r *fencegate.AdmitRequest) { r.PayloadDigest = "" },
 		"segment 0 on fresh": func(r *fencegate.AdmitRequest) { r.Segment = 0; r.Grant.Resource = "res/fresh" },
 		"negative timeout":   func(r *fencegate.AdmitRequest) { r.EffectTimeout = -time.Second },
+		// A kept request is stored as text: bytes that are not UTF-8 would
+		// come back changed and a resend would send other headers.
+		"kept header not UTF-8": func(r *fencegate.AdmitRequest) {
+			r.Request = &fencegate.EffectRequest{Method: "POST", Path: "/v1/payouts", Header: map[string][]string{"X-Note": {"caf\xe9"}}}
+		},
+		"kept path not UTF-8": func(r *fencegate.AdmitRequest) {
+			r.Request = &fencegate.EffectRequest{Method: "POST", Path: "/v1/payouts/\xff"}
+		},
 	}
 	for _, name := range sortedKeys(mutations) {
 		req := w.req(2, "b")
