@@ -81,7 +81,10 @@ type Lease struct {
 	commitMu sync.Mutex // held for a whole commit: numbering follows order
 	nextSeg  uint64
 	doubt    *inDoubt
-	led      ledger // effect keys of the operation (keyed.go)
+	// settledForOthers are effects whose doubt another effect's commit
+	// settled COMMITTED, kept for their own retry (takeSettled).
+	settledForOthers []settledForOther
+	led              ledger // effect keys of the operation (keyed.go)
 
 	lost    chan struct{} // closed once new effects are not allowed (lost.go)
 	changes []stateChange // to report once l.mu is released

@@ -17,6 +17,17 @@ type inDoubt struct {
 	receipt string
 }
 
+// maxSettledForOthers bounds Lease.settledForOthers.
+const maxSettledForOthers = 16
+
+// settledForOther is a doubt another effect's commit found COMMITTED: the
+// effect in doubt was applied, and its own retry must get that receipt
+// rather than go out again as a new segment (a second charge).
+type settledForOther struct {
+	key string
+	o   outcome
+}
+
 // effect is one commit a writer wants to make.
 type effect struct {
 	key  string
@@ -44,6 +55,9 @@ func (l *Lease) commit(ctx context.Context, e effect) (outcome, error) {
 		if err != nil || done {
 			return o, err
 		}
+	}
+	if o, ok := l.takeSettled(e.key); ok {
+		return o, nil
 	}
 	for attempt := 0; ; attempt++ {
 		grant, proof, err := l.ready(ctx)
@@ -141,8 +155,15 @@ func (l *Lease) settleDoubt(ctx context.Context, key string) (outcome, bool, err
 	case best != nil && best.State == domain.ReceiptCommitted:
 		l.doubt = nil
 		l.nextSeg = max(l.nextSeg, d.seg+1) // never back below segments delegated or resumed since
+		o := outcome{receipt: *best, api: responseOf(*best), reused: true}
 		if d.key == key {
-			return outcome{receipt: *best, api: responseOf(*best), reused: true}, true, nil
+			return o, true, nil
+		}
+		// Another effect found it: the one in doubt keeps its receipt for
+		// its own retry (oldest forgotten past maxSettledForOthers).
+		l.settledForOthers = append(l.settledForOthers, settledForOther{key: d.key, o: o})
+		if len(l.settledForOthers) > maxSettledForOthers {
+			l.settledForOthers = l.settledForOthers[1:]
 		}
 	case best != nil && !best.State.NotApplied():
 		return outcome{}, false, &domain.Error{Code: domain.CodeMutationUnknown, ReceiptID: best.ID,
@@ -151,6 +172,20 @@ func (l *Lease) settleDoubt(ctx context.Context, key string) (outcome, bool, err
 		l.doubt = nil // the segment number is free again
 	}
 	return outcome{}, false, nil
+}
+
+// takeSettled returns (and forgets) the receipt another effect's commit
+// found COMMITTED for an earlier doubt of the effect key, if any: a retry
+// of an effect whose answer was lost is answered with the receipt it got,
+// once; the same effect committed again after that is a new segment.
+func (l *Lease) takeSettled(key string) (outcome, bool) {
+	for i, s := range l.settledForOthers {
+		if s.key == key {
+			l.settledForOthers = append(l.settledForOthers[:i:i], l.settledForOthers[i+1:]...)
+			return s.o, true
+		}
+	}
+	return outcome{}, false
 }
 
 // rank orders receipt states for settling a doubt: COMMITTED wins over in

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -238,5 +239,36 @@ func TestInternalAnswerLeavesTheSegmentInDoubt(t *testing.T) {
 	f.mu.Unlock()
 	if got != "2" || f.count("receipts") != 1 {
 		t.Fatalf("the write after an INTERNAL answer went out as segment %s after %d receipt listings; want 2 after 1", got, f.count("receipts"))
+	}
+}
+
+// Rule: an effect whose answer was lost, found COMMITTED by another
+// effect's commit, is answered with its receipt when it is retried (never
+// sent again as a new segment: a second charge); once only, so the same
+// effect committed after that is a new segment.
+func TestALostCallSettledByAnotherIsRepliedOnItsRetry(t *testing.T) {
+	f, l := held(t)
+	ctx := context.Background()
+	api := l.API("payments")
+	f.loseNext("write")
+	if _, err := api.Call(ctx, "POST", "charges", []byte(`{"amount":5}`), "application/json"); !IsUncertain(err) {
+		t.Fatalf("want uncertain, got %v", err)
+	}
+	if _, err := api.Call(ctx, "POST", "charges", []byte(`{"amount":7}`), "application/json"); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := api.Call(ctx, "POST", "charges", []byte(`{"amount":5}`), "application/json")
+	if err != nil || !resp.Replay || f.count("write") != 2 {
+		t.Fatalf("the retry of the lost call: %+v %v, %d writes sent, want its receipt and 2", resp, err, f.count("write"))
+	}
+	if _, err := api.Call(ctx, "POST", "charges", []byte(`{"amount":5}`), "application/json"); err != nil || f.count("write") != 3 {
+		t.Fatalf("the same call once more: %v, %d writes sent, want a new segment (3)", err, f.count("write"))
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i, h := range f.writes {
+		if h.Get("Fence-Segment") != fmt.Sprint(i+1) {
+			t.Fatalf("write %d went out as segment %s", i, h.Get("Fence-Segment"))
+		}
 	}
 }
