@@ -143,6 +143,16 @@ func (l *Lease) Acquire(ctx context.Context) error {
 		info, err := l.c.Acquire(ctx, l.p.AcquireParams)
 		if err == nil {
 			l.mu.Lock()
+			if l.state.Terminal() {
+				// Released while the acquisition was in flight: the lease
+				// stays released, and the one the registry granted meanwhile
+				// is given back rather than left to block the resource for
+				// its TTL.
+				l.unlock()
+				_, rerr := l.c.Release(ctx, info.Lease)
+				return errors.Join(domain.Errorf(domain.CodeLeaseNotHeld,
+					"lease was released while its acquisition was in flight; the granted lease %s is released", info.Lease), rerr)
+			}
 			defer l.unlock()
 			l.adopt(info, l.firstSend)
 			return l.notHeldLocked()

@@ -352,3 +352,27 @@ func TestAcquireAfterAStoreFaultKeepsItsFirstSend(t *testing.T) {
 		t.Fatalf("%d writes sent", f.count("write"))
 	}
 }
+
+// Rule: a lease released while its acquisition is in flight stays
+// RELEASED when the grant arrives, and the granted lease is released at the
+// registry (not left to block the resource for its TTL).
+func TestReleaseDuringAcquireStaysReleasedAndGivesTheGrantBack(t *testing.T) {
+	f, c := newFake(t)
+	l, err := c.NewLease(params(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := f.hold("acquire")
+	done := make(chan error, 1)
+	go func() { done <- l.Acquire(context.Background()) }()
+	<-g.entered
+	if err := l.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	close(g.release)
+	err = <-done
+	wantCode(t, err, domain.CodeLeaseNotHeld)
+	if l.State() != StateReleased || f.count("release") != 1 {
+		t.Fatalf("after the acquisition's answer: state %s, %d release requests, want RELEASED and 1", l.State(), f.count("release"))
+	}
+}
