@@ -265,7 +265,8 @@ func (l *Lease) Release(ctx context.Context) error {
 
 // Refresh asks the registry for the lease's status (GET /v1/leases/{lease})
 // and keeps the fresh proof and the grant it is bound to. An uncertain or failed answer moves the lease to
-// OWNERSHIP_UNKNOWN; EXPIRED, RELEASED and REVOKED are taken as confirmed.
+// OWNERSHIP_UNKNOWN, unless ctx ended (the caller's cancellation says
+// nothing about the lease); EXPIRED, RELEASED and REVOKED are taken as confirmed.
 func (l *Lease) Refresh(ctx context.Context) error {
 	l.mu.Lock()
 	if err := l.notHeldLocked(); err != nil {
@@ -278,6 +279,11 @@ func (l *Lease) Refresh(ctx context.Context) error {
 	info, err := l.c.LeaseStatus(ctx, id)
 	l.mu.Lock()
 	defer l.unlock()
+	if err != nil && ctx.Err() != nil {
+		// The caller gave up, not the registry: the lease is as it was
+		// (its local deadline still bounds it) and the next send refreshes.
+		return err
+	}
 	if err != nil {
 		l.toUnknown(err)
 		return err

@@ -376,3 +376,27 @@ func TestReleaseDuringAcquireStaysReleasedAndGivesTheGrantBack(t *testing.T) {
 		t.Fatalf("after the acquisition's answer: state %s, %d release requests, want RELEASED and 1", l.State(), f.count("release"))
 	}
 }
+
+// Rule: a write whose own context is cancelled while the lease's proof is
+// being refreshed fails alone: the lease stays HELD and Lost stays open
+// (the caller's cancellation says nothing about the lease).
+func TestACancelledCallerDoesNotMakeTheLeaseUnknown(t *testing.T) {
+	f, l := held(t)
+	l.expireProof()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := l.Objects("bucket").Put(ctx, "jobs/a", strings.NewReader("x"), ""); err == nil {
+		t.Fatal("a write with a cancelled context succeeded")
+	}
+	select {
+	case <-l.Lost():
+		t.Fatalf("one cancelled write closed Lost (state %s)", l.State())
+	default:
+	}
+	if l.State() != StateHeld {
+		t.Fatalf("state %s after one cancelled write, want HELD", l.State())
+	}
+	if _, err := l.Objects("bucket").Put(context.Background(), "jobs/a", strings.NewReader("x"), ""); err != nil || f.count("write") != 1 {
+		t.Fatalf("the next write: %v, %d writes", err, f.count("write"))
+	}
+}
