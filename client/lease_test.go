@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -399,4 +400,34 @@ func TestACancelledCallerDoesNotMakeTheLeaseUnknown(t *testing.T) {
 	if _, err := l.Objects("bucket").Put(context.Background(), "jobs/a", strings.NewReader("x"), ""); err != nil || f.count("write") != 1 {
 		t.Fatalf("the next write: %v, %d writes", err, f.count("write"))
 	}
+}
+
+// Rule: the local deadline holds while a renewal hangs: a Tick past it
+// records OWNERSHIP_UNKNOWN and closes Lost without waiting for the
+// renewal, whose confirmation still brings the lease back to HELD.
+func TestAHangingRenewalDoesNotKeepLostOpenPastTheDeadline(t *testing.T) {
+	f, l := held(t)
+	lost := l.Lost()
+	g := f.hold("renew")
+	var once sync.Once
+	release := func() { once.Do(func() { close(g.release) }) }
+	defer release() // a failure below must not leave the fake's server waiting
+	f.clock.Advance(ttl / 3)
+	done := make(chan error, 1)
+	go func() { done <- l.Tick(context.Background()) }()
+	<-g.entered
+	wantState(t, l, StateRenewing)
+	f.clock.Advance(ttl)
+	_ = l.Tick(context.Background())
+	select {
+	case <-lost:
+	default:
+		t.Fatalf("past the local deadline with the renewal in flight: state %s, Lost open", l.State())
+	}
+	wantState(t, l, StateOwnershipUnknown)
+	release()
+	if err := <-done; err != nil {
+		t.Fatalf("the renewal's answer: %v", err)
+	}
+	wantState(t, l, StateHeld)
 }

@@ -16,12 +16,18 @@ var errDeadline = domain.Errorf(domain.CodeLeaseNotHeld, "local deadline passed 
 // Tick advances the state machine to the client's clock. In HELD past the
 // local deadline it only records OWNERSHIP_UNKNOWN (no request); in HELD past
 // the renewal point it renews (RENEWING); in OWNERSHIP_UNKNOWN it tries a
-// renewal, the only way back to HELD. It returns the renewal's error, if any.
+// renewal, the only way back to HELD. While a renewal is in flight, a Tick
+// past the local deadline records OWNERSHIP_UNKNOWN, and the renewing Tick
+// has one made at the deadline. It returns the renewal's error, if any.
 func (l *Lease) Tick(ctx context.Context) error {
 	l.mu.Lock()
 	now := l.c.now()
 	switch {
-	case l.state.Terminal(), l.state == StateRequested, l.renewing:
+	case l.renewing:
+		l.deadlineWhileRenewingLocked(now)
+		l.unlock()
+		return nil
+	case l.state.Terminal(), l.state == StateRequested:
 		l.unlock()
 		return nil
 	case l.state == StateHeld && !now.Before(l.deadline):
@@ -36,10 +42,25 @@ func (l *Lease) Tick(ctx context.Context) error {
 		l.set(StateRenewing, nil)
 	}
 	l.renewing = true
-	id := l.info.Lease
+	id, deadline := l.info.Lease, l.deadline
 	l.unlock()
 
+	// Run is inside this Tick while the renewal is in flight: a watchdog
+	// ticks at the local deadline, so that a hanging renewal does not keep
+	// Lost open past it.
+	wctx, stop := context.WithCancel(context.Background())
+	if now.Before(deadline) {
+		go func() {
+			if l.c.sleep(wctx, deadline.Sub(now)) != nil || wctx.Err() != nil {
+				return // the renewal was answered first
+			}
+			l.mu.Lock()
+			l.deadlineWhileRenewingLocked(l.c.now())
+			l.unlock()
+		}()
+	}
 	info, err := l.c.Renew(ctx, id, l.p.TTL)
+	stop()
 
 	l.mu.Lock()
 	defer l.unlock()
@@ -59,6 +80,16 @@ func (l *Lease) Tick(ctx context.Context) error {
 		l.toUnknown(err)
 	}
 	return err
+}
+
+// deadlineWhileRenewingLocked records OWNERSHIP_UNKNOWN (Lost closes) when
+// the local deadline has passed while a renewal is in flight (and may hang),
+// without waiting for its answer, which may still bring the lease back to
+// HELD. l.mu is held.
+func (l *Lease) deadlineWhileRenewingLocked(now time.Time) {
+	if l.renewing && l.state == StateRenewing && !now.Before(l.deadline) {
+		l.toUnknown(errDeadline)
+	}
 }
 
 // Run calls Tick on a timer until ctx ends or the lease is terminal. It
