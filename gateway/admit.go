@@ -164,10 +164,12 @@ func (g *Gateway) admit(ctx context.Context, req fencegate.AdmitRequest, recheck
 			return adm, err
 		}
 		r, rerr := g.cfg.Store.Receipt(ctx, fe.ReceiptID)
-		if rerr != nil || r.State != fencegate.ReceiptPending {
-			return adm, err
+		if rerr != nil || r.State == fencegate.ReceiptUnknown {
+			return adm, err // an UNKNOWN waits for the reconciler, not for this caller
 		}
-		if waited >= proveWait && proved != r.ID {
+		// A receipt settled since the refusal leaves the resource free: the
+		// next try (after the same bounded wait) is admitted.
+		if r.State == fencegate.ReceiptPending && waited >= proveWait && proved != r.ID {
 			// Still PENDING: a deferred settle whose process crashed is
 			// proven by its object at once, instead of after Orphan.
 			proved = r.ID
