@@ -60,9 +60,22 @@ func (g *Gateway) shadowForward(ctx context.Context, req Request, vg *fencegate.
 		}
 		defer held.unlock()
 	}
-	// Never alongside a fenced effect in flight on the same resource. This
-	// process's own deferred settle is not one: it is made durable first.
-	for _, res := range []string{req.Resource, grantResource(vg)} {
+	// Never alongside a fenced effect in flight on the same resource, nor on
+	// the resource the target is bound to (a fenced write under a grant for
+	// a covering resource, local/inv for local/inv/7, marks that one, and
+	// the refused request's own grant may be garbage). This process's own
+	// deferred settle is not one: it is made durable first.
+	var bound string
+	if tb, ok := g.cfg.Store.(fencegate.TargetBindings); ok {
+		var err error
+		if bound, err = tb.Binding(ctx, req.Target); err != nil && fencegate.ErrorCode(err) != fencegate.CodeNotFound {
+			return Result{}, err
+		}
+	}
+	for _, res := range []string{req.Resource, grantResource(vg), bound} {
+		if res == "" {
+			continue
+		}
 		g.flushResource(res)
 		if rs, err := g.cfg.Store.Resource(ctx, res); err == nil && rs.PendingReceipt != "" {
 			return Result{}, &fencegate.Error{Code: fencegate.CodeResourceBusy, Message: "another effect on the resource has not settled yet", ReceiptID: rs.PendingReceipt}
