@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"io"
 	"net/http"
@@ -256,5 +257,60 @@ func TestPresignedStreamingUploadIsRefused(t *testing.T) {
 	}
 	if e.fingerprint("b/r") != before {
 		t.Fatal("a presigned streaming upload changed state")
+	}
+}
+
+// Rule: a part sent without a checksum, of an upload created with one, gets
+// the upload's algorithm computed over it (S3 computes it server-side), so
+// the upload's COMPOSITE checksum covers every part: a Complete checksum
+// over only the parts that sent theirs is BadDigest.
+func TestACompositeChecksumCoversAPartSentWithoutOne(t *testing.T) {
+	e := newEnv(t, nil)
+	c := e.client(e.lease("AKIDA", owner, "b/r"))
+	bare := e.client(e.creds["AKIDA"], func(o *s3.Options) { o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired })
+	ctx := context.Background()
+	one, two := bytes.Repeat([]byte("p"), 5<<20), []byte("the last part")
+	up, err := c.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: aws.String("b"), Key: aws.String("r/comp"),
+		ChecksumAlgorithm: types.ChecksumAlgorithmCrc32, ChecksumType: types.ChecksumTypeComposite})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p1, err := c.UploadPart(ctx, &s3.UploadPartInput{Bucket: aws.String("b"), Key: aws.String("r/comp"), UploadId: up.UploadId,
+		PartNumber: aws.Int32(1), Body: bytes.NewReader(one), ChecksumAlgorithm: types.ChecksumAlgorithmCrc32})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var h http.Header
+	p2, err := bare.UploadPart(ctx, &s3.UploadPartInput{Bucket: aws.String("b"), Key: aws.String("r/comp"), UploadId: up.UploadId,
+		PartNumber: aws.Int32(2), Body: bytes.NewReader(two)}, rawHeader(&h))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := h.Get("X-Amz-Checksum-Crc32"); got != crc32b64(two) {
+		t.Fatalf("the part sent without a checksum was answered with %q, want its CRC32 %q", got, crc32b64(two))
+	}
+	raw := func(s string) []byte { b, _ := base64.StdEncoding.DecodeString(s); return b }
+	composite := func(sums ...string) string {
+		var all []byte
+		for _, s := range sums {
+			all = append(all, raw(s)...)
+		}
+		return crc32b64(all) + "-2"
+	}
+	parts := []types.CompletedPart{{PartNumber: aws.Int32(1), ETag: p1.ETag}, {PartNumber: aws.Int32(2), ETag: p2.ETag}}
+	in := &s3.CompleteMultipartUploadInput{Bucket: aws.String("b"), Key: aws.String("r/comp"), UploadId: up.UploadId,
+		MultipartUpload: &types.CompletedMultipartUpload{Parts: parts}, ChecksumCRC32: aws.String(composite(crc32b64(one))),
+		ChecksumType: types.ChecksumTypeComposite}
+	before := e.fingerprint("b/r")
+	_, err = c.CompleteMultipartUpload(ctx, in)
+	if code, _, _ := apiCode(t, err); code != "BadDigest" {
+		t.Fatalf("a composite over the first part only: %s, want BadDigest", code)
+	}
+	if e.fingerprint("b/r") != before {
+		t.Fatal("a refused completion changed state")
+	}
+	in.ChecksumCRC32 = aws.String(composite(crc32b64(one), crc32b64(two)))
+	if _, err := c.CompleteMultipartUpload(ctx, in); err != nil {
+		t.Fatalf("the composite over both parts: %v", err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/xml"
+	"hash"
 	"io"
 	"net/http"
 	"os"
@@ -226,7 +227,19 @@ func (s *Server) uploadPart(w http.ResponseWriter, r *http.Request, t *target) e
 		return err
 	}
 	h := md5.New() //nolint:gosec
-	body, alg, sum, err := s.part(r, h)
+	// A part sent without a checksum of an upload created with one gets it
+	// computed here, as S3 does, so that the upload's COMPOSITE checksum
+	// covers every part (own: the upload's algorithm over the part; nil for
+	// sha256, which the spool computes).
+	var (
+		own  hash.Hash
+		also io.Writer = h
+	)
+	if mk := checksumAlgorithms[u.algorithm]; mk != nil {
+		own = mk()
+		also = io.MultiWriter(h, own)
+	}
+	body, alg, sum, err := s.part(r, also)
 	if err != nil {
 		return err
 	}
@@ -256,13 +269,21 @@ func (s *Server) uploadPart(w http.ResponseWriter, r *http.Request, t *target) e
 		return fencegate.Wrap(err, fencegate.CodeInternal, "cannot stage the part")
 	}
 	p := &part{number: n, size: body.Size, etag: `"` + hex.EncodeToString(h.Sum(nil)) + `"`, path: path, at: s.Now()}
-	if alg == u.algorithm {
+	switch {
+	case alg == u.algorithm:
 		p.checksum = sum
+	case alg == "" && own != nil:
+		p.checksum = base64.StdEncoding.EncodeToString(own.Sum(nil))
+	case alg == "": // sha256
+		p.checksum = base64.StdEncoding.EncodeToString(body.SHA256)
 	}
 	u.parts[n] = p
 	s.uploads.touch(u) // a long part upload counts from its end
-	if alg != "" {
+	switch {
+	case alg != "":
 		w.Header().Set("x-amz-checksum-"+alg, sum)
+	case p.checksum != "":
+		w.Header().Set("x-amz-checksum-"+u.algorithm, p.checksum)
 	}
 	w.Header().Set("ETag", p.etag)
 	w.WriteHeader(http.StatusOK)
