@@ -18,7 +18,11 @@ var _ fencegate.Compactor = (*Store)(nil)
 // settled state it walks the by-state index (in creation order, so it stops
 // at the first receipt created at or after `before`) and deletes the
 // receipts the rules allow, with their live, by-operation, by-resource and
-// by-state entries.
+// by-state entries. A walk that stops at limit is resumed by the next call
+// where it stopped, so that a sweep of calls (the retention worker's, while
+// each deletes limit) examines each receipt the rules keep once, not once
+// per call; a walk that reaches its end starts the next call from the
+// beginning, where kept receipts may since have become compactable.
 func (s *Store) CompactReceipts(ctx context.Context, before time.Time, limit int) (int, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, ctxErr(err)
@@ -26,14 +30,33 @@ func (s *Store) CompactReceipts(ctx context.Context, before time.Time, limit int
 	if limit <= 0 {
 		return 0, nil
 	}
-	var n int
+	s.compactMu.Lock()
+	defer s.compactMu.Unlock()
+	var (
+		n       int
+		next    map[fencegate.ReceiptState][]byte
+		scanned uint64
+	)
 	err := s.batch.do(func(tx *bolt.Tx) error {
-		n = 0
+		n, scanned, next = 0, 0, map[fencegate.ReceiptState][]byte{}
 		var doomed []fencegate.Receipt
 		for _, state := range []fencegate.ReceiptState{fencegate.ReceiptFailed, fencegate.ReceiptNotApplied, fencegate.ReceiptCommitted} {
 			prefix := join([]byte(state))
 			c := treeOf(tx, bByState).Cursor()
-			for k, id := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) && len(doomed) < limit; k, id = c.Next() {
+			var last []byte
+			k, id := c.Seek(prefix)
+			if from := s.compactFrom[state]; from != nil {
+				if k, id = c.Seek(from); bytes.Equal(k, from) {
+					k, id = c.Next() // examined (and kept) by the call before
+				}
+			}
+			for ; k != nil && bytes.HasPrefix(k, prefix); k, id = c.Next() {
+				if len(doomed) == limit {
+					next[state] = last // stopped at the limit: resume after the last examined
+					break
+				}
+				last = bytes.Clone(k)
+				scanned++
 				r, err := getReceipt(tx, string(id))
 				if err != nil {
 					return err
@@ -84,6 +107,8 @@ func (s *Store) CompactReceipts(ctx context.Context, before time.Time, limit int
 	if err != nil {
 		return 0, storeErr(err, "compact receipts")
 	}
+	s.compactFrom = next
+	s.compactScanned.Add(scanned)
 	return n, nil
 }
 

@@ -104,6 +104,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -157,6 +158,13 @@ func fillAppendBuckets(tx *bolt.Tx) {
 type Store struct {
 	db    *bolt.DB
 	batch *batcher
+
+	// compactMu guards compactFrom: per settled state, the by-state key
+	// where the last CompactReceipts stopped at its limit (compact.go).
+	compactMu   sync.Mutex
+	compactFrom map[fencegate.ReceiptState][]byte
+	// compactScanned counts the by-state entries CompactReceipts examined.
+	compactScanned atomic.Uint64
 
 	closing  sync.Once
 	closeErr error
