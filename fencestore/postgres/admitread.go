@@ -95,17 +95,22 @@ func (rd *admitRead) read(ctx context.Context, conn *pgxpool.Conn, ms []*admitCa
 		b.Queue(`INSERT INTO fence_resources (resource) SELECT unnest($1::text[])
 			ON CONFLICT (resource) DO NOTHING RETURNING resource`, sorted)
 	}
+	// Rows are locked in byte order (COLLATE "C", Go's order: the fast path
+	// locks its rows one statement at a time in slices.Sort order), not the
+	// database's default collation, so that the two paths of two replicas
+	// take locks in one order and do not deadlock on a server whose default
+	// collation is a language's (en_US.UTF-8 orders "a-b" after "a/b").
 	// The lock comes before every read of receipts and bindings, so that
 	// they are read (READ COMMITTED: each statement sees what committed
 	// before it) after any transaction that held the lock has ended.
 	if len(priors) == 0 {
 		b.Queue(`SELECT `+resourceCols+` FROM fence_resources WHERE resource = ANY($1::text[])
-			ORDER BY resource FOR UPDATE`, resources)
+			ORDER BY resource COLLATE "C" FOR UPDATE`, resources)
 	} else {
 		// ARRAY(...) is computed once, so the rows are still found by key.
 		b.Queue(`SELECT `+resourceCols+` FROM fence_resources WHERE resource = ANY(ARRAY(
 				SELECT unnest($1::text[]) UNION SELECT resource FROM fence_receipts WHERE receipt_id = ANY($2::text[])))
-			ORDER BY resource FOR UPDATE`, resources, priors)
+			ORDER BY resource COLLATE "C" FOR UPDATE`, resources, priors)
 		b.Queue(`SELECT `+receiptCols+` FROM fence_receipts WHERE receipt_id = ANY($1::text[])`, priors)
 	}
 	if !first {

@@ -216,7 +216,7 @@ func bindAndRead(targets, bound []string) (string, []any) {
 		q.WriteString("($" + strconv.Itoa(2*i+1) + "::text, $" + strconv.Itoa(2*i+2) + "::text)")
 	}
 	q.WriteString(`),
-	ins AS (INSERT INTO fence_targets (target, resource) SELECT target, resource FROM w ORDER BY target
+	ins AS (INSERT INTO fence_targets (target, resource) SELECT target, resource FROM w ORDER BY target COLLATE "C"
 		ON CONFLICT (target) DO NOTHING RETURNING target)
 	SELECT fence_expect(coalesce((SELECT bool_and(EXISTS (SELECT 1 FROM ins WHERE ins.target = w.target)
 			OR EXISTS (SELECT 1 FROM fence_targets t WHERE t.target = w.target AND t.resource = w.resource)) FROM w), true),

@@ -28,7 +28,7 @@ func TestSettleOfAReceiptAdmittedWhileItsBatchWaitsLocksItsRow(t *testing.T) {
 	ms := []*member[*writeCall]{settleW("q-1", committed("v-q", now)), settleW("x-1", notApplied)}
 	done := make(chan struct{})
 	go func() { defer close(done); a.runWrites(ctx, ms) }()
-	waitUntilBlocked(ctx, t, a, tx, done, "ORDER BY resource FOR UPDATE", "the batch did not wait for res/q")
+	waitUntilBlocked(ctx, t, a, tx, done, "ORDER BY resource COLLATE \"C\" FOR UPDATE", "the batch did not wait for res/q")
 	if _, err := b.Admit(ctx, writeReq("res/x", 1, "x-1", now)); err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +80,7 @@ func TestALiveReceiptGivenBackBeforeTheSecondReadDoesNotLinger(t *testing.T) {
 	ms := []*member[*writeCall]{settleW("q-1", committed("v-q", now)), admitN}
 	done := make(chan struct{})
 	go func() { defer close(done); a.runWrites(ctx, ms) }()
-	waitUntilBlocked(ctx, t, a, holdQ, done, "ORDER BY resource FOR UPDATE", "the batch did not wait for res/q")
+	waitUntilBlocked(ctx, t, a, holdQ, done, "ORDER BY resource COLLATE \"C\" FOR UPDATE", "the batch did not wait for res/q")
 	if _, err := b.Admit(ctx, writeReq("res/n", 1, "n-1", now)); err != nil {
 		t.Fatal(err)
 	}
