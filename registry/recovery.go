@@ -60,7 +60,8 @@ type Issuance struct {
 type recovery struct {
 	run     sync.Mutex
 	mu      sync.Mutex
-	checked bool                  // Check ran: mutations carry the guard
+	checked bool                  // Check ran (and found no fault): mutations carry the guard
+	loaded  bool                  // Memory was loaded (once per process)
 	seen    fencegate.Incarnation // marker and Since adopted; highest revision and fence seen
 	lost    bool
 	retired bool // the pre-loss epoch was retired (OnLoss succeeded)
@@ -93,7 +94,7 @@ func (r *Registry) Check(ctx context.Context) error { return r.check(ctx, true) 
 // against what this registry saw, for periodic use while serving.
 func (r *Registry) Watch(ctx context.Context) error { return r.check(ctx, false) }
 
-func (r *Registry) check(ctx context.Context, full bool) error {
+func (r *Registry) check(ctx context.Context, full bool) (err error) {
 	r.rec.run.Lock()
 	defer r.rec.run.Unlock()
 	// Read in causal order: what this registry saw (it only grows as acquires
@@ -102,20 +103,38 @@ func (r *Registry) check(ctx context.Context, full bool) error {
 	// that lands in between look like a rollback.
 	rc := &r.rec
 	rc.mu.Lock()
-	if !rc.checked && r.memory != nil {
+	if !rc.loaded && r.memory != nil {
 		mem, err := r.memory.Load()
 		if err != nil {
 			rc.mu.Unlock()
 			return fencegate.Wrap(err, fencegate.CodeInternal, "load the registry's incarnation memory")
 		}
+		rc.loaded = true
 		rc.seen = mem.Incarnation
 		if now := r.now(); now.Before(mem.ResumeAt) {
 			// Restarted during the pause after a loss this registry found,
-			// claimed and retired: the pause goes on until its end.
+			// claimed and retired: the pause goes on until its end, and
+			// leases from before the claim (a backend restored with them)
+			// read REVOKED after it as before the restart (preLoss).
 			rc.lost, rc.retired, rc.claimed, rc.detect, rc.resume = true, true, true, now, mem.ResumeAt
 			rc.reason = "restarted during the pause after a coordination state loss"
 			rc.paused.Store(true)
+			rc.since.Store(mem.Since)
 		}
+	}
+	if !rc.checked {
+		// Until a check has ended without a fault, every mutation runs one
+		// first (checkedFirst): a check that failed reading the fence store
+		// or the backend compared nothing, and a mutation after it would
+		// carry no guard. One that found a loss did its work: the pause and
+		// the guard take it from there.
+		defer func() {
+			if err != nil && fencegate.ErrorCode(err) != fencegate.CodeStateLost {
+				rc.mu.Lock()
+				rc.checked = false
+				rc.mu.Unlock()
+			}
+		}()
 	}
 	rc.checked = true
 	seen, lost := rc.seen, rc.lost

@@ -1,0 +1,75 @@
+package registry_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/fencegate/fencegate"
+)
+
+// Rule: a backend restored with a lease from before the loss, found by a
+// registry that then restarted during the pause, still reads that lease
+// REVOKED once grants resume (not HELD under the new epoch), its renewal
+// included.
+func TestARestoredLeaseStaysRevokedAfterARestartDuringThePause(t *testing.T) {
+	hw, mem, b := &highWater{}, &memory{}, newSwappable(t)
+	e := newLossEnv(t, b, hw, mem)
+	old := e.mustAcquire("alice", "db/a", "r1")
+	snap := b.snapshot()
+	if _, err := e.r.Release(context.Background(), "alice", old.Lease.ID); err != nil {
+		t.Fatal(err)
+	}
+	later := e.mustAcquire("carol", "db/a", "c1")
+	hw.v.Store(later.Lease.FenceToken)
+	b.restore(snap) // alice's lease HELD again, carol's gone
+	e.wantPaused("dave", "db/b", "d1")
+	again := newLossEnv(t, b, hw, mem) // restarted during the pause
+	again.clock.Advance(time.Second)
+	again.wantPaused("dave", "db/b", "d1")
+	again.clock.Advance(pause)
+	if d := again.mustAcquire("dave", "db/b", "d1"); d.Lease.FenceToken <= later.Lease.FenceToken {
+		t.Fatalf("fence %d issued after the pause, not above the accepted %d", d.Lease.FenceToken, later.Lease.FenceToken)
+	}
+	if st := again.proofState(old.Lease.ID); st != fencegate.StateRevoked {
+		t.Fatalf("the restored pre-loss lease reads %s after the restart during the pause, want REVOKED", st)
+	}
+	if is, err := again.r.Renew(context.Background(), "alice", old.Lease.ID, time.Minute); err == nil && is.State != fencegate.StateRevoked {
+		t.Fatalf("the restored pre-loss lease was renewed %s after the restart during the pause, want REVOKED", is.State)
+	}
+}
+
+// failingOnce is a high-water mark whose first reads fail.
+type failingOnce struct {
+	fails atomic.Int32
+	v     uint64
+}
+
+func (h *failingOnce) HighestFence(context.Context) (uint64, error) {
+	if h.fails.Add(-1) >= 0 {
+		return 0, errors.New("fence store unreachable")
+	}
+	return h.v, nil
+}
+
+// Rule: a Check that failed (the fence store unreachable) compared nothing,
+// so the next mutation runs one again: on a backend emptied behind the
+// registry's back, with gateways at fence 5, no fence at or below 5 is
+// issued.
+func TestAFailedCheckIsRunAgainBeforeTheNextMutation(t *testing.T) {
+	hw := &failingOnce{v: 5}
+	hw.fails.Store(1)
+	e := newLossEnv(t, newSwappable(t), hw, &memory{}, unchecked())
+	if _, err := e.acquire("alice", "db/a", "r1"); err == nil {
+		t.Fatal("the acquire whose check failed was granted")
+	}
+	is, err := e.acquire("alice", "db/a", "r2")
+	if err == nil && is.Lease.FenceToken <= 5 {
+		t.Fatalf("fence %d issued at or below the accepted fence 5 after a failed check", is.Lease.FenceToken)
+	}
+	if err != nil && fencegate.ErrorCode(err) != fencegate.CodeStateLost {
+		t.Fatalf("the acquire after a failed check: %v, want a grant above 5 or COORDINATION_STATE_LOST", err)
+	}
+}
