@@ -153,8 +153,19 @@ func (l *Lease) Acquire(ctx context.Context) error {
 				return errors.Join(domain.Errorf(domain.CodeLeaseNotHeld,
 					"lease was released while its acquisition was in flight; the granted lease %s is released", info.Lease), rerr)
 			}
-			defer l.unlock()
 			l.adopt(info, l.firstSend)
+			if l.state == StateHeld && !l.c.now().Before(l.deadline) {
+				// Answered later than the TTL after the first send (a long
+				// poll, retries): the local deadline, counted from that send,
+				// has passed. Confirm the lease with a renewal at once, whose
+				// own send sets a deadline ahead, rather than hand out a
+				// lease the first write finds unknown.
+				l.toUnknown(errDeadline)
+				l.unlock()
+				_ = l.Tick(ctx)
+				l.mu.Lock()
+			}
+			defer l.unlock()
 			return l.notHeldLocked()
 		}
 		if grantedNothing(err) {

@@ -337,17 +337,22 @@ func TestAcquireAfterARefusalCountsItsDeadlineFromItsOwnSend(t *testing.T) {
 // (BACKEND_UNAVAILABLE: the grant may be written, only its replication
 // unconfirmed) proves nothing was granted, so the lease the same request ID
 // is answered later is counted from the first send: acquired again past
-// that send's TTL, it is not trusted, and its first write is refused
-// locally rather than sent on the registry's clock alone.
+// that send's TTL, it is not trusted on the registry's clock alone. It is
+// confirmed by a renewal first; a renewal the registry refuses leaves it
+// not held, and its first write is refused locally.
 func TestAcquireAfterAStoreFaultKeepsItsFirstSend(t *testing.T) {
 	f, c := newFake(t)
 	f.refuseNext("acquire", domain.CodeBackendUnavailable)
 	l, err := c.AcquireLease(context.Background(), params(""))
 	wantCode(t, err, domain.CodeBackendUnavailable)
 	f.clock.Advance(ttl + 15*time.Second)
+	f.refuseNext("renew", domain.CodeLeaseNotHeld)
 	_ = l.Acquire(context.Background())
+	if f.count("renew") != 1 {
+		t.Fatalf("%d renewals before trusting a lease whose first send is a TTL ago, want 1", f.count("renew"))
+	}
 	if _, err := l.Objects("bucket").Put(context.Background(), "jobs/a", strings.NewReader("x"), ""); domain.ErrorCode(err) != domain.CodeLeaseNotHeld {
-		t.Fatalf("first write of a lease whose first send is a TTL ago: %v, want LEASE_NOT_HELD (refused locally)", err)
+		t.Fatalf("first write of a lease whose renewal was refused: %v, want LEASE_NOT_HELD (refused locally)", err)
 	}
 	if f.count("write") != 0 {
 		t.Fatalf("%d writes sent", f.count("write"))
@@ -430,4 +435,31 @@ func TestAHangingRenewalDoesNotKeepLostOpenPastTheDeadline(t *testing.T) {
 		t.Fatalf("the renewal's answer: %v", err)
 	}
 	wantState(t, l, StateHeld)
+}
+
+// Rule: an acquisition answered more than the TTL after its first send (a
+// long poll) is confirmed by a renewal at once, whose send sets a deadline
+// ahead: the lease is HELD with a usable deadline and its first write goes.
+func TestALongPollAcquisitionAnsweredPastItsTTLIsRenewedAtOnce(t *testing.T) {
+	f, c := newFake(t)
+	l, err := c.NewLease(params(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := f.hold("acquire")
+	done := make(chan error, 1)
+	go func() { done <- l.Acquire(context.Background()) }()
+	<-g.entered
+	f.clock.Advance(ttl + time.Second)
+	close(g.release)
+	if err := <-done; err != nil {
+		t.Fatalf("the late acquisition: %v", err)
+	}
+	wantState(t, l, StateHeld)
+	if f.count("renew") != 1 {
+		t.Fatalf("%d renewals after the late acquisition, want 1", f.count("renew"))
+	}
+	if _, err := l.Objects("bucket").Put(context.Background(), "jobs/a", strings.NewReader("x"), ""); err != nil {
+		t.Fatalf("the first write under the late acquisition: %v", err)
+	}
 }
