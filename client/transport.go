@@ -157,7 +157,7 @@ func (t *Transport) write(req *http.Request) (*http.Response, error) {
 	if key == "" {
 		o, err = t.Lease.commit(req.Context(), effect{key: id, send: send})
 	} else {
-		o, err = t.Lease.commitKeyed(req.Context(), key, send)
+		o, err = t.Lease.commitKeyed(req.Context(), key, keyedRequest{method: req.Method, digest: "sha256:" + hex.EncodeToString(sum[:])}, send)
 	}
 	if err != nil {
 		return nil, err

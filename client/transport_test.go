@@ -2,6 +2,8 @@ package client
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io"
@@ -247,4 +249,39 @@ func TestTransportEarlierOwnersCompactedKeyStaysUnknown(t *testing.T) {
 		t.Fatalf("a once its receipt is compacted: %v, want MUTATION_UNKNOWN", err)
 	}
 	s.wantSegments()
+}
+
+// Rule: an effect key an earlier owner committed for another request (its
+// receipt names another method or body) is INVALID_REQUEST and sends
+// nothing, never that request's stored answer; the same request under it
+// is answered from its receipt.
+func TestTransportKeyUsedForAnotherRequestIsRefused(t *testing.T) {
+	f, c := newFake(t)
+	f.receipts = []domain.Receipt{
+		{ID: "R0", Lease: "L0", FenceToken: 6, Segment: 4, EffectKey: "order-1", OperationID: "op-1", State: domain.ReceiptCommitted,
+			Method: "POST", Target: "apis/pay/v1/charges", PayloadDigest: "sha256:" + hexSHA256("amount=5"),
+			Response: &domain.EffectResponse{Status: 201, Body: []byte(`{"id":"ch_0"}`)}},
+	}
+	f.writes = make([]http.Header, 1)
+	l, err := c.AcquireLease(context.Background(), LeaseParams{AcquireParams: AcquireParams{Resource: "bucket/jobs",
+		RequestID: "r-1", TTL: time.Minute, OperationID: "op-1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &sdk{t: t, f: f, hc: &http.Client{Transport: &Transport{Lease: l, API: "pay"}}}
+	if _, err := s.post("order-1", "amount=9"); domain.ErrorCode(err) != domain.CodeInvalidRequest {
+		t.Fatalf("the key of a committed charge reused with another body: %v, want INVALID_REQUEST", err)
+	}
+	if len(s.segments()) != 1 {
+		t.Fatalf("writes sent for a refused key: %v", s.segments()[1:])
+	}
+	resp, err := s.post("order-1", "amount=5")
+	if err != nil || resp.StatusCode != 201 || resp.Header.Get("Fence-Receipt") != "R0" {
+		t.Fatalf("the same request under its key: %v %v, want R0's answer", resp, err)
+	}
+}
+
+func hexSHA256(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
 }
