@@ -188,6 +188,9 @@ func (l *Lease) sendKeyed(ctx context.Context, key string, seg uint64, send func
 					l.doubt = nil
 				}
 			}
+			if code == domain.CodeQuarantined && l.led.seg[key] != seg {
+				l.afterQuarantine(err, seg) // a new key met a segment another effect holds
+			}
 			return o, err
 		}
 	}

@@ -78,8 +78,24 @@ func (l *Lease) commit(ctx context.Context, e effect) (outcome, error) {
 			if l.afterRefusal(err, attempt) {
 				continue
 			}
+			l.afterQuarantine(err, seg)
 			return o, err
 		}
+	}
+}
+
+// quarantinedSeg is the inDoubt key of a segment another effect holds: it
+// matches no effect's key.
+const quarantinedSeg = "\x00quarantined"
+
+// afterQuarantine: a QUARANTINED answer at a segment this lease has not
+// seen taken (seg >= nextSeg) means another effect of the grant holds it (a
+// send answered late, after its doubt was settled as not admitted): the
+// segment is put in doubt, so that the next commit reads the receipts and
+// numbers past it instead of sending every later effect at it again.
+func (l *Lease) afterQuarantine(err error, seg uint64) {
+	if domain.ErrorCode(err) == domain.CodeQuarantined && seg >= l.nextSeg && l.doubt == nil {
+		l.doubt = &inDoubt{seg: seg, key: quarantinedSeg, receipt: receiptIDOf(err)}
 	}
 }
 
@@ -160,10 +176,13 @@ func (l *Lease) settleDoubt(ctx context.Context, key string) (outcome, bool, err
 			return o, true, nil
 		}
 		// Another effect found it: the one in doubt keeps its receipt for
-		// its own retry (oldest forgotten past maxSettledForOthers).
-		l.settledForOthers = append(l.settledForOthers, settledForOther{key: d.key, o: o})
-		if len(l.settledForOthers) > maxSettledForOthers {
-			l.settledForOthers = l.settledForOthers[1:]
+		// its own retry (oldest forgotten past maxSettledForOthers); a
+		// segment in doubt because another effect held it has no retry.
+		if d.key != quarantinedSeg {
+			l.settledForOthers = append(l.settledForOthers, settledForOther{key: d.key, o: o})
+			if len(l.settledForOthers) > maxSettledForOthers {
+				l.settledForOthers = l.settledForOthers[1:]
+			}
 		}
 	case best != nil && !best.State.NotApplied():
 		return outcome{}, false, &domain.Error{Code: domain.CodeMutationUnknown, ReceiptID: best.ID,

@@ -285,3 +285,25 @@ func hexSHA256(s string) string {
 	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:])
 }
+
+// Rule: a QUARANTINED answer at the next segment (another effect of the
+// grant holds it, answered after this lease last read the receipts) puts
+// the segment in doubt: the next key is numbered past it, not sent at it
+// again.
+func TestTransportQuarantinedAtTheNextSegmentNumbersPastIt(t *testing.T) {
+	s := newSDK(t)
+	if _, err := s.post("k1", "a=1"); err != nil {
+		t.Fatal(err)
+	}
+	s.f.mu.Lock() // an earlier send of this grant, admitted late at segment 2
+	s.f.receipts = append(s.f.receipts, domain.Receipt{ID: "Rlate", Lease: "L1", FenceToken: 7, Segment: 2, EffectKey: "late",
+		OperationID: "op-1", State: domain.ReceiptCommitted})
+	s.f.mu.Unlock()
+	if _, err := s.post("k2", "a=2"); domain.ErrorCode(err) != domain.CodeQuarantined {
+		t.Fatalf("k2 at the segment the late send holds: %v, want QUARANTINED", err)
+	}
+	if _, err := s.post("k2", "a=2"); err != nil {
+		t.Fatalf("k2 again: %v", err)
+	}
+	s.wantSegments("1:k1", "2:k2", "3:k2")
+}
