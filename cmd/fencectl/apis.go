@@ -30,21 +30,23 @@ func callFlags(fs *flag.FlagSet) func(context.Context, *cmd) error {
 		if err != nil {
 			return err
 		}
+		defer lf.close()
 		resp, err := c.client.CallAPI(ctx, c.args[0], strings.ToUpper(c.args[1]), c.args[2], fence, body, *ctype)
 		if err != nil {
 			return err
 		}
-		if err := committed(c, lf, fence.Segment); err != nil {
-			return err
-		}
+		rerr := committed(c, lf, fence.Segment) // the answer is shown either way
 		if c.g.json {
-			return emit(c.out, map[string]any{"status": resp.Status, "receipt": resp.Receipt, "replay": resp.Replay, "body": string(resp.Body)})
+			if err := emit(c.out, map[string]any{"status": resp.Status, "receipt": resp.Receipt, "replay": resp.Replay, "body": string(resp.Body)}); err != nil {
+				return err
+			}
+			return rerr
 		}
 		replay := ""
 		if resp.Replay {
 			replay = " (replay: upstream not called again)"
 		}
 		fmt.Fprintf(c.out, "upstream answered %d, receipt %s%s\n%s\n", resp.Status, resp.Receipt, replay, resp.Body)
-		return nil
+		return rerr
 	}
 }

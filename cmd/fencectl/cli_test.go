@@ -28,9 +28,22 @@ type fakeGateway struct {
 	unknown  bool // answer MUTATION_UNKNOWN to writes
 	// bindingCalls are the methods of the binding requests received.
 	bindingCalls []string
+	// hold, when set, holds the next object write until it is closed
+	// (entered is closed when it arrives); one write only.
+	hold, entered chan struct{}
 }
 
 func (f *fakeGateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == "PUT" && strings.HasPrefix(r.URL.Path, "/v1/objects/") {
+		f.mu.Lock()
+		hold, entered := f.hold, f.entered
+		f.hold, f.entered = nil, nil
+		f.mu.Unlock()
+		if hold != nil {
+			close(entered)
+			<-hold
+		}
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if r.Header.Get("Authorization") != "Bearer tok" {

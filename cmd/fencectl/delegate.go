@@ -51,6 +51,7 @@ func delegateFlags(fs *flag.FlagSet) func(context.Context, *cmd) error {
 		if err != nil {
 			return err
 		}
+		defer lf.close()
 		d, err := c.client.Delegate(ctx, lf.Lease.Lease, lf.Lease.GrantDigest, client.DelegateParams{
 			Delegate: c.args[0], SegmentFrom: from, SegmentTo: to, Segments: set, TargetPrefix: *prefix})
 		if err != nil {
@@ -61,19 +62,26 @@ func delegateFlags(fs *flag.FlagSet) func(context.Context, *cmd) error {
 		for _, s := range set {
 			top = max(top, s)
 		}
-		if top >= lf.NextSegment {
+		var rerr error
+		if was := lf.NextSegment; top >= was {
 			lf.NextSegment = top + 1
 			if err := lf.save(c.g.leaseFile); err != nil {
-				return err
+				// The delegation is minted (shown below): the owner's next
+				// write must still number after it.
+				rerr = notRecorded{fmt.Sprintf("the delegation was minted, but the lease file %s still names segment %d (%v): give your next write --segment %d",
+					c.g.leaseFile, was, err, top+1), err}
 			}
 		}
 		if c.g.json {
-			return emit(c.out, d)
+			if err := emit(c.out, d); err != nil {
+				return err
+			}
+			return rerr
 		}
 		table(c.out, [2]string{"delegation", d.ID}, [2]string{"delegate", d.Claims.Delegate},
 			[2]string{"segments", d.Claims.SegmentsText()}, [2]string{"fence", strconv.FormatUint(d.Claims.FenceToken, 10)},
 			[2]string{"grant", lf.Lease.Grant}, [2]string{"token", d.Delegation})
-		return nil
+		return rerr
 	}
 }
 

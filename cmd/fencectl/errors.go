@@ -19,6 +19,10 @@ const (
 	exitUsage   = 2 // a mistake on the command line; nothing was sent
 	exitUnknown = 3 // no definite answer (transport error, timeout, MUTATION_UNKNOWN, INTERNAL): the request may or may not have taken effect
 	exitLocal   = 4 // a failure on this machine (a file, the lease file, starting a command): nothing was sent, or only reads
+	// exitNotRecorded: the request took effect (its answer is printed) but
+	// the lease file could not be written: the next write must be told its
+	// segment.
+	exitNotRecorded = 5
 )
 
 // The codes of fencectl's own error classes, beside the gateway's (which
@@ -27,6 +31,8 @@ const (
 	codeUsage     = "USAGE"
 	codeUncertain = "UNCERTAIN"
 	codeLocal     = "LOCAL"
+	// codeNotRecorded: done, but the lease file was not updated (exit 5).
+	codeNotRecorded = "NOT_RECORDED"
 )
 
 // hints says what to do about each code, in one line.
@@ -61,6 +67,7 @@ var hints = map[string]string{
 	codeUsage:                                "run 'fencectl help' or 'fencectl COMMAND -h'",
 	codeUncertain:                            "the request may or may not have taken effect; query receipts by operation ID, then retry with the same segment",
 	codeLocal:                                "check the file or lease file named above",
+	codeNotRecorded:                          "it took effect (shown above) but the lease file was not updated: fix the file's directory, and give the next write the segment named above",
 }
 
 // usageError is a mistake on the command line (exit 2).
@@ -92,14 +99,28 @@ type errorDoc struct {
 	ExitCode  int    `json:"exitCode"`
 }
 
+// notRecorded is a request that took effect (the gateway or registry
+// answered it, and its answer was shown) whose lease file could not be
+// written afterwards (exit 5): never reported as "nothing was sent".
+type notRecorded struct {
+	msg string
+	err error
+}
+
+func (e notRecorded) Error() string { return e.msg }
+func (e notRecorded) Unwrap() error { return e.err }
+
 // describe classifies err: its code, detail and exit status.
 func describe(err error) errorDoc {
 	var ue usageError
 	var le localError
+	var nr notRecorded
 	d := errorDoc{Detail: err.Error()}
 	switch {
 	case errors.As(err, &ue):
 		d.Code, d.ExitCode = codeUsage, exitUsage
+	case errors.As(err, &nr):
+		d.Code, d.ExitCode = codeNotRecorded, exitNotRecorded
 	case errors.As(err, &le):
 		d.Code, d.ExitCode = codeLocal, exitLocal
 	case client.IsUncertain(err):
@@ -118,7 +139,7 @@ func describe(err error) errorDoc {
 	}
 	// type and title as the gateway spells them (handlers.writeProblem).
 	kind := "urn:fencegate:problem:"
-	if d.Code == codeUsage || d.Code == codeUncertain || d.Code == codeLocal {
+	if d.Code == codeUsage || d.Code == codeUncertain || d.Code == codeLocal || d.Code == codeNotRecorded {
 		kind = "urn:fencegate:fencectl:"
 	}
 	d.Type = kind + strings.ToLower(d.Code)

@@ -3,6 +3,8 @@ package main
 import (
 	"encoding/json"
 	"os"
+	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/fencegate/fencegate/client"
@@ -15,31 +17,93 @@ type leaseFile struct {
 	TTLMs       int64            `json:"ttlMs"`
 	NextSegment uint64           `json:"nextSegment"`
 	Lease       client.LeaseInfo `json:"lease"`
+
+	lock *os.File // the lease file's lock, held from load to close
 }
 
+// lockLease takes the exclusive lock of the lease file at path (flock on
+// path.lock, waiting for another fencectl that holds it): verbs that read
+// the file, call the gateway and write the file back run one at a time, so
+// that two writes never take one segment and a status never writes back a
+// next segment older than a write's.
+func lockLease(path string) (*os.File, error) {
+	f, err := os.OpenFile(path+".lock", os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, localError{"lock the lease file: " + err.Error(), err}
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, localError{"lock the lease file: " + err.Error(), err}
+	}
+	return f, nil
+}
+
+// loadLease locks and reads the lease file at path; close releases it.
 func loadLease(path string) (*leaseFile, error) {
+	lock, err := lockLease(path)
+	if err != nil {
+		return nil, err
+	}
 	b, err := os.ReadFile(path)
 	if err != nil {
+		lock.Close()
 		return nil, localError{"no lease file " + path + "; run 'fencectl acquire' first", err}
 	}
 	var lf leaseFile
 	if err := json.Unmarshal(b, &lf); err != nil {
+		lock.Close()
 		return nil, localError{"lease file " + path + " is not valid: " + err.Error(), err}
 	}
+	lf.lock = lock
 	return &lf, nil
 }
 
-// save writes the file readable by its owner only (it holds a grant).
+// close releases the lease file's lock (nil-safe, idempotent).
+func (lf *leaseFile) close() {
+	if lf != nil && lf.lock != nil {
+		lf.lock.Close()
+		lf.lock = nil
+	}
+}
+
+// createTemp is os.CreateTemp (a variable for tests to fail).
+var createTemp = os.CreateTemp
+
+// save replaces the file atomically and durably, readable by its owner
+// only (it holds a grant): a temporary file of its own (O_EXCL, 0600, never
+// another's or a link planted at a fixed name), synced, renamed over path,
+// and the directory synced.
 func (lf *leaseFile) save(path string) error {
 	b, err := json.MarshalIndent(lf, "", "  ")
 	if err != nil {
 		return err
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
+	dir := filepath.Dir(path)
+	tmp, err := createTemp(dir, filepath.Base(path)+".tmp-*")
+	if err != nil {
 		return localError{"write lease file: " + err.Error(), err}
 	}
-	return os.Rename(tmp, path)
+	defer os.Remove(tmp.Name()) // gone once renamed
+	_, err = tmp.Write(append(b, '\n'))
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err == nil {
+		if d, derr := os.Open(dir); derr == nil {
+			err = d.Sync()
+			d.Close()
+		}
+	}
+	if err != nil {
+		return localError{"write lease file: " + err.Error(), err}
+	}
+	return nil
 }
 
 // update keeps a newer registry answer, keeping the grant if it has none.

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"flag"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -39,8 +40,17 @@ func acquireFlags(fs *flag.FlagSet) func(context.Context, *cmd) error {
 			return err
 		}
 		lf := &leaseFile{Gateway: c.g.gateway, TTLMs: ttl.Milliseconds(), NextSegment: 1, Lease: l.Info()}
-		if err := lf.save(c.g.leaseFile); err != nil {
-			return err
+		lock, err := lockLease(c.g.leaseFile)
+		if err == nil {
+			err = lf.save(c.g.leaseFile)
+			lock.Close()
+		}
+		if err != nil {
+			if serr := showLease(c, lf); serr != nil {
+				return serr
+			}
+			return notRecorded{fmt.Sprintf("lease %s was acquired, but the lease file %s could not be written (%v): release it ('fencectl release' needs the file) or let its TTL end",
+				lf.Lease.Lease, c.g.leaseFile, err), err}
 		}
 		return showLease(c, lf)
 	}
@@ -77,6 +87,7 @@ func leaseVerb(call func(context.Context, *cmd, *leaseFile) (client.LeaseInfo, e
 		if err != nil {
 			return err
 		}
+		defer lf.close()
 		if err := updateLease(ctx, c, lf, call); err != nil {
 			return err
 		}
@@ -102,7 +113,8 @@ func refreshStatus(ctx context.Context, c *cmd, lf *leaseFile) error {
 }
 
 // fenceFor returns the fence headers for a write with segment seg (0: the
-// lease file's next segment), refreshing a stale status proof first.
+// lease file's next segment), refreshing a stale status proof first. The
+// lease file stays locked until the caller closes it (after committed).
 func fenceFor(ctx context.Context, c *cmd, seg uint64) (*leaseFile, client.Fence, error) {
 	lf, err := loadLease(c.g.leaseFile)
 	if err != nil {
@@ -110,10 +122,12 @@ func fenceFor(ctx context.Context, c *cmd, seg uint64) (*leaseFile, client.Fence
 	}
 	if !lf.proofFresh(time.Now()) {
 		if err := refreshStatus(ctx, c, lf); err != nil {
+			lf.close()
 			return nil, client.Fence{}, err
 		}
 	}
 	if lf.Lease.State != fencegate.StateHeld {
+		lf.close()
 		return nil, client.Fence{}, fencegate.Errorf(fencegate.CodeLeaseNotHeld, "lease %s is %s", lf.Lease.Lease, lf.Lease.State)
 	}
 	if seg == 0 {
@@ -122,12 +136,17 @@ func fenceFor(ctx context.Context, c *cmd, seg uint64) (*leaseFile, client.Fence
 	return lf, client.Fence{Grant: lf.Lease.Grant, Status: lf.Lease.StatusProof, Segment: seg}, nil
 }
 
-// committed records that seg was accepted, so the next write takes seg+1.
+// committed records that seg was accepted, so the next write takes seg+1;
+// a lease file it cannot write is notRecorded (the write took effect).
 func committed(c *cmd, lf *leaseFile, seg uint64) error {
 	if seg >= lf.NextSegment {
 		lf.NextSegment = seg + 1
 	}
-	return lf.save(c.g.leaseFile)
+	if err := lf.save(c.g.leaseFile); err != nil {
+		return notRecorded{fmt.Sprintf("segment %d was accepted, but the lease file %s still names segment %d (%v): give the next write --segment %d",
+			seg, c.g.leaseFile, seg, err, seg+1), err}
+	}
+	return nil
 }
 
 func showLease(c *cmd, lf *leaseFile) error {

@@ -44,16 +44,18 @@ func putFlags(fs *flag.FlagSet) func(context.Context, *cmd) error {
 		if err != nil {
 			return err
 		}
+		defer lf.close()
 		body, done := withProgress(c, progress, "put "+c.args[0], body, size)
 		rc, err := c.client.PutObject(ctx, store, key, fence, body, *ctype)
 		done(err == nil)
 		if err != nil {
 			return err
 		}
-		if err := committed(c, lf, fence.Segment); err != nil {
+		rerr := committed(c, lf, fence.Segment)
+		if err := showReceipt(c, rc); err != nil {
 			return err
 		}
-		return showReceipt(c, rc)
+		return rerr
 	}
 }
 
@@ -68,14 +70,16 @@ func deleteFlags(fs *flag.FlagSet) func(context.Context, *cmd) error {
 		if err != nil {
 			return err
 		}
+		defer lf.close()
 		rc, err := c.client.DeleteObject(ctx, store, key, fence)
 		if err != nil {
 			return err
 		}
-		if err := committed(c, lf, fence.Segment); err != nil {
+		rerr := committed(c, lf, fence.Segment)
+		if err := showReceipt(c, rc); err != nil {
 			return err
 		}
-		return showReceipt(c, rc)
+		return rerr
 	}
 }
 

@@ -1,0 +1,78 @@
+package main
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// flockWaiter reports whether a process waits for a flock (a "->" line in
+// /proc/locks).
+func flockWaiter(t *testing.T) bool {
+	b, err := os.ReadFile("/proc/locks")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Contains(string(b), "-> FLOCK")
+}
+
+// Rule: fencectl verbs on one lease file run one at a time (it is locked
+// from read to write back), so two writes started together take distinct
+// segments, the second numbered after the first.
+func TestTwoPutsOnOneLeaseFileTakeDistinctSegments(t *testing.T) {
+	h := newHarness(t)
+	if code, _, errOut := h.run("acquire", "bucket/jobs", "--ttl", "10s", "--operation", "op-1"); code != 0 {
+		t.Fatalf("acquire: %s", errOut)
+	}
+	file := filepath.Join(h.dir, "data")
+	if err := os.WriteFile(file, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	hold, entered := make(chan struct{}), make(chan struct{})
+	h.fake.mu.Lock()
+	h.fake.hold, h.fake.entered = hold, entered
+	h.fake.mu.Unlock()
+	done := make(chan int, 2)
+	go func() { code, _, _ := h.run("put", "bucket/jobs/a", file); done <- code }()
+	<-entered // the first put is at the gateway, its lease file read
+	go func() { code, _, _ := h.run("put", "bucket/jobs/b", file); done <- code }()
+	for { // the second waits for the lease file, or (unlocked) reaches the gateway
+		h.fake.mu.Lock()
+		n := len(h.fake.writes)
+		h.fake.mu.Unlock()
+		if n > 0 || flockWaiter(t) {
+			break
+		}
+	}
+	close(hold)
+	if a, b := <-done, <-done; a != 0 || b != 0 {
+		t.Fatalf("exit statuses %d, %d", a, b)
+	}
+	h.fake.mu.Lock()
+	defer h.fake.mu.Unlock()
+	if len(h.fake.writes) != 2 || h.fake.writes[0].Get("Fence-Segment") == h.fake.writes[1].Get("Fence-Segment") {
+		t.Fatalf("two puts on one lease file sent segments %q and %q", h.fake.writes[0].Get("Fence-Segment"), h.fake.writes[1].Get("Fence-Segment"))
+	}
+}
+
+// Rule: a write the gateway accepted whose lease file cannot be written
+// afterwards exits 5 (NOT_RECORDED), shows its receipt, and names the
+// segment the next write must give; never exit 4, "nothing was sent".
+func TestAnAcceptedWriteWhoseLeaseFileFailsIsNotRecorded(t *testing.T) {
+	h := newHarness(t)
+	if code, _, errOut := h.run("acquire", "bucket/jobs", "--ttl", "10s", "--operation", "op-1"); code != 0 {
+		t.Fatalf("acquire: %s", errOut)
+	}
+	file := filepath.Join(h.dir, "data")
+	if err := os.WriteFile(file, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	createTemp = func(string, string) (*os.File, error) { return nil, errors.New("no space left on device") }
+	defer func() { createTemp = os.CreateTemp }()
+	code, out, errOut := h.run("put", "bucket/jobs/a", file)
+	if code != exitNotRecorded || !strings.Contains(out, "COMMITTED") || !strings.Contains(errOut, "NOT_RECORDED") || !strings.Contains(errOut, "--segment 2") {
+		t.Fatalf("exit %d\nstdout %s\nstderr %s\nwant exit %d, the receipt shown and --segment 2 named", code, out, errOut, exitNotRecorded)
+	}
+}
