@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/term"
+
 	"github.com/fencegate/fencegate"
 	"github.com/fencegate/fencegate/client"
 )
@@ -161,16 +163,39 @@ func writeS3cmdConfig(creds fencegate.S3AccessKeys, o runOpts) (string, error) {
 	return f.Name(), nil
 }
 
-// supervise runs COMMAND under lease l: renewing it, stopping COMMAND
-// (SIGTERM, then SIGKILL after o.grace) once ownership is lost or unknown,
-// forwarding SIGTERM and SIGHUP (surviving SIGINT, which a terminal sends
-// COMMAND too), and releasing the lease when COMMAND
+// stdinIsTerminal tells whether fencectl's stdin is a terminal; tests
+// replace it.
+var stdinIsTerminal = func() bool {
+	f, ok := stdin.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// supervise runs COMMAND under lease l: renewing it, stopping COMMAND and
+// its process group (SIGTERM, then SIGKILL after o.grace) once ownership is
+// lost or unknown, forwarding SIGTERM and SIGHUP (and SIGINT, unless a
+// terminal sends it to COMMAND too), and releasing the lease when COMMAND
 // has exited. The exit status is COMMAND's (128+n for a signal); if COMMAND
 // was stopped for the lease and still exited 0, it is 1.
 func supervise(ctx context.Context, c *cmd, l *client.Lease, environ []string, o runOpts) error {
 	child := exec.Command(c.rest[0], c.rest[1:]...)
 	child.Env, child.Stdin, child.Stdout, child.Stderr = environ, stdin, c.out, c.errOut
 	child.WaitDelay = o.grace
+	// COMMAND gets a process group of its own, so that stopping it for the
+	// lease stops what it started too (a shell's children would otherwise
+	// keep writing with the lease's credentials), unless fencectl's stdin
+	// is a terminal: an interactive command stays in the terminal's
+	// foreground group, and there only COMMAND itself is signalled.
+	group := !stdinIsTerminal()
+	if group {
+		child.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	}
+	signalChild := func(s os.Signal) {
+		if sig, ok := s.(syscall.Signal); ok && group {
+			_ = syscall.Kill(-child.Process.Pid, sig)
+			return
+		}
+		_ = child.Process.Signal(s)
+	}
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
@@ -195,21 +220,22 @@ wait:
 		case werr = <-done:
 			break wait
 		case s := <-sigs:
-			// SIGINT from a terminal reaches COMMAND by itself (same
-			// process group); fencectl only stays to release the lease.
-			if s != syscall.SIGINT {
-				_ = child.Process.Signal(s)
+			// SIGINT from a terminal reaches COMMAND by itself when it
+			// shares fencectl's process group; fencectl only stays to
+			// release the lease. In a group of its own it is forwarded.
+			if s != syscall.SIGINT || group {
+				signalChild(s)
 			}
 		case <-check.C:
 			if lost == nil {
 				if lost = ownership(l); lost != nil {
 					fmt.Fprintf(c.errOut, "fencectl run: %v: stopping %s (SIGTERM, SIGKILL after %s)\n", lost, c.rest[0], o.grace)
-					_ = child.Process.Signal(syscall.SIGTERM)
+					signalChild(syscall.SIGTERM)
 					kill = time.After(o.grace)
 				}
 			}
 		case <-kill:
-			_ = child.Process.Kill()
+			signalChild(syscall.SIGKILL)
 		}
 	}
 	stopRenewing()

@@ -9,8 +9,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -60,6 +63,12 @@ func child(mode string) {
 	switch mode {
 	case "exit7":
 		os.Exit(7)
+	case "spawn": // starts a grandchild that hangs, names it, and hangs too
+		g := exec.Command(os.Args[0], "-test.run=^$")
+		g.Env = append(os.Environ(), "FENCECTL_TEST_CHILD=hang", "FENCECTL_TEST_OUT="+out+".grandchild")
+		if err := g.Start(); err == nil {
+			_ = os.WriteFile(out+".pid", []byte(strconv.Itoa(g.Process.Pid)), 0o600)
+		}
 	case "sleep":
 		d, _ := time.ParseDuration(os.Getenv("FENCECTL_TEST_SLEEP"))
 		time.Sleep(d)
@@ -264,6 +273,58 @@ func TestRunKillsACommandThatIgnoresSIGTERMOnceOwnershipIsUnknown(t *testing.T) 
 	w.down.Store(false)
 	if c := w.lookup(env["AWS_ACCESS_KEY_ID"]); c.State != fencegate.StateHeld && c.State != fencegate.StateExpired {
 		t.Fatalf("lease %s: nothing could have released it", c.State)
+	}
+}
+
+// gone reports whether process pid has exited (absent, or a zombie no one
+// reaped yet).
+func gone(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return true
+	}
+	_, rest, _ := strings.Cut(string(b), ") ")
+	return strings.HasPrefix(rest, "Z")
+}
+
+// Rule: when the lease is lost, fencectl run stops what COMMAND started
+// too (its process group, stdin not a terminal), not only COMMAND, so no
+// grandchild keeps working with the lease's credentials.
+func TestRunStopsTheCommandsChildrenWhenTheLeaseIsLost(t *testing.T) {
+	orig := stdinIsTerminal
+	stdinIsTerminal = func() bool { return false }
+	t.Cleanup(func() { stdinIsTerminal = orig })
+	w := newRunWorld(t)
+	done := make(chan struct{})
+	var code int
+	go func() {
+		defer close(done)
+		code, _ = w.run("spawn", "--resource", "local/reports/tree", "--ttl", "600ms")
+	}()
+	env := w.childEnv()
+	var pid int
+	for pid == 0 { // the grandchild's PID, written right after the environment
+		if b, err := os.ReadFile(w.out + ".pid"); err == nil {
+			pid, _ = strconv.Atoi(string(b))
+		}
+		runtime.Gosched()
+	}
+	req, _ := http.NewRequest("DELETE", w.srv.URL+"/v1/leases/"+env["FENCEGATE_LEASE"], nil)
+	req.Header.Set("Authorization", "Bearer token-a")
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("release from outside: %v %v", resp, err)
+	}
+	<-done
+	if code != 128+int(syscall.SIGTERM) {
+		t.Fatalf("exit status %d, want 143", code)
+	}
+	deadline := time.Now().Add(10 * time.Second) // a guard against a hang, not a speed bound
+	for !gone(pid) {
+		if time.Now().After(deadline) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+			t.Fatalf("the command's child %d outlived the lease", pid)
+		}
+		runtime.Gosched()
 	}
 }
 
