@@ -359,10 +359,10 @@ func TestAcquireAfterAStoreFaultKeepsItsFirstSend(t *testing.T) {
 	}
 }
 
-// Rule: a lease released while its acquisition is in flight stays
-// RELEASED when the grant arrives, and the granted lease is released at the
-// registry (not left to block the resource for its TTL).
-func TestReleaseDuringAcquireStaysReleasedAndGivesTheGrantBack(t *testing.T) {
+// acquiring starts an acquisition the fake holds (g) until released, and
+// returns once it has reached the fake; done has Acquire's answer.
+func acquiring(t *testing.T) (*fakeGateway, *Lease, *gate, chan error) {
+	t.Helper()
 	f, c := newFake(t)
 	l, err := c.NewLease(params(""))
 	if err != nil {
@@ -372,11 +372,19 @@ func TestReleaseDuringAcquireStaysReleasedAndGivesTheGrantBack(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- l.Acquire(context.Background()) }()
 	<-g.entered
+	return f, l, g, done
+}
+
+// Rule: a lease released while its acquisition is in flight stays
+// RELEASED when the grant arrives, and the granted lease is released at the
+// registry (not left to block the resource for its TTL).
+func TestReleaseDuringAcquireStaysReleasedAndGivesTheGrantBack(t *testing.T) {
+	f, l, g, done := acquiring(t)
 	if err := l.Release(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	close(g.release)
-	err = <-done
+	err := <-done
 	wantCode(t, err, domain.CodeLeaseNotHeld)
 	if l.State() != StateReleased || f.count("release") != 1 {
 		t.Fatalf("after the acquisition's answer: state %s, %d release requests, want RELEASED and 1", l.State(), f.count("release"))
@@ -441,15 +449,7 @@ func TestAHangingRenewalDoesNotKeepLostOpenPastTheDeadline(t *testing.T) {
 // long poll) is confirmed by a renewal at once, whose send sets a deadline
 // ahead: the lease is HELD with a usable deadline and its first write goes.
 func TestALongPollAcquisitionAnsweredPastItsTTLIsRenewedAtOnce(t *testing.T) {
-	f, c := newFake(t)
-	l, err := c.NewLease(params(""))
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := f.hold("acquire")
-	done := make(chan error, 1)
-	go func() { done <- l.Acquire(context.Background()) }()
-	<-g.entered
+	f, l, g, done := acquiring(t)
 	f.clock.Advance(ttl + time.Second)
 	close(g.release)
 	if err := <-done; err != nil {

@@ -18,10 +18,9 @@ func flockWaiter(t *testing.T) bool {
 	return strings.Contains(string(b), "-> FLOCK")
 }
 
-// Rule: fencectl verbs on one lease file run one at a time (it is locked
-// from read to write back), so two writes started together take distinct
-// segments, the second numbered after the first.
-func TestTwoPutsOnOneLeaseFileTakeDistinctSegments(t *testing.T) {
+// acquiredWithAFile is a harness with a lease acquired and a file to put.
+func acquiredWithAFile(t *testing.T) (*harness, string) {
+	t.Helper()
 	h := newHarness(t)
 	if code, _, errOut := h.run("acquire", "bucket/jobs", "--ttl", "10s", "--operation", "op-1"); code != 0 {
 		t.Fatalf("acquire: %s", errOut)
@@ -30,6 +29,14 @@ func TestTwoPutsOnOneLeaseFileTakeDistinctSegments(t *testing.T) {
 	if err := os.WriteFile(file, []byte("x"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	return h, file
+}
+
+// Rule: fencectl verbs on one lease file run one at a time (it is locked
+// from read to write back), so two writes started together take distinct
+// segments, the second numbered after the first.
+func TestTwoPutsOnOneLeaseFileTakeDistinctSegments(t *testing.T) {
+	h, file := acquiredWithAFile(t)
 	hold, entered := make(chan struct{}), make(chan struct{})
 	h.fake.mu.Lock()
 	h.fake.hold, h.fake.entered = hold, entered
@@ -61,14 +68,7 @@ func TestTwoPutsOnOneLeaseFileTakeDistinctSegments(t *testing.T) {
 // afterwards exits 5 (NOT_RECORDED), shows its receipt, and names the
 // segment the next write must give; never exit 4, "nothing was sent".
 func TestAnAcceptedWriteWhoseLeaseFileFailsIsNotRecorded(t *testing.T) {
-	h := newHarness(t)
-	if code, _, errOut := h.run("acquire", "bucket/jobs", "--ttl", "10s", "--operation", "op-1"); code != 0 {
-		t.Fatalf("acquire: %s", errOut)
-	}
-	file := filepath.Join(h.dir, "data")
-	if err := os.WriteFile(file, []byte("x"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	h, file := acquiredWithAFile(t)
 	createTemp = func(string, string) (*os.File, error) { return nil, errors.New("no space left on device") }
 	defer func() { createTemp = os.CreateTemp }()
 	code, out, errOut := h.run("put", "bucket/jobs/a", file)
