@@ -71,7 +71,7 @@ func (l *Lease) commitKeyed(ctx context.Context, key string, req keyedRequest, s
 		return o, err
 	}
 	if d := l.doubt; d != nil {
-		o, done, err := l.settleDoubt(ctx, doubtKey(key)) // its listing goes into the ledger
+		o, done, err := l.settleDoubt(ctx, doubtKey(key), nil) // its listing goes into the ledger
 		if err != nil || done {
 			return o, err
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/fencegate/fencegate/domain"
 )
@@ -14,6 +15,7 @@ import (
 type inDoubt struct {
 	seg     uint64
 	key     string // the effect's local identity: kind, method, target, body digest
+	target  string // the effect's target ("" for a keyed effect)
 	receipt string
 }
 
@@ -24,14 +26,33 @@ const maxSettledForOthers = 16
 // effect in doubt was applied, and its own retry must get that receipt
 // rather than go out again as a new segment (a second charge).
 type settledForOther struct {
-	key string
-	o   outcome
+	key, target string
+	o           outcome
 }
 
-// effect is one commit a writer wants to make.
+// effect is one commit a writer wants to make: its method, target (as the
+// gateway records it in receipts: objects/STORE/KEY, apis/API/PATH) and
+// body digest (hex; "" for a delete), and the key they make (newEffect).
 type effect struct {
-	key  string
-	send func(ctx context.Context, f Fence) (outcome, error)
+	key                    string
+	method, target, digest string
+	send                   func(ctx context.Context, f Fence) (outcome, error)
+}
+
+// newEffect is the effect of method on target with a body of the given hex
+// digest ("" for none).
+func newEffect(method, target, digest string, send func(ctx context.Context, f Fence) (outcome, error)) effect {
+	key := method + " " + target
+	if digest != "" {
+		key += " " + digest
+	}
+	return effect{key: key, method: method, target: target, digest: digest, send: send}
+}
+
+// records reports whether receipt r is e's: the same method and target and,
+// for an effect with a body, the same payload digest.
+func (e *effect) records(r domain.Receipt) bool {
+	return e != nil && r.Method == e.method && r.Target == e.target && (e.digest == "" || r.PayloadDigest == "sha256:"+e.digest)
 }
 
 // outcome is an accepted (or reused) commit.
@@ -51,7 +72,7 @@ func (l *Lease) commit(ctx context.Context, e effect) (outcome, error) {
 		return outcome{}, err
 	}
 	if l.doubt != nil {
-		o, done, err := l.settleDoubt(ctx, e.key)
+		o, done, err := l.settleDoubt(ctx, e.key, &e)
 		if err != nil || done {
 			return o, err
 		}
@@ -70,9 +91,10 @@ func (l *Lease) commit(ctx context.Context, e effect) (outcome, error) {
 		case err == nil:
 			l.nextSeg = seg + 1
 			l.led.accepted = true // a segment of this grant is admitted (keyed.go)
+			l.forgetSettled(e.target)
 			return o, nil
 		case inDoubtAfter(err):
-			l.doubt = &inDoubt{seg: seg, key: e.key, receipt: receiptIDOf(err)}
+			l.doubt = &inDoubt{seg: seg, key: e.key, target: e.target, receipt: receiptIDOf(err)}
 			return o, err
 		default:
 			if l.afterRefusal(err, attempt) {
@@ -140,7 +162,7 @@ func (l *Lease) live() error {
 // COMMITTED receipt advances the numbering and, if key is the same effect, is
 // reused (done). A receipt still PENDING/UNKNOWN refuses anything new. A
 // segment never admitted, FAILED or NOT_APPLIED is free again.
-func (l *Lease) settleDoubt(ctx context.Context, key string) (outcome, bool, error) {
+func (l *Lease) settleDoubt(ctx context.Context, key string, e *effect) (outcome, bool, error) {
 	d := l.doubt
 	info := l.Info()
 	list, err := l.c.Receipts(ctx, info.OperationID)
@@ -172,14 +194,18 @@ func (l *Lease) settleDoubt(ctx context.Context, key string) (outcome, bool, err
 		l.doubt = nil
 		l.nextSeg = max(l.nextSeg, d.seg+1) // never back below segments delegated or resumed since
 		o := outcome{receipt: *best, api: responseOf(*best), reused: true}
-		if d.key == key {
+		if d.key == key || d.key == quarantinedSeg && e.records(*best) {
+			// Its own retry; or, for a segment another effect held, that
+			// effect retried (it lost its answer, and its doubt was
+			// settled as not admitted before its admission was visible).
 			return o, true, nil
 		}
 		// Another effect found it: the one in doubt keeps its receipt for
-		// its own retry (oldest forgotten past maxSettledForOthers); a
-		// segment in doubt because another effect held it has no retry.
+		// its own retry (oldest forgotten past maxSettledForOthers, and
+		// once another write to its target commits); a segment in doubt
+		// because another effect held it has no retry here.
 		if d.key != quarantinedSeg {
-			l.settledForOthers = append(l.settledForOthers, settledForOther{key: d.key, o: o})
+			l.settledForOthers = append(l.settledForOthers, settledForOther{key: d.key, target: d.target, o: o})
 			if len(l.settledForOthers) > maxSettledForOthers {
 				l.settledForOthers = l.settledForOthers[1:]
 			}
@@ -205,6 +231,24 @@ func (l *Lease) takeSettled(key string) (outcome, bool) {
 		}
 	}
 	return outcome{}, false
+}
+
+// forgetSettled drops the kept receipts of effects on an object target once
+// another write to that object has committed: it replaced what they wrote,
+// so the same effect sent after that is a new write, not the retry of the
+// one whose answer was lost. API calls to one path do not replace each
+// other, and their kept receipts stay until their own retry takes them.
+func (l *Lease) forgetSettled(target string) {
+	if !strings.HasPrefix(target, "objects/") {
+		return
+	}
+	kept := l.settledForOthers[:0]
+	for _, s := range l.settledForOthers {
+		if s.target != target {
+			kept = append(kept, s)
+		}
+	}
+	l.settledForOthers = kept
 }
 
 // rank orders receipt states for settling a doubt: COMMITTED wins over in

@@ -2,6 +2,8 @@ package client
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"strings"
 	"testing"
@@ -270,5 +272,59 @@ func TestALostCallSettledByAnotherIsRepliedOnItsRetry(t *testing.T) {
 		if h.Get("Fence-Segment") != fmt.Sprint(i+1) {
 			t.Fatalf("write %d went out as segment %s", i, h.Get("Fence-Segment"))
 		}
+	}
+}
+
+// Rule: a lost delete that another write found COMMITTED is answered on its
+// retry only until the object is written again: after a later write to the
+// same key commits, the same delete is a new write (sent), never the old
+// receipt while the object is back.
+func TestAKeptReceiptOfAnObjectWriteIsForgottenOnceTheObjectIsWrittenAgain(t *testing.T) {
+	f, l := held(t)
+	ctx := context.Background()
+	objs := l.Objects("bucket")
+	f.loseNext("write")
+	if _, err := objs.Delete(ctx, "x"); !IsUncertain(err) {
+		t.Fatalf("want uncertain, got %v", err)
+	}
+	if _, err := objs.Put(ctx, "y", strings.NewReader("y"), ""); err != nil { // settles the delete's doubt
+		t.Fatal(err)
+	}
+	if _, err := objs.Put(ctx, "x", strings.NewReader("new"), ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := objs.Delete(ctx, "x"); err != nil || f.count("write") != 4 {
+		t.Fatalf("deleting x after it was written again: %v, %d writes sent, want 4 (the delete sent)", err, f.count("write"))
+	}
+}
+
+// Rule: a segment in doubt because another effect held it (QUARANTINED) is
+// settled for that effect's own retry: an effect whose answer was lost and
+// whose admission became visible only after its doubt was cleared gets its
+// receipt when retried, not a second send under a new segment.
+func TestARetryFindsItsReceiptAtASegmentAnotherEffectMet(t *testing.T) {
+	f, l := held(t)
+	ctx := context.Background()
+	body := []byte(`{"amount":5}`)
+	sum := sha256.Sum256(body)
+	f.mu.Lock()
+	f.receipts = append(f.receipts, domain.Receipt{ID: "Rlate", Lease: "L1", FenceToken: 7, Segment: 1, OperationID: "op-1",
+		State: domain.ReceiptCommitted, Method: "POST", Target: "apis/payments/charges", PayloadDigest: "sha256:" + hex.EncodeToString(sum[:]),
+		Response: &domain.EffectResponse{Status: 201, Body: []byte(`{"id":"ch_5"}`)}})
+	f.mu.Unlock()
+	l.commitMu.Lock()
+	l.doubt = &inDoubt{seg: 1, key: quarantinedSeg} // another effect met segment 1 held
+	l.commitMu.Unlock()
+	resp, err := l.API("payments").Call(ctx, "POST", "charges", body, "application/json")
+	if err != nil || !resp.Replay || string(resp.Body) != `{"id":"ch_5"}` || f.count("write") != 0 {
+		t.Fatalf("the retry of the effect holding segment 1: %+v %v, %d writes, want its receipt and nothing sent", resp, err, f.count("write"))
+	}
+	if _, err := l.API("payments").Call(ctx, "POST", "charges", []byte(`{"amount":9}`), "application/json"); err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if got := f.writes[len(f.writes)-1].Get("Fence-Segment"); got != "2" {
+		t.Fatalf("the next effect went out as segment %s, want 2", got)
 	}
 }

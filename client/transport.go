@@ -144,7 +144,6 @@ func (t *Transport) write(req *http.Request) (*http.Response, error) {
 	}
 	header := t.sdkHeader(req)
 	sum := sha256.Sum256(body)
-	id := req.Method + " apis/" + t.API + path + " " + hex.EncodeToString(sum[:])
 	send := func(ctx context.Context, f Fence) (outcome, error) {
 		f.EffectKey = key
 		r, err := t.Lease.c.callAPI(ctx, t.API, req.Method, path, f, header, body)
@@ -155,7 +154,7 @@ func (t *Transport) write(req *http.Request) (*http.Response, error) {
 		err error
 	)
 	if key == "" {
-		o, err = t.Lease.commit(req.Context(), effect{key: id, send: send})
+		o, err = t.Lease.commit(req.Context(), newEffect(req.Method, "apis/"+t.API+"/"+strings.TrimPrefix(path, "/"), hex.EncodeToString(sum[:]), send))
 	} else {
 		o, err = t.Lease.commitKeyed(req.Context(), key, keyedRequest{method: req.Method, digest: "sha256:" + hex.EncodeToString(sum[:])}, send)
 	}
