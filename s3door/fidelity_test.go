@@ -314,3 +314,19 @@ func TestACompositeChecksumCoversAPartSentWithoutOne(t *testing.T) {
 		t.Fatalf("the composite over both parts: %v", err)
 	}
 }
+
+// Rule: a DeleteObject carrying Cache-Control (a caching directive, not an
+// object header there) deletes, as S3 does.
+func TestDeleteObjectWithCacheControlDeletes(t *testing.T) {
+	e := newEnv(t, nil)
+	c := e.client(e.lease("AKIDA", owner, "b/r"))
+	if err := put(c, "r/a", "x"); err != nil {
+		t.Fatal(err)
+	}
+	deletes := e.store.deletes.Load()
+	_, err := c.DeleteObject(context.Background(), &s3.DeleteObjectInput{Bucket: aws.String("b"), Key: aws.String("r/a")},
+		s3.WithAPIOptions(smithyhttp.AddHeaderValue("Cache-Control", "no-cache")))
+	if err != nil || e.store.deletes.Load() != deletes+1 {
+		t.Fatalf("DeleteObject with Cache-Control: %v, %d deletes", err, e.store.deletes.Load()-deletes)
+	}
+}
