@@ -368,6 +368,9 @@ func (b *batcher) maybeMerge() {
 	}
 	txs, empty, err := moveJournal(b.db, budget, limit)
 	b.moveTxs.Add(uint64(txs))
+	if err != nil { // a move's commit fails as a batch's does (see Group commit)
+		b.failed.CompareAndSwap(nil, &failedCommit{err})
+	}
 	if err != nil || empty { // empty comes only with a nil error
 		b.steps = 0
 	}
@@ -401,6 +404,12 @@ type BatchStats struct {
 	// its moves ran, which Commits does not count.
 	Merges, MoveTxs uint64
 }
+
+// Failure is nil while every commit has succeeded, and after a failed one
+// the error every call now answers (BACKEND_UNAVAILABLE): the gateway's
+// /healthz reports it, so that an orchestrator restarts the process, which
+// reopens the file.
+func (s *Store) Failure() error { return s.batch.failure() }
 
 var _ fencegate.GroupCommitter = (*Store)(nil)
 

@@ -26,6 +26,9 @@ func TestAFailedCommitFailsTheStoreUntilItIsReopened(t *testing.T) {
 	if _, err := s.Settle(ctx, "r-1", fencegate.Outcome{State: fencegate.ReceiptCommitted, Version: "v1"}); err != nil {
 		t.Fatal(err)
 	}
+	if err := s.Failure(); err != nil {
+		t.Fatalf("Failure before any failed commit: %v", err)
+	}
 	// The transaction commits, as one whose data reached the file does,
 	// and its caller is told it failed, as a failed fdatasync tells it.
 	real := s.batch.update
@@ -40,6 +43,9 @@ func TestAFailedCommitFailsTheStoreUntilItIsReopened(t *testing.T) {
 		t.Fatal("an admission whose commit failed was answered as admitted")
 	}
 	s.batch.update = real
+	if fencegate.ErrorCode(s.Failure()) != fencegate.CodeBackendUnavailable {
+		t.Fatalf("Failure after a failed commit: %v, want BACKEND_UNAVAILABLE (for /healthz)", s.Failure())
+	}
 	if _, err := s.Admit(ctx, admitReq("res/b", 1, "r-b")); fencegate.ErrorCode(err) != fencegate.CodeBackendUnavailable {
 		t.Fatalf("a write after the failed commit: %v, want BACKEND_UNAVAILABLE", err)
 	}

@@ -265,7 +265,7 @@ func Build(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, er
 		Gateway: a.Gateway, Stores: objects, Auth: auth,
 		AdminAuth: handlers.NewBearerTokens(adminTokens), Admin: a.auth, GatewayAuth: handlers.NewBearerTokens(gatewayTokens),
 		Registry: a.Registry, Reconciler: a.reconciler, APIs: apis, MaxBody: cfg.MaxBodyBytes, QuarantinePayload: quarantineBound(cfg.QuarantinePayloadBytes),
-		BodyReadTimeout: cfg.HTTP.BodyReadTimeout, MayRead: access.MayRead, Bindings: bindings, SpoolDir: spool, Log: log, Ready: a.ready.Load,
+		BodyReadTimeout: cfg.HTTP.BodyReadTimeout, MayRead: access.MayRead, Bindings: bindings, SpoolDir: spool, Log: log, Ready: func() bool { return a.ready.Load() && storeHealthy(store) },
 		Refused: a.metrics.Refused, Observe: a.metrics, Tracer: tracer, MemoryBody: memoryBound(cfg.HTTP.MemoryBodyBytes), MemoryBodies: cfg.HTTP.MemoryBodiesBytes, Bodies: bodies,
 	}
 	if a.S3Credentials != nil {
@@ -380,4 +380,15 @@ func quarantineBound(configured int64) int64 {
 		return -1
 	}
 	return configured
+}
+
+// failing is a fence store that can fail for good (the embedded store after
+// a failed commit: only a restart reopens it).
+type failing interface{ Failure() error }
+
+// storeHealthy is false once store reports such a failure, so /healthz
+// tells an orchestrator to restart the gateway.
+func storeHealthy(store fencegate.FenceStore) bool {
+	f, ok := store.(failing)
+	return !ok || f.Failure() == nil
 }
