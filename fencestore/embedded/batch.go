@@ -366,9 +366,9 @@ func (b *batcher) maybeMerge() {
 	if b.steps >= maxMoveSteps {
 		budget, limit = moveBudget, 0
 	}
-	txs, empty, err := moveJournal(b.db, budget, limit)
+	txs, empty, committing, err := moveJournal(b.db, budget, limit)
 	b.moveTxs.Add(uint64(txs))
-	if err != nil { // a move's commit fails as a batch's does (see Group commit)
+	if committing { // a move's commit failed: as a batch's (see Group commit)
 		b.failed.CompareAndSwap(nil, &failedCommit{err})
 	}
 	if err != nil || empty { // empty comes only with a nil error
