@@ -31,6 +31,7 @@ type fakeGateway struct {
 	// hold, when set, holds the next object write until it is closed
 	// (entered is closed when it arrives); one write only.
 	hold, entered chan struct{}
+	statuses      int // GET /v1/leases/L1 answered
 }
 
 func (f *fakeGateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -75,6 +76,7 @@ func (f *fakeGateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		answer(w, http.StatusCreated, lease)
 	case r.Method == "GET" && r.URL.Path == "/v1/leases/L1":
+		f.statuses++
 		answer(w, http.StatusOK, lease)
 	case r.Method == "PUT" && strings.HasPrefix(r.URL.Path, "/v1/objects/"):
 		if f.stale {

@@ -44,17 +44,26 @@ func loadLease(path string) (*leaseFile, error) {
 	if err != nil {
 		return nil, err
 	}
-	b, err := os.ReadFile(path)
+	lf, err := readLease(path)
 	if err != nil {
 		lock.Close()
+		return nil, err
+	}
+	lf.lock = lock
+	return lf, nil
+}
+
+// readLease reads the lease file at path without its lock: a snapshot
+// (the file is only ever replaced whole, by rename).
+func readLease(path string) (*leaseFile, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
 		return nil, localError{"no lease file " + path + "; run 'fencectl acquire' first", err}
 	}
 	var lf leaseFile
 	if err := json.Unmarshal(b, &lf); err != nil {
-		lock.Close()
 		return nil, localError{"lease file " + path + " is not valid: " + err.Error(), err}
 	}
-	lf.lock = lock
 	return &lf, nil
 }
 

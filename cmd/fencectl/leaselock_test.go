@@ -4,18 +4,25 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
 
-// flockWaiter reports whether a process waits for a flock (a "->" line in
-// /proc/locks).
+// flockWaiter reports whether this process waits for a flock (a "->"
+// line of its PID in /proc/locks).
 func flockWaiter(t *testing.T) bool {
 	b, err := os.ReadFile("/proc/locks")
 	if err != nil {
 		t.Fatal(err)
 	}
-	return strings.Contains(string(b), "-> FLOCK")
+	pid := strconv.Itoa(os.Getpid())
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) > 5 && f[1] == "->" && f[2] == "FLOCK" && f[5] == pid {
+			return true
+		}
+	}
+	return false
 }
 
 // acquiredWithAFile is a harness with a lease acquired and a file to put.
@@ -74,5 +81,54 @@ func TestAnAcceptedWriteWhoseLeaseFileFailsIsNotRecorded(t *testing.T) {
 	code, out, errOut := h.run("put", "bucket/jobs/a", file)
 	if code != exitNotRecorded || !strings.Contains(out, "COMMITTED") || !strings.Contains(errOut, "NOT_RECORDED") || !strings.Contains(errOut, "--segment 2") {
 		t.Fatalf("exit %d\nstdout %s\nstderr %s\nwant exit %d, the receipt shown and --segment 2 named", code, out, errOut, exitNotRecorded)
+	}
+}
+
+// Rule: a status refresh (as renew and release) is not held up by a write
+// uploading under the lease file (it calls the registry without the file's
+// lock), and the answer it keeps does not take back the next segment the
+// write recorded.
+func TestStatusBesideAnUploadingPutGoesAtOnceAndKeepsItsSegment(t *testing.T) {
+	h, file := acquiredWithAFile(t)
+	hold, entered := make(chan struct{}), make(chan struct{})
+	h.fake.mu.Lock()
+	h.fake.hold, h.fake.entered = hold, entered
+	h.fake.mu.Unlock()
+	done := make(chan int, 1)
+	go func() { code, _, _ := h.run("put", "bucket/jobs/a", file); done <- code }()
+	<-entered // the put holds the lease file, uploading
+	h.fake.mu.Lock()
+	before := h.fake.statuses
+	h.fake.mu.Unlock()
+	renewed := make(chan int, 1)
+	go func() { code, _, _ := h.run("status"); renewed <- code }()
+	for { // the status reaches the registry, or (locked out) waits for the file
+		h.fake.mu.Lock()
+		n := h.fake.statuses - before
+		h.fake.mu.Unlock()
+		if n > 0 || flockWaiter(t) {
+			break
+		}
+	}
+	h.fake.mu.Lock()
+	n := h.fake.statuses - before
+	h.fake.mu.Unlock()
+	close(hold)
+	if code := <-done; code != 0 {
+		t.Fatalf("put: exit %d", code)
+	}
+	if code := <-renewed; code != 0 {
+		t.Fatalf("status: exit %d", code)
+	}
+	if n == 0 {
+		t.Fatal("the status refresh waited for the uploading put's lease file lock")
+	}
+	if code, _, errOut := h.run("put", "bucket/jobs/b", file); code != 0 {
+		t.Fatalf("the next put: %s", errOut)
+	}
+	h.fake.mu.Lock()
+	defer h.fake.mu.Unlock()
+	if got := h.fake.writes[len(h.fake.writes)-1].Get("Fence-Segment"); got != "2" {
+		t.Fatalf("the write after the status refresh went out as segment %s, want 2", got)
 	}
 }

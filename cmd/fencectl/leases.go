@@ -80,15 +80,34 @@ func statusFlags(fs *flag.FlagSet) func(context.Context, *cmd) error {
 }
 
 // leaseVerb runs call on the lease in the lease file, keeps its answer there
-// and shows the lease.
+// and shows the lease. The call is made without the lease file's lock, so
+// that a renewal is not held up by a write uploading under it; its answer
+// is merged under the lock into the file as it is then (its next segment
+// kept), if the file still names the same lease.
 func leaseVerb(call func(context.Context, *cmd, *leaseFile) (client.LeaseInfo, error)) func(context.Context, *cmd) error {
 	return func(ctx context.Context, c *cmd) error {
+		snap, err := readLease(c.g.leaseFile)
+		if err != nil {
+			return err
+		}
+		info, err := call(ctx, c, snap)
+		if err != nil {
+			return err
+		}
 		lf, err := loadLease(c.g.leaseFile)
 		if err != nil {
 			return err
 		}
 		defer lf.close()
-		if err := updateLease(ctx, c, lf, call); err != nil {
+		if lf.Lease.Lease != snap.Lease.Lease {
+			snap.update(info)
+			if err := showLease(c, snap); err != nil {
+				return err
+			}
+			return localError{fmt.Sprintf("the lease file now names lease %s, not %s: its answer was not kept", lf.Lease.Lease, snap.Lease.Lease), nil}
+		}
+		lf.update(info)
+		if err := lf.save(c.g.leaseFile); err != nil {
 			return err
 		}
 		return showLease(c, lf)
