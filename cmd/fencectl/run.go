@@ -238,6 +238,11 @@ wait:
 			signalChild(syscall.SIGKILL)
 		}
 	}
+	if lost != nil && group {
+		// COMMAND has exited; what it started and that outlived it (a
+		// child trapping SIGTERM) must not go on past the lease either.
+		_ = syscall.Kill(-child.Process.Pid, syscall.SIGKILL)
+	}
 	stopRenewing()
 	<-renewed
 	rel, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)

@@ -63,9 +63,9 @@ func child(mode string) {
 	switch mode {
 	case "exit7":
 		os.Exit(7)
-	case "spawn": // starts a grandchild that hangs, names it, and hangs too
+	case "spawn": // starts a grandchild that ignores SIGTERM, names it, and hangs
 		g := exec.Command(os.Args[0], "-test.run=^$")
-		g.Env = append(os.Environ(), "FENCECTL_TEST_CHILD=hang", "FENCECTL_TEST_OUT="+out+".grandchild")
+		g.Env = append(os.Environ(), "FENCECTL_TEST_CHILD=stubborn", "FENCECTL_TEST_OUT="+out+".grandchild")
 		if err := g.Start(); err == nil {
 			_ = os.WriteFile(out+".pid", []byte(strconv.Itoa(g.Process.Pid)), 0o600)
 		}
@@ -289,7 +289,8 @@ func gone(pid int) bool {
 
 // Rule: when the lease is lost, fencectl run stops what COMMAND started
 // too (its process group, stdin not a terminal), not only COMMAND, so no
-// grandchild keeps working with the lease's credentials.
+// grandchild keeps working with the lease's credentials; one that ignores
+// SIGTERM is killed once COMMAND has exited.
 func TestRunStopsTheCommandsChildrenWhenTheLeaseIsLost(t *testing.T) {
 	orig := stdinIsTerminal
 	stdinIsTerminal = func() bool { return false }
