@@ -58,11 +58,17 @@ func (f *fakeGateway) hold(route string) *gate {
 const statusLife = 5 * time.Second
 
 func newFake(t *testing.T) (*fakeGateway, *Client) {
+	return newFakeWith(t, WithSleep(noSleep))
+}
+
+// newFakeWith is newFake with the client's options (its clock is the
+// fake's) given by opts.
+func newFakeWith(t *testing.T, opts ...Option) (*fakeGateway, *Client) {
 	f := &fakeGateway{t: t, clock: &fakeClock{t: time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)},
 		calls: map[string]int{}, drop: map[string]int{}, problems: map[string][]domain.Code{}, state: domain.StateHeld}
 	srv := httptest.NewServer(f)
 	t.Cleanup(srv.Close)
-	c := New(srv.URL, "tok", WithClock(f.clock.Now), WithSleep(noSleep))
+	c := New(srv.URL, "tok", append([]Option{WithClock(f.clock.Now)}, opts...)...)
 	return f, c
 }
 

@@ -463,3 +463,54 @@ func TestALongPollAcquisitionAnsweredPastItsTTLIsRenewedAtOnce(t *testing.T) {
 		t.Fatalf("the first write under the late acquisition: %v", err)
 	}
 }
+
+// Rule: Run is inside the renewing Tick while a renewal hangs, so that Tick
+// watches the local deadline itself: when its wait (the client's injected
+// sleep) ends with the deadline passed, the lease is OWNERSHIP_UNKNOWN and
+// Lost closes, with no other Tick.
+func TestTheRenewingTickClosesLostAtTheDeadlineByItself(t *testing.T) {
+	waits := make(chan chan struct{}, 4)
+	sleep := func(ctx context.Context, d time.Duration) error {
+		wake := make(chan struct{})
+		waits <- wake
+		select {
+		case <-wake:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	f, c := newFakeWith(t, WithSleep(sleep))
+	l, err := c.AcquireLease(context.Background(), params(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lost := l.Lost()
+	g := f.hold("renew")
+	var once sync.Once
+	release := func() { once.Do(func() { close(g.release) }) }
+	defer release()
+	f.clock.Advance(ttl / 3)
+	done := make(chan error, 1)
+	go func() { done <- l.Tick(context.Background()) }()
+	<-g.entered
+	var wake chan struct{}
+	select {
+	case wake = <-waits: // the watchdog, waiting for the deadline
+	case <-time.After(10 * time.Second): // a guard against a hang
+		t.Fatal("nothing in the renewing Tick waits for the local deadline")
+	}
+	f.clock.Advance(ttl)
+	close(wake)
+	select {
+	case <-lost:
+	case <-time.After(10 * time.Second): // a guard against a hang, not a speed bound
+		t.Fatalf("past the deadline with the renewal hanging: state %s, Lost open", l.State())
+	}
+	wantState(t, l, StateOwnershipUnknown)
+	release()
+	if err := <-done; err != nil {
+		t.Fatalf("the renewal's answer: %v", err)
+	}
+	wantState(t, l, StateHeld)
+}
