@@ -73,3 +73,52 @@ func TestAFailedCheckIsRunAgainBeforeTheNextMutation(t *testing.T) {
 		t.Fatalf("the acquire after a failed check: %v, want a grant above 5 or COORDINATION_STATE_LOST", err)
 	}
 }
+
+// blockingOnce is a high-water mark whose first read waits for release
+// (entered is closed when it starts).
+type blockingOnce struct {
+	v                uint64
+	once             atomic.Bool
+	entered, release chan struct{}
+}
+
+func (h *blockingOnce) HighestFence(context.Context) (uint64, error) {
+	if h.once.CompareAndSwap(false, true) {
+		close(h.entered)
+		<-h.release
+	}
+	return h.v, nil
+}
+
+// Rule: a mutation made while the first Check is still in flight waits
+// for it, rather than going on beside it with the guard of a registry that
+// has compared nothing yet: on a backend emptied with gateways at fence 5,
+// no fence at or below 5 is issued.
+func TestAMutationBesideTheFirstCheckWaitsForIt(t *testing.T) {
+	hw := &blockingOnce{v: 5, entered: make(chan struct{}), release: make(chan struct{})}
+	e := newLossEnv(t, newSwappable(t), hw, &memory{}, unchecked())
+	checked := make(chan error, 1)
+	go func() { checked <- e.r.Check(context.Background()) }()
+	<-hw.entered
+	type answer struct {
+		fence uint64
+		err   error
+	}
+	acquired := make(chan answer, 1)
+	go func() {
+		is, err := e.acquire("alice", "db/a", "r1")
+		acquired <- answer{is.Lease.FenceToken, err}
+	}()
+	var a answer
+	select {
+	case a = <-acquired: // went on beside the check (it waits for nothing else)
+		close(hw.release)
+	case <-time.After(time.Second): // it waits for the check: let the check go on
+		close(hw.release)
+		a = <-acquired
+	}
+	<-checked
+	if a.err == nil && a.fence <= 5 {
+		t.Fatalf("fence %d issued beside the first check, at or below the accepted fence 5", a.fence)
+	}
+}

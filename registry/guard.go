@@ -20,9 +20,9 @@ import (
 // no error here: the guard and the pause take it from there.
 func (r *Registry) checkedFirst(ctx context.Context) error {
 	r.rec.mu.Lock()
-	checked := r.rec.checked
+	confirmed := r.rec.confirmed
 	r.rec.mu.Unlock()
-	if checked {
+	if confirmed {
 		return nil
 	}
 	if err := r.Check(ctx); err != nil && fencegate.ErrorCode(err) != fencegate.CodeStateLost {

@@ -62,6 +62,10 @@ type recovery struct {
 	mu      sync.Mutex
 	checked bool                  // Check ran (and found no fault): mutations carry the guard
 	loaded  bool                  // Memory was loaded (once per process)
+	// confirmed: a Check has ended without a fault (or found a loss);
+	// until then every mutation runs one first (checkedFirst), waiting for
+	// one in flight rather than going on beside it.
+	confirmed bool
 	seen    fencegate.Incarnation // marker and Since adopted; highest revision and fence seen
 	lost    bool
 	retired bool // the pre-loss epoch was retired (OnLoss succeeded)
@@ -122,20 +126,22 @@ func (r *Registry) check(ctx context.Context, full bool) (err error) {
 			rc.since.Store(mem.Since)
 		}
 	}
-	if !rc.checked {
-		// Until a check has ended without a fault, every mutation runs one
-		// first (checkedFirst): a check that failed reading the fence store
-		// or the backend compared nothing, and a mutation after it would
-		// carry no guard. One that found a loss did its work: the pause and
-		// the guard take it from there.
-		defer func() {
-			if err != nil && fencegate.ErrorCode(err) != fencegate.CodeStateLost {
-				rc.mu.Lock()
-				rc.checked = false
-				rc.mu.Unlock()
-			}
-		}()
-	}
+	// Until a check has ended without a fault, every mutation runs one
+	// first (checkedFirst): a check that failed reading the fence store or
+	// the backend compared nothing, and a mutation after it would carry no
+	// guard. One that found a loss did its work: the pause and the guard
+	// take it from there.
+	first := !rc.checked
+	defer func() {
+		ok := err == nil || fencegate.ErrorCode(err) == fencegate.CodeStateLost
+		rc.mu.Lock()
+		if ok {
+			rc.confirmed = true
+		} else if first {
+			rc.checked = false
+		}
+		rc.mu.Unlock()
+	}()
 	rc.checked = true
 	seen, lost := rc.seen, rc.lost
 	rc.mu.Unlock()
