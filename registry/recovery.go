@@ -60,20 +60,20 @@ type Issuance struct {
 type recovery struct {
 	run     sync.Mutex
 	mu      sync.Mutex
-	checked bool                  // Check ran (and found no fault): mutations carry the guard
-	loaded  bool                  // Memory was loaded (once per process)
+	checked bool // Check ran (and found no fault): mutations carry the guard
+	loaded  bool // Memory was loaded (once per process)
 	// confirmed: a Check has ended without a fault (or found a loss);
 	// until then every mutation runs one first (checkedFirst), waiting for
 	// one in flight rather than going on beside it.
 	confirmed bool
-	seen    fencegate.Incarnation // marker and Since adopted; highest revision and fence seen
-	lost    bool
-	retired bool // the pre-loss epoch was retired (OnLoss succeeded)
-	claimed bool // a new marker was written above the high-water mark
-	reason  string
-	detect  time.Time
-	resume  time.Time
-	opFloor uint64
+	seen      fencegate.Incarnation // marker and Since adopted; highest revision and fence seen
+	lost      bool
+	retired   bool // the pre-loss epoch was retired (OnLoss succeeded)
+	claimed   bool // a new marker was written above the high-water mark
+	reason    string
+	detect    time.Time
+	resume    time.Time
+	opFloor   uint64
 	// paused mirrors lost for the hot paths; since mirrors seen.Since.
 	paused atomic.Bool
 	since  atomic.Uint64
