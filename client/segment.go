@@ -1,6 +1,7 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -77,7 +78,7 @@ func (l *Lease) commit(ctx context.Context, e effect) (outcome, error) {
 			return o, err
 		}
 	}
-	if o, ok := l.takeSettled(e.key); ok {
+	if o, ok := l.takeSettled(&e); ok {
 		return o, nil
 	}
 	for attempt := 0; ; attempt++ {
@@ -194,6 +195,8 @@ func (l *Lease) settleDoubt(ctx context.Context, key string, e *effect) (outcome
 		l.doubt = nil
 		l.nextSeg = max(l.nextSeg, d.seg+1) // never back below segments delegated or resumed since
 		o := outcome{receipt: *best, api: responseOf(*best), reused: true}
+		target := cmp.Or(d.target, best.Target)
+		l.forgetSettled(target) // this write replaced what kept ones wrote there
 		if d.key == key || d.key == quarantinedSeg && e.records(*best) {
 			// Its own retry; or, for a segment another effect held, that
 			// effect retried (it lost its answer, and its doubt was
@@ -202,13 +205,16 @@ func (l *Lease) settleDoubt(ctx context.Context, key string, e *effect) (outcome
 		}
 		// Another effect found it: the one in doubt keeps its receipt for
 		// its own retry (oldest forgotten past maxSettledForOthers, and
-		// once another write to its target commits); a segment in doubt
-		// because another effect held it has no retry here.
-		if d.key != quarantinedSeg {
-			l.settledForOthers = append(l.settledForOthers, settledForOther{key: d.key, target: d.target, o: o})
-			if len(l.settledForOthers) > maxSettledForOthers {
-				l.settledForOthers = l.settledForOthers[1:]
-			}
+		// once another write to its object commits), by its key or, for a
+		// segment another effect held (whose key is not known here), by
+		// the receipt itself (takeSettled).
+		k := d.key
+		if k == quarantinedSeg {
+			k = ""
+		}
+		l.settledForOthers = append(l.settledForOthers, settledForOther{key: k, target: target, o: o})
+		if len(l.settledForOthers) > maxSettledForOthers {
+			l.settledForOthers = l.settledForOthers[1:]
 		}
 	case best != nil && !best.State.NotApplied():
 		return outcome{}, false, &domain.Error{Code: domain.CodeMutationUnknown, ReceiptID: best.ID,
@@ -220,12 +226,13 @@ func (l *Lease) settleDoubt(ctx context.Context, key string, e *effect) (outcome
 }
 
 // takeSettled returns (and forgets) the receipt another effect's commit
-// found COMMITTED for an earlier doubt of the effect key, if any: a retry
-// of an effect whose answer was lost is answered with the receipt it got,
-// once; the same effect committed again after that is a new segment.
-func (l *Lease) takeSettled(key string) (outcome, bool) {
+// found COMMITTED for an earlier doubt of e (by e's key, or, kept without a
+// key, by the receipt recording e), if any: a retry of an effect whose
+// answer was lost is answered with the receipt it got, once; the same
+// effect committed again after that is a new segment.
+func (l *Lease) takeSettled(e *effect) (outcome, bool) {
 	for i, s := range l.settledForOthers {
-		if s.key == key {
+		if s.key != "" && s.key == e.key || s.key == "" && e.records(s.o.receipt) {
 			l.settledForOthers = append(l.settledForOthers[:i:i], l.settledForOthers[i+1:]...)
 			return s.o, true
 		}

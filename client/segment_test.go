@@ -328,3 +328,56 @@ func TestARetryFindsItsReceiptAtASegmentAnotherEffectMet(t *testing.T) {
 		t.Fatalf("the next effect went out as segment %s, want 2", got)
 	}
 }
+
+// Rule: a kept receipt of an object write is forgotten also when a later
+// write to that object is found committed while settling a doubt (not only
+// when one is sent): a delete whose answer was lost, then a put of the same
+// object whose answer was lost too, leave the delete to be sent again.
+func TestAKeptReceiptIsForgottenWhenALaterWriteOfItsObjectIsFoundCommitted(t *testing.T) {
+	f, l := held(t)
+	ctx := context.Background()
+	objs := l.Objects("bucket")
+	f.loseNext("write")
+	if _, err := objs.Delete(ctx, "x"); !IsUncertain(err) {
+		t.Fatalf("want uncertain, got %v", err)
+	}
+	if _, err := objs.Put(ctx, "y", strings.NewReader("y"), ""); err != nil { // keeps the delete's receipt
+		t.Fatal(err)
+	}
+	f.loseNext("write")
+	if _, err := objs.Put(ctx, "x", strings.NewReader("new"), ""); !IsUncertain(err) {
+		t.Fatalf("want uncertain, got %v", err)
+	}
+	if _, err := objs.Put(ctx, "z", strings.NewReader("z"), ""); err != nil { // finds the put of x committed
+		t.Fatal(err)
+	}
+	if _, err := objs.Delete(ctx, "x"); err != nil || f.count("write") != 5 {
+		t.Fatalf("deleting x after its put was found committed: %v, %d writes sent, want 5 (the delete sent)", err, f.count("write"))
+	}
+}
+
+// Rule: the receipt of the effect holding a QUARANTINED segment, found by
+// another effect's commit, is kept for that effect's own retry (matched by
+// its method, target and digest): sent later, it gets the receipt, not a
+// second send.
+func TestAQuarantinedSegmentsHolderFoundByAnotherKeepsItsReceipt(t *testing.T) {
+	f, l := held(t)
+	ctx := context.Background()
+	body := []byte(`{"amount":5}`)
+	sum := sha256.Sum256(body)
+	f.mu.Lock()
+	f.receipts = append(f.receipts, domain.Receipt{ID: "Rlate", Lease: "L1", FenceToken: 7, Segment: 1, OperationID: "op-1",
+		State: domain.ReceiptCommitted, Method: "POST", Target: "apis/payments/charges", PayloadDigest: "sha256:" + hex.EncodeToString(sum[:]),
+		Response: &domain.EffectResponse{Status: 201, Body: []byte(`{"id":"ch_5"}`)}})
+	f.mu.Unlock()
+	l.commitMu.Lock()
+	l.doubt = &inDoubt{seg: 1, key: quarantinedSeg}
+	l.commitMu.Unlock()
+	if _, err := l.API("payments").Call(ctx, "POST", "charges", []byte(`{"amount":9}`), "application/json"); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := l.API("payments").Call(ctx, "POST", "charges", body, "application/json")
+	if err != nil || !resp.Replay || string(resp.Body) != `{"id":"ch_5"}` || f.count("write") != 1 {
+		t.Fatalf("the holder's retry after another effect settled its segment: %+v %v, %d writes, want its receipt and 1 write (the other's)", resp, err, f.count("write"))
+	}
+}
