@@ -330,3 +330,42 @@ func TestDeleteObjectWithCacheControlDeletes(t *testing.T) {
 		t.Fatalf("DeleteObject with Cache-Control: %v, %d deletes", err, e.store.deletes.Load()-deletes)
 	}
 }
+
+// Rule: x-amz-* headers a presigner moved into a presigned URL's query
+// (metadata, a checksum, a trailer) are refused NotImplemented, never a
+// write that drops them; the same write with them as signed headers goes.
+func TestPresignedHeadersHoistedIntoTheQueryAreRefused(t *testing.T) {
+	e := newEnv(t, nil)
+	e.lease("AKIDA", owner, "b/r")
+	signer := v4.NewSigner(func(o *v4.SignerOptions) { o.DisableURIPathEscaping = true })
+	creds := aws.Credentials{AccessKeyID: "AKIDA", SecretAccessKey: e.creds["AKIDA"].SecretAccessKey}
+	before := e.fingerprint("b/r")
+	for name, hdr := range map[string][2]string{
+		"metadata": {"X-Amz-Meta-Owner", "alice"},
+		"checksum": {"X-Amz-Checksum-Crc32", "AAAAAA=="},
+		"segment":  {"X-Amz-Meta-Fence-Segment", "7"},
+	} {
+		// In the query, as a presigner hoists x-amz-* headers (aws-sdk-go-v2
+		// hoists most, though not x-amz-meta-*), signed with it.
+		req, _ := http.NewRequest(http.MethodPut, e.srv.URL+"/b/r/hoisted?X-Amz-Expires=300&"+hdr[0]+"="+url.QueryEscape(hdr[1]), nil)
+		signed, h, err := signer.PresignHTTP(context.Background(), creds, req, "UNSIGNED-PAYLOAD", "s3", "us-east-1", time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		put, _ := http.NewRequest(http.MethodPut, signed, strings.NewReader("hello"))
+		for k, v := range h {
+			put.Header[k] = v
+		}
+		resp, err := e.srv.Client().Do(put)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotImplemented {
+			t.Errorf("%s hoisted into the query: %d, want 501", name, resp.StatusCode)
+		}
+	}
+	if e.fingerprint("b/r") != before {
+		t.Fatal("a refused presigned write changed state")
+	}
+}

@@ -201,14 +201,28 @@ func (s *Server) mayRead(identity, resource string) bool {
 	return s.MayRead == nil || s.MayRead(identity, resource)
 }
 
+// presignParams are the query parameters of a presigned request (SigV4
+// query authentication) that the front door reads.
+var presignParams = map[string]bool{"X-Amz-Algorithm": true, "X-Amz-Credential": true, "X-Amz-Date": true,
+	"X-Amz-Expires": true, "X-Amz-SignedHeaders": true, "X-Amz-Signature": true, "X-Amz-Security-Token": true,
+	"X-Amz-Content-Sha256": true}
+
 // queryAllowed refuses a request carrying a query parameter (an S3
 // subresource or option) the operation does not implement, so that nothing
 // the client asked for is silently ignored. Presigning parameters and the
-// SDKs' x-id are always allowed.
+// SDKs' x-id are always allowed; any other x-amz-* parameter is refused.
 func queryAllowed(r *http.Request, op string, allowed ...string) error {
 	for k := range r.URL.Query() {
-		if strings.HasPrefix(k, "X-Amz-") || k == "x-id" {
+		if presignParams[k] || k == "x-id" {
 			continue
+		}
+		if strings.HasPrefix(strings.ToLower(k), "x-amz-") {
+			// A presigner moves the request's x-amz-* headers (metadata,
+			// checksums, x-amz-meta-fence-segment, a trailer) into the
+			// query; the front door reads them as headers only, so a
+			// request carrying one there is refused rather than written
+			// without it.
+			return notImplemented(op + " with " + k + " in the query string (send it as a signed header)")
 		}
 		ok := false
 		for _, a := range allowed {

@@ -311,11 +311,12 @@ func (s *Server) verifyPresigned(r *http.Request, q url.Values) (*authed, error)
 	if v := q.Get("X-Amz-Content-Sha256"); v != "" {
 		payload = v
 	}
-	if strings.HasPrefix(payload, "STREAMING-") && payload != streamingUnsignedTrailer {
+	if strings.HasPrefix(payload, "STREAMING-") {
 		// A signed chunk chain starts from the request's own signature (its
 		// seed), which a presigned URL's holder does not send for its body:
-		// its chunks would be bound to no request. Unsigned chunks need no
-		// seed. S3 documents streaming
+		// its chunks would be bound to no request. (An unsigned one's
+		// x-amz-trailer would travel in the query, where a presigner puts
+		// x-amz-* headers and the front door reads none: refused too.) S3 documents streaming
 		// uploads for the Authorization header only ("Signature
 		// Calculations for the Authorization Header: Transferring Payload
 		// in Multiple Chunks").
