@@ -7,6 +7,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/fencegate/fencegate"
 	"github.com/fencegate/fencegate/client"
 )
 
@@ -124,6 +125,21 @@ func (lf *leaseFile) update(info client.LeaseInfo) {
 		info.StatusProof, info.StatusExpiresAt = lf.Lease.StatusProof, lf.Lease.StatusExpiresAt
 	}
 	lf.Lease = info
+}
+
+// newer reports whether info, an answer about the file's lease got without
+// the file's lock, may replace what the file holds now: never a HELD over
+// an ended lease (a release saved meanwhile, whose answer came later from
+// the registry), and a HELD over a HELD only when it lasts as long at least.
+func (lf *leaseFile) newer(info client.LeaseInfo) bool {
+	cur := lf.Lease.State
+	if cur != fencegate.StateHeld && cur != "" {
+		return false // ended: no answer brings it back
+	}
+	if info.State != fencegate.StateHeld {
+		return true
+	}
+	return !info.ExpiresAt.Before(lf.Lease.ExpiresAt)
 }
 
 // proofFresh reports whether the status proof still has a second to live.

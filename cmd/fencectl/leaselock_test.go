@@ -7,6 +7,10 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/client"
 )
 
 // flockWaiter reports whether this process waits for a flock (a "->"
@@ -130,5 +134,34 @@ func TestStatusBesideAnUploadingPutGoesAtOnceAndKeepsItsSegment(t *testing.T) {
 	defer h.fake.mu.Unlock()
 	if got := h.fake.writes[len(h.fake.writes)-1].Get("Fence-Segment"); got != "2" {
 		t.Fatalf("the write after the status refresh went out as segment %s, want 2", got)
+	}
+}
+
+// Rule: an answer got without the lease file's lock never brings an ended
+// lease back to HELD (a release saved meanwhile), nor replaces a HELD with
+// one that ends sooner; an ended state replaces a HELD.
+func TestALeaseAnswerMergesOnlyForward(t *testing.T) {
+	at := time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC)
+	file := func(st fencegate.StatusState, exp time.Time) *leaseFile {
+		return &leaseFile{Lease: client.LeaseInfo{Lease: "L1", State: st, ExpiresAt: exp}}
+	}
+	answer := func(st fencegate.StatusState, exp time.Time) client.LeaseInfo {
+		return client.LeaseInfo{Lease: "L1", State: st, ExpiresAt: exp}
+	}
+	for _, c := range []struct {
+		name string
+		lf   *leaseFile
+		info client.LeaseInfo
+		want bool
+	}{
+		{"held over released", file(fencegate.StateReleased, at), answer(fencegate.StateHeld, at.Add(time.Minute)), false},
+		{"held over expired", file(fencegate.StateExpired, at), answer(fencegate.StateHeld, at.Add(time.Minute)), false},
+		{"held ending sooner", file(fencegate.StateHeld, at), answer(fencegate.StateHeld, at.Add(-time.Second)), false},
+		{"held ending later", file(fencegate.StateHeld, at), answer(fencegate.StateHeld, at.Add(time.Second)), true},
+		{"released over held", file(fencegate.StateHeld, at), answer(fencegate.StateReleased, at), true},
+	} {
+		if got := c.lf.newer(c.info); got != c.want {
+			t.Errorf("%s: newer = %v, want %v", c.name, got, c.want)
+		}
 	}
 }

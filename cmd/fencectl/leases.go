@@ -106,9 +106,11 @@ func leaseVerb(call func(context.Context, *cmd, *leaseFile) (client.LeaseInfo, e
 			}
 			return localError{fmt.Sprintf("the lease file now names lease %s, not %s: its answer was not kept", lf.Lease.Lease, snap.Lease.Lease), nil}
 		}
-		lf.update(info)
-		if err := lf.save(c.g.leaseFile); err != nil {
-			return err
+		if lf.newer(info) {
+			lf.update(info)
+			if err := lf.save(c.g.leaseFile); err != nil {
+				return err
+			}
 		}
 		return showLease(c, lf)
 	}

@@ -67,6 +67,12 @@ func child(mode string) {
 		g := exec.Command(os.Args[0], "-test.run=^$")
 		g.Env = append(os.Environ(), "FENCECTL_TEST_CHILD=stubborn", "FENCECTL_TEST_OUT="+out+".grandchild")
 		if err := g.Start(); err == nil {
+			for { // it ignores SIGTERM once it has written its environment
+				if _, err := os.Stat(out + ".grandchild"); err == nil {
+					break
+				}
+				time.Sleep(time.Millisecond) // polling a file another process writes
+			}
 			_ = os.WriteFile(out+".pid", []byte(strconv.Itoa(g.Process.Pid)), 0o600)
 		}
 	case "sleep":
