@@ -69,8 +69,8 @@ func TestAFailedCheckIsRunAgainBeforeTheNextMutation(t *testing.T) {
 	if err == nil && is.Lease.FenceToken <= 5 {
 		t.Fatalf("fence %d issued at or below the accepted fence 5 after a failed check", is.Lease.FenceToken)
 	}
-	if err != nil && fencegate.ErrorCode(err) != fencegate.CodeStateLost {
-		t.Fatalf("the acquire after a failed check: %v, want a grant above 5 or COORDINATION_STATE_LOST", err)
+	if fencegate.ErrorCode(err) != fencegate.CodeStateLost {
+		t.Fatalf("the acquire after a failed check: %+v %v, want COORDINATION_STATE_LOST (the check run again finds the loss)", is.Lease, err)
 	}
 }
 
@@ -120,5 +120,8 @@ func TestAMutationBesideTheFirstCheckWaitsForIt(t *testing.T) {
 	<-checked
 	if a.err == nil && a.fence <= 5 {
 		t.Fatalf("fence %d issued beside the first check, at or below the accepted fence 5", a.fence)
+	}
+	if fencegate.ErrorCode(a.err) != fencegate.CodeStateLost {
+		t.Fatalf("the acquire beside the first check: fence %d, %v; want COORDINATION_STATE_LOST (the check finds the loss)", a.fence, a.err)
 	}
 }
