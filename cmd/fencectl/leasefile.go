@@ -130,16 +130,11 @@ func (lf *leaseFile) update(info client.LeaseInfo) {
 // newer reports whether info, an answer about the file's lease got without
 // the file's lock, may replace what the file holds now: never a HELD over
 // an ended lease (a release saved meanwhile, whose answer came later from
-// the registry), and a HELD over a HELD only when it lasts as long at least.
+// the registry). Between two HELD answers the later one saved wins: a
+// renewal may shorten the lease (renew --ttl), so expiry is no order.
 func (lf *leaseFile) newer(info client.LeaseInfo) bool {
 	cur := lf.Lease.State
-	if cur != fencegate.StateHeld && cur != "" {
-		return false // ended: no answer brings it back
-	}
-	if info.State != fencegate.StateHeld {
-		return true
-	}
-	return !info.ExpiresAt.Before(lf.Lease.ExpiresAt)
+	return cur == fencegate.StateHeld || cur == "" || info.State != fencegate.StateHeld
 }
 
 // proofFresh reports whether the status proof still has a second to live.

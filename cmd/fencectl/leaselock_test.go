@@ -138,8 +138,9 @@ func TestStatusBesideAnUploadingPutGoesAtOnceAndKeepsItsSegment(t *testing.T) {
 }
 
 // Rule: an answer got without the lease file's lock never brings an ended
-// lease back to HELD (a release saved meanwhile), nor replaces a HELD with
-// one that ends sooner; an ended state replaces a HELD.
+// lease back to HELD (a release saved meanwhile); a HELD replaces a HELD
+// (also one ending sooner: renew --ttl may shorten the lease), and an
+// ended state replaces a HELD.
 func TestALeaseAnswerMergesOnlyForward(t *testing.T) {
 	at := time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC)
 	file := func(st fencegate.StatusState, exp time.Time) *leaseFile {
@@ -156,7 +157,7 @@ func TestALeaseAnswerMergesOnlyForward(t *testing.T) {
 	}{
 		{"held over released", file(fencegate.StateReleased, at), answer(fencegate.StateHeld, at.Add(time.Minute)), false},
 		{"held over expired", file(fencegate.StateExpired, at), answer(fencegate.StateHeld, at.Add(time.Minute)), false},
-		{"held ending sooner", file(fencegate.StateHeld, at), answer(fencegate.StateHeld, at.Add(-time.Second)), false},
+		{"held ending sooner (a shorter renewal)", file(fencegate.StateHeld, at), answer(fencegate.StateHeld, at.Add(-time.Second)), true},
 		{"held ending later", file(fencegate.StateHeld, at), answer(fencegate.StateHeld, at.Add(time.Second)), true},
 		{"released over held", file(fencegate.StateHeld, at), answer(fencegate.StateReleased, at), true},
 	} {
