@@ -345,8 +345,9 @@ func TestPresignedHeadersHoistedIntoTheQueryAreRefused(t *testing.T) {
 		"checksum": {"X-Amz-Checksum-Crc32", "AAAAAA=="},
 		"segment":  {"X-Amz-Meta-Fence-Segment", "7"},
 	} {
-		// In the query, as a presigner hoists x-amz-* headers (aws-sdk-go-v2
-		// hoists most, though not x-amz-meta-*), signed with it.
+		// In the query, as a presigner may put x-amz-* headers (aws-sdk-go-v2
+		// keeps metadata and checksum values as headers, hand-made and other
+		// presigners need not), signed with it.
 		req, _ := http.NewRequest(http.MethodPut, e.srv.URL+"/b/r/hoisted?X-Amz-Expires=300&"+hdr[0]+"="+url.QueryEscape(hdr[1]), nil)
 		signed, h, err := signer.PresignHTTP(context.Background(), creds, req, "UNSIGNED-PAYLOAD", "s3", "us-east-1", time.Now())
 		if err != nil {
@@ -367,5 +368,53 @@ func TestPresignedHeadersHoistedIntoTheQueryAreRefused(t *testing.T) {
 	}
 	if e.fingerprint("b/r") != before {
 		t.Fatal("a refused presigned write changed state")
+	}
+}
+
+// Rule: aws-sdk-go-v2's presigned GET with ChecksumMode and presigned PUT
+// with a ChecksumAlgorithm (which it moves into the query as
+// X-Amz-Checksum-Mode and X-Amz-Sdk-Checksum-Algorithm) are served.
+func TestSDKPresignedChecksumOptionsAreServed(t *testing.T) {
+	e := newEnv(t, nil)
+	cred := e.lease("AKIDA", owner, "b/r")
+	pc := s3.NewPresignClient(e.client(cred))
+	ctx := context.Background()
+	body := []byte("hello")
+	pr, err := pc.PresignPutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("b"), Key: aws.String("r/p"),
+		ChecksumAlgorithm: types.ChecksumAlgorithmCrc32, ChecksumCRC32: aws.String(crc32b64(body))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(pr.URL, "X-Amz-Sdk-Checksum-Algorithm=") {
+		t.Logf("the SDK kept the checksum algorithm out of the query: %s", pr.URL)
+	}
+	put, _ := http.NewRequest(http.MethodPut, pr.URL, bytes.NewReader(body))
+	for k, v := range pr.SignedHeader {
+		put.Header[k] = v
+	}
+	resp, err := e.srv.Client().Do(put)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("SDK-presigned PUT with a checksum algorithm: %d, want 200", resp.StatusCode)
+	}
+	gr, err := pc.PresignGetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("b"), Key: aws.String("r/p"), ChecksumMode: types.ChecksumModeEnabled})
+	if err != nil {
+		t.Fatal(err)
+	}
+	get, _ := http.NewRequest(http.MethodGet, gr.URL, nil)
+	for k, v := range gr.SignedHeader {
+		get.Header[k] = v
+	}
+	resp, err = e.srv.Client().Do(get)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || string(got) != "hello" {
+		t.Fatalf("SDK-presigned GET with ChecksumMode: %d %q", resp.StatusCode, got)
 	}
 }

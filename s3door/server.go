@@ -201,11 +201,15 @@ func (s *Server) mayRead(identity, resource string) bool {
 	return s.MayRead == nil || s.MayRead(identity, resource)
 }
 
-// presignParams are the query parameters of a presigned request (SigV4
-// query authentication) that the front door reads.
+// presignParams are the query parameters of a presigned request that the
+// front door accepts: SigV4 query authentication's, and the two that
+// aws-sdk-go-v2's presigner moves into the query from checksum options
+// (X-Amz-Checksum-Mode on a GET or HEAD, which only asks for a checksum in
+// the answer; X-Amz-Sdk-Checksum-Algorithm, which names the algorithm of a
+// checksum the request carries as a signed header, verified there).
 var presignParams = map[string]bool{"X-Amz-Algorithm": true, "X-Amz-Credential": true, "X-Amz-Date": true,
 	"X-Amz-Expires": true, "X-Amz-SignedHeaders": true, "X-Amz-Signature": true, "X-Amz-Security-Token": true,
-	"X-Amz-Content-Sha256": true}
+	"X-Amz-Content-Sha256": true, "X-Amz-Checksum-Mode": true, "X-Amz-Sdk-Checksum-Algorithm": true}
 
 // queryAllowed refuses a request carrying a query parameter (an S3
 // subresource or option) the operation does not implement, so that nothing
