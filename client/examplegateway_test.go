@@ -1,7 +1,9 @@
 package client_test
 
 import (
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -220,7 +222,8 @@ func (g *exampleGateway) write(caller string, r *http.Request) (int, any) {
 	l.lastSeg, g.highest[res] = seg, l.info.FenceToken
 	g.applied++
 	rc := domain.Receipt{ID: fmt.Sprintf("R%d", len(g.receipts)+1), Lease: l.info.Lease, FenceToken: l.info.FenceToken,
-		Segment: seg, OperationID: l.info.OperationID, State: domain.ReceiptCommitted, Target: r.URL.Path, Method: r.Method}
+		Segment: seg, OperationID: l.info.OperationID, State: domain.ReceiptCommitted, Method: r.Method,
+		Target: strings.TrimPrefix(r.URL.Path, "/v1/"), PayloadDigest: bodyDigest(body)} // as the gateway records them
 	if g.lose {
 		g.lose, rc.State = false, domain.ReceiptUnknown
 		g.receipts = append(g.receipts, rc)
@@ -231,4 +234,10 @@ func (g *exampleGateway) write(caller string, r *http.Request) (int, any) {
 		return http.StatusOK, receiptAnswer{Receipt: rc, body: map[string]any{"id": "po_1", "request": string(body)}}
 	}
 	return http.StatusOK, receiptAnswer{Receipt: rc, body: rc}
+}
+
+// bodyDigest is the gateway's payload digest of a body: "sha256:<hex>".
+func bodyDigest(b []byte) string {
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:])
 }

@@ -1,8 +1,11 @@
 package client
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -227,7 +230,8 @@ func (f *fakeGateway) act(rt string, r *http.Request, code domain.Code) (int, an
 			}
 		}
 		rc := domain.Receipt{ID: fmt.Sprintf("R%d", len(f.writes)), Lease: "L1", FenceToken: 7, Segment: seg, EffectKey: key,
-			OperationID: "op-1", State: domain.ReceiptCommitted, Target: r.URL.Path, Method: r.Method}
+			OperationID: "op-1", State: domain.ReceiptCommitted, Method: r.Method,
+			Target: strings.TrimPrefix(r.URL.Path, "/v1/"), PayloadDigest: payloadDigest(r)} // as the gateway records them
 		switch code {
 		case "":
 		case domain.CodeMutationUnknown:
@@ -292,4 +296,11 @@ func statusOf(c domain.Code) int {
 		return http.StatusNotFound
 	}
 	return http.StatusConflict
+}
+
+// payloadDigest is the gateway's payload digest of r's body: "sha256:<hex>".
+func payloadDigest(r *http.Request) string {
+	b, _ := io.ReadAll(r.Body)
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:])
 }

@@ -14,9 +14,12 @@ import (
 // or an uncertain answer: inDoubtAfter). Nothing new is sent until receipts
 // settle it.
 type inDoubt struct {
-	seg     uint64
-	key     string // the effect's local identity: kind, method, target, body digest
-	target  string // the effect's target ("" for a keyed effect)
+	seg    uint64
+	key    string // the effect's local identity: kind, method, target, body digest
+	target string // the effect's target ("" for a keyed effect)
+	// eff is the effect in doubt (nil for a keyed one or one loaded from
+	// receipts): a receipt found at the segment is its only if it records it.
+	eff     *effect
 	receipt string
 }
 
@@ -95,7 +98,8 @@ func (l *Lease) commit(ctx context.Context, e effect) (outcome, error) {
 			l.forgetSettled(e.target)
 			return o, nil
 		case inDoubtAfter(err):
-			l.doubt = &inDoubt{seg: seg, key: e.key, target: e.target, receipt: receiptIDOf(err)}
+			eff := e
+			l.doubt = &inDoubt{seg: seg, key: e.key, target: e.target, eff: &eff, receipt: receiptIDOf(err)}
 			return o, err
 		default:
 			if l.afterRefusal(err, attempt) {
@@ -195,20 +199,26 @@ func (l *Lease) settleDoubt(ctx context.Context, key string, e *effect) (outcome
 		l.doubt = nil
 		l.nextSeg = max(l.nextSeg, d.seg+1) // never back below segments delegated or resumed since
 		o := outcome{receipt: *best, api: responseOf(*best), reused: true}
-		target := cmp.Or(d.target, best.Target)
+		owner := d.key // whose receipt it is
+		if d.eff != nil && !d.eff.records(*best) {
+			// Not the effect in doubt's: another effect of the grant holds
+			// the segment (admitted late, after its own doubt was settled
+			// as not admitted); the one in doubt was not applied there.
+			owner = quarantinedSeg
+		}
+		target := cmp.Or(best.Target, d.target)
 		l.forgetSettled(target) // this write replaced what kept ones wrote there
-		if d.key == key || d.key == quarantinedSeg && e.records(*best) {
+		if owner == key && owner != quarantinedSeg || owner == quarantinedSeg && e.records(*best) {
 			// Its own retry; or, for a segment another effect held, that
-			// effect retried (it lost its answer, and its doubt was
-			// settled as not admitted before its admission was visible).
+			// effect retried.
 			return o, true, nil
 		}
-		// Another effect found it: the one in doubt keeps its receipt for
-		// its own retry (oldest forgotten past maxSettledForOthers, and
-		// once another write to its object commits), by its key or, for a
-		// segment another effect held (whose key is not known here), by
-		// the receipt itself (takeSettled).
-		k := d.key
+		// Another effect found it: the one it records keeps it for its own
+		// retry (oldest forgotten past maxSettledForOthers, and once another
+		// write to its object commits), by its key or, for a segment
+		// another effect held (whose key is not known here), by the
+		// receipt itself (takeSettled).
+		k := owner
 		if k == quarantinedSeg {
 			k = ""
 		}

@@ -381,3 +381,31 @@ func TestAQuarantinedSegmentsHolderFoundByAnotherKeepsItsReceipt(t *testing.T) {
 		t.Fatalf("the holder's retry after another effect settled its segment: %+v %v, %d writes, want its receipt and 1 write (the other's)", resp, err, f.count("write"))
 	}
 }
+
+// Rule: a COMMITTED receipt found at the segment of an effect in doubt is
+// that effect's only if it records it (method, target, digest): another
+// effect's late admission holding the segment leaves the one in doubt to be
+// sent again (it was not applied there), and is kept for its own retry.
+func TestAReceiptAtTheSegmentInDoubtIsItsOnlyIfItRecordsIt(t *testing.T) {
+	f, l := held(t)
+	ctx := context.Background()
+	digest := func(b string) string { sum := sha256.Sum256([]byte(b)); return hex.EncodeToString(sum[:]) }
+	first, second := `{"amount":5}`, `{"amount":7}`
+	f.mu.Lock() // the first call, admitted late at segment 1
+	f.receipts = append(f.receipts, domain.Receipt{ID: "Rfirst", Lease: "L1", FenceToken: 7, Segment: 1, OperationID: "op-1",
+		State: domain.ReceiptCommitted, Method: "POST", Target: "apis/payments/charges", PayloadDigest: "sha256:" + digest(first),
+		Response: &domain.EffectResponse{Status: 201, Body: []byte(`{"id":"ch_5"}`)}})
+	f.mu.Unlock()
+	e2 := newEffect("POST", "apis/payments/charges", digest(second), nil)
+	l.commitMu.Lock() // the second call, sent at segment 1 and its answer lost
+	l.doubt = &inDoubt{seg: 1, key: e2.key, target: e2.target, eff: &e2}
+	l.commitMu.Unlock()
+	resp, err := l.API("payments").Call(ctx, "POST", "charges", []byte(second), "application/json")
+	if err != nil || resp.Replay || f.count("write") != 1 {
+		t.Fatalf("the second call's retry: %+v %v, %d writes, want it sent (it was not applied)", resp, err, f.count("write"))
+	}
+	resp, err = l.API("payments").Call(ctx, "POST", "charges", []byte(first), "application/json")
+	if err != nil || !resp.Replay || string(resp.Body) != `{"id":"ch_5"}` || f.count("write") != 1 {
+		t.Fatalf("the first call's retry: %+v %v, %d writes, want its receipt and nothing sent", resp, err, f.count("write"))
+	}
+}
