@@ -306,15 +306,8 @@ func TestARetryFindsItsReceiptAtASegmentAnotherEffectMet(t *testing.T) {
 	f, l := held(t)
 	ctx := context.Background()
 	body := []byte(`{"amount":5}`)
-	sum := sha256.Sum256(body)
-	f.mu.Lock()
-	f.receipts = append(f.receipts, domain.Receipt{ID: "Rlate", Lease: "L1", FenceToken: 7, Segment: 1, OperationID: "op-1",
-		State: domain.ReceiptCommitted, Method: "POST", Target: "apis/payments/charges", PayloadDigest: "sha256:" + hex.EncodeToString(sum[:]),
-		Response: &domain.EffectResponse{Status: 201, Body: []byte(`{"id":"ch_5"}`)}})
-	f.mu.Unlock()
-	l.commitMu.Lock()
-	l.doubt = &inDoubt{seg: 1, key: quarantinedSeg} // another effect met segment 1 held
-	l.commitMu.Unlock()
+	lateCharge(f, string(body), "ch_5")
+	inDoubtAt(l, inDoubt{seg: 1, key: quarantinedSeg}) // another effect met segment 1 held
 	resp, err := l.API("payments").Call(ctx, "POST", "charges", body, "application/json")
 	if err != nil || !resp.Replay || string(resp.Body) != `{"id":"ch_5"}` || f.count("write") != 0 {
 		t.Fatalf("the retry of the effect holding segment 1: %+v %v, %d writes, want its receipt and nothing sent", resp, err, f.count("write"))
@@ -364,15 +357,8 @@ func TestAQuarantinedSegmentsHolderFoundByAnotherKeepsItsReceipt(t *testing.T) {
 	f, l := held(t)
 	ctx := context.Background()
 	body := []byte(`{"amount":5}`)
-	sum := sha256.Sum256(body)
-	f.mu.Lock()
-	f.receipts = append(f.receipts, domain.Receipt{ID: "Rlate", Lease: "L1", FenceToken: 7, Segment: 1, OperationID: "op-1",
-		State: domain.ReceiptCommitted, Method: "POST", Target: "apis/payments/charges", PayloadDigest: "sha256:" + hex.EncodeToString(sum[:]),
-		Response: &domain.EffectResponse{Status: 201, Body: []byte(`{"id":"ch_5"}`)}})
-	f.mu.Unlock()
-	l.commitMu.Lock()
-	l.doubt = &inDoubt{seg: 1, key: quarantinedSeg}
-	l.commitMu.Unlock()
+	lateCharge(f, string(body), "ch_5")
+	inDoubtAt(l, inDoubt{seg: 1, key: quarantinedSeg})
 	if _, err := l.API("payments").Call(ctx, "POST", "charges", []byte(`{"amount":9}`), "application/json"); err != nil {
 		t.Fatal(err)
 	}
@@ -389,17 +375,11 @@ func TestAQuarantinedSegmentsHolderFoundByAnotherKeepsItsReceipt(t *testing.T) {
 func TestAReceiptAtTheSegmentInDoubtIsItsOnlyIfItRecordsIt(t *testing.T) {
 	f, l := held(t)
 	ctx := context.Background()
-	digest := func(b string) string { sum := sha256.Sum256([]byte(b)); return hex.EncodeToString(sum[:]) }
 	first, second := `{"amount":5}`, `{"amount":7}`
-	f.mu.Lock() // the first call, admitted late at segment 1
-	f.receipts = append(f.receipts, domain.Receipt{ID: "Rfirst", Lease: "L1", FenceToken: 7, Segment: 1, OperationID: "op-1",
-		State: domain.ReceiptCommitted, Method: "POST", Target: "apis/payments/charges", PayloadDigest: "sha256:" + digest(first),
-		Response: &domain.EffectResponse{Status: 201, Body: []byte(`{"id":"ch_5"}`)}})
-	f.mu.Unlock()
-	e2 := newEffect("POST", "apis/payments/charges", digest(second), nil)
-	l.commitMu.Lock() // the second call, sent at segment 1 and its answer lost
-	l.doubt = &inDoubt{seg: 1, key: e2.key, target: e2.target, eff: &e2}
-	l.commitMu.Unlock()
+	lateCharge(f, first, "ch_5") // the first call, admitted late at segment 1
+	sum := sha256.Sum256([]byte(second))
+	e2 := newEffect("POST", "apis/payments/charges", hex.EncodeToString(sum[:]), nil)
+	inDoubtAt(l, inDoubt{seg: 1, key: e2.key, target: e2.target, eff: &e2}) // the second, sent there, its answer lost
 	resp, err := l.API("payments").Call(ctx, "POST", "charges", []byte(second), "application/json")
 	if err != nil || resp.Replay || f.count("write") != 1 {
 		t.Fatalf("the second call's retry: %+v %v, %d writes, want it sent (it was not applied)", resp, err, f.count("write"))
@@ -408,4 +388,22 @@ func TestAReceiptAtTheSegmentInDoubtIsItsOnlyIfItRecordsIt(t *testing.T) {
 	if err != nil || !resp.Replay || string(resp.Body) != `{"id":"ch_5"}` || f.count("write") != 1 {
 		t.Fatalf("the first call's retry: %+v %v, %d writes, want its receipt and nothing sent", resp, err, f.count("write"))
 	}
+}
+
+// lateCharge records, as the gateway would, a POST of charges with body
+// committed at segment 1 of lease L1 (admitted late), answered {"id":id}.
+func lateCharge(f *fakeGateway, body, id string) {
+	sum := sha256.Sum256([]byte(body))
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.receipts = append(f.receipts, domain.Receipt{ID: "Rlate", Lease: "L1", FenceToken: 7, Segment: 1, OperationID: "op-1",
+		State: domain.ReceiptCommitted, Method: "POST", Target: "apis/payments/charges", PayloadDigest: "sha256:" + hex.EncodeToString(sum[:]),
+		Response: &domain.EffectResponse{Status: 201, Body: []byte(`{"id":"` + id + `"}`)}})
+}
+
+// inDoubtAt puts a segment of l in doubt as d says.
+func inDoubtAt(l *Lease, d inDoubt) {
+	l.commitMu.Lock()
+	defer l.commitMu.Unlock()
+	l.doubt = &d
 }

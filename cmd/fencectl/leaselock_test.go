@@ -43,18 +43,26 @@ func acquiredWithAFile(t *testing.T) (*harness, string) {
 	return h, file
 }
 
+// heldPut starts a put of file to bucket/jobs/a that the fake gateway holds
+// until the returned channel is closed, and returns once it has arrived
+// there; its exit status goes to done.
+func (h *harness) heldPut(file string, done chan<- int) chan struct{} {
+	hold, entered := make(chan struct{}), make(chan struct{})
+	h.fake.mu.Lock()
+	h.fake.hold, h.fake.entered = hold, entered
+	h.fake.mu.Unlock()
+	go func() { code, _, _ := h.run("put", "bucket/jobs/a", file); done <- code }()
+	<-entered
+	return hold
+}
+
 // Rule: fencectl verbs on one lease file run one at a time (it is locked
 // from read to write back), so two writes started together take distinct
 // segments, the second numbered after the first.
 func TestTwoPutsOnOneLeaseFileTakeDistinctSegments(t *testing.T) {
 	h, file := acquiredWithAFile(t)
-	hold, entered := make(chan struct{}), make(chan struct{})
-	h.fake.mu.Lock()
-	h.fake.hold, h.fake.entered = hold, entered
-	h.fake.mu.Unlock()
 	done := make(chan int, 2)
-	go func() { code, _, _ := h.run("put", "bucket/jobs/a", file); done <- code }()
-	<-entered // the first put is at the gateway, its lease file read
+	hold := h.heldPut(file, done) // the first put is at the gateway, its lease file read
 	go func() { code, _, _ := h.run("put", "bucket/jobs/b", file); done <- code }()
 	for { // the second waits for the lease file, or (unlocked) reaches the gateway
 		h.fake.mu.Lock()
@@ -94,13 +102,8 @@ func TestAnAcceptedWriteWhoseLeaseFileFailsIsNotRecorded(t *testing.T) {
 // write recorded.
 func TestStatusBesideAnUploadingPutGoesAtOnceAndKeepsItsSegment(t *testing.T) {
 	h, file := acquiredWithAFile(t)
-	hold, entered := make(chan struct{}), make(chan struct{})
-	h.fake.mu.Lock()
-	h.fake.hold, h.fake.entered = hold, entered
-	h.fake.mu.Unlock()
 	done := make(chan int, 1)
-	go func() { code, _, _ := h.run("put", "bucket/jobs/a", file); done <- code }()
-	<-entered // the put holds the lease file, uploading
+	hold := h.heldPut(file, done) // the put holds the lease file, uploading
 	h.fake.mu.Lock()
 	before := h.fake.statuses
 	h.fake.mu.Unlock()
