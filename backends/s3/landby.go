@@ -43,7 +43,9 @@ import (
 // socket; versitygw v1.8.0 sets none). The reconciler's grace
 // (reconcile.orphan, gateway.ObjectResolver) covers that time and the clock
 // skew between gateway and store. The gateway's own connection is cancelled
-// at the write's expiry (gateway.forward), which ends a body still passing through it.
+// at the write's expiry (gateway.forward), and reset rather than closed in
+// order (linger.go), which ends a body still passing through it: the bytes
+// its kernel had buffered are discarded, not delivered late.
 //
 // Presigned uploads do not support the flexible checksums (CRC32, CRC32C,
 // SHA-1, SHA-256; same page), so such writes are sent without them. The

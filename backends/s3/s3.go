@@ -200,7 +200,8 @@ func OpenURL(ctx context.Context, name string, u URL, opts ...Option) (*Store, e
 const idleConnsPerHost = 256
 
 // pooled is hc (the SDK's default client when nil) keeping idleConnsPerHost
-// idle connections; a client of the caller's own kind is left as it is.
+// idle connections, whose connections are reset when closed (resetOnClose);
+// a client of the caller's own kind is left as it is.
 func pooled(hc aws.HTTPClient) aws.HTTPClient {
 	b, ok := hc.(*awshttp.BuildableClient)
 	if hc == nil {
@@ -212,7 +213,7 @@ func pooled(hc aws.HTTPClient) aws.HTTPClient {
 	return b.WithTransportOptions(func(t *http.Transport) {
 		t.MaxIdleConnsPerHost = idleConnsPerHost
 		t.MaxIdleConns = max(t.MaxIdleConns, idleConnsPerHost)
-	})
+	}).WithDialerOptions(resetOnClose)
 }
 
 // Name returns the store's configured name.
