@@ -282,14 +282,7 @@ func TestALostCallSettledByAnotherIsRepliedOnItsRetry(t *testing.T) {
 func TestAKeptReceiptOfAnObjectWriteIsForgottenOnceTheObjectIsWrittenAgain(t *testing.T) {
 	f, l := held(t)
 	ctx := context.Background()
-	objs := l.Objects("bucket")
-	f.loseNext("write")
-	if _, err := objs.Delete(ctx, "x"); !IsUncertain(err) {
-		t.Fatalf("want uncertain, got %v", err)
-	}
-	if _, err := objs.Put(ctx, "y", strings.NewReader("y"), ""); err != nil { // settles the delete's doubt
-		t.Fatal(err)
-	}
+	objs := lostDeleteKept(t, f, l)
 	if _, err := objs.Put(ctx, "x", strings.NewReader("new"), ""); err != nil {
 		t.Fatal(err)
 	}
@@ -329,14 +322,7 @@ func TestARetryFindsItsReceiptAtASegmentAnotherEffectMet(t *testing.T) {
 func TestAKeptReceiptIsForgottenWhenALaterWriteOfItsObjectIsFoundCommitted(t *testing.T) {
 	f, l := held(t)
 	ctx := context.Background()
-	objs := l.Objects("bucket")
-	f.loseNext("write")
-	if _, err := objs.Delete(ctx, "x"); !IsUncertain(err) {
-		t.Fatalf("want uncertain, got %v", err)
-	}
-	if _, err := objs.Put(ctx, "y", strings.NewReader("y"), ""); err != nil { // keeps the delete's receipt
-		t.Fatal(err)
-	}
+	objs := lostDeleteKept(t, f, l)
 	f.loseNext("write")
 	if _, err := objs.Put(ctx, "x", strings.NewReader("new"), ""); !IsUncertain(err) {
 		t.Fatalf("want uncertain, got %v", err)
@@ -406,4 +392,21 @@ func inDoubtAt(l *Lease, d inDoubt) {
 	l.commitMu.Lock()
 	defer l.commitMu.Unlock()
 	l.doubt = &d
+}
+
+// lostDeleteKept deletes bucket/x with its answer lost, then puts bucket/y,
+// whose commit finds the delete COMMITTED and keeps its receipt; it returns
+// the writer.
+func lostDeleteKept(t *testing.T, f *fakeGateway, l *Lease) *ObjectWriter {
+	t.Helper()
+	ctx := context.Background()
+	objs := l.Objects("bucket")
+	f.loseNext("write")
+	if _, err := objs.Delete(ctx, "x"); !IsUncertain(err) {
+		t.Fatalf("want uncertain, got %v", err)
+	}
+	if _, err := objs.Put(ctx, "y", strings.NewReader("y"), ""); err != nil {
+		t.Fatal(err)
+	}
+	return objs
 }
