@@ -3,11 +3,11 @@ package main
 import (
 	"encoding/json"
 	"os"
-	"path/filepath"
 	"syscall"
 	"time"
 
 	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/authority"
 	"github.com/fencegate/fencegate/client"
 )
 
@@ -76,41 +76,18 @@ func (lf *leaseFile) close() {
 	}
 }
 
-// createTemp is os.CreateTemp (a variable for tests to fail).
-var createTemp = os.CreateTemp
+// writeFile is authority.WriteFileAtomic (a variable for tests to fail).
+var writeFile = authority.WriteFileAtomic
 
 // save replaces the file atomically and durably, readable by its owner
-// only (it holds a grant): a temporary file of its own (O_EXCL, 0600, never
-// another's or a link planted at a fixed name), synced, renamed over path,
-// and the directory synced.
+// only (it holds a grant): authority.WriteFileAtomic's temporary file of
+// its own, synced, renamed over path, the directory synced.
 func (lf *leaseFile) save(path string) error {
 	b, err := json.MarshalIndent(lf, "", "  ")
 	if err != nil {
 		return err
 	}
-	dir := filepath.Dir(path)
-	tmp, err := createTemp(dir, filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return localError{"write lease file: " + err.Error(), err}
-	}
-	defer os.Remove(tmp.Name()) // gone once renamed
-	_, err = tmp.Write(append(b, '\n'))
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err == nil {
-		if d, derr := os.Open(dir); derr == nil {
-			err = d.Sync()
-			d.Close()
-		}
-	}
-	if err != nil {
+	if err := writeFile(path, append(b, '\n'), 0o600); err != nil {
 		return localError{"write lease file: " + err.Error(), err}
 	}
 	return nil

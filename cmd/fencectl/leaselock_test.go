@@ -88,8 +88,9 @@ func TestTwoPutsOnOneLeaseFileTakeDistinctSegments(t *testing.T) {
 // segment the next write must give; never exit 4, "nothing was sent".
 func TestAnAcceptedWriteWhoseLeaseFileFailsIsNotRecorded(t *testing.T) {
 	h, file := acquiredWithAFile(t)
-	createTemp = func(string, string) (*os.File, error) { return nil, errors.New("no space left on device") }
-	defer func() { createTemp = os.CreateTemp }()
+	saved := writeFile
+	writeFile = func(string, []byte, os.FileMode) error { return errors.New("no space left on device") }
+	defer func() { writeFile = saved }()
 	code, out, errOut := h.run("put", "bucket/jobs/a", file)
 	if code != exitNotRecorded || !strings.Contains(out, "COMMITTED") || !strings.Contains(errOut, "NOT_RECORDED") || !strings.Contains(errOut, "--segment 2") {
 		t.Fatalf("exit %d\nstdout %s\nstderr %s\nwant exit %d, the receipt shown and --segment 2 named", code, out, errOut, exitNotRecorded)
