@@ -60,7 +60,7 @@ type Issuance struct {
 type recovery struct {
 	run     sync.Mutex
 	mu      sync.Mutex
-	checked bool // Check ran (and found no fault): mutations carry the guard
+	checked bool // a Check has begun (Memory loaded): mutations carry the guard it keeps
 	loaded  bool // Memory was loaded (once per process)
 	// confirmed: a Check has ended without a fault (or found a loss);
 	// until then every mutation runs one first (checkedFirst), waiting for
@@ -131,16 +131,12 @@ func (r *Registry) check(ctx context.Context, full bool) (err error) {
 	// the backend compared nothing, and a mutation after it would carry no
 	// guard. One that found a loss did its work: the pause and the guard
 	// take it from there.
-	first := !rc.checked
 	defer func() {
-		ok := err == nil || fencegate.ErrorCode(err) == fencegate.CodeStateLost
-		rc.mu.Lock()
-		if ok {
+		if err == nil || fencegate.ErrorCode(err) == fencegate.CodeStateLost {
+			rc.mu.Lock()
 			rc.confirmed = true
-		} else if first {
-			rc.checked = false
+			rc.mu.Unlock()
 		}
-		rc.mu.Unlock()
 	}()
 	rc.checked = true
 	seen, lost := rc.seen, rc.lost
