@@ -105,20 +105,13 @@ func (s *Server) authed(next http.HandlerFunc) http.HandlerFunc {
 // An abort of the lease's own upload is served too: it only discards what
 // the lease staged.
 func ended(r *http.Request, c fencegate.S3Credential) error {
-	if c.State == "" || c.State == fencegate.StateHeld || writes(r) {
+	if c.State == "" || c.State == fencegate.StateHeld {
 		return nil
 	}
-	if op := operationOf(r); op != nil && op.Discards {
+	if op := operationOf(r); op != nil && (op.Mutates || op.Stages || op.Discards) {
 		return nil
 	}
 	return fencegate.Errorf(fencegate.CodeStatusInvalid, "the credential's lease %s is %s, not HELD", c.Lease, c.State)
-}
-
-// writes reports whether r is a write or a step staging one (an
-// Operation that Mutates or Stages).
-func writes(r *http.Request) bool {
-	op := operationOf(r)
-	return op != nil && (op.Mutates || op.Stages)
 }
 
 // dispatch serves a verified request by its entry in Operations.

@@ -314,10 +314,10 @@ func (s *Server) verifyPresigned(r *http.Request, q url.Values) (*authed, error)
 	if strings.HasPrefix(payload, "STREAMING-") {
 		// A signed chunk chain starts from the request's own signature (its
 		// seed), which a presigned URL's holder does not send for its body:
-		// its chunks would be bound to no request. (An unsigned one's
-		// x-amz-trailer would travel in the query, where a presigner puts
-		// x-amz-* headers and the front door reads none: refused too.) S3 documents streaming
-		// uploads for the Authorization header only ("Signature
+		// its chunks would be bound to no request. An unsigned one's
+		// x-amz-trailer would travel in the query, where the front door
+		// reads no x-amz-* header (queryAllowed): refused too. S3 documents
+		// streaming uploads for the Authorization header only ("Signature
 		// Calculations for the Authorization Header: Transferring Payload
 		// in Multiple Chunks").
 		return nil, notImplemented(payload + " with a presigned URL")
