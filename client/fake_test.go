@@ -301,6 +301,11 @@ func statusOf(c domain.Code) int {
 // payloadDigest is the gateway's payload digest of r's body: "sha256:<hex>".
 func payloadDigest(r *http.Request) string {
 	b, _ := io.ReadAll(r.Body)
-	sum := sha256.Sum256(b)
-	return "sha256:" + hex.EncodeToString(sum[:])
+	return "sha256:" + hexDigest(string(b))
+}
+
+// hexDigest is the hex SHA-256 of s.
+func hexDigest(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
 }

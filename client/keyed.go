@@ -41,7 +41,7 @@ func doubtKey(key string) string { return "key " + key }
 // without sending; one still unsettled under another grant is
 // MUTATION_UNKNOWN (resending it under this grant would be a new effect under
 // a new upstream key); otherwise the key takes the next segment.
-func (l *Lease) commitKeyed(ctx context.Context, key string, req keyedRequest, send func(ctx context.Context, f Fence) (outcome, error)) (outcome, error) {
+func (l *Lease) commitKeyed(ctx context.Context, key string, e *effect) (outcome, error) {
 	l.commitMu.Lock()
 	defer l.commitMu.Unlock()
 	if err := l.live(); err != nil {
@@ -52,7 +52,7 @@ func (l *Lease) commitKeyed(ctx context.Context, key string, req keyedRequest, s
 		return outcome{}, err
 	}
 	if seg, ok := l.led.seg[key]; ok {
-		return l.sendKeyed(ctx, key, seg, send)
+		return l.sendKeyed(ctx, key, seg, e.send)
 	}
 	if r, ok := l.led.byKey[key]; ok && r.State != domain.ReceiptCommitted && !r.State.NotApplied() {
 		// An earlier owner's receipt of key, unsettled when last read: the
@@ -67,7 +67,7 @@ func (l *Lease) commitKeyed(ctx context.Context, key string, req keyedRequest, s
 		// NOT_FOUND: compacted once settled, its state unknown here; it
 		// stays unsettled in the ledger (MUTATION_UNKNOWN, never resent).
 	}
-	if o, done, err := l.fromLedger(key, req); done {
+	if o, done, err := l.fromLedger(key, e); done {
 		return o, err
 	}
 	if d := l.doubt; d != nil {
@@ -95,15 +95,11 @@ func (l *Lease) commitKeyed(ctx context.Context, key string, req keyedRequest, s
 		}
 		l.noteReceipts(list)
 	}
-	if o, done, err := l.fromLedger(key, req); done {
+	if o, done, err := l.fromLedger(key, e); done {
 		return o, err
 	}
-	return l.sendKeyed(ctx, key, l.nextSeg, send)
+	return l.sendKeyed(ctx, key, l.nextSeg, e.send)
 }
-
-// keyedRequest is what a keyed effect's key must keep naming: its method and
-// the digest of its body ("sha256:<hex>", the receipt's PayloadDigest).
-type keyedRequest struct{ method, digest string }
 
 // fromLedger answers key from an earlier process's or owner's receipt of
 // it, if any: COMMITTED is its stored answer, sent nothing (done); one still
@@ -113,12 +109,12 @@ type keyedRequest struct{ method, digest string }
 // reused with other parameters (Stripe: "Keys for idempotent requests can
 // only be used with the same parameters they were first used with"),
 // never that other request's answer.
-func (l *Lease) fromLedger(key string, req keyedRequest) (outcome, bool, error) {
+func (l *Lease) fromLedger(key string, e *effect) (outcome, bool, error) {
 	r, ok := l.led.byKey[key]
 	switch {
 	case !ok || r.State.NotApplied():
 		return outcome{}, false, nil
-	case r.Method != "" && r.Method != req.method, r.PayloadDigest != "" && r.PayloadDigest != req.digest:
+	case e.contradicts(r):
 		return outcome{}, true, &domain.Error{Code: domain.CodeInvalidRequest, ReceiptID: r.ID,
 			Message: fmt.Sprintf("effect key %q was used for another request (receipt %s: %s %s); a key names one request", key, r.ID, r.Method, r.Target)}
 	case r.State == domain.ReceiptCommitted:

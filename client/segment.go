@@ -59,6 +59,20 @@ func (e *effect) records(r domain.Receipt) bool {
 	return e != nil && r.Method == e.method && r.Target == e.target && (e.digest == "" || r.PayloadDigest == "sha256:"+e.digest)
 }
 
+// contradicts reports whether receipt r, of e's effect key, names another
+// request: a method or payload digest it records differs from e's.
+func (e *effect) contradicts(r domain.Receipt) bool {
+	return r.Method != "" && r.Method != e.method || r.PayloadDigest != "" && e.digest != "" && r.PayloadDigest != "sha256:"+e.digest
+}
+
+// objectTarget is the receipt target of key in store, as the gateway
+// records it: objects/STORE/KEY.
+func objectTarget(store, key string) string { return "objects/" + store + "/" + key }
+
+// apiTarget is the receipt target of a call of path on the fronted API api,
+// as the gateway records it: apis/API/PATH.
+func apiTarget(api, path string) string { return "apis/" + api + "/" + strings.TrimPrefix(path, "/") }
+
 // outcome is an accepted (or reused) commit.
 type outcome struct {
 	receipt domain.Receipt

@@ -2,8 +2,6 @@ package client
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"strings"
 	"testing"
@@ -363,8 +361,7 @@ func TestAReceiptAtTheSegmentInDoubtIsItsOnlyIfItRecordsIt(t *testing.T) {
 	ctx := context.Background()
 	first, second := `{"amount":5}`, `{"amount":7}`
 	lateCharge(f, first, "ch_5") // the first call, admitted late at segment 1
-	sum := sha256.Sum256([]byte(second))
-	e2 := newEffect("POST", "apis/payments/charges", hex.EncodeToString(sum[:]), nil)
+	e2 := newEffect("POST", "apis/payments/charges", hexDigest(second), nil)
 	inDoubtAt(l, inDoubt{seg: 1, key: e2.key, target: e2.target, eff: &e2}) // the second, sent there, its answer lost
 	resp, err := l.API("payments").Call(ctx, "POST", "charges", []byte(second), "application/json")
 	if err != nil || resp.Replay || f.count("write") != 1 {
@@ -379,11 +376,10 @@ func TestAReceiptAtTheSegmentInDoubtIsItsOnlyIfItRecordsIt(t *testing.T) {
 // lateCharge records, as the gateway would, a POST of charges with body
 // committed at segment 1 of lease L1 (admitted late), answered {"id":id}.
 func lateCharge(f *fakeGateway, body, id string) {
-	sum := sha256.Sum256([]byte(body))
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.receipts = append(f.receipts, domain.Receipt{ID: "Rlate", Lease: "L1", FenceToken: 7, Segment: 1, OperationID: "op-1",
-		State: domain.ReceiptCommitted, Method: "POST", Target: "apis/payments/charges", PayloadDigest: "sha256:" + hex.EncodeToString(sum[:]),
+		State: domain.ReceiptCommitted, Method: "POST", Target: "apis/payments/charges", PayloadDigest: "sha256:" + hexDigest(body),
 		Response: &domain.EffectResponse{Status: 201, Body: []byte(`{"id":"` + id + `"}`)}})
 }
 

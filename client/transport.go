@@ -149,14 +149,15 @@ func (t *Transport) write(req *http.Request) (*http.Response, error) {
 		r, err := t.Lease.c.callAPI(ctx, t.API, req.Method, path, f, header, body)
 		return outcome{api: r}, err
 	}
+	e := newEffect(req.Method, apiTarget(t.API, path), hex.EncodeToString(sum[:]), send)
 	var (
 		o   outcome
 		err error
 	)
 	if key == "" {
-		o, err = t.Lease.commit(req.Context(), newEffect(req.Method, "apis/"+t.API+"/"+strings.TrimPrefix(path, "/"), hex.EncodeToString(sum[:]), send))
+		o, err = t.Lease.commit(req.Context(), e)
 	} else {
-		o, err = t.Lease.commitKeyed(req.Context(), key, keyedRequest{method: req.Method, digest: "sha256:" + hex.EncodeToString(sum[:])}, send)
+		o, err = t.Lease.commitKeyed(req.Context(), key, &e)
 	}
 	if err != nil {
 		return nil, err

@@ -2,8 +2,6 @@ package client
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io"
@@ -259,7 +257,7 @@ func TestTransportKeyUsedForAnotherRequestIsRefused(t *testing.T) {
 	f, c := newFake(t)
 	f.receipts = []domain.Receipt{
 		{ID: "R0", Lease: "L0", FenceToken: 6, Segment: 4, EffectKey: "order-1", OperationID: "op-1", State: domain.ReceiptCommitted,
-			Method: "POST", Target: "apis/pay/v1/charges", PayloadDigest: "sha256:" + hexSHA256("amount=5"),
+			Method: "POST", Target: "apis/pay/v1/charges", PayloadDigest: "sha256:" + hexDigest("amount=5"),
 			Response: &domain.EffectResponse{Status: 201, Body: []byte(`{"id":"ch_0"}`)}},
 	}
 	f.writes = make([]http.Header, 1)
@@ -279,11 +277,6 @@ func TestTransportKeyUsedForAnotherRequestIsRefused(t *testing.T) {
 	if err != nil || resp.StatusCode != 201 || resp.Header.Get("Fence-Receipt") != "R0" {
 		t.Fatalf("the same request under its key: %v %v, want R0's answer", resp, err)
 	}
-}
-
-func hexSHA256(s string) string {
-	sum := sha256.Sum256([]byte(s))
-	return hex.EncodeToString(sum[:])
 }
 
 // Rule: a QUARANTINED answer at the next segment (another effect of the
