@@ -58,9 +58,16 @@ func TestAFailedCommitFailsTheStoreUntilItIsReopened(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	// Reopened, the store reads the file again and serves.
+	// Reopened, the store reads the file again and serves; the write
+	// refused after the failure left nothing.
 	s = openAt(t, path)
 	defer s.Close()
+	if _, err := s.Resource(ctx, "res/b"); fencegate.ErrorCode(err) != fencegate.CodeNotFound {
+		t.Fatalf("res/b after its admission was refused BACKEND_UNAVAILABLE: %v, want NOT_FOUND", err)
+	}
+	if _, err := s.Receipt(ctx, "r-b"); fencegate.ErrorCode(err) != fencegate.CodeNotFound {
+		t.Fatalf("receipt r-b after its admission was refused: %v, want NOT_FOUND", err)
+	}
 	if _, err := s.Admit(ctx, admitReq("res/b", 1, "r-b")); err != nil {
 		t.Fatalf("a write after reopening: %v", err)
 	}
