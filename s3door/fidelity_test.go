@@ -3,9 +3,7 @@ package s3door_test
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
 	"io"
 	"net/http"
 	"net/url"
@@ -23,20 +21,6 @@ import (
 
 	"github.com/fencegate/fencegate"
 )
-
-// sign signs req (its body already set) for akid with the SDK's signer,
-// the payload hash being the body's SHA-256.
-func (e *env) sign(t *testing.T, akid string, req *http.Request, body []byte) {
-	t.Helper()
-	sum := sha256.Sum256(body)
-	hash := hex.EncodeToString(sum[:])
-	req.Header.Set("X-Amz-Content-Sha256", hash)
-	err := v4.NewSigner(func(o *v4.SignerOptions) { o.DisableURIPathEscaping = true }).SignHTTP(context.Background(),
-		aws.Credentials{AccessKeyID: akid, SecretAccessKey: e.creds[akid].SecretAccessKey}, req, hash, "s3", "us-east-1", time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-}
 
 // Rule: an object is its bytes with its content type and metadata (S3's
 // PutObject replaces all three), so the same bytes with other metadata are
@@ -138,17 +122,10 @@ func TestDeleteObjectsWithAWrongBodyChecksumDeletesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	before, deletes := e.fingerprint("b/r"), e.store.deletes.Load()
-	doc := []byte(`<Delete><Object><Key>r/a</Key></Object></Delete>`)
-	req, _ := http.NewRequest(http.MethodPost, e.srv.URL+"/b?delete=", bytes.NewReader(doc))
-	req.Header.Set("X-Amz-Checksum-Crc32", "AAAAAA==")
-	e.sign(t, "AKIDA", req, doc)
-	resp, err := e.srv.Client().Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusBadRequest {
-		t.Fatalf("DeleteObjects with a wrong body checksum: %d, want 400", resp.StatusCode)
+	st, _ := e.send(t, "AKIDA", http.MethodPost, "/b?delete=", map[string]string{"X-Amz-Checksum-Crc32": "AAAAAA=="},
+		`<Delete><Object><Key>r/a</Key></Object></Delete>`)
+	if st != http.StatusBadRequest {
+		t.Fatalf("DeleteObjects with a wrong body checksum: %d, want 400", st)
 	}
 	if e.fingerprint("b/r") != before || e.store.deletes.Load() != deletes {
 		t.Fatal("DeleteObjects with a wrong body checksum changed state")
