@@ -176,7 +176,7 @@ func (s *Server) createUpload(w http.ResponseWriter, r *http.Request, t *target)
 	if err := queryAllowed(r, "CreateMultipartUpload", "uploads"); err != nil {
 		return err
 	}
-	if err := headersAllowed(r); err != nil {
+	if err := objectHeadersAllowed(r); err != nil {
 		return err
 	}
 	segment, err := s.staged(r, bucket, key)

@@ -150,7 +150,7 @@ func (s *Server) putObject(w http.ResponseWriter, r *http.Request, t *target) er
 	if err := queryAllowed(r, "PutObject"); err != nil {
 		return err
 	}
-	if err := headersAllowed(r); err != nil {
+	if err := objectHeadersAllowed(r); err != nil {
 		return err
 	}
 	req, err := s.fenced(r, bucket, key, http.MethodPut)

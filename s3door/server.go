@@ -255,8 +255,22 @@ func headersAllowed(r *http.Request) error {
 			return notImplemented("the " + h + " header")
 		}
 	}
-	if r.Method == http.MethodDelete {
-		return nil // Cache-Control and the like say nothing about an object there
+	if v := r.Header.Get("X-Amz-Acl"); v != "" && v != "private" {
+		return notImplemented("x-amz-acl " + v)
+	}
+	if v := r.Header.Get("X-Amz-Storage-Class"); v != "" && v != "STANDARD" {
+		return notImplemented("x-amz-storage-class " + v)
+	}
+	return nil
+}
+
+// objectHeadersAllowed is headersAllowed for a request that writes an
+// object's bytes (PutObject, CreateMultipartUpload), where an object header
+// the stores cannot keep (unstoredHeaders, a content coding) is refused too;
+// on a delete such headers say nothing about an object.
+func objectHeadersAllowed(r *http.Request) error {
+	if err := headersAllowed(r); err != nil {
+		return err
 	}
 	for _, h := range unstoredHeaders {
 		if r.Header.Get(h) != "" {
@@ -272,12 +286,6 @@ func headersAllowed(r *http.Request) error {
 				return notImplemented("Content-Encoding " + c + " (the object stores keep no content coding)")
 			}
 		}
-	}
-	if v := r.Header.Get("X-Amz-Acl"); v != "" && v != "private" {
-		return notImplemented("x-amz-acl " + v)
-	}
-	if v := r.Header.Get("X-Amz-Storage-Class"); v != "" && v != "STANDARD" {
-		return notImplemented("x-amz-storage-class " + v)
 	}
 	return nil
 }
