@@ -91,7 +91,12 @@ func (p *gatewayProc) doorState(t *testing.T, c *s3.Client, bucket string) strin
 	return b.String() + string(r.body)
 }
 
-func TestS3FrontDoorWithTheSDK(t *testing.T) {
+func TestS3FrontDoorWithTheSDK(t *testing.T) { onEachDoorStore(t, frontDoorFlow) }
+
+// onEachDoorStore runs flow against a `gateway dev` whose store "docs" is a
+// local directory, then versitygw (workers worker-a and worker-b, status
+// proofs by query).
+func onEachDoorStore(t *testing.T, flow func(*testing.T, *gatewayProc)) {
 	for _, backend := range []string{"local", "versitygw"} {
 		t.Run(backend, func(t *testing.T) {
 			store := "local:" + t.TempDir()
@@ -102,7 +107,7 @@ func TestS3FrontDoorWithTheSDK(t *testing.T) {
 			}
 			p := startGatewayEnv(t, env, "dev", "--data-dir", t.TempDir(), "--identity", "worker-a=token-a",
 				"--identity", "worker-b=token-b", "--store", "docs="+store, "--status-mode", "query")
-			frontDoorFlow(t, p)
+			flow(t, p)
 		})
 	}
 }

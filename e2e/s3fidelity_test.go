@@ -21,19 +21,7 @@ import (
 // into a presigned URL's query, are 501 and change nothing; the fence
 // segment given at CreateMultipartUpload numbers its Complete.
 func TestS3FrontDoorKeepsWhatAWriteSaysThroughTheBinary(t *testing.T) {
-	for _, backend := range []string{"local", "versitygw"} {
-		t.Run(backend, func(t *testing.T) {
-			store := "local:" + t.TempDir()
-			var env []string
-			if backend == "versitygw" {
-				b := newS3Bucket(t)
-				store, env = b.storeURL(""), b.env()
-			}
-			p := startGatewayEnv(t, env, "dev", "--data-dir", t.TempDir(), "--identity", "worker-a=token-a",
-				"--store", "docs="+store, "--status-mode", "query")
-			keepsWhatAWriteSays(t, p)
-		})
-	}
+	onEachDoorStore(t, keepsWhatAWriteSays)
 }
 
 func keepsWhatAWriteSays(t *testing.T, p *gatewayProc) {
