@@ -366,7 +366,7 @@ func (b *batcher) maybeMerge() {
 	if b.steps >= maxMoveSteps {
 		budget, limit = moveBudget, 0
 	}
-	txs, empty, committing, err := moveJournal(b.db, budget, limit)
+	txs, empty, committing, err := moveJournal(b.db, b.update, budget, limit)
 	b.moveTxs.Add(uint64(txs))
 	if committing { // a move's commit failed: as a batch's (see Group commit)
 		b.failed.CompareAndSwap(nil, &failedCommit{err})

@@ -206,7 +206,7 @@ func Open(path string, opts ...Option) (*Store, error) {
 		return upgrade(tx)
 	})
 	if err == nil {
-		_, _, _, err = moveJournal(db, moveBudget, 0) // what a crash left there
+		_, _, _, err = moveJournal(db, db.Update, moveBudget, 0) // what a crash left there
 	}
 	if err != nil {
 		_ = db.Close()
@@ -229,7 +229,7 @@ func (s *Store) Close() error {
 		s.batch.close()
 		var merr error
 		if s.batch.failed.Load() == nil { // nothing is written over a failed commit
-			_, _, _, merr = moveJournal(s.db, moveBudget, 0)
+			_, _, _, merr = moveJournal(s.db, s.db.Update, moveBudget, 0)
 		}
 		if err := errors.Join(merr, s.db.Close()); err != nil {
 			s.closeErr = fencegate.Wrap(err, fencegate.CodeInternal, "close fence store")

@@ -75,3 +75,65 @@ func TestAFailedCommitFailsTheStoreUntilItIsReopened(t *testing.T) {
 		t.Fatalf("the receipt committed before the failure: %+v %v", r, err)
 	}
 }
+
+// Rule: a journal move's commit that failed fails the store as a batch's
+// does (its transaction may be in the page cache though not durable): the
+// write whose batch committed before it stays admitted, and from the failed
+// move on every write and read is BACKEND_UNAVAILABLE until the store is
+// opened again, which finds every entry the file holds on one side of the
+// journal or the other.
+func TestAFailedJournalMoveCommitFailsTheStoreUntilItIsReopened(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "fence.db")
+	s := openAt(t, path)
+	if _, err := s.Admit(ctx, admitReq("res/a", 1, "r-1")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Settle(ctx, "r-1", fencegate.Outcome{State: fencegate.ReceiptCommitted, Version: "v1"}); err != nil {
+		t.Fatal(err)
+	}
+	real := s.batch.update
+	calls := 0
+	s.batch.update = func(fn func(*bolt.Tx) error) error {
+		calls++
+		if err := real(fn); err != nil || calls == 1 { // the batch's own commit succeeds
+			return err
+		}
+		return errors.New("fdatasync: input/output error") // the move's, after it reached the file
+	}
+	s.batch.mergeEvery.Store(1) // a move after this batch
+	if _, err := s.Admit(ctx, admitReq("res/a", 2, "r-2")); err != nil {
+		t.Fatalf("the admission committed before the move: %v", err)
+	}
+	// The committer runs the move after answering the batch, and the next
+	// call after the move: this one is refused.
+	if _, err := s.Admit(ctx, admitReq("res/b", 1, "r-b")); fencegate.ErrorCode(err) != fencegate.CodeBackendUnavailable {
+		t.Fatalf("a write after the failed move: %v, want BACKEND_UNAVAILABLE", err)
+	}
+	s.batch.update = real
+	if calls != 2 {
+		t.Fatalf("%d write transactions, want the batch's and one move step", calls)
+	}
+	if fencegate.ErrorCode(s.Failure()) != fencegate.CodeBackendUnavailable {
+		t.Fatalf("Failure after a failed move commit: %v, want BACKEND_UNAVAILABLE (for /healthz)", s.Failure())
+	}
+	if _, err := s.Receipt(ctx, "r-2"); fencegate.ErrorCode(err) != fencegate.CodeBackendUnavailable {
+		t.Fatalf("a read after the failed move: %v, want BACKEND_UNAVAILABLE", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openAt(t, path)
+	defer s.Close()
+	if rs, err := s.Resource(ctx, "res/a"); err != nil || rs.LastSegmentSeq != 2 {
+		t.Fatalf("res/a after reopening: %+v %v, want segment 2 (admitted before the move)", rs, err)
+	}
+	for _, id := range []string{"r-1", "r-2"} {
+		if _, err := s.Receipt(ctx, id); err != nil {
+			t.Fatalf("receipt %s after reopening: %v", id, err)
+		}
+	}
+	if _, err := s.Receipt(ctx, "r-b"); fencegate.ErrorCode(err) != fencegate.CodeNotFound {
+		t.Fatalf("receipt r-b refused after the failure: %v, want NOT_FOUND", err)
+	}
+}

@@ -35,7 +35,7 @@ func TestAppendIndexesAreSplitFull(t *testing.T) {
 	}
 	// The admissions are in the journal; then in the big trees, once moved.
 	checkFill(t, s, func(name []byte) []byte { return journalOf[string(name)] })
-	if _, _, _, err := moveJournal(s.db, moveBudget, 0); err != nil {
+	if _, _, _, err := moveJournal(s.db, s.db.Update, moveBudget, 0); err != nil {
 		t.Fatal(err)
 	}
 	checkFill(t, s, func(name []byte) []byte { return name })

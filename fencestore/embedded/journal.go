@@ -240,20 +240,21 @@ func mergeJournal(tx *bolt.Tx, budget int) (n int, empty bool, err error) {
 }
 
 // moveJournal moves the journal of db in transactions of at most budget
-// bytes each (mergeJournal), until it is empty or after limit transactions
-// (0: no limit). It returns how many it ran (none for an empty journal: a
-// write transaction costs a commit even when it changes nothing) and
-// whether the journal is empty. committing is true when err came from a
-// transaction's commit (which may have reached the page cache: see Group
-// commit in batch.go), false when a step refused before it (rolled back).
-func moveJournal(db *bolt.DB, budget, limit int) (txs int, empty, committing bool, err error) {
+// bytes each (mergeJournal), run by update (db.Update; the committer's hook
+// in tests), until it is empty or after limit transactions (0: no limit).
+// It returns how many it ran (none for an empty journal: a write
+// transaction costs a commit even when it changes nothing) and whether the
+// journal is empty. committing is true when err came from a transaction's
+// commit (which may have reached the page cache: see Group commit in
+// batch.go), false when a step refused before it (rolled back).
+func moveJournal(db *bolt.DB, update func(func(*bolt.Tx) error) error, budget, limit int) (txs int, empty, committing bool, err error) {
 	if err := db.View(func(tx *bolt.Tx) error { empty = journalEmpty(tx); return nil }); err != nil {
 		return 0, false, false, err
 	}
 	for !empty && (limit == 0 || txs < limit) {
 		txs++
 		var stepErr error
-		err := db.Update(func(tx *bolt.Tx) error {
+		err := update(func(tx *bolt.Tx) error {
 			_, empty, stepErr = mergeJournal(tx, budget)
 			return stepErr
 		})

@@ -51,7 +51,7 @@ func TestWritesAfterAMoveLeaveTheBigTreesAlone(t *testing.T) {
 	for i := range 150 { // enough resources for a resources tree of its own pages
 		writeSegments(t, s, fmt.Sprintf("res/other/%03d", i), 1, now)
 	}
-	if _, _, _, err := moveJournal(s.db, moveBudget, 0); err != nil {
+	if _, _, _, err := moveJournal(s.db, s.db.Update, moveBudget, 0); err != nil {
 		t.Fatal(err)
 	}
 	roots := func() map[string]uint64 {
@@ -373,7 +373,7 @@ func TestJournalMatchesAModelAcrossPartialMoves(t *testing.T) {
 			t.Fatalf("after step %d: %v", step, err)
 		}
 	}
-	if _, _, _, err := moveJournal(s.db, moveBudget, 0); err != nil {
+	if _, _, _, err := moveJournal(s.db, s.db.Update, moveBudget, 0); err != nil {
 		t.Fatal(err)
 	}
 	_ = s.db.View(func(tx *bolt.Tx) error {

@@ -40,8 +40,11 @@ type App struct {
 	reconciler *gateway.Reconciler
 	closers    []func() error
 	ready      atomic.Bool
-	metrics    *metrics.Metrics
-	auth       *authority.Authority
+	// failing is the fence store when it can fail for good (the embedded
+	// store after a failed commit), nil otherwise: /healthz reports it.
+	failing failing
+	metrics *metrics.Metrics
+	auth    *authority.Authority
 	// refusedBundle is the last bundle file version refused (logged once).
 	refusedBundle uint64
 	// remote is the registry in another process (registryURL), nil if none.
@@ -91,6 +94,7 @@ func Build(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, er
 		return nil, err
 	}
 	a.closers = append(a.closers, store.Close)
+	a.failing, _ = store.(failing)
 
 	objects, err := openObjectStores(ctx, cfg, log)
 	for _, st := range objects {
@@ -265,7 +269,7 @@ func Build(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, er
 		Gateway: a.Gateway, Stores: objects, Auth: auth,
 		AdminAuth: handlers.NewBearerTokens(adminTokens), Admin: a.auth, GatewayAuth: handlers.NewBearerTokens(gatewayTokens),
 		Registry: a.Registry, Reconciler: a.reconciler, APIs: apis, MaxBody: cfg.MaxBodyBytes, QuarantinePayload: quarantineBound(cfg.QuarantinePayloadBytes),
-		BodyReadTimeout: cfg.HTTP.BodyReadTimeout, MayRead: access.MayRead, Bindings: bindings, SpoolDir: spool, Log: log, Ready: func() bool { return a.ready.Load() && storeHealthy(store) },
+		BodyReadTimeout: cfg.HTTP.BodyReadTimeout, MayRead: access.MayRead, Bindings: bindings, SpoolDir: spool, Log: log, Ready: a.healthy,
 		Refused: a.metrics.Refused, Observe: a.metrics, Tracer: tracer, MemoryBody: memoryBound(cfg.HTTP.MemoryBodyBytes), MemoryBodies: cfg.HTTP.MemoryBodiesBytes, Bodies: bodies,
 	}
 	if a.S3Credentials != nil {
@@ -386,9 +390,9 @@ func quarantineBound(configured int64) int64 {
 // a failed commit: only a restart reopens it).
 type failing interface{ Failure() error }
 
-// storeHealthy is false once store reports such a failure, so /healthz
-// tells an orchestrator to restart the gateway.
-func storeHealthy(store fencegate.FenceStore) bool {
-	f, ok := store.(failing)
-	return !ok || f.Failure() == nil
+// healthy is what /healthz answers: the gateway has started and not begun
+// to stop, and its fence store has not failed for good (once it has,
+// /healthz tells an orchestrator to restart the gateway).
+func (a *App) healthy() bool {
+	return a.ready.Load() && (a.failing == nil || a.failing.Failure() == nil)
 }
