@@ -60,6 +60,7 @@ func Run(t *testing.T, open func(t *testing.T) fencegate.ObjectStore, opts ...Op
 		{"PutWithoutExactlyOneConditionIsInvalid", testPutNeedsCondition},
 		{"GetAndHeadOfMissingKeyAreNotFound", testMissingNotFound},
 		{"MetadataRoundTrips", testMetadata},
+		{"NonASCIIMetadataRoundTrips", testNonASCIIMetadata},
 		{"ContentTypeRoundTrips", testContentType},
 		{"WriteWithinItsLandingDeadlineLands", testLandByAhead},
 		{"WritePastItsLandingDeadlineIsRefusedAndChangesNothing", testLandByPassed},
@@ -265,6 +266,47 @@ func testMetadata(t *testing.T, s fencegate.ObjectStore) {
 			t.Fatalf("metadata %v; want %v", got.Metadata, want)
 		}
 	}
+}
+
+// testNonASCIIMetadata: an operation ID and root the registry accepts (any
+// UTF-8 text without control characters, fencegate's registry) and a
+// client's own metadata value that are not ASCII, or look like an RFC 2047
+// encoded word, come back as written from Head and Get.
+func testNonASCIIMetadata(t *testing.T, s fencegate.ObjectStore) {
+	key := Key("meta-utf8")
+	m := fencegate.EffectMeta{FenceToken: 3, Segment: 1, Root: "Wurzel-Größe ✓", OperationID: "Bestellung Müller/日本",
+		PayloadDigest: "sha256:" + strings.Repeat("cd", 32), ReceiptID: "r-0123456789"}
+	user := map[string]string{"Title": "Crème brûlée", "Plain": "ascii only"}
+	if _, err := s.Put(context.Background(), fencegate.PutRequest{Key: key, Body: strings.NewReader("m"), Size: 1,
+		IfNoneMatch: true, Meta: m, UserMeta: user}); err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Head(context.Background(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, ginfo := Content(t, s, key)
+	for _, got := range []fencegate.ObjectInfo{info, ginfo} {
+		if pm, ok := fencegate.ParseEffectMeta(got.Metadata); !ok || pm != m {
+			t.Fatalf("metadata %q parsed to %+v; want %+v", got.Metadata, pm, m)
+		}
+		for k, v := range user {
+			if got := lookupFold(got.Metadata, k); got != v {
+				t.Fatalf("user metadata %s = %q; want %q (all: %q)", k, got, v, got)
+			}
+		}
+	}
+}
+
+// lookupFold is md's value under name, whatever the case of its key (S3
+// keeps metadata names in lower case).
+func lookupFold(md map[string]string, name string) string {
+	for k, v := range md {
+		if strings.EqualFold(k, name) {
+			return v
+		}
+	}
+	return ""
 }
 
 func testContentType(t *testing.T, s fencegate.ObjectStore) {

@@ -27,7 +27,7 @@ func (s *Store) putMultipart(ctx context.Context, req fencegate.PutRequest, body
 		}
 	}
 	key := s.full(req.Key)
-	cin := &s3.CreateMultipartUploadInput{Bucket: &s.bucket, Key: key, Metadata: req.Metadata()}
+	cin := &s3.CreateMultipartUploadInput{Bucket: &s.bucket, Key: key, Metadata: encodeMeta(req.Metadata())}
 	if req.ContentType != "" {
 		cin.ContentType = aws.String(req.ContentType)
 	}

@@ -253,7 +253,7 @@ func (s *Store) Put(ctx context.Context, req fencegate.PutRequest) (string, erro
 	var sent attemptCounter
 	until, direct := fencegate.LandBy(ctx)
 	p := putObject{key: s.prefix + req.Key, body: body, start: start, size: req.Size,
-		contentType: req.ContentType, meta: req.Metadata(), ifNoneMatch: req.IfNoneMatch, ifMatch: req.IfMatch}
+		contentType: req.ContentType, meta: encodeMeta(req.Metadata()), ifNoneMatch: req.IfNoneMatch, ifMatch: req.IfMatch}
 	var in *s3.PutObjectInput // the SDK's input; nil for a direct PUT
 	if !direct || s.tmpl == nil {
 		in = &s3.PutObjectInput{Bucket: &s.bucket, Key: &p.key, Body: body, ContentLength: &p.size, Metadata: p.meta}
@@ -336,7 +336,7 @@ func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, fencegate.O
 		return nil, fencegate.ObjectInfo{}, s.translate(err, "get", key, false)
 	}
 	return out.Body, fencegate.ObjectInfo{Key: key, ETag: aws.ToString(out.ETag), Size: aws.ToInt64(out.ContentLength),
-		ContentType: aws.ToString(out.ContentType), Metadata: out.Metadata, LastModified: aws.ToTime(out.LastModified)}, nil
+		ContentType: aws.ToString(out.ContentType), Metadata: decodeMeta(out.Metadata), LastModified: aws.ToTime(out.LastModified)}, nil
 }
 
 // Head describes the object.
@@ -349,7 +349,7 @@ func (s *Store) Head(ctx context.Context, key string) (fencegate.ObjectInfo, err
 		return fencegate.ObjectInfo{}, s.translate(err, "head", key, false)
 	}
 	return fencegate.ObjectInfo{Key: key, ETag: aws.ToString(out.ETag), Size: aws.ToInt64(out.ContentLength),
-		ContentType: aws.ToString(out.ContentType), Metadata: out.Metadata, LastModified: aws.ToTime(out.LastModified)}, nil
+		ContentType: aws.ToString(out.ContentType), Metadata: decodeMeta(out.Metadata), LastModified: aws.ToTime(out.LastModified)}, nil
 }
 
 // retryConflict runs op, retrying with jittered backoff while the store answers
