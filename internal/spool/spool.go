@@ -189,12 +189,27 @@ func (b *Body) read(declared int64, src io.Reader, w io.Writer, dir string) (int
 	}
 	cb := copyBufs.Get().(*[]byte)
 	defer copyBufs.Put(cb)
-	m, err := io.CopyBuffer(io.MultiWriter(b.file, w), src, *cb)
+	m, err := io.CopyBuffer(io.MultiWriter(spoolFile{b.file}, w), src, *cb)
 	return n + m, err
 }
 
+// spoolFile is the spool file as the body's copy writes it: a failed write
+// (a full disk) is the gateway's INTERNAL, not the client's malformed body.
+type spoolFile struct{ f *os.File }
+
+func (s spoolFile) Write(p []byte) (int, error) {
+	n, err := s.f.Write(p)
+	if err != nil {
+		err = fencegate.Wrap(err, fencegate.CodeInternal, "cannot spool the request body")
+	}
+	return n, err
+}
+
+// createTemp creates a spool file (os.CreateTemp; tests replace it).
+var createTemp = os.CreateTemp
+
 func (b *Body) create(dir string) error {
-	f, err := os.CreateTemp(dir, "body-*")
+	f, err := createTemp(dir, "body-*")
 	if err != nil {
 		return fencegate.Wrap(err, fencegate.CodeInternal, "cannot spool the request body")
 	}
