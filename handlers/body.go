@@ -26,15 +26,16 @@ func (s *Server) spool(r *http.Request, max int64) (*spool.Body, error) {
 	return b, nil
 }
 
-// checkClientDigest compares a client-declared SHA-256 with the computed one.
+// checkClientDigest compares every client-declared SHA-256 (each field of
+// each header, however many lines carry them) with the computed one.
 func checkClientDigest(hd http.Header, sum []byte) error {
-	if v := hd.Get("x-amz-checksum-sha256"); v != "" {
+	for _, v := range hd.Values("x-amz-checksum-sha256") {
 		want, err := base64.StdEncoding.DecodeString(v)
 		if err != nil || string(want) != string(sum) {
 			return fencegate.Errorf(fencegate.CodeInvalidRequest, "x-amz-checksum-sha256 does not match the body")
 		}
 	}
-	if v := hd.Get("Content-Digest"); v != "" {
+	for _, v := range hd.Values("Content-Digest") {
 		for _, item := range strings.Split(v, ",") {
 			alg, val, ok := strings.Cut(strings.TrimSpace(item), "=")
 			if !ok || strings.ToLower(alg) != "sha-256" {

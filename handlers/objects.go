@@ -81,8 +81,19 @@ func (s *Server) objectStore(name string) (fencegate.ObjectStore, error) {
 	return st, nil
 }
 
-// fenceRequest reads the fence headers common to every fenced mutation.
+// fenceHeaders are the fence headers a fenced mutation may carry, each at
+// most once.
+var fenceHeaders = []string{"Fence-Grant", "Fence-Status", "Fence-Delegation", "Fence-Segment", "Fence-Effect-Key"}
+
+// fenceRequest reads the fence headers common to every fenced mutation. A
+// fence header given twice is ambiguous (a proxy or log may read the other
+// one) and INVALID_REQUEST, whatever the values.
 func fenceRequest(r *http.Request, caller string) (gateway.Request, error) {
+	for _, name := range fenceHeaders {
+		if n := len(r.Header.Values(name)); n > 1 {
+			return gateway.Request{}, fencegate.Errorf(fencegate.CodeInvalidRequest, "%s is given %d times; send it once", name, n)
+		}
+	}
 	req := gateway.Request{
 		Caller:      caller,
 		GrantToken:  strings.TrimSpace(r.Header.Get("Fence-Grant")),

@@ -1,0 +1,75 @@
+package handlers_test
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+// doHeader is env.do with a header that may repeat fields.
+func (e *env) doHeader(method, path, token string, hdr http.Header, body string) reply {
+	e.t.Helper()
+	req := httptest.NewRequest(method, "http://gw"+path, strings.NewReader(body))
+	req.Header = hdr.Clone()
+	req.Header.Set("Authorization", "Bearer "+token)
+	w := httptest.NewRecorder()
+	e.h.ServeHTTP(w, req)
+	b, _ := io.ReadAll(w.Result().Body)
+	r := reply{status: w.Code, header: w.Result().Header, body: string(b)}
+	_ = json.Unmarshal(b, &r.json)
+	return r
+}
+
+// Rule: a fence header given twice is ambiguous (a proxy or a log may read
+// the other field) and INVALID_REQUEST, even with equal values, and nothing
+// changes: no receipt, no moved fence, no object written.
+func TestRepeatedFenceHeaderIsRefusedWithoutStateChange(t *testing.T) {
+	e := newEnv(t)
+	c := e.grant("local/inv/7", ownerA, 1, nil)
+	before := e.snap("local/inv/7", "inv/7")
+	for _, name := range []string{"Fence-Grant", "Fence-Status", "Fence-Segment", "Fence-Effect-Key", "Fence-Delegation"} {
+		hdr := http.Header{"Fence-Grant": {c.grant}, "Fence-Status": {c.status}, "Fence-Segment": {"1"}}
+		switch name {
+		case "Fence-Segment":
+			hdr[name] = []string{"1", "2"}
+		case "Fence-Effect-Key", "Fence-Delegation":
+			hdr[name] = []string{"k", "k"}
+		default:
+			hdr[name] = append(hdr[name], hdr[name][0]) // the same value twice
+		}
+		wantProblem(t, e.doHeader("PUT", "/v1/objects/local/inv/7", tokA, hdr, "body"), http.StatusBadRequest, "INVALID_REQUEST")
+		if after := e.snap("local/inv/7", "inv/7"); after != before {
+			t.Fatalf("%s twice changed the state: %+v -> %+v", name, before, after)
+		}
+	}
+	if r := e.put(tokA, c, "local/inv/7", 1, "body"); r.status != http.StatusOK {
+		t.Fatalf("the same write with each header once: %d %s", r.status, r.body)
+	}
+}
+
+// Rule: every declared SHA-256 of the body is checked, however many header
+// lines carry them: a second Content-Digest or x-amz-checksum-sha256 line
+// that does not match the body is INVALID_REQUEST and nothing is written.
+func TestEveryDeclaredDigestLineIsChecked(t *testing.T) {
+	e := newEnv(t)
+	c := e.grant("local/inv/7", ownerA, 1, nil)
+	right, wrong := sha256.Sum256([]byte("the body")), sha256.Sum256([]byte("another body"))
+	b64 := func(s [32]byte) string { return base64.StdEncoding.EncodeToString(s[:]) }
+	before := e.snap("local/inv/7", "inv/7")
+	for name, lines := range map[string][]string{
+		"Content-Digest":        {"sha-512=:AAAA:", "sha-256=:" + b64(wrong) + ":"},
+		"x-amz-checksum-sha256": {b64(right), b64(wrong)},
+	} {
+		hdr := http.Header{"Fence-Grant": {c.grant}, "Fence-Status": {c.status}, "Fence-Segment": {"1"}}
+		hdr[http.CanonicalHeaderKey(name)] = lines
+		wantProblem(t, e.doHeader("PUT", "/v1/objects/local/inv/7", tokA, hdr, "the body"), http.StatusBadRequest, "INVALID_REQUEST")
+		if after := e.snap("local/inv/7", "inv/7"); after != before {
+			t.Fatalf("a wrong second %s line changed the state: %+v -> %+v", name, before, after)
+		}
+	}
+}
