@@ -104,7 +104,7 @@ func New(c APIConfig, client *http.Client, opts ...Option) (*API, error) {
 		client = &http.Client{}
 	}
 	cp := *client
-	cp.Transport = noRetry{next: client.Transport}
+	cp.Transport = &noRetry{next: client.Transport}
 	cp.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	a.client = &cp
 	for _, o := range opts {
@@ -176,9 +176,19 @@ func notSent(err error) bool {
 // its value (pairs: placeholder, value), escaped once for where it stands:
 // path-escaped in the path ("INV/7" is one segment, INV%2F7), query-escaped
 // in the query.
+//
+// A value placed in the path must stand for one segment as every server
+// reads it: "." or ".." (which front ends resolve as dot segments), or one
+// holding "/" or "\" (which some servers refuse or split even escaped:
+// Apache answers 404 to %2F by default), would ask another URL, whose 404
+// a lookup would take for "no such effect". Such a value is UNSUPPORTED:
+// the receipt waits for a person, never settled from another URL's answer.
 func (a *API) templateURL(tmpl string, pairs ...string) (string, error) {
 	path, query, _ := strings.Cut(tmpl, "?")
 	for i := 0; i+1 < len(pairs); i += 2 {
+		if v := pairs[i+1]; strings.Contains(path, pairs[i]) && (v == "." || v == ".." || strings.ContainsAny(v, `/\`)) {
+			return "", fencegate.Errorf(fencegate.CodeUnsupported, "api %q: %q cannot stand for %s in the URL path %s", a.cfg.Name, v, pairs[i], tmpl)
+		}
 		path = strings.ReplaceAll(path, pairs[i], url.PathEscape(pairs[i+1]))
 		query = strings.ReplaceAll(query, pairs[i], url.QueryEscape(pairs[i+1]))
 	}

@@ -10,6 +10,7 @@ import (
 	"net/http/httptrace"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -232,15 +233,28 @@ func (c cancelOnClose) Close() error { err := c.ReadCloser.Close(); c.cancel(); 
 // noRetry is the transport of every upstream call. Go's http.Transport
 // silently resends a request whose answer was lost on a reused keep-alive
 // connection when it counts the request as replayable: a GET, or any method
-// carrying an Idempotency-Key or X-Idempotency-Key header, with a body it can
-// rewind (net/http, Request.isReplayable). A resend is the reconciler's
-// decision alone, so noRetry hands the transport a body it cannot rewind
-// (a non-nil Body and no GetBody), which makes no request replayable. HTTP/2
-// then retries only streams the server provably never processed.
-type noRetry struct{ next http.RoundTripper }
+// carrying an Idempotency-Key or X-Idempotency-Key header, with no body or
+// a body it can rewind (net/http, Request.isReplayable). A resend is the
+// reconciler's decision alone, so noRetry hands the transport a body it
+// cannot rewind (a non-nil Body and no GetBody), which makes no request
+// replayable. HTTP/2 then retries only streams the server provably never
+// processed.
+//
+// That does not do for an empty POST, PUT or PATCH (a capture, a confirm):
+// a non-nil body of length 0 is one of unknown length to the transport,
+// which sends those methods' bodies chunked, without a Content-Length, and
+// some front ends refuse that (411) — an answer that would be kept as the
+// call's. Such a request goes with http.NoBody (Content-Length: 0) on a
+// connection of its own (fresh: keep-alives off), which the transport never
+// resends on (it resends only on a reused connection).
+type noRetry struct {
+	next  http.RoundTripper
+	once  sync.Once
+	fresh http.RoundTripper
+}
 
 // RoundTrip implements http.RoundTripper.
-func (t noRetry) RoundTrip(req *http.Request) (*http.Response, error) {
+func (t *noRetry) RoundTrip(req *http.Request) (*http.Response, error) {
 	next := t.next
 	if next == nil {
 		next = http.DefaultTransport
@@ -248,7 +262,26 @@ func (t noRetry) RoundTrip(req *http.Request) (*http.Response, error) {
 	cp := req.Clone(req.Context())
 	cp.GetBody = nil
 	if cp.Body == nil || cp.Body == http.NoBody {
+		switch cp.Method {
+		case http.MethodPost, http.MethodPut, http.MethodPatch:
+			cp.Body, cp.ContentLength = http.NoBody, 0
+			return t.freshConn(next).RoundTrip(cp)
+		}
 		cp.Body, cp.ContentLength = io.NopCloser(strings.NewReader("")), 0
 	}
 	return next.RoundTrip(cp)
+}
+
+// freshConn is next with keep-alives off (a clone of next when it is an
+// *http.Transport; another RoundTripper is used as it is).
+func (t *noRetry) freshConn(next http.RoundTripper) http.RoundTripper {
+	t.once.Do(func() {
+		t.fresh = next
+		if tr, ok := next.(*http.Transport); ok {
+			c := tr.Clone()
+			c.DisableKeepAlives = true
+			t.fresh = c
+		}
+	})
+	return t.fresh
 }

@@ -125,12 +125,12 @@ func sendRef(t *testing.T, api *API, now time.Time, seg uint64, ref string) *fen
 
 // TestRefInTheLookupPathIsEscapedOnce: a lookup whose {ref} is a path
 // segment (GET /v1/payouts/by-ref/{ref}) sends the reference path-escaped
-// once ("INV/7" as INV%2F7, "order 7" as order%207), so the upstream finds
-// the payout it made and the receipt is COMMITTED. Escaped twice (INV%252F7)
-// or query-escaped (order+7), the upstream answered 404 and the receipt
-// was settled NOT_APPLIED: the worker would pay again.
+// once ("order 7" as order%207, "50%" as 50%25), so the upstream finds the
+// payout it made and the receipt is COMMITTED. Escaped twice or
+// query-escaped (order+7), the upstream answered 404 and the receipt was
+// settled NOT_APPLIED: the worker would pay again.
 func TestRefInTheLookupPathIsEscapedOnce(t *testing.T) {
-	for _, ref := range []string{"INV/7", "order 7"} {
+	for _, ref := range []string{"order 7", "50%"} {
 		t.Run(ref, func(t *testing.T) {
 			u := &refUpstream{}
 			now := time.Unix(1_700_000_000, 0)
@@ -223,5 +223,61 @@ func TestARefLookupTellsSegmentsApartByTheirFence(t *testing.T) {
 	o, err := api.Resolve(context.Background(), *r2)
 	if err != nil || o.State != fencegate.ReceiptNotApplied {
 		t.Fatalf("segment 2, never applied: %s (%q) %v; want NOT_APPLIED", o.State, o.Error, err)
+	}
+}
+
+// TestARefNoPathCanCarryIsNeverLookedUpInAPath: a reference that cannot
+// stand for one path segment on every server ("..", which front ends
+// resolve as a dot segment; "INV/7", whose %2F some refuse or split) is not
+// put in a lookup's path: the 404 of the URL it would really ask settled a
+// payout that was made NOT_APPLIED. The receipt stays UNKNOWN (UNSUPPORTED:
+// a person decides) however long it waits, and nothing is asked.
+func TestARefNoPathCanCarryIsNeverLookedUpInAPath(t *testing.T) {
+	for _, ref := range []string{"..", ".", "INV/7", `INV\7`} {
+		t.Run(ref, func(t *testing.T) {
+			u := &refUpstream{}
+			now := time.Unix(1_700_000_000, 0)
+			api := refAPI(t, u, &Lookup{URL: "/v1/payouts/by-ref/{ref}", Field: "/reference", Ref: "/reference"}, &now)
+			r := sendRef(t, api, now, 1, ref)
+			if !u.made(ref) {
+				t.Fatal("the upstream made no payout")
+			}
+			now = now.Add(DefaultEffectTimeout + DefaultTimeout + time.Hour)
+			o, err := api.Resolve(context.Background(), *r)
+			if o.State != fencegate.ReceiptUnknown || fencegate.ErrorCode(err) != fencegate.CodeUnsupported {
+				t.Fatalf("a payout with reference %q was made; the lookup settled %s (%q, err %v), want UNKNOWN and UNSUPPORTED", ref, o.State, o.Error, err)
+			}
+			u.mu.Lock()
+			defer u.mu.Unlock()
+			if len(u.seen) != 1 {
+				t.Fatalf("the upstream was asked %q, want the payout alone", u.seen)
+			}
+		})
+	}
+}
+
+// TestARepeatedFormRefIsNeverLookedUp: a form body that gives the ref field
+// twice (reference=ord-1&reference=ord-2) is read by servers differently
+// (Rack and PHP keep the last, Go the first), so a lookup of either could
+// miss the payout made under the other and settle it NOT_APPLIED. The
+// receipt stays UNKNOWN (UNSUPPORTED) and nothing is asked.
+func TestARepeatedFormRefIsNeverLookedUp(t *testing.T) {
+	u := &refUpstream{}
+	now := time.Unix(1_700_000_000, 0)
+	api := refAPI(t, u, &Lookup{URL: "/v1/payouts?reference={ref}", List: "/items", Field: "/reference", Ref: "form:reference"}, &now)
+	r := fencegate.Receipt{ID: "r1", Resource: "payouts/acc_1", OperationRoot: "o", FenceToken: 1, Segment: 1, CreatedAt: now,
+		Target: Target("payouts", "/v1/accounts/acc_1/payouts"), Method: "POST", State: fencegate.ReceiptUnknown, Attempts: 1,
+		Request: &fencegate.EffectRequest{Method: "POST", Path: "/v1/accounts/acc_1/payouts",
+			Header: map[string][]string{"Content-Type": {"application/x-www-form-urlencoded"}},
+			Body:   []byte("amount=100&reference=ord-1&reference=ord-2")}}
+	now = now.Add(DefaultEffectTimeout + DefaultTimeout + time.Hour)
+	o, err := api.Resolve(context.Background(), r)
+	if o.State != fencegate.ReceiptUnknown || fencegate.ErrorCode(err) != fencegate.CodeUnsupported {
+		t.Fatalf("a form body with the ref field twice: %s (%q, err %v), want UNKNOWN and UNSUPPORTED", o.State, o.Error, err)
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if len(u.seen) != 0 {
+		t.Fatalf("the upstream was asked %q, want nothing", u.seen)
 	}
 }

@@ -173,6 +173,9 @@ func (a *API) lookup(ctx context.Context, r fencegate.Receipt, l *Lookup) (fence
 	ctx, cancel := context.WithTimeout(ctx, a.cfg.Timeout)
 	defer cancel()
 	target, err := a.templateURL(l.URL, "{key}", want, "{ref}", ref)
+	if fencegate.ErrorCode(err) == fencegate.CodeUnsupported {
+		return still, err // a value no URL can carry: a person decides
+	}
 	if err != nil {
 		return still, fencegate.Wrap(err, fencegate.CodeInternal, "cannot build the lookup")
 	}
@@ -355,6 +358,12 @@ func (a *API) lookupValue(r fencegate.Receipt, l *Lookup) (want, ref string, err
 		ref = q.Get(name)
 		if perr != nil || ref == "" {
 			return "", "", fencegate.Errorf(fencegate.CodeUnsupported, "receipt %s: the kept body has no form field %s", r.ID, name)
+		}
+		if len(q[name]) > 1 {
+			// Servers differ on which one counts (Rack and PHP keep the
+			// last, Go the first): a lookup of either could miss the
+			// effect the upstream made under the other.
+			return "", "", fencegate.Errorf(fencegate.CodeUnsupported, "receipt %s: the kept body gives the form field %s %d times; an operator must resolve it", r.ID, name, len(q[name]))
 		}
 		return ref, ref, nil
 	}

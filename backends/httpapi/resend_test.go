@@ -7,6 +7,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 
@@ -69,14 +71,20 @@ func TestResentRequestThatFailsToConnectIsUnknownNotUnsent(t *testing.T) {
 // connection, still listening. Go's http.Transport would resend a request
 // carrying Idempotency-Key on a new connection by itself; the gateway's
 // transport must not: the upstream sees two requests, not three, and the
-// second call is UNKNOWN. Both for a keyed API and a native-fence-only one.
+// second call is UNKNOWN. Both for a keyed API and a native-fence-only one,
+// and for a call without a body (which goes on a connection of its own).
 func TestTransportNeverResendsOnItsOwn(t *testing.T) {
 	for name, mod := range map[string]func(*APIConfig){
 		"idempotency": nil,
 		"native fence": func(c *APIConfig) {
 			c.Contract = Contract{NativeFence: &NativeFence{Header: "Fence-Token"}}
 		},
+		"idempotency, bodiless": nil,
 	} {
+		body := payout
+		if strings.HasSuffix(name, "bodiless") { // a capture: POST without a body
+			body = ""
+		}
 		t.Run(name, func(t *testing.T) {
 			var mu sync.Mutex
 			requests := 0
@@ -108,7 +116,7 @@ func TestTransportNeverResendsOnItsOwn(t *testing.T) {
 			}
 			call := func(seg uint64) (fencegate.Outcome, error) {
 				r := fencegate.Receipt{ID: "r", Resource: "payouts/acc_1", OperationRoot: "root", FenceToken: 1, Segment: seg}
-				return api.Call("POST", "/v1/accounts/acc_1/payouts", http.Header{}, bytes.NewReader([]byte(payout)), int64(len(payout))).
+				return api.Call("POST", "/v1/accounts/acc_1/payouts", http.Header{}, bytes.NewReader([]byte(body)), int64(len(body))).
 					Apply(context.Background(), r, "")
 			}
 			if out, err := call(1); err != nil || out.State != fencegate.ReceiptCommitted {
@@ -124,5 +132,51 @@ func TestTransportNeverResendsOnItsOwn(t *testing.T) {
 				t.Fatalf("upstream received %d requests, want 2: the transport resent on its own", requests)
 			}
 		})
+	}
+}
+
+// TestBodilessCallIsSentWithItsLength: a POST, PUT or PATCH without a body
+// (a capture, a confirm) goes with Content-Length: 0, not chunked: some
+// front ends refuse a body of unknown length (411), and that refusal would
+// be kept as the call's answer though the call never ran.
+func TestBodilessCallIsSentWithItsLength(t *testing.T) {
+	type seen struct {
+		length int64
+		te     []string
+	}
+	var mu sync.Mutex
+	var got []seen
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got = append(got, seen{r.ContentLength, r.TransferEncoding})
+		mu.Unlock()
+		if r.ContentLength < 0 {
+			w.WriteHeader(http.StatusLengthRequired)
+			return
+		}
+		_, _ = io.WriteString(w, "{}")
+	}))
+	defer srv.Close()
+	c := validConfig(srv.URL)
+	for _, m := range []string{"PUT", "PATCH"} {
+		c.Routes = append(c.Routes, Route{Method: m, Path: "/v1/accounts/{account}/payouts", Resource: "payouts/{account}"})
+	}
+	api, err := New(c, &http.Client{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, m := range []string{"POST", "PUT", "PATCH"} {
+		r := fencegate.Receipt{ID: "r", Resource: "payouts/acc_1", OperationRoot: "root", FenceToken: 1, Segment: uint64(i + 1)}
+		out, err := api.Call(m, "/v1/accounts/acc_1/payouts", http.Header{}, nil, 0).Apply(context.Background(), r, "")
+		if err != nil || out.State != fencegate.ReceiptCommitted || out.Response == nil || out.Response.Status != http.StatusOK {
+			t.Fatalf("bodiless %s: %+v %v", m, out, err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for i, s := range got {
+		if s.length != 0 || len(s.te) != 0 {
+			t.Fatalf("request %d went with Content-Length %d, Transfer-Encoding %v; want a length of 0", i, s.length, s.te)
+		}
 	}
 }
