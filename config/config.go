@@ -144,6 +144,12 @@ type HTTPLimits struct {
 	// that makes no progress for this long is refused (default 30 s). It is
 	// a gap, not a total, so large uploads at any steady rate pass.
 	BodyReadTimeout time.Duration `yaml:"bodyReadTimeout"`
+	// WriteTimeout bounds every wait to send more of an answer: a client
+	// that stops reading its answer is cut off after this long without
+	// progress (default 30 s). A gap, not a total: a large download read at
+	// any steady rate passes, and a long poll waits as long as it must
+	// before its answer begins.
+	WriteTimeout time.Duration `yaml:"writeTimeout"`
 	// IdleTimeout closes a keep-alive connection idle this long (default 60 s).
 	IdleTimeout time.Duration `yaml:"idleTimeout"`
 	// MaxHeaderBytes caps a request's header block (default 64 KiB).
@@ -240,7 +246,7 @@ func Default() Config {
 		EffectTimeout:          60 * time.Second,
 		Reconcile:              Reconcile{Interval: 5 * time.Second, Deadline: 15 * time.Minute, Orphan: 2 * time.Minute},
 		Retention:              defaultRetention(),
-		HTTP: HTTPLimits{ReadHeaderTimeout: 10 * time.Second, BodyReadTimeout: 30 * time.Second,
+		HTTP: HTTPLimits{ReadHeaderTimeout: 10 * time.Second, BodyReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second,
 			IdleTimeout: 60 * time.Second, MaxHeaderBytes: 64 << 10, MaxConns: 1024,
 			MemoryBodyBytes: 1 << 20, MemoryBodiesBytes: 64 << 20},
 	}

@@ -220,7 +220,7 @@ func TestHTTPLimitsAndMetricsListenerAreValidated(t *testing.T) {
 			t.Errorf("error lacks %q:\n%v", want, err)
 		}
 	}
-	if d := Default().HTTP; d.ReadHeaderTimeout <= 0 || d.BodyReadTimeout <= 0 || d.IdleTimeout <= 0 || d.MaxHeaderBytes < 32<<10 || d.MaxConns < 1 {
+	if d := Default().HTTP; d.ReadHeaderTimeout <= 0 || d.BodyReadTimeout <= 0 || d.WriteTimeout <= 0 || d.IdleTimeout <= 0 || d.MaxHeaderBytes < 32<<10 || d.MaxConns < 1 {
 		t.Fatalf("defaults do not bound the listener: %+v", d)
 	}
 }

@@ -32,8 +32,8 @@ func (c *Config) Validate() error {
 	if c.Pprof && c.MetricsAddr == "" {
 		at("pprof", "pprof needs metricsAddr: the profiling endpoints are served on the operator listener only")
 	}
-	if h := c.HTTP; h.ReadHeaderTimeout <= 0 || h.BodyReadTimeout <= 0 || h.IdleTimeout <= 0 {
-		at("http", "http readHeaderTimeout, bodyReadTimeout and idleTimeout must be positive")
+	if h := c.HTTP; h.ReadHeaderTimeout <= 0 || h.BodyReadTimeout <= 0 || h.WriteTimeout <= 0 || h.IdleTimeout <= 0 {
+		at("http", "http readHeaderTimeout, bodyReadTimeout, writeTimeout and idleTimeout must be positive")
 	}
 	if h := c.HTTP; h.MaxHeaderBytes < 32<<10 {
 		at("http.maxHeaderBytes", "http.maxHeaderBytes must be at least 32768: a grant and a status proof are up to 8 KiB each")

@@ -222,3 +222,45 @@ func TestOversizedHeadersAndIdleConnectionsAreCut(t *testing.T) {
 	}
 	wantCode(t, p.do(t, "GET", "/v1/resources/local/big/1", "token-a", nil, ""), http.StatusNotFound, "NOT_FOUND")
 }
+
+// TestClientsThatNeverReadTheirAnswersAreCutOff: with maxConns 2, two
+// sockets each send 200 pipelined requests for the OpenAPI document (166
+// KB each) and never read a byte. Without a bound on writes they would
+// hold both connection slots for good and nobody else would be served.
+// With writeTimeout 1s the gateway cuts them off once their buffers are
+// full and it cannot send, and serves others again.
+func TestClientsThatNeverReadTheirAnswersAreCutOff(t *testing.T) {
+	p := slowGateway(t, "  maxConns: 2\n  writeTimeout: 1s\n")
+	addr := strings.TrimPrefix(p.base, "http://")
+	for range 2 {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		_ = c.(*net.TCPConn).SetReadBuffer(4096)
+		go func() {
+			for range 200 {
+				if _, err := io.WriteString(c, "GET /openapi.yaml HTTP/1.1\r\nHost: gw\r\n\r\n"); err != nil {
+					return
+				}
+			}
+		}()
+	}
+	// Another client is served once the gateway has cut the two off; each
+	// try waits at most 5 s for its turn (a bounded wait, not a measure).
+	var last error
+	for range 12 {
+		hc := &http.Client{Timeout: 5 * time.Second}
+		resp, err := hc.Get(p.base + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+			err = fmt.Errorf("healthz answered %d", resp.StatusCode)
+		}
+		last = err
+	}
+	t.Fatalf("no other client served while two never read their answers: %v", last)
+}

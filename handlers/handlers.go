@@ -51,6 +51,9 @@ type Server struct {
 	MaxBody int64
 	// BodyReadTimeout bounds every wait for more of a request body (0: none).
 	BodyReadTimeout time.Duration
+	// AnswerWriteTimeout bounds every wait to send more of an answer, once
+	// the handler has begun it (0: none).
+	AnswerWriteTimeout time.Duration
 	// SpoolDir holds request bodies while they are admitted and forwarded.
 	SpoolDir string
 	// MemoryBody: a body of at most this many bytes is held in memory
@@ -128,7 +131,7 @@ func Router(s *Server) http.Handler {
 	}
 	s.bodies = s.Bodies
 	r := chi.NewRouter()
-	r.Use(s.observeRequests, s.recoverer, s.guardBodies, s.s3Door)
+	r.Use(s.observeRequests, s.recoverer, s.guardAnswers, s.guardBodies, s.s3Door)
 	r.Get("/healthz", s.healthz)
 	r.Get("/openapi.yaml", serveSpec)
 	s.consoleRoutes(r)

@@ -87,3 +87,57 @@ func (g *guardedBody) Close() error { return g.rc.Close() }
 
 // errBodyTimeout is a body that stopped arriving for longer than the limit.
 var errBodyTimeout = errors.New("the request body stopped arriving (body read timeout)")
+
+// guardAnswers makes an answer impossible to stall by not reading it: every
+// wait to send more of it is bounded by AnswerWriteTimeout (a gap, not a
+// total: a large download read at any steady rate passes). A client that
+// stops reading is cut off when its socket's buffers are full, so it cannot
+// hold a connection slot (http.maxConns) and the store reader behind its
+// answer for good. The wait before an answer's first byte (a long poll) is
+// not bounded: the deadline is lifted when a request starts and set only
+// when the handler writes, and again when it returns, for the answer's
+// final flush.
+func (s *Server) guardAnswers(next http.Handler) http.Handler {
+	if s.AnswerWriteTimeout <= 0 {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctl := http.NewResponseController(w)
+		_ = ctl.SetWriteDeadline(time.Time{}) // the last answer's deadline on this connection
+		g := &guardedAnswer{ResponseWriter: w, ctl: ctl, gap: s.AnswerWriteTimeout}
+		next.ServeHTTP(g, r)
+		_ = ctl.SetWriteDeadline(time.Now().Add(g.gap))
+	})
+}
+
+// guardedAnswer is a ResponseWriter whose writes must make progress within
+// gap. It hides io.ReaderFrom on purpose: a sendfile copy would run past one
+// deadline however steadily it progressed.
+type guardedAnswer struct {
+	http.ResponseWriter
+	ctl   *http.ResponseController
+	gap   time.Duration
+	armed time.Time // when the write deadline was last moved
+}
+
+// extend moves the write deadline to now+gap, at most every gap/4.
+func (g *guardedAnswer) extend() {
+	now := time.Now()
+	if now.Sub(g.armed) < g.gap/4 {
+		return
+	}
+	g.armed = now
+	_ = g.ctl.SetWriteDeadline(now.Add(g.gap))
+}
+
+// WriteHeader implements http.ResponseWriter.
+func (g *guardedAnswer) WriteHeader(code int) { g.extend(); g.ResponseWriter.WriteHeader(code) }
+
+// Write implements http.ResponseWriter.
+func (g *guardedAnswer) Write(p []byte) (int, error) { g.extend(); return g.ResponseWriter.Write(p) }
+
+// Flush implements http.Flusher.
+func (g *guardedAnswer) Flush() { g.extend(); _ = http.NewResponseController(g.ResponseWriter).Flush() }
+
+// Unwrap gives http.ResponseController the writer underneath.
+func (g *guardedAnswer) Unwrap() http.ResponseWriter { return g.ResponseWriter }

@@ -269,7 +269,7 @@ func Build(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, er
 		Gateway: a.Gateway, Stores: objects, Auth: auth,
 		AdminAuth: handlers.NewBearerTokens(adminTokens), Admin: a.auth, GatewayAuth: handlers.NewBearerTokens(gatewayTokens),
 		Registry: a.Registry, Reconciler: a.reconciler, APIs: apis, MaxBody: cfg.MaxBodyBytes, QuarantinePayload: quarantineBound(cfg.QuarantinePayloadBytes),
-		BodyReadTimeout: cfg.HTTP.BodyReadTimeout, MayRead: access.MayRead, Bindings: bindings, SpoolDir: spool, Log: log, Ready: a.healthy,
+		BodyReadTimeout: cfg.HTTP.BodyReadTimeout, AnswerWriteTimeout: cfg.HTTP.WriteTimeout, MayRead: access.MayRead, Bindings: bindings, SpoolDir: spool, Log: log, Ready: a.healthy,
 		Refused: a.metrics.Refused, Observe: a.metrics, Tracer: tracer, MemoryBody: memoryBound(cfg.HTTP.MemoryBodyBytes), MemoryBodies: cfg.HTTP.MemoryBodiesBytes, Bodies: bodies,
 	}
 	if a.S3Credentials != nil {
