@@ -73,10 +73,18 @@ func Open(cfg Config) (*Authority, error) {
 	if err != nil {
 		return nil, fmt.Errorf("trust bundle %s: %w", cfg.Files.Bundle, err)
 	}
+	if b.Version() < p.BundleVersion {
+		// An older copy replaced the file while the process was down (a
+		// rollback of the file alone): taking it would trust again, with
+		// no end, keys a later bundle had given an end.
+		return nil, fmt.Errorf("trust bundle %s is version %d, below version %d, which was in force here (%s): put the current bundle back (a replica can fetch its registry's GET /v1/trust-bundle)",
+			cfg.Files.Bundle, b.Version(), p.BundleVersion, cfg.Files.State)
+	}
 	for _, e := range b.RevokedEpochs() {
 		a.revoked[e] = true
 	}
-	if a.verifier, err = proofs.NewVerifier(b, cfg.VerifierOptions...); err != nil {
+	opts := append(slices.Clone(cfg.VerifierOptions), proofs.WithRevokedKeys(p.RevokedKeys))
+	if a.verifier, err = proofs.NewVerifier(b, opts...); err != nil {
 		return nil, err
 	}
 	a.windows = windowsOf(b)

@@ -23,6 +23,13 @@ type persisted struct {
 	KeyID            string   `json:"keyId,omitempty"`
 	PolicyGeneration uint64   `json:"policyGeneration"`
 	RevokedEpochs    []uint64 `json:"revokedEpochs"`
+	// BundleVersion is the trust bundle version in force when last saved
+	// (0 in files written before it was recorded): a start whose bundle
+	// file holds a lower one is refused (Open).
+	BundleVersion uint64 `json:"bundleVersion,omitempty"`
+	// RevokedKeys are the thumbprints of keys revoked here (proofs,
+	// Verifier.RevokedKeys): no later bundle may trust them again.
+	RevokedKeys []string `json:"revokedKeys,omitempty"`
 	// OperatorModes are the rules set through the admin API; they apply over the config's.
 	OperatorModes []gateway.ModeRule `json:"operatorModes,omitempty"`
 	// LegacyModes is the "modes" member of files written before operatorModes.
@@ -60,6 +67,10 @@ func (a *Authority) snapshot() persisted {
 	p := persisted{IssuerEpoch: a.epoch, PolicyGeneration: a.policyGen, OperatorModes: slices.Clone(a.opModes)}
 	if a.signer != nil {
 		p.KeyID = a.signer.KeyID()
+	}
+	if a.verifier != nil {
+		p.BundleVersion = a.verifier.Bundle().Version()
+		p.RevokedKeys = a.verifier.RevokedKeys()
 	}
 	for e := range a.revoked {
 		p.RevokedEpochs = append(p.RevokedEpochs, e)

@@ -55,9 +55,51 @@ func TestVerifierRefusesABundleThatLiftsARevocationAndKeepsItsOwn(t *testing.T) 
 	if v.Bundle() != revoking {
 		t.Fatal("a refused bundle replaced the one in force")
 	}
-	later, err := proofs.NewRevokingBundle(3, proofs.Revocations{Epochs: []uint64{1}}, k2.BundleKey(2))
+	dropsKid, err := proofs.NewRevokingBundle(3, proofs.Revocations{Epochs: []uint64{1}}, k2.BundleKey(2))
+	mustOK(t, err)
+	wantRejected(t, v.SetBundle(dropsKid), fencegate.CodeInvalidRequest, "lifts the revocation of key k1")
+	later, err := proofs.NewRevokingBundle(3, proofs.Revocations{Epochs: []uint64{1}, KeyIDs: []string{"k1"}}, k2.BundleKey(2))
 	mustOK(t, err)
 	mustOK(t, v.SetBundle(later))
+}
+
+// Rule: a key revoked here (its epoch or key ID) never comes back, under
+// any key ID and epoch: the Verifier remembers its thumbprint when the
+// revoking bundle is installed, refuses a later bundle holding it, and a
+// Verifier made again with RevokedKeys refuses it too.
+func TestRevokedKeyMaterialNeverComesBackUnderAnotherIDOrEpoch(t *testing.T) {
+	k1, err := proofs.GenerateEd25519Signer("k1")
+	mustOK(t, err)
+	k2, err := proofs.GenerateEd25519Signer("k2")
+	mustOK(t, err)
+	first, err := proofs.NewBundle(1, k1.BundleKey(1), k2.BundleKey(2))
+	mustOK(t, err)
+	v, err := proofs.NewVerifier(first)
+	mustOK(t, err)
+	revoking, err := proofs.NewRevokingBundle(2, proofs.Revocations{Epochs: []uint64{1}}, k2.BundleKey(2))
+	mustOK(t, err)
+	mustOK(t, v.SetBundle(revoking))
+	if len(v.RevokedKeys()) != 1 {
+		t.Fatalf("revoked keys remembered: %v, want k1's", v.RevokedKeys())
+	}
+	// k1's key material as a new key ID of a new epoch.
+	again := k1.BundleKey(7)
+	mustOK(t, again.Key.Set("kid", "k1-reborn"))
+	back, err := proofs.NewRevokingBundle(3, proofs.Revocations{Epochs: []uint64{1}}, k2.BundleKey(2), again)
+	mustOK(t, err)
+	wantRejected(t, v.SetBundle(back), fencegate.CodeInvalidRequest, "a key that was revoked")
+	if v.Bundle() != revoking {
+		t.Fatal("a refused bundle replaced the one in force")
+	}
+	restarted, err := proofs.NewVerifier(revoking, proofs.WithRevokedKeys(v.RevokedKeys()))
+	mustOK(t, err)
+	wantRejected(t, restarted.SetBundle(back), fencegate.CodeInvalidRequest, "a key that was revoked")
+	// A bundle that revokes a key and holds it under another ID at once.
+	fresh, err := proofs.NewVerifier(first)
+	mustOK(t, err)
+	both, err := proofs.NewRevokingBundle(2, proofs.Revocations{Epochs: []uint64{1}}, k2.BundleKey(2), again)
+	mustOK(t, err)
+	wantRejected(t, fresh.SetBundle(both), fencegate.CodeInvalidRequest, "a key that was revoked")
 }
 
 // keyJSON is one bundle entry for s's key of epoch, as Marshal writes it.

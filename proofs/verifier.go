@@ -74,6 +74,9 @@ type Verifier struct {
 	sigChecks atomic.Uint64
 	// cache counts lookups of the verified-token caches (see CacheStats).
 	cache CacheStats
+	// revokedKeys are the thumbprints of keys revoked here (revokedkeys.go);
+	// guarded by swap.
+	revokedKeys map[string]bool
 }
 
 // CacheStats counts lookups of the verified-token caches since the Verifier
@@ -103,9 +106,14 @@ func NewVerifier(b *Bundle, opts ...Option) (*Verifier, error) {
 	if b == nil {
 		return nil, errors.New("proofs: NewVerifier needs a bundle")
 	}
-	v := &Verifier{now: time.Now, maxSize: DefaultMaxTokenSize, cacheSize: DefaultCacheSize}
+	v := &Verifier{now: time.Now, maxSize: DefaultMaxTokenSize, cacheSize: DefaultCacheSize, revokedKeys: map[string]bool{}}
 	for _, o := range opts {
 		o(v)
+	}
+	for _, kid := range b.order {
+		if v.revokedKeys[b.keys[kid].thumbprint()] {
+			return nil, bundleErr("version %d trusts, as %s, a key that was revoked", b.Version(), kid)
+		}
 	}
 	if v.cacheSize > 0 {
 		var err error
@@ -134,6 +142,9 @@ func (v *Verifier) SetBundle(b *Bundle) error {
 	defer v.swap.Unlock()
 	if err := v.admits(b); err != nil {
 		return err
+	}
+	for _, p := range revokedBy(v.bundle.Load(), b) {
+		v.revokedKeys[p] = true
 	}
 	v.bundle.Store(b)
 	if v.grants != nil {
@@ -170,7 +181,7 @@ func (v *Verifier) admits(b *Bundle) error {
 			return bundleErr("version %d lifts the revocation of epoch %d", b.Version(), e)
 		}
 	}
-	return nil
+	return v.keepsKeysRevoked(cur, b)
 }
 
 // sameBundle reports whether a and b hold the same keys and revocations (a
