@@ -166,12 +166,22 @@ func (r reply) code() string { s, _ := r.json["code"].(string); return s }
 
 func (e *env) do(method, path, token string, hdr map[string]string, body string) reply {
 	e.t.Helper()
+	h := http.Header{}
+	for k, v := range hdr {
+		h.Set(k, v)
+	}
+	return e.doHeader(method, path, token, h, body)
+}
+
+// doHeader is do with a header that may repeat fields.
+func (e *env) doHeader(method, path, token string, hdr http.Header, body string) reply {
+	e.t.Helper()
 	req := httptest.NewRequest(method, "http://gw"+path, strings.NewReader(body))
+	for k, v := range hdr {
+		req.Header[k] = v
+	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	for k, v := range hdr {
-		req.Header.Set(k, v)
 	}
 	w := httptest.NewRecorder()
 	e.h.ServeHTTP(w, req)

@@ -3,27 +3,9 @@ package handlers_test
 import (
 	"crypto/sha256"
 	"encoding/base64"
-	"encoding/json"
-	"io"
 	"net/http"
-	"net/http/httptest"
-	"strings"
 	"testing"
 )
-
-// doHeader is env.do with a header that may repeat fields.
-func (e *env) doHeader(method, path, token string, hdr http.Header, body string) reply {
-	e.t.Helper()
-	req := httptest.NewRequest(method, "http://gw"+path, strings.NewReader(body))
-	req.Header = hdr.Clone()
-	req.Header.Set("Authorization", "Bearer "+token)
-	w := httptest.NewRecorder()
-	e.h.ServeHTTP(w, req)
-	b, _ := io.ReadAll(w.Result().Body)
-	r := reply{status: w.Code, header: w.Result().Header, body: string(b)}
-	_ = json.Unmarshal(b, &r.json)
-	return r
-}
 
 // Rule: a fence header given twice is ambiguous (a proxy or a log may read
 // the other field) and INVALID_REQUEST, even with equal values, and nothing

@@ -1,6 +1,7 @@
 package s3
 
 import (
+	"maps"
 	"mime"
 )
 
@@ -21,43 +22,34 @@ import (
 // encoded words (mime.BEncoding leaves printable ASCII unchanged). md is
 // not modified.
 func encodeMeta(md map[string]string) map[string]string {
-	var out map[string]string
-	for k, v := range md {
-		enc := mime.BEncoding.Encode("UTF-8", v)
-		if enc == v {
-			continue
-		}
-		if out == nil {
-			out = make(map[string]string, len(md))
-			for k2, v2 := range md {
-				out[k2] = v2
-			}
-		}
-		out[k] = enc
-	}
-	if out == nil {
-		return md
-	}
-	return out
+	return mapValues(md, func(v string) string { return mime.BEncoding.Encode("UTF-8", v) })
 }
 
 // decodeMeta is md as it was written: encoded words decoded (a value that
 // is not a well-formed one is kept as it came). md is not modified.
 func decodeMeta(md map[string]string) map[string]string {
 	var dec mime.WordDecoder
+	return mapValues(md, func(v string) string {
+		if d, err := dec.DecodeHeader(v); err == nil {
+			return d
+		}
+		return v
+	})
+}
+
+// mapValues is md with f applied to each value: md itself when f changes
+// none, else a copy.
+func mapValues(md map[string]string, f func(string) string) map[string]string {
 	var out map[string]string
 	for k, v := range md {
-		d, err := dec.DecodeHeader(v)
-		if err != nil || d == v {
+		nv := f(v)
+		if nv == v {
 			continue
 		}
 		if out == nil {
-			out = make(map[string]string, len(md))
-			for k2, v2 := range md {
-				out[k2] = v2
-			}
+			out = maps.Clone(md)
 		}
-		out[k] = d
+		out[k] = nv
 	}
 	if out == nil {
 		return md
