@@ -10,3 +10,13 @@ func LockHolders(g *Gateway, resource string) int {
 	}
 	return 0
 }
+
+// ModeChangeWaiting reports whether a Modes.Set waits for shadow forwards
+// in flight (tests see the switch wait without sleeping).
+func ModeChangeWaiting(m *Modes) bool {
+	if m.forwarding.TryRLock() {
+		m.forwarding.RUnlock()
+		return false
+	}
+	return true
+}

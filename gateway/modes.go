@@ -36,6 +36,10 @@ type ModeRule struct {
 type Modes struct {
 	mu    sync.RWMutex
 	rules []ModeRule
+	// forwarding is held for reading by every shadow forward from its mode
+	// check to its effect's end (HoldShadow), and for writing by Set, so
+	// that a change has waited for the forwards decided before it.
+	forwarding sync.RWMutex
 }
 
 // NewModes returns Modes with the given rules (validated as by Set with break-glass).
@@ -96,8 +100,26 @@ func matches(pattern, resource string) bool {
 	return false
 }
 
+// HoldShadow reports whether resource is in shadow mode and, if it is,
+// keeps it so for the caller (a shadow forward) until release: Set waits
+// for every hold, so once a change to enforce has returned no write it
+// refuses is still being forwarded. A caller holds at most one at a time.
+func (m *Modes) HoldShadow(resource string) (release func(), ok bool) {
+	if m == nil {
+		return nil, false
+	}
+	m.forwarding.RLock()
+	if m.For(resource) != Shadow {
+		m.forwarding.RUnlock()
+		return nil, false
+	}
+	return m.forwarding.RUnlock, true
+}
+
 // Set sets pattern's mode. Moving a pattern that resolves to enforce (by an
-// existing rule or the default) to shadow needs breakGlass.
+// existing rule or the default) to shadow needs breakGlass. It returns once
+// every shadow forward decided before it has ended (HoldShadow), at most
+// an effect timeout.
 func (m *Modes) Set(pattern string, mode Mode, breakGlass bool) error {
 	if mode != Enforce && mode != Shadow {
 		return fencegate.Errorf(fencegate.CodeInvalidRequest, "mode must be enforce or shadow, not %q", mode)
@@ -105,6 +127,8 @@ func (m *Modes) Set(pattern string, mode Mode, breakGlass bool) error {
 	if _, err := path.Match(pattern, ""); err != nil || pattern == "" {
 		return fencegate.Errorf(fencegate.CodeInvalidRequest, "bad resource pattern %q", pattern)
 	}
+	m.forwarding.Lock()
+	defer m.forwarding.Unlock()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	idx := -1

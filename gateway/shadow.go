@@ -46,19 +46,27 @@ func (g *Gateway) shadowForward(ctx context.Context, req Request, vg *fencegate.
 			return Result{}, err
 		}
 	}
-	code := fencegate.ErrorCode(verdict)
-	g.cfg.Log.WarnContext(ctx, "shadow mode: forwarding a refused request", "resource", req.Resource, "target", req.Target,
-		"verdict", code, "detail", fencegate.ErrorMessage(verdict))
-	if g.cfg.Alarm != nil {
-		rule, _ := g.cfg.Modes.Match(req.Resource)
-		g.cfg.Alarm.ShadowVerdict(req.Resource, rule.Pattern, code)
-	}
 	if !locked {
 		held, err := g.lockResource(ctx, req.Resource)
 		if err != nil {
 			return Result{}, err
 		}
 		defer held.unlock()
+	}
+	// The mode was read before the request waited for the resource: an
+	// operator may have switched it to enforce meanwhile, and the switch
+	// waits for this forward from here on.
+	release, ok := g.cfg.Modes.HoldShadow(req.Resource)
+	if !ok {
+		return Result{}, verdict
+	}
+	defer release()
+	code := fencegate.ErrorCode(verdict)
+	g.cfg.Log.WarnContext(ctx, "shadow mode: forwarding a refused request", "resource", req.Resource, "target", req.Target,
+		"verdict", code, "detail", fencegate.ErrorMessage(verdict))
+	if g.cfg.Alarm != nil {
+		rule, _ := g.cfg.Modes.Match(req.Resource)
+		g.cfg.Alarm.ShadowVerdict(req.Resource, rule.Pattern, code)
 	}
 	// Never alongside a fenced effect in flight on the same resource, nor on
 	// the resource the target is bound to (a fenced write under a grant for

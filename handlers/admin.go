@@ -84,7 +84,12 @@ func (s *Server) adminRoutes(r chi.Router) {
 			if err := decodeJSON(r, &b); err != nil {
 				return AdminState{}, err
 			}
-			return s.Admin.SetMode(r.Context(), gateway.ModeRule{Pattern: b.Pattern, Mode: b.Mode}, b.BreakGlass)
+			rule := gateway.ModeRule{Pattern: b.Pattern, Mode: b.Mode}
+			st, err := s.Admin.SetMode(r.Context(), rule, b.BreakGlass)
+			if err == nil {
+				s.logModeChange(r, rule, b.BreakGlass)
+			}
+			return st, err
 		}))
 		r.Post("/policy/bump", s.adminAction(func(r *http.Request) (AdminState, error) { return s.Admin.BumpPolicy(r.Context()) }))
 		r.Put("/trust-bundle", s.adminAction(func(r *http.Request) (AdminState, error) {
@@ -105,6 +110,13 @@ func (s *Server) adminRoutes(r chi.Router) {
 		})
 		s.bindingRoutes(r)
 	})
+}
+
+// logModeChange records an operator's mode change (admin API or console):
+// who, the pattern, the mode and whether break-glass was used.
+func (s *Server) logModeChange(r *http.Request, rule gateway.ModeRule, breakGlass bool) {
+	s.Log.Info("mode changed", "caller", callerOf(r), "path", r.URL.Path,
+		"pattern", rule.Pattern, "mode", rule.Mode, "breakGlass", breakGlass)
 }
 
 // adminAction answers an admin operation with the resulting state.

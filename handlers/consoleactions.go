@@ -74,8 +74,7 @@ func (s *Server) consoleSetMode(w http.ResponseWriter, r *http.Request) {
 		s.consoleError(w, r, err)
 		return
 	}
-	s.Log.Info("admin action", "caller", callerOf(r), "method", r.Method, "path", r.URL.Path,
-		"pattern", rule.Pattern, "mode", rule.Mode, "breakGlass", breakGlass)
+	s.logModeChange(r, rule, breakGlass)
 	s.flash(r, "mode "+rule.Pattern+" "+string(rule.Mode))
 	http.Redirect(w, r, "/console/modes", http.StatusSeeOther)
 }

@@ -116,3 +116,33 @@ func TestConsoleSaysWhatItDidOnlyAfterItDidIt(t *testing.T) {
 		t.Fatal("a reload said it again")
 	}
 }
+
+// Rule: every mode change, through the admin API as through the console, is
+// logged with who made it, the pattern, the mode and the break-glass flag; a
+// refused one is not.
+func TestEveryModeChangeIsLoggedWithWhatChanged(t *testing.T) {
+	modes, _ := gateway.NewModes(gateway.ModeRule{Pattern: "local/roll/*", Mode: gateway.Enforce})
+	e := newEnvWith(t, func(s *handlers.Server) { s.Admin = modesAdmin{modes: modes} })
+	r := e.do("PUT", "/v1/admin/modes", "ops", nil, `{"pattern":"local/roll/*","mode":"shadow"}`)
+	wantProblem(t, r, http.StatusForbidden, "FORBIDDEN")
+	if strings.Contains(e.logs.String(), "mode changed") {
+		t.Fatalf("a refused change was logged as made:\n%s", e.logs.String())
+	}
+	if r := e.do("PUT", "/v1/admin/modes", "ops", nil, `{"pattern":"local/new/*","mode":"enforce"}`); r.status != http.StatusOK {
+		t.Fatalf("set mode: %d %s", r.status, r.body)
+	}
+	cookie := e.login()
+	hdr := map[string]string{"Cookie": cookie, "Sec-Fetch-Site": "same-origin"}
+	if resp, _ := e.page("POST", "/console/modes", hdr, url.Values{"pattern": {"local/roll/*"}, "mode": {"shadow"}, "breakGlass": {"yes"}}); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("console set mode: %d", resp.StatusCode)
+	}
+	logs := e.logs.String()
+	for _, want := range []string{
+		`msg="mode changed" caller=admin:ops path=/v1/admin/modes pattern=local/new/* mode=enforce breakGlass=false`,
+		`msg="mode changed" caller=admin:operator path=/console/modes pattern=local/roll/* mode=shadow breakGlass=true`,
+	} {
+		if !strings.Contains(logs, want) {
+			t.Fatalf("no line %q in:\n%s", want, logs)
+		}
+	}
+}

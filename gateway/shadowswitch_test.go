@@ -1,0 +1,125 @@
+package gateway_test
+
+import (
+	"context"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/backends/local"
+	"github.com/fencegate/fencegate/fencestore/embedded"
+	"github.com/fencegate/fencegate/gateway"
+	"github.com/fencegate/fencegate/proofs/prooftest"
+)
+
+// switchFixture is a gateway with local/* in shadow mode, and its Modes.
+func switchFixture(t *testing.T) (*fixture, *gateway.Modes) {
+	t.Helper()
+	kit := prooftest.New(t)
+	st, err := embedded.Open(filepath.Join(t.TempDir(), "fence.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	loc, err := local.New("local", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	modes, _ := gateway.NewModes(gateway.ModeRule{Pattern: "local/*", Mode: gateway.Shadow})
+	gw, err := gateway.New(gateway.Config{Verifier: kit.Verifier(), Store: st, Now: kit.Now,
+		Policy: gateway.StaticPolicy{Generation: 1}, Modes: modes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &fixture{t: t, kit: kit, store: st, obj: &faultyStore{ObjectStore: loc}, gw: gw}, modes
+}
+
+// until waits, yielding, for cond (a bounded wait, not a measure).
+func until(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); runtime.Gosched() {
+		if time.Now().After(deadline) {
+			t.Fatalf("never: %s", what)
+		}
+	}
+}
+
+// Rule: a stale write that read "shadow" and then waited for the resource
+// while the owner's write was in flight is refused, not forwarded, when
+// the operator switched the resource to enforce meanwhile: the owner's
+// object stands.
+func TestASwitchToEnforceWhileAStaleWriteWaitsRefusesIt(t *testing.T) {
+	f, modes := switchFixture(t)
+	ctx := context.Background()
+	entered, release := make(chan struct{}), make(chan struct{})
+	f.obj.set(func(ctx context.Context, req fencegate.PutRequest) (string, error) {
+		if req.Meta.FenceToken == 6 {
+			close(entered)
+			<-release
+		}
+		return f.obj.ObjectStore.Put(ctx, req)
+	}, nil)
+	owner := make(chan error, 1)
+	go func() { _, err := f.gw.Apply(ctx, f.request(6, 1, "new")); owner <- err }()
+	<-entered
+	stale := make(chan error, 1)
+	go func() { _, err := f.gw.Apply(ctx, f.request(5, 1, "stale")); stale <- err }()
+	until(t, "the stale write waits for the resource", func() bool { return gateway.LockHolders(f.gw, resource) == 2 })
+	if err := modes.Set("local/*", gateway.Enforce, false); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	if err := <-owner; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-stale; fencegate.ErrorCode(err) != fencegate.CodeStaleOwner {
+		t.Fatalf("the stale write after the switch to enforce: %v, want STALE_OWNER", err)
+	}
+	if got := f.content(); got != "new" {
+		t.Fatalf("object %q after the switch, want the owner's", got)
+	}
+}
+
+// Rule: a switch to enforce returns only once the shadow forwards decided
+// before it have ended, so when the operator is told "enforce" no refused
+// write is still on its way; refused writes after it are refused.
+func TestASwitchToEnforceWaitsForShadowForwardsInFlight(t *testing.T) {
+	f, modes := switchFixture(t)
+	ctx := context.Background()
+	if _, err := f.gw.Apply(ctx, f.request(6, 1, "new")); err != nil {
+		t.Fatal(err)
+	}
+	entered, release := make(chan struct{}), make(chan struct{})
+	f.obj.set(func(ctx context.Context, req fencegate.PutRequest) (string, error) {
+		if strings.HasPrefix(req.Meta.ReceiptID, "shadow_") {
+			close(entered)
+			<-release
+		}
+		return f.obj.ObjectStore.Put(ctx, req)
+	}, nil)
+	forwarded := make(chan error, 1)
+	go func() { _, err := f.gw.Apply(ctx, f.request(5, 1, "stale")); forwarded <- err }()
+	<-entered
+	switched := make(chan error, 1)
+	go func() { switched <- modes.Set("local/*", gateway.Enforce, false) }()
+	until(t, "the switch waits for the forward", func() bool { return gateway.ModeChangeWaiting(modes) })
+	select {
+	case err := <-switched:
+		t.Fatalf("the switch returned (%v) while a shadow forward was still sending", err)
+	default:
+	}
+	close(release)
+	if err := <-forwarded; err != nil {
+		t.Fatalf("the shadow forward decided before the switch: %v", err)
+	}
+	if err := <-switched; err != nil {
+		t.Fatal(err)
+	}
+	f.obj.set(nil, nil)
+	if _, err := f.gw.Apply(ctx, f.request(5, 1, "stale again")); fencegate.ErrorCode(err) != fencegate.CodeStaleOwner {
+		t.Fatalf("a stale write after the switch: %v, want STALE_OWNER", err)
+	}
+}
