@@ -69,6 +69,29 @@ func (r *Registry) observe(l fencegate.Lease) {
 	r.rec.mu.Unlock()
 }
 
+// observeBackend raises what this registry has seen to the backend's
+// revision and highest fence, read after a renewal, release or floor it
+// made there (under the marker it has seen only): the guard of the next
+// mutation, and the next check, then find a backend restored from before
+// that change behind what was seen, as they find one restored from before
+// an acquisition. Without it a lost release read HELD again, a lost
+// renewal let the resource go to another owner while the renewal's HELD
+// proof lived, and a lost floor let a fence below it be issued, none of
+// them found. A failed read leaves seen as it is (the change stands; only
+// its loss could go unseen).
+func (r *Registry) observeBackend(ctx context.Context) {
+	inc, err := r.backend.Incarnation(ctx)
+	if err != nil {
+		return
+	}
+	r.rec.mu.Lock()
+	if r.rec.checked && inc.ID == r.rec.seen.ID {
+		r.rec.seen.Revision = max(r.rec.seen.Revision, inc.Revision)
+		r.rec.seen.HighestFence = max(r.rec.seen.HighestFence, inc.HighestFence)
+	}
+	r.rec.mu.Unlock()
+}
+
 // underGuard runs mutate under the guard guard() returns and handles the
 // backend's guard refusing it (lostOnGuard). A mutation that read its guard
 // before this registry adopted another marker (its own claim ending a pause,

@@ -484,6 +484,13 @@ func (r *Registry) SetFloor(ctx context.Context, floor uint64) error {
 			rc.mu.Lock()
 			rc.seen.HighestFence = max(rc.seen.HighestFence, floor)
 			rc.mu.Unlock()
+			r.observeBackend(ctx)
+			// Kept in Memory before it is answered, as an acquisition is: a
+			// restart on a backend restored from before the floor finds it
+			// behind what was seen.
+			if err := r.Remember(); err != nil {
+				return err
+			}
 			r.log.Info("fence floor raised", "floor", floor)
 			return nil
 		case fencegate.ErrorCode(err) != fencegate.CodeStateLost:

@@ -233,6 +233,7 @@ func (r *Registry) Renew(ctx context.Context, owner, leaseID string, ttl time.Du
 	if err != nil {
 		return Issued{}, backendErr(err)
 	}
+	r.observeBackend(ctx)
 	return r.issue(l, now)
 }
 
@@ -246,6 +247,7 @@ func (r *Registry) Release(ctx context.Context, owner, leaseID string) (fencegat
 		return err
 	})
 	if err == nil {
+		r.observeBackend(ctx)
 		if l.State == fencegate.StateReleased {
 			r.ended(l.Resource, now)
 		}
