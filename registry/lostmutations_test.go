@@ -73,3 +73,34 @@ func TestARestoreThatLosesARenewalIsFoundBeforeTheResourceIsGrantedAgain(t *test
 		t.Fatalf("bob's acquisition after the restore: %v, want COORDINATION_STATE_LOST", err)
 	}
 }
+
+// Rule: a registry that remembers no marker (a new replica, a lost memory
+// file) and finds a restored backend claims it anew rather than joining the
+// restored marker: leases restored with the backup read REVOKED once grants
+// resume, as with a registry that remembers, and fences go on above what
+// the fence store accepted.
+func TestARegistryWithoutMemoryClaimsARestoredBackendAnew(t *testing.T) {
+	ctx := context.Background()
+	b, hw := newSwappable(t), &highWater{}
+	e := newLossEnv(t, b, hw, &memory{})
+	a := e.mustAcquire("alice", "db/a", "a1")
+	backup := b.snapshot()
+	if _, err := e.r.Release(ctx, "alice", a.Lease.ID); err != nil {
+		t.Fatal(err)
+	}
+	c := e.mustAcquire("carol", "db/a", "c1")
+	hw.v.Store(c.Lease.FenceToken) // the gateways accepted carol's fence
+	b.restore(backup)
+	f := newLossEnv(t, b, hw, &memory{}) // remembers nothing of the backend
+	if is := f.r.Issuance(); !is.Paused {
+		t.Fatalf("the restore was not found: %+v", is)
+	}
+	f.clock.Advance(pause)
+	d := f.mustAcquire("dave", "db/b", "d1")
+	if d.Lease.FenceToken <= c.Lease.FenceToken {
+		t.Fatalf("fence %d issued at or below %d, which the gateways accepted", d.Lease.FenceToken, c.Lease.FenceToken)
+	}
+	if got := f.proofState(a.Lease.ID); got != fencegate.StateRevoked {
+		t.Fatalf("alice's lease, restored from before the loss, reads %s after grants resume, want REVOKED", got)
+	}
+}

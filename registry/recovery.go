@@ -327,13 +327,16 @@ func (r *Registry) resumeLocked(ctx context.Context, now time.Time, retire bool)
 // claimOrJoinLocked continues above floor. A backend carrying no marker, the
 // marker this registry issued under (a rollback), or a marker of an earlier
 // generation than that one (a backup from before an earlier claim, restored)
-// gets a new one. One carrying another marker of the same or a later
+// gets a new one; so does any marker when this registry remembers none (a
+// new replica, or one whose memory file was lost): with nothing to compare,
+// the marker of a restored backup cannot be told from a peer's claim, and
+// joining it would let the leases restored with it read HELD. One carrying another marker of the same or a later
 // generation was claimed by another registry sharing it: this registry joins
 // it, raising the floor to what it knows, instead of claiming again, so
 // registries sharing a backend never take turns detecting each other's
 // claims.
 func (r *Registry) claimOrJoinLocked(ctx context.Context, inc, seen fencegate.Incarnation, floor uint64) error {
-	if inc.ID == "" || inc.ID == seen.ID || olderMarker(inc.ID, seen.ID) {
+	if inc.ID == "" || seen.ID == "" || inc.ID == seen.ID || olderMarker(inc.ID, seen.ID) {
 		return r.claimLocked(ctx, inc.ID, floor)
 	}
 	if err := r.backend.SetFloor(ctx, floor, fencegate.Guard{Incarnation: inc.ID, MinRevision: inc.Revision}); err != nil {
