@@ -78,6 +78,7 @@ type fixture struct {
 	store fencegate.FenceStore
 	obj   *faultyStore
 	gw    *gateway.Gateway
+	modes *gateway.Modes // shadowFixture's
 }
 
 func newFixture(t *testing.T) *fixture {

@@ -73,7 +73,7 @@ func shadowFixture(t *testing.T, alarm gateway.Alarm, wrap ...func(*embedded.Sto
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &fixture{t: t, kit: kit, store: st, obj: &faultyStore{ObjectStore: loc}, gw: gw}
+	return &fixture{t: t, kit: kit, store: st, obj: &faultyStore{ObjectStore: loc}, gw: gw, modes: modes}
 }
 
 func TestShadowModeRecordsTheVerdictAndForwardsWithoutMovingFences(t *testing.T) {

@@ -2,39 +2,20 @@ package gateway_test
 
 import (
 	"context"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/fencegate/fencegate"
-	"github.com/fencegate/fencegate/backends/local"
-	"github.com/fencegate/fencegate/fencestore/embedded"
 	"github.com/fencegate/fencegate/gateway"
-	"github.com/fencegate/fencegate/proofs/prooftest"
 )
 
 // switchFixture is a gateway with local/* in shadow mode, and its Modes.
 func switchFixture(t *testing.T) (*fixture, *gateway.Modes) {
 	t.Helper()
-	kit := prooftest.New(t)
-	st, err := embedded.Open(filepath.Join(t.TempDir(), "fence.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
-	loc, err := local.New("local", t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	modes, _ := gateway.NewModes(gateway.ModeRule{Pattern: "local/*", Mode: gateway.Shadow})
-	gw, err := gateway.New(gateway.Config{Verifier: kit.Verifier(), Store: st, Now: kit.Now,
-		Policy: gateway.StaticPolicy{Generation: 1}, Modes: modes})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &fixture{t: t, kit: kit, store: st, obj: &faultyStore{ObjectStore: loc}, gw: gw}, modes
+	f := shadowFixture(t, nil)
+	return f, f.modes
 }
 
 // until waits, yielding, for cond (a bounded wait, not a measure).
