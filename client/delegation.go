@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"slices"
 	"strings"
 
 	"github.com/fencegate/fencegate/domain"
@@ -53,28 +54,40 @@ func (c *Client) DelegationStatus(ctx context.Context, id, grantDigest string) (
 }
 
 // Delegate mints a delegation of this lease's current grant. It refuses
-// without asking while the lease is not HELD locally. Once minted, the
-// lease's own writers number their commits after the highest delegated
-// segment: owner and delegate never send the same segment number.
+// without asking while the lease is not HELD locally, and for segments this
+// lease has already used or may have (below its next segment: a range from
+// NextSegment on is the usual ask). A segment in doubt is settled first (a
+// write whose answer was lost may hold it; MUTATION_UNKNOWN while it is
+// unsettled). No commit of the lease's own runs while the delegation is
+// minted, and once minted the lease's own writers number their commits
+// after the highest delegated segment: owner and delegate never send the
+// same segment number.
 func (l *Lease) Delegate(ctx context.Context, p DelegateParams) (Delegation, error) {
-	l.mu.Lock()
-	if err := l.notHeldLocked(); err != nil {
-		l.unlock()
+	l.commitMu.Lock()
+	defer l.commitMu.Unlock()
+	if err := l.live(); err != nil {
 		return Delegation{}, err
 	}
-	id, digest := l.info.Lease, l.info.GrantDigest
-	l.unlock()
-	d, err := l.c.Delegate(ctx, id, digest, p)
+	if l.doubt != nil {
+		if _, _, err := l.settleDoubt(ctx, "", nil); err != nil {
+			return Delegation{}, err
+		}
+	}
+	low, top := p.SegmentFrom, p.SegmentTo
+	if len(p.Segments) > 0 {
+		low = slices.Min(p.Segments)
+		top = max(top, slices.Max(p.Segments))
+	}
+	if low < l.nextSeg {
+		return Delegation{}, domain.Errorf(domain.CodeInvalidRequest,
+			"segment %d is this lease's own (its next segment is %d): delegate segments from %d on", low, l.nextSeg, l.nextSeg)
+	}
+	info := l.Info()
+	d, err := l.c.Delegate(ctx, info.Lease, info.GrantDigest, p)
 	if err != nil {
 		return d, err
 	}
-	top := p.SegmentTo
-	for _, s := range p.Segments {
-		top = max(top, s)
-	}
-	l.commitMu.Lock()
 	l.nextSeg = max(l.nextSeg, top+1)
-	l.commitMu.Unlock()
 	return d, nil
 }
 

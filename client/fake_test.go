@@ -96,6 +96,8 @@ func route(r *http.Request) string {
 		return "acquire"
 	case strings.HasSuffix(p, "/renew"):
 		return "renew"
+	case strings.HasPrefix(p, "/v1/leases/") && strings.HasSuffix(p, "/delegations") && r.Method == "POST":
+		return "delegate"
 	case strings.HasPrefix(p, "/v1/leases/") && r.Method == "GET":
 		return "status"
 	case strings.HasPrefix(p, "/v1/leases/"):
@@ -208,6 +210,11 @@ func (f *fakeGateway) act(rt string, r *http.Request, code domain.Code) (int, an
 			return 0, &domain.Error{Code: domain.CodeNotFound, Message: "no such receipt"}
 		}
 		return http.StatusOK, map[string]any{"receipts": f.receipts}
+	case "delegate": // mints what was asked, as the registry does for the lease's owner
+		var b domain.DelegationRequest
+		_ = json.NewDecoder(r.Body).Decode(&b)
+		return http.StatusOK, domain.DelegationAnswer{ID: "dlg-1", Delegation: "delegation-token",
+			Claims: domain.Delegation{Delegate: b.Delegate, SegmentFrom: b.SegmentFrom, SegmentTo: b.SegmentTo, Segments: b.Segments}}
 	case "dstatus":
 		if code != "" {
 			return 0, &domain.Error{Code: code, Message: "refused"}
