@@ -10,6 +10,7 @@ import (
 	"github.com/fencegate/fencegate"
 	"github.com/fencegate/fencegate/backends/s3"
 	"github.com/fencegate/fencegate/gateway"
+	"github.com/fencegate/fencegate/registry"
 )
 
 // Validate reports every problem with c at once.
@@ -77,6 +78,16 @@ func (c *Config) Validate() error {
 	if c.TLS != nil && (c.TLS.Cert == "" || c.TLS.Key == "") {
 		at("tls", "tls needs cert and key")
 	}
+	for _, list := range []struct {
+		key string
+		ids []Identity
+	}{{"identities", c.Identities}, {"admins", c.Admins}, {"gateways", c.Gateways}} {
+		for i, id := range list.ids {
+			if strings.TrimSpace(id.Name) == "" {
+				at(list.key, "%s[%d] needs a name: the caller its token authenticates", list.key, i)
+			}
+		}
+	}
 	work, err := c.Tokens()
 	if err != nil {
 		errs = append(errs, err)
@@ -121,6 +132,9 @@ func (c *Config) Validate() error {
 		if c.Registry != nil {
 			at("registryURL", "registryURL and an in-process registry exclude each other")
 		}
+		if u, err := url.Parse(c.RegistryURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			at("registryURL", "registryURL must be an http:// or https:// URL with a host, not %q", c.RegistryURL)
+		}
 		if _, err := c.RegistryCredential.Secret(); err != nil {
 			at("registryCredential", "registryCredential: %v", err)
 		}
@@ -147,8 +161,16 @@ func (c *Config) Validate() error {
 		if r.HighWater != "" && r.HighWater != "fencestore" && r.HighWater != "operator" {
 			at("registry.highWater", "registry.highWater must be fencestore or operator, not %q", r.HighWater)
 		}
+		if r.HighWater == "fencestore" && len(c.Stores) == 0 && len(c.APIs) == 0 && !strings.HasPrefix(c.FenceStore, "postgres") {
+			// The fence store is this process's own, and no gateway writes
+			// it: after a state loss grants would resume above 0.
+			at("registry.highWater", "registry.highWater fencestore asks the gateways' fence store, but this process serves no stores or APIs and its fenceStore is not a shared postgres:// one: use operator (or point fenceStore at the gateways' postgres store)")
+		}
 		if r.StatusLife < 0 || r.StatusLife > fencegate.MaxStatusLife {
 			at("registry.statusLife", "registry.statusLife must be within (0, %s]", fencegate.MaxStatusLife)
+		}
+		if r.MaxTTL != 0 && r.MaxTTL < registry.DefaultMinTTL {
+			at("registry.maxTTL", "registry.maxTTL must be at least %s (0 for the default %s), not %s", registry.DefaultMinTTL, registry.DefaultMaxTTL, r.MaxTTL)
 		}
 		for _, e := range c.RevokedEpochs {
 			if e == r.IssuerEpoch {

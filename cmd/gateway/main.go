@@ -65,11 +65,12 @@ func main() {
 		fmt.Fprintln(os.Stderr, "gateway:", err)
 		os.Exit(1)
 	}
-	defer a.Close()
 	if err := a.Run(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "gateway:", err)
+		a.Close() // os.Exit runs no deferred call: what Build opened is closed first
 		os.Exit(1)
 	}
+	a.Close()
 }
 
 func usage() {

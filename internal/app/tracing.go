@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
@@ -23,7 +24,7 @@ func openTracing(cfg config.Tracing) (trace.TracerProvider, func() error, error)
 	if !cfg.Enabled() {
 		return noop.NewTracerProvider(), func() error { return nil }, nil
 	}
-	exp, err := otlptracehttp.New(context.Background(), otlptracehttp.WithEndpointURL(cfg.Endpoint+"/v1/traces"))
+	exp, err := otlptracehttp.New(context.Background(), otlptracehttp.WithEndpointURL(strings.TrimRight(cfg.Endpoint, "/")+"/v1/traces"))
 	if err != nil {
 		return nil, nil, err
 	}
