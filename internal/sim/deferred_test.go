@@ -163,8 +163,14 @@ func (w *world) readAnswer(ctx context.Context, gi *gwInst, a *answered, how int
 			page.Cursor = p.Next
 		}
 	}
-	if err != nil || r.ID != a.id {
-		return // compaction is off: a missing receipt is a read that failed
+	if fencegate.ErrorCode(err) == fencegate.CodeNotFound || err == nil && r.ID != a.id {
+		// Compaction is off: a receipt answered COMMITTED is never missing.
+		w.stats.gate("answered COMMITTED, read otherwise")
+		w.fail("receipt %s answered COMMITTED by gw%d/%d is missing from a read (%d) through gw%d/%d: %v", a.id, a.gw, a.gen, how, gi.idx, gi.gen, err)
+		return
+	}
+	if err != nil {
+		return // a read that failed (a store fault): nothing read
 	}
 	w.stats.inject("receipt read through a gateway")
 	if r.State != fencegate.ReceiptCommitted || r.Version != a.version {

@@ -51,7 +51,7 @@ var gates = []string{"accepted stale", "forged accepted", "expired owner", "skip
 	"revoked epoch accepted", "stale policy accepted", "replay of another payload",
 	"auth failure touched state", "two effects in flight", "landed after not applied", "unknown unsettled after 15 min", "not linearizable",
 	"answered COMMITTED, settled otherwise", "answered COMMITTED, read otherwise",
-	"admitted past a deferred settle", "admission sent past its own deferred settle", "fence issued twice",
+	"admitted past a deferred settle", "admission sent past its own deferred settle", "fence issued twice", "resource held by two leases",
 	"admitted beside an unsettled effect", "final receipt changed"}
 
 func table(m map[string]int) string {
@@ -269,6 +269,7 @@ func (w *world) restore(behind bool) error {
 	if behind {
 		return w.openBackend()
 	}
+	w.restartedOnRestore = true
 	return w.openRegistry()
 }
 

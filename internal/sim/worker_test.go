@@ -78,6 +78,22 @@ func (w *world) observe(l fencegate.Lease) {
 		w.fail("fence %d of %s issued to leases %s and %s with the loss check on", l.FenceToken, l.Resource, prev, l.ID)
 	}
 	w.issuedTo[key] = l.ID
+	// One holder at a time: with the loss check on, a resource is never
+	// granted HELD while an earlier lease that was not released holds it
+	// (by the expiry the registry itself stated last), whatever restore
+	// happened behind the running registry. The record is the world's, kept
+	// from every answer; a registry restarted on a restored copy forgets
+	// lost renewals (documented), so such worlds stop checking then.
+	if l.State != fencegate.StateHeld {
+		return
+	}
+	if prev := w.holder[l.Resource]; prev != "" && prev != l.ID && w.seed%2 == 0 && !w.restartedOnRestore &&
+		!w.released[prev] && w.clock.Now().Before(w.leaseExp[prev]) {
+		w.stats.gate("resource held by two leases")
+		w.fail("%s granted to %s at %s while %s held it until %s", l.Resource, l.ID,
+			w.clock.Now().Format("15:04:05.000"), prev, w.leaseExp[prev].Format("15:04:05.000"))
+	}
+	w.holder[l.Resource] = l.ID
 }
 
 func (wk *worker) run(ctx context.Context) {
@@ -241,6 +257,7 @@ func (wk *worker) refresh(ctx context.Context) {
 func (wk *worker) release(ctx context.Context) {
 	w := wk.w
 	w.point(ctx, "registry")
+	w.released[wk.iss.Lease.ID] = true // asked: it may have ended, answered or not
 	_, _ = w.reg.Release(ctx, wk.name, wk.iss.Lease.ID)
 	wk.has = false
 	if w.chance(0.3) {

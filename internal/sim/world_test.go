@@ -86,6 +86,13 @@ type world struct {
 	issuedTo  map[string]string                 // resource/fence -> lease the registry issued it to
 	payloadOf map[string]string                 // resource/fence/segment -> payload digest admitted
 	leaseExp  map[string]time.Time              // latest expiry the registry granted, by lease
+	holder    map[string]string                 // resource -> the lease last granted it HELD
+	released  map[string]bool                   // leases a worker asked to release
+	// restartedOnRestore: the registry was restarted on a restored copy of
+	// its backend, whose lost renewals and releases its memory does not
+	// cover (README, State loss): from then on one resource may be granted
+	// while an earlier lease's lost renewal lives.
+	restartedOnRestore bool
 	inflight  map[string]int                    // forwarded effects in flight, by resource
 	maxFwd    map[string]uint64                 // highest fence forwarded, by resource
 	verdict   map[string]fencegate.ReceiptState // final state settled, by receipt ID
@@ -147,6 +154,7 @@ func newWorld(t testing.TB, seed uint64, cfg config, st *stats) (*world, error) 
 	clock := &simClock{now: time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC)}
 	w := &world{t: t, seed: seed, cfg: cfg, rng: rng, clock: clock, s: newSched(clock, rng), stats: st,
 		admitted: map[string]*admitted{}, fenceOf: map[string]string{}, issuedTo: map[string]string{}, payloadOf: map[string]string{}, leaseExp: map[string]time.Time{},
+		holder: map[string]string{}, released: map[string]bool{},
 		verdict: map[string]fencegate.ReceiptState{}, resOf: map[string]string{},
 		inflight: map[string]int{}, maxFwd: map[string]uint64{}, unsettled: map[string]map[string]bool{},
 		answered: map[string]*answered{}, undurable: map[string]map[string]*answered{}}
