@@ -81,23 +81,23 @@ type world struct {
 	stats *stats
 
 	// ground truth, maintained at the interception points
-	admitted  map[string]*admitted              // by resource
-	fenceOf   map[string]string                 // resource/fence -> lease admitted under it
-	issuedTo  map[string]string                 // resource/fence -> lease the registry issued it to
-	payloadOf map[string]string                 // resource/fence/segment -> payload digest admitted
-	leaseExp  map[string]time.Time              // latest expiry the registry granted, by lease
-	holder    map[string]string                 // resource -> the lease last granted it HELD
-	released  map[string]bool                   // leases a worker asked to release
+	admitted  map[string]*admitted // by resource
+	fenceOf   map[string]string    // resource/fence -> lease admitted under it
+	issuedTo  map[string]string    // resource/fence -> lease the registry issued it to
+	payloadOf map[string]string    // resource/fence/segment -> payload digest admitted
+	leaseExp  map[string]time.Time // latest expiry the registry granted, by lease
+	holder    map[string]string    // resource -> the lease last granted it HELD
+	released  map[string]bool      // leases a worker asked to release
 	// restartedOnRestore: the registry was restarted on a restored copy of
 	// its backend, whose lost renewals and releases its memory does not
 	// cover (README, State loss): from then on one resource may be granted
 	// while an earlier lease's lost renewal lives.
 	restartedOnRestore bool
-	inflight  map[string]int                    // forwarded effects in flight, by resource
-	maxFwd    map[string]uint64                 // highest fence forwarded, by resource
-	verdict   map[string]fencegate.ReceiptState // final state settled, by receipt ID
-	resOf     map[string]string                 // resource of each receipt admitted
-	gathering *storeBatch                       // the batch of store calls being gathered
+	inflight           map[string]int                    // forwarded effects in flight, by resource
+	maxFwd             map[string]uint64                 // highest fence forwarded, by resource
+	verdict            map[string]fencegate.ReceiptState // final state settled, by receipt ID
+	resOf              map[string]string                 // resource of each receipt admitted
+	gathering          *storeBatch                       // the batch of store calls being gathered
 	// unsettled: receipts admitted and not settled final, by resource, as
 	// the store committed them (kept inside the store call, since batched
 	// calls run on goroutines of their own and their tasks wake later).
