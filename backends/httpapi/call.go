@@ -246,7 +246,8 @@ func (c cancelOnClose) Close() error { err := c.ReadCloser.Close(); c.cancel(); 
 // some front ends refuse that (411) — an answer that would be kept as the
 // call's. Such a request goes with http.NoBody (Content-Length: 0) on a
 // connection of its own (fresh: keep-alives off), which the transport never
-// resends on (it resends only on a reused connection).
+// resends on (it resends only on a reused connection) — when the transport
+// is an *http.Transport; through any other it stays as above.
 type noRetry struct {
 	next  http.RoundTripper
 	once  sync.Once
@@ -264,19 +265,22 @@ func (t *noRetry) RoundTrip(req *http.Request) (*http.Response, error) {
 	if cp.Body == nil || cp.Body == http.NoBody {
 		switch cp.Method {
 		case http.MethodPost, http.MethodPut, http.MethodPatch:
-			cp.Body, cp.ContentLength = http.NoBody, 0
-			return t.freshConn(next).RoundTrip(cp)
+			if fresh := t.freshConn(next); fresh != nil {
+				cp.Body, cp.ContentLength = http.NoBody, 0
+				return fresh.RoundTrip(cp)
+			}
 		}
 		cp.Body, cp.ContentLength = io.NopCloser(strings.NewReader("")), 0
 	}
 	return next.RoundTrip(cp)
 }
 
-// freshConn is next with keep-alives off (a clone of next when it is an
-// *http.Transport; another RoundTripper is used as it is).
+// freshConn is next with keep-alives off: a clone of next when it is an
+// *http.Transport, nil for any other RoundTripper (a wrapper whose
+// connections it cannot keep from being reused: the request then keeps the
+// body no transport resends, chunked).
 func (t *noRetry) freshConn(next http.RoundTripper) http.RoundTripper {
 	t.once.Do(func() {
-		t.fresh = next
 		if tr, ok := next.(*http.Transport); ok {
 			c := tr.Clone()
 			c.DisableKeepAlives = true

@@ -180,3 +180,55 @@ func TestBodilessCallIsSentWithItsLength(t *testing.T) {
 		}
 	}
 }
+
+// wrapped is a RoundTripper over another (a tracing or mTLS wrapper), which
+// noRetry cannot open fresh connections through.
+type wrapped struct{ next http.RoundTripper }
+
+func (w wrapped) RoundTrip(r *http.Request) (*http.Response, error) { return w.next.RoundTrip(r) }
+
+// TestBodilessCallThroughAWrappedTransportIsNotResentEither: through a
+// transport that is not an *http.Transport, a bodiless POST carrying an
+// Idempotency-Key keeps a body no transport resends (it cannot be given a
+// connection of its own there): an upstream that applies it and drops the
+// reused connection sees it once, and the call is UNKNOWN.
+func TestBodilessCallThroughAWrappedTransportIsNotResentEither(t *testing.T) {
+	var mu sync.Mutex
+	posts := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		posts++
+		n := posts
+		mu.Unlock()
+		if n == 2 { // the capture: applied, its answer lost with the connection
+			c, _, _ := http.NewResponseController(w).Hijack()
+			c.Close()
+			return
+		}
+		_, _ = io.WriteString(w, "{}")
+	}))
+	defer srv.Close()
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	api, err := New(validConfig(srv.URL), &http.Client{Transport: wrapped{tr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := func(seg uint64, body string) (fencegate.Outcome, error) {
+		r := fencegate.Receipt{ID: "r", Resource: "payouts/acc_1", OperationRoot: "root", FenceToken: 1, Segment: seg}
+		return api.Call("POST", "/v1/accounts/acc_1/payouts", http.Header{}, bytes.NewReader([]byte(body)), int64(len(body))).
+			Apply(context.Background(), r, "")
+	}
+	if out, err := call(1, payout); err != nil || out.State != fencegate.ReceiptCommitted {
+		t.Fatalf("first call (warms the connection): %+v %v", out, err)
+	}
+	out, err := call(2, "")
+	if out.State != fencegate.ReceiptUnknown {
+		t.Fatalf("a bodiless call applied and dropped: %s (%v), want UNKNOWN", out.State, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if posts != 2 {
+		t.Fatalf("the upstream got %d requests, want 2: the transport resent the bodiless call on its own", posts)
+	}
+}
