@@ -174,6 +174,12 @@ func ParseCursor(list, cursor string) (p domain.Position, ok bool, err error) {
 	return domain.ParseCursor(list, cursor)
 }
 
+// EncodeHeaderText is domain.EncodeHeaderText.
+func EncodeHeaderText(s string) string { return domain.EncodeHeaderText(s) }
+
+// DecodeHeaderText is domain.DecodeHeaderText.
+func DecodeHeaderText(v string) string { return domain.DecodeHeaderText(v) }
+
 // ParseEffectMeta is domain.ParseEffectMeta.
 func ParseEffectMeta(md map[string]string) (m domain.EffectMeta, ok bool) {
 	return domain.ParseEffectMeta(md)

@@ -88,7 +88,7 @@ func (c *Client) GetObject(ctx context.Context, store, key string) (io.ReadClose
 	h := resp.Header
 	info := ObjectInfo{
 		ContentType: h.Get("Content-Type"), Size: resp.ContentLength, ETag: h.Get("ETag"),
-		Root: h.Get("Fence-Root"), OperationID: h.Get("Fence-Operation-Id"), Receipt: h.Get("Fence-Receipt"),
+		Root: domain.DecodeHeaderText(h.Get("Fence-Root")), OperationID: domain.DecodeHeaderText(h.Get("Fence-Operation-Id")), Receipt: h.Get("Fence-Receipt"),
 	}
 	info.FenceToken, _ = strconv.ParseUint(h.Get("Fence-Token"), 10, 64)
 	info.Segment, _ = strconv.ParseUint(h.Get("Fence-Segment"), 10, 64)

@@ -249,8 +249,8 @@ func (s *Server) getObject(w http.ResponseWriter, r *http.Request) {
 	if m, ok := fencegate.ParseEffectMeta(info.Metadata); ok {
 		h.Set("Fence-Token", strconv.FormatUint(m.FenceToken, 10))
 		h.Set("Fence-Segment", strconv.FormatUint(m.Segment, 10))
-		h.Set("Fence-Root", m.Root)
-		h.Set("Fence-Operation-Id", m.OperationID)
+		h.Set("Fence-Root", fencegate.EncodeHeaderText(m.Root)) // RFC 2047 words unless printable ASCII
+		h.Set("Fence-Operation-Id", fencegate.EncodeHeaderText(m.OperationID))
 		h.Set("Fence-Payload-Digest", m.PayloadDigest)
 		h.Set("Fence-Receipt", m.ReceiptID)
 	}

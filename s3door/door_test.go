@@ -258,3 +258,32 @@ func TestAnHTMLObjectIsServedAsInertData(t *testing.T) {
 			hdr.Get("X-Content-Type-Options"), hdr.Get("Content-Security-Policy"))
 	}
 }
+
+// TestNonASCIIMetadataTravelsAsAmazonS3Sends: metadata a client sends as
+// RFC 2047 encoded words (as Amazon S3 asks for non-ASCII values) is kept
+// as the text they encode, and HEAD answers it encoded the same way, as
+// Amazon S3 does; so are operation IDs that are not ASCII. Printable ASCII
+// goes as it is.
+func TestNonASCIIMetadataTravelsAsAmazonS3Sends(t *testing.T) {
+	e := newEnv(t, nil)
+	c := e.client(e.lease("AKIDA", owner, "b/r"))
+	ctx := context.Background()
+	if _, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("b"), Key: aws.String("r/u"), Body: strings.NewReader("x"),
+		Metadata: map[string]string{"title": "=?UTF-8?B?Q3LDqG1lIGJyw7tsw6ll?=", "plain": "ascii"}}); err != nil {
+		t.Fatal(err)
+	}
+	_, info, err := e.store.Get(ctx, "r/u")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Metadata["title"] != "Crème brûlée" {
+		t.Fatalf("stored title %q, want the text the words encode", info.Metadata["title"])
+	}
+	h, err := c.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String("b"), Key: aws.String("r/u")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Metadata["plain"] != "ascii" || fencegate.DecodeHeaderText(h.Metadata["title"]) != "Crème brûlée" || h.Metadata["title"] == "Crème brûlée" {
+		t.Fatalf("HEAD metadata %q: want ascii as it is and the title as encoded words", h.Metadata)
+	}
+}

@@ -280,16 +280,18 @@ func (s *Server) getObject(w http.ResponseWriter, r *http.Request, t *target) er
 	if !info.LastModified.IsZero() {
 		h.Set("Last-Modified", info.LastModified.UTC().Format(http.TimeFormat))
 	}
+	// Values that are not printable ASCII go as RFC 2047 encoded words, as
+	// Amazon S3 answers them (fencegate.EncodeHeaderText).
 	for k, v := range info.Metadata {
 		if k = strings.ToLower(k); !strings.HasPrefix(k, "fence-") {
-			h.Set("x-amz-meta-"+k, v)
+			h.Set("x-amz-meta-"+k, fencegate.EncodeHeaderText(v))
 		}
 	}
 	if m, ok := fencegate.ParseEffectMeta(info.Metadata); ok {
 		h.Set("x-amz-meta-fence-token", strconv.FormatUint(m.FenceToken, 10))
 		h.Set("x-amz-meta-fence-segment", strconv.FormatUint(m.Segment, 10))
 		h.Set("x-amz-meta-fence-receipt-id", m.ReceiptID)
-		h.Set("x-amz-meta-fence-operation-id", m.OperationID)
+		h.Set("x-amz-meta-fence-operation-id", fencegate.EncodeHeaderText(m.OperationID))
 	}
 	start, n, ranged, err := parseRange(r.Header.Get("Range"), info.Size)
 	if err != nil {
@@ -419,7 +421,8 @@ func userMeta(hd http.Header) (map[string]string, error) {
 		if m == nil {
 			m = map[string]string{}
 		}
-		m[name] = strings.Join(vs, ",")
+		// Amazon S3 stores a value sent as RFC 2047 encoded words decoded.
+		m[name] = fencegate.DecodeHeaderText(strings.Join(vs, ","))
 		size += len(name) + len(m[name])
 	}
 	if size > maxUserMeta {

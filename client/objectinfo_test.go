@@ -1,0 +1,32 @@
+package client
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/fencegate/fencegate/domain"
+)
+
+// Rule: GetObject gives the object's operation ID and root as the text they
+// are, which the gateway sends as RFC 2047 encoded words when they are not
+// printable ASCII (domain.EncodeHeaderText).
+func TestGetObjectReadsEncodedOperationFields(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Fence-Root", domain.EncodeHeaderText("Wurzel-Größe"))
+		w.Header().Set("Fence-Operation-Id", domain.EncodeHeaderText("Bestellung Müller"))
+		w.Header().Set("Fence-Token", "7")
+		_, _ = io.WriteString(w, "x")
+	}))
+	defer srv.Close()
+	rc, info, err := New(srv.URL, "tok").GetObject(context.Background(), "bucket", "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc.Close()
+	if info.Root != "Wurzel-Größe" || info.OperationID != "Bestellung Müller" || info.FenceToken != 7 {
+		t.Fatalf("object info %+v", info)
+	}
+}
