@@ -146,9 +146,9 @@ type HTTPLimits struct {
 	BodyReadTimeout time.Duration `yaml:"bodyReadTimeout"`
 	// WriteTimeout bounds every wait to send more of an answer: a client
 	// that stops reading its answer is cut off after this long without
-	// progress (default 30 s). A gap, not a total: a large download read at
-	// any steady rate passes, and a long poll waits as long as it must
-	// before its answer begins.
+	// progress (default 30 s; at least 8 KiB must go out per gap). A gap,
+	// not a total: a large download read at a steady rate passes, and a
+	// long poll waits as long as it must before its answer begins.
 	WriteTimeout time.Duration `yaml:"writeTimeout"`
 	// IdleTimeout closes a keep-alive connection idle this long (default 60 s).
 	IdleTimeout time.Duration `yaml:"idleTimeout"`

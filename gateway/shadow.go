@@ -54,20 +54,12 @@ func (g *Gateway) shadowForward(ctx context.Context, req Request, vg *fencegate.
 		defer held.unlock()
 	}
 	// The mode was read before the request waited for the resource: an
-	// operator may have switched it to enforce meanwhile, and the switch
-	// waits for this forward from here on.
-	release, ok := g.cfg.Modes.HoldShadow(req.Resource)
-	if !ok {
+	// operator may have switched it to enforce meanwhile (decided again
+	// before the effect, below, where the switch waits for it).
+	if g.cfg.Modes.For(req.Resource) != Shadow {
 		return Result{}, verdict
 	}
-	defer release()
 	code := fencegate.ErrorCode(verdict)
-	g.cfg.Log.WarnContext(ctx, "shadow mode: forwarding a refused request", "resource", req.Resource, "target", req.Target,
-		"verdict", code, "detail", fencegate.ErrorMessage(verdict))
-	if g.cfg.Alarm != nil {
-		rule, _ := g.cfg.Modes.Match(req.Resource)
-		g.cfg.Alarm.ShadowVerdict(req.Resource, rule.Pattern, code)
-	}
 	// Never alongside a fenced effect in flight on the same resource, nor on
 	// the resource the target is bound to (a fenced write under a grant for
 	// a covering resource, local/inv for local/inv/7, marks that one, and
@@ -106,8 +98,23 @@ func (g *Gateway) shadowForward(ctx context.Context, req Request, vg *fencegate.
 	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.EffectTimeout)
 	defer cancel()
 	ectx = fencegate.WithLandBy(ectx, EffectExpiry(r, g.cfg.EffectTimeout))
+	// Decided here, held for the effect alone (bounded by effectTimeout): a
+	// switch to enforce waits for it, and one made before it refuses it.
+	release, ok := g.cfg.Modes.HoldShadow(req.Resource)
+	if !ok {
+		return Result{}, verdict
+	}
+	g.cfg.Log.WarnContext(ctx, "shadow mode: forwarding a refused request", "resource", req.Resource, "target", req.Target,
+		"verdict", code, "detail", fencegate.ErrorMessage(verdict))
+	if g.cfg.Alarm != nil {
+		rule, _ := g.cfg.Modes.Match(req.Resource)
+		g.cfg.Alarm.ShadowVerdict(req.Resource, rule.Pattern, code)
+	}
 	effStart := g.cfg.Now()
-	out, effErr := req.Effect.Apply(ectx, r, prev)
+	out, effErr := func() (fencegate.Outcome, error) {
+		defer release() // a panicking effect must not hold every switch back
+		return req.Effect.Apply(ectx, r, prev)
+	}()
 	g.cfg.Observe.Effect(BackendOf(req.Target), cmp.Or(out.State, fencegate.ReceiptUnknown), fencegate.ErrorCode(effErr), g.cfg.Now().Sub(effStart))
 	out = g.adoptShadowVersion(ctx, req.Target, prev, out, effErr)
 	if out.State == "" || out.State == fencegate.ReceiptUnknown {

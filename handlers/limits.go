@@ -90,7 +90,7 @@ var errBodyTimeout = errors.New("the request body stopped arriving (body read ti
 
 // guardAnswers makes an answer impossible to stall by not reading it: every
 // wait to send more of it is bounded by AnswerWriteTimeout (a gap, not a
-// total: a large download read at any steady rate passes). A client that
+// total: a large download read at 8 KiB or more per gap passes). A client that
 // stops reading is cut off when its socket's buffers are full, so it cannot
 // hold a connection slot (http.maxConns) and the store reader behind its
 // answer for good. The wait before an answer's first byte (a long poll) is
@@ -133,8 +133,24 @@ func (g *guardedAnswer) extend() {
 // WriteHeader implements http.ResponseWriter.
 func (g *guardedAnswer) WriteHeader(code int) { g.extend(); g.ResponseWriter.WriteHeader(code) }
 
-// Write implements http.ResponseWriter.
-func (g *guardedAnswer) Write(p []byte) (int, error) { g.extend(); return g.ResponseWriter.Write(p) }
+// answerChunk is the most one deadline covers: a client must take at least
+// this much per gap (about 270 bytes a second at the 30 s default).
+const answerChunk = 8 << 10
+
+// Write implements http.ResponseWriter, moving the deadline for every
+// answerChunk bytes.
+func (g *guardedAnswer) Write(p []byte) (int, error) {
+	n := 0
+	for {
+		c := min(len(p)-n, answerChunk)
+		g.extend()
+		m, err := g.ResponseWriter.Write(p[n : n+c])
+		n += m
+		if err != nil || n == len(p) {
+			return n, err
+		}
+	}
+}
 
 // Flush implements http.Flusher.
 func (g *guardedAnswer) Flush() { g.extend(); _ = http.NewResponseController(g.ResponseWriter).Flush() }

@@ -55,3 +55,14 @@ func TestEveryDeclaredDigestLineIsChecked(t *testing.T) {
 		}
 	}
 }
+
+// Rule: an empty x-amz-checksum-sha256 line declares nothing: the write is
+// taken as one without it.
+func TestAnEmptyChecksumLineDeclaresNothing(t *testing.T) {
+	e := newEnv(t)
+	c := e.grant("local/inv/7", ownerA, 1, nil)
+	hdr := http.Header{"Fence-Grant": {c.grant}, "Fence-Status": {c.status}, "Fence-Segment": {"1"}, "X-Amz-Checksum-Sha256": {""}}
+	if r := e.doHeader("PUT", "/v1/objects/local/inv/7", tokA, hdr, "body"); r.status != http.StatusOK {
+		t.Fatalf("a write with an empty checksum line: %d %s", r.status, r.body)
+	}
+}
