@@ -64,6 +64,8 @@ var mutations = []mutation{
 		"if cur.Lease(req.Now).State == fencegate.StateHeld {", "if false {", 0),
 	mut("reads: a receipt list of a resource with an effect in flight loses its receipts", "gateway/readstore.go",
 		`if state == "" || r.State == state {`, "if r.State == state {", 0),
+	mut("API: a resend that cannot connect settles FAILED (its first send may have been applied)", "backends/httpapi/call.go",
+		"if first {", "if true {", 15),
 	mut("one effect in flight: a pending receipt does not block admission", rulesFile,
 		`if row.PendingReceipt != "" {`, "if false {", 1),
 	mut("segment order: a new fence may start past segment 1", rulesFile,

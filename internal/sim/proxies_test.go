@@ -258,6 +258,11 @@ func (w *world) onSettled(r fencegate.Receipt) {
 			w.stats.gate("landed after not applied")
 			w.fail("receipt %s (%s fence %d seg %d) settled %s, but the upstream applied its key", r.ID, r.Resource, r.FenceToken, r.Segment, r.State)
 		}
+		// And later: a delivery held in the network must not apply it
+		// either (upstream.RoundTrip), until the segment is admitted again.
+		w.notAppliedMu.Lock()
+		w.notApplied[r.Request.Key] = r.ID
+		w.notAppliedMu.Unlock()
 	}
 	if r.State != fencegate.ReceiptPending {
 		w.settledAnswer(r)
@@ -285,6 +290,11 @@ func (w *world) committedAdmit(adm fencegate.Admission, err error) {
 	}
 	if err != nil || adm.Replay {
 		return
+	}
+	if rq := adm.Receipt.Request; rq != nil && rq.Key != "" {
+		w.notAppliedMu.Lock()
+		delete(w.notApplied, rq.Key) // admitted again: its sends carry the key anew
+		w.notAppliedMu.Unlock()
 	}
 	res := adm.Receipt.Resource
 	for id := range w.unsettled[res] {

@@ -48,6 +48,13 @@ func (u *upstream) RoundTrip(req *http.Request) (*http.Response, error) {
 		if a, ok := u.answers[key]; ok {
 			return a
 		}
+		w.notAppliedMu.Lock()
+		rid, settled := w.notApplied[key]
+		w.notAppliedMu.Unlock()
+		if settled {
+			w.stats.gate("landed after not applied")
+			w.fail("the upstream applied key %s after its receipt %s settled not applied (%q)", key, rid, body)
+		}
 		// A payout lands in fence order on its account: one of a lower
 		// fence after a higher one's is a stale effect, wherever it came
 		// from (the gateway, a reconciler's resend, a late delivery).

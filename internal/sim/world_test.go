@@ -96,6 +96,11 @@ type world struct {
 	inflight           map[string]int                    // forwarded effects in flight, by resource
 	maxFwd             map[string]uint64                 // highest fence forwarded, by resource
 	verdict            map[string]fencegate.ReceiptState // final state settled, by receipt ID
+	// notApplied: API idempotency keys whose receipt settled FAILED or
+	// NOT_APPLIED, until the segment is admitted again (which sends the
+	// same key): the upstream must not apply one meanwhile.
+	notApplied   map[string]string
+	notAppliedMu sync.Mutex
 	resOf              map[string]string                 // resource of each receipt admitted
 	gathering          *storeBatch                       // the batch of store calls being gathered
 	// unsettled: receipts admitted and not settled final, by resource, as
@@ -154,7 +159,7 @@ func newWorld(t testing.TB, seed uint64, cfg config, st *stats) (*world, error) 
 	clock := &simClock{now: time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC)}
 	w := &world{t: t, seed: seed, cfg: cfg, rng: rng, clock: clock, s: newSched(clock, rng), stats: st,
 		admitted: map[string]*admitted{}, fenceOf: map[string]string{}, issuedTo: map[string]string{}, payloadOf: map[string]string{}, leaseExp: map[string]time.Time{},
-		holder: map[string]string{}, released: map[string]bool{},
+		holder: map[string]string{}, released: map[string]bool{}, notApplied: map[string]string{},
 		verdict: map[string]fencegate.ReceiptState{}, resOf: map[string]string{},
 		inflight: map[string]int{}, maxFwd: map[string]uint64{}, unsettled: map[string]map[string]bool{},
 		answered: map[string]*answered{}, undurable: map[string]map[string]*answered{}}
