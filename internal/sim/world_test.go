@@ -101,8 +101,8 @@ type world struct {
 	// same key): the upstream must not apply one meanwhile.
 	notApplied   map[string]string
 	notAppliedMu sync.Mutex
-	resOf              map[string]string                 // resource of each receipt admitted
-	gathering          *storeBatch                       // the batch of store calls being gathered
+	resOf        map[string]string // resource of each receipt admitted
+	gathering    *storeBatch       // the batch of store calls being gathered
 	// unsettled: receipts admitted and not settled final, by resource, as
 	// the store committed them (kept inside the store call, since batched
 	// calls run on goroutines of their own and their tasks wake later).
