@@ -177,6 +177,9 @@ func ParseCursor(list, cursor string) (p domain.Position, ok bool, err error) {
 // EncodeHeaderText is domain.EncodeHeaderText.
 func EncodeHeaderText(s string) string { return domain.EncodeHeaderText(s) }
 
+// EncodeMetaText is domain.EncodeMetaText.
+func EncodeMetaText(s string) string { return domain.EncodeMetaText(s) }
+
 // DecodeHeaderText is domain.DecodeHeaderText.
 func DecodeHeaderText(v string) string { return domain.DecodeHeaderText(v) }
 

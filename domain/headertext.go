@@ -12,14 +12,33 @@ import (
 // sent as RFC 2047 encoded words decoded, and answers non-ASCII ones
 // encoded the same way). Operation IDs and roots may be any UTF-8 text.
 
-// EncodeHeaderText is s as a header or metadata value: s itself when it is
-// printable ASCII holding no "=?", else RFC 2047 "B" encoded words of its
-// bytes (UTF-8, at most 45 bytes a word, split between runes), which
+// EncodeHeaderText is s as the value of a header both ends are Fencegate's
+// (the REST API's Fence-Root and Fence-Operation-Id): s itself when it is
+// printable ASCII holding no "=?" and no space at either end (HTTP trims
+// those), else RFC 2047 "B" encoded words of its bytes, which
 // DecodeHeaderText turns back into s exactly.
 func EncodeHeaderText(s string) string {
 	if !needsWords(s) {
 		return s
 	}
+	return encodedWords(s)
+}
+
+// EncodeMetaText is s as an S3 metadata value, as Amazon S3 itself answers
+// one: s when it is printable ASCII, else RFC 2047 "B" encoded words. Amazon
+// S3 decodes words in a value it is sent, so the text of a metadata value
+// is its decoded text (DecodeHeaderText) on every S3 store: a value that is
+// itself encoded words stands for what they encode.
+func EncodeMetaText(s string) string {
+	if printableASCII(s) {
+		return s
+	}
+	return encodedWords(s)
+}
+
+// encodedWords is s as UTF-8 "B" encoded words of at most 45 bytes each,
+// split between runes, separated by spaces.
+func encodedWords(s string) string {
 	var b strings.Builder
 	for len(s) > 0 {
 		n := min(len(s), 45)
@@ -51,12 +70,18 @@ func DecodeHeaderText(v string) string {
 }
 
 // needsWords reports whether s cannot travel as it is: a byte outside
-// printable ASCII, or "=?", which would be read as the start of a word.
+// printable ASCII, "=?" (read as the start of a word), or a space at
+// either end (trimmed from header values).
 func needsWords(s string) bool {
+	return !printableASCII(s) || strings.Contains(s, "=?") || strings.HasPrefix(s, " ") || strings.HasSuffix(s, " ")
+}
+
+// printableASCII reports whether every byte of s is printable ASCII.
+func printableASCII(s string) bool {
 	for i := 0; i < len(s); i++ {
 		if s[i] < ' ' || s[i] > '~' {
-			return true
+			return false
 		}
 	}
-	return strings.Contains(s, "=?")
+	return true
 }

@@ -11,7 +11,7 @@ import (
 func TestHeaderTextRoundTripsAsPrintableASCII(t *testing.T) {
 	for _, s := range []string{
 		"", "op-1", "plain text", "Bestellung Müller", "日本語のオペレーション", "😀" + strings.Repeat("é", 140),
-		"=?UTF-8?B?w6k=?=", "a =?x?= b", strings.Repeat("ab=?", 70), "\xff\xfe not UTF-8", "tab\there",
+		"=?UTF-8?B?w6k=?=", "a =?x?= b", strings.Repeat("ab=?", 70), "\xff\xfe not UTF-8", "tab\there", " order 42 ",
 	} {
 		enc := EncodeHeaderText(s)
 		for i := 0; i < len(enc); i++ {
@@ -28,5 +28,22 @@ func TestHeaderTextRoundTripsAsPrintableASCII(t *testing.T) {
 	}
 	if got := DecodeHeaderText("=?UTF-8?B?Q3LDqG1lIGJyw7tsw6ll?="); got != "Crème brûlée" { // as Amazon S3 answers it
 		t.Fatalf("Amazon S3's encoding decodes to %q", got)
+	}
+}
+
+// Rule: an S3 metadata value travels as Amazon S3 answers one: printable
+// ASCII as it is (even holding "=?"), anything else as encoded words whose
+// decoded text is the value.
+func TestMetaTextIsEncodedAsAmazonS3AnswersIt(t *testing.T) {
+	for _, s := range []string{"ascii", "https://x.example/p?a=?b", "=?UTF-8?B?w6k=?="} {
+		if got := EncodeMetaText(s); got != s {
+			t.Fatalf("printable ASCII %q encoded as %q", s, got)
+		}
+	}
+	for _, s := range []string{"Crème brûlée", "日本", "\xff raw"} {
+		enc := EncodeMetaText(s)
+		if !printableASCII(enc) || DecodeHeaderText(enc) != s {
+			t.Fatalf("%q encoded as %q, decoded as %q", s, enc, DecodeHeaderText(enc))
+		}
 	}
 }

@@ -287,3 +287,32 @@ func TestNonASCIIMetadataTravelsAsAmazonS3Sends(t *testing.T) {
 		t.Fatalf("HEAD metadata %q: want ascii as it is and the title as encoded words", h.Metadata)
 	}
 }
+
+// TestPrintableASCIIMetadataComesBackAsSent: printable ASCII metadata goes
+// back as it is, even holding "=?" (a URL's query), and so does a value an
+// object kept as encoded words (one the door stored before it decoded
+// them): never encoded a second time. Amazon S3 encodes only what is not
+// ASCII.
+func TestPrintableASCIIMetadataComesBackAsSent(t *testing.T) {
+	e := newEnv(t, nil)
+	c := e.client(e.lease("AKIDA", owner, "b/r"))
+	ctx := context.Background()
+	if _, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("b"), Key: aws.String("r/l"), Body: strings.NewReader("x"),
+		Metadata: map[string]string{"link": "https://x.example/p?a=?b"}}); err != nil {
+		t.Fatal(err)
+	}
+	words := "=?UTF-8?B?Q3LDqG1lIGJyw7tsw6ll?="
+	if _, err := e.store.Put(ctx, fencegate.PutRequest{Key: "r/old", Body: strings.NewReader("x"), Size: 1, IfNoneMatch: true,
+		UserMeta: map[string]string{"title": words}}); err != nil {
+		t.Fatal(err)
+	}
+	for key, want := range map[string][2]string{"r/l": {"link", "https://x.example/p?a=?b"}, "r/old": {"title", words}} {
+		h, err := c.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String("b"), Key: aws.String(key)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := h.Metadata[want[0]]; got != want[1] {
+			t.Fatalf("HEAD %s %s = %q, want %q as kept", key, want[0], got, want[1])
+		}
+	}
+}

@@ -281,17 +281,17 @@ func (s *Server) getObject(w http.ResponseWriter, r *http.Request, t *target) er
 		h.Set("Last-Modified", info.LastModified.UTC().Format(http.TimeFormat))
 	}
 	// Values that are not printable ASCII go as RFC 2047 encoded words, as
-	// Amazon S3 answers them (fencegate.EncodeHeaderText).
+	// Amazon S3 answers them (fencegate.EncodeMetaText).
 	for k, v := range info.Metadata {
 		if k = strings.ToLower(k); !strings.HasPrefix(k, "fence-") {
-			h.Set("x-amz-meta-"+k, fencegate.EncodeHeaderText(v))
+			h.Set("x-amz-meta-"+k, fencegate.EncodeMetaText(v))
 		}
 	}
 	if m, ok := fencegate.ParseEffectMeta(info.Metadata); ok {
 		h.Set("x-amz-meta-fence-token", strconv.FormatUint(m.FenceToken, 10))
 		h.Set("x-amz-meta-fence-segment", strconv.FormatUint(m.Segment, 10))
 		h.Set("x-amz-meta-fence-receipt-id", m.ReceiptID)
-		h.Set("x-amz-meta-fence-operation-id", fencegate.EncodeHeaderText(m.OperationID))
+		h.Set("x-amz-meta-fence-operation-id", fencegate.EncodeMetaText(m.OperationID))
 	}
 	start, n, ranged, err := parseRange(r.Header.Get("Range"), info.Size)
 	if err != nil {

@@ -12,16 +12,18 @@ import (
 // ("Working with object metadata", user-defined metadata, in the Amazon S3
 // User Guide); other stores (versitygw) keep the words as sent. So a value
 // that is not printable ASCII (a non-ASCII operation ID or root, a client's
-// own non-ASCII metadata), or that holds "=?", is sent as UTF-8 "B" encoded
-// words (fencegate.EncodeHeaderText), and every value read back is decoded,
-// which gives the text that was written from either kind of store. Amazon
+// own non-ASCII metadata) is sent as UTF-8 "B" encoded words
+// (fencegate.EncodeMetaText), and every value read back is decoded, which
+// gives the text that was written from either kind of store. A value that
+// is itself encoded words stands for the text they encode, as on Amazon S3,
+// which decodes it when it is stored. Amazon
 // S3 counts the decoded bytes against its 2 KB of user metadata (what
 // fencegate.MaxEffectMetaSize bounds); a store that keeps the words counts
 // them encoded, about 1.7 times the bytes of non-ASCII text.
 
 // encodeMeta is md as it is sent (md is not modified).
 func encodeMeta(md map[string]string) map[string]string {
-	return mapValues(md, fencegate.EncodeHeaderText)
+	return mapValues(md, fencegate.EncodeMetaText)
 }
 
 // decodeMeta is md as it was written (md is not modified).
