@@ -152,6 +152,15 @@ func CheckName(s string) error { return domain.CheckName(s) }
 // Covers is domain.Covers.
 func Covers(resource, target string) bool { return domain.Covers(resource, target) }
 
+// DecodeHeaderText is domain.DecodeHeaderText.
+func DecodeHeaderText(v string) string { return domain.DecodeHeaderText(v) }
+
+// EncodeHeaderText is domain.EncodeHeaderText.
+func EncodeHeaderText(s string) string { return domain.EncodeHeaderText(s) }
+
+// EncodeMetaText is domain.EncodeMetaText.
+func EncodeMetaText(s string) string { return domain.EncodeMetaText(s) }
+
 // ErrorCode is domain.ErrorCode.
 func ErrorCode(err error) domain.Code { return domain.ErrorCode(err) }
 
@@ -173,15 +182,6 @@ func ObjectResource(store, key string) string { return domain.ObjectResource(sto
 func ParseCursor(list, cursor string) (p domain.Position, ok bool, err error) {
 	return domain.ParseCursor(list, cursor)
 }
-
-// EncodeHeaderText is domain.EncodeHeaderText.
-func EncodeHeaderText(s string) string { return domain.EncodeHeaderText(s) }
-
-// EncodeMetaText is domain.EncodeMetaText.
-func EncodeMetaText(s string) string { return domain.EncodeMetaText(s) }
-
-// DecodeHeaderText is domain.DecodeHeaderText.
-func DecodeHeaderText(v string) string { return domain.DecodeHeaderText(v) }
 
 // ParseEffectMeta is domain.ParseEffectMeta.
 func ParseEffectMeta(md map[string]string) (m domain.EffectMeta, ok bool) {
