@@ -150,19 +150,22 @@ func (s *Server) listObjects(w http.ResponseWriter, r *http.Request, t *target) 
 	}
 	prefix, delim := q.Get("prefix"), q.Get("delimiter")
 	after := q.Get("marker")
+	// A marker (v1) ending with the delimiter is taken for a common prefix
+	// and resumes after everything under it, as S3 answers one; a v2 token
+	// says which it was (continuationToken).
+	underPrefix := delim != "" && strings.HasSuffix(after, delim) && strings.HasPrefix(after, prefix)
 	if v2 {
 		after = q.Get("start-after")
+		underPrefix = false
 		if tok := q.Get("continuation-token"); tok != "" {
-			b, err := base64.RawURLEncoding.DecodeString(tok)
-			if err != nil {
+			var ok bool
+			if after, underPrefix, ok = parseContinuation(tok, prefix, delim); !ok {
 				return s3err(http.StatusBadRequest, "InvalidArgument", "The continuation token provided is incorrect")
 			}
-			after = string(b)
 		}
 	}
-	// A token naming a common prefix resumes after everything under it.
 	skipUnder := ""
-	if delim != "" && strings.HasSuffix(after, delim) && strings.HasPrefix(after, prefix) {
+	if underPrefix {
 		skipUnder = after
 	}
 	a := authOf(r)
@@ -173,7 +176,7 @@ func (s *Server) listObjects(w http.ResponseWriter, r *http.Request, t *target) 
 		return s
 	}
 	out := listResult{NS: s3NS, Name: name, Prefix: esc(prefix), Delimiter: esc(delim), MaxKeys: maxKeys, EncodingType: enc}
-	last, count := "", 0
+	last, lastPrefix, count := "", false, 0
 	for count < maxKeys {
 		objs, more, err := lister.List(r.Context(), prefix, after, 1000)
 		if err != nil {
@@ -198,7 +201,7 @@ func (s *Server) listObjects(w http.ResponseWriter, r *http.Request, t *target) 
 						out.CommonPrefixes = append(out.CommonPrefixes, commonPrefix{esc(cp)})
 						count++
 					}
-					last = cp
+					last, lastPrefix = cp, true
 					continue
 				}
 			}
@@ -212,7 +215,7 @@ func (s *Server) listObjects(w http.ResponseWriter, r *http.Request, t *target) 
 				lo.Owner = &owner{ID: a.cred.Identity, DisplayName: a.cred.Identity}
 			}
 			out.Contents = append(out.Contents, lo)
-			last = o.Key
+			last, lastPrefix = o.Key, false
 			count++
 		}
 		if out.IsTruncated || !more {
@@ -224,7 +227,7 @@ func (s *Server) listObjects(w http.ResponseWriter, r *http.Request, t *target) 
 	}
 	if out.IsTruncated {
 		if v2 {
-			out.NextContinuationToken = base64.RawURLEncoding.EncodeToString([]byte(last))
+			out.NextContinuationToken = continuation(last, lastPrefix)
 		} else {
 			out.NextMarker = esc(last)
 		}
@@ -239,4 +242,36 @@ func (s *Server) listObjects(w http.ResponseWriter, r *http.Request, t *target) 
 	}
 	writeXML(w, http.StatusOK, out)
 	return nil
+}
+
+// continuation is the ListObjectsV2 token resuming after last: a key, or a
+// common prefix (everything under which was answered as that prefix). A key
+// may itself end with the delimiter (a folder marker, a key equal to the
+// prefix), so the token says which it was: a NUL (which no key holds) and
+// 'p' or 'k' before it.
+func continuation(last string, isPrefix bool) string {
+	kind := "\x00k"
+	if isPrefix {
+		kind = "\x00p"
+	}
+	return base64.RawURLEncoding.EncodeToString([]byte(kind + last))
+}
+
+// parseContinuation reads a continuation token: where to resume and
+// whether that is a common prefix. A token of an earlier build (the bare
+// key) is read as such tokens were: a prefix when it ends with the
+// delimiter.
+func parseContinuation(tok, prefix, delim string) (after string, isPrefix, ok bool) {
+	b, err := base64.RawURLEncoding.DecodeString(tok)
+	if err != nil {
+		return "", false, false
+	}
+	s := string(b)
+	switch {
+	case strings.HasPrefix(s, "\x00p"):
+		return s[2:], true, true
+	case strings.HasPrefix(s, "\x00k"):
+		return s[2:], false, true
+	}
+	return s, delim != "" && strings.HasSuffix(s, delim) && strings.HasPrefix(s, prefix), true
 }

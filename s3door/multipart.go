@@ -126,6 +126,7 @@ func (us *uploads) sweep() {
 		switch {
 		case u.done != nil && now.Sub(u.doneAt) > completedTTL:
 			delete(us.m, k)
+			_ = os.RemoveAll(u.dir) // its parts went at completion; the directory with it
 		case u.done == nil && now.Sub(u.touched) > UploadIdle:
 			delete(us.m, k)
 			_ = os.RemoveAll(u.dir)
@@ -423,6 +424,7 @@ func (s *Server) completeUpload(w http.ResponseWriter, r *http.Request, t *targe
 	for _, p := range u.parts {
 		_ = os.Remove(p.path)
 	}
+	_ = os.RemoveAll(u.dir) // a retried Complete is answered from u.done
 	writeXML(w, http.StatusOK, u.done)
 	return nil
 }

@@ -293,7 +293,11 @@ func (s *Server) getObject(w http.ResponseWriter, r *http.Request, t *target) er
 		h.Set("x-amz-meta-fence-receipt-id", m.ReceiptID)
 		h.Set("x-amz-meta-fence-operation-id", fencegate.EncodeMetaText(m.OperationID))
 	}
-	start, n, ranged, err := parseRange(r.Header.Get("Range"), info.Size)
+	rng := r.Header.Get("Range")
+	if ir := r.Header.Get("If-Range"); rng != "" && ir != "" && !ifRangeHolds(ir, info) {
+		rng = "" // the object changed since the client's copy: all of it (RFC 9110 §13.1.5)
+	}
+	start, n, ranged, err := parseRange(rng, info.Size)
 	if err != nil {
 		h.Set("Content-Range", "bytes */"+strconv.FormatInt(info.Size, 10))
 		return err
@@ -364,6 +368,19 @@ func parseRange(h string, size int64) (start, n int64, ranged bool, err error) {
 // If-Unmodified-Since and If-Modified-Since (RFC 9110 §13.2.2, as S3
 // documents them for GetObject): 412 PreconditionFailed, or 304 Not
 // Modified (done, answered here).
+// ifRangeHolds reports whether If-Range's validator names the object as it
+// is: its ETag, compared strongly (a weak one never holds), or exactly its
+// Last-Modified second (RFC 9110 §13.1.5, as Amazon S3 documents If-Range
+// for GetObject). A validator that holds serves the Range; one that does
+// not serves the whole object.
+func ifRangeHolds(v string, info fencegate.ObjectInfo) bool {
+	if strings.HasPrefix(v, `"`) || strings.HasPrefix(v, "W/") {
+		return v == quoteETag(info.ETag)
+	}
+	t, err := http.ParseTime(v)
+	return err == nil && !info.LastModified.IsZero() && info.LastModified.UTC().Truncate(time.Second).Equal(t.UTC())
+}
+
 func preconditions(w http.ResponseWriter, r *http.Request, info fencegate.ObjectInfo) (done bool, err error) {
 	etag := quoteETag(info.ETag)
 	matches := func(list string) bool {

@@ -1,0 +1,103 @@
+package s3door_test
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+)
+
+// Rule: a ranged GET whose If-Range names an older version of the object
+// answers the whole object as it is now (200), not a slice of it a
+// resuming download would join to the old bytes; one naming the current
+// ETag answers the range.
+func TestIfRangeOfAnOlderVersionAnswersTheWholeObject(t *testing.T) {
+	e := newEnv(t, nil)
+	c := e.client(e.lease("AKIDA", owner, "b/r"))
+	ctx := context.Background()
+	old, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("b"), Key: aws.String("r/k"), Body: strings.NewReader("old-old-old")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("b"), Key: aws.String("r/k"), Body: strings.NewReader("new-new-new")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func(ifRange string) (int, string) {
+		return e.send(t, "AKIDA", http.MethodGet, "/b/r/k", map[string]string{"Range": "bytes=4-", "If-Range": ifRange}, "")
+	}
+	if code, body := get(aws.ToString(old.ETag)); code != http.StatusOK || body != "new-new-new" {
+		t.Fatalf("If-Range of the older ETag: %d %q, want 200 and the whole object", code, body)
+	}
+	if code, body := get(aws.ToString(cur.ETag)); code != http.StatusPartialContent || body != "new-new" {
+		t.Fatalf("If-Range of the current ETag: %d %q, want 206 and the range", code, body)
+	}
+}
+
+// Rule: paging a delimited ListObjectsV2 one entry at a time lists every
+// key, also past a key that itself ends with the delimiter (a key equal to
+// the prefix, a folder marker): only a page ending on a common prefix
+// skips what is under it.
+func TestPagingPastAKeyEndingWithTheDelimiterListsEveryKey(t *testing.T) {
+	e := newEnv(t, nil)
+	c := e.client(e.lease("AKIDA", owner, "b/r"))
+	ctx := context.Background()
+	for _, k := range []string{"r/logs-", "r/logs-1", "r/logs-2", "r/logs-3-x", "r/logs-3-y"} {
+		if _, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("b"), Key: aws.String(k), Body: strings.NewReader("x")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got []string
+	var token *string
+	for page := 0; page < 10; page++ {
+		out, err := c.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String("b"), Prefix: aws.String("r/logs-"),
+			Delimiter: aws.String("-"), MaxKeys: aws.Int32(1), ContinuationToken: token})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range out.Contents {
+			got = append(got, aws.ToString(o.Key))
+		}
+		for _, p := range out.CommonPrefixes {
+			got = append(got, "prefix "+aws.ToString(p.Prefix))
+		}
+		if !aws.ToBool(out.IsTruncated) {
+			break
+		}
+		token = out.NextContinuationToken
+	}
+	want := "r/logs- r/logs-1 r/logs-2 prefix r/logs-3-"
+	if strings.Join(got, " ") != want {
+		t.Fatalf("paged listing %q, want %q", got, want)
+	}
+}
+
+// Rule: a completed multipart upload leaves nothing in the spool: its
+// parts and its staging directory go at completion.
+func TestACompletedUploadLeavesNothingStaged(t *testing.T) {
+	e := newEnv(t, nil)
+	c := e.client(e.lease("AKIDA", owner, "b/r"))
+	ctx := context.Background()
+	up, err := c.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: aws.String("b"), Key: aws.String("r/big")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	part, err := c.UploadPart(ctx, &s3.UploadPartInput{Bucket: aws.String("b"), Key: aws.String("r/big"), UploadId: up.UploadId,
+		PartNumber: aws.Int32(1), Body: strings.NewReader("staged")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{Bucket: aws.String("b"), Key: aws.String("r/big"),
+		UploadId: up.UploadId, MultipartUpload: &types.CompletedMultipartUpload{Parts: []types.CompletedPart{{ETag: part.ETag, PartNumber: aws.Int32(1)}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(e.spool, "s3-uploads", aws.ToString(up.UploadId))); !os.IsNotExist(err) {
+		t.Fatalf("the completed upload's staging directory is still there: %v", err)
+	}
+}
