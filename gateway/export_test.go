@@ -20,3 +20,11 @@ func ModeChangeWaiting(m *Modes) bool {
 	}
 	return true
 }
+
+// SetPassLimit sets how many receipts of each state a reconcile pass looks
+// at, for the test; it returns a func that restores it.
+func SetPassLimit(n int) func() {
+	old := passLimit
+	passLimit = n
+	return func() { passLimit = old }
+}

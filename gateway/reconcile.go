@@ -48,10 +48,10 @@ type Reconciler struct {
 
 	mu   sync.Mutex
 	next map[string]retryState
+	// resume is where the next pass goes on reading each state's list
+	// (collectFrom): a list longer than passLimit is read in turns.
+	resume map[fencegate.ReceiptState]string
 }
-
-// passLimit bounds the receipts of each state one pass looks at.
-const passLimit = 10_000
 
 type retryState struct {
 	at    time.Time
@@ -213,12 +213,12 @@ func (rc *Reconciler) AwaitsPerson(r fencegate.Receipt) bool {
 // RunOnce makes one pass and returns how many receipts it settled.
 func (rc *Reconciler) RunOnce(ctx context.Context) (int, error) {
 	now := rc.now()
-	pending, err := rc.collect(ctx, fencegate.ReceiptPending)
+	pending, err := rc.collectFrom(ctx, fencegate.ReceiptPending)
 	if err != nil {
 		rc.observe().StoreError("list")
 		return 0, err
 	}
-	unknown, err := rc.collect(ctx, fencegate.ReceiptUnknown)
+	unknown, err := rc.collectFrom(ctx, fencegate.ReceiptUnknown)
 	if err != nil {
 		rc.observe().StoreError("list")
 		return 0, err
@@ -347,24 +347,6 @@ func (rc *Reconciler) Overdue(ctx context.Context) ([]fencegate.Receipt, error) 
 		if rc.IsOverdue(r) {
 			out = append(out, r)
 		}
-	}
-	return out, nil
-}
-
-// collect reads up to passLimit receipts in state, oldest first, page by page.
-func (rc *Reconciler) collect(ctx context.Context, state fencegate.ReceiptState) ([]fencegate.Receipt, error) {
-	var out []fencegate.Receipt
-	page := fencegate.Page{Limit: fencegate.MaxPageLimit}
-	for len(out) < passLimit {
-		p, err := rc.Store.ReceiptsByState(ctx, state, page)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, p.Receipts...)
-		if p.Next == "" {
-			break
-		}
-		page.Cursor = p.Next
 	}
 	return out, nil
 }
