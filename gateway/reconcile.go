@@ -213,18 +213,22 @@ func (rc *Reconciler) AwaitsPerson(r fencegate.Receipt) bool {
 // RunOnce makes one pass and returns how many receipts it settled.
 func (rc *Reconciler) RunOnce(ctx context.Context) (int, error) {
 	now := rc.now()
-	pending, err := rc.collectFrom(ctx, fencegate.ReceiptPending)
+	pending, wholeP, err := rc.collectFrom(ctx, fencegate.ReceiptPending)
 	if err != nil {
 		rc.observe().StoreError("list")
 		return 0, err
 	}
-	unknown, err := rc.collectFrom(ctx, fencegate.ReceiptUnknown)
+	unknown, wholeU, err := rc.collectFrom(ctx, fencegate.ReceiptUnknown)
 	if err != nil {
 		rc.observe().StoreError("list")
 		return 0, err
 	}
 	all := append(pending, unknown...)
-	rc.prune(all)
+	if wholeP && wholeU {
+		// Only a pass that read both lists whole knows which receipts left
+		// them: one that read a turn keeps the others' retry delays.
+		rc.prune(all)
+	}
 	settled := 0
 	done := map[string]bool{}
 	for _, r := range all {
@@ -285,6 +289,14 @@ func (rc *Reconciler) RunOnce(ctx context.Context) (int, error) {
 	}
 	var overdue []fencegate.Receipt
 	left, oldest := 0, time.Duration(0)
+	if !wholeU {
+		// This pass read a turn of the list: the backlog and the overdue
+		// alarm are of its head, as Overdue answers (its oldest first).
+		if unknown, err = rc.collect(ctx, fencegate.ReceiptUnknown); err != nil {
+			rc.observe().StoreError("list")
+			return settled, err
+		}
+	}
 	for _, r := range unknown {
 		if done[r.ID] {
 			continue

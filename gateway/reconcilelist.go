@@ -20,16 +20,18 @@ func (rc *Reconciler) collect(ctx context.Context, state fencegate.ReceiptState)
 // stopped and starts over once it reaches the list's end, so that receipts
 // behind passLimit older ones (UNKNOWN receipts waiting for a person pile
 // up at the head) are reconciled in turn, not never.
-func (rc *Reconciler) collectFrom(ctx context.Context, state fencegate.ReceiptState) ([]fencegate.Receipt, error) {
+// whole reports that the read covered the list from its start to its end.
+func (rc *Reconciler) collectFrom(ctx context.Context, state fencegate.ReceiptState) (out []fencegate.Receipt, whole bool, err error) {
 	rc.mu.Lock()
 	from := rc.resume[state]
 	rc.mu.Unlock()
 	out, next, err := rc.readFrom(ctx, state, from)
 	if err != nil && from != "" && fencegate.ErrorCode(err) == fencegate.CodeInvalidRequest {
-		out, next, err = rc.readFrom(ctx, state, "") // a cursor the store no longer takes: from the start
+		from = "" // a cursor the store no longer takes: from the start
+		out, next, err = rc.readFrom(ctx, state, from)
 	}
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	rc.mu.Lock()
 	if rc.resume == nil {
@@ -37,7 +39,7 @@ func (rc *Reconciler) collectFrom(ctx context.Context, state fencegate.ReceiptSt
 	}
 	rc.resume[state] = next
 	rc.mu.Unlock()
-	return out, nil
+	return out, from == "" && next == "", nil
 }
 
 // readFrom reads up to passLimit receipts in state from cursor, page by

@@ -150,10 +150,9 @@ func (s *Server) listObjects(w http.ResponseWriter, r *http.Request, t *target) 
 	}
 	prefix, delim := q.Get("prefix"), q.Get("delimiter")
 	after := q.Get("marker")
-	// A marker (v1) ending with the delimiter is taken for a common prefix
-	// and resumes after everything under it, as S3 answers one; a v2 token
-	// says which it was (continuationToken).
-	underPrefix := delim != "" && strings.HasSuffix(after, delim) && strings.HasPrefix(after, prefix)
+	// A marker (v1) that is a common prefix of this listing resumes after
+	// everything under it; a v2 token says which it was (continuation).
+	underPrefix := rolledUp(after, prefix, delim)
 	if v2 {
 		after = q.Get("start-after")
 		underPrefix = false
@@ -273,5 +272,18 @@ func parseContinuation(tok, prefix, delim string) (after string, isPrefix, ok bo
 	case strings.HasPrefix(s, "\x00k"):
 		return s[2:], false, true
 	}
-	return s, delim != "" && strings.HasSuffix(s, delim) && strings.HasPrefix(s, prefix), true
+	return s, rolledUp(s, prefix, delim), true
+}
+
+// rolledUp reports whether entry is a common prefix of a listing of prefix
+// with delim: past prefix, the delimiter's first occurrence ends it. Such
+// an entry is never answered as a key (a key of that shape is rolled up
+// into it); a key equal to the prefix, or one whose delimiter straddles
+// the prefix, is a key.
+func rolledUp(entry, prefix, delim string) bool {
+	if delim == "" || !strings.HasPrefix(entry, prefix) {
+		return false
+	}
+	i := strings.Index(entry[len(prefix):], delim)
+	return i >= 0 && len(prefix)+i+len(delim) == len(entry)
 }

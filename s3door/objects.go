@@ -364,23 +364,27 @@ func parseRange(h string, size int64) (start, n int64, ranged bool, err error) {
 	}
 }
 
+// ifRangeHolds reports whether If-Range's validator names the object as it
+// is (RFC 9110 §13.1.5, as Amazon S3 documents If-Range for GetObject):
+// its ETag, quoted or not, compared strongly (a weak one never holds). A
+// date never holds here: a key can be written twice within one second of
+// Last-Modified, so it is no strong validator, and serving the whole object
+// is always right. A validator that holds serves the Range; one that does
+// not serves the whole object.
+func ifRangeHolds(v string, info fencegate.ObjectInfo) bool {
+	if strings.HasPrefix(v, "W/") {
+		return false
+	}
+	if _, err := http.ParseTime(v); err == nil {
+		return false
+	}
+	return quoteETag(v) == quoteETag(info.ETag)
+}
+
 // preconditions applies a GET's or HEAD's If-Match, If-None-Match,
 // If-Unmodified-Since and If-Modified-Since (RFC 9110 §13.2.2, as S3
 // documents them for GetObject): 412 PreconditionFailed, or 304 Not
 // Modified (done, answered here).
-// ifRangeHolds reports whether If-Range's validator names the object as it
-// is: its ETag, compared strongly (a weak one never holds), or exactly its
-// Last-Modified second (RFC 9110 §13.1.5, as Amazon S3 documents If-Range
-// for GetObject). A validator that holds serves the Range; one that does
-// not serves the whole object.
-func ifRangeHolds(v string, info fencegate.ObjectInfo) bool {
-	if strings.HasPrefix(v, `"`) || strings.HasPrefix(v, "W/") {
-		return v == quoteETag(info.ETag)
-	}
-	t, err := http.ParseTime(v)
-	return err == nil && !info.LastModified.IsZero() && info.LastModified.UTC().Truncate(time.Second).Equal(t.UTC())
-}
-
 func preconditions(w http.ResponseWriter, r *http.Request, info fencegate.ObjectInfo) (done bool, err error) {
 	etag := quoteETag(info.ETag)
 	matches := func(list string) bool {
