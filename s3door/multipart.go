@@ -39,12 +39,15 @@ const (
 	maxParts     = 10000
 	completedTTL = 15 * time.Minute
 	// MaxOpenUploads bounds the open multipart uploads of one credential,
-	// and MaxOpenUploadsTotal those of the process: a further
+	// MaxOpenUploadsPerIdentity those of one workload identity over all its
+	// leases (so that one cannot take the process's all), and
+	// MaxOpenUploadsTotal those of the process: a further
 	// CreateMultipartUpload is refused (TooManyUploads) until one is
 	// completed, aborted or idle past UploadIdle. With the upload's staged
 	// parts bounded by Server.MaxBody, the staging disk is bounded too.
-	MaxOpenUploads      = 64
-	MaxOpenUploadsTotal = 1024
+	MaxOpenUploads            = 64
+	MaxOpenUploadsPerIdentity = 256
+	MaxOpenUploadsTotal       = 1024
 	// UploadIdle is how long an open upload may go without a request
 	// naming it before it is forgotten and its parts removed.
 	UploadIdle = 24 * time.Hour
@@ -140,18 +143,22 @@ func (us *uploads) add(u *upload) error {
 	us.mu.Lock()
 	defer us.mu.Unlock()
 	us.sweep()
-	mine, all := 0, 0
+	mine, ours, all := 0, 0, 0
 	for _, o := range us.m {
 		if o.done == nil {
 			all++
 			if o.akid == u.akid {
 				mine++
 			}
+			if o.identity == u.identity {
+				ours++
+			}
 		}
 	}
-	if mine >= MaxOpenUploads || all >= MaxOpenUploadsTotal {
+	if mine >= MaxOpenUploads || ours >= MaxOpenUploadsPerIdentity || all >= MaxOpenUploadsTotal {
 		return s3err(http.StatusBadRequest, "TooManyUploads", "too many open multipart uploads (at most "+
-			strconv.Itoa(MaxOpenUploads)+" per credential, "+strconv.Itoa(MaxOpenUploadsTotal)+" in all): complete or abort one")
+			strconv.Itoa(MaxOpenUploads)+" per credential, "+strconv.Itoa(MaxOpenUploadsPerIdentity)+" per identity, "+
+			strconv.Itoa(MaxOpenUploadsTotal)+" in all): complete or abort one")
 	}
 	us.m[u.id] = u
 	return nil

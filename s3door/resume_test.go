@@ -2,6 +2,7 @@ package s3door_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -11,6 +12,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+
+	"github.com/fencegate/fencegate/s3door"
 )
 
 // Rule: a ranged GET whose If-Range names an older version of the object
@@ -163,5 +166,33 @@ func TestIfRangeHoldsOnlyForTheCurrentETag(t *testing.T) {
 		if code, _ := e.send(t, "AKIDA", http.MethodGet, "/b/r/k", map[string]string{"Range": "bytes=4-", "If-Range": v}, ""); code != want {
 			t.Fatalf("If-Range %q: %d, want %d", v, code, want)
 		}
+	}
+}
+
+// Rule: one workload identity holds at most MaxOpenUploadsPerIdentity open
+// uploads over all its leases, so another identity can still begin one
+// (the process bound is not one workload's to fill).
+func TestOneIdentityCannotTakeEveryOpenUpload(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	opened := 0
+	for l := 0; opened < s3door.MaxOpenUploadsPerIdentity; l++ {
+		akid := fmt.Sprintf("AKIDL%03d", l)
+		c := e.client(e.lease(akid, owner, "b/r"))
+		for i := 0; i < s3door.MaxOpenUploads && opened < s3door.MaxOpenUploadsPerIdentity; i++ {
+			if _, err := c.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: aws.String("b"), Key: aws.String("r/k")}); err != nil {
+				t.Fatalf("upload %d of the identity: %v", opened+1, err)
+			}
+			opened++
+		}
+	}
+	more := e.client(e.lease("AKIDMORE", owner, "b/r"))
+	_, err := more.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: aws.String("b"), Key: aws.String("r/k")})
+	if code, _, _ := apiCode(t, err); code != "TooManyUploads" {
+		t.Fatalf("the identity's upload past its bound, on a fresh lease: %v, want TooManyUploads", err)
+	}
+	other := e.client(e.lease("AKIDOTHER", "spiffe://test/other", "b/o"))
+	if _, err := other.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: aws.String("b"), Key: aws.String("o/k")}); err != nil {
+		t.Fatalf("another identity's first upload: %v", err)
 	}
 }
