@@ -150,17 +150,20 @@ func (s *Server) listObjects(w http.ResponseWriter, r *http.Request, t *target) 
 	}
 	prefix, delim := q.Get("prefix"), q.Get("delimiter")
 	after := q.Get("marker")
-	// A marker (v1) that is a common prefix of this listing resumes after
-	// everything under it; a v2 token says which it was (continuation).
+	// A marker (v1) or continuation token (v2) that is a common prefix of
+	// this listing resumes after everything under it (rolledUp); v2's
+	// start-after is a key.
 	underPrefix := rolledUp(after, prefix, delim)
 	if v2 {
 		after = q.Get("start-after")
 		underPrefix = false
 		if tok := q.Get("continuation-token"); tok != "" {
-			var ok bool
-			if after, underPrefix, ok = parseContinuation(tok, prefix, delim); !ok {
+			b, err := base64.RawURLEncoding.DecodeString(tok)
+			if err != nil {
 				return s3err(http.StatusBadRequest, "InvalidArgument", "The continuation token provided is incorrect")
 			}
+			after = string(b)
+			underPrefix = rolledUp(after, prefix, delim)
 		}
 	}
 	skipUnder := ""
@@ -175,7 +178,7 @@ func (s *Server) listObjects(w http.ResponseWriter, r *http.Request, t *target) 
 		return s
 	}
 	out := listResult{NS: s3NS, Name: name, Prefix: esc(prefix), Delimiter: esc(delim), MaxKeys: maxKeys, EncodingType: enc}
-	last, lastPrefix, count := "", false, 0
+	last, count := "", 0
 	for count < maxKeys {
 		objs, more, err := lister.List(r.Context(), prefix, after, 1000)
 		if err != nil {
@@ -200,7 +203,7 @@ func (s *Server) listObjects(w http.ResponseWriter, r *http.Request, t *target) 
 						out.CommonPrefixes = append(out.CommonPrefixes, commonPrefix{esc(cp)})
 						count++
 					}
-					last, lastPrefix = cp, true
+					last = cp
 					continue
 				}
 			}
@@ -214,7 +217,7 @@ func (s *Server) listObjects(w http.ResponseWriter, r *http.Request, t *target) 
 				lo.Owner = &owner{ID: a.cred.Identity, DisplayName: a.cred.Identity}
 			}
 			out.Contents = append(out.Contents, lo)
-			last, lastPrefix = o.Key, false
+			last = o.Key
 			count++
 		}
 		if out.IsTruncated || !more {
@@ -226,7 +229,7 @@ func (s *Server) listObjects(w http.ResponseWriter, r *http.Request, t *target) 
 	}
 	if out.IsTruncated {
 		if v2 {
-			out.NextContinuationToken = continuation(last, lastPrefix)
+			out.NextContinuationToken = base64.RawURLEncoding.EncodeToString([]byte(last))
 		} else {
 			out.NextMarker = esc(last)
 		}
@@ -243,43 +246,12 @@ func (s *Server) listObjects(w http.ResponseWriter, r *http.Request, t *target) 
 	return nil
 }
 
-// continuation is the ListObjectsV2 token resuming after last: a key, or a
-// common prefix (everything under which was answered as that prefix). A key
-// may itself end with the delimiter (a folder marker, a key equal to the
-// prefix), so the token says which it was: a NUL (which no key holds) and
-// 'p' or 'k' before it.
-func continuation(last string, isPrefix bool) string {
-	kind := "\x00k"
-	if isPrefix {
-		kind = "\x00p"
-	}
-	return base64.RawURLEncoding.EncodeToString([]byte(kind + last))
-}
-
-// parseContinuation reads a continuation token: where to resume and
-// whether that is a common prefix. A token of an earlier build (the bare
-// key) is read as such tokens were: a prefix when it ends with the
-// delimiter.
-func parseContinuation(tok, prefix, delim string) (after string, isPrefix, ok bool) {
-	b, err := base64.RawURLEncoding.DecodeString(tok)
-	if err != nil {
-		return "", false, false
-	}
-	s := string(b)
-	switch {
-	case strings.HasPrefix(s, "\x00p"):
-		return s[2:], true, true
-	case strings.HasPrefix(s, "\x00k"):
-		return s[2:], false, true
-	}
-	return s, rolledUp(s, prefix, delim), true
-}
-
 // rolledUp reports whether entry is a common prefix of a listing of prefix
 // with delim: past prefix, the delimiter's first occurrence ends it. Such
 // an entry is never answered as a key (a key of that shape is rolled up
-// into it); a key equal to the prefix, or one whose delimiter straddles
-// the prefix, is a key.
+// into it), so a page's last entry, a key or a common prefix, is known from
+// itself; a key equal to the prefix, or one whose delimiter straddles the
+// prefix, is a key.
 func rolledUp(entry, prefix, delim string) bool {
 	if delim == "" || !strings.HasPrefix(entry, prefix) {
 		return false

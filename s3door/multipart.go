@@ -128,8 +128,7 @@ func (us *uploads) sweep() {
 	for k, u := range us.m {
 		switch {
 		case u.done != nil && now.Sub(u.doneAt) > completedTTL:
-			delete(us.m, k)
-			_ = os.RemoveAll(u.dir) // its parts went at completion; the directory with it
+			delete(us.m, k) // its staging directory went at completion
 		case u.done == nil && now.Sub(u.touched) > UploadIdle:
 			delete(us.m, k)
 			_ = os.RemoveAll(u.dir)
@@ -428,10 +427,7 @@ func (s *Server) completeUpload(w http.ResponseWriter, r *http.Request, t *targe
 	u.done = &completeResult{NS: s3NS, Location: "/" + bucket + "/" + key, Bucket: bucket, Key: key,
 		ETag: quoteETag(etag), receipt: res.Receipt.ID}
 	u.doneAt = s.Now()
-	for _, p := range u.parts {
-		_ = os.Remove(p.path)
-	}
-	_ = os.RemoveAll(u.dir) // a retried Complete is answered from u.done
+	_ = os.RemoveAll(u.dir) // its parts with it; a retried Complete is answered from u.done
 	writeXML(w, http.StatusOK, u.done)
 	return nil
 }
