@@ -154,7 +154,7 @@ func (g *guardedAnswer) Write(p []byte) (int, error) {
 }
 
 // Flush implements http.Flusher.
-func (g *guardedAnswer) Flush() { g.extend(); _ = http.NewResponseController(g.ResponseWriter).Flush() }
+func (g *guardedAnswer) Flush() { g.extend(); _ = g.ctl.Flush() }
 
 // Unwrap gives http.ResponseController the writer underneath.
 func (g *guardedAnswer) Unwrap() http.ResponseWriter { return g.ResponseWriter }

@@ -72,10 +72,15 @@ func (v *Verifier) keepsKeysRevoked(cur, b *Bundle) error {
 			return bundleErr("version %d lifts the revocation of key %s", b.Version(), kid)
 		}
 	}
-	now := revokedBy(cur, b)
+	return v.trustsNoRevokedKey(b, revokedBy(cur, b))
+}
+
+// trustsNoRevokedKey refuses b if it holds a key revoked here before, or
+// one of also (the keys b itself revokes, under another key ID).
+func (v *Verifier) trustsNoRevokedKey(b *Bundle, also []string) error {
 	for _, kid := range b.order {
 		p := b.keys[kid].thumbprint()
-		if v.revokedKeys[p] || slices.Contains(now, p) {
+		if v.revokedKeys[p] || slices.Contains(also, p) {
 			return bundleErr("version %d trusts, as %s, a key that was revoked", b.Version(), kid)
 		}
 	}

@@ -110,10 +110,8 @@ func NewVerifier(b *Bundle, opts ...Option) (*Verifier, error) {
 	for _, o := range opts {
 		o(v)
 	}
-	for _, kid := range b.order {
-		if v.revokedKeys[b.keys[kid].thumbprint()] {
-			return nil, bundleErr("version %d trusts, as %s, a key that was revoked", b.Version(), kid)
-		}
+	if err := v.trustsNoRevokedKey(b, nil); err != nil {
+		return nil, err
 	}
 	if v.cacheSize > 0 {
 		var err error

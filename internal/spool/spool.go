@@ -178,11 +178,11 @@ func (b *Body) read(declared int64, src io.Reader, w io.Writer, dir string) (int
 			b.held = 0
 			return n, err
 		}
-		_, err = b.file.Write(buf.Bytes())
+		_, err = spoolFile{b.file}.Write(buf.Bytes())
 		b.pool.put(buf, held)
 		b.held = 0
 		if err != nil {
-			return n, fencegate.Wrap(err, fencegate.CodeInternal, "cannot spool the request body")
+			return n, err
 		}
 	} else if err := b.create(dir); err != nil {
 		return 0, err
