@@ -213,18 +213,18 @@ func (rc *Reconciler) AwaitsPerson(r fencegate.Receipt) bool {
 // RunOnce makes one pass and returns how many receipts it settled.
 func (rc *Reconciler) RunOnce(ctx context.Context) (int, error) {
 	now := rc.now()
-	pending, wholeP, err := rc.collectFrom(ctx, fencegate.ReceiptPending)
+	pending, headP, endP, err := rc.collectFrom(ctx, fencegate.ReceiptPending)
 	if err != nil {
 		rc.observe().StoreError("list")
 		return 0, err
 	}
-	unknown, wholeU, err := rc.collectFrom(ctx, fencegate.ReceiptUnknown)
+	unknown, headU, endU, err := rc.collectFrom(ctx, fencegate.ReceiptUnknown)
 	if err != nil {
 		rc.observe().StoreError("list")
 		return 0, err
 	}
 	all := append(pending, unknown...)
-	if wholeP && wholeU {
+	if headP && endP && headU && endU {
 		// Only a pass that read both lists whole knows which receipts left
 		// them: one that read a turn keeps the others' retry delays.
 		rc.prune(all)
@@ -289,9 +289,9 @@ func (rc *Reconciler) RunOnce(ctx context.Context) (int, error) {
 	}
 	var overdue []fencegate.Receipt
 	left, oldest := 0, time.Duration(0)
-	if !wholeU {
-		// This pass read a turn of the list: the backlog and the overdue
-		// alarm are of its head, as Overdue answers (its oldest first).
+	if !headU {
+		// This pass read a later turn of the list: the backlog and the
+		// overdue alarm are of its head, as Overdue answers (oldest first).
 		if unknown, err = rc.collect(ctx, fencegate.ReceiptUnknown); err != nil {
 			rc.observe().StoreError("list")
 			return settled, err

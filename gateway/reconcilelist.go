@@ -20,8 +20,9 @@ func (rc *Reconciler) collect(ctx context.Context, state fencegate.ReceiptState)
 // stopped and starts over once it reaches the list's end, so that receipts
 // behind passLimit older ones (UNKNOWN receipts waiting for a person pile
 // up at the head) are reconciled in turn, not never.
-// whole reports that the read covered the list from its start to its end.
-func (rc *Reconciler) collectFrom(ctx context.Context, state fencegate.ReceiptState) (out []fencegate.Receipt, whole bool, err error) {
+// head reports that the read began at the list's start, end that it
+// reached its end: a read with both covered the whole list.
+func (rc *Reconciler) collectFrom(ctx context.Context, state fencegate.ReceiptState) (out []fencegate.Receipt, head, end bool, err error) {
 	rc.mu.Lock()
 	from := rc.resume[state]
 	rc.mu.Unlock()
@@ -31,7 +32,7 @@ func (rc *Reconciler) collectFrom(ctx context.Context, state fencegate.ReceiptSt
 		out, next, err = rc.readFrom(ctx, state, from)
 	}
 	if err != nil {
-		return nil, false, err
+		return nil, false, false, err
 	}
 	rc.mu.Lock()
 	if rc.resume == nil {
@@ -39,7 +40,7 @@ func (rc *Reconciler) collectFrom(ctx context.Context, state fencegate.ReceiptSt
 	}
 	rc.resume[state] = next
 	rc.mu.Unlock()
-	return out, from == "" && next == "", nil
+	return out, from == "", next == "", nil
 }
 
 // readFrom reads up to passLimit receipts in state from cursor, page by

@@ -87,12 +87,7 @@ func TestARetryDelayOutlivesTheOtherTurnsOfTheList(t *testing.T) {
 	clock := u.now.Add(10 * time.Minute)
 	asked := map[string]int{}
 	rc := &gateway.Reconciler{Store: st, Now: func() time.Time { return clock }, Orphan: 2 * time.Minute,
-		Resolver: func(string) gateway.Resolver {
-			return gateway.ResolverFunc(func(_ context.Context, r fencegate.Receipt) (fencegate.Outcome, error) {
-				asked[r.ID]++
-				return fencegate.Outcome{}, fencegate.Errorf(fencegate.CodeBackendUnavailable, "the store cannot be asked")
-			})
-		}}
+		Resolver: unreachable(func(r fencegate.Receipt) { asked[r.ID]++ })}
 	for pass := 0; pass < 4; pass++ {
 		if _, err := rc.RunOnce(ctx); err != nil {
 			t.Fatal(err)
@@ -122,11 +117,7 @@ func TestTheOverdueAlarmIsOfTheHeadWhateverTurnAPassRead(t *testing.T) {
 	clock := u.now.Add(time.Hour)
 	var reported []string
 	rc := &gateway.Reconciler{Store: st, Now: func() time.Time { return clock }, Orphan: 2 * time.Minute, Deadline: 15 * time.Minute,
-		Resolver: func(string) gateway.Resolver {
-			return gateway.ResolverFunc(func(context.Context, fencegate.Receipt) (fencegate.Outcome, error) {
-				return fencegate.Outcome{}, fencegate.Errorf(fencegate.CodeBackendUnavailable, "the store cannot be asked")
-			})
-		},
+		Resolver: unreachable(func(fencegate.Receipt) {}),
 		OnOverdue: func(rs []fencegate.Receipt) {
 			var ids []string
 			for _, r := range rs {
@@ -143,5 +134,15 @@ func TestTheOverdueAlarmIsOfTheHeadWhateverTurnAPassRead(t *testing.T) {
 		if got != "[rcpt_00 rcpt_01]" {
 			t.Fatalf("pass %d reported overdue %s, want the head's [rcpt_00 rcpt_01] (all passes: %v)", i, got, reported)
 		}
+	}
+}
+
+// unreachable resolves nothing: every effect query fails, after asked.
+func unreachable(asked func(fencegate.Receipt)) func(string) gateway.Resolver {
+	return func(string) gateway.Resolver {
+		return gateway.ResolverFunc(func(_ context.Context, r fencegate.Receipt) (fencegate.Outcome, error) {
+			asked(r)
+			return fencegate.Outcome{}, fencegate.Errorf(fencegate.CodeBackendUnavailable, "the store cannot be asked")
+		})
 	}
 }
