@@ -110,10 +110,18 @@ func TestOneIdentityCannotTakeEveryOpenUpload(t *testing.T) {
 			opened++
 		}
 	}
+	staged := func() int {
+		es, _ := os.ReadDir(filepath.Join(e.spool, "s3-uploads"))
+		return len(es)
+	}
+	before := staged()
 	more := e.client(e.lease("AKIDMORE", owner, "b/r"))
 	_, err := more.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: aws.String("b"), Key: aws.String("r/k")})
 	if code, _, _ := apiCode(t, err); code != "TooManyUploads" {
 		t.Fatalf("the identity's upload past its bound, on a fresh lease: %v, want TooManyUploads", err)
+	}
+	if after := staged(); after != before {
+		t.Fatalf("the refused upload staged something: %d upload directories, %d before", after, before)
 	}
 	other := e.client(e.lease("AKIDOTHER", "spiffe://test/other", "b/o"))
 	if _, err := other.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: aws.String("b"), Key: aws.String("o/k")}); err != nil {
