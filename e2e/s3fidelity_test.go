@@ -119,7 +119,8 @@ func addQuery(k, v string) func(*middleware.Stack) error {
 	}
 }
 
-// TestS3FrontDoorResumesPagesAndKeepsTextThroughTheBinary: through the
+// TestS3FrontDoorResumesPagesAndKeepsTextThroughTheBinary (the one test of
+// the door's paging past a key ending with the delimiter): through the
 // built gateway and aws-sdk-go-v2, on the local store and versitygw:
 // metadata a client sends as RFC 2047 words (as Amazon S3 asks for
 // non-ASCII text) comes back as the same text; a ranged GET whose If-Range
@@ -149,7 +150,9 @@ func resumesPagesAndKeepsText(t *testing.T, p *gatewayProc) {
 		t.Fatalf("head: %v %v, want the title as the encoded words Amazon S3 answers", head, err)
 	}
 	got, err := c.GetObject(ctx, &s3.GetObjectInput{Bucket: bkt, Key: aws.String("logs/k"), Range: aws.String("bytes=4-")},
-		func(o *s3.Options) { o.APIOptions = append(o.APIOptions, addHeader("If-Range", aws.ToString(old.ETag))) })
+		func(o *s3.Options) {
+			o.APIOptions = append(o.APIOptions, addHeader("If-Range", aws.ToString(old.ETag)))
+		})
 	if err != nil {
 		t.Fatal(err)
 	}
