@@ -2,7 +2,8 @@
 // registry (embedded backend), several gateway replicas (proof and query
 // mode) over one fence store (memory, embedded or Postgres), the local object
 // store and a third-party API (behind backends/httpapi, with an in-memory
-// upstream), driven by many concurrent workers on many resources.
+// upstream), driven by many concurrent workers on many resources, some of
+// whom hand segments to delegates.
 //
 // Every goroutine of a run is a task of one cooperative scheduler: exactly one
 // runs at a time and it hands over only at interception points (each fence

@@ -56,6 +56,11 @@ func (q querier) GrantStatus(ctx context.Context, g fencegate.VerifiedGrant) (fe
 	return q.w.reg.GrantStatus(ctx, g)
 }
 
+func (q querier) GrantDelegationStatus(ctx context.Context, g fencegate.VerifiedGrant, d fencegate.Delegation) (fencegate.Status, error) {
+	q.w.point(ctx, "status-query")
+	return q.w.reg.GrantDelegationStatus(ctx, g, d)
+}
+
 // startGateway starts (or restarts after a crash) gateway process idx with a
 // fresh verifier, a fresh in-process state and its own reconciler task.
 func (w *world) startGateway(ctx context.Context, idx int) {

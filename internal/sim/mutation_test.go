@@ -127,6 +127,17 @@ var mutations = []mutation{
 	{name: "embedded journal: a delete leaves the moved entry in the big tree", file: journalFile,
 		edits: []edit{{"[]*bolt.Bucket{t.hot, t.cold}", "[]*bolt.Bucket{t.hot}"}},
 		args:  []string{"-sim.store", "embedded"}, first: []uint64{1}},
+	// Delegations (DESIGN §8), in the worlds whose owners delegate. The
+	// binding of a delegation to its grant (proofs, BindsGrant) is left
+	// out: it survives, as the delegation's status, by proof or by query,
+	// binds the same grant and refuses another lease's delegation on its
+	// own.
+	mut("delegation: a delegated write outside the delegation's segments is admitted", "gateway/delegation.go",
+		"case !d.CoversSegment(req.Segment):", "case false:", 4),
+	mut("delegation: any caller may present a delegation", "gateway/delegation.go",
+		"case req.Caller != d.Delegate:", "case false:", 1),
+	mut("delegation: a revoked delegation is stated HELD", "registry/delegation.go",
+		"case rec.Revoked:", "case false:", 1),
 }
 
 var mutationFlag = flag.String("sim.mutation", "", "run only the mutations whose name contains this")

@@ -127,6 +127,12 @@ var minInjected = map[string]int{
 	"write staged beside its admission":                1000,
 	"staging failed":                                   50,
 	"gateway crash at stage":                           3,
+	"delegation minted":                                100,
+	"delegated write accepted":                         100,
+	"delegated write outside its segments":             5,
+	"delegation presented by an impostor":              5,
+	"another lease's delegation":                       3,
+	"delegation revoked before its last segment":       5,
 }
 
 var baseConfig = config{workers: 5, resources: 4, gateways: 3, actions: 40, faults: true, prove: true, deferWindow: -1}

@@ -30,6 +30,11 @@ type sent struct {
 	seg      uint64
 	body     string
 	kind     int // forgery kind, for diagnostics
+	// delegation is the Fence-Delegation of a delegate's write ("" for
+	// the owner's own).
+	delegation string
+	// viaQuery sends it through a gateway in query mode.
+	viaQuery bool
 }
 
 // worker is one workload: it takes leases and writes segments, well or badly.
@@ -144,6 +149,8 @@ func (wk *worker) run(ctx context.Context) {
 			wk.forge(ctx)
 		case r < 92: // walk away: the lease expires on its own
 			wk.has = false
+		case w.delegating():
+			wk.delegate(ctx)
 		default:
 			wk.writeNext(ctx)
 		}
@@ -283,18 +290,11 @@ func (wk *worker) writeNext(ctx context.Context) {
 		}
 	}
 	err := wk.send(ctx, wk.msg(wk.seg, wk.body(wk.seg)), false)
-	switch code := fencegate.ErrorCode(err); {
-	case err == nil:
+	if err == nil {
 		wk.seg++
-	case code == fencegate.CodeMutationUnknown || code == fencegate.CodeResourceBusy || code == fencegate.CodeBackendUnavailable:
-		w.s.sleep(ctx, time.Duration(500+w.rng.IntN(3000))*time.Millisecond)
-	case code == fencegate.CodeStatusInvalid || code == fencegate.CodeEpochRevoked || code == fencegate.CodePolicyStale:
-		wk.refresh(ctx)
-	case code == fencegate.CodeSegmentOutOfOrder:
-		wk.seg = 1 + uint64(w.rng.IntN(int(wk.seg)))
-	default: // STALE_OWNER, FENCE_REGRESSION, conflicts: give the lease up
-		wk.has = false
+		return
 	}
+	wk.afterWrite(ctx, err)
 }
 
 // forge sends one of the forgeries of the failure matrix.
@@ -359,6 +359,9 @@ func (wk *worker) send(ctx context.Context, m sent, forged bool) error {
 	if forged && m.kind == 2 { // a status-proof forgery needs a gateway that reads proofs
 		gi = w.gws[2*w.rng.IntN((len(w.gws)+1)/2)]
 	}
+	if m.viaQuery {
+		gi = w.gws[1+2*w.rng.IntN(len(w.gws)/2)]
+	}
 	// One request per resource inside a process at a time, as the gateway's
 	// per-resource lock has it; waiting here keeps the wait in the scheduler.
 	for gi.busy[m.grantRes] {
@@ -372,7 +375,7 @@ func (wk *worker) send(ctx context.Context, m sent, forged bool) error {
 
 	key := m.res.key(m.seg)
 	req := gateway.Request{Caller: m.caller, GrantToken: m.grant, StatusToken: m.status, Segment: m.seg,
-		PayloadDigest: digest(m.body)}
+		PayloadDigest: digest(m.body), DelegationToken: m.delegation}
 	body := bytes.NewReader([]byte(m.body))
 	if m.res.api {
 		path := "/v1/accounts/" + m.res.acct + "/payouts"
@@ -452,7 +455,7 @@ func apply(ctx context.Context, g *gateway.Gateway, req gateway.Request) (res ga
 func authCode(c fencegate.Code) bool {
 	switch c {
 	case fencegate.CodeUnauthenticated, fencegate.CodeGrantInvalid, fencegate.CodeStatusInvalid, fencegate.CodeEpochRevoked,
-		fencegate.CodeOwnerMismatch, fencegate.CodeResourceMismatch, fencegate.CodePolicyStale:
+		fencegate.CodeOwnerMismatch, fencegate.CodeResourceMismatch, fencegate.CodePolicyStale, fencegate.CodeDelegationInvalid:
 		return true
 	}
 	return false

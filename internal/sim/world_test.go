@@ -115,6 +115,7 @@ type world struct {
 	undurable   map[string]map[string]*answered
 	deferWindow time.Duration // the gateways' Config.DeferSettle
 	archive     []sent        // every request sent, for delayed replays
+	delegations []delegated   // every delegation minted (worker.delegate)
 	snapshot    string        // registry snapshot file, "" if none
 	// failoverArmed: the next acquisition is lost by a failover that
 	// happens at the renewal after it (failoverDue; worker.acquireRes and
