@@ -73,11 +73,18 @@ func (c *Client) admin(ctx context.Context, op, method, path string, body any) (
 // Binding reads the resource an object key is bound to (the resource that
 // first wrote it): GET /v1/admin/bindings/{store}/{key}.
 func (c *Client) Binding(ctx context.Context, store, key string) (json.RawMessage, error) {
-	return c.admin(ctx, "read binding", "GET", "/v1/admin/bindings/"+store+"/"+key, nil)
+	return c.admin(ctx, "read binding", "GET", bindingPath(store, key), nil)
 }
 
 // ClearBinding clears an object key's binding once no live lease covers the
 // key: DELETE /v1/admin/bindings/{store}/{key}.
 func (c *Client) ClearBinding(ctx context.Context, store, key string) (json.RawMessage, error) {
-	return c.admin(ctx, "clear binding", "DELETE", "/v1/admin/bindings/"+store+"/"+key, nil)
+	return c.admin(ctx, "clear binding", "DELETE", bindingPath(store, key), nil)
+}
+
+// bindingPath is the admin path of an object key's binding, escaped as an
+// object's path is: a '?' or '#' in the key names that key, never a shorter
+// one.
+func bindingPath(store, key string) string {
+	return "/v1/admin/bindings/" + escapePath(store) + "/" + escapePath(key)
 }
