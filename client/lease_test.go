@@ -169,6 +169,36 @@ func TestUncertainRenewalBlocksNewEffects(t *testing.T) {
 	}
 }
 
+// Rule: a renewal the caller itself cancelled says nothing about the lease
+// (as in Refresh): the lease stays HELD, bounded by its local deadline, and
+// Lost stays open. A worker stopping Run mid-renewal used to cancel every
+// lease.Context.
+func TestARenewalTheCallerCancelledKeepsTheLeaseHeld(t *testing.T) {
+	f, l := held(t)
+	f.clock.Advance(ttl / 2) // past the renewal point, before the deadline
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := l.Tick(ctx); err == nil {
+		t.Fatal("a renewal with a cancelled context answered nil")
+	}
+	wantState(t, l, StateHeld)
+	select {
+	case <-l.Lost():
+		t.Fatal("Lost closed by the caller's own cancellation")
+	default:
+	}
+	// The local deadline still bounds it, and the next Tick renews.
+	if err := l.Tick(context.Background()); err != nil {
+		t.Fatalf("the next renewal: %v", err)
+	}
+	wantState(t, l, StateHeld)
+	f.clock.Advance(ttl + time.Second)
+	ctx, cancel = context.WithCancel(context.Background())
+	cancel()
+	_ = l.Tick(ctx)
+	wantState(t, l, StateOwnershipUnknown)
+}
+
 func TestRenewalAnsweredNotHeldIsExpired(t *testing.T) {
 	f, l := held(t)
 	f.refuseNext("renew", domain.CodeLeaseNotHeld)

@@ -76,6 +76,16 @@ func (l *Lease) Tick(ctx context.Context) error {
 		l.terminate(StateExpired, err) // the registry confirmed it
 	case code == domain.CodeEpochRevoked:
 		l.terminate(StateRevoked, err)
+	case ctx.Err() != nil:
+		// The caller gave up, not the registry (as in Refresh): a renewal
+		// that may have landed only lengthens the lease, so it stays as it
+		// was, bounded by its local deadline.
+		if l.state == StateRenewing {
+			l.set(StateHeld, nil)
+		}
+		if !l.c.now().Before(l.deadline) {
+			l.toUnknown(errDeadline)
+		}
 	default:
 		l.toUnknown(err)
 	}
