@@ -63,8 +63,8 @@ func (c *Client) DelegationStatus(ctx context.Context, id, grantDigest string) (
 // after the highest delegated segment: owner and delegate never send the
 // same segment number.
 func (l *Lease) Delegate(ctx context.Context, p DelegateParams) (Delegation, error) {
-	l.commitMu.Lock()
-	defer l.commitMu.Unlock()
+	l.lockCommit()
+	defer l.unlockCommit()
 	if err := l.live(); err != nil {
 		return Delegation{}, err
 	}
@@ -116,8 +116,8 @@ func DelegationClaims(token string) (domain.Delegation, error) {
 // wrong number is refused (SEGMENT_OUT_OF_ORDER, or QUARANTINED for a used
 // one), never applied twice.
 func (l *Lease) ResumeAt(seg uint64) {
-	l.commitMu.Lock()
-	defer l.commitMu.Unlock()
+	l.lockCommit()
+	defer l.unlockCommit()
 	if seg > 0 {
 		l.nextSeg = seg
 	}

@@ -42,8 +42,8 @@ func doubtKey(key string) string { return "key " + key }
 // MUTATION_UNKNOWN (resending it under this grant would be a new effect under
 // a new upstream key); otherwise the key takes the next segment.
 func (l *Lease) commitKeyed(ctx context.Context, key string, e *effect) (outcome, error) {
-	l.commitMu.Lock()
-	defer l.commitMu.Unlock()
+	l.lockCommit()
+	defer l.unlockCommit()
 	if err := l.live(); err != nil {
 		return outcome{}, err
 	}

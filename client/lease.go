@@ -54,9 +54,12 @@ type LeaseParams struct {
 	RetryWait time.Duration
 	// OnStateChange, when set, is called after every change of the local
 	// state, with the new state's cause (nil for HELD, RENEWING and a
-	// voluntary release). It runs without the lease's lock, on the goroutine
-	// that made the change: one goroutine's changes arrive in order, and
-	// State is the truth when changes race. See also Lost and Context.
+	// voluntary release). It runs without the lease's locks, on the
+	// goroutine that made the change, or, for changes made while a commit
+	// (a write, a delegation) is in progress, on the committing goroutine
+	// once the commit ends: changes arrive in order, and State is the truth
+	// when changes race. It may write, delegate and read NextSegment. See
+	// also Lost and Context.
 	OnStateChange func(from, to State, cause error)
 }
 
@@ -78,7 +81,7 @@ type Lease struct {
 	proofRefreshAt time.Time
 	renewing       bool
 
-	commitMu sync.Mutex // held for a whole commit: numbering follows order
+	commitMu sync.Mutex // held for a whole commit: numbering follows order (lockCommit)
 	nextSeg  uint64
 	doubt    *inDoubt
 	// settledForOthers are effects whose doubt another effect's commit
@@ -88,6 +91,8 @@ type Lease struct {
 
 	lost    chan struct{} // closed once new effects are not allowed (lost.go)
 	changes []stateChange // to report once l.mu is released
+	// committing: a commit holds commitMu, and reports changes when it ends.
+	committing bool
 }
 
 // NewLease returns a lease in REQUESTED with its request ID fixed for life

@@ -38,11 +38,43 @@ func (l *Lease) set(s State, cause error) {
 	}
 }
 
-// unlock releases l.mu and then reports the changes made under it.
+// unlock releases l.mu and then reports the changes made under it, unless
+// a commit holds commitMu: then the commit reports them once it has released
+// it (unlockCommit), so that a callback may write, delegate or read
+// NextSegment.
 func (l *Lease) unlock() {
+	if l.committing {
+		l.mu.Unlock()
+		return
+	}
 	changes := l.changes
 	l.changes = nil
 	l.mu.Unlock()
+	l.report(changes)
+}
+
+// lockCommit takes commitMu for a whole commit (numbering follows commit
+// order); the state changes made meanwhile wait for unlockCommit.
+func (l *Lease) lockCommit() {
+	l.commitMu.Lock()
+	l.mu.Lock()
+	l.committing = true
+	l.mu.Unlock()
+}
+
+// unlockCommit releases commitMu and then reports, on the committing
+// goroutine, the state changes made while it was held.
+func (l *Lease) unlockCommit() {
+	l.mu.Lock()
+	l.committing = false
+	changes := l.changes
+	l.changes = nil
+	l.mu.Unlock()
+	l.commitMu.Unlock()
+	l.report(changes)
+}
+
+func (l *Lease) report(changes []stateChange) {
 	for _, c := range changes {
 		l.p.OnStateChange(c.from, c.to, c.cause)
 	}

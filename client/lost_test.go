@@ -142,3 +142,38 @@ func TestOnStateChangeReportsEveryTransitionInOrder(t *testing.T) {
 		t.Fatalf("transitions\n got %v\nwant %v", got, want)
 	}
 }
+
+// Rule: OnStateChange never runs under the commit's lock: a change a
+// commit makes (STALE_OWNER ending the lease) is reported after the commit
+// ends, so the callback may read NextSegment or write. It used to run with
+// commitMu held, and such a callback hung every later write of the lease.
+func TestOnStateChangeOfACommitMayUseTheLease(t *testing.T) {
+	f, c := newFake(t)
+	var l *Lease
+	var next []uint64
+	p := params("")
+	p.OnStateChange = func(from, to State, cause error) {
+		if to == StateLost {
+			next = append(next, l.NextSegment())
+		}
+	}
+	l, err := c.AcquireLease(context.Background(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.refuseNext("write", domain.CodeStaleOwner)
+	done := make(chan error, 1)
+	go func() {
+		_, err := l.Objects("bucket").Put(context.Background(), "jobs/a", strings.NewReader("x"), "")
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		wantCode(t, err, domain.CodeStaleOwner)
+	case <-time.After(10 * time.Second): // a deadlock, not a timing bound
+		t.Fatal("the write hung: OnStateChange ran under the commit's lock")
+	}
+	if len(next) != 1 || next[0] != 1 {
+		t.Fatalf("callback saw NextSegment %v, want [1] once", next)
+	}
+}

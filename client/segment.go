@@ -84,8 +84,8 @@ type outcome struct {
 // any segment in doubt. It refuses without sending while the lease is not
 // HELD, and ends the lease on STALE_OWNER, FENCE_REGRESSION or EPOCH_REVOKED.
 func (l *Lease) commit(ctx context.Context, e effect) (outcome, error) {
-	l.commitMu.Lock()
-	defer l.commitMu.Unlock()
+	l.lockCommit()
+	defer l.unlockCommit()
 	if err := l.live(); err != nil {
 		return outcome{}, err
 	}
