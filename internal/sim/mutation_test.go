@@ -53,10 +53,10 @@ const (
 // check of it, the reconciler's grace after it).
 var mutations = []mutation{
 	mut("STALE_OWNER: a lower fence is admitted", rulesFile,
-		"if fence < row.HighestFence {", "if false {", 79),
+		"if fence < row.HighestFence {", "if false {", 30),
 	{name: "FENCE_REGRESSION: an equal fence under another lease or root is admitted", file: rulesFile,
 		edits: []edit{{"if req.Grant.Lease != row.Lease || req.Grant.OperationRoot != row.Root {", "if false {"}},
-		args:  []string{"-sim.operator", "0.2"}, first: []uint64{121}},
+		args:  []string{"-sim.operator", "0.2"}, first: []uint64{863}},
 	mut("QUARANTINED: another payload for an accepted segment is answered as a replay", rulesFile,
 		"if live.PayloadDigest == req.PayloadDigest && live.Target == req.Target && live.Method == req.Method && live.EffectKey == req.EffectKey {",
 		"if live.Target == req.Target && live.Method == req.Method && live.EffectKey == req.EffectKey {", 0),
@@ -103,7 +103,7 @@ var mutations = []mutation{
 	// noProofs world (its seeds 0..noProofSeeds-1 include the killers).
 	{name: "deferred settle: a flush that fails without a verdict drops the entry", file: deferFile,
 		edits: []edit{{"if err != nil && !isRuling(err) {", "if false {"}},
-		args:  []string{"-sim.prove=false", "-sim.defer", "150ms"}, first: []uint64{22}},
+		args:  []string{"-sim.prove=false", "-sim.defer", "150ms"}, first: []uint64{34}},
 	mut("deferred settle: the fold leaves the prior out of the admission", acceptFile,
 		"&fencegate.PriorSettle{ReceiptID: prior.id, Outcome: prior.out}", "(*fencegate.PriorSettle)(nil)", 1),
 	mut("deferred settle: the next admission does not wait for a flush in flight", deferFile,
