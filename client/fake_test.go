@@ -83,6 +83,10 @@ func (f *fakeGateway) count(route string) int {
 
 func (f *fakeGateway) loseNext(route string) { f.mu.Lock(); f.drop[route]++; f.mu.Unlock() }
 
+// shadowCode+CODE, queued by refuseNext for "write", answers the write as
+// a gateway in shadow mode answers one it refused with CODE and forwarded.
+const shadowCode = "shadow:"
+
 func (f *fakeGateway) refuseNext(route string, code domain.Code) {
 	f.mu.Lock()
 	f.problems[route] = append(f.problems[route], code)
@@ -141,7 +145,8 @@ func (f *fakeGateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	status, body := f.act(rt, r, code)
 	rc, isReceipt := body.(domain.Receipt)
-	replay := isReceipt && rt == "write" && rc.ID != fmt.Sprintf("R%d", len(f.writes))
+	shadow := isReceipt && strings.HasPrefix(rc.ID, "shadow_")
+	replay := isReceipt && rt == "write" && rc.ID != fmt.Sprintf("R%d", len(f.writes)) && !shadow
 	f.mu.Unlock()
 	if lose { // acted, but the answer never arrives
 		conn, _, err := w.(http.Hijacker).Hijack()
@@ -158,6 +163,10 @@ func (f *fakeGateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Fence-Receipt", rid.ID)
 		if replay {
 			w.Header().Set("Fence-Replay", "true")
+		}
+		if shadow {
+			w.Header().Set("Fence-Mode", "shadow")
+			w.Header().Set("Fence-Verdict", rc.Error)
 		}
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -239,6 +248,13 @@ func (f *fakeGateway) act(rt string, r *http.Request, code domain.Code) (int, an
 		rc := domain.Receipt{ID: fmt.Sprintf("R%d", len(f.writes)), Lease: "L1", FenceToken: 7, Segment: seg, EffectKey: key,
 			OperationID: "op-1", State: domain.ReceiptCommitted, Method: r.Method,
 			Target: strings.TrimPrefix(r.URL.Path, "/v1/"), PayloadDigest: payloadDigest(r)} // as the gateway records them
+		if verdict, ok := strings.CutPrefix(string(code), shadowCode); ok {
+			// Shadow mode: refused, forwarded anyway, answered with an
+			// unstored receipt (gateway/shadow.go); nothing admitted.
+			rc.ID = fmt.Sprintf("shadow_%d", len(f.writes))
+			rc.Error = verdict
+			return http.StatusOK, rc
+		}
 		switch code {
 		case "":
 		case domain.CodeMutationUnknown:

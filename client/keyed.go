@@ -75,14 +75,7 @@ func (l *Lease) commitKeyed(ctx context.Context, key string, e *effect) (outcome
 		if err != nil || done {
 			return o, err
 		}
-		listed = true
-		if l.nextSeg == d.seg { // not applied: the segment is free, its key forgotten
-			for k, s := range l.led.seg {
-				if s == d.seg {
-					delete(l.led.seg, k)
-				}
-			}
-		}
+		listed = true // not applied: settleDoubt forgot the segment's key
 	}
 	if !listed && !l.led.accepted {
 		// No segment of this lease is known admitted, so an earlier
@@ -157,6 +150,8 @@ func (l *Lease) sendKeyed(ctx context.Context, key string, seg uint64, send func
 		o, err := send(ctx, Fence{Grant: grant, Status: proof, Segment: seg})
 		code := domain.ErrorCode(err)
 		switch {
+		case err == nil && o.shadowed():
+			return o, nil // forwarded by shadow mode, not admitted: seg stays free
 		case err == nil:
 			l.led.seg[key] = seg
 			l.led.accepted = true

@@ -80,6 +80,18 @@ type outcome struct {
 	reused  bool
 }
 
+// IsShadowReceipt reports whether receiptID is one a gateway in shadow mode
+// answers for a write it refused and forwarded anyway (an unstored receipt
+// whose ID begins "shadow_", with Fence-Mode: shadow and Fence-Verdict:
+// CODE; openapi.yaml, ShadowReceipt): the effect happened, no segment was
+// admitted, so the segment is still the lease's next.
+func IsShadowReceipt(receiptID string) bool { return strings.HasPrefix(receiptID, "shadow_") }
+
+// shadowed reports whether o is shadow mode's answer (IsShadowReceipt).
+func (o outcome) shadowed() bool {
+	return IsShadowReceipt(o.receipt.ID) || o.api != nil && IsShadowReceipt(o.api.Receipt)
+}
+
 // commit sends e as the next segment under the lease's grant, after settling
 // any segment in doubt. It refuses without sending while the lease is not
 // HELD, and ends the lease on STALE_OWNER, FENCE_REGRESSION or EPOCH_REVOKED.
@@ -106,6 +118,10 @@ func (l *Lease) commit(ctx context.Context, e effect) (outcome, error) {
 		seg := l.nextSeg
 		o, err := e.send(ctx, Fence{Grant: grant, Status: proof, Segment: seg})
 		switch {
+		case err == nil && o.shadowed():
+			// Shadow mode forwarded a write it refused: nothing was
+			// admitted, so the segment is still the lease's next.
+			return o, nil
 		case err == nil:
 			l.nextSeg = seg + 1
 			l.led.accepted = true // a segment of this grant is admitted (keyed.go)
@@ -244,7 +260,15 @@ func (l *Lease) settleDoubt(ctx context.Context, key string, e *effect) (outcome
 		return outcome{}, false, &domain.Error{Code: domain.CodeMutationUnknown, ReceiptID: best.ID,
 			Message: fmt.Sprintf("segment %d of lease %s is %s; nothing new is sent until it settles", d.seg, info.Lease, best.State)}
 	default:
-		l.doubt = nil // the segment number is free again
+		// Not applied: the segment number is free again, and no effect key
+		// keeps it, whichever commit (keyed, unkeyed, a delegation)
+		// settled the doubt.
+		l.doubt = nil
+		for k, seg := range l.led.seg {
+			if seg == d.seg {
+				delete(l.led.seg, k)
+			}
+		}
 	}
 	return outcome{}, false, nil
 }

@@ -35,7 +35,7 @@ func callFlags(fs *flag.FlagSet) func(context.Context, *cmd) error {
 		if err != nil {
 			return err
 		}
-		rerr := committed(c, lf, fence.Segment) // the answer is shown either way
+		rerr := committed(c, lf, fence.Segment, resp.Receipt) // the answer is shown either way
 		if c.g.json {
 			if err := emit(c.out, map[string]any{"status": resp.Status, "receipt": resp.Receipt, "replay": resp.Replay, "body": string(resp.Body)}); err != nil {
 				return err

@@ -26,6 +26,7 @@ type fakeGateway struct {
 	bodies   []string
 	stale    bool // answer STALE_OWNER to writes
 	unknown  bool // answer MUTATION_UNKNOWN to writes
+	shadow   bool // answer writes as shadow mode forwarding a refused one
 	// bindingCalls are the methods of the binding requests received.
 	bindingCalls []string
 	// hold, when set, holds the next object write until it is closed
@@ -90,6 +91,13 @@ func (f *fakeGateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			w.WriteHeader(http.StatusBadGateway)
 			_ = json.NewEncoder(w).Encode(map[string]any{"type": "urn:fencegate:problem:mutation_unknown", "title": "x", "status": 502,
 				"detail": "the store did not answer", "code": fencegate.CodeMutationUnknown, "receiptId": "R9"})
+			return
+		}
+		if f.shadow { // forwarded, nothing admitted: an unstored receipt
+			w.Header().Set("Fence-Mode", "shadow")
+			w.Header().Set("Fence-Verdict", string(fencegate.CodeResourceMismatch))
+			answer(w, http.StatusOK, fencegate.Receipt{ID: "shadow_1", Resource: "bucket/jobs", Method: "PUT", FenceToken: 7,
+				Segment: 1, State: fencegate.ReceiptCommitted})
 			return
 		}
 		f.writes = append(f.writes, r.Header.Clone())
@@ -185,6 +193,31 @@ func TestAcquirePutAndReceipts(t *testing.T) {
 
 // TestReceiptsArePagedWithLimitAndCursor: --limit asks for a page, the
 // readable output says how to get the next one, --cursor gets it.
+// Rule: a write shadow mode forwarded although it refused it admits no
+// segment, so the lease file keeps naming it as the next one; put used to
+// move on, and every later write of the lease was SEGMENT_OUT_OF_ORDER.
+func TestAShadowedPutLeavesTheSegmentToTheNextWrite(t *testing.T) {
+	h := newHarness(t)
+	if code, out, errOut := h.run("acquire", "bucket/jobs", "--ttl", "10s", "--operation", "op-1"); code != 0 {
+		t.Fatalf("acquire: %d\n%s%s", code, out, errOut)
+	}
+	file := filepath.Join(h.dir, "body.txt")
+	if err := os.WriteFile(file, []byte("hello"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h.fake.shadow = true
+	if code, out, errOut := h.run("put", "bucket/jobs/a", file); code != 0 || !strings.Contains(out, "shadow_1") {
+		t.Fatalf("shadowed put: %d\n%s%s", code, out, errOut)
+	}
+	h.fake.shadow = false
+	if code, out, errOut := h.run("put", "bucket/jobs/a", file); code != 0 {
+		t.Fatalf("put: %d\n%s%s", code, out, errOut)
+	}
+	if len(h.fake.writes) != 1 || h.fake.writes[0].Get("Fence-Segment") != "1" {
+		t.Fatalf("the write after a shadowed one went at segment %q, want 1", h.fake.writes[0].Get("Fence-Segment"))
+	}
+}
+
 func TestReceiptsArePagedWithLimitAndCursor(t *testing.T) {
 	h := newHarness(t)
 	if code, _, e := h.run("acquire", "bucket/jobs", "--ttl", "10s", "--operation", "op-1"); code != 0 {

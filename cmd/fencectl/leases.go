@@ -159,7 +159,10 @@ func fenceFor(ctx context.Context, c *cmd, seg uint64) (*leaseFile, client.Fence
 
 // committed records that seg was accepted, so the next write takes seg+1;
 // a lease file it cannot write is notRecorded (the write took effect).
-func committed(c *cmd, lf *leaseFile, seg uint64) error {
+func committed(c *cmd, lf *leaseFile, seg uint64, receiptID string) error {
+	if client.IsShadowReceipt(receiptID) {
+		return nil // shadow mode forwarded a write it refused: seg is still the next
+	}
 	if seg >= lf.NextSegment {
 		lf.NextSegment = seg + 1
 	}

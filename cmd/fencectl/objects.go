@@ -51,7 +51,7 @@ func putFlags(fs *flag.FlagSet) func(context.Context, *cmd) error {
 		if err != nil {
 			return err
 		}
-		rerr := committed(c, lf, fence.Segment)
+		rerr := committed(c, lf, fence.Segment, rc.ID)
 		if err := showReceipt(c, rc); err != nil {
 			return err
 		}
@@ -75,7 +75,7 @@ func deleteFlags(fs *flag.FlagSet) func(context.Context, *cmd) error {
 		if err != nil {
 			return err
 		}
-		rerr := committed(c, lf, fence.Segment)
+		rerr := committed(c, lf, fence.Segment, rc.ID)
 		if err := showReceipt(c, rc); err != nil {
 			return err
 		}
