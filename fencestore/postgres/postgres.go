@@ -26,8 +26,9 @@
 // with the reads, then the writes with COMMIT, two round trips (three when a
 // resource or target is new). An admission may carry a prior settle
 // (AdmitRequest.Prior, PriorSettling), applied first in the same
-// transaction. synchronous_commit is left as the server has it (on by
-// default): an admitted segment is durable once Admit returns. The pool is
+// transaction. synchronous_commit is left as the server has it, and Open
+// refuses a server where it is off: an admitted segment is durable once Admit
+// returns. Transactions run READ COMMITTED whatever the server's default. The pool is
 // sized for the batches that may run at once (group.go) unless the URL sets
 // pool_max_conns (at least 3: that many minus two batches at once, two
 // connections for reads).
@@ -55,6 +56,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/internal/pgconf"
 	"github.com/fencegate/fencegate/internal/pgmigrate"
 )
 
@@ -93,6 +95,7 @@ func open(ctx context.Context, url string, adjust func(*pgxpool.Config)) (*Store
 	if adjust != nil {
 		adjust(cfg)
 	}
+	pgconf.Apply(cfg) // READ COMMITTED: the batches lock rows and read them as last committed
 	// Up to slots write batches run at once, each on a connection of its
 	// own; two more serve reads. A pool_max_conns in the URL sets the
 	// budget instead: at least 3, so that reads keep their two.
@@ -112,6 +115,10 @@ func open(ctx context.Context, url string, adjust func(*pgxpool.Config)) (*Store
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fencegate.Wrap(err, fencegate.CodeInternal, "connect to Postgres")
+	}
+	if err := pgconf.CheckDurable(ctx, pool, "Postgres fence store"); err != nil {
+		pool.Close()
+		return nil, err
 	}
 	s := &Store{pool: pool}
 	s.writes.slots = slots

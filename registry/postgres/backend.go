@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/internal/pgconf"
 	"github.com/fencegate/fencegate/internal/pgmigrate"
 	"github.com/fencegate/fencegate/registry/internal/leaserule"
 )
@@ -46,12 +47,19 @@ func Open(ctx context.Context, url string) (*Backend, error) {
 	if err != nil {
 		return nil, fencegate.Wrap(err, fencegate.CodeInvalidRequest, "parse registry Postgres URL")
 	}
+	// READ COMMITTED: SELECT ... FOR UPDATE reads the latest committed row,
+	// and every mutation moves the one registry_meta row.
+	pgconf.Apply(cfg)
 	if err := Migrate(ctx, cfg.ConnConfig); err != nil {
 		return nil, err
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, translate(err, "connect registry database")
+	}
+	if err := pgconf.CheckDurable(ctx, pool, "registry Postgres backend"); err != nil {
+		pool.Close()
+		return nil, err
 	}
 	return &Backend{pool: pool}, nil
 }

@@ -1,0 +1,38 @@
+// Package pgconf holds the session settings every Postgres adapter of
+// fencegate (the fence store, the registry's backend) runs under, whatever
+// the server's, database's or role's defaults: READ COMMITTED transactions,
+// which their row locking is written for, and commits that are durable
+// before they are answered (synchronous_commit not off).
+package pgconf
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/fencegate/fencegate"
+)
+
+// Apply sets cfg's sessions to READ COMMITTED: a stricter default would fail
+// concurrent transactions that queue on one row (a resource's, the
+// registry's meta row) with serialization errors instead.
+func Apply(cfg *pgxpool.Config) {
+	cfg.ConnConfig.RuntimeParams["default_transaction_isolation"] = "read committed"
+}
+
+// CheckDurable refuses (UNSUPPORTED, naming what) a server whose sessions
+// run with synchronous_commit off, set anywhere (server, database, role,
+// URL): a commit it answered could be lost in a crash, so an admission could
+// vanish after its effect was forwarded, or a fence be issued twice. Every
+// other value waits at least for the local WAL flush.
+func CheckDurable(ctx context.Context, pool *pgxpool.Pool, what string) error {
+	var v string
+	if err := pool.QueryRow(ctx, "SHOW synchronous_commit").Scan(&v); err != nil {
+		return fencegate.Wrap(err, fencegate.CodeBackendUnavailable, what+": read synchronous_commit")
+	}
+	if v == "off" {
+		return fencegate.Errorf(fencegate.CodeUnsupported,
+			"%s: synchronous_commit is off for this connection; a commit must be durable before it is answered (set it to on, or any value but off, for the gateway's role or database)", what)
+	}
+	return nil
+}
