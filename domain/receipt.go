@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 )
@@ -83,7 +84,8 @@ type EffectRequest struct {
 
 // Validate checks that r has a method and a path starting with "/", fits
 // MaxEffectRequestBody and MaxEffectRequestHeader, and that its method,
-// path, key and headers are UTF-8 (kept as text, they must come back as sent).
+// path, key and headers are UTF-8 without NUL (kept as text, they must come
+// back as sent).
 func (r *EffectRequest) Validate() error {
 	if r.Method == "" || len(r.Path) == 0 || r.Path[0] != '/' {
 		return Errorf(CodeInvalidRequest, "a kept request needs a method and a path starting with /")
@@ -105,21 +107,28 @@ func (r *EffectRequest) Validate() error {
 	// would replace bytes that are not UTF-8 (encoding/json writes U+FFFD):
 	// a resend read back from the store would then send other headers under
 	// the same idempotency key. The body is kept as bytes and may be anything.
-	if !utf8.ValidString(r.Method) || !utf8.ValidString(r.Path) || !utf8.ValidString(r.Key) {
-		return Errorf(CodeInvalidRequest, "a kept request's method, path and key must be UTF-8")
+	// Nor can it keep a NUL, which PostgreSQL's text and jsonb refuse
+	// ("\u0000 cannot be converted to text"): every store keeps the same
+	// requests.
+	if !keptText(r.Method) || !keptText(r.Path) || !keptText(r.Key) {
+		return Errorf(CodeInvalidRequest, "a kept request's method, path and key must be UTF-8 without NUL")
 	}
 	for k, vs := range r.Header {
-		if !utf8.ValidString(k) {
-			return Errorf(CodeInvalidRequest, "a kept request's header names must be UTF-8")
+		if !keptText(k) {
+			return Errorf(CodeInvalidRequest, "a kept request's header names must be UTF-8 without NUL")
 		}
 		for _, v := range vs {
-			if !utf8.ValidString(v) {
-				return Errorf(CodeInvalidRequest, "the %s header's value is not UTF-8, which a receipt cannot keep verbatim", k)
+			if !keptText(v) {
+				return Errorf(CodeInvalidRequest, "the %s header's value is not UTF-8 without NUL, which a receipt cannot keep verbatim", k)
 			}
 		}
 	}
 	return nil
 }
+
+// keptText reports whether s can be kept as text by every store: UTF-8
+// without NUL.
+func keptText(s string) bool { return utf8.ValidString(s) && !strings.ContainsRune(s, 0) }
 
 // MaxEffectKey is the longest EffectKey (Stripe's limit for its own
 // idempotency keys, the longest of the APIs fronted).

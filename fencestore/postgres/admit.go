@@ -51,10 +51,12 @@ func (s *Store) Admit(ctx context.Context, req fencegate.AdmitRequest) (fencegat
 	return a.adm, nil
 }
 
-// admitKeys are an admission's batch keys: its resource and target, and its
-// prior's (priorKeys).
+// admitKeys are an admission's batch keys: its resource and target, its
+// receipt's ID (so that a settle of that receipt, queued by a caller that
+// gave up on the admission, waits for the batch that may still commit it
+// instead of answering NOT_FOUND beside it), and its prior's (priorKeys).
 func (s *Store) admitKeys(ctx context.Context, req *fencegate.AdmitRequest) ([]string, error) {
-	keys := []string{"r\x00" + req.Grant.Resource, "t\x00" + req.Target}
+	keys := []string{"r\x00" + req.Grant.Resource, "t\x00" + req.Target, "p\x00" + req.ReceiptID}
 	if p := req.Prior; p != nil {
 		more, err := s.priorKeys(ctx, p.ReceiptID)
 		if err != nil {

@@ -40,6 +40,7 @@ func translate(err error, op string) error {
 			pe.Code == "22003", // numeric_value_out_of_range
 			pe.Code == "22008", // datetime_field_overflow (a forged cursor's time)
 			pe.Code == "22P02", // invalid_text_representation
+			pe.Code == "22P05", // untranslatable_character (a NUL in jsonb)
 			pe.Code == "23514": // check_violation
 			return fencegate.Wrap(err, fencegate.CodeInvalidRequest, "fence store: "+op+": value refused")
 		}
