@@ -19,20 +19,21 @@ import (
 const wrongETag = `"00000000000000000000000000000000"`
 
 // Probe checks, on scratch keys under the prefix (.fencegate-probe/<random>/),
-// that a HEAD answers the ETag the PUT of the object answered, that the store
-// refuses a wrong If-Match, a second If-None-Match: * and an
-// If-Match on a missing key, and a presigned write whose X-Amz-Date +
-// X-Amz-Expires passed (probeExpiry). If it accepts any of them Probe returns an
-// UNSUPPORTED error naming the store and the missing capability: such a store
-// cannot keep the fencing contract. It also finds whether DeleteObject and
-// CompleteMultipartUpload honour their conditions (not fatal), records the
-// result in the store and returns it. Scratch keys are removed.
+// that a HEAD answers the ETag the PUT of the object answered, that an
+// overwrite chained (If-Match) on that ETag succeeds, that the store refuses
+// a wrong If-Match, a second If-None-Match: * and an If-Match on a missing
+// key, and a presigned write whose X-Amz-Date + X-Amz-Expires passed
+// (probeExpiry). If any of them goes the other way Probe returns an
+// UNSUPPORTED error naming the store and the missing capability: such a
+// store cannot keep the fencing contract. It also finds whether DeleteObject
+// and CompleteMultipartUpload honour their conditions (not fatal), records
+// the result in the store and returns it. Scratch keys are removed.
 func (s *Store) Probe(ctx context.Context) (Capabilities, error) {
 	b := make([]byte, 8)
 	_, _ = rand.Read(b)
 	dir := ".fencegate-probe/" + hex.EncodeToString(b) + "/"
-	a, missing, mp, expired := dir+"a", dir+"missing", dir+"multipart", dir+"expired"
-	defer s.cleanup(ctx, a, missing, mp, expired)
+	a, missing, mp, mpMissing, expired := dir+"a", dir+"missing", dir+"multipart", dir+"multipart-missing", dir+"expired"
+	defer s.cleanup(ctx, a, missing, mp, mpMissing, expired)
 
 	// The conditional writes are sent as an effect sends them: presigned
 	// with a landing deadline (landby.go), so the conditions are checked on
@@ -41,6 +42,10 @@ func (s *Store) Probe(ctx context.Context) (Capabilities, error) {
 	put := func(key string, ifNoneMatch bool, ifMatch string) (string, error) {
 		return s.Put(pctx, fencegate.PutRequest{Key: key, Body: strings.NewReader("probe"), Size: 5,
 			ContentType: "text/plain", IfNoneMatch: ifNoneMatch, IfMatch: ifMatch})
+	}
+	overwrite := func(key, ifMatch string) (string, error) {
+		return s.Put(pctx, fencegate.PutRequest{Key: key, Body: strings.NewReader("probe, again"), Size: 12,
+			ContentType: "text/plain", IfMatch: ifMatch})
 	}
 	refuse := func(err error, header, what string) error {
 		if err == nil {
@@ -71,6 +76,20 @@ func (s *Store) Probe(ctx context.Context) (Capabilities, error) {
 		return Capabilities{}, fencegate.Errorf(fencegate.CodeUnsupported,
 			"store %q answers ETag %q to a PUT and %q to a HEAD of the same object: writes are chained on the ETag, which must be the same", s.name, etag, head.ETag)
 	}
+	// Every write after a key's first is chained on the ETag the store
+	// answered to the one before (S3: PutObject with If-Match "uploads the
+	// object only if the ETag ... matches the ETag of the object in S3",
+	// Amazon S3 API Reference). A store that refuses that too (weak ETags,
+	// which If-Match's strong comparison never matches, RFC 9110 §13.1.1;
+	// an ETag compared without its quotes) would fail every second write of
+	// a key after the gateway admitted it, leaving the key stuck.
+	if _, err := overwrite(a, etag); err != nil {
+		if errors.Is(err, fencegate.ErrPreconditionFailed) {
+			return Capabilities{}, fencegate.Errorf(fencegate.CodeUnsupported,
+				"store %q refuses If-Match with the ETag it answered itself (%s): every write after a key's first would fail its condition", s.name, etag)
+		}
+		return Capabilities{}, fencegate.Wrap(err, fencegate.ErrorCode(err), fmt.Sprintf("store %q: probe: a write chained on the ETag the store answered failed", s.name))
+	}
 	_, err = put(a, true, "")
 	if err := refuse(err, "If-None-Match", "a second conditional create"); err != nil {
 		return Capabilities{}, err
@@ -88,7 +107,7 @@ func (s *Store) Probe(ctx context.Context) (Capabilities, error) {
 		return Capabilities{}, err
 	}
 
-	caps := Capabilities{ConditionalDelete: s.probeDelete(ctx, a), ConditionalMultipart: s.probeMultipart(ctx, mp)}
+	caps := Capabilities{ConditionalDelete: s.probeDelete(ctx, a), ConditionalMultipart: s.probeMultipart(ctx, mp, mpMissing)}
 	s.mu.Lock()
 	s.caps = caps
 	s.mu.Unlock()
@@ -160,18 +179,28 @@ func (s *Store) probeDelete(ctx context.Context, key string) bool {
 	return fencegate.ErrorCode(err) == fencegate.CodeNotFound
 }
 
-// probeMultipart reports whether CompleteMultipartUpload refuses a second
-// If-None-Match: * and a wrong If-Match (one-part uploads of a few bytes).
-func (s *Store) probeMultipart(ctx context.Context, key string) bool {
-	complete := func(ifNoneMatch, ifMatch *string) error {
+// probeMultipart reports whether CompleteMultipartUpload keeps the
+// conditions putMultipart relies on (one-part uploads of a few bytes): it
+// refuses a second If-None-Match: *, a wrong If-Match and an If-Match on
+// missing (a key that does not exist), and takes an If-Match on the ETag the
+// completion before it answered. S3 documents If-Match on
+// CompleteMultipartUpload as on PutObject (412 when the ETags differ; a
+// missing key is answered 404 NoSuchKey, errors.go). A store that completed
+// an If-Match upload on a missing key would re-create an object deleted
+// behind the gateway's back during the upload and settle the write
+// COMMITTED, not BACKEND_CONFLICT; one that refused the right ETag would
+// fail every multipart overwrite after its admission.
+func (s *Store) probeMultipart(ctx context.Context, key, missing string) bool {
+	complete := func(key string, ifNoneMatch, ifMatch *string) (string, error) {
 		up, err := s.client.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: &s.bucket, Key: s.full(key)})
 		if err != nil {
-			return err
+			return "", err
 		}
+		var out *s3.CompleteMultipartUploadOutput
 		part, err := s.client.UploadPart(ctx, &s3.UploadPartInput{Bucket: &s.bucket, Key: s.full(key), UploadId: up.UploadId,
 			PartNumber: aws.Int32(1), Body: strings.NewReader("probe"), ContentLength: aws.Int64(5)})
 		if err == nil {
-			_, err = s.client.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{Bucket: &s.bucket, Key: s.full(key),
+			out, err = s.client.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{Bucket: &s.bucket, Key: s.full(key),
 				UploadId: up.UploadId, IfNoneMatch: ifNoneMatch, IfMatch: ifMatch,
 				MultipartUpload: &types.CompletedMultipartUpload{Parts: []types.CompletedPart{{PartNumber: aws.Int32(1), ETag: part.ETag,
 					ChecksumCRC32: part.ChecksumCRC32, ChecksumCRC32C: part.ChecksumCRC32C, ChecksumCRC64NVME: part.ChecksumCRC64NVME,
@@ -179,13 +208,25 @@ func (s *Store) probeMultipart(ctx context.Context, key string) bool {
 		}
 		if err != nil {
 			_, _ = s.client.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: &s.bucket, Key: s.full(key), UploadId: up.UploadId})
+			return "", err
 		}
-		return err
+		return aws.ToString(out.ETag), nil
 	}
-	if err := complete(aws.String("*"), nil); err != nil {
+	etag, err := complete(key, aws.String("*"), nil)
+	if err != nil || etag == "" {
 		return false
 	}
-	return isPrecondition(complete(aws.String("*"), nil)) && isPrecondition(complete(nil, aws.String(wrongETag)))
+	if _, err := complete(key, aws.String("*"), nil); !isPrecondition(err) {
+		return false
+	}
+	if _, err := complete(key, nil, aws.String(wrongETag)); !isPrecondition(err) {
+		return false
+	}
+	if _, err := complete(missing, nil, aws.String(etag)); !isPrecondition(err) && !missingKey(err) {
+		return false
+	}
+	_, err = complete(key, nil, aws.String(etag))
+	return err == nil
 }
 
 // cleanup removes the probe's scratch keys unconditionally.

@@ -75,6 +75,9 @@ func openObjectStores(ctx context.Context, cfg config.Config, log *slog.Logger) 
 			if !caps.ConditionalDelete {
 				log.Warn("store ignores If-Match on DELETE: fenced deletes on it are refused with UNSUPPORTED", "store", name)
 			}
+			if !caps.ConditionalMultipart {
+				log.Warn("store does not keep If-None-Match / If-Match on CompleteMultipartUpload: objects needing a multipart upload are refused with UNSUPPORTED", "store", name)
+			}
 			out[name] = st
 		}
 	}
