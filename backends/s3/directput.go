@@ -12,6 +12,7 @@ import (
 	"net/textproto"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -161,6 +162,8 @@ func (s *Store) putDirect(ctx context.Context, t *putTemplate, p putObject, unti
 		if r.Body, err = p.attemptBody(); err != nil {
 			return err
 		}
+		// Ended before the next attempt rewinds p.body (attemptReader).
+		defer r.Body.Close()
 		r.Header = p.header(t.continueAt)
 		now := at
 		if now.IsZero() {
@@ -192,7 +195,8 @@ const inlineBodyMax = 4 << 10
 
 // attemptBody is the body of one attempt: p.size bytes from p.body (already
 // at p.start), read into memory when they are at most inlineBodyMax, else
-// read as the transport sends them. A body shorter than p.size fails here,
+// read as the transport sends them, through an attemptReader that the
+// attempt closes when it ends. A body shorter than p.size fails here,
 // before anything is sent, or in the transport (the size it was told does
 // not match).
 func (p *putObject) attemptBody() (io.ReadCloser, error) {
@@ -206,8 +210,50 @@ func (p *putObject) attemptBody() (io.ReadCloser, error) {
 		}
 		return io.NopCloser(bytes.NewReader(buf)), nil
 	default:
-		return io.NopCloser(io.LimitReader(p.body, p.size)), nil
+		return &attemptReader{r: io.LimitReader(p.body, p.size)}, nil
 	}
+}
+
+// errAttemptEnded is what a read of an attempt's body gets once the
+// attempt has ended.
+var errAttemptEnded = errors.New("s3: the body of an attempt read after the attempt ended")
+
+// attemptReader is the body of one attempt of a direct PUT, read from the
+// body all attempts share. net/http may go on reading a request's body after
+// Do has returned: a store may answer before it has taken the body (503
+// SlowDown, a failed condition), and "RoundTrip must always close the body,
+// including on errors, but depending on the implementation may do so in a
+// separate goroutine even after RoundTrip returns" (net/http.RoundTripper).
+// The next attempt would then rewind and read the shared body while the
+// last one's transport still reads it, and send bytes it took from the
+// other. So an attempt closes its reader before it returns (putDirect):
+// Close waits for a Read in progress, and every Read after it fails, so the
+// shared body is read for one attempt at a time, from the retry's rewind on
+// for the retry alone. The transport's own Close (when it is done with the
+// body) ends it the same way.
+type attemptReader struct {
+	mu    sync.Mutex
+	r     io.Reader
+	ended bool
+}
+
+// Read reads from the shared body unless the attempt has ended.
+func (a *attemptReader) Read(p []byte) (int, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.ended {
+		return 0, errAttemptEnded
+	}
+	return a.r.Read(p)
+}
+
+// Close ends the attempt: once it returns, no Read is in progress and none
+// reads the shared body again.
+func (a *attemptReader) Close() error {
+	a.mu.Lock()
+	a.ended = true
+	a.mu.Unlock()
+	return nil
 }
 
 // Header names and values of a direct PUT, in canonical form, so that
