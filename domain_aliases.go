@@ -103,6 +103,7 @@ const (
 	GrantSchema              = domain.GrantSchema
 	LandBySlack              = domain.LandBySlack
 	MaxClockSkew             = domain.MaxClockSkew
+	MaxContentType           = domain.MaxContentType
 	MaxDelegationSegments    = domain.MaxDelegationSegments
 	MaxEffectKey             = domain.MaxEffectKey
 	MaxEffectMetaSize        = domain.MaxEffectMetaSize
@@ -142,6 +143,9 @@ var (
 
 // CanSettle is domain.CanSettle.
 func CanSettle(from, to domain.ReceiptState) bool { return domain.CanSettle(from, to) }
+
+// CheckContentType is domain.CheckContentType.
+func CheckContentType(v string) error { return domain.CheckContentType(v) }
 
 // CheckEffectKey is domain.CheckEffectKey.
 func CheckEffectKey(k string) error { return domain.CheckEffectKey(k) }

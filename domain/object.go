@@ -54,6 +54,29 @@ func (m EffectMeta) Map() map[string]string {
 	}
 }
 
+// MaxContentType is the longest Content-Type a write may carry: it is kept
+// with the object (S3's Content-Type, the local store's trailer), and a
+// store that refused it after the write was admitted (versitygw answers a
+// 4 KiB one 500) would leave a receipt in doubt. A media type's names are at
+// most 127 characters each (RFC 6838 §4.2); the rest is room for parameters.
+const MaxContentType = 1024
+
+// CheckContentType accepts a write's Content-Type: at most MaxContentType
+// bytes of visible ASCII, spaces and tabs (RFC 9110 §5.5 field values,
+// without obsolete text). Anything else is INVALID_REQUEST before the write
+// is admitted.
+func CheckContentType(v string) error {
+	if len(v) > MaxContentType {
+		return Errorf(CodeInvalidRequest, "Content-Type of %d bytes is over %d", len(v), MaxContentType)
+	}
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; (c < ' ' || c > '~') && c != '\t' {
+			return Errorf(CodeInvalidRequest, "Content-Type must be visible ASCII, spaces and tabs")
+		}
+	}
+	return nil
+}
+
 // MaxEffectMetaSize is the most bytes of names and values EffectMeta.Map
 // takes: a fence and a segment of 20 digits, a root and an operation ID of
 // 256 bytes (the registry's bound on operation fields), a sha256 payload

@@ -144,6 +144,9 @@ func (s *Server) objectRequest(r *http.Request) (gateway.Request, fencegate.Obje
 
 func (s *Server) putObject(w http.ResponseWriter, r *http.Request) {
 	req, st, key, err := s.objectRequest(r)
+	if err == nil {
+		err = fencegate.CheckContentType(r.Header.Get("Content-Type"))
+	}
 	if err != nil {
 		s.problem(w, r, err)
 		return

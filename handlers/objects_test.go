@@ -92,6 +92,9 @@ func TestRejectedRequestsChangeNoState(t *testing.T) {
 		{"EpochRevoked", "/v1/objects/local/inv/7", tokA, h(revoked.grant, revoked.status, "1"), 401, "EPOCH_REVOKED", func() { e.policy.revoked.Store(1) }},
 		{"SkippedSegment", "/v1/objects/local/inv/7", tokA, h(a.grant, a.status, "3"), 409, "SEGMENT_OUT_OF_ORDER", func() { e.policy.revoked.Store(0) }},
 		{"UnknownStore", "/v1/objects/nowhere/inv/7", tokA, h(a.grant, a.status, "2"), 404, "NOT_FOUND", nil},
+		// A Content-Type the object could not keep is refused before the
+		// write is admitted, not by the store after it.
+		{"ContentTypeTooLong", "/v1/objects/local/inv/7", tokA, withHeader(h(a.grant, a.status, "2"), "Content-Type", "text/plain; x="+strings.Repeat("a", fencegate.MaxContentType)), 400, "INVALID_REQUEST", nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -106,6 +109,12 @@ func TestRejectedRequestsChangeNoState(t *testing.T) {
 			}
 		})
 	}
+}
+
+// withHeader is hdr with name set to value.
+func withHeader(hdr map[string]string, name, value string) map[string]string {
+	hdr[name] = value
+	return hdr
 }
 
 func TestLowerFenceIsRejectedWithoutStateChange(t *testing.T) {
