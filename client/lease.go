@@ -93,6 +93,11 @@ type Lease struct {
 	changes []stateChange // to report once l.mu is released
 	// committing: a commit holds commitMu, and reports changes when it ends.
 	committing bool
+	// mayResume: the caller gave the request ID, so the lease may be one an
+	// earlier process wrote under (asked again after a restart): the first
+	// commit reads the operation's receipts (loadLedger) to go on after its
+	// segments. A generated request ID names a lease nobody wrote under yet.
+	mayResume bool
 }
 
 // NewLease returns a lease in REQUESTED with its request ID fixed for life
@@ -101,6 +106,7 @@ func (c *Client) NewLease(p LeaseParams) (*Lease, error) {
 	if p.Resource == "" || p.OperationID == "" || p.TTL <= 0 {
 		return nil, domain.Errorf(domain.CodeInvalidRequest, "a lease needs a resource, an operation ID and a positive TTL")
 	}
+	resume := p.RequestID != "" // the caller's own: an earlier process may have written under it
 	if p.RequestID == "" {
 		p.RequestID = newRequestID()
 	}
@@ -113,7 +119,7 @@ func (c *Client) NewLease(p LeaseParams) (*Lease, error) {
 	if p.RetryWait <= 0 {
 		p.RetryWait = 500 * time.Millisecond
 	}
-	return &Lease{c: c, p: p, state: StateRequested, nextSeg: 1, lost: make(chan struct{})}, nil
+	return &Lease{c: c, p: p, state: StateRequested, nextSeg: 1, lost: make(chan struct{}), mayResume: resume}, nil
 }
 
 // AcquireLease creates a lease and acquires it. An uncertain answer is

@@ -101,6 +101,11 @@ func (l *Lease) commit(ctx context.Context, e effect) (outcome, error) {
 	if err := l.live(); err != nil {
 		return outcome{}, err
 	}
+	if l.mayResume {
+		if err := l.loadLedger(ctx); err != nil { // once: it is kept loaded
+			return outcome{}, err
+		}
+	}
 	if l.doubt != nil {
 		o, done, err := l.settleDoubt(ctx, e.key, &e)
 		if err != nil || done {

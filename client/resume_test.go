@@ -1,0 +1,49 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fencegate/fencegate/domain"
+)
+
+// Rule: a worker that asks again for its lease under its own request ID
+// after a restart goes on after the segments the lease already committed:
+// the first commit reads the operation's receipts. An ObjectWriter used to
+// start at segment 1 and met QUARANTINED at 1, 2 and 3 (each kept as a
+// quarantine record) before a write landed.
+func TestARestartedWorkerGoesOnAfterItsLeasesSegments(t *testing.T) {
+	f, c := newFake(t)
+	for i := 1; i <= 3; i++ {
+		f.receipts = append(f.receipts, domain.Receipt{ID: fmt.Sprint("old", i), Lease: "L1", FenceToken: 7, Segment: uint64(i),
+			OperationID: "op-1", State: domain.ReceiptCommitted, Method: "PUT", Target: fmt.Sprint("objects/bucket/part-", i)})
+	}
+	f.writes = make([]http.Header, 3) // the earlier process's writes
+	l, err := c.AcquireLease(context.Background(), LeaseParams{AcquireParams: AcquireParams{Resource: "bucket/jobs",
+		RequestID: "r-1", TTL: time.Minute, OperationID: "op-1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Objects("bucket").Put(context.Background(), "part-4", strings.NewReader("new"), ""); err != nil {
+		t.Fatal(err)
+	}
+	if got := writeSegments(f); got[len(got)-1] != "4" {
+		t.Fatalf("the restarted worker's first write went at segment %s, want 4", got[len(got)-1])
+	}
+}
+
+// A lease acquired under a generated request ID is one nobody wrote under:
+// its first write reads no receipts.
+func TestAFreshLeasesFirstWriteReadsNoReceipts(t *testing.T) {
+	f, l := held(t)
+	if _, err := l.Objects("bucket").Put(context.Background(), "jobs/a", strings.NewReader("x"), ""); err != nil {
+		t.Fatal(err)
+	}
+	if n := f.count("receipts"); n != 0 {
+		t.Fatalf("a fresh lease's first write listed receipts %d times", n)
+	}
+}
