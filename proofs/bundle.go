@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/internal/strictjson"
 	"github.com/lestrrat-go/jwx/v2/jwa"
 	"github.com/lestrrat-go/jwx/v2/jwk"
 )
@@ -68,10 +69,10 @@ type bundleKey struct {
 // validAt reports nil if the key may be used at now.
 func (k *bundleKey) validAt(now time.Time) error {
 	if !k.nbf.IsZero() && now.Before(k.nbf) {
-		return fmt.Errorf("key %s is not valid before %s", quoteShort(k.kid), k.nbf.UTC().Format(time.RFC3339))
+		return fmt.Errorf("key %s is not valid before %s", strictjson.Quote(k.kid), k.nbf.UTC().Format(time.RFC3339))
 	}
 	if !k.exp.IsZero() && !now.Before(k.exp) {
-		return fmt.Errorf("key %s expired at %s", quoteShort(k.kid), k.exp.UTC().Format(time.RFC3339))
+		return fmt.Errorf("key %s expired at %s", strictjson.Quote(k.kid), k.exp.UTC().Format(time.RFC3339))
 	}
 	return nil
 }
@@ -138,13 +139,13 @@ func NewRevokingBundle(version uint64, revoked Revocations, entries ...BundleKey
 			return nil, bundleErr("key #%d: %v", i, err)
 		}
 		if b.EpochRevoked(k.epoch) {
-			return nil, bundleErr("key %s signs for revoked epoch %d: a revoked epoch's key is dropped, not kept", quoteShort(k.kid), k.epoch)
+			return nil, bundleErr("key %s signs for revoked epoch %d: a revoked epoch's key is dropped, not kept", strictjson.Quote(k.kid), k.epoch)
 		}
 		if b.KeyRevoked(k.kid) {
-			return nil, bundleErr("key %s is listed as revoked", quoteShort(k.kid))
+			return nil, bundleErr("key %s is listed as revoked", strictjson.Quote(k.kid))
 		}
 		if _, dup := b.keys[k.kid]; dup {
-			return nil, bundleErr("duplicate kid %s", quoteShort(k.kid))
+			return nil, bundleErr("duplicate kid %s", strictjson.Quote(k.kid))
 		}
 		b.keys[k.kid] = k
 		b.order = append(b.order, k.kid)
@@ -161,37 +162,37 @@ func checkBundleKey(e BundleKey) (*bundleKey, error) {
 		return nil, fmt.Errorf("no kid")
 	}
 	if e.Alg == "" {
-		return nil, fmt.Errorf("kid %s has no alg", quoteShort(kid))
+		return nil, fmt.Errorf("kid %s has no alg", strictjson.Quote(kid))
 	}
 	if !Allowed(e.Alg) {
-		return nil, fmt.Errorf("kid %s: alg %s is not allowed", quoteShort(kid), quoteShort(e.Alg.String()))
+		return nil, fmt.Errorf("kid %s: alg %s is not allowed", strictjson.Quote(kid), strictjson.Quote(e.Alg.String()))
 	}
 	if a := e.Key.Algorithm(); a != nil && a.String() != "" && a.String() != e.Alg.String() {
-		return nil, fmt.Errorf("kid %s: key alg %s differs from entry alg %s", quoteShort(kid), quoteShort(a.String()), e.Alg)
+		return nil, fmt.Errorf("kid %s: key alg %s differs from entry alg %s", strictjson.Quote(kid), strictjson.Quote(a.String()), e.Alg)
 	}
 	if use := e.Key.KeyUsage(); use != "" && use != "sig" {
-		return nil, fmt.Errorf("kid %s: key use %s is not sig", quoteShort(kid), quoteShort(use))
+		return nil, fmt.Errorf("kid %s: key use %s is not sig", strictjson.Quote(kid), strictjson.Quote(use))
 	}
 	if !e.NotBefore.IsZero() && !e.NotAfter.IsZero() && !e.NotBefore.Before(e.NotAfter) {
-		return nil, fmt.Errorf("kid %s: nbf is not before exp", quoteShort(kid))
+		return nil, fmt.Errorf("kid %s: nbf is not before exp", strictjson.Quote(kid))
 	}
 	if err := e.Key.Validate(); err != nil {
-		return nil, fmt.Errorf("kid %s: %v", quoteShort(kid), err)
+		return nil, fmt.Errorf("kid %s: %v", strictjson.Quote(kid), err)
 	}
 	var raw any
 	if err := e.Key.Raw(&raw); err != nil {
-		return nil, fmt.Errorf("kid %s: %v", quoteShort(kid), err)
+		return nil, fmt.Errorf("kid %s: %v", strictjson.Quote(kid), err)
 	}
 	raw, err := publicRawForAlg(raw, e.Alg)
 	if err != nil {
-		return nil, fmt.Errorf("kid %s: %v", quoteShort(kid), err)
+		return nil, fmt.Errorf("kid %s: %v", strictjson.Quote(kid), err)
 	}
 	c, err := e.Key.Clone()
 	if err != nil {
-		return nil, fmt.Errorf("kid %s: %v", quoteShort(kid), err)
+		return nil, fmt.Errorf("kid %s: %v", strictjson.Quote(kid), err)
 	}
 	if err := c.Set(jwk.AlgorithmKey, e.Alg); err != nil {
-		return nil, fmt.Errorf("kid %s: %v", quoteShort(kid), err)
+		return nil, fmt.Errorf("kid %s: %v", strictjson.Quote(kid), err)
 	}
 	return &bundleKey{kid: kid, alg: e.Alg, epoch: e.Epoch, nbf: e.NotBefore, exp: e.NotAfter, jwk: c, raw: raw}, nil
 }
@@ -236,7 +237,7 @@ func publicRawForAlg(raw any, alg jwa.SignatureAlgorithm) (any, error) {
 		}
 		return append([]byte(nil), k...), nil
 	}
-	return nil, fmt.Errorf("alg %s is not allowed", quoteShort(alg.String()))
+	return nil, fmt.Errorf("alg %s is not allowed", strictjson.Quote(alg.String()))
 }
 
 // Version returns the bundle's version. A Verifier never moves to a lower one.
@@ -307,11 +308,11 @@ func (b *Bundle) Marshal() ([]byte, error) {
 		k := b.keys[kid]
 		js, err := json.Marshal(k.jwk)
 		if err != nil {
-			return nil, fmt.Errorf("trust bundle: marshal kid %s: %w", quoteShort(kid), err)
+			return nil, fmt.Errorf("trust bundle: marshal kid %s: %w", strictjson.Quote(kid), err)
 		}
 		var m map[string]json.RawMessage
 		if err := json.Unmarshal(js, &m); err != nil {
-			return nil, fmt.Errorf("trust bundle: marshal kid %s: %w", quoteShort(kid), err)
+			return nil, fmt.Errorf("trust bundle: marshal kid %s: %w", strictjson.Quote(kid), err)
 		}
 		m["epoch"] = json.RawMessage(strconv.FormatUint(k.epoch, 10))
 		if !k.nbf.IsZero() {
@@ -326,14 +327,14 @@ func (b *Bundle) Marshal() ([]byte, error) {
 		}
 		raw, err := json.Marshal(m)
 		if err != nil {
-			return nil, fmt.Errorf("trust bundle: marshal kid %s: %w", quoteShort(kid), err)
+			return nil, fmt.Errorf("trust bundle: marshal kid %s: %w", strictjson.Quote(kid), err)
 		}
 		f.Keys = append(f.Keys, raw)
 	}
 	return json.MarshalIndent(f, "", "  ")
 }
 
-var bundleFields = jsonFields[bundleFile]()
+var bundleFields = strictjson.FieldsOf[bundleFile]()
 
 // ParseBundle parses a bundle document (see Marshal) under the same strict JSON
 // rules as tokens (no duplicate keys, no trailing data, no unknown top-level
@@ -345,15 +346,8 @@ func ParseBundle(data []byte) (*Bundle, error) {
 		return nil, bundleErr("larger than %d bytes", MaxBundleSize)
 	}
 	var f bundleFile
-	if err := decodeStrict(data, &f, bundleFields); err != nil {
+	if _, err := strictjson.Decode(data, &f, bundleFields, "version", "keys"); err != nil {
 		return nil, bundleErr("%v", err)
-	}
-	keys, err := checkStrictJSON(data)
-	if err != nil {
-		return nil, bundleErr("%v", err)
-	}
-	if !contains(keys, "version") || !contains(keys, "keys") {
-		return nil, bundleErr(`"version" and "keys" are required`)
 	}
 	entries := make([]BundleKey, 0, len(f.Keys))
 	for i, raw := range f.Keys {
@@ -419,7 +413,7 @@ func parseBundleEntry(raw json.RawMessage) (BundleKey, error) {
 	}
 	e.Alg = jwa.SignatureAlgorithm(alg)
 	if !Allowed(e.Alg) {
-		return BundleKey{}, fmt.Errorf("kid %s: alg %s is not allowed", quoteShort(kid), quoteShort(alg))
+		return BundleKey{}, fmt.Errorf("kid %s: alg %s is not allowed", strictjson.Quote(kid), strictjson.Quote(alg))
 	}
 	delete(m, "epoch")
 	delete(m, "nbf")
@@ -430,7 +424,7 @@ func parseBundleEntry(raw json.RawMessage) (BundleKey, error) {
 	}
 	k, err := jwk.ParseKey(rest)
 	if err != nil {
-		return BundleKey{}, fmt.Errorf("kid %s: %v", quoteShort(kid), err)
+		return BundleKey{}, fmt.Errorf("kid %s: %v", strictjson.Quote(kid), err)
 	}
 	e.Key = k
 	return e, nil

@@ -174,7 +174,7 @@ func TestParseBundleIsStrict(t *testing.T) {
 		"duplicate key member": {`{"version":3,"keys":[` + key + `,"epoch":1,"epoch":2}]}`, "duplicate JSON key"},
 		"trailing data":        {good + "[]", "trailing data"},
 		"unknown top member":   {`{"version":3,"keys":[` + key + `,"epoch":1}],"url":"x"}`, `unknown field "url"`},
-		"missing version":      {`{"keys":[` + key + `,"epoch":1}]}`, `"version" and "keys" are required`},
+		"missing version":      {`{"keys":[` + key + `,"epoch":1}]}`, `"version" is required`},
 		"negative version":     {`{"version":-3,"keys":[` + key + `,"epoch":1}]}`, "does not fit uint64"},
 		"missing epoch":        {`{"version":3,"keys":[` + key + `}]}`, `"epoch" is required`},
 		"negative epoch":       {`{"version":3,"keys":[` + key + `,"epoch":-1}]}`, `"epoch" must be an integer`},

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 
 	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/internal/strictjson"
 )
 
 // TypDelegation is the typ header of a leaseDelegation.v1 JWS.
@@ -11,7 +12,7 @@ const TypDelegation = "leasedelegation+jws"
 
 var (
 	delegationKind   = docKind{name: "delegation", typ: TypDelegation, code: fencegate.CodeDelegationInvalid}
-	delegationFields = jsonFields[fencegate.Delegation]()
+	delegationFields = strictjson.FieldsOf[fencegate.Delegation]()
 )
 
 // SignDelegation signs json.Marshal(d) as a compact JWS with typ
@@ -43,14 +44,14 @@ func (v *Verifier) VerifyDelegation(token string, g fencegate.VerifiedGrant) (fe
 		return fencegate.Delegation{}, err
 	}
 	var d fencegate.Delegation
-	if err := decodeStrict(payload, &d, delegationFields); err != nil {
+	if _, err := strictjson.Decode(payload, &d, delegationFields); err != nil {
 		return fencegate.Delegation{}, delegationKind.errorf("payload: %v", err)
 	}
 	if err := d.Validate(); err != nil {
 		return fencegate.Delegation{}, err
 	}
 	if d.IssuerEpoch != key.epoch {
-		return fencegate.Delegation{}, delegationKind.errorf("issuerEpoch %d is not the epoch %d of key %s", d.IssuerEpoch, key.epoch, quoteShort(key.kid))
+		return fencegate.Delegation{}, delegationKind.errorf("issuerEpoch %d is not the epoch %d of key %s", d.IssuerEpoch, key.epoch, strictjson.Quote(key.kid))
 	}
 	if err := d.BindsGrant(g); err != nil {
 		return fencegate.Delegation{}, err

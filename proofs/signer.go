@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/internal/strictjson"
 	"github.com/lestrrat-go/jwx/v2/jwa"
 	"github.com/lestrrat-go/jwx/v2/jwk"
 	"github.com/lestrrat-go/jwx/v2/jws"
@@ -47,7 +48,7 @@ func NewSigner(key any, kid string, alg jwa.SignatureAlgorithm) (*Signer, error)
 		return nil, fmt.Errorf("proofs: signer needs a kid")
 	}
 	if !Allowed(alg) {
-		return nil, fmt.Errorf("proofs: alg %s is not allowed", quoteShort(alg.String()))
+		return nil, fmt.Errorf("proofs: alg %s is not allowed", strictjson.Quote(alg.String()))
 	}
 	if k, ok := key.(jwk.Key); ok {
 		var raw any

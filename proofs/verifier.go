@@ -14,6 +14,7 @@ import (
 	"unsafe"
 
 	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/internal/strictjson"
 	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/lestrrat-go/jwx/v2/jwa"
 	"github.com/lestrrat-go/jwx/v2/jws"
@@ -207,8 +208,8 @@ func (d docKind) errorf(format string, args ...any) *fencegate.Error {
 }
 
 var (
-	grantFields  = jsonFields[fencegate.Grant]()
-	statusFields = jsonFields[fencegate.Status]()
+	grantFields  = strictjson.FieldsOf[fencegate.Grant]()
+	statusFields = strictjson.FieldsOf[fencegate.Status]()
 )
 
 // VerifyGrant verifies a compact lockGrant.v1 JWS and returns the grant with
@@ -240,14 +241,14 @@ func (v *Verifier) VerifyGrant(token string) (fencegate.VerifiedGrant, error) {
 		return fencegate.VerifiedGrant{}, err
 	}
 	var g fencegate.Grant
-	if err := decodeStrict(payload, &g, grantFields); err != nil {
+	if _, err := strictjson.Decode(payload, &g, grantFields); err != nil {
 		return fencegate.VerifiedGrant{}, grantKind.errorf("payload: %v", err)
 	}
 	if err := g.Validate(); err != nil {
 		return fencegate.VerifiedGrant{}, err
 	}
 	if g.IssuerEpoch != key.epoch {
-		return fencegate.VerifiedGrant{}, grantKind.errorf("issuerEpoch %d is not the epoch %d of key %s", g.IssuerEpoch, key.epoch, quoteShort(key.kid))
+		return fencegate.VerifiedGrant{}, grantKind.errorf("issuerEpoch %d is not the epoch %d of key %s", g.IssuerEpoch, key.epoch, strictjson.Quote(key.kid))
 	}
 	vg := fencegate.VerifiedGrant{Grant: g, Digest: GrantDigest(payload), KeyID: key.kid}
 	if v.grants != nil {
@@ -323,12 +324,12 @@ func (v *Verifier) verifyStatus(token string, g fencegate.VerifiedGrant, delegat
 			return fencegate.Status{}, err
 		}
 		var dec fencegate.Status // st itself stays on the stack for cached proofs
-		if err := decodeStrict(payload, &dec, statusFields); err != nil {
+		if _, err := strictjson.Decode(payload, &dec, statusFields); err != nil {
 			return fencegate.Status{}, statusKind.errorf("payload: %v", err)
 		}
 		st = dec
 		if st.IssuerEpoch != k.epoch {
-			return fencegate.Status{}, statusKind.errorf("issuerEpoch %d is not the epoch %d of key %s", st.IssuerEpoch, k.epoch, quoteShort(k.kid))
+			return fencegate.Status{}, statusKind.errorf("issuerEpoch %d is not the epoch %d of key %s", st.IssuerEpoch, k.epoch, strictjson.Quote(k.kid))
 		}
 		key = k
 		if v.statuses != nil {
@@ -344,7 +345,7 @@ func (v *Verifier) verifyStatus(token string, g fencegate.VerifiedGrant, delegat
 		if delegation == "" {
 			return fencegate.Status{}, statusKind.errorf("the proof was issued to a delegate, not to the grant's owner")
 		}
-		return fencegate.Status{}, statusKind.errorf("the proof was not issued for delegation %s", quoteShort(delegation))
+		return fencegate.Status{}, statusKind.errorf("the proof was not issued for delegation %s", strictjson.Quote(delegation))
 	}
 	return st, nil
 }
@@ -367,9 +368,9 @@ func checkStatusClaims(st fencegate.Status, g fencegate.VerifiedGrant, now time.
 	case st.FenceToken != g.FenceToken:
 		return sk.errorf("fenceToken is not the grant's fenceToken")
 	case held && st.State != fencegate.StateHeld:
-		return sk.errorf("lease state is %s, not HELD", quoteShort(string(st.State)))
+		return sk.errorf("lease state is %s, not HELD", strictjson.Quote(string(st.State)))
 	case !validState(st.State):
-		return sk.errorf("lease state %s is not a lease state", quoteShort(string(st.State)))
+		return sk.errorf("lease state %s is not a lease state", strictjson.Quote(string(st.State)))
 	}
 	nowMs := now.UnixMilli()
 	switch {
@@ -464,18 +465,18 @@ func (v *Verifier) verifyToken(token string, kind docKind, b *Bundle, now time.T
 		return nil, nil, kind.errorf("header: %v", err)
 	}
 	if !strings.EqualFold(hdr.Typ, kind.typ) {
-		return nil, nil, kind.errorf("header typ %s is not %q", quoteShort(hdr.Typ), kind.typ)
+		return nil, nil, kind.errorf("header typ %s is not %q", strictjson.Quote(hdr.Typ), kind.typ)
 	}
 	key, ok := b.lookup(hdr.Kid)
 	if !ok && b.KeyRevoked(hdr.Kid) {
-		return nil, nil, fencegate.Errorf(fencegate.CodeEpochRevoked, "%s: kid %s belongs to a revoked issuer epoch (trust bundle version %d)", kind.name, quoteShort(hdr.Kid), b.Version())
+		return nil, nil, fencegate.Errorf(fencegate.CodeEpochRevoked, "%s: kid %s belongs to a revoked issuer epoch (trust bundle version %d)", kind.name, strictjson.Quote(hdr.Kid), b.Version())
 	}
 	if !ok {
-		return nil, nil, kind.errorf("kid %s is not in the trust bundle (version %d)", quoteShort(hdr.Kid), b.Version())
+		return nil, nil, kind.errorf("kid %s is not in the trust bundle (version %d)", strictjson.Quote(hdr.Kid), b.Version())
 	}
 	alg := jwa.SignatureAlgorithm(hdr.Alg)
 	if alg != key.alg {
-		return nil, nil, kind.errorf("header alg %s is not the alg %s of key %s", quoteShort(hdr.Alg), key.alg, quoteShort(key.kid))
+		return nil, nil, kind.errorf("header alg %s is not the alg %s of key %s", strictjson.Quote(hdr.Alg), key.alg, strictjson.Quote(key.kid))
 	}
 	if err := key.validAt(now); err != nil {
 		return nil, nil, kind.errorf("%v", err)
@@ -483,7 +484,7 @@ func (v *Verifier) verifyToken(token string, kind docKind, b *Bundle, now time.T
 	v.sigChecks.Add(1)
 	signed, err := jws.Verify([]byte(token), jws.WithKey(key.alg, key.raw), jws.WithCompact())
 	if err != nil {
-		return nil, nil, kind.errorf("signature does not verify with key %s", quoteShort(key.kid))
+		return nil, nil, kind.errorf("signature does not verify with key %s", strictjson.Quote(key.kid))
 	}
 	if !bytes.Equal(signed, payload) { // defence in depth: both parsed the same bytes
 		return nil, nil, kind.errorf("signed payload differs from the token's payload")
@@ -497,7 +498,7 @@ func (v *Verifier) verifyToken(token string, kind docKind, b *Bundle, now time.T
 // the allow-list.
 func parseHeader(data []byte) (protectedHeader, error) {
 	var h protectedHeader
-	keys, err := checkStrictJSON(data)
+	keys, err := strictjson.Check(data)
 	if err != nil {
 		return h, err
 	}
@@ -511,7 +512,7 @@ func parseHeader(data []byte) (protectedHeader, error) {
 	}
 	for _, k := range keys {
 		if k != "alg" && k != "kid" && k != "typ" {
-			return h, fmt.Errorf("member %s is not allowed", quoteShort(k))
+			return h, fmt.Errorf("member %s is not allowed", strictjson.Quote(k))
 		}
 	}
 	var m map[string]json.RawMessage
@@ -536,7 +537,7 @@ func parseHeader(data []byte) (protectedHeader, error) {
 		return h, errors.New(`alg "none" is refused`)
 	}
 	if !Allowed(jwa.SignatureAlgorithm(h.Alg)) {
-		return h, fmt.Errorf("alg %s is not in the allow-list", quoteShort(h.Alg))
+		return h, fmt.Errorf("alg %s is not in the allow-list", strictjson.Quote(h.Alg))
 	}
 	if h.Kid, err = str("kid"); err != nil {
 		return h, err

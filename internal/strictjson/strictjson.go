@@ -1,4 +1,12 @@
-package proofs
+// Package strictjson is Fencegate's one strict JSON decoder, used for every
+// JSON document taken from outside: signed tokens and trust bundles (package
+// proofs) and request bodies (package handlers). It refuses what
+// encoding/json would silently accept: invalid UTF-8, a top level that is not
+// one object, a duplicate member name (RFC 8259 §4 leaves their meaning
+// undefined; encoding/json keeps the last), null, member names that match a
+// field only case-insensitively, unknown members, absent required members,
+// and anything after the object but white space.
+package strictjson
 
 import (
 	"bytes"
@@ -11,16 +19,15 @@ import (
 	"unicode/utf8"
 )
 
-// maxJSONDepth bounds nesting in any document this package parses. The
-// documents are flat; the bound only stops a hostile input from recursing.
-const maxJSONDepth = 16
+// MaxDepth bounds nesting in any document parsed here. The documents are
+// flat; the bound only stops a hostile input from recursing.
+const MaxDepth = 16
 
-// checkStrictJSON walks data token by token and refuses what encoding/json
-// would silently accept: invalid UTF-8, a top level that is not one object,
-// a duplicate key in any object at any depth, null anywhere, nesting beyond
-// maxJSONDepth, and anything after the object but white space. It returns the
-// top-level keys in document order.
-func checkStrictJSON(data []byte) ([]string, error) {
+// Check walks data token by token and refuses invalid UTF-8, a top level that
+// is not one object, a duplicate key in any object at any depth, null
+// anywhere, nesting beyond MaxDepth, and anything after the object but white
+// space. It returns the top-level keys in document order.
+func Check(data []byte) ([]string, error) {
 	if !utf8.Valid(data) {
 		return nil, errors.New("JSON is not valid UTF-8")
 	}
@@ -46,7 +53,7 @@ func checkStrictJSON(data []byte) ([]string, error) {
 // walkObject consumes the members of an object whose '{' has been read, up to
 // and including its '}'.
 func walkObject(dec *json.Decoder, depth int) ([]string, error) {
-	if depth > maxJSONDepth {
+	if depth > MaxDepth {
 		return nil, errors.New("JSON nested too deeply")
 	}
 	seen := make(map[string]struct{})
@@ -61,7 +68,7 @@ func walkObject(dec *json.Decoder, depth int) ([]string, error) {
 			return nil, errors.New("malformed JSON: object key is not a string")
 		}
 		if _, dup := seen[key]; dup {
-			return nil, fmt.Errorf("duplicate JSON key %s", quoteShort(key))
+			return nil, fmt.Errorf("duplicate JSON key %s", Quote(key))
 		}
 		seen[key] = struct{}{}
 		keys = append(keys, key)
@@ -89,7 +96,7 @@ func walkValue(dec *json.Decoder, depth int) error {
 			_, err := walkObject(dec, depth+1)
 			return err
 		case '[':
-			if depth+1 > maxJSONDepth {
+			if depth+1 > MaxDepth {
 				return errors.New("JSON nested too deeply")
 			}
 			for dec.More() {
@@ -108,18 +115,29 @@ func walkValue(dec *json.Decoder, depth int) error {
 	return nil
 }
 
-// decodeStrict checks data with checkStrictJSON, requires every top-level key
-// to be one of fields byte for byte (encoding/json alone would match names
-// case-insensitively), then decodes it into dst refusing unknown fields and
-// out-of-range or fractional numbers for integer fields.
-func decodeStrict(data []byte, dst any, fields map[string]struct{}) error {
-	keys, err := checkStrictJSON(data)
+// Fields is the set of member names a document may have at its top level.
+type Fields map[string]struct{}
+
+// Decode checks data with Check, requires every top-level key to be one of
+// fields byte for byte (encoding/json alone would match names
+// case-insensitively) and each of required to be present, then decodes it
+// into dst refusing unknown fields and out-of-range or fractional numbers
+// for integer fields. It returns the top-level keys in document order.
+func Decode(data []byte, dst any, fields Fields, required ...string) ([]string, error) {
+	keys, err := Check(data)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	present := make(map[string]struct{}, len(keys))
 	for _, k := range keys {
 		if _, ok := fields[k]; !ok {
-			return fmt.Errorf("unknown field %s", quoteShort(k))
+			return nil, fmt.Errorf("unknown field %s", Quote(k))
+		}
+		present[k] = struct{}{}
+	}
+	for _, k := range required {
+		if _, ok := present[k]; !ok {
+			return nil, fmt.Errorf("%s is required", Quote(k))
 		}
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
@@ -127,18 +145,26 @@ func decodeStrict(data []byte, dst any, fields map[string]struct{}) error {
 	if err := dec.Decode(dst); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
-			return fmt.Errorf("field %s: value %s does not fit %s", quoteShort(te.Field), te.Value, te.Type)
+			return nil, fmt.Errorf("field %s: value %s does not fit %s", Quote(te.Field), te.Value, te.Type)
 		}
-		return fmt.Errorf("malformed JSON: %w", err)
+		return nil, fmt.Errorf("malformed JSON: %w", err)
 	}
-	return nil
+	return keys, nil
 }
 
-// jsonFields returns the set of JSON member names of struct type T, from its
-// json tags. Only flat structs are used here.
-func jsonFields[T any]() map[string]struct{} {
-	t := reflect.TypeFor[T]()
-	out := make(map[string]struct{}, t.NumField())
+// FieldsOf returns the JSON member names of struct type T, from its json
+// tags. Only flat structs are used here.
+func FieldsOf[T any]() Fields {
+	return FieldsOfType(reflect.TypeFor[T]())
+}
+
+// FieldsOfType returns the JSON member names of struct type t (or of the
+// struct t points to), from its json tags.
+func FieldsOfType(t reflect.Type) Fields {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	out := make(Fields, t.NumField())
 	for i := range t.NumField() {
 		f := t.Field(i)
 		if !f.IsExported() {
@@ -156,9 +182,9 @@ func jsonFields[T any]() map[string]struct{} {
 	return out
 }
 
-// quoteShort quotes s for an error message, cut to a sane length so that a
+// Quote quotes s for an error message, cut to a sane length so that a
 // hostile token cannot make the message large.
-func quoteShort(s string) string {
+func Quote(s string) string {
 	const max = 40
 	if len(s) > max {
 		cut := max
