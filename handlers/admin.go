@@ -69,7 +69,7 @@ func (s *Server) adminRoutes(r chi.Router) {
 			var b struct {
 				Floor uint64 `json:"floor"`
 			}
-			if err := decodeJSON(r, &b); err != nil {
+			if err := decodeJSON(r, &b, "floor"); err != nil {
 				return AdminState{}, err
 			}
 			return s.Admin.SetFloor(r.Context(), b.Floor)
@@ -81,7 +81,7 @@ func (s *Server) adminRoutes(r chi.Router) {
 				Mode       gateway.Mode `json:"mode"`
 				BreakGlass bool         `json:"breakGlass"`
 			}
-			if err := decodeJSON(r, &b); err != nil {
+			if err := decodeJSON(r, &b, "pattern", "mode"); err != nil {
 				return AdminState{}, err
 			}
 			rule := gateway.ModeRule{Pattern: b.Pattern, Mode: b.Mode}

@@ -178,7 +178,7 @@ type resolution struct {
 // kept in the receipt.
 func (s *Server) resolveUnknown(w http.ResponseWriter, r *http.Request) {
 	var in resolution
-	if err := decodeJSON(r, &in); err != nil {
+	if err := decodeJSON(r, &in, "state"); err != nil {
 		s.problem(w, r, err)
 		return
 	}

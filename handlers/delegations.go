@@ -19,7 +19,7 @@ func (s *Server) delegationRoutes(r chi.Router) {
 
 func (s *Server) mintDelegation(w http.ResponseWriter, r *http.Request) {
 	var b fencegate.DelegationRequest
-	if err := decodeJSON(r, &b); err != nil {
+	if err := decodeJSON(r, &b, "delegate"); err != nil {
 		s.problem(w, r, err)
 		return
 	}
@@ -47,7 +47,7 @@ func (s *Server) revokeDelegation(w http.ResponseWriter, r *http.Request) {
 // delegate, or to a gateway identity (query mode across processes).
 func (s *Server) delegationStatus(w http.ResponseWriter, r *http.Request) {
 	var b fencegate.DelegationStatusRequest
-	if err := decodeJSON(r, &b); err != nil {
+	if err := decodeJSON(r, &b, "grantDigest"); err != nil {
 		s.problem(w, r, err)
 		return
 	}

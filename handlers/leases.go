@@ -99,7 +99,7 @@ func (s *Server) registryBundle(w http.ResponseWriter, r *http.Request) {
 // gateway identity is answered; the registry decides the grant's epoch.
 func (s *Server) attest(w http.ResponseWriter, r *http.Request) {
 	var b fencegate.AttestBody
-	if err := decodeJSON(r, &b); err != nil {
+	if err := decodeJSON(r, &b, "grantDigest", "resource", "owner", "fenceToken", "issuerEpoch"); err != nil {
 		s.problem(w, r, err)
 		return
 	}
@@ -118,7 +118,7 @@ func (s *Server) attest(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) acquire(w http.ResponseWriter, r *http.Request) {
 	var b fencegate.LeaseRequest
-	if err := decodeJSON(r, &b); err != nil {
+	if err := decodeJSON(r, &b, "resource", "requestId", "operationId", "ttlMs"); err != nil {
 		s.problem(w, r, err)
 		return
 	}
@@ -152,7 +152,7 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) renew(w http.ResponseWriter, r *http.Request) {
 	var b fencegate.RenewRequest
-	if err := decodeJSON(r, &b); err != nil {
+	if err := decodeJSON(r, &b, "ttlMs"); err != nil {
 		s.problem(w, r, err)
 		return
 	}

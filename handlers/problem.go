@@ -3,13 +3,17 @@ package handlers
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/fencegate/fencegate"
 	"github.com/fencegate/fencegate/internal/logctx"
+	"github.com/fencegate/fencegate/internal/strictjson"
 )
 
 // Problem is an RFC 9457 problem document with the stable Fencegate code.
@@ -110,16 +114,22 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-// decodeJSON reads one strict JSON object (no unknown fields, no trailing data)
-// of at most 64 KiB into v.
-func decodeJSON(r *http.Request, v any) error {
-	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, 64<<10))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return fencegate.Wrap(err, fencegate.CodeInvalidRequest, "request body is not the expected JSON object: "+err.Error())
+// maxJSONBody bounds a JSON request body.
+const maxJSONBody = 64 << 10
+
+// decodeJSON reads one strict JSON object of at most 64 KiB into v (a pointer
+// to a struct) with package strictjson, the same rules as tokens and trust
+// bundles: member names exactly v's json names (the spec's
+// additionalProperties: false), each of required (the spec's required list)
+// present, no duplicate member, no null, nothing after the object.
+// Anything else is INVALID_REQUEST.
+func decodeJSON(r *http.Request, v any, required ...string) error {
+	data, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, maxJSONBody))
+	if err != nil {
+		return fencegate.Wrap(err, fencegate.CodeInvalidRequest, fmt.Sprintf("request body is unreadable or larger than %d bytes", maxJSONBody))
 	}
-	if dec.More() {
-		return fencegate.Errorf(fencegate.CodeInvalidRequest, "request body has trailing data")
+	if _, err := strictjson.Decode(data, v, strictjson.FieldsOfType(reflect.TypeOf(v)), required...); err != nil {
+		return fencegate.Wrap(err, fencegate.CodeInvalidRequest, "request body is not the expected JSON object: "+err.Error())
 	}
 	return nil
 }
