@@ -47,21 +47,38 @@ func (s *Server) readAPI(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer resp.Body.Close()
-	h := w.Header()
-	for k, v := range resp.Header {
-		h[k] = append([]string(nil), v...)
+	drop := make(map[string]bool, len(readHopByHop))
+	for _, k := range readHopByHop {
+		drop[k] = true
 	}
 	for _, v := range resp.Header.Values("Connection") { // hop-by-hop too (RFC 9110 §7.6.1)
 		for _, k := range strings.Split(v, ",") {
-			h.Del(strings.TrimSpace(k))
+			drop[http.CanonicalHeaderKey(strings.TrimSpace(k))] = true
 		}
 	}
-	for _, k := range readHopByHop {
-		h.Del(k)
+	h := w.Header()
+	for k, v := range resp.Header {
+		if !drop[http.CanonicalHeaderKey(k)] {
+			passHeader(h, k, v...)
+		}
 	}
 	notAPage(h)
 	w.WriteHeader(resp.StatusCode)
 	if _, err := io.Copy(w, resp.Body); err != nil {
 		s.Log.Warn("api read broke off", "api", name, "path", path, "err", err)
 	}
+}
+
+// passHeader adds an upstream answer's header k to the gateway's answer h,
+// unless the gateway answers that header itself: X-Request-Id (every answer
+// carries the caller's ID or a generated one, never an upstream's:
+// openapi.yaml), and any header already set on h (a shadow verdict's
+// Fence-Mode and Fence-Verdict). The upstream's value is dropped, not
+// renamed.
+func passHeader(h http.Header, k string, v ...string) {
+	k = http.CanonicalHeaderKey(k)
+	if _, own := h[k]; own || k == RequestIDHeader {
+		return
+	}
+	h[k] = append([]string(nil), v...)
 }

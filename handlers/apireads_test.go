@@ -156,3 +156,45 @@ func TestUpstreamHTMLIsServedAsDataNotAsAPage(t *testing.T) {
 		}
 	}
 }
+
+// TestUpstreamNeverReplacesTheRequestID: every answer carries the caller's
+// X-Request-Id (or a generated one; openapi.yaml), also when the upstream
+// answers its own: on a write whose API keeps that header, and on a read,
+// which passes the upstream's headers through, even one the upstream names
+// hop-by-hop in Connection.
+func TestUpstreamNeverReplacesTheRequestID(t *testing.T) {
+	t.Run("write", func(t *testing.T) {
+		e := newAPIEnv(t, nil, nil, func(c *httpapi.APIConfig) {
+			c.KeepResponseHeaders = append(c.KeepResponseHeaders, "X-Request-Id")
+		})
+		inner := e.up.Config.Handler
+		e.up.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("X-Request-Id", "upstream-123")
+			inner.ServeHTTP(w, r)
+		})
+		p := e.grantFor(payerA, payerTokA, 1)
+		r := e.payout(p, 1, payoutBody)
+		wantPaid(t, r)
+		if got := r.header.Values("X-Request-Id"); len(got) != 1 || got[0] == "upstream-123" {
+			t.Errorf("X-Request-Id %q, want the gateway's own", got)
+		}
+	})
+	t.Run("read", func(t *testing.T) {
+		e := newAPIEnv(t, nil, nil, func(c *httpapi.APIConfig) {
+			c.Routes = append(c.Routes, httpapi.Route{Method: "GET", Path: "/v1/things/{id}", Resource: "payouts/reads"})
+		})
+		e.up.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("X-Request-Id", "upstream-456")
+			w.Header().Set("Connection", "X-Request-Id")
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{}`))
+		})
+		r := e.send("GET", "/v1/apis/payouts/v1/things/1", payerTokA, map[string]string{"X-Request-Id": "mine-1"}, "")
+		if r.status != 200 {
+			t.Fatalf("read: %d %s", r.status, r.body)
+		}
+		if got := r.header.Values("X-Request-Id"); len(got) != 1 || got[0] != "mine-1" {
+			t.Errorf("X-Request-Id %q, want the caller's mine-1", got)
+		}
+	})
+}

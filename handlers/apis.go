@@ -151,7 +151,7 @@ func (s *Server) callAPI(w http.ResponseWriter, r *http.Request) {
 		case "Content-Length", "Transfer-Encoding", "Connection":
 			continue
 		}
-		h.Set(k, v)
+		passHeader(h, k, v)
 	}
 	notAPage(h)
 	h.Set("Fence-Receipt", res.Receipt.ID)
