@@ -156,6 +156,10 @@ func (s *Server) renew(w http.ResponseWriter, r *http.Request) {
 		s.problem(w, r, err)
 		return
 	}
+	if b.S3Credentials && !s.Registry.IssuesS3() { // refused before the lease is renewed, as acquire is
+		s.problem(w, r, fencegate.Errorf(fencegate.CodeUnsupported, "this registry issues no S3 credentials"))
+		return
+	}
 	ttl, err := millis(b.TTLMs, "ttlMs")
 	if err != nil {
 		s.problem(w, r, err)
