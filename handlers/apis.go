@@ -253,16 +253,17 @@ func (s *Server) committedObjectVersion(ctx context.Context, rc fencegate.Receip
 		return "", err
 	}
 	info, err := st.Head(ctx, key)
+	gone := fencegate.ErrorCode(err) == fencegate.CodeNotFound
+	if err != nil && !gone {
+		return "", err // the store cannot tell (BACKEND_UNAVAILABLE): no verdict is recorded
+	}
 	if rc.Method == http.MethodDelete {
-		if fencegate.ErrorCode(err) == fencegate.CodeNotFound {
+		if gone {
 			return "", nil
 		}
 		return "", fencegate.Errorf(fencegate.CodeInvalidRequest, "the object still exists: the delete is not committed")
 	}
-	if err != nil && fencegate.ErrorCode(err) != fencegate.CodeNotFound {
-		return "", err
-	}
-	if m, ok := fencegate.ParseEffectMeta(info.Metadata); err != nil || !ok || m.ReceiptID != rc.ID {
+	if m, ok := fencegate.ParseEffectMeta(info.Metadata); gone || !ok || m.ReceiptID != rc.ID {
 		return "", fencegate.Errorf(fencegate.CodeInvalidRequest, "the object does not carry receipt %s: the write is not committed", rc.ID)
 	}
 	return info.ETag, nil

@@ -34,7 +34,8 @@ const (
 type countingStore struct {
 	fencegate.ObjectStore
 	puts, deletes atomic.Int64
-	// lose, when set, makes the next Put and the Head after it fail uncertainly.
+	// lose, when set, makes the next Put or Delete and the Head after it
+	// fail uncertainly; deaf, when set, makes the next Head fail.
 	lose atomic.Bool
 	deaf atomic.Bool
 }
@@ -57,6 +58,10 @@ func (c *countingStore) Head(ctx context.Context, key string) (fencegate.ObjectI
 
 func (c *countingStore) Delete(ctx context.Context, key, ifMatch string) error {
 	c.deletes.Add(1)
+	if c.lose.CompareAndSwap(true, false) {
+		c.deaf.Store(true)
+		return fencegate.Errorf(fencegate.CodeBackendUnavailable, "connection reset")
+	}
 	return c.ObjectStore.Delete(ctx, key, ifMatch)
 }
 

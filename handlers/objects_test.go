@@ -1,6 +1,7 @@
 package handlers_test
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"net/http"
@@ -376,4 +377,31 @@ func TestOperatorCommitsAnObjectReceiptOnlyIfTheObjectCarriesIt(t *testing.T) {
 	if r := e.put(tokA, a, "local/inv/7", 1, "v1"); r.status != 200 {
 		t.Fatalf("segment after NOT_APPLIED: %d %s", r.status, r.body)
 	}
+}
+
+// TestOperatorVerdictOnAnUnknownDeleteWaitsForTheStore: a COMMITTED verdict
+// on an UNKNOWN delete needs the store to say the object is gone; while the
+// store cannot answer, the verdict is BACKEND_UNAVAILABLE (503, retry), not
+// INVALID_REQUEST, and the receipt stays UNKNOWN.
+func TestOperatorVerdictOnAnUnknownDeleteWaitsForTheStore(t *testing.T) {
+	e := newEnv(t)
+	a := e.grant(res7, ownerA, 5, nil)
+	if r := e.put(tokA, a, "local/inv/7", 1, "v1"); r.status != 200 {
+		t.Fatalf("put: %d %s", r.status, r.body)
+	}
+	e.objects.lose.Store(true)
+	lost := e.do("DELETE", "/v1/objects/local/inv/7", tokA, map[string]string{
+		"Fence-Grant": a.grant, "Fence-Status": a.status, "Fence-Segment": "2"}, "")
+	wantProblem(t, lost, 502, "MUTATION_UNKNOWN")
+	id, _ := lost.json["receiptId"].(string)
+	path := "/v1/unknown/" + id + "/resolve"
+
+	e.objects.deaf.Store(true)
+	wantProblem(t, e.do("POST", path, "ops", nil, `{"state":"COMMITTED"}`), 503, "BACKEND_UNAVAILABLE")
+	if rc, err := e.store.Receipt(context.Background(), id); err != nil || rc.State != fencegate.ReceiptUnknown {
+		t.Fatalf("receipt after the refused verdict: %s, %v", rc.State, err)
+	}
+	// The store answers again: the object is still there, so the delete is
+	// not committed.
+	wantProblem(t, e.do("POST", path, "ops", nil, `{"state":"COMMITTED"}`), 400, "INVALID_REQUEST")
 }
