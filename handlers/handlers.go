@@ -21,6 +21,7 @@ import (
 	"github.com/fencegate/fencegate/openapi"
 	"github.com/fencegate/fencegate/registry"
 	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -131,7 +132,11 @@ func Router(s *Server) http.Handler {
 	}
 	s.bodies = s.Bodies
 	r := chi.NewRouter()
-	r.Use(s.observeRequests, s.recoverer, s.guardAnswers, s.guardBodies, s.s3Door)
+	// RFC 9110 §9.1: every GET route answers HEAD too (GetHead routes a HEAD
+	// without a route of its own to the GET handler; net/http sends no body
+	// with a HEAD answer, RFC 9110 §9.3.2). After s3Door: a signed S3 HEAD is
+	// the front door's.
+	r.Use(s.observeRequests, s.recoverer, s.guardAnswers, s.guardBodies, s.s3Door, middleware.GetHead)
 	r.Get("/healthz", s.healthz)
 	r.Get("/openapi.yaml", serveSpec)
 	s.consoleRoutes(r)
