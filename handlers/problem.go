@@ -89,7 +89,9 @@ func writeProblem(w http.ResponseWriter, r *http.Request, note func(code fencega
 		// The upstream asked to wait before the same key is sent again.
 		w.Header().Set("Retry-After", strconv.FormatInt(int64((fe.RetryAfter+time.Second-1)/time.Second), 10))
 	}
-	if code == fencegate.CodeUnauthenticated {
+	if status == http.StatusUnauthorized {
+		// RFC 9110 §15.5.2: every 401 carries a challenge, whichever
+		// credential (workload, grant, status proof) was refused.
 		w.Header().Set("WWW-Authenticate", `Bearer realm="fencegate"`)
 	}
 	w.Header().Set("Content-Type", "application/problem+json")

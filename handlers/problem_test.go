@@ -57,3 +57,20 @@ func TestRequestBodiesAreStrictJSONObjects(t *testing.T) {
 		t.Errorf("a strict body: %+v, %v", v, err)
 	}
 }
+
+// TestEvery401CarriesAChallenge: RFC 9110 §15.5.2 requires WWW-Authenticate
+// on every 401, whichever credential was refused; other statuses have none.
+func TestEvery401CarriesAChallenge(t *testing.T) {
+	note := func(fencegate.Code, int, ...any) {}
+	for _, code := range fencegate.Codes {
+		w := httptest.NewRecorder()
+		writeProblem(w, httptest.NewRequest(http.MethodPut, "/v1/objects/local/k", nil), note, fencegate.Errorf(code, "refused"))
+		got := w.Header().Get("WWW-Authenticate")
+		if w.Code == http.StatusUnauthorized && got != `Bearer realm="fencegate"` {
+			t.Errorf("%s: 401 with WWW-Authenticate %q", code, got)
+		}
+		if w.Code != http.StatusUnauthorized && got != "" {
+			t.Errorf("%s: %d with WWW-Authenticate %q", code, w.Code, got)
+		}
+	}
+}
