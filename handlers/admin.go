@@ -55,7 +55,9 @@ func (s *Server) adminOnly(next http.Handler) http.Handler {
 
 func (s *Server) adminRoutes(r chi.Router) {
 	r.Route("/admin", func(r chi.Router) {
-		r.Use(s.adminOnly)
+		// adminOnly on each route, not the subrouter: a path no route
+		// matches is NOT_FOUND, not an authentication problem.
+		r = r.With(s.adminOnly)
 		r.Get("/state", s.adminAction(func(r *http.Request) (AdminState, error) { return s.Admin.State(r.Context()) }))
 		r.Post("/epochs/{epoch}/revoke", s.adminAction(func(r *http.Request) (AdminState, error) {
 			e, err := strconv.ParseUint(chi.URLParam(r, "epoch"), 10, 64)

@@ -1,6 +1,8 @@
 package openapi_test
 
 import (
+	"encoding/json"
+	"net/http/httptest"
 	"slices"
 	"testing"
 
@@ -188,4 +190,24 @@ func TestAdminWithoutRegistryOrOperators(t *testing.T) {
 	e = newEnv(t, func(_ *handlers.Server, a *fakeAdmin) { a.panics = true })
 	_, p = e.call("GET", "/v1/admin/state", tokAdmin, nil, "", 500)
 	wantCode(t, p, fencegate.CodeInternal)
+}
+
+// TestUnroutedAdminPathIsNotFound: a path under /v1/admin that no route
+// matches is 404 NOT_FOUND whatever the credential, as elsewhere under /v1,
+// not a 401 or 403 about the credential.
+func TestUnroutedAdminPathIsNotFound(t *testing.T) {
+	e := newEnv(t)
+	for _, tok := range []string{"", tokA, tokAdmin} {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest("GET", "/v1/admin/nope", nil)
+		if tok != "" {
+			req.Header.Set("Authorization", "Bearer "+tok)
+		}
+		e.h.ServeHTTP(rec, req)
+		var p map[string]any
+		_ = json.Unmarshal(rec.Body.Bytes(), &p)
+		if rec.Code != 404 || p["code"] != string(fencegate.CodeNotFound) {
+			t.Errorf("GET /v1/admin/nope with %q: %d %s", tok, rec.Code, rec.Body)
+		}
+	}
 }
