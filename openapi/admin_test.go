@@ -3,7 +3,9 @@ package openapi_test
 import (
 	"encoding/json"
 	"net/http/httptest"
+	"regexp"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/fencegate/fencegate"
@@ -209,5 +211,34 @@ func TestUnroutedAdminPathIsNotFound(t *testing.T) {
 		if rec.Code != 404 || p["code"] != string(fencegate.CodeNotFound) {
 			t.Errorf("GET /v1/admin/nope with %q: %d %s", tok, rec.Code, rec.Body)
 		}
+	}
+}
+
+// TestEveryAdminRouteInTheSpecRefusesWorkloads: every operation the spec
+// lists under /v1/admin (path parameters filled in) is 401 without a
+// credential and 403 FORBIDDEN for a workload, so a route added without the
+// operator guard (adminOnly is attached per route) fails here, not in use.
+func TestEveryAdminRouteInTheSpecRefusesWorkloads(t *testing.T) {
+	e := newEnv(t)
+	json := map[string]string{"Content-Type": "application/json"}
+	n := 0
+	for tmpl, item := range e.doc.Paths.Map() {
+		if !strings.HasPrefix(tmpl, "/v1/admin/") {
+			continue
+		}
+		path := regexp.MustCompile(`\{[^}]+\}`).ReplaceAllString(tmpl, "x")
+		for method := range item.Operations() {
+			n++
+			_, p := e.call(method, path, "", json, "{}", 401)
+			wantCode(t, p, fencegate.CodeUnauthenticated)
+			_, p = e.call(method, path, tokA, json, "{}", 403)
+			wantCode(t, p, fencegate.CodeForbidden)
+		}
+	}
+	if n < 10 {
+		t.Fatalf("only %d admin operations found in the spec", n)
+	}
+	if e.admin.policy != 1 || len(e.admin.revoked) != 0 || e.admin.floor != 0 || len(e.admin.modes.Rules()) != 0 {
+		t.Fatal("a refused admin request changed the state")
 	}
 }
