@@ -312,3 +312,36 @@ func TestBindingAndUnbindCallTheAdminRoutes(t *testing.T) {
 		t.Fatalf("binding requests %s", got)
 	}
 }
+
+// Rule: delegate refuses segments below the lease file's next one (the
+// lease's own, written or in doubt), as the Go client's Lease.Delegate does:
+// owner and delegate never share a number.
+func TestDelegateRefusesTheLeasesOwnSegments(t *testing.T) {
+	h := newHarness(t)
+	if code, out, errOut := h.run("acquire", "bucket/jobs", "--ttl", "10s", "--operation", "op-1"); code != 0 {
+		t.Fatalf("acquire: %d\n%s%s", code, out, errOut)
+	}
+	file := filepath.Join(h.dir, "body.txt")
+	if err := os.WriteFile(file, []byte("hello"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errOut := h.run("put", "bucket/jobs/a", file); code != 0 {
+		t.Fatalf("put: %d\n%s%s", code, out, errOut)
+	}
+	for _, segs := range []string{"1-3", "4,1"} {
+		code, _, errOut := h.run("delegate", "consumer", "--segments", segs)
+		if code != exitRefused || !strings.Contains(errOut, "INVALID_REQUEST") || !strings.Contains(errOut, "from 2 on") {
+			t.Fatalf("delegate --segments %s: exit %d\n%s", segs, code, errOut)
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(h.dir, "lease.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lf struct {
+		NextSegment uint64 `json:"nextSegment"`
+	}
+	if err := json.Unmarshal(b, &lf); err != nil || lf.NextSegment != 2 {
+		t.Fatalf("the lease file's next segment is %d (%v), want 2", lf.NextSegment, err)
+	}
+}
