@@ -190,7 +190,8 @@ func usage(w io.Writer) {
 	tw.Flush()
 	fmt.Fprintln(w, "\nAdmin commands need an admin token (--token or FENCEGATE_TOKEN), not a workload token.")
 	fmt.Fprintln(w, "Run 'fencectl COMMAND -h' for a command's flags.")
-	fmt.Fprintln(w, "Exit status: 0 done, 1 refused by the gateway (its code), 2 usage, 3 outcome unknown, 4 local failure;")
+	fmt.Fprintln(w, "Exit status: 0 done, 1 refused by the gateway (its code), 2 usage, 3 outcome unknown, 4 local failure,")
+	fmt.Fprintln(w, "5 done but not recorded in the lease file (give the next write --segment);")
 	fmt.Fprintln(w, "'run' exits with its command's status. With --json, errors are one JSON object on stderr.")
 }
 
