@@ -3,7 +3,9 @@ package gateway
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -326,6 +328,24 @@ func (g *Gateway) apply(ctx context.Context, req Request) (Result, error) {
 	return g.forward(ctx, adm, g.useStaged(staging, req.Effect, adm.Receipt))
 }
 
+// applyEffect is eff.Apply, except that a panic in it (a bug in an effect,
+// after it may have sent its request) is logged and becomes an UNKNOWN
+// outcome, settled at once, instead of unwinding past the settle and
+// leaving the receipt PENDING, its resource busy, until the orphan pass.
+// No resend is allowed by it: whether the request went out, and under
+// which key, is not known here.
+func (g *Gateway) applyEffect(ctx context.Context, eff Effect, adm fencegate.Admission) (out fencegate.Outcome, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			g.cfg.Log.ErrorContext(ctx, "effect panicked; its receipt is settled UNKNOWN", "receipt", adm.Receipt.ID,
+				"panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+			out = fencegate.Outcome{State: fencegate.ReceiptUnknown, Error: fmt.Sprint("the effect failed (a panic): ", v)}
+			err = &fencegate.Error{Code: fencegate.CodeMutationUnknown, Message: "the effect failed while it ran; its outcome is unknown", ReceiptID: adm.Receipt.ID}
+		}
+	}()
+	return eff.Apply(ctx, adm.Receipt, adm.PreviousVersion)
+}
+
 // forward runs the effect detached from the caller's cancellation (a client
 // that hangs up must not leave the receipt PENDING) and settles the receipt.
 func (g *Gateway) forward(ctx context.Context, adm fencegate.Admission, eff Effect) (Result, error) {
@@ -347,7 +367,7 @@ func (g *Gateway) forward(ctx context.Context, adm fencegate.Admission, eff Effe
 	if span.IsRecording() {
 		span.SetAttributes(attribute.String("fencegate.backend", BackendOf(adm.Receipt.Target)))
 	}
-	out, effErr := eff.Apply(ectx, adm.Receipt, adm.PreviousVersion)
+	out, effErr := g.applyEffect(ectx, eff, adm)
 	out = g.adoptShadowVersion(ctx, adm.Receipt.Target, adm.PreviousVersion, out, effErr)
 	if span.IsRecording() {
 		span.SetAttributes(attribute.String("fencegate.receipt_state", string(out.State)))
@@ -374,7 +394,12 @@ func (g *Gateway) forward(ctx context.Context, adm fencegate.Admission, eff Effe
 		// COMMITTED, proven, holds whatever came since.
 		out.IfPending = true
 	}
-	sctx, span := g.startSpan(detached, "fencegate.settle")
+	// Bounded as every other store call of a write: a store that stops
+	// answering (packets dropped, no reset) must not hold the resource's
+	// lock; a settle that times out goes to the retry queue below.
+	sctx, scancel := context.WithTimeout(detached, settleTimeout)
+	defer scancel()
+	sctx, span = g.startSpan(sctx, "fencegate.settle")
 	r, err := g.cfg.Store.Settle(sctx, adm.Receipt.ID, out)
 	endSpan(span, err)
 	g.cfg.Observe.Settle(out.State, g.cfg.Now().Sub(out.Now))
@@ -386,7 +411,7 @@ func (g *Gateway) forward(ctx context.Context, adm fencegate.Admission, eff Effe
 		} else if fencegate.ErrorCode(err) == fencegate.CodeReceiptSettled {
 			// Settled meanwhile (the reconciler or another replica took it as
 			// orphaned and resent): the stored final state is the answer.
-			if cur, rerr := g.cfg.Store.Receipt(detached, adm.Receipt.ID); rerr == nil && cur.State.Terminal() {
+			if cur, rerr := g.cfg.Store.Receipt(sctx, adm.Receipt.ID); rerr == nil && cur.State.Terminal() {
 				g.cfg.Log.WarnContext(ctx, "settle found the receipt settled elsewhere; answering the stored state",
 					"receipt", cur.ID, "stored", cur.State, "ours", out.State)
 				// The stored state is answered as a replay's would be, but

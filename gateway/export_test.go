@@ -1,5 +1,7 @@
 package gateway
 
+import "time"
+
 // LockHolders reports how many Applies hold or wait for resource's lock in
 // g (tests wait for a request to queue behind another without sleeping).
 func LockHolders(g *Gateway, resource string) int {
@@ -19,6 +21,14 @@ func ModeChangeWaiting(m *Modes) bool {
 		return false
 	}
 	return true
+}
+
+// SetSettleTimeout sets the bound of one Settle attempt, for the test; it
+// returns a func that restores it.
+func SetSettleTimeout(d time.Duration) func() {
+	old := settleTimeout
+	settleTimeout = d
+	return func() { settleTimeout = old }
 }
 
 // SetPassLimit sets how many receipts of each state a reconcile pass looks

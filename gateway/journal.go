@@ -67,7 +67,13 @@ func NewJournal(size int) *Journal {
 
 // Record keeps r, evicting as described on Journal when full.
 func (j *Journal) Record(r Refusal) {
-	for _, s := range []*string{&r.Resource, &r.Target, &r.Caller, &r.Owner, &r.Lease, &r.Detail} {
+	// Names are kept whole up to the longest a name may be: they are the
+	// index (Of), and two resources sharing their first maxJournalText
+	// bytes must not be filed as one.
+	for _, s := range []*string{&r.Resource, &r.Target} {
+		*s = clipTo(*s, fencegate.MaxNameLength)
+	}
+	for _, s := range []*string{&r.Caller, &r.Owner, &r.Lease, &r.Detail} {
 		*s = clip(*s)
 	}
 	j.mu.Lock()
@@ -162,11 +168,14 @@ func newestFirst(list []*Refusal, keep func(*Refusal) bool) []Refusal {
 	return out
 }
 
-func clip(s string) string {
-	if len(s) <= maxJournalText {
+func clip(s string) string { return clipTo(s, maxJournalText) }
+
+// clipTo is s cut to n bytes (valid UTF-8, marked with "…") when longer.
+func clipTo(s string, n int) string {
+	if len(s) <= n {
 		return s
 	}
-	return strings.ToValidUTF8(s[:maxJournalText], "") + "…"
+	return strings.ToValidUTF8(s[:n], "") + "…"
 }
 
 // note records a refused or shadow-forwarded write in the journal (see

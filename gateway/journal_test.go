@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -81,5 +82,22 @@ func TestStaleWriteIsJournaledWithItsGrantAndUnauthenticatedNoiseIsNot(t *testin
 	}
 	if n := len(f.gw.Refusals().Of(resource)); n != 2 {
 		t.Fatalf("a refusal at precheck is journaled too: %d kept", n)
+	}
+}
+
+// Rule: the journal files a refusal under the resource's whole name (names
+// may be fencegate.MaxNameLength bytes): clipped to the display width, a
+// long name's timeline showed none of its refusals, and two resources
+// sharing their first 512 bytes were filed as one.
+func TestTheJournalKeepsLongResourceNamesApart(t *testing.T) {
+	j := gateway.NewJournal(0)
+	prefix := "local/" + strings.Repeat("a", 520)
+	a, b := prefix+"/tenant-a", prefix+"/tenant-b"
+	j.Record(gateway.Refusal{At: time.Unix(1, 0), Resource: a, Caller: "w1", Code: fencegate.CodeStaleOwner})
+	if got := j.Of(a); len(got) != 1 {
+		t.Errorf("Of(a) = %d refusals, want 1", len(got))
+	}
+	if got := j.Of(b); len(got) != 0 {
+		t.Errorf("Of(b) = %d refusals of another resource", len(got))
 	}
 }

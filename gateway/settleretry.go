@@ -42,8 +42,8 @@ type settleRetry struct {
 // settles the receipts (after Orphan).
 const maxRetryQueue = 100_000
 
-// settleTimeout bounds one Settle attempt.
-const settleTimeout = 10 * time.Second
+// settleTimeout bounds one Settle attempt (a var for tests).
+var settleTimeout = 10 * time.Second
 
 const (
 	retryMinDelay = 20 * time.Millisecond

@@ -85,7 +85,8 @@ func TestLooseJSONBodiesAreRefused(t *testing.T) {
 		{"POST", "/v1/leases", tokA, `{"resource":"local/inv/7","requestId":"r","ttlMs":30000,"operationId":"o"}}`},
 		{"POST", "/v1/leases", tokA, `{"resource":"local/inv/7","resource":"local/inv/8","requestId":"r","ttlMs":30000,"operationId":"o"}`},
 		{"POST", "/v1/leases", tokA, `{"Resource":"local/inv/7","REQUESTID":"r","ttlms":30000,"operationid":"o"}`},
-		{"POST", "/v1/leases/nope/attest", tokA, `{"grantDigest":"sha256:00"}`},
+		{"POST", "/v1/leases/nope/attest", tokA, `{"grantDigest":"sha256:00"}}`},
+		{"POST", "/v1/leases/nope/attest", tokA, `{"resource":"local/inv/7"}`},
 	} {
 		_, p := e.call(c.method, c.path, c.tok, hdr, c.body, 400)
 		wantCode(t, p, fencegate.CodeInvalidRequest)
