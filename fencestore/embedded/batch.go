@@ -49,7 +49,9 @@ import (
 //     there would forward an effect whose admission is not durable. As
 //     PostgreSQL does after a failed fsync (it PANICs, data_sync_retry=off),
 //     the store trusts nothing in memory after one; reopening reads what the
-//     disk holds.
+//     disk holds. Reads never begin inside a commit's window between its
+//     meta page and its sync (durable.go), so no read answers from a batch
+//     before its commit has returned.
 //
 // There is no fixed delay. When the committer is idle the first op runs at
 // once, alone (c=1 latency is one commit, as before); ops that arrive while a
@@ -136,9 +138,16 @@ type batcher struct {
 
 	commits, ops atomic.Uint64
 	failed       atomic.Pointer[failedCommit] // set by the first failed commit, never cleared
-	// update runs a write transaction (db.Update; tests wrap it to fail a
-	// commit that took effect, as a failed fdatasync does).
-	update        func(func(*bolt.Tx) error) error
+	// barrier orders reads after the commits they may see (durable.go).
+	barrier sync.RWMutex
+	// commitTx commits a write transaction under the barrier ((*bolt.Tx).Commit;
+	// tests wrap it to fail a commit that took effect, as a failed fdatasync
+	// does, or to hold one in the window before its sync).
+	commitTx func(*bolt.Tx) error
+	// readWaits counts the reads that waited for a commit (durable.go);
+	// onReadWait, if set (tests), is called as one starts to wait.
+	readWaits     atomic.Uint64
+	onReadWait    func()
 	waits, waited atomic.Uint64 // gather's waits and their total in ns
 
 	// The journal's moves (journal.go): mergeEvery committed ops after the
@@ -152,7 +161,7 @@ type batcher struct {
 }
 
 func newBatcher(db *bolt.DB) *batcher {
-	b := &batcher{db: db, wake: make(chan struct{}, 1), full: make(chan struct{}, 1), stopped: make(chan struct{}), update: db.Update}
+	b := &batcher{db: db, wake: make(chan struct{}, 1), full: make(chan struct{}, 1), stopped: make(chan struct{}), commitTx: (*bolt.Tx).Commit}
 	b.mergeEvery.Store(defaultJournalMoves)
 	go b.loop()
 	return b
@@ -289,7 +298,7 @@ func (b *batcher) commit(ops []*op) {
 		}
 		answers := make([]error, len(ops))
 		failed := -1
-		err := b.update(func(tx *bolt.Tx) error {
+		err := b.durableUpdate(func(tx *bolt.Tx) error {
 			fillAppendBuckets(tx)
 			for i, o := range ops {
 				err := call(o.fn, tx)
@@ -366,7 +375,7 @@ func (b *batcher) maybeMerge() {
 	if b.steps >= maxMoveSteps {
 		budget, limit = moveBudget, 0
 	}
-	txs, empty, committing, err := moveJournal(b.db, b.update, budget, limit)
+	txs, empty, committing, err := moveJournal(b.db, b.durableUpdate, budget, limit)
 	b.moveTxs.Add(uint64(txs))
 	if committing { // a move's commit failed: as a batch's (see Group commit)
 		b.failed.CompareAndSwap(nil, &failedCommit{err})
@@ -399,6 +408,9 @@ type BatchStats struct {
 	// Waited their total time.
 	Waits  uint64
 	Waited time.Duration
+	// ReadWaits is the number of reads that waited for a commit in flight
+	// to return before beginning (durable.go).
+	ReadWaits uint64
 	// Merges is the number of times the committer moved the whole journal
 	// into the big trees (journal.go), and MoveTxs the write transactions
 	// its moves ran, which Commits does not count.
@@ -424,5 +436,5 @@ func (s *Store) GroupCommits() (batches, writes uint64) {
 func (s *Store) Stats() BatchStats {
 	b := s.batch
 	return BatchStats{Commits: b.commits.Load(), Ops: b.ops.Load(), Waits: b.waits.Load(), Waited: time.Duration(b.waited.Load()),
-		Merges: b.merges.Load(), MoveTxs: b.moveTxs.Load()}
+		ReadWaits: b.readWaits.Load(), Merges: b.merges.Load(), MoveTxs: b.moveTxs.Load()}
 }

@@ -10,8 +10,9 @@
 // that reads what it needs, applies the rules of package fencerules and writes
 // the receipt, the indexes and the new resource state. Ops run one after
 // another inside a write transaction, so no other op can interleave with one
-// and no per-resource mutex is needed; a refused op writes nothing. Readers use
-// db.View and never block the writer. An Admit carrying a folded settle
+// and no per-resource mutex is needed; a refused op writes nothing. Readers
+// read a snapshot and never block the writer's ops; they begin only on a
+// commit that is durable (durable.go: bbolt would show one before its sync). An Admit carrying a folded settle
 // (AdmitRequest.Prior, fencegate.PriorSettling) is one op as well: the settle,
 // then the admission decided on what it left, so both share one commit and
 // neither is durable without the other.
@@ -229,7 +230,7 @@ func (s *Store) Close() error {
 		s.batch.close()
 		var merr error
 		if s.batch.failed.Load() == nil { // nothing is written over a failed commit
-			_, _, _, merr = moveJournal(s.db, s.db.Update, moveBudget, 0)
+			_, _, _, merr = moveJournal(s.db, s.batch.durableUpdate, moveBudget, 0) // readers may still be about
 		}
 		if err := errors.Join(merr, s.db.Close()); err != nil {
 			s.closeErr = fencegate.Wrap(err, fencegate.CodeInternal, "close fence store")
@@ -372,14 +373,18 @@ func (s *Store) Version(ctx context.Context, target string) (string, error) {
 	return v, nil
 }
 
+// view runs fn in a read transaction on the last durable commit
+// (durable.go), or answers the store's failure.
 func (s *Store) view(ctx context.Context, fn func(tx *bolt.Tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return ctxErr(err)
 	}
-	if err := s.batch.failure(); err != nil {
+	tx, err := s.batch.beginRead() // the last durable commit (durable.go)
+	if err != nil {
 		return err
 	}
-	return s.db.View(fn)
+	defer func() { _ = tx.Rollback() }()
+	return fn(tx)
 }
 
 // --- encoding helpers --------------------------------------------------------

@@ -31,9 +31,9 @@ func TestAFailedCommitFailsTheStoreUntilItIsReopened(t *testing.T) {
 	}
 	// The transaction commits, as one whose data reached the file does,
 	// and its caller is told it failed, as a failed fdatasync tells it.
-	real := s.batch.update
-	s.batch.update = func(fn func(*bolt.Tx) error) error {
-		if err := real(fn); err != nil {
+	real := s.batch.commitTx
+	s.batch.commitTx = func(tx *bolt.Tx) error {
+		if err := real(tx); err != nil {
 			return err
 		}
 		return errors.New("fdatasync: input/output error")
@@ -42,7 +42,7 @@ func TestAFailedCommitFailsTheStoreUntilItIsReopened(t *testing.T) {
 	if err == nil {
 		t.Fatal("an admission whose commit failed was answered as admitted")
 	}
-	s.batch.update = real
+	s.batch.commitTx = real
 	if fencegate.ErrorCode(s.Failure()) != fencegate.CodeBackendUnavailable {
 		t.Fatalf("Failure after a failed commit: %v, want BACKEND_UNAVAILABLE (for /healthz)", s.Failure())
 	}
@@ -92,11 +92,11 @@ func TestAFailedJournalMoveCommitFailsTheStoreUntilItIsReopened(t *testing.T) {
 	if _, err := s.Settle(ctx, "r-1", fencegate.Outcome{State: fencegate.ReceiptCommitted, Version: "v1"}); err != nil {
 		t.Fatal(err)
 	}
-	real := s.batch.update
+	real := s.batch.commitTx
 	calls := 0
-	s.batch.update = func(fn func(*bolt.Tx) error) error {
+	s.batch.commitTx = func(tx *bolt.Tx) error {
 		calls++
-		if err := real(fn); err != nil || calls == 1 { // the batch's own commit succeeds
+		if err := real(tx); err != nil || calls == 1 { // the batch's own commit succeeds
 			return err
 		}
 		return errors.New("fdatasync: input/output error") // the move's, after it reached the file
@@ -110,7 +110,7 @@ func TestAFailedJournalMoveCommitFailsTheStoreUntilItIsReopened(t *testing.T) {
 	if _, err := s.Admit(ctx, admitReq("res/b", 1, "r-b")); fencegate.ErrorCode(err) != fencegate.CodeBackendUnavailable {
 		t.Fatalf("a write after the failed move: %v, want BACKEND_UNAVAILABLE", err)
 	}
-	s.batch.update = real
+	s.batch.commitTx = real
 	if calls != 2 {
 		t.Fatalf("%d write transactions, want the batch's and one move step", calls)
 	}
