@@ -101,7 +101,9 @@ func TestAFailedJournalMoveCommitFailsTheStoreUntilItIsReopened(t *testing.T) {
 		}
 		return errors.New("fdatasync: input/output error") // the move's, after it reached the file
 	}
-	s.batch.mergeEvery.Store(1) // a move after this batch
+	// A move after this batch: the third op since Open. Not 1, which the
+	// committer could still read after the settle's batch, before this one.
+	s.batch.mergeEvery.Store(3)
 	if _, err := s.Admit(ctx, admitReq("res/a", 2, "r-2")); err != nil {
 		t.Fatalf("the admission committed before the move: %v", err)
 	}
