@@ -14,6 +14,10 @@
 // object: spares being filled, and replaced versions kept for reuse; New
 // removes them. File names are hashes, so no key can escape dir. It is the
 // layout earlier versions wrote; they and this one read each other's files.
+// A trailer holds at most 1 MiB of JSON (and its padding), what a read
+// accepts: a write whose key, content type and metadata would make it
+// longer is refused INVALID_REQUEST before anything is written
+// (checkTrailer).
 //
 // # Durability: a Put step by step
 //

@@ -131,6 +131,14 @@ func (p *pinSet) pinned(name string) bool {
 // begin waits a moment for this rename too (Stage's rename may come long
 // after: it takes none).
 func (s *Store) writeSpare(ctx context.Context, req fencegate.PutRequest, ticketed bool) (_ spare, etag string, ticket uint64, err error) {
+	ct := req.ContentType
+	if ct == "" {
+		ct = "application/octet-stream"
+	}
+	meta := req.Metadata()
+	if err := checkTrailer(req.Key, ct, req.Size, meta); err != nil {
+		return spare{}, "", 0, err // before any spare is taken or written
+	}
 	var sp spare // not the result: a failed write returns none, and discards sp
 	reused := false
 	if p, ok := s.spares.take(); ok {
@@ -191,11 +199,7 @@ func (s *Store) writeSpare(ctx context.Context, req fencegate.PutRequest, ticket
 		return spare{}, "", ticket, fencegate.Errorf(fencegate.CodeInvalidRequest, "put of %q: body has %d bytes, size says %d", req.Key, n, req.Size)
 	}
 	etag = newETag(sum)
-	ct := req.ContentType
-	if ct == "" {
-		ct = "application/octet-stream"
-	}
-	tr := trailer{Key: req.Key, ETag: etag, Size: n, ContentType: ct, Metadata: req.Metadata(), Modified: s.now().UTC()}
+	tr := trailer{Key: req.Key, ETag: etag, Size: n, ContentType: ct, Metadata: meta, Modified: s.now().UTC()}
 	if buf, err = encodeTrailer(buf, n, tr, sp.len); err != nil {
 		return spare{}, "", ticket, fencegate.Wrap(err, fencegate.CodeInternal, "encode object trailer")
 	}
