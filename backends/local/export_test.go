@@ -34,3 +34,7 @@ func SetCloseWait(d time.Duration) (restore func()) {
 // WithDirSync replaces the store's directory fsync from New on (the
 // syncs New itself runs included), as SetDirSync does after it.
 func WithDirSync(sync func(dir string) error) Option { return func(s *Store) { s.dirs.sync = sync } }
+
+// SetListWait sets a func called as a List starts to wait for a writer of
+// a stripe (tests only; set it before the store is used concurrently).
+func SetListWait(s *Store, f func()) { s.onListWait = f }

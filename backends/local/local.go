@@ -91,7 +91,10 @@
 // never see a rename whose directory fsync has not completed; after a failed
 // directory fsync they answer only once a fresh one succeeds (checked under
 // that lock, so a reader queued behind the failed writer sees its failure).
-// What they show survives a crash.
+// List, which learns of a deleted object by its absence from the directory,
+// waits after reading it for every stripe's writer once, so a Delete whose
+// fsync is running (or failed) is not shown either. What they show
+// survives a crash.
 //
 // ETag: "<hex SHA-256 of the body>-<16 hex random write id>". The digest lets a
 // reader compare content; the write id makes every successful Put produce a new
@@ -144,6 +147,9 @@ type Store struct {
 	held    atomic.Int64 // object files held open in known entries (maxHeld)
 
 	fileSyncs atomic.Uint64 // object-file fsyncs, for tests and measurements
+	// onListWait, if set (tests), is called as a List starts to wait for a
+	// writer's directory fsync (list.go).
+	onListWait func()
 }
 
 // Option configures a Store.
