@@ -1,0 +1,122 @@
+package embedded
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/fencegate/fencegate"
+)
+
+// compactFixture writes kept receipts (each its resource's last segment,
+// never compactable) interleaved in time with compactable ones (all but
+// the last segment of res/many), all settled, and returns the IDs of each
+// and a cutoff after them all.
+func compactFixture(t *testing.T, s *Store, kept, gone int) (keptIDs, goneIDs []string, cutoff time.Time) {
+	t.Helper()
+	ctx := context.Background()
+	at := time.UnixMilli(1_700_000_000_000).UTC()
+	write := func(res string, seg uint64, id string) {
+		t.Helper()
+		req := admitReq(res, seg, id)
+		req.Now = at
+		at = at.Add(time.Millisecond)
+		if _, err := s.Admit(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Settle(ctx, id, fencegate.Outcome{State: fencegate.ReceiptCommitted, Version: "v" + id, Now: at}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < kept || i <= gone; i++ {
+		if i < kept {
+			id := fmt.Sprintf("k%d", i)
+			write(fmt.Sprintf("res/k%d", i), 1, id)
+			keptIDs = append(keptIDs, id)
+		}
+		if i <= gone {
+			id := fmt.Sprintf("g%d", i)
+			write("res/many", uint64(i+1), id)
+			if i < gone {
+				goneIDs = append(goneIDs, id)
+			} else {
+				keptIDs = append(keptIDs, id) // res/many's last segment
+			}
+		}
+	}
+	return keptIDs, goneIDs, at.Add(time.Hour)
+}
+
+// checkCompacted asserts that every receipt of gone is gone and every one of
+// kept is still there.
+func checkCompacted(t *testing.T, s *Store, kept, gone []string) {
+	t.Helper()
+	for _, id := range gone {
+		if _, err := s.Receipt(context.Background(), id); fencegate.ErrorCode(err) != fencegate.CodeNotFound {
+			t.Fatalf("compactable receipt %s after compaction: %v, want NOT_FOUND", id, err)
+		}
+	}
+	for _, id := range kept {
+		if _, err := s.Receipt(context.Background(), id); err != nil {
+			t.Fatalf("kept receipt %s after compaction: %v", id, err)
+		}
+	}
+}
+
+// Rule: one compaction holds the writer for a bounded amount of work: each
+// of its write transactions examines at most compactExamine index entries,
+// and a call goes on in further transactions (each queued behind the writes
+// that arrived meanwhile) until it has walked every settled receipt up to
+// the cutoff, so one call still deletes every compactable receipt, keeps
+// every kept one and examines each once.
+func TestACompactionCallExaminesAtMostTheBoundPerTransaction(t *testing.T) {
+	defer func(old int) { compactExamine = old }(compactExamine)
+	compactExamine = 16
+	s := openTemp(t)
+	kept, gone, cutoff := compactFixture(t, s, 50, 40)
+	n, err := s.CompactReceipts(context.Background(), cutoff, 1000)
+	if err != nil || n != len(gone) {
+		t.Fatalf("one call compacted %d, %v; want all %d compactable receipts", n, err, len(gone))
+	}
+	scanned, steps := s.compactScanned.Load(), s.compactSteps.Load()
+	if want := uint64(len(kept) + len(gone)); scanned != want {
+		t.Fatalf("the call examined %d index entries, want each of the %d receipts once", scanned, want)
+	}
+	if min := (scanned + uint64(compactExamine) - 1) / uint64(compactExamine); steps < min {
+		t.Fatalf("the call examined %d entries in %d transactions: more than %d in one", scanned, steps, compactExamine)
+	}
+	checkCompacted(t, s, kept, gone)
+}
+
+// Rule: calls whose limit is smaller than what there is to delete, each
+// examining at most the bound per transaction, reach every compactable
+// receipt over a sweep (the retention worker's: until a call deletes fewer
+// than its limit) and keep every kept one.
+func TestRepeatedBoundedCompactionCallsReachEveryCompactableReceipt(t *testing.T) {
+	defer func(old int) { compactExamine = old }(compactExamine)
+	compactExamine = 16
+	s := openTemp(t)
+	kept, gone, cutoff := compactFixture(t, s, 50, 40)
+	total, calls := 0, 0
+	for {
+		n, err := s.CompactReceipts(context.Background(), cutoff, 7)
+		if err != nil {
+			t.Fatal(err)
+		}
+		total, calls = total+n, calls+1
+		if n < 7 {
+			break
+		}
+		if calls > len(kept)+len(gone) {
+			t.Fatalf("%d calls and still deleting", calls)
+		}
+	}
+	if total != len(gone) {
+		t.Fatalf("the sweep of %d calls compacted %d receipts, want %d", calls, total, len(gone))
+	}
+	checkCompacted(t, s, kept, gone)
+	if scanned := s.compactScanned.Load(); scanned > uint64(len(kept)+len(gone)) {
+		t.Fatalf("the sweep examined %d entries for %d receipts: some twice", scanned, len(kept)+len(gone))
+	}
+}
