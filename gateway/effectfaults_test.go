@@ -92,3 +92,35 @@ func TestAPanickingEffectIsSettledUnknownAtOnce(t *testing.T) {
 		t.Fatalf("%d requests still hold the resource's lock", n)
 	}
 }
+
+// Rule: only the grant's owner (or its verified delegate) learns that its
+// fence was superseded. A caller that is neither, presenting a superseded
+// grant with a proof that does not hold, is refused for the proof
+// (STATUS_INVALID), never told STALE_OWNER, and nothing changes.
+func TestOnlyTheOwnerLearnsItsFenceWasSuperseded(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	for _, r := range []gateway.Request{f.request(5, 1, "v1"), f.request(6, 1, "v2")} {
+		if _, err := f.gw.Apply(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stale := f.request(5, 2, "v3")
+	tok, vg := f.kit.VerifiedGrant(func(g *fencegate.Grant) {
+		g.Resource, g.FenceToken, g.Lease, g.OperationRoot = resource, 5, "lease-5", "root-5"
+	})
+	stale.GrantToken = tok
+	stale.StatusToken = f.kit.Status(vg, func(s *fencegate.Status) { s.State = fencegate.StateExpired })
+	before := f.storedState()
+	stale.Caller = "spiffe://test/someone-else"
+	if _, err := f.gw.Apply(ctx, stale); fencegate.ErrorCode(err) != fencegate.CodeStatusInvalid {
+		t.Fatalf("an impostor with a superseded grant was answered %v, want STATUS_INVALID", err)
+	}
+	stale.Caller = owner
+	if _, err := f.gw.Apply(ctx, stale); fencegate.ErrorCode(err) != fencegate.CodeStaleOwner {
+		t.Fatalf("the owner with a superseded grant was answered %v, want STALE_OWNER", err)
+	}
+	if after := f.storedState(); after != before {
+		t.Fatalf("refusals changed the store:\nbefore %s\nafter  %s", before, after)
+	}
+}

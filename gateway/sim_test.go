@@ -130,8 +130,14 @@ func (s *simShard) schedule(seed uint64) error {
 		tok, _ := s.signer.SignStatus(st)
 		return tok
 	}
+	snapshot := func() string {
+		rs, rerr := store.Resource(ctx, res)
+		page, perr := store.ReceiptsByResource(ctx, res, fencegate.Page{Limit: fencegate.MaxPageLimit})
+		return fmt.Sprintf("%+v %v %+v %v", rs, fencegate.ErrorCode(rerr), page.Receipts, perr)
+	}
 	write := func(w *simWorker, grant, status string, seg uint64, body string, forged bool) error {
 		before, _ := store.Resource(ctx, res)
+		beforeAll := snapshot() // the row and every receipt of the resource
 		res0, err := gw.Apply(ctx, gateway.Request{Caller: w.name, GrantToken: grant, StatusToken: status, Segment: seg,
 			Resource: res, Target: "objects/sim/r", Method: "PUT", PayloadDigest: "sha256:" + body, Effect: effect})
 		after, _ := store.Resource(ctx, res)
@@ -143,8 +149,8 @@ func (s *simShard) schedule(seed uint64) error {
 			if c := fencegate.ErrorCode(err); c == fencegate.CodeInternal {
 				return fmt.Errorf("internal error: %v", err)
 			}
-			if !strings.HasPrefix(err.Error(), "QUARANTINED") && after != before {
-				return fmt.Errorf("refused write (%v) changed state %+v -> %+v", err, before, after)
+			if afterAll := snapshot(); !strings.HasPrefix(err.Error(), "QUARANTINED") && afterAll != beforeAll {
+				return fmt.Errorf("refused write (%v) changed state %s -> %s", err, beforeAll, afterAll)
 			}
 			return nil
 		}

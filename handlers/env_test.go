@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -205,7 +206,7 @@ func (e *env) put(token string, c creds, key string, seg int, body string) reply
 // snapshot is everything a rejected request must leave unchanged.
 type snapshot struct {
 	resource fencegate.ResourceState
-	receipts int
+	receipts string // every receipt, its ID and state, in every state
 	object   string
 	puts     int64
 }
@@ -215,12 +216,15 @@ func (e *env) snap(resource, key string) snapshot {
 	ctx := context.Background()
 	var s snapshot
 	s.resource, _ = e.store.Resource(ctx, resource)
-	for _, st := range []fencegate.ReceiptState{fencegate.ReceiptPending, fencegate.ReceiptCommitted, fencegate.ReceiptFailed, fencegate.ReceiptUnknown} {
+	for _, st := range []fencegate.ReceiptState{fencegate.ReceiptPending, fencegate.ReceiptCommitted, fencegate.ReceiptFailed,
+		fencegate.ReceiptUnknown, fencegate.ReceiptNotApplied} {
 		l, err := e.store.ReceiptsByState(ctx, st, fencegate.Page{Limit: fencegate.MaxPageLimit})
 		if err != nil {
 			e.t.Fatal(err)
 		}
-		s.receipts += len(l.Receipts)
+		for _, r := range l.Receipts {
+			s.receipts += fmt.Sprintf("%s=%s@%d/%d ", r.ID, r.State, r.FenceToken, r.Segment)
+		}
 	}
 	if rc, _, err := e.objects.Get(ctx, key); err == nil {
 		b, _ := io.ReadAll(rc)
