@@ -7,3 +7,11 @@ func SetTestHookBeforeLost(f func()) (restore func()) {
 	testHookBeforeLost = f
 	return func() { testHookBeforeLost = prev }
 }
+
+// Parked reports how many acquirers sleep between attempts now, and how
+// many times one went to sleep.
+func Parked(r *Registry) (now, ever int) {
+	r.released.mu.Lock()
+	defer r.released.mu.Unlock()
+	return r.released.parked, r.released.parks
+}

@@ -18,6 +18,20 @@ const waitPoll = 25 * time.Millisecond
 type releases struct {
 	mu sync.Mutex
 	ch map[string]*waitEntry
+	// parked counts the acquirers asleep between attempts now, and ever
+	// (tests see a waiter park without sleeping themselves).
+	parked, parks int
+}
+
+// park records an acquirer going to sleep between attempts (+1) or waking
+// (-1).
+func (rs *releases) park(d int) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	rs.parked += d
+	if d > 0 {
+		rs.parks++
+	}
 }
 
 type waitEntry struct {
@@ -71,7 +85,9 @@ func (r *Registry) AcquireWait(ctx context.Context, owner string, p AcquireParam
 			return is, err
 		}
 		r.holderExpiry(ctx, p.Resource)
+		r.released.park(1)
 		err = r.sleepUntilWoken(ctx, woken, deadline)
+		r.released.park(-1)
 		done()
 		if err != nil {
 			return Issued{}, err
