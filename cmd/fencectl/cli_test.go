@@ -155,6 +155,16 @@ func newHarness(t *testing.T) *harness {
 		global: []string{"--gateway", srv.URL, "--token", "tok", "--lease-file", filepath.Join(dir, "lease.json")}}
 }
 
+// bodyFile writes a small body for put and returns its path.
+func (h *harness) bodyFile() string {
+	h.t.Helper()
+	file := filepath.Join(h.dir, "body.txt")
+	if err := os.WriteFile(file, []byte("hello"), 0o600); err != nil {
+		h.t.Fatal(err)
+	}
+	return file
+}
+
 func (h *harness) run(args ...string) (code int, stdout, stderr string) {
 	var o, e bytes.Buffer
 	code = run(append(append([]string{}, h.global...), args...), &o, &e)
@@ -201,10 +211,7 @@ func TestAShadowedPutLeavesTheSegmentToTheNextWrite(t *testing.T) {
 	if code, out, errOut := h.run("acquire", "bucket/jobs", "--ttl", "10s", "--operation", "op-1"); code != 0 {
 		t.Fatalf("acquire: %d\n%s%s", code, out, errOut)
 	}
-	file := filepath.Join(h.dir, "body.txt")
-	if err := os.WriteFile(file, []byte("hello"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	file := h.bodyFile()
 	h.fake.shadow = true
 	if code, out, errOut := h.run("put", "bucket/jobs/a", file); code != 0 || !strings.Contains(out, "shadow_1") {
 		t.Fatalf("shadowed put: %d\n%s%s", code, out, errOut)
@@ -321,10 +328,7 @@ func TestDelegateRefusesTheLeasesOwnSegments(t *testing.T) {
 	if code, out, errOut := h.run("acquire", "bucket/jobs", "--ttl", "10s", "--operation", "op-1"); code != 0 {
 		t.Fatalf("acquire: %d\n%s%s", code, out, errOut)
 	}
-	file := filepath.Join(h.dir, "body.txt")
-	if err := os.WriteFile(file, []byte("hello"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	file := h.bodyFile()
 	if code, out, errOut := h.run("put", "bucket/jobs/a", file); code != 0 {
 		t.Fatalf("put: %d\n%s%s", code, out, errOut)
 	}

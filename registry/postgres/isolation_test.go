@@ -14,17 +14,20 @@ import (
 	"github.com/fencegate/fencegate/registry/postgres"
 )
 
+// withParam is url with the query parameter kv ("name=value") added.
+func withParam(url, kv string) string {
+	if strings.Contains(url, "?") {
+		return url + "&" + kv
+	}
+	return url + "?" + kv
+}
+
 // Rule: the backend runs READ COMMITTED whatever the server's or role's
 // default isolation. Under a serializable default, concurrent acquires of
 // two resources were BACKEND_CONFLICT (40001) instead of one winner per
 // resource and LEASE_HELD for the others.
 func TestAcquiresQueueUnderAStricterDefaultIsolation(t *testing.T) {
-	url := testenv.PostgresURL(t)
-	sep := "?"
-	if strings.Contains(url, "?") {
-		sep = "&"
-	}
-	b := open(t, url+sep+"default_transaction_isolation=serializable")
+	b := open(t, withParam(testenv.PostgresURL(t), "default_transaction_isolation=serializable"))
 	defer b.Close()
 	ctx := context.Background()
 	const workers = 8
@@ -57,12 +60,7 @@ func TestAcquiresQueueUnderAStricterDefaultIsolation(t *testing.T) {
 // (synchronous_commit off): an acquisition it answered could be lost in a
 // crash and its fence issued again.
 func TestOpenRefusesSynchronousCommitOff(t *testing.T) {
-	url := testenv.PostgresURL(t)
-	sep := "?"
-	if strings.Contains(url, "?") {
-		sep = "&"
-	}
-	b, err := postgres.Open(context.Background(), url+sep+"synchronous_commit=off")
+	b, err := postgres.Open(context.Background(), withParam(testenv.PostgresURL(t), "synchronous_commit=off"))
 	if err == nil {
 		b.Close()
 		t.Fatal("Open accepted a server with synchronous_commit off")
