@@ -47,3 +47,27 @@ func TestAFreshLeasesFirstWriteReadsNoReceipts(t *testing.T) {
 		t.Fatalf("a fresh lease's first write listed receipts %d times", n)
 	}
 }
+
+// The same rule for a delegation minted before the restarted worker's first
+// write: segments the lease committed before the restart are its own.
+func TestARestartedWorkerDelegatesOnlyAfterItsLeasesSegments(t *testing.T) {
+	f, c := newFake(t)
+	for i := 1; i <= 2; i++ {
+		f.receipts = append(f.receipts, domain.Receipt{ID: fmt.Sprint("old", i), Lease: "L1", FenceToken: 7, Segment: uint64(i),
+			OperationID: "op-1", State: domain.ReceiptCommitted, Method: "PUT", Target: fmt.Sprint("objects/bucket/part-", i)})
+	}
+	l, err := c.AcquireLease(context.Background(), LeaseParams{AcquireParams: AcquireParams{Resource: "bucket/jobs",
+		RequestID: "r-1", TTL: time.Minute, OperationID: "op-1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Delegate(context.Background(), DelegateParams{Delegate: "consumer", SegmentFrom: 1, SegmentTo: 3}); domain.ErrorCode(err) != domain.CodeInvalidRequest {
+		t.Fatalf("a delegation of segments the lease committed before its restart: %v, want INVALID_REQUEST", err)
+	}
+	if f.count("delegate") != 0 {
+		t.Fatal("a delegation was minted")
+	}
+	if _, err := l.Delegate(context.Background(), DelegateParams{Delegate: "consumer", SegmentFrom: 3, SegmentTo: 4}); err != nil {
+		t.Fatalf("a delegation after them: %v", err)
+	}
+}

@@ -411,7 +411,9 @@ func (g *Gateway) forward(ctx context.Context, adm fencegate.Admission, eff Effe
 		} else if fencegate.ErrorCode(err) == fencegate.CodeReceiptSettled {
 			// Settled meanwhile (the reconciler or another replica took it as
 			// orphaned and resent): the stored final state is the answer.
-			if cur, rerr := g.cfg.Store.Receipt(sctx, adm.Receipt.ID); rerr == nil && cur.State.Terminal() {
+			rctx, rcancel := context.WithTimeout(detached, settleTimeout) // its own budget, not the settle's rest
+			defer rcancel()
+			if cur, rerr := g.cfg.Store.Receipt(rctx, adm.Receipt.ID); rerr == nil && cur.State.Terminal() {
 				g.cfg.Log.WarnContext(ctx, "settle found the receipt settled elsewhere; answering the stored state",
 					"receipt", cur.ID, "stored", cur.State, "ours", out.State)
 				// The stored state is answered as a replay's would be, but

@@ -8,16 +8,28 @@ package pgconf
 import (
 	"context"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/fencegate/fencegate"
 )
 
-// Apply sets cfg's sessions to READ COMMITTED: a stricter default would fail
-// concurrent transactions that queue on one row (a resource's, the
-// registry's meta row) with serialization errors instead.
+// Apply sets cfg's sessions to READ COMMITTED as each connection opens: a
+// stricter default would fail concurrent transactions that queue on one row
+// (a resource's, the registry's meta row) with serialization errors
+// instead. It is a SET after connecting, not a startup parameter, which
+// connection poolers such as PgBouncer refuse unless told to ignore it.
 func Apply(cfg *pgxpool.Config) {
-	cfg.ConnConfig.RuntimeParams["default_transaction_isolation"] = "read committed"
+	prev := cfg.AfterConnect
+	cfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
+		if prev != nil {
+			if err := prev(ctx, conn); err != nil {
+				return err
+			}
+		}
+		_, err := conn.Exec(ctx, "SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL READ COMMITTED")
+		return err
+	}
 }
 
 // CheckDurable refuses (UNSUPPORTED, naming what) a server whose sessions
