@@ -15,20 +15,8 @@ import (
 // and a cutoff after them all.
 func compactFixture(t *testing.T, s *Store, kept, gone int) (keptIDs, goneIDs []string, cutoff time.Time) {
 	t.Helper()
-	ctx := context.Background()
-	at := time.UnixMilli(1_700_000_000_000).UTC()
-	write := func(res string, seg uint64, id string) {
-		t.Helper()
-		req := admitReq(res, seg, id)
-		req.Now = at
-		at = at.Add(time.Millisecond)
-		if _, err := s.Admit(ctx, req); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := s.Settle(ctx, id, fencegate.Outcome{State: fencegate.ReceiptCommitted, Version: "v" + id, Now: at}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	w := newSettledWrites(t, s)
+	write := w.write
 	for i := 0; i < kept || i <= gone; i++ {
 		if i < kept {
 			id := fmt.Sprintf("k%d", i)
@@ -45,7 +33,34 @@ func compactFixture(t *testing.T, s *Store, kept, gone int) (keptIDs, goneIDs []
 			}
 		}
 	}
-	return keptIDs, goneIDs, at.Add(time.Hour)
+	return keptIDs, goneIDs, w.at.Add(time.Hour)
+}
+
+// settledWrites admits and settles COMMITTED one write after another, each
+// a millisecond after the last.
+type settledWrites struct {
+	t  *testing.T
+	s  *Store
+	at time.Time
+}
+
+func newSettledWrites(t *testing.T, s *Store) *settledWrites {
+	return &settledWrites{t: t, s: s, at: time.UnixMilli(1_700_000_000_000).UTC()}
+}
+
+// write admits segment seg of res as receipt id and settles it.
+func (w *settledWrites) write(res string, seg uint64, id string) {
+	w.t.Helper()
+	ctx := context.Background()
+	req := admitReq(res, seg, id)
+	req.Now = w.at
+	w.at = w.at.Add(time.Millisecond)
+	if _, err := w.s.Admit(ctx, req); err != nil {
+		w.t.Fatal(err)
+	}
+	if _, err := w.s.Settle(ctx, id, fencegate.Outcome{State: fencegate.ReceiptCommitted, Version: "v" + id, Now: w.at}); err != nil {
+		w.t.Fatal(err)
+	}
 }
 
 // checkCompacted asserts that every receipt of gone is gone and every one of

@@ -17,19 +17,8 @@ import (
 func TestACompactionSweepExaminesEachKeptReceiptOnce(t *testing.T) {
 	ctx := context.Background()
 	s := openTemp(t)
-	at := time.UnixMilli(1_700_000_000_000).UTC()
-	write := func(res string, seg uint64, id string) {
-		t.Helper()
-		req := admitReq(res, seg, id)
-		req.Now = at
-		at = at.Add(time.Millisecond)
-		if _, err := s.Admit(ctx, req); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := s.Settle(ctx, id, fencegate.Outcome{State: fencegate.ReceiptCommitted, Version: "v" + id, Now: at}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	w := newSettledWrites(t, s)
+	write := w.write
 	const kept, gone, limit = 60, 120, 10
 	for i := range kept { // each its resource's last segment: never compactable
 		write(fmt.Sprintf("res/k%d", i), 1, fmt.Sprintf("k%d", i))
@@ -37,7 +26,7 @@ func TestACompactionSweepExaminesEachKeptReceiptOnce(t *testing.T) {
 	for i := range gone + 1 { // all but the last compactable
 		write("res/many", uint64(i+1), fmt.Sprintf("g%d", i))
 	}
-	cutoff := at.Add(time.Hour)
+	cutoff := w.at.Add(time.Hour)
 	total, calls := 0, 0
 	for {
 		n, err := s.CompactReceipts(ctx, cutoff, limit)
@@ -58,7 +47,7 @@ func TestACompactionSweepExaminesEachKeptReceiptOnce(t *testing.T) {
 	// A receipt kept by a sweep goes in the next one once the rules allow:
 	// res/k0's segment 1 is no longer its last.
 	write("res/k0", 2, "k0-2")
-	if n, err := s.CompactReceipts(ctx, at.Add(time.Hour), limit); err != nil || n != 1 {
+	if n, err := s.CompactReceipts(ctx, w.at.Add(time.Hour), limit); err != nil || n != 1 {
 		t.Fatalf("the next sweep compacted %d, %v; want res/k0's first segment", n, err)
 	}
 	if _, err := s.Receipt(ctx, "k0"); fencegate.ErrorCode(err) != fencegate.CodeNotFound {
