@@ -72,6 +72,21 @@ func (e *env) open() *authority.Authority {
 	return a
 }
 
+// bundles returns a's trust bundle now and after each of n key rotations.
+func bundles(t *testing.T, a *authority.Authority, n int) [][]byte {
+	t.Helper()
+	v, _ := a.TrustBundle(ctx)
+	out := [][]byte{v}
+	for range n {
+		if _, err := a.RotateKey(ctx); err != nil {
+			t.Fatal(err)
+		}
+		v, _ = a.TrustBundle(ctx)
+		out = append(out, v)
+	}
+	return out
+}
+
 func (e *env) read(name string) []byte {
 	e.t.Helper()
 	b, err := os.ReadFile(filepath.Join(e.dir, name))

@@ -17,11 +17,8 @@ import (
 func TestARestartOnAnOlderBundleFileIsRefused(t *testing.T) {
 	reg := newEnv(t, true)
 	registry := reg.open()
-	v1, _ := registry.TrustBundle(ctx)
-	if _, err := registry.RotateKey(ctx); err != nil {
-		t.Fatal(err)
-	}
-	v2, _ := registry.TrustBundle(ctx)
+	vs := bundles(t, registry, 1)
+	v1, v2 := vs[0], vs[1]
 	rep := newEnv(t, false)
 	if err := os.WriteFile(rep.cfg.Files.Bundle, v2, 0o644); err != nil {
 		t.Fatal(err)

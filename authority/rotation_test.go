@@ -138,15 +138,8 @@ func TestABundleThatCannotBeWrittenIsNotInForce(t *testing.T) {
 func TestASharedBundleFileIsNeverMovedBack(t *testing.T) {
 	reg := newEnv(t, true)
 	registry := reg.open()
-	v1, _ := registry.TrustBundle(ctx)
-	if _, err := registry.RotateKey(ctx); err != nil {
-		t.Fatal(err)
-	}
-	v2, _ := registry.TrustBundle(ctx)
-	if _, err := registry.RotateKey(ctx); err != nil {
-		t.Fatal(err)
-	}
-	v3, _ := registry.TrustBundle(ctx)
+	vs := bundles(t, registry, 2)
+	v1, v2, v3 := vs[0], vs[1], vs[2]
 	rep := newEnv(t, false)
 	if err := os.WriteFile(rep.cfg.Files.Bundle, v1, 0o644); err != nil {
 		t.Fatal(err)
