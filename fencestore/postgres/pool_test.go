@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"net/url"
 	"testing"
 
 	"github.com/fencegate/fencegate"
@@ -12,16 +11,10 @@ import (
 // withPool is dsn with pool_max_conns set to n ("" leaves it out).
 func withPool(t *testing.T, dsn, n string) string {
 	t.Helper()
-	u, err := url.Parse(dsn)
-	if err != nil {
-		t.Fatal(err)
+	if n == "" {
+		return dsn
 	}
-	if n != "" {
-		q := u.Query()
-		q.Set("pool_max_conns", n)
-		u.RawQuery = q.Encode()
-	}
-	return u.String()
+	return testenv.WithParam(t, dsn, "pool_max_conns", n)
 }
 
 // TestPoolMaxConnsSetsTheWriteBatchesAtOnce: without pool_max_conns in the

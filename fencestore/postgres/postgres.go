@@ -109,14 +109,16 @@ func open(ctx context.Context, url string, adjust func(*pgxpool.Config)) (*Store
 	} else {
 		cfg.MaxConns = int32(slots + 2)
 	}
-	if err := Migrate(ctx, cfg.ConnConfig); err != nil {
-		return nil, err
-	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fencegate.Wrap(err, fencegate.CodeInternal, "connect to Postgres")
 	}
+	// A server refused is left as it was: checked before anything migrates.
 	if err := pgconf.CheckDurable(ctx, pool, "Postgres fence store"); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	if err := Migrate(ctx, cfg.ConnConfig); err != nil {
 		pool.Close()
 		return nil, err
 	}

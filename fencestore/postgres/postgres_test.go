@@ -2,7 +2,6 @@ package postgres_test
 
 import (
 	"context"
-	"net/url"
 	"os"
 	"sync"
 	"testing"
@@ -123,14 +122,7 @@ func wantMigrations(t *testing.T, dsn string) {
 }
 
 func TestOpenRefusesMissingSchema(t *testing.T) {
-	u, err := url.Parse(testenv.PostgresURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("search_path", "no_such_schema")
-	u.RawQuery = q.Encode()
-	s, err := postgres.Open(context.Background(), u.String())
+	s, err := postgres.Open(context.Background(), testenv.WithParam(t, testenv.PostgresURL(t), "search_path", "no_such_schema"))
 	if err == nil {
 		_ = s.Close()
 		t.Fatal("Open with a search_path naming no schema succeeded")

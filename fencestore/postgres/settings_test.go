@@ -3,7 +3,6 @@ package postgres_test
 import (
 	"context"
 	"fmt"
-	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -14,25 +13,12 @@ import (
 	"github.com/fencegate/fencegate/internal/testenv"
 )
 
-// withParam is dsn with the session parameter name set to value.
-func withParam(t *testing.T, dsn, name, value string) string {
-	t.Helper()
-	u, err := url.Parse(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set(name, value)
-	u.RawQuery = q.Encode()
-	return u.String()
-}
-
 // Rule: the store refuses to start where commits are not durable
 // (synchronous_commit off, here set for the session as a role or database
 // default would be): an admission it answered could be lost in a crash
 // after its effect was forwarded.
 func TestOpenRefusesSynchronousCommitOff(t *testing.T) {
-	dsn := withParam(t, testenv.PostgresURL(t), "synchronous_commit", "off")
+	dsn := testenv.WithParam(t, testenv.PostgresURL(t), "synchronous_commit", "off")
 	s, err := postgres.Open(context.Background(), dsn)
 	if err == nil {
 		s.Close()
@@ -41,8 +27,11 @@ func TestOpenRefusesSynchronousCommitOff(t *testing.T) {
 	if fencegate.ErrorCode(err) != fencegate.CodeUnsupported || !strings.Contains(err.Error(), "synchronous_commit") {
 		t.Fatalf("Open: %v, want UNSUPPORTED naming synchronous_commit", err)
 	}
+	if n := testenv.SchemaTables(t, dsn); n != 0 {
+		t.Fatalf("the refused Open left %d tables: it migrated before it checked", n)
+	}
 	for _, v := range []string{"on", "local", "remote_write"} {
-		s := open(t, withParam(t, testenv.PostgresURL(t), "synchronous_commit", v))
+		s := open(t, testenv.WithParam(t, testenv.PostgresURL(t), "synchronous_commit", v))
 		s.Close()
 	}
 }
@@ -51,7 +40,7 @@ func TestOpenRefusesSynchronousCommitOff(t *testing.T) {
 // or role's default, so concurrent admissions on distinct resources all
 // commit (a serializable default would fail them with serialization errors).
 func TestAdmissionsCommitUnderAStricterDefaultIsolation(t *testing.T) {
-	s := open(t, withParam(t, testenv.PostgresURL(t), "default_transaction_isolation", "serializable"))
+	s := open(t, testenv.WithParam(t, testenv.PostgresURL(t), "default_transaction_isolation", "serializable"))
 	defer s.Close()
 	ctx := context.Background()
 	now := time.UnixMilli(1_700_000_000_000).UTC()

@@ -90,6 +90,19 @@ func PostgresURL(t testing.TB) string {
 	return u.String()
 }
 
+// WithParam is dsn with the URL query parameter name set to value.
+func WithParam(t testing.TB, dsn, name, value string) string {
+	t.Helper()
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatalf("parse %s: %v", dsn, err)
+	}
+	q := u.Query()
+	q.Set(name, value)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
 // SchemaTables counts the tables in the first schema of dsn's search_path
 // (a PostgresURL's fresh schema): 0 until something has migrated there.
 func SchemaTables(t testing.TB, dsn string) int {

@@ -50,14 +50,16 @@ func Open(ctx context.Context, url string) (*Backend, error) {
 	// READ COMMITTED: SELECT ... FOR UPDATE reads the latest committed row,
 	// and every mutation moves the one registry_meta row.
 	pgconf.Apply(cfg)
-	if err := Migrate(ctx, cfg.ConnConfig); err != nil {
-		return nil, err
-	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, translate(err, "connect registry database")
 	}
+	// A server refused is left as it was: checked before anything migrates.
 	if err := pgconf.CheckDurable(ctx, pool, "registry Postgres backend"); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	if err := Migrate(ctx, cfg.ConnConfig); err != nil {
 		pool.Close()
 		return nil, err
 	}

@@ -3,7 +3,6 @@ package postgres_test
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,20 +13,12 @@ import (
 	"github.com/fencegate/fencegate/registry/postgres"
 )
 
-// withParam is url with the query parameter kv ("name=value") added.
-func withParam(url, kv string) string {
-	if strings.Contains(url, "?") {
-		return url + "&" + kv
-	}
-	return url + "?" + kv
-}
-
 // Rule: the backend runs READ COMMITTED whatever the server's or role's
 // default isolation. Under a serializable default, concurrent acquires of
 // two resources were BACKEND_CONFLICT (40001) instead of one winner per
 // resource and LEASE_HELD for the others.
 func TestAcquiresQueueUnderAStricterDefaultIsolation(t *testing.T) {
-	b := open(t, withParam(testenv.PostgresURL(t), "default_transaction_isolation=serializable"))
+	b := open(t, testenv.WithParam(t, testenv.PostgresURL(t), "default_transaction_isolation", "serializable"))
 	defer b.Close()
 	ctx := context.Background()
 	const workers = 8
@@ -60,12 +51,16 @@ func TestAcquiresQueueUnderAStricterDefaultIsolation(t *testing.T) {
 // (synchronous_commit off): an acquisition it answered could be lost in a
 // crash and its fence issued again.
 func TestOpenRefusesSynchronousCommitOff(t *testing.T) {
-	b, err := postgres.Open(context.Background(), withParam(testenv.PostgresURL(t), "synchronous_commit=off"))
+	dsn := testenv.WithParam(t, testenv.PostgresURL(t), "synchronous_commit", "off")
+	b, err := postgres.Open(context.Background(), dsn)
 	if err == nil {
 		b.Close()
 		t.Fatal("Open accepted a server with synchronous_commit off")
 	}
 	if fencegate.ErrorCode(err) != fencegate.CodeUnsupported {
 		t.Fatalf("Open: %v, want UNSUPPORTED", err)
+	}
+	if n := testenv.SchemaTables(t, dsn); n != 0 {
+		t.Fatalf("the refused Open left %d tables: it migrated before it checked", n)
 	}
 }
