@@ -127,6 +127,7 @@ const (
 	ReceiptNotApplied        = domain.ReceiptNotApplied
 	ReceiptPending           = domain.ReceiptPending
 	ReceiptUnknown           = domain.ReceiptUnknown
+	ShadowReceiptPrefix      = domain.ShadowReceiptPrefix
 	StateExpired             = domain.StateExpired
 	StateHeld                = domain.StateHeld
 	StateReleased            = domain.StateReleased
@@ -175,6 +176,9 @@ func ErrorMessage(err error) string { return domain.ErrorMessage(err) }
 func Errorf(code domain.Code, format string, args ...any) *domain.Error {
 	return domain.Errorf(code, format, args...)
 }
+
+// IsShadowReceipt is domain.IsShadowReceipt.
+func IsShadowReceipt(receiptID string) bool { return domain.IsShadowReceipt(receiptID) }
 
 // LandBy is domain.LandBy.
 func LandBy(ctx context.Context) (t time.Time, ok bool) { return domain.LandBy(ctx) }

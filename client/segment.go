@@ -85,7 +85,7 @@ type outcome struct {
 // whose ID begins "shadow_", with Fence-Mode: shadow and Fence-Verdict:
 // CODE; openapi.yaml, ShadowReceipt): the effect happened, no segment was
 // admitted, so the segment is still the lease's next.
-func IsShadowReceipt(receiptID string) bool { return strings.HasPrefix(receiptID, "shadow_") }
+func IsShadowReceipt(receiptID string) bool { return domain.IsShadowReceipt(receiptID) }
 
 // shadowed reports whether o is shadow mode's answer (IsShadowReceipt).
 func (o outcome) shadowed() bool {

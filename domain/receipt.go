@@ -126,6 +126,15 @@ func (r *EffectRequest) Validate() error {
 	return nil
 }
 
+// ShadowReceiptPrefix begins the ID of every receipt a gateway answers for
+// a write shadow mode forwarded although it refused it: such a receipt is
+// not stored, and no segment was admitted for it.
+const ShadowReceiptPrefix = "shadow_"
+
+// IsShadowReceipt reports whether receiptID is such a receipt's
+// (ShadowReceiptPrefix).
+func IsShadowReceipt(receiptID string) bool { return strings.HasPrefix(receiptID, ShadowReceiptPrefix) }
+
 // keptText reports whether s can be kept as text by every store: UTF-8
 // without NUL.
 func keptText(s string) bool { return utf8.ValidString(s) && !strings.ContainsRune(s, 0) }

@@ -196,7 +196,7 @@ func objectFailure(ctx context.Context, st fencegate.ObjectStore, key string, r 
 		return fencegate.Outcome{State: fencegate.ReceiptCommitted, Version: info.ETag}, nil
 	}
 	if errors.Is(err, fencegate.ErrPreconditionFailed) {
-		if named && strings.HasPrefix(m.ReceiptID, shadowPrefix) {
+		if named && fencegate.IsShadowReceipt(m.ReceiptID) {
 			msg := "the object changed outside the gateway's record (its metadata names shadow-mode forward " + m.ReceiptID + "); nothing was overwritten"
 			return fencegate.Outcome{State: fencegate.ReceiptFailed, Version: info.ETag, Error: msg},
 				fencegate.Wrap(&shadowWritten{receiptID: m.ReceiptID}, fencegate.CodeBackendConflict, msg)

@@ -89,7 +89,7 @@ func (g *Gateway) shadowForward(ctx context.Context, req Request, vg *fencegate.
 	// that dedupes by key applies it once.
 	sum := sha256.Sum256([]byte(req.GrantToken + "\x00" + strconv.FormatUint(req.Segment, 10) + "\x00" + req.Target + "\x00" + req.PayloadDigest))
 	root := "shadow:" + hex.EncodeToString(sum[:16])
-	r := fencegate.Receipt{ID: NewID(shadowPrefix), Resource: req.Resource, Target: req.Target, Method: req.Method, Segment: req.Segment,
+	r := fencegate.Receipt{ID: NewID(fencegate.ShadowReceiptPrefix), Resource: req.Resource, Target: req.Target, Method: req.Method, Segment: req.Segment,
 		PayloadDigest: req.PayloadDigest, OperationRoot: root, Owner: req.Caller, State: fencegate.ReceiptPending,
 		CreatedAt: g.cfg.Now(), Error: "shadow mode forwarded a request refused with " + string(code)}
 	if vg != nil {
@@ -134,9 +134,6 @@ func (g *Gateway) shadowForward(ctx context.Context, req Request, vg *fencegate.
 	r.State, r.Version, r.Response = out.State, out.Version, out.Response
 	return Result{Receipt: r, Verdict: code}, effErr
 }
-
-// shadowPrefix begins the IDs of shadow forwards' (unstored) receipts.
-const shadowPrefix = "shadow_"
 
 // adoptShadowVersion records, for a write that failed its condition on an
 // object written by one of this process's shadow forwards whose outcome it
