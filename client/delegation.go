@@ -78,14 +78,9 @@ func (l *Lease) Delegate(ctx context.Context, p DelegateParams) (Delegation, err
 			return Delegation{}, err
 		}
 	}
-	low, top := p.SegmentFrom, p.SegmentTo
-	if len(p.Segments) > 0 {
-		low = slices.Min(p.Segments)
-		top = max(top, slices.Max(p.Segments))
-	}
-	if low < l.nextSeg {
-		return Delegation{}, domain.Errorf(domain.CodeInvalidRequest,
-			"segment %d is this lease's own (its next segment is %d): delegate segments from %d on", low, l.nextSeg, l.nextSeg)
+	top, err := CheckDelegable(p, l.nextSeg)
+	if err != nil {
+		return Delegation{}, err
 	}
 	info := l.Info()
 	d, err := l.c.Delegate(ctx, info.Lease, info.GrantDigest, p)
@@ -94,6 +89,24 @@ func (l *Lease) Delegate(ctx context.Context, p DelegateParams) (Delegation, err
 	}
 	l.nextSeg = max(l.nextSeg, top+1)
 	return d, nil
+}
+
+// CheckDelegable refuses (INVALID_REQUEST) delegating p's segments when
+// any is below next, the lease's next segment: such a segment is the
+// lease's own (written, or in doubt), and handed out, owner and delegate
+// would share its number. It returns the highest segment p names, after
+// which the owner's own commits number.
+func CheckDelegable(p DelegateParams, next uint64) (top uint64, err error) {
+	low, top := p.SegmentFrom, p.SegmentTo
+	if len(p.Segments) > 0 {
+		low = slices.Min(p.Segments)
+		top = max(top, slices.Max(p.Segments))
+	}
+	if low < next {
+		return 0, domain.Errorf(domain.CodeInvalidRequest,
+			"segment %d is this lease's own (its next segment is %d): delegate segments from %d on", low, next, next)
+	}
+	return top, nil
 }
 
 // DelegationClaims reads the claims of a compact leaseDelegation.v1 JWS

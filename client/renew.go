@@ -80,11 +80,11 @@ func (l *Lease) Tick(ctx context.Context) error {
 		// The caller gave up, not the registry (as in Refresh): a renewal
 		// that may have landed only lengthens the lease, so it stays as it
 		// was, bounded by its local deadline.
-		if l.state == StateRenewing {
-			l.set(StateHeld, nil)
-		}
-		if !l.c.now().Before(l.deadline) {
+		switch {
+		case !l.c.now().Before(l.deadline):
 			l.toUnknown(errDeadline)
+		case l.state == StateRenewing:
+			l.set(StateHeld, nil)
 		}
 	default:
 		l.toUnknown(err)

@@ -4,11 +4,9 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 
-	"github.com/fencegate/fencegate"
 	"github.com/fencegate/fencegate/client"
 )
 
@@ -54,27 +52,16 @@ func delegateFlags(fs *flag.FlagSet) func(context.Context, *cmd) error {
 			return err
 		}
 		defer lf.close()
-		low := from
-		if len(set) > 0 {
-			low = slices.Min(set)
+		p := client.DelegateParams{Delegate: c.args[0], SegmentFrom: from, SegmentTo: to, Segments: set, TargetPrefix: *prefix}
+		top, err := client.CheckDelegable(p, lf.NextSegment) // as Lease.Delegate checks
+		if err != nil {
+			return err
 		}
-		if low < lf.NextSegment {
-			// As the Go client's Lease.Delegate: a segment below the
-			// lease's next one is its own (written, or in doubt after a put
-			// that exited 3); handed out, owner and delegate would share it.
-			return fencegate.Errorf(fencegate.CodeInvalidRequest,
-				"segment %d is this lease's own (its next segment is %d): delegate segments from %d on", low, lf.NextSegment, lf.NextSegment)
-		}
-		d, err := c.client.Delegate(ctx, lf.Lease.Lease, lf.Lease.GrantDigest, client.DelegateParams{
-			Delegate: c.args[0], SegmentFrom: from, SegmentTo: to, Segments: set, TargetPrefix: *prefix})
+		d, err := c.client.Delegate(ctx, lf.Lease.Lease, lf.Lease.GrantDigest, p)
 		if err != nil {
 			return err
 		}
 		// The owner's own writes number after the delegated segments.
-		top := to
-		for _, s := range set {
-			top = max(top, s)
-		}
 		var rerr error
 		if was := lf.NextSegment; top >= was {
 			lf.NextSegment = top + 1
