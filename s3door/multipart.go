@@ -198,9 +198,6 @@ func (s *Server) createUpload(w http.ResponseWriter, r *http.Request, t *target)
 	if err != nil {
 		return err
 	}
-	if err := contentTypeAllowed(r); err != nil {
-		return err
-	}
 	id := gateway.NewID("mpu_")
 	c := authOf(r).cred
 	u := &upload{id: id, bucket: bucket, key: key, identity: c.Identity, akid: c.AccessKeyID,

@@ -153,9 +153,6 @@ func (s *Server) putObject(w http.ResponseWriter, r *http.Request, t *target) er
 	if err := objectHeadersAllowed(r); err != nil {
 		return err
 	}
-	if err := contentTypeAllowed(r); err != nil {
-		return err
-	}
 	req, err := s.fenced(r, bucket, key, http.MethodPut)
 	if err != nil {
 		return err
@@ -422,16 +419,6 @@ func preconditions(w http.ResponseWriter, r *http.Request, info fencegate.Object
 		return true, nil
 	}
 	return false, nil
-}
-
-// contentTypeAllowed refuses, before anything is admitted, a Content-Type
-// the object could not keep (fencegate.CheckContentType), as S3's
-// InvalidArgument.
-func contentTypeAllowed(r *http.Request) error {
-	if err := fencegate.CheckContentType(r.Header.Get("Content-Type")); err != nil {
-		return s3err(http.StatusBadRequest, "InvalidArgument", fencegate.ErrorMessage(err))
-	}
-	return nil
 }
 
 // maxUserMeta is what a client's own metadata may take: S3's bound on user

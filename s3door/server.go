@@ -267,7 +267,8 @@ func headersAllowed(r *http.Request) error {
 // objectHeadersAllowed is headersAllowed for a request that writes an
 // object's bytes (PutObject, CreateMultipartUpload), where an object header
 // the stores cannot keep (unstoredHeaders, a content coding) is refused too;
-// on a delete such headers say nothing about an object.
+// on a delete such headers say nothing about an object; so is a
+// Content-Type the object could not keep.
 func objectHeadersAllowed(r *http.Request) error {
 	if err := headersAllowed(r); err != nil {
 		return err
@@ -286,6 +287,11 @@ func objectHeadersAllowed(r *http.Request) error {
 				return notImplemented("Content-Encoding " + c + " (the object stores keep no content coding)")
 			}
 		}
+	}
+	// A Content-Type the object could not keep (fencegate.CheckContentType)
+	// is refused before anything is admitted, as S3's InvalidArgument.
+	if err := fencegate.CheckContentType(r.Header.Get("Content-Type")); err != nil {
+		return s3err(http.StatusBadRequest, "InvalidArgument", fencegate.ErrorMessage(err))
 	}
 	return nil
 }
