@@ -394,26 +394,19 @@ func (g *Gateway) forward(ctx context.Context, adm fencegate.Admission, eff Effe
 		// COMMITTED, proven, holds whatever came since.
 		out.IfPending = true
 	}
-	// Bounded as every other store call of a write: a store that stops
-	// answering (packets dropped, no reset) must not hold the resource's
-	// lock; a settle that times out goes to the retry queue below.
-	sctx, scancel := context.WithTimeout(detached, settleTimeout)
-	defer scancel()
-	sctx, span = g.startSpan(sctx, "fencegate.settle")
-	r, err := g.cfg.Store.Settle(sctx, adm.Receipt.ID, out)
+	// Bounded as every other store call of a write (settleOrQueue): a
+	// store that stops answering must not hold the resource's lock.
+	sctx, span := g.startSpan(detached, "fencegate.settle")
+	r, err := g.settleOrQueue(sctx, adm.Receipt.ID, out)
 	endSpan(span, err)
 	g.cfg.Observe.Settle(out.State, g.cfg.Now().Sub(out.Now))
 	if err != nil {
 		if !isRuling(err) {
-			g.cfg.Observe.StoreError("settle")
 			g.cfg.Log.ErrorContext(ctx, "settle failed; retrying in the background", "receipt", adm.Receipt.ID, "state", out.State, "err", err)
-			g.retry.add(adm.Receipt.ID, out)
 		} else if fencegate.ErrorCode(err) == fencegate.CodeReceiptSettled {
 			// Settled meanwhile (the reconciler or another replica took it as
 			// orphaned and resent): the stored final state is the answer.
-			rctx, rcancel := context.WithTimeout(detached, settleTimeout) // its own budget, not the settle's rest
-			defer rcancel()
-			if cur, rerr := g.cfg.Store.Receipt(rctx, adm.Receipt.ID); rerr == nil && cur.State.Terminal() {
+			if cur, rerr := g.storedReceipt(ctx, adm.Receipt.ID); rerr == nil && cur.State.Terminal() {
 				g.cfg.Log.WarnContext(ctx, "settle found the receipt settled elsewhere; answering the stored state",
 					"receipt", cur.ID, "stored", cur.State, "ours", out.State)
 				// The stored state is answered as a replay's would be, but

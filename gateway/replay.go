@@ -56,18 +56,13 @@ func (g *Gateway) resolveNow(ctx context.Context, res Resolver, r fencegate.Rece
 		return r
 	}
 	out.Now = g.cfg.Now()
-	sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
-	defer scancel()
-	settled, err := g.cfg.Store.Settle(sctx, r.ID, out)
+	// What the resend learnt goes to the retry queue if the store cannot
+	// take it now (settleOrQueue), as forward's outcome does: dropped, the
+	// receipt would wait for the claim's window and cost another attempt.
+	settled, err := g.settleOrQueue(ctx, r.ID, out)
 	if err != nil {
 		g.cfg.Log.WarnContext(ctx, "replay: recording the settled outcome failed", "receipt", r.ID, "err", err)
-		if !isRuling(err) {
-			// What the resend learnt is kept for the retry queue, as
-			// forward keeps its outcome: dropped, the receipt would wait
-			// for the claim's window and cost another upstream attempt.
-			g.retry.add(r.ID, out)
-		}
-		if cur, rerr := g.cfg.Store.Receipt(context.WithoutCancel(ctx), r.ID); rerr == nil {
+		if cur, rerr := g.storedReceipt(ctx, r.ID); rerr == nil {
 			return cur // settled meanwhile by the reconciler
 		}
 		return r

@@ -45,6 +45,31 @@ const maxRetryQueue = 100_000
 // settleTimeout bounds one Settle attempt (a var for tests).
 var settleTimeout = 10 * time.Second
 
+// settleOrQueue records out for receipt id, detached from ctx's
+// cancellation and bounded by settleTimeout, as every settle of a write is:
+// a store that stops answering holds nobody. When the store gives no ruling
+// (down, timed out), out is counted as a store error and kept in the retry
+// queue. It returns the store's answer.
+func (g *Gateway) settleOrQueue(ctx context.Context, id string, out fencegate.Outcome) (fencegate.Receipt, error) {
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	defer cancel()
+	r, err := g.cfg.Store.Settle(sctx, id, out)
+	if err != nil && !isRuling(err) {
+		g.cfg.Observe.StoreError("settle")
+		g.retry.add(id, out)
+	}
+	return r, err
+}
+
+// storedReceipt reads receipt id as the store holds it, detached from ctx's
+// cancellation and bounded by settleTimeout (after a settle the store
+// refused, say).
+func (g *Gateway) storedReceipt(ctx context.Context, id string) (fencegate.Receipt, error) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	defer cancel()
+	return g.cfg.Store.Receipt(rctx, id)
+}
+
 const (
 	retryMinDelay = 20 * time.Millisecond
 	retryMaxDelay = time.Second
