@@ -328,22 +328,24 @@ func (g *Gateway) apply(ctx context.Context, req Request) (Result, error) {
 	return g.forward(ctx, adm, g.useStaged(staging, req.Effect, adm.Receipt))
 }
 
-// applyEffect is eff.Apply, except that a panic in it (a bug in an effect,
-// after it may have sent its request) is logged and becomes an UNKNOWN
-// outcome, settled at once, instead of unwinding past the settle and
-// leaving the receipt PENDING, its resource busy, until the orphan pass.
+// applyEffect is eff.Apply (of forward, and of a shadow forward), except
+// that a panic in it (a bug in an effect, after it may have sent its
+// request) is logged and becomes an UNKNOWN outcome: forward settles it at
+// once instead of unwinding past the settle and leaving the receipt
+// PENDING, its resource busy, until the orphan pass; a shadow forward
+// counts it as possibly landed.
 // No resend is allowed by it: whether the request went out, and under
 // which key, is not known here.
-func (g *Gateway) applyEffect(ctx context.Context, eff Effect, adm fencegate.Admission) (out fencegate.Outcome, err error) {
+func (g *Gateway) applyEffect(ctx context.Context, eff Effect, r fencegate.Receipt, prev string) (out fencegate.Outcome, err error) {
 	defer func() {
 		if v := recover(); v != nil {
-			g.cfg.Log.ErrorContext(ctx, "effect panicked; its receipt is settled UNKNOWN", "receipt", adm.Receipt.ID,
+			g.cfg.Log.ErrorContext(ctx, "effect panicked; its outcome is unknown", "receipt", r.ID,
 				"panic", fmt.Sprint(v), "stack", string(debug.Stack()))
 			out = fencegate.Outcome{State: fencegate.ReceiptUnknown, Error: fmt.Sprint("the effect failed (a panic): ", v)}
-			err = &fencegate.Error{Code: fencegate.CodeMutationUnknown, Message: "the effect failed while it ran; its outcome is unknown", ReceiptID: adm.Receipt.ID}
+			err = &fencegate.Error{Code: fencegate.CodeMutationUnknown, Message: "the effect failed while it ran; its outcome is unknown", ReceiptID: r.ID}
 		}
 	}()
-	return eff.Apply(ctx, adm.Receipt, adm.PreviousVersion)
+	return eff.Apply(ctx, r, prev)
 }
 
 // forward runs the effect detached from the caller's cancellation (a client
@@ -367,7 +369,7 @@ func (g *Gateway) forward(ctx context.Context, adm fencegate.Admission, eff Effe
 	if span.IsRecording() {
 		span.SetAttributes(attribute.String("fencegate.backend", BackendOf(adm.Receipt.Target)))
 	}
-	out, effErr := g.applyEffect(ectx, eff, adm)
+	out, effErr := g.applyEffect(ectx, eff, adm.Receipt, adm.PreviousVersion)
 	out = g.adoptShadowVersion(ctx, adm.Receipt.Target, adm.PreviousVersion, out, effErr)
 	if span.IsRecording() {
 		span.SetAttributes(attribute.String("fencegate.receipt_state", string(out.State)))

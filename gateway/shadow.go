@@ -111,10 +111,8 @@ func (g *Gateway) shadowForward(ctx context.Context, req Request, vg *fencegate.
 		g.cfg.Alarm.ShadowVerdict(req.Resource, rule.Pattern, code)
 	}
 	effStart := g.cfg.Now()
-	out, effErr := func() (fencegate.Outcome, error) {
-		defer release() // a panicking effect must not hold every switch back
-		return req.Effect.Apply(ectx, r, prev)
-	}()
+	out, effErr := g.applyEffect(ectx, req.Effect, r, prev) // a panic is an unknown outcome (shadowLost below)
+	release()
 	g.cfg.Observe.Effect(BackendOf(req.Target), cmp.Or(out.State, fencegate.ReceiptUnknown), fencegate.ErrorCode(effErr), g.cfg.Now().Sub(effStart))
 	out = g.adoptShadowVersion(ctx, req.Target, prev, out, effErr)
 	if out.State == "" || out.State == fencegate.ReceiptUnknown {

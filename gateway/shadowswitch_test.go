@@ -104,3 +104,25 @@ func TestASwitchToEnforceWaitsForShadowForwardsInFlight(t *testing.T) {
 		t.Fatalf("a stale write after the switch: %v, want STALE_OWNER", err)
 	}
 }
+
+// Rule: a shadow forward whose effect panics is an unknown outcome, like
+// forward's (applyEffect): the request is answered MUTATION_UNKNOWN instead
+// of unwinding, and the shadow hold is released, so a switch to enforce
+// does not wait for it.
+func TestAPanickingShadowForwardIsAnUnknownOutcome(t *testing.T) {
+	f, modes := switchFixture(t)
+	ctx := context.Background()
+	if _, err := f.gw.Apply(ctx, f.request(6, 1, "new")); err != nil {
+		t.Fatal(err)
+	}
+	stale := f.request(5, 1, "stale")
+	stale.Effect = gateway.EffectFunc(func(context.Context, fencegate.Receipt, string) (fencegate.Outcome, error) {
+		panic("a bug in the effect")
+	})
+	if _, err := f.gw.Apply(ctx, stale); fencegate.ErrorCode(err) != fencegate.CodeMutationUnknown {
+		t.Fatalf("a shadow forward whose effect panicked: %v, want MUTATION_UNKNOWN", err)
+	}
+	if err := modes.Set("local/*", gateway.Enforce, false); err != nil {
+		t.Fatalf("the switch to enforce after it: %v", err)
+	}
+}
