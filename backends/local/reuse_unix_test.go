@@ -7,6 +7,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/fencegate/fencegate/backends/local"
 	"github.com/fencegate/fencegate/backends/objecttest"
 )
 
@@ -21,19 +22,6 @@ func inode(t *testing.T, path string) uint64 {
 		t.Skip("no inode numbers on this platform")
 	}
 	return sys.Ino
-}
-
-// canExchange reports whether dir's filesystem swaps two names atomically
-// (renameat2 RENAME_EXCHANGE, Linux; false elsewhere).
-func canExchange(t *testing.T, dir string) bool {
-	t.Helper()
-	a, b := dir+"/a", dir+"/b"
-	for _, p := range []string{a, b} {
-		if err := os.WriteFile(p, nil, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return exchange(a, b) == nil
 }
 
 // TestReplaceReusesTheReplacedFile: a replace swaps the new file in and keeps
@@ -55,7 +43,7 @@ func TestReplaceReusesTheReplacedFile(t *testing.T) {
 	if got := inode(t, objectFile(dir, "k/reuse")); got != first {
 		// Only a filesystem without RENAME_EXCHANGE excuses it (the store
 		// then falls back to a plain rename); CI's has it.
-		if os.Getenv("CI") == "" && !canExchange(t, t.TempDir()) {
+		if os.Getenv("CI") == "" && local.ExchangeUnsupported() {
 			t.Skipf("third version in inode %d, first in %d: this filesystem has no RENAME_EXCHANGE", got, first)
 		}
 		t.Fatalf("third version in inode %d, first in %d: the replaced file was not reused", got, first)
