@@ -8,10 +8,10 @@ func SetTestHookBeforeLost(f func()) (restore func()) {
 	return func() { testHookBeforeLost = prev }
 }
 
-// Parked reports how many acquirers sleep between attempts now, and how
-// many times one went to sleep.
-func Parked(r *Registry) (now, ever int) {
-	r.released.mu.Lock()
-	defer r.released.mu.Unlock()
-	return r.released.parked, r.released.parks
+// SetTestHookParked sets the hook that runs each time an acquirer goes to
+// sleep between attempts, and returns what restores it.
+func SetTestHookParked(f func()) (restore func()) {
+	prev := testHookParked
+	testHookParked = f
+	return func() { testHookParked = prev }
 }

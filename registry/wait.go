@@ -18,21 +18,12 @@ const waitPoll = 25 * time.Millisecond
 type releases struct {
 	mu sync.Mutex
 	ch map[string]*waitEntry
-	// parked counts the acquirers asleep between attempts now, and ever
-	// (tests see a waiter park without sleeping themselves).
-	parked, parks int
 }
 
-// park records an acquirer going to sleep between attempts (+1) or waking
-// (-1).
-func (rs *releases) park(d int) {
-	rs.mu.Lock()
-	defer rs.mu.Unlock()
-	rs.parked += d
-	if d > 0 {
-		rs.parks++
-	}
-}
+// testHookParked, set only by tests (export_test.go), runs each time an
+// acquirer goes to sleep between attempts: tests see a waiter park without
+// sleeping themselves.
+var testHookParked func()
 
 type waitEntry struct {
 	c       chan struct{}
@@ -85,9 +76,10 @@ func (r *Registry) AcquireWait(ctx context.Context, owner string, p AcquireParam
 			return is, err
 		}
 		r.holderExpiry(ctx, p.Resource)
-		r.released.park(1)
+		if testHookParked != nil {
+			testHookParked()
+		}
 		err = r.sleepUntilWoken(ctx, woken, deadline)
-		r.released.park(-1)
 		done()
 		if err != nil {
 			return Issued{}, err
