@@ -144,9 +144,8 @@ type batcher struct {
 	// tests wrap it to fail a commit that took effect, as a failed fdatasync
 	// does, or to hold one in the window before its sync).
 	commitTx func(*bolt.Tx) error
-	// readWaits counts the reads that waited for a commit (durable.go);
-	// onReadWait, if set (tests), is called as one starts to wait.
-	readWaits     atomic.Uint64
+	// onReadWait, if set (tests), is called as a read starts to wait for a
+	// commit (durable.go).
 	onReadWait    func()
 	waits, waited atomic.Uint64 // gather's waits and their total in ns
 
@@ -408,9 +407,6 @@ type BatchStats struct {
 	// Waited their total time.
 	Waits  uint64
 	Waited time.Duration
-	// ReadWaits is the number of reads that waited for a commit in flight
-	// to return before beginning (durable.go).
-	ReadWaits uint64
 	// Merges is the number of times the committer moved the whole journal
 	// into the big trees (journal.go), and MoveTxs the write transactions
 	// its moves ran, which Commits does not count.
@@ -436,5 +432,5 @@ func (s *Store) GroupCommits() (batches, writes uint64) {
 func (s *Store) Stats() BatchStats {
 	b := s.batch
 	return BatchStats{Commits: b.commits.Load(), Ops: b.ops.Load(), Waits: b.waits.Load(), Waited: time.Duration(b.waited.Load()),
-		ReadWaits: b.readWaits.Load(), Merges: b.merges.Load(), MoveTxs: b.moveTxs.Load()}
+		Merges: b.merges.Load(), MoveTxs: b.moveTxs.Load()}
 }

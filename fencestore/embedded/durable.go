@@ -63,7 +63,6 @@ func (b *batcher) durableUpdate(fn func(*bolt.Tx) error) error {
 // answers the store's failure. The caller rolls the transaction back.
 func (b *batcher) beginRead() (*bolt.Tx, error) {
 	if !b.barrier.TryRLock() {
-		b.readWaits.Add(1)
 		if f := b.onReadWait; f != nil {
 			f()
 		}

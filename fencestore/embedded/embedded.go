@@ -162,9 +162,8 @@ type Store struct {
 	// where the last step of CompactReceipts stopped (compact.go).
 	compactMu   sync.Mutex
 	compactFrom map[fencegate.ReceiptState][]byte
-	// compactScanned counts the by-state entries CompactReceipts examined,
-	// compactSteps the write ops (steps) it ran.
-	compactScanned, compactSteps atomic.Uint64
+	// compactScanned counts the by-state entries CompactReceipts examined.
+	compactScanned atomic.Uint64
 
 	closing  sync.Once
 	closeErr error
