@@ -115,6 +115,7 @@ const (
 	MaxQuarantinePayload     = domain.MaxQuarantinePayload
 	MaxRetryAfter            = domain.MaxRetryAfter
 	MaxStatusLife            = domain.MaxStatusLife
+	MaxUserMetaSize          = domain.MaxUserMetaSize
 	MetaFence                = domain.MetaFence
 	MetaOperationID          = domain.MetaOperationID
 	MetaPayload              = domain.MetaPayload

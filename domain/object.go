@@ -173,11 +173,29 @@ func (req PutRequest) Metadata() map[string]string {
 	return m
 }
 
-// Validate checks what every backend requires of a put: a canonical key,
-// exactly one condition, and a body size that fits the body.
+// MaxUserMetaSize is what a client's own metadata (names and values) may
+// take: S3's bound on user metadata (2 KB) less the most the gateway's
+// fence metadata takes beside it (MaxEffectMetaSize).
+const MaxUserMetaSize = 2<<10 - MaxEffectMetaSize
+
+// Validate checks what every backend requires of a put: a canonical key, a
+// Content-Type it can keep (CheckContentType), user metadata within
+// MaxUserMetaSize, exactly one condition, and a body size that fits the
+// body. So what a store keeps beside the bytes stays small whatever its
+// encoding (the local store's trailer, S3's headers).
 func (req PutRequest) Validate() error {
 	if err := CheckName(req.Key); err != nil {
 		return err
+	}
+	if err := CheckContentType(req.ContentType); err != nil {
+		return err
+	}
+	n := 0
+	for k, v := range req.UserMeta {
+		n += len(k) + len(v)
+	}
+	if n > MaxUserMetaSize {
+		return Errorf(CodeInvalidRequest, "put of %q: user metadata of %d bytes is over %d", req.Key, n, MaxUserMetaSize)
 	}
 	if (req.IfMatch != "") == req.IfNoneMatch {
 		return Errorf(CodeInvalidRequest, "put of %q needs exactly one of If-Match and If-None-Match", req.Key)

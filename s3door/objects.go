@@ -421,13 +421,6 @@ func preconditions(w http.ResponseWriter, r *http.Request, info fencegate.Object
 	return false, nil
 }
 
-// maxUserMeta is what a client's own metadata may take: S3's bound on user
-// metadata (2 KB of names and values) less the most the gateway's fence
-// metadata takes beside it (fencegate.MaxEffectMetaSize). Checked before
-// the write is admitted: a store refusing the object's metadata after the
-// admission would leave a receipt and an answer the client could only
-// retry.
-const maxUserMeta = 2<<10 - fencegate.MaxEffectMetaSize
 
 // userMeta is a write's x-amz-meta-* headers (names lower-case, without the
 // prefix), fence-segment, which numbers the write, left out.
@@ -446,7 +439,10 @@ func userMeta(hd http.Header) (map[string]string, error) {
 		m[name] = fencegate.DecodeHeaderText(strings.Join(vs, ","))
 		size += len(name) + len(m[name])
 	}
-	if size > maxUserMeta {
+	// fencegate.MaxUserMetaSize, checked before the write is admitted: a
+	// store refusing the object's metadata after the admission would leave
+	// a receipt and an answer the client could only retry.
+	if size > fencegate.MaxUserMetaSize {
 		return nil, s3err(http.StatusBadRequest, "MetadataTooLarge", "Your metadata headers exceed the maximum allowed metadata size.")
 	}
 	return m, nil

@@ -136,9 +136,6 @@ func (s *Store) writeSpare(ctx context.Context, req fencegate.PutRequest, ticket
 		ct = "application/octet-stream"
 	}
 	meta := req.Metadata()
-	if err := checkTrailer(req.Key, ct, req.Size, meta); err != nil {
-		return spare{}, "", 0, err // before any spare is taken or written
-	}
 	var sp spare // not the result: a failed write returns none, and discards sp
 	reused := false
 	if p, ok := s.spares.take(); ok {

@@ -2,15 +2,11 @@ package local
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"os"
-	"strings"
 	"time"
-
-	"github.com/fencegate/fencegate"
 )
 
 const (
@@ -67,40 +63,6 @@ func encodeTrailer(buf []byte, n int64, tr trailer, reuse int64) ([]byte, error)
 	}
 	buf = binary.BigEndian.AppendUint32(buf, uint32(len(buf)-start))
 	return append(buf, magic...), nil
-}
-
-// Longest forms of a trailer's fields that checkTrailer does not take from
-// the request: an ETag (newETag) and a time written (RFC 3339 in UTC, nine
-// digits of nanoseconds).
-var (
-	longestETag     = `"` + strings.Repeat("0", 2*sha256.Size) + "-" + strings.Repeat("0", 16) + `"`
-	longestModified = time.Date(9999, 12, 31, 23, 59, 59, 999_999_999, time.UTC)
-)
-
-// checkTrailer refuses, INVALID_REQUEST, a write whose trailer would be
-// longer than readTrailer reads back (maxTrailer bytes of JSON before the
-// padding): accepted, its object could never be read, and after a restart
-// its key never written again (a write's condition is checked against the
-// ETag in the trailer). It runs before anything is written. JSON makes a
-// byte of the key, content type or metadata at most six ('<' is \u003c),
-// so only a write whose texts come near the bound is encoded to measure it,
-// with the longest ETag and time a write can have.
-func checkTrailer(key, contentType string, size int64, meta map[string]string) error {
-	texts := len(key) + len(contentType)
-	for k, v := range meta {
-		texts += len(k) + len(v) + 1 // and its quotes, colon and comma: 6 in all
-	}
-	if 6*texts+512 <= maxTrailer {
-		return nil
-	}
-	b, err := appendTrailerJSON(nil, trailer{Key: key, ETag: longestETag, Size: size, ContentType: contentType, Metadata: meta, Modified: longestModified})
-	if err != nil {
-		return fencegate.Wrap(err, fencegate.CodeInternal, "encode object trailer")
-	}
-	if len(b) > maxTrailer {
-		return fencegate.Errorf(fencegate.CodeInvalidRequest, "put of %q: content type, metadata and key take %d bytes as stored, at most %d", key, len(b), maxTrailer)
-	}
-	return nil
 }
 
 // readTrailerAt reads the trailer of the file at name in the objects

@@ -12,11 +12,11 @@ import (
 )
 
 // Rule: the store accepts no write whose trailer it could not read back
-// (over 1 MiB of JSON: '<' is six bytes there). Put and Stage refuse it
-// INVALID_REQUEST before anything changes: the object keeps its bytes and
-// ETag, a missing key stays missing, and after a restart the key is
-// written with the ETag it had. A large trailer that fits is written and
-// read back.
+// (over 1 MiB of JSON: '<' is six bytes there). A Content-Type or user
+// metadata past the bounds every backend keeps (PutRequest.Validate) is
+// refused by Put and Stage INVALID_REQUEST before anything changes: the
+// object keeps its bytes and ETag, a missing key stays missing, and after
+// a restart the key is written with the ETag it had.
 func TestAWriteWhoseTrailerCannotBeReadBackIsRefusedBeforeAnythingChanges(t *testing.T) {
 	ctx := context.Background()
 	huge := strings.Repeat("<", 200_000) // 1.2 MB as JSON
@@ -88,19 +88,23 @@ func checkUnchanged(t *testing.T, s *local.Store, etag string) {
 	}
 }
 
-// Rule: the bound is the reader's, not a smaller one: a content type that
-// takes most of it as JSON is written and read back.
-func TestALargeTrailerThatFitsIsWrittenAndReadBack(t *testing.T) {
+// Rule: a write at every bound PutRequest.Validate sets (the longest key,
+// a Content-Type of fencegate.MaxContentType bytes and user metadata of
+// fencegate.MaxUserMetaSize, all of characters JSON writes six bytes for
+// where it can) has a trailer the reader takes: it is written and read back.
+func TestAWriteAtEveryBoundIsWrittenAndReadBack(t *testing.T) {
 	ctx := context.Background()
 	s := open(t)
 	defer func() { _ = s.Close() }()
-	ct := strings.Repeat("<", (1<<20)/6-200) // 1 MiB less about 1.2 KB as JSON
-	if _, err := s.Put(ctx, fencegate.PutRequest{Key: "k/big", Body: strings.NewReader("x"), Size: 1, ContentType: ct,
-		IfNoneMatch: true, Meta: objecttest.Meta(1)}); err != nil {
+	key := "k/" + strings.Repeat("k", fencegate.MaxNameLength-2)
+	ct := strings.Repeat("<", fencegate.MaxContentType)
+	user := map[string]string{"a": strings.Repeat("<", fencegate.MaxUserMetaSize-1)}
+	if _, err := s.Put(ctx, fencegate.PutRequest{Key: key, Body: strings.NewReader("x"), Size: 1, ContentType: ct,
+		IfNoneMatch: true, Meta: objecttest.Meta(1), UserMeta: user}); err != nil {
 		t.Fatal(err)
 	}
-	info, err := s.Head(ctx, "k/big")
-	if err != nil || info.ContentType != ct {
-		t.Fatalf("Head of an object with a large trailer: %v (content type kept: %v)", err, info.ContentType == ct)
+	info, err := s.Head(ctx, key)
+	if err != nil || info.ContentType != ct || info.Metadata["a"] != user["a"] {
+		t.Fatalf("Head of a write at every bound: %v (content type kept: %v, metadata kept: %v)", err, info.ContentType == ct, info.Metadata["a"] == user["a"])
 	}
 }
