@@ -68,13 +68,12 @@ func (l *Lease) Delegate(ctx context.Context, p DelegateParams) (Delegation, err
 	if err := l.live(); err != nil {
 		return Delegation{}, err
 	}
-	if l.mayResume { // a restarted worker's lease: its segments so far count
-		if err := l.loadLedger(ctx); err != nil {
-			return Delegation{}, err
-		}
+	list, err := l.resume(ctx)
+	if err != nil {
+		return Delegation{}, err
 	}
 	if l.doubt != nil {
-		if _, _, err := l.settleDoubt(ctx, "", nil); err != nil {
+		if _, _, err := l.settleDoubt(ctx, list, "", nil); err != nil {
 			return Delegation{}, err
 		}
 	}

@@ -9,7 +9,8 @@ import (
 
 // ledger is what a lease knows of its operation's receipts by effect key:
 // loaded from the receipt ledger (GET /v1/receipts?operationId=) on the
-// first keyed commit, then kept up to date by the lease's own commits, the
+// first keyed commit, or the first commit or delegation of a lease a
+// restarted worker may have written under (resume), then kept up to date by the lease's own commits, the
 // listings that settle a doubt, a key's earlier unsettled receipt read again,
 // and, until a segment of this lease is known admitted, a listing before a
 // key it does not know is sent (commitKeyed).
@@ -47,10 +48,11 @@ func (l *Lease) commitKeyed(ctx context.Context, key string, e *effect) (outcome
 	if err := l.live(); err != nil {
 		return outcome{}, err
 	}
-	listed := !l.led.loaded // the ledger is read by this commit
-	if err := l.loadLedger(ctx); err != nil {
+	list, err := l.loadLedger(ctx)
+	if err != nil {
 		return outcome{}, err
 	}
+	listed := list != nil // the ledger is read by this commit
 	if seg, ok := l.led.seg[key]; ok {
 		return l.sendKeyed(ctx, key, seg, e.send)
 	}
@@ -71,7 +73,7 @@ func (l *Lease) commitKeyed(ctx context.Context, key string, e *effect) (outcome
 		return o, err
 	}
 	if d := l.doubt; d != nil {
-		o, done, err := l.settleDoubt(ctx, doubtKey(key), nil) // its listing goes into the ledger
+		o, done, err := l.settleDoubt(ctx, list, doubtKey(key), nil) // its listing goes into the ledger
 		if err != nil || done {
 			return o, err
 		}
@@ -187,18 +189,31 @@ func (l *Lease) sendKeyed(ctx context.Context, key string, seg uint64, send func
 	}
 }
 
-// loadLedger reads the operation's receipts once: every effect key's best
+// resume loads the ledger (loadLedger) for a lease a restarted worker may
+// have written under (mayResume), and returns what it read; nil otherwise.
+func (l *Lease) resume(ctx context.Context) ([]domain.Receipt, error) {
+	if !l.mayResume {
+		return nil, nil
+	}
+	return l.loadLedger(ctx)
+}
+
+// loadLedger reads the operation's receipts once (and returns them; nil
+// when they were read before): every effect key's best
 // receipt, and for this lease's grant the keys' segments, the next segment
 // number and a segment still in doubt. So a worker restarted under the same
 // lease (the same request ID) continues its numbering and its keys.
-func (l *Lease) loadLedger(ctx context.Context) error {
+func (l *Lease) loadLedger(ctx context.Context) ([]domain.Receipt, error) {
 	if l.led.loaded {
-		return nil
+		return nil, nil
 	}
 	info := l.Info()
 	list, err := l.c.Receipts(ctx, info.OperationID)
 	if err != nil {
-		return err
+		return nil, err
+	}
+	if list == nil {
+		list = []domain.Receipt{} // read, and empty: only nil says "not read"
 	}
 	l.led = ledger{loaded: true, byKey: map[string]domain.Receipt{}, seg: map[string]uint64{}, accepted: l.led.accepted}
 	l.noteReceipts(list) // every key's best receipt; whether this grant has an admitted segment
@@ -221,5 +236,5 @@ func (l *Lease) loadLedger(ctx context.Context) error {
 	if doubt != nil && doubt.seg >= next && l.doubt == nil {
 		l.doubt = doubt
 	}
-	return nil
+	return list, nil
 }

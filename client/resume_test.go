@@ -71,3 +71,24 @@ func TestARestartedWorkerDelegatesOnlyAfterItsLeasesSegments(t *testing.T) {
 		t.Fatalf("a delegation after them: %v", err)
 	}
 }
+
+// A restarted worker's lease whose last segment is still unsettled answers
+// MUTATION_UNKNOWN at its first write from the one listing it read, sending
+// nothing (the listing is not read twice).
+func TestARestartedWorkersUnsettledSegmentIsReadOnce(t *testing.T) {
+	f, c := newFake(t)
+	f.receipts = append(f.receipts, domain.Receipt{ID: "old1", Lease: "L1", FenceToken: 7, Segment: 1,
+		OperationID: "op-1", State: domain.ReceiptUnknown, Method: "PUT", Target: "objects/bucket/part-1"})
+	l, err := c.AcquireLease(context.Background(), LeaseParams{AcquireParams: AcquireParams{Resource: "bucket/jobs",
+		RequestID: "r-1", TTL: time.Minute, OperationID: "op-1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = l.Objects("bucket").Put(context.Background(), "part-2", strings.NewReader("new"), "")
+	if domain.ErrorCode(err) != domain.CodeMutationUnknown {
+		t.Fatalf("a write behind the restart's unsettled segment: %v, want MUTATION_UNKNOWN", err)
+	}
+	if n, w := f.count("receipts"), f.count("write"); n != 1 || w != 0 {
+		t.Fatalf("%d receipt listings and %d writes, want 1 and 0", n, w)
+	}
+}

@@ -101,13 +101,12 @@ func (l *Lease) commit(ctx context.Context, e effect) (outcome, error) {
 	if err := l.live(); err != nil {
 		return outcome{}, err
 	}
-	if l.mayResume {
-		if err := l.loadLedger(ctx); err != nil { // once: it is kept loaded
-			return outcome{}, err
-		}
+	list, err := l.resume(ctx)
+	if err != nil {
+		return outcome{}, err
 	}
 	if l.doubt != nil {
-		o, done, err := l.settleDoubt(ctx, e.key, &e)
+		o, done, err := l.settleDoubt(ctx, list, e.key, &e)
 		if err != nil || done {
 			return o, err
 		}
@@ -198,18 +197,21 @@ func (l *Lease) live() error {
 	return l.notHeldLocked()
 }
 
-// settleDoubt queries receipts by operation ID for the segment in doubt. A
+// settleDoubt queries receipts by operation ID for the segment in doubt
+// (list, when the caller has just read them). A
 // COMMITTED receipt advances the numbering and, if key is the same effect, is
 // reused (done). A receipt still PENDING/UNKNOWN refuses anything new. A
 // segment never admitted, FAILED or NOT_APPLIED is free again.
-func (l *Lease) settleDoubt(ctx context.Context, key string, e *effect) (outcome, bool, error) {
+func (l *Lease) settleDoubt(ctx context.Context, list []domain.Receipt, key string, e *effect) (outcome, bool, error) {
 	d := l.doubt
 	info := l.Info()
-	list, err := l.c.Receipts(ctx, info.OperationID)
-	if err != nil {
-		return outcome{}, false, err
+	if list == nil { // else just read by loadLedger, which noted it
+		var err error
+		if list, err = l.c.Receipts(ctx, info.OperationID); err != nil {
+			return outcome{}, false, err
+		}
+		l.noteReceipts(list)
 	}
-	l.noteReceipts(list)
 	var best *domain.Receipt
 	for i := range list {
 		r := &list[i]
