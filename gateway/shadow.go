@@ -53,12 +53,6 @@ func (g *Gateway) shadowForward(ctx context.Context, req Request, vg *fencegate.
 		}
 		defer held.unlock()
 	}
-	// The mode was read before the request waited for the resource: an
-	// operator may have switched it to enforce meanwhile (decided again
-	// before the effect, below, where the switch waits for it).
-	if g.cfg.Modes.For(req.Resource) != Shadow {
-		return Result{}, verdict
-	}
 	code := fencegate.ErrorCode(verdict)
 	// Never alongside a fenced effect in flight on the same resource, nor on
 	// the resource the target is bound to (a fenced write under a grant for

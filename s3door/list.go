@@ -153,21 +153,19 @@ func (s *Server) listObjects(w http.ResponseWriter, r *http.Request, t *target) 
 	// A marker (v1) or continuation token (v2) that is a common prefix of
 	// this listing resumes after everything under it (rolledUp); v2's
 	// start-after is a key.
-	underPrefix := rolledUp(after, prefix, delim)
+	resumed := !v2 // after a marker or a token, not a start-after
 	if v2 {
 		after = q.Get("start-after")
-		underPrefix = false
 		if tok := q.Get("continuation-token"); tok != "" {
 			b, err := base64.RawURLEncoding.DecodeString(tok)
 			if err != nil {
 				return s3err(http.StatusBadRequest, "InvalidArgument", "The continuation token provided is incorrect")
 			}
-			after = string(b)
-			underPrefix = rolledUp(after, prefix, delim)
+			after, resumed = string(b), true
 		}
 	}
 	skipUnder := ""
-	if underPrefix {
+	if resumed && rolledUp(after, prefix, delim) {
 		skipUnder = after
 	}
 	a := authOf(r)

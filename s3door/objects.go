@@ -372,13 +372,7 @@ func parseRange(h string, size int64) (start, n int64, ranged bool, err error) {
 // is always right. A validator that holds serves the Range; one that does
 // not serves the whole object.
 func ifRangeHolds(v string, info fencegate.ObjectInfo) bool {
-	if strings.HasPrefix(v, "W/") {
-		return false
-	}
-	if _, err := http.ParseTime(v); err == nil {
-		return false
-	}
-	return quoteETag(v) == quoteETag(info.ETag)
+	return quoteETag(v) == quoteETag(info.ETag) // a weak tag or a date, quoted, never equals a strong ETag
 }
 
 // preconditions applies a GET's or HEAD's If-Match, If-None-Match,
@@ -420,7 +414,6 @@ func preconditions(w http.ResponseWriter, r *http.Request, info fencegate.Object
 	}
 	return false, nil
 }
-
 
 // userMeta is a write's x-amz-meta-* headers (names lower-case, without the
 // prefix), fence-segment, which numbers the write, left out.
