@@ -211,10 +211,18 @@ func (c Config) HighWaterSource() string {
 		return ""
 	case c.Registry.HighWater != "":
 		return c.Registry.HighWater
-	case len(c.Stores) > 0, strings.HasPrefix(c.FenceStore, "postgres"):
+	case c.fenceStoreWritten():
 		return "fencestore"
 	}
 	return "operator"
+}
+
+// fenceStoreWritten reports whether gateways write the fence store this
+// process opens: it serves stores or APIs, or the store is a shared
+// postgres:// one. Only then does it know every fence accepted, so that a
+// registry can resume above it after a state loss (highWater fencestore).
+func (c Config) fenceStoreWritten() bool {
+	return len(c.Stores) > 0 || len(c.APIs) > 0 || strings.HasPrefix(c.FenceStore, "postgres")
 }
 
 // Reconcile configures the reconciler.

@@ -465,3 +465,26 @@ func TestURLErrorsNeverShowAPassword(t *testing.T) {
 		}
 	}
 }
+
+// Rule: a registry's high-water source defaults to the fence store exactly
+// when gateways write it (stores, APIs, or a shared postgres:// store), and
+// an explicit "fencestore" is accepted for the same configurations: an
+// API-only process defaulted to operator while it accepted fencestore.
+func TestTheHighWaterDefaultAndItsCheckAgree(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		set  func(*Config)
+		want string
+	}{
+		{"nothing written", func(c *Config) { c.Stores = nil }, "operator"},
+		{"APIs", func(c *Config) { c.Stores, c.APIs = nil, []httpapi.APIConfig{{Name: "x"}} }, "fencestore"},
+		{"stores", func(*Config) {}, "fencestore"},
+		{"shared postgres", func(c *Config) { c.Stores, c.FenceStore = nil, "postgres://db/fence" }, "fencestore"},
+	} {
+		cfg := Dev()
+		c.set(&cfg)
+		if got := cfg.HighWaterSource(); got != c.want {
+			t.Errorf("%s: default %q, want %q", c.name, got, c.want)
+		}
+	}
+}

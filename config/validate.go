@@ -161,7 +161,7 @@ func (c *Config) Validate() error {
 		if r.HighWater != "" && r.HighWater != "fencestore" && r.HighWater != "operator" {
 			at("registry.highWater", "registry.highWater must be fencestore or operator, not %q", r.HighWater)
 		}
-		if r.HighWater == "fencestore" && len(c.Stores) == 0 && len(c.APIs) == 0 && !strings.HasPrefix(c.FenceStore, "postgres") {
+		if r.HighWater == "fencestore" && !c.fenceStoreWritten() {
 			// The fence store is this process's own, and no gateway writes
 			// it: after a state loss grants would resume above 0.
 			at("registry.highWater", "registry.highWater fencestore asks the gateways' fence store, but this process serves no stores or APIs and its fenceStore is not a shared postgres:// one: use operator (or point fenceStore at the gateways' postgres store)")
