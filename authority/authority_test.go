@@ -122,7 +122,7 @@ func TestRetiringTheCurrentEpochRotatesThenDropsItsKeyWithNoOverlap(t *testing.T
 	}
 	b := a.Verifier().Bundle()
 	if st.IssuerEpoch != 2 || !a.EpochRevoked(1) || !slices.Equal(epochsOf(b), []uint64{2}) ||
-		!slices.Equal(b.RevokedEpochs(), []uint64{1}) || b.Version() != 3 {
+		!slices.Equal(b.RevokedEpochs(), []uint64{1}) || b.Version() != 2 {
 		t.Fatalf("after retiring epoch 1: state %+v, bundle v%d epochs %v revoked %v", st, b.Version(), epochsOf(b), b.RevokedEpochs())
 	}
 	if is := a.Issuing(); is.Epoch != 2 || len(is.Standing) != 0 || !is.Revoked[1] {
@@ -130,11 +130,11 @@ func TestRetiringTheCurrentEpochRotatesThenDropsItsKeyWithNoOverlap(t *testing.T
 	}
 	// The published file is the bundle in force; a restart keeps everything.
 	onDisk, err := proofs.ParseBundle(e.read("trust-bundle.json"))
-	if err != nil || onDisk.Version() != 3 || !onDisk.EpochRevoked(1) {
+	if err != nil || onDisk.Version() != 2 || !onDisk.EpochRevoked(1) {
 		t.Fatalf("bundle file: %v %v", onDisk, err)
 	}
 	again := e.open()
-	if again.CurrentEpoch() != 2 || !again.EpochRevoked(1) || again.Verifier().Bundle().Version() != 3 {
+	if again.CurrentEpoch() != 2 || !again.EpochRevoked(1) || again.Verifier().Bundle().Version() != 2 {
 		t.Fatalf("after restart: %+v", again.Issuing())
 	}
 	// Retiring it again changes nothing.
@@ -201,9 +201,9 @@ func TestReplicaTakesRevocationsFromTheBundleAndRefusesOneThatLiftsThem(t *testi
 	if _, err := registry.RetireEpoch(ctx, 1); err != nil {
 		t.Fatal(err)
 	}
-	v3, _ := registry.TrustBundle(ctx)
-	write(v3)
-	if ok, v, err := replica.ReloadBundle(); !ok || v != 3 || err != nil {
+	v2, _ := registry.TrustBundle(ctx)
+	write(v2)
+	if ok, v, err := replica.ReloadBundle(); !ok || v != 2 || err != nil {
 		t.Fatalf("reload: %v %d %v", ok, v, err)
 	}
 	if !replica.EpochRevoked(1) || replica.EpochRevoked(2) {
@@ -229,7 +229,7 @@ func TestReplicaTakesRevocationsFromTheBundleAndRefusesOneThatLiftsThem(t *testi
 	if ok, _, err := replica.ReloadBundle(); ok || err == nil {
 		t.Fatalf("a lifting bundle file was installed: %v", err)
 	}
-	if replica.Verifier().Bundle().Version() != 3 || !bytes.Equal(state, rep.read("authority.json")) {
+	if replica.Verifier().Bundle().Version() != 2 || !bytes.Equal(state, rep.read("authority.json")) {
 		t.Fatal("a refused bundle changed state")
 	}
 	// A lower version is refused too.

@@ -21,7 +21,7 @@ import (
 func (a *Authority) RotateKey(context.Context) (State, error) {
 	a.change.Lock()
 	defer a.change.Unlock()
-	if err := a.rotateLocked(); err != nil {
+	if err := a.rotateLocked(a.revoked); err != nil {
 		return State{}, err
 	}
 	return a.saved()
@@ -29,15 +29,19 @@ func (a *Authority) RotateKey(context.Context) (State, error) {
 
 // RetireEpoch retires issuer epoch n at once, the one path for "this epoch's
 // key must no longer be trusted" (an operator's revocation, or a registry
-// that detected the loss of its coordination state): if n is the epoch
-// being signed for, it first rotates to a new key; then n is revoked, its key
+// that detected the loss of its coordination state): n is revoked, its key
 // dropped from the trust bundle in a new version that lists n as revoked
-// (revocation has no overlap), and everything is persisted. From then on the
-// registry states grants of n REVOKED and signs no proof for them, and this
-// process refuses them; registry-less replicas refuse them once they load the
-// new bundle, and in any case within one status-proof life. Without a
-// signing key (a replica) it records the revocation locally. Retiring a
-// revoked epoch again changes nothing.
+// (revocation has no overlap), and everything is persisted; if n is the
+// epoch being signed for, that same version also holds a new key for the
+// next epoch, which signs from then on (one version, so a failure leaves
+// either both or neither, and never a signer moved on with n still
+// trusted). From then on the registry states grants of n REVOKED and signs
+// no proof for them, and this process refuses them; registry-less replicas
+// refuse them once they load the new bundle, and in any case within one
+// status-proof life. Without a signing key (a replica) it records the
+// revocation locally, in the state file before memory. Retiring a revoked
+// epoch again changes nothing but saves the state again, so a retry after a
+// failed save is not answered before the revocation is on disk.
 func (a *Authority) RetireEpoch(_ context.Context, n uint64) (State, error) {
 	a.change.Lock()
 	defer a.change.Unlock()
@@ -47,19 +51,26 @@ func (a *Authority) RetireEpoch(_ context.Context, n uint64) (State, error) {
 	if a.signing && n > a.epoch {
 		return State{}, fencegate.Errorf(fencegate.CodeInvalidRequest, "epoch %d has not been issued (the current epoch is %d)", n, a.epoch)
 	}
-	if a.EpochRevoked(n) {
-		return a.state(), nil
-	}
-	if a.signing && n == a.epoch {
-		if err := a.rotateLocked(); err != nil {
-			return State{}, err
-		}
+	signingFor := a.signing && n == a.epoch
+	if a.EpochRevoked(n) && !signingFor {
+		return a.saved()
 	}
 	revoked := maps.Clone(a.revoked)
 	revoked[n] = true
-	if a.signing {
+	switch {
+	case signingFor:
+		if err := a.rotateLocked(revoked); err != nil {
+			return State{}, err
+		}
+	case a.signing:
 		b := a.verifier.Bundle()
 		if err := a.publishWith(revoked, b.Keys(), b.Version()+1); err != nil {
+			return State{}, err
+		}
+	default:
+		p := a.snapshot()
+		p.RevokedEpochs = revokedList(revoked)
+		if err := a.write(p); err != nil {
 			return State{}, err
 		}
 	}
@@ -67,18 +78,32 @@ func (a *Authority) RetireEpoch(_ context.Context, n uint64) (State, error) {
 	a.revoked = revoked
 	a.mu.Unlock()
 	a.log.Warn("issuer epoch retired: its grants and status proofs are refused", "epoch", n)
+	if !a.signing {
+		return a.state(), nil
+	}
 	return a.saved()
 }
 
-// rotateLocked is RotateKey's work; the caller holds a.change.
-func (a *Authority) rotateLocked() error {
+// rotateLocked is RotateKey's work, publishing the bundle with revoked as
+// its revocations; the caller holds a.change. The new epoch is above every
+// epoch the bundle holds a key of (a rotation that failed half-way may have
+// published its epoch) and every revoked one (a bundle or the config may
+// revoke an epoch not issued yet): a key is never made for a revoked epoch,
+// which the bundle would drop at once.
+func (a *Authority) rotateLocked(revoked map[uint64]bool) error {
 	if !a.signing {
 		return fencegate.Errorf(fencegate.CodeUnsupported, "no in-process registry: rotate keys at the registry and load its bundle here")
 	}
+	if err := a.noStoppedRotation(); err != nil {
+		return err
+	}
 	old := a.verifier.Bundle()
 	epoch := a.epoch + 1
-	for _, k := range old.Keys() { // a rotation that failed half-way may have published its epoch
+	for _, k := range old.Keys() {
 		epoch = max(epoch, k.Epoch+1)
+	}
+	for e := range revoked {
+		epoch = max(epoch, e+1)
 	}
 	seed, err := newSeed()
 	if err != nil {
@@ -109,8 +134,10 @@ func (a *Authority) rotateLocked() error {
 	if err := writeSeed(next, seed); err != nil {
 		return err
 	}
-	if err := a.publishWith(a.revoked, keys, old.Version()+1); err != nil {
-		_ = os.Remove(next)
+	if err := a.publishWith(revoked, keys, old.Version()+1); err != nil {
+		if !a.bundleFileTrusts(signer) {
+			_ = os.Remove(next)
+		}
 		return err
 	}
 	if err := renameDurable(next, a.files.Key); err != nil {
@@ -120,6 +147,34 @@ func (a *Authority) rotateLocked() error {
 	a.signer, a.epoch = signer, epoch
 	a.mu.Unlock()
 	a.log.Info("signing key rotated", "epoch", epoch, "keyId", signer.KeyID(), "overlapUntil", until)
+	return nil
+}
+
+// bundleFileTrusts reports whether the bundle file holds s's key: a write
+// that failed after its rename (the directory's fsync) still published it.
+func (a *Authority) bundleFileTrusts(s *proofs.Signer) bool {
+	b, err := proofs.LoadBundle(a.files.Bundle)
+	return err == nil && holdsSigner(b, s) == nil
+}
+
+// noStoppedRotation refuses a rotation while an earlier one in this process
+// stopped after its bundle file trusted its new key (its next key file is
+// kept): Open completes that one (completeRotation), and a second rotation
+// here would publish another bundle of the same version over it.
+func (a *Authority) noStoppedRotation() error {
+	seed, err := readSeed(nextKeyFile(a.files.Key))
+	if err != nil {
+		return nil
+	}
+	b, err := proofs.LoadBundle(a.files.Bundle)
+	if err != nil {
+		return nil
+	}
+	for _, k := range b.Keys() {
+		if s, err := proofs.NewSigner(ed25519.NewKeyFromSeed(seed), k.Key.KeyID(), k.Alg); err == nil && k.Epoch > a.epoch && holdsSigner(b, s) == nil {
+			return fencegate.Errorf(fencegate.CodeInternal, "a key rotation stopped after its bundle file trusted key %s; restart to complete it", k.Key.KeyID())
+		}
+	}
 	return nil
 }
 

@@ -101,12 +101,23 @@ type testAuthority struct {
 
 func (a *testAuthority) Issuing() registry.Issuing { a.mu.Lock(); defer a.mu.Unlock(); return a.is }
 
-func (a *testAuthority) retire() {
+// retire revokes epoch, moving the signer on first if it signs for it.
+func (a *testAuthority) retire(epoch uint64) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	revoked := maps.Clone(a.is.Revoked)
-	revoked[a.is.Epoch] = true
-	a.is.Epoch, a.is.Revoked = a.is.Epoch+1, revoked
+	revoked[epoch] = true
+	if epoch == a.is.Epoch {
+		a.is.Epoch++
+	}
+	a.is.Revoked = revoked
+}
+
+// rotate moves the signer to the next epoch, revoking nothing.
+func (a *testAuthority) rotate() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.is.Epoch++
 }
 
 func (a *testAuthority) revoked(e uint64) bool { return a.Issuing().Revoked[e] }
@@ -159,12 +170,12 @@ func newLossEnv(t *testing.T, b *swappable, hw fencegate.HighWater, mem registry
 		NewID:  func() string { n++; return fmt.Sprintf("lease-%p-%d", e, n) },
 		Memory: mem,
 		S3:     testDeriver(t),
-		OnLoss: func(context.Context) error {
+		OnLoss: func(_ context.Context, epoch uint64) error {
 			if e.failOn.Load() {
 				return fmt.Errorf("bundle write failed")
 			}
 			e.retired.Add(1)
-			e.auth.retire()
+			e.auth.retire(epoch)
 			return nil
 		},
 	}

@@ -73,7 +73,11 @@ type recovery struct {
 	reason    string
 	detect    time.Time
 	resume    time.Time
-	opFloor   uint64
+	// epoch is the issuer epoch signing when the loss was found: the one
+	// OnLoss retires, on every try (a rotation between tries does not move
+	// it onto the new epoch).
+	epoch   uint64
+	opFloor uint64
 	// paused mirrors lost for the hot paths; since mirrors seen.Since.
 	paused atomic.Bool
 	since  atomic.Uint64
@@ -248,6 +252,7 @@ func (r *Registry) markLostLocked(reason string, now time.Time) bool {
 		detected = now
 	}
 	rc.lost, rc.retired, rc.claimed, rc.reason, rc.detect = true, false, false, reason, detected
+	rc.epoch = r.IssuerEpoch()
 	rc.resume = detected.Add(r.statusLife + fencegate.MaxClockSkew)
 	rc.paused.Store(true)
 	rc.mu.Unlock()
@@ -261,14 +266,13 @@ func (r *Registry) markLostLocked(reason string, now time.Time) bool {
 func (r *Registry) retireLocked(ctx context.Context) bool {
 	rc := &r.rec
 	rc.mu.Lock()
-	done := rc.retired
+	done, epoch := rc.retired, rc.epoch
 	rc.mu.Unlock()
 	if done {
 		return true
 	}
-	epoch := r.IssuerEpoch()
 	if r.onLoss != nil {
-		if err := r.onLoss(ctx); err != nil {
+		if err := r.onLoss(ctx, epoch); err != nil {
 			r.log.Error("retiring the pre-loss issuer epoch failed; grants stay paused", "epoch", epoch, "err", err)
 			return false
 		}

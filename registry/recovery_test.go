@@ -195,6 +195,25 @@ func TestFailedRetirementKeepsGrantsPaused(t *testing.T) {
 	}
 }
 
+// The epoch a loss retires is the one signing when the loss was found, on
+// every try: an operator's rotation between a failed try and the next does
+// not move the retirement onto the new epoch, which would leave the
+// pre-loss epoch trusted.
+func TestARetriedRetirementRetiresTheEpochSigningAtTheLoss(t *testing.T) {
+	e := newLossEnv(t, newSwappable(t), &highWater{}, nil)
+	e.mustAcquire("alice", "db/a", "r1")
+	e.failOn.Store(true)
+	e.backend.wipe()
+	e.wantPaused("bob", "db/a", "b1")
+	e.auth.rotate() // epoch 4 signs; 3 signed before the loss
+	e.failOn.Store(false)
+	e.clock.Advance(pause)
+	e.mustAcquire("bob", "db/a", "b1")
+	if !e.auth.revoked(3) || e.auth.revoked(4) {
+		t.Fatalf("after the retried retirement: 3 revoked %v, 4 revoked %v; want the pre-loss 3 only", e.auth.revoked(3), e.auth.revoked(4))
+	}
+}
+
 func TestFloorLeavingNoRoomIsRefusedAndChangesNothing(t *testing.T) {
 	e := newLossEnv(t, newSwappable(t), &highWater{}, nil)
 	for _, f := range []uint64{math.MaxUint64, registry.MaxFloor + 1} {

@@ -61,10 +61,11 @@ type Config struct {
 	HighWater fencegate.HighWater
 	// Memory keeps what the registry saw of its backend across restarts.
 	Memory Memory
-	// OnLoss retires the issuer epoch that signed pre-loss grants (rotate to
-	// a new key, revoke the old epoch) when a loss is detected; grants stay
-	// paused until it succeeds. It is never called from SetFloor.
-	OnLoss func(ctx context.Context) error
+	// OnLoss retires epoch, the issuer epoch signing when a loss was
+	// detected (rotate to a new key if it still signs, revoke it); grants
+	// stay paused until it succeeds, and every retry names the same epoch.
+	// It is never called from SetFloor.
+	OnLoss func(ctx context.Context, epoch uint64) error
 	// Handoff, if set, is told of each lock handoff this process sees (old
 	// lease ended -> new grant).
 	Handoff HandoffObserver
@@ -103,7 +104,7 @@ type Registry struct {
 	rec        recovery
 	fences     fencegate.HighWater
 	memory     Memory
-	onLoss     func(ctx context.Context) error
+	onLoss     func(ctx context.Context, epoch uint64) error
 	log        *slog.Logger
 	s3         *s3cred.Deriver
 	handoffObs HandoffObserver

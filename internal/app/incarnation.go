@@ -43,14 +43,15 @@ func incarnationPath(dataDir string) string {
 	return filepath.Join(dataDir, "registry-incarnation.json")
 }
 
-// retireEpoch is the registry's loss hook: it retires the current issuer
-// epoch through the operator path, which rotates to a new key first, so
-// grants signed before a coordination state loss stop verifying here at once
-// and their status proofs everywhere within one proof life.
-func (a *App) retireEpoch(ctx context.Context) error {
+// retireEpoch is the registry's loss hook: it retires epoch (the one signing
+// when the loss was found) through the operator path, which rotates to a new
+// key in the same bundle version if it still signs, so grants signed before
+// a coordination state loss stop verifying here at once and their status
+// proofs everywhere within one proof life.
+func (a *App) retireEpoch(ctx context.Context, epoch uint64) error {
 	if a.auth == nil {
 		return fencegate.Errorf(fencegate.CodeInternal, "the operator state is not built yet")
 	}
-	_, err := a.auth.RetireEpoch(ctx, a.auth.CurrentEpoch())
+	_, err := a.auth.RetireEpoch(ctx, epoch)
 	return err
 }
