@@ -29,6 +29,16 @@ type swappable struct {
 	n   int
 	// reads counts Incarnation calls: the recovery's reads of the backend.
 	reads atomic.Int64
+	// claimLimit, when set, is the highest floor Claim takes (as Redis's
+	// MaxFence narrows it): above it INVALID_REQUEST.
+	claimLimit atomic.Uint64
+}
+
+func (s *swappable) Claim(ctx context.Context, prev, id string, floor uint64) (fencegate.Incarnation, error) {
+	if l := s.claimLimit.Load(); l != 0 && floor > l {
+		return fencegate.Incarnation{}, fencegate.Errorf(fencegate.CodeInvalidRequest, "floor %d above this backend's limit %d", floor, l)
+	}
+	return s.LeaseBackend.Claim(ctx, prev, id, floor)
 }
 
 func (s *swappable) Incarnation(ctx context.Context) (fencegate.Incarnation, error) {

@@ -253,6 +253,10 @@ func (r *Registry) markLostLocked(reason string, now time.Time) bool {
 	}
 	rc.lost, rc.retired, rc.claimed, rc.reason, rc.detect = true, false, false, reason, detected
 	rc.epoch = r.IssuerEpoch()
+	// An operator floor bounds the fences known at the loss it was set
+	// for; a new loss needs its own (another registry may have issued
+	// above the old one since).
+	rc.opFloor = 0
 	rc.resume = detected.Add(r.statusLife + fencegate.MaxClockSkew)
 	rc.paused.Store(true)
 	rc.mu.Unlock()
@@ -314,6 +318,17 @@ func (r *Registry) resumeLocked(ctx context.Context, now time.Time, retire bool)
 				"(POST /v1/admin/floor) at or above it; the highest fence known here is %d", known))
 		}
 		if err := r.claimOrJoinLocked(ctx, inc, seen, max(known, opFloor)); err != nil {
+			if fencegate.ErrorCode(err) == fencegate.CodeInvalidRequest && opFloor > known {
+				// The backend refuses the operator's floor (above its own
+				// range): forget it, so that grants wait for another
+				// floor rather than retrying this one for good.
+				rc.mu.Lock()
+				if rc.opFloor == opFloor {
+					rc.opFloor = 0
+				}
+				rc.mu.Unlock()
+				r.log.Error("operator floor refused by the backend; set another", "floor", opFloor, "err", err)
+			}
 			return err
 		}
 	}
@@ -509,6 +524,7 @@ func (r *Registry) SetFloor(ctx context.Context, floor uint64) error {
 		}
 	}
 	rc.mu.Lock()
+	prev := rc.opFloor
 	rc.opFloor = max(rc.opFloor, floor)
 	rc.mu.Unlock()
 	r.log.Warn("operator floor set for the recovery from a coordination state loss", "floor", floor)
@@ -516,6 +532,11 @@ func (r *Registry) SetFloor(ctx context.Context, floor uint64) error {
 	// the next acquire or watch tick; never call the hook from here (an
 	// operator path may hold its own locks).
 	if err := r.resumeLocked(ctx, r.now(), false); err != nil && fencegate.ErrorCode(err) != fencegate.CodeStateLost {
+		if fencegate.ErrorCode(err) == fencegate.CodeInvalidRequest {
+			rc.mu.Lock()
+			rc.opFloor = prev // a refused floor changes nothing
+			rc.mu.Unlock()
+		}
 		return err
 	}
 	return nil

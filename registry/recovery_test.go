@@ -214,6 +214,92 @@ func TestARetriedRetirementRetiresTheEpochSigningAtTheLoss(t *testing.T) {
 	}
 }
 
+// A floor the backend refuses (above its own range), set while grants wait
+// for one, is refused and forgotten: the operator's next floor ends the
+// pause. It used to be kept, and every later claim failed with it, so the
+// recovery never completed.
+func TestAnOperatorFloorTheBackendRefusesIsForgotten(t *testing.T) {
+	b := newSwappable(t)
+	b.claimLimit.Store(1 << 40)
+	e := newLossEnv(t, b, nil, &memory{})
+	e.mustAcquire("alice", "db/a", "r1")
+	b.wipe()
+	e.wantPaused("bob", "db/a", "b1")
+	if err := e.r.SetFloor(context.Background(), 1<<41); fencegate.ErrorCode(err) != fencegate.CodeInvalidRequest {
+		t.Fatalf("a floor above the backend's range: %v", err)
+	}
+	if is := e.r.Issuance(); !is.NeedsFloor || is.HighWater >= 1<<41 {
+		t.Fatalf("after the refused floor: %+v", is)
+	}
+	if err := e.r.SetFloor(context.Background(), 1000); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(pause)
+	if l := e.mustAcquire("bob", "db/a", "b1"); l.Lease.FenceToken <= 1000 {
+		t.Fatalf("fence %d not above the floor 1000", l.Lease.FenceToken)
+	}
+}
+
+// An operator floor serves the loss it was set for only: at the next loss a
+// registry without a fence store waits for a new one. Registry B kept the
+// first loss's floor and claimed the second by itself, handing out again a
+// fence registry A had issued above that floor meanwhile.
+func TestAnOperatorFloorDoesNotStandInAtTheNextLoss(t *testing.T) {
+	ctx := context.Background()
+	b := newSwappable(t)
+	a := newLossEnv(t, b, nil, &memory{})
+	bb := newLossEnv(t, b, nil, &memory{})
+	b.wipe()
+	a.wantPaused("x", "db/z", "z1")
+	_ = bb.r.Watch(ctx)
+	for _, e := range []*lossEnv{a, bb} {
+		if err := e.r.SetFloor(ctx, 100); err != nil {
+			t.Fatal(err)
+		}
+		e.clock.Advance(pause)
+	}
+	_ = bb.r.Watch(ctx)
+	la := a.mustAcquire("alice", "db/x", "a1") // B has not looked since
+	b.wipe()                                   // the second loss; A is down
+	_ = bb.r.Watch(ctx)
+	if is := bb.r.Issuance(); !is.Paused || !is.NeedsFloor {
+		t.Fatalf("B after the second loss: %+v; want paused, waiting for a floor", is)
+	}
+	bb.clock.Advance(pause)
+	if l, err := bb.acquire("bob", "db/x", "b1"); err == nil {
+		t.Fatalf("B granted fence %d with no floor for the second loss (A issued %d)", l.Lease.FenceToken, la.Lease.FenceToken)
+	}
+}
+
+// A lease from before a loss reads REVOKED and is not renewed: its owner
+// cannot keep the resource by renewing, and the refusal changes nothing.
+func TestALeaseFromBeforeALossIsNotRenewed(t *testing.T) {
+	b := newSwappable(t)
+	e := newLossEnv(t, b, &highWater{}, &memory{})
+	a := e.mustAcquire("alice", "db/a", "a1")
+	snap := b.snapshot()
+	e.mustAcquire("carol", "db/c", "c1")
+	b.restore(snap)
+	e.wantPaused("bob", "db/b", "b0")
+	e.clock.Advance(pause)
+	e.mustAcquire("bob", "db/b", "b0")
+	before, err := b.Lease(context.Background(), a.Lease.ID, e.clock.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.r.Renew(context.Background(), "alice", a.Lease.ID, time.Minute)
+	if fencegate.ErrorCode(err) != fencegate.CodeLeaseNotHeld {
+		t.Fatalf("renewal of a lease from before the loss: %v; want LEASE_NOT_HELD", err)
+	}
+	if after, _ := b.Lease(context.Background(), a.Lease.ID, e.clock.Now()); after != before {
+		t.Fatalf("a refused renewal changed the lease: %+v -> %+v", before, after)
+	}
+	e.clock.Advance(a.Lease.ExpiresAt.Sub(e.clock.Now()))
+	if l := e.mustAcquire("bob", "db/a", "b1"); l.Lease.FenceToken <= a.Lease.FenceToken {
+		t.Fatalf("fence %d not above the revoked lease's %d", l.Lease.FenceToken, a.Lease.FenceToken)
+	}
+}
+
 func TestFloorLeavingNoRoomIsRefusedAndChangesNothing(t *testing.T) {
 	e := newLossEnv(t, newSwappable(t), &highWater{}, nil)
 	for _, f := range []uint64{math.MaxUint64, registry.MaxFloor + 1} {

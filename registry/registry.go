@@ -212,18 +212,26 @@ func (r *Registry) Acquire(ctx context.Context, owner string, p AcquireParams) (
 }
 
 // Renew extends owner's held lease to now+ttl, if Access still lets owner
-// lease its resource (else FORBIDDEN, and the lease runs out). The grant keeps its original
+// lease its resource (else FORBIDDEN, and the lease runs out) and the lease
+// was not issued before a coordination state loss (else LEASE_NOT_HELD: it
+// reads REVOKED, and runs out). The grant keeps its original
 // times; the fresh status proof is what proves the lease still lives.
 func (r *Registry) Renew(ctx context.Context, owner, leaseID string, ttl time.Duration) (Issued, error) {
 	if err := r.checkTTL(ttl); err != nil {
 		return Issued{}, err
 	}
 	now := r.now()
-	if r.access != nil { // the policy may have changed since the acquisition
-		if l, err := r.backend.Lease(ctx, leaseID, now); err == nil && l.Owner == owner {
-			if err := r.access.CheckLease(owner, l.Resource); err != nil {
+	if was, err := r.backend.Lease(ctx, leaseID, now); err == nil && was.Owner == owner {
+		if r.access != nil { // the policy may have changed since the acquisition
+			if err := r.access.CheckLease(owner, was.Resource); err != nil {
 				return Issued{}, err
 			}
+		}
+		// A lease from before a coordination state loss reads REVOKED; it
+		// is not renewed either, or its owner could hold the resource for
+		// as long as it keeps renewing.
+		if r.preLoss(was) {
+			return Issued{}, fencegate.Errorf(fencegate.CodeLeaseNotHeld, "lease %s was issued before a coordination state loss: it is revoked, acquire again", leaseID)
 		}
 	}
 	var l fencegate.Lease
