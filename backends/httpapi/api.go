@@ -223,8 +223,12 @@ func (a *API) forwardHeader(in http.Header) http.Header {
 	return a.withCredential(a.keptHeader(in))
 }
 
-// withCredential sets the upstream credential on h (in place) and returns it.
+// withCredential sets the upstream credential on h (in place) and returns
+// it; a nil h gets a header of its own.
 func (a *API) withCredential(h http.Header) http.Header {
+	if h == nil {
+		h = http.Header{}
+	}
 	if a.cred != nil {
 		h.Del(a.cred.name)
 		h.Set(a.cred.name, a.cred.header())

@@ -8,6 +8,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptrace"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -200,10 +201,7 @@ func (a *API) send(ctx context.Context, kr *fencegate.EffectRequest) (*http.Resp
 		cancel()
 		return nil, 0, err
 	}
-	req.Header = a.withCredential(http.Header(kr.Header).Clone())
-	if req.Header == nil {
-		req.Header = a.withCredential(http.Header{})
-	}
+	req.Header = a.sentHeader(kr)
 	if len(kr.Body) > 0 {
 		req.Body, req.ContentLength = io.NopCloser(bytes.NewReader(kr.Body)), int64(len(kr.Body))
 	}
@@ -221,6 +219,18 @@ func (a *API) send(ctx context.Context, kr *fencegate.EffectRequest) (*http.Resp
 	}
 	resp.Body = cancelOnClose{resp.Body, cancel}
 	return resp, wrote.Load(), nil
+}
+
+// sentHeader is the header kr is sent with: a copy of its kept header plus
+// the credential. The copy is always a header of its own: a kept request
+// read back from a store that keeps none (JSON `header,omitempty`) has a
+// nil Header, whose Clone is nil too.
+func (a *API) sentHeader(kr *fencegate.EffectRequest) http.Header {
+	h := make(http.Header, len(kr.Header)+1)
+	for k, v := range kr.Header {
+		h[k] = slices.Clone(v)
+	}
+	return a.withCredential(h)
 }
 
 type cancelOnClose struct {

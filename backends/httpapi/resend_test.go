@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/e2e/upstream"
 	"github.com/fencegate/fencegate/internal/testenv"
 )
 
@@ -230,5 +232,40 @@ func TestBodilessCallThroughAWrappedTransportIsNotResentEither(t *testing.T) {
 	defer mu.Unlock()
 	if posts != 2 {
 		t.Fatalf("the upstream got %d requests, want 2: the transport resent the bodiless call on its own", posts)
+	}
+}
+
+// TestAStoredRequestWithoutHeadersIsResentWithTheCredential: an API taking
+// its key in a body field (the Square preset) keeps no header for a worker
+// that sends no Content-Type, and the stores keep the request as JSON
+// (`header,omitempty`), so the receipt read back for a resend has a nil
+// Header. The resend goes out with the credential and settles the receipt;
+// it never panics (in the reconciler that took the process down, and again
+// after every restart).
+func TestAStoredRequestWithoutHeadersIsResentWithTheCredential(t *testing.T) {
+	h := newHarness(t, upstream.Options{KeyField: "idempotency_key", MaxKeyLength: 45}, func(c *APIConfig) {
+		c.Key = Key{BodyField: "/idempotency_key", MaxLength: 45}
+	})
+	h.pay.Inject(upstream.DropResponse)
+	r := lostCall(t, h.api, h.clock(), "/v1/accounts/acc_1/payouts", http.Header{}, payout)
+	b, err := json.Marshal(r.Request)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Request = new(fencegate.EffectRequest)
+	if err := json.Unmarshal(b, r.Request); err != nil || r.Request.Header != nil {
+		t.Fatalf("read back from the store: header %v, %v", r.Request.Header, err)
+	}
+	defer func() {
+		if v := recover(); v != nil {
+			t.Fatalf("the resend of a request kept without headers panicked: %v", v)
+		}
+	}()
+	if err := h.resolve(t, &r); err != nil || r.State != fencegate.ReceiptCommitted {
+		t.Fatalf("resend: %s (%s), %v", r.State, r.Error, err)
+	}
+	h.paidOnce(t, &r, 1)
+	if n := h.pay.Unauthorized(); n != 0 {
+		t.Fatalf("%d requests went without the credential", n)
 	}
 }
