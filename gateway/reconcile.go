@@ -252,7 +252,7 @@ func (rc *Reconciler) RunOnce(ctx context.Context) (int, error) {
 				continue
 			}
 			r = claimed
-			o, err := res.Resolve(ctx, r)
+			o, err := resolve(ctx, rc.log(), res, r)
 			if err != nil {
 				rc.log().Warn("reconcile: effect query failed", "receipt", r.ID, "err", err)
 				if rc.keepPending(r, res, now) {

@@ -2,6 +2,9 @@ package gateway
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
 
 	"github.com/fencegate/fencegate"
 )
@@ -47,7 +50,7 @@ func (g *Gateway) resolveNow(ctx context.Context, res Resolver, r fencegate.Rece
 		return r
 	}
 	r = claimed
-	out, err := res.Resolve(ectx, r)
+	out, err := resolve(ectx, g.cfg.Log, res, r)
 	if err != nil {
 		g.cfg.Log.WarnContext(ctx, "replay: settling the unknown outcome failed", "receipt", r.ID, "err", err)
 		return r
@@ -68,6 +71,24 @@ func (g *Gateway) resolveNow(ctx context.Context, res Resolver, r fencegate.Rece
 		return r
 	}
 	return settled
+}
+
+// resolve runs res on r as the reconciler and a replay do, recovering a
+// panic as applyEffect does for an effect: whatever the resolver sent before
+// it panicked is not known, so the outcome is UNKNOWN with no resend allowed
+// and an error, which the caller records as it records any failed query.
+// Unrecovered, a panic in the reconciler's pass ends the process, and again
+// at every restart while the receipt is there.
+func resolve(ctx context.Context, log *slog.Logger, res Resolver, r fencegate.Receipt) (out fencegate.Outcome, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			log.ErrorContext(ctx, "resolver panicked; the outcome stays unknown", "receipt", r.ID,
+				"panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+			out = fencegate.Outcome{State: fencegate.ReceiptUnknown, Error: fmt.Sprint("settling the outcome failed (a panic): ", v)}
+			err = &fencegate.Error{Code: fencegate.CodeMutationUnknown, Message: "settling the unknown outcome failed while it ran", ReceiptID: r.ID}
+		}
+	}()
+	return res.Resolve(ctx, r)
 }
 
 // Learnt reports whether a resolver's outcome for r is worth recording: a

@@ -48,3 +48,85 @@ func TestReconcilerRecordsEachAttemptAndWaitsForRetryAfter(t *testing.T) {
 		t.Fatalf("attempts = %d, want 2", got.Attempts)
 	}
 }
+
+// Rule: a resolver that panics does not take the reconciler down (it runs
+// in the process's background loop, which would die, and again after every
+// restart while the receipt is there). The pass ends normally and the
+// receipt stays UNKNOWN, with no resend allowed: what the panicking attempt
+// sent is not known, as for an effect that panics. Later passes go on.
+func TestAPanickingResolverLeavesTheReceiptUnknownWithoutAResend(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.obj.timeOut()
+	res, err := f.gw.Apply(ctx, f.request(5, 1, "v1"))
+	if fencegate.ErrorCode(err) != fencegate.CodeMutationUnknown {
+		t.Fatalf("want MUTATION_UNKNOWN, got %v", err)
+	}
+	asked := 0
+	rc := &gateway.Reconciler{Store: f.store, Now: f.kit.Now, Resolver: func(string) gateway.Resolver {
+		return gateway.ResolverFunc(func(context.Context, fencegate.Receipt) (fencegate.Outcome, error) {
+			switch asked++; asked {
+			case 1:
+				return fencegate.Outcome{State: fencegate.ReceiptUnknown, Attempts: 1, Resend: true, Error: "timeout"}, nil
+			case 2:
+				panic("reading the kept request")
+			}
+			return fencegate.Outcome{State: fencegate.ReceiptCommitted}, nil
+		})
+	}}
+	if _, err := rc.RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	f.kit.Advance(time.Minute)
+	func() {
+		defer func() {
+			if v := recover(); v != nil {
+				t.Fatalf("the resolver's panic ended the reconciler's pass: %v", v)
+			}
+		}()
+		if n, err := rc.RunOnce(ctx); err != nil || n != 0 || asked != 2 {
+			t.Fatalf("the pass that panicked: settled %d, asked %d, %v", n, asked, err)
+		}
+	}()
+	if got, _ := f.store.Receipt(ctx, res.Receipt.ID); got.State != fencegate.ReceiptUnknown || got.Resend {
+		t.Fatalf("after the panic: %s resend=%v, want UNKNOWN without a resend allowed", got.State, got.Resend)
+	}
+	f.kit.Advance(time.Minute)
+	if n, err := rc.RunOnce(ctx); err != nil || n != 1 || asked != 3 {
+		t.Fatalf("the pass after the panic: settled %d, asked %d, %v", n, asked, err)
+	}
+}
+
+// Rule: so does a replay of an UNKNOWN segment, which asks the resolver
+// first: it is answered MUTATION_UNKNOWN and the resource's lock is released.
+func TestAPanickingResolverOnAReplayIsAnsweredMutationUnknown(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.obj.timeOut()
+	if _, err := f.gw.Apply(ctx, f.request(5, 1, "v1")); fencegate.ErrorCode(err) != fencegate.CodeMutationUnknown {
+		t.Fatalf("want MUTATION_UNKNOWN, got %v", err)
+	}
+	gw, err := gateway.New(gateway.Config{Verifier: f.kit.Verifier(), Store: f.store, Now: f.kit.Now,
+		Policy: gateway.StaticPolicy{Generation: 1}, Resolver: func(string) gateway.Resolver {
+			return gateway.ResolverFunc(func(context.Context, fencegate.Receipt) (fencegate.Outcome, error) {
+				panic("reading the kept request")
+			})
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	func() {
+		defer func() {
+			if v := recover(); v != nil {
+				t.Fatalf("the resolver's panic reached the replay's caller: %v", v)
+			}
+		}()
+		_, err = gw.Apply(ctx, f.request(5, 1, "v1"))
+	}()
+	if fencegate.ErrorCode(err) != fencegate.CodeMutationUnknown {
+		t.Fatalf("the replay answered %v, want MUTATION_UNKNOWN", err)
+	}
+	if n := gateway.LockHolders(gw, resource); n != 0 {
+		t.Fatalf("%d requests still hold the resource's lock", n)
+	}
+}
