@@ -24,20 +24,26 @@ type Match struct {
 
 // Answers classifies an API's answers to a fenced call. A declared class
 // replaces that class's default; classes are tried in the order below, and
-// an answer no class matches is a refusal when it is 401, 403 or 408, final
-// below 500 otherwise, and unknown from 500 on.
+// an answer no class matches is a refusal when it is a redirect (3xx but
+// 303), 401, 403, 407 or 408, unknown when it is 303 or from 500 on, and
+// final otherwise.
 //
-// A refusal (401: the request lacked valid credentials; 403: the server
-// refused to fulfil it; 408: the server did not receive the whole request
-// in time, RFC 9110 §15.5.2, §15.5.4, §15.5.9) is the upstream turning the
-// request away before it ran (the gateway's own credential or permissions,
-// or a slow send): nothing ran, and
-// Stripe saves no result for a request that never started executing
+// A refusal is the upstream (or a front end or proxy before it) turning the
+// request away before it ran: 401, the request lacked valid credentials;
+// 403, the server refused to fulfil it; 407, the same for a proxy on the
+// way; 408, the server did not receive the whole request in time (RFC 9110
+// §15.5.2, §15.5.4, §15.5.8, §15.5.9); a redirect, which the gateway never
+// follows, says the user agent must take further action to fulfil the
+// request (RFC 9110 §15.4): the gateway's own credential, permissions or
+// base URL, or a slow send. Nothing ran, and Stripe saves no result for a
+// request that never started executing
 // (https://docs.stripe.com/api/idempotent_requests). On a first send the
-// receipt is FAILED (the segment may be sent again once the credential is
+// receipt is FAILED (the segment may be sent again once the cause is
 // mended), never a stored answer a replay repeats forever; on a resend it
 // says nothing of the first attempt, so the receipt stays UNKNOWN and is
-// resent later.
+// resent later. A 303 is not a refusal: it may point at the result of an
+// action the server performed (RFC 9110 §15.4.4, the POST/redirect/GET
+// pattern), so it is unknown and not resent.
 //
 // Defaults follow draft-ietf-httpapi-idempotency-key-header (its error handling: 409 while
 // the first request with the key is still being processed) and what every
@@ -56,7 +62,8 @@ type Answers struct {
 	// above are unknown anyway).
 	Unknown []Match `yaml:"unknown"`
 	// Final: the answer is the call's result and is stored (COMMITTED with
-	// it). Default: none (answers below 500 not matched above are final).
+	// it). Default: none (answers below 500 not matched above are final,
+	// but the refusals and 303).
 	Final []Match `yaml:"final"`
 }
 
@@ -208,12 +215,24 @@ func (as Answers) classify(a *answer) answerClass {
 		return classUnknown
 	case anyMatch(as.Final, a):
 		return classFinal
-	case a.status == http.StatusUnauthorized, a.status == http.StatusForbidden, a.status == http.StatusRequestTimeout:
+	case notPerformed(a.status):
 		return classRefused
-	case a.status >= 500:
+	case a.status == http.StatusSeeOther, a.status >= 500:
 		return classUnknown
 	}
 	return classFinal
+}
+
+// notPerformed reports whether an answer of the status no class matches
+// says the request was turned away before it ran: a refusal (see Answers).
+func notPerformed(status int) bool {
+	switch status {
+	case http.StatusUnauthorized, http.StatusForbidden, http.StatusProxyAuthRequired, http.StatusRequestTimeout:
+		return true
+	case http.StatusSeeOther:
+		return false
+	}
+	return status >= 300 && status < 400
 }
 
 // outcomeOf is the receipt outcome of a classified answer (er the kept

@@ -151,7 +151,11 @@ func (a *API) attempt(ctx context.Context, r fencegate.Receipt, kr *fencegate.Ef
 	}
 	class := a.cfg.Answers.classify(ans)
 	if class == classRefused && first {
-		msg := fmt.Sprintf("upstream refused the gateway's request (%d): nothing was applied", er.Status)
+		what := "refused the gateway's request"
+		if er.Status < 400 {
+			what = "redirected the gateway's request, which is never followed"
+		}
+		msg := fmt.Sprintf("upstream %s (%d): nothing was applied", what, er.Status)
 		return fencegate.Outcome{State: fencegate.ReceiptFailed, Attempts: 1, Error: msg},
 			fencegate.Errorf(fencegate.CodeBackendUnavailable, "api %q %s; the segment may be sent again", a.cfg.Name, msg)
 	}
