@@ -56,6 +56,8 @@ var presets = map[string]APIConfig{
 		Contract:    Contract{Idempotency: &Idempotency{KeyRetention: 6 * time.Hour}},
 		Key:         Key{Header: "PayPal-Request-Id", MaxLength: 108, Charset: CharsetToken},
 		Answers: Answers{
+			// PayPal names no answer to a second simultaneous request with
+			// the ID ("might fail"): 409 is assumed (PRESETS.md, paypal).
 			InProgress: []Match{{Status: "409"}},
 			Resend:     []Match{{Status: "429"}, {Status: "5xx"}},
 		},
