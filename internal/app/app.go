@@ -209,6 +209,13 @@ func Build(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, er
 	if err != nil {
 		return nil, err
 	}
+	// Every backend's fault series starts at 0 (FencegateBackendUnavailable).
+	for name := range objects {
+		a.metrics.Backends(gateway.BackendOf(gateway.ObjectTarget(name, "k")))
+	}
+	for name := range apis {
+		a.metrics.Backends(gateway.BackendOf(httpapi.Target(name, "k")))
+	}
 	objectResolver := func(target string) gateway.Resolver {
 		if _, _, ok := gateway.SplitObjectTarget(target); ok {
 			return gateway.ObjectResolver{Stores: objects, EffectTimeout: cfg.EffectTimeout, Grace: cfg.Reconcile.Orphan}

@@ -20,24 +20,56 @@ func TestEveryRefusalIsCounted(t *testing.T) {
 	}
 }
 
+// TestBackendFaultSeriesStartAtZero: the built gateway exposes
+// fencegate_backend_errors_total at 0 for each configured backend and fault
+// code before any effect ran, so that the first fault is an increase
+// Prometheus sees (FencegateBackendUnavailable); a series born at 1 is not.
+func TestBackendFaultSeriesStartAtZero(t *testing.T) {
+	rw := newRouteWorld(t)
+	for _, backend := range []string{"objects/local", "apis/payouts"} {
+		for _, code := range []string{"BACKEND_UNAVAILABLE", "MUTATION_UNKNOWN"} {
+			v, ok := counter(t, rw.app, "fencegate_backend_errors_total", map[string]string{"backend": backend, "code": code})
+			if !ok || v != 0 {
+				t.Errorf("fencegate_backend_errors_total{backend=%s,code=%s}: exposed %v, value %v; want exposed at 0", backend, code, ok, v)
+			}
+		}
+	}
+}
+
 // refusalCount reads fencegate_refusals_total{code} from the app's registry.
 func refusalCount(t *testing.T, a *App, code string) float64 {
+	t.Helper()
+	v, _ := counter(t, a, "fencegate_refusals_total", map[string]string{"code": code})
+	return v
+}
+
+// counter reads the counter name{labels} from the app's registry, and
+// whether it is exposed at all.
+func counter(t *testing.T, a *App, name string, labels map[string]string) (float64, bool) {
 	t.Helper()
 	mfs, err := a.metrics.Registry().Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, mf := range mfs {
-		if mf.GetName() != "fencegate_refusals_total" {
+		if mf.GetName() != name {
 			continue
 		}
+	series:
 		for _, m := range mf.GetMetric() {
+			n := 0
 			for _, l := range m.GetLabel() {
-				if l.GetName() == "code" && l.GetValue() == code {
-					return m.GetCounter().GetValue()
+				if want, ok := labels[l.GetName()]; ok {
+					if l.GetValue() != want {
+						continue series
+					}
+					n++
 				}
+			}
+			if n == len(labels) {
+				return m.GetCounter().GetValue(), true
 			}
 		}
 	}
-	return 0
+	return 0, false
 }

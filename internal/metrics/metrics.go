@@ -252,6 +252,23 @@ func (m *Metrics) Effect(backend string, state fencegate.ReceiptState, code fenc
 	}
 }
 
+// backendFaults are the error codes of an effect that mean its backend could
+// not be reached or did not answer: FencegateBackendUnavailable alerts on
+// them, so Backends starts them at 0.
+var backendFaults = []fencegate.Code{fencegate.CodeBackendUnavailable, fencegate.CodeMutationUnknown}
+
+// Backends starts fencegate_backend_errors_total at 0 for each configured
+// backend ("objects/NAME", "apis/NAME") and each code of backendFaults, so
+// that a backend's first fault is an increase Prometheus sees (a series born
+// at 1 has no earlier sample to rise from).
+func (m *Metrics) Backends(backends ...string) {
+	for _, b := range backends {
+		for _, code := range backendFaults {
+			m.backendErrors.WithLabelValues(b, string(code))
+		}
+	}
+}
+
 // Settle observes how long a request waited for its settle (gateway.Observer).
 func (m *Metrics) Settle(state fencegate.ReceiptState, d time.Duration) {
 	m.settleObs.get(string(state)).Observe(d.Seconds())
