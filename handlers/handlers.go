@@ -174,22 +174,35 @@ func Router(s *Server) http.Handler {
 	return r
 }
 
-// problem answers err. Every answer is counted (Refused); its log line is
-// rate-limited per code and caller (see refusallog.go).
+// problem answers err. Every answer is counted and logged by Refusal.
 func (s *Server) problem(w http.ResponseWriter, r *http.Request, err error) {
 	writeProblem(w, r, func(code fencegate.Code, status int, attrs ...any) {
-		if s.Refused != nil {
-			s.Refused(code)
-		}
 		caller := callerOf(r)
 		if caller == "" && s.Auth != nil && code != fencegate.CodeUnauthenticated {
 			caller, _ = s.Auth.Authenticate(r) // fenced routes authenticate in the handler
 		}
-		if caller != "" {
-			attrs = append(attrs, "caller", caller)
-		}
-		s.logProblem(r.Context(), s.Log, code, status, caller, attrs...)
+		s.Refusal(r.Context(), code, status, caller, attrs...)
 	}, err)
+}
+
+// Refusal notes one problem answer with code and status to caller ("" when
+// unknown): it is counted (Refused), every one, and its log line ("request
+// refused", or "request failed" for a 5xx, with attrs and the caller) is
+// rate-limited per code and caller (see refusallog.go). It is the one place
+// answers are counted and logged, for the REST API and for the S3 front door
+// (s3door.Server.Refused), which share its metric and its limits.
+func (s *Server) Refusal(ctx context.Context, code fencegate.Code, status int, caller string, attrs ...any) {
+	if s.Refused != nil {
+		s.Refused(code)
+	}
+	if caller != "" {
+		attrs = append(attrs, "caller", caller)
+	}
+	log := s.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	s.logProblem(ctx, log, code, status, caller, attrs...)
 }
 
 type callerKey struct{}

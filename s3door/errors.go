@@ -101,9 +101,22 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	default:
 		body.Code, body.Message = "InternalError", "internal error"
 	}
-	if status >= 500 && status != http.StatusNotImplemented {
+	switch {
+	case s.Refused != nil:
+		code, caller := fenceCode(err, status), ""
+		if a, ok := r.Context().Value(authedKey{}).(*authed); ok {
+			caller = a.cred.Identity
+		}
+		attrs := []any{"method", r.Method, "path", r.URL.Path, "code", code, "s3Code", body.Code}
+		if status >= 500 {
+			attrs = append(attrs, "err", err)
+		} else {
+			attrs = append(attrs, "detail", body.Message)
+		}
+		s.Refused(r.Context(), code, status, caller, attrs...)
+	case status >= 500 && status != http.StatusNotImplemented:
 		s.Log.Error("s3 request failed", "method", r.Method, "path", r.URL.Path, "status", status, "err", err)
-	} else {
+	default:
 		s.Log.Debug("s3 request refused", "method", r.Method, "path", r.URL.Path, "code", body.Code, "err", err)
 	}
 	if r.Method == http.MethodHead { // a HEAD answer has no body
@@ -111,6 +124,41 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		return
 	}
 	writeXML(w, status, body)
+}
+
+// s3Auth are the S3 error codes of a request whose signature or credential
+// was refused: UNAUTHENTICATED, as the REST API answers a bad credential.
+var s3Auth = map[string]bool{
+	"AccessDenied": true, "InvalidAccessKeyId": true, "SignatureDoesNotMatch": true, "RequestTimeTooSkewed": true,
+	"InvalidToken": true, "ExpiredToken": true, "AuthorizationHeaderMalformed": true, "AuthorizationQueryParametersError": true,
+}
+
+// fenceCode is the Fencegate code an error answer with status stands for,
+// the label it is counted under: a Fencegate error's own code; for an
+// S3-specific refusal, the code the REST API answers the same fault with
+// (UNAUTHENTICATED, NOT_FOUND, UNSUPPORTED, INVALID_REQUEST); else INTERNAL.
+func fenceCode(err error, status int) fencegate.Code {
+	var fe *fencegate.Error
+	var se *s3Error
+	switch {
+	case errors.As(err, &se):
+	case errors.As(err, &fe):
+		return fe.Code
+	default:
+		return fencegate.CodeInternal
+	}
+	switch {
+	case s3Auth[se.code]:
+		return fencegate.CodeUnauthenticated
+	case status == http.StatusNotFound:
+		return fencegate.CodeNotFound
+	case status == http.StatusNotImplemented:
+		return fencegate.CodeUnsupported
+	case status >= 500:
+		return fencegate.CodeInternal
+	default:
+		return fencegate.CodeInvalidRequest
+	}
 }
 
 func writeXML(w http.ResponseWriter, status int, v any) {

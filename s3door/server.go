@@ -40,6 +40,14 @@ type Server struct {
 	QuarantinePayload int64
 	Now               func() time.Time
 	Log               *slog.Logger
+	// Refused, if set, is told of every error answer: the Fencegate code it
+	// stands for (fenceCode), its HTTP status, the caller (the credential's
+	// identity; "" before the signature verified) and the log line's
+	// attributes. It counts and logs the answer: the gateway wires
+	// handlers.Server.Refusal, so S3 answers are in fencegate_refusals_total
+	// and the rate-limited refusal log like the REST API's. Nil: the front
+	// door logs them itself (refusals at Debug) and counts none.
+	Refused func(ctx context.Context, code fencegate.Code, status int, caller string, attrs ...any)
 
 	uploads *uploads
 }
@@ -88,14 +96,16 @@ type authedKey struct{}
 func (s *Server) authed(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		a, err := s.verify(r)
-		if err == nil {
-			err = ended(r, a.cred)
-		}
 		if err != nil {
 			s.writeError(w, r, err)
 			return
 		}
-		next(w, r.WithContext(context.WithValue(r.Context(), authedKey{}, a)))
+		r = r.WithContext(context.WithValue(r.Context(), authedKey{}, a))
+		if err := ended(r, a.cred); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		next(w, r)
 	}
 }
 

@@ -2,6 +2,7 @@ package app
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 )
 
@@ -72,4 +73,28 @@ func counter(t *testing.T, a *App, name string, labels map[string]string) (float
 		}
 	}
 	return 0, false
+}
+
+// TestS3RefusalsAreCountedLikeTheRESTAPIs: a problem answer of the S3 front
+// door is counted in fencegate_refusals_total under its Fencegate code, as
+// the REST API's are: a signed PUT outside the lease's resource is
+// RESOURCE_MISMATCH, a request signed with the wrong secret (S3's
+// SignatureDoesNotMatch) UNAUTHENTICATED.
+func TestS3RefusalsAreCountedLikeTheRESTAPIs(t *testing.T) {
+	rw := newRouteWorld(t)
+	_, k := rw.acquireS3("token-a", "local/s3count/a", "s3count")
+	mismatch, unauthenticated := refusalCount(t, rw.app, "RESOURCE_MISMATCH"), refusalCount(t, rw.app, "UNAUTHENTICATED")
+	if code, out := rw.s3("PUT", "/local/s3count/b", k, "x"); code != http.StatusForbidden || !strings.Contains(out, "RESOURCE_MISMATCH") {
+		t.Fatalf("PUT outside the lease's resource: %d %s; want 403 RESOURCE_MISMATCH", code, out)
+	}
+	if got := refusalCount(t, rw.app, "RESOURCE_MISMATCH"); got != mismatch+1 {
+		t.Fatalf("fencegate_refusals_total{code=RESOURCE_MISMATCH} = %v after an S3 RESOURCE_MISMATCH, want %v", got, mismatch+1)
+	}
+	if code, out := rw.s3("GET", "/local/s3count/a", s3Keys{akid: k.akid, secret: "wrong"}, ""); code != http.StatusForbidden ||
+		!strings.Contains(out, "SignatureDoesNotMatch") {
+		t.Fatalf("GET signed with the wrong secret: %d %s; want 403 SignatureDoesNotMatch", code, out)
+	}
+	if got := refusalCount(t, rw.app, "UNAUTHENTICATED"); got != unauthenticated+1 {
+		t.Fatalf("fencegate_refusals_total{code=UNAUTHENTICATED} = %v after a bad S3 signature, want %v", got, unauthenticated+1)
+	}
 }
