@@ -32,7 +32,8 @@ func (r *Registry) checkedFirst(ctx context.Context) error {
 }
 
 // guard returns what an acquire's backend must show, resuming a paused
-// registry first; COORDINATION_STATE_LOST while paused.
+// registry first; COORDINATION_STATE_LOST while paused, or while new grants
+// are held after a start without memory (recovery.hold).
 func (r *Registry) guard(ctx context.Context, now time.Time) (fencegate.Guard, error) {
 	if err := r.checkedFirst(ctx); err != nil {
 		return fencegate.Guard{}, err
@@ -44,6 +45,9 @@ func (r *Registry) guard(ctx context.Context, now time.Time) (fencegate.Guard, e
 		if err != nil {
 			return fencegate.Guard{}, err
 		}
+	}
+	if err := r.holdErr(now); err != nil {
+		return fencegate.Guard{}, err
 	}
 	return r.seenGuard(), nil
 }

@@ -24,15 +24,21 @@ type Memory interface {
 // issues under and, while grants are paused after a loss, when they resume,
 // so that a registry restarted during the pause waits it out (every status
 // proof signed before the loss has expired by then) instead of granting at
-// once. Its JSON is the incarnation's with resumeAt beside it.
+// once; likewise, while new grants are held after a start without memory
+// (recovery.hold), when the hold ends. Its JSON is the incarnation's with
+// resumeAt and holdUntil beside it.
 type Remembered struct {
 	fencegate.Incarnation
-	ResumeAt time.Time `json:"resumeAt,omitzero"`
+	ResumeAt  time.Time `json:"resumeAt,omitzero"`
+	HoldUntil time.Time `json:"holdUntil,omitzero"`
 }
 
 // Issuance is the registry's issuing state as operators see it.
 type Issuance struct {
-	// Paused: grants are refused with COORDINATION_STATE_LOST.
+	// Paused: grants are refused with COORDINATION_STATE_LOST, after a loss
+	// or, without DetectedAt, while new grants are held after a start
+	// without memory of the backend's marker (recovery.hold; renewals and
+	// status reads go on, and no lease reads REVOKED for it).
 	Paused bool   `json:"paused"`
 	Reason string `json:"reason,omitempty"`
 	// DetectedAt is when the loss was found; ResumeAt is the earliest
@@ -78,6 +84,15 @@ type recovery struct {
 	// it onto the new epoch).
 	epoch   uint64
 	opFloor uint64
+	// hold: new grants are refused until then, renewals and status reads
+	// go on. A registry that starts without memory of the backend's marker
+	// (a new replica, a lost memory file) and finds one claimed after a
+	// loss (generation 2 or more) cannot tell whether the claim's pause has
+	// ended: the claiming registry may be inside it, with HELD proofs
+	// signed before the loss still alive. It waits one pause from its start
+	// check, as long as the claim's own pause, without the loss pause's
+	// REVOKED state (leases issued under the marker are legitimate).
+	hold time.Time
 	// paused mirrors lost for the hot paths; since mirrors seen.Since.
 	paused atomic.Bool
 	since  atomic.Uint64
@@ -129,6 +144,9 @@ func (r *Registry) check(ctx context.Context, full bool) (err error) {
 			rc.paused.Store(true)
 			rc.since.Store(mem.Since)
 		}
+		if now := r.now(); now.Before(mem.HoldUntil) {
+			rc.hold = mem.HoldUntil // restarted during the hold: it goes on
+		}
 	}
 	// Until a check has ended without a fault, every mutation runs one
 	// first (checkedFirst): a check that failed reading the fence store or
@@ -179,10 +197,23 @@ func (r *Registry) check(ctx context.Context, full bool) (err error) {
 	// that returned since then has raised it, and forgetting that would let
 	// a rollback to the backend read above pass unnoticed.
 	cur := rc.seen
+	var hold time.Time
+	if cur.ID == "" && markerGen(inc.ID) >= 2 {
+		// No memory of a marker claimed after a loss: hold new grants one
+		// pause, in case its claimer is still inside its own (hold).
+		hold = r.now().Add(r.statusLife + fencegate.MaxClockSkew)
+		if hold.After(rc.hold) {
+			rc.hold = hold
+		}
+	}
 	rc.seen = fencegate.Incarnation{ID: inc.ID, Since: inc.Since, Revision: max(cur.Revision, inc.Revision),
 		HighestFence: max(cur.HighestFence, inc.HighestFence)}
 	rc.since.Store(inc.Since)
 	rc.mu.Unlock()
+	if !hold.IsZero() {
+		r.log.Warn("started without memory of the coordination backend's incarnation, claimed after a loss: new grants held until every status proof signed before it has expired",
+			"incarnation", inc.ID, "holdUntil", hold)
+	}
 	return r.Remember()
 }
 
@@ -401,6 +432,23 @@ func (r *Registry) claimLocked(ctx context.Context, prev string, floor uint64) e
 	return r.Remember()
 }
 
+// holdErr is COORDINATION_STATE_LOST while new grants are held (hold) at
+// now, else nil.
+func (r *Registry) holdErr(now time.Time) error {
+	r.rec.mu.Lock()
+	hold, id := r.rec.hold, r.rec.seen.ID
+	r.rec.mu.Unlock()
+	if !now.Before(hold) {
+		return nil
+	}
+	return fencegate.Errorf(fencegate.CodeStateLost, "grants are held: %s; grants resume at %s", holdReason(id), hold.Format(time.RFC3339Nano))
+}
+
+func holdReason(id string) string {
+	return fmt.Sprintf("this registry started without memory of the backend's incarnation %q, claimed after a coordination state loss, "+
+		"and waits until every status proof signed before that loss has expired", id)
+}
+
 func (r *Registry) pausedErr(why string) error {
 	r.rec.mu.Lock()
 	reason := r.rec.reason
@@ -419,6 +467,8 @@ func (r *Registry) Issuance() Issuance {
 		d, res := rc.detect, rc.resume
 		is.Reason, is.DetectedAt, is.ResumeAt = rc.reason, &d, &res
 		is.NeedsFloor = r.fences == nil && !rc.claimed && rc.opFloor == 0
+	} else if hold := rc.hold; r.now().Before(hold) {
+		is.Paused, is.Reason, is.ResumeAt = true, holdReason(rc.seen.ID), &hold
 	}
 	return is
 }
@@ -444,11 +494,12 @@ func (r *Registry) rememberLocked() error {
 	if r.rec.lost && r.rec.claimed {
 		resume = r.rec.resume
 	}
+	hold := r.rec.hold
 	r.rec.mu.Unlock()
 	if !checked {
 		return nil
 	}
-	if err := r.memory.Save(Remembered{Incarnation: seen, ResumeAt: resume}); err != nil {
+	if err := r.memory.Save(Remembered{Incarnation: seen, ResumeAt: resume, HoldUntil: hold}); err != nil {
 		return fencegate.Wrap(err, fencegate.CodeInternal, "save the registry's incarnation memory")
 	}
 	r.rec.saved = seen
