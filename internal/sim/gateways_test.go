@@ -42,10 +42,27 @@ func (a *simAuthority) bumpPolicy(now time.Time) {
 	a.is.PolicyGeneration++
 }
 
+// rotate signs with s for epoch e and revokes the epoch signing so far.
+// Revocations accumulate, as package authority's do: every epoch revoked
+// stays revoked through later rotations.
 func (a *simAuthority) rotate(s registry.Signer, e uint64, now time.Time) {
-	a.revokedAt[a.is.Epoch] = now
-	a.is = registry.Issuing{Signer: s, Epoch: e, PolicyGeneration: a.is.PolicyGeneration,
-		Revoked: map[uint64]bool{a.is.Epoch: true}}
+	old := a.is.Epoch
+	a.is = registry.Issuing{Signer: s, Epoch: e, PolicyGeneration: a.is.PolicyGeneration, Revoked: a.is.Revoked}
+	a.revoke(old, now)
+}
+
+// revoke revokes epoch e (a fresh map: a handed-out Revoked is never
+// modified).
+func (a *simAuthority) revoke(e uint64, now time.Time) {
+	if a.is.Revoked[e] {
+		return
+	}
+	a.revokedAt[e] = now
+	revoked := map[uint64]bool{e: true}
+	for k := range a.is.Revoked {
+		revoked[k] = true
+	}
+	a.is.Revoked = revoked
 }
 
 // querier is a query-mode gateway's linearizable status query.

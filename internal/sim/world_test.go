@@ -303,8 +303,15 @@ func (w *world) openRegistry() error {
 		NewID: func() string { return w.newID("lease") }, MinTTL: time.Millisecond}
 	if w.seed%2 == 0 {
 		rc.HighWater, rc.Memory, rc.Log = w.store.(fencegate.HighWater), simMemory{w}, discard
-		rc.OnLoss = func(context.Context) error {
+		rc.OnLoss = func(_ context.Context, epoch uint64) error {
+			// Retire the epoch signing at the loss: rotate if it still
+			// signs, and it is revoked (a retry after a rotation names
+			// the same epoch and must not rotate again).
 			w.stats.inject("coordination state loss detected")
+			if epoch != w.auth.is.Epoch {
+				w.auth.revoke(epoch, w.clock.Now())
+				return nil
+			}
 			return w.rotateNext()
 		}
 	}
