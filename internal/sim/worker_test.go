@@ -319,11 +319,11 @@ func (wk *worker) forge(ctx context.Context) {
 			m.status = tamper(m.status, "grantDigest", `"sha256:`+strings.Repeat("0", 64)+`"`)
 		}
 	case 3:
-		w.stats.inject("cross-resource replay")
 		other := w.res[w.rng.IntN(len(w.res))]
 		if other.name == m.res.name {
-			return
+			return // nothing sent: not counted
 		}
+		w.stats.inject("cross-resource replay")
 		m.res = other // this grant, this proof, another resource's target
 	case 4:
 		w.stats.inject("forged grant")
