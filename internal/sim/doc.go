@@ -15,7 +15,8 @@
 //
 // The failure matrix of DESIGN §9 is injected at those points; the gates are
 // counted as the run goes (accepted stale, forged, expired owner, skipped
-// segment, regressed token, authentication failures that touched state, two
+// segment, regressed token or a regressed fence answered as its holder's
+// write, authentication failures that touched state, two
 // effects in flight, also in the store's commit order, a stale payout
 // landing, a write landed after its receipt settled not applied, a final
 // state that changes), and every client history is checked for

@@ -56,7 +56,7 @@ var mutations = []mutation{
 		"if fence < row.HighestFence {", "if false {", 30),
 	{name: "FENCE_REGRESSION: an equal fence under another lease or root is admitted", file: rulesFile,
 		edits: []edit{{"if req.Grant.Lease != row.Lease || req.Grant.OperationRoot != row.Root {", "if false {"}},
-		args:  []string{"-sim.operator", "0.2"}, first: []uint64{863}},
+		args:  []string{"-sim.operator", "0.2"}, first: []uint64{1}},
 	mut("QUARANTINED: another payload for an accepted segment is answered as a replay", rulesFile,
 		"if live.PayloadDigest == req.PayloadDigest && live.Target == req.Target && live.Method == req.Method && live.EffectKey == req.EffectKey {",
 		"if live.Target == req.Target && live.Method == req.Method && live.EffectKey == req.EffectKey {", 0),

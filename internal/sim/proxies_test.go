@@ -42,9 +42,11 @@ func (p *storeProxy) Admit(ctx context.Context, req fencegate.AdmitRequest) (fen
 		return fencegate.Admission{}, fencegate.Wrap(errInjected, fencegate.CodeBackendUnavailable, "fence store unreachable")
 	}
 	w.checkAdmitSend(ctx, req)
+	held := w.heldByAnother(req) // before the call: committed before it
 	var adm fencegate.Admission
 	var err error
 	p.send(ctx, req.Grant.Resource, func() { adm, err = p.inner.Admit(ctx, req); w.committedAdmit(adm, err) })
+	w.checkRegressionAnswer(req, held, adm, err)
 	if adm.Prior != nil {
 		w.onSettled(*adm.Prior)
 	}

@@ -53,7 +53,7 @@ var gates = []string{"accepted stale", "forged accepted", "expired owner", "skip
 	"admitted receipt unsettled after 15 min", "not linearizable",
 	"answered COMMITTED, settled otherwise", "answered COMMITTED, read otherwise",
 	"admitted past a deferred settle", "admission sent past its own deferred settle", "fence issued twice", "resource held by two leases",
-	"admitted beside an unsettled effect", "final receipt changed"}
+	"admitted beside an unsettled effect", "final receipt changed", "regression answered as the holder's write"}
 
 func table(m map[string]int) string {
 	var keys []string

@@ -97,6 +97,7 @@ var minInjected = map[string]int{
 	"restore of an old coordination snapshot":          20,
 	"restore behind a running registry":                3,
 	"failover losing the last acquisition":             3,
+	"fence held by another lease presented":            3,
 	"lost transaction ACK":                             50,
 	"forged oversized token":                           20,
 	"tampered grant digest":                            20,
