@@ -89,7 +89,7 @@ var mutations = []mutation{
 		"if !fencegate.Covers(vg.Resource, req.Resource) {", "if false {", 14),
 	{name: "epoch check: revoked epochs are not refused by the gateway", file: acceptFile, edits: []edit{
 		{"if g.cfg.Policy.EpochRevoked(vg.IssuerEpoch) {", "if false {"},
-		{"if g.cfg.Policy.EpochRevoked(st.IssuerEpoch) {", "if false {"}}, first: []uint64{18}},
+		{"if g.cfg.Policy.EpochRevoked(st.IssuerEpoch) {", "if false {"}}, first: []uint64{27}},
 	mut("policy check: grants of an old policy generation are admitted", acceptFile,
 		"if cur := g.cfg.Policy.PolicyGeneration(); vg.PolicyGeneration < cur {",
 		"if cur := g.cfg.Policy.PolicyGeneration(); false && vg.PolicyGeneration < cur {", 21),
@@ -119,12 +119,12 @@ var mutations = []mutation{
 	// must read its own write (the window long enough for reads inside it).
 	{name: "deferred settle: a read does not flush this process's deferred settle first", file: "gateway/readstore.go",
 		edits: []edit{{"if e := s.g.deferred.ofReceipt(r.ID); e != nil {", "if e := s.g.deferred.ofReceipt(r.ID); false && e != nil {"}},
-		args:  []string{"-sim.prove=false", "-sim.defer", "150ms"}, first: []uint64{4}},
+		args:  []string{"-sim.prove=false", "-sim.defer", "150ms"}, first: []uint64{5}},
 	mut("deferred settle: the reconciler settles NOT_APPLIED although the object names the receipt", reconFile,
 		"if m, ok := fencegate.ParseEffectMeta(info.Metadata); ok && m.ReceiptID == id {",
 		"if m, ok := fencegate.ParseEffectMeta(info.Metadata); false && ok && m.ReceiptID == id {", 5),
 	mut("registry memory: an acquisition is answered before the memory covers it", "registry/recovery.go",
-		"if covered {", "if true {", 2),
+		"if covered {", "if true {", 42),
 	// The embedded store's journal (layout 5), in worlds over that store,
 	// whose journal is moved every few ops.
 	{name: "embedded journal: a read skips the journal's newer entry", file: journalFile,
