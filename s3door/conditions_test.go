@@ -2,6 +2,7 @@ package s3door_test
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"testing"
 	"time"
@@ -56,5 +57,51 @@ func TestDeleteObjectsRefusesAConditionItCannotKeep(t *testing.T) {
 		if _, err := c.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String("b"), Key: aws.String(k)}); err != nil {
 			t.Fatalf("%s after the refusals: %v", k, err)
 		}
+	}
+}
+
+// Rule: CompleteMultipartUpload's If-None-Match and If-Match are refused
+// as PutObject's are (NotImplemented), before anything is admitted: the
+// object stays as it was, no segment is spent, the staged parts stay, and
+// the upload completes once sent without the condition.
+func TestCompleteMultipartUploadRefusesAConditionItCannotKeep(t *testing.T) {
+	e := newEnv(t, nil)
+	c := e.client(e.lease("AKIDA", owner, "b/r"))
+	ctx := context.Background()
+	if err := put(c, "r/k", "precious"); err != nil {
+		t.Fatal(err)
+	}
+	head, err := c.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String("b"), Key: aws.String("r/k")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, parts := upload(t, c, "r/k", []byte("new bytes"), "", "")
+	staged := e.stagedFiles()
+	before := e.fingerprint("b/r")
+	for name, in := range map[string]*s3.CompleteMultipartUploadInput{
+		"If-None-Match: *":    {IfNoneMatch: aws.String("*")},
+		"a wrong If-Match":    {IfMatch: aws.String(`"deadbeef"`)},
+		"a matching If-Match": {IfMatch: head.ETag},
+	} {
+		in.Bucket, in.Key, in.UploadId = aws.String("b"), aws.String("r/k"), id
+		in.MultipartUpload = &types.CompletedMultipartUpload{Parts: parts}
+		_, err := c.CompleteMultipartUpload(ctx, in)
+		if code, _, st := apiCode(t, err); code != "NotImplemented" || st != 501 {
+			t.Errorf("Complete with %s: %s %d, want NotImplemented 501", name, code, st)
+		}
+	}
+	if e.fingerprint("b/r") != before || e.stagedFiles() != staged {
+		t.Fatal("a refused conditional Complete changed state")
+	}
+	g, err := c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("b"), Key: aws.String("r/k")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := io.ReadAll(g.Body); string(b) != "precious" {
+		t.Fatalf("object after the refusals: %q", b)
+	}
+	if _, err := c.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{Bucket: aws.String("b"), Key: aws.String("r/k"),
+		UploadId: id, MultipartUpload: &types.CompletedMultipartUpload{Parts: parts}}); err != nil {
+		t.Fatalf("the upload without a condition: %v", err)
 	}
 }

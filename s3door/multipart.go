@@ -325,6 +325,10 @@ func (s *Server) completeUpload(w http.ResponseWriter, r *http.Request, t *targe
 	if err := queryAllowed(r, "CompleteMultipartUpload", "uploadId"); err != nil {
 		return err
 	}
+	// If-Match, If-None-Match: NotImplemented as on PutObject, never dropped.
+	if err := headersAllowed(r); err != nil {
+		return err
+	}
 	u, err := s.uploads.get(r.URL.Query().Get("uploadId"), bucket, key, authOf(r))
 	if err != nil {
 		return err
