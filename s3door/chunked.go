@@ -2,6 +2,7 @@ package s3door
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"io"
 	"net/http"
@@ -36,6 +37,7 @@ type dechunker struct {
 	ss       *v4.StreamSigner // nil: unsigned chunks
 	left     int64            // bytes left in the current unsigned chunk
 	buf      []byte           // verified bytes of a signed chunk not yet read
+	chunk    bytes.Buffer     // a signed chunk as it arrives (buf is its tail)
 	done     bool
 	trailers map[string]string
 }
@@ -133,10 +135,15 @@ func (d *dechunker) next() error {
 	if size > maxSignedChunk {
 		return malformed("signed chunk larger than 16 MiB")
 	}
-	chunk := make([]byte, size)
-	if _, err := io.ReadFull(d.in, chunk); err != nil {
+	// The chunk is buffered as its bytes arrive, not by the size its header
+	// announces: a client announcing 16 MiB and trickling a few bytes holds
+	// a few bytes' worth of memory, not 16 MiB (the buffer is reused for
+	// the next chunk, whose bytes are read once this one's are).
+	d.chunk.Reset()
+	if n, err := io.CopyN(&d.chunk, d.in, size); err != nil || n != size {
 		return malformed("truncated chunk")
 	}
+	chunk := d.chunk.Bytes()
 	if !equalHex(d.a.chunkSignature(d.ctx, d.ss, chunk), sig) {
 		return signatureMismatch()
 	}
