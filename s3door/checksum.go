@@ -3,6 +3,7 @@ package s3door
 import (
 	"crypto/md5" //nolint:gosec // Content-MD5 is S3's integrity check, not a security one
 	"crypto/sha1"
+	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
 	"encoding/hex"
@@ -35,6 +36,14 @@ var checksumAlgorithms = map[string]func() hash.Hash{
 	"sha256":    nil, // the spool's own SHA-256
 }
 
+// checksumSize is the length in bytes of an algorithm's checksum.
+func checksumSize(alg string) int {
+	if mk := checksumAlgorithms[alg]; mk != nil {
+		return mk().Size()
+	}
+	return sha256.Size
+}
+
 // integrity collects what a body must match and the hashes it needs.
 type integrity struct {
 	md5       []byte // Content-MD5, decoded
@@ -63,6 +72,12 @@ func readIntegrity(hd http.Header, chunked bool) (*integrity, error) {
 		}
 		if err := in.set(alg); err != nil {
 			return nil, err
+		}
+		// An empty or malformed value is refused, as S3 refuses it, not
+		// taken for "no checksum" (which would echo the algorithm as
+		// verified) nor compared only after the body is read.
+		if b, err := base64.StdEncoding.DecodeString(vs[0]); err != nil || len(b) != checksumSize(alg) {
+			return nil, s3err(http.StatusBadRequest, "InvalidRequest", "Value for "+strings.ToLower(k)+" header is invalid.")
 		}
 		in.want = vs[0]
 	}

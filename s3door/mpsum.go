@@ -64,6 +64,9 @@ func (u *upload) objectChecksum(hd http.Header, parts int) (*objectCheck, error)
 		if alg != u.algorithm {
 			return nil, s3err(http.StatusBadRequest, "InvalidRequest", "the checksum's algorithm is not the upload's")
 		}
+		if v[0] == "" { // not "no checksum": refused, as S3 refuses it
+			return nil, s3err(http.StatusBadRequest, "InvalidRequest", "Value for "+strings.ToLower(k)+" header is invalid.")
+		}
 		c.want = v[0]
 	}
 	if c.want != "" && u.checksumType == "FULL_OBJECT" {
