@@ -260,8 +260,17 @@ func (s *Server) uploadPart(w http.ResponseWriter, r *http.Request, t *target) e
 	if u.aborted { // aborted while this part was read: its directory is gone
 		return noSuchUpload()
 	}
-	if u.algorithm != "" && alg != "" && alg != u.algorithm { // refused before it replaces a staged part
-		return s3err(http.StatusBadRequest, "InvalidRequest", "the part's checksum algorithm differs from the upload's "+u.algorithm)
+	// A part's checksum of another algorithm than the upload's, or of an
+	// upload created without one, is refused before it replaces a staged
+	// part, as S3 refuses it ("Checksum Type mismatch occurred, expected
+	// checksum Type: null, actual checksum Type: crc32"): it could be
+	// neither kept nor listed again at completion.
+	if alg != "" && alg != u.algorithm {
+		want := u.algorithm
+		if want == "" {
+			want = "null"
+		}
+		return s3err(http.StatusBadRequest, "InvalidRequest", "Checksum Type mismatch occurred, expected checksum Type: "+want+", actual checksum Type: "+alg)
 	}
 	staged := body.Size
 	for pn, p := range u.parts {

@@ -223,3 +223,42 @@ func TestPartWhoseUploadIsAbortedMeanwhileIsNoSuchUpload(t *testing.T) {
 		t.Fatalf("%d writes reached the store", n)
 	}
 }
+
+// Rule: a part carrying a checksum of an upload created without a checksum
+// algorithm is refused (InvalidRequest), as S3 refuses it ("Checksum Type
+// mismatch occurred, expected checksum Type: null, ..."), and leaves the
+// part staged before it as it was; it was verified and echoed but staged
+// without its checksum, so a Complete listing the echoed checksum failed
+// InvalidPart.
+func TestAPartWithAChecksumOfAnUploadWithoutOneIsRefused(t *testing.T) {
+	e := newEnv(t, nil)
+	c := e.client(e.lease("AKIDA", owner, "b/r"))
+	ctx := context.Background()
+	first := []byte("the first part's bytes")
+	id, parts := upload(t, c, "r/k", first, "", "")
+	staged := e.stagedFiles()
+	before := e.fingerprint("b/r")
+	_, err := c.UploadPart(ctx, &s3.UploadPartInput{Bucket: aws.String("b"), Key: aws.String("r/k"), UploadId: id,
+		PartNumber: aws.Int32(1), Body: bytes.NewReader([]byte("other bytes")), ChecksumAlgorithm: types.ChecksumAlgorithmCrc32})
+	if code, msg, st := apiCode(t, err); code != "InvalidRequest" || st != 400 || !strings.Contains(msg, "expected checksum Type: null") {
+		t.Fatalf("a part with a checksum of an upload without one: %s %d %q", code, st, msg)
+	}
+	lp, err := c.ListParts(ctx, &s3.ListPartsInput{Bucket: aws.String("b"), Key: aws.String("r/k"), UploadId: id})
+	if err != nil || len(lp.Parts) != 1 || aws.ToString(lp.Parts[0].ETag) != aws.ToString(parts[0].ETag) {
+		t.Fatalf("the staged part after the refusal: %+v %v", lp, err)
+	}
+	if e.fingerprint("b/r") != before || e.stagedFiles() != staged {
+		t.Fatal("a refused part changed state")
+	}
+	if _, err := c.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{Bucket: aws.String("b"), Key: aws.String("r/k"),
+		UploadId: id, MultipartUpload: &types.CompletedMultipartUpload{Parts: parts}}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("b"), Key: aws.String("r/k")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := io.ReadAll(got.Body); !bytes.Equal(b, first) {
+		t.Fatalf("the object is %q, want the staged part %q", b, first)
+	}
+}
