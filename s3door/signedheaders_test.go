@@ -70,3 +70,28 @@ func TestAnUnsignedAmzHeaderIsRefused(t *testing.T) {
 		t.Fatalf("the same PUT, all signed: %d %s", code, out)
 	}
 }
+
+// Rule: an Authorization header whose credential date is not X-Amz-Date's
+// day is 400 AuthorizationHeaderMalformed, as S3 answers it (it was 403
+// SignatureDoesNotMatch), and changes nothing.
+func TestACredentialDateOtherThanXAmzDateIsAuthorizationHeaderMalformed(t *testing.T) {
+	e := newEnv(t, nil)
+	cred := e.lease("AKIDA", owner, "b/r")
+	before := e.fingerprint("b/r")
+	at := time.Now().UTC()
+	req, _ := http.NewRequest(http.MethodPut, e.srv.URL+"/b/r/k", strings.NewReader("body"))
+	sum := sha256.Sum256([]byte("body"))
+	req.Header.Set("X-Amz-Content-Sha256", hex.EncodeToString(sum[:]))
+	if err := v4.NewSigner(func(o *v4.SignerOptions) { o.DisableURIPathEscaping = true }).SignHTTP(context.Background(),
+		aws.Credentials{AccessKeyID: "AKIDA", SecretAccessKey: cred.SecretAccessKey}, req, hex.EncodeToString(sum[:]), "s3", "us-east-1", at); err != nil {
+		t.Fatal(err)
+	}
+	day, other := "/"+at.Format("20060102")+"/", "/"+at.AddDate(0, 0, -1).Format("20060102")+"/"
+	req.Header.Set("Authorization", strings.Replace(req.Header.Get("Authorization"), day, other, 1))
+	if code, out := do(t, req); code != 400 || !strings.Contains(out, "<Code>AuthorizationHeaderMalformed</Code>") {
+		t.Fatalf("a credential dated the day before X-Amz-Date: %d %s", code, out)
+	}
+	if e.fingerprint("b/r") != before {
+		t.Fatal("a malformed Authorization header changed state")
+	}
+}

@@ -367,7 +367,7 @@ func (s *Server) checkTime(when time.Time, p sigParts) error {
 		return s3err(http.StatusForbidden, "RequestTimeTooSkewed", "the difference between the request time and the server's time is too large")
 	}
 	if when.UTC().Format("20060102") != p.date {
-		return s3err(http.StatusForbidden, "SignatureDoesNotMatch", "the credential's date does not match X-Amz-Date")
+		return s3err(http.StatusBadRequest, "AuthorizationHeaderMalformed", "Invalid credential date. Date is not the same as X-Amz-Date.")
 	}
 	return nil
 }
