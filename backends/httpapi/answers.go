@@ -25,8 +25,8 @@ type Match struct {
 // Answers classifies an API's answers to a fenced call. A declared class
 // replaces that class's default; classes are tried in the order below, and
 // an answer no class matches is a refusal when it is a redirect (3xx but
-// 303), 401, 403, 407 or 408, unknown when it is 303 or from 500 on, and
-// final otherwise.
+// 301, 302 and 303), 401, 403, 407 or 408, unknown when it is 301, 302, 303
+// or from 500 on, and final otherwise.
 //
 // A refusal is the upstream (or a front end or proxy before it) turning the
 // request away before it ran: 401, the request lacked valid credentials;
@@ -41,9 +41,13 @@ type Match struct {
 // receipt is FAILED (the segment may be sent again once the cause is
 // mended), never a stored answer a replay repeats forever; on a resend it
 // says nothing of the first attempt, so the receipt stays UNKNOWN and is
-// resent later. A 303 is not a refusal: it may point at the result of an
-// action the server performed (RFC 9110 §15.4.4, the POST/redirect/GET
-// pattern), so it is unknown and not resent.
+// resent later. A 301, 302 or 303 is not a refusal: it may point at the
+// result of an action the server performed (RFC 9110 §15.4.4, the
+// POST/redirect/GET pattern, which many frameworks answer with 302, and
+// §15.4.2-3: user agents historically follow a 301 or 302 to a POST with a
+// GET), so it is unknown and not resent. A 307 or 308 asks for the same
+// request again elsewhere, method and body unchanged (§15.4.8-9): nothing
+// ran here.
 //
 // Defaults follow draft-ietf-httpapi-idempotency-key-header (its error handling: 409 while
 // the first request with the key is still being processed) and what every
@@ -63,7 +67,7 @@ type Answers struct {
 	Unknown []Match `yaml:"unknown"`
 	// Final: the answer is the call's result and is stored (COMMITTED with
 	// it). Default: none (answers below 500 not matched above are final,
-	// but the refusals and 303).
+	// but the refusals, 301, 302 and 303).
 	Final []Match `yaml:"final"`
 }
 
@@ -217,7 +221,7 @@ func (as Answers) classify(a *answer) answerClass {
 		return classFinal
 	case notPerformed(a.status):
 		return classRefused
-	case a.status == http.StatusSeeOther, a.status >= 500:
+	case mayHaveRun(a.status), a.status >= 500:
 		return classUnknown
 	}
 	return classFinal
@@ -229,10 +233,14 @@ func notPerformed(status int) bool {
 	switch status {
 	case http.StatusUnauthorized, http.StatusForbidden, http.StatusProxyAuthRequired, http.StatusRequestTimeout:
 		return true
-	case http.StatusSeeOther:
-		return false
 	}
-	return status >= 300 && status < 400
+	return status >= 300 && status < 400 && !mayHaveRun(status)
+}
+
+// mayHaveRun reports whether a redirect may follow an action the server
+// performed (301, 302, 303: see Answers).
+func mayHaveRun(status int) bool {
+	return status == http.StatusMovedPermanently || status == http.StatusFound || status == http.StatusSeeOther
 }
 
 // outcomeOf is the receipt outcome of a classified answer (er the kept

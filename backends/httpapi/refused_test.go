@@ -97,8 +97,7 @@ func TestARefusedCredentialAppliesNothing(t *testing.T) {
 // payment never made read COMMITTED, and a redirected resend after a lost
 // answer settled the receipt with the redirect instead of the payout.
 func TestARedirectOrAProxyRefusalAppliesNothing(t *testing.T) {
-	for _, status := range []int{http.StatusMovedPermanently, http.StatusFound, http.StatusNotModified,
-		http.StatusTemporaryRedirect, http.StatusPermanentRedirect} {
+	for _, status := range []int{http.StatusNotModified, http.StatusTemporaryRedirect, http.StatusPermanentRedirect} {
 		refusalAppliesNothing(t, status, func(w http.ResponseWriter, r *http.Request) {
 			http.Redirect(w, r, "https://elsewhere.example"+r.URL.Path, status)
 		})
@@ -109,14 +108,22 @@ func TestARedirectOrAProxyRefusalAppliesNothing(t *testing.T) {
 	})
 }
 
-// TestASeeOtherIsUnknownAndNeverResent: a 303 may point at the result of an
-// action the server performed (RFC 9110 §15.4.4: the POST/redirect/GET
-// pattern), which the gateway does not follow: the receipt is UNKNOWN and
-// not resent (a person or a lookup settles it), neither FAILED (the worker
-// would pay again) nor COMMITTED with the redirect.
-func TestASeeOtherIsUnknownAndNeverResent(t *testing.T) {
+// TestARedirectThatMayFollowTheActionIsUnknownAndNeverResent: a 301, 302
+// or 303 may point at the result of an action the server performed (RFC
+// 9110 §15.4.4: the POST/redirect/GET pattern, often answered 302), which
+// the gateway does not follow: the receipt is UNKNOWN and not resent (a
+// person or a lookup settles it), neither FAILED (the worker would pay
+// again) nor COMMITTED with the redirect.
+func TestARedirectThatMayFollowTheActionIsUnknownAndNeverResent(t *testing.T) {
+	for _, status := range []int{http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther} {
+		redirectIsUnknown(t, status)
+	}
+}
+
+func redirectIsUnknown(t *testing.T, status int) {
+	t.Helper()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		http.Redirect(w, r, "/v1/payouts/po_1", http.StatusSeeOther)
+		http.Redirect(w, r, "/v1/payouts/po_1", status)
 	}))
 	defer srv.Close()
 	api, err := New(validConfig(srv.URL), &http.Client{}, WithClock(time.Now))
@@ -128,6 +135,6 @@ func TestASeeOtherIsUnknownAndNeverResent(t *testing.T) {
 	c := api.Call("POST", "/v1/accounts/acc_1/payouts", nil, strings.NewReader(payout), int64(len(payout)))
 	o, err := c.Apply(context.Background(), r, "")
 	if o.State != fencegate.ReceiptUnknown || o.Resend || o.Response != nil || fencegate.ErrorCode(err) != fencegate.CodeMutationUnknown {
-		t.Fatalf("303: %s resend %v (%+v), %v; want UNKNOWN, not resent", o.State, o.Resend, o.Response, err)
+		t.Fatalf("%d: %s resend %v (%+v), %v; want UNKNOWN, not resent", status, o.State, o.Resend, o.Response, err)
 	}
 }
