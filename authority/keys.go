@@ -55,6 +55,13 @@ func (a *Authority) RetireEpoch(_ context.Context, n uint64) (State, error) {
 	if a.EpochRevoked(n) && !signingFor {
 		return a.saved()
 	}
+	if a.signing {
+		// A rotation stopped after its bundle landed on disk: a version
+		// published over it would be another bundle of the same version.
+		if err := a.noStoppedRotation(); err != nil {
+			return State{}, err
+		}
+	}
 	revoked := maps.Clone(a.revoked)
 	revoked[n] = true
 	switch {

@@ -106,3 +106,32 @@ func TestARotationWhoseBundleLandedKeepsItsKey(t *testing.T) {
 		t.Fatalf("the signing key %s expires at %v", b.Signer().KeyID(), k.NotAfter)
 	}
 }
+
+// A retirement is refused too while a rotation stopped after its bundle
+// landed: it would publish another bundle of the version on disk, which a
+// replica that took the first would never install (its revocation lost
+// there).
+func TestARetirementWaitsForAStoppedRotation(t *testing.T) {
+	a, cfg := openSigning(t)
+	if _, err := a.RotateKey(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	func() {
+		saved := fsync
+		defer func() { fsync = saved }()
+		failingFsync(t, 4) // the second rotation's bundle directory
+		if _, err := a.RotateKey(context.Background()); err == nil {
+			t.Fatal("the rotation answered success")
+		}
+	}()
+	onDisk, err := os.ReadFile(cfg.Files.Bundle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.RetireEpoch(context.Background(), 1); err == nil {
+		t.Fatal("a retirement published over a stopped rotation's bundle")
+	}
+	if now, _ := os.ReadFile(cfg.Files.Bundle); string(now) != string(onDisk) {
+		t.Fatal("the bundle file changed")
+	}
+}
