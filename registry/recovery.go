@@ -322,7 +322,9 @@ func (r *Registry) retireLocked(ctx context.Context) bool {
 // resumeLocked moves a paused registry on as far as it can: retire the old
 // epoch (if retire), claim the backend above the high-water mark, and end the
 // pause once every pre-loss status proof has expired. It returns
-// COORDINATION_STATE_LOST while grants stay paused. The caller holds run.
+// COORDINATION_STATE_LOST while grants stay paused, also when the backend
+// refuses the operator's floor, except to SetFloor (retire false), which
+// answers that refusal. The caller holds run.
 func (r *Registry) resumeLocked(ctx context.Context, now time.Time, retire bool) error {
 	rc := &r.rec
 	rc.mu.Lock()
@@ -359,6 +361,12 @@ func (r *Registry) resumeLocked(ctx context.Context, now time.Time, retire bool)
 				}
 				rc.mu.Unlock()
 				r.log.Error("operator floor refused by the backend; set another", "floor", opFloor, "err", err)
+				if retire {
+					// An acquisition or a tick, not the operator's SetFloor
+					// (whose own answer is this refusal): grants stay
+					// paused, as for a floor never set.
+					return r.pausedErr(fmt.Sprintf("the operator's floor %d was refused by the backend (%s): set another", opFloor, fencegate.ErrorMessage(err)))
+				}
 			}
 			return err
 		}

@@ -231,12 +231,35 @@ func TestAnOperatorFloorTheBackendRefusesIsForgotten(t *testing.T) {
 	if is := e.r.Issuance(); !is.NeedsFloor || is.HighWater >= 1<<41 {
 		t.Fatalf("after the refused floor: %+v", is)
 	}
+	e.wantPaused("bob", "db/a", "b1")
 	if err := e.r.SetFloor(context.Background(), 1000); err != nil {
 		t.Fatal(err)
 	}
 	e.clock.Advance(pause)
 	if l := e.mustAcquire("bob", "db/a", "b1"); l.Lease.FenceToken <= 1000 {
 		t.Fatalf("fence %d not above the floor 1000", l.Lease.FenceToken)
+	}
+}
+
+// A floor kept while the epoch was not yet retired, which the backend
+// refuses when an acquisition then claims: that acquisition is answered
+// COORDINATION_STATE_LOST (grants wait for another floor), not the floor's
+// INVALID_REQUEST, which a client takes for its own request's fault.
+func TestAFloorTheBackendRefusesAtAnAcquisitionLeavesGrantsPaused(t *testing.T) {
+	b := newSwappable(t)
+	b.claimLimit.Store(1 << 40)
+	e := newLossEnv(t, b, nil, &memory{})
+	e.mustAcquire("alice", "db/a", "r1")
+	e.failOn.Store(true) // the retirement fails: SetFloor keeps the floor without claiming
+	b.wipe()
+	e.wantPaused("bob", "db/a", "b1")
+	if err := e.r.SetFloor(context.Background(), 1<<41); err != nil {
+		t.Fatalf("a floor set before the epoch is retired: %v", err)
+	}
+	e.failOn.Store(false)
+	e.wantPaused("bob", "db/a", "b1")
+	if is := e.r.Issuance(); !is.NeedsFloor {
+		t.Fatalf("after the backend refused the floor: %+v; want waiting for another", is)
 	}
 }
 
