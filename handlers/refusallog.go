@@ -3,6 +3,7 @@ package handlers
 import (
 	"context"
 	"log/slog"
+	"net/http"
 	"sync"
 	"time"
 
@@ -98,7 +99,7 @@ func (s *Server) logProblem(ctx context.Context, log *slog.Logger, code fencegat
 	if suppressed > 0 {
 		attrs = append(attrs, "suppressed", suppressed)
 	}
-	if status >= 500 {
+	if status >= 500 && status != http.StatusNotImplemented { // 501: the client asked for what is not implemented
 		log.ErrorContext(ctx, "request failed", attrs...)
 	} else {
 		log.InfoContext(ctx, "request refused", attrs...)

@@ -2,7 +2,6 @@ package s3door
 
 import (
 	"encoding/xml"
-	"errors"
 	"io"
 	"net/http"
 
@@ -97,18 +96,8 @@ func (s *Server) deleteObjects(w http.ResponseWriter, r *http.Request, t *target
 			_, err = s.Gateway.Apply(r.Context(), req)
 		}
 		if err != nil {
-			code, msg := "InternalError", err.Error()
-			var fe *fencegate.Error
-			var se *s3Error
-			switch {
-			case errors.As(err, &se):
-				code, msg = se.code, se.message
-			case errors.As(err, &fe):
-				code, msg = "AccessDenied", string(fe.Code)+": "+fe.Message
-				if m, ok := fenceS3[fe.Code]; ok {
-					code = m.code
-				}
-			}
+			status, code, msg, _ := answerOf(err)
+			s.refused(r, err, status, code, msg, "key", o.Key)
 			out.Errors = append(out.Errors, deleteError{Key: o.Key, Code: code, Message: msg})
 			continue
 		}

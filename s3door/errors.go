@@ -75,50 +75,63 @@ var fenceS3 = map[fencegate.Code]struct {
 	fencegate.CodeInternal:           {http.StatusInternalServerError, "InternalError"},
 }
 
-// writeError answers err as an S3 error document. A Fencegate error's
-// Message starts with its code ("STALE_OWNER: ..."), which the AWS CLI and
-// the SDKs print, and its code is also in the Fence-Code header.
-func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
-	body := errorBody{Resource: r.URL.Path, RequestID: requestID(w)}
-	status := http.StatusInternalServerError
+// answerOf is the S3 answer to err: its status, S3 code and message (a
+// Fencegate error's Message starts with its code, "STALE_OWNER: ...", which
+// the AWS CLI and the SDKs print), and the Fencegate error itself if it is
+// one.
+func answerOf(err error) (status int, code, message string, fe *fencegate.Error) {
 	var se *s3Error
-	var fe *fencegate.Error
 	switch {
 	case errors.As(err, &se):
-		status, body.Code, body.Message = se.status, se.code, se.message
+		return se.status, se.code, se.message, nil
 	case errors.As(err, &fe):
 		m, ok := fenceS3[fe.Code]
 		if !ok {
 			m.status, m.code = http.StatusForbidden, "AccessDenied"
 		}
-		status, body.Code = m.status, m.code
-		body.Message = string(fe.Code) + ": " + fe.Message
-		body.FenceCode, body.ReceiptID = string(fe.Code), fe.ReceiptID
-		w.Header().Set("Fence-Code", string(fe.Code))
-		if fe.ReceiptID != "" {
-			w.Header().Set("Fence-Receipt", fe.ReceiptID)
-		}
-	default:
-		body.Code, body.Message = "InternalError", "internal error"
+		return m.status, m.code, string(fe.Code) + ": " + fe.Message, fe
 	}
+	return http.StatusInternalServerError, "InternalError", "internal error", nil
+}
+
+// refused tells Refused (counted and logged as the REST API's refusals) of
+// an error answer to r, a whole request's or one key's of a DeleteObjects;
+// without Refused it logs failures at Error and refusals at Debug.
+func (s *Server) refused(r *http.Request, err error, status int, s3Code, message string, attrs ...any) {
 	switch {
 	case s.Refused != nil:
 		code, caller := fenceCode(err, status), ""
 		if a, ok := r.Context().Value(authedKey{}).(*authed); ok {
 			caller = a.cred.Identity
 		}
-		attrs := []any{"method", r.Method, "path", r.URL.Path, "code", code, "s3Code", body.Code}
+		attrs = append(attrs, "method", r.Method, "path", r.URL.Path, "code", code, "s3Code", s3Code)
 		if status >= 500 {
 			attrs = append(attrs, "err", err)
 		} else {
-			attrs = append(attrs, "detail", body.Message)
+			attrs = append(attrs, "detail", message)
 		}
 		s.Refused(r.Context(), code, status, caller, attrs...)
 	case status >= 500 && status != http.StatusNotImplemented:
 		s.Log.Error("s3 request failed", "method", r.Method, "path", r.URL.Path, "status", status, "err", err)
 	default:
-		s.Log.Debug("s3 request refused", "method", r.Method, "path", r.URL.Path, "code", body.Code, "err", err)
+		s.Log.Debug("s3 request refused", "method", r.Method, "path", r.URL.Path, "code", s3Code, "err", err)
 	}
+}
+
+// writeError answers err as an S3 error document; its Fencegate code, if it
+// has one, is also in the Fence-Code header.
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	body := errorBody{Resource: r.URL.Path, RequestID: requestID(w)}
+	status, code, message, fe := answerOf(err)
+	body.Code, body.Message = code, message
+	if fe != nil {
+		body.FenceCode, body.ReceiptID = string(fe.Code), fe.ReceiptID
+		w.Header().Set("Fence-Code", string(fe.Code))
+		if fe.ReceiptID != "" {
+			w.Header().Set("Fence-Receipt", fe.ReceiptID)
+		}
+	}
+	s.refused(r, err, status, body.Code, body.Message)
 	if r.Method == http.MethodHead { // a HEAD answer has no body
 		w.WriteHeader(status)
 		return

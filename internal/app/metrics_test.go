@@ -97,4 +97,12 @@ func TestS3RefusalsAreCountedLikeTheRESTAPIs(t *testing.T) {
 	if got := refusalCount(t, rw.app, "UNAUTHENTICATED"); got != unauthenticated+1 {
 		t.Fatalf("fencegate_refusals_total{code=UNAUTHENTICATED} = %v after a bad S3 signature, want %v", got, unauthenticated+1)
 	}
+	// A DeleteObjects answers 200 with one key refused: that key is counted too.
+	doc := `<Delete><Object><Key>s3count/b</Key></Object></Delete>`
+	if code, out := rw.s3("POST", "/local?delete", k, doc); code != http.StatusOK || !strings.Contains(out, "RESOURCE_MISMATCH") {
+		t.Fatalf("DeleteObjects of a key outside the lease's resource: %d %s; want 200 with its key refused", code, out)
+	}
+	if got := refusalCount(t, rw.app, "RESOURCE_MISMATCH"); got != mismatch+2 {
+		t.Fatalf("fencegate_refusals_total{code=RESOURCE_MISMATCH} = %v after a DeleteObjects key refused, want %v", got, mismatch+2)
+	}
 }
