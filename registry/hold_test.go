@@ -49,6 +49,9 @@ func (e *lossEnv) wantHeld(owner, resource, rid string, until time.Time) {
 	if !st.Paused || st.DetectedAt != nil || st.ResumeAt == nil || !st.ResumeAt.Equal(until) || st.Losses != 0 || !strings.Contains(st.Reason, "without memory") {
 		e.t.Fatalf("issuance during the hold: %+v", st)
 	}
+	if st.AfterLoss() { // the grants-paused gauge pages on it: a hold is no loss
+		e.t.Fatalf("a hold reported as a pause after a loss: %+v", st)
+	}
 }
 
 // A replica that starts without memory of the backend's marker while another
@@ -63,6 +66,9 @@ func TestMemorylessStartOnAClaimAfterALossHoldsNewGrantsForOnePause(t *testing.T
 	hw.v.Store(al.Lease.FenceToken)
 	b.wipe()
 	a.wantPaused("x", "db/b", "x1") // A claims, pauses until t0+7s
+	if !a.r.Issuance().AfterLoss() {
+		t.Fatalf("A's pause is not reported as after a loss: %+v", a.r.Issuance())
+	}
 
 	mem := &memory{}
 	c := startLate(t, b, hw, mem, time.Second) // a new replica, started at t0+1s

@@ -440,6 +440,11 @@ func (r *Registry) claimLocked(ctx context.Context, prev string, floor uint64) e
 	return r.Remember()
 }
 
+// AfterLoss reports whether grants are paused after a coordination state
+// loss (what fencegate_registry_grants_paused shows, and pages on), not only
+// held after a start without memory, which is no loss.
+func (is Issuance) AfterLoss() bool { return is.Paused && is.DetectedAt != nil }
+
 // holdErr is COORDINATION_STATE_LOST while new grants are held (hold) at
 // now, else nil.
 func (r *Registry) holdErr(now time.Time) error {

@@ -159,7 +159,7 @@ func Build(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, er
 		}
 		a.closers = append(a.closers, a.Registry.Remember)
 		reg := a.Registry
-		a.metrics.RegistryIssuance(func() (bool, uint64) { is := reg.Issuance(); return is.Paused, is.Losses })
+		a.metrics.RegistryIssuance(func() (bool, uint64) { is := reg.Issuance(); return is.AfterLoss(), is.Losses })
 	}
 	if gc, ok := store.(fencegate.GroupCommitter); ok {
 		a.metrics.FenceStoreBatches(gc.GroupCommits)
