@@ -125,3 +125,28 @@ func TestAMutationBesideTheFirstCheckWaitsForIt(t *testing.T) {
 		t.Fatalf("the acquire beside the first check: fence %d, %v; want COORDINATION_STATE_LOST (the check finds the loss)", a.fence, a.err)
 	}
 }
+
+// Rule: a renewal that is a restarted registry's first request runs the
+// check (Memory: the pause it was restarted in) before it reads the lease,
+// so a lease from before the loss is refused, not extended.
+func TestARenewalBeforeTheFirstCheckRefusesAPreLossLease(t *testing.T) {
+	hw, mem, b := &highWater{}, &memory{}, newSwappable(t)
+	e := newLossEnv(t, b, hw, mem)
+	old := e.mustAcquire("alice", "db/a", "r1")
+	snap := b.snapshot()
+	later := e.mustAcquire("carol", "db/c", "c1")
+	hw.v.Store(later.Lease.FenceToken)
+	b.restore(snap)
+	e.wantPaused("dave", "db/b", "d1")
+	again := newLossEnv(t, b, hw, mem, unchecked()) // restarted during the pause, nothing asked yet
+	before, err := b.Lease(context.Background(), old.Lease.ID, again.clock.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := again.r.Renew(context.Background(), "alice", old.Lease.ID, time.Minute); fencegate.ErrorCode(err) != fencegate.CodeLeaseNotHeld {
+		t.Fatalf("the first request, a renewal of a pre-loss lease: %v; want LEASE_NOT_HELD", err)
+	}
+	if after, _ := b.Lease(context.Background(), old.Lease.ID, again.clock.Now()); after != before {
+		t.Fatalf("the refused renewal changed the lease: %+v -> %+v", before, after)
+	}
+}

@@ -220,6 +220,10 @@ func (r *Registry) Renew(ctx context.Context, owner, leaseID string, ttl time.Du
 	if err := r.checkTTL(ttl); err != nil {
 		return Issued{}, err
 	}
+	// The check first, so that preLoss below knows the marker's Since.
+	if err := r.checkedFirst(ctx); err != nil {
+		return Issued{}, err
+	}
 	now := r.now()
 	if was, err := r.backend.Lease(ctx, leaseID, now); err == nil && was.Owner == owner {
 		if r.access != nil { // the policy may have changed since the acquisition
