@@ -343,8 +343,17 @@ func TokensOf(ids []Identity) (map[string]string, error) {
 }
 
 // Secret resolves the identity's token from its value, environment variable
-// or file; an empty token is an error.
+// or file, exactly one of which must be given; an empty token is an error.
 func (id Identity) Secret() (string, error) {
+	n := 0
+	for _, src := range []string{id.Token, id.TokenEnv, id.TokenFile} {
+		if src != "" {
+			n++
+		}
+	}
+	if n > 1 {
+		return "", fmt.Errorf("identity %q: give one of token, tokenEnv and tokenFile, not %d", id.Name, n)
+	}
 	tok := id.Token
 	switch {
 	case id.TokenEnv != "":

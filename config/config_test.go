@@ -76,6 +76,20 @@ func TestTokenFromEnvAndFile(t *testing.T) {
 	}
 }
 
+// Rule: an identity gives its token one way; two sources (a token and a
+// file, say) are refused, not resolved by a precedence nobody wrote down.
+func TestAnIdentityWithTwoTokenSourcesIsRefused(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "tok")
+	if err := os.WriteFile(p, []byte("file-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := Dev()
+	c.Identities = []Identity{{Name: "a", Token: "inline-token", TokenFile: p}}
+	if _, err := c.Tokens(); err == nil || !strings.Contains(err.Error(), `identity "a"`) {
+		t.Fatalf("an identity with a token and a token file: %v", err)
+	}
+}
+
 func TestAPIWithoutFencingContractIsRefusedByName(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "c.yaml")
 	yml := `apis:
