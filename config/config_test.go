@@ -356,6 +356,27 @@ registry:
 	}
 }
 
+// Rule: every bad mode rule is reported with its line, not only the first.
+func TestEveryBadModeRuleIsReportedWithItsLine(t *testing.T) {
+	c, err := loadFile(t, `modes:
+  - {pattern: "a/[", mode: shadow}
+  - {pattern: "b/*", mode: enforce}
+  - {pattern: "c/*", mode: bogus}
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = c.Validate()
+	for _, want := range []string{"c.yaml:2: ", "c.yaml:4: "} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks a problem at %q:\n%v", want, err)
+		}
+	}
+	if err != nil && strings.Contains(err.Error(), "c.yaml:3: ") {
+		t.Errorf("the good rule was reported:\n%v", err)
+	}
+}
+
 func TestS3StoreURLDetailsAreCheckedUpFrontWithTheirLine(t *testing.T) {
 	c, err := loadFile(t, `stores:
   s3a: "s3://bucket/p?endpoint=http://127.0.0.1:7070&regoin=us-east-1"

@@ -181,7 +181,16 @@ func (c *Config) Validate() error {
 	if _, err := c.Access.Policy(); err != nil {
 		errs = append(errs, err)
 	}
-	if _, err := gateway.NewModes(c.Modes...); err != nil {
+	// Each rule alone first, so that every bad rule is reported (with its
+	// line); then all together, for what only their combination refuses.
+	bad := false
+	for i, m := range c.Modes {
+		if _, err := gateway.NewModes(m); err != nil {
+			at(fmt.Sprintf("modes[%d]", i), "%v", err)
+			bad = true
+		}
+	}
+	if _, err := gateway.NewModes(c.Modes...); err != nil && !bad {
 		errs = append(errs, err)
 	}
 	if err := c.APIConfig().Validate(); err != nil {
