@@ -492,6 +492,7 @@ func TestURLErrorsNeverShowAPassword(t *testing.T) {
 		c := Default()
 		c.FenceStore = raw
 		c.Registry = &Registry{Backend: raw}
+		c.Tracing.Endpoint = raw
 		if err := c.Validate(); err == nil || strings.Contains(err.Error(), "S3cretPW") {
 			t.Errorf("%q: the error shows the password:\n%v", raw, err)
 		}

@@ -43,7 +43,7 @@ func (c *Config) validateObservability(at func(field, format string, args ...any
 	}
 	if t := c.Tracing; t.Endpoint != "" {
 		if u, err := url.Parse(t.Endpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			at("tracing.endpoint", "tracing endpoint %q: want an http:// or https:// URL of an OTLP/HTTP collector", t.Endpoint)
+			at("tracing.endpoint", "tracing endpoint %q: want an http:// or https:// URL of an OTLP/HTTP collector", Redacted(t.Endpoint))
 		}
 	}
 	if r := c.Tracing.SampleRatio; r < 0 || r > 1 {
