@@ -130,14 +130,23 @@ func (s *simShard) schedule(seed uint64) error {
 		tok, _ := s.signer.SignStatus(st)
 		return tok
 	}
-	snapshot := func() string {
+	// snapshot is the resource's row and receipts, and its quarantine
+	// records by ID: a refusal changes none of them, but for QUARANTINED,
+	// which writes (or counts another attempt of) the one record of the
+	// refused request and nothing else.
+	snapshot := func() (string, map[string]string) {
 		rs, rerr := store.Resource(ctx, res)
 		page, perr := store.ReceiptsByResource(ctx, res, fencegate.Page{Limit: fencegate.MaxPageLimit})
-		return fmt.Sprintf("%+v %v %+v %v", rs, fencegate.ErrorCode(rerr), page.Receipts, perr)
+		qs, qerr := store.Quarantined(ctx, res, fencegate.Page{Limit: fencegate.MaxPageLimit})
+		quarantine := map[string]string{"": fmt.Sprint(fencegate.ErrorCode(qerr), qs.Next)}
+		for _, q := range qs.Records {
+			quarantine[q.ID] = fmt.Sprintf("%+v", q)
+		}
+		return fmt.Sprintf("%+v %v %+v %v", rs, fencegate.ErrorCode(rerr), page.Receipts, perr), quarantine
 	}
 	write := func(w *simWorker, grant, status string, seg uint64, body string, forged bool) error {
 		before, _ := store.Resource(ctx, res)
-		beforeAll := snapshot() // the row and every receipt of the resource
+		beforeAll, beforeQ := snapshot() // the row, every receipt and quarantine record of the resource
 		res0, err := gw.Apply(ctx, gateway.Request{Caller: w.name, GrantToken: grant, StatusToken: status, Segment: seg,
 			Resource: res, Target: "objects/sim/r", Method: "PUT", PayloadDigest: "sha256:" + body, Effect: effect})
 		after, _ := store.Resource(ctx, res)
@@ -149,8 +158,28 @@ func (s *simShard) schedule(seed uint64) error {
 			if c := fencegate.ErrorCode(err); c == fencegate.CodeInternal {
 				return fmt.Errorf("internal error: %v", err)
 			}
-			if afterAll := snapshot(); !strings.HasPrefix(err.Error(), "QUARANTINED") && afterAll != beforeAll {
+			afterAll, afterQ := snapshot()
+			if afterAll != beforeAll {
 				return fmt.Errorf("refused write (%v) changed state %s -> %s", err, beforeAll, afterAll)
+			}
+			// QUARANTINED keeps the refused request's own record (new,
+			// or another attempt counted); no other refusal writes one.
+			own := ""
+			if fencegate.ErrorCode(err) == fencegate.CodeQuarantined {
+				own = fencegate.QuarantineID(res, w.vg.FenceToken, seg, "objects/sim/r", "PUT", "", "sha256:"+body)
+				if a, ok := afterQ[own]; !ok || a == beforeQ[own] {
+					return fmt.Errorf("refused write (%v) left its quarantine record %s unwritten", err, own)
+				}
+			}
+			for id, b := range beforeQ {
+				if a, ok := afterQ[id]; id != own && (!ok || a != b) {
+					return fmt.Errorf("refused write (%v) changed quarantine record %q: %s -> %s", err, id, b, a)
+				}
+			}
+			for id, a := range afterQ {
+				if _, ok := beforeQ[id]; id != own && !ok {
+					return fmt.Errorf("refused write (%v) wrote quarantine record %s", err, a)
+				}
 			}
 			return nil
 		}
