@@ -83,6 +83,12 @@ var mutations = []mutation{
 		"if row.PendingReceipt == settled.ID {", 4),
 	mut("status check: a proof that is not HELD authorizes", verifyFile,
 		"case held && st.State != fencegate.StateHeld:", "case false:", 0),
+	// A forged request the gateway lets through to the store: a revoked
+	// delegation's write through a query-mode gateway (revokeMidway). The
+	// gate on forged requests compares the store's state around their
+	// admission, whatever the answer.
+	mut("delegation (query mode): the gateway asks about the grant, not the delegation", acceptFile,
+		"case g.cfg.Querier != nil && d != nil:", "case false:", 4),
 	mut("owner binding: any caller may present a grant", acceptFile,
 		"if d == nil && req.Caller != vg.Owner {", "if false {", 0),
 	mut("resource cover: a grant covers any target", acceptFile,

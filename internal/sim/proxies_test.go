@@ -3,9 +3,11 @@ package sim
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"time"
 
@@ -43,9 +45,35 @@ func (p *storeProxy) Admit(ctx context.Context, req fencegate.AdmitRequest) (fen
 	}
 	w.checkAdmitSend(ctx, req)
 	held := w.heldByAnother(req) // before the call: committed before it
+	// A request the simulation forged must leave the store as it was,
+	// whatever the store answers (DESIGN §3: a request that fails step 1
+	// or 2 changes no stored state): a refusal there that writes a
+	// quarantine record, moves the fence or keeps a receipt is as wrong as
+	// an admission. The resource's state is read right before and after
+	// the call: nothing else runs on the resource in between (a batch's
+	// calls are of other resources).
+	forged := reqOf(ctx) != nil && reqOf(ctx).forged
+	var before, after string
 	var adm fencegate.Admission
 	var err error
-	p.send(ctx, req.Grant.Resource, func() { adm, err = p.inner.Admit(ctx, req); w.committedAdmit(adm, err) })
+	p.send(ctx, req.Grant.Resource, func() {
+		if forged {
+			before = p.view(ctx, req.Grant.Resource, req.Target)
+		}
+		adm, err = p.inner.Admit(ctx, req)
+		w.committedAdmit(adm, err)
+		if forged {
+			after = p.view(ctx, req.Grant.Resource, req.Target)
+		}
+	})
+	if forged {
+		w.stats.inject("forged request reached the fence store")
+		if before != after {
+			w.stats.gate("auth failure touched state")
+			w.fail("forged request on %s fence %d seg %d (lease %s) answered %v changed the fence store:\n  before %s\n  after  %s",
+				req.Grant.Resource, req.Grant.FenceToken, req.Segment, req.Grant.Lease, errOrOK(err), before, after)
+		}
+	}
 	w.checkRegressionAnswer(req, held, adm, err)
 	if adm.Prior != nil {
 		w.onSettled(*adm.Prior)
@@ -69,6 +97,7 @@ func (p *storeProxy) Admit(ctx context.Context, req fencegate.AdmitRequest) (fen
 
 func (p *storeProxy) Settle(ctx context.Context, id string, o fencegate.Outcome) (fencegate.Receipt, error) {
 	w := p.w
+	w.forgedWrite(ctx, "settle "+id)
 	w.point(ctx, "settle")
 	if w.chance(0.01) {
 		w.stats.inject("fence store unreachable")
@@ -177,11 +206,63 @@ func (p *storeProxy) Version(ctx context.Context, target string) (string, error)
 }
 
 func (p *storeProxy) SwapVersion(ctx context.Context, target, from, to string) error {
+	p.w.forgedWrite(ctx, "swap the version of "+target)
 	p.w.point(ctx, "swap")
 	return p.inner.SwapVersion(ctx, target, from, to)
 }
 
 func (p *storeProxy) Close() error { return nil }
+
+// view is what the fence store holds of resource and target, for the gate
+// on forged requests: the resource's row, its receipts, its quarantine
+// records and the target's version, as JSON (a read that fails is part of
+// the view: a store that fails to read both times compares equal).
+func (p *storeProxy) view(ctx context.Context, resource, target string) string {
+	ctx = context.WithoutCancel(ctx)
+	var b strings.Builder
+	put := func(what string, v any, err error) {
+		j, _ := json.Marshal(v)
+		fmt.Fprintf(&b, "%s %s %v; ", what, j, fencegate.ErrorCode(err))
+	}
+	rs, err := p.inner.Resource(ctx, resource)
+	put("row", rs, err)
+	for page := (fencegate.Page{Limit: fencegate.MaxPageLimit}); ; {
+		rp, err := p.inner.ReceiptsByResource(ctx, resource, page)
+		put("receipts", rp.Receipts, err)
+		if err != nil || rp.Next == "" {
+			break
+		}
+		page.Cursor = rp.Next
+	}
+	for page := (fencegate.Page{Limit: fencegate.MaxPageLimit}); ; {
+		qp, err := p.inner.Quarantined(ctx, resource, page)
+		put("quarantine", qp.Records, err)
+		if err != nil || qp.Next == "" {
+			break
+		}
+		page.Cursor = qp.Next
+	}
+	v, err := p.inner.Version(ctx, target)
+	put("version", v, err)
+	return b.String()
+}
+
+// forgedWrite fails a store write (what) made for a forged request: such a
+// request is refused before the store (steps 1 and 2), so it settles and
+// swaps nothing.
+func (w *world) forgedWrite(ctx context.Context, what string) {
+	if ri := reqOf(ctx); ri != nil && ri.forged {
+		w.stats.gate("auth failure touched state")
+		w.fail("forged request wrote the fence store: %s", what)
+	}
+}
+
+func errOrOK(err error) string {
+	if err == nil {
+		return "OK"
+	}
+	return string(fencegate.ErrorCode(err))
+}
 
 // onAdmitted checks an admission against the ground truth: the gates on
 // stale, skipped, regressed and expired-owner writes, and authentication.

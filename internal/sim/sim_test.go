@@ -104,6 +104,7 @@ var minInjected = map[string]int{
 	"cross-resource replay":                            20,
 	"forged grant":                                     20,
 	"impostor caller":                                  20,
+	"forged request at a written segment":              100,
 	"revoked issuer epoch":                             20,
 	"stale policy":                                     20,
 	"effect timeout":                                   50,

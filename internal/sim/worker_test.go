@@ -338,6 +338,15 @@ func (wk *worker) forge(ctx context.Context) {
 		w.stats.inject("impostor caller")
 		m.caller = wk.name + "-impostor"
 	}
+	if wk.seg > 1 && wk.reqs%2 == 0 && m.res.name == m.grantRes {
+		// Every other forgery presents the last segment the worker wrote,
+		// with another payload (decided without a draw, so the seeds keep
+		// their course): let through to the store, it would be refused
+		// QUARANTINED there and leave a quarantine record, which only the
+		// gate comparing the store around a forged request sees.
+		w.stats.inject("forged request at a written segment")
+		m.seg, m.body = wk.seg-1, fmt.Sprintf("%s:f%d:s%d:forged-%d", wk.name, m.fence, wk.seg-1, wk.reqs)
+	}
 	wk.send(ctx, m, true)
 }
 
