@@ -42,8 +42,8 @@ const (
 	// leases (so that one cannot take the process's all), and
 	// MaxOpenUploadsTotal those of the process: a further
 	// CreateMultipartUpload is refused (TooManyUploads) until one is
-	// completed, aborted or idle past UploadIdle. With the upload's staged
-	// parts bounded by Server.MaxBody, the staging disk is bounded too.
+	// completed, aborted or idle past UploadIdle. Their staged bytes are
+	// bounded by Server.MaxBody per upload and Server.StagingBytes in all.
 	MaxOpenUploads            = 64
 	MaxOpenUploadsPerIdentity = 256
 	MaxOpenUploadsTotal       = 1024
@@ -115,6 +115,19 @@ func (s *Server) uploadPart(w http.ResponseWriter, r *http.Request, t *target) e
 	if _, err := s.staged(r, bucket, key); err != nil {
 		return err
 	}
+	need, err := s.partRoom(r, u, n)
+	if err != nil {
+		return err
+	}
+	if err := s.uploads.reserve(need); err != nil {
+		return err
+	}
+	settled := false
+	defer func() {
+		if !settled {
+			s.uploads.release(need)
+		}
+	}()
 	h := md5.New() //nolint:gosec
 	// A part sent without a checksum of an upload created with one gets it
 	// computed here, as S3 does, so that the upload's COMPOSITE checksum
@@ -161,12 +174,18 @@ func (s *Server) uploadPart(w http.ResponseWriter, r *http.Request, t *target) e
 		}
 	}
 	if staged > s.MaxBody { // the completed object could not be written anyway
-		return s3err(http.StatusBadRequest, "EntityTooLarge", "the upload's parts would exceed the gateway's limit of "+strconv.FormatInt(s.MaxBody, 10)+" bytes")
+		return partsTooLarge(s.MaxBody)
 	}
 	if err := os.Rename(body.File().Name(), path); err != nil {
 		return fencegate.Wrap(err, fencegate.CodeInternal, "cannot stage the part")
 	}
-	p := &part{number: n, size: body.Size, etag: `"` + hex.EncodeToString(h.Sum(nil)) + `"`, path: path, at: s.Now()}
+	var replaced int64
+	if old := u.parts[n]; old != nil {
+		replaced = old.charge
+	}
+	s.uploads.settle(u, need, replaced)
+	settled = true
+	p := &part{number: n, size: body.Size, etag: `"` + hex.EncodeToString(h.Sum(nil)) + `"`, path: path, at: s.Now(), charge: need}
 	switch {
 	case alg == u.algorithm:
 		p.checksum = sum
@@ -186,6 +205,34 @@ func (s *Server) uploadPart(w http.ResponseWriter, r *http.Request, t *target) e
 	w.Header().Set("ETag", p.etag)
 	w.WriteHeader(http.StatusOK)
 	return nil
+}
+
+// partRoom is what part n of u, about to be read, counts against the
+// staging budget: its declared length (refused up front when unknown, 411
+// MissingContentLength as S3 answers, or when the upload's other parts and
+// it would exceed MaxBody, EntityTooLarge), at least MinPartCharge.
+func (s *Server) partRoom(r *http.Request, u *upload, n int) (int64, error) {
+	size := declaredLength(r, strings.HasPrefix(authOf(r).payloadHash, "STREAMING-"))
+	if size < 0 {
+		return 0, s3err(http.StatusLengthRequired, "MissingContentLength", "You must provide the Content-Length HTTP header (x-amz-decoded-content-length with aws-chunked).")
+	}
+	u.mu.Lock()
+	staged := size
+	for pn, p := range u.parts {
+		if pn != n {
+			staged += p.size
+		}
+	}
+	u.mu.Unlock()
+	if staged > s.MaxBody {
+		return 0, partsTooLarge(s.MaxBody)
+	}
+	return chargeOf(size), nil
+}
+
+// partsTooLarge refuses a part that would take an upload's parts past max.
+func partsTooLarge(max int64) error {
+	return s3err(http.StatusBadRequest, "EntityTooLarge", "the upload's parts would exceed the gateway's limit of "+strconv.FormatInt(max, 10)+" bytes")
 }
 
 type completeRequest struct {
@@ -323,6 +370,7 @@ func (s *Server) completeUpload(w http.ResponseWriter, r *http.Request, t *targe
 		ETag: quoteETag(etag), receipt: res.Receipt.ID}
 	u.doneAt = s.Now()
 	_ = os.RemoveAll(u.dir) // its parts with it; a retried Complete is answered from u.done
+	s.uploads.unstaged(u)
 	writeXML(w, http.StatusOK, u.done)
 	return nil
 }

@@ -35,6 +35,13 @@ type Server struct {
 	Bodies *spool.Pool
 	// MaxBody caps one body, a part, and a completed multipart object (default 5 GiB).
 	MaxBody int64
+	// StagingBytes bounds the bytes the staged parts of all open multipart
+	// uploads hold together, parts being received included, each part
+	// counting at least MinPartCharge (default DefaultStagingBytes; keep it
+	// at least MaxBody so that the largest object can be staged). A part
+	// that would go beyond it is refused before it is read (503 SlowDown,
+	// RESOURCE_BUSY); completion, abort and the idle sweep give bytes back.
+	StagingBytes int64
 	// QuarantinePayload bounds the refused payload a quarantine record
 	// keeps (see handlers.Server.QuarantinePayload).
 	QuarantinePayload int64
@@ -67,11 +74,14 @@ func Router(s *Server) http.Handler {
 	if s.MaxBody <= 0 {
 		s.MaxBody = 5 << 30
 	}
+	if s.StagingBytes <= 0 {
+		s.StagingBytes = DefaultStagingBytes
+	}
 	if s.QuarantinePayload == 0 {
 		s.QuarantinePayload = fencegate.DefaultQuarantinePayload
 	}
 	if s.uploads == nil {
-		s.uploads = newUploads(s.SpoolDir, s.Now)
+		s.uploads = newUploads(s.SpoolDir, s.Now, s.StagingBytes)
 	}
 	r := chi.NewRouter()
 	r.Use(s.recoverer, s.requestID)

@@ -7,11 +7,28 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/fencegate/fencegate"
 )
 
 // The open multipart uploads of this process (multipart.go): each upload's
 // staged parts and the credential that began it, bounded per credential,
-// per identity and in all, and forgotten when idle or completed long ago.
+// per identity and in all, their staged bytes bounded in all (the staging
+// budget), and forgotten when idle or completed long ago.
+
+const (
+	// DefaultStagingBytes is Server.StagingBytes's default (config
+	// s3StagingBytes): 32 GiB, six uploads of the largest object the
+	// default maxBodyBytes (5 GiB) allows, or hundreds of the sizes the AWS
+	// CLI and the SDKs send multipart (from 8 or 16 MiB up).
+	DefaultStagingBytes = 32 << 30
+	// MinPartCharge is the least one staged part counts against the
+	// staging budget, however small it is, so that the budget bounds the
+	// staged files as well as their bytes (32,768 at the default). Every
+	// part but an upload's last is at least 5 MiB anyway, or Complete
+	// refuses it.
+	MinPartCharge = 1 << 20
+)
 
 // part is one staged part of an upload.
 type part struct {
@@ -21,6 +38,7 @@ type part struct {
 	checksum string // the part's verified checksum of the upload's algorithm (base64), "" if none
 	path     string
 	at       time.Time
+	charge   int64 // what it counts against the staging budget
 }
 
 // upload is one open (or recently completed) multipart upload.
@@ -45,6 +63,9 @@ type upload struct {
 	done    *completeResult // set once completed
 	doneAt  time.Time
 	aborted bool // set (under mu) by AbortMultipartUpload before its files go
+	// held is what its staged parts count against the staging budget
+	// (guarded by uploads.mu); given back when its files go.
+	held int64
 }
 
 // uploads are the process's open uploads by ID.
@@ -53,14 +74,73 @@ type uploads struct {
 	now func() time.Time
 	mu  sync.Mutex
 	m   map[string]*upload
+	// limit is the staging budget; held is what the open uploads' staged
+	// parts and the parts being read (their reservations) count against it.
+	limit, held int64
 }
 
 // newUploads starts with no open upload: parts a previous process staged
-// (which it forgot when it stopped) are removed.
-func newUploads(spoolDir string, now func() time.Time) *uploads {
+// (which it forgot when it stopped) are removed. limit is the staging budget.
+func newUploads(spoolDir string, now func() time.Time, limit int64) *uploads {
 	dir := filepath.Join(spoolDir, "s3-uploads")
 	_ = os.RemoveAll(dir)
-	return &uploads{dir: dir, now: now, m: map[string]*upload{}}
+	return &uploads{dir: dir, now: now, m: map[string]*upload{}, limit: limit}
+}
+
+// chargeOf is what a part of size bytes counts against the staging budget.
+func chargeOf(size int64) int64 { return max(size, MinPartCharge) }
+
+// reserve takes charge bytes of the staging budget for a part about to be
+// read, before any of it is, or refuses when staging would then hold more
+// than its budget: RESOURCE_BUSY, S3's 503 SlowDown, which AWS answers when
+// its protection against resource over-consumption engages and the SDKs
+// retry with backoff; the budget frees as other uploads complete, abort or
+// go idle. settle or release gives the reservation back.
+func (us *uploads) reserve(charge int64) error {
+	us.mu.Lock()
+	defer us.mu.Unlock()
+	us.sweep() // an idle upload's parts are not held against anyone
+	if us.held+charge > us.limit {
+		return fencegate.Errorf(fencegate.CodeResourceBusy, "the S3 front door's multipart staging holds %d of its %d bytes (s3StagingBytes) and this part counts %d: retry once other uploads complete or abort",
+			us.held, us.limit, charge)
+	}
+	us.held += charge
+	return nil
+}
+
+// release gives back a reservation whose part was not staged.
+func (us *uploads) release(charge int64) {
+	us.mu.Lock()
+	us.held -= charge
+	us.mu.Unlock()
+}
+
+// settle makes a reservation the charge of u's part that replaced one
+// charged replaced (0 for none); if u was forgotten meanwhile (its files
+// gone, its charge given back), the reservation is given back too.
+func (us *uploads) settle(u *upload, charge, replaced int64) {
+	us.mu.Lock()
+	defer us.mu.Unlock()
+	if us.m[u.id] != u {
+		us.held -= charge
+		return
+	}
+	u.held += charge - replaced
+	us.held -= replaced
+}
+
+// unstaged gives back what u's parts held once its files are gone
+// (completed: it stays known for a retried Complete).
+func (us *uploads) unstaged(u *upload) {
+	us.mu.Lock()
+	us.freeLocked(u)
+	us.mu.Unlock()
+}
+
+// freeLocked gives back what u's parts held; us.mu is held.
+func (us *uploads) freeLocked(u *upload) {
+	us.held -= u.held
+	u.held = 0
 }
 
 // touch marks u used now.
@@ -94,6 +174,7 @@ func (us *uploads) sweep() {
 			delete(us.m, k) // its staging directory went at completion
 		case u.done == nil && now.Sub(u.touched) > UploadIdle:
 			delete(us.m, k)
+			us.freeLocked(u)
 			_ = os.RemoveAll(u.dir)
 		}
 	}
@@ -126,9 +207,11 @@ func (us *uploads) add(u *upload) error {
 	return nil
 }
 
+// remove forgets u and removes its staged parts, giving back their budget.
 func (us *uploads) remove(u *upload) {
 	us.mu.Lock()
 	delete(us.m, u.id)
+	us.freeLocked(u)
 	us.mu.Unlock()
 	_ = os.RemoveAll(u.dir)
 }
