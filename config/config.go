@@ -18,6 +18,7 @@ import (
 	"github.com/fencegate/fencegate/authz"
 	"github.com/fencegate/fencegate/backends/httpapi"
 	"github.com/fencegate/fencegate/gateway"
+	"github.com/fencegate/fencegate/s3door"
 )
 
 // Config is the whole configuration of `gateway serve` and `gateway dev`.
@@ -88,6 +89,13 @@ type Config struct {
 	RevokedEpochs []uint64 `yaml:"revokedEpochs"`
 	// MaxBodyBytes caps a request body.
 	MaxBodyBytes int64 `yaml:"maxBodyBytes"`
+	// S3StagingBytes bounds the bytes the S3 front door's open multipart
+	// uploads stage in dataDir/spool/s3-uploads together, each part counting
+	// at least 1 MiB (default 32 GiB; at least maxBodyBytes, so that the
+	// largest object can be staged). A part beyond it is refused before it
+	// is read (503 SlowDown, RESOURCE_BUSY) until uploads complete, abort or
+	// go idle.
+	S3StagingBytes int64 `yaml:"s3StagingBytes"`
 	// QuarantinePayloadBytes is the largest refused payload a quarantine
 	// record keeps (default 64 KiB, at most 1 MiB; 0 keeps none); a larger
 	// one keeps its digest and size only.
@@ -248,6 +256,7 @@ func Default() Config {
 		StatusMode:             "proof",
 		PolicyGeneration:       1,
 		MaxBodyBytes:           5 << 30,
+		S3StagingBytes:         s3door.DefaultStagingBytes,
 		QuarantinePayloadBytes: fencegate.DefaultQuarantinePayload,
 		KeyOverlap:             10 * time.Minute,
 		BundleRefresh:          time.Second,

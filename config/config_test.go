@@ -524,3 +524,19 @@ func TestTheHighWaterDefaultAndItsCheckAgree(t *testing.T) {
 		}
 	}
 }
+
+// Rule: s3StagingBytes holds at least one upload of the largest object
+// (maxBodyBytes), reported with the other problems.
+func TestStagingSmallerThanTheLargestObjectIsRefused(t *testing.T) {
+	c := Dev()
+	c.Identities = []Identity{{Name: "w", Token: "t"}}
+	if c.S3StagingBytes != 32<<30 {
+		t.Fatalf("default s3StagingBytes %d, want 32 GiB", c.S3StagingBytes)
+	}
+	c.MaxBodyBytes, c.S3StagingBytes = 8<<30, 4<<30
+	c.Addr = ""
+	err := c.Validate()
+	if err == nil || !strings.Contains(err.Error(), "s3StagingBytes must be at least maxBodyBytes") || !strings.Contains(err.Error(), "addr is required") {
+		t.Fatalf("want the staging problem beside the others, got %v", err)
+	}
+}

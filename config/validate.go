@@ -11,6 +11,7 @@ import (
 	"github.com/fencegate/fencegate/backends/s3"
 	"github.com/fencegate/fencegate/gateway"
 	"github.com/fencegate/fencegate/registry"
+	"github.com/fencegate/fencegate/s3door"
 )
 
 // Validate reports every problem with c at once.
@@ -150,6 +151,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxBodyBytes <= 0 {
 		at("maxBodyBytes", "maxBodyBytes must be positive")
+	}
+	if least := max(c.MaxBodyBytes, s3door.MinPartCharge); c.S3StagingBytes < least {
+		at("s3StagingBytes", "s3StagingBytes must be at least maxBodyBytes and 1 MiB (%d), not %d: an upload of the largest object must fit in the S3 front door's multipart staging", least, c.S3StagingBytes)
 	}
 	if r := c.Registry; r != nil {
 		if _, err := ParseLeaseBackend(r.Backend); err != nil {
