@@ -63,6 +63,7 @@ byte expiredUpTo = 0;
 byte maxApplied = 0;       /* highest fence whose write landed */
 byte notApplied = 0;       /* receipts settled NOT_APPLIED / FAILED, as bits */
 byte inflight = 0;         /* effects forwarded and not settled */
+byte fenceLease[MAXF + 1]; /* the lease each fence was first admitted under (fences are 1..MAXF) */
 bool crashed = false;
 
 /* requests on their way to a gateway: worker, fence, lease, segment */
@@ -144,19 +145,31 @@ end:	do
 		/* the hop to the fence store: anything may happen meanwhile */
 		admitted = false;
 		atomic {                                        /* step 3: one transaction */
+			/* in fencerules.Decide's order: the fence order and the lease
+			 * check come first and refuse on their own; the rest sees a
+			 * higher fence, or this fence under the row's lease. The lease
+			 * stands for lease and operation root: one acquisition is one
+			 * operation in the model. */
 			if
 			:: f < highest -> skip                       /* STALE_OWNER / FENCE_REGRESSION */
-			:: f == highest && l != rowLease -> skip     /* FENCE_REGRESSION */
-			:: f >= highest && pending -> skip           /* RESOURCE_BUSY */
-			:: f > highest && !pending && s == 1 ->
-				highest = f; rowLease = l; lastSeg = 1; admitted = true
-			:: f == highest && l == rowLease && !pending && s == lastSeg + 1 ->
-				lastSeg = s; admitted = true
-			:: else -> skip                              /* replay, QUARANTINED, SEGMENT_OUT_OF_ORDER */
+			:: f == highest && l != rowLease -> skip     /* FENCE_REGRESSION (DESIGN §6) */
+			:: else ->
+				if
+				:: f >= highest && pending -> skip       /* RESOURCE_BUSY */
+				:: f > highest && !pending && s == 1 ->
+					highest = f; rowLease = l; lastSeg = 1; admitted = true
+				:: f == highest && !pending && s == lastSeg + 1 ->
+					lastSeg = s; admitted = true
+				:: else -> skip                          /* replay, QUARANTINED, SEGMENT_OUT_OF_ORDER */
+				fi
 			fi;
 			if
 			:: admitted ->
 				rids++; rid = rids; pending = true; pendRid = rid; pendF = f; pendS = s;
+				if                                       /* invariant 5: one fence, one lease */
+				:: fenceLease[f] == 0 -> fenceLease[f] = l
+				:: else -> assert(fenceLease[f] == l)
+				fi;
 				prev = version; forwarding = true;
 				inflight++;
 				assert(inflight <= 1)                     /* invariant 3 */
