@@ -78,8 +78,24 @@ type Config struct {
 	// (GET /v1/trust-bundle, as a gateway identity) every BundleRefresh and
 	// installs newer versions, so rotations and revocations reach it by
 	// themselves; RegistryCredential must be one of the registry's gateways.
+	//
+	// The trust bundle names the keys the replica trusts and carries no
+	// signature of its own, and the credential is a bearer token: so
+	// RegistryURL must be https:// (verified against the system roots, or
+	// RegistryCA), unless its host is loopback (127.0.0.0/8, ::1,
+	// localhost) or RegistryInsecureHTTP is set.
 	RegistryURL        string   `yaml:"registryURL"`
 	RegistryCredential Identity `yaml:"registryCredential"`
+	// RegistryCA is a PEM file of the CA certificates a registryURL's
+	// https certificate must chain to (a private CA); empty uses the
+	// system roots.
+	RegistryCA string `yaml:"registryCA"`
+	// RegistryInsecureHTTP accepts an http:// registryURL on a host that is
+	// not loopback. Only for a private network you trust end to end:
+	// whoever can answer that address names the keys the replica trusts
+	// (for good: bundle versions never go down) and reads the gateway
+	// credential. Logged as a warning at every start.
+	RegistryInsecureHTTP bool `yaml:"registryInsecureHTTP"`
 	// BundleRefresh is how often a replica with a registryURL fetches the
 	// trust bundle (default 1s; keep it well below the registry's statusLife).
 	BundleRefresh time.Duration `yaml:"bundleRefresh"`

@@ -30,7 +30,7 @@ func TestWhatWouldFailAtStartIsRefusedUpFront(t *testing.T) {
 	replica.TrustBundle = "/b.json"
 	replica.RegistryURL = "fencegate-registry:8080"
 	replica.RegistryCredential = Identity{Name: "gw", Token: "g"}
-	if err := replica.Validate(); err == nil || !strings.Contains(err.Error(), "registryURL must be an http:// or https:// URL") {
+	if err := replica.Validate(); err == nil || !strings.Contains(err.Error(), "registryURL must be an https:// URL with a host") {
 		t.Errorf("a registryURL without a scheme: %v", err)
 	}
 	replica.RegistryURL = "https://registry.internal:8443"

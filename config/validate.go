@@ -1,9 +1,12 @@
 package config
 
 import (
+	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
+	"os"
 	"strings"
 	"time"
 
@@ -133,12 +136,16 @@ func (c *Config) Validate() error {
 		if c.Registry != nil {
 			at("registryURL", "registryURL and an in-process registry exclude each other")
 		}
-		if u, err := url.Parse(c.RegistryURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			at("registryURL", "registryURL must be an http:// or https:// URL with a host, not %q", c.RegistryURL)
-		}
+		c.validateRegistryTransport(at)
 		if _, err := c.RegistryCredential.Secret(); err != nil {
 			at("registryCredential", "registryCredential: %v", err)
 		}
+	}
+	if c.RegistryURL == "" && c.RegistryCA != "" {
+		at("registryCA", "registryCA verifies registryURL, which is not set")
+	}
+	if c.RegistryURL == "" && c.RegistryInsecureHTTP {
+		at("registryInsecureHTTP", "registryInsecureHTTP allows a plain http registryURL, which is not set")
 	}
 	if c.Registry == nil && c.TrustBundle == "" {
 		at("trustBundle", "trustBundle is required when no in-process registry signs grants")
@@ -213,4 +220,62 @@ func (c *Config) Validate() error {
 		at("reconcile.orphan", "reconcile.orphan (%s) must exceed effectTimeout (%s): a live effect must never be taken for an orphan", c.Reconcile.Orphan, c.EffectTimeout)
 	}
 	return errors.Join(c.src.locate(errs)...)
+}
+
+// validateRegistryTransport checks how a replica reaches registryURL: the
+// trust bundle it installs from there names the keys it trusts (for good:
+// versions never go down) and the gateway credential travels with every
+// request, so the URL must be https://, unless its host is loopback or
+// registryInsecureHTTP opts in (a private network the operator trusts).
+func (c *Config) validateRegistryTransport(at func(field, format string, args ...any)) {
+	u, err := url.Parse(c.RegistryURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		at("registryURL", "registryURL must be an https:// URL with a host (http:// only to a loopback host or with registryInsecureHTTP), not %q", Redacted(c.RegistryURL))
+		return
+	}
+	if u.Scheme == "http" && !LoopbackHost(u.Hostname()) && !c.RegistryInsecureHTTP {
+		at("registryURL", "registryURL %q is plain http: the trust bundle fetched from it names the keys this replica trusts, and the gateway credential travels in clear; use https:// (registryCA for a private CA), a loopback host, or registryInsecureHTTP: true on a private network you trust", Redacted(c.RegistryURL))
+	}
+	if c.RegistryCA != "" {
+		if u.Scheme != "https" {
+			at("registryCA", "registryCA verifies an https:// registryURL, not %q", Redacted(c.RegistryURL))
+		} else if _, err := c.RegistryRootCAs(); err != nil {
+			at("registryCA", "%v", err)
+		}
+	}
+}
+
+// InsecureRegistryHTTP reports whether registryURL is plain http to a host
+// that is not loopback (allowed only by registryInsecureHTTP): the start-up
+// log warns about it.
+func (c *Config) InsecureRegistryHTTP() bool {
+	u, err := url.Parse(c.RegistryURL)
+	return err == nil && u.Scheme == "http" && !LoopbackHost(u.Hostname())
+}
+
+// LoopbackHost reports whether host (no port, no brackets) is localhost or
+// a loopback IP address (127.0.0.0/8, ::1).
+func LoopbackHost(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// RegistryRootCAs returns the CA certificates of registryCA, or nil (the
+// system roots) when it is not set.
+func (c *Config) RegistryRootCAs() (*x509.CertPool, error) {
+	if c.RegistryCA == "" {
+		return nil, nil
+	}
+	pem, err := os.ReadFile(c.RegistryCA)
+	if err != nil {
+		return nil, fmt.Errorf("registryCA: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("registryCA %s holds no PEM certificate", c.RegistryCA)
+	}
+	return pool, nil
 }

@@ -185,8 +185,16 @@ func Build(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, er
 		if err != nil {
 			return nil, err
 		}
-		if a.remote, err = newRemoteQuerier(cfg.RegistryURL, tok, verifier); err != nil {
+		roots, err := cfg.RegistryRootCAs()
+		if err != nil {
 			return nil, err
+		}
+		if a.remote, err = newRemoteQuerier(cfg.RegistryURL, tok, verifier, roots); err != nil {
+			return nil, err
+		}
+		if cfg.InsecureRegistryHTTP() {
+			log.Warn("registryURL is plain http (registryInsecureHTTP): whoever can answer it names the keys this replica trusts and reads the gateway credential; only for a private network you trust",
+				"registryURL", config.Redacted(cfg.RegistryURL))
 		}
 	}
 	switch {

@@ -2,6 +2,8 @@ package app
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net/http"
@@ -109,12 +111,21 @@ func (q *remoteQuerier) FetchBundle(ctx context.Context) ([]byte, error) {
 	return q.c.TrustBundle(ctx, proofs.MaxBundleSize)
 }
 
-func newRemoteQuerier(base, token string, v *proofs.Verifier) (*remoteQuerier, error) {
+// newRemoteQuerier asks the registry at base (checked by config.Validate:
+// https, or http to loopback or by registryInsecureHTTP). An https
+// registry's certificate is verified against rootCAs (registryCA), or the
+// system roots when nil; redirects are not followed, so an answer cannot
+// send the credential on to another address.
+func newRemoteQuerier(base, token string, v *proofs.Verifier, rootCAs *x509.CertPool) (*remoteQuerier, error) {
 	u, err := url.Parse(base)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("registryURL %q is not an http(s) URL", base)
 	}
-	c := client.New(u.String(), token, client.WithHTTPClient(&http.Client{Timeout: 5 * time.Second}),
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: rootCAs}
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: tr,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	c := client.New(u.String(), token, client.WithHTTPClient(hc),
 		client.WithRequestHook(func(ctx context.Context, h http.Header) {
 			// The registry's log lines and spans of this query name the request it serves.
 			if id := logctx.RequestID(ctx); id != "" {

@@ -24,7 +24,7 @@ func TestRegistryQueryCarriesTheRequestIDAndTrace(t *testing.T) {
 		w.WriteHeader(http.StatusServiceUnavailable)
 	}))
 	defer srv.Close()
-	q, err := newRemoteQuerier(srv.URL, "gw-token", nil)
+	q, err := newRemoteQuerier(srv.URL, "gw-token", nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +70,7 @@ func TestRegistryQueryPassesOnVerdictsAndTheRestIsBackendUnavailable(t *testing.
 		t.Run(tc.name, func(t *testing.T) {
 			srv := httptest.NewServer(tc.h)
 			defer srv.Close()
-			q, err := newRemoteQuerier(srv.URL, "gw-token", nil)
+			q, err := newRemoteQuerier(srv.URL, "gw-token", nil, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -97,7 +97,7 @@ func TestRegistryQueryPassesOnVerdictsAndTheRestIsBackendUnavailable(t *testing.
 func TestRemoteQueryStatesARevokedLeaseAsTheRegistryDoes(t *testing.T) {
 	w := newS3World(t)
 	ctx := context.Background()
-	q, err := newRemoteQuerier(w.srv.URL, "token-gw", w.app.auth.Verifier())
+	q, err := newRemoteQuerier(w.srv.URL, "token-gw", w.app.auth.Verifier(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

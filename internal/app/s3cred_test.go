@@ -124,7 +124,7 @@ func TestLeaseCredentialsAreOnlyTheOwnersAndAnswerNothingUnasked(t *testing.T) {
 func TestReplicaResolvesLeaseCredentialsThroughTheRegistry(t *testing.T) {
 	w := newS3World(t)
 	a := w.acquire("token-a", "local/reports/10", "r-1")
-	q, err := newRemoteQuerier(w.srv.URL, "token-gw", w.app.auth.Verifier())
+	q, err := newRemoteQuerier(w.srv.URL, "token-gw", w.app.auth.Verifier(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +142,7 @@ func TestReplicaResolvesLeaseCredentialsThroughTheRegistry(t *testing.T) {
 	if got, err := replica.LookupS3(ctx, a.S3Credentials.AccessKeyID); err != nil || got.State != fencegate.StateReleased {
 		t.Fatalf("replica lookup after release: %+v, %v; want RELEASED", got, err)
 	}
-	bad, _ := newRemoteQuerier(w.srv.URL, "token-wrong", w.app.auth.Verifier())
+	bad, _ := newRemoteQuerier(w.srv.URL, "token-wrong", w.app.auth.Verifier(), nil)
 	if _, err := (&s3cred.Resolver{Verifier: w.app.auth.Verifier(), Source: bad}).LookupS3(ctx, a.S3Credentials.AccessKeyID); fencegate.ErrorCode(err) != fencegate.CodeBackendUnavailable {
 		t.Fatalf("replica with a wrong gateway credential: %v, want BACKEND_UNAVAILABLE", err)
 	}

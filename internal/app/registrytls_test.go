@@ -1,0 +1,97 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"crypto/x509"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/fencegate/fencegate/config"
+)
+
+// Rule: a replica's registry client verifies an https registry's
+// certificate: against the system roots by default, so a certificate of
+// another CA is refused, and against registryCA when it is set.
+func TestRegistryClientVerifiesTheRegistryCertificate(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write([]byte(`{"version":1}`))
+	}))
+	defer srv.Close()
+
+	q, err := newRemoteQuerier(srv.URL, "gw-token", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.FetchBundle(context.Background()); err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Fatalf("bundle fetched from a registry whose certificate no trusted CA signed: %v", err)
+	}
+
+	roots := x509.NewCertPool()
+	roots.AddCert(srv.Certificate())
+	q, err = newRemoteQuerier(srv.URL, "gw-token", nil, roots)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := q.FetchBundle(context.Background()); err != nil || string(b) != `{"version":1}` {
+		t.Fatalf("bundle from a registry registryCA vouches for: %q, %v", b, err)
+	}
+}
+
+// Rule: the registry client follows no redirect, so an answer cannot send
+// the gateway credential on to another address (a plain http one, say).
+func TestRegistryClientFollowsNoRedirect(t *testing.T) {
+	var leaked bool
+	elsewhere := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		leaked = r.Header.Get("Authorization") != ""
+		_, _ = w.Write([]byte(`{"version":1}`))
+	}))
+	defer elsewhere.Close()
+	srv := httptest.NewServer(http.RedirectHandler(elsewhere.URL+"/v1/trust-bundle", http.StatusFound))
+	defer srv.Close()
+	q, err := newRemoteQuerier(srv.URL, "gw-token", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.FetchBundle(context.Background()); err == nil || leaked {
+		t.Fatalf("redirect followed (credential sent on: %v): %v", leaked, err)
+	}
+}
+
+// Rule: a replica let onto a plain http registryURL by registryInsecureHTTP
+// says so at every start; a loopback one does not.
+func TestInsecureRegistryHTTPIsLoggedAtStart(t *testing.T) {
+	dev := config.Dev()
+	dev.DataDir = t.TempDir()
+	dev.Identities = []config.Identity{{Name: "w", Token: "t"}}
+	reg, err := Build(context.Background(), dev, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg.Close()
+	for url, warn := range map[string]bool{"http://registry.invalid:8080": true, "http://127.0.0.1:1": false} {
+		cfg := config.Default()
+		cfg.DataDir = t.TempDir()
+		cfg.Identities = []config.Identity{{Name: "w", Token: "t"}}
+		cfg.TrustBundle = filepath.Join(dev.DataDir, "trust-bundle.json")
+		cfg.RegistryURL, cfg.RegistryInsecureHTTP = url, true
+		cfg.RegistryCredential = config.Identity{Name: "gw", Token: "g"}
+		if err := cfg.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		var logs bytes.Buffer
+		a, err := Build(context.Background(), cfg, slog.New(slog.NewTextHandler(&logs, nil)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		a.Close()
+		if got := strings.Contains(logs.String(), "level=WARN msg=\"registryURL is plain http"); got != warn {
+			t.Errorf("%s: warned %v, want %v:\n%s", url, got, warn, logs.String())
+		}
+	}
+}
