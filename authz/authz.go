@@ -6,7 +6,8 @@
 //
 // Guarantees: a policy built by New denies everything it does not grant; a
 // rule names one identity exactly, or every identity matching a SAN pattern
-// (an mTLS identity is the certificate's URI SAN or CN); a resource pattern
+// (an mTLS identity is the certificate's URI SAN, or "cn:" and its subject
+// CN, which no SAN pattern ever names: see CNIdentity); a resource pattern
 // grants a subtree: it matches a resource when it matches the resource or one
 // of its ancestors, segment-wise (path.Match, so "*" never crosses a "/");
 // leasing a resource implies reading it and writing it as a delegate; a
@@ -34,6 +35,8 @@ type Rule struct {
 	Identity string `yaml:"identity" json:"identity,omitempty"`
 	// SAN is a path.Match pattern over the identity, for mTLS identities:
 	// "spiffe://acme/billing/*" matches spiffe://acme/billing/worker-1.
+	// It never names a CN identity (CNIdentity): a certificate's CN is
+	// free text, so a CN spelled like a URI must not pass for a URI SAN.
 	SAN string `yaml:"san" json:"san,omitempty"`
 	// Lease are resource patterns the identity may lease, renew and write.
 	Lease []string `yaml:"lease" json:"lease,omitempty"`
@@ -44,6 +47,16 @@ type Rule struct {
 	// being allowed to lease them itself. Leasing implies it.
 	Delegate []string `yaml:"delegate" json:"delegate,omitempty"`
 }
+
+// CNPrefix begins every identity taken from a client certificate's subject
+// common name (a certificate without a URI SAN): CNIdentity.
+const CNPrefix = "cn:"
+
+// CNIdentity is the workload identity of a client certificate that has no
+// URI SAN: "cn:" and its subject CN. A rule names it with identity (say
+// identity: "cn:worker"); no san pattern ever names it, since a CN is free
+// text in many PKIs and one spelled like a SPIFFE ID must not pass for one.
+func CNIdentity(commonName string) string { return CNPrefix + commonName }
 
 // Policy answers who may lease and read what. The zero value and New(nil)
 // deny everything. It is immutable and safe for concurrent use.
@@ -177,6 +190,9 @@ func (p *Policy) allows(identity, resource string, patterns func(*Rule) []string
 func (r *Rule) names(identity string) bool {
 	if r.Identity != "" {
 		return r.Identity == identity
+	}
+	if strings.HasPrefix(identity, CNPrefix) {
+		return false // a CN identity is never a SAN
 	}
 	ok, _ := path.Match(r.SAN, identity)
 	return ok

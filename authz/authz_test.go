@@ -131,3 +131,27 @@ func TestDelegateRuleGrantsDelegatedWritesOnly(t *testing.T) {
 		t.Fatal("a bad delegate pattern is refused")
 	}
 }
+
+// Rule: a san pattern never names a CN identity ("cn:" and a certificate's
+// free-text CN, authz.CNIdentity), whatever the pattern; an identity rule
+// names it exactly.
+func TestSANPatternNeverNamesACNIdentity(t *testing.T) {
+	p := mustPolicy(t,
+		authz.Rule{SAN: "*", Read: []string{"a"}},
+		authz.Rule{SAN: "cn:*", Read: []string{"b"}},
+		authz.Rule{Identity: authz.CNIdentity("worker"), Read: []string{"c"}},
+	)
+	id := authz.CNIdentity("worker")
+	if id != "cn:worker" {
+		t.Fatalf("CNIdentity(worker) = %q", id)
+	}
+	if p.MayRead(id, "a") || p.MayRead(id, "b") {
+		t.Errorf("a san pattern names the CN identity %q", id)
+	}
+	if !p.MayRead(id, "c") {
+		t.Errorf("the identity rule does not name the CN identity %q", id)
+	}
+	if !p.MayRead("worker", "a") {
+		t.Error("san * no longer names the identity worker")
+	}
+}

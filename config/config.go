@@ -47,8 +47,9 @@ type Config struct {
 	// Stores maps object store names to URLs: local:///dir or s3://bucket/prefix?...
 	Stores map[string]string `yaml:"stores"`
 	// Auth is how workloads authenticate: "bearer" (Identities) or "mtls"
-	// (a client certificate verified against TLS.ClientCA; its URI SAN or CN
-	// is the identity).
+	// (a client certificate verified against TLS.ClientCA; its first URI SAN
+	// is the identity, else "cn:" and its subject CN, which no san rule
+	// matches: authz.CNIdentity).
 	Auth string `yaml:"auth"`
 	// TLS serves HTTPS with this certificate and key (required for mtls).
 	TLS *TLS `yaml:"tls"`

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/authz"
 )
 
 // Authenticator establishes the caller's workload identity from the request's
@@ -57,8 +58,12 @@ func (b *BearerTokens) Authenticate(r *http.Request) (string, error) {
 
 // ClientCerts authenticates the caller by its verified TLS client
 // certificate (mTLS): the identity is the certificate's first URI SAN (a
-// SPIFFE ID, say), else its subject common name. The TLS server must have
-// verified the chain against the configured client CA.
+// SPIFFE ID, say), else "cn:" and its subject common name
+// (authz.CNIdentity), which access rules name with identity and no san
+// pattern matches: a CN is free text, so one spelled like a URI must not
+// pass for a URI SAN. A URI SAN of the scheme cn: is refused, so that no
+// URI SAN spells a CN identity. The TLS server must have verified the chain
+// against the configured client CA.
 type ClientCerts struct{}
 
 // Authenticate returns the identity of the verified client certificate.
@@ -68,10 +73,14 @@ func (ClientCerts) Authenticate(r *http.Request) (string, error) {
 	}
 	leaf := r.TLS.VerifiedChains[0][0]
 	if len(leaf.URIs) > 0 {
-		return leaf.URIs[0].String(), nil
+		id := leaf.URIs[0].String()
+		if strings.HasPrefix(strings.ToLower(id), authz.CNPrefix) {
+			return "", fencegate.Errorf(fencegate.CodeUnauthenticated, "the client certificate's URI SAN %q has the scheme cn:, which names CN identities", id)
+		}
+		return id, nil
 	}
 	if leaf.Subject.CommonName != "" {
-		return leaf.Subject.CommonName, nil
+		return authz.CNIdentity(leaf.Subject.CommonName), nil
 	}
 	return "", fencegate.Errorf(fencegate.CodeUnauthenticated, "the client certificate names no identity (URI SAN or CN)")
 }
