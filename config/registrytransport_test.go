@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fencegate/fencegate"
 )
 
 // replicaConfig is a valid replica: a trust bundle file and a registryURL.
@@ -159,6 +161,22 @@ func TestShippedReplicaConfigsOptInToPlainHTTPExplicitly(t *testing.T) {
 		}
 		if c.InsecureRegistryHTTP() && !c.RegistryInsecureHTTP {
 			t.Errorf("%s: plain http registryURL %s without registryInsecureHTTP", path, c.RegistryURL)
+		}
+	}
+}
+
+// Rule: a replica fetching its trust bundle from registryURL does so more
+// often than a status proof lives (5 s by default), so that a revocation at
+// the registry reaches it within one proof life, as DESIGN promises; a
+// longer bundleRefresh is refused, one below it accepted.
+func TestBundleRefreshOfAReplicaIsBelowAStatusProofLife(t *testing.T) {
+	for refresh, ok := range map[time.Duration]bool{time.Second: true, 4900 * time.Millisecond: true,
+		fencegate.DefaultStatusLife: false, 10 * time.Minute: false} {
+		c := replicaConfig()
+		c.BundleRefresh = refresh
+		err := c.Validate()
+		if ok != (err == nil || !strings.Contains(err.Error(), "bundleRefresh")) {
+			t.Errorf("bundleRefresh %s: %v (accepted: want %v)", refresh, err, ok)
 		}
 	}
 }

@@ -129,8 +129,14 @@ func (c *Config) Validate() error {
 	if c.StatusMode == "query" && c.Registry == nil && c.RegistryURL == "" {
 		at("statusMode", "statusMode query needs the in-process registry or registryURL")
 	}
-	if c.BundleRefresh <= 0 {
+	switch {
+	case c.BundleRefresh <= 0:
 		at("bundleRefresh", "bundleRefresh must be positive")
+	case c.RegistryURL != "" && c.BundleRefresh >= fencegate.DefaultStatusLife:
+		// A revocation reaches this replica by itself within one status-proof
+		// life (DESIGN: a revoked epoch is refused everywhere within one); the
+		// registry's life is not known here, so the default's bounds it.
+		at("bundleRefresh", "bundleRefresh %s must be below the status-proof life (%s by default), so that a revocation at the registry reaches this replica within one", c.BundleRefresh, fencegate.DefaultStatusLife)
 	}
 	if c.RegistryURL != "" {
 		if c.Registry != nil {
