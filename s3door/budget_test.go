@@ -3,9 +3,7 @@ package s3door_test
 import (
 	"bytes"
 	"context"
-	"io/fs"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -104,19 +102,6 @@ func refused(t *testing.T, err error, what string) {
 	}
 }
 
-// spooled counts the files anywhere under the front door's spool: staged
-// parts and bodies being read.
-func (e *env) spooled() int {
-	n := 0
-	_ = filepath.WalkDir(e.spool, func(_ string, d fs.DirEntry, err error) error {
-		if err == nil && !d.IsDir() {
-			n++
-		}
-		return nil
-	})
-	return n
-}
-
 // Rule: a part that would take what staging holds past its budget is
 // refused (503 SlowDown, RESOURCE_BUSY) before it is read, and the refusal
 // changes nothing: no file, and the budget it did not take is still there.
@@ -125,10 +110,10 @@ func TestAPartBeyondTheStagingBudgetIsRefusedAndChangesNothing(t *testing.T) {
 	a := begin(t, e.client(e.lease("AKIDA", owner, "b/r"), noRetry), "r/a")
 	b := begin(t, e.client(e.lease("AKIDB", "spiffe://test/other", "b/o"), noRetry), "o/b")
 	a.mustPart(1, 6<<20, 'a')
-	files := e.spooled()
+	files := e.filesUnder("")
 	_, err := b.part(1, 7<<20, 'b') // 6 + 7 MiB > 12 MiB
 	refused(t, err, "a part past the budget")
-	if got := e.spooled(); got != files {
+	if got := e.filesUnder(""); got != files {
 		t.Fatalf("the refused part left files: %d, %d before", got, files)
 	}
 	lp, err := b.c.ListParts(context.Background(), &s3.ListPartsInput{Bucket: aws.String("b"), Key: aws.String(b.key), UploadId: b.id})

@@ -22,7 +22,7 @@ func TestAnEmptyOrMalformedChecksumIsRefusedBeforeAdmission(t *testing.T) {
 	sum := sha256.Sum256([]byte(body))
 	good := hex.EncodeToString(sum[:])
 	id, parts := upload(t, c, "r/m", []byte("part"), types.ChecksumAlgorithmCrc32, "")
-	staged := e.stagedFiles()
+	staged := e.filesUnder("s3-uploads")
 	before := e.fingerprint("b/r")
 	for name, hdr := range map[string]map[string]string{
 		"an empty crc32":             {"X-Amz-Checksum-Crc32": ""},
@@ -43,7 +43,7 @@ func TestAnEmptyOrMalformedChecksumIsRefusedBeforeAdmission(t *testing.T) {
 	if status != 400 || !strings.Contains(out, "<Code>InvalidRequest</Code>") {
 		t.Errorf("Complete with an empty crc32: %d %s, want 400 InvalidRequest", status, out)
 	}
-	if e.fingerprint("b/r") != before || e.stagedFiles() != staged {
+	if e.fingerprint("b/r") != before || e.filesUnder("s3-uploads") != staged {
 		t.Fatal("a refused checksum changed state")
 	}
 }

@@ -76,7 +76,7 @@ func TestCompleteMultipartUploadRefusesAConditionItCannotKeep(t *testing.T) {
 		t.Fatal(err)
 	}
 	id, parts := upload(t, c, "r/k", []byte("new bytes"), "", "")
-	staged := e.stagedFiles()
+	staged := e.filesUnder("s3-uploads")
 	before := e.fingerprint("b/r")
 	for name, in := range map[string]*s3.CompleteMultipartUploadInput{
 		"If-None-Match: *":    {IfNoneMatch: aws.String("*")},
@@ -90,7 +90,7 @@ func TestCompleteMultipartUploadRefusesAConditionItCannotKeep(t *testing.T) {
 			t.Errorf("Complete with %s: %s %d, want NotImplemented 501", name, code, st)
 		}
 	}
-	if e.fingerprint("b/r") != before || e.stagedFiles() != staged {
+	if e.fingerprint("b/r") != before || e.filesUnder("s3-uploads") != staged {
 		t.Fatal("a refused conditional Complete changed state")
 	}
 	g, err := c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("b"), Key: aws.String("r/k")})

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -22,11 +23,13 @@ import (
 	"github.com/fencegate/fencegate/s3door"
 )
 
-// stagedFiles counts the files staged under the front door's spool.
-func (e *env) stagedFiles() int {
+// filesUnder counts the files under dir of the front door's spool ("" the
+// whole spool: staged parts and bodies being read; "s3-uploads" the staged
+// parts).
+func (e *env) filesUnder(dir string) int {
 	n := 0
-	_ = filepath.Walk(filepath.Join(e.spool, "s3-uploads"), func(_ string, fi os.FileInfo, err error) error {
-		if err == nil && !fi.IsDir() {
+	_ = filepath.WalkDir(filepath.Join(e.spool, dir), func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
 			n++
 		}
 		return nil
@@ -126,8 +129,8 @@ func TestOpenUploadsAreBoundedPerCredentialAndForgottenWhenIdle(t *testing.T) {
 	if _, err := create(e.client(e.lease("AKIDB", owner, "b/other")), "other/k"); err != nil {
 		t.Fatalf("another credential is not bounded by A's uploads: %v", err)
 	}
-	if e.stagedFiles() != 1 {
-		t.Fatalf("staged files: %d", e.stagedFiles())
+	if e.filesUnder("s3-uploads") != 1 {
+		t.Fatalf("staged files: %d", e.filesUnder("s3-uploads"))
 	}
 	mu.Lock()
 	now = now.Add(s3door.UploadIdle + time.Minute)
@@ -140,8 +143,8 @@ func TestOpenUploadsAreBoundedPerCredentialAndForgottenWhenIdle(t *testing.T) {
 	if code, out := e.sendAt(t, "AKIDA", "GET", "/b/r/k?uploadId="+aws.ToString(first), nil, "", now); code != 404 || !strings.Contains(out, "NoSuchUpload") {
 		t.Fatalf("an idle upload: %d %s", code, out)
 	}
-	if e.stagedFiles() != 0 {
-		t.Fatalf("an idle upload's parts are still staged: %d files", e.stagedFiles())
+	if e.filesUnder("s3-uploads") != 0 {
+		t.Fatalf("an idle upload's parts are still staged: %d files", e.filesUnder("s3-uploads"))
 	}
 }
 
@@ -168,8 +171,8 @@ func TestAnUploadsStagedPartsAreBoundedByMaxBody(t *testing.T) {
 	if code, _, _ := apiCode(t, send(2)); code != "EntityTooLarge" {
 		t.Fatalf("parts beyond MaxBody: %s", code)
 	}
-	if e.stagedFiles() != 1 {
-		t.Fatalf("staged files: %d", e.stagedFiles())
+	if e.filesUnder("s3-uploads") != 1 {
+		t.Fatalf("staged files: %d", e.filesUnder("s3-uploads"))
 	}
 }
 
@@ -235,7 +238,7 @@ func TestPartsAPreviousProcessStagedAreRemovedAtStart(t *testing.T) {
 	if _, err := os.Stat(old); !os.IsNotExist(err) {
 		t.Fatalf("a part staged before the restart is still there: %v", err)
 	}
-	if e.stagedFiles() != 0 {
+	if e.filesUnder("s3-uploads") != 0 {
 		t.Fatal("staged files left")
 	}
 }
