@@ -3,9 +3,12 @@ package s3door_test
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,21 +22,9 @@ import (
 // The staging budget (Server.StagingBytes): what all open uploads' staged
 // parts hold together, each part counting at least MinPartCharge.
 
-// budgetEnv is a front door whose staging holds at most 12 MiB. Its
-// answers to a request with a body say "Connection: close", as the
-// gateway's guardBodies (handlers/limits.go) in front of the door makes
-// them until the body is read: a client that asked "Expect: 100-continue"
-// then never sends the body of a part refused before it is read.
+// budgetEnv is a front door whose staging holds at most 12 MiB.
 func budgetEnv(t *testing.T, now func() time.Time) *env {
-	e := newEnvServer(t, nil, false, now, func(s *s3door.Server) { s.StagingBytes = 12 << 20 })
-	door := e.srv.Config.Handler
-	e.srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.ContentLength != 0 {
-			w.Header().Set("Connection", "close")
-		}
-		door.ServeHTTP(w, r)
-	})
-	return e
+	return newEnvServer(t, nil, false, now, func(s *s3door.Server) { s.StagingBytes = 12 << 20 })
 }
 
 // noRetry keeps the SDK from retrying a SlowDown, so the test sees it, and
@@ -199,5 +190,56 @@ func TestTheStagingBudgetIsFreedByAbortCompleteAndIdle(t *testing.T) {
 	id := out[strings.Index(out, "<UploadId>")+len("<UploadId>") : strings.Index(out, "</UploadId>")]
 	if code, out := e.sendAt(t, "AKIDC", "PUT", "/b/r/g?partNumber=1&uploadId="+id, nil, big, now); code != http.StatusOK {
 		t.Fatalf("8 MiB once d went idle: %d %s", code, out) // d's 8 MiB went back when it was forgotten
+	}
+}
+
+// countingBody counts the bytes the door reads of a request body.
+type countingBody struct {
+	io.ReadCloser
+	n *atomic.Int64
+}
+
+func (c countingBody) Read(p []byte) (int, error) {
+	n, err := c.ReadCloser.Read(p)
+	c.n.Add(int64(n))
+	return n, err
+}
+
+// Rule: a decoded aws-chunked body is read no further than its declared
+// length: a part declaring 1 byte (charged 1 MiB of the budget) and
+// streaming 8 MiB of chunks is refused IncompleteBody having read a small
+// part of them, not spooled whole before its length is compared.
+func TestAChunkedPartIsReadNoFurtherThanItsDeclaredLength(t *testing.T) {
+	e := budgetEnv(t, nil)
+	var read atomic.Int64
+	door := e.srv.Config.Handler
+	e.srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Body = countingBody{r.Body, &read}
+		door.ServeHTTP(w, r)
+	})
+	u := begin(t, e.client(e.lease("AKIDA", owner, "b/r"), noRetry), "r/k")
+	read.Store(0)
+	req, _ := e.signed(t, "AKIDA", "/b/r/k?partNumber=1&uploadId="+*u.id, "STREAMING-UNSIGNED-PAYLOAD-TRAILER",
+		map[string]string{"Content-Encoding": "aws-chunked", "X-Amz-Decoded-Content-Length": "1"}, "", time.Now())
+	var body bytes.Buffer
+	chunk := strings.Repeat("x", 1<<20)
+	for range 8 {
+		fmt.Fprintf(&body, "%x\r\n%s\r\n", len(chunk), chunk)
+	}
+	body.WriteString("0\r\n\r\n")
+	req.Body, req.ContentLength = io.NopCloser(&body), -1
+	resp, err := e.srv.Client().Do(req)
+	if err == nil {
+		out, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(out), "IncompleteBody") {
+			t.Fatalf("a part streaming past its declared length: %d %s", resp.StatusCode, out)
+		}
+	}
+	if n := read.Load(); n > 1<<20 {
+		t.Fatalf("the door read %d bytes of a part that declared 1", n)
+	}
+	if n := e.filesUnder(""); n != 0 {
+		t.Fatalf("%d files left in the spool", n)
 	}
 }

@@ -116,10 +116,11 @@ func (s *Server) uploadPart(w http.ResponseWriter, r *http.Request, t *target) e
 		return err
 	}
 	need, err := s.partRoom(r, u, n)
-	if err != nil {
-		return err
+	if err == nil {
+		err = s.uploads.reserve(need)
 	}
-	if err := s.uploads.reserve(need); err != nil {
+	if err != nil {
+		drainRefused(r)
 		return err
 	}
 	settled := false
@@ -205,6 +206,19 @@ func (s *Server) uploadPart(w http.ResponseWriter, r *http.Request, t *target) e
 	w.Header().Set("ETag", p.etag)
 	w.WriteHeader(http.StatusOK)
 	return nil
+}
+
+// maxRefusedDrain is the most of a part's body drainRefused reads.
+const maxRefusedDrain = 64 << 20
+
+// drainRefused reads and drops up to maxRefusedDrain of the body of a part
+// refused before it was read (its room in the upload or the staging budget),
+// touching no disk. A client that sends the body without waiting for "100
+// Continue" (aws-sdk-go-v2 through net/http does: its requests carry no
+// protocol version) otherwise meets a connection reset for the unread body
+// instead of the answer; a part larger than that still may.
+func drainRefused(r *http.Request) {
+	_, _ = io.CopyN(io.Discard, r.Body, maxRefusedDrain)
 }
 
 // partRoom is what part n of u, about to be read, counts against the

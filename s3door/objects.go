@@ -125,7 +125,15 @@ func (s *Server) readBody(r *http.Request, pool *spool.Pool, alsoMD5 io.Writer, 
 	if alsoMD5 != nil {
 		also = append(also, alsoMD5)
 	}
-	f, err := pool.Read(s.SpoolDir, in, declaredLength(r, dc != nil), max, also...)
+	declared := declaredLength(r, dc != nil)
+	if dc != nil && declared >= 0 {
+		// Go's server holds a plain body to its Content-Length; a decoded
+		// aws-chunked one is held here to its declared length, so that it
+		// cannot outgrow what was reserved for it (a part's staging charge)
+		// before its length is compared.
+		in = &declaredReader{r: in, left: declared}
+	}
+	f, err := pool.Read(s.SpoolDir, in, declared, max, also...)
 	if err != nil {
 		return nil, "", "", err
 	}
@@ -134,7 +142,7 @@ func (s *Server) readBody(r *http.Request, pool *spool.Pool, alsoMD5 io.Writer, 
 		trailers = dc.trailers
 		if v := r.Header.Get("X-Amz-Decoded-Content-Length"); v != "" && v != strconv.FormatInt(f.Size, 10) {
 			f.Close()
-			return nil, "", "", s3err(http.StatusBadRequest, "IncompleteBody", "the decoded body's length differs from x-amz-decoded-content-length")
+			return nil, "", "", incompleteBody()
 		}
 	}
 	sum, err := integ.check(f.SHA256, a.payloadHash, trailers)
@@ -143,6 +151,30 @@ func (s *Server) readBody(r *http.Request, pool *spool.Pool, alsoMD5 io.Writer, 
 		return nil, "", "", err
 	}
 	return f, integ.algorithm, sum, nil
+}
+
+// declaredReader yields at most left bytes of r; one more is IncompleteBody.
+type declaredReader struct {
+	r    io.Reader
+	left int64
+}
+
+func (d *declaredReader) Read(p []byte) (int, error) {
+	if int64(len(p)) > d.left+1 {
+		p = p[:d.left+1]
+	}
+	n, err := d.r.Read(p)
+	if int64(n) > d.left {
+		return 0, incompleteBody()
+	}
+	d.left -= int64(n)
+	return n, err
+}
+
+// incompleteBody refuses a decoded body whose length differs from its
+// x-amz-decoded-content-length.
+func incompleteBody() error {
+	return s3err(http.StatusBadRequest, "IncompleteBody", "the decoded body's length differs from x-amz-decoded-content-length")
 }
 
 func (s *Server) putObject(w http.ResponseWriter, r *http.Request, t *target) error {
