@@ -108,10 +108,11 @@ type Config struct {
 	MaxBodyBytes int64 `yaml:"maxBodyBytes"`
 	// S3StagingBytes bounds the bytes the S3 front door's open multipart
 	// uploads stage in dataDir/spool/s3-uploads together, each part counting
-	// at least 1 MiB (default 32 GiB; at least maxBodyBytes, so that the
-	// largest object can be staged). A part beyond it is refused before it
-	// is read (503 SlowDown, RESOURCE_BUSY) until uploads complete, abort or
-	// go idle.
+	// at least 1 MiB (0: StagingBytes's default, 32 GiB or twice
+	// maxBodyBytes; set, at least twice maxBodyBytes, so that an upload of
+	// the largest object and a part of it sent again fit). A part beyond it
+	// is refused before it is read (503 SlowDown, RESOURCE_BUSY) until
+	// uploads complete, abort or go idle.
 	S3StagingBytes int64 `yaml:"s3StagingBytes"`
 	// QuarantinePayloadBytes is the largest refused payload a quarantine
 	// record keeps (default 64 KiB, at most 1 MiB; 0 keeps none); a larger
@@ -273,7 +274,6 @@ func Default() Config {
 		StatusMode:             "proof",
 		PolicyGeneration:       1,
 		MaxBodyBytes:           5 << 30,
-		S3StagingBytes:         s3door.DefaultStagingBytes,
 		QuarantinePayloadBytes: fencegate.DefaultQuarantinePayload,
 		KeyOverlap:             10 * time.Minute,
 		BundleRefresh:          time.Second,
@@ -366,6 +366,16 @@ func TokensOf(ids []Identity) (map[string]string, error) {
 		out[tok] = id.Name
 	}
 	return out, errors.Join(errs...)
+}
+
+// StagingBytes is the S3 front door's staging budget: S3StagingBytes, or
+// when unset the larger of s3door.DefaultStagingBytes and twice
+// MaxBodyBytes (a configuration that raised maxBodyBytes keeps working).
+func (c *Config) StagingBytes() int64 {
+	if c.S3StagingBytes > 0 {
+		return c.S3StagingBytes
+	}
+	return max(s3door.DefaultStagingBytes, 2*c.MaxBodyBytes)
 }
 
 // Secret resolves the identity's token from its value, environment variable

@@ -525,18 +525,28 @@ func TestTheHighWaterDefaultAndItsCheckAgree(t *testing.T) {
 	}
 }
 
-// Rule: s3StagingBytes holds at least one upload of the largest object
-// (maxBodyBytes), reported with the other problems.
-func TestStagingSmallerThanTheLargestObjectIsRefused(t *testing.T) {
+// Rule: s3StagingBytes, when set, holds an upload of the largest object
+// (maxBodyBytes) and a part of it sent again, reported with the other
+// problems; unset, the budget is 32 GiB or twice maxBodyBytes, so a
+// configuration that raised maxBodyBytes keeps working.
+func TestStagingSmallerThanTwiceTheLargestObjectIsRefused(t *testing.T) {
 	c := Dev()
 	c.Identities = []Identity{{Name: "w", Token: "t"}}
-	if c.S3StagingBytes != 32<<30 {
-		t.Fatalf("default s3StagingBytes %d, want 32 GiB", c.S3StagingBytes)
+	if c.S3StagingBytes != 0 || c.StagingBytes() != 32<<30 {
+		t.Fatalf("default s3StagingBytes %d (budget %d), want unset and 32 GiB", c.S3StagingBytes, c.StagingBytes())
 	}
-	c.MaxBodyBytes, c.S3StagingBytes = 8<<30, 4<<30
+	c.MaxBodyBytes = 64 << 30
+	if err := c.Validate(); err != nil || c.StagingBytes() != 128<<30 {
+		t.Fatalf("maxBodyBytes 64 GiB, s3StagingBytes unset: %v, budget %d", err, c.StagingBytes())
+	}
+	c.MaxBodyBytes, c.S3StagingBytes = 8<<30, 12<<30
 	c.Addr = ""
 	err := c.Validate()
-	if err == nil || !strings.Contains(err.Error(), "s3StagingBytes must be at least maxBodyBytes") || !strings.Contains(err.Error(), "addr is required") {
+	if err == nil || !strings.Contains(err.Error(), "s3StagingBytes must be at least twice maxBodyBytes") || !strings.Contains(err.Error(), "addr is required") {
 		t.Fatalf("want the staging problem beside the others, got %v", err)
+	}
+	c.Addr, c.S3StagingBytes = "127.0.0.1:1", 16<<30
+	if err := c.Validate(); err != nil || c.StagingBytes() != 16<<30 {
+		t.Fatalf("s3StagingBytes twice maxBodyBytes: %v, budget %d", err, c.StagingBytes())
 	}
 }

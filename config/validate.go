@@ -165,8 +165,8 @@ func (c *Config) Validate() error {
 	if c.MaxBodyBytes <= 0 {
 		at("maxBodyBytes", "maxBodyBytes must be positive")
 	}
-	if least := max(c.MaxBodyBytes, s3door.MinPartCharge); c.S3StagingBytes < least {
-		at("s3StagingBytes", "s3StagingBytes must be at least maxBodyBytes and 1 MiB (%d), not %d: an upload of the largest object must fit in the S3 front door's multipart staging", least, c.S3StagingBytes)
+	if least := 2 * max(c.MaxBodyBytes, s3door.MinPartCharge); c.S3StagingBytes != 0 && c.S3StagingBytes < least {
+		at("s3StagingBytes", "s3StagingBytes must be at least twice maxBodyBytes and 2 MiB (%d), not %d: an upload of the largest object, and a part of it sent again, must fit in the S3 front door's multipart staging (0 for the default)", least, c.S3StagingBytes)
 	}
 	if r := c.Registry; r != nil {
 		if _, err := ParseLeaseBackend(r.Backend); err != nil {

@@ -289,7 +289,7 @@ func Build(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, er
 	}
 	if a.S3Credentials != nil {
 		srv.S3 = s3door.Router(&s3door.Server{Gateway: a.Gateway, Stores: objects, Credentials: a.S3Credentials,
-			MayRead: access.MayRead, SpoolDir: spool, Bodies: bodies, MaxBody: cfg.MaxBodyBytes, StagingBytes: cfg.S3StagingBytes,
+			MayRead: access.MayRead, SpoolDir: spool, Bodies: bodies, MaxBody: cfg.MaxBodyBytes, StagingBytes: cfg.StagingBytes(),
 			QuarantinePayload: quarantineBound(cfg.QuarantinePayloadBytes), Log: log,
 			Refused: srv.Refusal}) // counted and logged where the REST API's answers are
 	}
