@@ -38,7 +38,7 @@ type Server struct {
 	// StagingBytes bounds the bytes the staged parts of all open multipart
 	// uploads hold together, parts being received included, each part
 	// counting at least MinPartCharge (default DefaultStagingBytes; keep it
-	// at least MaxBody so that the largest object can be staged). A part
+	// at least twice MaxBody, the largest object and a part of it sent again). A part
 	// that would go beyond it is refused before it is read (503 SlowDown,
 	// RESOURCE_BUSY); completion, abort and the idle sweep give bytes back.
 	StagingBytes int64
