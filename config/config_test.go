@@ -550,3 +550,32 @@ func TestStagingSmallerThanTwiceTheLargestObjectIsRefused(t *testing.T) {
 		t.Fatalf("s3StagingBytes twice maxBodyBytes: %v, budget %d", err, c.StagingBytes())
 	}
 }
+
+// Rule: with auth mtls an access rule's identity is a certificate's URI SAN
+// or cn:NAME (its common name); a bare name, which no certificate presents
+// (a CN was the bare name before), is refused with its line and the fix,
+// not left to refuse every request.
+func TestAnMTLSIdentityRuleWithABareNameIsRefused(t *testing.T) {
+	c, err := loadFile(t, `auth: mtls
+tls: {cert: c.pem, key: k.pem, clientCA: ca.pem}
+access:
+  rules:
+    - {identity: batch-runner, lease: ["local/*"]}
+    - {identity: "cn:batch-runner", lease: ["local/*"]}
+    - {identity: "spiffe://acme/billing/w", lease: ["local/*"]}
+    - {san: "spiffe://acme/*", lease: ["local/*"]}
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = c.Validate()
+	if err == nil || !strings.Contains(err.Error(), `c.yaml:5: identity "batch-runner" names no mTLS identity`) ||
+		!strings.Contains(err.Error(), "cn:batch-runner for one without") {
+		t.Fatalf("want the bare name refused with its line and the fix, got %v", err)
+	}
+	for _, line := range []string{"c.yaml:6:", "c.yaml:7:", "c.yaml:8:"} {
+		if strings.Contains(err.Error(), line) {
+			t.Errorf("a rule naming a real mTLS identity was refused (%s):\n%v", line, err)
+		}
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/authz"
 	"github.com/fencegate/fencegate/backends/s3"
 	"github.com/fencegate/fencegate/gateway"
 	"github.com/fencegate/fencegate/registry"
@@ -197,6 +198,16 @@ func (c *Config) Validate() error {
 	}
 	if _, err := c.Access.Policy(); err != nil {
 		errs = append(errs, err)
+	}
+	if c.Auth == "mtls" {
+		// An mTLS identity is a URI SAN or cn:NAME (authz.CNIdentity); a
+		// bare name matches no certificate (a CN was the bare NAME before
+		// cn: was its prefix: such a rule now refuses everything, silently).
+		for i, r := range c.Access.Rules {
+			if r.Identity != "" && !strings.Contains(r.Identity, ":") {
+				at(fmt.Sprintf("access.rules[%d].identity", i), "identity %q names no mTLS identity: write a certificate's URI SAN, or %s%s for one without a URI SAN (its common name)", r.Identity, authz.CNPrefix, r.Identity)
+			}
+		}
 	}
 	// Each rule alone first, so that every bad rule is reported (with its
 	// line); then all together, for what only their combination refuses.
