@@ -36,6 +36,23 @@ func TestOpenRefusesSynchronousCommitOff(t *testing.T) {
 	}
 }
 
+// Rule: the store refuses a server that runs with fsync off (a server
+// setting, so a server of its own): a commit it answered is not on disk.
+func TestOpenRefusesAServerWithFsyncOff(t *testing.T) {
+	pg := testenv.OwnPostgres(t, testenv.PostgresSetting("fsync", "off"))
+	s, err := postgres.Open(context.Background(), pg.URL())
+	if err == nil {
+		s.Close()
+		t.Fatal("Open accepted a server with fsync off")
+	}
+	if fencegate.ErrorCode(err) != fencegate.CodeUnsupported || !strings.Contains(err.Error(), "fsync") {
+		t.Fatalf("Open: %v, want UNSUPPORTED naming fsync", err)
+	}
+	if n := testenv.SchemaTables(t, pg.URL()); n != 0 {
+		t.Fatalf("the refused Open left %d tables", n)
+	}
+}
+
 // Rule: the store's transactions run READ COMMITTED whatever the server's
 // or role's default, so concurrent admissions on distinct resources all
 // commit (a serializable default would fail them with serialization errors).

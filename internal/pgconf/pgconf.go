@@ -2,7 +2,7 @@
 // fencegate (the fence store, the registry's backend) runs under, whatever
 // the server's, database's or role's defaults: READ COMMITTED transactions,
 // which their row locking is written for, and commits that are durable
-// before they are answered (synchronous_commit not off).
+// before they are answered (synchronous_commit and fsync not off).
 package pgconf
 
 import (
@@ -32,19 +32,24 @@ func Apply(cfg *pgxpool.Config) {
 	}
 }
 
-// CheckDurable refuses (UNSUPPORTED, naming what) a server whose sessions
-// run with synchronous_commit off, set anywhere (server, database, role,
-// URL): a commit it answered could be lost in a crash, so an admission could
-// vanish after its effect was forwarded, or a fence be issued twice. Every
-// other value waits at least for the local WAL flush.
+// CheckDurable refuses (UNSUPPORTED, naming what) a server whose commits
+// are not durable when answered: synchronous_commit off, set anywhere
+// (server, database, role, URL), or fsync off (the server's): a commit it
+// answered could be lost in a crash, so an admission could vanish after its
+// effect was forwarded, or a fence be issued twice. Every other
+// synchronous_commit value waits at least for the local WAL flush.
 func CheckDurable(ctx context.Context, pool *pgxpool.Pool, what string) error {
-	var v string
-	if err := pool.QueryRow(ctx, "SHOW synchronous_commit").Scan(&v); err != nil {
-		return fencegate.Wrap(err, fencegate.CodeBackendUnavailable, what+": read synchronous_commit")
+	var syncCommit, fsync string
+	if err := pool.QueryRow(ctx, "SELECT current_setting('synchronous_commit'), current_setting('fsync')").Scan(&syncCommit, &fsync); err != nil {
+		return fencegate.Wrap(err, fencegate.CodeBackendUnavailable, what+": read synchronous_commit and fsync")
 	}
-	if v == "off" {
+	if syncCommit == "off" {
 		return fencegate.Errorf(fencegate.CodeUnsupported,
 			"%s: synchronous_commit is off for this connection; a commit must be durable before it is answered (set it to on, or any value but off, for the gateway's role or database)", what)
+	}
+	if fsync == "off" {
+		return fencegate.Errorf(fencegate.CodeUnsupported,
+			"%s: the server runs with fsync off; a commit must be durable before it is answered (set fsync = on)", what)
 	}
 	return nil
 }

@@ -26,7 +26,17 @@ type Postgres struct {
 	bin  string // directory holding initdb, pg_ctl, postgres
 	dir  string // temp root: data/, sock/, log
 	port int
-	as   string // user the server runs as ("" = the current user)
+	as   string   // user the server runs as ("" = the current user)
+	set  []string // extra "-c name=value" settings (PostgresSetting)
+}
+
+// PostgresOption changes how OwnPostgres starts its server.
+type PostgresOption func(*Postgres)
+
+// PostgresSetting starts the server with name=value (postgres -c), e.g.
+// fsync=off for a test of a server that does not make commits durable.
+func PostgresSetting(name, value string) PostgresOption {
+	return func(p *Postgres) { p.set = append(p.set, "-c "+name+"="+value) }
 }
 
 // OwnPostgres initialises and starts a private PostgreSQL server for t, using
@@ -35,7 +45,7 @@ type Postgres struct {
 // under root the server runs as the `postgres` user (through runuser) with a
 // data directory that user owns. Authentication is trust, on 127.0.0.1 only.
 // Without a PostgreSQL installation the test skips, and fails under CI=true.
-func OwnPostgres(t testing.TB) *Postgres {
+func OwnPostgres(t testing.TB, opts ...PostgresOption) *Postgres {
 	t.Helper()
 	bin := postgresBin()
 	if bin == "" {
@@ -49,6 +59,9 @@ func OwnPostgres(t testing.TB) *Postgres {
 		t.Fatalf("own postgres: %v", err)
 	}
 	p := &Postgres{t: t, bin: bin, dir: dir}
+	for _, o := range opts {
+		o(p)
+	}
 	t.Cleanup(func() {
 		_ = p.ctl("stop", "-m", "immediate", "-w", "-t", "30")
 		_ = os.RemoveAll(dir)
@@ -139,9 +152,15 @@ func (p *Postgres) ctl(args ...string) error {
 
 // start runs pg_ctl start and waits until the server accepts connections.
 func (p *Postgres) start() error {
+	// fsync stays on: the adapters refuse a server that does not make
+	// commits durable (pgconf.CheckDurable). full_page_writes off only
+	// risks torn pages on a power loss, which no test makes.
 	opts := fmt.Sprintf("-c listen_addresses=127.0.0.1 -c port=%d -c unix_socket_directories=%s "+
-		"-c fsync=off -c full_page_writes=off -c max_connections=200 -c shared_buffers=32MB",
+		"-c full_page_writes=off -c max_connections=200 -c shared_buffers=32MB",
 		p.port, filepath.Join(p.dir, "sock"))
+	for _, c := range p.set {
+		opts += " " + c
+	}
 	if err := p.ctl("start", "-w", "-t", "60", "-l", filepath.Join(p.dir, "log"), "-o", opts); err != nil {
 		return err
 	}
