@@ -148,3 +148,45 @@ func TestEndOfBackgroundStopsTheFlushersAndRetries(t *testing.T) {
 		t.Fatalf("%d deferred settles after the flusher stopped, want 1 (left for Drain)", n)
 	}
 }
+
+// Rule: a resource read while the store takes no settle leaves a settle
+// deferred here to its entry, which records the answered SettledAt: no
+// proof of its receipt queues a second settle of another SettledAt, which
+// could land first.
+func TestAResourceReadLeavesADeferredSettleToItsEntry(t *testing.T) {
+	f := newFixture(t)
+	st := &ctxStore{FenceStore: f.store}
+	after := func(d time.Duration) <-chan time.Time {
+		if d == time.Millisecond { // the deferral window: never
+			return make(chan time.Time)
+		}
+		return atOnce(d)
+	}
+	gw, err := gateway.New(gateway.Config{Verifier: f.kit.Verifier(), Store: st, Now: f.kit.Now,
+		Policy: gateway.StaticPolicy{Generation: 1}, DeferSettle: time.Millisecond, After: after,
+		Resolver: func(string) gateway.Resolver { return f.objects() }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	w, err := gw.Apply(ctx, f.request(5, 1, "v1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.down.Store(true)
+	f.kit.Advance(3 * time.Second)
+	if _, err := gw.Store().Resource(ctx, resource); err != nil {
+		t.Fatal(err)
+	}
+	if n := gw.UnsettledOutcomes(); n != 0 {
+		t.Fatalf("the resource read queued %d settles beside the deferred entry", n)
+	}
+	st.down.Store(false)
+	if err := gw.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	stored, _ := f.store.Receipt(ctx, w.Receipt.ID)
+	if stored.State != fencegate.ReceiptCommitted || !stored.SettledAt.Equal(*w.Receipt.SettledAt) {
+		t.Fatalf("stored %s at %v, answered %s at %v", stored.State, stored.SettledAt, w.Receipt.State, w.Receipt.SettledAt)
+	}
+}

@@ -121,6 +121,12 @@ func (s readStore) Resource(ctx context.Context, resource string) (fencegate.Res
 	if rerr != nil || r.State != fencegate.ReceiptPending {
 		return rs, err
 	}
+	if s.g.deferred.ofReceipt(r.ID) != nil {
+		// Still deferred here (the store took no settle just now): the
+		// entry settles it as answered; a proof would queue a second
+		// settle, of its own SettledAt, that could land first.
+		return rs, err
+	}
 	if p, ok := s.g.proveNow(ctx, r); ok && p.State != fencegate.ReceiptPending {
 		if again, aerr := s.FenceStore.Resource(ctx, resource); aerr == nil {
 			return again, nil
