@@ -107,6 +107,25 @@ type Resender interface {
 	MayBeSending(r fencegate.Receipt) bool
 }
 
+// Lander is implemented by a Resolver whose effects may land after their
+// receipt was answered (ObjectResolver): LandsUntil is the last instant r's
+// effect may land; only after it may r be called NOT_APPLIED.
+type Lander interface {
+	LandsUntil(r fencegate.Receipt) time.Time
+}
+
+// MayStillLand reports whether r's effect may still land now (Lander), and
+// until when: an operator's NOT_APPLIED waits for it, as the reconciler's
+// own does.
+func (rc *Reconciler) MayStillLand(r fencegate.Receipt) (time.Time, bool) {
+	l, ok := rc.resolver(r.Target).(Lander)
+	if !ok {
+		return time.Time{}, false
+	}
+	until := l.LandsUntil(r)
+	return until, rc.now().Before(until)
+}
+
 // MayBeResending reports whether a claimed resend of the UNKNOWN receipt r
 // may still be open (Resender.MayBeSending): an operator's verdict waits.
 func (rc *Reconciler) MayBeResending(r fencegate.Receipt) bool {
@@ -449,67 +468,4 @@ func (rc *Reconciler) orphanAt(r fencegate.Receipt) time.Time {
 // write that may still be in the network.
 func EffectExpiry(r fencegate.Receipt, effectTimeout time.Duration) time.Time {
 	return r.Expiry(effectTimeout)
-}
-
-// ObjectResolver settles object receipts from the object's own metadata: the
-// object carrying the receipt's ID proves COMMITTED. Without that, the write
-// is NOT_APPLIED only once no request of it can land any more: Grace after
-// its expiry (EffectExpiry, which the store enforces up to
-// fencegate.LandBySlack). Grace covers the clock
-// skew between gateway and store and the time a store takes from accepting a
-// request's headers (where S3 checks the expiry) to applying its body; before
-// that the receipt stays UNKNOWN.
-type ObjectResolver struct {
-	Stores map[string]fencegate.ObjectStore
-	Now    func() time.Time
-	// EffectTimeout is the gateway's (gateway.Config.EffectTimeout, default 60 s).
-	EffectTimeout time.Duration
-	Grace         time.Duration
-}
-
-// Resolve queries the object named by r.Target.
-func (o ObjectResolver) Resolve(ctx context.Context, r fencegate.Receipt) (fencegate.Outcome, error) {
-	name, key, ok := SplitObjectTarget(r.Target)
-	st := o.Stores[name]
-	if !ok || st == nil {
-		return fencegate.Outcome{State: fencegate.ReceiptUnknown}, fencegate.Errorf(fencegate.CodeNotFound, "no object store for %q", r.Target)
-	}
-	now := time.Now
-	if o.Now != nil {
-		now = o.Now
-	}
-	// The HEAD shows the object as it was when asked: a write that can still
-	// land then may land after the answer, so the time that decides is the
-	// asking's, not the answer's.
-	asked := now()
-	info, err := st.Head(ctx, key)
-	switch {
-	case err == nil:
-		if namesReceipt(info, r.ID) {
-			return fencegate.Outcome{State: fencegate.ReceiptCommitted, Version: info.ETag}, nil
-		}
-	case fencegate.ErrorCode(err) == fencegate.CodeNotFound:
-		if r.Method == "DELETE" {
-			return fencegate.Outcome{State: fencegate.ReceiptCommitted}, nil
-		}
-	default:
-		return fencegate.Outcome{State: fencegate.ReceiptUnknown}, err
-	}
-	effectTimeout := o.EffectTimeout
-	if effectTimeout <= 0 {
-		effectTimeout = defaultEffectTimeout
-	}
-	if !asked.Before(EffectExpiry(r, effectTimeout).Add(fencegate.LandBySlack + o.Grace)) {
-		return fencegate.Outcome{State: fencegate.ReceiptNotApplied, Error: "the object does not carry this receipt, and its write can no longer land"}, nil
-	}
-	return fencegate.Outcome{State: fencegate.ReceiptUnknown}, nil
-}
-
-// namesReceipt reports whether an object's metadata names receipt id: the
-// proof that the receipt's write landed (Resolve and Prove share it).
-func namesReceipt(info fencegate.ObjectInfo, id string) bool {
-	if m, ok := fencegate.ParseEffectMeta(info.Metadata); ok && m.ReceiptID == id {
-		return true
-	}
-	return false
 }

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/fencegate/fencegate"
 	"github.com/fencegate/fencegate/backends/httpapi"
@@ -212,6 +213,10 @@ func (s *Server) resolve(ctx context.Context, caller, id string, in resolution) 
 		return fencegate.Receipt{}, &fencegate.Error{Code: fencegate.CodeStillReconciling, ReceiptID: id,
 			Message: fmt.Sprintf("receipt %s is still being reconciled; resolve it once it is overdue or its strategy has given up", id)}
 	}
+	if until, may := s.reconcilerMayStillLand(rc); may && in.State == fencegate.ReceiptNotApplied {
+		return fencegate.Receipt{}, &fencegate.Error{Code: fencegate.CodeStillReconciling, ReceiptID: id,
+			Message: fmt.Sprintf("receipt %s's write can still land until %s; resolve it NOT_APPLIED after that", id, until.UTC().Format(time.RFC3339))}
+	}
 	if s.Reconciler != nil && s.Reconciler.MayBeResending(rc) {
 		// A resend was claimed and may still be open (gateway.Resender).
 		return fencegate.Receipt{}, &fencegate.Error{Code: fencegate.CodeStillReconciling, ReceiptID: id,
@@ -267,4 +272,12 @@ func (s *Server) committedObjectVersion(ctx context.Context, rc fencegate.Receip
 		return "", fencegate.Errorf(fencegate.CodeInvalidRequest, "the object does not carry receipt %s: the write is not committed", rc.ID)
 	}
 	return info.ETag, nil
+}
+
+// reconcilerMayStillLand is Reconciler.MayStillLand, false without one.
+func (s *Server) reconcilerMayStillLand(r fencegate.Receipt) (time.Time, bool) {
+	if s.Reconciler == nil {
+		return time.Time{}, false
+	}
+	return s.Reconciler.MayStillLand(r)
 }

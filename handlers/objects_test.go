@@ -6,11 +6,13 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/gateway"
 )
 
 const res7 = "local/inv/7"
@@ -404,4 +406,43 @@ func TestOperatorVerdictOnAnUnknownDeleteWaitsForTheStore(t *testing.T) {
 	// The store answers again: the object is still there, so the delete is
 	// not committed.
 	wantProblem(t, e.do("POST", path, "ops", nil, `{"state":"COMMITTED"}`), 400, "INVALID_REQUEST")
+}
+
+// Rule: an operator's NOT_APPLIED on an object write waits, like the
+// reconciler's own, until the write can no longer land (its expiry, the
+// store's slack and the orphan grace): overdue before that, it is refused
+// STILL_RECONCILING and nothing changes; after it, it is taken.
+func TestOperatorNotAppliedOnAnObjectWriteWaitsUntilItCannotLand(t *testing.T) {
+	e := newEnv(t)
+	e.srv.Reconciler = &gateway.Reconciler{Store: e.store, Now: e.kit.Now, Deadline: 15 * time.Minute,
+		Resolver: func(string) gateway.Resolver {
+			return gateway.ObjectResolver{Stores: map[string]fencegate.ObjectStore{"local": e.objects}, Now: e.kit.Now,
+				EffectTimeout: time.Minute, Grace: 20 * time.Minute}
+		}}
+	a := e.grant(res7, ownerA, 5, nil)
+	e.objects.lose.Store(true)
+	lost := e.put(tokA, a, "local/inv/7", 1, "v1")
+	wantProblem(t, lost, 502, "MUTATION_UNKNOWN")
+	id, _ := lost.json["receiptId"].(string)
+	path := "/v1/unknown/" + id + "/resolve"
+	e.kit.Advance(16 * time.Minute) // overdue, and the write may land until about 21 minutes
+	before, rcBefore := e.snap(res7, "inv/7"), e.receiptByID(id)
+	wantProblem(t, e.do("POST", path, "ops", nil, `{"state":"NOT_APPLIED"}`), 409, "STILL_RECONCILING")
+	if after, rcAfter := e.snap(res7, "inv/7"), e.receiptByID(id); after != before || !reflect.DeepEqual(rcAfter, rcBefore) {
+		t.Fatalf("a refused verdict changed state: %+v %+v -> %+v %+v", before, rcBefore, after, rcAfter)
+	}
+	e.kit.Advance(6 * time.Minute)
+	if r := e.do("POST", path, "ops", nil, `{"state":"NOT_APPLIED","note":"checked"}`); r.status != 200 || r.json["state"] != "NOT_APPLIED" {
+		t.Fatalf("resolve NOT_APPLIED once the write cannot land: %d %s", r.status, r.body)
+	}
+}
+
+// receiptByID reads receipt id from the fence store.
+func (e *env) receiptByID(id string) fencegate.Receipt {
+	e.t.Helper()
+	rc, err := e.store.Receipt(context.Background(), id)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return rc
 }
