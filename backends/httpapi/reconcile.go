@@ -94,7 +94,10 @@ func (a *API) WillResend(r fencegate.Receipt) bool {
 }
 
 // MayBeSending implements gateway.Resender: r's last settle (SettledAt, a
-// resend's claim) allowed a resend, and the send timeout has not passed since.
+// resend's claim) allowed a resend, and an attempt begun then may still be
+// running: within the send timeout, twice it where a conflict answer is
+// followed by a fetch of its own timeout (StrategyConflictFetch), and the
+// clock skew between replicas beside it (another replica may have claimed).
 func (a *API) MayBeSending(r fencegate.Receipt) bool {
 	st := a.settleFor(r)
 	if st.Strategy != StrategyResend && st.Strategy != StrategyConflictFetch {
@@ -104,7 +107,11 @@ func (a *API) MayBeSending(r fencegate.Receipt) bool {
 		return false
 	}
 	at := *r.SettledAt
-	return at.Sub(r.CreatedAt)+a.cfg.Timeout < st.retention(a.cfg.Contract) && a.now().Sub(at) < a.cfg.Timeout
+	open := a.cfg.Timeout
+	if st.Strategy == StrategyConflictFetch {
+		open *= 2
+	}
+	return at.Sub(r.CreatedAt)+a.cfg.Timeout < st.retention(a.cfg.Contract) && a.now().Sub(at) < open+fencegate.MaxClockSkew
 }
 
 // GaveUp reports whether Resolve will not settle the UNKNOWN receipt r any

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/fencegate/fencegate"
 	"github.com/fencegate/fencegate/e2e/upstream"
@@ -267,5 +268,43 @@ func TestAStoredRequestWithoutHeadersIsResentWithTheCredential(t *testing.T) {
 	h.paidOnce(t, &r, 1)
 	if n := h.pay.Unauthorized(); n != 0 {
 		t.Fatalf("%d requests went without the credential", n)
+	}
+}
+
+// Rule: a claimed resend counts as open for as long as its attempt may
+// run, beside the replicas' clock skew: the send timeout, and twice it on a
+// conflict-fetch route, whose conflict answer is followed by a fetch of its
+// own timeout. An operator's verdict (gateway.Reconciler.MayBeResending)
+// and another replica's claim wait for it; one beside the fetch could
+// record NOT_APPLIED for a payment the fetch then proves.
+func TestAResendIsOpenForAsLongAsItsAttemptMayRun(t *testing.T) {
+	now := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	for _, conflictFetch := range []bool{false, true} {
+		c := validConfig("http://127.0.0.1:9")
+		c.Timeout = 10 * time.Second
+		open := c.Timeout
+		if conflictFetch {
+			c.Settle = Settle{Strategy: StrategyConflictFetch, Conflict: &ConflictFetch{
+				Match: Match{Status: "409"}, ID: "/id", URL: "/v1/payouts/{id}"}}
+			open *= 2
+		}
+		at := now
+		api, err := New(c, &http.Client{}, WithClock(func() time.Time { return at }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		claimed := now.Add(-time.Minute)
+		r := fencegate.Receipt{ID: "r1", Target: Target("payouts", "/v1/accounts/acc_1/payouts"), Method: "POST",
+			State: fencegate.ReceiptUnknown, CreatedAt: claimed.Add(-time.Second), SettledAt: &claimed, Resend: true, Attempts: 1,
+			Request: &fencegate.EffectRequest{Method: "POST", Path: "/v1/accounts/acc_1/payouts"}}
+		for _, c := range []struct {
+			after time.Duration
+			want  bool
+		}{{open - time.Millisecond, true}, {open + fencegate.MaxClockSkew - time.Millisecond, true}, {open + fencegate.MaxClockSkew, false}} {
+			at = claimed.Add(c.after)
+			if got := api.MayBeSending(r); got != c.want {
+				t.Errorf("conflict-fetch %v, %s after the claim: open %v, want %v", conflictFetch, c.after, got, c.want)
+			}
+		}
 	}
 }
