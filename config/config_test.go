@@ -76,20 +76,6 @@ func TestTokenFromEnvAndFile(t *testing.T) {
 	}
 }
 
-// Rule: an identity gives its token one way; two sources (a token and a
-// file, say) are refused, not resolved by a precedence nobody wrote down.
-func TestAnIdentityWithTwoTokenSourcesIsRefused(t *testing.T) {
-	p := filepath.Join(t.TempDir(), "tok")
-	if err := os.WriteFile(p, []byte("file-token\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	c := Dev()
-	c.Identities = []Identity{{Name: "a", Token: "inline-token", TokenFile: p}}
-	if _, err := c.Tokens(); err == nil || !strings.Contains(err.Error(), `identity "a"`) {
-		t.Fatalf("an identity with a token and a token file: %v", err)
-	}
-}
-
 func TestAPIWithoutFencingContractIsRefusedByName(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "c.yaml")
 	yml := `apis:
@@ -356,27 +342,6 @@ registry:
 	}
 }
 
-// Rule: every bad mode rule is reported with its line, not only the first.
-func TestEveryBadModeRuleIsReportedWithItsLine(t *testing.T) {
-	c, err := loadFile(t, `modes:
-  - {pattern: "a/[", mode: shadow}
-  - {pattern: "b/*", mode: enforce}
-  - {pattern: "c/*", mode: bogus}
-`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = c.Validate()
-	for _, want := range []string{"c.yaml:2: ", "c.yaml:4: "} {
-		if err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("error lacks a problem at %q:\n%v", want, err)
-		}
-	}
-	if err != nil && strings.Contains(err.Error(), "c.yaml:3: ") {
-		t.Errorf("the good rule was reported:\n%v", err)
-	}
-}
-
 func TestS3StoreURLDetailsAreCheckedUpFrontWithTheirLine(t *testing.T) {
 	c, err := loadFile(t, `stores:
   s3a: "s3://bucket/p?endpoint=http://127.0.0.1:7070&regoin=us-east-1"
@@ -521,61 +486,6 @@ func TestTheHighWaterDefaultAndItsCheckAgree(t *testing.T) {
 		c.set(&cfg)
 		if got := cfg.HighWaterSource(); got != c.want {
 			t.Errorf("%s: default %q, want %q", c.name, got, c.want)
-		}
-	}
-}
-
-// Rule: s3StagingBytes, when set, holds an upload of the largest object
-// (maxBodyBytes) and a part of it sent again, reported with the other
-// problems; unset, the budget is 32 GiB or twice maxBodyBytes, so a
-// configuration that raised maxBodyBytes keeps working.
-func TestStagingSmallerThanTwiceTheLargestObjectIsRefused(t *testing.T) {
-	c := Dev()
-	c.Identities = []Identity{{Name: "w", Token: "t"}}
-	if c.S3StagingBytes != 0 || c.StagingBytes() != 32<<30 {
-		t.Fatalf("default s3StagingBytes %d (budget %d), want unset and 32 GiB", c.S3StagingBytes, c.StagingBytes())
-	}
-	c.MaxBodyBytes = 64 << 30
-	if err := c.Validate(); err != nil || c.StagingBytes() != 128<<30 {
-		t.Fatalf("maxBodyBytes 64 GiB, s3StagingBytes unset: %v, budget %d", err, c.StagingBytes())
-	}
-	c.MaxBodyBytes, c.S3StagingBytes = 8<<30, 12<<30
-	c.Addr = ""
-	err := c.Validate()
-	if err == nil || !strings.Contains(err.Error(), "s3StagingBytes must be at least twice maxBodyBytes") || !strings.Contains(err.Error(), "addr is required") {
-		t.Fatalf("want the staging problem beside the others, got %v", err)
-	}
-	c.Addr, c.S3StagingBytes = "127.0.0.1:1", 16<<30
-	if err := c.Validate(); err != nil || c.StagingBytes() != 16<<30 {
-		t.Fatalf("s3StagingBytes twice maxBodyBytes: %v, budget %d", err, c.StagingBytes())
-	}
-}
-
-// Rule: with auth mtls an access rule's identity is a certificate's URI SAN
-// or cn:NAME (its common name); a bare name, which no certificate presents
-// (a CN was the bare name before), is refused with its line and the fix,
-// not left to refuse every request.
-func TestAnMTLSIdentityRuleWithABareNameIsRefused(t *testing.T) {
-	c, err := loadFile(t, `auth: mtls
-tls: {cert: c.pem, key: k.pem, clientCA: ca.pem}
-access:
-  rules:
-    - {identity: batch-runner, lease: ["local/*"]}
-    - {identity: "cn:batch-runner", lease: ["local/*"]}
-    - {identity: "spiffe://acme/billing/w", lease: ["local/*"]}
-    - {san: "spiffe://acme/*", lease: ["local/*"]}
-`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = c.Validate()
-	if err == nil || !strings.Contains(err.Error(), `c.yaml:5: identity "batch-runner" names no mTLS identity`) ||
-		!strings.Contains(err.Error(), "cn:batch-runner for one without") {
-		t.Fatalf("want the bare name refused with its line and the fix, got %v", err)
-	}
-	for _, line := range []string{"c.yaml:6:", "c.yaml:7:", "c.yaml:8:"} {
-		if strings.Contains(err.Error(), line) {
-			t.Errorf("a rule naming a real mTLS identity was refused (%s):\n%v", line, err)
 		}
 	}
 }

@@ -4,34 +4,12 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"math"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/fencegate/fencegate"
 )
-
-// Memory keeps what a registry last saw of its coordination backend (marker,
-// revision, highest fence) across restarts, outside the backend: a backend
-// that comes back older than this, or with another marker, lost state.
-type Memory interface {
-	Load() (Remembered, error)
-	Save(Remembered) error
-}
-
-// Remembered is what a registry keeps in its Memory: the incarnation it
-// issues under and, while grants are paused after a loss, when they resume,
-// so that a registry restarted during the pause waits it out (every status
-// proof signed before the loss has expired by then) instead of granting at
-// once; likewise, while new grants are held after a start without memory
-// (recovery.hold), when the hold ends. Its JSON is the incarnation's with
-// resumeAt and holdUntil beside it.
-type Remembered struct {
-	fencegate.Incarnation
-	ResumeAt  time.Time `json:"resumeAt,omitzero"`
-	HoldUntil time.Time `json:"holdUntil,omitzero"`
-}
 
 // Issuance is the registry's issuing state as operators see it.
 type Issuance struct {
@@ -484,126 +462,6 @@ func (r *Registry) Issuance() Issuance {
 		is.Paused, is.Reason, is.ResumeAt = true, holdReason(rc.seen.ID), &hold
 	}
 	return is
-}
-
-// Remember saves what this registry has seen of the backend to Memory.
-func (r *Registry) Remember() error {
-	if r.memory == nil {
-		return nil
-	}
-	r.rec.save.Lock()
-	defer r.rec.save.Unlock()
-	return r.rememberLocked()
-}
-
-// rememberLocked saves what is seen now; the caller holds rec.save. Before
-// Check has loaded Memory it saves nothing: what is seen then (no marker,
-// this process's revisions) would overwrite an earlier process's record and
-// hide a restore from Check.
-func (r *Registry) rememberLocked() error {
-	r.rec.mu.Lock()
-	seen, checked := r.rec.seen, r.rec.checked
-	var resume time.Time
-	if r.rec.lost && r.rec.claimed {
-		resume = r.rec.resume
-	}
-	hold := r.rec.hold
-	r.rec.mu.Unlock()
-	if !checked {
-		return nil
-	}
-	if err := r.memory.Save(Remembered{Incarnation: seen, ResumeAt: resume, HoldUntil: hold}); err != nil {
-		return fencegate.Wrap(err, fencegate.CodeInternal, "save the registry's incarnation memory")
-	}
-	r.rec.saved = seen
-	return nil
-}
-
-// rememberIssued makes Memory cover l, an acquisition just issued (observed),
-// before its grant is returned: a registry restarted on a backend restored
-// from before l then finds the revision behind what it saw (a loss) instead
-// of handing l's fence out again. Acquisitions at once share a save: one
-// made after l was observed covers it.
-func (r *Registry) rememberIssued(l fencegate.Lease) error {
-	if r.memory == nil {
-		return nil
-	}
-	r.rec.save.Lock()
-	defer r.rec.save.Unlock()
-	r.rec.mu.Lock()
-	covered := r.rec.saved.ID == r.rec.seen.ID && r.rec.saved.Revision >= l.Revision
-	r.rec.mu.Unlock()
-	if covered {
-		return nil
-	}
-	return r.rememberLocked()
-}
-
-// MaxFloor is the highest floor a registry accepts: one that leaves at
-// least fencegate.MinFenceHeadroom fences (backends with a narrower range
-// refuse lower ones).
-const MaxFloor = math.MaxUint64 - fencegate.MinFenceHeadroom
-
-// SetFloor makes every later fence of every resource greater than floor; a
-// floor below the current one changes nothing. A floor above MaxFloor (or
-// the backend's own limit) is INVALID_REQUEST. While grants are paused after
-// a loss and the registry has no fence store to ask, the floor is what they
-// resume above (with every fence known here). A floor whose guard finds the
-// backend behind what this registry saw starts that recovery and is kept
-// for it, like one set while paused. Every floor is logged.
-func (r *Registry) SetFloor(ctx context.Context, floor uint64) error {
-	if floor > MaxFloor {
-		return fencegate.Errorf(fencegate.CodeInvalidRequest, "floor %d leaves fewer than %d fences: the sequence would run out", floor, uint64(fencegate.MinFenceHeadroom))
-	}
-	if err := r.checkedFirst(ctx); err != nil {
-		return err
-	}
-	r.rec.run.Lock()
-	defer r.rec.run.Unlock()
-	rc := &r.rec
-	rc.mu.Lock()
-	pending := rc.lost && !rc.claimed
-	rc.mu.Unlock()
-	if !pending {
-		switch err := r.backend.SetFloor(ctx, floor, r.seenGuard()); {
-		case err == nil:
-			rc.mu.Lock()
-			rc.seen.HighestFence = max(rc.seen.HighestFence, floor)
-			rc.mu.Unlock()
-			r.observeBackend(ctx)
-			// Kept in Memory before it is answered, as an acquisition is: a
-			// restart on a backend restored from before the floor finds it
-			// behind what was seen.
-			if err := r.Remember(); err != nil {
-				return err
-			}
-			r.log.Info("fence floor raised", "floor", floor)
-			return nil
-		case fencegate.ErrorCode(err) != fencegate.CodeStateLost:
-			return backendErr(err)
-		default:
-			// The floor's own guard found the backend behind what this
-			// registry saw: a loss, whose recovery the floor is kept for.
-			r.markLostLocked(fencegate.ErrorMessage(err), r.now())
-		}
-	}
-	rc.mu.Lock()
-	prev := rc.opFloor
-	rc.opFloor = max(rc.opFloor, floor)
-	rc.mu.Unlock()
-	r.log.Warn("operator floor set for the recovery from a coordination state loss", "floor", floor)
-	// The epoch is retired at detection or, for a loss this floor found, by
-	// the next acquire or watch tick; never call the hook from here (an
-	// operator path may hold its own locks).
-	if err := r.resumeLocked(ctx, r.now(), false); err != nil && fencegate.ErrorCode(err) != fencegate.CodeStateLost {
-		if fencegate.ErrorCode(err) == fencegate.CodeInvalidRequest {
-			rc.mu.Lock()
-			rc.opFloor = prev // a refused floor changes nothing
-			rc.mu.Unlock()
-		}
-		return err
-	}
-	return nil
 }
 
 var discard = slog.New(slog.DiscardHandler)
