@@ -63,31 +63,42 @@ func (a *App) reloadBundle() {
 func (a *App) pullBundles(ctx context.Context) {
 	t := time.NewTicker(a.cfg.BundleRefresh)
 	defer t.Stop()
-	var lastErr string
 	for {
-		data, err := a.remote.FetchBundle(ctx)
-		var installed bool
-		var version uint64
-		if err == nil {
-			installed, version, err = a.auth.OfferBundle(data)
-		}
-		switch {
-		case err != nil && ctx.Err() == nil && err.Error() != lastErr:
-			lastErr = err.Error()
-			a.log.Error("trust bundle from the registry refused or unreachable", "version", version, "err", err)
-		case err == nil:
-			lastErr = ""
-		}
-		if installed {
-			a.log.Info("trust bundle fetched from the registry", "version", version,
-				"revokedEpochs", a.auth.Verifier().Bundle().RevokedEpochs())
-		}
+		a.pullOnce(ctx)
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
 	}
+}
+
+// pullOnce fetches the registry's trust bundle and offers it to the
+// authority, reporting whether a newer one was installed: pullBundles' tick,
+// and the remote querier's at once when the registry's answer does not
+// verify (a key it rotated to since). A failure is logged once until the
+// next success.
+func (a *App) pullOnce(ctx context.Context) bool {
+	a.pullMu.Lock()
+	defer a.pullMu.Unlock()
+	data, err := a.remote.FetchBundle(ctx)
+	var installed bool
+	var version uint64
+	if err == nil {
+		installed, version, err = a.auth.OfferBundle(data)
+	}
+	switch {
+	case err != nil && ctx.Err() == nil && err.Error() != a.pullErr:
+		a.pullErr = err.Error()
+		a.log.Error("trust bundle from the registry refused or unreachable", "version", version, "err", err)
+	case err == nil:
+		a.pullErr = ""
+	}
+	if installed {
+		a.log.Info("trust bundle fetched from the registry", "version", version,
+			"revokedEpochs", a.auth.Verifier().Bundle().RevokedEpochs())
+	}
+	return installed
 }
 
 // raiseOverdue alarms on UNKNOWN receipts past the reconcile deadline: an

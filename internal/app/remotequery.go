@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/propagation"
@@ -31,6 +32,13 @@ import (
 type remoteQuerier struct {
 	c        *client.Client // the one registry HTTP client (module client)
 	verifier *proofs.Verifier
+	// refresh, when set, fetches the registry's trust bundle now and
+	// reports whether a newer one was installed (App.pullOnce): a statement
+	// signed with a key this replica does not know yet (the registry
+	// rotated since the last pull) is verified again under it.
+	refresh func(context.Context) bool
+	mu      sync.Mutex
+	lastAt  time.Time // the last refresh a refused statement made: at most one a second
 }
 
 var (
@@ -55,7 +63,29 @@ func (q *remoteQuerier) GrantStatus(ctx context.Context, g fencegate.VerifiedGra
 	// A REVOKED or EXPIRED statement is a verified answer too: the gateway
 	// refuses by it (EPOCH_REVOKED for REVOKED), as with a registry in
 	// process.
-	return verified(q.verifier.VerifyStatement(proof, g))
+	return q.verify(ctx, func() (fencegate.Status, error) { return q.verifier.VerifyStatement(proof, g) })
+}
+
+// verify runs check on a statement the registry answered; one that does not
+// verify may be signed with a key the registry rotated to since this
+// replica's last pull, so the bundle is fetched at once (at most once a
+// second) and check runs again under a newer one.
+func (q *remoteQuerier) verify(ctx context.Context, check func() (fencegate.Status, error)) (fencegate.Status, error) {
+	st, err := check()
+	if err == nil || q.refresh == nil || !q.mayRefresh() || !q.refresh(ctx) {
+		return verified(st, err)
+	}
+	return verified(check())
+}
+
+func (q *remoteQuerier) mayRefresh() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if now := time.Now(); now.Sub(q.lastAt) >= time.Second {
+		q.lastAt = now
+		return true
+	}
+	return false
 }
 
 // GrantDelegationStatus is the query for a delegated write (POST
@@ -73,7 +103,7 @@ func (q *remoteQuerier) GrantDelegationStatus(ctx context.Context, g fencegate.V
 	if err != nil {
 		return fencegate.Status{}, err
 	}
-	return verified(q.verifier.VerifyDelegationStatement(proof, g, d.ID))
+	return q.verify(ctx, func() (fencegate.Status, error) { return q.verifier.VerifyDelegationStatement(proof, g, d.ID) })
 }
 
 func verified(st fencegate.Status, err error) (fencegate.Status, error) {

@@ -1,0 +1,53 @@
+package app
+
+import (
+	"context"
+	"testing"
+
+	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/proofs"
+)
+
+// Rule: a replica asking a registry that rotated its key since the last
+// bundle pull fetches the bundle at once and verifies the answer under it:
+// the lease the registry holds is HELD, not STATUS_INVALID ("kid not in the
+// trust bundle") until the next tick.
+func TestAQueryAnsweredUnderANewKeyFetchesTheBundleAtOnce(t *testing.T) {
+	w := newS3World(t)
+	ctx := context.Background()
+	replica, err := proofs.NewVerifier(w.app.auth.Verifier().Bundle())
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := newRemoteQuerier(w.srv.URL, "token-gw", replica, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pulls := 0
+	q.refresh = func(ctx context.Context) bool {
+		pulls++
+		data, err := q.FetchBundle(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := proofs.ParseBundle(data)
+		if err != nil || b.Version() <= replica.Bundle().Version() {
+			return false
+		}
+		return replica.SetBundle(b) == nil
+	}
+	held := w.acquire("token-a", "local/reports/20", "r-1")
+	vg, err := replica.VerifyGrant(held.Grant)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := q.GrantStatus(ctx, vg); err != nil || st.State != fencegate.StateHeld || pulls != 0 {
+		t.Fatalf("before the rotation: %+v %v (%d pulls)", st, err, pulls)
+	}
+	if _, err := w.app.auth.RotateKey(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := q.GrantStatus(ctx, vg); err != nil || st.State != fencegate.StateHeld || pulls != 1 {
+		t.Fatalf("after the rotation: %+v %v (%d pulls); want HELD after one pull", st, err, pulls)
+	}
+}
