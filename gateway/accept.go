@@ -134,16 +134,11 @@ func (g *Gateway) authorize(ctx context.Context, req Request, query bool) (_ fen
 		if !ok {
 			return none, fencegate.Status{}, fencegate.Errorf(fencegate.CodeUnsupported, "this gateway's registry query cannot state delegations")
 		}
-		st, err = dq.GrantDelegationStatus(ctx, vg, *d)
+		st, err = askRegistry(ctx, func(ctx context.Context) (fencegate.Status, error) { return dq.GrantDelegationStatus(ctx, vg, *d) })
 		err = heldOrRefused(st, err, vg)
 	case g.cfg.Querier != nil:
-		st, err = g.cfg.Querier.GrantStatus(ctx, vg)
-		switch {
-		case err == nil && st.State == fencegate.StateRevoked:
-			err = fencegate.Errorf(fencegate.CodeEpochRevoked, "the registry states grants of epoch %d revoked", vg.IssuerEpoch)
-		case err == nil && st.State != fencegate.StateHeld:
-			err = fencegate.Errorf(fencegate.CodeStatusInvalid, "lease is %s, not HELD", st.State)
-		}
+		st, err = askRegistry(ctx, func(ctx context.Context) (fencegate.Status, error) { return g.cfg.Querier.GrantStatus(ctx, vg) })
+		err = heldOrRefused(st, err, vg)
 	case req.StatusToken == "":
 		err = fencegate.Errorf(fencegate.CodeStatusInvalid, "Fence-Status header is required")
 	default:
@@ -153,7 +148,10 @@ func (g *Gateway) authorize(ctx context.Context, req Request, query bool) (_ fen
 			st, err = g.cfg.Verifier.VerifyStatus(req.StatusToken, vg)
 		}
 		if err == nil && query && (req.Segment == 1 || req.AssignSegment) && g.cfg.Confirm != nil {
-			err = confirmHeld(ctx, g.cfg.Confirm, vg)
+			// A grant's first write is confirmed at the registry too.
+			var held fencegate.Status
+			held, err = askRegistry(ctx, func(ctx context.Context) (fencegate.Status, error) { return g.cfg.Confirm.GrantStatus(ctx, vg) })
+			err = heldOrRefused(held, err, vg)
 		}
 	}
 	if err != nil {
@@ -180,8 +178,27 @@ func (g *Gateway) authorize(ctx context.Context, req Request, query bool) (_ fen
 	return vg, st, nil
 }
 
-// heldOrRefused turns a registry's statement about a delegated write's
-// grant into the verdict query mode gives for an owner's.
+// queryTimeout bounds one question to the registry (askRegistry): in
+// process its backend read has no deadline of its own, and a write waits on
+// it holding its resource's lock. A remote registry's client has the same
+// bound (newRemoteQuerier).
+var queryTimeout = 5 * time.Second
+
+// askRegistry asks the registry about a grant within queryTimeout; one
+// that did not answer in time is BACKEND_UNAVAILABLE (retry), never a
+// verdict on the grant.
+func askRegistry(ctx context.Context, ask func(context.Context) (fencegate.Status, error)) (fencegate.Status, error) {
+	qctx, cancel := context.WithTimeout(ctx, queryTimeout)
+	defer cancel()
+	st, err := ask(qctx)
+	if err != nil && qctx.Err() != nil && ctx.Err() == nil {
+		err = fencegate.Errorf(fencegate.CodeBackendUnavailable, "the registry did not answer the status query within %s", queryTimeout)
+	}
+	return st, err
+}
+
+// heldOrRefused turns a registry's statement about a grant (an owner's,
+// a delegated write's, or a first write's confirmation) into a verdict.
 func heldOrRefused(st fencegate.Status, err error, vg fencegate.VerifiedGrant) error {
 	switch {
 	case err != nil:
@@ -190,20 +207,6 @@ func heldOrRefused(st fencegate.Status, err error, vg fencegate.VerifiedGrant) e
 		return fencegate.Errorf(fencegate.CodeEpochRevoked, "the registry states grants of epoch %d revoked", vg.IssuerEpoch)
 	case st.State != fencegate.StateHeld:
 		return fencegate.Errorf(fencegate.CodeStatusInvalid, "lease is %s, not HELD", st.State)
-	}
-	return nil
-}
-
-// confirmHeld asks q whether vg's lease is still HELD.
-func confirmHeld(ctx context.Context, q StatusQuerier, vg fencegate.VerifiedGrant) error {
-	st, err := q.GrantStatus(ctx, vg)
-	switch {
-	case err != nil:
-		return err
-	case st.State == fencegate.StateRevoked:
-		return fencegate.Errorf(fencegate.CodeEpochRevoked, "the registry states the grant's lease revoked")
-	case st.State != fencegate.StateHeld:
-		return fencegate.Errorf(fencegate.CodeStatusInvalid, "the registry states the grant's lease %s, not HELD", st.State)
 	}
 	return nil
 }

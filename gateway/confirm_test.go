@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/fencegate/fencegate"
 	"github.com/fencegate/fencegate/gateway"
@@ -49,5 +50,41 @@ func TestFreshProofOfAVanishedLeaseIsRefusedOnTheFirstSegmentWithoutStateChange(
 	}
 	if err := gw.Precheck(ctx, f.request(6, 1, "stale")); err != nil || q.n != 2 {
 		t.Fatalf("precheck leaves the question to admission: %v, %d questions", err, q.n)
+	}
+}
+
+// stuckQuerier is a registry whose backend does not answer: it waits for
+// its context.
+type stuckQuerier struct{}
+
+func (stuckQuerier) GrantStatus(ctx context.Context, _ fencegate.VerifiedGrant) (fencegate.Status, error) {
+	<-ctx.Done()
+	return fencegate.Status{}, ctx.Err()
+}
+
+// Rule: a registry query is bounded (queryTimeout): one the registry does
+// not answer is BACKEND_UNAVAILABLE, not a verdict on the grant, and the
+// write changes nothing; it used to wait, holding the resource's lock, for
+// as long as the caller did.
+func TestARegistryQueryThatIsNotAnsweredIsBackendUnavailable(t *testing.T) {
+	defer gateway.SetQueryTimeout(10 * time.Millisecond)()
+	f := newFixture(t)
+	for name, cfg := range map[string]gateway.Config{"query mode": {Querier: stuckQuerier{}}, "first-write confirmation": {Confirm: stuckQuerier{}}} {
+		cfg.Verifier, cfg.Store, cfg.Now, cfg.Policy = f.kit.Verifier(), f.store, f.kit.Now, gateway.StaticPolicy{Generation: 1}
+		gw, err := gateway.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := f.request(5, 1, "v1")
+		if cfg.Querier != nil {
+			req.StatusToken = ""
+		}
+		before, _ := f.store.Resource(context.Background(), req.Resource)
+		if _, err := gw.Apply(context.Background(), req); fencegate.ErrorCode(err) != fencegate.CodeBackendUnavailable {
+			t.Fatalf("%s, the registry not answering: %v; want BACKEND_UNAVAILABLE", name, err)
+		}
+		if after, _ := f.store.Resource(context.Background(), req.Resource); after != before {
+			t.Fatalf("%s: the refused write changed the resource: %+v -> %+v", name, before, after)
+		}
 	}
 }

@@ -38,3 +38,11 @@ func SetPassLimit(n int) func() {
 	passLimit = n
 	return func() { passLimit = old }
 }
+
+// SetQueryTimeout sets the bound of one registry query, for the test; it
+// returns a func that restores it.
+func SetQueryTimeout(d time.Duration) func() {
+	old := queryTimeout
+	queryTimeout = d
+	return func() { queryTimeout = old }
+}
