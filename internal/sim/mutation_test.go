@@ -105,6 +105,14 @@ var mutations = []mutation{
 		"EffectExpiry(adm.Receipt, g.cfg.EffectTimeout)", "EffectExpiry(adm.Receipt, g.cfg.EffectTimeout).Add(time.Hour)", 7),
 	mut("not-applied rule: the grace runs from admission, not from the write's expiry", reconFile,
 		"EffectExpiry(r, effectTimeout).Add(fencegate.LandBySlack + o.Grace)", "r.CreatedAt.Add(o.Grace)", 22),
+	// The If-Match chain (DESIGN §4), in the worlds with an out-of-band
+	// writer (seeds 3 mod 5, oob_test.go): without an out-of-band change a
+	// wrong If-Match is met only by late deliveries, whose receipts the
+	// other gates cover (100 seeds passed with the check off).
+	mut("object chain: the local store takes a write whose If-Match is not the object's ETag", "backends/local/put.go",
+		"case cur.etag != req.IfMatch:", "case false:", 3),
+	mut("object chain: a failed condition is taken for the write's own whenever the object can be read", "gateway/object.go",
+		"if named && m.ReceiptID == r.ID {", "if herr == nil {"),
 	mut("landing deadline: the store applies a write that arrives after it", localFile,
 		"if ok && !s.now().Before(t) {", "if false {", 52),
 	mut("deferred settle: an UNKNOWN write is answered before its effect is known durable", deferFile,

@@ -333,6 +333,7 @@ func (w *world) onSettled(r fencegate.Receipt) {
 	if r.State.Terminal() {
 		w.verdict[r.ID] = r.State
 	}
+	w.oobSettled(r)
 	// Checked when the receipt is first seen final: a repeat of that settle
 	// (a queued retry whose first answer was lost) may come after the
 	// segment was sent again under the same key and applied.
@@ -389,6 +390,7 @@ func (w *world) committedAdmit(adm fencegate.Admission, err error) {
 		w.unsettled[res] = map[string]bool{}
 	}
 	w.unsettled[res][adm.Receipt.ID] = true
+	w.oobAdmitted(adm.Receipt)
 }
 
 // committedSettle is committedAdmit's side of a settle.
@@ -403,6 +405,7 @@ func (w *world) committedSettle(r fencegate.Receipt, err error) {
 // onLanded checks that an object write that lands has no receipt settled
 // not applied: a write the reconciler gave up on must never land later.
 func (w *world) onLanded(req fencegate.PutRequest) {
+	w.oobLanded(req)
 	if st, ok := w.verdict[req.Meta.ReceiptID]; ok && st.NotApplied() {
 		w.stats.gate("landed after not applied")
 		w.fail("write of receipt %s (fence %d seg %d) landed on %s after the receipt settled %s",

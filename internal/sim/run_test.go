@@ -53,7 +53,8 @@ var gates = []string{"accepted stale", "forged accepted", "expired owner", "skip
 	"admitted receipt unsettled after 15 min", "not linearizable",
 	"answered COMMITTED, settled otherwise", "answered COMMITTED, read otherwise",
 	"admitted past a deferred settle", "admission sent past its own deferred settle", "fence issued twice", "resource held by two leases",
-	"admitted beside an unsettled effect", "final receipt changed", "regression answered as the holder's write"}
+	"admitted beside an unsettled effect", "final receipt changed", "regression answered as the holder's write",
+	"out-of-band write overwritten", "committed over an out-of-band write"}
 
 func table(m map[string]int) string {
 	var keys []string
@@ -90,6 +91,9 @@ func simulate(w *world) []string {
 			w.readReceipt(ctx)
 		}
 	})
+	if w.oob != nil {
+		w.s.spawn(ctx, "out-of-band", w.oobWriter)
+	}
 	w.s.spawn(ctx, "monitor", func(ctx context.Context) {
 		for live > 0 {
 			w.s.sleep(ctx, time.Second)
@@ -142,6 +146,7 @@ func simulate(w *world) []string {
 	if err := w.s.run(); err != nil {
 		w.fail("%v", err)
 	}
+	w.oobCheckEnd()
 	w.stats.mu.Lock()
 	w.stats.runs++
 	w.stats.steps += w.s.steps
@@ -184,6 +189,9 @@ func (w *world) read(ctx context.Context) {
 	r := w.res[w.rng.IntN(len(w.res))]
 	key := r.key(uint64(w.rng.IntN(2)))
 	w.point(ctx, "read")
+	if w.oob != nil && !r.api && len(w.oob.writes[key]) > 0 {
+		return // no fenced register any more: changed out of band
+	}
 	call := w.hist.Invoke(w.cfg.workers, history.Input{Kind: history.Read, Resource: r.name, Key: key})
 	val := ""
 	if r.api {

@@ -433,6 +433,9 @@ func (wk *worker) send(ctx context.Context, m sent, forged bool) error {
 	if err == nil && !res.Replay && record {
 		w.onAnswered(gi, ri.gen, res.Receipt)
 	}
+	if record && !m.res.api {
+		w.oobAnswered(key, res.Receipt, res.Replay, err)
+	}
 	if forged && err == nil {
 		w.stats.gate("forged accepted")
 		w.fail("forged request (kind %d) accepted: %s seg %d", m.kind, m.res.name, m.seg)

@@ -122,8 +122,9 @@ type world struct {
 	// worker.renew; operate arms it).
 	failoverArmed, failoverDue bool
 	ids                        int
-	stopping                   bool // workers finished: no new faults
-	finished                   bool // everything settled: background tasks end
+	oob                        *oobState // the out-of-band writer's record (outOfBand worlds), else nil
+	stopping                   bool      // workers finished: no new faults
+	finished                   bool      // everything settled: background tasks end
 	errs                       []string
 	trace                      []string
 }
@@ -165,6 +166,9 @@ func newWorld(t testing.TB, seed uint64, cfg config, st *stats) (*world, error) 
 		inflight: map[string]int{}, maxFwd: map[string]uint64{}, unsettled: map[string]map[string]bool{},
 		answered: map[string]*answered{}, undurable: map[string]map[string]*answered{}}
 	w.deferWindow = deferWindows[seed%uint64(len(deferWindows))]
+	if w.outOfBand() {
+		w.oob = newOOB(seed)
+	}
 	if cfg.deferWindow >= 0 {
 		w.deferWindow = cfg.deferWindow
 	}
