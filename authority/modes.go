@@ -21,6 +21,11 @@ func (a *Authority) openModes(cfg Config, p persisted) error {
 		return err
 	}
 	for _, r := range p.OperatorModes {
+		for _, c := range cfg.Modes {
+			if c.Pattern == r.Pattern && c.Mode != r.Mode {
+				a.log.Warn("an operator's mode overrides the configured one", "pattern", r.Pattern, "operator", r.Mode, "config", c.Mode)
+			}
+		}
 		if err := m.Set(r.Pattern, r.Mode, true); err != nil {
 			return fmt.Errorf("persisted operator mode: %w", err)
 		}
@@ -64,6 +69,12 @@ func (a *Authority) SetMode(_ context.Context, rule gateway.ModeRule, breakGlass
 	}
 	if err := next.Set(rule.Pattern, rule.Mode, breakGlass); err != nil {
 		return State{}, err
+	}
+	if slices.Equal(next.Rules(), before) {
+		// Nothing changes, so nothing is kept over the config: an operator
+		// rule restating the config's shadow would otherwise outlive the
+		// config's later move to enforce, with no break-glass asked.
+		return a.state(), nil
 	}
 	p := a.snapshot()
 	p.OperatorModes = slices.DeleteFunc(p.OperatorModes, func(r gateway.ModeRule) bool { return r.Pattern == rule.Pattern })

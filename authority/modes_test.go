@@ -82,3 +82,24 @@ func TestOperatorModesApplyOverTheConfigAcrossRestarts(t *testing.T) {
 		t.Fatalf("admin break-glass: %v %v", err, e.alarm.uses)
 	}
 }
+
+// Rule: setting a pattern to the mode it already has changes nothing and
+// keeps nothing over the config: a restated shadow used to be saved as the
+// operator's, and once the config moved the pattern to enforce, the
+// restart kept it shadow, with no break-glass asked and nothing logged.
+func TestRestatingAModeKeepsNothingOverTheConfig(t *testing.T) {
+	e := newEnv(t, true)
+	e.cfg.Modes = []gateway.ModeRule{rule("roll/*", gateway.Shadow)}
+	a := e.open()
+	state := e.read("authority.json")
+	if _, err := a.SetMode(ctx, rule("roll/*", gateway.Shadow), false); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(state, e.read("authority.json")) {
+		t.Fatal("a restated mode was saved")
+	}
+	e.cfg.Modes = []gateway.ModeRule{rule("roll/*", gateway.Enforce)} // the rollout is done
+	if b := e.open(); b.Modes().For("roll/x") != gateway.Enforce {
+		t.Fatal("the config's enforce did not take over after a restated shadow")
+	}
+}
