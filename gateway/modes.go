@@ -127,6 +127,12 @@ func (m *Modes) Set(pattern string, mode Mode, breakGlass bool) error {
 	if _, err := path.Match(pattern, ""); err != nil || pattern == "" {
 		return fencegate.Errorf(fencegate.CodeInvalidRequest, "bad resource pattern %q", pattern)
 	}
+	if err := fencegate.CheckName(patternExample(pattern)); err != nil {
+		// A rule no resource can match (a trailing or doubled slash, say)
+		// would be taken and do nothing: an enforce meant to end a rollout
+		// that leaves it shadow.
+		return fencegate.Errorf(fencegate.CodeInvalidRequest, "resource pattern %q matches no resource name: %s", pattern, fencegate.ErrorMessage(err))
+	}
 	m.forwarding.Lock()
 	defer m.forwarding.Unlock()
 	m.mu.Lock()
@@ -221,4 +227,38 @@ func (d Downgrade) String() string {
 		return fmt.Sprintf("the enforce rule for %q is removed", d.Pattern)
 	}
 	return fmt.Sprintf("%q goes from %s to %s", d.Pattern, d.From, d.To)
+}
+
+// patternExample is a name pattern matches if it matches any (path.Match
+// syntax, already checked): each wildcard or character class replaced by
+// "x", each escape by the character it escapes. CheckName refuses it
+// exactly when no resource name can match: what it refuses (empty, "." or
+// ".." segments, a leading or trailing slash, '\\', '%', control
+// characters) is in the pattern's literal text.
+func patternExample(pattern string) string {
+	var b strings.Builder
+	for i := 0; i < len(pattern); i++ {
+		switch c := pattern[i]; c {
+		case '*', '?':
+			b.WriteByte('x')
+		case '[':
+			j := i + 1
+			for j < len(pattern) && pattern[j] != ']' {
+				if pattern[j] == '\\' {
+					j++
+				}
+				j++
+			}
+			b.WriteByte('x')
+			i = j
+		case '\\':
+			if i+1 < len(pattern) {
+				i++
+				b.WriteByte(pattern[i])
+			}
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
 }

@@ -156,3 +156,21 @@ func TestModesResolveTheSameWhateverTheRuleOrder(t *testing.T) {
 		t.Errorf("reordering is not a downgrade: %v", d)
 	}
 }
+
+// Rule: a mode rule no resource name can match is refused (a rule taken
+// and doing nothing would leave a rollout shadow while it says enforce);
+// every pattern that can match a name is taken.
+func TestAModeRuleNoResourceCanMatchIsRefused(t *testing.T) {
+	for _, p := range []string{"roll/inv/", "/roll/inv", "roll//inv", "roll/./inv", "roll/*/", "roll/100%", `roll\\x/*`} {
+		m, _ := gateway.NewModes()
+		if err := m.Set(p, gateway.Enforce, false); fencegate.ErrorCode(err) != fencegate.CodeInvalidRequest {
+			t.Errorf("pattern %q: %v; want INVALID_REQUEST", p, err)
+		}
+	}
+	for _, p := range []string{"roll/*", "roll/inv", "d?/a", "a/[bc]/*", `a/\*`, "*"} {
+		m, _ := gateway.NewModes()
+		if err := m.Set(p, gateway.Enforce, false); err != nil {
+			t.Errorf("pattern %q: %v", p, err)
+		}
+	}
+}
