@@ -25,6 +25,14 @@ var verdictCodes = map[fencegate.Code]bool{
 
 func isVerdict(err error) bool { return verdictCodes[fencegate.ErrorCode(err)] }
 
+// ShadowsRefusal reports whether err, a precheck's refusal of a write to
+// resource before its body is read, is left to Apply, which records it and
+// forwards the write anyway: resource is in shadow mode and err is a verdict
+// (verdictCodes). Any other refusal is answered at once in either mode.
+func (g *Gateway) ShadowsRefusal(resource string, err error) bool {
+	return isVerdict(err) && g.cfg.Modes.For(resource) == Shadow
+}
+
 func grantResource(vg *fencegate.VerifiedGrant) string {
 	if vg == nil {
 		return ""

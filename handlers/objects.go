@@ -178,10 +178,11 @@ func (s *Server) deleteObject(w http.ResponseWriter, r *http.Request) {
 // arrive, so a refused request is answered before its body is read. Apply
 // verifies again at admission: a status proof must still be fresh once the
 // body is in (long uploads use query mode or a longer proof life). On a
-// shadow-mode resource a refusal is left to Apply, which records it.
+// shadow-mode resource a verdict is left to Apply, which records it
+// (Gateway.ShadowsRefusal).
 func (s *Server) preauthorize(r *http.Request, req *gateway.Request) error {
 	err := s.Gateway.Precheck(r.Context(), *req)
-	if err != nil && s.Gateway.Modes().For(req.Resource) != gateway.Shadow {
+	if err != nil && !s.Gateway.ShadowsRefusal(req.Resource, err) {
 		return err
 	}
 	return nil

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/authz"
 	"github.com/fencegate/fencegate/gateway"
 )
 
@@ -445,4 +446,51 @@ func (e *env) receiptByID(id string) fencegate.Receipt {
 		e.t.Fatal(err)
 	}
 	return rc
+}
+
+// Rule: on a shadow-mode resource only a verdict (a stale or mismatched
+// grant, say) is left to Apply to record and forward; a refusal shadow mode
+// never forwards, such as the access policy's, is answered before the body
+// is read, as in enforce mode. It was read (spooled) first, then refused.
+func TestShadowModeAnswersAnAccessRefusalBeforeTheBody(t *testing.T) {
+	e := newEnv(t)
+	modes, err := gateway.NewModes(gateway.ModeRule{Pattern: "local/*", Mode: gateway.Shadow})
+	if err != nil {
+		t.Fatal(err)
+	}
+	access, err := authz.New([]authz.Rule{{Identity: ownerA, Lease: []string{"local/*"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.srv.Gateway, err = gateway.New(gateway.Config{Verifier: e.kit.Verifier(), Store: e.store, Policy: e.policy,
+		Now: e.kit.Now, Modes: modes, Access: access}); err != nil {
+		t.Fatal(err)
+	}
+	b := e.grant(res7, ownerB, 5, nil) // ownerB may lease nothing
+	body := &countingReader{r: strings.NewReader(strings.Repeat("x", 64<<10))}
+	req := httptest.NewRequest("PUT", "http://gw/v1/objects/local/inv/7", body)
+	req.Header.Set("Authorization", "Bearer "+tokB)
+	req.Header.Set("Fence-Grant", b.grant)
+	req.Header.Set("Fence-Status", b.status)
+	req.Header.Set("Fence-Segment", "1")
+	w := httptest.NewRecorder()
+	e.h.ServeHTTP(w, req)
+	if w.Code != http.StatusForbidden || !strings.Contains(w.Body.String(), "FORBIDDEN") {
+		t.Fatalf("a write the access policy forbids, in shadow mode: %d %s", w.Code, w.Body.String())
+	}
+	if body.n != 0 {
+		t.Fatalf("%d bytes of the refused write's body were read", body.n)
+	}
+}
+
+// countingReader counts the bytes read from it.
+type countingReader struct {
+	r *strings.Reader
+	n int
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += n
+	return n, err
 }

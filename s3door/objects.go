@@ -55,7 +55,7 @@ func (s *Server) fencedCheck(r *http.Request, bucket, key, method string, curren
 		check = s.Gateway.Admissible
 	}
 	err := check(r.Context(), req)
-	if err != nil && s.Gateway.Modes().For(req.Resource) != gateway.Shadow {
+	if err != nil && !s.Gateway.ShadowsRefusal(req.Resource, err) {
 		return req, err
 	}
 	return req, nil
