@@ -25,17 +25,20 @@ func TestConsoleInHeadlessChromium(t *testing.T) {
 	ctx := browser(t, 90*time.Second)
 	shots := artifactsDir(t)
 
-	// An S3 store whose PUTs of s3a/held never reach S3 in time: the
-	// gateway gives up after effectTimeout, and the receipt is UNKNOWN.
+	// An S3 store whose requests for s3a/held never reach S3 in time: the
+	// gateway gives up after effectTimeout, the receipt is UNKNOWN, and the
+	// reconciler's HEAD waits too.
 	b := newS3Bucket(t)
 	release := make(chan struct{})
-	proxy, _ := holdingProxy(t, b.srv.Endpoint, func(r *http.Request) bool { return strings.Contains(r.URL.Path, "/held") }, release)
+	proxy, _ := holdingProxyFor(t, b.srv.Endpoint, func(r *http.Request) bool { return strings.Contains(r.URL.Path, "/held") }, release)
 	t.Cleanup(func() { close(release) }) // before the proxy closes (cleanups run last first)
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "gw.yaml")
-	// deadline 1s: the UNKNOWN is overdue at once; orphan 1h: the reconciler
-	// does not settle it NOT_APPLIED by itself.
-	if err := os.WriteFile(cfg, []byte("effectTimeout: 1s\nreconcile: {interval: 200ms, deadline: 1s, orphan: 1h}\n"), 0o600); err != nil {
+	// deadline 1s: the UNKNOWN is overdue at once; the reconciler cannot
+	// settle it by itself (its HEAD is held too); orphan 2s: an operator's
+	// NOT_APPLIED is taken once the write cannot land, its expiry (1s), the
+	// store's slack (1s) and the orphan grace after it was admitted.
+	if err := os.WriteFile(cfg, []byte("effectTimeout: 1s\nreconcile: {interval: 200ms, deadline: 1s, orphan: 2s}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	p := startGatewayEnv(t, b.env(), "dev", "--config", cfg, "--data-dir", filepath.Join(dir, "data"),
@@ -66,6 +69,7 @@ func TestConsoleInHeadlessChromium(t *testing.T) {
 
 	// An UNKNOWN outcome.
 	h := p.acquire(t, "token-a", "s3a/held", "h-1", "held-op", 30000)
+	lostAt := time.Now()
 	lost := p.put(t, "token-a", h, "s3a/held", 1, "held")
 	wantCode(t, lost, http.StatusBadGateway, "MUTATION_UNKNOWN")
 	unknownID := lost.str("receiptId")
@@ -138,6 +142,8 @@ func TestConsoleInHeadlessChromium(t *testing.T) {
 	if st := p.do(t, "GET", "/v1/receipts/"+unknownID, "token-a", nil, "").str("state"); st != "UNKNOWN" {
 		t.Fatalf("receipt is %s before the confirmation", st)
 	}
+	// NOT_APPLIED is taken once the write can no longer land.
+	time.Sleep(time.Until(lostAt.Add(5 * time.Second)))
 	do(t, ctx, shots, "resolve-confirmed",
 		chromedp.Click(chromedp.CSS("#confirm-resolve")),
 		chromedp.WaitVisible(chromedp.CSS("#resolved")),

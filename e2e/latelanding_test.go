@@ -20,6 +20,13 @@ import (
 // on landed.
 func holdingProxy(t *testing.T, target string, hold func(*http.Request) bool, release <-chan struct{}) (*httptest.Server, <-chan int) {
 	t.Helper()
+	return holdingProxyFor(t, target, func(r *http.Request) bool { return r.Method == http.MethodPut && hold(r) }, release)
+}
+
+// holdingProxyFor is holdingProxy holding every request hold picks, of any
+// method (a HEAD too, so that the reconciler cannot look).
+func holdingProxyFor(t *testing.T, target string, hold func(*http.Request) bool, release <-chan struct{}) (*httptest.Server, <-chan int) {
+	t.Helper()
 	u, err := url.Parse(target)
 	if err != nil {
 		t.Fatal(err)
@@ -30,7 +37,7 @@ func holdingProxy(t *testing.T, target string, hold func(*http.Request) bool, re
 		if err != nil {
 			return
 		}
-		held := r.Method == http.MethodPut && hold(r)
+		held := hold(r)
 		if held {
 			<-release
 		}
@@ -52,7 +59,10 @@ func holdingProxy(t *testing.T, target string, hold func(*http.Request) bool, re
 			_, _ = io.Copy(w, resp.Body)
 		}
 		if held {
-			landed <- status
+			select {
+			case landed <- status: // the first held request's answer
+			default:
+			}
 		}
 	}))
 	t.Cleanup(srv.Close)

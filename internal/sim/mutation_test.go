@@ -40,7 +40,7 @@ const (
 	rulesFile   = "fencestore/internal/fencerules/rules.go"
 	acceptFile  = "gateway/accept.go"
 	verifyFile  = "proofs/verifier.go"
-	reconFile   = "gateway/reconcile.go"
+	objResFile  = "gateway/objectresolver.go"
 	localFile   = "backends/local/local.go"
 	deferFile   = "gateway/deferred.go"
 	journalFile = "fencestore/embedded/journal.go"
@@ -103,7 +103,7 @@ var mutations = []mutation{
 		"if !expired && now.Sub(authorizedAt) < reauthorizeAfter {", "if true {", 11),
 	mut("effect expiry: a write may land an hour after the expiry the reconciler assumes", acceptFile,
 		"EffectExpiry(adm.Receipt, g.cfg.EffectTimeout)", "EffectExpiry(adm.Receipt, g.cfg.EffectTimeout).Add(time.Hour)", 7),
-	mut("not-applied rule: the grace runs from admission, not from the write's expiry", reconFile,
+	mut("not-applied rule: the grace runs from admission, not from the write's expiry", objResFile,
 		"EffectExpiry(r, effectTimeout).Add(fencegate.LandBySlack + o.Grace)", "r.CreatedAt.Add(o.Grace)", 22),
 	// The If-Match chain (DESIGN §4), in the worlds with an out-of-band
 	// writer (seeds 3 mod 5, oob_test.go): without an out-of-band change a
@@ -134,10 +134,10 @@ var mutations = []mutation{
 	{name: "deferred settle: a read does not flush this process's deferred settle first", file: "gateway/readstore.go",
 		edits: []edit{{"if e := s.g.deferred.ofReceipt(r.ID); e != nil {", "if e := s.g.deferred.ofReceipt(r.ID); false && e != nil {"}},
 		args:  []string{"-sim.prove=false", "-sim.defer", "150ms"}, first: []uint64{5}},
-	mut("deferred settle: the reconciler settles NOT_APPLIED although the object names the receipt", reconFile,
+	mut("deferred settle: the reconciler settles NOT_APPLIED although the object names the receipt", objResFile,
 		"if m, ok := fencegate.ParseEffectMeta(info.Metadata); ok && m.ReceiptID == id {",
 		"if m, ok := fencegate.ParseEffectMeta(info.Metadata); false && ok && m.ReceiptID == id {", 5),
-	mut("registry memory: an acquisition is answered before the memory covers it", "registry/recovery.go",
+	mut("registry memory: an acquisition is answered before the memory covers it", "registry/memory.go",
 		"if covered {", "if true {", 42),
 	// The embedded store's journal (layout 5), in worlds over that store,
 	// whose journal is moved every few ops.
