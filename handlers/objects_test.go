@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -335,13 +337,7 @@ func TestUploadOutlastingItsStatusProofIsRefusedWithoutStateChange(t *testing.T)
 	before := e.snap(res7, "inv/7")
 	// The worker pauses mid-body past its proof's life (and maybe its lease).
 	body := &clockReader{r: strings.NewReader("long upload"), advance: func() { e.kit.Advance(30 * time.Second) }}
-	req := httptest.NewRequest("PUT", "http://gw/v1/objects/local/inv/7", body)
-	req.Header.Set("Authorization", "Bearer "+tokA)
-	req.Header.Set("Fence-Grant", a.grant)
-	req.Header.Set("Fence-Status", a.status)
-	req.Header.Set("Fence-Segment", "1")
-	w := httptest.NewRecorder()
-	e.h.ServeHTTP(w, req)
+	w := e.putBody(tokA, a, "local/inv/7", 1, body)
 	if w.Code != http.StatusUnauthorized || !strings.Contains(w.Body.String(), "STATUS_INVALID") {
 		t.Fatalf("upload outlasting its proof: %d %s", w.Code, w.Body.String())
 	}
@@ -468,13 +464,7 @@ func TestShadowModeAnswersAnAccessRefusalBeforeTheBody(t *testing.T) {
 	}
 	b := e.grant(res7, ownerB, 5, nil) // ownerB may lease nothing
 	body := &countingReader{r: strings.NewReader(strings.Repeat("x", 64<<10))}
-	req := httptest.NewRequest("PUT", "http://gw/v1/objects/local/inv/7", body)
-	req.Header.Set("Authorization", "Bearer "+tokB)
-	req.Header.Set("Fence-Grant", b.grant)
-	req.Header.Set("Fence-Status", b.status)
-	req.Header.Set("Fence-Segment", "1")
-	w := httptest.NewRecorder()
-	e.h.ServeHTTP(w, req)
+	w := e.putBody(tokB, b, "local/inv/7", 1, body)
 	if w.Code != http.StatusForbidden || !strings.Contains(w.Body.String(), "FORBIDDEN") {
 		t.Fatalf("a write the access policy forbids, in shadow mode: %d %s", w.Code, w.Body.String())
 	}
@@ -493,4 +483,17 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
 	c.n += n
 	return n, err
+}
+
+// putBody sends a fenced PUT of key whose body is r, a reader the test
+// watches (e.put takes the body as a string).
+func (e *env) putBody(token string, c creds, key string, seg int, r io.Reader) *httptest.ResponseRecorder {
+	req := httptest.NewRequest("PUT", "http://gw/v1/objects/"+key, r)
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Fence-Grant", c.grant)
+	req.Header.Set("Fence-Status", c.status)
+	req.Header.Set("Fence-Segment", strconv.Itoa(seg))
+	w := httptest.NewRecorder()
+	e.h.ServeHTTP(w, req)
+	return w
 }
