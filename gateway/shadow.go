@@ -40,6 +40,18 @@ func grantResource(vg *fencegate.VerifiedGrant) string {
 	return vg.Resource
 }
 
+// shadowVerdict logs and counts (Alarm.ShadowVerdict) the verdict shadow
+// mode met on req, under msg.
+func (g *Gateway) shadowVerdict(ctx context.Context, req Request, verdict error, msg string) {
+	code := fencegate.ErrorCode(verdict)
+	g.cfg.Log.WarnContext(ctx, msg, "resource", req.Resource, "target", req.Target,
+		"verdict", code, "detail", fencegate.ErrorMessage(verdict))
+	if g.cfg.Alarm != nil {
+		rule, _ := g.cfg.Modes.Match(req.Resource)
+		g.cfg.Alarm.ShadowVerdict(req.Resource, rule.Pattern, code)
+	}
+}
+
 // shadowForward records the verdict of a refused request on a shadow-mode
 // resource and forwards it anyway, chained on the target's last version like
 // any write; no fence state moves and no receipt is stored. vg is the
@@ -80,6 +92,9 @@ func (g *Gateway) shadowForward(ctx context.Context, req Request, vg *fencegate.
 		}
 		g.flushResource(res)
 		if rs, err := g.cfg.Store.Resource(ctx, res); err == nil && rs.PendingReceipt != "" {
+			// Not forwarded, but the verdict is what shadow mode is there to
+			// show, in exactly this contention: recorded all the same.
+			g.shadowVerdict(ctx, req, verdict, "shadow mode: a refused request not forwarded, an effect in flight on the resource")
 			return Result{}, &fencegate.Error{Code: fencegate.CodeResourceBusy, Message: "another effect on the resource has not settled yet", ReceiptID: rs.PendingReceipt}
 		}
 	}
@@ -106,12 +121,7 @@ func (g *Gateway) shadowForward(ctx context.Context, req Request, vg *fencegate.
 	if !ok {
 		return Result{}, verdict
 	}
-	g.cfg.Log.WarnContext(ctx, "shadow mode: forwarding a refused request", "resource", req.Resource, "target", req.Target,
-		"verdict", code, "detail", fencegate.ErrorMessage(verdict))
-	if g.cfg.Alarm != nil {
-		rule, _ := g.cfg.Modes.Match(req.Resource)
-		g.cfg.Alarm.ShadowVerdict(req.Resource, rule.Pattern, code)
-	}
+	g.shadowVerdict(ctx, req, verdict, "shadow mode: forwarding a refused request")
 	effStart := g.cfg.Now()
 	out, effErr := g.applyEffect(ectx, req.Effect, r, prev) // a panic is an unknown outcome (shadowLost below)
 	release()

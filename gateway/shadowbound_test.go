@@ -13,15 +13,17 @@ import (
 // Rule: shadow mode never forwards a refused request beside a fenced effect
 // in flight on its target, also when that effect's grant is for a covering
 // resource (local/inv for local/inv/7), whose row carries the pending mark:
-// the forward is RESOURCE_BUSY and the fenced write commits.
+// the forward is RESOURCE_BUSY (its verdict still counted) and the fenced
+// write commits.
 func TestShadowForwardWaitsForAFencedEffectUnderACoveringGrant(t *testing.T) {
 	f := newFixture(t)
 	modes, err := gateway.NewModes(gateway.ModeRule{Pattern: "local/*", Mode: gateway.Shadow})
 	if err != nil {
 		t.Fatal(err)
 	}
+	alarm := &shadowAlarm{}
 	gw, err := gateway.New(gateway.Config{Verifier: f.kit.Verifier(), Store: f.store, Now: f.kit.Now,
-		Policy: gateway.StaticPolicy{Generation: 1}, Modes: modes})
+		Policy: gateway.StaticPolicy{Generation: 1}, Modes: modes, Alarm: alarm})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,6 +59,11 @@ func TestShadowForwardWaitsForAFencedEffectUnderACoveringGrant(t *testing.T) {
 	fenced := <-done
 	if fencegate.ErrorCode(err) != fencegate.CodeResourceBusy {
 		t.Errorf("the shadow forward beside the fenced effect: %v, want RESOURCE_BUSY", err)
+	}
+	// Not forwarded, its verdict is counted all the same: the contention
+	// is where shadow mode shows would-be refusals.
+	if len(alarm.verdicts) != 1 || alarm.verdicts[0] != fencegate.CodeOwnerMismatch {
+		t.Errorf("verdicts counted: %v, want the refused request's OWNER_MISMATCH", alarm.verdicts)
 	}
 	if fenced.err != nil || fenced.res.Receipt.State != fencegate.ReceiptCommitted {
 		t.Fatalf("the fenced write: %+v %v, want COMMITTED", fenced.res.Receipt, fenced.err)
