@@ -216,8 +216,13 @@ const maxRefusedDrain = 64 << 20
 // touching no disk. A client that sends the body without waiting for "100
 // Continue" (aws-sdk-go-v2 through net/http does: its requests carry no
 // protocol version) otherwise meets a connection reset for the unread body
-// instead of the answer; a part larger than that still may.
+// instead of the answer; a part larger than that still may. One that waits
+// (Expect: 100-continue) is answered without it: reading would tell it to
+// send the part it is refused.
 func drainRefused(r *http.Request) {
+	if strings.EqualFold(r.Header.Get("Expect"), "100-continue") {
+		return
+	}
 	_, _ = io.CopyN(io.Discard, r.Body, maxRefusedDrain)
 }
 
