@@ -20,6 +20,7 @@ func (a *Authority) openModes(cfg Config, p persisted) error {
 	if err != nil {
 		return err
 	}
+	var kept []gateway.ModeRule
 	for _, r := range p.OperatorModes {
 		for _, c := range cfg.Modes {
 			if c.Pattern == r.Pattern && c.Mode != r.Mode {
@@ -27,10 +28,17 @@ func (a *Authority) openModes(cfg Config, p persisted) error {
 			}
 		}
 		if err := m.Set(r.Pattern, r.Mode, true); err != nil {
+			if fencegate.ErrorCode(err) == fencegate.CodeInvalidRequest && gateway.ValidMode(r.Mode) {
+				// Saved before such patterns were refused: it never
+				// matched a resource, so dropping it changes nothing.
+				a.log.Warn("an operator's mode rule matching no resource is dropped", "pattern", r.Pattern, "mode", r.Mode, "err", err)
+				continue
+			}
 			return fmt.Errorf("persisted operator mode: %w", err)
 		}
+		kept = append(kept, r)
 	}
-	a.modes, a.opModes = m, slices.Clone(p.OperatorModes)
+	a.modes, a.opModes = m, kept
 	if p.ModesInForce == nil {
 		return nil // first start: the config's modes are where rollout starts
 	}

@@ -2,6 +2,8 @@ package authority_test
 
 import (
 	"bytes"
+	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 
@@ -101,5 +103,28 @@ func TestRestatingAModeKeepsNothingOverTheConfig(t *testing.T) {
 	e.cfg.Modes = []gateway.ModeRule{rule("roll/*", gateway.Enforce)} // the rollout is done
 	if b := e.open(); b.Modes().For("roll/x") != gateway.Enforce {
 		t.Fatal("the config's enforce did not take over after a restated shadow")
+	}
+}
+
+// Rule: an operator mode rule saved before patterns matching no resource
+// were refused (it never matched anything) is dropped at start with a
+// warning, not a start refused for good.
+func TestAnOperatorModeMatchingNoResourceIsDroppedAtStart(t *testing.T) {
+	e := newEnv(t, true)
+	e.open()
+	var p map[string]any
+	readJSON(t, e.cfg.Files.State, &p)
+	p["operatorModes"] = []map[string]string{{"pattern": "roll/inv/", "mode": "enforce"}, {"pattern": "roll/*", "mode": "enforce"}}
+	data, _ := json.Marshal(p)
+	if err := os.WriteFile(e.cfg.Files.State, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a := e.open()
+	rules := a.Modes().Rules()
+	if len(rules) != 1 || rules[0].Pattern != "roll/*" {
+		t.Fatalf("modes after the start: %+v; want roll/* alone", rules)
+	}
+	if !strings.Contains(e.logs.String(), "matching no resource is dropped") {
+		t.Fatalf("no warning logged:\n%s", e.logs.String())
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 
+	"golang.org/x/text/unicode/norm"
+
 	"github.com/fencegate/fencegate"
 )
 
@@ -116,18 +118,21 @@ func (m *Modes) HoldShadow(resource string) (release func(), ok bool) {
 	return m.forwarding.RUnlock, true
 }
 
+// ValidMode reports whether mode is enforce or shadow.
+func ValidMode(mode Mode) bool { return mode == Enforce || mode == Shadow }
+
 // Set sets pattern's mode. Moving a pattern that resolves to enforce (by an
 // existing rule or the default) to shadow needs breakGlass. It returns once
 // every shadow forward decided before it has ended (HoldShadow), at most
 // an effect timeout.
 func (m *Modes) Set(pattern string, mode Mode, breakGlass bool) error {
-	if mode != Enforce && mode != Shadow {
+	if !ValidMode(mode) {
 		return fencegate.Errorf(fencegate.CodeInvalidRequest, "mode must be enforce or shadow, not %q", mode)
 	}
 	if _, err := path.Match(pattern, ""); err != nil || pattern == "" {
 		return fencegate.Errorf(fencegate.CodeInvalidRequest, "bad resource pattern %q", pattern)
 	}
-	if err := fencegate.CheckName(patternExample(pattern)); err != nil {
+	if err := fencegate.CheckName(norm.NFC.String(patternExample(pattern))); err != nil {
 		// A rule no resource can match (a trailing or doubled slash, say)
 		// would be taken and do nothing: an enforce meant to end a rollout
 		// that leaves it shadow.

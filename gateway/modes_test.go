@@ -167,7 +167,7 @@ func TestAModeRuleNoResourceCanMatchIsRefused(t *testing.T) {
 			t.Errorf("pattern %q: %v; want INVALID_REQUEST", p, err)
 		}
 	}
-	for _, p := range []string{"roll/*", "roll/inv", "d?/a", "a/[bc]/*", `a/\*`, "*"} {
+	for _, p := range []string{"roll/*", "roll/inv", "d?/a", "a/[bc]/*", `a/\*`, "*", "a/*\u0308"} {
 		m, _ := gateway.NewModes()
 		if err := m.Set(p, gateway.Enforce, false); err != nil {
 			t.Errorf("pattern %q: %v", p, err)
