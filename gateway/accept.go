@@ -186,12 +186,12 @@ var queryTimeout = 5 * time.Second
 
 // askRegistry asks the registry about a grant within queryTimeout; one
 // that did not answer in time is BACKEND_UNAVAILABLE (retry), never a
-// verdict on the grant.
+// verdict on the grant; a verdict it did give stands.
 func askRegistry(ctx context.Context, ask func(context.Context) (fencegate.Status, error)) (fencegate.Status, error) {
 	qctx, cancel := context.WithTimeout(ctx, queryTimeout)
 	defer cancel()
 	st, err := ask(qctx)
-	if err != nil && qctx.Err() != nil && ctx.Err() == nil {
+	if err != nil && qctx.Err() != nil && ctx.Err() == nil && !isVerdict(err) && fencegate.ErrorCode(err) != fencegate.CodeDelegationInvalid {
 		err = fencegate.Errorf(fencegate.CodeBackendUnavailable, "the registry did not answer the status query within %s", queryTimeout)
 	}
 	return st, err

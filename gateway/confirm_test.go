@@ -88,3 +88,29 @@ func TestARegistryQueryThatIsNotAnsweredIsBackendUnavailable(t *testing.T) {
 		}
 	}
 }
+
+// lateVerdictQuerier gives its verdict once its context has run out (a
+// refresh of the replica's bundle took the query's time).
+type lateVerdictQuerier struct{}
+
+func (lateVerdictQuerier) GrantStatus(ctx context.Context, _ fencegate.VerifiedGrant) (fencegate.Status, error) {
+	<-ctx.Done()
+	return fencegate.Status{}, fencegate.Errorf(fencegate.CodeStatusInvalid, "the registry's statement does not verify")
+}
+
+// Rule: a verdict the registry gave stands though the query's time ran out
+// meanwhile; only a query without an answer is BACKEND_UNAVAILABLE.
+func TestAVerdictGivenAsTheQueryTimedOutStands(t *testing.T) {
+	defer gateway.SetQueryTimeout(10 * time.Millisecond)()
+	f := newFixture(t)
+	gw, err := gateway.New(gateway.Config{Verifier: f.kit.Verifier(), Store: f.store, Now: f.kit.Now,
+		Policy: gateway.StaticPolicy{Generation: 1}, Querier: lateVerdictQuerier{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := f.request(5, 1, "v1")
+	req.StatusToken = ""
+	if _, err := gw.Apply(context.Background(), req); fencegate.ErrorCode(err) != fencegate.CodeStatusInvalid {
+		t.Fatalf("a verdict given as the query timed out: %v; want STATUS_INVALID", err)
+	}
+}

@@ -50,11 +50,12 @@ type App struct {
 	refusedBundle uint64
 	// remote is the registry in another process (registryURL), nil if none.
 	remote *remoteQuerier
-	// pullMu serialises bundle pulls (pullOnce); pullErr is the last
-	// failure logged, so that it is logged once until the next success.
-	pullMu  sync.Mutex
-	pullErr string
-	tls     *tls.Config
+	// pullMu serialises bundle pulls (pull); pulledAt is when the last one
+	// ended, pullErr its failure as logged (once until the next success).
+	pullMu   sync.Mutex
+	pulledAt time.Time
+	pullErr  string
+	tls      *tls.Config
 	// Registry is the in-process registry, nil if none.
 	Registry *registry.Registry
 	// Gateway is the acceptance point.
@@ -197,7 +198,7 @@ func Build(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, er
 		if a.remote, err = newRemoteQuerier(cfg.RegistryURL, tok, verifier, roots); err != nil {
 			return nil, err
 		}
-		a.remote.refresh = a.pullOnce
+		a.remote.refresh = func(ctx context.Context) { a.pull(ctx, time.Second) }
 		if cfg.InsecureRegistryHTTP() {
 			log.Warn("registryURL is plain http (registryInsecureHTTP): whoever can answer it names the keys this replica trusts and reads the gateway credential; only for a private network you trust",
 				"registryURL", config.Redacted(cfg.RegistryURL))

@@ -64,7 +64,7 @@ func (a *App) pullBundles(ctx context.Context) {
 	t := time.NewTicker(a.cfg.BundleRefresh)
 	defer t.Stop()
 	for {
-		a.pullOnce(ctx)
+		a.pull(ctx, 0)
 		select {
 		case <-ctx.Done():
 			return
@@ -73,14 +73,19 @@ func (a *App) pullBundles(ctx context.Context) {
 	}
 }
 
-// pullOnce fetches the registry's trust bundle and offers it to the
-// authority, reporting whether a newer one was installed: pullBundles' tick,
-// and the remote querier's at once when the registry's answer does not
-// verify (a key it rotated to since). A failure is logged once until the
-// next success.
-func (a *App) pullOnce(ctx context.Context) bool {
+// pull fetches the registry's trust bundle and offers it to the authority
+// (which installs a newer one), unless a pull ended within fresh: pullBundles'
+// tick (fresh 0), and the remote querier's at once when the registry's answer
+// does not verify (a key it rotated to since; fresh a second, so a burst of
+// such answers waits for one pull instead of making one each). A failure is
+// logged once until the next success.
+func (a *App) pull(ctx context.Context, fresh time.Duration) {
 	a.pullMu.Lock()
 	defer a.pullMu.Unlock()
+	if fresh > 0 && time.Since(a.pulledAt) < fresh {
+		return
+	}
+	defer func() { a.pulledAt = time.Now() }()
 	data, err := a.remote.FetchBundle(ctx)
 	var installed bool
 	var version uint64
@@ -98,7 +103,6 @@ func (a *App) pullOnce(ctx context.Context) bool {
 		a.log.Info("trust bundle fetched from the registry", "version", version,
 			"revokedEpochs", a.auth.Verifier().Bundle().RevokedEpochs())
 	}
-	return installed
 }
 
 // raiseOverdue alarms on UNKNOWN receipts past the reconcile deadline: an

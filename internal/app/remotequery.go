@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/propagation"
@@ -32,13 +31,11 @@ import (
 type remoteQuerier struct {
 	c        *client.Client // the one registry HTTP client (module client)
 	verifier *proofs.Verifier
-	// refresh, when set, fetches the registry's trust bundle now and
-	// reports whether a newer one was installed (App.pullOnce): a statement
-	// signed with a key this replica does not know yet (the registry
-	// rotated since the last pull) is verified again under it.
-	refresh func(context.Context) bool
-	mu      sync.Mutex
-	lastAt  time.Time // the last refresh a refused statement made: at most one a second
+	// refresh, when set, has the registry's trust bundle fetched now, or
+	// waits for a pull that just ended (App.pull): a statement signed with
+	// a key this replica does not know yet (the registry rotated since the
+	// last pull) is verified again under a newer bundle.
+	refresh func(context.Context)
 }
 
 var (
@@ -68,24 +65,19 @@ func (q *remoteQuerier) GrantStatus(ctx context.Context, g fencegate.VerifiedGra
 
 // verify runs check on a statement the registry answered; one that does not
 // verify may be signed with a key the registry rotated to since this
-// replica's last pull, so the bundle is fetched at once (at most once a
-// second) and check runs again under a newer one.
+// replica's last pull, so the bundle is fetched (refresh), and check runs
+// again if a newer bundle is in force then, whoever installed it.
 func (q *remoteQuerier) verify(ctx context.Context, check func() (fencegate.Status, error)) (fencegate.Status, error) {
+	before := q.verifier.Bundle().Version()
 	st, err := check()
-	if err == nil || q.refresh == nil || !q.mayRefresh() || !q.refresh(ctx) {
+	if err == nil || q.refresh == nil {
 		return verified(st, err)
 	}
-	return verified(check())
-}
-
-func (q *remoteQuerier) mayRefresh() bool {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if now := time.Now(); now.Sub(q.lastAt) >= time.Second {
-		q.lastAt = now
-		return true
+	q.refresh(ctx)
+	if q.verifier.Bundle().Version() > before {
+		return verified(check())
 	}
-	return false
+	return verified(st, err)
 }
 
 // GrantDelegationStatus is the query for a delegated write (POST
