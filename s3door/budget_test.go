@@ -205,20 +205,26 @@ func (c countingBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// countBodyReads counts, from now on, the bytes the door reads of request
+// bodies.
+func (e *env) countBodyReads() *atomic.Int64 {
+	read := new(atomic.Int64)
+	door := e.srv.Config.Handler
+	e.srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Body = countingBody{r.Body, read}
+		door.ServeHTTP(w, r)
+	})
+	return read
+}
+
 // Rule: a decoded aws-chunked body is read no further than its declared
 // length: a part declaring 1 byte (charged 1 MiB of the budget) and
 // streaming 8 MiB of chunks is refused IncompleteBody having read a small
 // part of them, not spooled whole before its length is compared.
 func TestAChunkedPartIsReadNoFurtherThanItsDeclaredLength(t *testing.T) {
 	e := budgetEnv(t, nil)
-	var read atomic.Int64
-	door := e.srv.Config.Handler
-	e.srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		r.Body = countingBody{r.Body, &read}
-		door.ServeHTTP(w, r)
-	})
 	u := begin(t, e.client(e.lease("AKIDA", owner, "b/r"), noRetry), "r/k")
-	read.Store(0)
+	read := e.countBodyReads()
 	req, _ := e.signed(t, "AKIDA", "/b/r/k?partNumber=1&uploadId="+*u.id, "STREAMING-UNSIGNED-PAYLOAD-TRAILER",
 		map[string]string{"Content-Encoding": "aws-chunked", "X-Amz-Decoded-Content-Length": "1"}, "", time.Now())
 	var body bytes.Buffer
@@ -250,14 +256,8 @@ func TestAChunkedPartIsReadNoFurtherThanItsDeclaredLength(t *testing.T) {
 // body drained instead, so it reads the answer rather than a reset).
 func TestARefusedPartOfAClientWaitingFor100ContinueIsNotRead(t *testing.T) {
 	e := budgetEnv(t, nil)
-	var read atomic.Int64
-	door := e.srv.Config.Handler
-	e.srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		r.Body = countingBody{r.Body, &read}
-		door.ServeHTTP(w, r)
-	})
 	u := begin(t, e.client(e.lease("AKIDA", owner, "b/r"), noRetry), "r/k")
-	read.Store(0)
+	read := e.countBodyReads()
 	body := strings.Repeat("x", 13<<20) // past the 12 MiB budget
 	req, _ := e.signed(t, "AKIDA", "/b/r/k?partNumber=1&uploadId="+*u.id, "UNSIGNED-PAYLOAD",
 		map[string]string{"Expect": "100-continue"}, body, time.Now())
