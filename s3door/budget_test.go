@@ -249,30 +249,3 @@ func TestAChunkedPartIsReadNoFurtherThanItsDeclaredLength(t *testing.T) {
 		t.Fatalf("%d files left in the spool", n)
 	}
 }
-
-// Rule: a part refused before it is read is answered without reading its
-// body when its client waits for "100 Continue": reading would tell it to
-// send the part it is refused (a client sending without waiting has the
-// body drained instead, so it reads the answer rather than a reset).
-func TestARefusedPartOfAClientWaitingFor100ContinueIsNotRead(t *testing.T) {
-	e := budgetEnv(t, nil)
-	u := begin(t, e.client(e.lease("AKIDA", owner, "b/r"), noRetry), "r/k")
-	read := e.countBodyReads()
-	body := strings.Repeat("x", 13<<20) // past the 12 MiB budget
-	req, _ := e.signed(t, "AKIDA", "/b/r/k?partNumber=1&uploadId="+*u.id, "UNSIGNED-PAYLOAD",
-		map[string]string{"Expect": "100-continue"}, body, time.Now())
-	tr := e.srv.Client().Transport.(*http.Transport).Clone()
-	tr.ExpectContinueTimeout = 10 * time.Second
-	resp, err := (&http.Client{Transport: tr}).Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(out), "SlowDown") {
-		t.Fatalf("a part past the budget: %d %s", resp.StatusCode, out)
-	}
-	if n := read.Load(); n != 0 {
-		t.Fatalf("the door read %d bytes of a refused part whose client waited for 100 Continue", n)
-	}
-}

@@ -214,15 +214,13 @@ const maxRefusedDrain = 64 << 20
 // drainRefused reads and drops up to maxRefusedDrain of the body of a part
 // refused before it was read (its room in the upload or the staging budget),
 // touching no disk. A client that sends the body without waiting for "100
-// Continue" (aws-sdk-go-v2 through net/http does: its requests carry no
-// protocol version) otherwise meets a connection reset for the unread body
-// instead of the answer; a part larger than that still may. One that waits
-// (Expect: 100-continue) is answered without it: reading would tell it to
-// send the part it is refused.
+// Continue" otherwise meets a connection reset for the unread body instead
+// of the answer; a part larger than that still may. Which clients wait
+// cannot be told from the request: aws-sdk-go-v2 sends "Expect:
+// 100-continue" and does not wait (net/http ignores it on requests without a
+// protocol version), so every refused part is drained, and a client that
+// does wait (aws cli, boto3) is told to send the part before its answer.
 func drainRefused(r *http.Request) {
-	if strings.EqualFold(r.Header.Get("Expect"), "100-continue") {
-		return
-	}
 	_, _ = io.CopyN(io.Discard, r.Body, maxRefusedDrain)
 }
 
