@@ -95,11 +95,11 @@ func chargeOf(size int64) int64 { return max(size, MinPartCharge) }
 // than its budget: RESOURCE_BUSY, S3's 503 SlowDown, which AWS answers when
 // its protection against resource over-consumption engages and the SDKs
 // retry with backoff; the budget frees as other uploads complete, abort or
-// go idle. settle or release gives the reservation back.
+// go idle (get, just before, swept the idle ones). settle or release gives
+// the reservation back.
 func (us *uploads) reserve(charge int64) error {
 	us.mu.Lock()
 	defer us.mu.Unlock()
-	us.sweep() // an idle upload's parts are not held against anyone
 	if us.held+charge > us.limit {
 		return fencegate.Errorf(fencegate.CodeResourceBusy, "the S3 front door's multipart staging holds %d of its %d bytes (s3StagingBytes) and this part counts %d: retry once other uploads complete or abort",
 			us.held, us.limit, charge)
