@@ -250,7 +250,7 @@ func (c *Config) validateRegistryTransport(at func(field, format string, args ..
 		at("registryURL", "registryURL must be an https:// URL with a host (http:// only to a loopback host or with registryInsecureHTTP), not %q", Redacted(c.RegistryURL))
 		return
 	}
-	if u.Scheme == "http" && !LoopbackHost(u.Hostname()) && !c.RegistryInsecureHTTP {
+	if c.InsecureRegistryHTTP() && !c.RegistryInsecureHTTP {
 		at("registryURL", "registryURL %q is plain http: the trust bundle fetched from it names the keys this replica trusts, and the gateway credential travels in clear; use https:// (registryCA for a private CA), a loopback host, or registryInsecureHTTP: true on a private network you trust", Redacted(c.RegistryURL))
 	}
 	if c.RegistryCA != "" {
@@ -267,12 +267,12 @@ func (c *Config) validateRegistryTransport(at func(field, format string, args ..
 // log warns about it.
 func (c *Config) InsecureRegistryHTTP() bool {
 	u, err := url.Parse(c.RegistryURL)
-	return err == nil && u.Scheme == "http" && !LoopbackHost(u.Hostname())
+	return err == nil && u.Scheme == "http" && !loopbackHost(u.Hostname())
 }
 
-// LoopbackHost reports whether host (no port, no brackets) is localhost or
+// loopbackHost reports whether host (no port, no brackets) is localhost or
 // a loopback IP address (127.0.0.0/8, ::1).
-func LoopbackHost(host string) bool {
+func loopbackHost(host string) bool {
 	if strings.EqualFold(host, "localhost") {
 		return true
 	}
