@@ -134,11 +134,9 @@ func (g *Gateway) authorize(ctx context.Context, req Request, query bool) (_ fen
 		if !ok {
 			return none, fencegate.Status{}, fencegate.Errorf(fencegate.CodeUnsupported, "this gateway's registry query cannot state delegations")
 		}
-		st, err = askRegistry(ctx, func(ctx context.Context) (fencegate.Status, error) { return dq.GrantDelegationStatus(ctx, vg, *d) })
-		err = heldOrRefused(st, err, vg)
+		st, err = askRegistry(ctx, vg, func(ctx context.Context) (fencegate.Status, error) { return dq.GrantDelegationStatus(ctx, vg, *d) })
 	case g.cfg.Querier != nil:
-		st, err = askRegistry(ctx, func(ctx context.Context) (fencegate.Status, error) { return g.cfg.Querier.GrantStatus(ctx, vg) })
-		err = heldOrRefused(st, err, vg)
+		st, err = askRegistry(ctx, vg, func(ctx context.Context) (fencegate.Status, error) { return g.cfg.Querier.GrantStatus(ctx, vg) })
 	case req.StatusToken == "":
 		err = fencegate.Errorf(fencegate.CodeStatusInvalid, "Fence-Status header is required")
 	default:
@@ -149,9 +147,7 @@ func (g *Gateway) authorize(ctx context.Context, req Request, query bool) (_ fen
 		}
 		if err == nil && query && (req.Segment == 1 || req.AssignSegment) && g.cfg.Confirm != nil {
 			// A grant's first write is confirmed at the registry too.
-			var held fencegate.Status
-			held, err = askRegistry(ctx, func(ctx context.Context) (fencegate.Status, error) { return g.cfg.Confirm.GrantStatus(ctx, vg) })
-			err = heldOrRefused(held, err, vg)
+			_, err = askRegistry(ctx, vg, func(ctx context.Context) (fencegate.Status, error) { return g.cfg.Confirm.GrantStatus(ctx, vg) })
 		}
 	}
 	if err != nil {
@@ -184,17 +180,18 @@ func (g *Gateway) authorize(ctx context.Context, req Request, query bool) (_ fen
 // bound (newRemoteQuerier).
 var queryTimeout = 5 * time.Second
 
-// askRegistry asks the registry about a grant within queryTimeout; one
-// that did not answer in time is BACKEND_UNAVAILABLE (retry), never a
-// verdict on the grant; a verdict it did give stands.
-func askRegistry(ctx context.Context, ask func(context.Context) (fencegate.Status, error)) (fencegate.Status, error) {
+// askRegistry asks the registry about vg within queryTimeout and turns its
+// statement into a verdict (heldOrRefused); a query not answered in time is
+// BACKEND_UNAVAILABLE (retry), never a verdict on the grant, while a
+// verdict it did give stands.
+func askRegistry(ctx context.Context, vg fencegate.VerifiedGrant, ask func(context.Context) (fencegate.Status, error)) (fencegate.Status, error) {
 	qctx, cancel := context.WithTimeout(ctx, queryTimeout)
 	defer cancel()
 	st, err := ask(qctx)
 	if err != nil && qctx.Err() != nil && ctx.Err() == nil && !isVerdict(err) && fencegate.ErrorCode(err) != fencegate.CodeDelegationInvalid {
 		err = fencegate.Errorf(fencegate.CodeBackendUnavailable, "the registry did not answer the status query within %s", queryTimeout)
 	}
-	return st, err
+	return st, heldOrRefused(st, err, vg)
 }
 
 // heldOrRefused turns a registry's statement about a grant (an owner's,
@@ -340,15 +337,22 @@ func (g *Gateway) apply(ctx context.Context, req Request) (Result, error) {
 // No resend is allowed by it: whether the request went out, and under
 // which key, is not known here.
 func (g *Gateway) applyEffect(ctx context.Context, eff Effect, r fencegate.Receipt, prev string) (out fencegate.Outcome, err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			g.cfg.Log.ErrorContext(ctx, "effect panicked; its outcome is unknown", "receipt", r.ID,
-				"panic", fmt.Sprint(v), "stack", string(debug.Stack()))
-			out = fencegate.Outcome{State: fencegate.ReceiptUnknown, Error: fmt.Sprint("the effect failed (a panic): ", v)}
-			err = &fencegate.Error{Code: fencegate.CodeMutationUnknown, Message: "the effect failed while it ran; its outcome is unknown", ReceiptID: r.ID}
-		}
-	}()
+	defer unknownOnPanic(ctx, g.cfg.Log, "the effect", r.ID, &out, &err)
 	return eff.Apply(ctx, r, prev)
+}
+
+// unknownOnPanic, deferred around code that may have sent a request for
+// receipt id (an effect, a resolver's resend), turns a panic in it into an
+// UNKNOWN outcome and MUTATION_UNKNOWN (logged with its stack): what was
+// sent before it is not known, so no resend is allowed either.
+func unknownOnPanic(ctx context.Context, log *slog.Logger, what, id string, out *fencegate.Outcome, err *error) {
+	v := recover()
+	if v == nil {
+		return
+	}
+	log.ErrorContext(ctx, what+" panicked; its outcome is unknown", "receipt", id, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+	*out = fencegate.Outcome{State: fencegate.ReceiptUnknown, Error: fmt.Sprint(what, " failed (a panic): ", v)}
+	*err = &fencegate.Error{Code: fencegate.CodeMutationUnknown, Message: what + " failed while it ran; its outcome is unknown", ReceiptID: id}
 }
 
 // forward runs the effect detached from the caller's cancellation (a client

@@ -2,9 +2,7 @@ package gateway
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
-	"runtime/debug"
 
 	"github.com/fencegate/fencegate"
 )
@@ -80,14 +78,7 @@ func (g *Gateway) resolveNow(ctx context.Context, res Resolver, r fencegate.Rece
 // Unrecovered, a panic in the reconciler's pass ends the process, and again
 // at every restart while the receipt is there.
 func resolve(ctx context.Context, log *slog.Logger, res Resolver, r fencegate.Receipt) (out fencegate.Outcome, err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			log.ErrorContext(ctx, "resolver panicked; the outcome stays unknown", "receipt", r.ID,
-				"panic", fmt.Sprint(v), "stack", string(debug.Stack()))
-			out = fencegate.Outcome{State: fencegate.ReceiptUnknown, Error: fmt.Sprint("settling the outcome failed (a panic): ", v)}
-			err = &fencegate.Error{Code: fencegate.CodeMutationUnknown, Message: "settling the unknown outcome failed while it ran", ReceiptID: r.ID}
-		}
-	}()
+	defer unknownOnPanic(ctx, log, "settling the outcome", r.ID, &out, &err)
 	return res.Resolve(ctx, r)
 }
 
