@@ -428,10 +428,7 @@ func TestQueryModeAsksTheRegistryOncePerWrite(t *testing.T) {
 func TestReconcilerRaisesUnknownsPastTheDeadline(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	f.obj.timeOut()
-	if _, err := f.gw.Apply(ctx, f.request(5, 1, "v1")); fencegate.ErrorCode(err) != fencegate.CodeMutationUnknown {
-		t.Fatalf("want MUTATION_UNKNOWN, got %v", err)
-	}
+	f.unknownWrite(t)
 	var raised []fencegate.Receipt
 	rc := &gateway.Reconciler{Store: f.store, Now: f.kit.Now, Deadline: 15 * time.Minute,
 		OnOverdue: func(o []fencegate.Receipt) { raised = o },

@@ -16,11 +16,7 @@ import (
 func TestReconcilerRecordsEachAttemptAndWaitsForRetryAfter(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	f.obj.timeOut()
-	res, err := f.gw.Apply(ctx, f.request(5, 1, "v1"))
-	if fencegate.ErrorCode(err) != fencegate.CodeMutationUnknown {
-		t.Fatalf("want MUTATION_UNKNOWN, got %v", err)
-	}
+	res := f.unknownWrite(t)
 	asked := 0
 	rc := &gateway.Reconciler{Store: f.store, Now: f.kit.Now, Resolver: func(string) gateway.Resolver {
 		return gateway.ResolverFunc(func(context.Context, fencegate.Receipt) (fencegate.Outcome, error) {
@@ -57,11 +53,7 @@ func TestReconcilerRecordsEachAttemptAndWaitsForRetryAfter(t *testing.T) {
 func TestAPanickingResolverLeavesTheReceiptUnknownWithoutAResend(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	f.obj.timeOut()
-	res, err := f.gw.Apply(ctx, f.request(5, 1, "v1"))
-	if fencegate.ErrorCode(err) != fencegate.CodeMutationUnknown {
-		t.Fatalf("want MUTATION_UNKNOWN, got %v", err)
-	}
+	res := f.unknownWrite(t)
 	asked := 0
 	rc := &gateway.Reconciler{Store: f.store, Now: f.kit.Now, Resolver: func(string) gateway.Resolver {
 		return gateway.ResolverFunc(func(context.Context, fencegate.Receipt) (fencegate.Outcome, error) {
@@ -102,10 +94,7 @@ func TestAPanickingResolverLeavesTheReceiptUnknownWithoutAResend(t *testing.T) {
 func TestAPanickingResolverOnAReplayIsAnsweredMutationUnknown(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	f.obj.timeOut()
-	if _, err := f.gw.Apply(ctx, f.request(5, 1, "v1")); fencegate.ErrorCode(err) != fencegate.CodeMutationUnknown {
-		t.Fatalf("want MUTATION_UNKNOWN, got %v", err)
-	}
+	f.unknownWrite(t)
 	gw, err := gateway.New(gateway.Config{Verifier: f.kit.Verifier(), Store: f.store, Now: f.kit.Now,
 		Policy: gateway.StaticPolicy{Generation: 1}, Resolver: func(string) gateway.Resolver {
 			return gateway.ResolverFunc(func(context.Context, fencegate.Receipt) (fencegate.Outcome, error) {
@@ -129,4 +118,16 @@ func TestAPanickingResolverOnAReplayIsAnsweredMutationUnknown(t *testing.T) {
 	if n := gateway.LockHolders(gw, resource); n != 0 {
 		t.Fatalf("%d requests still hold the resource's lock", n)
 	}
+}
+
+// unknownWrite makes segment 1 of fence 5 an UNKNOWN write (its effect
+// times out) and returns its answer.
+func (f *fixture) unknownWrite(t *testing.T) gateway.Result {
+	t.Helper()
+	f.obj.timeOut()
+	res, err := f.gw.Apply(context.Background(), f.request(5, 1, "v1"))
+	if fencegate.ErrorCode(err) != fencegate.CodeMutationUnknown {
+		t.Fatalf("want MUTATION_UNKNOWN, got %v", err)
+	}
+	return res
 }

@@ -363,13 +363,14 @@ func TestKeyFencedUnderOneResourceRefusesANestedResourcesGrant(t *testing.T) {
 func TestOperatorCommitsAnObjectReceiptOnlyIfTheObjectCarriesIt(t *testing.T) {
 	e := newEnv(t)
 	a := e.grant(res7, ownerA, 5, nil)
-	e.objects.lose.Store(true)
-	lost := e.put(tokA, a, "local/inv/7", 1, "v1")
-	wantProblem(t, lost, 502, "MUTATION_UNKNOWN")
-	id, _ := lost.json["receiptId"].(string)
-	path := "/v1/unknown/" + id + "/resolve"
-	// The write never landed: the operator cannot call it committed.
+	id, path := e.lostPut(a)
+	// The write never landed: the operator cannot call it committed, and
+	// the refusal changes nothing.
+	before, rcBefore := e.snap(res7, "inv/7"), e.receiptByID(id)
 	wantProblem(t, e.do("POST", path, "ops", nil, `{"state":"COMMITTED"}`), 400, "INVALID_REQUEST")
+	if after, rcAfter := e.snap(res7, "inv/7"), e.receiptByID(id); after != before || !reflect.DeepEqual(rcAfter, rcBefore) {
+		t.Fatalf("a refused verdict changed state: %+v %+v -> %+v %+v", before, rcBefore, after, rcAfter)
+	}
 	if r := e.do("POST", path, "ops", nil, `{"state":"NOT_APPLIED","note":"checked"}`); r.status != 200 || r.json["state"] != "NOT_APPLIED" {
 		t.Fatalf("resolve NOT_APPLIED: %d %s", r.status, r.body)
 	}
@@ -417,11 +418,7 @@ func TestOperatorNotAppliedOnAnObjectWriteWaitsUntilItCannotLand(t *testing.T) {
 				EffectTimeout: time.Minute, Grace: 20 * time.Minute}
 		}}
 	a := e.grant(res7, ownerA, 5, nil)
-	e.objects.lose.Store(true)
-	lost := e.put(tokA, a, "local/inv/7", 1, "v1")
-	wantProblem(t, lost, 502, "MUTATION_UNKNOWN")
-	id, _ := lost.json["receiptId"].(string)
-	path := "/v1/unknown/" + id + "/resolve"
+	id, path := e.lostPut(a)
 	e.kit.Advance(16 * time.Minute) // overdue, and the write may land until about 21 minutes
 	before, rcBefore := e.snap(res7, "inv/7"), e.receiptByID(id)
 	wantProblem(t, e.do("POST", path, "ops", nil, `{"state":"NOT_APPLIED"}`), 409, "STILL_RECONCILING")
@@ -496,4 +493,16 @@ func (e *env) putBody(token string, c creds, key string, seg int, r io.Reader) *
 	w := httptest.NewRecorder()
 	e.h.ServeHTTP(w, req)
 	return w
+}
+
+// lostPut writes local/inv/7 segment 1 under a with the store losing its
+// answer (MUTATION_UNKNOWN) and returns the UNKNOWN receipt and its resolve
+// path.
+func (e *env) lostPut(a creds) (id, path string) {
+	e.t.Helper()
+	e.objects.lose.Store(true)
+	lost := e.put(tokA, a, "local/inv/7", 1, "v1")
+	wantProblem(e.t, lost, 502, "MUTATION_UNKNOWN")
+	id, _ = lost.json["receiptId"].(string)
+	return id, "/v1/unknown/" + id + "/resolve"
 }
