@@ -272,7 +272,9 @@ type completeResult struct {
 	Bucket   string   `xml:"Bucket"`
 	Key      string   `xml:"Key"`
 	ETag     string   `xml:"ETag"`
-	receipt  string
+	// res is the accepted write's result, whose headers a retried
+	// Complete repeats (as a replay: it writes nothing).
+	res gateway.Result
 }
 
 func (s *Server) completeUpload(w http.ResponseWriter, r *http.Request, t *target) error {
@@ -310,8 +312,11 @@ func (s *Server) completeUpload(w http.ResponseWriter, r *http.Request, t *targe
 	}
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	if u.done != nil { // a retried Complete: the same answer
-		w.Header().Set("Fence-Receipt", u.done.receipt)
+	if u.done != nil { // a retried Complete: the same answer, a replay that writes nothing
+		again := u.done.res
+		again.Replay = true
+		answerReceipt(w, again)
+		w.Header().Del("ETag")
 		writeXML(w, http.StatusOK, u.done)
 		return nil
 	}
@@ -384,7 +389,7 @@ func (s *Server) completeUpload(w http.ResponseWriter, r *http.Request, t *targe
 		etag = hex.EncodeToString(md5s.Sum(nil)) + "-" + strconv.Itoa(len(cr.Parts))
 	}
 	u.done = &completeResult{NS: s3NS, Location: "/" + bucket + "/" + key, Bucket: bucket, Key: key,
-		ETag: quoteETag(etag), receipt: res.Receipt.ID}
+		ETag: quoteETag(etag), res: res}
 	u.doneAt = s.Now()
 	_ = os.RemoveAll(u.dir) // its parts with it; a retried Complete is answered from u.done
 	s.uploads.unstaged(u)

@@ -75,6 +75,10 @@ func TestMultipartIsOneFencedWrite(t *testing.T) {
 	if _, err := c.CompleteMultipartUpload(ctx, in, rawHeader(&h2)); err != nil || h2.Get("Fence-Receipt") != h1.Get("Fence-Receipt") {
 		t.Fatalf("retried complete: %v, receipt %q want %q", err, h2.Get("Fence-Receipt"), h1.Get("Fence-Receipt"))
 	}
+	// A retried Complete writes nothing and says so, as a replayed PUT does.
+	if h1.Get("Fence-Replay") != "" || h2.Get("Fence-Replay") != "true" {
+		t.Fatalf("Fence-Replay: first %q, retried %q; want none, then true", h1.Get("Fence-Replay"), h2.Get("Fence-Replay"))
+	}
 	if n := e.store.puts.Load(); n != 1 {
 		t.Fatalf("the upload made %d writes, want one", n)
 	}
