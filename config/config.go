@@ -66,6 +66,11 @@ type Config struct {
 	// switch validation off against the modes in force; it is logged and
 	// counted (fencegate_break_glass_total).
 	BreakGlass bool `yaml:"-"`
+	// Failpoint (test-only, never the file) names the acceptance point's
+	// step at which the process exits with status 3 (gateway.Config's
+	// Failpoint). Only `gateway dev` sets it, from FENCEGATE_FAILPOINT, so
+	// a production process cannot be made to crash by its environment.
+	Failpoint string `yaml:"-"`
 	// KeyOverlap is how long keys replaced by a rotation stay trusted.
 	KeyOverlap time.Duration `yaml:"keyOverlap"`
 	// TrustBundle is the path of the trust bundle file (required unless an

@@ -1,12 +1,14 @@
 package e2e
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -202,5 +204,30 @@ func crashAndSettle(t *testing.T, cs crashStore) {
 	}
 	if list := p2.receiptsByOperation(t, token, op); len(list) != 2 || list[0].State != "COMMITTED" || list[1].State != "COMMITTED" {
 		t.Fatalf("receipts %+v, want two COMMITTED", list)
+	}
+}
+
+// TestFailpointIsIgnoredOutsideDev: the crash tests' hook
+// (FENCEGATE_FAILPOINT) arms only `gateway dev`; a `gateway serve` process
+// with it in its environment says so and answers the write it would have
+// died on, so a production process cannot be made to exit by its
+// environment.
+func TestFailpointIsIgnoredOutsideDev(t *testing.T) {
+	regDir := t.TempDir()
+	reg := startGateway(t, "dev", "--data-dir", regDir, "--identity", "worker-a=token-a")
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "gw.yaml")
+	yml := fmt.Sprintf("dataDir: %s\ntrustBundle: %s\nstores: {local: \"local:\"}\nidentities: [{name: worker-a, token: token-a}]\naccess: {rules: [{identity: worker-a, lease: [local/fp]}]}\n",
+		filepath.Join(dir, "data"), filepath.Join(regDir, "trust-bundle.json"))
+	if err := os.WriteFile(cfg, []byte(yml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	gw := startGatewayEnv(t, []string{"FENCEGATE_FAILPOINT=after-effect"}, "serve", "--config", cfg)
+	a := reg.acquire(t, "token-a", "local/fp/1", "fp-1", "op-fp", 60000)
+	if r := gw.put(t, "token-a", a, "local/fp/1", 1, "one"); r.status != http.StatusOK {
+		t.Fatalf("write at a serve process with FENCEGATE_FAILPOINT: %d %s\n%s", r.status, r.body, gw.logs.String())
+	}
+	if !strings.Contains(gw.logs.String(), "FENCEGATE_FAILPOINT is ignored outside gateway dev") {
+		t.Fatalf("the ignored failpoint was not logged:\n%s", gw.logs.String())
 	}
 }

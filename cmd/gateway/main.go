@@ -58,6 +58,13 @@ func main() {
 		fmt.Fprintln(os.Stderr, "gateway:", err)
 		os.Exit(2)
 	}
+	if fp := os.Getenv("FENCEGATE_FAILPOINT"); fp != "" {
+		if os.Args[1] == "dev" { // the crash tests' hook (e2e/crash_test.go); never in serve
+			cfg.Failpoint = fp
+		} else {
+			log.Warn("FENCEGATE_FAILPOINT is ignored outside gateway dev", "failpoint", fp)
+		}
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	a, err := app.Build(ctx, cfg, log)

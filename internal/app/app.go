@@ -177,8 +177,9 @@ func Build(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, er
 	})
 	gcfg := gateway.Config{Verifier: verifier, Store: store, Log: log, Alarm: a.metrics, Observe: a.metrics, Tracer: tracer, Policy: a.auth, Modes: a.auth.Modes(), Access: access,
 		EffectTimeout: cfg.EffectTimeout, DeferSettle: cfg.DeferSettle}
-	if fp := os.Getenv("FENCEGATE_FAILPOINT"); fp != "" {
-		// Test-only: crash at the named point of the acceptance point.
+	if fp := cfg.Failpoint; fp != "" {
+		// Test-only (gateway dev): crash at the named point of the acceptance point.
+		log.Warn("failpoint armed: the process exits at it", "failpoint", fp)
 		gcfg.Failpoint = func(name string) {
 			if name == fp {
 				log.Error("failpoint reached: exiting", "failpoint", name)
