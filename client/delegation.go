@@ -54,9 +54,10 @@ func (c *Client) DelegationStatus(ctx context.Context, id, grantDigest string) (
 }
 
 // Delegate mints a delegation of this lease's current grant. It refuses
-// without asking while the lease is not HELD locally, and for segments this
-// lease has already used or may have (below its next segment: a range from
-// NextSegment on is the usual ask). A segment in doubt is settled first (a
+// without asking while the lease is not HELD locally, and unless the
+// segments run without a hole from NextSegment (CheckDelegable): below it
+// they are the lease's own, and past it a skipped segment would stall both
+// the owner and the delegate. A segment in doubt is settled first (a
 // write whose answer was lost may hold it; MUTATION_UNKNOWN while it is
 // unsettled). No commit of the lease's own runs while the delegation is
 // minted, and once minted the lease's own writers number their commits
@@ -90,20 +91,37 @@ func (l *Lease) Delegate(ctx context.Context, p DelegateParams) (Delegation, err
 	return d, nil
 }
 
-// CheckDelegable refuses (INVALID_REQUEST) delegating p's segments when
-// any is below next, the lease's next segment: such a segment is the
-// lease's own (written, or in doubt), and handed out, owner and delegate
-// would share its number. It returns the highest segment p names, after
-// which the owner's own commits number.
+// CheckDelegable refuses (INVALID_REQUEST) delegating p's segments unless
+// they run without a hole from next, the lease's next segment: a segment
+// below next is the lease's own (written, or in doubt), and handed out,
+// owner and delegate would share its number; a segment skipped (a range
+// starting past next, or a set with a hole) would belong to nobody, and
+// since the gateway admits only the segment after the last one, neither
+// the delegate nor the owner could write again. It returns the highest
+// segment p names, after which the owner's own commits number.
 func CheckDelegable(p DelegateParams, next uint64) (top uint64, err error) {
 	low, top := p.SegmentFrom, p.SegmentTo
-	if len(p.Segments) > 0 {
-		low = slices.Min(p.Segments)
-		top = max(top, slices.Max(p.Segments))
+	set := slices.Clone(p.Segments)
+	slices.Sort(set)
+	if len(set) > 0 {
+		low, top = set[0], set[len(set)-1]
 	}
 	if low < next {
 		return 0, domain.Errorf(domain.CodeInvalidRequest,
 			"segment %d is this lease's own (its next segment is %d): delegate segments from %d on", low, next, next)
+	}
+	for i := 1; i < len(set); i++ {
+		if set[i] == set[i-1] {
+			return 0, domain.Errorf(domain.CodeInvalidRequest, "segment %d is listed twice in the delegated set", set[i])
+		}
+		if set[i] != set[i-1]+1 {
+			return 0, domain.Errorf(domain.CodeInvalidRequest,
+				"segment %d is missing from the delegated set: the gateway admits segments in order, so the delegate could not write past it and the owner could not fill it; delegate %d-%d", set[i-1]+1, low, top)
+		}
+	}
+	if low > next {
+		return 0, domain.Errorf(domain.CodeInvalidRequest,
+			"segments %d-%d would belong to nobody (this lease's next segment is %d, and the gateway admits segments in order): delegate segments from %d on", next, low-1, next, next)
 	}
 	return top, nil
 }

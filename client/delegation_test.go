@@ -58,6 +58,42 @@ func TestDelegateNeverCoversASegmentTheOwnerHolds(t *testing.T) {
 	}
 }
 
+// Rule: delegated segments run without a hole from the lease's next
+// segment. The gateway admits only the segment after the last one, so a
+// skipped segment (a range starting past NextSegment, a set with a hole)
+// would belong to nobody and stall both the owner and the delegate: such
+// an ask is INVALID_REQUEST without asking the registry, and the owner's
+// numbering does not move.
+func TestDelegatedSegmentsLeaveNoHole(t *testing.T) {
+	f, l := held(t)
+	ctx := context.Background()
+	if _, err := l.Objects("bucket").Put(ctx, "jobs/a", strings.NewReader("1"), ""); err != nil {
+		t.Fatal(err)
+	}
+	next := l.NextSegment() // 2
+	for name, p := range map[string]DelegateParams{
+		"a range past the next segment": {SegmentFrom: next + 3, SegmentTo: next + 5},
+		"a set with a hole":             {Segments: []uint64{next, next + 2}},
+		"a set past the next segment":   {Segments: []uint64{next + 1, next + 2}},
+		"a set naming a segment twice":  {Segments: []uint64{next, next}},
+	} {
+		p.Delegate = "consumer"
+		if _, err := l.Delegate(ctx, p); domain.ErrorCode(err) != domain.CodeInvalidRequest {
+			t.Fatalf("%s: %v, want INVALID_REQUEST", name, err)
+		}
+		if got := l.NextSegment(); got != next {
+			t.Fatalf("%s: the owner's next segment moved to %d from %d", name, got, next)
+		}
+	}
+	if f.count("delegate") != 0 {
+		t.Fatal("the registry was asked for a delegation with a hole")
+	}
+	d, err := l.Delegate(ctx, DelegateParams{Delegate: "consumer", Segments: []uint64{next + 1, next}})
+	if err != nil || l.NextSegment() != next+2 {
+		t.Fatalf("a set of the next two segments, in any order: %+v %v, next %d", d.Claims, err, l.NextSegment())
+	}
+}
+
 // Rule: no commit of the owner runs while a delegation is being minted: an
 // owner's write started during the mint is numbered after the delegated
 // range, never inside it.

@@ -126,6 +126,7 @@ access: {rules: [{identity: coord, lease: [local]}, {identity: consumer, delegat
 		strings.NewReader("m"), "text/plain"); err != nil {
 		t.Fatalf("owner at the replica: %v", err)
 	}
+	l.ResumeAt(2) // the owner wrote segment 1 at the replica with a plain client, not through l
 	dl, err := l.Delegate(ctx, client.DelegateParams{Delegate: "consumer", SegmentFrom: 2, SegmentTo: 3})
 	if err != nil {
 		t.Fatal(err)

@@ -332,7 +332,7 @@ func TestDelegateRefusesTheLeasesOwnSegments(t *testing.T) {
 	if code, out, errOut := h.run("put", "bucket/jobs/a", file); code != 0 {
 		t.Fatalf("put: %d\n%s%s", code, out, errOut)
 	}
-	for _, segs := range []string{"1-3", "4,1"} {
+	for _, segs := range []string{"1-3", "4,1", "3-4"} {
 		code, _, errOut := h.run("delegate", "consumer", "--segments", segs)
 		if code != exitRefused || !strings.Contains(errOut, "INVALID_REQUEST") || !strings.Contains(errOut, "from 2 on") {
 			t.Fatalf("delegate --segments %s: exit %d\n%s", segs, code, errOut)
