@@ -23,6 +23,10 @@ import (
 // file or gives its buffer back to the pool; a reader of it kept past Close
 // reads an error, never another body's bytes.
 type Body struct {
+	// mu orders Keep's read against Close: a fence store may read a
+	// quarantine payload from its batch after the request that owns the
+	// body has given up and closed it.
+	mu   sync.Mutex
 	file *os.File   // nil for a body in memory
 	mem  *memReader // nil for a body in a file
 	pool *Pool
@@ -61,11 +65,17 @@ func (b *Body) InMemory() bool { return b.mem != nil }
 
 // Keep returns the body for a quarantine record when it is at most max
 // bytes (nil, nil when larger), read without moving the offset the effect
-// reads from.
+// reads from. Called after Close (from a batch still deciding a write its
+// request gave up on), it answers an error, never another body's bytes.
 func (b *Body) Keep(max int64) func() ([]byte, error) {
 	return func() ([]byte, error) {
 		if b.Size > max {
 			return nil, nil
+		}
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if b.mem == nil && b.file == nil {
+			return nil, fencegate.Errorf(fencegate.CodeInternal, "the body was closed before its quarantine copy was read")
 		}
 		out := make([]byte, b.Size)
 		var err error
@@ -86,6 +96,8 @@ func (b *Body) Close() {
 	if b == nil {
 		return
 	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	if b.file != nil {
 		name := b.file.Name()
 		_ = b.file.Close()

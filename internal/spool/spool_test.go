@@ -136,3 +136,37 @@ func TestSmallBodyIsReadWithoutACopyBuffer(t *testing.T) {
 		t.Fatalf("%d bytes allocated per 1 KiB body read into memory", per)
 	}
 }
+
+// TestKeepAfterCloseIsAnErrorNotAPanic: a fence store's batch may read a
+// quarantine payload (Keep) for a write whose request gave up and closed
+// its body meanwhile; the read is an error, never a panic, never another
+// body's bytes, and it does not race Close (go test -race).
+func TestKeepAfterCloseIsAnErrorNotAPanic(t *testing.T) {
+	dir := t.TempDir()
+	p := spool.NewPool(16, 64)
+	for _, name := range []string{"memory", "file"} {
+		var b *spool.Body
+		var err error
+		if name == "memory" {
+			b, err = p.Read(dir, strings.NewReader("payload"), 7, 100)
+		} else {
+			b, err = spool.Copy(dir, strings.NewReader("payload"), 100)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		keep := b.Keep(100)
+		done := make(chan struct{})
+		go func() { defer close(done); _, _ = keep() }() // races Close below
+		b.Close()
+		<-done
+		if got, err := keep(); err == nil || got != nil {
+			t.Fatalf("%s: Keep after Close: %q %v, want an error", name, got, err)
+		}
+		other, _ := p.Read(dir, strings.NewReader("another"), 7, 100) // may reuse the buffer
+		if got, _ := keep(); got != nil {
+			t.Fatalf("%s: Keep after Close read %q", name, got)
+		}
+		other.Close()
+	}
+}
