@@ -3,7 +3,6 @@ package embedded
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"maps"
 	"time"
 
@@ -125,11 +124,9 @@ func (s *Store) compactStep(before time.Time, limit int, walked map[fencegate.Re
 				if err != nil {
 					return err
 				}
-				q, err := quarantineNames(tx, r.Resource, r.ID)
-				if err != nil {
-					return err
-				}
-				if fencerules.Compactable(&r, row, q, before) {
+				// The rules on the receipt and its row first; the
+				// quarantine index (qindex.go) only for what they allow.
+				if fencerules.Compactable(&r, row, false, before) && !quarantineNames(tx, r.ID) {
 					doomed = append(doomed, r)
 				}
 			}
@@ -178,21 +175,4 @@ func deleteReceipt(tx *bolt.Tx, r *fencegate.Receipt) error {
 		}
 	}
 	return nil
-}
-
-// quarantineNames reports whether a quarantine record of resource names
-// receipt id.
-func quarantineNames(tx *bolt.Tx, resource, id string) (bool, error) {
-	prefix := join([]byte(resource))
-	c := tx.Bucket(bQuarantine).Cursor()
-	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
-		var q fencegate.Quarantine
-		if err := json.Unmarshal(v, &q); err != nil {
-			return false, err
-		}
-		if q.ReceiptID == id {
-			return true, nil
-		}
-	}
-	return false, nil
 }

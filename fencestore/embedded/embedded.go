@@ -48,6 +48,7 @@
 //	bystate     state 0 createdAt receipt ID        -> receipt ID
 //	quarantine  resource 0 at quarantine ID         -> Quarantine
 //	qids        quarantine ID                       -> its quarantine key
+//	qreceipts   receipt ID 0 quarantine key         -> "" (a receipt a record names; qindex.go)
 //	versions    target                              -> version
 //	targets     target                              -> resource it is fenced under
 //	meta        "layout"                            -> layout version (big-endian uint64)
@@ -67,6 +68,8 @@
 // Layout 5 adds the journal: writes to the trees that grow with the store go
 // into small journal buckets, moved into the trees in bulk, so that a write's
 // cost does not grow with the store (journal.go); Open makes the buckets.
+// qreceipts is outside the layout numbers: Open rebuilds it whenever it
+// lacks a record's entry (qindex.go), so older binaries may open the file.
 //
 // # Older binaries
 //
@@ -126,7 +129,7 @@ var (
 	bTargets    = []byte("targets") // target -> the resource it is fenced under
 	bByRes      = []byte("byres")
 	bQIDs       = []byte("qids")
-	allBuckets  = [][]byte{bResources, bReceipts, bByOp, bByState, bQuarantine, bVersions, bTargets, bByRes, bQIDs}
+	allBuckets  = [][]byte{bResources, bReceipts, bByOp, bByState, bQuarantine, bVersions, bTargets, bByRes, bQIDs, bQReceipts}
 )
 
 // appendBuckets are the buckets whose keys grow only at the end of each
@@ -202,7 +205,10 @@ func Open(path string, opts ...Option) (*Store, error) {
 		if err := createJournal(tx); err != nil {
 			return err
 		}
-		return upgrade(tx)
+		if err := upgrade(tx); err != nil {
+			return err
+		}
+		return repairQuarantineIndex(tx)
 	})
 	if err == nil {
 		_, _, _, err = moveJournal(db, db.Update, moveBudget, 0) // what a crash left there

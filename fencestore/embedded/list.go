@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -237,7 +236,7 @@ func (s *Store) Quarantined(ctx context.Context, resource string, page fencegate
 		}
 		for ; k != nil && bytes.HasPrefix(k, p); k, v = c.Next() {
 			var q fencegate.Quarantine
-			if err := json.Unmarshal(v, &q); err != nil {
+			if err := decodeQuarantine(v, &q); err != nil {
 				return fmt.Errorf("decode quarantine record: %w", err)
 			}
 			if !pg.Take(fencegate.QuarantinePosition(&q), q.ApproxSize()) {
@@ -286,7 +285,7 @@ func getQuarantine(tx *bolt.Tx, id string) (fencegate.Quarantine, bool, error) {
 	if v == nil {
 		return q, false, fmt.Errorf("quarantine index names a missing record %q", id)
 	}
-	if err := json.Unmarshal(v, &q); err != nil {
+	if err := decodeQuarantine(v, &q); err != nil {
 		return q, false, fmt.Errorf("decode quarantine record %q: %w", id, err)
 	}
 	return q, true, nil
@@ -314,6 +313,9 @@ func storeQuarantine(tx *bolt.Tx, q *fencegate.Quarantine) error {
 	if err := putJSON(tx.Bucket(bQuarantine), key, q); err != nil {
 		return err
 	}
+	if err := indexQuarantine(tx, q.ReceiptID, key); err != nil {
+		return err
+	}
 	return tx.Bucket(bQIDs).Put([]byte(q.ID), key)
 }
 
@@ -326,7 +328,7 @@ func rekeyQuarantine(tx *bolt.Tx) error {
 	var order []string
 	err := old.ForEach(func(_, v []byte) error {
 		var q fencegate.Quarantine
-		if err := json.Unmarshal(v, &q); err != nil {
+		if err := decodeQuarantine(v, &q); err != nil {
 			return fmt.Errorf("decode quarantine record: %w", err)
 		}
 		if q.ID != "" { // already layout 3
