@@ -128,10 +128,18 @@ func (rd *admitRead) read(ctx context.Context, conn *pgxpool.Conn, ms []*admitCa
 	}
 	if len(ms) > 0 {
 		b.Queue(`SELECT target, resource FROM fence_targets WHERE target = ANY($1::text[])`, targets)
+		// Live receipts are read FOR KEY SHARE, held to the commit: the
+		// resource's lock does not keep CompactReceipts (which never
+		// takes it) from deleting an old settled one, which a replay
+		// answers with and a quarantine record names (its foreign key
+		// failed, 23503, when the delete came between). Compaction skips
+		// a receipt so held (SKIP LOCKED); one it is deleting is waited
+		// for and, once deleted, not found. A settle's update (FOR NO KEY
+		// UPDATE) does not conflict with the lock.
 		b.Queue(`SELECT `+receiptCols+` FROM fence_receipts
 			JOIN unnest($1::text[], $2::text[]::numeric[], $3::text[]::numeric[]) AS k(kres, kfence, kseg)
 			ON resource = kres AND fence_token = kfence AND segment = kseg
-			WHERE `+liveState, kres, kfence, kseg)
+			WHERE `+liveState+` FOR KEY SHARE OF fence_receipts`, kres, kfence, kseg)
 		b.Queue(`SELECT target, version FROM fence_versions WHERE target = ANY($1::text[])`, targets)
 	}
 	br := conn.SendBatch(ctx, b)

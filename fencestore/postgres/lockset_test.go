@@ -182,6 +182,121 @@ func TestALockTimeoutIsBackendUnavailableAndChangesNothing(t *testing.T) {
 	}
 }
 
+// TestAnAdmissionRacingTheCompactionOfItsLiveReceiptIsRefusedAsDocumented:
+// a compaction deletes a resource's old live receipt (segment 1 of 2,
+// settled) without the resource's lock, while an admission of segment 1
+// with another payload, which would be quarantined against it, is decided.
+// The admission reads live receipts FOR KEY SHARE, so it waits for the
+// delete to end and finds no receipt: SEGMENT_OUT_OF_ORDER, nothing
+// written (and a compaction that came second would skip the receipt it
+// holds). It read them unlocked, decided QUARANTINED on the receipt the
+// compaction then deleted, and its quarantine record's foreign key failed:
+// INTERNAL.
+func TestAnAdmissionRacingTheCompactionOfItsLiveReceiptIsRefusedAsDocumented(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	dsn, s, now, before := compactableLive(ctx, t)
+	compaction := otherTx(ctx, t, dsn)
+	// What CompactReceipts' statement does for c-1, left uncommitted.
+	if tag, err := compaction.Exec(ctx, `DELETE FROM fence_receipts WHERE receipt_id IN (
+		SELECT receipt_id FROM fence_receipts WHERE receipt_id = 'c-1' FOR UPDATE SKIP LOCKED)`); err != nil || tag.RowsAffected() != 1 {
+		t.Fatalf("compaction of c-1: %v, %v", tag, err)
+	}
+	done := make(chan struct{})
+	var aerr error
+	go func() {
+		defer close(done)
+		_, aerr = s.Admit(ctx, writeReq("res/c", 1, "c-3", now)) // another payload than c-1's
+	}()
+	waitUntilBlocked(ctx, t, s, compaction, done, "", "the admission did not wait for the compaction")
+	if err := compaction.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	if c := fencegate.ErrorCode(aerr); c != fencegate.CodeSegmentOutOfOrder && c != fencegate.CodeQuarantined {
+		t.Fatalf("segment 1 again while its receipt is compacted: %v (code %s), want SEGMENT_OUT_OF_ORDER or QUARANTINED", aerr, c)
+	}
+	after, err := s.Resource(ctx, "res/c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after != before {
+		t.Fatalf("res/c changed by a refused admission: %+v, was %+v", after, before)
+	}
+	if _, err := s.Receipt(ctx, "c-3"); fencegate.ErrorCode(err) != fencegate.CodeNotFound {
+		t.Fatalf("receipt c-3 after the refusal: %v, want NOT_FOUND", err)
+	}
+	q, err := s.Quarantined(ctx, "res/c", fencegate.Page{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fencegate.ErrorCode(aerr) == fencegate.CodeSegmentOutOfOrder && len(q.Records) != 0 {
+		t.Fatalf("quarantine records on res/c after SEGMENT_OUT_OF_ORDER: %+v", q.Records)
+	}
+}
+
+// TestACompactionSkipsTheLiveReceiptAnAdmissionQuarantinesAgainst: the
+// other order of the race above. The admission has read c-1 (FOR KEY
+// SHARE) and decided QUARANTINED, and its record waits (for another
+// session's uncommitted record of the same ID); a compaction meanwhile
+// skips c-1, so the record is written naming c-1, which stays. It used to
+// delete c-1, and the record's foreign key failed: INTERNAL.
+func TestACompactionSkipsTheLiveReceiptAnAdmissionQuarantinesAgainst(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	dsn, s, now, _ := compactableLive(ctx, t)
+	req := writeReq("res/c", 1, "c-3", now) // another payload than c-1's
+	g := &req.Grant
+	hold := otherTx(ctx, t, dsn)
+	if _, err := hold.Exec(ctx, `INSERT INTO fence_quarantine (`+quarantineCols+`)
+		VALUES ($1, 'res/c', $2, 1, 'res/c', 'PUT', '', 'c-2', $3, 0, NULL, 'o', $4, $4, 1)`,
+		fencegate.QuarantineID(g.Resource, g.FenceToken, 1, req.Target, req.Method, req.EffectKey, req.PayloadDigest),
+		num(g.FenceToken), req.PayloadDigest, now); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	var aerr error
+	go func() { defer close(done); _, aerr = s.Admit(ctx, req) }()
+	waitUntilBlocked(ctx, t, s, hold, done, "INSERT INTO fence_quarantine", "the admission's record did not wait")
+	if n, err := s.CompactReceipts(ctx, now.Add(time.Hour), 10); err != nil || n != 0 {
+		t.Fatalf("compaction while an admission holds c-1: %d deleted, %v; want none", n, err)
+	}
+	if err := hold.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	if fencegate.ErrorCode(aerr) != fencegate.CodeQuarantined {
+		t.Fatalf("segment 1 again with another payload: %v (code %s), want QUARANTINED", aerr, fencegate.ErrorCode(aerr))
+	}
+	if _, err := s.Receipt(ctx, "c-1"); err != nil {
+		t.Fatalf("c-1, which a quarantine record names: %v", err)
+	}
+	if q, err := s.Quarantined(ctx, "res/c", fencegate.Page{}); err != nil || len(q.Records) != 1 || q.Records[0].ReceiptID != "c-1" {
+		t.Fatalf("quarantine records on res/c: %+v, %v; want one naming c-1", q.Records, err)
+	}
+}
+
+// compactableLive opens a store (closed with t) whose res/c has segments 1
+// (c-1, a compactable live receipt) and 2 (c-2) admitted and settled
+// COMMITTED, and returns it with its dsn, the time it wrote at and res/c's
+// state.
+func compactableLive(ctx context.Context, t *testing.T) (string, *Store, time.Time, fencegate.ResourceState) {
+	t.Helper()
+	dsn := testenv.PostgresURL(t)
+	s, now := withSettled(ctx, t, dsn, "res/c", "c-1")
+	if _, err := s.Admit(ctx, writeReq("res/c", 2, "c-2", now)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Settle(ctx, "c-2", committed("v-2", now)); err != nil {
+		t.Fatal(err)
+	}
+	row, err := s.Resource(ctx, "res/c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dsn, s, now, row
+}
+
 // waitingOnQ sets up two replicas of one fresh store, a (whose batch will
 // wait) and b; a has admitted res/q's segment 1 (q-1, pending), and tx,
 // another session, holds res/q's row lock.
