@@ -85,6 +85,11 @@ type Incarnation struct {
 //     earlier fence of the resource and above the floor.
 //   - Renew extends a HELD lease of owner by ttl; LEASE_NOT_HELD otherwise.
 //   - Release ends a HELD lease of owner; releasing twice is not an error.
+//     released is true only for the call that ended the lease (it was HELD
+//     and is now RELEASED); a lease no longer held (released, expired,
+//     revoked) is returned as it is, with released false, so that of a
+//     release and its retries exactly one reports it, decided in the same
+//     transaction as the change.
 //   - Acquire, Renew, Release and SetFloor check their Guard first, in their
 //     own transaction: COORDINATION_STATE_LOST, changing nothing, when it
 //     fails.
@@ -101,7 +106,7 @@ type Incarnation struct {
 type LeaseBackend interface {
 	Acquire(ctx context.Context, req AcquireRequest) (Lease, error)
 	Renew(ctx context.Context, id, owner string, ttl time.Duration, now time.Time, g Guard) (Lease, error)
-	Release(ctx context.Context, id, owner string, now time.Time, g Guard) (Lease, error)
+	Release(ctx context.Context, id, owner string, now time.Time, g Guard) (l Lease, released bool, err error)
 	Lease(ctx context.Context, id string, now time.Time) (Lease, error)
 	SetFloor(ctx context.Context, floor uint64, g Guard) error
 	Incarnation(ctx context.Context) (Incarnation, error)

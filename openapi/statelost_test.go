@@ -29,9 +29,9 @@ func (b *lostBackend) Renew(ctx context.Context, id, owner string, ttl time.Dura
 	return b.LeaseBackend.Renew(ctx, id, owner, ttl, now, g)
 }
 
-func (b *lostBackend) Release(ctx context.Context, id, owner string, now time.Time, g fencegate.Guard) (fencegate.Lease, error) {
+func (b *lostBackend) Release(ctx context.Context, id, owner string, now time.Time, g fencegate.Guard) (fencegate.Lease, bool, error) {
 	if b.lost.Load() {
-		return fencegate.Lease{}, fencegate.Errorf(fencegate.CodeStateLost, "guard refused")
+		return fencegate.Lease{}, false, fencegate.Errorf(fencegate.CodeStateLost, "guard refused")
 	}
 	return b.LeaseBackend.Release(ctx, id, owner, now, g)
 }

@@ -256,7 +256,7 @@ func (r *Registry) Release(ctx context.Context, owner, leaseID string) (fencegat
 	now := r.now()
 	var l fencegate.Lease
 	err := r.underGuard(ctx, now, r.mutationGuard(ctx), func(g fencegate.Guard) (err error) {
-		l, err = r.backend.Release(ctx, leaseID, owner, now, g)
+		l, _, err = r.backend.Release(ctx, leaseID, owner, now, g)
 		return err
 	})
 	if err == nil {

@@ -198,10 +198,12 @@ func (b *Backend) Renew(ctx context.Context, id, owner string, ttl time.Duration
 }
 
 // Release implements fencegate.LeaseBackend. A lease that is no longer held
-// is returned as it is.
-func (b *Backend) Release(ctx context.Context, id, owner string, now time.Time, g fencegate.Guard) (fencegate.Lease, error) {
+// is returned as it is, released false.
+func (b *Backend) Release(ctx context.Context, id, owner string, now time.Time, g fencegate.Guard) (fencegate.Lease, bool, error) {
 	var out fencegate.Lease
+	released := false
 	err := b.db.Update(func(tx *bbolt.Tx) error {
+		released = false
 		if err := checkGuard(tx.Bucket(bucketMeta), g); err != nil {
 			return err
 		}
@@ -234,10 +236,10 @@ func (b *Backend) Release(ctx context.Context, id, owner string, now time.Time, 
 				return err
 			}
 		}
-		out = rec.Lease(now)
+		out, released = rec.Lease(now), true
 		return nil
 	})
-	return out, translate(err, "release")
+	return out, released && err == nil, translate(err, "release")
 }
 
 // Lease implements fencegate.LeaseBackend.

@@ -234,10 +234,13 @@ func (b *Backend) Renew(ctx context.Context, id, owner string, ttl time.Duration
 }
 
 // Release implements fencegate.LeaseBackend. A lease that is no longer held
-// is returned as it is.
-func (b *Backend) Release(ctx context.Context, id, owner string, now time.Time, g fencegate.Guard) (fencegate.Lease, error) {
+// is returned as it is, released false. released is set by the attempt
+// whose transaction commits (update may run fn again after a conflict).
+func (b *Backend) Release(ctx context.Context, id, owner string, now time.Time, g fencegate.Guard) (fencegate.Lease, bool, error) {
 	var out fencegate.Lease
+	released := false
 	err := b.update(ctx, []string{b.leaseKey(id), b.incarnationKey()}, func(v *view) ([]clientv3.Op, error) {
+		released = false
 		if err := v.checkIncarnation(g); err != nil {
 			return nil, err
 		}
@@ -256,7 +259,7 @@ func (b *Backend) Release(ctx context.Context, id, owner string, now time.Time, 
 			return nil, err
 		}
 		rec.State = fencegate.StateReleased
-		out = rec.Lease(now)
+		out, released = rec.Lease(now), true
 		ops := []clientv3.Op{putJSON(b.leaseKey(id), rec)}
 		// A HELD lease is its resource's current one: clear it.
 		var res resource
@@ -269,7 +272,7 @@ func (b *Backend) Release(ctx context.Context, id, owner string, now time.Time, 
 		}
 		return ops, nil
 	})
-	return out, translate(err, "release")
+	return out, released && err == nil, translate(err, "release")
 }
 
 // Lease implements fencegate.LeaseBackend with one linearizable read.

@@ -57,7 +57,7 @@ func TestLiveKeyCarriesAnEtcdLeaseUntilRelease(t *testing.T) {
 	if err != nil || len(resp.Kvs) != 1 || string(resp.Kvs[0].Value) != "l1" || resp.Kvs[0].Lease == 0 {
 		t.Fatalf("want live key l1 attached to an etcd lease, got %v %v", resp, err)
 	}
-	if _, err := b.Release(ctx, l.ID, l.Owner, leasetest.T0, fencegate.Guard{}); err != nil {
+	if _, _, err := b.Release(ctx, l.ID, l.Owner, leasetest.T0, fencegate.Guard{}); err != nil {
 		t.Fatalf("release: %v", err)
 	}
 	if resp, _ := c.Get(ctx, prefix+"live/db/a"); len(resp.Kvs) != 0 {

@@ -64,7 +64,7 @@ func TestHighestFenceOfOlderDataComesFromTheResources(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := b.Release(ctx, l.ID, "alice", leasetest.T0, fencegate.Guard{}); err != nil {
+		if _, _, err := b.Release(ctx, l.ID, "alice", leasetest.T0, fencegate.Guard{}); err != nil {
 			t.Fatal(err)
 		}
 	}

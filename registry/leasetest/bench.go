@@ -25,7 +25,7 @@ func BenchmarkAcquireRelease(b *testing.B, backend fencegate.LeaseBackend) {
 		if err != nil {
 			b.Fatalf("acquire: %v", err)
 		}
-		if _, err := backend.Release(ctx, l.ID, l.Owner, now, fencegate.Guard{}); err != nil {
+		if _, _, err := backend.Release(ctx, l.ID, l.Owner, now, fencegate.Guard{}); err != nil {
 			b.Fatalf("release: %v", err)
 		}
 	}

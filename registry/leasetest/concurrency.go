@@ -58,3 +58,43 @@ func testConcurrentAcquire(t *testing.T, h *harness) {
 		}
 	}
 }
+
+// testConcurrentRelease races several releases of one lease (a release and
+// its retries): all succeed with the lease RELEASED, and exactly one reports
+// that it released it, each round.
+func testConcurrentRelease(t *testing.T, h *harness) {
+	const (
+		rounds  = 4
+		workers = 8
+	)
+	for round := range rounds {
+		now := T0.Add(time.Duration(round) * time.Second)
+		l := h.acquire(h.req(fmt.Sprintf("db/rel-%d", round), "alice", ttl, now))
+		leases := make([]fencegate.Lease, workers)
+		released := make([]bool, workers)
+		errs := make([]error, workers)
+		var start, done sync.WaitGroup
+		start.Add(1)
+		for i := range workers {
+			done.Go(func() {
+				start.Wait()
+				leases[i], released[i], errs[i] = h.b.Release(h.ctx, l.ID, l.Owner, now, fencegate.Guard{})
+			})
+		}
+		start.Done()
+		done.Wait()
+		reported := 0
+		for i, err := range errs {
+			if err != nil {
+				t.Fatalf("round %d: release: %v", round, err)
+			}
+			wantState(t, leases[i], fencegate.StateReleased)
+			if released[i] {
+				reported++
+			}
+		}
+		if reported != 1 {
+			t.Fatalf("round %d: %d of %d concurrent releases report released, want exactly 1", round, reported, workers)
+		}
+	}
+}

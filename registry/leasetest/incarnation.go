@@ -153,7 +153,7 @@ func testRenewReleaseAndFloorUnderAnotherIncarnationAreStateLost(t *testing.T, h
 			if fencegate.ErrorCode(err) != fencegate.CodeStateLost {
 				t.Fatalf("%s: renew %s: want COORDINATION_STATE_LOST, got %v", name, id, err)
 			}
-			_, err = h.b.Release(h.ctx, id, l.Owner, T0.Add(time.Second), g)
+			_, _, err = h.b.Release(h.ctx, id, l.Owner, T0.Add(time.Second), g)
 			if fencegate.ErrorCode(err) != fencegate.CodeStateLost {
 				t.Fatalf("%s: release %s: want COORDINATION_STATE_LOST, got %v", name, id, err)
 			}
@@ -180,8 +180,8 @@ func testRenewReleaseAndFloorUnderAnotherIncarnationAreStateLost(t *testing.T, h
 	if after := h.incarnation(); after.Revision <= inc.Revision {
 		t.Fatalf("an accepted renewal must move the revision: %d -> %d", inc.Revision, after.Revision)
 	}
-	if r, err := h.b.Release(h.ctx, l.ID, l.Owner, T0.Add(2*time.Second), g); err != nil || r.State != fencegate.StateReleased {
-		t.Fatalf("release under the backend's own guard: %+v, %v", r, err)
+	if r, released, err := h.b.Release(h.ctx, l.ID, l.Owner, T0.Add(2*time.Second), g); err != nil || r.State != fencegate.StateReleased || !released {
+		t.Fatalf("release under the backend's own guard: %+v, released %v, %v", r, released, err)
 	}
 	if err := h.b.SetFloor(h.ctx, 1000, fencegate.Guard{Incarnation: "inc-1", MinRevision: h.incarnation().Revision}); err != nil {
 		t.Fatalf("floor under the backend's own guard: %v", err)

@@ -50,6 +50,7 @@ func Run(t *testing.T, open Open) {
 		{"FloorNearTheEndOfTheSequenceIsRefused", testFloorNearTheEndIsRefused},
 		{"InvalidAcquireIsRejected", testInvalidAcquire},
 		{"ConcurrentAcquiresHaveOneWinnerPerLivePeriod", testConcurrentAcquire},
+		{"ConcurrentReleasesReportOneRelease", testConcurrentRelease},
 		{"HolderNamesTheLiveLeaseOnly", testHolder},
 	}
 	for _, tc := range tests {
@@ -112,11 +113,19 @@ func (h *harness) lease(id string, now time.Time) fencegate.Lease {
 
 func (h *harness) release(l fencegate.Lease, now time.Time) fencegate.Lease {
 	h.t.Helper()
-	out, err := h.b.Release(h.ctx, l.ID, l.Owner, now, fencegate.Guard{})
+	out, _ := h.releaseReport(l, now)
+	return out
+}
+
+// releaseReport releases l at now and returns the lease answered and whether
+// the backend reports that this call released it.
+func (h *harness) releaseReport(l fencegate.Lease, now time.Time) (fencegate.Lease, bool) {
+	h.t.Helper()
+	out, released, err := h.b.Release(h.ctx, l.ID, l.Owner, now, fencegate.Guard{})
 	if err != nil {
 		h.t.Fatalf("release %s: %v", l.ID, err)
 	}
-	return out
+	return out, released
 }
 
 // wantCode fails unless err carries code.

@@ -245,10 +245,12 @@ func (b *Backend) Renew(ctx context.Context, id, owner string, ttl time.Duration
 }
 
 // Release implements fencegate.LeaseBackend. A lease that is no longer held
-// is returned as it is.
-func (b *Backend) Release(ctx context.Context, id, owner string, now time.Time, g fencegate.Guard) (fencegate.Lease, error) {
+// is returned as it is, released false.
+func (b *Backend) Release(ctx context.Context, id, owner string, now time.Time, g fencegate.Guard) (fencegate.Lease, bool, error) {
 	var out fencegate.Lease
+	released := false
 	err := pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
+		released = false
 		if err := checkGuard(ctx, tx, g); err != nil {
 			return err
 		}
@@ -285,10 +287,10 @@ func (b *Backend) Release(ctx context.Context, id, owner string, now time.Time, 
 		if err != nil {
 			return err
 		}
-		out = l.at(now)
+		out, released = l.at(now), true
 		return nil
 	})
-	return out, translate(err, "release")
+	return out, released && err == nil, translate(err, "release")
 }
 
 // Lease implements fencegate.LeaseBackend.

@@ -253,13 +253,15 @@ func (b *Backend) Renew(ctx context.Context, id, owner string, ttl time.Duration
 }
 
 // Release implements fencegate.LeaseBackend. A lease that is no longer held
-// is returned as it is.
-func (b *Backend) Release(ctx context.Context, id, owner string, now time.Time, g fencegate.Guard) (fencegate.Lease, error) {
+// is returned as it is, released false: the script answers it with status
+// KEPT instead of OK.
+func (b *Backend) Release(ctx context.Context, id, owner string, now time.Time, g fencegate.Guard) (fencegate.Lease, bool, error) {
 	at, _, err := stamps(now, 0)
 	if err != nil {
-		return fencegate.Lease{}, err
+		return fencegate.Lease{}, false, err
 	}
-	return b.mutate(ctx, releaseScript, "release", now, g, id, owner, at, b.keep(0))
+	l, status, err := b.mutateStatus(ctx, releaseScript, "release", now, g, id, owner, at, b.keep(0))
+	return l, err == nil && status == "OK", err
 }
 
 // Lease implements fencegate.LeaseBackend with one HGETALL.
@@ -297,18 +299,26 @@ func (b *Backend) run(ctx context.Context, s *redis.Script, args ...any) ([]stri
 // A script error is translated, and the guard's refusal is
 // COORDINATION_STATE_LOST (refused).
 func (b *Backend) mutate(ctx context.Context, s *redis.Script, what string, now time.Time, g fencegate.Guard, args ...any) (fencegate.Lease, error) {
+	l, _, err := b.mutateStatus(ctx, s, what, now, g, args...)
+	return l, err
+}
+
+// mutateStatus is mutate that also returns the status of the script's
+// reply when it answered a lease ("OK", or "KEPT" for a release that found
+// the lease no longer held).
+func (b *Backend) mutateStatus(ctx context.Context, s *redis.Script, what string, now time.Time, g fencegate.Guard, args ...any) (fencegate.Lease, string, error) {
 	reply, err := b.run(ctx, s, append(args, g.Incarnation, strconv.FormatUint(g.MinRevision, 10))...)
 	if err != nil {
-		return fencegate.Lease{}, translate(err, what)
+		return fencegate.Lease{}, "", translate(err, what)
 	}
 	if err := refused(reply, g); err != nil {
-		return fencegate.Lease{}, err
+		return fencegate.Lease{}, "", err
 	}
 	l, err := b.answer(reply, now, what)
 	if err == nil {
 		err = b.replicate(ctx, what)
 	}
-	return l, err
+	return l, reply[0], err
 }
 
 // keep is the record PEXPIRE in milliseconds for a lease of ttl, "0" for none.
@@ -341,7 +351,7 @@ func (b *Backend) answer(reply []string, now time.Time, op string) (fencegate.Le
 		return fencegate.Lease{}, fencegate.Errorf(fencegate.CodeInternal, "%s: empty script reply", op)
 	}
 	switch reply[0] {
-	case "OK":
+	case "OK", "KEPT":
 		if len(reply) == 1 {
 			return fencegate.Lease{}, nil
 		}

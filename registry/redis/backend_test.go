@@ -61,7 +61,7 @@ func TestOpenPingsAndUsesThePrefix(t *testing.T) {
 	if live <= 0 || live > time.Minute || rec <= time.Hour {
 		t.Fatalf("live key TTL %v (want ≤ lease TTL), record TTL %v (want > retention)", live, rec)
 	}
-	if _, err := b.Release(ctx, l.ID, l.Owner, leasetest.T0, fencegate.Guard{}); err != nil {
+	if _, _, err := b.Release(ctx, l.ID, l.Owner, leasetest.T0, fencegate.Guard{}); err != nil {
 		t.Fatalf("release: %v", err)
 	}
 	if n, _ := c.Exists(ctx, prefix+"live:db/a").Result(); n != 0 {
@@ -106,7 +106,7 @@ func TestFencesAbove2To53StayExact(t *testing.T) {
 		if l.FenceToken != want {
 			t.Fatalf("want fence %d, got %d", want, l.FenceToken)
 		}
-		if _, err := b.Release(ctx, l.ID, l.Owner, leasetest.T0, fencegate.Guard{}); err != nil {
+		if _, _, err := b.Release(ctx, l.ID, l.Owner, leasetest.T0, fencegate.Guard{}); err != nil {
 			t.Fatalf("release: %v", err)
 		}
 	}

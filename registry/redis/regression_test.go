@@ -29,7 +29,7 @@ func TestRestoredSnapshotRegressesFences(t *testing.T) {
 		if err != nil {
 			t.Fatalf("acquire: %v", err)
 		}
-		if _, err := b.Release(ctx, l.ID, l.Owner, leasetest.T0, fencegate.Guard{}); err != nil {
+		if _, _, err := b.Release(ctx, l.ID, l.Owner, leasetest.T0, fencegate.Guard{}); err != nil {
 			t.Fatalf("release: %v", err)
 		}
 		return l.FenceToken

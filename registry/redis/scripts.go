@@ -51,9 +51,10 @@ local function guard(inc, minrev)
   if gt(minrev, rev) then return {'ROLLED_BACK', rev} end
   return nil
 end
-local function reply(lk)
+-- reply answers the lease record lk with status (default 'OK').
+local function reply(lk, status)
   local r = redis.call('HGETALL', lk)
-  table.insert(r, 1, 'OK')
+  table.insert(r, 1, status or 'OK')
   return r
 end
 -- keep refreshes the retention of a lease record and its request key.
@@ -136,7 +137,7 @@ return reply(lk)
 
 // releaseScript: ARGV 2 lease ID, 3 owner, 4 now, 5 retention ms, 6 expected
 // incarnation ("" checks nothing), 7 minimum revision. A lease no longer
-// held is returned unchanged.
+// held is returned unchanged, with status KEPT (OK: this call released it).
 var releaseScript = redis.NewScript(luaCommon + `
 local refused = guard(ARGV[6], ARGV[7])
 if refused then return refused end
@@ -145,7 +146,7 @@ local lk = P .. 'lease:' .. id
 local f = redis.call('HMGET', lk, 'owner', 'state', 'exp', 'resource')
 if not f[1] then return {'NOT_FOUND'} end
 if f[1] ~= ARGV[3] then return {'OWNER'} end
-if f[2] ~= 'HELD' or not (ARGV[4] < f[3]) then return reply(lk) end
+if f[2] ~= 'HELD' or not (ARGV[4] < f[3]) then return reply(lk, 'KEPT') end
 if not bump(KEYS[1]) then return {'EXHAUSTED'} end
 redis.call('HSET', lk, 'state', 'RELEASED')
 keep(lk, ARGV[5])
