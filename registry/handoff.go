@@ -35,10 +35,14 @@ func (r *Registry) ended(resource string, t time.Time) {
 	}
 }
 
-// granted reports the handoff to l, if the end of its predecessor is known
-// and precedes it; the end is forgotten either way.
-func (r *Registry) granted(l fencegate.Lease) {
-	if r.handoffObs == nil {
+// granted reports the handoff to l, answered to an acquisition that asked
+// for a new lease with ID newID, if the end of its predecessor is known and
+// precedes it; the end is forgotten either way. A repeat of an earlier
+// acquisition (same owner and request ID) is answered with the first lease,
+// not newID: it grants nothing, so it neither reports nor forgets the end,
+// which belongs to the next new lease.
+func (r *Registry) granted(l fencegate.Lease, newID string) {
+	if r.handoffObs == nil || l.ID != newID {
 		return
 	}
 	end, ok := r.handoff.ends.Peek(l.Resource)

@@ -207,7 +207,7 @@ func (r *Registry) Acquire(ctx context.Context, owner string, p AcquireParams) (
 	if err := r.rememberIssued(l); err != nil {
 		return Issued{}, err // the lease is kept: asking again with the request ID returns it
 	}
-	r.granted(l)
+	r.granted(l, req.LeaseID)
 	return r.issue(l, now)
 }
 
@@ -251,17 +251,20 @@ func (r *Registry) Renew(ctx context.Context, owner, leaseID string, ttl time.Du
 }
 
 // Release ends owner's lease; releasing a lease that is no longer held
-// returns it unchanged.
+// returns it unchanged. Only the call that ended the lease (as the backend
+// reports it, not a retry finding it RELEASED already) marks the start of a
+// handoff.
 func (r *Registry) Release(ctx context.Context, owner, leaseID string) (fencegate.Lease, error) {
 	now := r.now()
 	var l fencegate.Lease
+	var released bool
 	err := r.underGuard(ctx, now, r.mutationGuard(ctx), func(g fencegate.Guard) (err error) {
-		l, _, err = r.backend.Release(ctx, leaseID, owner, now, g)
+		l, released, err = r.backend.Release(ctx, leaseID, owner, now, g)
 		return err
 	})
 	if err == nil {
 		r.observeBackend(ctx)
-		if l.State == fencegate.StateReleased {
+		if released {
 			r.ended(l.Resource, now)
 		}
 		r.released.wake(l.Resource)
