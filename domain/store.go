@@ -229,7 +229,10 @@ type Compactor interface {
 	// (COMMITTED, FAILED or NOT_APPLIED) before `before`, oldest first within
 	// each state, with their index entries, and returns how many it deleted. It never deletes a
 	// PENDING or UNKNOWN receipt, the receipt of a resource's last accepted
-	// segment (its highest fence and last segment), nor a receipt that a
+	// segment (its highest fence and last segment), nor, while the resource
+	// has a receipt pending, the one of the segment before it at that fence
+	// (a FAILED or NOT_APPLIED settle gives the last segment back, making
+	// that one the last accepted segment again), nor a receipt that a
 	// quarantine record names. Fence state, versions, bindings and quarantine
 	// records are kept, so the fence rules answer as before: a compacted
 	// segment's replay is refused (SEGMENT_OUT_OF_ORDER or STALE_OWNER) rather

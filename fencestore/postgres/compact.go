@@ -13,7 +13,10 @@ var _ fencegate.Compactor = (*Store)(nil)
 // the by-state index (state, created_at) of each settled state up to `before` (a receipt settled
 // before it was created before it), locks what it deletes with SKIP LOCKED
 // so that it never waits for, or holds up, an admission or settle, and
-// leaves a resource's last accepted segment and quarantined receipts alone.
+// leaves a resource's last accepted segment (and, while a receipt of the
+// resource is pending, the segment before it at the same fence, which a
+// give-back makes last again: fencerules.Compactable) and quarantined
+// receipts alone.
 func (s *Store) CompactReceipts(ctx context.Context, before time.Time, limit int) (int, error) {
 	if limit <= 0 {
 		return 0, nil
@@ -27,7 +30,9 @@ func (s *Store) CompactReceipts(ctx context.Context, before time.Time, limit int
 			SELECT r.receipt_id FROM fence_receipts r
 			WHERE r.state = $3 AND r.created_at < $1 AND r.settled_at < $1
 			  AND NOT EXISTS (SELECT 1 FROM fence_resources f WHERE f.resource = r.resource
-			                  AND f.highest_fence = r.fence_token AND f.last_segment_seq = r.segment)
+			                  AND f.highest_fence = r.fence_token
+			                  AND (f.last_segment_seq = r.segment
+			                       OR (f.pending_receipt <> '' AND f.last_segment_seq = r.segment + 1)))
 			  AND NOT EXISTS (SELECT 1 FROM fence_quarantine q WHERE q.receipt_id = r.receipt_id)
 			ORDER BY r.created_at, r.receipt_id LIMIT $2
 			FOR UPDATE OF r SKIP LOCKED)

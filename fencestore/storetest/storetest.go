@@ -73,6 +73,7 @@ func Run(t *testing.T, open func(t *testing.T) fencegate.FenceStore) {
 		{"ConcurrentAdmissionsIsolateAFailingMember", concurrentAdmissionsIsolateAFailingMember},
 		{"GroupCommitsCountAdmissionsAndSettles", groupCommitsCountAdmissionsAndSettles},
 		{"CompactionKeepsWhatRulesAndReplaysNeed", compactionKeepsWhatRulesAndReplaysNeed},
+		{"CompactionKeepsTheSegmentAGiveBackMakesLast", compactionKeepsTheSegmentAGiveBackMakesLast},
 		{"PriorIsAppliedBeforeTheSegment", priorIsAppliedBeforeTheSegment},
 		{"PriorCommitsWhateverTheSegmentsVerdict", priorCommitsWhateverTheSegmentsVerdict},
 		{"ReplayWithAPrior", replayWithAPrior},

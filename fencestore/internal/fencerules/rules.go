@@ -324,6 +324,13 @@ func CheckUnbind(bound, target, resource string, row fencegate.ResourceState) er
 // (COMMITTED, FAILED or NOT_APPLIED) before `before`, not the receipt of its
 // resource's last accepted segment (row, the resource's state), and named by
 // no quarantine record (quarantined).
+//
+// While the row has a receipt pending (PENDING or UNKNOWN: row.PendingReceipt),
+// the segment before the last one at the highest fence is kept too: that
+// receipt may yet settle FAILED or NOT_APPLIED, and SettleRow then gives its
+// segment back, so the one before it is the last accepted segment again and
+// its replay must answer the original receipt. A segment under a lower fence
+// is never given back to (a new fence starts at segment 1), so it is not kept.
 func Compactable(r *fencegate.Receipt, row fencegate.ResourceState, quarantined bool, before time.Time) bool {
 	switch r.State {
 	case fencegate.ReceiptCommitted, fencegate.ReceiptFailed, fencegate.ReceiptNotApplied:
@@ -333,5 +340,11 @@ func Compactable(r *fencegate.Receipt, row fencegate.ResourceState, quarantined 
 	if r.SettledAt == nil || !r.SettledAt.Before(before) || !r.CreatedAt.Before(before) || quarantined {
 		return false
 	}
-	return row.HighestFence != r.FenceToken || row.LastSegmentSeq != r.Segment
+	if row.HighestFence != r.FenceToken {
+		return true
+	}
+	if row.LastSegmentSeq == r.Segment {
+		return false // the last accepted segment
+	}
+	return row.PendingReceipt == "" || row.LastSegmentSeq != r.Segment+1 // the one a give-back makes last
 }
