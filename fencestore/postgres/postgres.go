@@ -71,6 +71,8 @@ type Store struct {
 	pool   *pgxpool.Pool
 	writes group[*writeCall] // admissions and settles, batched together
 	known  known             // what this process last committed (fast.go)
+	// compact is where CompactReceipts resumes its walk of each state.
+	compact compactFrom
 	// fast counts batches committed on the fast path; missed, those it
 	// rolled back and ran again under the locks.
 	fast, missed atomic.Int64
