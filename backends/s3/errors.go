@@ -67,6 +67,11 @@ func missingKey(err error) bool {
 	return code == "NoSuchKey"
 }
 
+// notFound reports a 404 answer, or an error code naming a missing object.
+func notFound(st int, code string) bool {
+	return st == http.StatusNotFound || code == "NoSuchKey" || code == "NotFound"
+}
+
 func isPrecondition(err error) bool {
 	st, code := status(err)
 	return st == http.StatusPreconditionFailed || code == "PreconditionFailed"
@@ -79,7 +84,9 @@ func isPrecondition(err error) bool {
 // ("try again", AWS's conditional-writes documentation), and that write
 // may be this one's own earlier attempt whose answer was lost, which may
 // still land; a mutation's outcome is then unknown (the reconciler settles
-// it from the object's metadata after the write's expiry).
+// it from the object's metadata after the write's expiry). NOT_FOUND answers
+// reads only: a 404 to a mutation (NoSuchUpload, or NoSuchKey to a write
+// without If-Match) is no definite answer unless it proves not applied.
 func (s *Store) translate(err error, op, key string, mutation bool) error {
 	st, code := status(err)
 	what := fmt.Sprintf("store %q: %s %q", s.name, op, key)
@@ -93,7 +100,17 @@ func (s *Store) translate(err error, op, key string, mutation bool) error {
 		return fencegate.Wrap(err, fencegate.CodeBackendUnavailable, what+": a conflicting conditional write to the key stayed in progress: no definite answer")
 	case code == "NoSuchBucket":
 		return fencegate.Wrap(err, fencegate.CodeBackendUnavailable, what+": bucket does not exist")
-	case st == http.StatusNotFound || code == "NoSuchKey" || code == "NotFound":
+	case code == "NoSuchUpload" || (mutation && notFound(st, code)):
+		// A write's 404 says nothing about the object (the one that does,
+		// If-Match on a missing key, is the caller's failed precondition),
+		// and a multipart upload's NoSuchUpload is no missing object: a
+		// CompleteMultipartUpload retried after its answer was lost meets
+		// it when its first attempt completed the upload.
+		if mutation && !errors.Is(err, fencegate.ErrNotApplied) { // not refused on its only attempt (refusedOnce)
+			return fencegate.Wrap(&uncertain{err}, fencegate.CodeBackendUnavailable, what+": no definite answer ("+code+")")
+		}
+		return fencegate.Wrap(err, fencegate.CodeBackendUnavailable, what+": refused ("+code+")")
+	case notFound(st, code):
 		return fencegate.Wrap(err, fencegate.CodeNotFound, what+": not found")
 	case st == http.StatusNotImplemented || code == "NotImplemented":
 		return fencegate.Wrap(err, fencegate.CodeUnsupported, what+": not implemented by the store")

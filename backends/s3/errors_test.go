@@ -184,3 +184,17 @@ func TestRefusalAfterARetryProvesNothing(t *testing.T) {
 		}
 	})
 }
+
+// Rule: NOT_FOUND answers reads only. A 404 answered to a write, other than
+// NoSuchKey to an If-Match (the failed condition), says nothing of the
+// object: BACKEND_UNAVAILABLE, never NOT_FOUND.
+func TestNotFoundAnsweredToAWriteIsNotNotFound(t *testing.T) {
+	eachPath(t, func(t *testing.T, ctx context.Context) {
+		for _, code := range []string{"NoSuchKey", "NoSuchUpload", ""} {
+			s := answering(t, func(w http.ResponseWriter, r *http.Request) { s3Error(w, 404, code) })
+			if err := put(ctx, s, ""); fencegate.ErrorCode(err) != fencegate.CodeBackendUnavailable {
+				t.Errorf("404 %q to an If-None-Match put: %v; want BACKEND_UNAVAILABLE", code, err)
+			}
+		}
+	})
+}
