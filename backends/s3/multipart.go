@@ -15,7 +15,22 @@ import (
 // putMultipart uploads a large body in parts and completes the upload under
 // the request's condition; nothing is visible before completion, so only the
 // completion can have an uncertain outcome. Failed uploads are aborted.
-func (s *Store) putMultipart(ctx context.Context, req fencegate.PutRequest, body io.ReadSeeker, start int64) (etag string, err error) {
+//
+// A completion answered 409 ConditionalRequestConflict is not sent again:
+// AWS's CompleteMultipartUpload reference (If-Match, If-None-Match) says "If
+// a conflicting operation occurs during the upload S3 returns a 409
+// ConditionalRequestConflict response. On a 409 failure you should
+// re-initiate the multipart upload with CreateMultipartUpload and re-upload
+// each part" (https://docs.aws.amazon.com/AmazonS3/latest/API/API_CompleteMultipartUpload.html);
+// the same completion sent again meets 404 NoSuchUpload. So the upload is
+// aborted and the whole upload started afresh from the (seekable) body, at
+// most conflictRetries times, with retryConflict's backoff, while the
+// context lasts and the landing deadline has not passed. Each completion
+// carries the same condition, so a fresh upload never lands over an earlier
+// one of this write that did (it fails its condition, which the gateway
+// reconciles from the object). A conflict that outlasts them is translated
+// as any persistent 409 is: no definite answer.
+func (s *Store) putMultipart(ctx context.Context, req fencegate.PutRequest, body io.ReadSeeker, start int64) (string, error) {
 	if !s.Capabilities().ConditionalMultipart {
 		return "", fencegate.Errorf(fencegate.CodeUnsupported,
 			"store %q: object of %d bytes needs a multipart upload, and the store ignores conditions on completing one", s.name, req.Size)
@@ -26,6 +41,35 @@ func (s *Store) putMultipart(ctx context.Context, req fencegate.PutRequest, body
 			return "", s.precondition(errPrecondition, "put", req.Key)
 		}
 	}
+	delay := firstConflictDelay
+	for i := 0; ; i++ {
+		etag, err := s.uploadOnce(ctx, req, body, start)
+		var ce *completionError
+		if !errors.As(err, &ce) {
+			return etag, err // done, or failed before the completion (translated)
+		}
+		if isConflict(ce.err) && i < conflictRetries && backoff(ctx, &delay) && s.checkLandBy(ctx, "put", req.Key) == nil {
+			continue // re-initiate: the conflicting upload was aborted
+		}
+		if req.IfMatch != "" && missingKey(ce.err) {
+			return "", s.precondition(ce.err, "complete multipart upload of", req.Key)
+		}
+		return "", s.translate(ce.err, "complete multipart upload of", req.Key, true)
+	}
+}
+
+// completionError carries the untranslated error of CompleteMultipartUpload
+// out of uploadOnce, for putMultipart to retry or translate.
+type completionError struct{ err error }
+
+func (e *completionError) Error() string { return e.err.Error() }
+func (e *completionError) Unwrap() error { return e.err }
+
+// uploadOnce runs one multipart upload of req: CreateMultipartUpload, the
+// parts, then CompleteMultipartUpload under req's condition; the upload is
+// aborted when any step fails. An error before the completion is
+// translated; the completion's own is returned as a *completionError.
+func (s *Store) uploadOnce(ctx context.Context, req fencegate.PutRequest, body io.ReadSeeker, start int64) (etag string, err error) {
 	key := s.full(req.Key)
 	cin := &s3.CreateMultipartUploadInput{Bucket: &s.bucket, Key: key, Metadata: encodeMeta(req.Metadata())}
 	if req.ContentType != "" {
@@ -65,17 +109,9 @@ func (s *Store) putMultipart(ctx context.Context, req fencegate.PutRequest, body
 	} else {
 		in.IfMatch = aws.String(req.IfMatch)
 	}
-	var out *s3.CompleteMultipartUploadOutput
-	err = retryConflict(ctx, func() error {
-		var err error
-		out, err = s.client.CompleteMultipartUpload(ctx, in, landByOptions(ctx)...)
-		return err
-	})
+	out, err := s.client.CompleteMultipartUpload(ctx, in, landByOptions(ctx)...)
 	if err != nil {
-		if req.IfMatch != "" && missingKey(err) {
-			return "", s.precondition(err, "complete multipart upload of", req.Key)
-		}
-		return "", s.translate(err, "complete multipart upload of", req.Key, true)
+		return "", &completionError{err}
 	}
 	return aws.ToString(out.ETag), nil
 }

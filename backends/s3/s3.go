@@ -352,22 +352,32 @@ func (s *Store) Head(ctx context.Context, key string) (fencegate.ObjectInfo, err
 		ContentType: aws.ToString(out.ContentType), Metadata: decodeMeta(out.Metadata), LastModified: aws.ToTime(out.LastModified)}, nil
 }
 
+// firstConflictDelay is the backoff before the first retry after a 409
+// ConditionalRequestConflict; it doubles with each retry.
+const firstConflictDelay = 20 * time.Millisecond
+
 // retryConflict runs op, retrying with jittered backoff while the store answers
 // 409 ConditionalRequestConflict (a concurrent conditional write in flight).
 func retryConflict(ctx context.Context, op func() error) error {
-	delay := 20 * time.Millisecond
+	delay := firstConflictDelay
 	for i := 0; ; i++ {
 		err := op()
-		if err == nil || !isConflict(err) || i == conflictRetries {
+		if err == nil || !isConflict(err) || i == conflictRetries || !backoff(ctx, &delay) {
 			return err
 		}
-		t := time.NewTimer(delay + rand.N(delay))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return err
-		case <-t.C:
-		}
-		delay *= 2
 	}
+}
+
+// backoff waits *delay plus up to as much again (jitter) and doubles
+// *delay; false when ctx ended first.
+func backoff(ctx context.Context, delay *time.Duration) bool {
+	t := time.NewTimer(*delay + rand.N(*delay))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+	}
+	*delay *= 2
+	return true
 }
