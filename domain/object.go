@@ -244,7 +244,10 @@ type ObjectStore interface {
 	Name() string
 	// Put writes the object if the condition holds and returns its new ETag.
 	Put(ctx context.Context, req PutRequest) (etag string, err error)
-	// Delete removes the object if its ETag equals ifMatch.
+	// Delete removes the object if its ETag equals ifMatch. On a missing
+	// key the condition does not hold: it fails with cause
+	// ErrPreconditionFailed, or (S3 stores differ) does nothing and
+	// succeeds; never NOT_FOUND.
 	Delete(ctx context.Context, key, ifMatch string) error
 	// Get opens the object. NOT_FOUND if it does not exist.
 	Get(ctx context.Context, key string) (io.ReadCloser, ObjectInfo, error)

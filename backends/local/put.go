@@ -111,8 +111,11 @@ func cancelled(err error, op string) error {
 	return fencegate.Wrap(err, fencegate.CodeBackendUnavailable, op+" cancelled before it was applied")
 }
 
-// Delete removes the object if its ETag equals ifMatch. NOT_FOUND if it does
-// not exist; a different ETag fails with cause ErrPreconditionFailed.
+// Delete removes the object if its ETag equals ifMatch. A different ETag, or
+// no object at all (If-Match on a missing key does not hold, as S3 answers
+// it), fails with cause ErrPreconditionFailed, never NOT_FOUND: the
+// gateway's ObjectDelete reads the key after a failed condition and finds
+// the state it asked for.
 func (s *Store) Delete(ctx context.Context, key, ifMatch string) error {
 	if err := fencegate.CheckName(key); err != nil {
 		return err

@@ -1,9 +1,10 @@
 // Package objecttest is the contract suite every fencegate.ObjectStore backend
-// must pass: conditional creates and replaces, conditional deletes, NOT_FOUND
-// for missing keys, metadata and content type kept with the object, and exactly
-// one winner among concurrent writers chained on the same ETag; and, for a
-// backend that stages (fencegate.ObjectStager), that staging changes nothing
-// until the staged put, which keeps Put's contract (stage.go).
+// must pass: conditional creates and replaces, conditional deletes (of a
+// missing key too), NOT_FOUND for missing keys, metadata and content type
+// kept with the object, and exactly one winner among concurrent writers
+// chained on the same ETag; and, for a backend that stages
+// (fencegate.ObjectStager), that staging changes nothing until the staged
+// put, which keeps Put's contract (stage.go).
 package objecttest
 
 import (
@@ -71,6 +72,7 @@ func Run(t *testing.T, open func(t *testing.T) fencegate.ObjectStore, opts ...Op
 	if o.conditionalDelete {
 		tests = append(tests, subtest{"DeleteWithWrongETagKeepsObject", testDeleteWrongETag},
 			subtest{"DeleteWithRightETagRemoves", testDeleteRightETag},
+			subtest{"DeleteOfMissingKeyFailsItsConditionOrIsANoOp", testDeleteMissing},
 			subtest{"DeletePastItsLandingDeadlineKeepsObject", testDeleteLandByPassed})
 	} else {
 		tests = append(tests, subtest{"DeleteIsUnsupported", testDeleteUnsupported})
@@ -391,6 +393,20 @@ func testDeleteRightETag(t *testing.T, s fencegate.ObjectStore) {
 	}
 	// The key can be created again.
 	Create(t, s, key, "again")
+}
+
+// testDeleteMissing: a conditional delete of a key that never existed
+// fails its condition (cause ErrPreconditionFailed: what the gateway's
+// ObjectDelete reconciles, finding the key absent, to COMMITTED) or is a
+// no-op (S3 stores differ); never NOT_FOUND or another error, which the
+// gateway would leave UNKNOWN. Nothing is created.
+func testDeleteMissing(t *testing.T, s fencegate.ObjectStore) {
+	key := Key("del-missing")
+	if err := s.Delete(context.Background(), key, `"00000000000000000000000000000000"`); err != nil {
+		RequirePrecondition(t, err, "conditional delete of a key that never existed")
+	}
+	_, err := s.Head(context.Background(), key)
+	RequireCode(t, err, fencegate.CodeNotFound, "head after a delete of a missing key")
 }
 
 func testDeleteUnsupported(t *testing.T, s fencegate.ObjectStore) {
