@@ -2,9 +2,11 @@
 // must pass: conditional creates and replaces, conditional deletes (of a
 // missing key too), NOT_FOUND for missing keys, metadata and content type
 // kept with the object, and exactly one winner among concurrent writers
-// chained on the same ETag; and, for a backend that stages
+// chained on the same ETag; for a backend that stages
 // (fencegate.ObjectStager), that staging changes nothing until the staged
-// put, which keeps Put's contract (stage.go).
+// put, which keeps Put's contract (stage.go); and for a backend that lists
+// (fencegate.ObjectLister), paging in key order without its hidden keys
+// (list.go).
 package objecttest
 
 import (
@@ -29,6 +31,7 @@ type Option func(*options)
 type options struct {
 	conditionalDelete bool
 	concurrency       int
+	hidden            []string // WithHiddenKeys
 }
 
 // WithoutConditionalDelete declares that the store cannot delete on an ETag
@@ -79,6 +82,9 @@ func Run(t *testing.T, open func(t *testing.T) fencegate.ObjectStore, opts ...Op
 	}
 	if _, ok := open(t).(fencegate.ObjectStager); ok {
 		tests = append(tests, stagerTests...)
+	}
+	if _, ok := open(t).(fencegate.ObjectLister); ok {
+		tests = append(tests, listTests(o)...)
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open(t)) })

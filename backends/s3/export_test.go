@@ -7,3 +7,6 @@ func ViaSDK(s *Store) *Store { s.tmpl = nil; return s }
 
 // Direct reports whether s sends single presigned PUTs itself.
 func Direct(s *Store) bool { return s.tmpl != nil }
+
+// ProbeDir is where Probe writes its scratch keys, which List never shows.
+const ProbeDir = probeDir
