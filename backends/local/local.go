@@ -15,9 +15,9 @@
 // removes them. File names are hashes, so no key can escape dir. It is the
 // layout earlier versions wrote; they and this one read each other's files.
 // A trailer holds at most 1 MiB of JSON (and its padding), what a read
-// accepts: a write whose key, content type and metadata would make it
-// longer is refused INVALID_REQUEST before anything is written
-// (checkTrailer).
+// accepts: fencegate.PutRequest.Validate, which Put and Stage call before
+// anything is written, bounds the key, content type and user metadata
+// (INVALID_REQUEST past them) far below that.
 //
 // # Durability: a Put step by step
 //

@@ -42,8 +42,8 @@ type trailer struct {
 // the body's n bytes (or nothing, when the body was streamed), padding the
 // file to padTo, or to reuse (a reused file's length) when that is at
 // most maxPad longer. It refuses a trailer whose JSON is longer than
-// maxTrailer, which readTrailer would refuse (checkTrailer refuses the
-// write before anything is written; this is the last guard).
+// maxTrailer, which readTrailer would refuse (PutRequest.Validate's bounds
+// refuse such a write before anything is written; this is the last guard).
 func encodeTrailer(buf []byte, n int64, tr trailer, reuse int64) ([]byte, error) {
 	start := len(buf)
 	buf, err := appendTrailerJSON(buf, tr)
