@@ -1,6 +1,7 @@
 package client
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -59,6 +60,32 @@ func (f *fakeGateway) hold(route string) *gate {
 }
 
 const statusLife = 5 * time.Second
+
+// deadlineCtx is a context whose deadline the test passes by hand (expire):
+// Done closes and Err is context.DeadlineExceeded, as for a timeout, with no
+// real time waited.
+type deadlineCtx struct {
+	context.Context
+	done chan struct{}
+	once sync.Once
+}
+
+func newDeadlineCtx() *deadlineCtx {
+	return &deadlineCtx{Context: context.Background(), done: make(chan struct{})}
+}
+
+func (c *deadlineCtx) Done() <-chan struct{} { return c.done }
+
+func (c *deadlineCtx) Err() error {
+	select {
+	case <-c.done:
+		return context.DeadlineExceeded
+	default:
+		return nil
+	}
+}
+
+func (c *deadlineCtx) expire() { c.once.Do(func() { close(c.done) }) }
 
 func newFake(t *testing.T) (*fakeGateway, *Client) {
 	return newFakeWith(t, WithSleep(noSleep))

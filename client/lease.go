@@ -286,9 +286,11 @@ func (l *Lease) Release(ctx context.Context) error {
 }
 
 // Refresh asks the registry for the lease's status (GET /v1/leases/{lease})
-// and keeps the fresh proof and the grant it is bound to. An uncertain or failed answer moves the lease to
-// OWNERSHIP_UNKNOWN, unless ctx ended (the caller's cancellation says
-// nothing about the lease); EXPIRED, RELEASED and REVOKED are taken as confirmed.
+// and keeps the fresh proof and the grant it is bound to. An uncertain or
+// failed answer moves the lease to OWNERSHIP_UNKNOWN, also one cut short by
+// ctx's deadline, unless the caller cancelled ctx (its cancellation says
+// nothing about the lease) or ctx had ended before the request was sent;
+// EXPIRED, RELEASED and REVOKED are taken as confirmed.
 func (l *Lease) Refresh(ctx context.Context) error {
 	l.mu.Lock()
 	if err := l.notHeldLocked(); err != nil {
@@ -297,11 +299,14 @@ func (l *Lease) Refresh(ctx context.Context) error {
 	}
 	id := l.info.Lease
 	l.unlock()
+	if err := ctx.Err(); err != nil {
+		return err // nothing sent, nothing learned
+	}
 	sent := l.c.now()
 	info, err := l.c.LeaseStatus(ctx, id)
 	l.mu.Lock()
 	defer l.unlock()
-	if err != nil && ctx.Err() != nil {
+	if err != nil && cancelledByCaller(ctx) {
 		// The caller gave up, not the registry: the lease is as it was
 		// (its local deadline still bounds it) and the next send refreshes.
 		return err

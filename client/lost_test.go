@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -175,5 +176,83 @@ func TestOnStateChangeOfACommitMayUseTheLease(t *testing.T) {
 	}
 	if len(next) != 1 || next[0] != 1 {
 		t.Fatalf("callback saw NextSegment %v, want [1] once", next)
+	}
+}
+
+// Rule (DESIGN §8, an uncertain renewal is OWNERSHIP_UNKNOWN): a renewal
+// that reached the registry and was cut short by its context's deadline
+// (fencectl run gives each one a third of the TTL) went unanswered in time:
+// the lease is OWNERSHIP_UNKNOWN, Lost closes and no further write is sent.
+// Only the caller's own cancellation leaves it HELD; a deadline that had
+// passed before anything was sent changes nothing.
+func TestATimedOutRenewalIsOwnershipUnknown(t *testing.T) {
+	f, l := held(t)
+	lost := l.Lost()
+	f.clock.Advance(ttl / 2) // past the renewal point, before the deadline
+	past := newDeadlineCtx()
+	past.expire()
+	if err := l.Tick(past); !errors.Is(err, context.DeadlineExceeded) || f.count("renew") != 0 {
+		t.Fatalf("a renewal whose deadline had passed: %v, %d sent", err, f.count("renew"))
+	}
+	wantState(t, l, StateHeld)
+
+	g := f.hold("renew")
+	var once sync.Once
+	release := func() { once.Do(func() { close(g.release) }) }
+	defer release()
+	ctx := newDeadlineCtx()
+	done := make(chan error, 1)
+	go func() { done <- l.Tick(ctx) }()
+	<-g.entered // the renewal reached the registry
+	ctx.expire()
+	err := <-done
+	release()
+	if !IsUncertain(err) {
+		t.Fatalf("the timed-out renewal answered %v, want an uncertain error", err)
+	}
+	wantState(t, l, StateOwnershipUnknown)
+	if !closed(lost) {
+		t.Fatal("Lost still open after a timed-out renewal")
+	}
+	_, err = l.Objects("bucket").Put(context.Background(), "jobs/a", strings.NewReader("x"), "")
+	wantCode(t, err, domain.CodeLeaseNotHeld)
+	if n := f.count("write"); n != 0 {
+		t.Fatalf("%d writes sent after a timed-out renewal", n)
+	}
+}
+
+// Rule (DESIGN §8, an uncertain status answer is OWNERSHIP_UNKNOWN): a
+// status check that reached the registry and was cut short by the write's
+// context deadline is OWNERSHIP_UNKNOWN: that write and every later one are
+// refused locally, and none is sent.
+func TestATimedOutStatusCheckIsOwnershipUnknown(t *testing.T) {
+	f, l := held(t)
+	lost := l.Lost()
+	g := f.hold("status")
+	var once sync.Once
+	release := func() { once.Do(func() { close(g.release) }) }
+	defer release()
+	f.clock.Advance(statusLife) // the proof needs a refresh before the next write
+	ctx := newDeadlineCtx()
+	done := make(chan error, 1)
+	go func() {
+		_, err := l.Objects("bucket").Put(ctx, "jobs/a", strings.NewReader("x"), "")
+		done <- err
+	}()
+	<-g.entered // the status check reached the registry
+	ctx.expire()
+	err := <-done
+	release()
+	if err == nil {
+		t.Fatal("the write whose status check timed out succeeded")
+	}
+	wantState(t, l, StateOwnershipUnknown)
+	if !closed(lost) {
+		t.Fatal("Lost still open after a timed-out status check")
+	}
+	_, err = l.Objects("bucket").Put(context.Background(), "jobs/a", strings.NewReader("x"), "")
+	wantCode(t, err, domain.CodeLeaseNotHeld)
+	if n := f.count("write"); n != 0 {
+		t.Fatalf("%d writes sent after a timed-out status check", n)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"strings"
 	"time"
 
@@ -18,7 +19,10 @@ var errDeadline = domain.Errorf(domain.CodeLeaseNotHeld, "local deadline passed 
 // the renewal point it renews (RENEWING); in OWNERSHIP_UNKNOWN it tries a
 // renewal, the only way back to HELD. While a renewal is in flight, a Tick
 // past the local deadline records OWNERSHIP_UNKNOWN, and the renewing Tick
-// has one made at the deadline. It returns the renewal's error, if any.
+// has one made at the deadline. A renewal cut short by ctx's deadline went
+// unanswered in time and is uncertain (OWNERSHIP_UNKNOWN); one the caller
+// cancelled (context.Canceled) leaves the lease as it was, bounded by its
+// local deadline. It returns the renewal's error, if any.
 func (l *Lease) Tick(ctx context.Context) error {
 	l.mu.Lock()
 	now := l.c.now()
@@ -37,6 +41,11 @@ func (l *Lease) Tick(ctx context.Context) error {
 	case l.state == StateHeld && now.Before(l.renewAt):
 		l.unlock()
 		return nil
+	}
+	if err := ctx.Err(); err != nil {
+		// Ended before anything was sent: nothing learned, nothing changed.
+		l.unlock()
+		return err
 	}
 	if l.state == StateHeld {
 		l.set(StateRenewing, nil)
@@ -76,10 +85,12 @@ func (l *Lease) Tick(ctx context.Context) error {
 		l.terminate(StateExpired, err) // the registry confirmed it
 	case code == domain.CodeEpochRevoked:
 		l.terminate(StateRevoked, err)
-	case ctx.Err() != nil:
+	case cancelledByCaller(ctx):
 		// The caller gave up, not the registry (as in Refresh): a renewal
 		// that may have landed only lengthens the lease, so it stays as it
-		// was, bounded by its local deadline.
+		// was, bounded by its local deadline. A deadline that passed
+		// (the caller's or a timeout's) is a renewal the registry did not
+		// answer in time: uncertain, OWNERSHIP_UNKNOWN (default).
 		switch {
 		case !l.c.now().Before(l.deadline):
 			l.toUnknown(errDeadline)
@@ -91,6 +102,13 @@ func (l *Lease) Tick(ctx context.Context) error {
 	}
 	return err
 }
+
+// cancelledByCaller reports whether ctx was cancelled by its caller
+// (context.Canceled), as opposed to a deadline that passed
+// (context.DeadlineExceeded). Only a cancellation says that the caller gave
+// up and nothing was learned; a request cut short by a deadline went
+// unanswered in time, which is an uncertain answer.
+func cancelledByCaller(ctx context.Context) bool { return errors.Is(ctx.Err(), context.Canceled) }
 
 // deadlineWhileRenewingLocked records OWNERSHIP_UNKNOWN (Lost closes) when
 // the local deadline has passed while a renewal is in flight (and may hang),
