@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"sync"
 	"time"
@@ -20,8 +21,10 @@ import (
 //
 // Once refused for good — STALE_OWNER, FENCE_REGRESSION, a delegation the
 // registry no longer states (revoked or unknown: DELEGATION_INVALID), or a
-// lease the registry states no longer held — the writer sends nothing more
-// and answers every later write with that cause (Err). It is safe for
+// lease the registry states no longer held (LEASE_NOT_HELD, refused locally
+// before anything is sent, as the owner's writers refuse: a gateway in
+// shadow mode would forward the write) — the writer sends nothing more and
+// answers every later write with that cause (Err). It is safe for
 // concurrent use; a retry of a segment whose outcome was unknown is
 // answered by the gateway from the original receipt.
 type DelegatedWriter struct {
@@ -32,8 +35,7 @@ type DelegatedWriter struct {
 	noProofs bool
 
 	mu        sync.Mutex
-	proof     string
-	held      bool // the proof states HELD
+	proof     string // states HELD
 	refreshAt time.Time
 	cause     error
 }
@@ -108,7 +110,7 @@ func (w *DelegatedWriter) Call(ctx context.Context, api, method, path string, se
 // a fresh proof; refusals for good stop the writer.
 func (w *DelegatedWriter) send(ctx context.Context, write func(context.Context, Fence) error, seg uint64) error {
 	for attempt := 0; ; attempt++ {
-		proof, held, err := w.ready(ctx)
+		proof, err := w.ready(ctx)
 		if err != nil {
 			return err
 		}
@@ -118,9 +120,6 @@ func (w *DelegatedWriter) send(ctx context.Context, write func(context.Context, 
 			return nil
 		case code == domain.CodeStaleOwner || code == domain.CodeFenceRegression:
 			w.stop(err)
-		case code == domain.CodeStatusInvalid && !held && !w.noProofs:
-			// The registry stated the lease no longer held, and the gateway agrees.
-			w.stop(err)
 		case (code == domain.CodeStatusInvalid || code == domain.CodeEpochRevoked) && attempt == 0:
 			w.expire()
 			continue
@@ -129,21 +128,22 @@ func (w *DelegatedWriter) send(ctx context.Context, write func(context.Context, 
 	}
 }
 
-// ready returns the proof to send (none without proofs) and whether it
-// states HELD, asking the registry when the proof is due for refresh.
-func (w *DelegatedWriter) ready(ctx context.Context) (string, bool, error) {
+// ready returns the proof to send (none without proofs), asking the
+// registry when the proof is due for refresh. A lease the registry states
+// not HELD stops the writer for good with LEASE_NOT_HELD, nothing sent.
+func (w *DelegatedWriter) ready(ctx context.Context) (string, error) {
 	w.mu.Lock()
 	if w.cause != nil {
 		defer w.mu.Unlock()
-		return "", false, w.cause
+		return "", w.cause
 	}
 	if w.noProofs {
 		w.mu.Unlock()
-		return "", true, nil
+		return "", nil
 	}
 	if w.proof != "" && w.c.now().Before(w.refreshAt) {
 		defer w.mu.Unlock()
-		return w.proof, w.held, nil
+		return w.proof, nil
 	}
 	w.mu.Unlock()
 	sent := w.c.now()
@@ -153,24 +153,37 @@ func (w *DelegatedWriter) ready(ctx context.Context) (string, bool, error) {
 	switch code := domain.ErrorCode(err); {
 	case err == nil:
 	case code == domain.CodeDelegationInvalid || code == domain.CodeOwnerMismatch:
-		w.cause = err // revoked, forgotten, or not ours: never again
-		return "", false, err
+		if w.cause == nil {
+			w.cause = err // revoked, forgotten, or not ours: never again
+		}
+		return "", w.cause
 	default:
-		return "", false, err
+		return "", err
 	}
-	w.proof, w.held = st.StatusProof, st.State == domain.StateHeld
+	if w.cause != nil {
+		return "", w.cause // stopped while the registry was asked
+	}
+	if st.State != domain.StateHeld {
+		// EXPIRED, RELEASED and REVOKED are final: the owner's writers send
+		// nothing more once the registry states them, and neither does the
+		// delegate.
+		w.cause = &domain.Error{Code: domain.CodeLeaseNotHeld, Message: fmt.Sprintf(
+			"registry reports lease %s %s for delegation %s: no new effect is sent", w.claims.Lease, st.State, w.claims.ID)}
+		w.proof = ""
+		return "", w.cause
+	}
+	w.proof = st.StatusProof
 	// Refreshed at 4/5 of its life, by the answer's expiry and the proof's
-	// own iat/exp (robust to clock skew); one that does not state HELD is
-	// asked again next time.
+	// own iat/exp (robust to clock skew).
 	life := st.StatusExpiresAt.Sub(sent)
 	if pl, ok := proofLife(st.StatusProof); ok {
 		life = min(life, pl)
 	}
 	w.refreshAt = sent
-	if w.held && life > 0 {
+	if life > 0 {
 		w.refreshAt = sent.Add(life * 4 / 5)
 	}
-	return w.proof, w.held, nil
+	return w.proof, nil
 }
 
 func (w *DelegatedWriter) expire() {

@@ -89,19 +89,28 @@ func TestDelegatedWriterStopsWhenTheRegistryRefusesTheDelegation(t *testing.T) {
 	}
 }
 
-// A lease the registry states no longer held is still sent once, so the
-// gateway gives its verdict (STALE_OWNER once a newer fence was accepted);
-// its STATUS_INVALID then stops the writer.
-func TestDelegatedWriterLetsTheGatewayJudgeALeaseNoLongerHeld(t *testing.T) {
+// Rule (DESIGN §8, the delegate is refused exactly as the owner would be):
+// once the registry states the lease not HELD, the delegate's writer sends
+// nothing — it answers LEASE_NOT_HELD locally, as the owner's writers do,
+// and stops for good — so a gateway in shadow mode, which forwards the
+// writes it refuses, never sees one.
+func TestDelegatedWriterSendsNothingOnceTheRegistryStatesTheLeaseNotHeld(t *testing.T) {
 	f, w := delegatedWriter(t)
+	ctx := context.Background()
+	if _, err := w.Put(ctx, "bucket", "jobs/a", 2, strings.NewReader("x"), ""); err != nil {
+		t.Fatal(err)
+	}
 	f.mu.Lock()
 	f.state = domain.StateExpired
 	f.mu.Unlock()
-	f.refuseNext("write", domain.CodeStatusInvalid)
-	_, err := w.Put(context.Background(), "bucket", "jobs/a", 2, strings.NewReader("x"), "")
-	wantCode(t, err, domain.CodeStatusInvalid)
-	if f.count("write") != 1 || w.Err() == nil {
-		t.Fatalf("%d writes; Err %v", f.count("write"), w.Err())
+	f.refuseNext("write", shadowCode+domain.CodeStatusInvalid) // shadow mode would forward it
+	f.clock.Advance(statusLife)                                // the proof stating HELD has aged
+	_, err := w.Put(ctx, "bucket", "jobs/a", 3, strings.NewReader("x"), "")
+	wantCode(t, err, domain.CodeLeaseNotHeld)
+	_, err = w.Delete(ctx, "bucket", "jobs/a", 4)
+	wantCode(t, err, domain.CodeLeaseNotHeld)
+	if f.count("write") != 1 || f.count("dstatus") != 2 || domain.ErrorCode(w.Err()) != domain.CodeLeaseNotHeld {
+		t.Fatalf("%d writes (want the first only), %d status requests (want 2); Err %v", f.count("write"), f.count("dstatus"), w.Err())
 	}
 }
 

@@ -6,8 +6,9 @@
 // its segment. Consumers write each task through the gateway authenticated
 // as themselves (client.DelegatedWriter). When the coordinator pauses past
 // its TTL and a new one takes over, the old coordinator's late tasks are
-// refused STALE_OWNER by the gateway, even with segment numbers never used,
-// while the new coordinator's land. README.md walks through it;
+// refused — LEASE_NOT_HELD by the delegate's writer once the registry
+// states the old lease expired, or STALE_OWNER by the gateway, even with
+// segment numbers never used — while the new coordinator's land. README.md walks through it;
 // e2e/queue_test.go runs it against the gateway binary and JetStream.
 package queue
 
@@ -101,8 +102,8 @@ type Result struct {
 }
 
 // Handle writes msg's task and settles the message: Ack once it landed,
-// Term when refused for good (STALE_OWNER, a revoked or foreign
-// delegation, a quarantined payload...), NakWithDelay when it may land
+// Term when refused for good (STALE_OWNER, LEASE_NOT_HELD, a revoked or
+// foreign delegation, a quarantined payload...), NakWithDelay when it may land
 // later (SEGMENT_OUT_OF_ORDER: an earlier segment is still on its way;
 // MUTATION_UNKNOWN or an uncertain answer: the same segment is sent again
 // and the gateway answers the original receipt).
