@@ -52,7 +52,8 @@ func WithRequestHook(hook func(ctx context.Context, h http.Header)) Option {
 
 // New returns a client for the gateway at baseURL (for example
 // "http://127.0.0.1:8080") that authenticates with the bearer token.
-// Without WithHTTPClient it times calls out after 60 s and shares one
+// Without WithHTTPClient it times calls out after 60 s (a long-poll
+// acquisition after its Wait plus 60 s: see httpClient) and shares one
 // connection pool with every other such Client, keeping up to 256 idle
 // connections per gateway (enough for that many goroutines writing at once).
 func New(baseURL, token string, opts ...Option) *Client {
@@ -176,6 +177,24 @@ type request struct {
 	// limit, when not 0, bounds the 2xx answer read: a longer one is
 	// uncertain (not decoded from an unbounded read).
 	limit int64
+	// wait, when positive, is how long the gateway may hold the call
+	// before it answers (a long-poll acquisition): it is added to the
+	// call's time limit (httpClient).
+	wait time.Duration
+}
+
+// httpClient is the HTTP client for a call the gateway may hold for wait
+// before it answers: c's, with its time limit (Timeout, if it has one)
+// lengthened by wait. A long poll of up to a minute under the default 60 s
+// limit would otherwise always time out before the answer, and its
+// uncertain error be retried until the attempts run out.
+func (c *Client) httpClient(wait time.Duration) *http.Client {
+	if wait <= 0 || c.hc.Timeout <= 0 {
+		return c.hc
+	}
+	hc := *c.hc // same transport and connection pool
+	hc.Timeout += wait
+	return &hc
 }
 
 // send performs r and returns the response for any status; only a transport
@@ -212,7 +231,7 @@ func (c *Client) send(ctx context.Context, r request) (*http.Response, error) {
 	if c.hook != nil {
 		c.hook(ctx, req.Header)
 	}
-	resp, err := c.hc.Do(req)
+	resp, err := c.httpClient(r.wait).Do(req)
 	if err != nil {
 		return nil, &UncertainError{Op: r.op, Err: err}
 	}

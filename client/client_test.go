@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/fencegate/fencegate/domain"
 )
@@ -164,4 +165,62 @@ func connCountingServer(t *testing.T, h http.HandlerFunc) (*httptest.Server, *at
 	srv.Start()
 	t.Cleanup(srv.Close)
 	return srv, conns
+}
+
+// longPoll is a transport in front of the fake that models a gateway
+// holding an acquisition for wait before it answers, without waiting: an
+// acquisition whose time limit (the request's deadline, where http.Client
+// puts its Timeout) ends before the wait is over fails as it would have
+// (timed out), the rest goes on to the fake. It records the time left to
+// each acquisition.
+type longPoll struct {
+	wait time.Duration
+	mu   sync.Mutex
+	left []time.Duration
+}
+
+func (p *longPoll) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.URL.Path == "/v1/leases" {
+		d, ok := r.Context().Deadline()
+		left := time.Until(d)
+		p.mu.Lock()
+		p.left = append(p.left, left)
+		wait := p.wait
+		p.mu.Unlock()
+		if ok && left < wait {
+			return nil, context.DeadlineExceeded
+		}
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// Rule: a long-poll acquisition's time limit is its Wait plus the client's
+// usual one, not the limit every call has: a Wait longer than the client's
+// Timeout (the default 60 s and the server's one-minute cap are such a pair)
+// gets the gateway's answer, LEASE_HELD, sent once; it used to time out as
+// uncertain and be retried until the attempts ran out. Calls without a
+// Wait keep the usual limit.
+func TestALongPollLongerThanTheClientTimeoutGetsItsAnswer(t *testing.T) {
+	const base, wait = 10 * time.Second, 50 * time.Second
+	lp := &longPoll{wait: wait}
+	f, c := newFakeWith(t, WithSleep(noSleep), WithHTTPClient(&http.Client{Timeout: base, Transport: lp}))
+	f.refuseNext("acquire", domain.CodeLeaseHeld)
+	p := params("")
+	p.Wait = wait
+	_, err := c.AcquireLease(context.Background(), p)
+	if IsUncertain(err) || domain.ErrorCode(err) != domain.CodeLeaseHeld || f.count("acquire") != 1 {
+		t.Fatalf("long poll of %v under a %v client timeout: %v (uncertain %v), %d acquisitions sent; want LEASE_HELD once",
+			wait, base, err, IsUncertain(err), f.count("acquire"))
+	}
+	lp.mu.Lock()
+	lp.wait = 0 // answered at once
+	lp.mu.Unlock()
+	if _, err := c.AcquireLease(context.Background(), params("")); err != nil {
+		t.Fatal(err)
+	}
+	lp.mu.Lock()
+	defer lp.mu.Unlock()
+	if last := lp.left[len(lp.left)-1]; last > base {
+		t.Fatalf("an acquisition without a Wait had %v to run, more than the client's %v", last, base)
+	}
 }

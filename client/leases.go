@@ -21,7 +21,8 @@ type AcquireParams struct {
 	OperationRoot     string
 	OperationCategory string
 	// Wait, when positive, long-polls: the gateway waits up to Wait (at most a
-	// minute) for a held resource to be released or to lapse.
+	// minute) for a held resource to be released or to lapse. The call's
+	// time limit is the HTTP client's own plus Wait.
 	Wait time.Duration
 	// S3Credentials asks for the lease's S3 credentials (LeaseInfo's
 	// S3Credentials, Lease.S3Credentials): the access key pair an unmodified
@@ -37,7 +38,7 @@ func (c *Client) Acquire(ctx context.Context, p AcquireParams) (LeaseInfo, error
 		Resource: p.Resource, RequestID: p.RequestID, TTLMs: p.TTL.Milliseconds(),
 		OperationID: p.OperationID, OperationRoot: p.OperationRoot, OperationCategory: p.OperationCategory,
 		WaitMs: p.Wait.Milliseconds(), S3Credentials: p.S3Credentials,
-	}}, &out)
+	}, wait: p.Wait}, &out)
 	return out, err
 }
 
