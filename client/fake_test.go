@@ -94,12 +94,41 @@ func newFake(t *testing.T) (*fakeGateway, *Client) {
 // newFakeWith is newFake with the client's options (its clock is the
 // fake's) given by opts.
 func newFakeWith(t *testing.T, opts ...Option) (*fakeGateway, *Client) {
-	f := &fakeGateway{t: t, clock: &fakeClock{t: time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)},
-		calls: map[string]int{}, drop: map[string]int{}, problems: map[string][]domain.Code{}, state: domain.StateHeld}
+	f := newFakeGateway(t)
 	srv := httptest.NewServer(f)
 	t.Cleanup(srv.Close)
 	c := New(srv.URL, "tok", append([]Option{WithClock(f.clock.Now)}, opts...)...)
 	return f, c
+}
+
+func newFakeGateway(t *testing.T) *fakeGateway {
+	return &fakeGateway{t: t, clock: &fakeClock{t: time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)},
+		calls: map[string]int{}, drop: map[string]int{}, problems: map[string][]domain.Code{}, state: domain.StateHeld}
+}
+
+// newInProcessFake is newFake without a network: the client's requests are
+// served by the fake in the sending goroutine (inProcess), so that inside a
+// synctest bubble a request the fake holds (hold) is durably blocked and
+// synctest.Wait can tell when everything else has stopped. Answers cannot
+// be lost (loseNext needs a connection).
+func newInProcessFake(t *testing.T) (*fakeGateway, *Client) {
+	f := newFakeGateway(t)
+	c := New("http://fake.invalid", "tok", WithClock(f.clock.Now), WithSleep(noSleep),
+		WithHTTPClient(&http.Client{Transport: inProcess{f}}))
+	return f, c
+}
+
+// inProcess is a transport that serves each request with h in the calling
+// goroutine.
+type inProcess struct{ h http.Handler }
+
+func (p inProcess) RoundTrip(r *http.Request) (*http.Response, error) {
+	rec := httptest.NewRecorder()
+	p.h.ServeHTTP(rec, r)
+	if r.Body != nil {
+		_ = r.Body.Close()
+	}
+	return rec.Result(), nil
 }
 
 func (f *fakeGateway) count(route string) int {

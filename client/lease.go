@@ -81,9 +81,12 @@ type Lease struct {
 	proofRefreshAt time.Time
 	renewing       bool
 
-	commitMu sync.Mutex // held for a whole commit: numbering follows order (lockCommit)
-	nextSeg  uint64
-	doubt    *inDoubt
+	// commitSem is the commit lock, held for a whole commit (lockCommit):
+	// numbering follows commit order. A channel of one, so that Release
+	// can wait for it bounded by its context (waitCommits).
+	commitSem chan struct{}
+	nextSeg   uint64
+	doubt     *inDoubt
 	// settledForOthers are effects whose doubt another effect's commit
 	// settled COMMITTED, kept for their own retry (takeSettled).
 	settledForOthers []settledForOther
@@ -91,7 +94,7 @@ type Lease struct {
 
 	lost    chan struct{} // closed once new effects are not allowed (lost.go)
 	changes []stateChange // to report once l.mu is released
-	// committing: a commit holds commitMu, and reports changes when it ends.
+	// committing: a commit holds commitSem, and reports changes when it ends.
 	committing bool
 	// mayResume: the caller gave the request ID, so the lease may be one an
 	// earlier process wrote under (asked again after a restart): the first
@@ -119,7 +122,8 @@ func (c *Client) NewLease(p LeaseParams) (*Lease, error) {
 	if p.RetryWait <= 0 {
 		p.RetryWait = 500 * time.Millisecond
 	}
-	return &Lease{c: c, p: p, state: StateRequested, nextSeg: 1, lost: make(chan struct{}), mayResume: resume}, nil
+	return &Lease{c: c, p: p, state: StateRequested, nextSeg: 1, lost: make(chan struct{}), mayResume: resume,
+		commitSem: make(chan struct{}, 1)}, nil
 }
 
 // AcquireLease creates a lease and acquires it. An uncertain answer is
@@ -268,19 +272,30 @@ func (l *Lease) notHeldLocked() error {
 		Message: fmt.Sprintf("lease %s is %s locally: no new effect is sent", l.info.Lease, l.state)}
 }
 
-// Release gives the lease up: locally RELEASED whatever the answer (an
-// unanswered release leaves the registry to expire it). Releasing a terminal
-// lease does nothing.
+// Release gives the lease up: locally RELEASED at once, whatever the answer
+// (no new effect is sent from here on; an unanswered release leaves the
+// registry to expire it). It then waits for the commits in flight (writes,
+// delegations) to be answered before it sends the release, so that once it
+// returns no effect of the lease is still on its way: `defer
+// lease.Release(ctx)` means no more effects. If ctx ends first, it sends
+// nothing and returns ctx's error (the lease expires by its TTL). Releasing
+// a terminal lease sends nothing, but waits for commits in flight all the
+// same.
 func (l *Lease) Release(ctx context.Context) error {
 	l.mu.Lock()
-	if l.state.Terminal() || l.state == StateRequested {
-		l.terminate(StateReleased, nil)
-		l.unlock()
-		return nil
-	}
+	send := !l.state.Terminal() && l.state != StateRequested
 	id := l.info.Lease
 	l.terminate(StateReleased, nil) // no new effect from here on
 	l.unlock()
+	if err := l.waitCommits(ctx); err != nil {
+		if !send {
+			return err
+		}
+		return fmt.Errorf("release of lease %s: a commit still in flight, nothing sent (the lease expires by its TTL): %w", id, err)
+	}
+	if !send {
+		return nil
+	}
 	_, err := l.c.Release(ctx, id)
 	return err
 }
@@ -383,7 +398,11 @@ func (l *Lease) Fence() uint64 { return l.Info().FenceToken }
 func (l *Lease) Deadline() time.Time { l.mu.Lock(); defer l.unlock(); return l.deadline }
 
 // NextSegment is the segment number the next new commit will carry.
-func (l *Lease) NextSegment() uint64 { l.commitMu.Lock(); defer l.commitMu.Unlock(); return l.nextSeg }
+func (l *Lease) NextSegment() uint64 {
+	l.commitSem <- struct{}{}
+	defer func() { <-l.commitSem }()
+	return l.nextSeg
+}
 
 func newRequestID() string {
 	var b [16]byte

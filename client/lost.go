@@ -39,7 +39,7 @@ func (l *Lease) set(s State, cause error) {
 }
 
 // unlock releases l.mu and then reports the changes made under it, unless
-// a commit holds commitMu: then the commit reports them once it has released
+// a commit holds commitSem: then the commit reports them once it has released
 // it (unlockCommit), so that a callback may write, delegate or read
 // NextSegment.
 func (l *Lease) unlock() {
@@ -53,16 +53,16 @@ func (l *Lease) unlock() {
 	l.report(changes)
 }
 
-// lockCommit takes commitMu for a whole commit (numbering follows commit
+// lockCommit takes commitSem for a whole commit (numbering follows commit
 // order); the state changes made meanwhile wait for unlockCommit.
 func (l *Lease) lockCommit() {
-	l.commitMu.Lock()
+	l.commitSem <- struct{}{}
 	l.mu.Lock()
 	l.committing = true
 	l.mu.Unlock()
 }
 
-// unlockCommit releases commitMu and then reports, on the committing
+// unlockCommit releases commitSem and then reports, on the committing
 // goroutine, the state changes made while it was held.
 func (l *Lease) unlockCommit() {
 	l.mu.Lock()
@@ -70,8 +70,27 @@ func (l *Lease) unlockCommit() {
 	changes := l.changes
 	l.changes = nil
 	l.mu.Unlock()
-	l.commitMu.Unlock()
+	<-l.commitSem
 	l.report(changes)
+}
+
+// waitCommits waits, bounded by ctx, until no commit is in flight. It
+// holds no other lock meanwhile: a commit in flight may still take l.mu
+// (a status refresh, a state change) and end.
+func (l *Lease) waitCommits(ctx context.Context) error {
+	select { // free: done, even if ctx has ended
+	case l.commitSem <- struct{}{}:
+		<-l.commitSem
+		return nil
+	default:
+	}
+	select {
+	case l.commitSem <- struct{}{}:
+		<-l.commitSem
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 func (l *Lease) report(changes []stateChange) {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/fencegate/fencegate/domain"
@@ -147,7 +148,7 @@ func TestOnStateChangeReportsEveryTransitionInOrder(t *testing.T) {
 // Rule: OnStateChange never runs under the commit's lock: a change a
 // commit makes (STALE_OWNER ending the lease) is reported after the commit
 // ends, so the callback may read NextSegment or write. It used to run with
-// commitMu held, and such a callback hung every later write of the lease.
+// the commit lock held, and such a callback hung every later write of the lease.
 func TestOnStateChangeOfACommitMayUseTheLease(t *testing.T) {
 	f, c := newFake(t)
 	var l *Lease
@@ -255,4 +256,61 @@ func TestATimedOutStatusCheckIsOwnershipUnknown(t *testing.T) {
 	if n := f.count("write"); n != 0 {
 		t.Fatalf("%d writes sent after a timed-out status check", n)
 	}
+}
+
+// Rule: `defer lease.Release(ctx)` means no more effects: Release refuses
+// new effects at once, then waits for a write in flight to be answered
+// before it sends the release and returns; a Release whose context ends
+// while it waits returns at once and sends nothing (it never hangs on a
+// commit). Run in a synctest bubble with the fake in process, so that
+// synctest.Wait says when Release has either returned or is waiting.
+func TestReleaseReturnsOnlyAfterTheWriteInFlightIsAnswered(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f, c := newInProcessFake(t)
+		l, err := c.AcquireLease(context.Background(), params(""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		g := f.hold("write")
+		var once sync.Once
+		release := func() { once.Do(func() { close(g.release) }) }
+		defer release()
+		put := make(chan error, 1)
+		go func() {
+			_, err := l.Objects("bucket").Put(context.Background(), "jobs/a", strings.NewReader("x"), "")
+			put <- err
+		}()
+		<-g.entered // the write is at the gateway
+		released := make(chan error, 1)
+		go func() { released <- l.Release(context.Background()) }()
+		synctest.Wait() // Release has returned, or waits
+		select {
+		case err := <-released:
+			t.Fatalf("Release returned (%v) while a write was in flight", err)
+		default:
+		}
+		if n := f.count("release"); n != 0 {
+			t.Fatalf("%d releases sent while a write was in flight", n)
+		}
+		wantState(t, l, StateReleased) // no new effect from the moment it was called
+
+		bounded, cancel := context.WithCancel(context.Background())
+		cancel()
+		if err := l.Release(bounded); !errors.Is(err, context.Canceled) {
+			t.Fatalf("a Release whose context ended while a write was in flight: %v, want context.Canceled", err)
+		}
+
+		release() // the gateway answers the write
+		if err := <-put; err != nil {
+			t.Fatalf("the write in flight: %v", err)
+		}
+		if err := <-released; err != nil {
+			t.Fatalf("release: %v", err)
+		}
+		_, err = l.Objects("bucket").Put(context.Background(), "jobs/b", strings.NewReader("y"), "")
+		wantCode(t, err, domain.CodeLeaseNotHeld)
+		if f.count("release") != 1 || f.count("write") != 1 {
+			t.Fatalf("%d releases, %d writes; want 1 and 1", f.count("release"), f.count("write"))
+		}
+	})
 }

@@ -385,8 +385,8 @@ func lateCharge(f *fakeGateway, body, id string) {
 
 // inDoubtAt puts a segment of l in doubt as d says.
 func inDoubtAt(l *Lease, d inDoubt) {
-	l.commitMu.Lock()
-	defer l.commitMu.Unlock()
+	l.commitSem <- struct{}{}
+	defer func() { <-l.commitSem }()
 	l.doubt = &d
 }
 
