@@ -1,6 +1,10 @@
 // Package embedded is the lease backend on a local bbolt file: one bolt write
 // transaction per mutation, so fences, leases and the global revision move
 // together and bolt's single writer makes every operation linearizable.
+// Lease records no longer held, and their request IDs, are deleted once
+// their expiry + retention has passed (leaserule.Forgotten; WithRetention):
+// a bounded batch by each acquisition, found through an expiry index.
+// Resource fence sequences, the floor and the meta bucket are never deleted.
 // Its buckets are prefixed "registry.", so it can share a file with other
 // embedded parts.
 package embedded
@@ -35,19 +39,20 @@ var (
 // Backend implements fencegate.LeaseBackend on bbolt. Fences use the full
 // uint64 range.
 type Backend struct {
-	db     *bbolt.DB
-	ownsDB bool
+	db        *bbolt.DB
+	ownsDB    bool
+	retention time.Duration
 }
 
 var _ fencegate.LeaseBackend = (*Backend)(nil)
 
 // Open opens (creating if needed) the bolt file at path; Close closes it.
-func Open(path string) (*Backend, error) {
+func Open(path string, opts ...Option) (*Backend, error) {
 	db, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: 5 * time.Second})
 	if err != nil {
 		return nil, translate(err, "open registry database")
 	}
-	b, err := New(db)
+	b, err := New(db, opts...)
 	if err != nil {
 		_ = db.Close()
 		return nil, err
@@ -57,19 +62,26 @@ func Open(path string) (*Backend, error) {
 }
 
 // New uses db, creating the registry's buckets; Close leaves db open for its owner.
-func New(db *bbolt.DB) (*Backend, error) {
+func New(db *bbolt.DB, opts ...Option) (*Backend, error) {
 	err := db.Update(func(tx *bbolt.Tx) error {
 		for _, name := range [][]byte{bucketMeta, bucketLeases, bucketResources, bucketRequests} {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return err
 			}
 		}
+		if err := indexExpiry(tx); err != nil {
+			return err
+		}
 		return initMaxFence(tx)
 	})
 	if err != nil {
 		return nil, translate(err, "create registry buckets")
 	}
-	return &Backend{db: db}, nil
+	b := &Backend{db: db, retention: leaserule.DefaultRetention}
+	for _, o := range opts {
+		o(b)
+	}
+	return b, nil
 }
 
 // Close closes the database if Open opened it.
@@ -101,12 +113,21 @@ func (b *Backend) Acquire(ctx context.Context, req fencegate.AcquireRequest) (fe
 			if err != nil {
 				return err
 			}
-			l := rec.Lease(req.Now)
-			if err := leaserule.SameRequest(l, req); err != nil {
+			if !leaserule.Forgotten(rec.State, time.Unix(0, rec.ExpiresAt), req.Now, b.retention) {
+				l := rec.Lease(req.Now)
+				if err := leaserule.SameRequest(l, req); err != nil {
+					return err
+				}
+				out = l
+				return nil
+			}
+			// Past retention: the request ID is a new acquisition.
+			if err := forget(tx, rec); err != nil {
 				return err
 			}
-			out = l
-			return nil
+		}
+		if err := b.prune(tx, req.Now); err != nil {
+			return err
 		}
 		if leases.Get([]byte(req.LeaseID)) != nil {
 			return fencegate.Errorf(fencegate.CodeBackendConflict, "lease ID already exists")
@@ -150,6 +171,9 @@ func (b *Backend) Acquire(ctx context.Context, req fencegate.AcquireRequest) (fe
 		if err := putRecord(leases, rec); err != nil {
 			return err
 		}
+		if err := tx.Bucket(bucketExpiry).Put(expiryKey(rec.ExpiresAt, rec.ID), nil); err != nil {
+			return err
+		}
 		if err := resources.Put([]byte(req.Resource), resourceRecord{LastFence: fence, Current: rec.ID}.encode()); err != nil {
 			return err
 		}
@@ -187,8 +211,15 @@ func (b *Backend) Renew(ctx context.Context, id, owner string, ttl time.Duration
 		if _, err := bumpRevision(tx.Bucket(bucketMeta)); err != nil {
 			return err
 		}
+		idx := tx.Bucket(bucketExpiry)
+		if err := idx.Delete(expiryKey(rec.ExpiresAt, rec.ID)); err != nil {
+			return err
+		}
 		rec.ExpiresAt = now.Add(ttl).UnixNano()
 		if err := putRecord(leases, rec); err != nil {
+			return err
+		}
+		if err := idx.Put(expiryKey(rec.ExpiresAt, rec.ID), nil); err != nil {
 			return err
 		}
 		out = rec.Lease(now)
