@@ -4,7 +4,13 @@
 // moves a global revision row in the same transaction. Lock order is always
 // resource row, lease row, meta row, so operations cannot deadlock each other.
 // The global revision row serialises mutations across resources: that is the
-// price of one strictly increasing revision.
+// price of one strictly increasing revision. Lease rows no longer held are
+// deleted once their expiry + retention has passed (leaserule.Forgotten;
+// WithRetention): a bounded batch at the end of each acquisition. Resource
+// rows (fence sequences) and the meta row are never deleted. Two concurrent
+// acquisitions of one (owner, request ID) on different resources are not
+// ordered by a resource lock: the one whose insert meets the other's row
+// answers as a repeat of it.
 package postgres
 
 import (
@@ -28,7 +34,8 @@ import (
 // Backend implements fencegate.LeaseBackend on PostgreSQL. Fences use the full
 // uint64 range (stored as NUMERIC(20,0)).
 type Backend struct {
-	pool *pgxpool.Pool
+	pool      *pgxpool.Pool
+	retention time.Duration
 }
 
 var _ fencegate.LeaseBackend = (*Backend)(nil)
@@ -42,7 +49,7 @@ var migrations embed.FS
 // Open connects to url and applies the embedded migrations with goose
 // (package pgmigrate, version table MigrationsTable, under an advisory lock
 // keyed by database and schema) before returning; Close closes the pool.
-func Open(ctx context.Context, url string) (*Backend, error) {
+func Open(ctx context.Context, url string, opts ...Option) (*Backend, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fencegate.Wrap(err, fencegate.CodeInvalidRequest, "parse registry Postgres URL")
@@ -63,7 +70,11 @@ func Open(ctx context.Context, url string) (*Backend, error) {
 		pool.Close()
 		return nil, err
 	}
-	return &Backend{pool: pool}, nil
+	b := &Backend{pool: pool, retention: leaserule.DefaultRetention}
+	for _, o := range opts {
+		o(b)
+	}
+	return b, nil
 }
 
 // Migrate applies the registry's pending migrations over one dedicated
@@ -147,6 +158,11 @@ func (b *Backend) Acquire(ctx context.Context, req fencegate.AcquireRequest) (fe
 		prev, err := scanLease(tx.QueryRow(ctx, `SELECT `+leaseColumns+` FROM registry_leases WHERE owner = $1 AND request_id = $2`,
 			req.Owner, req.RequestID))
 		switch {
+		case err == nil && b.forgotten(prev, req.Now):
+			// Past retention: the request ID is a new acquisition.
+			if _, err := tx.Exec(ctx, `DELETE FROM registry_leases WHERE id = $1`, prev.ID); err != nil {
+				return err
+			}
 		case err == nil:
 			if err := leaserule.SameRequest(prev.at(req.Now), req); err != nil {
 				return err
@@ -158,13 +174,14 @@ func (b *Backend) Acquire(ctx context.Context, req fencegate.AcquireRequest) (fe
 		}
 		if current != nil {
 			cur, err := scanLease(tx.QueryRow(ctx, `SELECT `+leaseColumns+` FROM registry_leases WHERE id = $1 FOR UPDATE`, *current))
-			if err != nil {
+			switch {
+			case fencegate.ErrorCode(err) == fencegate.CodeNotFound:
+				// Pruned past retention: it holds nothing.
+			case err != nil:
 				return err
-			}
-			if cur.at(req.Now).State == fencegate.StateHeld {
+			case cur.at(req.Now).State == fencegate.StateHeld:
 				return fencegate.Errorf(fencegate.CodeLeaseHeld, "resource is held by another lease")
-			}
-			if cur.State == fencegate.StateHeld { // superseded: expired for good
+			case cur.State == fencegate.StateHeld: // superseded: expired for good
 				if _, err := tx.Exec(ctx, `UPDATE registry_leases SET state = 'EXPIRED' WHERE id = $1`, cur.ID); err != nil {
 					return err
 				}
@@ -204,8 +221,11 @@ func (b *Backend) Acquire(ctx context.Context, req fencegate.AcquireRequest) (fe
 			return err
 		}
 		out = l.at(req.Now)
-		return nil
+		return b.prune(ctx, tx, req.Now)
 	})
+	if requestIDTaken(err) {
+		return b.repeat(ctx, req)
+	}
 	return out, translate(err, "acquire")
 }
 

@@ -46,3 +46,14 @@ func translate(err error, op string) error {
 	}
 	return fencegate.Wrap(err, fencegate.CodeInternal, msg+" error")
 }
+
+// requestIDConstraint is the UNIQUE (owner, request_id) of registry_leases.
+const requestIDConstraint = "registry_leases_owner_request_id_key"
+
+// requestIDTaken reports whether err is the unique violation of
+// requestIDConstraint: a concurrent acquisition with the same owner and
+// request ID committed first.
+func requestIDTaken(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == requestIDConstraint
+}

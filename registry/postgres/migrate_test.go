@@ -73,7 +73,7 @@ func TestDatabaseFromTheHandRolledMigratorIsTakenOverByGooseKeepingItsState(t *t
 		t.Fatalf("the legacy floor 40 was lost: %+v %v", n, err)
 	}
 	var version int64
-	if err := conn.QueryRow(ctx, "SELECT max(version_id) FROM "+postgres.MigrationsTable).Scan(&version); err != nil || version != 3 {
+	if err := conn.QueryRow(ctx, "SELECT max(version_id) FROM "+postgres.MigrationsTable).Scan(&version); err != nil || version != 4 {
 		t.Fatalf("goose version table: %d %v", version, err)
 	}
 	_ = conn.Close(ctx)

@@ -1,0 +1,65 @@
+package postgres
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/registry/internal/leaserule"
+)
+
+// Option configures Open.
+type Option func(*Backend)
+
+// WithRetention sets how long a lease record that is no longer held, and its
+// request ID, are kept after the lease's expiry (leaserule.Forgotten; at
+// least leaserule.MinRetention, 0 keeps them for ever). The default is
+// leaserule.DefaultRetention.
+func WithRetention(d time.Duration) Option {
+	return func(b *Backend) { b.retention = leaserule.Retention(d) }
+}
+
+// forgotten applies the retention rule to a stored lease at now.
+func (b *Backend) forgotten(s *stored, now time.Time) bool {
+	return leaserule.Forgotten(s.State, s.ExpiresAt, now, b.retention)
+}
+
+// prune deletes up to leaserule.PruneBatch lease records past retention at
+// now, earliest expiry first. It skips rows another transaction holds, so it
+// never waits (it runs last in an acquisition, after the meta row is
+// locked). A resource's current_lease may then name a deleted record: that
+// reads as no live lease. Resource rows and the meta row are never deleted.
+func (b *Backend) prune(ctx context.Context, tx pgx.Tx, now time.Time) error {
+	cutoff, ok := leaserule.ForgottenBefore(now, b.retention)
+	if !ok {
+		return nil
+	}
+	_, err := tx.Exec(ctx, `DELETE FROM registry_leases WHERE id IN (SELECT id FROM registry_leases
+		WHERE expires_at <= $1 ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED)`, cutoff, leaserule.PruneBatch)
+	return err
+}
+
+// repeat answers an acquisition whose insert found its (owner, request ID)
+// taken by a concurrent acquisition (of another resource, so the resource
+// lock did not order them): the lease that one made, as a repeat
+// (leaserule.SameRequest: REQUEST_ID_CONFLICT when it differs).
+func (b *Backend) repeat(ctx context.Context, req fencegate.AcquireRequest) (fencegate.Lease, error) {
+	var out fencegate.Lease
+	err := pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
+		if err := checkGuard(ctx, tx, req.Guard); err != nil {
+			return err
+		}
+		prev, err := scanLease(tx.QueryRow(ctx, `SELECT `+leaseColumns+` FROM registry_leases WHERE owner = $1 AND request_id = $2`,
+			req.Owner, req.RequestID))
+		if fencegate.ErrorCode(err) == fencegate.CodeNotFound {
+			return fencegate.Errorf(fencegate.CodeBackendConflict, "request ID taken and released concurrently, retry")
+		} else if err != nil {
+			return err
+		}
+		out = prev.at(req.Now)
+		return leaserule.SameRequest(out, req)
+	})
+	return out, translate(err, "acquire")
+}
