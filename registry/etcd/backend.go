@@ -17,8 +17,13 @@
 // record. As a safety net for anything reading etcd directly, the live-lease
 // key <prefix>live/<resource> is attached to an etcd lease of the lease's TTL
 // (etcd may round it up to its minimum TTL); the backend never decides on it.
-// Lease records and request keys are never deleted, so a lost acquisition can
-// always be recovered by request ID.
+// Retention: a lease record no longer held and its request key are deleted
+// once its expiry + retention has passed (leaserule.Forgotten;
+// WithRetention, default 7 days), so a lost acquisition can be recovered by
+// request ID until then; each acquisition deletes up to leaserule.PruneBatch
+// of them in its transaction, found through an expiry index (<prefix>exp/).
+// Resource keys (fence sequences), the floor, the highest fence, the
+// revision and the incarnation are never deleted.
 package etcd
 
 import (
@@ -42,9 +47,10 @@ const maxAttempts = 100
 
 // Backend implements fencegate.LeaseBackend on etcd.
 type Backend struct {
-	client *clientv3.Client
-	prefix string
-	owns   bool
+	client    *clientv3.Client
+	prefix    string
+	retention time.Duration
+	owns      bool
 }
 
 var _ fencegate.LeaseBackend = (*Backend)(nil)
@@ -53,8 +59,9 @@ var _ fencegate.LeaseBackend = (*Backend)(nil)
 type Option func(*config)
 
 type config struct {
-	prefix string
-	cfg    clientv3.Config
+	prefix    string
+	retention time.Duration
+	cfg       clientv3.Config
 }
 
 // WithPrefix sets the key prefix.
@@ -63,10 +70,11 @@ func WithPrefix(p string) Option { return func(c *config) { c.prefix = p } }
 // WithConfig lets Open adjust the client configuration (TLS, auth, timeouts).
 func WithConfig(f func(*clientv3.Config)) Option { return func(c *config) { f(&c.cfg) } }
 
-// Open connects to endpoints and checks the cluster answers a linearizable
-// read; Close closes the client.
+// Open connects to endpoints, checks the cluster answers a linearizable read
+// and indexes the lease records of a prefix written before the expiry index
+// (indexExpiry); Close closes the client.
 func Open(ctx context.Context, endpoints []string, opts ...Option) (*Backend, error) {
-	c := config{prefix: DefaultPrefix, cfg: clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second}}
+	c := config{prefix: DefaultPrefix, retention: leaserule.DefaultRetention, cfg: clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second}}
 	for _, o := range opts {
 		o(&c)
 	}
@@ -79,12 +87,22 @@ func Open(ctx context.Context, endpoints []string, opts ...Option) (*Backend, er
 		_ = client.Close()
 		return nil, translate(err, "connect registry etcd")
 	}
-	return &Backend{client: client, prefix: c.prefix, owns: true}, nil
+	b := &Backend{client: client, prefix: c.prefix, retention: c.retention, owns: true}
+	if err := b.indexExpiry(ctx); err != nil {
+		_ = client.Close()
+		return nil, translate(err, "index registry etcd lease records")
+	}
+	return b, nil
 }
 
-// New uses client with keys under prefix; Close leaves the client open.
-func New(client *clientv3.Client, prefix string) *Backend {
-	return &Backend{client: client, prefix: prefix}
+// New uses client with keys under prefix; Close leaves the client open. Of
+// opts only WithRetention applies.
+func New(client *clientv3.Client, prefix string, opts ...Option) *Backend {
+	c := config{retention: leaserule.DefaultRetention}
+	for _, o := range opts {
+		o(&c)
+	}
+	return &Backend{client: client, prefix: prefix, retention: c.retention}
 }
 
 // Close closes the client if Open made it.
@@ -129,34 +147,41 @@ func (b *Backend) Acquire(ctx context.Context, req fencegate.AcquireRequest) (fe
 		if err := v.checkIncarnation(req.Guard); err != nil {
 			return nil, err
 		}
+		var ops []clientv3.Op
+		keep := map[string]bool{req.LeaseID: true} // records this transaction writes
+		forgot := ""
 		if id, ok := v.kvs[rk]; ok {
 			prev, err := v.record(ctx, string(id))
 			if err != nil {
 				return nil, err
 			}
-			l := prev.Lease(req.Now)
-			if err := leaserule.SameRequest(l, req); err != nil {
-				return nil, err
+			if !leaserule.Forgotten(prev.State, time.Unix(0, prev.ExpiresAt), req.Now, b.retention) {
+				l := prev.Lease(req.Now)
+				if err := leaserule.SameRequest(l, req); err != nil {
+					return nil, err
+				}
+				out = l
+				return nil, nil
 			}
-			out = l
-			return nil, nil
+			// Past retention: the request ID is a new acquisition.
+			ops, keep[prev.ID], forgot = append(ops, b.forget(prev)...), true, prev.ID
 		}
 		var res resource
 		if err := v.decode(resKey, &res); err != nil {
 			return nil, err
 		}
-		var ops []clientv3.Op
-		if res.Current != "" {
+		if res.Current != "" && res.Current != forgot {
 			cur, err := v.record(ctx, res.Current)
-			if err != nil {
+			switch {
+			case fencegate.ErrorCode(err) == fencegate.CodeNotFound:
+				// Pruned past retention: it holds nothing.
+			case err != nil:
 				return nil, err
-			}
-			if cur.Lease(req.Now).State == fencegate.StateHeld {
+			case cur.Lease(req.Now).State == fencegate.StateHeld:
 				return nil, fencegate.Errorf(fencegate.CodeLeaseHeld, "resource is held by another lease")
-			}
-			if cur.State == fencegate.StateHeld { // superseded: expired for good
+			case cur.State == fencegate.StateHeld: // superseded: expired for good
 				cur.State = fencegate.StateExpired
-				ops = append(ops, putJSON(b.leaseKey(cur.ID), cur))
+				ops, keep[cur.ID] = append(ops, putJSON(b.leaseKey(cur.ID), cur)), true
 			}
 		}
 		if _, ok := v.kvs[b.leaseKey(req.LeaseID)]; ok {
@@ -182,9 +207,15 @@ func (b *Backend) Acquire(ctx context.Context, req fencegate.AcquireRequest) (fe
 		if err != nil {
 			return nil, err
 		}
+		pruned, err := b.prune(ctx, v, req.Now, keep, map[string]bool{rk: true})
+		if err != nil {
+			return nil, err
+		}
 		rec := leaserule.NewRecord(req, fence, rev)
 		out = rec.Lease(req.Now)
+		ops = append(ops, pruned...)
 		return append(ops, putJSON(b.leaseKey(rec.ID), rec), clientv3.OpPut(rk, rec.ID),
+			clientv3.OpPut(b.expiryKey(rec.ExpiresAt, rec.ID), ""),
 			putJSON(resKey, resource{LastFence: fence, Current: rec.ID}), liveOp,
 			clientv3.OpPut(b.maxFenceKey(), strconv.FormatUint(max(top, fence), 10))), nil
 	})
@@ -225,9 +256,13 @@ func (b *Backend) Renew(ctx context.Context, id, owner string, ttl time.Duration
 		if err != nil {
 			return nil, err
 		}
-		rec.ExpiresAt = now.Add(ttl).UnixNano()
+		ops := []clientv3.Op{liveOp}
+		if exp := now.Add(ttl).UnixNano(); exp != rec.ExpiresAt {
+			ops = append(ops, clientv3.OpDelete(b.expiryKey(rec.ExpiresAt, id)), clientv3.OpPut(b.expiryKey(exp, id), ""))
+			rec.ExpiresAt = exp
+		}
 		out = rec.Lease(now)
-		return []clientv3.Op{putJSON(b.leaseKey(id), rec), liveOp}, nil
+		return append(ops, putJSON(b.leaseKey(id), rec)), nil
 	})
 	live.done(err)
 	return out, translate(err, "renew")
