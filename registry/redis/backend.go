@@ -13,9 +13,13 @@
 // key <prefix>live:<resource> also gets a server-side PEXPIRE of the lease TTL
 // as a safety net for anything reading Redis directly; the backend never
 // decides on it, because the server's clock is not the registry's. Lease
-// records and request keys are kept for TTL + Retention (default 7 days) after
-// their last change, which bounds how late a lost acquisition can be recovered
-// by request ID; fence counters, the floor and the revision have no TTL.
+// records and request keys follow the retention rule on the registry's clock
+// (leaserule.Forgotten): past expiry + Retention (default 7 days) a reuse of
+// the request ID is a new acquisition, and each acquisition deletes up to
+// leaserule.PruneBatch such records, found through the expiry sorted set.
+// They also carry a server-side PEXPIRE of TTL + Retention after their last
+// change as a backstop; fence counters, the floor and the revision have no
+// TTL and are never deleted.
 //
 // Every key starts with the prefix. The scripts build their keys from it, so
 // on Redis Cluster the prefix must carry a hash tag (for example
@@ -37,8 +41,9 @@ import (
 // DefaultPrefix is the key prefix Open uses unless WithPrefix says otherwise.
 const DefaultPrefix = "{fencegate}:registry:"
 
-// DefaultRetention is how long lease records outlive their TTL.
-const DefaultRetention = 7 * 24 * time.Hour
+// DefaultRetention is how long lease records outlive their TTL
+// (leaserule.DefaultRetention).
+const DefaultRetention = leaserule.DefaultRetention
 
 // MaxFence is the highest fence (and revision) this backend can hand out.
 const MaxFence = uint64(math.MaxInt64)
@@ -85,18 +90,14 @@ func WithReplicas(n int, timeout time.Duration) Option {
 func WithPrefix(p string) Option { return func(c *config) { c.prefix = p } }
 
 // MinRetention is the shortest retention accepted: lease records expire on
-// the Redis server's clock, so they must outlive any skew from the registry's.
-const MinRetention = time.Hour
+// the Redis server's clock, so they must outlive any skew from the registry's
+// (leaserule.MinRetention).
+const MinRetention = leaserule.MinRetention
 
 // WithRetention sets how long lease records and request IDs outlive their
 // lease TTL (at least MinRetention); 0 keeps them forever.
 func WithRetention(d time.Duration) Option {
-	return func(c *config) {
-		if d > 0 {
-			d = max(d, MinRetention)
-		}
-		c.retention = max(d, 0)
-	}
+	return func(c *config) { c.retention = leaserule.Retention(d) }
 }
 
 // WithRedisOptions lets Open adjust the client options (password, DB, TLS).
@@ -225,9 +226,10 @@ func (b *Backend) Acquire(ctx context.Context, req fencegate.AcquireRequest) (fe
 	if err != nil {
 		return fencegate.Lease{}, err
 	}
+	cutoff, cutoffMs := b.cutoff(req.Now)
 	l, err := b.mutate(ctx, acquireScript, "acquire", req.Now, req.Guard, req.LeaseID, req.Resource, req.Owner, req.RequestID,
 		req.OperationID, req.OperationRoot, req.OperationCategory, strconv.FormatInt(int64(req.TTL), 10),
-		now, exp, millis(req.TTL), b.keep(req.TTL))
+		now, exp, millis(req.TTL), b.keep(req.TTL), cutoff, cutoffMs, unixMillis(req.Now.Add(req.TTL)), leaserule.PruneBatch)
 	if err != nil {
 		return fencegate.Lease{}, err
 	}
@@ -249,7 +251,7 @@ func (b *Backend) Renew(ctx context.Context, id, owner string, ttl time.Duration
 	if err != nil {
 		return fencegate.Lease{}, err
 	}
-	return b.mutate(ctx, renewScript, "renew", now, g, id, owner, at, exp, millis(ttl), b.keep(ttl))
+	return b.mutate(ctx, renewScript, "renew", now, g, id, owner, at, exp, millis(ttl), b.keep(ttl), unixMillis(now.Add(ttl)))
 }
 
 // Release implements fencegate.LeaseBackend. A lease that is no longer held
@@ -328,6 +330,21 @@ func (b *Backend) keep(ttl time.Duration) string {
 	}
 	return millis(ttl + b.retention)
 }
+
+// cutoff is the retention cutoff at now (leaserule.ForgottenBefore) as a
+// padded Unix-ns stamp and in ms: records expiring at or before it are
+// forgotten. Both are "" when nothing is (no retention, or a cutoff before
+// 1970, which no stored expiry precedes).
+func (b *Backend) cutoff(now time.Time) (string, string) {
+	c, ok := leaserule.ForgottenBefore(now, b.retention)
+	if !ok || c.UnixNano() < 0 {
+		return "", ""
+	}
+	return pad(c.UnixNano()), unixMillis(c)
+}
+
+// unixMillis is t in Unix milliseconds, the score of the expiry index.
+func unixMillis(t time.Time) string { return strconv.FormatInt(t.UnixMilli(), 10) }
 
 // refused is the COORDINATION_STATE_LOST of a script reply by which the
 // guard g refused a mutation (the script's guard), or nil.

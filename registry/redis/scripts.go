@@ -13,6 +13,7 @@ import "github.com/redis/go-redis/v9"
 //	<p>live:<resource>     ID of the live lease, PEXPIRE = lease TTL (mirror)
 //	<p>lease:<id>          lease record (hash), PEXPIRE = TTL + retention
 //	<p>req:<n>:<owner>:<r> lease ID of (owner, request ID), same PEXPIRE
+//	<p>expiry              sorted set of lease IDs by expiry (ms), no TTL
 //	<p>incarnation         the incarnation marker, no TTL ("" or absent: none)
 //	<p>since               revision at which the marker was written, no TTL
 //	<p>maxfence            highest fence handed out on any resource, no TTL
@@ -68,20 +69,30 @@ end
 
 // acquireScript: ARGV 2 lease ID, 3 resource, 4 owner, 5 request ID,
 // 6 operation ID, 7 root, 8 category, 9 TTL ns, 10 now, 11 expires,
-// 12 TTL ms (live key), 13 record retention ms (0: none), 14 expected
-// incarnation ("" checks nothing), 15 minimum revision.
+// 12 TTL ms (live key), 13 record retention ms (0: none), 14 retention
+// cutoff (records expiring at or before it are forgotten; "" for none),
+// 15 the cutoff in ms, 16 expiry in ms, 17 most records to prune
+// (leaserule.PruneBatch), 18 expected incarnation ("" checks nothing),
+// 19 minimum revision.
 var acquireScript = redis.NewScript(luaCommon + `
-local id, res, owner, rid, now = ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[10]
-local refused = guard(ARGV[14], ARGV[15])
+local id, res, owner, rid, now, cutoff = ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[10], ARGV[14]
+local refused = guard(ARGV[18], ARGV[19])
 if refused then return refused end
+local XK = P .. 'expiry'
 local rk = reqkey(owner, rid)
 local prev = redis.call('GET', rk)
 if prev then
   local lk = P .. 'lease:' .. prev
-  local pres = redis.call('HGET', lk, 'resource')
-  if not pres then return {'LOST'} end
-  if pres ~= res then return {'OTHER_RESOURCE'} end
-  return reply(lk)
+  local pf = redis.call('HMGET', lk, 'resource', 'exp')
+  if not pf[1] then return {'LOST'} end
+  if cutoff ~= '' and not (cutoff < pf[2]) then
+    -- past retention (leaserule.Forgotten): a new acquisition
+    redis.call('DEL', lk)
+    redis.call('ZREM', XK, prev)
+  else
+    if pf[1] ~= res then return {'OTHER_RESOURCE'} end
+    return reply(lk)
+  end
 end
 local ck = P .. 'cur:' .. res
 local cur = redis.call('GET', ck)
@@ -112,16 +123,32 @@ redis.call('HSET', lk, 'id', id, 'resource', res, 'owner', owner, 'req', rid, 'f
   'acq', now, 'exp', ARGV[11])
 redis.call('SET', rk, id)
 keep(lk, ARGV[13])
+redis.call('ZADD', XK, ARGV[16], id)
+if cutoff ~= '' then
+  -- prune: records past retention, earliest expiry first
+  for _, old in ipairs(redis.call('ZRANGEBYSCORE', XK, '-inf', ARGV[15], 'LIMIT', 0, tonumber(ARGV[17]))) do
+    local ok = P .. 'lease:' .. old
+    local f = redis.call('HMGET', ok, 'exp', 'owner', 'req')
+    if not f[1] then
+      redis.call('ZREM', XK, old)
+    elseif not (cutoff < f[1]) then
+      redis.call('DEL', ok)
+      redis.call('ZREM', XK, old)
+      local ork = reqkey(f[2], f[3])
+      if redis.call('GET', ork) == old then redis.call('DEL', ork) end
+    end
+  end
+end
 redis.call('SET', ck, id)
 redis.call('SET', P .. 'live:' .. res, id, 'PX', ARGV[12])
 return reply(lk)
 `)
 
 // renewScript: ARGV 2 lease ID, 3 owner, 4 now, 5 new expiry, 6 TTL ms,
-// 7 retention ms, 8 expected incarnation ("" checks nothing), 9 minimum
-// revision.
+// 7 retention ms, 8 new expiry in ms, 9 expected incarnation ("" checks
+// nothing), 10 minimum revision.
 var renewScript = redis.NewScript(luaCommon + `
-local refused = guard(ARGV[8], ARGV[9])
+local refused = guard(ARGV[9], ARGV[10])
 if refused then return refused end
 local lk = P .. 'lease:' .. ARGV[2]
 local f = redis.call('HMGET', lk, 'owner', 'state', 'exp', 'resource')
@@ -131,6 +158,7 @@ if f[2] ~= 'HELD' or not (ARGV[4] < f[3]) then return {'NOT_HELD'} end
 if not bump(KEYS[1]) then return {'EXHAUSTED'} end
 redis.call('HSET', lk, 'exp', ARGV[5])
 keep(lk, ARGV[7])
+redis.call('ZADD', P .. 'expiry', ARGV[8], ARGV[2])
 redis.call('SET', P .. 'live:' .. f[4], ARGV[2], 'PX', ARGV[6])
 return reply(lk)
 `)
