@@ -19,8 +19,9 @@ var T0 = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 // Open returns a fresh, empty backend; the suite closes it when the test ends.
 type Open func(t *testing.T) fencegate.LeaseBackend
 
-// Run runs the whole contract against backends made by open. Every subtest
-// gets its own backend.
+// Run runs the whole contract against backends made by open, which keep
+// lease records for Retention (the backends' default). Every subtest gets
+// its own backend.
 func Run(t *testing.T, open Open) {
 	tests := []struct {
 		name string
@@ -52,6 +53,8 @@ func Run(t *testing.T, open Open) {
 		{"ConcurrentAcquiresHaveOneWinnerPerLivePeriod", testConcurrentAcquire},
 		{"ConcurrentReleasesReportOneRelease", testConcurrentRelease},
 		{"HolderNamesTheLiveLeaseOnly", testHolder},
+		{"LeaseRecordAndRequestIDAreForgottenAfterExpiryPlusRetentionButFencesKeepRising", testRetention},
+		{"ConcurrentRepeatsOfOneRequestIDOnTwoResourcesMakeOneLeaseElseRequestIDConflict", testConcurrentSameRequestIDTwoResources},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
