@@ -18,6 +18,7 @@ import (
 	"github.com/fencegate/fencegate/authz"
 	"github.com/fencegate/fencegate/backends/httpapi"
 	"github.com/fencegate/fencegate/gateway"
+	"github.com/fencegate/fencegate/registry"
 	"github.com/fencegate/fencegate/s3door"
 )
 
@@ -231,6 +232,22 @@ type Registry struct {
 	IssuerEpoch uint64        `yaml:"issuerEpoch"`
 	StatusLife  time.Duration `yaml:"statusLife"`
 	MaxTTL      time.Duration `yaml:"maxTTL"`
+	// LeaseRetention is how long the coordination backend keeps a lease
+	// record that is no longer held, and its request ID, after the lease's
+	// expiry (0: the default, registry.DefaultLeaseRetention, 7 days). A
+	// reuse of the request ID within it returns the same lease; after it,
+	// the record is deleted and a reuse is a new acquisition. Fences are
+	// never deleted. At least registry.MinLeaseRetention and above maxTTL.
+	LeaseRetention time.Duration `yaml:"leaseRetention"`
+}
+
+// Retention is the lease retention in force: LeaseRetention, or
+// registry.DefaultLeaseRetention when 0.
+func (r Registry) Retention() time.Duration {
+	if r.LeaseRetention == 0 {
+		return registry.DefaultLeaseRetention
+	}
+	return r.LeaseRetention
 }
 
 // HighWaterSource resolves Registry.HighWater: the configured value, else

@@ -190,6 +190,16 @@ func (c *Config) Validate() error {
 		if r.MaxTTL != 0 && r.MaxTTL < registry.DefaultMinTTL {
 			at("registry.maxTTL", "registry.maxTTL must be at least %s (0 for the default %s), not %s", registry.DefaultMinTTL, registry.DefaultMaxTTL, r.MaxTTL)
 		}
+		maxTTL := r.MaxTTL
+		if maxTTL == 0 {
+			maxTTL = registry.DefaultMaxTTL
+		}
+		switch ret := r.Retention(); {
+		case ret < registry.MinLeaseRetention:
+			at("registry.leaseRetention", "registry.leaseRetention must be at least %s (0 for the default %s), not %s", registry.MinLeaseRetention, registry.DefaultLeaseRetention, r.LeaseRetention)
+		case ret <= maxTTL:
+			at("registry.leaseRetention", "registry.leaseRetention (%s) must exceed registry.maxTTL (%s): a request ID must stay answerable for every retry of an acquisition", ret, maxTTL)
+		}
 		for _, e := range c.RevokedEpochs {
 			if e == r.IssuerEpoch {
 				at("revokedEpochs", "registry.issuerEpoch %d is listed in revokedEpochs", e)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/registry/internal/leaserule"
 	"github.com/fencegate/fencegate/s3cred"
 )
 
@@ -19,6 +20,13 @@ import (
 const (
 	DefaultMinTTL = 100 * time.Millisecond
 	DefaultMaxTTL = time.Hour
+)
+
+// Retention of lease records and request IDs by every backend
+// (leaserule.Forgotten): the default, and the shortest a backend accepts.
+const (
+	DefaultLeaseRetention = leaserule.DefaultRetention
+	MinLeaseRetention     = leaserule.MinRetention
 )
 
 // Signer turns grants and status payloads into compact JWS tokens. SignGrant

@@ -103,19 +103,21 @@ func openRegistry(ctx context.Context, cfg config.Config, auth *authority.Author
 }
 
 // openLeaseBackend opens the registry's coordination backend as
-// config.ParseLeaseBackend read it (Validate has accepted it).
+// config.ParseLeaseBackend read it (Validate has accepted it), with the
+// configured lease retention (registry.leaseRetention).
 func openLeaseBackend(ctx context.Context, cfg config.Config) (fencegate.LeaseBackend, error) {
 	b, err := config.ParseLeaseBackend(cfg.Registry.Backend)
 	if err != nil {
 		return nil, err
 	}
+	retention := cfg.Registry.Retention() // every backend forgets on one rule
 	switch b.Kind {
 	case "embedded":
-		return regembedded.Open(filepath.Join(cfg.DataDir, "registry.db"))
+		return regembedded.Open(filepath.Join(cfg.DataDir, "registry.db"), regembedded.WithRetention(retention))
 	case "postgres":
-		return regpostgres.Open(ctx, b.DSN)
+		return regpostgres.Open(ctx, b.DSN, regpostgres.WithRetention(retention))
 	case "redis":
-		var opts []regredis.Option
+		opts := []regredis.Option{regredis.WithRetention(retention)}
 		if b.Prefix != "" {
 			opts = append(opts, regredis.WithPrefix(b.Prefix))
 		}
@@ -127,7 +129,7 @@ func openLeaseBackend(ctx context.Context, cfg config.Config) (fencegate.LeaseBa
 		}
 		return regredis.Open(ctx, b.Hosts[0], opts...)
 	case "etcd":
-		var opts []regetcd.Option
+		opts := []regetcd.Option{regetcd.WithRetention(retention)}
 		if b.Prefix != "" {
 			opts = append(opts, regetcd.WithPrefix(b.Prefix))
 		}
