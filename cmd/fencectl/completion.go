@@ -43,7 +43,8 @@ func flagsOf(fs *flag.FlagSet, skip map[string]bool) []completionFlag {
 			return
 		}
 		b, isBool := f.Value.(interface{ IsBoolFlag() bool })
-		out = append(out, completionFlag{name: f.Name, usage: f.Usage, value: !(isBool && b.IsBoolFlag())})
+		_, usage := flag.UnquoteUsage(f) // without the `name` marks
+		out = append(out, completionFlag{name: f.Name, usage: usage, value: !(isBool && b.IsBoolFlag())})
 	})
 	return out
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"strconv"
@@ -17,12 +18,21 @@ func init() {
 		help: "revoke a delegation of your lease: its delegate gets no status proof from now on", flags: revokeDelegationFlags})
 }
 
-// parseSegments reads "FROM-TO" (a range) or "N,N,..." (a set).
+// parseSegments reads "FROM-TO" (a range) or "N,N,..." (a set). Segments
+// number from 1, and a range runs upwards: anything else is refused here,
+// before the lease file is read.
 func parseSegments(s string) (from, to uint64, set []uint64, err error) {
 	if a, b, ok := strings.Cut(s, "-"); ok {
 		from, err = strconv.ParseUint(a, 10, 64)
 		if err == nil {
 			to, err = strconv.ParseUint(b, 10, 64)
+		}
+		switch {
+		case err != nil:
+		case from == 0:
+			err = errors.New("segments number from 1")
+		case from > to:
+			err = fmt.Errorf("the range %d-%d runs downwards", from, to)
 		}
 		return from, to, nil, err
 	}
@@ -30,6 +40,9 @@ func parseSegments(s string) (from, to uint64, set []uint64, err error) {
 		n, perr := strconv.ParseUint(strings.TrimSpace(f), 10, 64)
 		if perr != nil {
 			return 0, 0, nil, perr
+		}
+		if n == 0 {
+			return 0, 0, nil, errors.New("segments number from 1")
 		}
 		set = append(set, n)
 	}

@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -41,6 +42,23 @@ func TestExitStatusSaysWhatHappened(t *testing.T) {
 		{"UnknownCommandIsUsage", []string{"frobnicate"}, nil, exitUsage, codeUsage},
 		{"MissingArgumentIsUsage", []string{"put", "bucket/jobs/a"}, nil, exitUsage, codeUsage},
 		{"BadFlagIsUsage", []string{"put", "bucket/jobs/a", file, "--segment", "x"}, nil, exitUsage, codeUsage},
+		// Rule: a flag value out of range is a usage mistake (exit 2, nothing
+		// sent), not a refusal (exit 1) from the client library's own check
+		// (client.NewLease refused a TTL <= 0 with INVALID_REQUEST), nor a
+		// value silently replaced (renew's default TTL, the gateway's page
+		// size) or acted on (a negative --grace sent SIGKILL at once).
+		{"ZeroTTLIsUsage", []string{"acquire", "bucket/jobs", "--ttl", "0s", "--operation", "op-1"}, nil, exitUsage, codeUsage},
+		{"NegativeTTLIsUsage", []string{"acquire", "bucket/jobs", "--ttl", "-5s", "--operation", "op-1"}, nil, exitUsage, codeUsage},
+		{"SubMillisecondTTLIsUsage", []string{"acquire", "bucket/jobs", "--ttl", "500us", "--operation", "op-1"}, nil, exitUsage, codeUsage},
+		{"RunZeroTTLIsUsage", []string{"run", "--resource", "bucket/jobs", "--ttl", "0s", "--", "true"}, nil, exitUsage, codeUsage},
+		{"RunNegativeTTLIsUsage", []string{"run", "--resource", "bucket/jobs", "--ttl", "-5s", "--", "true"}, nil, exitUsage, codeUsage},
+		{"RunNegativeGraceIsUsage", []string{"run", "--resource", "bucket/jobs", "--operation", "op-1", "--ttl", "10s", "--grace", "-1s", "--", "true"}, nil, exitUsage, codeUsage},
+		{"RunBadEndpointIsUsageBeforeAcquiring", []string{"run", "--resource", "bucket/jobs", "--operation", "op-1", "--ttl", "10s", "--s3-endpoint", "nohost", "--", "true"}, nil, exitUsage, codeUsage},
+		{"RenewNegativeTTLIsUsage", []string{"renew", "--ttl", "-1s"}, nil, exitUsage, codeUsage},
+		{"NegativeLimitIsUsage", []string{"receipts", "--operation", "op-1", "--limit", "-1"}, nil, exitUsage, codeUsage},
+		{"OversizedLimitIsUsage", []string{"receipts", "--operation", "op-1", "--limit", strconv.Itoa(fencegate.MaxPageLimit + 1)}, nil, exitUsage, codeUsage},
+		{"DownwardSegmentRangeIsUsage", []string{"delegate", "consumer", "--segments", "5-3"}, nil, exitUsage, codeUsage},
+		{"SegmentZeroIsUsage", []string{"delegate", "consumer", "--segments", "0,1"}, nil, exitUsage, codeUsage},
 		{"RefusedTokenIsRefused", []string{"--token", "bad", "receipts", "--operation", "op-1"}, nil, exitRefused, "UNAUTHENTICATED"},
 		{"StaleOwnerIsRefused", []string{"put", "bucket/jobs/a", file, "--segment", "9"}, func() { h.fake.stale = true }, exitRefused, "STALE_OWNER"},
 		{"MutationUnknownIsUnknown", []string{"put", "bucket/jobs/a", file, "--segment", "9"}, func() { h.fake.stale, h.fake.unknown = false, true }, exitUnknown, "MUTATION_UNKNOWN"},

@@ -20,7 +20,8 @@ func init() {
 }
 
 func acquireFlags(fs *flag.FlagSet) func(context.Context, *cmd) error {
-	ttl := fs.Duration("ttl", 30*time.Second, "lease time to live")
+	ttl := new(time.Duration)
+	durationVar(fs, ttl, "ttl", 30*time.Second, minTTL, "lease time to live, a `duration` of at least 1ms")
 	op := fs.String("operation", "", "stable business operation ID (required)")
 	reqID := fs.String("request-id", "", "idempotency key; repeat it to recover a lost answer (default: generated)")
 	root := fs.String("root", "", "operation root (default: derived by the registry)")
@@ -57,7 +58,8 @@ func acquireFlags(fs *flag.FlagSet) func(context.Context, *cmd) error {
 }
 
 func renewFlags(fs *flag.FlagSet) func(context.Context, *cmd) error {
-	ttl := fs.Duration("ttl", 0, "new time to live (default: the acquisition's)")
+	ttl := new(time.Duration)
+	durationVar(fs, ttl, "ttl", 0, minTTL, "new time to live, a `duration` of at least 1ms (default: the acquisition's)")
 	return leaseVerb(func(ctx context.Context, c *cmd, lf *leaseFile) (client.LeaseInfo, error) {
 		d := time.Duration(lf.TTLMs) * time.Millisecond
 		if *ttl > 0 {

@@ -26,7 +26,7 @@ func init() {
 // pageFlags adds --limit and --cursor to a listing verb.
 func pageFlags(fs *flag.FlagSet) *fencegate.Page {
 	p := &fencegate.Page{}
-	fs.IntVar(&p.Limit, "limit", 0, fmt.Sprintf("items per page (default %d, at most %d)", fencegate.DefaultPageLimit, fencegate.MaxPageLimit))
+	fs.Var(pageLimit{&p.Limit}, "limit", fmt.Sprintf("items per page, a `number` from 1 to %d (default %d)", fencegate.MaxPageLimit, fencegate.DefaultPageLimit))
 	fs.StringVar(&p.Cursor, "cursor", "", "the next cursor a previous page printed")
 	return p
 }

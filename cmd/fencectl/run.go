@@ -34,12 +34,12 @@ type runOpts struct {
 func runFlags(fs *flag.FlagSet) func(context.Context, *cmd) error {
 	var o runOpts
 	fs.StringVar(&o.resource, "resource", "", "the resource to lease, e.g. s3a/reports/2026-07 (required)")
-	fs.DurationVar(&o.ttl, "ttl", 30*time.Second, "lease time to live; renewed at a third of it while COMMAND runs")
+	durationVar(fs, &o.ttl, "ttl", 30*time.Second, minTTL, "lease time to live, a `duration` of at least 1ms; renewed at a third of it while COMMAND runs")
 	fs.StringVar(&o.operation, "operation", "", "stable business operation ID (default: the resource)")
 	fs.StringVar(&o.requestID, "request-id", "", "idempotency key of the acquisition (default: generated)")
 	fs.StringVar(&o.endpoint, "s3-endpoint", "", "the gateway's S3 endpoint exported as AWS_ENDPOINT_URL (env FENCEGATE_S3_URL; default: the gateway URL)")
 	fs.StringVar(&o.region, "region", "", "region exported as AWS_REGION (env AWS_REGION; default us-east-1)")
-	fs.DurationVar(&o.grace, "grace", 10*time.Second, "after SIGTERM, how long COMMAND has to exit before SIGKILL")
+	durationVar(fs, &o.grace, "grace", 10*time.Second, 0, "after SIGTERM, how long (a `duration`, 0 for none) COMMAND has to exit before SIGKILL")
 	return func(ctx context.Context, c *cmd) error {
 		if o.resource == "" {
 			return usageError{"--resource is required"}
@@ -61,6 +61,9 @@ func runFlags(fs *flag.FlagSet) func(context.Context, *cmd) error {
 		}
 		if o.region == "" {
 			o.region = "us-east-1"
+		}
+		if _, err := s3Endpoint(o.endpoint); err != nil {
+			return err // before acquiring: nothing is sent for a mistaken endpoint
 		}
 		l, err := c.client.AcquireLease(ctx, client.LeaseParams{AcquireParams: client.AcquireParams{
 			Resource: o.resource, RequestID: o.requestID, TTL: o.ttl, OperationID: o.operation, S3Credentials: true}})
@@ -143,9 +146,9 @@ func childEnv(base []string, info client.LeaseInfo, creds fencegate.S3AccessKeys
 // no endpoint from the environment, but takes its configuration file from
 // S3CMD_CONFIG): mode 0600 in the temporary directory, removed at exit.
 func writeS3cmdConfig(creds fencegate.S3AccessKeys, o runOpts) (string, error) {
-	u, err := url.Parse(o.endpoint)
-	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
-		return "", usageError{fmt.Sprintf("--s3-endpoint %q is not an http(s) URL", o.endpoint)}
+	u, err := s3Endpoint(o.endpoint)
+	if err != nil {
+		return "", err
 	}
 	f, err := os.CreateTemp("", "fencectl-s3cmd-*.cfg") // created 0600
 	if err != nil {
@@ -161,6 +164,17 @@ func writeS3cmdConfig(creds fencegate.S3AccessKeys, o runOpts) (string, error) {
 		return "", err
 	}
 	return f.Name(), nil
+}
+
+// s3Endpoint parses the S3 endpoint run exports (--s3-endpoint, else
+// FENCEGATE_S3_URL, else the gateway URL): an http(s) URL with a host, or a
+// usage mistake.
+func s3Endpoint(endpoint string) (*url.URL, error) {
+	u, err := url.Parse(endpoint)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		return nil, usageError{fmt.Sprintf("--s3-endpoint %q is not an http(s) URL", endpoint)}
+	}
+	return u, nil
 }
 
 // stdinIsTerminal tells whether fencectl's stdin is a terminal; tests
