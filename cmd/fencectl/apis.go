@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"net/http"
 	"os"
 	"strings"
 )
@@ -18,6 +19,12 @@ func callFlags(fs *flag.FlagSet) func(context.Context, *cmd) error {
 	data := fs.String("data", "", "request body: TEXT, or @FILE to read it from FILE")
 	ctype := fs.String("content-type", "application/json", "content type of the body")
 	return func(ctx context.Context, c *cmd) error {
+		method := strings.ToUpper(c.args[1])
+		switch method {
+		case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
+		default: // as client.CallAPI refuses, but before the lease file is touched: a usage mistake
+			return usageError{fmt.Sprintf("a fenced call is POST, PUT, PATCH or DELETE, not %q (reads go to the API's read routes)", c.args[1])}
+		}
 		body := []byte(*data)
 		if name, ok := strings.CutPrefix(*data, "@"); ok {
 			b, err := os.ReadFile(name)
@@ -31,7 +38,7 @@ func callFlags(fs *flag.FlagSet) func(context.Context, *cmd) error {
 			return err
 		}
 		defer lf.close()
-		resp, err := c.client.CallAPI(ctx, c.args[0], strings.ToUpper(c.args[1]), c.args[2], fence, body, *ctype)
+		resp, err := c.client.CallAPI(ctx, c.args[0], method, c.args[2], fence, body, *ctype)
 		if err != nil {
 			return err
 		}

@@ -58,6 +58,9 @@ func TestExitStatusSaysWhatHappened(t *testing.T) {
 		{"NegativeLimitIsUsage", []string{"receipts", "--operation", "op-1", "--limit", "-1"}, nil, exitUsage, codeUsage},
 		{"OversizedLimitIsUsage", []string{"receipts", "--operation", "op-1", "--limit", strconv.Itoa(fencegate.MaxPageLimit + 1)}, nil, exitUsage, codeUsage},
 		{"DownwardSegmentRangeIsUsage", []string{"delegate", "consumer", "--segments", "5-3"}, nil, exitUsage, codeUsage},
+		// Rule: so is a call method a fenced call cannot have (client.CallAPI
+		// refused it with a local INVALID_REQUEST, exit 1).
+		{"CallReadIsUsage", []string{"call", "crm", "GET", "/contacts"}, nil, exitUsage, codeUsage},
 		{"SegmentZeroIsUsage", []string{"delegate", "consumer", "--segments", "0,1"}, nil, exitUsage, codeUsage},
 		{"RefusedTokenIsRefused", []string{"--token", "bad", "receipts", "--operation", "op-1"}, nil, exitRefused, "UNAUTHENTICATED"},
 		{"StaleOwnerIsRefused", []string{"put", "bucket/jobs/a", file, "--segment", "9"}, func() { h.fake.stale = true }, exitRefused, "STALE_OWNER"},
