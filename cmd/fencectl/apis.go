@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"flag"
 	"fmt"
 	"net/http"
@@ -33,14 +35,17 @@ func callFlags(fs *flag.FlagSet) func(context.Context, *cmd) error {
 			}
 			body = b
 		}
-		lf, fence, err := fenceFor(ctx, c, *seg)
+		sum := sha256.Sum256(body)
+		w := fencedWrite{method: method, target: apiTarget(c.args[0], c.args[2]),
+			digest: func() (string, bool) { return "sha256:" + hex.EncodeToString(sum[:]), true }}
+		lf, fence, err := fenceFor(ctx, c, *seg, w)
 		if err != nil {
 			return err
 		}
 		defer lf.close()
 		resp, err := c.client.CallAPI(ctx, c.args[0], method, c.args[2], fence, body, *ctype)
 		if err != nil {
-			return err
+			return sent(c, lf, fence.Segment, w, err)
 		}
 		rerr := committed(c, lf, fence.Segment, resp.Receipt) // the answer is shown either way
 		if c.g.json {

@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -26,7 +28,10 @@ type fakeGateway struct {
 	bodies   []string
 	stale    bool // answer STALE_OWNER to writes
 	unknown  bool // answer MUTATION_UNKNOWN to writes
-	shadow   bool // answer writes as shadow mode forwarding a refused one
+	// unknownState, with unknown, records the write answered
+	// MUTATION_UNKNOWN in receipt R9 in this state (else it left none).
+	unknownState fencegate.ReceiptState
+	shadow       bool // answer writes as shadow mode forwarding a refused one
 	// bindingCalls are the methods of the binding requests received.
 	bindingCalls []string
 	// hold, when set, holds the next object write until it is closed
@@ -85,6 +90,15 @@ func (f *fakeGateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		b, _ := io.ReadAll(r.Body)
+		sum := sha256.Sum256(b)
+		seg, _ := strconv.ParseUint(r.Header.Get("Fence-Segment"), 10, 64)
+		rc := fencegate.Receipt{ID: "R1", Resource: "bucket/jobs", Target: strings.TrimPrefix(r.URL.Path, "/v1/"), Method: "PUT",
+			FenceToken: 7, Segment: seg, OperationID: "op-1", Lease: "L1", State: fencegate.ReceiptCommitted,
+			PayloadDigest: "sha256:" + hex.EncodeToString(sum[:])}
+		if f.unknown && f.unknownState != "" {
+			rc.ID, rc.State = "R9", f.unknownState
+			f.receipts = append(f.receipts, rc)
+		}
 		if f.unknown {
 			w.Header().Set("Fence-Receipt", "R9")
 			w.Header().Set("Content-Type", "application/problem+json")
@@ -102,8 +116,6 @@ func (f *fakeGateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		f.writes = append(f.writes, r.Header.Clone())
 		f.bodies = append(f.bodies, string(b))
-		rc := fencegate.Receipt{ID: "R1", Resource: "bucket/jobs", Target: "objects/bucket/jobs/a", Method: "PUT",
-			FenceToken: 7, Segment: uint64(len(f.writes)), OperationID: "op-1", Lease: "L1", State: fencegate.ReceiptCommitted}
 		f.receipts = append(f.receipts, rc)
 		w.Header().Set("Fence-Receipt", rc.ID)
 		answer(w, http.StatusOK, rc)

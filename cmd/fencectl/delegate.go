@@ -65,6 +65,11 @@ func delegateFlags(fs *flag.FlagSet) func(context.Context, *cmd) error {
 			return err
 		}
 		defer lf.close()
+		// Segments in doubt are settled first, as Lease.Delegate does: one
+		// admitted is the lease's own, and one unsettled refuses.
+		if _, err := settleDoubt(ctx, c, lf, 0, fencedWrite{}); err != nil {
+			return err
+		}
 		p := client.DelegateParams{Delegate: c.args[0], SegmentFrom: from, SegmentTo: to, Segments: set, TargetPrefix: *prefix}
 		top, err := client.CheckDelegable(p, lf.NextSegment) // as Lease.Delegate checks
 		if err != nil {

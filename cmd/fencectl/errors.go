@@ -17,7 +17,7 @@ const (
 	exitOK      = 0 // done
 	exitRefused = 1 // the gateway answered a problem with a code: nothing took effect (but MUTATION_UNKNOWN and INTERNAL, exit 3)
 	exitUsage   = 2 // a mistake on the command line; nothing was sent
-	exitUnknown = 3 // no definite answer (transport error, timeout, MUTATION_UNKNOWN, INTERNAL): the request may or may not have taken effect
+	exitUnknown = 3 // no definite answer (transport error, timeout, MUTATION_UNKNOWN, INTERNAL): the request may or may not have taken effect; also a write held back, unsent, behind a segment still in doubt (doubt.go)
 	exitLocal   = 4 // a failure on this machine (a file, the lease file, starting a command): nothing was sent, or only reads
 	// exitNotRecorded: the request took effect (its answer is printed) but
 	// the lease file could not be written: the next write must be told its

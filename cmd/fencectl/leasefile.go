@@ -12,11 +12,13 @@ import (
 )
 
 // leaseFile is what acquire leaves for later verbs: the lease with its grant
-// and latest status proof, the TTL, and the next segment number.
+// and latest status proof, the TTL, the next segment number, and the write
+// in doubt the next write must settle first, if any (doubt.go).
 type leaseFile struct {
 	Gateway     string           `json:"gateway"`
 	TTLMs       int64            `json:"ttlMs"`
 	NextSegment uint64           `json:"nextSegment"`
+	Doubt       *segmentDoubt    `json:"doubt,omitempty"`
 	Lease       client.LeaseInfo `json:"lease"`
 
 	lock *os.File // the lease file's lock, held from load to close

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -168,5 +170,157 @@ func TestALeaseAnswerMergesOnlyForward(t *testing.T) {
 		if got := c.lf.newer(c.info); got != c.want {
 			t.Errorf("%s: newer = %v, want %v", c.name, got, c.want)
 		}
+	}
+}
+
+// segmentsSent are the Fence-Segment headers of the writes the fake
+// gateway answered (not those answered MUTATION_UNKNOWN).
+func (h *harness) segmentsSent() string {
+	h.fake.mu.Lock()
+	defer h.fake.mu.Unlock()
+	var segs []string
+	for _, w := range h.fake.writes {
+		segs = append(segs, w.Get("Fence-Segment"))
+	}
+	return strings.Join(segs, ",")
+}
+
+// uncertainPut puts file to bucket/jobs/a, answered MUTATION_UNKNOWN with
+// receipt R9 left in state (none if ""), and checks it exits 3.
+func (h *harness) uncertainPut(file string, state fencegate.ReceiptState) {
+	h.t.Helper()
+	h.fake.mu.Lock()
+	h.fake.unknown, h.fake.unknownState = true, state
+	h.fake.mu.Unlock()
+	if code, _, errOut := h.run("put", "bucket/jobs/a", file); code != exitUnknown {
+		h.t.Fatalf("uncertain put: exit %d %s", code, errOut)
+	}
+	h.fake.mu.Lock()
+	h.fake.unknown = false
+	h.fake.mu.Unlock()
+}
+
+// leaseNumbering is what the lease file says about the lease's segments.
+type leaseNumbering struct {
+	NextSegment uint64 `json:"nextSegment"`
+	Doubt       *struct {
+		Segment uint64 `json:"segment"`
+		Receipt string `json:"receipt"`
+	} `json:"doubt"`
+}
+
+// numbering reads the lease file's next segment and segment in doubt.
+func (h *harness) numbering() leaseNumbering {
+	h.t.Helper()
+	var n leaseNumbering
+	b, err := os.ReadFile(filepath.Join(h.dir, "lease.json"))
+	if err == nil {
+		err = json.Unmarshal(b, &n)
+	}
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return n
+}
+
+// twoFiles writes files a and b, of different content, for put.
+func (h *harness) twoFiles() (a, b string) {
+	h.t.Helper()
+	a, b = filepath.Join(h.dir, "a"), filepath.Join(h.dir, "b")
+	if err := errors.Join(os.WriteFile(a, []byte("AAA"), 0o600), os.WriteFile(b, []byte("BBB"), 0o600)); err != nil {
+		h.t.Fatal(err)
+	}
+	return a, b
+}
+
+// Rule: a write after an uncertain one (MUTATION_UNKNOWN) settles the
+// segment in doubt from the receipts first, as the Go client does: admitted,
+// another write takes the segment after it, and the uncertain write itself
+// goes at its own segment again (a replay the gateway answers with the
+// first receipt, not a second effect); never admitted, or settled FAILED,
+// the segment is free. The lease file recorded nothing of the doubt, and a
+// different payload was sent at the admitted segment (QUARANTINED).
+func TestAWriteAfterAnUncertainOneNumbersAfterTheSegmentIfAdmitted(t *testing.T) {
+	for _, c := range []struct {
+		state fencegate.ReceiptState
+		same  bool   // the uncertain write again, not another
+		want  string // the segment it goes at
+	}{
+		{fencegate.ReceiptCommitted, false, "2"},
+		{fencegate.ReceiptCommitted, true, "1"},
+		{fencegate.ReceiptFailed, false, "1"},
+		{"", false, "1"},
+	} {
+		t.Run(fmt.Sprintf("%s,same=%v", c.state, c.same), func(t *testing.T) {
+			h, _ := acquiredWithAFile(t)
+			a, b := h.twoFiles()
+			h.uncertainPut(a, c.state)
+			args := []string{"put", "bucket/jobs/b", b}
+			if c.same {
+				args = []string{"put", "bucket/jobs/a", a}
+			}
+			if code, _, errOut := h.run(args...); code != 0 {
+				t.Fatalf("put after it: exit %d %s", code, errOut)
+			}
+			if got := h.segmentsSent(); got != c.want {
+				t.Fatalf("the write after the uncertain one went at segment %s, want %s", got, c.want)
+			}
+			if lf := h.numbering(); lf.Doubt != nil || lf.NextSegment != 3 && c.want == "2" {
+				t.Fatalf("lease file after: next segment %d, doubt %+v", lf.NextSegment, lf.Doubt)
+			}
+		})
+	}
+}
+
+// Rule: while the segment in doubt is unsettled (PENDING, UNKNOWN), only
+// the write in doubt is sent again, at its segment (a replay if it was
+// admitted); any other write, one from stdin (whose body cannot be compared
+// before it is sent) and a delegation are refused, nothing sent, with the
+// segment and its receipt named.
+func TestOnlyTheUncertainWriteIsSentWhileItsSegmentIsUnsettled(t *testing.T) {
+	h, _ := acquiredWithAFile(t)
+	a, b := h.twoFiles()
+	h.uncertainPut(a, fencegate.ReceiptPending)
+	stdin = strings.NewReader("AAA")
+	t.Cleanup(func() { stdin = os.Stdin })
+	for _, args := range [][]string{{"put", "bucket/jobs/b", b}, {"put", "bucket/jobs/a", "-"}, {"delete", "bucket/jobs/a"},
+		{"put", "bucket/jobs/a", a, "--segment", "2"}, {"delegate", "consumer", "--segments", "1-3"}} {
+		code, _, errOut := h.run(args...)
+		if code != exitUnknown || !strings.Contains(errOut, "MUTATION_UNKNOWN: segment 1 of lease L1 (PUT objects/bucket/jobs/a) is still PENDING") ||
+			!strings.Contains(errOut, "(receipt R9)") {
+			t.Fatalf("%v: exit %d\n%s", args, code, errOut)
+		}
+		if len(args) > 2 && args[2] == "-" && !strings.Contains(errOut, "give it as a FILE") {
+			t.Fatalf("stdin put: %s", errOut)
+		}
+	}
+	if got := h.segmentsSent(); got != "" {
+		t.Fatalf("writes sent while segment 1 was unsettled: %s", got)
+	}
+	if code, _, errOut := h.run("put", "bucket/jobs/a", a); code != 0 {
+		t.Fatalf("the uncertain write again: exit %d %s", code, errOut)
+	}
+	if code, _, errOut := h.run("put", "bucket/jobs/b", b); code != 0 {
+		t.Fatalf("the next write: exit %d %s", code, errOut)
+	}
+	if got := h.segmentsSent(); got != "1,2" {
+		t.Fatalf("segments sent %s, want the write in doubt again at 1, then 2", got)
+	}
+}
+
+// Rule: acquire repeated with the same request ID answers the same lease;
+// the lease file keeps its next segment and its write in doubt (it was
+// reset to segment 1, and the next write was QUARANTINED).
+func TestReacquiringTheSameLeaseKeepsItsNumbering(t *testing.T) {
+	h, file := acquiredWithAFile(t)
+	if code, _, errOut := h.run("put", "bucket/jobs/a", file); code != 0 {
+		t.Fatalf("put: %s", errOut)
+	}
+	h.uncertainPut(file, fencegate.ReceiptPending)
+	if code, _, errOut := h.run("acquire", "bucket/jobs", "--ttl", "10s", "--operation", "op-1", "--request-id", "req-1"); code != 0 {
+		t.Fatalf("acquire again: %s", errOut)
+	}
+	if lf := h.numbering(); lf.NextSegment != 2 || lf.Doubt == nil || lf.Doubt.Segment != 2 || lf.Doubt.Receipt != "R9" {
+		t.Fatalf("lease file after acquiring the same lease again: next segment %d, doubt %+v", lf.NextSegment, lf.Doubt)
 	}
 }

@@ -43,6 +43,7 @@ func acquireFlags(fs *flag.FlagSet) func(context.Context, *cmd) error {
 		lf := &leaseFile{Gateway: c.g.gateway, TTLMs: ttl.Milliseconds(), NextSegment: 1, Lease: l.Info()}
 		lock, err := lockLease(c.g.leaseFile)
 		if err == nil {
+			keepNumbering(lf, c.g.leaseFile)
 			err = lf.save(c.g.leaseFile)
 			lock.Close()
 		}
@@ -55,6 +56,19 @@ func acquireFlags(fs *flag.FlagSet) func(context.Context, *cmd) error {
 		}
 		return showLease(c, lf)
 	}
+}
+
+// keepNumbering carries the next segment and the write in doubt of the
+// lease file at path (read under its lock) over to lf, if it names the same
+// lease: acquire repeated with the same request ID answers the same lease,
+// whose segments up to the file's next one are taken (or in doubt).
+func keepNumbering(lf *leaseFile, path string) {
+	old, err := readLease(path)
+	if err != nil || old.Lease.Lease != lf.Lease.Lease {
+		return
+	}
+	lf.NextSegment = max(lf.NextSegment, old.NextSegment)
+	lf.Doubt = old.Doubt
 }
 
 func renewFlags(fs *flag.FlagSet) func(context.Context, *cmd) error {
@@ -135,10 +149,11 @@ func refreshStatus(ctx context.Context, c *cmd, lf *leaseFile) error {
 	})
 }
 
-// fenceFor returns the fence headers for a write with segment seg (0: the
-// lease file's next segment), refreshing a stale status proof first. The
-// lease file stays locked until the caller closes it (after committed).
-func fenceFor(ctx context.Context, c *cmd, seg uint64) (*leaseFile, client.Fence, error) {
+// fenceFor returns the fence headers for w with segment seg (0: the lease
+// file's next segment), refreshing a stale status proof first and settling
+// a write in doubt (settleDoubt). The lease file stays locked until the
+// caller closes it (after committed, or sent).
+func fenceFor(ctx context.Context, c *cmd, seg uint64, w fencedWrite) (*leaseFile, client.Fence, error) {
 	lf, err := loadLease(c.g.leaseFile)
 	if err != nil {
 		return nil, client.Fence{}, err
@@ -153,20 +168,29 @@ func fenceFor(ctx context.Context, c *cmd, seg uint64) (*leaseFile, client.Fence
 		lf.close()
 		return nil, client.Fence{}, fencegate.Errorf(fencegate.CodeLeaseNotHeld, "lease %s is %s", lf.Lease.Lease, lf.Lease.State)
 	}
+	seg, err = settleDoubt(ctx, c, lf, seg, w)
+	if err != nil {
+		lf.close()
+		return nil, client.Fence{}, err
+	}
 	if seg == 0 {
 		seg = max(lf.NextSegment, 1)
 	}
 	return lf, client.Fence{Grant: lf.Lease.Grant, Status: lf.Lease.StatusProof, Segment: seg}, nil
 }
 
-// committed records that seg was accepted, so the next write takes seg+1;
-// a lease file it cannot write is notRecorded (the write took effect).
+// committed records that seg was accepted, so the next write takes seg+1
+// (and seg, if it was in doubt, is settled); a lease file it cannot write is
+// notRecorded (the write took effect).
 func committed(c *cmd, lf *leaseFile, seg uint64, receiptID string) error {
 	if client.IsShadowReceipt(receiptID) {
 		return nil // shadow mode forwarded a write it refused: seg is still the next
 	}
 	if seg >= lf.NextSegment {
 		lf.NextSegment = seg + 1
+	}
+	if lf.Doubt != nil && lf.Doubt.Segment == seg {
+		lf.Doubt = nil
 	}
 	if err := lf.save(c.g.leaseFile); err != nil {
 		return notRecorded{fmt.Sprintf("segment %d was accepted, but the lease file %s still names segment %d (%v): give the next write --segment %d",

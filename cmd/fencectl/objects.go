@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
 	"flag"
 	"io"
 	"os"
 	"strconv"
+	"sync"
 
 	"github.com/fencegate/fencegate"
 )
@@ -29,6 +31,7 @@ func putFlags(fs *flag.FlagSet) func(context.Context, *cmd) error {
 		}
 		var body io.Reader = stdin
 		size := int64(-1)
+		w := fencedWrite{method: "PUT", target: objectTarget(store, key)}
 		if c.args[1] != "-" {
 			f, err := os.Open(c.args[1])
 			if err != nil {
@@ -37,10 +40,17 @@ func putFlags(fs *flag.FlagSet) func(context.Context, *cmd) error {
 			defer f.Close()
 			if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
 				size = st.Size()
+				w.digest = sync.OnceValues(func() (string, bool) { return fileDigest(f) })
 			}
 			body = f
 		}
-		lf, fence, err := fenceFor(ctx, c, *seg)
+		// The body goes through a hashingReader, which also keeps the
+		// transport from closing a FILE (its digest is read from it again).
+		h := &hashingReader{r: body, h: sha256.New()}
+		if body = h; w.digest == nil { // stdin or a pipe: known once sent whole
+			w.digest = h.digest
+		}
+		lf, fence, err := fenceFor(ctx, c, *seg, w)
 		if err != nil {
 			return err
 		}
@@ -49,7 +59,7 @@ func putFlags(fs *flag.FlagSet) func(context.Context, *cmd) error {
 		rc, err := c.client.PutObject(ctx, store, key, fence, body, *ctype)
 		done(err == nil)
 		if err != nil {
-			return err
+			return sent(c, lf, fence.Segment, w, err)
 		}
 		rerr := committed(c, lf, fence.Segment, rc.ID)
 		if err := showReceipt(c, rc); err != nil {
@@ -66,14 +76,15 @@ func deleteFlags(fs *flag.FlagSet) func(context.Context, *cmd) error {
 		if err != nil {
 			return err
 		}
-		lf, fence, err := fenceFor(ctx, c, *seg)
+		w := fencedWrite{method: "DELETE", target: objectTarget(store, key)}
+		lf, fence, err := fenceFor(ctx, c, *seg, w)
 		if err != nil {
 			return err
 		}
 		defer lf.close()
 		rc, err := c.client.DeleteObject(ctx, store, key, fence)
 		if err != nil {
-			return err
+			return sent(c, lf, fence.Segment, w, err)
 		}
 		rerr := committed(c, lf, fence.Segment, rc.ID)
 		if err := showReceipt(c, rc); err != nil {
