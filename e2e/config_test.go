@@ -36,3 +36,22 @@ func TestBadAPIsSectionStopsTheBinaryWithEveryProblemAndItsLine(t *testing.T) {
 		}
 	}
 }
+
+// TestHelpOfEverySubcommandExitsZero: `gateway dev|serve|registry --help`
+// prints the subcommand's flags and exits 0 (help was asked for, not a
+// usage mistake); an unknown flag still exits 2.
+func TestHelpOfEverySubcommandExitsZero(t *testing.T) {
+	for _, sub := range []string{"dev", "serve", "registry"} {
+		out, err := exec.Command(binary(t), sub, "--help").CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "-registry-backend") {
+			t.Fatalf("gateway %s --help: %v\n%s", sub, err, out)
+		}
+		if strings.Contains(string(out), "help requested") {
+			t.Fatalf("gateway %s --help reports an error:\n%s", sub, out)
+		}
+	}
+	err := exec.Command(binary(t), "serve", "--no-such-flag").Run()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 {
+		t.Fatalf("gateway serve --no-such-flag: %v, want exit 2", err)
+	}
+}

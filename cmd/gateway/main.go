@@ -11,6 +11,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -50,6 +51,9 @@ func main() {
 		os.Exit(2)
 	}
 	if err := parseFlags(os.Args[1], os.Args[2:], &cfg); err != nil {
+		if errors.Is(err, flag.ErrHelp) { // `gateway serve --help`: the flags were printed, as asked
+			return
+		}
 		fmt.Fprintln(os.Stderr, "gateway:", err)
 		os.Exit(2)
 	}
@@ -84,10 +88,10 @@ func usage() {
 	fmt.Fprint(os.Stderr, `usage:
   common: [--log-format text|json] [--log-level debug|info|warn|error] [--otlp-endpoint URL]
   gateway dev   [--addr A] [--metrics-addr M [--pprof]] [--data-dir D] [--identity NAME=TOKEN]... [--admin-token T]... [--gateway NAME=TOKEN]... [--store NAME=URL]... [--fence-store URL] [--registry-backend URL] [--allow-volatile-backend] [--status-mode proof|query] [--config FILE] [--break-glass]
-  gateway serve --config FILE [--addr A] [--metrics-addr M [--pprof]] [--data-dir D] [--fence-store URL] [--registry-url URL] [--status-mode proof|query] [--trust-bundle FILE] [--identity NAME=TOKEN]... [--admin-token T]... [--store NAME=URL]... [--break-glass]
+  gateway serve --config FILE [--addr A] [--metrics-addr M [--pprof]] [--data-dir D] [--fence-store URL] [--registry-url URL] [--registry-backend URL] [--allow-volatile-backend] [--status-mode proof|query] [--trust-bundle FILE] [--identity NAME=TOKEN]... [--admin-token T]... [--gateway NAME=TOKEN]... [--store NAME=URL]... [--break-glass]
   gateway healthcheck [URL]   (default http://127.0.0.1:8080/healthz; exit 0 on 200)
   gateway version
-  gateway registry [--config FILE] [--addr A] [--metrics-addr M] [--data-dir D] [--identity NAME=TOKEN]... [--admin-token T]... [--gateway NAME=TOKEN]... [--registry-backend URL] [--allow-volatile-backend] [--break-glass]
+  gateway registry [--config FILE] [--addr A] [--metrics-addr M [--pprof]] [--data-dir D] [--identity NAME=TOKEN]... [--admin-token T]... [--gateway NAME=TOKEN]... [--registry-backend URL] [--allow-volatile-backend] [--fence-store URL] [--trust-bundle FILE] [--status-mode proof|query] [--break-glass]
 `)
 }
 
