@@ -83,8 +83,11 @@ type outcome struct {
 // IsShadowReceipt reports whether receiptID is one a gateway in shadow mode
 // answers for a write it refused and forwarded anyway (an unstored receipt
 // whose ID begins "shadow_", with Fence-Mode: shadow and Fence-Verdict:
-// CODE; openapi.yaml, ShadowReceipt): the effect happened, no segment was
-// admitted, so the segment is still the lease's next.
+// CODE): the effect happened, no segment was admitted, so the segment is
+// still the lease's next. openapi.yaml documents it under "Enforcement
+// modes": an object write's answer names it in its ShadowReceipt body (and
+// sends no Fence-Receipt), an API call's answer in the Fence-Receipt header
+// of UpstreamAnswer.
 func IsShadowReceipt(receiptID string) bool { return domain.IsShadowReceipt(receiptID) }
 
 // shadowed reports whether o is shadow mode's answer (IsShadowReceipt).

@@ -249,7 +249,10 @@ func TestResponseValidationCatchesMismatches(t *testing.T) {
 // TestShadowResponsesMatchTheSpec puts a pattern in shadow mode and drives
 // refused object writes under it: they are forwarded and answered 200 with
 // Fence-Mode and Fence-Verdict and an unstored shadow_ receipt, while a
-// resource outside the pattern is still refused.
+// resource outside the pattern is still refused. A refused API call under
+// shadow mode is answered with the upstream's answer, Fence-Mode,
+// Fence-Verdict and a Fence-Receipt naming the unstored shadow_ receipt,
+// every one of them declared on the spec's UpstreamAnswer.
 func TestShadowResponsesMatchTheSpec(t *testing.T) {
 	e := newEnv(t)
 	json := map[string]string{"Content-Type": "application/json"}
@@ -293,6 +296,31 @@ func TestShadowResponsesMatchTheSpec(t *testing.T) {
 	rh, _ := e.call("GET", "/v1/objects/local/stage/1/a", tokA, nil, "", 200)
 	if rh.Get("Fence-Receipt") == "" {
 		t.Error("read of a shadow-forwarded object lacks its headers")
+	}
+
+	// An API call shadow mode forwards: the upstream's answer, with
+	// Fence-Mode and Fence-Verdict declared on UpstreamAnswer, and a
+	// Fence-Receipt naming the unstored shadow_ receipt, as that response's
+	// Fence-Receipt documents (client.IsShadowReceipt relies on it).
+	e.call("PUT", "/v1/admin/modes", tokAdmin, json, `{"pattern":"payouts/acct-1","mode":"shadow","breakGlass":true}`, 200)
+	_, apiLease := e.call("POST", "/v1/leases", tokA, json,
+		`{"resource":"payouts/acct-1","requestId":"req-p","ttlMs":30000,"operationId":"op-p"}`, 201)
+	apiHdr := fenced(apiLease["grant"].(string), apiLease["statusProof"].(string), 1)
+	apiHdr["Content-Type"] = "application/json"
+	h, _ = e.call("POST", "/v1/apis/payouts/v1/accounts/acct-1/payouts", tokB, apiHdr, `{"amount":1}`, 201)
+	if id := h.Get("Fence-Receipt"); h.Get("Fence-Mode") != "shadow" || h.Get("Fence-Verdict") != string(fencegate.CodeOwnerMismatch) ||
+		!strings.HasPrefix(id, "shadow_") {
+		t.Errorf("shadow answer of an API call: headers %v", h)
+	} else {
+		_, p := e.call("GET", "/v1/receipts/"+id, tokA, nil, "", 404)
+		wantCode(t, p, fencegate.CodeNotFound)
+	}
+	route, _ := e.find("POST", "/v1/apis/payouts/v1/accounts/acct-1/payouts")
+	if d := route.Operation.Responses.Default().Value.Headers["Fence-Receipt"].Value.Description; !strings.Contains(d, "`shadow_`") {
+		t.Errorf("UpstreamAnswer's Fence-Receipt does not document the shadow_ ID: %q", d)
+	}
+	if d := route.Operation.Description; !strings.Contains(d, "shadow") {
+		t.Errorf("postApi does not describe shadow mode: %q", d)
 	}
 
 	// Not shadowed: no caller credential, and resources outside the pattern.

@@ -353,9 +353,34 @@ func (e *testEnv) call(method, path, token string, hdr map[string]string, body s
 	if err := openapi3filter.ValidateResponse(ctx, out); err != nil {
 		e.t.Errorf("%s %s: %d response does not match the spec: %v", method, path, rec.Code, err)
 	}
+	if missing := undeclaredFenceHeaders(route, rec.Code, rec.Header()); len(missing) > 0 {
+		e.t.Errorf("%s %s: %d response carries headers its spec response does not declare: %v", method, path, rec.Code, missing)
+	}
 	var m map[string]any
 	_ = json.Unmarshal(rec.Body.Bytes(), &m)
 	return rec.Header(), m
+}
+
+// undeclaredFenceHeaders lists the Fence-* headers of an answer that the
+// spec response it matches (by status, else default) does not declare. The
+// response validator ignores undeclared headers, so every answer call checks
+// this rule itself: each Fence-* header a client may read is in the spec.
+func undeclaredFenceHeaders(route *routers.Route, status int, h http.Header) []string {
+	resp := route.Operation.Responses.Status(status)
+	if resp == nil {
+		resp = route.Operation.Responses.Default()
+	}
+	var missing []string
+	for name := range h {
+		if !strings.HasPrefix(name, "Fence-") {
+			continue
+		}
+		if resp == nil || resp.Value == nil || resp.Value.Headers[name] == nil {
+			missing = append(missing, name)
+		}
+	}
+	slices.Sort(missing)
+	return missing
 }
 
 func fenced(grant, status string, seg int) map[string]string {
