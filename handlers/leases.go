@@ -220,9 +220,14 @@ func (s *Server) withS3(a fencegate.LeaseAnswer, is registry.Issued, asked bool)
 	return a, nil
 }
 
-// s3Asked reads ?s3Credentials=true|false.
+// s3Asked reads ?s3Credentials=true|false, from a query parsed strictly
+// (strictQuery: given twice, or unparseable, is INVALID_REQUEST).
 func s3Asked(r *http.Request) (bool, error) {
-	switch v := r.URL.Query().Get("s3Credentials"); v {
+	q, err := strictQuery(r)
+	if err != nil {
+		return false, err
+	}
+	switch v := q.Get("s3Credentials"); v {
 	case "", "false":
 		return false, nil
 	case "true":

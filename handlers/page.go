@@ -2,23 +2,55 @@ package handlers
 
 import (
 	"net/http"
+	"net/url"
 	"strconv"
 
 	"github.com/fencegate/fencegate"
 )
 
-// pageOf reads the paging parameters every list takes: limit (1 to
-// fencegate.MaxPageLimit, fencegate.DefaultPageLimit when absent) and cursor
-// (the next of the previous page). Anything else is INVALID_REQUEST.
-func pageOf(r *http.Request) (fencegate.Page, error) {
-	q := r.URL.Query()
+// strictQuery parses the query of a route that takes parameters (every list,
+// and a lease's status) strictly: a query that does not parse (a bad
+// percent-escape, a `;` separator), which r.URL.Query would silently drop
+// part of, is INVALID_REQUEST, and so is any parameter given more than once
+// (`limit=1&limit=1000`, `s3Credentials=true&s3Credentials=false`), which
+// reading only the first of would make ambiguous. The object and API routes
+// parse their own queries as strictly (queryKey, apiCallPath).
+func strictQuery(r *http.Request) (url.Values, error) {
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return nil, fencegate.Errorf(fencegate.CodeInvalidRequest, "the query does not parse: %v", err)
+	}
+	for name, vs := range q {
+		if len(vs) > 1 {
+			return nil, fencegate.Errorf(fencegate.CodeInvalidRequest, "query parameter %.40q is given more than once", name)
+		}
+	}
+	return q, nil
+}
+
+// listQuery parses a list's query (strictQuery) and reads the paging
+// parameters every list takes: limit (1 to fencegate.MaxPageLimit,
+// fencegate.DefaultPageLimit when absent) and cursor (the next of the
+// previous page). Anything else is INVALID_REQUEST. The other parameters are
+// the caller's to read from the values.
+func listQuery(r *http.Request) (url.Values, fencegate.Page, error) {
+	q, err := strictQuery(r)
+	if err != nil {
+		return nil, fencegate.Page{}, err
+	}
 	p := fencegate.Page{Cursor: q.Get("cursor")}
 	if v, ok := q["limit"]; ok {
 		n, err := strconv.Atoi(v[0])
-		if err != nil || n < 1 || n > fencegate.MaxPageLimit || len(v) > 1 {
-			return p, fencegate.Errorf(fencegate.CodeInvalidRequest, "limit must be one integer from 1 to %d", fencegate.MaxPageLimit)
+		if err != nil || n < 1 || n > fencegate.MaxPageLimit {
+			return nil, p, fencegate.Errorf(fencegate.CodeInvalidRequest, "limit must be one integer from 1 to %d", fencegate.MaxPageLimit)
 		}
 		p.Limit = n
 	}
-	return p, nil
+	return q, p, nil
+}
+
+// pageOf is listQuery's page, for lists that take no other parameter.
+func pageOf(r *http.Request) (fencegate.Page, error) {
+	_, p, err := listQuery(r)
+	return p, err
 }

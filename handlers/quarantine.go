@@ -27,17 +27,16 @@ func (s *Server) quarantinePayload() int64 {
 }
 
 // listQuarantine answers GET /v1/quarantine[?resource=R] (paged: limit,
-// cursor). Records come without their payloads (payloadKept says whether
+// cursor; R must be a canonical name, fencegate.CheckName). Records come without their payloads (payloadKept says whether
 // GET /v1/quarantine/{id} has it), so a page stays small.
 func (s *Server) listQuarantine(w http.ResponseWriter, r *http.Request) {
-	res := r.URL.Query().Get("resource")
-	if res != "" {
-		if err := s.checkRead(callerOf(r), res); err != nil {
-			s.problem(w, r, err)
-			return
+	q, page, err := listQuery(r)
+	res := q.Get("resource")
+	if err == nil && res != "" {
+		if err = fencegate.CheckName(res); err == nil {
+			err = s.checkRead(callerOf(r), res)
 		}
 	}
-	page, err := pageOf(r)
 	if err != nil {
 		s.problem(w, r, err)
 		return

@@ -11,11 +11,12 @@ import (
 
 // listReceipts answers GET /v1/receipts?operationId=..., ?resource=...
 // (both paged: limit, cursor) or ?resource=...&fence=...&segment=... (the
-// segment's live receipt, a list of at most one).
+// segment's live receipt, a list of at most one). The query is parsed
+// strictly (listQuery) and resource must be a canonical name
+// (fencegate.CheckName) in both of its forms.
 func (s *Server) listReceipts(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
 	ctx := r.Context()
-	page, err := pageOf(r)
+	q, page, err := listQuery(r)
 	if err != nil {
 		s.problem(w, r, err)
 		return
@@ -31,6 +32,9 @@ func (s *Server) listReceipts(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	case q.Get("resource") != "":
+		if err = fencegate.CheckName(q.Get("resource")); err != nil {
+			break
+		}
 		if err = s.checkRead(callerOf(r), q.Get("resource")); err != nil {
 			break
 		}

@@ -94,6 +94,53 @@ func TestLooseJSONBodiesAreRefused(t *testing.T) {
 	e.wantNothingChanged()
 }
 
+// TestLooseQueriesAreRefused: a list's query (and a lease status's) is
+// parsed strictly. One that does not parse (a bad escape, a `;`), a
+// parameter given twice, and a resource that is not a canonical name are
+// each INVALID_REQUEST as problem+json, never read in part (the default page,
+// the first value, an empty list), and change nothing.
+func TestLooseQueriesAreRefused(t *testing.T) {
+	e := newEnv(t)
+	json := map[string]string{"Content-Type": "application/json"}
+	_, lease := e.call("POST", "/v1/leases", tokA, json, `{"resource":"local/inv/9","requestId":"r9","ttlMs":30000,"operationId":"op"}`, 201)
+	id := lease["lease"].(string)
+	for _, c := range []struct{ path, tok string }{
+		{"/v1/unknown?limit=5000;x", tokA},
+		{"/v1/unknown?limit=%zz", tokA},
+		{"/v1/unknown?limit=1000&limit=%zz", tokA},
+		{"/v1/unknown?limit=5&limit=5", tokA}, // refused before strictQuery too
+		{"/v1/unknown?cursor=&cursor=", tokA},
+		{"/v1/quarantine?limit=0;", tokA},
+		{"/v1/quarantine?resource=local/inv/7&resource=local/inv/8", tokA},
+		{"/v1/quarantine?resource=LOCAL/../x", tokA},
+		{"/v1/quarantine?resource=local/../x", tokA},
+		{"/v1/receipts?operationId=o&limit=99999;", tokA},
+		{"/v1/receipts?operationId=o&operationId=p", tokA},
+		{"/v1/receipts?operationId=o&cursor=&cursor=", tokA},
+		{"/v1/receipts?resource=local/inv/7&resource=local/inv/8", tokA},
+		{"/v1/receipts?resource=local/inv/7&fence=1&segment=1&segment=2", tokA},
+		{"/v1/receipts?resource=local/inv/7&fence=1&fence=1&segment=1", tokA},
+		{"/v1/receipts?resource=LOCAL/../x", tokA}, // refused before too: the other forms now match it
+		{"/v1/receipts?resource=local/../x&fence=1&segment=1", tokA},
+		{"/v1/admin/modes?limit=%", tokAdmin},
+		{"/v1/admin/modes?cursor=&cursor=", tokAdmin},
+		{"/v1/leases/" + id + "?s3Credentials=true&s3Credentials=false", tokA},
+		{"/v1/leases/" + id + "?s3Credentials=%zz", tokA},
+	} {
+		h, p := e.call("GET", c.path, c.tok, nil, "", 400)
+		if h.Get("Content-Type") != "application/problem+json" {
+			t.Errorf("GET %s: Content-Type %q", c.path, h.Get("Content-Type"))
+		}
+		if got, _ := p["code"].(string); got != string(fencegate.CodeInvalidRequest) {
+			t.Errorf("GET %s: code %q, want INVALID_REQUEST", c.path, got)
+		}
+	}
+	if _, l := e.call("GET", "/v1/leases/"+id, tokA, nil, "", 200); l["expiresAt"] != lease["expiresAt"] || l["state"] != "HELD" {
+		t.Errorf("lease after refused reads: %v, was %v", l, lease)
+	}
+	e.wantNothingChanged()
+}
+
 // wantNothingChanged checks that the operator state is the initial one and
 // that local/inv/7 and local/inv/8 are free: another owner acquires each
 // at fence 1.
