@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/fencegate/fencegate"
@@ -168,10 +169,45 @@ func Router(s *Server) http.Handler {
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		s.problem(w, r, fencegate.Errorf(fencegate.CodeNotFound, "no route %s %s", r.Method, r.URL.Path))
 	})
+	root := r
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		allow := allowedMethods(root, r)
+		if allow == "" { // a method chi does not know, on a path no route serves
+			s.problem(w, r, fencegate.Errorf(fencegate.CodeNotFound, "no route %s %s", r.Method, r.URL.Path))
+			return
+		}
+		w.Header().Set("Allow", allow)
 		s.problem(w, r, fencegate.Errorf(fencegate.CodeInvalidRequest, "method %s is not allowed on %s", r.Method, r.URL.Path))
 	})
 	return r
+}
+
+// routedMethods are the methods a route may serve, in the order an Allow
+// header lists them.
+var routedMethods = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete}
+
+// allowedMethods is the Allow header (RFC 9110 §10.2.1) of a request whose
+// path is routed but not for its method: the methods routes serves on that
+// path, HEAD wherever GET is (middleware.GetHead); "" when none does. The closed set of codes
+// has no 405, so the answer stays 400 INVALID_REQUEST; Allow tells the
+// caller what the path takes. It is found only on this error path.
+func allowedMethods(routes chi.Routes, r *http.Request) string {
+	path := r.URL.RawPath
+	if path == "" {
+		path = r.URL.Path
+	}
+	var allowed []string
+	get := false
+	for _, m := range routedMethods {
+		ok := routes.Match(chi.NewRouteContext(), m, path)
+		if m == http.MethodGet {
+			get = ok
+		}
+		if ok || m == http.MethodHead && get {
+			allowed = append(allowed, m)
+		}
+	}
+	return strings.Join(allowed, ", ")
 }
 
 // problem answers err. Every answer is counted and logged by Refusal.

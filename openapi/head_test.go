@@ -77,3 +77,49 @@ func rawRequest(t *testing.T, srv *httptest.Server, method, path string) rawAnsw
 	}
 	return rawAnswer{Response: resp, rest: string(rest)}
 }
+
+// TestWrongMethodNamesTheAllowedOnes: a routed path asked with a method it
+// does not serve answers 400 INVALID_REQUEST (the closed code set has no
+// 405) as problem+json with an Allow header listing the methods the path
+// serves (RFC 9110 §10.2.1), HEAD wherever GET is, and changes nothing; a
+// method no route knows on an unrouted path is NOT_FOUND, as any unrouted
+// path is.
+func TestWrongMethodNamesTheAllowedOnes(t *testing.T) {
+	e := newEnv(t)
+	for _, c := range []struct{ method, path, tok, allow string }{
+		{"HEAD", "/v1/leases", tokA, "POST"},
+		{"GET", "/v1/leases", tokA, "POST"},
+		{"OPTIONS", "/v1/objects/local/inv/7", tokA, "GET, HEAD, PUT, DELETE"},
+		{"OPTIONS", "/v1/objects/local/inv/7", "", "GET, HEAD, PUT, DELETE"},
+		{"PATCH", "/v1/objects/local/inv/7", tokA, "GET, HEAD, PUT, DELETE"},
+		{"POST", "/v1/objects/local/inv/7", tokA, "GET, HEAD, PUT, DELETE"},
+		{"PUT", "/v1/receipts", tokA, "GET, HEAD"},
+		{"PROPFIND", "/v1/receipts", tokA, "GET, HEAD"},
+		{"HEAD", "/v1/admin/keys/rotate", tokAdmin, "POST"},
+		{"GET", "/v1/leases/l1/renew", tokA, "POST"},
+		{"TRACE", "/v1/apis/payouts", tokA, "GET, HEAD, POST, PUT, PATCH, DELETE"},
+	} {
+		req := httptest.NewRequest(c.method, "http://gw"+c.path, strings.NewReader("x"))
+		if c.tok != "" {
+			req.Header.Set("Authorization", "Bearer "+c.tok)
+		}
+		rec := httptest.NewRecorder()
+		e.h.ServeHTTP(rec, req)
+		if rec.Code != http.StatusBadRequest || rec.Header().Get("Content-Type") != "application/problem+json" ||
+			rec.Header().Get("Allow") != c.allow {
+			t.Errorf("%s %s: %d %q Allow %q, want 400 problem+json Allow %q", c.method, c.path, rec.Code,
+				rec.Header().Get("Content-Type"), rec.Header().Get("Allow"), c.allow)
+		}
+		if c.method != "HEAD" && !strings.Contains(rec.Body.String(), `"code":"INVALID_REQUEST"`) {
+			t.Errorf("%s %s: %s", c.method, c.path, rec.Body.String())
+		}
+	}
+	req := httptest.NewRequest("PROPFIND", "http://gw/v1/nope", nil)
+	rec := httptest.NewRecorder()
+	e.h.ServeHTTP(rec, req)
+	if rec.Code != http.StatusNotFound || rec.Header().Get("Allow") != "" {
+		t.Errorf("PROPFIND /v1/nope: %d Allow %q, want 404 without Allow", rec.Code, rec.Header().Get("Allow"))
+	}
+	e.call("GET", "/v1/objects/local/inv/7", tokA, nil, "", 404)
+	e.wantNothingChanged()
+}
