@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/fencegate/fencegate"
@@ -92,10 +93,18 @@ func (a *App) pull(ctx context.Context, fresh time.Duration) {
 	if err == nil {
 		installed, version, err = a.auth.OfferBundle(data)
 	}
-	switch {
+	switch held := a.auth.Verifier().Bundle().Version(); {
 	case err != nil && ctx.Err() == nil && err.Error() != a.pullErr:
 		a.pullErr = err.Error()
 		a.log.Error("trust bundle from the registry refused or unreachable", "version", version, "err", err)
+	case err == nil && version < held:
+		// The registry went back (restored, or another registry behind
+		// the URL): its keys are not taken until its version passes ours.
+		if msg := fmt.Sprintf("older %d", version); msg != a.pullErr {
+			a.pullErr = msg
+			a.log.Warn("trust bundle from the registry is older than the one in force here: ignored; keys it rotated to since are not trusted until its version passes this one",
+				"version", version, "inForce", held)
+		}
 	case err == nil:
 		a.pullErr = ""
 	}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -93,5 +94,54 @@ func TestInsecureRegistryHTTPIsLoggedAtStart(t *testing.T) {
 		if got := strings.Contains(logs.String(), "level=WARN msg=\"registryURL is plain http"); got != warn {
 			t.Errorf("%s: warned %v, want %v:\n%s", url, got, warn, logs.String())
 		}
+	}
+}
+
+// Rule: a replica whose registry serves a trust bundle older than the one
+// in force here (a registry restored, or another one behind the URL)
+// ignores it and says so, once until something changes: keys the registry
+// rotated to since are not trusted until its version passes this one.
+func TestAnOlderBundleFromTheRegistryIsIgnoredAndLogged(t *testing.T) {
+	dev := config.Dev()
+	dev.DataDir = t.TempDir()
+	dev.Identities = []config.Identity{{Name: "w", Token: "t"}}
+	reg, err := Build(context.Background(), dev, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close()
+	bundleFile := filepath.Join(dev.DataDir, "trust-bundle.json")
+	old, err := os.ReadFile(bundleFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reg.auth.RotateKey(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write(old) }))
+	defer srv.Close()
+	cfg := config.Default()
+	cfg.DataDir = t.TempDir()
+	cfg.Identities = []config.Identity{{Name: "w", Token: "t"}}
+	cfg.TrustBundle = bundleFile // the rotated bundle, a version above the one served
+	cfg.RegistryURL = srv.URL
+	cfg.RegistryCredential = config.Identity{Name: "gw", Token: "g"}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	a, err := Build(context.Background(), cfg, slog.New(slog.NewTextHandler(&logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	held := a.auth.Verifier().Bundle().Version()
+	a.pull(context.Background(), 0)
+	a.pull(context.Background(), 0)
+	if got := a.auth.Verifier().Bundle().Version(); got != held {
+		t.Fatalf("the older bundle was installed: version %d, was %d", got, held)
+	}
+	if n := strings.Count(logs.String(), "older than the one in force here"); n != 1 {
+		t.Fatalf("the older bundle was logged %d times, want once:\n%s", n, logs.String())
 	}
 }
