@@ -17,9 +17,10 @@
 // (leaserule.Forgotten): past expiry + Retention (default 7 days) a reuse of
 // the request ID is a new acquisition, and each acquisition deletes up to
 // leaserule.PruneBatch such records, found through the expiry sorted set.
-// They also carry a server-side PEXPIRE of TTL + Retention after their last
-// change as a backstop; fence counters, the floor and the revision have no
-// TTL and are never deleted.
+// They also carry a server-side PEXPIRE of TTL + Retention from the acquire
+// or renew that set their expiry (so expiry + Retention; a release or a
+// supersession leaves it) as a backstop; fence counters, the floor and the
+// revision have no TTL and are never deleted.
 //
 // Every key starts with the prefix. The scripts build their keys from it, so
 // on Redis Cluster the prefix must carry a hash tag (for example
@@ -257,12 +258,13 @@ func (b *Backend) Renew(ctx context.Context, id, owner string, ttl time.Duration
 // Release implements fencegate.LeaseBackend. A lease that is no longer held
 // is returned as it is, released false: the script answers it with status
 // KEPT instead of OK.
+// The record's expiry, and so its retention, does not move.
 func (b *Backend) Release(ctx context.Context, id, owner string, now time.Time, g fencegate.Guard) (fencegate.Lease, bool, error) {
 	at, _, err := stamps(now, 0)
 	if err != nil {
 		return fencegate.Lease{}, false, err
 	}
-	l, status, err := b.mutateStatus(ctx, releaseScript, "release", now, g, id, owner, at, b.keep(0))
+	l, status, err := b.mutateStatus(ctx, releaseScript, "release", now, g, id, owner, at)
 	return l, err == nil && status == "OK", err
 }
 

@@ -69,6 +69,37 @@ func TestOpenPingsAndUsesThePrefix(t *testing.T) {
 	}
 }
 
+// TestReleaseLeavesTheServerSideTTLAtExpiryPlusRetention checks the retention
+// rule's backstop (leaserule.Forgotten: a record and its request ID live until
+// expiry + retention): releasing a lease at once must not cut the server-side
+// TTL of its record and request key to release time + retention, which would
+// let a repeat of the request ID become a new acquisition a TTL early.
+func TestReleaseLeavesTheServerSideTTLAtExpiryPlusRetention(t *testing.T) {
+	c, prefix := client(t)
+	ctx := context.Background()
+	const ttl, retention = 50 * time.Minute, time.Hour
+	b := redis.New(c, prefix, redis.WithRetention(retention))
+	l, err := b.Acquire(ctx, fencegate.AcquireRequest{LeaseID: "l1", Resource: "db/a", Owner: "alice",
+		RequestID: "r1", TTL: ttl, Now: leasetest.T0})
+	if err != nil {
+		t.Fatalf("acquire: %v", err)
+	}
+	if _, released, err := b.Release(ctx, l.ID, l.Owner, leasetest.T0, fencegate.Guard{}); err != nil || !released {
+		t.Fatalf("release: released %v, %v", released, err)
+	}
+	// Set at acquisition to ttl + retention; released at once, so it must
+	// still be well above retention alone (what a refresh at release sets).
+	for _, key := range []string{prefix + "lease:l1", prefix + "req:5:alice:r1"} {
+		got, err := c.PTTL(ctx, key).Result()
+		if err != nil {
+			t.Fatalf("PTTL %s: %v", key, err)
+		}
+		if got <= retention+ttl/2 {
+			t.Errorf("%s: server-side TTL after release %v, want about expiry + retention = %v", key, got, ttl+retention)
+		}
+	}
+}
+
 func TestOpenUnreachableIsBackendUnavailable(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

@@ -11,7 +11,8 @@ import "github.com/redis/go-redis/v9"
 //	<p>fence:<resource>    per-resource fence counter (INCR), no TTL
 //	<p>cur:<resource>      ID of the resource's last acquired lease, no TTL
 //	<p>live:<resource>     ID of the live lease, PEXPIRE = lease TTL (mirror)
-//	<p>lease:<id>          lease record (hash), PEXPIRE = TTL + retention
+//	<p>lease:<id>          lease record (hash), PEXPIRE = TTL + retention,
+//	                       set when acquire or renew sets its expiry
 //	<p>req:<n>:<owner>:<r> lease ID of (owner, request ID), same PEXPIRE
 //	<p>expiry              sorted set of lease IDs by expiry (ms), no TTL
 //	<p>incarnation         the incarnation marker, no TTL ("" or absent: none)
@@ -163,11 +164,14 @@ redis.call('SET', P .. 'live:' .. f[4], ARGV[2], 'PX', ARGV[6])
 return reply(lk)
 `)
 
-// releaseScript: ARGV 2 lease ID, 3 owner, 4 now, 5 retention ms, 6 expected
-// incarnation ("" checks nothing), 7 minimum revision. A lease no longer
-// held is returned unchanged, with status KEPT (OK: this call released it).
+// releaseScript: ARGV 2 lease ID, 3 owner, 4 now, 5 expected incarnation
+// ("" checks nothing), 6 minimum revision. A lease no longer held is
+// returned unchanged, with status KEPT (OK: this call released it). Release
+// leaves the expiry, and so the PEXPIRE of expiry + retention that acquire or
+// renew set on the record and its request key, as they are: refreshing it
+// here would move it to release time + retention, before expiry + retention.
 var releaseScript = redis.NewScript(luaCommon + `
-local refused = guard(ARGV[6], ARGV[7])
+local refused = guard(ARGV[5], ARGV[6])
 if refused then return refused end
 local id = ARGV[2]
 local lk = P .. 'lease:' .. id
@@ -177,7 +181,6 @@ if f[1] ~= ARGV[3] then return {'OWNER'} end
 if f[2] ~= 'HELD' or not (ARGV[4] < f[3]) then return reply(lk, 'KEPT') end
 if not bump(KEYS[1]) then return {'EXHAUSTED'} end
 redis.call('HSET', lk, 'state', 'RELEASED')
-keep(lk, ARGV[5])
 for _, k in ipairs({P .. 'cur:' .. f[4], P .. 'live:' .. f[4]}) do
   if redis.call('GET', k) == id then redis.call('DEL', k) end
 end
