@@ -6,6 +6,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
 
 	"github.com/fencegate/fencegate"
 	"github.com/fencegate/fencegate/internal/testenv"
@@ -13,11 +14,12 @@ import (
 	"github.com/fencegate/fencegate/registry/leasetest"
 )
 
-// client connects to the test etcd; the prefix is random per test and
-// deleted when the test ends.
-func client(t testing.TB) (*clientv3.Client, string) {
+// client connects to the test etcd with the dial options dial (for example
+// a roundTrips counter); the prefix is random per test and deleted when the
+// test ends.
+func client(t testing.TB, dial ...grpc.DialOption) (*clientv3.Client, string) {
 	t.Helper()
-	c, err := clientv3.New(clientv3.Config{Endpoints: []string{testenv.EtcdEndpoint(t)}, DialTimeout: 5 * time.Second})
+	c, err := clientv3.New(clientv3.Config{Endpoints: []string{testenv.EtcdEndpoint(t)}, DialTimeout: 5 * time.Second, DialOptions: dial})
 	if err != nil {
 		t.Fatalf("etcd client: %v", err)
 	}

@@ -41,7 +41,10 @@ func (b *Backend) forget(rec *record) []clientv3.Op {
 // prune is the deletion of up to leaserule.PruneBatch lease records past
 // retention at now, as of the view, earliest expiry first, leaving out the
 // records named in keep (the transaction writes them) and request keys in
-// skip. Index entries of records gone or re-indexed are dropped too.
+// skip. Index entries of records gone or re-indexed are dropped too. It costs
+// three round trips whatever it deletes: the index range, the candidates'
+// records in one transaction, their request keys in another (view.getAll);
+// every round trip lengthens the decision the revision compare guards.
 func (b *Backend) prune(ctx context.Context, v *view, now time.Time, keep map[string]bool, skip map[string]bool) ([]clientv3.Op, error) {
 	cutoff, ok := leaserule.ForgottenBefore(now, b.retention)
 	if !ok {
@@ -53,24 +56,22 @@ func (b *Backend) prune(ctx context.Context, v *view, now time.Time, keep map[st
 	if err != nil {
 		return nil, err
 	}
-	var ops []clientv3.Op
-	n := 0
+	var entries, leaseKeys []string // index entries examined, and their records' keys
 	for _, kv := range resp.Kvs {
-		key := string(kv.Key)
-		rest := strings.TrimPrefix(key, b.expiryPrefix())
-		if len(rest) < 17 || n == leaserule.PruneBatch {
+		rest := strings.TrimPrefix(string(kv.Key), b.expiryPrefix())
+		if len(rest) < 17 || len(entries) == leaserule.PruneBatch || keep[rest[17:]] {
 			continue
 		}
-		id := rest[17:]
-		if keep[id] {
-			continue
-		}
-		raw, err := v.get(ctx, b.leaseKey(id))
-		if err != nil {
-			return nil, err
-		}
-		n++
-		if raw == nil {
+		entries, leaseKeys = append(entries, string(kv.Key)), append(leaseKeys, b.leaseKey(rest[17:]))
+	}
+	if err := v.getAll(ctx, leaseKeys); err != nil {
+		return nil, err
+	}
+	var ops []clientv3.Op
+	var reqKeys, reqIDs []string // request keys to delete if they still name the record
+	for i, key := range entries {
+		raw, ok := v.kvs[leaseKeys[i]]
+		if !ok {
 			ops = append(ops, clientv3.OpDelete(key))
 			continue
 		}
@@ -78,7 +79,7 @@ func (b *Backend) prune(ctx context.Context, v *view, now time.Time, keep map[st
 		if err := decode(raw, &rec); err != nil {
 			return nil, err
 		}
-		if b.expiryKey(rec.ExpiresAt, id) != key { // stale entry: the record was renewed
+		if b.expiryKey(rec.ExpiresAt, rec.ID) != key { // stale entry: the record was renewed
 			ops = append(ops, clientv3.OpDelete(key))
 			continue
 		}
@@ -86,13 +87,15 @@ func (b *Backend) prune(ctx context.Context, v *view, now time.Time, keep map[st
 			continue
 		}
 		ops = append(ops, b.forget(&rec)...)
-		rk := b.requestKey(rec.Owner, rec.RequestID)
-		if skip[rk] {
-			continue
+		if rk := b.requestKey(rec.Owner, rec.RequestID); !skip[rk] {
+			reqKeys, reqIDs = append(reqKeys, rk), append(reqIDs, rec.ID)
 		}
-		if cur, err := v.get(ctx, rk); err != nil {
-			return nil, err
-		} else if string(cur) == id {
+	}
+	if err := v.getAll(ctx, reqKeys); err != nil {
+		return nil, err
+	}
+	for i, rk := range reqKeys {
+		if cur, ok := v.kvs[rk]; ok && string(cur) == reqIDs[i] {
 			ops = append(ops, clientv3.OpDelete(rk))
 		}
 	}
@@ -100,9 +103,11 @@ func (b *Backend) prune(ctx context.Context, v *view, now time.Time, keep map[st
 }
 
 // indexExpiry adds the expiry index entry of every lease record of a prefix
-// written before the index existed, once (indexedKey marks it done). The
-// entries are written outside the mutations' revision: an entry made stale
-// by a concurrent renewal or pruning is dropped by a later prune.
+// written before the index existed, once (indexedKey marks it done), in
+// transactions of maxTxnOps puts, so Open waits a round trip per 128 records
+// rather than per record. The entries are written outside the mutations'
+// revision: an entry made stale by a concurrent renewal or pruning is
+// dropped by a later prune.
 func (b *Backend) indexExpiry(ctx context.Context) error {
 	resp, err := b.client.Get(ctx, b.indexedKey())
 	if err != nil || len(resp.Kvs) > 0 {
@@ -110,16 +115,20 @@ func (b *Backend) indexExpiry(ctx context.Context) error {
 	}
 	from, end := b.prefix+"lease/", clientv3.GetPrefixRangeEnd(b.prefix+"lease/")
 	for {
-		page, err := b.client.Get(ctx, from, clientv3.WithRange(end), clientv3.WithLimit(500))
+		page, err := b.client.Get(ctx, from, clientv3.WithRange(end), clientv3.WithLimit(4*maxTxnOps))
 		if err != nil {
 			return err
 		}
-		for _, kv := range page.Kvs {
-			var rec record
-			if err := decode(kv.Value, &rec); err != nil {
-				return err
+		for batch := page.Kvs; len(batch) > 0; batch = batch[min(len(batch), maxTxnOps):] {
+			ops := make([]clientv3.Op, 0, maxTxnOps)
+			for _, kv := range batch[:min(len(batch), maxTxnOps)] {
+				var rec record
+				if err := decode(kv.Value, &rec); err != nil {
+					return err
+				}
+				ops = append(ops, clientv3.OpPut(b.expiryKey(rec.ExpiresAt, rec.ID), ""))
 			}
-			if _, err := b.client.Put(ctx, b.expiryKey(rec.ExpiresAt, rec.ID), ""); err != nil {
+			if _, err := b.client.Txn(ctx).Then(ops...).Commit(); err != nil {
 				return err
 			}
 		}

@@ -105,6 +105,39 @@ func (v *view) get(ctx context.Context, key string) ([]byte, error) {
 	return resp.Kvs[0].Value, nil
 }
 
+// maxTxnOps is the most operations one etcd transaction may hold (etcd's
+// default --max-txn-ops).
+const maxTxnOps = 128
+
+// getAll reads the keys the view does not hold yet at its store revision, in
+// one transaction of Gets per maxTxnOps keys, so reading many keys costs a
+// round trip per batch instead of one per key (get). Afterwards a key of keys
+// missing from v.kvs is absent at v.at.
+func (v *view) getAll(ctx context.Context, keys []string) error {
+	var todo []clientv3.Op
+	seen := map[string]bool{}
+	for _, k := range keys {
+		if _, ok := v.kvs[k]; !ok && !seen[k] {
+			seen[k] = true
+			todo = append(todo, clientv3.OpGet(k, clientv3.WithRev(v.at)))
+		}
+	}
+	for len(todo) > 0 {
+		n := min(len(todo), maxTxnOps)
+		resp, err := v.b.client.Txn(ctx).Then(todo[:n]...).Commit()
+		if err != nil {
+			return err
+		}
+		for _, r := range resp.Responses {
+			for _, kv := range r.GetResponseRange().Kvs {
+				v.kvs[string(kv.Key)] = kv.Value
+			}
+		}
+		todo = todo[n:]
+	}
+	return nil
+}
+
 // record reads lease id; NOT_FOUND if unknown.
 func (v *view) record(ctx context.Context, id string) (*record, error) {
 	raw, err := v.get(ctx, v.b.leaseKey(id))
