@@ -164,7 +164,7 @@ func (l *Lease) sendKeyed(ctx context.Context, key string, seg uint64, send func
 				l.doubt = nil
 			}
 			return o, nil
-		case inDoubtAfter(err):
+		case InDoubtAfter(err):
 			l.led.seg[key] = seg
 			if seg >= l.nextSeg {
 				l.doubt = &inDoubt{seg: seg, key: doubtKey(key), receipt: receiptIDOf(err)}

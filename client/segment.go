@@ -11,7 +11,7 @@ import (
 )
 
 // inDoubt is a segment whose outcome is unknown (MUTATION_UNKNOWN, INTERNAL
-// or an uncertain answer: inDoubtAfter). Nothing new is sent until receipts
+// or an uncertain answer: InDoubtAfter). Nothing new is sent until receipts
 // settle it.
 type inDoubt struct {
 	seg    uint64
@@ -65,13 +65,16 @@ func (e *effect) contradicts(r domain.Receipt) bool {
 	return r.Method != "" && r.Method != e.method || r.PayloadDigest != "" && e.digest != "" && r.PayloadDigest != "sha256:"+e.digest
 }
 
-// objectTarget is the receipt target of key in store, as the gateway
-// records it: objects/STORE/KEY.
-func objectTarget(store, key string) string { return "objects/" + store + "/" + key }
+// ObjectTarget is the target a receipt records for a write of key in store,
+// exactly as the gateway records it: "objects/STORE/KEY". A receipt whose
+// Target equals it is of a write to that object.
+func ObjectTarget(store, key string) string { return "objects/" + store + "/" + key }
 
-// apiTarget is the receipt target of a call of path on the fronted API api,
-// as the gateway records it: apis/API/PATH.
-func apiTarget(api, path string) string { return "apis/" + api + "/" + strings.TrimPrefix(path, "/") }
+// APITarget is the target a receipt records for a call of path on the
+// fronted API api, exactly as the gateway records it: "apis/API/PATH", with
+// one leading "/" of path dropped. A receipt whose Target equals it is of a
+// call to that path.
+func APITarget(api, path string) string { return "apis/" + api + "/" + strings.TrimPrefix(path, "/") }
 
 // outcome is an accepted (or reused) commit.
 type outcome struct {
@@ -134,7 +137,7 @@ func (l *Lease) commit(ctx context.Context, e effect) (outcome, error) {
 			l.led.accepted = true // a segment of this grant is admitted (keyed.go)
 			l.forgetSettled(e.target)
 			return o, nil
-		case inDoubtAfter(err):
+		case InDoubtAfter(err):
 			eff := e
 			l.doubt = &inDoubt{seg: seg, key: e.key, target: e.target, eff: &eff, receipt: receiptIDOf(err)}
 			return o, err
@@ -163,11 +166,13 @@ func (l *Lease) afterQuarantine(err error, seg uint64) {
 	}
 }
 
-// inDoubtAfter reports whether a write answered err may have been admitted
-// (and its effect forwarded): no intact answer, MUTATION_UNKNOWN, or
-// INTERNAL, which implies nothing about the request (the gateway answers it
-// for a fault anywhere, also after forwarding).
-func inDoubtAfter(err error) bool {
+// InDoubtAfter reports whether a fenced write answered err may have been
+// admitted (and its effect forwarded), so that its segment is in doubt until
+// receipts settle it (SegmentReceipt): no intact answer (IsUncertain),
+// MUTATION_UNKNOWN, or INTERNAL, which implies nothing about the request
+// (the gateway answers it for a fault anywhere, also after forwarding). Any
+// other error is a refusal: nothing was admitted. It is false for nil.
+func InDoubtAfter(err error) bool {
 	code := domain.ErrorCode(err)
 	return IsUncertain(err) || code == domain.CodeMutationUnknown || code == domain.CodeInternal
 }
@@ -200,11 +205,13 @@ func (l *Lease) live() error {
 	return l.notHeldLocked()
 }
 
-// settleDoubt queries receipts by operation ID for the segment in doubt
-// (list, when the caller has just read them). A
-// COMMITTED receipt advances the numbering and, if key is the same effect, is
-// reused (done). A receipt still PENDING/UNKNOWN refuses anything new. A
-// segment never admitted, FAILED or NOT_APPLIED is free again.
+// settleDoubt settles the segment in doubt from the receipt that decides it
+// (decidingReceipt, over the operation's receipts: list, when the caller has
+// just read them). A COMMITTED receipt advances the numbering and, if key is
+// the same effect, is reused (done). A receipt still PENDING/UNKNOWN refuses
+// every commit, the effect in doubt's own included (MUTATION_UNKNOWN naming
+// it, nothing sent). A segment never admitted, FAILED or NOT_APPLIED is free
+// again.
 func (l *Lease) settleDoubt(ctx context.Context, list []domain.Receipt, key string, e *effect) (outcome, bool, error) {
 	d := l.doubt
 	info := l.Info()
@@ -215,32 +222,18 @@ func (l *Lease) settleDoubt(ctx context.Context, list []domain.Receipt, key stri
 		}
 		l.noteReceipts(list)
 	}
-	var best *domain.Receipt
-	for i := range list {
-		r := &list[i]
-		if r.Lease != info.Lease || r.FenceToken != info.FenceToken || r.Segment != d.seg {
-			continue
-		}
-		if best == nil || rank(r.State) > rank(best.State) {
-			best = r
-		}
+	best, err := l.c.decidingReceipt(ctx, list, info, d.seg, d.receipt)
+	if err != nil && domain.ErrorCode(err) != domain.CodeNotFound {
+		return outcome{}, false, err
 	}
-	if best == nil && d.receipt != "" {
-		r, err := l.c.Receipt(ctx, d.receipt)
-		if err != nil && domain.ErrorCode(err) != domain.CodeNotFound {
-			return outcome{}, false, err
-		}
-		if err == nil {
-			best = &r
-		}
-	}
+	found := err == nil // else NOT_FOUND: no receipt decides the segment
 	switch {
-	case best != nil && best.State == domain.ReceiptCommitted:
+	case found && best.State == domain.ReceiptCommitted:
 		l.doubt = nil
 		l.nextSeg = max(l.nextSeg, d.seg+1) // never back below segments delegated or resumed since
-		o := outcome{receipt: *best, api: responseOf(*best), reused: true}
+		o := outcome{receipt: best, api: responseOf(best), reused: true}
 		owner := d.key // whose receipt it is
-		if d.eff != nil && !d.eff.records(*best) {
+		if d.eff != nil && !d.eff.records(best) {
 			// Not the effect in doubt's: another effect of the grant holds
 			// the segment (admitted late, after its own doubt was settled
 			// as not admitted); the one in doubt was not applied there.
@@ -248,7 +241,7 @@ func (l *Lease) settleDoubt(ctx context.Context, list []domain.Receipt, key stri
 		}
 		target := cmp.Or(best.Target, d.target)
 		l.forgetSettled(target) // this write replaced what kept ones wrote there
-		if owner == key && owner != quarantinedSeg || owner == quarantinedSeg && e.records(*best) {
+		if owner == key && owner != quarantinedSeg || owner == quarantinedSeg && e.records(best) {
 			// Its own retry; or, for a segment another effect held, that
 			// effect retried.
 			return o, true, nil
@@ -266,7 +259,10 @@ func (l *Lease) settleDoubt(ctx context.Context, list []domain.Receipt, key stri
 		if len(l.settledForOthers) > maxSettledForOthers {
 			l.settledForOthers = l.settledForOthers[1:]
 		}
-	case best != nil && !best.State.NotApplied():
+	case found && !best.State.NotApplied():
+		// Refused whoever asks, the retry of the effect in doubt included
+		// (fencectl sends that one again at the segment instead): the
+		// caller retries once the reconciler has settled it.
 		return outcome{}, false, &domain.Error{Code: domain.CodeMutationUnknown, ReceiptID: best.ID,
 			Message: fmt.Sprintf("segment %d of lease %s is %s; nothing new is sent until it settles", d.seg, info.Lease, best.State)}
 	default:
@@ -314,18 +310,6 @@ func (l *Lease) forgetSettled(target string) {
 		}
 	}
 	l.settledForOthers = kept
-}
-
-// rank orders receipt states for settling a doubt: COMMITTED wins over in
-// flight, which wins over not applied.
-func rank(s domain.ReceiptState) int {
-	switch s {
-	case domain.ReceiptCommitted:
-		return 2
-	case domain.ReceiptPending, domain.ReceiptUnknown:
-		return 1
-	}
-	return 0
 }
 
 func receiptIDOf(err error) string {

@@ -1,0 +1,69 @@
+package client
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/fencegate/fencegate/domain"
+)
+
+// SegmentReceipt returns the receipt that decides segment seg of the lease
+// info names (its Lease, FenceToken and OperationID), for settling a segment
+// in doubt (InDoubtAfter) before the lease's next write. Of the operation's
+// receipts with that lease, fence token and segment (a listed receipt of
+// another lease or fence is never chosen), it returns a COMMITTED one over
+// one still in flight (PENDING, UNKNOWN) over one not applied (FAILED,
+// NOT_APPLIED). When the list has none, it returns the receipt receiptID
+// names, as it is (the one the uncertain answer named; "" for none). When neither exists it
+// answers NOT_FOUND: nothing was admitted at seg, and the segment is free.
+// Any other error is the gateway's, and decides nothing.
+//
+// What the answer means: COMMITTED, the segment is taken (numbering moves
+// past it; the same write sent at it again is a replay answered with this
+// receipt); PENDING or UNKNOWN, still unsettled; FAILED, NOT_APPLIED or
+// NOT_FOUND, the segment is free. Lease settles its own doubts this way.
+func (c *Client) SegmentReceipt(ctx context.Context, info LeaseInfo, seg uint64, receiptID string) (domain.Receipt, error) {
+	list, err := c.Receipts(ctx, info.OperationID)
+	if err != nil {
+		return domain.Receipt{}, err
+	}
+	return c.decidingReceipt(ctx, list, info, seg, receiptID)
+}
+
+// decidingReceipt is SegmentReceipt over list, the operation's receipts
+// already read.
+func (c *Client) decidingReceipt(ctx context.Context, list []domain.Receipt, info LeaseInfo, seg uint64, receiptID string) (domain.Receipt, error) {
+	var best *domain.Receipt
+	for i := range list {
+		r := &list[i]
+		if r.Lease != info.Lease || r.FenceToken != info.FenceToken || r.Segment != seg {
+			continue
+		}
+		if best == nil || rank(r.State) > rank(best.State) {
+			best = r
+		}
+	}
+	if best != nil {
+		return *best, nil
+	}
+	if receiptID != "" {
+		r, err := c.Receipt(ctx, receiptID)
+		if err == nil || domain.ErrorCode(err) != domain.CodeNotFound {
+			return r, err
+		}
+	}
+	return domain.Receipt{}, &domain.Error{Code: domain.CodeNotFound,
+		Message: fmt.Sprintf("no receipt of segment %d of lease %s (fence %d)", seg, info.Lease, info.FenceToken)}
+}
+
+// rank orders receipt states by what they say about a segment: COMMITTED
+// wins over in flight (PENDING, UNKNOWN), which wins over not applied.
+func rank(s domain.ReceiptState) int {
+	switch s {
+	case domain.ReceiptCommitted:
+		return 2
+	case domain.ReceiptPending, domain.ReceiptUnknown:
+		return 1
+	}
+	return 0
+}

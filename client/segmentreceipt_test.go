@@ -1,0 +1,138 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/fencegate/fencegate/domain"
+)
+
+// receiptsOnly answers GET /v1/receipts?operationId= with listed and GET
+// /v1/receipts/{id} from byID (a problem's code for an ID mapped to one,
+// NOT_FOUND for an ID not there): a gateway whose listing and lookup can
+// disagree, as when the answer named a receipt the listing does not hold.
+func receiptsOnly(t *testing.T, listed []domain.Receipt, byID map[string]any) *Client {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id, one := strings.CutPrefix(r.URL.Path, "/v1/receipts/")
+		var body any
+		switch {
+		case one:
+			v, ok := byID[id]
+			if !ok {
+				v = domain.CodeNotFound
+			}
+			if code, isCode := v.(domain.Code); isCode {
+				writeProblemErr(w, &domain.Error{Code: code, Message: "lookup " + id})
+				return
+			}
+			body = v
+		case r.URL.Path == "/v1/receipts" && r.URL.Query().Get("operationId") == "op-1":
+			body = map[string]any{"receipts": listed}
+		default:
+			writeProblemErr(w, &domain.Error{Code: domain.CodeNotFound, Message: "no route"})
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(body)
+	}))
+	t.Cleanup(srv.Close)
+	return New(srv.URL, "tok", WithSleep(noSleep))
+}
+
+// seg3 is a receipt at segment 3 of lease L1, fence 7 (operation op-1).
+func seg3(id string, state domain.ReceiptState) domain.Receipt {
+	return domain.Receipt{ID: id, Lease: "L1", FenceToken: 7, Segment: 3, OperationID: "op-1", State: state}
+}
+
+// Rule: SegmentReceipt returns the receipt that decides a segment: of the
+// operation's receipts of the lease's lease, fence and segment, COMMITTED
+// over PENDING or UNKNOWN over FAILED or NOT_APPLIED (whatever their order);
+// another lease's, fence's or segment's receipts are never chosen; with none
+// listed, the receipt the uncertain answer named; with none of either,
+// NOT_FOUND (the segment is free). A lookup failing otherwise is its error.
+func TestSegmentReceiptIsTheOneThatDecidesTheSegment(t *testing.T) {
+	other := func(id string, mod func(*domain.Receipt)) domain.Receipt {
+		r := seg3(id, domain.ReceiptCommitted)
+		mod(&r)
+		return r
+	}
+	otherLease := other("Rlease", func(r *domain.Receipt) { r.Lease = "L2" })
+	otherFence := other("Rfence", func(r *domain.Receipt) { r.FenceToken = 6 })
+	otherSeg := other("Rseg", func(r *domain.Receipt) { r.Segment = 4 })
+	named := other("Rnamed", func(r *domain.Receipt) { r.State = domain.ReceiptUnknown })
+	for _, tc := range []struct {
+		rule     string
+		listed   []domain.Receipt
+		byID     map[string]any
+		named    string
+		wantID   string
+		wantCode domain.Code
+	}{
+		{rule: "COMMITTED beats PENDING beats FAILED",
+			listed: []domain.Receipt{seg3("Rf", domain.ReceiptFailed), seg3("Rp", domain.ReceiptPending), seg3("Rc", domain.ReceiptCommitted)}, wantID: "Rc"},
+		{rule: "COMMITTED beats PENDING, listed first or last",
+			listed: []domain.Receipt{seg3("Rc", domain.ReceiptCommitted), seg3("Rp", domain.ReceiptPending)}, wantID: "Rc"},
+		{rule: "PENDING beats FAILED",
+			listed: []domain.Receipt{seg3("Rf", domain.ReceiptFailed), seg3("Rp", domain.ReceiptPending), seg3("Rn", domain.ReceiptNotApplied)}, wantID: "Rp"},
+		{rule: "UNKNOWN beats NOT_APPLIED",
+			listed: []domain.Receipt{seg3("Rn", domain.ReceiptNotApplied), seg3("Ru", domain.ReceiptUnknown)}, wantID: "Ru"},
+		{rule: "a FAILED receipt alone decides (the segment is free)",
+			listed: []domain.Receipt{seg3("Rf", domain.ReceiptFailed)}, named: "Rnamed", byID: map[string]any{"Rnamed": named}, wantID: "Rf"},
+		{rule: "another lease's, fence's or segment's receipts are ignored",
+			listed: []domain.Receipt{otherLease, otherFence, otherSeg, seg3("Rf", domain.ReceiptFailed)}, wantID: "Rf"},
+		{rule: "another lease's, fence's or segment's receipts alone are no receipt",
+			listed: []domain.Receipt{otherLease, otherFence, otherSeg}, wantCode: domain.CodeNotFound},
+		{rule: "none listed: the receipt the answer named",
+			listed: []domain.Receipt{otherFence}, named: "Rnamed", byID: map[string]any{"Rnamed": named}, wantID: "Rnamed"},
+		{rule: "none listed, the named receipt not found: NOT_FOUND",
+			named: "Rgone", wantCode: domain.CodeNotFound},
+		{rule: "none listed, none named: NOT_FOUND", wantCode: domain.CodeNotFound},
+		{rule: "the named receipt's lookup failing otherwise is its error",
+			named: "Rnamed", byID: map[string]any{"Rnamed": domain.CodeLeaseNotHeld}, wantCode: domain.CodeLeaseNotHeld},
+	} {
+		t.Run(tc.rule, func(t *testing.T) {
+			c := receiptsOnly(t, tc.listed, tc.byID)
+			info := LeaseInfo{Lease: "L1", FenceToken: 7, OperationID: "op-1"}
+			r, err := c.SegmentReceipt(context.Background(), info, 3, tc.named)
+			if tc.wantCode != "" {
+				if domain.ErrorCode(err) != tc.wantCode {
+					t.Fatalf("got receipt %q, error %v; want %s", r.ID, err, tc.wantCode)
+				}
+				return
+			}
+			if err != nil || r.ID != tc.wantID {
+				t.Fatalf("got receipt %q (%s), error %v; want %s", r.ID, r.State, err, tc.wantID)
+			}
+		})
+	}
+}
+
+// Rule: InDoubtAfter is true for exactly the answers that may have admitted
+// a write (no intact answer, MUTATION_UNKNOWN, INTERNAL), false for a
+// refusal and for no error.
+func TestInDoubtAfterIsTrueOnlyForAnswersThatMayHaveAdmitted(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{nil, false},
+		{&UncertainError{Op: "put", Err: io.ErrUnexpectedEOF}, true},
+		{fmt.Errorf("wrapped: %w", &UncertainError{Op: "put", Err: io.EOF}), true},
+		{&domain.Error{Code: domain.CodeMutationUnknown}, true},
+		{&domain.Error{Code: domain.CodeInternal}, true},
+		{&domain.Error{Code: domain.CodeStaleOwner}, false},
+		{&domain.Error{Code: domain.CodeResourceBusy}, false},
+		{&domain.Error{Code: domain.CodeNotFound}, false},
+	} {
+		if got := InDoubtAfter(tc.err); got != tc.want {
+			t.Errorf("InDoubtAfter(%v) = %v, want %v", tc.err, got, tc.want)
+		}
+	}
+}
