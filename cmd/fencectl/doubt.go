@@ -9,19 +9,21 @@ import (
 	"hash"
 	"io"
 	"os"
-	"strings"
 
 	"github.com/fencegate/fencegate"
 	"github.com/fencegate/fencegate/client"
 )
 
-// segmentDoubt is a write of the lease whose outcome is unknown (no intact
-// answer, MUTATION_UNKNOWN or INTERNAL: it may have been admitted). The
-// lease file keeps it, and the next write settles it from the operation's
-// receipts before it takes a segment, as the Go client's Lease does
-// (client/segment.go, settleDoubt): admitted, the numbering moves past it;
-// not admitted, the segment is free; still unsettled, only the same write
-// may be sent again, at the same segment.
+// segmentDoubt is a write of the lease whose outcome is unknown
+// (client.InDoubtAfter: it may have been admitted). The lease file keeps it,
+// and the next write settles it before it takes a segment from the receipt
+// that decides it (client.SegmentReceipt, as the Go client's Lease does):
+// admitted, the numbering moves past it; not admitted, the segment is free;
+// still unsettled, only the same write may be sent again, at the same
+// segment. That last differs from the Go client's Lease, which then refuses
+// every unkeyed commit, the retry of the effect in doubt included: a CLI
+// user re-running the same command after exit 3 means a retry of that
+// write, and the gateway answers it without a second effect (settleDoubt).
 type segmentDoubt struct {
 	Segment uint64 `json:"segment"`
 	Method  string `json:"method"`
@@ -43,12 +45,6 @@ type fencedWrite struct {
 	// a write without a body.
 	digest func() (string, bool)
 }
-
-// objectTarget is the receipt target of KEY in STORE (client/segment.go).
-func objectTarget(store, key string) string { return "objects/" + store + "/" + key }
-
-// apiTarget is the receipt target of a call of path on api (client/segment.go).
-func apiTarget(api, path string) string { return "apis/" + api + "/" + strings.TrimPrefix(path, "/") }
 
 // payload returns w's digest, whether it has a body, and whether the
 // digest is known.
@@ -77,27 +73,25 @@ func (w fencedWrite) records(r fencegate.Receipt) bool {
 	return r.Method == w.method && r.Target == w.target && (!body || known && r.PayloadDigest == digest)
 }
 
-// inDoubtAfter reports whether a write answered err may have been admitted
-// (client/segment.go, inDoubtAfter): no intact answer, MUTATION_UNKNOWN, or
-// INTERNAL, which implies nothing about the request.
-func inDoubtAfter(err error) bool {
-	code := fencegate.ErrorCode(err)
-	return client.IsUncertain(err) || code == fencegate.CodeMutationUnknown || code == fencegate.CodeInternal
-}
-
 // settleDoubt settles the lease file's segment in doubt, if any, before w
 // is sent with segment seg (0: the next), and returns the segment w is to
 // be sent with (0: the lease file's next); a zero w (a delegation) is no
-// write in doubt, nor recorded by a receipt. It reads the operation's
-// receipts for the segment (and the receipt the uncertain answer named):
+// write in doubt, nor recorded by a receipt. The receipt that decides the
+// segment is client.SegmentReceipt's (of the lease's fence, else the one the
+// uncertain answer named):
 //
 //   - COMMITTED: the next segment moves past it; w, if the receipt records
 //     it, is sent at that segment again, a replay the gateway answers with
 //     the first receipt without forwarding anything.
-//   - none, FAILED or NOT_APPLIED: the segment is free.
+//   - none (NOT_FOUND), FAILED or NOT_APPLIED: the segment is free.
 //   - PENDING or UNKNOWN: w is sent at that segment again if it is the
 //     write in doubt; any other write is refused (MUTATION_UNKNOWN, naming
-//     the receipt), nothing sent, until it settles.
+//     the receipt), nothing sent, until it settles. The Go client's Lease
+//     refuses the retry of the effect in doubt too; fencectl sends it, since
+//     the gateway answers the same write at the same segment without a
+//     second effect: from the receipt once it is COMMITTED, else
+//     MUTATION_UNKNOWN naming it (exit 3 again, the doubt kept) or
+//     RESOURCE_BUSY while it is unsettled.
 //
 // A settled doubt is saved in the lease file before anything is sent.
 func settleDoubt(ctx context.Context, c *cmd, lf *leaseFile, seg uint64, w fencedWrite) (uint64, error) {
@@ -105,19 +99,20 @@ func settleDoubt(ctx context.Context, c *cmd, lf *leaseFile, seg uint64, w fence
 	if d == nil {
 		return seg, nil
 	}
-	best, err := doubtReceipt(ctx, c, lf)
-	if err != nil {
+	best, err := c.client.SegmentReceipt(ctx, lf.Lease, d.Segment, d.Receipt)
+	if err != nil && fencegate.ErrorCode(err) != fencegate.CodeNotFound {
 		return 0, err
 	}
+	found := err == nil // else NOT_FOUND: no receipt decides the segment
 	same := seg == 0 || seg == d.Segment
 	switch {
-	case best != nil && best.State == fencegate.ReceiptCommitted:
+	case found && best.State == fencegate.ReceiptCommitted:
 		lf.Doubt = nil
 		lf.NextSegment = max(lf.NextSegment, d.Segment+1)
-		if same && w.records(*best) {
+		if same && w.records(best) {
 			seg = d.Segment // a replay: answered with the first receipt
 		}
-	case best != nil && !best.State.NotApplied():
+	case found && !best.State.NotApplied():
 		if same && w.isDoubt(d) {
 			return d.Segment, nil // the write in doubt, again: nothing to save
 		}
@@ -137,55 +132,11 @@ func settleDoubt(ctx context.Context, c *cmd, lf *leaseFile, seg uint64, w fence
 	return seg, nil
 }
 
-// doubtReceipt is the receipt of the lease file's segment in doubt that
-// says most (COMMITTED over in flight over not applied), nil if there is
-// none: the operation's receipts of the lease's fence at that segment, else
-// the receipt the uncertain answer named.
-func doubtReceipt(ctx context.Context, c *cmd, lf *leaseFile) (*fencegate.Receipt, error) {
-	d, info := lf.Doubt, lf.Lease
-	list, err := c.client.Receipts(ctx, info.OperationID)
-	if err != nil {
-		return nil, err
-	}
-	var best *fencegate.Receipt
-	for i := range list {
-		r := &list[i]
-		if r.Lease != info.Lease || r.FenceToken != info.FenceToken || r.Segment != d.Segment {
-			continue
-		}
-		if best == nil || rank(r.State) > rank(best.State) {
-			best = r
-		}
-	}
-	if best == nil && d.Receipt != "" {
-		r, err := c.client.Receipt(ctx, d.Receipt)
-		if err != nil && fencegate.ErrorCode(err) != fencegate.CodeNotFound {
-			return nil, err
-		}
-		if err == nil {
-			best = &r
-		}
-	}
-	return best, nil
-}
-
-// rank orders receipt states for settling a doubt: COMMITTED wins over in
-// flight, which wins over not applied.
-func rank(s fencegate.ReceiptState) int {
-	switch s {
-	case fencegate.ReceiptCommitted:
-		return 2
-	case fencegate.ReceiptPending, fencegate.ReceiptUnknown:
-		return 1
-	}
-	return 0
-}
-
 // sent records in the lease file what the answer err to w, sent at seg,
 // leaves in doubt, and returns err. A lease file that cannot be written is
 // said on stderr: the next write must then be told the segment.
 func sent(c *cmd, lf *leaseFile, seg uint64, w fencedWrite, err error) error {
-	if !inDoubtAfter(err) {
+	if !client.InDoubtAfter(err) {
 		return err
 	}
 	digest, body, known := w.payload()

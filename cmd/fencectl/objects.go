@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/client"
 )
 
 func init() {
@@ -31,7 +32,7 @@ func putFlags(fs *flag.FlagSet) func(context.Context, *cmd) error {
 		}
 		var body io.Reader = stdin
 		size := int64(-1)
-		w := fencedWrite{method: "PUT", target: objectTarget(store, key)}
+		w := fencedWrite{method: "PUT", target: client.ObjectTarget(store, key)}
 		if c.args[1] != "-" {
 			f, err := os.Open(c.args[1])
 			if err != nil {
@@ -76,7 +77,7 @@ func deleteFlags(fs *flag.FlagSet) func(context.Context, *cmd) error {
 		if err != nil {
 			return err
 		}
-		w := fencedWrite{method: "DELETE", target: objectTarget(store, key)}
+		w := fencedWrite{method: "DELETE", target: client.ObjectTarget(store, key)}
 		lf, fence, err := fenceFor(ctx, c, *seg, w)
 		if err != nil {
 			return err
