@@ -143,6 +143,9 @@ var (
 	ErrPreconditionFailed = domain.ErrPreconditionFailed
 )
 
+// APITarget is domain.APITarget.
+func APITarget(api, path string) string { return domain.APITarget(api, path) }
+
 // CanSettle is domain.CanSettle.
 func CanSettle(from, to domain.ReceiptState) bool { return domain.CanSettle(from, to) }
 
@@ -187,6 +190,9 @@ func LandBy(ctx context.Context) (t time.Time, ok bool) { return domain.LandBy(c
 // ObjectResource is domain.ObjectResource.
 func ObjectResource(store, key string) string { return domain.ObjectResource(store, key) }
 
+// ObjectTarget is domain.ObjectTarget.
+func ObjectTarget(store, key string) string { return domain.ObjectTarget(store, key) }
+
 // ParseCursor is domain.ParseCursor.
 func ParseCursor(list, cursor string) (p domain.Position, ok bool, err error) {
 	return domain.ParseCursor(list, cursor)
@@ -207,6 +213,14 @@ func QuarantinePosition(q *domain.Quarantine) domain.Position { return domain.Qu
 
 // ReceiptPosition is domain.ReceiptPosition.
 func ReceiptPosition(r *domain.Receipt) domain.Position { return domain.ReceiptPosition(r) }
+
+// SplitAPITarget is domain.SplitAPITarget.
+func SplitAPITarget(target string) (api, path string, ok bool) { return domain.SplitAPITarget(target) }
+
+// SplitObjectTarget is domain.SplitObjectTarget.
+func SplitObjectTarget(target string) (store, key string, ok bool) {
+	return domain.SplitObjectTarget(target)
+}
 
 // WithLandBy is domain.WithLandBy.
 func WithLandBy(ctx context.Context, t time.Time) context.Context { return domain.WithLandBy(ctx, t) }

@@ -55,3 +55,37 @@ func ObjectResource(store, key string) string { return store + "/" + key }
 func Covers(resource, target string) bool {
 	return target == resource || strings.HasPrefix(target, resource+"/")
 }
+
+// ObjectTarget is the target a receipt records for key in object store
+// store: "objects/STORE/KEY". The gateway records it and the client finds
+// its receipts by it, both from here, so they agree on every object's name.
+func ObjectTarget(store, key string) string { return "objects/" + store + "/" + key }
+
+// SplitObjectTarget is the inverse of ObjectTarget.
+func SplitObjectTarget(target string) (store, key string, ok bool) {
+	rest, ok := strings.CutPrefix(target, "objects/")
+	if !ok {
+		return "", "", false
+	}
+	return strings.Cut(rest, "/")
+}
+
+// APITarget is the target a receipt records for a call of path on the
+// fronted API api: "apis/API/PATH", with one leading "/" of path dropped.
+// The gateway records it and the client finds its receipts by it, both
+// from here.
+func APITarget(api, path string) string { return "apis/" + api + "/" + strings.TrimPrefix(path, "/") }
+
+// SplitAPITarget is the inverse of APITarget; path comes back with its
+// leading slash.
+func SplitAPITarget(target string) (api, path string, ok bool) {
+	rest, ok := strings.CutPrefix(target, "apis/")
+	if !ok {
+		return "", "", false
+	}
+	api, path, ok = strings.Cut(rest, "/")
+	if !ok || api == "" || path == "" {
+		return "", "", false
+	}
+	return api, "/" + path, true
+}

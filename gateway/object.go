@@ -8,21 +8,17 @@ import (
 	"errors"
 	"io"
 	"sort"
-	"strings"
 
 	"github.com/fencegate/fencegate"
 )
 
-// ObjectTarget is the receipt target of key in store: "objects/<store>/<key>".
-func ObjectTarget(store, key string) string { return "objects/" + store + "/" + key }
+// ObjectTarget is the receipt target of key in store: "objects/<store>/<key>"
+// (fencegate.ObjectTarget, the one rule the client shares).
+func ObjectTarget(store, key string) string { return fencegate.ObjectTarget(store, key) }
 
 // SplitObjectTarget is the inverse of ObjectTarget.
 func SplitObjectTarget(target string) (store, key string, ok bool) {
-	rest, ok := strings.CutPrefix(target, "objects/")
-	if !ok {
-		return "", "", false
-	}
-	return strings.Cut(rest, "/")
+	return fencegate.SplitObjectTarget(target)
 }
 
 // ObjectPayloadDigest is the payload digest of an S3 front-door object write,

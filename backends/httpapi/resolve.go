@@ -1,29 +1,17 @@
 package httpapi
 
 import (
-	"strings"
-
+	"github.com/fencegate/fencegate"
 	"github.com/fencegate/fencegate/gateway"
 )
 
 // Target is the receipt target of a call to path on api: "apis/<api>/<path>"
-// (path without its leading slash).
-func Target(api, path string) string {
-	return "apis/" + api + "/" + strings.TrimPrefix(path, "/")
-}
+// (path without its leading slash; fencegate.APITarget, the one rule the
+// client shares).
+func Target(api, path string) string { return fencegate.APITarget(api, path) }
 
 // SplitTarget is the inverse of Target; path comes back with its leading slash.
-func SplitTarget(target string) (api, path string, ok bool) {
-	rest, ok := strings.CutPrefix(target, "apis/")
-	if !ok {
-		return "", "", false
-	}
-	api, path, ok = strings.Cut(rest, "/")
-	if !ok || api == "" || path == "" {
-		return "", "", false
-	}
-	return api, "/" + path, true
-}
+func SplitTarget(target string) (api, path string, ok bool) { return fencegate.SplitAPITarget(target) }
 
 var _ gateway.Resolver = (*API)(nil)
 
