@@ -59,7 +59,9 @@ import (
 // more than one op) the committer waits at most maxBatchWait, and never more
 // than a quarter of the last commit's duration, for the queue to reach the
 // last batch's size, and the op that reaches it wakes the committer at once:
-// the wait is bounded, adaptive and absent when idle.
+// the wait is bounded, adaptive and absent when idle. (WithBatchGather, a
+// knob for tests and the simulation, lengthens that wait and has it also
+// when idle, through the same gather.)
 // (bbolt's own DB.Batch waits a fixed MaxBatchDelay even for one caller and
 // reruns the whole batch on every refusal, so it is not used.)
 //
@@ -81,6 +83,31 @@ var maxBatchWait = 200 * time.Microsecond
 
 // maxBatchOps bounds the ops of one transaction.
 const maxBatchOps = 256
+
+// batchGather is WithBatchGather's setting.
+type batchGather struct {
+	wait time.Duration
+	ops  int
+}
+
+// WithBatchGather makes the committer, having an op to run, wait up to wait
+// for ops ops (at most 256) to be queued before it runs them, also when it
+// was idle: a test or simulation knob, which production never needs (the
+// committer batches by itself under load, see Group commit). It lets calls
+// issued together share one transaction however fast the commit before
+// them was, so the batched path (several ops in one transaction, a failing
+// op taken out, refusals isolated) is reached on purpose. It changes no
+// guarantee: every caller is still answered only after the commit that
+// carried its op has returned, and ops still run in queue order. The wait is
+// bounded: it ends when the queue reaches ops, or after wait, whichever
+// comes first. A wait below 1 ns or ops below 2 leaves the store as without it.
+func WithBatchGather(wait time.Duration, ops int) Option {
+	return func(s *Store) {
+		if wait > 0 && ops > 1 {
+			s.batch.gathering.Store(&batchGather{wait: wait, ops: min(ops, maxBatchOps)})
+		}
+	}
+}
 
 // refusal marks an op's answer that it returned before writing anything.
 type refusal struct{ err error }
@@ -147,7 +174,8 @@ type batcher struct {
 	// onReadWait, if set (tests), is called as a read starts to wait for a
 	// commit (durable.go).
 	onReadWait    func()
-	waits, waited atomic.Uint64 // gather's waits and their total in ns
+	waits, waited atomic.Uint64               // gather's waits and their total in ns
+	gathering     atomic.Pointer[batchGather] // WithBatchGather (nil: off)
 
 	// The journal's moves (journal.go): mergeEvery committed ops after the
 	// last move started, the committer starts another, run in steps of their
@@ -236,7 +264,11 @@ func (b *batcher) loop() {
 	defer close(b.stopped)
 	for range b.wake {
 		for {
-			if want := min(b.lastSize, maxBatchOps); want > 1 {
+			want := min(b.lastSize, maxBatchOps)
+			if g := b.gathering.Load(); g != nil {
+				want = max(want, g.ops)
+			}
+			if want > 1 {
 				b.gather(want)
 			}
 			ops, closed := b.take(maxBatchOps)
@@ -269,7 +301,11 @@ func (b *batcher) gather(want int) {
 	b.want = want
 	b.mu.Unlock()
 	start := time.Now()
-	t := time.NewTimer(min(maxBatchWait, b.lastDur/4))
+	wait := min(maxBatchWait, b.lastDur/4)
+	if g := b.gathering.Load(); g != nil {
+		wait = max(wait, g.wait)
+	}
+	t := time.NewTimer(wait)
 	select {
 	case <-b.full:
 	case <-t.C:

@@ -365,3 +365,58 @@ func TestAFailedMoveStepMovesNothingAndCostsNoWrite(t *testing.T) {
 		t.Fatalf("ReceiptAt(res/c, 1) = %+v, %v", r, err)
 	}
 }
+
+// TestBatchGatherPutsCallsIssuedTogetherInOneCommit: with WithBatchGather an
+// idle committer waits for company, so admissions of different resources
+// and a refused settle issued together share one transaction: each caller
+// gets its own answer, the refusal costs the others nothing. The bound is an
+// hour, so the committer must go on when the fourth op arrives, not when it
+// ends (the test would time out).
+func TestBatchGatherPutsCallsIssuedTogetherInOneCommit(t *testing.T) {
+	s := openTemp(t, WithBatchGather(time.Hour, 4))
+	var wg sync.WaitGroup
+	admitErrs := make([]error, 3)
+	for i := range admitErrs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, admitErrs[i] = s.Admit(context.Background(), admitReq(fmt.Sprintf("res/%d", i), 1, fmt.Sprintf("r%d", i)))
+		}()
+	}
+	var settleErr error
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		_, settleErr = s.Settle(context.Background(), "no-such-receipt", fencegate.Outcome{State: fencegate.ReceiptCommitted})
+	}()
+	wg.Wait()
+	for i, err := range admitErrs {
+		if err != nil {
+			t.Fatalf("admission %d: %v", i, err)
+		}
+		if _, err := s.Receipt(context.Background(), fmt.Sprintf("r%d", i)); err != nil {
+			t.Fatalf("receipt r%d after its admission returned: %v", i, err)
+		}
+	}
+	if fencegate.ErrorCode(settleErr) != fencegate.CodeNotFound {
+		t.Fatalf("settle of an unknown receipt: %v, want NOT_FOUND", settleErr)
+	}
+	if batches, writes := s.GroupCommits(); batches != 1 || writes != 4 {
+		t.Fatalf("%d transactions carried %d writes, want the 4 in one", batches, writes)
+	}
+}
+
+// TestBatchGatherWaitIsBounded: a lone write under WithBatchGather waits for
+// company at most the bound, then commits alone; the next lone write does
+// the same (the gather holds back no op for ever).
+func TestBatchGatherWaitIsBounded(t *testing.T) {
+	s := openTemp(t, WithBatchGather(time.Millisecond, 4))
+	for i := range 2 {
+		if _, err := s.Admit(context.Background(), admitReq(fmt.Sprintf("res/%d", i), 1, fmt.Sprintf("r%d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := s.Stats(); st.Commits != 2 || st.Ops != 2 || st.Waits != 2 {
+		t.Fatalf("stats %+v, want each write alone after one bounded wait", st)
+	}
+}
