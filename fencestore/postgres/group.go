@@ -58,6 +58,30 @@ const (
 	stallAfter = 20 * time.Millisecond
 )
 
+// Option tunes a Store at Open.
+type Option func(*Store)
+
+// WithBatchGather makes the write group hold its queued callers, up to wait
+// after the oldest of them arrived, until ops of them are queued, before it
+// starts their batch, also when no batch runs: a test or simulation knob,
+// which production never needs (batches grow by themselves under load, see
+// Group commit). It lets calls issued together share one transaction
+// however quickly a batch would have started for the first, so the batched
+// path (several members in one transaction, a refused member run again
+// alone, admissions and settles of different resources together) is
+// reached on purpose. It changes no guarantee: a member is still answered
+// only after its batch's COMMIT was acknowledged, and the key rules hold.
+// The wait is bounded: it ends when ops callers are queued or wait has
+// passed, whichever comes first. A wait below 1 ns or ops below 2 leaves the
+// store as without it.
+func WithBatchGather(wait time.Duration, ops int) Option {
+	return func(s *Store) {
+		if wait > 0 && ops > 1 {
+			s.writes.gatherFor, s.writes.gatherOps = wait, min(ops, maxBatch)
+		}
+	}
+}
+
 // member is one call waiting in a group.
 type member[T any] struct {
 	ctx  context.Context
@@ -65,6 +89,8 @@ type member[T any] struct {
 	keys []string // resources, targets and settled receipts it touches; one per batch
 	done chan struct{}
 	err  error
+	// queued is when it was queued (for WithBatchGather).
+	queued time.Time
 	// taken is set once a batch owns the member.
 	taken atomic.Bool
 }
@@ -93,6 +119,12 @@ type group[T any] struct {
 	busy      map[string]bool // keys of the running batches
 	lastStart time.Time       // when the last batch started
 	armed     bool            // a stall timer will kick
+
+	// gatherFor and gatherOps are WithBatchGather's (0: off); gatherArmed,
+	// that its timer will kick.
+	gatherFor   time.Duration
+	gatherOps   int
+	gatherArmed bool
 }
 
 func (g *group[T]) clock() time.Time {
@@ -110,6 +142,7 @@ func (g *group[T]) clock() time.Time {
 func (g *group[T]) do(ctx context.Context, req T, keys ...string) (*member[T], error) {
 	m := &member[T]{ctx: ctx, req: req, keys: keys, done: make(chan struct{})}
 	g.mu.Lock()
+	m.queued = g.clock()
 	g.queue = append(g.queue, m)
 	g.kick()
 	g.mu.Unlock()
@@ -156,6 +189,21 @@ func (g *group[T]) kick() {
 	// multiply (fewer commits), while a lone or light caller never waits;
 	// or once they look stalled (none started for stallAfter).
 	now := g.clock()
+	if g.gatherFor > 0 && len(g.queue) > 0 && len(g.queue) < g.gatherOps {
+		// WithBatchGather: wait for company while the oldest caller may.
+		if wait := g.queue[0].queued.Add(g.gatherFor).Sub(now); wait > 0 {
+			if !g.gatherArmed {
+				g.gatherArmed = true
+				g.after(wait, func() {
+					g.mu.Lock()
+					g.gatherArmed = false
+					g.kick()
+					g.mu.Unlock()
+				})
+			}
+			return
+		}
+	}
 	stalled := !g.lastStart.IsZero() && now.Sub(g.lastStart) >= stallAfter
 	for g.inflight < slots && len(g.queue) > 0 && (g.inflight == 0 || len(g.queue) >= g.running || stalled) {
 		var (
@@ -206,17 +254,22 @@ func (g *group[T]) armStall(slots int, now time.Time) {
 	if g.armed || g.inflight == 0 || g.inflight >= slots || len(g.queue) == 0 || g.lastStart.IsZero() {
 		return
 	}
-	after := g.afterFunc
-	if after == nil {
-		after = func(d time.Duration, f func()) { time.AfterFunc(d, f) }
-	}
 	g.armed = true
-	after(max(g.lastStart.Add(stallAfter).Sub(now), 0), func() {
+	g.after(max(g.lastStart.Add(stallAfter).Sub(now), 0), func() {
 		g.mu.Lock()
 		g.armed = false
 		g.kick()
 		g.mu.Unlock()
 	})
+}
+
+// after runs f after d (g.afterFunc, or time.AfterFunc).
+func (g *group[T]) after(d time.Duration, f func()) {
+	if g.afterFunc != nil {
+		g.afterFunc(d, f)
+		return
+	}
+	time.AfterFunc(d, f)
 }
 
 func clash(seen map[string]bool, keys []string) bool {

@@ -286,3 +286,102 @@ func TestACallerWhoseDeadlinePassesInARunningBatchIsAnsweredAtOnce(t *testing.T)
 		t.Fatalf("the member without a deadline: %v", err)
 	}
 }
+
+// TestGroupGatherHoldsCallersUntilEnoughAreQueued: with WithBatchGather's
+// setting the group starts no batch, although every slot is free, until as
+// many callers as it waits for are queued, then starts them as one batch; a
+// caller left alone starts once the wait has passed (clock and timer
+// injected: nothing here sleeps).
+func TestGroupGatherHoldsCallersUntilEnoughAreQueued(t *testing.T) {
+	started := make(chan int, 4)
+	now := time.UnixMilli(1_700_000_000_000)
+	var fire func()
+	var armedFor time.Duration
+	g := &group[int]{slots: 4, gatherFor: time.Second, gatherOps: 3,
+		run:       func(ctx context.Context, ms []*member[int]) { started <- len(ms) },
+		now:       func() time.Time { return now },
+		afterFunc: func(d time.Duration, f func()) { armedFor, fire = d, f }}
+	queue := func(i int) {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		g.queue = append(g.queue, &member[int]{ctx: context.Background(), req: i, keys: []string{string(rune('a' + i))},
+			done: make(chan struct{}), queued: now})
+		g.kick()
+	}
+	queue(0)
+	now = now.Add(100 * time.Millisecond)
+	queue(1)
+	g.mu.Lock()
+	held, inflight := len(g.queue), g.inflight
+	g.mu.Unlock()
+	if held != 2 || inflight != 0 || armedFor != time.Second {
+		t.Fatalf("%d queued, %d batches, timer for %v; want both held, a timer for the first caller's second", held, inflight, armedFor)
+	}
+	queue(2)
+	if n := <-started; n != 3 {
+		t.Fatalf("batch of %d, want the three together", n)
+	}
+
+	// Alone: held until its own wait has passed. The timer armed for the
+	// first caller finds it still young and arms again for what is left;
+	// that one starts it.
+	first := fire
+	fire = nil
+	queue(3)
+	now = now.Add(900 * time.Millisecond) // the first caller's wait ends
+	first()
+	if fire == nil || armedFor != 100*time.Millisecond {
+		t.Fatalf("a lone caller is held by a timer for %v, want the 100ms its wait has left", armedFor)
+	}
+	select {
+	case n := <-started:
+		t.Fatalf("a batch of %d started before the lone caller's wait passed", n)
+	default:
+	}
+	now = now.Add(100 * time.Millisecond)
+	fire()
+	if n := <-started; n != 1 {
+		t.Fatalf("batch of %d, want the lone caller", n)
+	}
+}
+
+// TestBatchGatherSharesOneCommit: against Postgres, with WithBatchGather,
+// admissions of different resources and a settle issued together share one
+// transaction, each answered on its own.
+func TestBatchGatherSharesOneCommit(t *testing.T) {
+	ctx := context.Background()
+	st, err := Open(ctx, testenv.PostgresURL(t), WithBatchGather(time.Hour, 4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	now := time.UnixMilli(1_700_000_000_000).UTC()
+	tag := time.Now().Format("150405.000000000")
+	var wg sync.WaitGroup
+	errs := make([]error, 4)
+	for i := range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m := admitMember("gather/"+tag+"/"+string(rune('a'+i)), "gather-"+tag+"-"+string(rune('a'+i)), 1, now)
+			_, errs[i] = st.Admit(ctx, m.req.req)
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		_, errs[3] = st.Settle(ctx, "gather-"+tag+"-none", fencegate.Outcome{State: fencegate.ReceiptCommitted})
+	}()
+	wg.Wait()
+	for i, err := range errs[:3] {
+		if err != nil {
+			t.Fatalf("admission %d: %v", i, err)
+		}
+	}
+	if fencegate.ErrorCode(errs[3]) != fencegate.CodeNotFound {
+		t.Fatalf("settle of an unknown receipt: %v, want NOT_FOUND", errs[3])
+	}
+	if batches, writes := st.GroupCommits(); batches != 1 || writes != 4 {
+		t.Fatalf("%d batches carried %d writes, want the 4 in one", batches, writes)
+	}
+}

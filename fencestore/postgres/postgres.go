@@ -82,9 +82,17 @@ type Store struct {
 
 var _ fencegate.FenceStore = (*Store)(nil)
 
-// Open connects to url, applies pending migrations and returns the store.
-func Open(ctx context.Context, url string) (*Store, error) {
-	return open(ctx, url, nil)
+// Open connects to url, applies pending migrations and returns the store,
+// tuned by opts.
+func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
+	s, err := open(ctx, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range opts {
+		o(s)
+	}
+	return s, nil
 }
 
 // open is Open with a hook that may adjust the pool's configuration (tests
