@@ -140,13 +140,17 @@ var mutations = []mutation{
 	mut("registry memory: an acquisition is answered before the memory covers it", "registry/memory.go",
 		"if covered {", "if true {", 42),
 	// The embedded store's journal (layout 5), in worlds over that store,
-	// whose journal is moved every few ops.
+	// whose journal is moved every few ops. The delete's killers are worlds
+	// without the store's batch gather (gatherWorld: seeds 0 mod 4): its
+	// broken worlds write on and on, and where every lone write waits for
+	// company (seed 1: 31 s, against 1.5 to 3.5 s for seeds 0, 4, 8, 12)
+	// the run drags.
 	{name: "embedded journal: a read skips the journal's newer entry", file: journalFile,
 		edits: []edit{{"if v := t.hot.Get(key); v != nil {", "if v := t.hot.Get(key); false && v != nil {"}},
 		args:  []string{"-sim.store", "embedded"}, first: []uint64{2}},
 	{name: "embedded journal: a delete leaves the moved entry in the big tree", file: journalFile,
 		edits: []edit{{"[]*bolt.Bucket{t.hot, t.cold}", "[]*bolt.Bucket{t.hot}"}},
-		args:  []string{"-sim.store", "embedded"}, first: []uint64{1}},
+		args:  []string{"-sim.store", "embedded"}, first: []uint64{0, 4}},
 	// Delegations (DESIGN §8), in the worlds whose owners delegate. The
 	// binding of a delegation to its grant (proofs, BindsGrant) is left
 	// out: it survives, as the delegation's status, by proof or by query,

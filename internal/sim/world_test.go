@@ -202,13 +202,21 @@ func newWorld(t testing.TB, seed uint64, cfg config, st *stats) (*world, error) 
 	case "embedded":
 		// The journal moved every 1 to 7 ops: keys read from the journal,
 		// the big trees and both sides within every world.
-		if w.store, err = embedded.Open(filepath.Join(dir, "fence.db"), embedded.WithJournalMoves(1+seed%7)); err != nil {
+		opts := []embedded.Option{embedded.WithJournalMoves(1 + seed%7)}
+		if gatherWorld(seed) {
+			opts = append(opts, embedded.WithBatchGather(storeGather, maxBatchCalls))
+		}
+		if w.store, err = embedded.Open(filepath.Join(dir, "fence.db"), opts...); err != nil {
 			return nil, err
 		}
 	case "postgres":
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		if w.store, err = postgres.Open(ctx, cfg.pgURL); err != nil {
+		var opts []postgres.Option
+		if gatherWorld(seed) {
+			opts = append(opts, postgres.WithBatchGather(storeGather, maxBatchCalls))
+		}
+		if w.store, err = postgres.Open(ctx, cfg.pgURL, opts...); err != nil {
 			return nil, err
 		}
 	default:
@@ -258,6 +266,11 @@ func (w *world) close() {
 			w.stats.injectN("embedded store ops sharing a commit", int(st.Ops-st.Commits))
 		}
 		w.stats.injectN("embedded store journal moves", int(st.Merges))
+	}
+	if p, ok := w.store.(*postgres.Store); ok {
+		if batches, writes := p.GroupCommits(); writes > batches {
+			w.stats.injectN("postgres store writes sharing a commit", int(writes-batches))
+		}
 	}
 	if w.store != nil {
 		_ = w.store.Close()
