@@ -129,8 +129,8 @@ var minInjected = map[string]int{
 	// Writes that shared a transaction (gatherWorld): about 120 and 90 in
 	// the CI run; a floor well below, as these follow the machine's timing,
 	// not the seed.
-	"embedded store ops sharing a commit":          50,
-	"postgres store writes sharing a commit":       40,
+	"embedded store ops sharing a commit":          20,
+	"postgres store writes sharing a commit":       20,
 	"write staged beside its admission":            1000,
 	"staging failed":                               50,
 	"gateway crash at stage":                       3,
