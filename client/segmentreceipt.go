@@ -16,7 +16,8 @@ import (
 // NOT_APPLIED). When the list has none, it returns the receipt receiptID
 // names, as it is (the one the uncertain answer named; "" for none). When neither exists it
 // answers NOT_FOUND: nothing was admitted at seg, and the segment is free.
-// Any other error is the gateway's, and decides nothing.
+// Any other error decides nothing; a list that itself failed NOT_FOUND is
+// answered INTERNAL, never taken for a free segment.
 //
 // What the answer means: COMMITTED, the segment is taken (numbering moves
 // past it; the same write sent at it again is a replay answered with this
@@ -25,6 +26,13 @@ import (
 func (c *Client) SegmentReceipt(ctx context.Context, info LeaseInfo, seg uint64, receiptID string) (domain.Receipt, error) {
 	list, err := c.Receipts(ctx, info.OperationID)
 	if err != nil {
+		if domain.ErrorCode(err) == domain.CodeNotFound {
+			// A list that failed NOT_FOUND (a route missing behind a proxy,
+			// an older gateway) says nothing about the segment: only the
+			// receipts read may answer "free".
+			return domain.Receipt{}, &domain.Error{Code: domain.CodeInternal,
+				Message: "listing the operation's receipts failed: the segment stays in doubt", Err: err}
+		}
 		return domain.Receipt{}, err
 	}
 	return c.decidingReceipt(ctx, list, info, seg, receiptID)

@@ -114,6 +114,17 @@ func TestSegmentReceiptIsTheOneThatDecidesTheSegment(t *testing.T) {
 	}
 }
 
+// Rule: a receipt list that itself fails NOT_FOUND (a route missing behind
+// a proxy, an older gateway) is never taken for "the segment is free": the
+// answer is INTERNAL and the segment stays in doubt.
+func TestSegmentReceiptOfAFailedListIsNotAFreeSegment(t *testing.T) {
+	c := receiptsOnly(t, nil, nil)
+	info := LeaseInfo{Lease: "L1", FenceToken: 7, OperationID: "op-unlisted"} // the fake has no route for it
+	if _, err := c.SegmentReceipt(context.Background(), info, 3, ""); domain.ErrorCode(err) != domain.CodeInternal {
+		t.Fatalf("a list answered NOT_FOUND: %v, want INTERNAL (still in doubt)", err)
+	}
+}
+
 // Rule: InDoubtAfter is true for exactly the answers that may have admitted
 // a write (no intact answer, MUTATION_UNKNOWN, INTERNAL), false for a
 // refusal and for no error.

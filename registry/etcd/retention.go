@@ -42,7 +42,7 @@ func (b *Backend) forget(rec *record) []clientv3.Op {
 // retention at now, as of the view, earliest expiry first, leaving out the
 // records named in keep (the transaction writes them) and request keys in
 // skip. Index entries of records gone or re-indexed are dropped too. It costs
-// three round trips whatever it deletes: the index range, the candidates'
+// at most three round trips whatever it deletes: the index range, the candidates'
 // records in one transaction, their request keys in another (view.getAll);
 // every round trip lengthens the decision the revision compare guards.
 func (b *Backend) prune(ctx context.Context, v *view, now time.Time, keep map[string]bool, skip map[string]bool) ([]clientv3.Op, error) {
