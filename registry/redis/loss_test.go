@@ -102,7 +102,7 @@ func acquireN(b *redis.Backend, n int) (fencegate.Lease, error) {
 func TestAnswerWaitsForItsReplicasAlsoWhenTheScriptWroteNothing(t *testing.T) {
 	_, replica, open := replicated(t, 200*time.Millisecond)
 	first := open()
-	if _, err := acquireN(first, 1); err != nil {
+	if _, err := acquireUntilAcknowledged(t, first, 1); err != nil {
 		t.Fatalf("acquire with its replica up: %v", err)
 	}
 	replica.Freeze()
@@ -115,8 +115,23 @@ func TestAnswerWaitsForItsReplicasAlsoWhenTheScriptWroteNothing(t *testing.T) {
 		t.Fatalf("the same request again, through another registry, no replica holding it: fence %d, %v; want BACKEND_UNAVAILABLE", l.FenceToken, err)
 	}
 	replica.Thaw()
-	if _, err := acquireN(second, 2); err != nil {
+	if _, err := acquireUntilAcknowledged(t, second, 2); err != nil {
 		t.Fatalf("the same request once the replica is back: %v", err)
+	}
+}
+
+// acquireUntilAcknowledged is acquireN repeated (the same request ID, so
+// one acquisition) while it answers BACKEND_UNAVAILABLE, for up to 10 s: a
+// replica that is up acknowledges, but on a loaded machine not always
+// within the backend's short WAIT, which is what makes the refusals above
+// quick.
+func acquireUntilAcknowledged(t *testing.T, b *redis.Backend, n int) (fencegate.Lease, error) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		l, err := acquireN(b, n)
+		if fencegate.ErrorCode(err) != fencegate.CodeBackendUnavailable || time.Now().After(deadline) {
+			return l, err
+		}
 	}
 }
 
@@ -136,7 +151,7 @@ func TestAnswerWaitsForItsWriteWhicheverConnectionWAITRunsOn(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range n { // several connections, each having written while the replica acknowledged
 		wg.Add(1)
-		go func() { defer wg.Done(); _, errs[i] = acquireN(b, i) }()
+		go func() { defer wg.Done(); _, errs[i] = acquireUntilAcknowledged(t, b, i) }()
 	}
 	wg.Wait()
 	for i, err := range errs {
