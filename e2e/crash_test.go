@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+
+	"github.com/fencegate/fencegate"
 )
 
 // putCounter is a reverse proxy in front of an S3 server that counts the PUT
@@ -64,9 +66,11 @@ type crashStore struct {
 
 // TestCrashBetweenEffectAndReceiptIsSettledAfterRestart kills the gateway
 // (FENCEGATE_FAILPOINT=after-effect: exit 3 after the store write returned,
-// before the receipt settled), restarts it on the same data directory, and
-// shows that the reconciler settles the orphaned receipt as COMMITTED from the
-// object's own metadata, that the object was written exactly once (a replay of
+// before the receipt settled), reads the fence store raw (the one receipt
+// PENDING), restarts the gateway on the same data directory, and shows that
+// the reconciler settles the orphaned receipt as COMMITTED from the object's
+// own metadata (its log line for the receipt, awaited before anything reads
+// the receipt through the gateway, whose reads prove it on the spot), that the object was written exactly once (a replay of
 // the segment returns the original receipt and writes nothing), and that the
 // resource takes the next segment again.
 func TestCrashBetweenEffectAndReceiptIsSettledAfterRestart(t *testing.T) {
@@ -130,6 +134,12 @@ func crashAndSettle(t *testing.T, cs crashStore) {
 	if writes0 != -1 && (writes0 != 1 || etag0 == "" || rid0 == "") {
 		t.Fatalf("after the crash the store shows ETag %q, receipt %q, %d writes; want one write", etag0, rid0, writes0)
 	}
+	// The fence store as the crash left it, read without a gateway: the one
+	// receipt, PENDING.
+	orphan := pendingReceiptOf(t, dataDir, resource)
+	if rid0 != "" && rid0 != orphan {
+		t.Fatalf("the object names receipt %q, the fence store holds %q", rid0, orphan)
+	}
 
 	// 2. Restart without the failpoint, with a reconciler that takes a PENDING
 	// receipt as orphaned after a second.
@@ -137,25 +147,20 @@ func crashAndSettle(t *testing.T, cs crashStore) {
 	if err := os.WriteFile(cfg, []byte("effectTimeout: 500ms\nreconcile:\n  interval: 200ms\n  deadline: 15m\n  orphan: 1s\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// Nothing reads the receipt through the gateway until the reconciler has
+	// settled it: a read would prove it from the object on the spot
+	// (readStore) and hide whether the reconciler does. Its evidence is its
+	// own log line for the receipt.
 	p2 := startGatewayEnv(t, cs.env, append(args, "--config", cfg)...)
-	first := p2.receiptsByOperation(t, token, op)
-	if len(first) != 1 || (first[0].State != "PENDING" && first[0].State != "COMMITTED") {
-		t.Fatalf("after the restart: receipts %+v, want the one PENDING (or already settled) receipt", first)
+	how := waitReconciled(t, p2, orphan, settleLimit)
+	t.Logf("receipt %s settled by the reconciler: %s", orphan, how)
+	list := p2.receiptsByOperation(t, token, op)
+	if len(list) != 1 {
+		t.Fatalf("after the reconciler's settle: receipts %+v, want one", list)
 	}
-	t.Logf("receipt %s after the restart: %s", first[0].ID, first[0].State)
-	var settled receipt
-	for deadline := time.Now().Add(settleLimit); ; time.Sleep(100 * time.Millisecond) {
-		list := p2.receiptsByOperation(t, token, op)
-		if len(list) == 1 && list[0].State != "PENDING" {
-			settled = list[0]
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("receipt not settled within %s: %+v", settleLimit, list)
-		}
-	}
+	settled := list[0]
 	etag, rid, writes := cs.inspect(t, p2, storeKey)
-	if settled.State != "COMMITTED" || settled.ID != rid || settled.Version != etag || settled.ID != first[0].ID {
+	if settled.State != "COMMITTED" || settled.ID != rid || settled.Version != etag || settled.ID != orphan {
 		t.Fatalf("settled receipt %+v; the store has ETag %q for receipt %q", settled, etag, rid)
 	}
 	if writes0 != -1 && (etag != etag0 || writes != 1) {
@@ -204,6 +209,47 @@ func crashAndSettle(t *testing.T, cs crashStore) {
 	}
 	if list := p2.receiptsByOperation(t, token, op); len(list) != 2 || list[0].State != "COMMITTED" || list[1].State != "COMMITTED" {
 		t.Fatalf("receipts %+v, want two COMMITTED", list)
+	}
+}
+
+// pendingReceiptOf reads the embedded fence store of a stopped gateway dev
+// at dataDir and returns the ID of resource's one receipt, which must be
+// PENDING.
+func pendingReceiptOf(t *testing.T, dataDir, resource string) string {
+	t.Helper()
+	raw := rawEmbedded(t, dataDir, []string{resource})
+	if len(raw.receipts) != 1 {
+		t.Fatalf("after the crash the fence store holds receipts %v, want one", raw.receipts)
+	}
+	for id, row := range raw.receipts {
+		if row["state"] != string(fencegate.ReceiptPending) {
+			t.Fatalf("after the crash receipt %s is %v in the fence store, want PENDING", id, row["state"])
+		}
+		return id
+	}
+	panic("unreachable")
+}
+
+// waitReconciled polls p's log, until limit, for the reconciler's line that
+// it settled receipt id COMMITTED: proven by its object while young
+// ("reconciled: pending receipt proven committed by its object") or once
+// orphaned ("reconciled", state COMMITTED). It returns the line.
+func waitReconciled(t *testing.T, p *gatewayProc, id string, limit time.Duration) string {
+	t.Helper()
+	for deadline := time.Now().Add(limit); ; time.Sleep(100 * time.Millisecond) {
+		for _, line := range strings.Split(p.logs.String(), "\n") {
+			fields := " " + line + " " // text log lines: key=value, a value with spaces quoted
+			if !strings.Contains(fields, " receipt="+id+" ") {
+				continue
+			}
+			if strings.Contains(fields, ` msg="reconciled: pending receipt proven committed by its object" `) ||
+				(strings.Contains(fields, " msg=reconciled ") && strings.Contains(fields, " state="+string(fencegate.ReceiptCommitted)+" ")) {
+				return line
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the reconciler did not settle receipt %s within %s:\n%s", id, limit, p.logs.String())
+		}
 	}
 }
 
