@@ -85,6 +85,7 @@ func watchedBurst(t *testing.T, gw *gatewayProc, ws []*deferWriter, total int, s
 // answer arrives, while the other writers' writes are in flight: their
 // admissions may or may not have committed (each folding the settle of the
 // writer's last answered write), their objects may or may not have landed.
+// It fails the test if the burst ends (its 15 s deadline) before the kill.
 func killMidBurst(t *testing.T, gw *gatewayProc, ws []*deferWriter, total int) int {
 	t.Helper()
 	return writeBurst(t, gw, ws, total, true, nil)
@@ -144,6 +145,9 @@ func writeBurst(t *testing.T, gw *gatewayProc, ws []*deferWriter, total int, kil
 	wg.Wait()
 	if t.Failed() {
 		t.FailNow()
+	}
+	if kill && !dead.Load() {
+		t.Fatalf("never reached %d answers (%d within the deadline): no kill", total, n)
 	}
 	for _, w := range ws {
 		if len(w.answered) == 0 {

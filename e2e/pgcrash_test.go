@@ -46,9 +46,15 @@ func TestPostgresCrashUnderLoadKeepsEveryAnsweredReceipt(t *testing.T) {
 				mu.Lock()
 				after := crashed
 				mu.Unlock()
-				if err != nil || a.status != http.StatusOK || a.str("state") != "COMMITTED" {
+				if err != nil {
 					if !after {
-						t.Errorf("writer %d segment %d before the crash: %v %d %s", w.idx, seg, err, a.status, a.body)
+						t.Errorf("writer %d segment %d before the crash: %v", w.idx, seg, err)
+					}
+					return
+				}
+				if a.status != http.StatusOK || a.str("state") != "COMMITTED" {
+					if !after {
+						t.Errorf("writer %d segment %d before the crash: %d %s", w.idx, seg, a.status, a.body)
 					}
 					return
 				}
@@ -69,12 +75,27 @@ func TestPostgresCrashUnderLoadKeepsEveryAnsweredReceipt(t *testing.T) {
 			}
 		}()
 	}
-	<-reached
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-reached:
+	case <-done:
+		mu.Lock()
+		defer mu.Unlock()
+		t.Fatalf("the writers ended after %d answers, before the 160th: no crash", n)
+	case <-time.After(60 * time.Second):
+		mu.Lock()
+		crashed = true // the writers end at their next answer, silently
+		got := n
+		mu.Unlock()
+		<-done
+		t.Fatalf("only %d answers within 60 s, want 160: no crash", got)
+	}
 	mu.Lock()
 	crashed = true
 	mu.Unlock()
 	c.pg.Kill()
-	wg.Wait()
+	<-done
 	if t.Failed() {
 		t.FailNow()
 	}
