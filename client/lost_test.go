@@ -211,14 +211,22 @@ func TestATimedOutRenewalIsOwnershipUnknown(t *testing.T) {
 	if !IsUncertain(err) {
 		t.Fatalf("the timed-out renewal answered %v, want an uncertain error", err)
 	}
+	wantStoppedAfterUncertain(t, f, l, lost, "a timed-out renewal")
+}
+
+// wantStoppedAfterUncertain checks a lease after an uncertain answer (what):
+// OWNERSHIP_UNKNOWN, Lost closed, a new write refused locally, and no write
+// sent at all.
+func wantStoppedAfterUncertain(t *testing.T, f *fakeGateway, l *Lease, lost <-chan struct{}, what string) {
+	t.Helper()
 	wantState(t, l, StateOwnershipUnknown)
 	if !closed(lost) {
-		t.Fatal("Lost still open after a timed-out renewal")
+		t.Fatalf("Lost still open after %s", what)
 	}
-	_, err = l.Objects("bucket").Put(context.Background(), "jobs/a", strings.NewReader("x"), "")
+	_, err := l.Objects("bucket").Put(context.Background(), "jobs/a", strings.NewReader("x"), "")
 	wantCode(t, err, domain.CodeLeaseNotHeld)
 	if n := f.count("write"); n != 0 {
-		t.Fatalf("%d writes sent after a timed-out renewal", n)
+		t.Fatalf("%d writes sent after %s", n, what)
 	}
 }
 
@@ -247,15 +255,7 @@ func TestATimedOutStatusCheckIsOwnershipUnknown(t *testing.T) {
 	if err == nil {
 		t.Fatal("the write whose status check timed out succeeded")
 	}
-	wantState(t, l, StateOwnershipUnknown)
-	if !closed(lost) {
-		t.Fatal("Lost still open after a timed-out status check")
-	}
-	_, err = l.Objects("bucket").Put(context.Background(), "jobs/a", strings.NewReader("x"), "")
-	wantCode(t, err, domain.CodeLeaseNotHeld)
-	if n := f.count("write"); n != 0 {
-		t.Fatalf("%d writes sent after a timed-out status check", n)
-	}
+	wantStoppedAfterUncertain(t, f, l, lost, "a timed-out status check")
 }
 
 // Rule: `defer lease.Release(ctx)` means no more effects: Release refuses
