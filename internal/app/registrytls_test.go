@@ -76,20 +76,7 @@ func TestInsecureRegistryHTTPIsLoggedAtStart(t *testing.T) {
 	}
 	reg.Close()
 	for url, warn := range map[string]bool{"http://registry.invalid:8080": true, "http://127.0.0.1:1": false} {
-		cfg := config.Default()
-		cfg.DataDir = t.TempDir()
-		cfg.Identities = []config.Identity{{Name: "w", Token: "t"}}
-		cfg.TrustBundle = filepath.Join(dev.DataDir, "trust-bundle.json")
-		cfg.RegistryURL, cfg.RegistryInsecureHTTP = url, true
-		cfg.RegistryCredential = config.Identity{Name: "gw", Token: "g"}
-		if err := cfg.Validate(); err != nil {
-			t.Fatal(err)
-		}
-		var logs bytes.Buffer
-		a, err := Build(context.Background(), cfg, slog.New(slog.NewTextHandler(&logs, nil)))
-		if err != nil {
-			t.Fatal(err)
-		}
+		a, logs := buildReplica(t, filepath.Join(dev.DataDir, "trust-bundle.json"), url, true)
 		a.Close()
 		if got := strings.Contains(logs.String(), "level=WARN msg=\"registryURL is plain http"); got != warn {
 			t.Errorf("%s: warned %v, want %v:\n%s", url, got, warn, logs.String())
@@ -120,20 +107,7 @@ func TestAnOlderBundleFromTheRegistryIsIgnoredAndLogged(t *testing.T) {
 	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write(old) }))
 	defer srv.Close()
-	cfg := config.Default()
-	cfg.DataDir = t.TempDir()
-	cfg.Identities = []config.Identity{{Name: "w", Token: "t"}}
-	cfg.TrustBundle = bundleFile // the rotated bundle, a version above the one served
-	cfg.RegistryURL = srv.URL
-	cfg.RegistryCredential = config.Identity{Name: "gw", Token: "g"}
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	var logs bytes.Buffer
-	a, err := Build(context.Background(), cfg, slog.New(slog.NewTextHandler(&logs, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, logs := buildReplica(t, bundleFile, srv.URL, false) // bundleFile: the rotated bundle, a version above the one served
 	defer a.Close()
 	held := a.auth.Verifier().Bundle().Version()
 	a.pull(context.Background(), 0)
@@ -144,4 +118,25 @@ func TestAnOlderBundleFromTheRegistryIsIgnoredAndLogged(t *testing.T) {
 	if n := strings.Count(logs.String(), "older than the one in force here"); n != 1 {
 		t.Fatalf("the older bundle was logged %d times, want once:\n%s", n, logs.String())
 	}
+}
+
+// buildReplica builds a registry-less replica trusting bundleFile and
+// pulling from registryURL (insecure: registryInsecureHTTP), its log kept.
+func buildReplica(t *testing.T, bundleFile, registryURL string, insecure bool) (*App, *bytes.Buffer) {
+	t.Helper()
+	cfg := config.Default()
+	cfg.DataDir = t.TempDir()
+	cfg.Identities = []config.Identity{{Name: "w", Token: "t"}}
+	cfg.TrustBundle = bundleFile
+	cfg.RegistryURL, cfg.RegistryInsecureHTTP = registryURL, insecure
+	cfg.RegistryCredential = config.Identity{Name: "gw", Token: "g"}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	logs := &bytes.Buffer{}
+	a, err := Build(context.Background(), cfg, slog.New(slog.NewTextHandler(logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a, logs
 }
