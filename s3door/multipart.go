@@ -168,13 +168,7 @@ func (s *Server) uploadPart(w http.ResponseWriter, r *http.Request, t *target) e
 		}
 		return s3err(http.StatusBadRequest, "InvalidRequest", "Checksum Type mismatch occurred, expected checksum Type: "+want+", actual checksum Type: "+alg)
 	}
-	staged := body.Size
-	for pn, p := range u.parts {
-		if pn != n {
-			staged += p.size
-		}
-	}
-	if staged > s.MaxBody { // the completed object could not be written anyway
+	if u.stagedBeside(n, body.Size) > s.MaxBody { // the completed object could not be written anyway
 		return partsTooLarge(s.MaxBody)
 	}
 	if err := os.Rename(body.File().Name(), path); err != nil {
@@ -182,11 +176,11 @@ func (s *Server) uploadPart(w http.ResponseWriter, r *http.Request, t *target) e
 	}
 	var replaced int64
 	if old := u.parts[n]; old != nil {
-		replaced = old.charge
+		replaced = chargeOf(old.size)
 	}
 	s.uploads.settle(u, need, replaced)
 	settled = true
-	p := &part{number: n, size: body.Size, etag: `"` + hex.EncodeToString(h.Sum(nil)) + `"`, path: path, at: s.Now(), charge: need}
+	p := &part{number: n, size: body.Size, etag: `"` + hex.EncodeToString(h.Sum(nil)) + `"`, path: path, at: s.Now()}
 	switch {
 	case alg == u.algorithm:
 		p.checksum = sum
@@ -229,17 +223,16 @@ func drainRefused(r *http.Request) {
 // MissingContentLength as S3 answers, or when the upload's other parts and
 // it would exceed MaxBody, EntityTooLarge), at least MinPartCharge.
 func (s *Server) partRoom(r *http.Request, u *upload, n int) (int64, error) {
-	size := declaredLength(r, strings.HasPrefix(authOf(r).payloadHash, "STREAMING-"))
+	chunked, err := awsChunked(authOf(r))
+	if err != nil {
+		return 0, err
+	}
+	size := declaredLength(r, chunked)
 	if size < 0 {
 		return 0, s3err(http.StatusLengthRequired, "MissingContentLength", "You must provide the Content-Length HTTP header (x-amz-decoded-content-length with aws-chunked).")
 	}
 	u.mu.Lock()
-	staged := size
-	for pn, p := range u.parts {
-		if pn != n {
-			staged += p.size
-		}
-	}
+	staged := u.stagedBeside(n, size)
 	u.mu.Unlock()
 	if staged > s.MaxBody {
 		return 0, partsTooLarge(s.MaxBody)

@@ -106,16 +106,13 @@ func (s *Server) readBody(r *http.Request, pool *spool.Pool, alsoMD5 io.Writer, 
 	a := authOf(r)
 	var in io.Reader = r.Body
 	var dc *dechunker
-	switch a.payloadHash {
-	case streamingSigned, streamingUnsignedTrailer:
+	chunked, err := awsChunked(a)
+	if err != nil {
+		return nil, "", "", err
+	}
+	if chunked {
 		dc = newDechunker(r.Context(), r.Body, a, a.payloadHash == streamingSigned)
 		in = dc
-	case streamingSignedTrailer:
-		return nil, "", "", notImplemented("STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER (signed trailers)")
-	default:
-		if strings.HasPrefix(a.payloadHash, "STREAMING-") {
-			return nil, "", "", notImplemented(a.payloadHash)
-		}
 	}
 	integ, err := readIntegrity(hd, dc != nil)
 	if err != nil {
@@ -475,6 +472,23 @@ func userMeta(hd http.Header) (map[string]string, error) {
 
 // declaredLength is the body's announced length after aws-chunked decoding
 // (-1 unknown), which sizes its share of the pool's budget.
+// awsChunked reports whether a request's body is aws-chunked (the payload
+// hashes the door decodes: signed chunks, or unsigned chunks with a
+// trailer), refusing the streaming forms it does not implement: the one
+// decision readBody and partRoom both go by.
+func awsChunked(a *authed) (bool, error) {
+	switch a.payloadHash {
+	case streamingSigned, streamingUnsignedTrailer:
+		return true, nil
+	case streamingSignedTrailer:
+		return false, notImplemented("STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER (signed trailers)")
+	}
+	if strings.HasPrefix(a.payloadHash, "STREAMING-") {
+		return false, notImplemented(a.payloadHash)
+	}
+	return false, nil
+}
+
 func declaredLength(r *http.Request, chunked bool) int64 {
 	if !chunked {
 		return r.ContentLength

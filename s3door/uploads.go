@@ -38,7 +38,6 @@ type part struct {
 	checksum string // the part's verified checksum of the upload's algorithm (base64), "" if none
 	path     string
 	at       time.Time
-	charge   int64 // what it counts against the staging budget
 }
 
 // upload is one open (or recently completed) multipart upload.
@@ -87,7 +86,9 @@ func newUploads(spoolDir string, now func() time.Time, limit int64) *uploads {
 	return &uploads{dir: dir, now: now, m: map[string]*upload{}, limit: limit}
 }
 
-// chargeOf is what a part of size bytes counts against the staging budget.
+// chargeOf is what a part of size bytes counts against the staging budget
+// (a staged part's size is the length its reservation was made for: the
+// body is held to it, so chargeOf(part.size) is what it holds).
 func chargeOf(size int64) int64 { return max(size, MinPartCharge) }
 
 // reserve takes charge bytes of the staging budget for a part about to be
@@ -214,4 +215,15 @@ func (us *uploads) remove(u *upload) {
 	us.freeLocked(u)
 	us.mu.Unlock()
 	_ = os.RemoveAll(u.dir)
+}
+
+// stagedBeside is what u's parts would stage with part n of size bytes in
+// place of the one staged under n, if any; u.mu is held.
+func (u *upload) stagedBeside(n int, size int64) int64 {
+	for pn, p := range u.parts {
+		if pn != n {
+			size += p.size
+		}
+	}
+	return size
 }
