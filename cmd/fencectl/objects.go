@@ -45,11 +45,13 @@ func putFlags(fs *flag.FlagSet) func(context.Context, *cmd) error {
 			}
 			body = f
 		}
-		// The body goes through a hashingReader, which also keeps the
-		// transport from closing a FILE (its digest is read from it again).
-		h := &hashingReader{r: body, h: sha256.New()}
-		if body = h; w.digest == nil { // stdin or a pipe: known once sent whole
-			w.digest = h.digest
+		if w.digest == nil { // stdin or a pipe: its digest is known once sent whole
+			h := &hashingReader{r: body, h: sha256.New()}
+			body, w.digest = h, h.digest
+		} else {
+			// A FILE's digest is read from it again (fileDigest): hide its
+			// Close from the transport.
+			body = struct{ io.Reader }{body}
 		}
 		lf, fence, err := fenceFor(ctx, c, *seg, w)
 		if err != nil {

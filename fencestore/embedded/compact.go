@@ -124,9 +124,9 @@ func (s *Store) compactStep(before time.Time, limit int, walked map[fencegate.Re
 				if err != nil {
 					return err
 				}
-				// The rules on the receipt and its row first; the
-				// quarantine index (qindex.go) only for what they allow.
-				if fencerules.Compactable(&r, row, false, before) && !quarantineNames(tx, r.ID) {
+				// Whether a quarantine record names it is one seek in
+				// the quarantine index (qindex.go).
+				if fencerules.Compactable(&r, row, quarantineNames(tx, r.ID), before) {
 					doomed = append(doomed, r)
 				}
 			}
