@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"os"
@@ -11,8 +10,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/fencegate/fencegate"
 	"github.com/fencegate/fencegate/internal/testenv"
@@ -229,31 +226,12 @@ func restartMidBurst(t *testing.T, registryToo, crash bool) {
 	tally.mu.Lock()
 	defer tally.mu.Unlock()
 
-	// Poll Postgres itself (not the gateway, whose reads would settle a
-	// PENDING receipt) for receipts not settled.
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, pg.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	// Poll Postgres itself (rawPostgres, not the gateway, whose reads would
+	// settle a PENDING receipt) for receipts not settled.
 	states := func() map[string]string {
-		rows, err := conn.Query(ctx, `SELECT receipt_id, state FROM fence_receipts`)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer rows.Close()
 		out := map[string]string{}
-		for rows.Next() {
-			var id, state string
-			if err := rows.Scan(&id, &state); err != nil {
-				t.Fatal(err)
-			}
-			out[id] = state
-		}
-		if err := rows.Err(); err != nil {
-			t.Fatal(err)
+		for id, r := range rawPostgres(t, pg.URL()).receipts {
+			out[id], _ = r["state"].(string)
 		}
 		return out
 	}
