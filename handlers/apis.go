@@ -42,9 +42,9 @@ func apiCallPath(r *http.Request) (api, path string, err error) {
 	rest, _ := strings.CutPrefix(r.URL.Path, "/v1/apis/")
 	api, path, nested := strings.Cut(rest, "/")
 	if !nested {
-		q, err := url.ParseQuery(r.URL.RawQuery)
+		q, err := parseQuery(r)
 		if err != nil {
-			return "", "", fencegate.Errorf(fencegate.CodeInvalidRequest, "the query does not parse: %v", err)
+			return "", "", err
 		}
 		if paths := q["path"]; len(paths) != 1 {
 			return "", "", fencegate.Errorf(fencegate.CodeInvalidRequest, "API path must be /v1/apis/{api}/{path} or /v1/apis/{api}?path={path}")

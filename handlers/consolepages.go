@@ -98,13 +98,13 @@ type fenceHolder struct {
 // quarantine.
 func (s *Server) consoleResource(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	name := r.URL.Query().Get("name")
-	if err := fencegate.CheckName(name); err != nil {
+	q, page, err := listQuery(r)
+	if err != nil {
 		s.consoleError(w, r, err)
 		return
 	}
-	page, err := pageOf(r)
-	if err != nil {
+	name := q.Get("name")
+	if err := fencegate.CheckName(name); err != nil {
 		s.consoleError(w, r, err)
 		return
 	}
@@ -236,12 +236,12 @@ func (s *Server) consoleReceipt(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) consoleOperation(w http.ResponseWriter, r *http.Request) {
-	id := r.URL.Query().Get("id")
-	page, err := pageOf(r)
+	q, page, err := listQuery(r)
 	if err != nil {
 		s.consoleError(w, r, err)
 		return
 	}
+	id := q.Get("id")
 	list, err := s.Gateway.Store().ReceiptsByOperation(r.Context(), id, page)
 	if err != nil {
 		s.consoleError(w, r, err)

@@ -17,12 +17,12 @@ import (
 )
 
 func (s *Server) consoleQuarantineList(w http.ResponseWriter, r *http.Request) {
-	res := r.URL.Query().Get("resource")
-	page, err := pageOf(r)
+	q, page, err := listQuery(r)
 	if err != nil {
 		s.consoleError(w, r, err)
 		return
 	}
+	res := q.Get("resource")
 	list, err := s.Gateway.Store().Quarantined(r.Context(), res, page)
 	if err != nil {
 		s.consoleError(w, r, err)

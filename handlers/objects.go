@@ -3,7 +3,6 @@ package handlers
 import (
 	"io"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 
@@ -48,9 +47,9 @@ func queryKey(r *http.Request, pathKey string, inPath bool) (string, error) {
 	if r.URL.RawQuery == "" {
 		return pathKey, nil
 	}
-	q, err := url.ParseQuery(r.URL.RawQuery)
+	q, err := parseQuery(r)
 	if err != nil {
-		return "", fencegate.Errorf(fencegate.CodeInvalidRequest, "the query does not parse: %v", err)
+		return "", err
 	}
 	keys, inQuery := q["key"]
 	switch {

@@ -16,14 +16,26 @@ import (
 // reading only the first of would make ambiguous. The object and API routes
 // parse their own queries as strictly (queryKey, apiCallPath).
 func strictQuery(r *http.Request) (url.Values, error) {
-	q, err := url.ParseQuery(r.URL.RawQuery)
+	q, err := parseQuery(r)
 	if err != nil {
-		return nil, fencegate.Errorf(fencegate.CodeInvalidRequest, "the query does not parse: %v", err)
+		return nil, err
 	}
 	for name, vs := range q {
 		if len(vs) > 1 {
 			return nil, fencegate.Errorf(fencegate.CodeInvalidRequest, "query parameter %.40q is given more than once", name)
 		}
+	}
+	return q, nil
+}
+
+// parseQuery parses r's query whole: one that does not parse (a bad
+// percent-escape, a `;` separator), which r.URL.Query would silently drop
+// part of, is INVALID_REQUEST. Repeated parameters are the caller's to judge
+// (strictQuery refuses them; an API read forwards them).
+func parseQuery(r *http.Request) (url.Values, error) {
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return nil, fencegate.Errorf(fencegate.CodeInvalidRequest, "the query does not parse: %v", err)
 	}
 	return q, nil
 }
