@@ -126,9 +126,6 @@ func (b *Backend) Acquire(ctx context.Context, req fencegate.AcquireRequest) (fe
 				return err
 			}
 		}
-		if err := b.prune(tx, req.Now); err != nil {
-			return err
-		}
 		if leases.Get([]byte(req.LeaseID)) != nil {
 			return fencegate.Errorf(fencegate.CodeBackendConflict, "lease ID already exists")
 		}
@@ -166,6 +163,11 @@ func (b *Backend) Acquire(ctx context.Context, req fencegate.AcquireRequest) (fe
 			if err := putUint(meta, keyMaxFence, fence); err != nil {
 				return err
 			}
+		}
+		// Pruned once nothing can refuse: a refused acquisition walks no
+		// old records (the resource row is written whole below).
+		if err := b.prune(tx, req.Now); err != nil {
+			return err
 		}
 		rec := leaserule.NewRecord(req, fence, rev)
 		if err := putRecord(leases, rec); err != nil {
@@ -234,7 +236,6 @@ func (b *Backend) Release(ctx context.Context, id, owner string, now time.Time, 
 	var out fencegate.Lease
 	released := false
 	err := b.db.Update(func(tx *bbolt.Tx) error {
-		released = false
 		if err := checkGuard(tx.Bucket(bucketMeta), g); err != nil {
 			return err
 		}

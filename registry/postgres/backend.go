@@ -270,7 +270,6 @@ func (b *Backend) Release(ctx context.Context, id, owner string, now time.Time, 
 	var out fencegate.Lease
 	released := false
 	err := pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
-		released = false
 		if err := checkGuard(ctx, tx, g); err != nil {
 			return err
 		}
