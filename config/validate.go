@@ -296,13 +296,20 @@ func (c *Config) RegistryRootCAs() (*x509.CertPool, error) {
 	if c.RegistryCA == "" {
 		return nil, nil
 	}
-	pem, err := os.ReadFile(c.RegistryCA)
+	return LoadCAPool("registryCA", c.RegistryCA)
+}
+
+// LoadCAPool reads the PEM CA certificates at path (the setting field's),
+// refusing a file that holds none: the one loader of registryCA and
+// tls.clientCA.
+func LoadCAPool(field, path string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("registryCA: %w", err)
+		return nil, fmt.Errorf("%s: %w", field, err)
 	}
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("registryCA %s holds no PEM certificate", c.RegistryCA)
+		return nil, fmt.Errorf("%s %s holds no PEM certificate", field, path)
 	}
 	return pool, nil
 }

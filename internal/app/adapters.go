@@ -3,13 +3,11 @@ package app
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"net/url"
-	"os"
 	"path/filepath"
 	"strings"
 
@@ -158,13 +156,9 @@ func serverTLS(c *config.TLS) (*tls.Config, error) {
 	}
 	out := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	if c.ClientCA != "" {
-		pem, err := os.ReadFile(c.ClientCA)
+		pool, err := config.LoadCAPool("tls clientCA", c.ClientCA)
 		if err != nil {
-			return nil, fmt.Errorf("tls clientCA: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("tls clientCA %s holds no PEM certificate", c.ClientCA)
+			return nil, err
 		}
 		// Verified when given: workloads present one, operators may use bearer tokens.
 		out.ClientCAs, out.ClientAuth = pool, tls.VerifyClientCertIfGiven
