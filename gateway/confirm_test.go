@@ -110,7 +110,11 @@ func TestAVerdictGivenAsTheQueryTimedOutStands(t *testing.T) {
 	}
 	req := f.request(5, 1, "v1")
 	req.StatusToken = ""
+	before, content := f.storedState(), f.content()
 	if _, err := gw.Apply(context.Background(), req); fencegate.ErrorCode(err) != fencegate.CodeStatusInvalid {
 		t.Fatalf("a verdict given as the query timed out: %v; want STATUS_INVALID", err)
+	}
+	if got := f.storedState(); got != before || f.content() != content {
+		t.Fatalf("the refused write changed state:\n%s\n%s", before, got)
 	}
 }

@@ -166,6 +166,9 @@ func TestAModeRuleNoResourceCanMatchIsRefused(t *testing.T) {
 		if err := m.Set(p, gateway.Enforce, false); fencegate.ErrorCode(err) != fencegate.CodeInvalidRequest {
 			t.Errorf("pattern %q: %v; want INVALID_REQUEST", p, err)
 		}
+		if rules := m.Rules(); len(rules) != 0 {
+			t.Errorf("pattern %q: refused, yet the rules are now %+v", p, rules)
+		}
 	}
 	for _, p := range []string{"roll/*", "roll/inv", "d?/a", "a/[bc]/*", `a/\*`, "*", "a/*\u0308"} {
 		m, _ := gateway.NewModes()
