@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -281,6 +282,7 @@ func TestOnlyTheUncertainWriteIsSentWhileItsSegmentIsUnsettled(t *testing.T) {
 	h, _ := acquiredWithAFile(t)
 	a, b := h.twoFiles()
 	h.uncertainPut(a, fencegate.ReceiptPending)
+	doubted := h.numbering()
 	stdin = strings.NewReader("AAA")
 	t.Cleanup(func() { stdin = os.Stdin })
 	for _, args := range [][]string{{"put", "bucket/jobs/b", b}, {"put", "bucket/jobs/a", "-"}, {"delete", "bucket/jobs/a"},
@@ -296,6 +298,9 @@ func TestOnlyTheUncertainWriteIsSentWhileItsSegmentIsUnsettled(t *testing.T) {
 	}
 	if got := h.segmentsSent(); got != "" {
 		t.Fatalf("writes sent while segment 1 was unsettled: %s", got)
+	}
+	if got := h.numbering(); !reflect.DeepEqual(got, doubted) {
+		t.Fatalf("the refused commands changed the lease file's numbering: %+v -> %+v", doubted, got)
 	}
 	if code, _, errOut := h.run("put", "bucket/jobs/a", a); code != 0 {
 		t.Fatalf("the uncertain write again: exit %d %s", code, errOut)
