@@ -67,16 +67,10 @@ func TestRegistryClientFollowsNoRedirect(t *testing.T) {
 // Rule: a replica let onto a plain http registryURL by registryInsecureHTTP
 // says so at every start; a loopback one does not.
 func TestInsecureRegistryHTTPIsLoggedAtStart(t *testing.T) {
-	dev := config.Dev()
-	dev.DataDir = t.TempDir()
-	dev.Identities = []config.Identity{{Name: "w", Token: "t"}}
-	reg, err := Build(context.Background(), dev, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	reg, bundleFile := buildDevRegistry(t)
 	reg.Close()
 	for url, warn := range map[string]bool{"http://registry.invalid:8080": true, "http://127.0.0.1:1": false} {
-		a, logs := buildReplica(t, filepath.Join(dev.DataDir, "trust-bundle.json"), url, true)
+		a, logs := buildReplica(t, bundleFile, url, true)
 		a.Close()
 		if got := strings.Contains(logs.String(), "level=WARN msg=\"registryURL is plain http"); got != warn {
 			t.Errorf("%s: warned %v, want %v:\n%s", url, got, warn, logs.String())
@@ -89,15 +83,8 @@ func TestInsecureRegistryHTTPIsLoggedAtStart(t *testing.T) {
 // ignores it and says so, once until something changes: keys the registry
 // rotated to since are not trusted until its version passes this one.
 func TestAnOlderBundleFromTheRegistryIsIgnoredAndLogged(t *testing.T) {
-	dev := config.Dev()
-	dev.DataDir = t.TempDir()
-	dev.Identities = []config.Identity{{Name: "w", Token: "t"}}
-	reg, err := Build(context.Background(), dev, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	reg, bundleFile := buildDevRegistry(t)
 	defer reg.Close()
-	bundleFile := filepath.Join(dev.DataDir, "trust-bundle.json")
 	old, err := os.ReadFile(bundleFile)
 	if err != nil {
 		t.Fatal(err)
@@ -139,4 +126,18 @@ func buildReplica(t *testing.T, bundleFile, registryURL string, insecure bool) (
 		t.Fatal(err)
 	}
 	return a, logs
+}
+
+// buildDevRegistry builds a `gateway dev` app (its registry in process) and
+// returns it with the path of the trust bundle it writes.
+func buildDevRegistry(t *testing.T) (*App, string) {
+	t.Helper()
+	dev := config.Dev()
+	dev.DataDir = t.TempDir()
+	dev.Identities = []config.Identity{{Name: "w", Token: "t"}}
+	reg, err := Build(context.Background(), dev, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reg, filepath.Join(dev.DataDir, "trust-bundle.json")
 }
