@@ -203,6 +203,11 @@ var (
 	statusKind = docKind{name: "status proof", typ: TypStatus, code: fencegate.CodeStatusInvalid}
 )
 
+// ErrUnknownKey is under (errors.Is) a refusal of a document signed by a
+// key the trust bundle does not hold, neither trusted nor revoked: one a
+// newer bundle may hold (a key the registry rotated to since).
+var ErrUnknownKey = errors.New("kid not in the trust bundle")
+
 func (d docKind) errorf(format string, args ...any) *fencegate.Error {
 	return fencegate.Errorf(d.code, d.name+": "+format, args...)
 }
@@ -472,7 +477,9 @@ func (v *Verifier) verifyToken(token string, kind docKind, b *Bundle, now time.T
 		return nil, nil, fencegate.Errorf(fencegate.CodeEpochRevoked, "%s: kid %s belongs to a revoked issuer epoch (trust bundle version %d)", kind.name, strictjson.Quote(hdr.Kid), b.Version())
 	}
 	if !ok {
-		return nil, nil, kind.errorf("kid %s is not in the trust bundle (version %d)", strictjson.Quote(hdr.Kid), b.Version())
+		e := kind.errorf("kid %s is not in the trust bundle (version %d)", strictjson.Quote(hdr.Kid), b.Version())
+		e.Err = ErrUnknownKey
+		return nil, nil, e
 	}
 	alg := jwa.SignatureAlgorithm(hdr.Alg)
 	if alg != key.alg {

@@ -63,14 +63,16 @@ func (q *remoteQuerier) GrantStatus(ctx context.Context, g fencegate.VerifiedGra
 	return q.verify(ctx, func() (fencegate.Status, error) { return q.verifier.VerifyStatement(proof, g) })
 }
 
-// verify runs check on a statement the registry answered; one that does not
-// verify may be signed with a key the registry rotated to since this
-// replica's last pull, so the bundle is fetched (refresh), and check runs
-// again if a newer bundle is in force then, whoever installed it.
+// verify runs check on a statement the registry answered; one signed by a
+// key this replica's bundle does not hold (proofs.ErrUnknownKey) may be
+// signed with a key the registry rotated to since this replica's last pull,
+// so the bundle is fetched (refresh), and check runs again if a newer
+// bundle is in force then, whoever installed it. Any other failure is
+// answered as it is, with no fetch on the request's path.
 func (q *remoteQuerier) verify(ctx context.Context, check func() (fencegate.Status, error)) (fencegate.Status, error) {
 	before := q.verifier.Bundle().Version()
 	st, err := check()
-	if err == nil || q.refresh == nil {
+	if err == nil || q.refresh == nil || !errors.Is(err, proofs.ErrUnknownKey) {
 		return verified(st, err)
 	}
 	q.refresh(ctx)

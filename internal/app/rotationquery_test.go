@@ -49,3 +49,33 @@ func TestAQueryAnsweredUnderANewKeyFetchesTheBundleAtOnce(t *testing.T) {
 		t.Fatalf("after the rotation: %+v %v (%d pulls); want HELD after one pull", st, err, pulls)
 	}
 }
+
+// Rule: only a statement signed by a key the bundle does not hold
+// (proofs.ErrUnknownKey) fetches the bundle on the request's path; any
+// other failure (expired, another grant, a revoked epoch) is answered as it
+// is, with no fetch.
+func TestOnlyAnUnknownKeyFetchesTheBundleOnAQuery(t *testing.T) {
+	w := newS3World(t)
+	q, err := newRemoteQuerier(w.srv.URL, "token-gw", w.app.auth.Verifier(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pulls := 0
+	q.refresh = func(context.Context) { pulls++ }
+	for _, c := range []struct {
+		err   error
+		pulls int
+	}{
+		{fencegate.Errorf(fencegate.CodeStatusInvalid, "status proof: expired"), 0},
+		{fencegate.Errorf(fencegate.CodeEpochRevoked, "status proof: kid of a revoked epoch"), 0},
+		{&fencegate.Error{Code: fencegate.CodeStatusInvalid, Message: "status proof: kid not in the bundle", Err: proofs.ErrUnknownKey}, 1},
+	} {
+		pulls = 0
+		if _, err := q.verify(context.Background(), func() (fencegate.Status, error) { return fencegate.Status{}, c.err }); err == nil {
+			t.Fatalf("%v: verified", c.err)
+		}
+		if pulls != c.pulls {
+			t.Fatalf("%v: %d pulls, want %d", c.err, pulls, c.pulls)
+		}
+	}
+}
