@@ -187,12 +187,11 @@ func (c *Config) Validate() error {
 		if r.StatusLife < 0 || r.StatusLife > fencegate.MaxStatusLife {
 			at("registry.statusLife", "registry.statusLife must be within (0, %s]", fencegate.MaxStatusLife)
 		}
-		if r.MaxTTL != 0 && r.MaxTTL < registry.DefaultMinTTL {
-			at("registry.maxTTL", "registry.maxTTL must be at least %s (0 for the default %s), not %s", registry.DefaultMinTTL, registry.DefaultMaxTTL, r.MaxTTL)
-		}
-		maxTTL := r.MaxTTL
-		if maxTTL == 0 {
-			maxTTL = registry.DefaultMaxTTL
+		// The bounds the registry will enforce (the app passes maxTTL and no
+		// minTTL): the registry resolves their defaults, not this check.
+		minTTL, maxTTL := registry.Config{MaxTTL: r.MaxTTL}.TTLBounds()
+		if r.MaxTTL != 0 && r.MaxTTL < minTTL {
+			at("registry.maxTTL", "registry.maxTTL must be at least %s (0 for the default %s), not %s", minTTL, registry.DefaultMaxTTL, r.MaxTTL)
 		}
 		switch ret := r.Retention(); {
 		case ret < registry.MinLeaseRetention:

@@ -87,6 +87,20 @@ type Config struct {
 	Delegations DelegationStore
 }
 
+// TTLBounds returns the bounds New enforces on requested TTLs: MinTTL and
+// MaxTTL, each DefaultMinTTL or DefaultMaxTTL when zero. It is the one place
+// those defaults are resolved; it does not validate them (New does).
+func (c Config) TTLBounds() (minTTL, maxTTL time.Duration) {
+	minTTL, maxTTL = c.MinTTL, c.MaxTTL
+	if minTTL == 0 {
+		minTTL = DefaultMinTTL
+	}
+	if maxTTL == 0 {
+		maxTTL = DefaultMaxTTL
+	}
+	return minTTL, maxTTL
+}
+
 // Access is the part of the authorization policy the registry applies
 // (authz.Policy implements it).
 type Access interface {
@@ -127,7 +141,7 @@ func New(cfg Config) (*Registry, error) {
 	r := &Registry{
 		backend: cfg.Backend, now: cfg.Now, newID: cfg.NewID,
 		auth:       cfg.Authority,
-		statusLife: cfg.StatusLife, minTTL: cfg.MinTTL, maxTTL: cfg.MaxTTL, access: cfg.Access,
+		statusLife: cfg.StatusLife, access: cfg.Access,
 		fences: cfg.HighWater, memory: cfg.Memory, onLoss: cfg.OnLoss, log: cfg.Log, s3: cfg.S3,
 		handoffObs: cfg.Handoff, handoff: newHandoffEnds(),
 		delegations: cfg.Delegations,
@@ -150,12 +164,7 @@ func New(cfg Config) (*Registry, error) {
 	if r.statusLife == 0 {
 		r.statusLife = fencegate.DefaultStatusLife
 	}
-	if r.minTTL == 0 {
-		r.minTTL = DefaultMinTTL
-	}
-	if r.maxTTL == 0 {
-		r.maxTTL = DefaultMaxTTL
-	}
+	r.minTTL, r.maxTTL = cfg.TTLBounds()
 	var errs []error
 	bad := func(format string, args ...any) {
 		errs = append(errs, fencegate.Errorf(fencegate.CodeInvalidRequest, "registry config: "+format, args...))

@@ -104,6 +104,25 @@ func TestNewReportsEveryConfigProblem(t *testing.T) {
 	wantCode(t, err, fencegate.CodeInvalidRequest)
 }
 
+// Rule: a zero MinTTL or MaxTTL is DefaultMinTTL or DefaultMaxTTL, resolved
+// by Config.TTLBounds alone (config's cross-field checks ask it too); a set
+// bound is kept as given, even one New refuses.
+func TestTTLBoundsAreTheDefaultsWhereZeroAndTheConfiguredValueElsewhere(t *testing.T) {
+	for _, c := range []struct {
+		cfg              registry.Config
+		wantMin, wantMax time.Duration
+	}{
+		{registry.Config{}, registry.DefaultMinTTL, registry.DefaultMaxTTL},
+		{registry.Config{MaxTTL: 3 * time.Hour}, registry.DefaultMinTTL, 3 * time.Hour},
+		{registry.Config{MinTTL: time.Second}, time.Second, registry.DefaultMaxTTL},
+		{registry.Config{MinTTL: 2 * time.Hour, MaxTTL: -time.Nanosecond}, 2 * time.Hour, -time.Nanosecond},
+	} {
+		if lo, hi := c.cfg.TTLBounds(); lo != c.wantMin || hi != c.wantMax {
+			t.Errorf("MinTTL %s MaxTTL %s: bounds [%s, %s], want [%s, %s]", c.cfg.MinTTL, c.cfg.MaxTTL, lo, hi, c.wantMin, c.wantMax)
+		}
+	}
+}
+
 func TestGrantIsBuiltFromTheLease(t *testing.T) {
 	r, _ := newRegistry(t)
 	is := acquire(t, r, "alice", params("db/a", "req-1"))
