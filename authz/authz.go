@@ -58,6 +58,13 @@ const CNPrefix = "cn:"
 // text in many PKIs and one spelled like a SPIFFE ID must not pass for one.
 func CNIdentity(commonName string) string { return CNPrefix + commonName }
 
+// IsCNIdentity reports whether identity is a CN identity (CNIdentity's
+// form): it begins with CNPrefix, compared exactly, as every identity is
+// (CNIdentity writes the prefix in lower case). No san pattern names such an
+// identity, and the mTLS authenticator refuses a URI SAN for which it holds,
+// so that no URI SAN passes for a CN identity; this is the one test of it.
+func IsCNIdentity(identity string) bool { return strings.HasPrefix(identity, CNPrefix) }
+
 // Policy answers who may lease and read what. The zero value and New(nil)
 // deny everything. It is immutable and safe for concurrent use.
 type Policy struct {
@@ -191,7 +198,7 @@ func (r *Rule) names(identity string) bool {
 	if r.Identity != "" {
 		return r.Identity == identity
 	}
-	if strings.HasPrefix(identity, CNPrefix) {
+	if IsCNIdentity(identity) {
 		return false // a CN identity is never a SAN
 	}
 	ok, _ := path.Match(r.SAN, identity)

@@ -155,3 +155,26 @@ func TestSANPatternNeverNamesACNIdentity(t *testing.T) {
 		t.Error("san * no longer names the identity worker")
 	}
 }
+
+// Rule: a CN identity is one that begins with "cn:" exactly (the form
+// CNIdentity makes), the one test every layer asks (IsCNIdentity); like every
+// identity it is compared exactly, so "CN:worker" is not one, and a san
+// pattern still names it.
+func TestCNIdentityIsTheLowerCaseCNPrefixExactly(t *testing.T) {
+	for id, want := range map[string]bool{
+		authz.CNIdentity("worker"): true,
+		"cn:":                      true,
+		"CN:worker":                false,
+		"Cn:worker":                false,
+		"worker":                   false,
+		"spiffe://acme/cn:worker":  false,
+	} {
+		if got := authz.IsCNIdentity(id); got != want {
+			t.Errorf("IsCNIdentity(%q) = %v, want %v", id, got, want)
+		}
+	}
+	p := mustPolicy(t, authz.Rule{SAN: "*", Read: []string{"a"}})
+	if p.MayRead("cn:worker", "a") || !p.MayRead("CN:worker", "a") {
+		t.Error("san * names cn:worker, or no longer names CN:worker (not a CN identity)")
+	}
+}

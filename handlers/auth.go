@@ -74,7 +74,9 @@ func (ClientCerts) Authenticate(r *http.Request) (string, error) {
 	leaf := r.TLS.VerifiedChains[0][0]
 	if len(leaf.URIs) > 0 {
 		id := leaf.URIs[0].String()
-		if strings.HasPrefix(strings.ToLower(id), authz.CNPrefix) {
+		// crypto/x509 parses a URI SAN with net/url, which lowercases its
+		// scheme: one written CN:x in the certificate is cn:x here.
+		if authz.IsCNIdentity(id) {
 			return "", fencegate.Errorf(fencegate.CodeUnauthenticated, "the client certificate's URI SAN %q has the scheme cn:, which names CN identities", id)
 		}
 		return id, nil

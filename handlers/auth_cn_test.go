@@ -78,3 +78,29 @@ func TestURISANWithTheCNSchemeIsRefused(t *testing.T) {
 		}
 	}
 }
+
+// Rule: a certificate's URI SAN is refused exactly when it would read as a CN
+// identity (authz.IsCNIdentity): crypto/x509 lowercases a URI SAN's scheme,
+// so one written CN: or Cn: in the certificate is refused as cn: is, while a
+// URI SAN merely containing cn: is an identity like any other.
+func TestURISANIsRefusedExactlyWhenItReadsAsACNIdentity(t *testing.T) {
+	for _, c := range []struct {
+		san     *url.URL
+		refused bool
+	}{
+		{&url.URL{Scheme: "cn", Opaque: "batch-runner"}, true},
+		{&url.URL{Scheme: "CN", Opaque: "batch-runner"}, true},
+		{&url.URL{Scheme: "Cn", Opaque: "batch-runner"}, true},
+		{&url.URL{Scheme: "spiffe", Host: "acme", Path: "/cn:batch-runner"}, false},
+		{&url.URL{Scheme: "urn", Opaque: "cn:batch-runner"}, false},
+	} {
+		leaf, _ := issue(t, &x509.Certificate{Subject: pkix.Name{CommonName: "batch-runner"}, URIs: []*url.URL{c.san}}, nil, nil)
+		id, err := certIdentity(t, leaf)
+		if refused := fencegate.ErrorCode(err) == fencegate.CodeUnauthenticated; refused != c.refused {
+			t.Errorf("URI SAN written %s: identity %q, %v; refused %v, want %v", c.san, id, err, refused, c.refused)
+		}
+		if err == nil && (authz.IsCNIdentity(id) || id != leaf.URIs[0].String()) {
+			t.Errorf("URI SAN written %s: identity %q, want the URI SAN, and no CN identity", c.san, id)
+		}
+	}
+}
