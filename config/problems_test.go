@@ -96,3 +96,40 @@ access:
 		}
 	}
 }
+
+// Rule: with auth mtls a rule identity must read as a certificate's URI SAN
+// does (net/url's form, its scheme in lower case): "SPIFFE://..." or
+// "CN:name" would match no client certificate, so each is refused with its
+// line and the spelling that would match, not left to refuse everything.
+func TestAnMTLSIdentityRuleNoCertificateCanPresentIsRefused(t *testing.T) {
+	c, err := loadFile(t, `auth: mtls
+tls: {cert: c.pem, key: k.pem, clientCA: ca.pem}
+access:
+  rules:
+    - {identity: "SPIFFE://acme/billing/w", lease: ["local/*"]}
+    - {identity: "CN:batch-runner", lease: ["local/*"]}
+    - {identity: "cn:Batch Runner", lease: ["local/*"]}
+    - {identity: "spiffe://acme/billing/w", lease: ["local/*"]}
+    - {identity: "urn:x:Upper", lease: ["local/*"]}
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = c.Validate()
+	if err == nil {
+		t.Fatal("rule identities no certificate presents were accepted")
+	}
+	for _, want := range []string{
+		`c.yaml:5: identity "SPIFFE://acme/billing/w" matches no client certificate`, `write "spiffe://acme/billing/w"`,
+		`c.yaml:6: identity "CN:batch-runner" matches no client certificate`, `write "cn:batch-runner"`,
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("want %q in\n%v", want, err)
+		}
+	}
+	for _, line := range []string{"c.yaml:7:", "c.yaml:8:", "c.yaml:9:"} {
+		if strings.Contains(err.Error(), line) {
+			t.Errorf("a rule naming a real mTLS identity was refused (%s):\n%v", line, err)
+		}
+	}
+}

@@ -213,8 +213,21 @@ func (c *Config) Validate() error {
 		// bare name matches no certificate (a CN was the bare NAME before
 		// cn: was its prefix: such a rule now refuses everything, silently).
 		for i, r := range c.Access.Rules {
-			if r.Identity != "" && !strings.Contains(r.Identity, ":") {
-				at(fmt.Sprintf("access.rules[%d].identity", i), "identity %q names no mTLS identity: write a certificate's URI SAN, or %s%s for one without a URI SAN (its common name)", r.Identity, authz.CNPrefix, r.Identity)
+			switch id := r.Identity; {
+			case id == "" || authz.IsCNIdentity(id):
+			case !strings.Contains(id, ":"):
+				at(fmt.Sprintf("access.rules[%d].identity", i), "identity %q names no mTLS identity: write a certificate's URI SAN, or %s%s for one without a URI SAN (its common name)", id, authz.CNPrefix, id)
+			default:
+				// A certificate's URI SAN is the identity as crypto/x509
+				// parsed it (net/url, which lowercases the scheme) and
+				// wrote it again: a rule spelled otherwise matches none.
+				if u, err := url.Parse(id); err != nil || u.String() != id {
+					want := "a URI as a certificate's URI SAN reads"
+					if err == nil {
+						want = fmt.Sprintf("%q", u.String())
+					}
+					at(fmt.Sprintf("access.rules[%d].identity", i), "identity %q matches no client certificate (a URI SAN reads as net/url writes it, its scheme in lower case): write %s", id, want)
+				}
 			}
 		}
 	}
