@@ -88,7 +88,7 @@ func refused(t *testing.T, err error, what string) {
 		t.Fatalf("%s was accepted beyond the staging budget", what)
 	}
 	code, msg, status := apiCode(t, err)
-	if code != "SlowDown" || status != http.StatusServiceUnavailable || !strings.HasPrefix(msg, "RESOURCE_BUSY: ") || !strings.Contains(msg, "s3StagingBytes") {
+	if code != "SlowDown" || status != http.StatusServiceUnavailable || !strings.HasPrefix(msg, "RESOURCE_BUSY: ") || !strings.Contains(msg, "(s3StagingBytes)") {
 		t.Fatalf("%s: %d %s %q, want 503 SlowDown RESOURCE_BUSY naming s3StagingBytes", what, status, code, msg)
 	}
 }

@@ -43,7 +43,8 @@ const (
 	// MaxOpenUploadsTotal those of the process: a further
 	// CreateMultipartUpload is refused (TooManyUploads) until one is
 	// completed, aborted or idle past UploadIdle. Their staged bytes are
-	// bounded by Server.MaxBody per upload and Server.StagingBytes in all.
+	// bounded by Server.MaxBody per upload, Server.StagingBytesPerIdentity
+	// per identity and Server.StagingBytes in all.
 	MaxOpenUploads            = 64
 	MaxOpenUploadsPerIdentity = 256
 	MaxOpenUploadsTotal       = 1024
@@ -117,7 +118,7 @@ func (s *Server) uploadPart(w http.ResponseWriter, r *http.Request, t *target) e
 	}
 	need, err := s.partRoom(r, u, n)
 	if err == nil {
-		err = s.uploads.reserve(need)
+		err = s.uploads.reserve(u.identity, need)
 	}
 	if err != nil {
 		drainRefused(r)
@@ -126,7 +127,7 @@ func (s *Server) uploadPart(w http.ResponseWriter, r *http.Request, t *target) e
 	settled := false
 	defer func() {
 		if !settled {
-			s.uploads.release(need)
+			s.uploads.release(u, need)
 		}
 	}()
 	h := md5.New() //nolint:gosec
@@ -206,14 +207,15 @@ func (s *Server) uploadPart(w http.ResponseWriter, r *http.Request, t *target) e
 const maxRefusedDrain = 64 << 20
 
 // drainRefused reads and drops up to maxRefusedDrain of the body of a part
-// refused before it was read (its room in the upload or the staging budget),
-// touching no disk. A client that sends the body without waiting for "100
-// Continue" otherwise meets a connection reset for the unread body instead
-// of the answer; a part larger than that still may. Which clients wait
-// cannot be told from the request: aws-sdk-go-v2 sends "Expect:
-// 100-continue" and does not wait (net/http ignores it on requests without a
-// protocol version), so every refused part is drained, and a client that
-// does wait (aws cli, boto3) is told to send the part before its answer.
+// refused before it was read (its room in the upload, its identity's share
+// or the staging budget), touching no disk. A client that sends the body
+// without waiting for "100 Continue" otherwise meets a connection reset for
+// the unread body instead of the answer; a part larger than that still may.
+// Which clients wait cannot be told from the request: aws-sdk-go-v2 sends
+// "Expect: 100-continue" and does not wait (net/http ignores it on requests
+// without a protocol version), so every refused part is drained, and a
+// client that does wait (aws cli, boto3) is told to send the part before its
+// answer.
 func drainRefused(r *http.Request) {
 	_, _ = io.CopyN(io.Discard, r.Body, maxRefusedDrain)
 }

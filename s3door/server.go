@@ -42,6 +42,14 @@ type Server struct {
 	// that would go beyond it is refused before it is read (503 SlowDown,
 	// RESOURCE_BUSY); completion, abort and the idle sweep give bytes back.
 	StagingBytes int64
+	// StagingBytesPerIdentity bounds what one workload identity's uploads
+	// (over all its leases) hold of StagingBytes, counted the same way, so
+	// that one identity cannot take the budget from the others (default
+	// DefaultStagingShare; above StagingBytes it is StagingBytes; keep it at
+	// least twice MaxBody). A part that would take its identity beyond it is
+	// refused before it is read (503 SlowDown, RESOURCE_BUSY), and the
+	// identity's completion, abort and idle sweep give bytes back.
+	StagingBytesPerIdentity int64
 	// QuarantinePayload bounds the refused payload a quarantine record
 	// keeps (see handlers.Server.QuarantinePayload).
 	QuarantinePayload int64
@@ -77,11 +85,15 @@ func Router(s *Server) http.Handler {
 	if s.StagingBytes <= 0 {
 		s.StagingBytes = DefaultStagingBytes
 	}
+	if s.StagingBytesPerIdentity <= 0 {
+		s.StagingBytesPerIdentity = DefaultStagingShare(s.StagingBytes, s.MaxBody)
+	}
+	s.StagingBytesPerIdentity = min(s.StagingBytesPerIdentity, s.StagingBytes)
 	if s.QuarantinePayload == 0 {
 		s.QuarantinePayload = fencegate.DefaultQuarantinePayload
 	}
 	if s.uploads == nil {
-		s.uploads = newUploads(s.SpoolDir, s.Now, s.StagingBytes)
+		s.uploads = newUploads(s.SpoolDir, s.Now, s.StagingBytes, s.StagingBytesPerIdentity)
 	}
 	r := chi.NewRouter()
 	r.Use(s.recoverer, s.requestID)

@@ -13,8 +13,9 @@ import (
 
 // The open multipart uploads of this process (multipart.go): each upload's
 // staged parts and the credential that began it, bounded per credential,
-// per identity and in all, their staged bytes bounded in all (the staging
-// budget), and forgotten when idle or completed long ago.
+// per identity and in all, their staged bytes bounded per identity (its
+// share) and in all (the staging budget), and forgotten when idle or
+// completed long ago.
 
 const (
 	// DefaultStagingBytes is Server.StagingBytes's default (config
@@ -29,6 +30,18 @@ const (
 	// refuses it.
 	MinPartCharge = 1 << 20
 )
+
+// DefaultStagingShare is Server.StagingBytesPerIdentity's default (config
+// s3StagingBytesPerIdentity) for a staging budget of budget bytes and
+// objects of at most maxBody: a quarter of the budget, so that no single
+// workload identity can take more than that from the others, but never less
+// than one upload of the largest object and a part of it sent again (twice
+// max(maxBody, MinPartCharge)), which every identity must be able to stage,
+// and never more than the budget. With the defaults (32 GiB, 5 GiB) it is
+// 10 GiB; where twice maxBody is the whole budget, so is the share.
+func DefaultStagingShare(budget, maxBody int64) int64 {
+	return min(budget, max(budget/4, 2*max(maxBody, MinPartCharge)))
+}
 
 // part is one staged part of an upload.
 type part struct {
@@ -76,14 +89,21 @@ type uploads struct {
 	// limit is the staging budget; held is what the open uploads' staged
 	// parts and the parts being read (their reservations) count against it.
 	limit, held int64
+	// share is what one workload identity may hold of the budget; ours is
+	// what each identity holds: the held of its uploads in m plus its
+	// reservations in flight, so that the values of ours add up to held.
+	// An identity holding nothing has no entry.
+	share int64
+	ours  map[string]int64
 }
 
 // newUploads starts with no open upload: parts a previous process staged
-// (which it forgot when it stopped) are removed. limit is the staging budget.
-func newUploads(spoolDir string, now func() time.Time, limit int64) *uploads {
+// (which it forgot when it stopped) are removed. limit is the staging
+// budget, share what one identity may hold of it.
+func newUploads(spoolDir string, now func() time.Time, limit, share int64) *uploads {
 	dir := filepath.Join(spoolDir, "s3-uploads")
 	_ = os.RemoveAll(dir)
-	return &uploads{dir: dir, now: now, m: map[string]*upload{}, limit: limit}
+	return &uploads{dir: dir, now: now, m: map[string]*upload{}, limit: limit, share: share, ours: map[string]int64{}}
 }
 
 // chargeOf is what a part of size bytes counts against the staging budget
@@ -91,28 +111,48 @@ func newUploads(spoolDir string, now func() time.Time, limit int64) *uploads {
 // body is held to it, so chargeOf(part.size) is what it holds).
 func chargeOf(size int64) int64 { return max(size, MinPartCharge) }
 
-// reserve takes charge bytes of the staging budget for a part about to be
-// read, before any of it is, or refuses when staging would then hold more
-// than its budget: RESOURCE_BUSY, S3's 503 SlowDown, which AWS answers when
-// its protection against resource over-consumption engages and the SDKs
-// retry with backoff; the budget frees as other uploads complete, abort or
-// go idle (get, just before, swept the idle ones). settle or release gives
-// the reservation back.
-func (us *uploads) reserve(charge int64) error {
+// reserve takes charge bytes of the staging budget, and of identity's
+// share of it, for a part about to be read, before any of it is, or refuses
+// when identity would then hold more than its share or staging more than
+// its budget: RESOURCE_BUSY, S3's 503 SlowDown, which AWS answers when its
+// protection against resource over-consumption engages and the SDKs retry
+// with backoff; the share frees as the identity's uploads complete, abort
+// or go idle, the budget as anyone's do (get, just before, swept the idle
+// ones). A refusal takes nothing. settle or release gives the reservation
+// back.
+func (us *uploads) reserve(identity string, charge int64) error {
 	us.mu.Lock()
 	defer us.mu.Unlock()
+	// A share of the whole budget is implied by it: the budget's refusal
+	// says more.
+	if mine := us.ours[identity]; us.share < us.limit && mine+charge > us.share {
+		return fencegate.Errorf(fencegate.CodeResourceBusy, "identity %q holds %d bytes of the S3 front door's multipart staging, its share is %d (s3StagingBytesPerIdentity) and this part counts %d: retry once its other uploads complete or abort",
+			identity, mine, us.share, charge)
+	}
 	if us.held+charge > us.limit {
 		return fencegate.Errorf(fencegate.CodeResourceBusy, "the S3 front door's multipart staging holds %d of its %d bytes (s3StagingBytes) and this part counts %d: retry once other uploads complete or abort",
 			us.held, us.limit, charge)
 	}
-	us.held += charge
+	us.take(identity, charge)
 	return nil
 }
 
-// release gives back a reservation whose part was not staged.
-func (us *uploads) release(charge int64) {
+// take counts n more bytes (fewer when negative) held for identity, in its
+// share and in the budget; us.mu is held.
+func (us *uploads) take(identity string, n int64) {
+	us.held += n
+	if left := us.ours[identity] + n; left != 0 {
+		us.ours[identity] = left
+	} else {
+		delete(us.ours, identity)
+	}
+}
+
+// release gives back a reservation of u's identity whose part was not
+// staged.
+func (us *uploads) release(u *upload, charge int64) {
 	us.mu.Lock()
-	us.held -= charge
+	us.take(u.identity, -charge)
 	us.mu.Unlock()
 }
 
@@ -123,11 +163,11 @@ func (us *uploads) settle(u *upload, charge, replaced int64) {
 	us.mu.Lock()
 	defer us.mu.Unlock()
 	if us.m[u.id] != u {
-		us.held -= charge
+		us.take(u.identity, -charge)
 		return
 	}
 	u.held += charge - replaced
-	us.held -= replaced
+	us.take(u.identity, -replaced)
 }
 
 // unstaged gives back what u's parts held once its files are gone
@@ -138,9 +178,10 @@ func (us *uploads) unstaged(u *upload) {
 	us.mu.Unlock()
 }
 
-// freeLocked gives back what u's parts held; us.mu is held.
+// freeLocked gives back what u's parts held, to the budget and to its
+// identity's share; us.mu is held.
 func (us *uploads) freeLocked(u *upload) {
-	us.held -= u.held
+	us.take(u.identity, -u.held)
 	u.held = 0
 }
 

@@ -1,0 +1,40 @@
+package s3door
+
+import "fmt"
+
+// StagingHeld is what the staging budget holds in all and for identity.
+func (s *Server) StagingHeld(identity string) (all, mine int64) {
+	s.uploads.mu.Lock()
+	defer s.uploads.mu.Unlock()
+	return s.uploads.held, s.uploads.ours[identity]
+}
+
+// StagingInStep reports where the per-identity counts are out of step with
+// the budget's, with no part in flight: each identity holds exactly what its
+// uploads' parts hold, they add up to what the budget holds, and an
+// identity holding nothing has no entry.
+func (s *Server) StagingInStep() error {
+	us := s.uploads
+	us.mu.Lock()
+	defer us.mu.Unlock()
+	uploads := map[string]int64{}
+	for _, u := range us.m {
+		if u.held != 0 {
+			uploads[u.identity] += u.held
+		}
+	}
+	var sum int64
+	for id, n := range us.ours {
+		sum += n
+		if n != uploads[id] {
+			return fmt.Errorf("identity %q holds %d, its uploads %d", id, n, uploads[id])
+		}
+	}
+	if len(uploads) != len(us.ours) {
+		return fmt.Errorf("identities holding bytes: %v, uploads holding bytes: %v", us.ours, uploads)
+	}
+	if sum != us.held {
+		return fmt.Errorf("the identities hold %d, the budget %d", sum, us.held)
+	}
+	return nil
+}
