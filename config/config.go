@@ -120,6 +120,15 @@ type Config struct {
 	// is refused before it is read (503 SlowDown, RESOURCE_BUSY) until
 	// uploads complete, abort or go idle.
 	S3StagingBytes int64 `yaml:"s3StagingBytes"`
+	// S3StagingBytesPerIdentity bounds what one workload identity's open
+	// multipart uploads (over all its leases) hold of that staging, counted
+	// the same way, so that one identity cannot take it from the others (0:
+	// StagingBytesPerIdentity's default, a quarter of the staging budget but
+	// at least twice maxBodyBytes and at most the budget; set, at least
+	// twice maxBodyBytes and at most the budget). A part beyond it is
+	// refused before it is read (503 SlowDown, RESOURCE_BUSY) until the
+	// identity's uploads complete, abort or go idle.
+	S3StagingBytesPerIdentity int64 `yaml:"s3StagingBytesPerIdentity"`
 	// QuarantinePayloadBytes is the largest refused payload a quarantine
 	// record keeps (default 64 KiB, at most 1 MiB; 0 keeps none); a larger
 	// one keeps its digest and size only.
@@ -398,6 +407,17 @@ func (c *Config) StagingBytes() int64 {
 		return c.S3StagingBytes
 	}
 	return max(s3door.DefaultStagingBytes, 2*c.MaxBodyBytes)
+}
+
+// StagingBytesPerIdentity is one workload identity's share of the S3 front
+// door's staging budget: S3StagingBytesPerIdentity, or when unset
+// s3door.DefaultStagingShare of StagingBytes and MaxBodyBytes (a quarter
+// of the budget, at least twice MaxBodyBytes, at most the budget).
+func (c *Config) StagingBytesPerIdentity() int64 {
+	if c.S3StagingBytesPerIdentity > 0 {
+		return c.S3StagingBytesPerIdentity
+	}
+	return s3door.DefaultStagingShare(c.StagingBytes(), c.MaxBodyBytes)
 }
 
 // Secret resolves the identity's token from its value, environment variable

@@ -131,5 +131,49 @@ access:
 		if strings.Contains(err.Error(), line) {
 			t.Errorf("a rule naming a real mTLS identity was refused (%s):\n%v", line, err)
 		}
+// Rule: s3StagingBytesPerIdentity, when set, holds an upload of the largest
+// object and a part of it sent again (at least twice maxBodyBytes) and is at
+// most the staging budget, each problem reported with the others; unset,
+// an identity's share is a quarter of the budget, at least twice
+// maxBodyBytes and at most the budget.
+func TestAnIdentitysStagingShareOutsideItsBoundsIsRefused(t *testing.T) {
+	c := Dev()
+	c.Identities = []Identity{{Name: "w", Token: "t"}}
+	for _, d := range []struct {
+		maxBody, staging, want int64
+	}{
+		{5 << 30, 0, 10 << 30},        // 32 GiB budget: a quarter is 8 GiB, below twice 5 GiB
+		{1 << 30, 0, 8 << 30},         // a quarter of 32 GiB
+		{1 << 30, 64 << 30, 16 << 30}, // a quarter of 64 GiB
+		{64 << 30, 0, 128 << 30},      // twice maxBodyBytes is the whole budget
+		{1 << 20, 3 << 20, 2 << 20},   // at least 2 MiB, however small maxBodyBytes
+	} {
+		c.MaxBodyBytes, c.S3StagingBytes, c.S3StagingBytesPerIdentity = d.maxBody, d.staging, 0
+		if err := c.Validate(); err != nil || c.StagingBytesPerIdentity() != d.want {
+			t.Fatalf("maxBodyBytes %d, s3StagingBytes %d, share unset: %v, share %d, want %d", d.maxBody, d.staging, err, c.StagingBytesPerIdentity(), d.want)
+		}
+	}
+	c.MaxBodyBytes, c.S3StagingBytes, c.S3StagingBytesPerIdentity = 5<<30, 0, 9<<30
+	c.Addr = ""
+	err := c.Validate()
+	if err == nil || !strings.Contains(err.Error(), "s3StagingBytesPerIdentity must be at least twice maxBodyBytes and 2 MiB (10737418240), not 9663676416") || !strings.Contains(err.Error(), "addr is required") {
+		t.Fatalf("want the too small share beside the others, got %v", err)
+	}
+	c.S3StagingBytesPerIdentity = -1
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "s3StagingBytesPerIdentity must be at least") {
+		t.Fatalf("a negative share: %v", err)
+	}
+	c.Addr, c.S3StagingBytesPerIdentity = "127.0.0.1:1", 33<<30
+	err = c.Validate()
+	if err == nil || !strings.Contains(err.Error(), "s3StagingBytesPerIdentity must be at most the staging budget s3StagingBytes (34359738368), not 35433480192") {
+		t.Fatalf("a share above the default budget: %v", err)
+	}
+	c.S3StagingBytes = 33 << 30 // the budget raised to it
+	if err := c.Validate(); err != nil || c.StagingBytesPerIdentity() != 33<<30 {
+		t.Fatalf("a share of the whole budget: %v, share %d", err, c.StagingBytesPerIdentity())
+	}
+	c.S3StagingBytesPerIdentity = 10 << 30
+	if err := c.Validate(); err != nil || c.StagingBytesPerIdentity() != 10<<30 {
+		t.Fatalf("a share of twice maxBodyBytes: %v, share %d", err, c.StagingBytesPerIdentity())
 	}
 }

@@ -169,6 +169,11 @@ func (c *Config) Validate() error {
 	if least := 2 * max(c.MaxBodyBytes, s3door.MinPartCharge); c.S3StagingBytes != 0 && c.S3StagingBytes < least {
 		at("s3StagingBytes", "s3StagingBytes must be at least twice maxBodyBytes and 2 MiB (%d), not %d: an upload of the largest object, and a part of it sent again, must fit in the S3 front door's multipart staging (0 for the default)", least, c.S3StagingBytes)
 	}
+	if least, share := 2*max(c.MaxBodyBytes, s3door.MinPartCharge), c.S3StagingBytesPerIdentity; share != 0 && share < least {
+		at("s3StagingBytesPerIdentity", "s3StagingBytesPerIdentity must be at least twice maxBodyBytes and 2 MiB (%d), not %d: every identity must be able to stage an upload of the largest object and a part of it sent again (0 for the default, a quarter of s3StagingBytes)", least, share)
+	} else if budget := c.StagingBytes(); share > budget {
+		at("s3StagingBytesPerIdentity", "s3StagingBytesPerIdentity must be at most the staging budget s3StagingBytes (%d), not %d: an identity's share is a part of it (0 for the default, a quarter of it)", budget, share)
+	}
 	if r := c.Registry; r != nil {
 		if _, err := ParseLeaseBackend(r.Backend); err != nil {
 			at("registry.backend", "%v", err)

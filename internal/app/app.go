@@ -298,7 +298,7 @@ func Build(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, er
 	if a.S3Credentials != nil {
 		srv.S3 = s3door.Router(&s3door.Server{Gateway: a.Gateway, Stores: objects, Credentials: a.S3Credentials,
 			MayRead: access.MayRead, SpoolDir: spool, Bodies: bodies, MaxBody: cfg.MaxBodyBytes, StagingBytes: cfg.StagingBytes(),
-			QuarantinePayload: quarantineBound(cfg.QuarantinePayloadBytes), Log: log,
+			StagingBytesPerIdentity: cfg.StagingBytesPerIdentity(), QuarantinePayload: quarantineBound(cfg.QuarantinePayloadBytes), Log: log,
 			Refused: srv.Refusal}) // counted and logged where the REST API's answers are
 	}
 	// The router is served as it is: no http.ServeMux in front, which would
