@@ -21,8 +21,8 @@ import (
 // completes.
 func TestS3StagingShareOfOneIdentityLeavesTheOthersRoom(t *testing.T) {
 	dir := t.TempDir()
-	cfg := filepath.Join(dir, "gateway.yaml")
-	if err := os.WriteFile(cfg, []byte("maxBodyBytes: 8388608\ns3StagingBytes: 67108864\ns3StagingBytesPerIdentity: 16777216\n"), 0o600); err != nil {
+	cfg := filepath.Join(dir, "gateway.yaml") // a share of 16 MiB, not the default's 32 (a quarter of 128)
+	if err := os.WriteFile(cfg, []byte("maxBodyBytes: 8388608\ns3StagingBytes: 134217728\ns3StagingBytesPerIdentity: 16777216\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	p := startGateway(t, "dev", "--config", cfg, "--data-dir", filepath.Join(dir, "data"), "--identity", "worker-a=token-a",
