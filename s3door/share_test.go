@@ -160,7 +160,8 @@ func TestAnIdentitysShareIsGivenBackByReplacedPartsAbortCompleteAndIdle(t *testi
 	mu.Unlock()
 	e.kit.Set(now)
 	e.lease("AKIDC", owner, "b/r") // a lease with a proof fresh at the new time
-	code, out := e.sendAt(t, "AKIDC", "POST", "/b/r/g?uploads", nil, "", now) // sweeps the idle upload
+	// A CreateMultipartUpload sweeps the idle upload.
+	code, out := e.sendAt(t, "AKIDC", "POST", "/b/r/g?uploads", nil, "", now)
 	if code != http.StatusOK {
 		t.Fatalf("an upload after the others went idle: %d %s", code, out)
 	}
