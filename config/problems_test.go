@@ -131,6 +131,9 @@ access:
 		if strings.Contains(err.Error(), line) {
 			t.Errorf("a rule naming a real mTLS identity was refused (%s):\n%v", line, err)
 		}
+	}
+}
+
 // Rule: s3StagingBytesPerIdentity, when set, holds an upload of the largest
 // object and a part of it sent again (at least twice maxBodyBytes) and is at
 // most the staging budget, each problem reported with the others; unset,
