@@ -88,14 +88,35 @@ func (s *Store) forgetWrites(ms []*member[*writeCall]) {
 
 // writeBatch runs ms, admissions and settles together, in one transaction:
 // in one round trip when every member is accepted (or settled) on what this
-// process knows (fast.go), else under the row locks (writeLocked).
+// process knows (fast.go), else under the row locks (writeLocked). A panic
+// while it runs (a bug) is an uncertain failure of the transaction, as a
+// lost COMMIT answer is (it may have come after COMMIT): logged once with
+// its stack, the members' verdicts cleared and the INTERNAL error returned
+// with uncertain set, so runBatch answers every member with it and runs
+// none again; the connection, in a state not known (a transaction open, a
+// pipeline half read), is closed, never returned to the pool (discard).
 func (s *Store) writeBatch(ctx context.Context, ms []*member[*writeCall], locked bool) (uncertain bool, err error) {
 	op := opOf(ms)
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return false, translate(err, op)
 	}
-	defer release(conn)
+	defer func() {
+		p := recover()
+		if p == nil {
+			release(conn)
+			return
+		}
+		discard(conn)
+		for _, m := range ms { // nothing is decided
+			if a := m.req.admit; a != nil {
+				a.adm, a.decided = fencegate.Admission{}, false
+			} else if sc := m.req.settle; sc != nil {
+				sc.out = fencegate.Receipt{}
+			}
+		}
+		uncertain, err = true, batchPanicked(op, len(ms), p)
+	}()
 	if !locked && !s.lockedOnly {
 		admits, settles := split(ms)
 		if plan, ok := s.planFast(admits, settles); ok {

@@ -323,3 +323,16 @@ func release(conn *pgxpool.Conn) {
 	}
 	conn.Release()
 }
+
+// discard closes conn and takes it out of the pool, for a batch that
+// panicked with it: its state is not known (a transaction may be open, its
+// row locks held; a pipeline half read), so it is never reused, and the
+// server, seeing the session end, rolls back whatever transaction is open
+// and frees its locks. The close is bounded (a second); the session ends
+// with the socket in any case.
+func discard(conn *pgxpool.Conn) {
+	c := conn.Hijack()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	_ = c.Close(ctx)
+	cancel()
+}

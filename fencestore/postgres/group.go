@@ -4,9 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/fencegate/fencegate"
 )
 
 // Group commit. Concurrent Admits and Settles are gathered into batches
@@ -96,7 +100,8 @@ type member[T any] struct {
 }
 
 // group gathers members and runs them in batches with run. run must set
-// every member's result (err and whatever T carries) and must not keep them.
+// every member's result (err and whatever T carries) and must not keep them;
+// a panic in it answers every member of its batch INTERNAL (runGuarded).
 type group[T any] struct {
 	run   func(ctx context.Context, ms []*member[T])
 	slots int // batches that may run at once; 0 means defaultSlots
@@ -293,7 +298,7 @@ func (g *group[T]) exec(batch []*member[T]) {
 			}
 		}))
 	}
-	g.run(ctx, batch)
+	g.runGuarded(ctx, batch)
 	for _, stop := range stops {
 		stop()
 	}
@@ -313,6 +318,39 @@ func (g *group[T]) exec(batch []*member[T]) {
 	g.mu.Unlock()
 }
 
+// runGuarded runs batch with g.run, so that a panic in it (a bug) does not
+// end the process: it is logged once with its stack and every member is
+// answered INTERNAL (batchPanicked), a fault without a verdict whatever run
+// had set, and exec then answers the callers and frees the batch's keys and
+// slot as after any batch, so later batches run as before. A panic while a
+// transaction runs is caught nearer, by writeBatch, which also closes its
+// connection; this one catches the rest (runBatch's own steps, say).
+func (g *group[T]) runGuarded(ctx context.Context, batch []*member[T]) {
+	defer func() {
+		if p := recover(); p != nil {
+			err := batchPanicked("write", len(batch), p)
+			for _, m := range batch {
+				m.err = err
+			}
+		}
+	}()
+	g.run(ctx, batch)
+}
+
+// batchPanicked logs panic p of a batch of n members doing op, with the
+// stack (call it from the deferred function that recovered p), and returns
+// the error its members get: INTERNAL, which the gateway takes for a fault
+// that leaves the outcome open (like a lost COMMIT answer), never for a
+// ruling, so it reads the receipt back before answering an admission and
+// keeps a settle to retry. The store has no logger of its own: the
+// process's default one (slog.Default) reports it.
+func batchPanicked(op string, n int, p any) error {
+	slog.Default().Error("fence store: a write batch panicked; its callers are answered INTERNAL",
+		"op", op, "members", n, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+	return fencegate.Wrap(fmt.Errorf("panic: %v", p), fencegate.CodeInternal,
+		"fence store: "+op+": the batch failed (a panic); whether it committed is not known")
+}
+
 // runBatch runs ms as one transaction with batch, first on the fast path
 // (locked false: decided on what this process knows, one round trip). When
 // that transaction was rolled back because what it was decided on changed
@@ -321,11 +359,12 @@ func (g *group[T]) exec(batch []*member[T]) {
 // transaction fails and was certainly rolled back (the server refused a
 // statement, or COMMIT was never sent), each member is run again alone, so
 // that one member's failure fails only that member. When the COMMIT's answer
-// was lost (uncertain), every member gets the error: its write may or may
-// not be durable, as for a lone transaction. Nothing is applied twice: a
-// member is run again only after a certain rollback, and its result is set
-// only once its transaction committed. It returns the transactions that
-// committed and the members they carried.
+// was lost, or the transaction panicked (uncertain, writeBatch), every member
+// gets the error: its write may or may not be durable, as for a lone
+// transaction. Nothing is applied twice: a member is run again only after a
+// certain rollback, and its result is set only once its transaction
+// committed. It returns the transactions that committed and the members
+// they carried.
 func runBatch[T any](ctx context.Context, ms []*member[T], batch func(ctx context.Context, ms []*member[T], locked bool) (uncertain bool, err error), forget func([]*member[T])) (commits, members int) {
 	uncertain, err := batch(ctx, ms, false)
 	if err != nil && isFastMiss(err) {
