@@ -385,3 +385,33 @@ func TestBatchGatherSharesOneCommit(t *testing.T) {
 		t.Fatalf("%d batches carried %d writes, want the 4 in one", batches, writes)
 	}
 }
+
+// TestGroupAnswersEveryCallerOfAPanickingBatchAndGoesOn: a panic in a
+// batch's run (outside its transaction: runBatch's own steps, say) does
+// not end the process: every caller of that batch is answered INTERNAL,
+// never left waiting, and the batch's keys and slot are freed, so the next
+// call on the same key runs (nothing here sleeps: the gather's timer is
+// never needed, the two callers fill it).
+func TestGroupAnswersEveryCallerOfAPanickingBatchAndGoesOn(t *testing.T) {
+	g := &group[int]{slots: 1, gatherFor: time.Hour, gatherOps: 2, afterFunc: func(time.Duration, func()) {},
+		run: func(ctx context.Context, ms []*member[int]) {
+			if ms[0].req < 2 {
+				panic("boom")
+			}
+		}}
+	errs := make(chan error, 2)
+	for i, k := range []string{"k", "j"} {
+		go func() { _, err := g.do(context.Background(), i, k); errs <- err }()
+	}
+	for range 2 {
+		if err := <-errs; fencegate.ErrorCode(err) != fencegate.CodeInternal {
+			t.Fatalf("a caller of the panicking batch: %v, want INTERNAL", err)
+		}
+	}
+	g.mu.Lock()
+	g.gatherFor, g.gatherOps = 0, 0
+	g.mu.Unlock()
+	if _, err := g.do(context.Background(), 2, "k"); err != nil {
+		t.Fatalf("the next call on the panicking batch's key: %v", err)
+	}
+}
