@@ -222,8 +222,8 @@ type HighWater interface {
 	HighestFence(ctx context.Context) (uint64, error)
 }
 
-// Compactor is the fence store's retention of settled receipts (README,
-// "Retention"). Every fence store implements it.
+// Compactor is the fence store's retention of settled receipts and of
+// quarantine records (README, "Retention"). Every fence store implements it.
 type Compactor interface {
 	// CompactReceipts deletes up to limit receipts that were settled
 	// (COMMITTED, FAILED or NOT_APPLIED) before `before`, oldest first within
@@ -238,4 +238,16 @@ type Compactor interface {
 	// segment's replay is refused (SEGMENT_OUT_OF_ORDER or STALE_OWNER) rather
 	// than answered with its receipt, and nothing is forwarded again.
 	CompactReceipts(ctx context.Context, before time.Time, limit int) (int, error)
+	// CompactQuarantine deletes up to limit quarantine records whose last
+	// attempt (LastAt) is before `before`, oldest LastAt first, with their
+	// kept payload and index entries, and returns how many it deleted
+	// (fewer than limit: none is left to delete now). A record the same
+	// refused request hit again at or after `before` is kept. Deleted
+	// records are gone from Quarantined and QuarantineRecord (NOT_FOUND);
+	// the same refused request afterwards makes a new record. Fence state,
+	// receipts, versions and bindings are unchanged, so the fence rules
+	// answer as before (another payload for a segment whose receipt is still
+	// there is QUARANTINED again); the receipt a deleted record named is no
+	// longer kept for it, and CompactReceipts deletes it under its own rule.
+	CompactQuarantine(ctx context.Context, before time.Time, limit int) (int, error)
 }

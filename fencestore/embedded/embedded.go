@@ -49,6 +49,7 @@
 //	quarantine  resource 0 at quarantine ID         -> Quarantine
 //	qids        quarantine ID                       -> its quarantine key
 //	qreceipts   receipt ID 0 quarantine key         -> "" (a receipt a record names; qindex.go)
+//	qlast       lastAt quarantine key               -> quarantine ID 0 receipt ID (qretain.go)
 //	versions    target                              -> version
 //	targets     target                              -> resource it is fenced under
 //	meta        "layout"                            -> layout version (big-endian uint64)
@@ -68,8 +69,9 @@
 // Layout 5 adds the journal: writes to the trees that grow with the store go
 // into small journal buckets, moved into the trees in bulk, so that a write's
 // cost does not grow with the store (journal.go); Open makes the buckets.
-// qreceipts is outside the layout numbers: Open rebuilds it whenever it
-// lacks a record's entry (qindex.go), so older binaries may open the file.
+// qreceipts and qlast are outside the layout numbers: Open rebuilds them
+// whenever they lack a record's entry (qindex.go), so older binaries may open
+// the file.
 //
 // # Older binaries
 //
@@ -129,7 +131,7 @@ var (
 	bTargets    = []byte("targets") // target -> the resource it is fenced under
 	bByRes      = []byte("byres")
 	bQIDs       = []byte("qids")
-	allBuckets  = [][]byte{bResources, bReceipts, bByOp, bByState, bQuarantine, bVersions, bTargets, bByRes, bQIDs, bQReceipts}
+	allBuckets  = [][]byte{bResources, bReceipts, bByOp, bByState, bQuarantine, bVersions, bTargets, bByRes, bQIDs, bQReceipts, bQLast}
 )
 
 // appendBuckets are the buckets whose keys grow only at the end of each

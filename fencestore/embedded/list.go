@@ -301,6 +301,11 @@ func putQuarantine(tx *bolt.Tx, req *fencegate.AdmitRequest, live *fencegate.Rec
 		return err
 	}
 	if found {
+		// The repeat moves the record's last attempt: its entry in the
+		// last-attempt index moves with it (qretain.go).
+		if err := unindexLast(tx, &q, quarantineKey(q.Resource, q.At, q.ID)); err != nil {
+			return err
+		}
 		q = fencerules.QuarantineAgain(q, req.Now)
 	} else {
 		q = fencerules.QuarantineRecord(req, live)
@@ -314,6 +319,9 @@ func storeQuarantine(tx *bolt.Tx, q *fencegate.Quarantine) error {
 		return err
 	}
 	if err := indexQuarantine(tx, q.ReceiptID, key); err != nil {
+		return err
+	}
+	if err := indexLast(tx, q, key); err != nil {
 		return err
 	}
 	return tx.Bucket(bQIDs).Put([]byte(q.ID), key)

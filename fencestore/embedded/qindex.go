@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -18,13 +19,15 @@ import (
 // and 50 records of 64 KiB on one resource, one step held the writer for
 // 13.8 s. Its keys are receipt ID 0 quarantine key, one per record (the
 // record's own key makes them distinct where several records name one
-// receipt), written with the record in its transaction; records are never
-// deleted, so neither are the entries.
+// receipt), written with the record in its transaction and deleted with it
+// (CompactQuarantine, qretain.go), after which the receipt is no longer kept
+// for it.
 //
-// The index is not part of the layout: Open rebuilds it whenever it does
-// not hold as many entries as there are records, which is so in a file
-// written before it and in one where a binary without it (a rollback)
-// has added records; a binary without it leaves the bucket as it is.
+// The index is not part of the layout: Open rebuilds it, and the
+// last-attempt index (qretain.go), whenever either does not hold as many
+// entries as there are records, which is so in a file written before it
+// and in one where a binary without it (a rollback) has added records; a
+// binary without it leaves the bucket as it is.
 
 var bQReceipts = []byte("qreceipts")
 
@@ -64,26 +67,37 @@ func quarantineNames(tx *bolt.Tx, id string) bool {
 	return k != nil && bytes.HasPrefix(k, prefix)
 }
 
-// repairQuarantineIndex rebuilds the index if it does not hold one entry
-// per quarantine record (see above); counting reads the buckets' pages,
-// not the records. A rebuild decodes each record's receipt ID only.
+// repairQuarantineIndex rebuilds this index and the last-attempt index if
+// either does not hold one entry per quarantine record (see above);
+// counting reads the buckets' pages, not the records. A rebuild decodes
+// each record's ID, receipt ID and last attempt only.
 func repairQuarantineIndex(tx *bolt.Tx) error {
-	if tx.Bucket(bQReceipts).Stats().KeyN == tx.Bucket(bQuarantine).Stats().KeyN {
+	records := tx.Bucket(bQuarantine).Stats().KeyN
+	if tx.Bucket(bQReceipts).Stats().KeyN == records && tx.Bucket(bQLast).Stats().KeyN == records {
 		return nil
 	}
-	if err := tx.DeleteBucket(bQReceipts); err != nil {
-		return err
-	}
-	if _, err := tx.CreateBucket(bQReceipts); err != nil {
-		return err
+	for _, name := range [][]byte{bQReceipts, bQLast} {
+		if err := tx.DeleteBucket(name); err != nil {
+			return err
+		}
+		if _, err := tx.CreateBucket(name); err != nil {
+			return err
+		}
 	}
 	return tx.Bucket(bQuarantine).ForEach(func(k, v []byte) error {
+		var q fencegate.Quarantine
 		var named struct {
-			ReceiptID string `json:"receiptId"`
+			ID        string    `json:"quarantineId"`
+			ReceiptID string    `json:"receiptId"`
+			LastAt    time.Time `json:"lastAt"`
 		}
 		if err := json.Unmarshal(v, &named); err != nil {
 			return fmt.Errorf("decode quarantine record: %w", err)
 		}
-		return indexQuarantine(tx, named.ReceiptID, k)
+		q.ID, q.ReceiptID, q.LastAt = named.ID, named.ReceiptID, named.LastAt
+		if err := indexQuarantine(tx, q.ReceiptID, k); err != nil {
+			return err
+		}
+		return indexLast(tx, &q, k)
 	})
 }

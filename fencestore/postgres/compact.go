@@ -110,3 +110,37 @@ func (s *Store) CompactReceipts(ctx context.Context, before time.Time, limit int
 // terminalStates are the states CompactReceipts deletes, in the order it
 // takes them.
 var terminalStates = []string{string(fencegate.ReceiptFailed), string(fencegate.ReceiptNotApplied), string(fencegate.ReceiptCommitted)}
+
+// compactQuarantineSQL deletes up to $2 quarantine records whose last
+// attempt is before $1, oldest first, through fence_quarantine_by_last_at
+// (migration 00010), and answers how many it deleted. FOR UPDATE SKIP
+// LOCKED: a record an admission is counting another attempt on is skipped
+// (it is being hit again), and one the admission updated after this
+// statement's snapshot is locked in its new version and tested again
+// (last_at moved: kept). An admission that conflicts with a record being
+// deleted waits for the delete and inserts a new record.
+const compactQuarantineSQL = `WITH doomed AS (
+	SELECT id FROM fence_quarantine WHERE last_at < $1
+	ORDER BY last_at, quarantine_id LIMIT $2
+	FOR UPDATE SKIP LOCKED),
+gone AS (
+	DELETE FROM fence_quarantine q USING doomed WHERE q.id = doomed.id RETURNING 1)
+SELECT count(*) FROM gone`
+
+// CompactQuarantine implements fencegate.Compactor with one statement
+// (compactQuarantineSQL). The records it deletes are the oldest by last
+// attempt, so it needs no resume position: the index is walked from its
+// beginning to `before`, and every record examined is deleted but those an
+// admission holds (SKIP LOCKED: being hit again, they are kept). The
+// receipts the deleted records named are left to CompactReceipts, whose
+// NOT EXISTS no longer finds a record naming them.
+func (s *Store) CompactQuarantine(ctx context.Context, before time.Time, limit int) (int, error) {
+	if limit <= 0 {
+		return 0, nil
+	}
+	var n int64
+	if err := s.pool.QueryRow(ctx, compactQuarantineSQL, before.UTC(), limit).Scan(&n); err != nil {
+		return 0, translate(err, "compact quarantine")
+	}
+	return int(n), nil
+}

@@ -74,6 +74,8 @@ func Run(t *testing.T, open func(t *testing.T) fencegate.FenceStore) {
 		{"GroupCommitsCountAdmissionsAndSettles", groupCommitsCountAdmissionsAndSettles},
 		{"CompactionKeepsWhatRulesAndReplaysNeed", compactionKeepsWhatRulesAndReplaysNeed},
 		{"CompactionKeepsTheSegmentAGiveBackMakesLast", compactionKeepsTheSegmentAGiveBackMakesLast},
+		{"QuarantineCompactionDeletesRecordsLastAttemptedBeforeTheAge", quarantineCompactionDeletesRecordsLastAttemptedBeforeTheAge},
+		{"QuarantineCompactionFreesTheReceiptsItPinned", quarantineCompactionFreesTheReceiptsItPinned},
 		{"PriorIsAppliedBeforeTheSegment", priorIsAppliedBeforeTheSegment},
 		{"PriorCommitsWhateverTheSegmentsVerdict", priorCommitsWhateverTheSegmentsVerdict},
 		{"ReplayWithAPrior", replayWithAPrior},

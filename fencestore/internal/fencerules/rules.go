@@ -229,6 +229,14 @@ func QuarantineAgain(q fencegate.Quarantine, now time.Time) fencegate.Quarantine
 	return q
 }
 
+// QuarantineExpired reports whether fencegate.Compactor's CompactQuarantine
+// may delete q: its last attempt (LastAt) is before `before`. A record the
+// refused request keeps hitting is kept while it does; its first attempt
+// does not matter.
+func QuarantineExpired(q *fencegate.Quarantine, before time.Time) bool {
+	return q.LastAt.Before(before)
+}
+
 // Settle moves r to o. changed is false when the call is an idempotent repeat
 // (same terminal state, same version): r is returned as it is and nothing must
 // be written. A receipt in a final state is never moved: any other outcome is
