@@ -149,7 +149,8 @@ type Config struct {
 	Registry *Registry `yaml:"registry"`
 	// Reconcile configures the settlement of unknown outcomes.
 	Reconcile Reconcile `yaml:"reconcile"`
-	// Retention configures the compaction of settled receipts (off by default).
+	// Retention configures the compaction of settled receipts and of
+	// quarantine records (each off by default).
 	Retention Retention `yaml:"retention"`
 	// Modes sets enforcement per resource pattern (enforce unless listed);
 	// the only place a pattern may start in shadow mode.
