@@ -42,7 +42,9 @@ func objectPath(r *http.Request) (store, key string, err error) {
 // queryKey returns the key of a request: the path's (inPath, when the path
 // named one) or the single `key` query parameter. A request naming a key both
 // ways, or the parameter twice, or with a query that does not parse, is
-// refused: one request names one key.
+// refused: one request names one key. So is any other query parameter: these
+// routes take none, and one a caller meant (a segment, a version) must not be
+// silently dropped from what is then written, read or deleted.
 func queryKey(r *http.Request, pathKey string, inPath bool) (string, error) {
 	if r.URL.RawQuery == "" {
 		return pathKey, nil
@@ -50,6 +52,11 @@ func queryKey(r *http.Request, pathKey string, inPath bool) (string, error) {
 	q, err := parseQuery(r)
 	if err != nil {
 		return "", err
+	}
+	for name := range q {
+		if name != "key" {
+			return "", fencegate.Errorf(fencegate.CodeInvalidRequest, "query parameter %.40q is not taken here: the only one is key (?key={key} names the key instead of the path)", name)
+		}
 	}
 	keys, inQuery := q["key"]
 	switch {

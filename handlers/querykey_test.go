@@ -37,6 +37,11 @@ func TestQueryKeyFormIsRefusedLikeThePathForm(t *testing.T) {
 		{"CaseTrickIsNotCovered", "/v1/objects/local?key=INV/7", 403, "RESOURCE_MISMATCH"},
 		{"KeyCannotLeaveItsStore", "/v1/objects/local?key=../local/inv/7", 400, "INVALID_REQUEST"},
 		{"UnknownStore", "/v1/objects/nowhere?key=inv/7", 404, "NOT_FOUND"},
+		// These routes take no other parameter: one a caller meant is not
+		// silently dropped from the write (path form and query form alike).
+		{"UnknownParameterOnThePathForm", "/v1/objects/local/inv/7?segment=3", 400, "INVALID_REQUEST"},
+		{"UnknownParameterBesideTheKey", "/v1/objects/local?key=inv/7&versionId=1", 400, "INVALID_REQUEST"},
+		{"EmptyParameterName", "/v1/objects/local/inv/7?=x", 400, "INVALID_REQUEST"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
