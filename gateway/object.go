@@ -110,8 +110,15 @@ func (p ObjectPut) CanStage() bool {
 // StageFor stages the write for r (fencegate.ObjectStager.Stage, with r's
 // effect metadata); the ObjectPut it returns publishes it under the
 // condition Apply is given. The body is rewound when the staging fails
-// and by discard, for the effect itself to read it again.
+// and by discard, for the effect itself to read it again, and also when the
+// staging panics (the panic goes on, to startStage's recover).
 func (p ObjectPut) StageFor(ctx context.Context, r fencegate.Receipt) (Effect, func(), error) {
+	defer func() {
+		if v := recover(); v != nil {
+			p.rewind()
+			panic(v)
+		}
+	}()
 	sp, err := p.Store.(fencegate.ObjectStager).Stage(ctx, p.request(r, "")) // its condition is the staged Put's
 	if err != nil {
 		p.rewind()

@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"context"
+	"fmt"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 
@@ -80,6 +82,16 @@ func (g *Gateway) startStage(ctx context.Context, eff Effect, areq *fencegate.Ad
 	w := &stagedWrite{meta: EffectMetaOf(r), done: make(chan struct{})}
 	g.cfg.Go(func() {
 		defer close(w.done)
+		// A panic in a staging (a bug) is a failed staging: it ran on a
+		// goroutine of its own, where it would end the process, and it
+		// changed nothing anyone reads, so the write takes the plain path
+		// (StageFor rewinds the body first).
+		defer func() {
+			if v := recover(); v != nil {
+				g.cfg.Log.ErrorContext(ctx, "staging panicked; writing without it", "receipt", r.ID, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+				g.cfg.Observe.Staged("failed")
+			}
+		}()
 		st, discard, err := s.StageFor(ctx, r)
 		if err != nil {
 			// The write then takes the plain path, whose own error (the

@@ -53,10 +53,17 @@ type loggedStager struct {
 	log *stageLog
 	// failAfterRead: a staging reads the whole body, then fails.
 	failAfterRead bool
+	// panicAfterRead: a staging reads half the body, then panics.
+	panicAfterRead bool
 }
 
 func (s loggedStager) Stage(ctx context.Context, req fencegate.PutRequest) (fencegate.StagedPut, error) {
 	s.log.add("stage")
+	if s.panicAfterRead {
+		_, _ = io.CopyN(io.Discard, req.Body, req.Size/2)
+		s.log.once.Do(func() { close(s.log.staged) })
+		panic("test: a staging panics halfway through the body")
+	}
 	if s.failAfterRead {
 		_, _ = io.Copy(io.Discard, req.Body)
 		s.log.once.Do(func() { close(s.log.staged) })
@@ -365,6 +372,22 @@ func TestAFailedStagingLeavesTheWholeBodyForThePlainWrite(t *testing.T) {
 		t.Fatalf("write after a failed staging: %+v %v; want COMMITTED", res.Receipt, err)
 	}
 	if got := f.object("st/6"); got != "every byte" || f.log.count("stage") != 1 || f.log.count("publish") != 0 || f.log.count("observed-failed") != 1 {
+		t.Fatalf("object %q, events %s; want the whole body, written without the staging, which is observed failed", got, f.log)
+	}
+}
+
+// TestAPanickingStagingIsAFailedStagingAndTheWholeBodyIsWritten: a staging
+// runs on a goroutine of its own, so its panic must not end the process; it
+// is a failed staging (observed so), the body is rewound, and the write made
+// without it lands whole.
+func TestAPanickingStagingIsAFailedStagingAndTheWholeBodyIsWritten(t *testing.T) {
+	f := newStageFixture(t, nil)
+	f.obj.panicAfterRead = true
+	res, err := f.put("local/st/7", 1, 1, "every single byte")
+	if err != nil || res.Receipt.State != fencegate.ReceiptCommitted {
+		t.Fatalf("write after a panicking staging: %+v %v; want COMMITTED", res.Receipt, err)
+	}
+	if got := f.object("st/7"); got != "every single byte" || f.log.count("stage") != 1 || f.log.count("publish") != 0 || f.log.count("observed-failed") != 1 {
 		t.Fatalf("object %q, events %s; want the whole body, written without the staging, which is observed failed", got, f.log)
 	}
 }
