@@ -76,7 +76,17 @@ func TestFastSettleFindsItsReceiptByKey(t *testing.T) {
 	for i, a := range c.args {
 		lits[i] = literal(a)
 	}
-	rows, err := conn.Query(ctx, `EXPLAIN EXECUTE settle(`+strings.Join(lits, ", ")+`)`)
+	text := explain(ctx, t, conn, `EXECUTE settle(`+strings.Join(lits, ", ")+`)`)
+	if !strings.Contains(text, "fence_receipts_pkey") || strings.Contains(text, "fence_receipts_by_state") {
+		t.Fatalf("the settle's generic plan does not find the receipt by its key:\n%s", text)
+	}
+}
+
+// explain returns the plan Postgres chooses for statement on conn (EXPLAIN's
+// lines, joined).
+func explain(ctx context.Context, t *testing.T, conn *pgx.Conn, statement string) string {
+	t.Helper()
+	rows, err := conn.Query(ctx, `EXPLAIN `+statement)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,10 +101,7 @@ func TestFastSettleFindsItsReceiptByKey(t *testing.T) {
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
-	text := strings.Join(plan, "\n")
-	if !strings.Contains(text, "fence_receipts_pkey") || strings.Contains(text, "fence_receipts_by_state") {
-		t.Fatalf("the settle's generic plan does not find the receipt by its key:\n%s", text)
-	}
+	return strings.Join(plan, "\n")
 }
 
 // literal spells a casStmt argument as an SQL literal.

@@ -19,22 +19,7 @@ func TestQuarantineCompactionWalksTheLastAttemptIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 	q := strings.NewReplacer("$1", "'2026-01-01T00:00:00Z'::timestamptz", "$2", "1000").Replace(compactQuarantineSQL)
-	rows, err := conn.Query(ctx, `EXPLAIN `+q)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var plan []string
-	for rows.Next() {
-		var line string
-		if err := rows.Scan(&line); err != nil {
-			t.Fatal(err)
-		}
-		plan = append(plan, line)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	text := strings.Join(plan, "\n")
+	text := explain(ctx, t, conn, q)
 	if !strings.Contains(text, "fence_quarantine_by_last_at") {
 		t.Fatalf("the quarantine compaction does not use the last-attempt index:\n%s", text)
 	}
