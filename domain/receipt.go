@@ -168,7 +168,18 @@ type Receipt struct {
 	OperationID   string `json:"operationId"`
 	OperationRoot string `json:"operationRoot"`
 	Lease         string `json:"lease"`
-	Owner         string `json:"owner"`
+	// Owner is the grant's owner, the identity that holds the lease; the
+	// write itself was made by Delegate when that is set.
+	Owner string `json:"owner"`
+	// Delegate is the workload identity that made a delegated write (the
+	// delegate its Fence-Delegation names, which the gateway checked is the
+	// caller) and DelegationID that delegation's ID; both are "" for the
+	// owner's own writes. They are recorded at admission and never change.
+	// They are not part of the segment's identity: the same segment again
+	// with the same payload is a replay answering this receipt, whether the
+	// owner or a delegate sends it.
+	Delegate      string `json:"delegate,omitempty"`
+	DelegationID  string `json:"delegationId,omitempty"`
 	GrantDigest   string `json:"grantDigest"`
 	PayloadDigest string `json:"payloadDigest"`
 	// EffectKey is the worker's own key for this effect (the Fence-Effect-Key

@@ -29,6 +29,13 @@ type AdmitRequest struct {
 	// EffectKey is the worker's own key for the effect ("" for none); it
 	// must pass CheckEffectKey and is kept in the receipt.
 	EffectKey string
+	// Delegate and DelegationID, for a delegated write, are the delegate
+	// that made it (the caller, checked against the delegation) and the
+	// delegation's ID; both "" for the grant owner's own write. They must be
+	// set together, as UTF-8 without NUL, and are kept in the receipt (not
+	// part of the segment's identity: see Receipt.Delegate).
+	Delegate     string
+	DelegationID string
 	// ReceiptID is the ID the new receipt gets if the segment is admitted.
 	ReceiptID string
 	// Request, for an API effect, is the exact upstream request the receipt

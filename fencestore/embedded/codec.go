@@ -35,6 +35,13 @@ import (
 // (INTERNAL: the time's bytes are not the room it expects), never taking it
 // for another.
 //
+// A delegated write's receipt (flag fDelegated) keeps its delegate and
+// delegation ID as two strings just before the room; a receipt without the
+// flag (every receipt written before it, and the owner's own writes) reads
+// back with both "". A binary from before that flag fails to read such a
+// receipt (INTERNAL: it takes the delegate for the room and finds bytes
+// left over), never taking it for another.
+//
 // Quarantine records, rare and written once, stay JSON.
 
 // settleRoom is the room an unsettled receipt keeps for its settle.
@@ -55,6 +62,7 @@ const (
 	fResponse
 	fRequest
 	fLandBy
+	fDelegated
 )
 
 var errShortValue = errors.New("value ends early")
@@ -82,7 +90,7 @@ func appendJSON(b []byte, v any) ([]byte, error) {
 func encodeReceipt(r *fencegate.Receipt) ([]byte, error) {
 	n := 60 + len(r.ID) + len(r.Resource) + len(r.Target) + len(r.Method) + len(r.OperationID) + len(r.OperationRoot) +
 		len(r.Lease) + len(r.Owner) + len(r.GrantDigest) + len(r.PayloadDigest) + len(r.EffectKey) + len(r.State) +
-		len(r.Version) + len(r.Error)
+		len(r.Version) + len(r.Error) + len(r.Delegate) + len(r.DelegationID)
 	if !r.State.Terminal() {
 		n += settleRoom
 	}
@@ -114,6 +122,10 @@ func encodeReceipt(r *fencegate.Receipt) ([]byte, error) {
 	if !r.LandBy.IsZero() {
 		flags |= fLandBy
 	}
+	delegated := r.Delegate != "" || r.DelegationID != ""
+	if delegated {
+		flags |= fDelegated
+	}
 	b = append(b, flags)
 	b = appendTime(b, r.CreatedAt)
 	if !r.LandBy.IsZero() {
@@ -135,6 +147,10 @@ func encodeReceipt(r *fencegate.Receipt) ([]byte, error) {
 		if b, err = appendJSON(b, r.Request); err != nil {
 			return nil, err
 		}
+	}
+	if delegated {
+		b = appendString(b, r.Delegate)
+		b = appendString(b, r.DelegationID)
 	}
 	if r.State.Terminal() {
 		return append(b, 0), nil
@@ -276,6 +292,10 @@ func decodeReceipt(v []byte, r *fencegate.Receipt) error {
 	if flags&fRequest != 0 {
 		r.Request = new(fencegate.EffectRequest)
 		rd.json(r.Request)
+	}
+	if flags&fDelegated != 0 {
+		r.Delegate = rd.string()
+		r.DelegationID = rd.string()
 	}
 	if v[0] == codecV2 {
 		rd.string() // the room kept for the settle

@@ -1,8 +1,10 @@
 package embedded
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"path/filepath"
 	"reflect"
@@ -265,6 +267,83 @@ func TestSettleRewritesAReceiptNoLarger(t *testing.T) {
 		}
 		if len(settled) > len(pending) {
 			t.Errorf("%s receipt is %d bytes, the PENDING one %d: the settle grows it", o.State, len(settled), len(pending))
+		}
+	}
+}
+
+// Two receipts as the codec wrote them before it kept delegates (fDelegated):
+// an owner's PENDING one with a LandBy (and its 104 bytes of room), and the
+// same settled COMMITTED.
+var (
+	preDelegatePending   = "0208726370745f6f6c640c6c6f63616c2f6a6f62732f311b6f626a656374732f6c6f63616c2f6a6f62732f312f706172742d3203505554066a6f62732d3106726f6f742d37076c656173652d3705636f6f7264087368613235363a67087368613235363a70000750454e44494e470000070200208095ebb00d00bc95ebb00d0068" + strings.Repeat("00", 104)
+	preDelegateCommitted = "0208726370745f6f6c640c6c6f63616c2f6a6f62732f311b6f626a656374732f6c6f63616c2f6a6f62732f312f706172742d3203505554066a6f62732d3106726f6f742d37076c656173652d3705636f6f7264087368613235363a67087368613235363a700009434f4d4d495454454402763100070200248095ebb00d00bc95ebb00d008295ebb00d0000"
+)
+
+// TestReceiptWrittenBeforeDelegatesReadsAsTheOwners: receipts the codec
+// wrote before it kept a delegate read back as they were, with no delegate
+// and no delegation; an owner's receipt is still written byte for byte as
+// then (the flag and its strings only for a delegated write), so a file of
+// owners' writes stays readable by the binary before.
+func TestReceiptWrittenBeforeDelegatesReadsAsTheOwners(t *testing.T) {
+	at := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	pending := fencegate.Receipt{ID: "rcpt_old", Resource: "local/jobs/1", Target: "objects/local/jobs/1/part-2", Method: "PUT",
+		FenceToken: 7, Segment: 2, OperationID: "jobs-1", OperationRoot: "root-7", Lease: "lease-7", Owner: "coord",
+		GrantDigest: "sha256:g", PayloadDigest: "sha256:p", State: fencegate.ReceiptPending, CreatedAt: at, LandBy: at.Add(30 * time.Second)}
+	committed := pending
+	settled := at.Add(time.Second)
+	committed.State, committed.Version, committed.SettledAt = fencegate.ReceiptCommitted, "v1", &settled
+	for _, c := range []struct {
+		name string
+		old  string
+		want fencegate.Receipt
+	}{{"pending", preDelegatePending, pending}, {"committed", preDelegateCommitted, committed}} {
+		old, err := hex.DecodeString(c.old)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got fencegate.Receipt
+		if err := decodeReceipt(old, &got); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if got.Delegate != "" || got.DelegationID != "" || !reflect.DeepEqual(got, c.want) {
+			t.Fatalf("%s receipt from before delegates:\n got %+v\nwant %+v", c.name, got, c.want)
+		}
+		if now, err := encodeReceipt(&c.want); err != nil || !bytes.Equal(now, old) {
+			t.Fatalf("%s: an owner's receipt is now written %x (%v), before %x", c.name, now, err, old)
+		}
+	}
+}
+
+// TestDelegatedReceiptIsNotMisreadWithoutItsFlag: a delegated receipt read
+// as a binary from before fDelegated reads it (the flag unknown to it,
+// here cleared) is a decoding error, never a receipt without its delegate.
+func TestDelegatedReceiptIsNotMisreadWithoutItsFlag(t *testing.T) {
+	for _, state := range []fencegate.ReceiptState{fencegate.ReceiptPending, fencegate.ReceiptCommitted} {
+		r := fencegate.Receipt{ID: "rcpt_d", Resource: "local/jobs/1", Target: "objects/local/jobs/1/part-2", Method: "PUT",
+			FenceToken: 7, Segment: 2, Owner: "coord", Delegate: "consumer", DelegationID: "dlg_1", State: state,
+			CreatedAt: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
+		v, err := encodeReceipt(&r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got fencegate.Receipt
+		if err := decodeReceipt(v, &got); err != nil || !reflect.DeepEqual(got, r) {
+			t.Fatalf("%s delegated receipt = %+v, %v; want %+v", state, got, err, r)
+		}
+		rd := reader{text: string(v), off: 1}
+		for range 14 {
+			rd.string()
+		}
+		rd.uvarint()
+		rd.uvarint()
+		rd.varint()
+		if v[rd.off]&fDelegated == 0 {
+			t.Fatalf("%s delegated receipt's flags %#x lack fDelegated", state, v[rd.off])
+		}
+		old := bytes.Clone(v)
+		old[rd.off] &^= fDelegated
+		if err := decodeReceipt(old, new(fencegate.Receipt)); err == nil {
+			t.Fatalf("%s delegated receipt without its flag decoded without error", state)
 		}
 	}
 }

@@ -27,7 +27,7 @@ type casStmt struct {
 // builds (an admission with a prior: 15 + 17 + 3 + receiptArgCount + 1
 // arguments), so that collecting them does not grow the slice.
 func newCASStmt() *casStmt {
-	return &casStmt{shape: make([]byte, 0, 4), args: make([]any, 0, 60)}
+	return &casStmt{shape: make([]byte, 0, 4), args: make([]any, 0, 15+17+3+receiptArgCount+1)}
 }
 
 // The writes a casStmt can hold, with the number of arguments each takes.

@@ -28,7 +28,7 @@ func casShapes() map[string]*casStmt {
 	was := fencegate.Receipt{ID: "r-was", Resource: "cas/r", Target: "target-was", Method: "PUT", FenceToken: 7, Segment: 2,
 		OperationID: "op", OperationRoot: "op-root", Lease: "lease-was", Owner: "owner", GrantDigest: "gd", PayloadDigest: "pd",
 		State: fencegate.ReceiptPending, Version: "v-was", Error: "e-was", CreatedAt: *at(5), SettledAt: at(6),
-		Attempts: 1, RetryAt: at(7), EffectKey: "ek", LandBy: *at(8)}
+		Attempts: 1, RetryAt: at(7), EffectKey: "ek", LandBy: *at(8), Delegate: "delegate", DelegationID: "dlg"}
 	committed, gone, failed := was, was, was
 	committed.State, committed.Version, committed.SettledAt, committed.Attempts = fencegate.ReceiptCommitted, "v-next", at(9), 2
 	committed.Error, committed.Resend, committed.RetryAt, committed.Target = "e-next", true, at(10), "target-next"

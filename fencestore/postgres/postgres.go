@@ -171,7 +171,7 @@ const (
 	resourceCols = `resource, highest_fence, root, lease, last_segment_seq, grant_issued_at, pending_receipt, updated_at`
 	receiptCols  = `receipt_id, resource, target, method, fence_token, segment, operation_id, operation_root,
 		lease, owner, grant_digest, payload_digest, state, version, response, error, created_at, settled_at,
-		request, attempts, resend, effect_key, retry_at, land_by`
+		request, attempts, resend, effect_key, retry_at, land_by, delegate, delegation_id`
 	liveState = `state NOT IN ('FAILED', 'NOT_APPLIED')`
 )
 
@@ -241,7 +241,8 @@ func scanReceipt(row pgx.Row) (fencegate.Receipt, error) {
 	)
 	err := row.Scan(&r.ID, &r.Resource, &r.Target, &r.Method, &r.FenceToken, &r.Segment, &r.OperationID,
 		&r.OperationRoot, &r.Lease, &r.Owner, &r.GrantDigest, &r.PayloadDigest, &state, &r.Version,
-		&response, &r.Error, &r.CreatedAt, &r.SettledAt, &request, &r.Attempts, &r.Resend, &r.EffectKey, &r.RetryAt, &landBy)
+		&response, &r.Error, &r.CreatedAt, &r.SettledAt, &request, &r.Attempts, &r.Resend, &r.EffectKey, &r.RetryAt, &landBy,
+		&r.Delegate, &r.DelegationID)
 	if err != nil {
 		return fencegate.Receipt{}, err
 	}
@@ -288,14 +289,14 @@ func receiptArgs(r *fencegate.Receipt) []any {
 }
 
 // receiptArgCount is the number of receiptCols.
-const receiptArgCount = 24
+const receiptArgCount = 26
 
 // appendReceiptArgs appends r's receiptArgCount columns to dst.
 func appendReceiptArgs(dst []any, r *fencegate.Receipt) []any {
 	return append(dst, r.ID, r.Resource, r.Target, r.Method, num(r.FenceToken), num(r.Segment), r.OperationID,
 		r.OperationRoot, r.Lease, r.Owner, r.GrantDigest, r.PayloadDigest, string(r.State), r.Version,
 		responseArg(r.Response), r.Error, r.CreatedAt, r.SettledAt, jsonArg(r.Request), r.Attempts, r.Resend, r.EffectKey, r.RetryAt,
-		landByArg(r.LandBy))
+		landByArg(r.LandBy), r.Delegate, r.DelegationID)
 }
 
 // landByArg is the land_by argument: NULL for none (a zero time).

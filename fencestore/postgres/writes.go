@@ -12,7 +12,7 @@ import (
 
 const (
 	insertReceipt = `INSERT INTO fence_receipts (` + receiptCols + `)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24)`
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26)`
 	updateRow = `UPDATE fence_resources SET highest_fence = $2, root = $3, lease = $4, last_segment_seq = $5,
 		grant_issued_at = $6, pending_receipt = $7, updated_at = $8 WHERE resource = $1`
 	updateReceipt = `UPDATE fence_receipts SET state = $2, version = $3, response = $4, error = $5, settled_at = $6,

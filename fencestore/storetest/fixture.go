@@ -133,8 +133,8 @@ func (f *fx) admitted(req fencegate.AdmitRequest, adm fencegate.Admission) {
 	want := fencegate.Receipt{
 		ID: req.ReceiptID, Resource: g.Resource, Target: req.Target, Method: req.Method,
 		FenceToken: g.FenceToken, Segment: req.Segment, OperationID: g.OperationID,
-		OperationRoot: g.OperationRoot, Lease: g.Lease, Owner: g.Owner, GrantDigest: g.Digest,
-		PayloadDigest: req.PayloadDigest, EffectKey: req.EffectKey, Request: req.Request, State: fencegate.ReceiptPending, CreatedAt: req.Now,
+		OperationRoot: g.OperationRoot, Lease: g.Lease, Owner: g.Owner, Delegate: req.Delegate,
+		DelegationID: req.DelegationID, GrantDigest: g.Digest, PayloadDigest: req.PayloadDigest, EffectKey: req.EffectKey, Request: req.Request, State: fencegate.ReceiptPending, CreatedAt: req.Now,
 	}
 	if req.EffectTimeout > 0 {
 		want.LandBy = req.Now.Add(req.EffectTimeout)

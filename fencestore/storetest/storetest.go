@@ -64,6 +64,7 @@ func Run(t *testing.T, open func(t *testing.T) fencegate.FenceStore) {
 		{"OversizedRequestIsRejectedWithoutStateChange", oversizedRequestIsRejected},
 		{"UnknownRecordsAnotherAttempt", unknownRecordsAnotherAttempt},
 		{"EffectKeyIsKeptAndPartOfTheSegment", effectKeyIsKeptAndPartOfTheSegment},
+		{"DelegatedReceiptNamesItsDelegate", delegatedReceiptNamesItsDelegate},
 		{"HighestFenceNeverDecreases", highestFenceNeverDecreases},
 		{"FencesAboveInt64Survive", fencesAboveInt64Survive},
 		{"HighestFenceIsTheTopAcceptedFence", highestFenceIsTheTopAcceptedFence},

@@ -10,7 +10,9 @@ package fencerules
 
 import (
 	"fmt"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/fencegate/fencegate"
 )
@@ -25,7 +27,9 @@ func Now(t time.Time) time.Time {
 }
 
 // ValidateAdmit checks the shape of req: INVALID_REQUEST for a segment of 0, a
-// fence of 0, or an empty resource, target, method, receipt ID or payload digest.
+// fence of 0, or an empty resource, target, method, receipt ID or payload
+// digest, and for a delegate without a delegation ID (or the reverse) or
+// either not UTF-8 without NUL (text every store keeps as it came).
 func ValidateAdmit(req *fencegate.AdmitRequest) error {
 	switch {
 	case req.Segment < 1:
@@ -46,6 +50,10 @@ func ValidateAdmit(req *fencegate.AdmitRequest) error {
 		return fencegate.Errorf(fencegate.CodeInvalidRequest, "admit request has a negative effect timeout")
 	case fencegate.CheckEffectKey(req.EffectKey) != nil:
 		return fencegate.CheckEffectKey(req.EffectKey)
+	case (req.Delegate == "") != (req.DelegationID == ""):
+		return fencegate.Errorf(fencegate.CodeInvalidRequest, "a delegated admission names both its delegate and its delegation")
+	case !keptText(req.Delegate) || !keptText(req.DelegationID):
+		return fencegate.Errorf(fencegate.CodeInvalidRequest, "a delegate and a delegation ID must be UTF-8 without NUL")
 	case req.Request != nil:
 		return req.Request.Validate()
 	}
@@ -107,6 +115,9 @@ func Decide(row fencegate.ResourceState, req *fencegate.AdmitRequest, live *fenc
 				"fence %d is already held under another lease or operation root", fence)
 		}
 		if live != nil {
+			// Who sends it is not part of the segment: the owner's replay
+			// of a delegate's write (or the reverse) answers the original
+			// receipt, which keeps naming who made the write.
 			if live.PayloadDigest == req.PayloadDigest && live.Target == req.Target && live.Method == req.Method && live.EffectKey == req.EffectKey {
 				return Replay, nil
 			}
@@ -151,7 +162,10 @@ func CheckTarget(bound string, req *fencegate.AdmitRequest) error {
 	return nil
 }
 
-// NewReceipt is the PENDING receipt an accepted req creates.
+// NewReceipt is the PENDING receipt an accepted req creates. A delegated
+// write's receipt names its delegate and delegation (req.Delegate,
+// req.DelegationID); Decide does not look at them, so a replay of the
+// segment answers this receipt whoever sends it.
 func NewReceipt(req *fencegate.AdmitRequest) fencegate.Receipt {
 	g := &req.Grant
 	return fencegate.Receipt{
@@ -165,6 +179,8 @@ func NewReceipt(req *fencegate.AdmitRequest) fencegate.Receipt {
 		OperationRoot: g.OperationRoot,
 		Lease:         g.Lease,
 		Owner:         g.Owner,
+		Delegate:      req.Delegate,
+		DelegationID:  req.DelegationID,
 		GrantDigest:   g.Digest,
 		PayloadDigest: req.PayloadDigest,
 		EffectKey:     req.EffectKey,
@@ -279,6 +295,10 @@ func Settle(r fencegate.Receipt, o *fencegate.Outcome) (next fencegate.Receipt, 
 	r.SettledAt = &at
 	return r, true, nil
 }
+
+// keptText reports whether s is text every store keeps as it came: UTF-8
+// without NUL (PostgreSQL's text refuses NUL).
+func keptText(s string) bool { return utf8.ValidString(s) && !strings.ContainsRune(s, 0) }
 
 // cloneRequest copies r so that a store never shares the caller's slices.
 func cloneRequest(r *fencegate.EffectRequest) *fencegate.EffectRequest {

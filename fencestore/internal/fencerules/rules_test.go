@@ -31,6 +31,10 @@ func TestDecide(t *testing.T) {
 	otherPayload.PayloadDigest = "sha256:b"
 	otherTarget := *liveSeg2
 	otherTarget.Target = "objects/local/r/x"
+	byDelegate := *liveSeg2 // segment 2 as a delegate wrote it
+	byDelegate.Delegate, byDelegate.DelegationID = "consumer-1", "dlg-1"
+	fromDelegate := admit(5, 2, "L5", "R5", 1000)
+	fromDelegate.Delegate, fromDelegate.DelegationID = "consumer-2", "dlg-2"
 	for _, c := range []struct {
 		rule string
 		row  fencegate.ResourceState
@@ -49,6 +53,9 @@ func TestDecide(t *testing.T) {
 		{"SkippedSegmentIsOutOfOrder", row, admit(5, 4, "L5", "R5", 1000), nil, Reject, fencegate.CodeSegmentOutOfOrder},
 		{"SameSegmentSamePayloadIsReplay", row, admit(5, 2, "L5", "R5", 1000), liveSeg2, Replay, ""},
 		{"SameSegmentOtherPayloadIsQuarantined", row, admit(5, 2, "L5", "R5", 1000), &otherPayload, Quarantine, fencegate.CodeQuarantined},
+		{"SameSegmentFromADelegateIsReplayOfTheOwners", row, fromDelegate, liveSeg2, Replay, ""},
+		{"SameSegmentFromTheOwnerIsReplayOfTheDelegates", row, admit(5, 2, "L5", "R5", 1000), &byDelegate, Replay, ""},
+		{"SameSegmentFromAnotherDelegateIsReplay", row, fromDelegate, &byDelegate, Replay, ""},
 		{"SameSegmentOtherTargetIsQuarantined", row, admit(5, 2, "L5", "R5", 1000), &otherTarget, Quarantine, fencegate.CodeQuarantined},
 		{"OldSegmentWithoutLiveReceiptIsOutOfOrder", row, admit(5, 1, "L5", "R5", 1000), nil, Reject, fencegate.CodeSegmentOutOfOrder},
 		{"HigherFenceStartsAtSegmentOne", row, admit(6, 1, "L6", "R6", 3000), nil, Accept, ""},
@@ -163,5 +170,40 @@ func TestCheckTargetBindsATargetToOneResource(t *testing.T) {
 	}
 	if err := CheckTarget("local", req); fencegate.ErrorCode(err) != fencegate.CodeResourceMismatch {
 		t.Fatalf("target bound to another resource: %v", err)
+	}
+}
+
+// TestNewReceiptNamesTheDelegate: a delegated admission's receipt keeps its
+// delegate and delegation ID beside the grant's owner; the owner's own has
+// neither.
+func TestNewReceiptNamesTheDelegate(t *testing.T) {
+	req := admit(5, 3, "L5", "R5", 1000)
+	req.Grant.Owner = "coordinator"
+	if r := NewReceipt(req); r.Owner != "coordinator" || r.Delegate != "" || r.DelegationID != "" {
+		t.Fatalf("the owner's receipt: owner %q, delegate %q, delegation %q", r.Owner, r.Delegate, r.DelegationID)
+	}
+	req.Delegate, req.DelegationID = "consumer-1", "dlg-1"
+	if r := NewReceipt(req); r.Owner != "coordinator" || r.Delegate != "consumer-1" || r.DelegationID != "dlg-1" {
+		t.Fatalf("the delegate's receipt: owner %q, delegate %q, delegation %q", r.Owner, r.Delegate, r.DelegationID)
+	}
+}
+
+// TestDelegateAndDelegationComeTogether: an admission naming a delegate
+// without its delegation (or the reverse), or either with text a store
+// cannot keep as it came, is INVALID_REQUEST.
+func TestDelegateAndDelegationComeTogether(t *testing.T) {
+	for _, c := range []struct{ delegate, delegation string }{
+		{"consumer-1", ""}, {"", "dlg-1"}, {"consumer\x00", "dlg-1"}, {"consumer-1", "dlg-\xff"},
+	} {
+		req := admit(5, 3, "L5", "R5", 1000)
+		req.Delegate, req.DelegationID = c.delegate, c.delegation
+		if err := ValidateAdmit(req); fencegate.ErrorCode(err) != fencegate.CodeInvalidRequest {
+			t.Errorf("delegate %q, delegation %q: %v, want INVALID_REQUEST", c.delegate, c.delegation, err)
+		}
+	}
+	req := admit(5, 3, "L5", "R5", 1000)
+	req.Delegate, req.DelegationID = "consumer-1", "dlg-1"
+	if err := ValidateAdmit(req); err != nil {
+		t.Fatalf("a delegated admission: %v", err)
 	}
 }

@@ -1,0 +1,90 @@
+package storetest
+
+import (
+	"github.com/fencegate/fencegate"
+)
+
+// delegatedReceiptNamesItsDelegate: a delegated admission's receipt keeps
+// its delegate and delegation ID (beside the grant's owner) in the answer,
+// through an UNKNOWN and a COMMITTED settle, and in every read: by ID, by
+// segment, by operation, by resource and by state; the owner's own receipt
+// has neither. They are not part of the segment: the owner's replay of the
+// delegate's segment, and a delegate's replay of the owner's, answer the
+// original receipt as it was written, and change nothing. A delegate
+// without a delegation ID (or the reverse) is INVALID_REQUEST.
+func delegatedReceiptNamesItsDelegate(f *fx) {
+	w := f.writer("res/dlg", 5)
+	names := func(what string, r fencegate.Receipt, delegate, delegation string) {
+		f.t.Helper()
+		if r.Delegate != delegate || r.DelegationID != delegation || r.Owner != w.g.Owner {
+			f.t.Fatalf("%s %s: owner %q, delegate %q, delegation %q; want %q, %q, %q",
+				what, r.ID, r.Owner, r.Delegate, r.DelegationID, w.g.Owner, delegate, delegation)
+		}
+	}
+	// inLists checks the receipts' delegates in every list that holds them.
+	inLists := func(state fencegate.ReceiptState, want map[string][2]string) {
+		f.t.Helper()
+		for what, list := range map[string][]fencegate.Receipt{
+			"ReceiptsByOperation": f.byOperation(w.g.OperationID),
+			"ReceiptsByResource":  f.byResource(w.g.Resource),
+			"ReceiptsByState":     f.byState(state, 0),
+		} {
+			seen := 0
+			for _, r := range list {
+				if d, ok := want[r.ID]; ok {
+					names(what, r, d[0], d[1])
+					seen++
+				}
+			}
+			if seen != len(want) {
+				f.t.Fatalf("%s holds %d of the receipts %v", what, seen, want)
+			}
+		}
+	}
+
+	owner := w.req(1, "a")
+	own := f.admit(owner).Receipt
+	names("owner's admission", own, "", "")
+	f.commit(own.ID, "v1")
+
+	bad := w.req(2, "b")
+	bad.Delegate = "consumer-1"
+	f.reject(bad, fencegate.CodeInvalidRequest, "")
+	bad = w.req(2, "b")
+	bad.DelegationID = "dlg-1"
+	f.reject(bad, fencegate.CodeInvalidRequest, "")
+
+	req := w.req(2, "b")
+	req.Delegate, req.DelegationID = "consumer-1", "dlg-1"
+	adm := f.admit(req)
+	names("delegated admission", adm.Receipt, "consumer-1", "dlg-1")
+	id := adm.Receipt.ID
+	names("Receipt", f.receipt(id), "consumer-1", "dlg-1")
+	live, err := f.s.ReceiptAt(f.ctx, w.g.Resource, w.g.FenceToken, 2)
+	if err != nil {
+		f.t.Fatalf("ReceiptAt: %v", err)
+	}
+	names("ReceiptAt", live, "consumer-1", "dlg-1")
+	inLists(fencegate.ReceiptPending, map[string][2]string{id: {"consumer-1", "dlg-1"}})
+
+	names("UNKNOWN settle", f.settle(id, unknown), "consumer-1", "dlg-1")
+	inLists(fencegate.ReceiptUnknown, map[string][2]string{id: {"consumer-1", "dlg-1"}})
+	names("COMMITTED settle", f.commit(id, "v2"), "consumer-1", "dlg-1")
+	names("Receipt after the settle", f.receipt(id), "consumer-1", "dlg-1")
+	inLists(fencegate.ReceiptCommitted, map[string][2]string{own.ID: {"", ""}, id: {"consumer-1", "dlg-1"}})
+
+	// The owner replays the delegate's segment, a delegate the owner's, and
+	// another delegate the delegate's: each is the original receipt.
+	names("owner's replay of the delegate's segment", f.replay(w.req(2, "b"), id).Receipt, "consumer-1", "dlg-1")
+	again := w.req(1, "a")
+	again.Delegate, again.DelegationID = "consumer-1", "dlg-1"
+	names("delegate's replay of the owner's segment", f.replay(again, own.ID).Receipt, "", "")
+	again = w.req(2, "b")
+	again.Delegate, again.DelegationID = "consumer-2", "dlg-2"
+	names("another delegate's replay", f.replay(again, id).Receipt, "consumer-1", "dlg-1")
+
+	// The owner's next segment after the delegate's: no delegate.
+	next := f.admit(w.req(3, "c")).Receipt
+	names("owner's admission after the delegate's", next, "", "")
+	names("Receipt of the owner's", f.receipt(next.ID), "", "")
+}
