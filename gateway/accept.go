@@ -84,7 +84,8 @@ type Result struct {
 // generation. It writes nothing; it reads fence state only to tell a
 // superseded owner STALE_OWNER instead of STATUS_INVALID.
 func (g *Gateway) Authorize(ctx context.Context, req Request) (fencegate.VerifiedGrant, fencegate.Status, error) {
-	return g.authorize(ctx, req, true)
+	vg, st, _, err := g.authorize(ctx, req, true)
+	return vg, st, err
 }
 
 // Precheck is Authorize as a request's headers arrive, before its body is
@@ -93,38 +94,42 @@ func (g *Gateway) Authorize(ctx context.Context, req Request) (fencegate.Verifie
 // A refusal is journaled here unless the resource is in shadow mode, where
 // Apply journals what it forwards.
 func (g *Gateway) Precheck(ctx context.Context, req Request) error {
-	_, _, err := g.authorize(ctx, req, false)
+	_, _, _, err := g.authorize(ctx, req, false)
 	if err != nil && g.cfg.Modes.For(req.Resource) != Shadow {
 		g.note(req, Result{}, err)
 	}
 	return err
 }
 
-func (g *Gateway) authorize(ctx context.Context, req Request, query bool) (_ fencegate.VerifiedGrant, _ fencegate.Status, err error) {
+// authorize is Authorize (query false: Precheck's, leaving the registry
+// query to admission), also returning a delegated request's verified
+// delegation (nil for the owner's own request), which admission records in
+// the receipt.
+func (g *Gateway) authorize(ctx context.Context, req Request, query bool) (_ fencegate.VerifiedGrant, _ fencegate.Status, _ *fencegate.Delegation, err error) {
 	var none fencegate.VerifiedGrant
 	ctx, span := g.startSpan(ctx, "fencegate.verify")
 	defer func() { endSpan(span, err) }()
 	logctx.Add(ctx, slog.String("caller", req.Caller), slog.String("resource", req.Resource), slog.Uint64("segment", req.Segment))
 	if req.Caller == "" {
-		return none, fencegate.Status{}, fencegate.Errorf(fencegate.CodeUnauthenticated, "no workload credential")
+		return none, fencegate.Status{}, nil, fencegate.Errorf(fencegate.CodeUnauthenticated, "no workload credential")
 	}
 	if req.GrantToken == "" {
-		return none, fencegate.Status{}, fencegate.Errorf(fencegate.CodeGrantInvalid, "Fence-Grant header is required")
+		return none, fencegate.Status{}, nil, fencegate.Errorf(fencegate.CodeGrantInvalid, "Fence-Grant header is required")
 	}
 	vg, err := g.cfg.Verifier.VerifyGrant(req.GrantToken)
 	if err != nil {
-		return none, fencegate.Status{}, asCode(err, fencegate.CodeGrantInvalid)
+		return none, fencegate.Status{}, nil, asCode(err, fencegate.CodeGrantInvalid)
 	}
 	logctx.Add(ctx, slog.Uint64("fence", vg.FenceToken))
 	if span.IsRecording() { // the attributes' slice would be allocated for a span that records nothing
 		span.SetAttributes(attribute.Int64("fencegate.fence", int64(vg.FenceToken)), attribute.Int64("fencegate.segment", int64(req.Segment)))
 	}
 	if g.cfg.Policy.EpochRevoked(vg.IssuerEpoch) {
-		return none, fencegate.Status{}, fencegate.Errorf(fencegate.CodeEpochRevoked, "issuer epoch %d is revoked", vg.IssuerEpoch)
+		return none, fencegate.Status{}, nil, fencegate.Errorf(fencegate.CodeEpochRevoked, "issuer epoch %d is revoked", vg.IssuerEpoch)
 	}
 	d, err := g.delegation(req, vg)
 	if err != nil {
-		return none, fencegate.Status{}, err
+		return none, fencegate.Status{}, nil, err
 	}
 	var st fencegate.Status
 	switch {
@@ -132,7 +137,7 @@ func (g *Gateway) authorize(ctx context.Context, req Request, query bool) (_ fen
 	case g.cfg.Querier != nil && d != nil:
 		dq, ok := g.cfg.Querier.(DelegationQuerier)
 		if !ok {
-			return none, fencegate.Status{}, fencegate.Errorf(fencegate.CodeUnsupported, "this gateway's registry query cannot state delegations")
+			return none, fencegate.Status{}, nil, fencegate.Errorf(fencegate.CodeUnsupported, "this gateway's registry query cannot state delegations")
 		}
 		st, err = askRegistry(ctx, vg, func(ctx context.Context) (fencegate.Status, error) { return dq.GrantDelegationStatus(ctx, vg, *d) })
 	case g.cfg.Querier != nil:
@@ -152,26 +157,26 @@ func (g *Gateway) authorize(ctx context.Context, req Request, query bool) (_ fen
 	}
 	if err != nil {
 		if stale := g.supersededBy(ctx, req.Caller == vg.Owner || d != nil, vg); stale != nil {
-			return none, fencegate.Status{}, stale
+			return none, fencegate.Status{}, nil, stale
 		}
-		return none, fencegate.Status{}, asCode(err, fencegate.CodeStatusInvalid)
+		return none, fencegate.Status{}, nil, asCode(err, fencegate.CodeStatusInvalid)
 	}
 	if g.cfg.Policy.EpochRevoked(st.IssuerEpoch) {
-		return none, fencegate.Status{}, fencegate.Errorf(fencegate.CodeEpochRevoked, "status proof of revoked issuer epoch %d", st.IssuerEpoch)
+		return none, fencegate.Status{}, nil, fencegate.Errorf(fencegate.CodeEpochRevoked, "status proof of revoked issuer epoch %d", st.IssuerEpoch)
 	}
 	if d == nil && req.Caller != vg.Owner {
-		return none, fencegate.Status{}, fencegate.Errorf(fencegate.CodeOwnerMismatch, "caller %q is not the grant's owner", req.Caller)
+		return none, fencegate.Status{}, nil, fencegate.Errorf(fencegate.CodeOwnerMismatch, "caller %q is not the grant's owner", req.Caller)
 	}
 	if err := g.checkAccess(req, vg, d); err != nil {
-		return none, fencegate.Status{}, err
+		return none, fencegate.Status{}, nil, err
 	}
 	if !fencegate.Covers(vg.Resource, req.Resource) {
-		return none, fencegate.Status{}, fencegate.Errorf(fencegate.CodeResourceMismatch, "target %q is outside the grant's resource %q", req.Resource, vg.Resource)
+		return none, fencegate.Status{}, nil, fencegate.Errorf(fencegate.CodeResourceMismatch, "target %q is outside the grant's resource %q", req.Resource, vg.Resource)
 	}
 	if cur := g.cfg.Policy.PolicyGeneration(); vg.PolicyGeneration < cur {
-		return none, fencegate.Status{}, fencegate.Errorf(fencegate.CodePolicyStale, "grant policy generation %d is older than %d", vg.PolicyGeneration, cur)
+		return none, fencegate.Status{}, nil, fencegate.Errorf(fencegate.CodePolicyStale, "grant policy generation %d is older than %d", vg.PolicyGeneration, cur)
 	}
-	return vg, st, nil
+	return vg, st, d, nil
 }
 
 // queryTimeout bounds one question to the registry (askRegistry): in
@@ -225,7 +230,7 @@ func (g *Gateway) apply(ctx context.Context, req Request) (Result, error) {
 	// Verified again at admission even when the handler checked the headers
 	// before reading the body: the proof must still hold now (cached, cheap).
 	authorizedAt := g.cfg.Now()
-	vg, st, err := g.Authorize(ctx, req)
+	vg, st, d, err := g.authorize(ctx, req, true)
 	if err != nil {
 		if shadow && isVerdict(err) {
 			return g.shadowForward(ctx, req, nil, err, false)
@@ -268,6 +273,11 @@ func (g *Gateway) apply(ctx context.Context, req Request) (Result, error) {
 		Grant: vg, Segment: req.Segment, Target: req.Target, Method: req.Method,
 		PayloadDigest: req.PayloadDigest, EffectKey: req.EffectKey, ReceiptID: g.cfg.NewID(), Now: g.cfg.Now(),
 		PayloadSize: req.PayloadSize, QuarantinePayload: req.QuarantinePayload, EffectTimeout: g.cfg.EffectTimeout,
+	}
+	if d != nil {
+		// The receipt names who made a delegated write: the delegate
+		// (the caller, checked against the delegation) and the delegation.
+		areq.Delegate, areq.DelegationID = d.Delegate, d.ID
 	}
 	if k, ok := req.Effect.(RequestKeeper); ok {
 		// A request that cannot be kept (its key cannot be placed) is

@@ -72,7 +72,7 @@ func (g *Gateway) Admissible(ctx context.Context, req Request) error {
 }
 
 func (g *Gateway) admissible(ctx context.Context, req Request) error {
-	vg, _, err := g.authorize(ctx, req, false)
+	vg, _, _, err := g.authorize(ctx, req, false)
 	if err != nil {
 		return err
 	}

@@ -66,6 +66,54 @@ func TestDelegateWritesUnderTheOwnersFenceAndSegmentRules(t *testing.T) {
 	}
 }
 
+// A delegated write's receipt names its delegate and delegation beside the
+// grant's owner, in the answer and in the store; the owner's own receipts
+// name neither. Who sends a segment is not part of it: the owner's replay
+// of the delegate's segment, and the delegate's of the owner's, answer the
+// original receipt as it was, with nothing forwarded.
+func TestDelegatedWritesReceiptNamesItsDelegate(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	check := func(what string, r fencegate.Receipt, delegate, delegation string) {
+		t.Helper()
+		stored, err := f.store.Receipt(ctx, r.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range []fencegate.Receipt{r, stored} {
+			if r.Owner != owner || r.Delegate != delegate || r.DelegationID != delegation {
+				t.Fatalf("%s receipt %s: owner %q, delegate %q, delegation %q; want %q, %q, %q",
+					what, r.ID, r.Owner, r.Delegate, r.DelegationID, owner, delegate, delegation)
+			}
+		}
+	}
+	own, err := f.gw.Apply(ctx, f.request(5, 1, "s1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("the owner's", own.Receipt, "", "")
+	whole := func(d *fencegate.Delegation) { d.SegmentFrom = 1 }
+	res, err := f.gw.Apply(ctx, f.delegated(f.request(5, 2, "s2"), whole))
+	if err != nil {
+		t.Fatalf("delegated segment 2: %v", err)
+	}
+	check("the delegated write's", res.Receipt, delegate, "dlg-1")
+
+	again, err := f.gw.Apply(ctx, f.request(5, 2, "s2"))
+	if err != nil || !again.Replay || again.Receipt.ID != res.Receipt.ID {
+		t.Fatalf("the owner's replay of segment 2: %+v, %v; want a replay of %s", again, err, res.Receipt.ID)
+	}
+	check("the owner's replay of the delegated write's", again.Receipt, delegate, "dlg-1")
+	again, err = f.gw.Apply(ctx, f.delegated(f.request(5, 1, "s1"), whole))
+	if err != nil || !again.Replay || again.Receipt.ID != own.Receipt.ID {
+		t.Fatalf("the delegate's replay of segment 1: %+v, %v; want a replay of %s", again, err, own.Receipt.ID)
+	}
+	check("the delegate's replay of the owner's", again.Receipt, "", "")
+	if f.content() != "s2" {
+		t.Fatalf("content %q after the replays, want s2", f.content())
+	}
+}
+
 // Every way a delegated write can fail its binding is refused before
 // admission and changes no stored state.
 func TestDelegatedWriteThatFailsItsBindingChangesNothing(t *testing.T) {
