@@ -1,12 +1,16 @@
 package handlers_test
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/fencegate/fencegate"
 )
 
 // consoleSecret is an admin token the console tests log in with.
@@ -256,5 +260,37 @@ func TestLoginNextStaysInsideTheConsole(t *testing.T) {
 		if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != want {
 			t.Errorf("next %q: %d Location %q, want %q (%s)", next, resp.StatusCode, resp.Header.Get("Location"), want, body)
 		}
+	}
+}
+
+// TestConsoleReceiptNamesTheDelegateThatWroteIt: a delegated write's
+// receipt page says which delegate made it under which delegation, and so
+// do the operation's and the resource's lists beside the owner; the
+// owner's own receipt page names no delegate.
+func TestConsoleReceiptNamesTheDelegateThatWroteIt(t *testing.T) {
+	e := newEnv(t)
+	c := e.grant(res7, ownerA, 1, nil)
+	own := e.put(tokA, c, "local/inv/7", 1, "x")
+	if own.status != 200 {
+		t.Fatalf("owner's write: %d %s", own.status, own.body)
+	}
+	const consumer, dlg = "spiffe://test/consumer-9", "dlg_console_1"
+	if _, err := e.store.Admit(context.Background(), fencegate.AdmitRequest{Grant: c.vg, Segment: 2, Target: "objects/local/inv/7",
+		Method: "PUT", PayloadDigest: "sha256:y", ReceiptID: "rcpt_delegated", Delegate: consumer, DelegationID: dlg, Now: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	cookie := map[string]string{"Cookie": e.login()}
+	for _, p := range []string{"/console/receipt?id=rcpt_delegated", "/console/operation?id=" + url.QueryEscape(c.vg.OperationID),
+		"/console/resource?name=" + url.QueryEscape(res7)} {
+		resp, body := e.page("GET", p, cookie, nil)
+		if resp.StatusCode != http.StatusOK || !strings.Contains(body, "delegate "+consumer) {
+			t.Fatalf("GET %s: %d, no delegate %s:\n%s", p, resp.StatusCode, consumer, body)
+		}
+		if strings.HasPrefix(p, "/console/receipt") && (!strings.Contains(body, `id="receipt-delegate"`) || !strings.Contains(body, dlg)) {
+			t.Fatalf("receipt page does not name delegation %s:\n%s", dlg, body)
+		}
+	}
+	if _, body := e.page("GET", "/console/receipt?id="+own.header.Get("Fence-Receipt"), cookie, nil); strings.Contains(body, `id="receipt-delegate"`) {
+		t.Fatalf("the owner's receipt page names a delegate:\n%s", body)
 	}
 }

@@ -1,6 +1,7 @@
 package openapi_test
 
 import (
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -25,6 +26,38 @@ func TestEveryFencedOperationTakesADelegation(t *testing.T) {
 		}
 		if slices.Contains(names, "Fence-Grant") && !slices.Contains(names, "Fence-Delegation") {
 			t.Errorf("%s takes Fence-Grant but does not document Fence-Delegation", op)
+		}
+	}
+}
+
+// TestReceiptSchemaDocumentsEveryReceiptField: the Receipt schema has a
+// property for every member of a receipt's JSON (fencegate.Receipt) and
+// none it lacks, so a field a receipt gains (who made a delegated write,
+// for one) is documented where clients look; the delegate's and the
+// delegation's say what they mean.
+func TestReceiptSchemaDocumentsEveryReceiptField(t *testing.T) {
+	doc := loadDoc(t)
+	props := doc.Components.Schemas["Receipt"].Value.Properties
+	var fields []string
+	rt := reflect.TypeOf(fencegate.Receipt{})
+	for i := range rt.NumField() {
+		name, _, _ := strings.Cut(rt.Field(i).Tag.Get("json"), ",")
+		if name == "" || name == "-" {
+			t.Fatalf("receipt field %s has no JSON name", rt.Field(i).Name)
+		}
+		fields = append(fields, name)
+		if props[name] == nil {
+			t.Errorf("the Receipt schema does not document %q", name)
+		}
+	}
+	for name := range props {
+		if !slices.Contains(fields, name) {
+			t.Errorf("the Receipt schema documents %q, which a receipt does not have", name)
+		}
+	}
+	for _, name := range []string{"delegate", "delegationId"} {
+		if p := props[name]; p == nil || p.Value == nil || !strings.Contains(p.Value.Description, "delegat") {
+			t.Errorf("the Receipt schema's %q does not say what it is", name)
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -62,11 +63,15 @@ func (f *fakeGateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		"operationId": "op-1", "operationRoot": "root", "state": "HELD", "expiresAt": time.Now().Add(30 * time.Second),
 		"grant": "grant-7", "grantDigest": "sha256:g", "statusProof": "proof", "statusExpiresAt": exp}
 	switch {
-	case r.Method == "GET" && r.URL.Path == "/v1/quarantine/q_1":
+	case r.Method == "GET" && (r.URL.Path == "/v1/quarantine/q_1" || r.URL.Path == "/v1/quarantine/q_2"):
+		accepted := fencegate.Receipt{ID: "R1", Resource: "bucket/jobs", FenceToken: 7, Segment: 1, Method: "PUT", PayloadDigest: "sha256:aa", State: fencegate.ReceiptCommitted}
+		if strings.HasSuffix(r.URL.Path, "q_2") { // the accepted write was a delegate's
+			accepted.Delegate, accepted.DelegationID = "consumer", "dlg_1"
+		}
 		answer(w, http.StatusOK, map[string]any{
 			"quarantine": fencegate.Quarantine{ID: "q_1", Resource: "bucket/jobs", FenceToken: 7, Segment: 1, Method: "PUT",
 				ReceiptID: "R1", PayloadDigest: "sha256:bb", PayloadSize: 7, PayloadKept: true, Payload: []byte("refused"), Attempts: 2},
-			"accepted":            fencegate.Receipt{ID: "R1", Resource: "bucket/jobs", FenceToken: 7, Segment: 1, Method: "PUT", PayloadDigest: "sha256:aa", State: fencegate.ReceiptCommitted},
+			"accepted":            accepted,
 			"acceptedPayload":     []byte("accepted"),
 			"acceptedPayloadKept": true,
 		})
@@ -313,6 +318,21 @@ func TestShowQuarantinePutsBothPayloadsSideBySide(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Fatalf("output lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// TestShowQuarantineNamesTheDelegateOfTheAcceptedWrite: when a delegate
+// made the accepted write, a delegate row names it and its delegation
+// (the record of the refused one keeps only the grant's owner); when the
+// owner made it, there is no such row.
+func TestShowQuarantineNamesTheDelegateOfTheAcceptedWrite(t *testing.T) {
+	h := newHarness(t)
+	code, out, errOut := h.run("show-quarantine", "q_2")
+	if code != 0 || !regexp.MustCompile(`(?m)^delegate +\(not recorded\) +consumer \(dlg_1\)$`).MatchString(out) {
+		t.Fatalf("show-quarantine of a delegate's accepted write: %d %s\n%s", code, errOut, out)
+	}
+	if _, out, _ := h.run("show-quarantine", "q_1"); strings.Contains(out, "delegate") {
+		t.Fatalf("show-quarantine of the owner's accepted write names a delegate:\n%s", out)
 	}
 }
 

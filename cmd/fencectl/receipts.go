@@ -5,6 +5,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -92,22 +93,43 @@ func unknownFlags(fs *flag.FlagSet) func(context.Context, *cmd) error {
 	}
 }
 
+// receiptTable prints list one receipt a line. When a delegate made any of
+// them, a last column DELEGATE names it and its delegation ("-" for the
+// owner's own writes); a list without one prints as it always has.
 func receiptTable(c *cmd, list []fencegate.Receipt, overdue map[string]bool) {
 	if len(list) == 0 {
 		fmt.Fprintln(c.out, "no receipts")
 		return
 	}
+	delegated := slices.ContainsFunc(list, func(r fencegate.Receipt) bool { return r.Delegate != "" })
 	tw := tabwriter.NewWriter(c.out, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "RECEIPT\tSTATE\tFENCE\tSEGMENT\tMETHOD\tTARGET\tOPERATION\tCREATED")
+	head := "RECEIPT\tSTATE\tFENCE\tSEGMENT\tMETHOD\tTARGET\tOPERATION\tCREATED"
+	if delegated {
+		head += "\tDELEGATE"
+	}
+	fmt.Fprintln(tw, head)
 	for _, r := range list {
 		st := string(r.State)
 		if overdue[r.ID] {
 			st += " (overdue: reconcile by hand)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", r.ID, st, r.FenceToken, r.Segment, r.Method, r.Target,
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s", r.ID, st, r.FenceToken, r.Segment, r.Method, r.Target,
 			r.OperationID, r.CreatedAt.Format(time.RFC3339))
+		if delegated {
+			fmt.Fprintf(tw, "\t%s", delegateText(r))
+		}
+		fmt.Fprintln(tw)
 	}
 	tw.Flush()
+}
+
+// delegateText is who made r when a delegate did: "consumer (dlg_1)"; "-"
+// for the owner's own write.
+func delegateText(r fencegate.Receipt) string {
+	if r.Delegate == "" {
+		return "-"
+	}
+	return r.Delegate + " (" + r.DelegationID + ")"
 }
 
 func resourceFlags(fs *flag.FlagSet) func(context.Context, *cmd) error {
@@ -165,7 +187,7 @@ func showQuarantineFlags(fs *flag.FlagSet) func(context.Context, *cmd) error {
 		q, a := v.Quarantine, v.Accepted
 		tw := tabwriter.NewWriter(c.out, 2, 4, 2, ' ', 0)
 		fmt.Fprintf(tw, "\tREFUSED (%s)\tACCEPTED (%s)\n", q.ID, a.ID)
-		for _, row := range [][3]string{
+		rows := [][3]string{
 			{"resource", q.Resource, a.Resource},
 			{"fence / segment", fmt.Sprintf("%d / %d", q.FenceToken, q.Segment), fmt.Sprintf("%d / %d", a.FenceToken, a.Segment)},
 			{"method", q.Method, a.Method},
@@ -175,7 +197,12 @@ func showQuarantineFlags(fs *flag.FlagSet) func(context.Context, *cmd) error {
 			{"owner", q.Owner, a.Owner},
 			{"when", fmt.Sprintf("%s (last %s, %d attempts)", q.At.Format(time.RFC3339), q.LastAt.Format(time.RFC3339), q.Attempts), a.CreatedAt.Format(time.RFC3339)},
 			{"state", "QUARANTINED (nothing forwarded)", string(a.State)},
-		} {
+		}
+		if a.Delegate != "" {
+			// A quarantine record keeps the grant's owner, not who sent it.
+			rows = slices.Insert(rows, 7, [3]string{"delegate", "(not recorded)", delegateText(a)})
+		}
+		for _, row := range rows {
 			fmt.Fprintf(tw, "%s\t%s\t%s\n", row[0], row[1], row[2])
 		}
 		tw.Flush()

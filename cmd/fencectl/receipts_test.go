@@ -1,0 +1,35 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fencegate/fencegate"
+)
+
+// TestReceiptTableNamesTheDelegateOfADelegatedWrite: a list holding a
+// delegated write's receipt gets a DELEGATE column naming the delegate and
+// its delegation ("-" on the owner's own writes); a list of the owner's own
+// writes prints as before, without it.
+func TestReceiptTableNamesTheDelegateOfADelegatedWrite(t *testing.T) {
+	at := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	own := fencegate.Receipt{ID: "R1", State: fencegate.ReceiptCommitted, FenceToken: 7, Segment: 1, Method: "PUT",
+		Target: "objects/bucket/jobs/a", OperationID: "op-1", Owner: "coord", CreatedAt: at}
+	delegated := own
+	delegated.ID, delegated.Segment, delegated.Delegate, delegated.DelegationID = "R2", 2, "consumer", "dlg_1"
+	table := func(list ...fencegate.Receipt) []string {
+		var out bytes.Buffer
+		receiptTable(&cmd{out: &out}, list, nil)
+		return strings.Split(strings.TrimSpace(out.String()), "\n")
+	}
+	lines := table(own, delegated)
+	if len(lines) != 3 || !strings.HasSuffix(strings.TrimSpace(lines[0]), "DELEGATE") ||
+		!strings.HasSuffix(strings.TrimSpace(lines[1]), " -") || !strings.HasSuffix(lines[2], "consumer (dlg_1)") {
+		t.Fatalf("a list with a delegated write:\n%s", strings.Join(lines, "\n"))
+	}
+	if lines := table(own); len(lines) != 2 || strings.Contains(lines[0], "DELEGATE") || strings.HasSuffix(lines[1], " -") {
+		t.Fatalf("the owner's own writes:\n%s", strings.Join(lines, "\n"))
+	}
+}
