@@ -33,7 +33,8 @@ func TestDelegateWritesThroughTheBinaryAndRevocationStopsIt(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := l.Objects("local").Put(ctx, "jobs/1/manifest", strings.NewReader("m"), "text/plain"); err != nil {
+			manifest, err := l.Objects("local").Put(ctx, "jobs/1/manifest", strings.NewReader("m"), "text/plain")
+			if err != nil {
 				t.Fatal(err)
 			}
 			dl, err := l.Delegate(ctx, client.DelegateParams{Delegate: "consumer", SegmentFrom: 2, SegmentTo: 3})
@@ -51,6 +52,20 @@ func TestDelegateWritesThroughTheBinaryAndRevocationStopsIt(t *testing.T) {
 			r, err := w.Put(ctx, "local", "jobs/1/part-2", 2, strings.NewReader("two"), "text/plain")
 			if err != nil || r.Segment != 2 || r.FenceToken != l.Fence() {
 				t.Fatalf("delegated segment 2: %+v %v", r, err)
+			}
+			// The receipt, as the gateway answers it to anyone who reads
+			// it, names who made each write: the delegate and its
+			// delegation for segment 2, nobody but the owner for the
+			// manifest.
+			for _, tok := range []string{"token-coord", "token-consumer"} {
+				got := p.do(t, "GET", "/v1/receipts/"+r.ID, tok, nil, "")
+				if got.status != 200 || got.str("owner") != "coord" || got.str("delegate") != "consumer" || got.str("delegationId") != dl.ID {
+					t.Fatalf("the delegated write's receipt read with %s: %d %s; want owner coord, delegate consumer, delegation %s", tok, got.status, got.body, dl.ID)
+				}
+			}
+			if own := p.do(t, "GET", "/v1/receipts/"+manifest.ID, "token-coord", nil, ""); own.status != 200 || own.str("owner") != "coord" ||
+				strings.Contains(string(own.body), `"delegat`) {
+				t.Fatalf("the owner's receipt: %d %s", own.status, own.body)
 			}
 			before := p.do(t, "GET", "/v1/resources/local/jobs/1", "token-coord", nil, "")
 			if _, err := w.Put(ctx, "local", "jobs/1/part-4", 4, strings.NewReader("x"), "text/plain"); fencegate.ErrorCode(err) != fencegate.CodeDelegationInvalid {
@@ -199,6 +214,18 @@ func TestFencectlDelegatesAndRevokes(t *testing.T) {
 	var rc fencegate.Receipt
 	if out := ctl("--json", "put", "local/cli/9/owner", "part"); json.Unmarshal([]byte(out), &rc) != nil || rc.Segment != 4 {
 		t.Fatalf("the owner's write after the delegated segments: %s", out)
+	}
+	// The receipts listing names the delegate of its segments and none of
+	// the owner's.
+	byLine := map[string]string{}
+	for _, line := range strings.Split(ctl("receipts", "--operation", "cli-9"), "\n") {
+		if f := strings.Fields(line); len(f) > 3 {
+			byLine[f[3]] = line // by segment
+		}
+	}
+	if !strings.HasSuffix(byLine["SEGMENT"], "DELEGATE") || !strings.HasSuffix(byLine["2"], "consumer ("+d.ID+")") ||
+		!strings.HasSuffix(byLine["3"], "consumer ("+d.ID+")") || !strings.HasSuffix(byLine["1"], " -") || !strings.HasSuffix(byLine["4"], " -") {
+		t.Fatalf("fencectl receipts does not name the delegate of segments 2 and 3 alone:\n%v", byLine)
 	}
 	if out := ctl("revoke-delegation", d.ID); !strings.Contains(out, "revoked") {
 		t.Fatalf("revoke: %s", out)
