@@ -45,6 +45,15 @@
 // Every rejection is a *fencegate.Error: GRANT_INVALID from VerifyGrant,
 // STATUS_INVALID from VerifyStatus.
 //
+// Trust bundle signatures (bundlesig.go) chain bundles across rotations:
+// SignBundle signs the exact bytes of a bundle document with a detached
+// compact JWS per key (typ fencegate-bundle+jws, bundleVersion in the
+// protected header), and VerifyBundleSignature accepts it only under a key of
+// the bundle already in force, with that key's own alg, inside its window.
+// The typ keeps the documents apart: the grant and status verifiers refuse a
+// bundle signature, and VerifyBundleSignature refuses a grant or status
+// proof. A refused signature is INVALID_REQUEST.
+//
 // Package prooftest holds helpers for other packages' tests: a signer, a
 // bundle and a verifier on an injectable clock, issuing valid tokens by default.
 package proofs
