@@ -13,8 +13,12 @@
 //     revoked epochs travel in that bundle to registry-less replicas;
 //   - rotation keeps the earlier keys trusted for the overlap window only;
 //   - the trust bundle changes only through RotateKey, RetireEpoch,
-//     SetTrustBundle and ReloadBundle, never because a token says so, and its
-//     version never goes down;
+//     SetTrustBundle, ReloadBundle and OfferBundle, never because a token
+//     says so, and its version never goes down;
+//   - each bundle a signing authority publishes is signed by the key that
+//     signed before the change and the one after, and a replica installs a
+//     bundle fetched from its registry only under a signature by a key of
+//     the bundle in force there (a chain; bundlesig.go);
 //   - a start whose configured modes switch validation off (enforce to shadow,
 //     a new shadow pattern, a removed enforce rule) against the modes in force
 //     is refused unless break-glass is given, which is logged and counted;
@@ -53,6 +57,10 @@ type Files struct {
 	// Key holds the registry's Ed25519 signing seed (hex, mode 0600); only a
 	// signing authority uses it.
 	Key string
+	// BundleSignature holds the signatures of the bundle in force and the
+	// one before (bundlesig.go); only a signing authority uses it. ""
+	// means Bundle + ".sig".
+	BundleSignature string
 	// S3Key holds the registry's S3 credential key (32 bytes, hex, mode
 	// 0600; package s3cred), created on first start; only a signing
 	// authority uses it. "": no S3 credentials are issued.
@@ -91,6 +99,11 @@ type Config struct {
 	BreakGlass bool
 	// Overlap is how long keys replaced by a rotation stay trusted (default 10 min).
 	Overlap time.Duration
+	// AcceptUnsignedBundles lets OfferBundle install a fetched bundle that
+	// carries no signature at all (a registry older than bundle signatures,
+	// during a rolling upgrade); a signature that does not verify is refused
+	// all the same.
+	AcceptUnsignedBundles bool
 	// VerifierOptions configure the verifier built over the bundle.
 	VerifierOptions []proofs.Option
 	Now             func() time.Time
@@ -136,6 +149,11 @@ type Authority struct {
 	opModes   []gateway.ModeRule
 	floors    Floors
 	windows   []window // the bundle's keys by epoch and end of validity
+	// served is the bundle in force as a signing authority serves it: its
+	// document and signature (bundlesig.go).
+	served signedBundle
+	// acceptUnsigned is Config.AcceptUnsignedBundles.
+	acceptUnsigned bool
 }
 
 // window is when a bundle key of epoch stops being valid (zero: never).

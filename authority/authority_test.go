@@ -321,31 +321,31 @@ func TestReplicaOffersInstallOnlyNewerBundlesAndNeverOverwriteANewerFile(t *test
 		t.Fatal(err)
 	}
 	replica := rep.open()
-	if ok, _, err := replica.OfferBundle(v1); ok || err != nil {
+	if ok, _, err := replica.OfferBundle(v1, ""); ok || err != nil {
 		t.Fatalf("same version installed again: %v %v", ok, err)
 	}
 	if _, err := registry.RotateKey(ctx); err != nil {
 		t.Fatal(err)
 	}
-	v2, _ := registry.TrustBundle(ctx)
+	v2, sig2, _ := registry.SignedTrustBundle(ctx)
 	if _, err := registry.RetireEpoch(ctx, 1); err != nil {
 		t.Fatal(err)
 	}
-	v3, _ := registry.TrustBundle(ctx)
+	v3, sig3, _ := registry.SignedTrustBundle(ctx)
 	// Someone already put v3 in the (shared) file; offering v2 must not replace it.
 	if err := os.WriteFile(rep.cfg.Files.Bundle, v3, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if ok, v, err := replica.OfferBundle(v2); !ok || v != 2 || err != nil {
+	if ok, v, err := replica.OfferBundle(v2, sig2); !ok || v != 2 || err != nil {
 		t.Fatalf("offer v2: %v %d %v", ok, v, err)
 	}
 	if !bytes.Equal(v3, rep.read("trust-bundle.json")) {
 		t.Fatal("an older fetched bundle overwrote a newer file")
 	}
-	if ok, v, err := replica.OfferBundle(v3); !ok || v != 3 || err != nil || !replica.EpochRevoked(1) {
+	if ok, v, err := replica.OfferBundle(v3, sig3); !ok || v != 3 || err != nil || !replica.EpochRevoked(1) {
 		t.Fatalf("offer v3: %v %d %v", ok, v, err)
 	}
-	_, _, err := replica.OfferBundle([]byte(`{"version":9}`))
+	_, _, err := replica.OfferBundle([]byte(`{"version":9}`), sig3)
 	wantCode(t, err, fencegate.CodeInvalidRequest)
 	if replica.Verifier().Bundle().Version() != 3 {
 		t.Fatal("a refused offer changed the bundle")

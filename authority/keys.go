@@ -71,7 +71,7 @@ func (a *Authority) RetireEpoch(_ context.Context, n uint64) (State, error) {
 		}
 	case a.signing:
 		b := a.verifier.Bundle()
-		if err := a.publishWith(revoked, b.Keys(), b.Version()+1); err != nil {
+		if err := a.publishWith(revoked, b.Keys(), b.Version()+1, a.signer); err != nil {
 			return State{}, err
 		}
 	default:
@@ -141,7 +141,8 @@ func (a *Authority) rotateLocked(revoked map[uint64]bool) error {
 	if err := writeSeed(next, seed); err != nil {
 		return err
 	}
-	if err := a.publishWith(revoked, keys, old.Version()+1); err != nil {
+	// Signed by the outgoing key, which replicas still trust, and the new one.
+	if err := a.publishWith(revoked, keys, old.Version()+1, a.signer, signer); err != nil {
 		if !a.bundleFileTrusts(signer) {
 			_ = os.Remove(next)
 		}
@@ -185,14 +186,15 @@ func (a *Authority) noStoppedRotation() error {
 	return nil
 }
 
-// publish is publishWith the revocations in force.
+// publish is publishWith the revocations in force, signed by the signing key.
 func (a *Authority) publish(keys []proofs.BundleKey, version uint64) error {
-	return a.publishWith(a.revoked, keys, version)
+	return a.publishWith(a.revoked, keys, version, a.signer)
 }
 
 // publishWith writes and installs a bundle of version holding keys, less
-// those of revoked epochs and those expired, and listing revoked.
-func (a *Authority) publishWith(revoked map[uint64]bool, keys []proofs.BundleKey, version uint64) error {
+// those of revoked epochs and those expired, and listing revoked, signed by
+// signers (the signature persisted before the bundle file).
+func (a *Authority) publishWith(revoked map[uint64]bool, keys []proofs.BundleKey, version uint64, signers ...*proofs.Signer) error {
 	now := a.now()
 	var kept []proofs.BundleKey
 	rv := proofs.Revocations{Epochs: revokedList(revoked), KeyIDs: a.verifier.Bundle().Revocations().KeyIDs}
@@ -208,19 +210,25 @@ func (a *Authority) publishWith(revoked map[uint64]bool, keys []proofs.BundleKey
 	if err != nil {
 		return err
 	}
-	if err := writeBundle(a.files.Bundle, b); err != nil {
+	sb, err := a.seal(b, signers...)
+	if err != nil {
+		return err
+	}
+	if err := WriteFileAtomic(a.files.Bundle, sb.data, 0o644); err != nil {
 		return fencegate.Wrap(err, fencegate.CodeInternal, "persist trust bundle")
 	}
-	return a.install(b)
+	return a.install(b, sb)
 }
 
-// install makes b the bundle in force and takes over its revocations.
-func (a *Authority) install(b *proofs.Bundle) error {
+// install makes b the bundle in force, served as sb (a signing authority's
+// document and signature; zero otherwise), and takes over its revocations.
+func (a *Authority) install(b *proofs.Bundle, sb signedBundle) error {
 	if err := a.verifier.SetBundle(b); err != nil {
 		return err
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.served = sb
 	a.windows = windowsOf(b)
 	if len(b.RevokedEpochs()) > 0 {
 		revoked := maps.Clone(a.revoked)
@@ -269,13 +277,26 @@ func (a *Authority) persistThenInstall(b *proofs.Bundle, data []byte) error {
 	if err := a.verifier.Admits(b); err != nil {
 		return err
 	}
+	sb, err := a.sealIfSigning(b)
+	if err != nil {
+		return err
+	}
 	// The file may be shared: never replace a version at least as new.
 	if onDisk, err := proofs.LoadBundle(a.files.Bundle); err != nil || onDisk.Version() < b.Version() {
 		if err := WriteFileAtomic(a.files.Bundle, data, 0o644); err != nil {
 			return fencegate.Wrap(err, fencegate.CodeInternal, "persist trust bundle")
 		}
 	}
-	return a.install(b)
+	return a.install(b, sb)
+}
+
+// sealIfSigning signs b with the signing key (which an admissible bundle
+// holds, as did the one in force) when this authority signs.
+func (a *Authority) sealIfSigning(b *proofs.Bundle) (signedBundle, error) {
+	if !a.signing {
+		return signedBundle{}, nil
+	}
+	return a.seal(b, a.signer)
 }
 
 // ReloadBundle installs the bundle file if its version is above the one in
@@ -286,23 +307,30 @@ func (a *Authority) ReloadBundle() (installed bool, version uint64, err error) {
 	if err != nil {
 		return false, 0, err
 	}
-	return a.offer(b, nil)
+	return a.offer(b, nil, "")
 }
 
 // OfferBundle installs a bundle document fetched from the registry this
 // replica is configured with (registryURL) if its version is above the one
 // in force, and persists it as the bundle file; the same rules as
-// SetTrustBundle apply, and a refused one changes nothing.
-func (a *Authority) OfferBundle(data []byte) (installed bool, version uint64, err error) {
+// SetTrustBundle apply, and a refused one changes nothing. It is installed
+// only if signature (the registry's proofs.BundleSignatureHeader) verifies
+// over data under a key of the bundle in force here, of an epoch not
+// revoked here: a chain from the file this replica started with, never a
+// bundle whose keys vouch for themselves. An unsigned one is refused unless
+// Config.AcceptUnsignedBundles. A bundle whose version is not above the one
+// in force is not installed and not checked.
+func (a *Authority) OfferBundle(data []byte, signature string) (installed bool, version uint64, err error) {
 	b, err := proofs.ParseBundle(data)
 	if err != nil {
 		return false, 0, err
 	}
-	return a.offer(b, data)
+	return a.offer(b, data, signature)
 }
 
-// offer installs b if it is newer; data, when set, is written as the bundle file.
-func (a *Authority) offer(b *proofs.Bundle, data []byte) (bool, uint64, error) {
+// offer installs b if it is newer; data, when set (a fetched document), must
+// be signed by signature along the chain and is written as the bundle file.
+func (a *Authority) offer(b *proofs.Bundle, data []byte, signature string) (bool, uint64, error) {
 	a.change.Lock()
 	defer a.change.Unlock()
 	if b.Version() <= a.verifier.Bundle().Version() {
@@ -311,13 +339,21 @@ func (a *Authority) offer(b *proofs.Bundle, data []byte) (bool, uint64, error) {
 	if err := a.admissible(b); err != nil {
 		return false, b.Version(), err
 	}
+	if data != nil {
+		if err := a.checkChain(b, data, signature); err != nil {
+			return false, b.Version(), err
+		}
+	}
 	// Written before it is in force, as SetTrustBundle does (a reload
 	// installs the file itself).
 	var err error
 	if data != nil {
 		err = a.persistThenInstall(b, data)
 	} else {
-		err = a.install(b)
+		var sb signedBundle
+		if sb, err = a.sealIfSigning(b); err == nil {
+			err = a.install(b, sb)
+		}
 	}
 	if err != nil {
 		return false, b.Version(), err

@@ -45,7 +45,7 @@ func Open(cfg Config) (*Authority, error) {
 		return nil, err
 	}
 	a := &Authority{files: cfg.Files, signing: cfg.Signing, overlap: cfg.Overlap, now: cfg.Now, log: cfg.Log,
-		alarm: cfg.Alarm, policyGen: max(cfg.PolicyGeneration, p.PolicyGeneration, 1), revoked: map[uint64]bool{}}
+		alarm: cfg.Alarm, acceptUnsigned: cfg.AcceptUnsignedBundles, policyGen: max(cfg.PolicyGeneration, p.PolicyGeneration, 1), revoked: map[uint64]bool{}}
 	for _, e := range slices.Concat(cfg.RevokedEpochs, p.RevokedEpochs) {
 		if e != 0 {
 			a.revoked[e] = true
@@ -93,6 +93,11 @@ func Open(cfg Config) (*Authority, error) {
 		// config): publish it, dropping the revoked keys at once.
 		if err := a.publish(b.Keys(), b.Version()+1); err != nil {
 			return nil, err
+		}
+	}
+	if cfg.Signing && a.served.version != a.verifier.Bundle().Version() {
+		if err := a.openSignature(); err != nil {
+			return nil, fmt.Errorf("trust bundle signature %s: %w", a.sigFile(), err)
 		}
 	}
 	if err := a.save(); err != nil {

@@ -87,7 +87,7 @@ func TestRetiringTheSigningEpochIsOneBundleVersion(t *testing.T) {
 // it would publish another bundle of the same version.
 func TestARotationWhoseBundleLandedKeepsItsKey(t *testing.T) {
 	a, cfg := openSigning(t)
-	failingFsync(t, 4) // the new key's file and directory, the bundle's file, then its directory
+	failingFsync(t, 6) // the new key's file and directory, the signature's file and directory, the bundle's file, then its directory
 	if _, err := a.RotateKey(context.Background()); err == nil {
 		t.Fatal("the rotation answered success")
 	}
@@ -119,7 +119,7 @@ func TestARetirementWaitsForAStoppedRotation(t *testing.T) {
 	func() {
 		saved := fsync
 		defer func() { fsync = saved }()
-		failingFsync(t, 4) // the second rotation's bundle directory
+		failingFsync(t, 6) // the second rotation's bundle directory (after its key's and signature's)
 		if _, err := a.RotateKey(context.Background()); err == nil {
 			t.Fatal("the rotation answered success")
 		}

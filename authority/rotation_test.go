@@ -93,13 +93,12 @@ func TestABundleThatCannotBeWrittenIsNotInForce(t *testing.T) {
 	reg := newEnv(t, true)
 	registry := reg.open()
 	v1, _ := registry.TrustBundle(ctx)
-	if _, err := registry.RotateKey(ctx); err != nil {
-		t.Fatal(err)
-	}
+	// Retiring the signing epoch: one version later, epoch 1 revoked, signed
+	// by key 1, which the replica trusts (a fetch follows the chain).
 	if _, err := registry.RetireEpoch(ctx, 1); err != nil {
 		t.Fatal(err)
 	}
-	v3, _ := registry.TrustBundle(ctx)
+	v3, sig3, _ := registry.SignedTrustBundle(ctx)
 	rep := newEnv(t, false)
 	lose, restore := elsewhere(rep, &rep.cfg.Files.Bundle, "trust")
 	if err := os.WriteFile(rep.cfg.Files.Bundle, v1, 0o644); err != nil {
@@ -108,7 +107,7 @@ func TestABundleThatCannotBeWrittenIsNotInForce(t *testing.T) {
 	replica := rep.open()
 	for name, offer := range map[string]func() error{
 		"upload": func() error { _, err := replica.SetTrustBundle(ctx, v3); return err },
-		"fetch":  func() error { _, _, err := replica.OfferBundle(v3); return err },
+		"fetch":  func() error { _, _, err := replica.OfferBundle(v3, sig3); return err },
 	} {
 		lose()
 		err := offer()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 
 	"github.com/fencegate/fencegate/domain"
 )
@@ -50,22 +51,24 @@ func (c *Client) ResolveS3(ctx context.Context, lease string) (domain.S3Resoluti
 
 // TrustBundle is GET /v1/trust-bundle (gateway identities only): the
 // registry's trust bundle, byte for byte as answered, at most limit bytes
-// (a longer answer is an error). The caller verifies it.
-func (c *Client) TrustBundle(ctx context.Context, limit int64) ([]byte, error) {
+// (a longer answer is an error), and its signature as answered in the
+// Fence-Bundle-Signature header ("" when there is none: a registry too old
+// to sign). The caller verifies both.
+func (c *Client) TrustBundle(ctx context.Context, limit int64) (bundle []byte, signature string, err error) {
 	resp, err := c.send(ctx, request{op: "trust bundle", method: http.MethodGet, path: "/v1/trust-bundle"})
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, answerError("trust bundle", resp)
+		return nil, "", answerError("trust bundle", resp)
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
 	if err != nil {
-		return nil, &UncertainError{Op: "trust bundle", Err: err}
+		return nil, "", &UncertainError{Op: "trust bundle", Err: err}
 	}
 	if int64(len(raw)) > limit {
-		return nil, domain.Errorf(domain.CodeInternal, "trust bundle: answer larger than %d bytes", limit)
+		return nil, "", domain.Errorf(domain.CodeInternal, "trust bundle: answer larger than %d bytes", limit)
 	}
-	return raw, nil
+	return raw, strings.Join(resp.Header.Values("Fence-Bundle-Signature"), ", "), nil
 }

@@ -14,7 +14,8 @@ import (
 // TestRegistryRoutesShareTheClientsRequestsAndErrors: the gateway routes of
 // the registry (attest, s3-resolve, trust-bundle) authenticate with the
 // client's token, carry what the request hook adds, answer the body as
-// sent (the bundle byte for byte) and decode a refusal into *domain.Error.
+// sent (the bundle byte for byte, with every Fence-Bundle-Signature value)
+// and decode a refusal into *domain.Error.
 func TestRegistryRoutesShareTheClientsRequestsAndErrors(t *testing.T) {
 	var auth, hooked, body []string
 	bundle := "{\"keys\":[]}\n"
@@ -30,6 +31,8 @@ func TestRegistryRoutesShareTheClientsRequestsAndErrors(t *testing.T) {
 		case "/v1/leases/l-1/s3-resolve":
 			w.Write([]byte(`{"state":"HELD","grant":"g","statusProof":"p","secretAccessKey":"s"}`))
 		case "/v1/trust-bundle":
+			w.Header().Add("Fence-Bundle-Signature", "h1..s1")
+			w.Header().Add("Fence-Bundle-Signature", "h2..s2")
 			w.Write([]byte(bundle))
 		default:
 			w.Header().Set("Content-Type", "application/problem+json")
@@ -51,11 +54,11 @@ func TestRegistryRoutesShareTheClientsRequestsAndErrors(t *testing.T) {
 	if err != nil || res.State != domain.StateHeld || res.SecretAccessKey != "s" {
 		t.Fatalf("resolve = %+v, %v", res, err)
 	}
-	b, err := c.TrustBundle(ctx, 1<<20)
-	if err != nil || string(b) != bundle {
-		t.Fatalf("bundle = %q, %v", b, err)
+	b, sig, err := c.TrustBundle(ctx, 1<<20)
+	if err != nil || string(b) != bundle || sig != "h1..s1, h2..s2" {
+		t.Fatalf("bundle = %q, signature %q, %v", b, sig, err)
 	}
-	if _, err := c.TrustBundle(ctx, 4); domain.ErrorCode(err) != domain.CodeInternal {
+	if _, _, err := c.TrustBundle(ctx, 4); domain.ErrorCode(err) != domain.CodeInternal {
 		t.Errorf("bundle over the limit: %v, want INTERNAL", err)
 	}
 	if _, err := c.ResolveS3(ctx, "l-2"); domain.ErrorCode(err) != domain.CodeNotFound {

@@ -86,11 +86,12 @@ type Config struct {
 	// installs newer versions, so rotations and revocations reach it by
 	// themselves; RegistryCredential must be one of the registry's gateways.
 	//
-	// The trust bundle names the keys the replica trusts and carries no
-	// signature of its own, and the credential is a bearer token: so
-	// RegistryURL must be https:// (verified against the system roots, or
-	// RegistryCA), unless its host is loopback (127.0.0.0/8, ::1,
-	// localhost) or RegistryInsecureHTTP is set.
+	// A fetched bundle is installed only under a signature by a key of the
+	// bundle in force here (the chain; see RegistryBundleUnsigned), but the
+	// credential is a bearer token and an unsigned bundle may be accepted
+	// during an upgrade: so RegistryURL must be https:// (verified against
+	// the system roots, or RegistryCA), unless its host is loopback
+	// (127.0.0.0/8, ::1, localhost) or RegistryInsecureHTTP is set.
 	RegistryURL        string   `yaml:"registryURL"`
 	RegistryCredential Identity `yaml:"registryCredential"`
 	// RegistryCA is a PEM file of the CA certificates a registryURL's
@@ -103,6 +104,14 @@ type Config struct {
 	// (for good: bundle versions never go down) and reads the gateway
 	// credential. Logged as a warning at every start.
 	RegistryInsecureHTTP bool `yaml:"registryInsecureHTTP"`
+	// RegistryBundleUnsigned is what a replica with a registryURL does with
+	// a fetched trust bundle that carries no signature (Fence-Bundle-Signature):
+	// "refuse" (the default, also ""), since whoever answers the URL could
+	// strip the signature, or "accept", only for a rolling upgrade whose
+	// registry does not sign yet (upgrade the registry first, then remove
+	// the setting). Logged as a warning at every start. A signature that does
+	// not verify is refused either way.
+	RegistryBundleUnsigned string `yaml:"registryBundleUnsigned"`
 	// BundleRefresh is how often a replica with a registryURL fetches the
 	// trust bundle (default 1s; keep it well below the registry's statusLife).
 	BundleRefresh time.Duration `yaml:"bundleRefresh"`

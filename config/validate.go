@@ -154,8 +154,17 @@ func (c *Config) Validate() error {
 	if c.RegistryURL == "" && c.RegistryInsecureHTTP {
 		at("registryInsecureHTTP", "registryInsecureHTTP allows a plain http registryURL, which is not set")
 	}
+	switch c.RegistryBundleUnsigned {
+	case "", "refuse":
+	case "accept":
+		if c.RegistryURL == "" {
+			at("registryBundleUnsigned", "registryBundleUnsigned: accept is for bundles fetched from registryURL, which is not set")
+		}
+	default:
+		at("registryBundleUnsigned", "registryBundleUnsigned must be refuse or accept, not %q", c.RegistryBundleUnsigned)
+	}
 	if c.Registry == nil && c.TrustBundle == "" {
-		at("trustBundle", "trustBundle is required when no in-process registry signs grants")
+		at("trustBundle", "trustBundle is required when no in-process registry signs grants (with a registryURL it is the first link of the chain fetched bundles are verified along)")
 	}
 	if c.PolicyGeneration == 0 {
 		at("policyGeneration", "policyGeneration must be >= 1")
@@ -329,4 +338,11 @@ func LoadCAPool(field, path string) (*x509.CertPool, error) {
 		return nil, fmt.Errorf("%s %s holds no PEM certificate", field, path)
 	}
 	return pool, nil
+}
+
+// AcceptsUnsignedBundles reports whether a replica installs a bundle fetched
+// from registryURL that carries no signature (registryBundleUnsigned:
+// accept, for a rolling upgrade).
+func (c *Config) AcceptsUnsignedBundles() bool {
+	return c.RegistryURL != "" && c.RegistryBundleUnsigned == "accept"
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/proofs"
 	"github.com/fencegate/fencegate/registry"
 	"github.com/go-chi/chi/v5"
 )
@@ -81,13 +82,31 @@ func (s *Server) gatewayOnly(next http.Handler) http.Handler {
 	})
 }
 
+// BundleSigner is what an Admin that signs its trust bundle offers (found
+// by type assertion; *authority.Authority): the bundle document as served
+// and its signature over exactly those bytes.
+type BundleSigner interface {
+	SignedTrustBundle(ctx context.Context) (bundle []byte, signature string, err error)
+}
+
 // registryBundle answers the registry's trust bundle to a gateway replica,
-// which installs it only if newer and not lifting a revocation.
+// which installs it only if newer, not lifting a revocation and signed (the
+// Fence-Bundle-Signature header) by a key of the bundle in force there.
 func (s *Server) registryBundle(w http.ResponseWriter, r *http.Request) {
-	b, err := s.Admin.TrustBundle(r.Context())
+	var b []byte
+	var sig string
+	var err error
+	if bs, ok := s.Admin.(BundleSigner); ok {
+		b, sig, err = bs.SignedTrustBundle(r.Context())
+	} else {
+		b, err = s.Admin.TrustBundle(r.Context())
+	}
 	if err != nil {
 		s.problem(w, r, err)
 		return
+	}
+	if sig != "" {
+		w.Header().Set(proofs.BundleSignatureHeader, sig)
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")

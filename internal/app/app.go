@@ -120,7 +120,7 @@ func Build(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, er
 	}
 	acfg := authority.Config{Files: files, Signing: cfg.Registry != nil, PolicyGeneration: cfg.PolicyGeneration,
 		RevokedEpochs: cfg.RevokedEpochs, Modes: cfg.Modes, BreakGlass: cfg.BreakGlass, Overlap: cfg.KeyOverlap,
-		Log: log, Alarm: a.metrics}
+		AcceptUnsignedBundles: cfg.AcceptsUnsignedBundles(), Log: log, Alarm: a.metrics}
 	if rc := cfg.Registry; rc != nil {
 		acfg.KeyID, acfg.IssuerEpoch = rc.KeyID, rc.IssuerEpoch
 		if rc.SigningKey != "" {
@@ -200,6 +200,10 @@ func Build(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, er
 			return nil, err
 		}
 		a.remote.refresh = func(ctx context.Context) { a.pull(ctx, time.Second) }
+		if cfg.AcceptsUnsignedBundles() {
+			log.Warn("registryBundleUnsigned: accept: a trust bundle from registryURL without a signature is installed, so whoever can answer or strip it names the keys this replica trusts; only while the registry is upgraded to one that signs, then remove the setting",
+				"registryURL", config.Redacted(cfg.RegistryURL))
+		}
 		if cfg.InsecureRegistryHTTP() {
 			log.Warn("registryURL is plain http (registryInsecureHTTP): whoever can answer it names the keys this replica trusts and reads the gateway credential; only for a private network you trust",
 				"registryURL", config.Redacted(cfg.RegistryURL))

@@ -59,7 +59,10 @@ func (a *App) reloadBundle() {
 
 // pullBundles fetches the registry's trust bundle every bundleRefresh until
 // ctx ends and offers it to the authority, which installs a newer version
-// (with its revocations) and refuses one that lifts a revocation or goes back.
+// (with its revocations) signed by a key of the bundle in force here, and
+// refuses one that lifts a revocation or goes back, or is not so signed
+// (unsigned: unless registryBundleUnsigned is accept). A refused bundle
+// leaves the bundle in force as it is.
 // Failures are logged once each until the next success.
 func (a *App) pullBundles(ctx context.Context) {
 	t := time.NewTicker(a.cfg.BundleRefresh)
@@ -87,11 +90,11 @@ func (a *App) pull(ctx context.Context, fresh time.Duration) {
 		return
 	}
 	defer func() { a.pulledAt = time.Now() }()
-	data, err := a.remote.FetchBundle(ctx)
+	data, sig, err := a.remote.FetchBundle(ctx)
 	var installed bool
 	var version uint64
 	if err == nil {
-		installed, version, err = a.auth.OfferBundle(data)
+		installed, version, err = a.auth.OfferBundle(data, sig)
 	}
 	switch held := a.auth.Verifier().Bundle().Version(); {
 	case err != nil && ctx.Err() == nil && err.Error() != a.pullErr:

@@ -29,7 +29,7 @@ func TestRegistryClientVerifiesTheRegistryCertificate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := q.FetchBundle(context.Background()); err == nil || !strings.Contains(err.Error(), "certificate") {
+	if _, _, err := q.FetchBundle(context.Background()); err == nil || !strings.Contains(err.Error(), "certificate") {
 		t.Fatalf("bundle fetched from a registry whose certificate no trusted CA signed: %v", err)
 	}
 
@@ -39,7 +39,7 @@ func TestRegistryClientVerifiesTheRegistryCertificate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b, err := q.FetchBundle(context.Background()); err != nil || string(b) != `{"version":1}` {
+	if b, _, err := q.FetchBundle(context.Background()); err != nil || string(b) != `{"version":1}` {
 		t.Fatalf("bundle from a registry registryCA vouches for: %q, %v", b, err)
 	}
 }
@@ -59,7 +59,7 @@ func TestRegistryClientFollowsNoRedirect(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := q.FetchBundle(context.Background()); err == nil || leaked {
+	if _, _, err := q.FetchBundle(context.Background()); err == nil || leaked {
 		t.Fatalf("redirect followed (credential sent on: %v): %v", leaked, err)
 	}
 }

@@ -129,9 +129,11 @@ func askProof(ask func() (string, error)) (string, error) {
 }
 
 // FetchBundle reads the registry's trust bundle (GET /v1/trust-bundle, as
-// a gateway identity). The document is only offered to the authority, which
-// installs it under the same rules as any other bundle.
-func (q *remoteQuerier) FetchBundle(ctx context.Context) ([]byte, error) {
+// a gateway identity) and its signature (Fence-Bundle-Signature, "" if
+// none). Both are only offered to the authority, which installs the bundle
+// only under a signature by a key of the bundle in force, and under the same
+// rules as any other bundle.
+func (q *remoteQuerier) FetchBundle(ctx context.Context) (bundle []byte, signature string, err error) {
 	return q.c.TrustBundle(ctx, proofs.MaxBundleSize)
 }
 

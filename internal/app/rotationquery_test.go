@@ -26,7 +26,7 @@ func TestAQueryAnsweredUnderANewKeyFetchesTheBundleAtOnce(t *testing.T) {
 	pulls := 0
 	q.refresh = func(ctx context.Context) {
 		pulls++
-		data, err := q.FetchBundle(ctx)
+		data, _, err := q.FetchBundle(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
