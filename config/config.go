@@ -100,9 +100,10 @@ type Config struct {
 	RegistryCA string `yaml:"registryCA"`
 	// RegistryInsecureHTTP accepts an http:// registryURL on a host that is
 	// not loopback. Only for a private network you trust end to end:
-	// whoever can answer that address names the keys the replica trusts
-	// (for good: bundle versions never go down) and reads the gateway
-	// credential. Logged as a warning at every start.
+	// whoever can answer that address reads the gateway credential, and
+	// with registryBundleUnsigned: accept names the keys the replica trusts
+	// (for good: bundle versions never go down). Logged as a warning at
+	// every start.
 	RegistryInsecureHTTP bool `yaml:"registryInsecureHTTP"`
 	// RegistryBundleUnsigned is what a replica with a registryURL does with
 	// a fetched trust bundle that carries no signature (Fence-Bundle-Signature):

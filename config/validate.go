@@ -276,9 +276,10 @@ func (c *Config) Validate() error {
 }
 
 // validateRegistryTransport checks how a replica reaches registryURL: the
-// trust bundle it installs from there names the keys it trusts (for good:
-// versions never go down) and the gateway credential travels with every
-// request, so the URL must be https://, unless its host is loopback or
+// gateway credential travels with every request, the answers are statements
+// about leases, and the trust bundle it installs from there names the keys
+// it trusts (signed along the chain, unless registryBundleUnsigned accepts
+// unsigned ones), so the URL must be https://, unless its host is loopback or
 // registryInsecureHTTP opts in (a private network the operator trusts).
 func (c *Config) validateRegistryTransport(at func(field, format string, args ...any)) {
 	u, err := url.Parse(c.RegistryURL)
@@ -287,7 +288,7 @@ func (c *Config) validateRegistryTransport(at func(field, format string, args ..
 		return
 	}
 	if c.InsecureRegistryHTTP() && !c.RegistryInsecureHTTP {
-		at("registryURL", "registryURL %q is plain http: the trust bundle fetched from it names the keys this replica trusts, and the gateway credential travels in clear; use https:// (registryCA for a private CA), a loopback host, or registryInsecureHTTP: true on a private network you trust", Redacted(c.RegistryURL))
+		at("registryURL", "registryURL %q is plain http: the gateway credential travels in clear, and an unsigned trust bundle fetched from it (registryBundleUnsigned: accept) would name the keys this replica trusts; use https:// (registryCA for a private CA), a loopback host, or registryInsecureHTTP: true on a private network you trust", Redacted(c.RegistryURL))
 	}
 	if c.RegistryCA != "" {
 		if u.Scheme != "https" {

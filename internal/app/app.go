@@ -205,7 +205,7 @@ func Build(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, er
 				"registryURL", config.Redacted(cfg.RegistryURL))
 		}
 		if cfg.InsecureRegistryHTTP() {
-			log.Warn("registryURL is plain http (registryInsecureHTTP): whoever can answer it names the keys this replica trusts and reads the gateway credential; only for a private network you trust",
+			log.Warn("registryURL is plain http (registryInsecureHTTP): whoever can answer it reads the gateway credential (and, with registryBundleUnsigned: accept, names the keys this replica trusts); only for a private network you trust",
 				"registryURL", config.Redacted(cfg.RegistryURL))
 		}
 	}
