@@ -319,7 +319,9 @@ func (a *Authority) ReloadBundle() (installed bool, version uint64, err error) {
 // revoked here: a chain from the file this replica started with, never a
 // bundle whose keys vouch for themselves. An unsigned one is refused unless
 // Config.AcceptUnsignedBundles. A bundle whose version is not above the one
-// in force is not installed and not checked.
+// in force is not installed and not checked. A newer one that is refused
+// still narrows trust here: the epochs it revokes become local revocations
+// (narrow.go), and nothing else in it is taken.
 func (a *Authority) OfferBundle(data []byte, signature string) (installed bool, version uint64, err error) {
 	b, err := proofs.ParseBundle(data)
 	if err != nil {
@@ -337,11 +339,14 @@ func (a *Authority) offer(b *proofs.Bundle, data []byte, signature string) (bool
 		return false, b.Version(), nil
 	}
 	if err := a.admissible(b); err != nil {
+		if data != nil {
+			err = a.refuseFetched(b, err)
+		}
 		return false, b.Version(), err
 	}
 	if data != nil {
 		if err := a.checkChain(b, data, signature); err != nil {
-			return false, b.Version(), err
+			return false, b.Version(), a.refuseFetched(b, err)
 		}
 	}
 	// Written before it is in force, as SetTrustBundle does (a reload

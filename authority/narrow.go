@@ -1,0 +1,81 @@
+package authority
+
+import (
+	"maps"
+
+	"github.com/fencegate/fencegate/proofs"
+)
+
+// Narrowing (README, Trust bundle chain): a fetched bundle that is refused
+// (no signature by a key in force here, unsigned and not accepted, or not
+// admissible) still carries what it revokes, and a replica that missed
+// changes must not go on trusting an epoch its registry revoked (a revoked
+// epoch is refused everywhere within one status-proof life). So what in it
+// only narrows trust is applied: every issuer epoch it revokes that is not
+// revoked here, and the epoch of every key in force here whose key ID it
+// revokes, become local revocations, persisted in the State file before
+// they are in force, as an operator's revocation at a replica is
+// (RetireEpoch). Nothing else in the bundle is taken: no key, no version,
+// no window. The bundle file and version are left as they are, so the
+// registry's bundle, which revokes the same epochs, installs over it later
+// (by the chain or by an operator). The endpoint answering registryURL can
+// so make a replica refuse an epoch (a denial of service); refusing is the
+// fail-safe side, and it can never make the replica trust a key.
+
+// narrowBy revokes here what the refused fetched bundle b revokes beyond
+// the revocations in force: the epochs it lists and those of the keys in
+// force whose key ID it lists. It reports the epochs it revoked (none if
+// nothing was new, if this authority signs, or if the State file could not
+// be written, in which case nothing changed and the next fetch tries
+// again). The caller holds a.change.
+func (a *Authority) narrowBy(b *proofs.Bundle) ([]uint64, error) {
+	if a.signing {
+		return nil, nil
+	}
+	a.mu.RLock()
+	revoked := maps.Clone(a.revoked)
+	a.mu.RUnlock()
+	var added []uint64
+	add := func(e uint64) {
+		if e != 0 && !revoked[e] {
+			revoked[e] = true
+			added = append(added, e)
+		}
+	}
+	for _, e := range b.RevokedEpochs() {
+		add(e)
+	}
+	for _, k := range a.verifier.Bundle().Keys() {
+		if b.KeyRevoked(k.Key.KeyID()) {
+			add(k.Epoch)
+		}
+	}
+	if len(added) == 0 {
+		return nil, nil
+	}
+	p := a.snapshot()
+	p.RevokedEpochs = revokedList(revoked)
+	if err := a.write(p); err != nil {
+		return nil, err
+	}
+	a.mu.Lock()
+	a.revoked = revoked
+	a.mu.Unlock()
+	return added, nil
+}
+
+// refuseFetched is offer's answer to a fetched bundle b that it refused
+// with err: what b revokes is applied here (narrowBy), logged as an error
+// once (a later fetch of it finds nothing new), and err is answered.
+func (a *Authority) refuseFetched(b *proofs.Bundle, err error) error {
+	added, werr := a.narrowBy(b)
+	switch {
+	case werr != nil:
+		a.log.Error("trust bundle from the registry refused; its revocations could not be applied here (the next fetch tries again)",
+			"version", b.Version(), "revokedEpochs", b.RevokedEpochs(), "err", werr)
+	case len(added) > 0:
+		a.log.Error("trust bundle from the registry refused, its revocations applied here: an operator must install the registry's bundle (replace the trust bundle file or PUT /v1/admin/trust-bundle)",
+			"version", b.Version(), "inForce", a.verifier.Bundle().Version(), "revokedEpochs", added, "err", err)
+	}
+	return err
+}

@@ -1,0 +1,107 @@
+package authority_test
+
+import (
+	"bytes"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/proofs"
+)
+
+// missedTwoChanges has w's registry rotate K1→K2 (v2) and retire epoch 1
+// (v3 = {K2}, signed by K2 only) while the replica stays at v1 = {K1}; it
+// returns v2 and v3 as served.
+func missedTwoChanges(t *testing.T, w *chainWorld) (v2, sig2, v3, sig3 []byte) {
+	t.Helper()
+	if _, err := w.registry.RotateKey(ctx); err != nil {
+		t.Fatal(err)
+	}
+	d2, s2 := w.served()
+	if _, err := w.registry.RetireEpoch(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	d3, s3 := w.served()
+	if got := signedBy(t, s3); !slices.Equal(got, []string{"registry-2"}) {
+		t.Fatalf("v3 signed by %v", got)
+	}
+	return d2, []byte(s2), d3, []byte(s3)
+}
+
+// Rule: a replica two changes behind (K1→K2, then epoch 1 revoked) that is
+// offered the registry's v3, which no key in force there signs, refuses
+// it, yet revokes epoch 1 at once (logged once as an error naming the
+// operator's step), keeps its bundle (version, keys, file) and so trusts
+// no key of v3; the revocation survives a restart, and the registry's v3
+// installs over it later.
+func TestARefusedBundleStillRevokesWhatItRevokes(t *testing.T) {
+	w := newChainWorld(t, false)
+	_, _, v3, sig3 := missedTwoChanges(t, w)
+	file := w.rep.read("trust-bundle.json")
+	for range 2 {
+		ok, _, err := w.replica.OfferBundle(v3, string(sig3))
+		if ok {
+			t.Fatal("v3 installed with no key in common")
+		}
+		wantCode(t, err, fencegate.CodeInvalidRequest)
+	}
+	check := func(when string) {
+		t.Helper()
+		b := w.replica.Verifier().Bundle()
+		if !w.replica.EpochRevoked(1) || w.replica.EpochRevoked(2) {
+			t.Fatalf("%s: epoch 1 revoked %v, epoch 2 revoked %v", when, w.replica.EpochRevoked(1), w.replica.EpochRevoked(2))
+		}
+		if b.Version() != 1 || !slices.Equal(b.KeyIDs(), []string{"registry-1"}) || !bytes.Equal(w.rep.read("trust-bundle.json"), file) {
+			t.Fatalf("%s: bundle version %d keys %v, or its file changed", when, b.Version(), b.KeyIDs())
+		}
+	}
+	check("after the offer")
+	if n := strings.Count(w.rep.logs.String(), "its revocations applied here"); n != 1 || !strings.Contains(w.rep.logs.String(), "level=ERROR") {
+		t.Fatalf("logged %d times, want one error:\n%s", n, w.rep.logs.String())
+	}
+	w.replica = w.rep.open()
+	check("after a restart")
+	if _, err := w.replica.SetTrustBundle(ctx, v3); err != nil {
+		t.Fatalf("the operator installs the registry's v3: %v", err)
+	}
+	if b := w.replica.Verifier().Bundle(); b.Version() != 3 || !slices.Equal(b.KeyIDs(), []string{"registry-2"}) {
+		t.Fatalf("after the operator's install: version %d keys %v", b.Version(), b.KeyIDs())
+	}
+}
+
+// Rule: an impostor's bundle (its own key, signed by it) that revokes an
+// epoch in force here, by number or by its key's ID, makes the replica
+// revoke that epoch (a denial of service the registryURL endpoint can
+// cause: refusing is the fail-safe side) and takes nothing else: none of
+// its keys, not its version, not an epoch it merely names.
+func TestAnImpostorsRevocationNarrowsButAddsNoKey(t *testing.T) {
+	for name, rv := range map[string]proofs.Revocations{
+		"by epoch":  {Epochs: []uint64{1}},
+		"by key ID": {KeyIDs: []string{"registry-1"}},
+	} {
+		w := newChainWorld(t, false)
+		impostor, err := proofs.GenerateEd25519Signer("impostor-5")
+		if err != nil {
+			t.Fatal(err)
+		}
+		forged, err := proofs.NewRevokingBundle(9, rv, impostor.BundleKey(5))
+		if err != nil {
+			t.Fatal(err)
+		}
+		doc, _ := forged.Marshal()
+		sig, err := proofs.SignBundle(doc, 9, impostor)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _, err = w.replica.OfferBundle(doc, sig)
+		wantCode(t, err, fencegate.CodeInvalidRequest)
+		b := w.replica.Verifier().Bundle()
+		if !w.replica.EpochRevoked(1) || w.replica.EpochRevoked(5) {
+			t.Fatalf("%s: epoch 1 revoked %v, epoch 5 revoked %v", name, w.replica.EpochRevoked(1), w.replica.EpochRevoked(5))
+		}
+		if b.Version() != 1 || !slices.Equal(b.KeyIDs(), []string{"registry-1"}) {
+			t.Fatalf("%s: the impostor's bundle widened trust: version %d keys %v", name, b.Version(), b.KeyIDs())
+		}
+	}
+}

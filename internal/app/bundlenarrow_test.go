@@ -1,0 +1,89 @@
+package app
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/config"
+	"github.com/fencegate/fencegate/gateway"
+)
+
+// noChain is a proxy to the registry at target that answers its chain
+// route (/v1/trust-bundle/chain) 404, as a registry older than it does.
+func noChain(t *testing.T, target string) string {
+	t.Helper()
+	u, err := url.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(u)
+	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/v1/trust-bundle/chain") {
+			http.NotFound(rw, r)
+			return
+		}
+		proxy.ServeHTTP(rw, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// openAccess lets every identity write anywhere, as config.Dev does, so
+// that a precheck is about grants and epochs only.
+func openAccess(c *config.Config) { c.Access = config.Dev().Access }
+
+// precheck asks rep's acceptance point about a write under a lease answer
+// (grant and status proof) and returns its refusal code ("" if admitted).
+func precheck(t *testing.T, rep *App, a fencegate.LeaseAnswer) fencegate.Code {
+	t.Helper()
+	err := rep.Gateway.Precheck(context.Background(), gateway.Request{Caller: a.Owner, GrantToken: a.Grant, StatusToken: a.StatusProof,
+		Segment: 1, Resource: a.Resource, Target: a.Resource, Method: "PUT"})
+	if err == nil {
+		return ""
+	}
+	return fencegate.ErrorCode(err)
+}
+
+// Rule: a replica that missed two changes at its registry (K1→K2, then
+// epoch 1 revoked: v3 = {K2}, signed by K2 only) and cannot follow to v3
+// still refuses K1 at once: after one pull a grant and status proof under
+// K1 are EPOCH_REVOKED there, and a grant under K2 stays GRANT_INVALID
+// (nothing of v3 is trusted); the refusal is logged once as an error
+// naming the operator's step.
+func TestAReplicaThatMissedARevocationRefusesTheRevokedEpochAtOnce(t *testing.T) {
+	w := newS3World(t)
+	ctx := context.Background()
+	// A registry older than the chain route: the narrowing alone is under test.
+	rep, logs := chainReplica(t, w, noChain(t, w.srv.URL), openAccess)
+	underK1 := w.acquire("token-a", "local/reports/40", "r-1")
+	if code := precheck(t, rep, underK1); code != "" {
+		t.Fatalf("before any change, a grant under K1: %s", code)
+	}
+	if _, err := w.app.auth.RotateKey(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.app.auth.RetireEpoch(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	underK2 := w.acquire("token-b", "local/reports/41", "r-2")
+	rep.pull(ctx, 0)
+	rep.pull(ctx, 0)
+	if v := rep.auth.Verifier().Bundle().Version(); v != 1 {
+		t.Fatalf("the replica installed version %d with no key in common", v)
+	}
+	if code := precheck(t, rep, underK1); code != fencegate.CodeEpochRevoked {
+		t.Fatalf("a grant and status under K1 after the pull: %q, want EPOCH_REVOKED\n%s", code, logs.String())
+	}
+	if code := precheck(t, rep, underK2); code != fencegate.CodeGrantInvalid {
+		t.Fatalf("a grant under K2: %q, want GRANT_INVALID", code)
+	}
+	if n := strings.Count(logs.String(), "its revocations applied here"); n != 1 {
+		t.Fatalf("the narrowing was logged %d times, want once:\n%s", n, logs.String())
+	}
+}
