@@ -56,6 +56,8 @@ type (
 	RenewRequest            = domain.RenewRequest
 	ResourceState           = domain.ResourceState
 	S3AccessKeys            = domain.S3AccessKeys
+	BundleChain             = domain.BundleChain
+	BundleLink              = domain.BundleLink
 	S3Credential            = domain.S3Credential
 	S3Credentials           = domain.S3Credentials
 	S3Resolution            = domain.S3Resolution

@@ -18,7 +18,10 @@
 //   - each bundle a signing authority publishes is signed by the key that
 //     signed before the change and the one after, and a replica installs a
 //     bundle fetched from its registry only under a signature by a key of
-//     the bundle in force there (a chain; bundlesig.go);
+//     the bundle in force there (a chain; bundlesig.go), or along the
+//     registry's last ChainLength bundles, each step verified under the
+//     one before (bundlechain.go); a fetched bundle it refuses still has
+//     its revocations applied there, and nothing else (narrow.go);
 //   - a start whose configured modes switch validation off (enforce to shadow,
 //     a new shadow pattern, a removed enforce rule) against the modes in force
 //     is refused unless break-glass is given, which is logged and counted;
@@ -57,9 +60,9 @@ type Files struct {
 	// Key holds the registry's Ed25519 signing seed (hex, mode 0600); only a
 	// signing authority uses it.
 	Key string
-	// BundleSignature holds the signatures of the bundle in force and the
-	// one before (bundlesig.go); only a signing authority uses it. ""
-	// means Bundle + ".sig".
+	// BundleSignature holds the last ChainLength bundles published, with
+	// their signatures (bundlesig.go, bundlechain.go); only a signing
+	// authority uses it. "" means Bundle + ".sig".
 	BundleSignature string
 	// S3Key holds the registry's S3 credential key (32 bytes, hex, mode
 	// 0600; package s3cred), created on first start; only a signing

@@ -21,7 +21,8 @@ import (
 // published, while the outgoing key is still held, and persisted beside the
 // bundle (Files.BundleSignature) before the bundle file is written: the
 // registry holds no private key but the current one, yet a replica that
-// missed nothing but the last change can follow it at any time.
+// missed nothing but the last change can follow it at any time, and one
+// further behind along the bundles kept with them (bundlechain.go).
 
 // signedBundle is a bundle document as served and its signature.
 type signedBundle struct {
@@ -30,16 +31,23 @@ type signedBundle struct {
 	sig     string
 }
 
-// sigEntry is one version's signature in the signature file.
+// sigEntry is one published version in the signature file: its signature,
+// its document (the exact bytes served; absent in files written before the
+// chain route) and the version in force when it was published (0: unknown,
+// a bundle signed again at a start).
 type sigEntry struct {
 	Version   uint64 `json:"version"`
+	Previous  uint64 `json:"previous,omitempty"`
 	Signature string `json:"signature"`
+	Document  string `json:"document,omitempty"`
 }
 
-// keptSignatures is how many versions the signature file holds: the one in
-// force and the one before, so that a publication that stopped between the
-// signature file and the bundle file loses nothing.
-const keptSignatures = 2
+// ChainLength is how many published bundles a signing authority keeps, with
+// their signatures, in the signature file (the one in force and those
+// before it): a replica that missed up to ChainLength-1 changes follows them
+// by GET /v1/trust-bundle/chain; one further behind narrows trust by what
+// the registry's bundle revokes (narrow.go) until an operator installs it.
+const ChainLength = 16
 
 // sigFile is where the bundle signatures are kept.
 func (a *Authority) sigFile() string {
@@ -60,20 +68,33 @@ func (a *Authority) seal(b *proofs.Bundle, signers ...*proofs.Signer) (signedBun
 	if err != nil {
 		return signedBundle{}, fencegate.Wrap(err, fencegate.CodeInternal, "sign trust bundle")
 	}
+	prev := a.verifier.Bundle().Version()
+	if prev >= b.Version() {
+		prev = 0 // the bundle in force signed again: what came before is not known
+	}
 	entries := readSignatures(a.sigFile())
 	entries = slices.DeleteFunc(entries, func(e sigEntry) bool { return e.Version >= b.Version() })
-	entries = append(entries, sigEntry{Version: b.Version(), Signature: sig})
-	if len(entries) > keptSignatures {
-		entries = entries[len(entries)-keptSignatures:]
+	entries = append(entries, sigEntry{Version: b.Version(), Previous: prev, Signature: sig, Document: string(data)})
+	if err := a.writeSignatures(entries); err != nil {
+		return signedBundle{}, err
+	}
+	return signedBundle{version: b.Version(), data: data, sig: sig}, nil
+}
+
+// writeSignatures persists the last ChainLength of entries (oldest first)
+// as the signature file, atomically.
+func (a *Authority) writeSignatures(entries []sigEntry) error {
+	if len(entries) > ChainLength {
+		entries = entries[len(entries)-ChainLength:]
 	}
 	js, err := json.MarshalIndent(entries, "", "  ")
 	if err == nil {
 		err = WriteFileAtomic(a.sigFile(), js, 0o644)
 	}
 	if err != nil {
-		return signedBundle{}, fencegate.Wrap(err, fencegate.CodeInternal, "persist trust bundle signature")
+		return fencegate.Wrap(err, fencegate.CodeInternal, "persist trust bundle signature")
 	}
-	return signedBundle{version: b.Version(), data: data, sig: sig}, nil
+	return nil
 }
 
 // readSignatures reads the signature file, oldest first (none if it is
@@ -108,11 +129,20 @@ func (a *Authority) openSignature() error {
 	if err != nil {
 		return err
 	}
-	for _, e := range readSignatures(a.sigFile()) {
+	entries := readSignatures(a.sigFile())
+	for i, e := range entries {
 		if e.Version != b.Version() {
 			continue
 		}
 		if _, err := proofs.VerifyBundleSignature(b, data, e.Signature, b.Version(), a.now()); err == nil {
+			if e.Document != string(data) {
+				// Written before the file kept documents: keep it now, so
+				// the chain can answer it.
+				entries[i].Document = string(data)
+				if err := a.writeSignatures(entries); err != nil {
+					return err
+				}
+			}
 			a.served = signedBundle{version: b.Version(), data: data, sig: e.Signature}
 			return nil
 		}

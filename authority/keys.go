@@ -307,7 +307,8 @@ func (a *Authority) ReloadBundle() (installed bool, version uint64, err error) {
 	if err != nil {
 		return false, 0, err
 	}
-	return a.offer(b, nil, "")
+	installed, _, err = a.offer(b, nil, "")
+	return installed, b.Version(), err
 }
 
 // OfferBundle installs a bundle document fetched from the registry this
@@ -321,37 +322,41 @@ func (a *Authority) ReloadBundle() (installed bool, version uint64, err error) {
 // Config.AcceptUnsignedBundles. A bundle whose version is not above the one
 // in force is not installed and not checked. A newer one that is refused
 // still narrows trust here: the epochs it revokes become local revocations
-// (narrow.go), and nothing else in it is taken.
+// (narrow.go), and nothing else in it is taken. FollowBundle also walks the
+// registry's chain first.
 func (a *Authority) OfferBundle(data []byte, signature string) (installed bool, version uint64, err error) {
-	b, err := proofs.ParseBundle(data)
-	if err != nil {
-		return false, 0, err
-	}
-	return a.offer(b, data, signature)
+	return a.FollowBundle(context.Background(), data, signature, nil)
 }
+
+// refusal is why offer refused a bundle: not at all (an error is then a
+// failure to persist it), inadmissible, or off the chain (the signature),
+// which a walk along the registry's chain may overcome.
+type refusal int
+
+const (
+	notRefused refusal = iota
+	inadmissible
+	offChain
+)
 
 // offer installs b if it is newer; data, when set (a fetched document), must
 // be signed by signature along the chain and is written as the bundle file.
-func (a *Authority) offer(b *proofs.Bundle, data []byte, signature string) (bool, uint64, error) {
+func (a *Authority) offer(b *proofs.Bundle, data []byte, signature string) (installed bool, why refusal, err error) {
 	a.change.Lock()
 	defer a.change.Unlock()
 	if b.Version() <= a.verifier.Bundle().Version() {
-		return false, b.Version(), nil
+		return false, notRefused, nil
 	}
 	if err := a.admissible(b); err != nil {
-		if data != nil {
-			err = a.refuseFetched(b, err)
-		}
-		return false, b.Version(), err
+		return false, inadmissible, err
 	}
 	if data != nil {
 		if err := a.checkChain(b, data, signature); err != nil {
-			return false, b.Version(), a.refuseFetched(b, err)
+			return false, offChain, err
 		}
 	}
 	// Written before it is in force, as SetTrustBundle does (a reload
 	// installs the file itself).
-	var err error
 	if data != nil {
 		err = a.persistThenInstall(b, data)
 	} else {
@@ -361,10 +366,10 @@ func (a *Authority) offer(b *proofs.Bundle, data []byte, signature string) (bool
 		}
 	}
 	if err != nil {
-		return false, b.Version(), err
+		return false, notRefused, err
 	}
 	_, err = a.saved()
-	return true, b.Version(), err
+	return true, notRefused, err
 }
 
 // admissible checks what a loaded bundle must satisfy beyond parsing.

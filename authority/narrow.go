@@ -64,10 +64,12 @@ func (a *Authority) narrowBy(b *proofs.Bundle) ([]uint64, error) {
 	return added, nil
 }
 
-// refuseFetched is offer's answer to a fetched bundle b that it refused
-// with err: what b revokes is applied here (narrowBy), logged as an error
-// once (a later fetch of it finds nothing new), and err is answered.
+// refuseFetched is the answer to a fetched bundle b that was refused with
+// err: what b revokes is applied here (narrowBy), logged as an error once
+// (a later fetch of it finds nothing new), and err is answered.
 func (a *Authority) refuseFetched(b *proofs.Bundle, err error) error {
+	a.change.Lock()
+	defer a.change.Unlock()
 	added, werr := a.narrowBy(b)
 	switch {
 	case werr != nil:

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/fencegate/fencegate/domain"
@@ -71,4 +73,17 @@ func (c *Client) TrustBundle(ctx context.Context, limit int64) (bundle []byte, s
 		return nil, "", domain.Errorf(domain.CodeInternal, "trust bundle: answer larger than %d bytes", limit)
 	}
 	return raw, strings.Join(resp.Header.Values("Fence-Bundle-Signature"), ", "), nil
+}
+
+// TrustBundleChain is GET /v1/trust-bundle/chain?after=V (gateway identities
+// only): the trust bundles the registry published after version after,
+// oldest first, each with its signature, the answer at most limit bytes (a
+// longer one is uncertain). A registry that keeps no unbroken chain from
+// after answers NOT_FOUND (a *domain.Error); so does one older than the
+// route. The caller verifies every link.
+func (c *Client) TrustBundleChain(ctx context.Context, after uint64, limit int64) (domain.BundleChain, error) {
+	var out domain.BundleChain
+	q := url.Values{"after": {strconv.FormatUint(after, 10)}}
+	err := c.do(ctx, request{op: "trust bundle chain", method: http.MethodGet, path: "/v1/trust-bundle/chain", query: q, limit: limit}, &out)
+	return out, err
 }

@@ -120,3 +120,22 @@ type AttestBody struct {
 type AttestAnswer struct {
 	StatusProof string `json:"statusProof"`
 }
+
+// BundleChain is the answer of GET /v1/trust-bundle/chain?after=V: the trust
+// bundles the registry published after version After, oldest first, ending
+// with the one in force, each byte for byte as signed when it was published
+// (empty when V is the version in force or above). A replica verifies each
+// under the bundle the one before it installed, never under itself.
+type BundleChain struct {
+	After   uint64       `json:"after"`
+	Bundles []BundleLink `json:"bundles"`
+}
+
+// BundleLink is one published trust bundle of a BundleChain: its version,
+// its document (the exact bytes GET /v1/trust-bundle served, as a JSON
+// string) and its signature (the Fence-Bundle-Signature value).
+type BundleLink struct {
+	Version   uint64 `json:"version"`
+	Bundle    string `json:"bundle"`
+	Signature string `json:"signature"`
+}

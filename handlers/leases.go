@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/fencegate/fencegate"
@@ -42,6 +43,7 @@ func (s *Server) leaseRoutes(r chi.Router) {
 	r.With(s.gatewayOnly).Post("/leases/{lease}/s3-resolve", s.resolveS3)
 	if s.Admin != nil {
 		r.With(s.gatewayOnly).Get("/trust-bundle", s.registryBundle)
+		r.With(s.gatewayOnly).Get("/trust-bundle/chain", s.registryBundleChain)
 	}
 }
 
@@ -111,6 +113,40 @@ func (s *Server) registryBundle(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	_, _ = w.Write(b)
+}
+
+// BundleChainer is what an Admin that keeps the chain of bundles it
+// published offers (found by type assertion; *authority.Authority): the
+// bundles published after a version, oldest first, or NOT_FOUND when it
+// keeps no unbroken chain from there.
+type BundleChainer interface {
+	TrustBundleChain(ctx context.Context, after uint64) (fencegate.BundleChain, error)
+}
+
+// registryBundleChain answers GET /v1/trust-bundle/chain?after=V to a
+// gateway replica: the bundles published after V, each with its signature,
+// which the replica installs one by one, each verified under the one
+// before. An Admin that keeps no chain answers NOT_FOUND, as a registry
+// older than the route does.
+func (s *Server) registryBundleChain(w http.ResponseWriter, r *http.Request) {
+	raw := r.URL.Query().Get("after")
+	after, err := strconv.ParseUint(raw, 10, 64)
+	if err != nil {
+		s.problem(w, r, fencegate.Errorf(fencegate.CodeInvalidRequest, "query parameter after must be a bundle version (an integer in 0..2^64-1), not %q", raw))
+		return
+	}
+	bc, ok := s.Admin.(BundleChainer)
+	if !ok {
+		s.problem(w, r, fencegate.Errorf(fencegate.CodeNotFound, "this registry keeps no trust bundle chain"))
+		return
+	}
+	chain, err := bc.TrustBundleChain(r.Context(), after)
+	if err != nil {
+		s.problem(w, r, err)
+		return
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, http.StatusOK, chain)
 }
 
 // attest answers a linearizable status query with a signed status proof for

@@ -59,10 +59,12 @@ func (a *App) reloadBundle() {
 
 // pullBundles fetches the registry's trust bundle every bundleRefresh until
 // ctx ends and offers it to the authority, which installs a newer version
-// (with its revocations) signed by a key of the bundle in force here, and
-// refuses one that lifts a revocation or goes back, or is not so signed
+// (with its revocations) signed by a key of the bundle in force here, or
+// reached along the registry's chain (GET /v1/trust-bundle/chain) from it,
+// and refuses one that lifts a revocation or goes back, or is not so signed
 // (unsigned: unless registryBundleUnsigned is accept). A refused bundle
-// leaves the bundle in force as it is.
+// leaves the bundle in force as it is, with what it revokes revoked here
+// (authority.FollowBundle).
 // Failures are logged once each until the next success.
 func (a *App) pullBundles(ctx context.Context) {
 	t := time.NewTicker(a.cfg.BundleRefresh)
@@ -94,7 +96,7 @@ func (a *App) pull(ctx context.Context, fresh time.Duration) {
 	var installed bool
 	var version uint64
 	if err == nil {
-		installed, version, err = a.auth.OfferBundle(data, sig)
+		installed, version, err = a.auth.FollowBundle(ctx, data, sig, a.remote.FetchChain)
 	}
 	switch held := a.auth.Verifier().Bundle().Version(); {
 	case err != nil && ctx.Err() == nil && err.Error() != a.pullErr:
@@ -112,7 +114,7 @@ func (a *App) pull(ctx context.Context, fresh time.Duration) {
 		a.pullErr = ""
 	}
 	if installed {
-		a.log.Info("trust bundle fetched from the registry", "version", version,
+		a.log.Info("trust bundle fetched from the registry", "version", a.auth.Verifier().Bundle().Version(),
 			"revokedEpochs", a.auth.Verifier().Bundle().RevokedEpochs())
 	}
 }

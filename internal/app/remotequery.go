@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/authority"
 	"github.com/fencegate/fencegate/authz"
 	"github.com/fencegate/fencegate/client"
 	"github.com/fencegate/fencegate/gateway"
@@ -135,6 +136,21 @@ func askProof(ask func() (string, error)) (string, error) {
 // rules as any other bundle.
 func (q *remoteQuerier) FetchBundle(ctx context.Context) (bundle []byte, signature string, err error) {
 	return q.c.TrustBundle(ctx, proofs.MaxBundleSize)
+}
+
+// maxChainAnswer bounds the answer of GET /v1/trust-bundle/chain: the
+// registry keeps authority.ChainLength bundles, each at most
+// proofs.MaxBundleSize and escaped as a JSON string (at most twice as long),
+// with its signatures.
+const maxChainAnswer = authority.ChainLength * (2*proofs.MaxBundleSize + 64<<10)
+
+// FetchChain reads the trust bundles the registry published after version
+// after (GET /v1/trust-bundle/chain, as a gateway identity), oldest first.
+// They are only offered to the authority, which installs each under a
+// signature by a key of the bundle the one before installed.
+func (q *remoteQuerier) FetchChain(ctx context.Context, after uint64) ([]fencegate.BundleLink, error) {
+	c, err := q.c.TrustBundleChain(ctx, after, maxChainAnswer)
+	return c.Bundles, err
 }
 
 // newRemoteQuerier asks the registry at base (checked by config.Validate:

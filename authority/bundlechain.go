@@ -1,0 +1,137 @@
+package authority
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/proofs"
+)
+
+// The chain route (README, Trust bundle chain): a signing authority keeps
+// the last ChainLength bundles it published, each with its signatures and
+// the version in force before it, in the signature file (written before
+// the bundle file, atomically, as each signature is). A replica whose
+// bundle has no key in common with the registry's (it missed more than one
+// change) fetches the bundles published after its version and installs
+// them one by one through the offer path: each verified under the bundle
+// the step before installed, never under itself; the walk stops at the
+// first step refused, keeping what it installed, and the registry's bundle
+// then narrows trust (narrow.go) for the rest.
+
+// ChainFetcher fetches the bundles the registry published after version
+// after, oldest first (GET /v1/trust-bundle/chain?after=after).
+type ChainFetcher func(ctx context.Context, after uint64) ([]fencegate.BundleLink, error)
+
+// maxChainLinks caps how many links a replica walks from one answer.
+const maxChainLinks = 4 * ChainLength
+
+// TrustBundleChain answers the bundles this signing authority published
+// after version after, oldest first, ending with the one in force, each
+// with the exact document served and its signature: an unbroken chain
+// (each published over the one before it, the first over after), or
+// NOT_FOUND when it keeps none from after (after is older than the last
+// ChainLength bundles, or not a version it published). Nothing newer than
+// after: an empty chain. Without a signing key: UNSUPPORTED.
+func (a *Authority) TrustBundleChain(_ context.Context, after uint64) (fencegate.BundleChain, error) {
+	a.change.Lock()
+	defer a.change.Unlock()
+	out := fencegate.BundleChain{After: after, Bundles: []fencegate.BundleLink{}}
+	if !a.signing {
+		return out, fencegate.Errorf(fencegate.CodeUnsupported, "no in-process registry: the chain is served where the registry runs")
+	}
+	cur := a.verifier.Bundle().Version()
+	if after >= cur {
+		return out, nil
+	}
+	entries := readSignatures(a.sigFile())
+	prev := after
+	for _, e := range entries {
+		if e.Version <= after || e.Version > cur {
+			continue
+		}
+		if e.Document == "" || e.Previous != prev {
+			break
+		}
+		out.Bundles = append(out.Bundles, fencegate.BundleLink{Version: e.Version, Bundle: e.Document, Signature: e.Signature})
+		prev = e.Version
+	}
+	if prev != cur {
+		var kept []string
+		for _, e := range entries {
+			kept = append(kept, fmt.Sprint(e.Version))
+		}
+		return fencegate.BundleChain{}, fencegate.Errorf(fencegate.CodeNotFound,
+			"trust bundle chain: no unbroken chain from version %d to %d is kept here (the last %d bundles published: versions %s): install the registry's bundle through a controlled path (replace the trust bundle file or PUT /v1/admin/trust-bundle)",
+			after, cur, ChainLength, strings.Join(kept, ", "))
+	}
+	return out, nil
+}
+
+// FollowBundle is OfferBundle for a replica that can fetch its registry's
+// chain: when the fetched bundle (data, signature) is refused by the chain
+// check (no signature by a key in force here), the bundles the registry
+// published after the version in force here are fetched (chain; nil: none)
+// and installed one by one through the offer path, each verified under the
+// bundle installed by the step before, stopping at the first refused. If
+// the bundle in force is then not at the fetched version, the fetched
+// bundle is refused and narrows trust here (narrow.go). installed reports
+// whether any bundle was installed; version is the fetched bundle's.
+func (a *Authority) FollowBundle(ctx context.Context, data []byte, signature string, chain ChainFetcher) (installed bool, version uint64, err error) {
+	b, err := proofs.ParseBundle(data)
+	if err != nil {
+		return false, 0, err
+	}
+	installed, why, err := a.offer(b, data, signature)
+	if err == nil || why == notRefused {
+		return installed, b.Version(), err // installed, or not persisted (the next fetch tries again)
+	}
+	if why == offChain && chain != nil {
+		from := a.verifier.Bundle().Version()
+		steps, werr := a.walk(ctx, chain, from)
+		installed = steps > 0
+		if a.verifier.Bundle().Version() >= b.Version() {
+			a.log.Info("trust bundle chain from the registry followed", "from", from, "to", a.verifier.Bundle().Version(), "steps", steps)
+			return installed, b.Version(), nil
+		}
+		err = fencegate.Wrap(err, fencegate.CodeInvalidRequest, fmt.Sprintf(
+			"trust bundle: version %d refused; the registry's chain from version %d: %v", b.Version(), from, werr))
+	}
+	return installed, b.Version(), a.refuseFetched(b, err)
+}
+
+// walk fetches the chain after version from and offers its links in order,
+// stopping at the first refused; it reports how many it installed.
+func (a *Authority) walk(ctx context.Context, chain ChainFetcher, from uint64) (int, error) {
+	links, err := chain(ctx, from)
+	if err != nil {
+		return 0, err
+	}
+	if len(links) == 0 {
+		return 0, fencegate.Errorf(fencegate.CodeInvalidRequest, "the registry answered no bundle after version %d", from)
+	}
+	if len(links) > maxChainLinks {
+		return 0, fencegate.Errorf(fencegate.CodeInvalidRequest, "%d bundles exceed the limit of %d", len(links), maxChainLinks)
+	}
+	steps := 0
+	for _, l := range links {
+		doc := []byte(l.Bundle)
+		lb, err := proofs.ParseBundle(doc)
+		if err == nil && lb.Version() != l.Version {
+			err = fmt.Errorf("the document is version %d", lb.Version())
+		}
+		var ok bool
+		if err == nil {
+			ok, _, err = a.offer(lb, doc, l.Signature)
+		}
+		if err != nil {
+			return steps, fencegate.Wrap(err, fencegate.CodeInvalidRequest, fmt.Sprintf("stopped at version %d", l.Version))
+		}
+		if ok {
+			steps++
+			a.log.Info("trust bundle installed along the registry's chain", "version", l.Version)
+		}
+	}
+	return steps, nil
+}
