@@ -31,15 +31,15 @@ const maxChainLinks = 4 * ChainLength
 // after version after, oldest first, ending with the one in force, each
 // with the exact document served and its signature: an unbroken chain
 // (each published over the one before it, the first over after), or
-// NOT_FOUND when it keeps none from after (after is older than the last
-// ChainLength bundles, or not a version it published). Nothing newer than
-// after: an empty chain. Without a signing key: UNSUPPORTED.
+// NOT_FOUND when it keeps none from after (more than ChainLength bundles
+// were published since, or after is not a version it published). Nothing newer than
+// after: an empty chain. Without a signing key: NOT_FOUND.
 func (a *Authority) TrustBundleChain(_ context.Context, after uint64) (fencegate.BundleChain, error) {
 	a.change.Lock()
 	defer a.change.Unlock()
 	out := fencegate.BundleChain{After: after, Bundles: []fencegate.BundleLink{}}
 	if !a.signing {
-		return out, fencegate.Errorf(fencegate.CodeUnsupported, "no in-process registry: the chain is served where the registry runs")
+		return out, fencegate.Errorf(fencegate.CodeNotFound, "no in-process registry: the chain is served where the registry runs")
 	}
 	cur := a.verifier.Bundle().Version()
 	if after >= cur {

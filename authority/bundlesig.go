@@ -44,7 +44,7 @@ type sigEntry struct {
 
 // ChainLength is how many published bundles a signing authority keeps, with
 // their signatures, in the signature file (the one in force and those
-// before it): a replica that missed up to ChainLength-1 changes follows them
+// before it): a replica that missed up to ChainLength changes follows them
 // by GET /v1/trust-bundle/chain; one further behind narrows trust by what
 // the registry's bundle revokes (narrow.go) until an operator installs it.
 const ChainLength = 16
