@@ -115,7 +115,7 @@ func (s *Store) writeBatch(ctx context.Context, ms []*member[*writeCall], locked
 				sc.out = fencegate.Receipt{}
 			}
 		}
-		uncertain, err = true, batchPanicked(op, len(ms), p)
+		uncertain, err = true, batchPanicked(s.writes.log, op, len(ms), p)
 	}()
 	if !locked && !s.lockedOnly {
 		admits, settles := split(ms)

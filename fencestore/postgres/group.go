@@ -86,6 +86,13 @@ func WithBatchGather(wait time.Duration, ops int) Option {
 	}
 }
 
+// WithLogger makes the store report a write batch that panicked (a bug: its
+// callers are answered INTERNAL, see runGuarded) to log, the process's
+// logger, with the panic's stack; without it, to slog.Default.
+func WithLogger(log *slog.Logger) Option {
+	return func(s *Store) { s.writes.log = log }
+}
+
 // member is one call waiting in a group.
 type member[T any] struct {
 	ctx  context.Context
@@ -105,6 +112,8 @@ type member[T any] struct {
 type group[T any] struct {
 	run   func(ctx context.Context, ms []*member[T])
 	slots int // batches that may run at once; 0 means defaultSlots
+	// log reports a batch that panicked (WithLogger; nil: slog.Default).
+	log *slog.Logger
 
 	// batches and members count the transactions that committed and the
 	// members they carried (runBatch reports them; a batch run again on the
@@ -328,7 +337,7 @@ func (g *group[T]) exec(batch []*member[T]) {
 func (g *group[T]) runGuarded(ctx context.Context, batch []*member[T]) {
 	defer func() {
 		if p := recover(); p != nil {
-			err := batchPanicked("write", len(batch), p)
+			err := batchPanicked(g.log, "write", len(batch), p)
 			for _, m := range batch {
 				m.err = err
 			}
@@ -337,15 +346,17 @@ func (g *group[T]) runGuarded(ctx context.Context, batch []*member[T]) {
 	g.run(ctx, batch)
 }
 
-// batchPanicked logs panic p of a batch of n members doing op, with the
-// stack (call it from the deferred function that recovered p), and returns
-// the error its members get: INTERNAL, which the gateway takes for a fault
-// that leaves the outcome open (like a lost COMMIT answer), never for a
-// ruling, so it reads the receipt back before answering an admission and
-// keeps a settle to retry. The store has no logger of its own: the
-// process's default one (slog.Default) reports it.
-func batchPanicked(op string, n int, p any) error {
-	slog.Default().Error("fence store: a write batch panicked; its callers are answered INTERNAL",
+// batchPanicked logs panic p of a batch of n members doing op to log
+// (slog.Default when nil), with the stack (call it from the deferred
+// function that recovered p), and returns the error its members get:
+// INTERNAL, which the gateway takes for a fault that leaves the outcome open
+// (like a lost COMMIT answer), never for a ruling, so it reads the receipt
+// back before answering an admission and keeps a settle to retry.
+func batchPanicked(log *slog.Logger, op string, n int, p any) error {
+	if log == nil {
+		log = slog.Default()
+	}
+	log.Error("fence store: a write batch panicked; its callers are answered INTERNAL",
 		"op", op, "members", n, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
 	return fencegate.Wrap(fmt.Errorf("panic: %v", p), fencegate.CodeInternal,
 		"fence store: "+op+": the batch failed (a panic); whether it committed is not known")

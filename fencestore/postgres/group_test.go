@@ -1,10 +1,13 @@
 package postgres
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -393,7 +396,10 @@ func TestBatchGatherSharesOneCommit(t *testing.T) {
 // call on the same key runs (nothing here sleeps: the gather's timer is
 // never needed, the two callers fill it).
 func TestGroupAnswersEveryCallerOfAPanickingBatchAndGoesOn(t *testing.T) {
-	g := &group[int]{slots: 1, gatherFor: time.Hour, gatherOps: 2, afterFunc: func(time.Duration, func()) {},
+	var logged bytes.Buffer
+	s := &Store{}
+	WithLogger(slog.New(slog.NewJSONHandler(&logged, nil)))(s) // the process's logger, not slog.Default
+	g := &group[int]{log: s.writes.log, slots: 1, gatherFor: time.Hour, gatherOps: 2, afterFunc: func(time.Duration, func()) {},
 		run: func(ctx context.Context, ms []*member[int]) {
 			if ms[0].req < 2 {
 				panic("boom")
@@ -413,5 +419,8 @@ func TestGroupAnswersEveryCallerOfAPanickingBatchAndGoesOn(t *testing.T) {
 	g.mu.Unlock()
 	if _, err := g.do(context.Background(), 2, "k"); err != nil {
 		t.Fatalf("the next call on the panicking batch's key: %v", err)
+	}
+	if !strings.Contains(logged.String(), `"msg":"fence store: a write batch panicked`) || !strings.Contains(logged.String(), `"stack":`) {
+		t.Fatalf("the panic was not reported, with its stack, to the logger WithLogger gave: %q", logged.String())
 	}
 }

@@ -26,11 +26,11 @@ import (
 	regredis "github.com/fencegate/fencegate/registry/redis"
 )
 
-func openFenceStore(ctx context.Context, cfg config.Config) (fencegate.FenceStore, error) {
+func openFenceStore(ctx context.Context, cfg config.Config, log *slog.Logger) (fencegate.FenceStore, error) {
 	if cfg.FenceStore == "embedded" {
 		return fsembedded.Open(filepath.Join(cfg.DataDir, "fencestore.db"))
 	}
-	return fspostgres.Open(ctx, cfg.FenceStore)
+	return fspostgres.Open(ctx, cfg.FenceStore, fspostgres.WithLogger(log))
 }
 
 // openObjectStores opens every configured store and admits only those that

@@ -95,7 +95,7 @@ func Build(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, er
 		return nil, fmt.Errorf("tracing: %w", err)
 	}
 	a.closers = append(a.closers, closeTracing)
-	store, err := openFenceStore(ctx, cfg)
+	store, err := openFenceStore(ctx, cfg, a.log)
 	if err != nil {
 		return nil, err
 	}
