@@ -127,20 +127,36 @@ gone AS (
 	DELETE FROM fence_quarantine q USING doomed WHERE q.id = doomed.id RETURNING 1)
 SELECT count(*) FROM gone`
 
-// CompactQuarantine implements fencegate.Compactor with one statement
-// (compactQuarantineSQL). The records it deletes are the oldest by last
-// attempt, so it needs no resume position: the index is walked from its
-// beginning to `before`, and every record examined is deleted but those an
-// admission holds (SKIP LOCKED: being hit again, they are kept). The
-// receipts the deleted records named are left to CompactReceipts, whose
-// NOT EXISTS no longer finds a record naming them.
+// quarantineStatement bounds the records one statement of
+// CompactQuarantine deletes (as quarantineExamine bounds a transaction of
+// the embedded store's): a record it has locked and not yet deleted holds
+// up an admission counting another attempt on it, and with it that
+// admission's whole write batch, until the statement commits; a record may
+// keep up to 1 MiB of payload.
+const quarantineStatement = 1024
+
+// CompactQuarantine implements fencegate.Compactor with statements of at
+// most quarantineStatement records (compactQuarantineSQL), each its own
+// transaction, until limit are deleted or one deletes fewer than it asked.
+// The records it deletes are the oldest by last attempt, so it needs no
+// resume position: the index is walked from its beginning to `before`, and
+// every record examined is deleted but those an admission holds (SKIP
+// LOCKED: being hit again, they are kept). The receipts the deleted
+// records named are left to CompactReceipts, whose NOT EXISTS no longer
+// finds a record naming them. It returns the records deleted, also with an
+// error (by the statements committed before it).
 func (s *Store) CompactQuarantine(ctx context.Context, before time.Time, limit int) (int, error) {
-	if limit <= 0 {
-		return 0, nil
+	total := 0
+	for total < limit {
+		want := min(limit-total, quarantineStatement)
+		var n int64
+		if err := s.pool.QueryRow(ctx, compactQuarantineSQL, before.UTC(), want).Scan(&n); err != nil {
+			return total, translate(err, "compact quarantine")
+		}
+		total += int(n)
+		if int(n) < want {
+			break
+		}
 	}
-	var n int64
-	if err := s.pool.QueryRow(ctx, compactQuarantineSQL, before.UTC(), limit).Scan(&n); err != nil {
-		return 0, translate(err, "compact quarantine")
-	}
-	return int(n), nil
+	return total, nil
 }
