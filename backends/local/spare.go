@@ -156,9 +156,15 @@ func (s *Store) writeSpare(ctx context.Context, req fencegate.PutRequest, ticket
 		sp = spare{name: name, f: f}
 	}
 	defer func() {
-		if err != nil {
+		// A panic (a body whose Read panics, say) gives the spare up as an
+		// error does, and goes on: its file and descriptor are not kept.
+		p := recover()
+		if err != nil || p != nil {
 			s.dirs.Leave(ticket)
 			s.spares.discard(sp)
+		}
+		if p != nil {
+			panic(p)
 		}
 	}()
 	var (

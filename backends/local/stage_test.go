@@ -76,3 +76,45 @@ func TestAStagingHoldsNoDirectorySyncTicket(t *testing.T) {
 		t.Fatalf("%d directory-sync tickets held after the staged put; want 0", n)
 	}
 }
+
+// panickingBody is a body whose Read panics, as a bug in a reader would.
+type panickingBody struct{}
+
+func (panickingBody) Read([]byte) (int, error) { panic("test: a body's Read panics") }
+
+func (panickingBody) Seek(int64, int) (int64, error) { return 0, nil }
+
+// TestAPanickingBodyGivesItsSpareUp: a write or staging whose body panics
+// while it is read gives its spare file up as a failed one does (the panic
+// goes on to the caller), so repeated panics leave no temp file or open
+// descriptor behind, and the object is unchanged.
+func TestAPanickingBodyGivesItsSpareUp(t *testing.T) {
+	dir := t.TempDir()
+	s := openAt(t, dir)
+	defer s.Close()
+	etag := objecttest.Create(t, s, "k/panic", "v1")
+	before := objectDirFiles(t, dir)
+	for i := range 10 {
+		for _, stage := range []bool{true, false} {
+			func() {
+				defer func() {
+					if recover() == nil {
+						t.Fatal("the body's panic did not reach the caller")
+					}
+				}()
+				req := fencegate.PutRequest{Key: "k/panic", Body: panickingBody{}, Size: 2, Meta: objecttest.Meta(uint64(i + 2)), IfMatch: etag}
+				if stage {
+					_, _ = s.Stage(context.Background(), req)
+				} else {
+					_, _ = s.Put(context.Background(), req)
+				}
+			}()
+		}
+	}
+	if after := objectDirFiles(t, dir); after != before {
+		t.Fatalf("%d files in the objects directory after 20 panicking writes, %d before; want none left behind", after, before)
+	}
+	if body, info := objecttest.Content(t, s, "k/panic"); body != "v1" || info.ETag != etag {
+		t.Fatalf("the object is %q (%s) after the panicking writes; want v1 (%s)", body, info.ETag, etag)
+	}
+}
