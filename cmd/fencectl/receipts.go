@@ -93,32 +93,24 @@ func unknownFlags(fs *flag.FlagSet) func(context.Context, *cmd) error {
 	}
 }
 
-// receiptTable prints list one receipt a line. When a delegate made any of
-// them, a last column DELEGATE names it and its delegation ("-" for the
-// owner's own writes); a list without one prints as it always has.
+// receiptTable prints list one receipt a line. Its last column, DELEGATE,
+// names the delegate and delegation that made a delegated write ("-" for
+// the owner's own): always there, so every page of a list has the same
+// columns.
 func receiptTable(c *cmd, list []fencegate.Receipt, overdue map[string]bool) {
 	if len(list) == 0 {
 		fmt.Fprintln(c.out, "no receipts")
 		return
 	}
-	delegated := slices.ContainsFunc(list, func(r fencegate.Receipt) bool { return r.Delegate != "" })
 	tw := tabwriter.NewWriter(c.out, 2, 4, 2, ' ', 0)
-	head := "RECEIPT\tSTATE\tFENCE\tSEGMENT\tMETHOD\tTARGET\tOPERATION\tCREATED"
-	if delegated {
-		head += "\tDELEGATE"
-	}
-	fmt.Fprintln(tw, head)
+	fmt.Fprintln(tw, "RECEIPT\tSTATE\tFENCE\tSEGMENT\tMETHOD\tTARGET\tOPERATION\tCREATED\tDELEGATE")
 	for _, r := range list {
 		st := string(r.State)
 		if overdue[r.ID] {
 			st += " (overdue: reconcile by hand)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s", r.ID, st, r.FenceToken, r.Segment, r.Method, r.Target,
-			r.OperationID, r.CreatedAt.Format(time.RFC3339))
-		if delegated {
-			fmt.Fprintf(tw, "\t%s", delegateText(r))
-		}
-		fmt.Fprintln(tw)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", r.ID, st, r.FenceToken, r.Segment, r.Method, r.Target,
+			r.OperationID, r.CreatedAt.Format(time.RFC3339), delegateText(r))
 	}
 	tw.Flush()
 }
