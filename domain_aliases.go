@@ -16,6 +16,8 @@ type (
 	AdmitRequest            = domain.AdmitRequest
 	AttestAnswer            = domain.AttestAnswer
 	AttestBody              = domain.AttestBody
+	BundleChain             = domain.BundleChain
+	BundleLink              = domain.BundleLink
 	Code                    = domain.Code
 	Compactor               = domain.Compactor
 	Delegation              = domain.Delegation
@@ -56,8 +58,6 @@ type (
 	RenewRequest            = domain.RenewRequest
 	ResourceState           = domain.ResourceState
 	S3AccessKeys            = domain.S3AccessKeys
-	BundleChain             = domain.BundleChain
-	BundleLink              = domain.BundleLink
 	S3Credential            = domain.S3Credential
 	S3Credentials           = domain.S3Credentials
 	S3Resolution            = domain.S3Resolution
