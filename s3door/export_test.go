@@ -10,9 +10,10 @@ func (s *Server) StagingHeld(identity string) (all, mine int64) {
 }
 
 // StagingInStep reports where the per-identity counts are out of step with
-// the budget's, with no part in flight: each identity holds exactly what its
-// uploads' parts hold, they add up to what the budget holds, and an
-// identity holding nothing has no entry.
+// the budget's, with no part in flight: each identity holds what its
+// uploads' running totals (held) say, they add up to what the budget
+// holds, and an identity holding nothing has no entry. It does not recount
+// the parts' charges (the tests' explicit byte counts check those).
 func (s *Server) StagingInStep() error {
 	us := s.uploads
 	us.mu.Lock()

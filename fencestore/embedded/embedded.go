@@ -94,8 +94,9 @@
 // another payload for it is refused without a quarantine record; nothing is
 // admitted twice. A binary from before the compact codec also fails every
 // read of a receipt or resource state written in it, one from before codec
-// byte 2 every read of a receipt written since, and one from before the
-// receipt's LandBy (codec.go) every read of a receipt that has one
+// byte 2 every read of a receipt written since, one from before the
+// receipt's LandBy (codec.go) every read of a receipt that has one, and one
+// from before fDelegated every read of a delegated write's receipt
 // (INTERNAL: a value it cannot decode is never taken for another). Opened
 // again by this code, such a file is repaired (repairLive): the rolled-back
 // binary's live entries are moved into byres and the entries of receipts it
