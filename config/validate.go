@@ -175,10 +175,10 @@ func (c *Config) Validate() error {
 	if c.MaxBodyBytes <= 0 {
 		at("maxBodyBytes", "maxBodyBytes must be positive")
 	}
-	if least := 2 * max(c.MaxBodyBytes, s3door.MinPartCharge); c.S3StagingBytes != 0 && c.S3StagingBytes < least {
+	if least := s3door.LeastStaging(c.MaxBodyBytes); c.S3StagingBytes != 0 && c.S3StagingBytes < least {
 		at("s3StagingBytes", "s3StagingBytes must be at least twice maxBodyBytes and 2 MiB (%d), not %d: an upload of the largest object, and a part of it sent again, must fit in the S3 front door's multipart staging (0 for the default)", least, c.S3StagingBytes)
 	}
-	if least, share := 2*max(c.MaxBodyBytes, s3door.MinPartCharge), c.S3StagingBytesPerIdentity; share != 0 && share < least {
+	if least, share := s3door.LeastStaging(c.MaxBodyBytes), c.S3StagingBytesPerIdentity; share != 0 && share < least {
 		at("s3StagingBytesPerIdentity", "s3StagingBytesPerIdentity must be at least twice maxBodyBytes and 2 MiB (%d), not %d: every identity must be able to stage an upload of the largest object and a part of it sent again (0 for the default, a quarter of s3StagingBytes)", least, share)
 	} else if budget := c.StagingBytes(); share > budget {
 		at("s3StagingBytesPerIdentity", "s3StagingBytesPerIdentity must be at most the staging budget s3StagingBytes (%d), not %d: an identity's share is a part of it (0 for the default, a quarter of it)", budget, share)

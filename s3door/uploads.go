@@ -40,8 +40,14 @@ const (
 // and never more than the budget. With the defaults (32 GiB, 5 GiB) it is
 // 10 GiB; where twice maxBody is the whole budget, so is the share.
 func DefaultStagingShare(budget, maxBody int64) int64 {
-	return min(budget, max(budget/4, 2*max(maxBody, MinPartCharge)))
+	return min(budget, max(budget/4, LeastStaging(maxBody)))
 }
+
+// LeastStaging is the least staging an identity (and so the budget) must
+// allow for objects of at most maxBody: one upload of the largest object
+// and a part of it sent again, each part counting at least MinPartCharge
+// (twice max(maxBody, MinPartCharge)).
+func LeastStaging(maxBody int64) int64 { return 2 * max(maxBody, MinPartCharge) }
 
 // part is one staged part of an upload.
 type part struct {
