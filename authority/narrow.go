@@ -11,20 +11,24 @@ import (
 // admissible) still carries what it revokes, and a replica that missed
 // changes must not go on trusting an epoch its registry revoked (a revoked
 // epoch is refused everywhere within one status-proof life). So what in it
-// only narrows trust is applied: every issuer epoch it revokes that is not
-// revoked here, and the epoch of every key in force here whose key ID it
-// revokes, become local revocations, persisted in the State file before
-// they are in force, as an operator's revocation at a replica is
-// (RetireEpoch). Nothing else in the bundle is taken: no key, no version,
-// no window. The bundle file and version are left as they are, so the
-// registry's bundle, which revokes the same epochs, installs over it later
-// (by the chain or by an operator). The endpoint answering registryURL can
-// so make a replica refuse an epoch (a denial of service); refusing is the
-// fail-safe side, and it can never make the replica trust a key.
+// only narrows trust is applied: every issuer epoch it revokes that a key
+// in force here signs for and that is not revoked here becomes a local
+// revocation, persisted in the State file before it is in force, as an
+// operator's revocation at a replica is (RetireEpoch). Nothing else in the
+// bundle is taken: no key, no version, no window, and no revocation of an
+// epoch no key here signs for (that would trust nothing less today, but
+// would refuse for good the registry's later bundles bringing that epoch's
+// key, the operator's too), nor of a key ID alone (its epoch's other keys
+// would go with it). The bundle file and version are left as they are, so
+// the registry's bundle, which revokes the same epochs, installs over it
+// later (by the chain or by an operator). The endpoint answering
+// registryURL can so make a replica refuse an epoch it trusts (a denial of
+// service); refusing is the fail-safe side, and it can never make the
+// replica trust a key.
 
 // narrowBy revokes here what the refused fetched bundle b revokes beyond
-// the revocations in force: the epochs it lists and those of the keys in
-// force whose key ID it lists. It reports the epochs it revoked (none if
+// the revocations in force: the epochs it lists that a key in force here
+// signs for. It reports the epochs it revoked (none if
 // nothing was new, if this authority signs, or if the State file could not
 // be written, in which case nothing changed and the next fetch tries
 // again). The caller holds a.change.
@@ -42,12 +46,13 @@ func (a *Authority) narrowBy(b *proofs.Bundle) ([]uint64, error) {
 			added = append(added, e)
 		}
 	}
-	for _, e := range b.RevokedEpochs() {
-		add(e)
-	}
+	inForce := map[uint64]bool{}
 	for _, k := range a.verifier.Bundle().Keys() {
-		if b.KeyRevoked(k.Key.KeyID()) {
-			add(k.Epoch)
+		inForce[k.Epoch] = true
+	}
+	for _, e := range b.RevokedEpochs() {
+		if inForce[e] {
+			add(e)
 		}
 	}
 	if len(added) == 0 {

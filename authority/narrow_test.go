@@ -71,21 +71,27 @@ func TestARefusedBundleStillRevokesWhatItRevokes(t *testing.T) {
 }
 
 // Rule: an impostor's bundle (its own key, signed by it) that revokes an
-// epoch in force here, by number or by its key's ID, makes the replica
-// revoke that epoch (a denial of service the registryURL endpoint can
-// cause: refusing is the fail-safe side) and takes nothing else: none of
-// its keys, not its version, not an epoch it merely names.
+// epoch a key in force here signs for makes the replica revoke that epoch
+// (a denial of service the registryURL endpoint can cause: refusing is the
+// fail-safe side) and takes nothing else: none of its keys, not its
+// version, not a key ID alone, and not an epoch no key here signs for, whose
+// revocation would refuse for good the registry's later bundles bringing
+// its key (the next rotation is still followed).
 func TestAnImpostorsRevocationNarrowsButAddsNoKey(t *testing.T) {
-	for name, rv := range map[string]proofs.Revocations{
-		"by epoch":  {Epochs: []uint64{1}},
-		"by key ID": {KeyIDs: []string{"registry-1"}},
+	for name, c := range map[string]struct {
+		rv      proofs.Revocations
+		revoked bool // epoch 1, the one in force here
+	}{
+		"epoch in force":    {proofs.Revocations{Epochs: []uint64{1}}, true},
+		"key ID alone":      {proofs.Revocations{KeyIDs: []string{"registry-1"}}, false},
+		"epochs not yet in": {proofs.Revocations{Epochs: []uint64{2, 3, 4}}, false},
 	} {
 		w := newChainWorld(t, false)
 		impostor, err := proofs.GenerateEd25519Signer("impostor-5")
 		if err != nil {
 			t.Fatal(err)
 		}
-		forged, err := proofs.NewRevokingBundle(9, rv, impostor.BundleKey(5))
+		forged, err := proofs.NewRevokingBundle(9, c.rv, impostor.BundleKey(5))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -97,11 +103,22 @@ func TestAnImpostorsRevocationNarrowsButAddsNoKey(t *testing.T) {
 		_, _, err = w.replica.OfferBundle(doc, sig)
 		wantCode(t, err, fencegate.CodeInvalidRequest)
 		b := w.replica.Verifier().Bundle()
-		if !w.replica.EpochRevoked(1) || w.replica.EpochRevoked(5) {
-			t.Fatalf("%s: epoch 1 revoked %v, epoch 5 revoked %v", name, w.replica.EpochRevoked(1), w.replica.EpochRevoked(5))
+		if w.replica.EpochRevoked(1) != c.revoked || w.replica.EpochRevoked(2) || w.replica.EpochRevoked(5) {
+			t.Fatalf("%s: epoch 1 revoked %v (want %v), epoch 2 %v, epoch 5 %v", name, w.replica.EpochRevoked(1), c.revoked,
+				w.replica.EpochRevoked(2), w.replica.EpochRevoked(5))
 		}
 		if b.Version() != 1 || !slices.Equal(b.KeyIDs(), []string{"registry-1"}) {
 			t.Fatalf("%s: the impostor's bundle widened trust: version %d keys %v", name, b.Version(), b.KeyIDs())
+		}
+		if c.revoked {
+			continue
+		}
+		if _, err := w.registry.RotateKey(ctx); err != nil {
+			t.Fatal(err)
+		}
+		data, sig := w.served()
+		if ok, v, err := w.replica.OfferBundle(data, sig); err != nil || !ok || v != 2 {
+			t.Fatalf("%s: the registry's rotation to epoch 2 after the impostor's bundle: installed %v, version %d, %v", name, ok, v, err)
 		}
 	}
 }
