@@ -160,15 +160,19 @@ func (a *Authority) openSignature() error {
 // bytes (proofs.BundleSignatureHeader), by the key that signed before the
 // bundle's change and the one after. Without a signing key (a replica) the
 // signature is "".
+//
+// A signing authority answers its served snapshot alone (document and
+// signature set together under a.mu, after the verifier took the bundle):
+// during a change it may be the version before, never a document without
+// its signature.
 func (a *Authority) SignedTrustBundle(context.Context) (data []byte, signature string, err error) {
-	b := a.verifier.Bundle()
 	a.mu.RLock()
 	sb := a.served
 	a.mu.RUnlock()
-	if a.signing && sb.version == b.Version() {
+	if a.signing && sb.data != nil {
 		return slices.Clone(sb.data), sb.sig, nil
 	}
-	data, err = b.Marshal()
+	data, err = a.verifier.Bundle().Marshal()
 	return data, "", err
 }
 
