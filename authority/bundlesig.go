@@ -76,9 +76,27 @@ func (a *Authority) seal(b *proofs.Bundle, signers ...*proofs.Signer) (signedBun
 	entries = slices.DeleteFunc(entries, func(e sigEntry) bool { return e.Version >= b.Version() })
 	entries = append(entries, sigEntry{Version: b.Version(), Previous: prev, Signature: sig, Document: string(data)})
 	if err := a.writeSignatures(entries); err != nil {
+		a.unseal(b.Version()) // its rename may have landed
 		return signedBundle{}, err
 	}
 	return signedBundle{version: b.Version(), data: data, sig: sig}, nil
+}
+
+// unseal drops what seal persisted for version when its publication failed
+// and the bundle file on disk is not that version (its write failed before
+// its rename, or was never made): a signed document that was never
+// published must not lie where a replica could be handed it. A bundle file
+// that did land (a failed directory sync after the rename) keeps its
+// signature, which a restart serves. Best effort (Open drops it too).
+func (a *Authority) unseal(version uint64) {
+	if onDisk, err := proofs.LoadBundle(a.files.Bundle); err == nil && onDisk.Version() >= version {
+		return
+	}
+	entries := readSignatures(a.sigFile())
+	kept := slices.DeleteFunc(slices.Clone(entries), func(e sigEntry) bool { return e.Version >= version })
+	if len(kept) != len(entries) {
+		_ = a.writeSignatures(kept)
+	}
 }
 
 // writeSignatures persists the last ChainLength of entries (oldest first)
@@ -130,6 +148,15 @@ func (a *Authority) openSignature() error {
 		return err
 	}
 	entries := readSignatures(a.sigFile())
+	if n := len(entries); n > 0 && entries[n-1].Version > b.Version() {
+		// Sealed for a publication whose bundle file was never written (a
+		// crash between the two): never published, so not kept, signed
+		// as it is by a key replicas trust.
+		entries = slices.DeleteFunc(entries, func(e sigEntry) bool { return e.Version > b.Version() })
+		if err := a.writeSignatures(entries); err != nil {
+			return err
+		}
+	}
 	for i, e := range entries {
 		if e.Version != b.Version() {
 			continue

@@ -215,6 +215,7 @@ func (a *Authority) publishWith(revoked map[uint64]bool, keys []proofs.BundleKey
 		return err
 	}
 	if err := WriteFileAtomic(a.files.Bundle, sb.data, 0o644); err != nil {
+		a.unseal(b.Version())
 		return fencegate.Wrap(err, fencegate.CodeInternal, "persist trust bundle")
 	}
 	return a.install(b, sb)
@@ -284,6 +285,9 @@ func (a *Authority) persistThenInstall(b *proofs.Bundle, data []byte) error {
 	// The file may be shared: never replace a version at least as new.
 	if onDisk, err := proofs.LoadBundle(a.files.Bundle); err != nil || onDisk.Version() < b.Version() {
 		if err := WriteFileAtomic(a.files.Bundle, data, 0o644); err != nil {
+			if sb.data != nil {
+				a.unseal(b.Version())
+			}
 			return fencegate.Wrap(err, fencegate.CodeInternal, "persist trust bundle")
 		}
 	}

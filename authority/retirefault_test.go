@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/fencegate/fencegate/proofs"
 )
 
 // failingFsync makes the nth fsync from now fail (EIO), until the test ends.
@@ -133,5 +135,70 @@ func TestARetirementWaitsForAStoppedRotation(t *testing.T) {
 	}
 	if now, _ := os.ReadFile(cfg.Files.Bundle); string(now) != string(onDisk) {
 		t.Fatal("the bundle file changed")
+	}
+}
+
+// Rule: a publication whose bundle file could not be written leaves no
+// signed document of its version in the signature file (it was never
+// published, yet signed by a key replicas trust), and a reopen drops one a
+// crash left there.
+func TestAFailedPublicationLeavesNoSignedDocumentBehind(t *testing.T) {
+	a, _ := openSigning(t)
+	saved, syncs := fsync, 0
+	fsync = func(f *os.File) error { syncs++; return saved(f) }
+	_, err := a.RotateKey(context.Background())
+	fsync = saved
+	if err != nil || syncs == 0 {
+		t.Fatalf("rotation: %v after %d fsyncs", err, syncs)
+	}
+	failed := 0
+	for nth := 1; nth <= syncs; nth++ { // each fsync the rotation makes, failing
+		a, cfg := openSigning(t)
+		v := a.Verifier().Bundle().Version()
+		func() {
+			failingFsync(t, nth)
+			if _, err := a.RotateKey(context.Background()); err != nil {
+				failed++
+			}
+		}()
+		fsync = saved
+		if got := a.Verifier().Bundle().Version(); got != v && got != v+1 {
+			t.Fatalf("fsync %d failing: version %d in force, was %d", nth, got, v)
+		}
+		// Above the bundle in force only when the bundle file landed (its
+		// directory sync failed after the rename): a restart serves it.
+		published := a.Verifier().Bundle().Version()
+		if onDisk, err := proofs.LoadBundle(cfg.Files.Bundle); err == nil {
+			published = max(published, onDisk.Version())
+		}
+		for _, e := range readSignatures(a.sigFile()) {
+			if e.Version > published {
+				t.Fatalf("fsync %d failing: the signature file keeps version %d, never published (%d)", nth, e.Version, published)
+			}
+		}
+		if _, err := Open(cfg); err != nil {
+			t.Fatalf("fsync %d failing: reopen: %v", nth, err)
+		}
+	}
+	if failed == 0 {
+		t.Fatal("no failing fsync failed the rotation")
+	}
+	// A crash between the signature file and the bundle file: an entry
+	// above the bundle in force, which Open drops.
+	a, cfg := openSigning(t)
+	entries := readSignatures(a.sigFile())
+	orphan := entries[len(entries)-1]
+	orphan.Version, orphan.Previous = orphan.Version+1, orphan.Version
+	if err := a.writeSignatures(append(entries, orphan)); err != nil {
+		t.Fatal(err)
+	}
+	b, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range readSignatures(b.sigFile()) {
+		if e.Version > b.Verifier().Bundle().Version() {
+			t.Fatalf("after a reopen the signature file keeps version %d above the one in force", e.Version)
+		}
 	}
 }
