@@ -79,7 +79,8 @@ func SignBundle(data []byte, version uint64, signers ...*Signer) (string, error)
 // detached compact JWS with a strict protected header of exactly alg, kid,
 // typ fencegate-bundle+jws and bundleVersion equal to version; name a key of
 // trusted (the bundle in force here, never the one being verified) valid at
-// now, under that key's own alg from the allow-list; and verify over data.
+// now, an EdDSA key (a registry's; HS256 secrets are held by every replica
+// of a MAC deployment), under that key's own alg; and verify over data.
 // Anything else is refused: a grant or status proof, alg none, a kid trusted
 // does not hold, a public key used as an HMAC secret. An empty signature is
 // refused with ErrUnsignedBundle. Every refusal is INVALID_REQUEST and lists
@@ -140,6 +141,12 @@ func verifyBundleJWS(trusted *Bundle, data []byte, sig string, version uint64, n
 	}
 	if alg != key.alg {
 		return "", fmt.Errorf("header alg %s is not the alg %s of key %s", strictjson.Quote(alg.String()), key.alg, strictjson.Quote(kid))
+	}
+	if key.alg != AlgEdDSA {
+		// A registry signs with EdDSA only. An HS256 key is a secret every
+		// replica of a MAC deployment holds, so any of them could vouch
+		// for a bundle with it; no key of another alg vouches for one.
+		return "", fmt.Errorf("key %s is %s: only a registry's EdDSA key vouches for a bundle", strictjson.Quote(kid), key.alg)
 	}
 	if err := key.validAt(now); err != nil {
 		return "", err
