@@ -55,7 +55,10 @@ type App struct {
 	pullMu   sync.Mutex
 	pulledAt time.Time
 	pullErr  string
-	tls      *tls.Config
+	// refused is the last fetched bundle the authority refused, offered
+	// again only once its wait has passed (pull's backoff).
+	refused refusedFetch
+	tls     *tls.Config
 	// Registry is the in-process registry, nil if none.
 	Registry *registry.Registry
 	// Gateway is the acceptance point.

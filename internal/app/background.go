@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"time"
 
@@ -96,7 +97,12 @@ func (a *App) pull(ctx context.Context, fresh time.Duration) {
 	var installed bool
 	var version uint64
 	if err == nil {
+		key := sha256.Sum256(append([]byte(sig+"\x00"), data...))
+		if key == a.refused.key && time.Now().Before(a.refused.until) {
+			return // the bundle refused last time, unchanged: backing off
+		}
 		installed, version, err = a.auth.FollowBundle(ctx, data, sig, a.remote.FetchChain)
+		a.refused = a.refused.after(key, err)
 	}
 	switch held := a.auth.Verifier().Bundle().Version(); {
 	case err != nil && ctx.Err() == nil && err.Error() != a.pullErr:
@@ -117,6 +123,31 @@ func (a *App) pull(ctx context.Context, fresh time.Duration) {
 		a.log.Info("trust bundle fetched from the registry", "version", a.auth.Verifier().Bundle().Version(),
 			"revokedEpochs", a.auth.Verifier().Bundle().RevokedEpochs())
 	}
+}
+
+// refusedFetch is pull's backoff for a fetched bundle the authority
+// refused (a replica with no key in common with its registry, which would
+// otherwise fetch the registry's chain every bundleRefresh): the same
+// bundle (document and signature) is offered again after 1 s, doubling to
+// a minute; any other bundle at once. A change at the registry changes the
+// bundle; a transient failure of the chain's fetch is retried within the
+// wait.
+type refusedFetch struct {
+	key   [sha256.Size]byte
+	wait  time.Duration
+	until time.Time
+}
+
+// after is the backoff once the bundle key was offered with result err.
+func (r refusedFetch) after(key [sha256.Size]byte, err error) refusedFetch {
+	if err == nil || fencegate.ErrorCode(err) != fencegate.CodeInvalidRequest {
+		return refusedFetch{}
+	}
+	wait := time.Second
+	if key == r.key {
+		wait = min(2*r.wait, time.Minute)
+	}
+	return refusedFetch{key: key, wait: wait, until: time.Now().Add(wait)}
 }
 
 // raiseOverdue alarms on UNKNOWN receipts past the reconcile deadline: an

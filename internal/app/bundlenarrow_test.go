@@ -7,6 +7,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/fencegate/fencegate"
@@ -85,5 +86,50 @@ func TestAReplicaThatMissedARevocationRefusesTheRevokedEpochAtOnce(t *testing.T)
 	}
 	if n := strings.Count(logs.String(), "its revocations applied here"); n != 1 {
 		t.Fatalf("the narrowing was logged %d times, want once:\n%s", n, logs.String())
+	}
+}
+
+// Rule: a replica that cannot follow its registry's bundle backs off: the
+// same refused bundle is offered again (and the registry's chain fetched
+// again) only after a wait, 1 s doubling to a minute, not at every pull,
+// so stuck replicas do not keep the registry reading its chain every
+// second; a new bundle at the registry is offered at once.
+func TestAReplicaBacksOffFromABundleItRefused(t *testing.T) {
+	w := newS3World(t)
+	ctx := context.Background()
+	var chains atomic.Int32
+	target, err := url.Parse(w.srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/v1/trust-bundle/chain") {
+			chains.Add(1)
+			http.NotFound(rw, r)
+			return
+		}
+		proxy.ServeHTTP(rw, r)
+	}))
+	t.Cleanup(srv.Close)
+	rep, _ := chainReplica(t, w, srv.URL, openAccess)
+	if _, err := w.app.auth.RotateKey(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.app.auth.RetireEpoch(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		rep.pull(ctx, 0)
+	}
+	if n := chains.Load(); n != 1 {
+		t.Fatalf("three pulls of the same refused bundle fetched the chain %d times; want once, then a wait", n)
+	}
+	if _, err := w.app.auth.RotateKey(ctx); err != nil { // a new bundle at the registry
+		t.Fatal(err)
+	}
+	rep.pull(ctx, 0)
+	if n := chains.Load(); n != 2 {
+		t.Fatalf("a new bundle at the registry: the chain fetched %d times in all; want it offered at once (2)", n)
 	}
 }
