@@ -2,13 +2,11 @@ package e2e
 
 import (
 	"bytes"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -58,24 +56,8 @@ func TestAReplicaRefusesAForgedBundleFromAnImpostorAtItsRegistryURL(t *testing.T
 	}))
 	defer srv.Close()
 
-	repDir := t.TempDir()
-	bundle := filepath.Join(repDir, "bundle.json")
-	copyFile(t, filepath.Join(regDir, "trust-bundle.json"), bundle)
+	cfg, bundle := pullingReplica(t, regDir, srv.URL, "50ms")
 	onDisk, _ := os.ReadFile(bundle)
-	cfg := filepath.Join(repDir, "gw.yaml")
-	yml := fmt.Sprintf(`dataDir: %s
-trustBundle: %s
-registryURL: %s
-registryCredential: {name: replica, token: replica-token}
-bundleRefresh: 50ms
-stores: {local: "local:"}
-identities: [{name: worker-a, token: token-a}]
-access: {rules: [{identity: worker-a, lease: [local]}]}
-admins: [{name: ops, token: rep-ops}]
-`, filepath.Join(repDir, "data"), bundle, srv.URL)
-	if err := os.WriteFile(cfg, []byte(yml), 0o600); err != nil {
-		t.Fatal(err)
-	}
 	rep := startGateway(t, "serve", "--config", cfg)
 	for deadline := time.Now().Add(10 * time.Second); served.Load() < 3; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {

@@ -1,10 +1,7 @@
 package e2e
 
 import (
-	"fmt"
 	"net/http"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 )
@@ -20,23 +17,7 @@ func TestAReplicaDownAcrossARotationAndARevocationFollowsTheChain(t *testing.T) 
 	regDir := t.TempDir()
 	reg := startGateway(t, "dev", "--data-dir", regDir, "--identity", "worker-a=token-a",
 		"--gateway", "replica=replica-token", "--admin-token", "ops-token")
-	repDir := t.TempDir()
-	bundle := filepath.Join(repDir, "bundle.json")
-	copyFile(t, filepath.Join(regDir, "trust-bundle.json"), bundle)
-	cfg := filepath.Join(repDir, "gw.yaml")
-	yml := fmt.Sprintf(`dataDir: %s
-trustBundle: %s
-registryURL: %s
-registryCredential: {name: replica, token: replica-token}
-bundleRefresh: 50ms
-stores: {local: "local:"}
-identities: [{name: worker-a, token: token-a}]
-access: {rules: [{identity: worker-a, lease: [local]}]}
-admins: [{name: ops, token: rep-ops}]
-`, filepath.Join(repDir, "data"), bundle, reg.base)
-	if err := os.WriteFile(cfg, []byte(yml), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	cfg, _ := pullingReplica(t, regDir, reg.base, "50ms")
 	rep := startGateway(t, "serve", "--config", cfg)
 	underK1 := reg.acquire(t, "token-a", "local/walk/1", "a-1", "walk", 60000)
 	if r := rep.put(t, "token-a", underK1, "local/walk/1", 1, "one"); r.status != http.StatusOK {

@@ -64,6 +64,33 @@ reconcile: {interval: 100ms, deadline: 15m, orphan: 2m}
 	wantCode(t, gw.do(t, "POST", "/v1/admin/keys/rotate", "gw-ops", nil, ""), http.StatusNotImplemented, "UNSUPPORTED")
 }
 
+// pullingReplica writes the config of a replica of the dev registry whose
+// data directory is regDir: its own copy of the registry's bundle file
+// (returned), registryURL url (the registry, or something in front of it),
+// a fetch every refresh, worker-a's token and an admin ops token rep-ops.
+// It returns the config's path and the replica's bundle file.
+func pullingReplica(t *testing.T, regDir, url, refresh string) (cfg, bundle string) {
+	t.Helper()
+	repDir := t.TempDir()
+	bundle = filepath.Join(repDir, "bundle.json")
+	copyFile(t, filepath.Join(regDir, "trust-bundle.json"), bundle)
+	cfg = filepath.Join(repDir, "gw.yaml")
+	yml := fmt.Sprintf(`dataDir: %s
+trustBundle: %s
+registryURL: %s
+registryCredential: {name: replica, token: replica-token}
+bundleRefresh: %s
+stores: {local: "local:"}
+identities: [{name: worker-a, token: token-a}]
+access: {rules: [{identity: worker-a, lease: [local]}]}
+admins: [{name: ops, token: rep-ops}]
+`, filepath.Join(repDir, "data"), bundle, url, refresh)
+	if err := os.WriteFile(cfg, []byte(yml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return cfg, bundle
+}
+
 func copyFile(t *testing.T, from, to string) {
 	t.Helper()
 	b, err := os.ReadFile(from)

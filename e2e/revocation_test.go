@@ -247,23 +247,7 @@ func TestReplicaWithARegistryURLFetchesTheRevocationByItself(t *testing.T) {
 	wantCode(t, reg.do(t, "GET", "/v1/trust-bundle", "token-a", nil, ""), http.StatusForbidden, "FORBIDDEN")
 	wantCode(t, reg.do(t, "GET", "/v1/trust-bundle", "", nil, ""), http.StatusUnauthorized, "UNAUTHENTICATED")
 
-	repDir := t.TempDir()
-	bundle := filepath.Join(repDir, "bundle.json")
-	copyFile(t, filepath.Join(regDir, "trust-bundle.json"), bundle)
-	cfg := filepath.Join(repDir, "gw.yaml")
-	yml := fmt.Sprintf(`dataDir: %s
-trustBundle: %s
-registryURL: %s
-registryCredential: {name: replica, token: replica-token}
-bundleRefresh: 100ms
-stores: {local: "local:"}
-identities: [{name: worker-a, token: token-a}]
-access: {rules: [{identity: worker-a, lease: [local]}]}
-admins: [{name: ops, token: rep-ops}]
-`, filepath.Join(repDir, "data"), bundle, reg.base)
-	if err := os.WriteFile(cfg, []byte(yml), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	cfg, bundle := pullingReplica(t, regDir, reg.base, "100ms")
 	rep := startGateway(t, "serve", "--config", cfg)
 	a := reg.acquire(t, "token-a", "local/auto/1", "a-1", "auto", 60000)
 	if r := rep.put(t, "token-a", a, "local/auto/1", 1, "one"); r.status != http.StatusOK {
