@@ -2,15 +2,12 @@ package postgres
 
 import (
 	"context"
-	"io/fs"
 	"testing"
-	"testing/fstest"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/fencegate/fencegate"
-	"github.com/fencegate/fencegate/internal/pgmigrate"
 	"github.com/fencegate/fencegate/internal/testenv"
 )
 
@@ -24,33 +21,7 @@ func TestDelegatesMigrationAppliesOnTheVersionBefore(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	url := testenv.PostgresURL(t)
-	cc, err := pgx.ParseConfig(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	const delegates = "00011_receipt_delegates.sql"
-	if _, err := fs.Stat(migrations, "migrations/"+delegates); err != nil {
-		t.Fatal(err)
-	}
-	names, err := fs.Glob(migrations, "migrations/*.sql")
-	if err != nil {
-		t.Fatal(err)
-	}
-	old := fstest.MapFS{}
-	for _, path := range names {
-		name := path[len("migrations/"):]
-		if name >= delegates {
-			continue
-		}
-		b, err := fs.ReadFile(migrations, path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		old[name] = &fstest.MapFile{Data: b}
-	}
-	if err := pgmigrate.Up(ctx, cc, old, MigrationsTable, "fencegate/fencestore/postgres"); err != nil {
-		t.Fatal(err)
-	}
+	cc := migrateBefore(ctx, t, url, "00011_receipt_delegates.sql")
 	conn, err := pgx.ConnectConfig(ctx, cc)
 	if err != nil {
 		t.Fatal(err)

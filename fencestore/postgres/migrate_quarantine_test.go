@@ -22,22 +22,7 @@ func TestQuarantineMigrationMergesRepeatsAndNamesRecordsAsTheCodeDoes(t *testing
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	url := testenv.PostgresURL(t)
-	cc, err := pgx.ParseConfig(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	old := fstest.MapFS{}
-	for _, name := range []string{"00001_fence_store.sql", "00002_fence_targets.sql", "00003_receipt_requests.sql",
-		"00004_receipt_effect_keys.sql", "00005_receipts_by_resource.sql"} {
-		b, err := fs.ReadFile(migrations, "migrations/"+name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		old[name] = &fstest.MapFile{Data: b}
-	}
-	if err := pgmigrate.Up(ctx, cc, old, MigrationsTable, "fencegate/fencestore/postgres"); err != nil {
-		t.Fatal(err)
-	}
+	cc := migrateBefore(ctx, t, url, "00006_quarantine_records.sql")
 	conn, err := pgx.ConnectConfig(ctx, cc)
 	if err != nil {
 		t.Fatal(err)
@@ -76,4 +61,38 @@ func TestQuarantineMigrationMergesRepeatsAndNamesRecordsAsTheCodeDoes(t *testing
 	if got, err := s.QuarantineRecord(ctx, want); err != nil || got.Attempts != 2 {
 		t.Fatalf("QuarantineRecord(%s) = %+v, %v", want, got, err)
 	}
+}
+
+// migrateBefore brings the test database at url to the version before the
+// migration file first (every migration whose name sorts below it applied,
+// as a store of that version left it) and returns its connection config.
+func migrateBefore(ctx context.Context, t *testing.T, url, first string) *pgx.ConnConfig {
+	t.Helper()
+	cc, err := pgx.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fs.Stat(migrations, "migrations/"+first); err != nil {
+		t.Fatal(err)
+	}
+	names, err := fs.Glob(migrations, "migrations/*.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := fstest.MapFS{}
+	for _, path := range names {
+		name := path[len("migrations/"):]
+		if name >= first {
+			continue
+		}
+		b, err := fs.ReadFile(migrations, path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		old[name] = &fstest.MapFile{Data: b}
+	}
+	if err := pgmigrate.Up(ctx, cc, old, MigrationsTable, "fencegate/fencestore/postgres"); err != nil {
+		t.Fatal(err)
+	}
+	return cc
 }
