@@ -3,6 +3,7 @@ package authority
 import (
 	"maps"
 
+	"github.com/fencegate/fencegate"
 	"github.com/fencegate/fencegate/proofs"
 )
 
@@ -21,7 +22,8 @@ import (
 // key, the operator's too), nor of a key ID alone (its epoch's other keys
 // would go with it). The bundle file and version are left as they are, so
 // the registry's bundle, which revokes the same epochs, installs over it
-// later (by the chain or by an operator). The endpoint answering
+// later: by an operator, or by the chain where its steps are signed by keys
+// of epochs not narrowed here (a narrowed epoch's key no longer vouches). The endpoint answering
 // registryURL can so make a replica refuse an epoch it trusts (a denial of
 // service); refusing is the fail-safe side, and it can never make the
 // replica trust a key.
@@ -80,6 +82,9 @@ func (a *Authority) refuseFetched(b *proofs.Bundle, err error) error {
 	case werr != nil:
 		a.log.Error("trust bundle from the registry refused; its revocations could not be applied here (the next fetch tries again)",
 			"version", b.Version(), "revokedEpochs", b.RevokedEpochs(), "err", werr)
+		// INTERNAL, not the refusal: the fetch is tried again at once
+		// (the puller backs off only from a refusal), until it is applied.
+		return fencegate.Wrap(werr, fencegate.CodeInternal, "trust bundle refused; applying its revocations here failed: "+fencegate.ErrorMessage(err))
 	case len(added) > 0:
 		a.log.Error("trust bundle from the registry refused, its revocations applied here: an operator must install the registry's bundle (replace the trust bundle file or PUT /v1/admin/trust-bundle)",
 			"version", b.Version(), "inForce", a.verifier.Bundle().Version(), "revokedEpochs", added, "err", err)

@@ -97,12 +97,15 @@ func (a *App) pull(ctx context.Context, fresh time.Duration) {
 	var installed bool
 	var version uint64
 	if err == nil {
-		key := sha256.Sum256(append([]byte(sig+"\x00"), data...))
+		// The fetched bundle and the one in force here: an operator's
+		// install here changes the key too.
+		inForce := a.auth.Verifier().Bundle().Version()
+		key := sha256.Sum256(fmt.Appendf(nil, "%d\x00%s\x00%s", inForce, sig, data))
 		if key == a.refused.key && time.Now().Before(a.refused.until) {
 			return // the bundle refused last time, unchanged: backing off
 		}
 		installed, version, err = a.auth.FollowBundle(ctx, data, sig, a.remote.FetchChain)
-		a.refused = a.refused.after(key, err)
+		a.refused = a.refused.after(key, err, time.Now())
 	}
 	switch held := a.auth.Verifier().Bundle().Version(); {
 	case err != nil && ctx.Err() == nil && err.Error() != a.pullErr:
@@ -126,20 +129,22 @@ func (a *App) pull(ctx context.Context, fresh time.Duration) {
 }
 
 // refusedFetch is pull's backoff for a fetched bundle the authority
-// refused (a replica with no key in common with its registry, which would
-// otherwise fetch the registry's chain every bundleRefresh): the same
-// bundle (document and signature) is offered again after 1 s, doubling to
-// a minute; any other bundle at once. A change at the registry changes the
-// bundle; a transient failure of the chain's fetch is retried within the
-// wait.
+// refused (INVALID_REQUEST: a replica with no key in common with its
+// registry, which would otherwise fetch the registry's chain every
+// bundleRefresh): the same bundle (document and signature, with the same
+// bundle in force here) is offered again after 1 s, doubling to a minute;
+// any other at once. A change at the registry, or an operator's install
+// here, changes the key; a failure to apply a refused bundle's revocations
+// here is INTERNAL and tried again at the next pull.
 type refusedFetch struct {
 	key   [sha256.Size]byte
 	wait  time.Duration
 	until time.Time
 }
 
-// after is the backoff once the bundle key was offered with result err.
-func (r refusedFetch) after(key [sha256.Size]byte, err error) refusedFetch {
+// after is the backoff once the bundle key was offered at now with result
+// err.
+func (r refusedFetch) after(key [sha256.Size]byte, err error, now time.Time) refusedFetch {
 	if err == nil || fencegate.ErrorCode(err) != fencegate.CodeInvalidRequest {
 		return refusedFetch{}
 	}
@@ -147,7 +152,7 @@ func (r refusedFetch) after(key [sha256.Size]byte, err error) refusedFetch {
 	if key == r.key {
 		wait = min(2*r.wait, time.Minute)
 	}
-	return refusedFetch{key: key, wait: wait, until: time.Now().Add(wait)}
+	return refusedFetch{key: key, wait: wait, until: now.Add(wait)}
 }
 
 // raiseOverdue alarms on UNKNOWN receipts past the reconcile deadline: an

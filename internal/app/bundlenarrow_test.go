@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"crypto/sha256"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/fencegate/fencegate"
 	"github.com/fencegate/fencegate/config"
@@ -131,5 +133,30 @@ func TestAReplicaBacksOffFromABundleItRefused(t *testing.T) {
 	rep.pull(ctx, 0)
 	if n := chains.Load(); n != 2 {
 		t.Fatalf("a new bundle at the registry: the chain fetched %d times in all; want it offered at once (2)", n)
+	}
+}
+
+// Rule: the backoff from a refused bundle waits 1 s, doubling for the same
+// bundle up to a minute, starts again at 1 s for another, and ends on
+// anything but a refusal (an install, or INTERNAL: revocations that could
+// not be applied here are tried again at the next pull).
+func TestTheBackoffFromARefusedBundleDoublesToAMinute(t *testing.T) {
+	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	refused := fencegate.Errorf(fencegate.CodeInvalidRequest, "refused")
+	a, b := sha256.Sum256([]byte("a")), sha256.Sum256([]byte("b"))
+	var r refusedFetch
+	for i, want := range []time.Duration{1, 2, 4, 8, 16, 32, 60, 60} {
+		r = r.after(a, refused, t0)
+		if r.wait != want*time.Second || !r.until.Equal(t0.Add(want*time.Second)) {
+			t.Fatalf("refusal %d of the same bundle: wait %s until %s, want %s", i+1, r.wait, r.until, want*time.Second)
+		}
+	}
+	if r = r.after(b, refused, t0); r.wait != time.Second {
+		t.Fatalf("another bundle refused: wait %s, want 1s", r.wait)
+	}
+	for _, err := range []error{nil, fencegate.Errorf(fencegate.CodeInternal, "state file")} {
+		if got := r.after(b, err, t0); got != (refusedFetch{}) {
+			t.Fatalf("after %v: %+v, want no backoff", err, got)
+		}
 	}
 }
