@@ -22,11 +22,11 @@ import (
 // key, the operator's too), nor of a key ID alone (its epoch's other keys
 // would go with it). The bundle file and version are left as they are, so
 // the registry's bundle, which revokes the same epochs, installs over it
-// later: by an operator, or by the chain where its steps are signed by keys
-// of epochs not narrowed here (a narrowed epoch's key no longer vouches). The endpoint answering
-// registryURL can so make a replica refuse an epoch it trusts (a denial of
-// service); refusing is the fail-safe side, and it can never make the
-// replica trust a key.
+// later: by an operator, or by the chain where its steps are signed by
+// keys of epochs not narrowed here (a narrowed epoch's key no longer
+// vouches). The endpoint answering registryURL can so make a replica
+// refuse an epoch it trusts (a denial of service); refusing is the
+// fail-safe side, and it can never make the replica trust a key.
 
 // narrowBy revokes here what the refused fetched bundle b revokes beyond
 // the revocations in force: the epochs it lists that a key in force here
