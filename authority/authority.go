@@ -155,6 +155,9 @@ type Authority struct {
 	// served is the bundle in force as a signing authority serves it: its
 	// document and signature (bundlesig.go).
 	served signedBundle
+	// sigs is what the signature file holds (oldest first; guarded by
+	// change): read once by Open, kept in step by writeSignatures.
+	sigs []sigEntry
 	// acceptUnsigned is Config.AcceptUnsignedBundles.
 	acceptUnsigned bool
 }

@@ -45,7 +45,7 @@ func (a *Authority) TrustBundleChain(_ context.Context, after uint64) (fencegate
 	if after >= cur {
 		return out, nil
 	}
-	entries := readSignatures(a.sigFile())
+	entries := a.sigs
 	prev := after
 	for _, e := range entries {
 		if e.Version <= after || e.Version > cur {

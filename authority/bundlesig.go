@@ -1,6 +1,7 @@
 package authority
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -72,8 +73,7 @@ func (a *Authority) seal(b *proofs.Bundle, signers ...*proofs.Signer) (signedBun
 	if prev >= b.Version() {
 		prev = 0 // the bundle in force signed again: what came before is not known
 	}
-	entries := readSignatures(a.sigFile())
-	entries = slices.DeleteFunc(entries, func(e sigEntry) bool { return e.Version >= b.Version() })
+	entries := slices.DeleteFunc(slices.Clone(a.sigs), func(e sigEntry) bool { return e.Version >= b.Version() })
 	entries = append(entries, sigEntry{Version: b.Version(), Previous: prev, Signature: sig, Document: string(data)})
 	if err := a.writeSignatures(entries); err != nil {
 		a.unseal(b.Version()) // its rename may have landed
@@ -92,15 +92,16 @@ func (a *Authority) unseal(version uint64) {
 	if onDisk, err := proofs.LoadBundle(a.files.Bundle); err == nil && onDisk.Version() >= version {
 		return
 	}
-	entries := readSignatures(a.sigFile())
-	kept := slices.DeleteFunc(slices.Clone(entries), func(e sigEntry) bool { return e.Version >= version })
-	if len(kept) != len(entries) {
+	kept := slices.DeleteFunc(slices.Clone(a.sigs), func(e sigEntry) bool { return e.Version >= version })
+	if len(kept) != len(a.sigs) {
 		_ = a.writeSignatures(kept)
 	}
 }
 
 // writeSignatures persists the last ChainLength of entries (oldest first)
-// as the signature file, atomically.
+// as the signature file, atomically, and keeps a.sigs in step with it: the
+// entries written, or after a failure (whose rename may have landed) what
+// the file then holds.
 func (a *Authority) writeSignatures(entries []sigEntry) error {
 	if len(entries) > ChainLength {
 		entries = entries[len(entries)-ChainLength:]
@@ -110,8 +111,10 @@ func (a *Authority) writeSignatures(entries []sigEntry) error {
 		err = WriteFileAtomic(a.sigFile(), js, 0o644)
 	}
 	if err != nil {
+		a.sigs = readSignatures(a.sigFile())
 		return fencegate.Wrap(err, fencegate.CodeInternal, "persist trust bundle signature")
 	}
+	a.sigs = entries
 	return nil
 }
 
@@ -123,18 +126,8 @@ func readSignatures(path string) []sigEntry {
 	if err != nil || json.Unmarshal(data, &entries) != nil {
 		return nil
 	}
-	slices.SortFunc(entries, func(x, y sigEntry) int { return cmpUint(x.Version, y.Version) })
+	slices.SortFunc(entries, func(x, y sigEntry) int { return cmp.Compare(x.Version, y.Version) })
 	return entries
-}
-
-func cmpUint(x, y uint64) int {
-	switch {
-	case x < y:
-		return -1
-	case x > y:
-		return 1
-	}
-	return 0
 }
 
 // openSignature makes the signature of the bundle in force the one served:
@@ -147,7 +140,8 @@ func (a *Authority) openSignature() error {
 	if err != nil {
 		return err
 	}
-	entries := readSignatures(a.sigFile())
+	a.sigs = readSignatures(a.sigFile())
+	entries := a.sigs
 	if n := len(entries); n > 0 && entries[n-1].Version > b.Version() {
 		// Sealed for a publication whose bundle file was never written (a
 		// crash between the two): never published, so not kept, signed
