@@ -13,6 +13,7 @@ import (
 	"github.com/fencegate/fencegate"
 	"github.com/fencegate/fencegate/authority"
 	"github.com/fencegate/fencegate/proofs"
+	"github.com/fencegate/fencegate/proofs/prooftest"
 )
 
 // signedBy returns the kids of the signatures in sig, in order.
@@ -141,19 +142,7 @@ func TestAReplicaFollowsTheChainAndRefusesABundleOffIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	v2, sig2 := w.served()
-	impostor, err := proofs.GenerateEd25519Signer("registry-2")
-	if err != nil {
-		t.Fatal(err)
-	}
-	forged, err := proofs.NewBundle(2, impostor.BundleKey(2))
-	if err != nil {
-		t.Fatal(err)
-	}
-	forgedDoc, _ := forged.Marshal()
-	forgedSig, err := proofs.SignBundle(forgedDoc, 2, impostor)
-	if err != nil {
-		t.Fatal(err)
-	}
+	forgedDoc, forgedSig, _ := prooftest.Impostor(t, "registry-2", 2, 2, proofs.Revocations{})
 	file := w.rep.read("trust-bundle.json")
 	for name, c := range map[string]struct {
 		data []byte
@@ -172,7 +161,7 @@ func TestAReplicaFollowsTheChainAndRefusesABundleOffIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	v3, sig3 := w.served()
-	_, _, err = w.replica.OfferBundle(v3, sig3)
+	_, _, err := w.replica.OfferBundle(v3, sig3)
 	wantCode(t, err, fencegate.CodeInvalidRequest)
 	if !strings.Contains(err.Error(), "replace the trust bundle file") || w.replica.Verifier().Bundle().Version() != 1 {
 		t.Fatalf("two rotations behind: %v (version %d)", err, w.replica.Verifier().Bundle().Version())

@@ -8,6 +8,7 @@ import (
 
 	"github.com/fencegate/fencegate"
 	"github.com/fencegate/fencegate/proofs"
+	"github.com/fencegate/fencegate/proofs/prooftest"
 )
 
 // missedTwoChanges has w's registry rotate K1→K2 (v2) and retire epoch 1
@@ -87,20 +88,8 @@ func TestAnImpostorsRevocationNarrowsButAddsNoKey(t *testing.T) {
 		"epochs not yet in": {proofs.Revocations{Epochs: []uint64{2, 3, 4}}, false},
 	} {
 		w := newChainWorld(t, false)
-		impostor, err := proofs.GenerateEd25519Signer("impostor-5")
-		if err != nil {
-			t.Fatal(err)
-		}
-		forged, err := proofs.NewRevokingBundle(9, c.rv, impostor.BundleKey(5))
-		if err != nil {
-			t.Fatal(err)
-		}
-		doc, _ := forged.Marshal()
-		sig, err := proofs.SignBundle(doc, 9, impostor)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, _, err = w.replica.OfferBundle(doc, sig)
+		doc, sig, _ := prooftest.Impostor(t, "impostor-5", 5, 9, c.rv)
+		_, _, err := w.replica.OfferBundle(doc, sig)
 		wantCode(t, err, fencegate.CodeInvalidRequest)
 		b := w.replica.Verifier().Bundle()
 		if w.replica.EpochRevoked(1) != c.revoked || w.replica.EpochRevoked(2) || w.replica.EpochRevoked(5) {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/fencegate/fencegate"
 	"github.com/fencegate/fencegate/proofs"
+	"github.com/fencegate/fencegate/proofs/prooftest"
 )
 
 // TestAReplicaRefusesAForgedBundleFromAnImpostorAtItsRegistryURL: the
@@ -29,19 +30,7 @@ func TestAReplicaRefusesAForgedBundleFromAnImpostorAtItsRegistryURL(t *testing.T
 	reg := startGateway(t, "dev", "--data-dir", regDir, "--identity", "worker-a=token-a",
 		"--gateway", "replica=replica-token", "--admin-token", "ops-token")
 
-	impostor, err := proofs.GenerateEd25519Signer("dev-1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	forged, err := proofs.NewBundle(9, impostor.BundleKey(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc, _ := forged.Marshal()
-	sig, err := proofs.SignBundle(doc, 9, impostor)
-	if err != nil {
-		t.Fatal(err)
-	}
+	doc, sig, impostor := prooftest.Impostor(t, "dev-1", 1, 9, proofs.Revocations{})
 	target, _ := url.Parse(reg.base)
 	proxy := httputil.NewSingleHostReverseProxy(target)
 	var served atomic.Int64

@@ -17,6 +17,7 @@ import (
 	"github.com/fencegate/fencegate"
 	"github.com/fencegate/fencegate/config"
 	"github.com/fencegate/fencegate/proofs"
+	"github.com/fencegate/fencegate/proofs/prooftest"
 )
 
 // chainReplica builds a registry-less replica of w's registry: its own copy
@@ -93,19 +94,7 @@ func TestAnImpostorsBundleIsRefusedAndSoAreItsGrants(t *testing.T) {
 	ctx := context.Background()
 	real := w.acquire("token-a", "local/reports/31", "r-1")
 	kid := w.app.auth.Signer().KeyID()
-	impostor, err := proofs.GenerateEd25519Signer(kid) // the registry's kid, another key
-	if err != nil {
-		t.Fatal(err)
-	}
-	forged, err := proofs.NewBundle(9, impostor.BundleKey(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc, _ := forged.Marshal()
-	sig, err := proofs.SignBundle(doc, 9, impostor)
-	if err != nil {
-		t.Fatal(err)
-	}
+	doc, sig, impostor := prooftest.Impostor(t, kid, 1, 9, proofs.Revocations{}) // the registry's kid, another key
 	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		rw.Header().Set(proofs.BundleSignatureHeader, sig)
 		_, _ = rw.Write(doc)

@@ -15,6 +15,7 @@ import (
 	"github.com/fencegate/fencegate"
 	"github.com/fencegate/fencegate/authority"
 	"github.com/fencegate/fencegate/proofs"
+	"github.com/fencegate/fencegate/proofs/prooftest"
 )
 
 // Rule: a replica that missed two changes at its registry (K1→K2, then
@@ -108,19 +109,7 @@ func TestAForgedStepStopsTheChainWalkThere(t *testing.T) {
 	if _, err := w.app.auth.RetireEpoch(ctx, 1); err != nil { // v4 = {K2, K3}, signed by K3
 		t.Fatal(err)
 	}
-	impostor, err := proofs.GenerateEd25519Signer(kid3)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fb, err := proofs.NewBundle(3, impostor.BundleKey(3))
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc, _ := fb.Marshal()
-	sig, err := proofs.SignBundle(doc, 3, impostor)
-	if err != nil {
-		t.Fatal(err)
-	}
+	doc, sig, _ := prooftest.Impostor(t, kid3, 3, 3, proofs.Revocations{})
 	forged = fencegate.BundleLink{Version: 3, Bundle: string(doc), Signature: sig}
 	rep.pull(ctx, 0)
 	b := rep.auth.Verifier().Bundle()

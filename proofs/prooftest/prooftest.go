@@ -217,3 +217,27 @@ func (k *Kit) Rotate() *proofs.Signer {
 	k.keys, k.version, k.signer, k.epoch = keys, k.version+1, s, epoch
 	return s
 }
+
+// Impostor is a trust bundle an impostor at a registry's URL would serve:
+// version holding one fresh Ed25519 key of its own under kid and epoch (a
+// registry's kid, say), revoking rv, signed by that key alone (doc and sig,
+// as GET /v1/trust-bundle and its Fence-Bundle-Signature carry them), and
+// the key's signer, which signs grants the bundle would make trusted.
+func Impostor(t testing.TB, kid string, epoch, version uint64, rv proofs.Revocations) (doc []byte, sig string, signer *proofs.Signer) {
+	t.Helper()
+	signer, err := proofs.GenerateEd25519Signer(kid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := proofs.NewRevokingBundle(version, rv, signer.BundleKey(epoch))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if doc, err = b.Marshal(); err != nil {
+		t.Fatal(err)
+	}
+	if sig, err = proofs.SignBundle(doc, version, signer); err != nil {
+		t.Fatal(err)
+	}
+	return doc, sig, signer
+}
