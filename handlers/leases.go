@@ -129,7 +129,12 @@ type BundleChainer interface {
 // before. An Admin that keeps no chain answers NOT_FOUND, as a registry
 // older than the route does.
 func (s *Server) registryBundleChain(w http.ResponseWriter, r *http.Request) {
-	raw := r.URL.Query().Get("after")
+	q, err := strictQuery(r)
+	if err != nil {
+		s.problem(w, r, err)
+		return
+	}
+	raw := q.Get("after")
 	after, err := strconv.ParseUint(raw, 10, 64)
 	if err != nil {
 		s.problem(w, r, fencegate.Errorf(fencegate.CodeInvalidRequest, "query parameter after must be a bundle version (an integer in 0..2^64-1), not %q", raw))
