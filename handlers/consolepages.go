@@ -128,7 +128,7 @@ func (s *Server) consoleResource(w http.ResponseWriter, r *http.Request) {
 	// The page's window of time: from where the previous page ended (from,
 	// carried in the next link) to its last receipt when more follow.
 	var from, until time.Time
-	if v, err := strconv.ParseInt(r.URL.Query().Get("from"), 10, 64); err == nil && page.Cursor != "" {
+	if v, err := strconv.ParseInt(q.Get("from"), 10, 64); err == nil && page.Cursor != "" {
 		from = time.UnixMicro(v)
 	}
 	if rcs.Next != "" && len(rcs.Receipts) > 0 {
