@@ -156,7 +156,9 @@ func (g *group[T]) clock() time.Time {
 func (g *group[T]) do(ctx context.Context, req T, keys ...string) (*member[T], error) {
 	m := &member[T]{ctx: ctx, req: req, keys: keys, done: make(chan struct{})}
 	g.mu.Lock()
-	m.queued = g.clock()
+	if g.gatherFor > 0 { // only WithBatchGather reads it
+		m.queued = g.clock()
+	}
 	g.queue = append(g.queue, m)
 	g.kick()
 	g.mu.Unlock()
