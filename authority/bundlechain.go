@@ -84,7 +84,7 @@ func (a *Authority) FollowBundle(ctx context.Context, data []byte, signature str
 		return false, 0, err
 	}
 	installed, why, err := a.offer(b, data, signature)
-	if err == nil || why == notRefused {
+	if why == notRefused {
 		return installed, b.Version(), err // installed, or not persisted (the next fetch tries again)
 	}
 	if why == offChain && chain != nil {

@@ -97,15 +97,22 @@ func (a *App) pull(ctx context.Context, fresh time.Duration) {
 	var installed bool
 	var version uint64
 	if err == nil {
-		// The fetched bundle and the one in force here: an operator's
-		// install here changes the key too.
-		inForce := a.auth.Verifier().Bundle().Version()
-		key := sha256.Sum256(fmt.Appendf(nil, "%d\x00%s\x00%s", inForce, sig, data))
-		if key == a.refused.key && time.Now().Before(a.refused.until) {
+		// The fetched bundle and the one in force here (an operator's
+		// install here changes it too), hashed only while backing off or
+		// after a refusal: not on every pull.
+		key := func() [sha256.Size]byte {
+			inForce := a.auth.Verifier().Bundle().Version()
+			return sha256.Sum256(fmt.Appendf(nil, "%d\x00%s\x00%s", inForce, sig, data))
+		}
+		if time.Now().Before(a.refused.until) && key() == a.refused.key {
 			return // the bundle refused last time, unchanged: backing off
 		}
 		installed, version, err = a.auth.FollowBundle(ctx, data, sig, a.remote.FetchChain)
-		a.refused = a.refused.after(key, err, time.Now())
+		if err != nil {
+			a.refused = a.refused.after(key(), err, time.Now())
+		} else {
+			a.refused = refusedFetch{}
+		}
 	}
 	switch held := a.auth.Verifier().Bundle().Version(); {
 	case err != nil && ctx.Err() == nil && err.Error() != a.pullErr:
