@@ -66,6 +66,9 @@ func TestTrustBundleChainAnswersAsDocumented(t *testing.T) {
 	}
 	_, body = e.call("GET", "/v1/trust-bundle/chain?after=x", "gw-token", nil, "", 400)
 	wantCode(t, body, fencegate.CodeInvalidRequest)
+	// after given twice: refused, not read as its first value.
+	_, body = e.call("GET", "/v1/trust-bundle/chain?after="+itoa(after)+"&after=1", "gw-token", nil, "", 400)
+	wantCode(t, body, fencegate.CodeInvalidRequest)
 	_, body = e.call("GET", "/v1/trust-bundle/chain?after=1", tokA, nil, "", 403)
 	wantCode(t, body, fencegate.CodeForbidden)
 }
