@@ -65,17 +65,6 @@ func (e *effect) contradicts(r domain.Receipt) bool {
 	return r.Method != "" && r.Method != e.method || r.PayloadDigest != "" && e.digest != "" && r.PayloadDigest != "sha256:"+e.digest
 }
 
-// ObjectTarget is the target a receipt records for a write of key in store,
-// exactly as the gateway records it: "objects/STORE/KEY". A receipt whose
-// Target equals it is of a write to that object.
-func ObjectTarget(store, key string) string { return domain.ObjectTarget(store, key) }
-
-// APITarget is the target a receipt records for a call of path on the
-// fronted API api, exactly as the gateway records it: "apis/API/PATH", with
-// one leading "/" of path dropped. A receipt whose Target equals it is of a
-// call to that path.
-func APITarget(api, path string) string { return domain.APITarget(api, path) }
-
 // outcome is an accepted (or reused) commit.
 type outcome struct {
 	receipt domain.Receipt

@@ -149,7 +149,7 @@ func (t *Transport) write(req *http.Request) (*http.Response, error) {
 		r, err := t.Lease.c.callAPI(ctx, t.API, req.Method, path, f, header, body)
 		return outcome{api: r}, err
 	}
-	e := newEffect(req.Method, APITarget(t.API, path), hex.EncodeToString(sum[:]), send)
+	e := newEffect(req.Method, domain.APITarget(t.API, path), hex.EncodeToString(sum[:]), send)
 	var (
 		o   outcome
 		err error

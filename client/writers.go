@@ -28,7 +28,7 @@ func (w *ObjectWriter) Put(ctx context.Context, key string, body io.ReadSeeker, 
 	if _, err := io.Copy(h, body); err != nil {
 		return domain.Receipt{}, domain.Wrap(err, domain.CodeInvalidRequest, "read body")
 	}
-	o, err := w.l.commit(ctx, newEffect("PUT", ObjectTarget(w.store, key), hex.EncodeToString(h.Sum(nil)), func(ctx context.Context, f Fence) (outcome, error) {
+	o, err := w.l.commit(ctx, newEffect("PUT", domain.ObjectTarget(w.store, key), hex.EncodeToString(h.Sum(nil)), func(ctx context.Context, f Fence) (outcome, error) {
 		if _, err := body.Seek(0, io.SeekStart); err != nil {
 			return outcome{}, domain.Wrap(err, domain.CodeInvalidRequest, "rewind body")
 		}
@@ -40,7 +40,7 @@ func (w *ObjectWriter) Put(ctx context.Context, key string, body io.ReadSeeker, 
 
 // Delete deletes key as the next segment.
 func (w *ObjectWriter) Delete(ctx context.Context, key string) (domain.Receipt, error) {
-	o, err := w.l.commit(ctx, newEffect("DELETE", ObjectTarget(w.store, key), "", func(ctx context.Context, f Fence) (outcome, error) {
+	o, err := w.l.commit(ctx, newEffect("DELETE", domain.ObjectTarget(w.store, key), "", func(ctx context.Context, f Fence) (outcome, error) {
 		r, err := w.l.c.DeleteObject(ctx, w.store, key, f)
 		return outcome{receipt: r}, err
 	}))
@@ -62,7 +62,7 @@ func (l *Lease) API(api string) *APIWriter { return &APIWriter{l: l, api: api} }
 // committed receipt (Replay true) instead of calling again.
 func (w *APIWriter) Call(ctx context.Context, method, path string, body []byte, contentType string) (*APIResponse, error) {
 	sum := sha256.Sum256(body)
-	o, err := w.l.commit(ctx, newEffect(method, APITarget(w.api, path), hex.EncodeToString(sum[:]), func(ctx context.Context, f Fence) (outcome, error) {
+	o, err := w.l.commit(ctx, newEffect(method, domain.APITarget(w.api, path), hex.EncodeToString(sum[:]), func(ctx context.Context, f Fence) (outcome, error) {
 		r, err := w.l.c.CallAPI(ctx, w.api, method, path, f, body, contentType)
 		return outcome{api: r}, err
 	}))

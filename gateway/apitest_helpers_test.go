@@ -101,7 +101,7 @@ func payoutGrant(kit *prooftest.Kit) (string, fencegate.VerifiedGrant) {
 var payoutBody = []byte(`{"amount":500,"currency":"eur"}`)
 
 // payoutTarget is the API target of a payout to acc_1.
-var payoutTarget = httpapi.Target("payouts", "/v1/accounts/acc_1/payouts")
+var payoutTarget = fencegate.APITarget("payouts", "/v1/accounts/acc_1/payouts")
 
 // payoutCall is api's payout call to acc_1 with body (payoutBody for nil)
 // under header h.

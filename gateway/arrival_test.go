@@ -21,8 +21,8 @@ func (f *fixture) assigned(fence uint64, target, body string) gateway.Request {
 func TestArrivalOrderNumbersWritesAndAnswersARetryFromItsReceipt(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	a := gateway.ObjectTarget("local", key)
-	b := gateway.ObjectTarget("local", key+"-b")
+	a := fencegate.ObjectTarget("local", key)
+	b := fencegate.ObjectTarget("local", key+"-b")
 	var segs []uint64
 	var first string
 	for i, w := range []struct{ target, body string }{{a, "one"}, {b, "two"}, {a, "one"}, {a, "three"}, {a, "one"}} {
@@ -54,11 +54,11 @@ func TestArrivalOrderNumbersWritesAndAnswersARetryFromItsReceipt(t *testing.T) {
 func TestAdmissibleRefusesASupersededGrantAndWritesNothing(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	old := f.assigned(1, gateway.ObjectTarget("local", key), "old")
+	old := f.assigned(1, fencegate.ObjectTarget("local", key), "old")
 	if err := f.gw.Admissible(ctx, old); err != nil {
 		t.Fatalf("current grant: %v", err)
 	}
-	if _, err := f.gw.Apply(ctx, f.assigned(2, gateway.ObjectTarget("local", key), "new")); err != nil {
+	if _, err := f.gw.Apply(ctx, f.assigned(2, fencegate.ObjectTarget("local", key), "new")); err != nil {
 		t.Fatal(err)
 	}
 	before := f.storedState()

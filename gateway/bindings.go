@@ -39,7 +39,7 @@ func (b *Bindings) Get(ctx context.Context, store, key string) (Binding, error) 
 	if err != nil {
 		return Binding{}, err
 	}
-	bd := Binding{Store: store, Key: key, Target: ObjectTarget(store, key)}
+	bd := Binding{Store: store, Key: key, Target: fencegate.ObjectTarget(store, key)}
 	bd.Resource, err = tb.Binding(ctx, bd.Target)
 	return bd, err
 }

@@ -32,7 +32,7 @@ func boundStore(t *testing.T, f *fixture) fencegate.FenceStore {
 	req := f.request(5, 1, "v1")
 	tok, vg := f.kit.VerifiedGrant(func(g *fencegate.Grant) { g.Resource, g.FenceToken, g.Lease = "local/inv", 5, "lease-parent" })
 	req.GrantToken, req.StatusToken = tok, f.kit.Status(vg, nil)
-	req.Resource, req.Target = "local/inv/7/a", gateway.ObjectTarget("local", "inv/7/a")
+	req.Resource, req.Target = "local/inv/7/a", fencegate.ObjectTarget("local", "inv/7/a")
 	req.Effect = gateway.EffectFunc(func(context.Context, fencegate.Receipt, string) (fencegate.Outcome, error) {
 		return fencegate.Outcome{State: fencegate.ReceiptCommitted, Version: "v1"}, nil
 	})

@@ -110,7 +110,7 @@ func (f *fixture) request(fence, seg uint64, body string) gateway.Request {
 	})
 	return gateway.Request{
 		Caller: owner, GrantToken: tok, StatusToken: f.kit.Status(vg, nil), Segment: seg,
-		Resource: resource, Target: gateway.ObjectTarget("local", key), Method: "PUT",
+		Resource: resource, Target: fencegate.ObjectTarget("local", key), Method: "PUT",
 		PayloadDigest: "sha256:" + body,
 		Effect:        gateway.ObjectPut{Store: f.obj, Key: key, Body: strings.NewReader(body), Size: int64(len(body))},
 	}

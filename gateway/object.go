@@ -12,15 +12,6 @@ import (
 	"github.com/fencegate/fencegate"
 )
 
-// ObjectTarget is the receipt target of key in store: "objects/<store>/<key>"
-// (fencegate.ObjectTarget, the one rule the client shares).
-func ObjectTarget(store, key string) string { return fencegate.ObjectTarget(store, key) }
-
-// SplitObjectTarget is the inverse of ObjectTarget.
-func SplitObjectTarget(target string) (store, key string, ok bool) {
-	return fencegate.SplitObjectTarget(target)
-}
-
 // ObjectPayloadDigest is the payload digest of an S3 front-door object write,
 // the value that tells a retry from another write (arrivalSegment, the fence
 // rules' replay): the body's digest ("sha256:<hex>") when the write sets no

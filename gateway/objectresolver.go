@@ -35,7 +35,7 @@ func (o ObjectResolver) LandsUntil(r fencegate.Receipt) time.Time {
 
 // Resolve queries the object named by r.Target.
 func (o ObjectResolver) Resolve(ctx context.Context, r fencegate.Receipt) (fencegate.Outcome, error) {
-	name, key, ok := SplitObjectTarget(r.Target)
+	name, key, ok := fencegate.SplitObjectTarget(r.Target)
 	st := o.Stores[name]
 	if !ok || st == nil {
 		return fencegate.Outcome{State: fencegate.ReceiptUnknown}, fencegate.Errorf(fencegate.CodeNotFound, "no object store for %q", r.Target)

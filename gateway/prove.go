@@ -21,7 +21,7 @@ type Prover interface {
 // Prove implements Prover for object PUTs: the object carrying r's ID is
 // COMMITTED at its current version.
 func (o ObjectResolver) Prove(ctx context.Context, r fencegate.Receipt) (fencegate.Outcome, bool, error) {
-	name, key, ok := SplitObjectTarget(r.Target)
+	name, key, ok := fencegate.SplitObjectTarget(r.Target)
 	st := o.Stores[name]
 	if !ok || st == nil || r.Method != "PUT" {
 		return fencegate.Outcome{}, false, nil

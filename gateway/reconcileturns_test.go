@@ -30,7 +30,7 @@ func (u *unknownWrites) add(i int, store string) string {
 	g := fencegate.VerifiedGrant{Grant: fencegate.Grant{Resource: fmt.Sprintf("%s/r%d", store, i), Owner: "o", Lease: "l",
 		FenceToken: 1, OperationID: "op", OperationRoot: "root", IssuedAt: u.now.UnixMilli()}, Digest: "sha256:g"}
 	id := fmt.Sprintf("rcpt_%02d", i)
-	if _, err := u.st.Admit(ctx, fencegate.AdmitRequest{Grant: g, Segment: 1, Target: gateway.ObjectTarget(store, fmt.Sprintf("r%d", i)),
+	if _, err := u.st.Admit(ctx, fencegate.AdmitRequest{Grant: g, Segment: 1, Target: fencegate.ObjectTarget(store, fmt.Sprintf("r%d", i)),
 		Method: "PUT", PayloadDigest: "sha256:p", ReceiptID: id, Now: u.now, EffectTimeout: time.Minute}); err != nil {
 		u.t.Fatal(err)
 	}
@@ -57,7 +57,7 @@ func TestReceiptsBehindAPassLimitOfStuckOnesAreReconciledInTurn(t *testing.T) {
 	newer := admit(12, "local")
 	clock := u.now.Add(10 * time.Minute)
 	rc := &gateway.Reconciler{Store: st, Now: func() time.Time { return clock }, Orphan: 2 * time.Minute, Resolver: func(target string) gateway.Resolver {
-		if _, _, ok := gateway.SplitObjectTarget(target); ok && target[:len("objects/local/")] == "objects/local/" {
+		if _, _, ok := fencegate.SplitObjectTarget(target); ok && target[:len("objects/local/")] == "objects/local/" {
 			return gateway.ObjectResolver{Stores: map[string]fencegate.ObjectStore{"local": objs}, Now: func() time.Time { return clock },
 				EffectTimeout: time.Minute, Grace: 2 * time.Minute}
 		}

@@ -75,7 +75,7 @@ func TestABusyReceiptSettledMeanwhileLetsTheWaitingWriteIn(t *testing.T) {
 	_, vg := f.kit.VerifiedGrant(func(g *fencegate.Grant) {
 		g.Resource, g.FenceToken, g.Lease, g.OperationRoot = resource, 5, "lease-5", "root-5"
 	})
-	adm, err := f.store.Admit(ctx, fencegate.AdmitRequest{Grant: vg, Segment: 1, Target: gateway.ObjectTarget("local", key),
+	adm, err := f.store.Admit(ctx, fencegate.AdmitRequest{Grant: vg, Segment: 1, Target: fencegate.ObjectTarget("local", key),
 		Method: "PUT", PayloadDigest: "sha256:a", ReceiptID: "rcpt_other_replica", Now: f.kit.Now()})
 	if err != nil {
 		t.Fatal(err)

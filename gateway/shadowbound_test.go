@@ -32,7 +32,7 @@ func TestShadowForwardWaitsForAFencedEffectUnderACoveringGrant(t *testing.T) {
 			g.Resource, g.FenceToken, g.Lease, g.OperationRoot = "local/inv", 5, "lease-5", "root-5"
 		})
 		return gateway.Request{Caller: caller, GrantToken: tok, StatusToken: f.kit.Status(vg, nil), Segment: 1,
-			Resource: resource, Target: gateway.ObjectTarget("local", key), Method: "PUT", PayloadDigest: "sha256:" + body,
+			Resource: resource, Target: fencegate.ObjectTarget("local", key), Method: "PUT", PayloadDigest: "sha256:" + body,
 			Effect: gateway.ObjectPut{Store: f.obj, Key: key, Body: strings.NewReader(body), Size: int64(len(body))}}
 	}
 	entered, release := make(chan struct{}), make(chan struct{})

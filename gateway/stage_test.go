@@ -187,7 +187,7 @@ func (f *stageFixture) put(res string, fence, seg uint64, body string) (gateway.
 	k := strings.TrimPrefix(res, "local/")
 	return f.gw.Apply(context.Background(), gateway.Request{
 		Caller: owner, GrantToken: tok, StatusToken: f.kit.Status(vg, nil), Segment: seg,
-		Resource: res, Target: gateway.ObjectTarget("local", k), Method: "PUT", PayloadDigest: "sha256:" + body,
+		Resource: res, Target: fencegate.ObjectTarget("local", k), Method: "PUT", PayloadDigest: "sha256:" + body,
 		Effect: gateway.ObjectPut{Store: f.obj, Key: k, Body: strings.NewReader(body), Size: int64(len(body))},
 	})
 }

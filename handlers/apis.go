@@ -11,7 +11,6 @@ import (
 
 	"github.com/fencegate/fencegate"
 	"github.com/fencegate/fencegate/backends/httpapi"
-	"github.com/fencegate/fencegate/gateway"
 	"github.com/go-chi/chi/v5"
 )
 
@@ -123,7 +122,7 @@ func (s *Server) callAPI(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer body.Close()
-	req.Target = httpapi.Target(name, path)
+	req.Target = fencegate.APITarget(name, path)
 	req.PayloadDigest = body.Digest()
 	req.PayloadSize, req.QuarantinePayload = body.Size, body.Keep(s.quarantinePayload())
 	call := api.Call(r.Method, path, r.Header, body.Reader(), body.Size)
@@ -249,7 +248,7 @@ func (s *Server) resolve(ctx context.Context, caller, id string, in resolution) 
 // object receipt records: the object must carry the receipt (its ETag chains
 // the next write), or, for a delete, be gone. Other targets record none.
 func (s *Server) committedObjectVersion(ctx context.Context, rc fencegate.Receipt) (string, error) {
-	store, key, ok := gateway.SplitObjectTarget(rc.Target)
+	store, key, ok := fencegate.SplitObjectTarget(rc.Target)
 	if !ok {
 		return "", nil
 	}

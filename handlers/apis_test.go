@@ -299,7 +299,7 @@ func TestCrashMidCallIsReconciledAfterRestart(t *testing.T) {
 	sum := sha256.Sum256([]byte(payoutBody))
 	call := e.api.Call("POST", "/v1/accounts/acc_1/payouts", http.Header{"Content-Type": {"application/json"}},
 		strings.NewReader(payoutBody), int64(len(payoutBody)))
-	target := httpapi.Target("payouts", "/v1/accounts/acc_1/payouts")
+	target := fencegate.APITarget("payouts", "/v1/accounts/acc_1/payouts")
 	kept, err := call.KeptRequest(fencegate.Receipt{Resource: a.vg.Resource, OperationRoot: a.vg.OperationRoot,
 		FenceToken: a.vg.FenceToken, Segment: 1, Target: target, Method: "POST"})
 	if err != nil {

@@ -141,7 +141,7 @@ func (s *Server) objectRequest(r *http.Request) (gateway.Request, fencegate.Obje
 		return gateway.Request{}, nil, "", err
 	}
 	req.Resource = fencegate.ObjectResource(store, key)
-	req.Target = gateway.ObjectTarget(store, key)
+	req.Target = fencegate.ObjectTarget(store, key)
 	if err := s.preauthorize(r, &req); err != nil {
 		return gateway.Request{}, nil, "", err
 	}

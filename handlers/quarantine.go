@@ -7,7 +7,6 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/fencegate/fencegate"
-	"github.com/fencegate/fencegate/gateway"
 )
 
 // quarantinePayload is the largest refused payload a quarantine record keeps
@@ -110,7 +109,7 @@ func (s *Server) acceptedPayload(r *http.Request, rc *fencegate.Receipt) ([]byte
 		}
 		return rc.Request.Body, true, ""
 	}
-	name, key, ok := gateway.SplitObjectTarget(rc.Target)
+	name, key, ok := fencegate.SplitObjectTarget(rc.Target)
 	st := s.Stores[name]
 	if !ok || st == nil {
 		return nil, false, "the receipt kept no request and names no object store"

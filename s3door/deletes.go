@@ -91,7 +91,7 @@ func (s *Server) deleteObjects(w http.ResponseWriter, r *http.Request, t *target
 		if err == nil {
 			req = gateway.Request{Caller: a.cred.Identity, GrantToken: a.cred.Grant, StatusToken: a.cred.Status,
 				Method: http.MethodDelete, Resource: fencegate.ObjectResource(bucket, o.Key),
-				Target: gateway.ObjectTarget(bucket, o.Key), AssignSegment: true, PayloadDigest: emptyDigest,
+				Target: fencegate.ObjectTarget(bucket, o.Key), AssignSegment: true, PayloadDigest: emptyDigest,
 				Effect: gateway.ObjectDelete{Store: st, Key: o.Key}}
 			_, err = s.Gateway.Apply(r.Context(), req)
 		}

@@ -40,7 +40,7 @@ func (s *Server) fencedCheck(r *http.Request, bucket, key, method string, curren
 	a := authOf(r)
 	req := gateway.Request{
 		Caller: a.cred.Identity, GrantToken: a.cred.Grant, StatusToken: a.cred.Status, Method: method,
-		Resource: fencegate.ObjectResource(bucket, key), Target: gateway.ObjectTarget(bucket, key),
+		Resource: fencegate.ObjectResource(bucket, key), Target: fencegate.ObjectTarget(bucket, key),
 		AssignSegment: true,
 	}
 	if v := r.Header.Get(SegmentHeader); v != "" {

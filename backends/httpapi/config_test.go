@@ -141,11 +141,11 @@ func TestIdempotencyKeyDependsOnResourceRootFenceSegmentOnly(t *testing.T) {
 }
 
 func TestTargetRoundTrips(t *testing.T) {
-	tg := Target("payouts", "/v1/accounts/acc_1/payouts")
+	tg := fencegate.APITarget("payouts", "/v1/accounts/acc_1/payouts")
 	if tg != "apis/payouts/v1/accounts/acc_1/payouts" {
 		t.Fatalf("Target = %q", tg)
 	}
-	api, path, ok := SplitTarget(tg)
+	api, path, ok := fencegate.SplitAPITarget(tg)
 	if !ok || api != "payouts" || path != "/v1/accounts/acc_1/payouts" {
 		t.Fatalf("SplitTarget = %q %q %v", api, path, ok)
 	}

@@ -44,7 +44,7 @@ func TestACredentialsFileIsReadAgainWhenItChanges(t *testing.T) {
 	}
 	call := func(seg uint64) {
 		r := fencegate.Receipt{ID: fmt.Sprint("r", seg), Resource: "payouts/acc_1", OperationRoot: "o", FenceToken: 1, Segment: seg,
-			CreatedAt: time.Now(), Target: Target("payouts", "/v1/accounts/acc_1/payouts"), Method: "POST", State: fencegate.ReceiptPending}
+			CreatedAt: time.Now(), Target: fencegate.APITarget("payouts", "/v1/accounts/acc_1/payouts"), Method: "POST", State: fencegate.ReceiptPending}
 		cl := api.Call("POST", "/v1/accounts/acc_1/payouts", nil, strings.NewReader(payout), int64(len(payout)))
 		if r.Request, err = cl.KeptRequest(r); err != nil {
 			t.Fatal(err)

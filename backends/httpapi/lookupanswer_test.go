@@ -108,7 +108,7 @@ func refAPI(t *testing.T, u *refUpstream, l *Lookup, now *time.Time) *API {
 func sendRef(t *testing.T, api *API, now time.Time, seg uint64, ref string) *fencegate.Receipt {
 	t.Helper()
 	r := fencegate.Receipt{ID: "r" + string(rune('0'+seg)), Resource: "payouts/acc_1", OperationRoot: "o", FenceToken: 1, Segment: seg, CreatedAt: now,
-		Target: Target("payouts", "/v1/accounts/acc_1/payouts"), Method: "POST", State: fencegate.ReceiptPending}
+		Target: fencegate.APITarget("payouts", "/v1/accounts/acc_1/payouts"), Method: "POST", State: fencegate.ReceiptPending}
 	body, _ := json.Marshal(map[string]any{"amount": 100, "reference": ref})
 	kr, err := api.Call("POST", "/v1/accounts/acc_1/payouts", nil, bytes.NewReader(body), int64(len(body))).KeptRequest(r)
 	if err != nil {
@@ -184,7 +184,7 @@ func TestSingleObjectAnswerWithoutTheFieldIsNoProof(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := fencegate.Receipt{ID: "r1", Resource: "payouts/acc_1", OperationRoot: "o", FenceToken: 1, Segment: 1, CreatedAt: now,
-		Target: Target("payouts", "/v1/accounts/acc_1/payouts"), Method: "POST", State: fencegate.ReceiptPending}
+		Target: fencegate.APITarget("payouts", "/v1/accounts/acc_1/payouts"), Method: "POST", State: fencegate.ReceiptPending}
 	kr, err := api.Call("POST", "/v1/accounts/acc_1/payouts", nil, strings.NewReader(payout), int64(len(payout))).KeptRequest(r)
 	if err != nil {
 		t.Fatal(err)
@@ -266,7 +266,7 @@ func TestARepeatedFormRefIsNeverLookedUp(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
 	api := refAPI(t, u, &Lookup{URL: "/v1/payouts?reference={ref}", List: "/items", Field: "/reference", Ref: "form:reference"}, &now)
 	r := fencegate.Receipt{ID: "r1", Resource: "payouts/acc_1", OperationRoot: "o", FenceToken: 1, Segment: 1, CreatedAt: now,
-		Target: Target("payouts", "/v1/accounts/acc_1/payouts"), Method: "POST", State: fencegate.ReceiptUnknown, Attempts: 1,
+		Target: fencegate.APITarget("payouts", "/v1/accounts/acc_1/payouts"), Method: "POST", State: fencegate.ReceiptUnknown, Attempts: 1,
 		Request: &fencegate.EffectRequest{Method: "POST", Path: "/v1/accounts/acc_1/payouts",
 			Header: map[string][]string{"Content-Type": {"application/x-www-form-urlencoded"}},
 			Body:   []byte("amount=100&reference=ord-1&reference=ord-2")}}

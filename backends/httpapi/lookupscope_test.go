@@ -18,7 +18,7 @@ import (
 func lostCall(t *testing.T, api *API, now time.Time, path string, h http.Header, body string) fencegate.Receipt {
 	t.Helper()
 	r := fencegate.Receipt{ID: "r1", Resource: "res", OperationRoot: "o", FenceToken: 1, Segment: 1, CreatedAt: now,
-		Target: Target(api.cfg.Name, path), Method: "POST", State: fencegate.ReceiptPending}
+		Target: fencegate.APITarget(api.cfg.Name, path), Method: "POST", State: fencegate.ReceiptPending}
 	kr, err := api.Call("POST", path, h, strings.NewReader(body), int64(len(body))).KeptRequest(r)
 	if err != nil {
 		t.Fatal(err)

@@ -28,7 +28,7 @@ func (a *API) Resends() int64 { return a.resends.Load() }
 // first route of its method and path (a receipt kept without a request), or
 // the API's when the route is not found any more.
 func (a *API) settleFor(r fencegate.Receipt) Settle {
-	_, path, ok := SplitTarget(r.Target)
+	_, path, ok := fencegate.SplitAPITarget(r.Target)
 	if !ok {
 		return a.cfg.Settle
 	}

@@ -39,7 +39,7 @@ func refusalAppliesNothing(t *testing.T, status int, answer http.HandlerFunc) {
 		t.Fatal(err)
 	}
 	r := fencegate.Receipt{ID: "r1", Resource: "payouts/acc_1", OperationRoot: "o", FenceToken: 1, Segment: 1, CreatedAt: now,
-		Target: Target("payouts", "/v1/accounts/acc_1/payouts"), Method: "POST", State: fencegate.ReceiptPending}
+		Target: fencegate.APITarget("payouts", "/v1/accounts/acc_1/payouts"), Method: "POST", State: fencegate.ReceiptPending}
 	c := api.Call("POST", "/v1/accounts/acc_1/payouts", nil, strings.NewReader(payout), int64(len(payout)))
 	if r.Request, err = c.KeptRequest(r); err != nil {
 		t.Fatal(err)
@@ -79,7 +79,7 @@ func TestARefusedCredentialAppliesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := fencegate.Receipt{ID: "r2", Resource: "payouts/acc_1", OperationRoot: "o", FenceToken: 1, Segment: 1, CreatedAt: time.Now(),
-		Target: Target("payouts", "/v1/accounts/acc_1/payouts"), Method: "POST", State: fencegate.ReceiptPending}
+		Target: fencegate.APITarget("payouts", "/v1/accounts/acc_1/payouts"), Method: "POST", State: fencegate.ReceiptPending}
 	c := api.Call("POST", "/v1/accounts/acc_1/payouts", nil, strings.NewReader(payout), int64(len(payout)))
 	if r.Request, err = c.KeptRequest(r); err != nil {
 		t.Fatal(err)
@@ -131,7 +131,7 @@ func redirectIsUnknown(t *testing.T, status int) {
 		t.Fatal(err)
 	}
 	r := fencegate.Receipt{ID: "r1", Resource: "payouts/acc_1", OperationRoot: "o", FenceToken: 1, Segment: 1, CreatedAt: time.Now(),
-		Target: Target("payouts", "/v1/accounts/acc_1/payouts"), Method: "POST", State: fencegate.ReceiptPending}
+		Target: fencegate.APITarget("payouts", "/v1/accounts/acc_1/payouts"), Method: "POST", State: fencegate.ReceiptPending}
 	c := api.Call("POST", "/v1/accounts/acc_1/payouts", nil, strings.NewReader(payout), int64(len(payout)))
 	o, err := c.Apply(context.Background(), r, "")
 	if o.State != fencegate.ReceiptUnknown || o.Resend || o.Response != nil || fencegate.ErrorCode(err) != fencegate.CodeMutationUnknown {

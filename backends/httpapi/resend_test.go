@@ -294,7 +294,7 @@ func TestAResendIsOpenForAsLongAsItsAttemptMayRun(t *testing.T) {
 			t.Fatal(err)
 		}
 		claimed := now.Add(-time.Minute)
-		r := fencegate.Receipt{ID: "r1", Target: Target("payouts", "/v1/accounts/acc_1/payouts"), Method: "POST",
+		r := fencegate.Receipt{ID: "r1", Target: fencegate.APITarget("payouts", "/v1/accounts/acc_1/payouts"), Method: "POST",
 			State: fencegate.ReceiptUnknown, CreatedAt: claimed.Add(-time.Second), SettledAt: &claimed, Resend: true, Attempts: 1,
 			Request: &fencegate.EffectRequest{Method: "POST", Path: "/v1/accounts/acc_1/payouts"}}
 		for _, c := range []struct {

@@ -5,14 +5,6 @@ import (
 	"github.com/fencegate/fencegate/gateway"
 )
 
-// Target is the receipt target of a call to path on api: "apis/<api>/<path>"
-// (path without its leading slash; fencegate.APITarget, the one rule the
-// client shares).
-func Target(api, path string) string { return fencegate.APITarget(api, path) }
-
-// SplitTarget is the inverse of Target; path comes back with its leading slash.
-func SplitTarget(target string) (api, path string, ok bool) { return fencegate.SplitAPITarget(target) }
-
 var _ gateway.Resolver = (*API)(nil)
 
 // Resolvers maps receipt targets to the API that settles them, by name.
@@ -21,7 +13,7 @@ type Resolvers map[string]*API
 // For returns the API resolving target, or nil when target is not an API
 // target of a configured API; use it as gateway.Reconciler.Resolver.
 func (rs Resolvers) For(target string) gateway.Resolver {
-	name, _, ok := SplitTarget(target)
+	name, _, ok := fencegate.SplitAPITarget(target)
 	if !ok {
 		return nil
 	}

@@ -148,11 +148,11 @@ func TestARouteSettleWithoutAStrategyKeepsTheAPIs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	short := api.settleFor(fencegate.Receipt{Method: "POST", Target: Target("payouts", "/v1/short/acc_1")})
+	short := api.settleFor(fencegate.Receipt{Method: "POST", Target: fencegate.APITarget("payouts", "/v1/short/acc_1")})
 	if short.Strategy != StrategyLookup || short.Lookup == nil || short.MaxAttempts != 3 || short.retention(api.cfg.Contract) != time.Hour {
 		t.Fatalf("route with keyRetention only: %+v", short)
 	}
-	if m := api.settleFor(fencegate.Receipt{Method: "POST", Target: Target("payouts", "/v1/manual/acc_1")}); m.Strategy != StrategyManual || m.Lookup != nil {
+	if m := api.settleFor(fencegate.Receipt{Method: "POST", Target: fencegate.APITarget("payouts", "/v1/manual/acc_1")}); m.Strategy != StrategyManual || m.Lookup != nil {
 		t.Fatalf("route with its own strategy: %+v", m)
 	}
 }
@@ -179,7 +179,7 @@ func TestSettleForFindsTheRouteTheCallWasAdmittedOn(t *testing.T) {
 		t.Fatal(err)
 	}
 	receipt := func(h map[string][]string) fencegate.Receipt {
-		return fencegate.Receipt{Method: "POST", Target: Target("payouts", "/v1/accounts/acc_1/payouts"),
+		return fencegate.Receipt{Method: "POST", Target: fencegate.APITarget("payouts", "/v1/accounts/acc_1/payouts"),
 			Request: &fencegate.EffectRequest{Method: "POST", Path: "/v1/accounts/acc_1/payouts", Header: h}}
 	}
 	if st := api.settleFor(receipt(map[string][]string{"Stripe-Account": {"acct_1"}})); st.Strategy != StrategyManual {

@@ -20,7 +20,7 @@ import (
 func (h *harness) admitted(t *testing.T, seg uint64, body string) *fencegate.Receipt {
 	t.Helper()
 	r := h.receipt(1, seg)
-	r.Target, r.Method, r.State = Target("payouts", "/v1/accounts/acc_1/payouts"), "POST", fencegate.ReceiptPending
+	r.Target, r.Method, r.State = fencegate.APITarget("payouts", "/v1/accounts/acc_1/payouts"), "POST", fencegate.ReceiptPending
 	c := h.api.Call("POST", "/v1/accounts/acc_1/payouts", http.Header{"Content-Type": {"application/json"}},
 		bytes.NewReader([]byte(body)), int64(len(body)))
 	kr, err := c.KeptRequest(r)
@@ -280,7 +280,7 @@ func TestEmptySearchResultIsNotFoundNeverFound(t *testing.T) {
 func TestLookupNeverRecomputesTheKey(t *testing.T) {
 	h := newHarness(t, upstream.Options{}, searchLookup)
 	r := h.receipt(1, 1)
-	r.Target, r.Method, r.State = Target("payouts", "/v1/accounts/acc_1/payouts"), "POST", fencegate.ReceiptUnknown
+	r.Target, r.Method, r.State = fencegate.APITarget("payouts", "/v1/accounts/acc_1/payouts"), "POST", fencegate.ReceiptUnknown
 	h.advance(time.Hour)
 	requests := h.pay.Requests()
 	if o, err := h.api.Resolve(context.Background(), r); err == nil || o.State != fencegate.ReceiptUnknown || h.pay.Requests() != requests {
@@ -364,7 +364,7 @@ func TestLookupByReferenceSettlesANativeFenceAPI(t *testing.T) {
 	}
 	keep := func(seg uint64, ref string) *fencegate.Receipt {
 		r := fencegate.Receipt{ID: "r", Resource: "payouts/acc_1", OperationRoot: "o", FenceToken: 1, Segment: seg, CreatedAt: now,
-			Target: Target("payouts", "/v1/accounts/acc_1/payouts"), Method: "POST", State: fencegate.ReceiptPending}
+			Target: fencegate.APITarget("payouts", "/v1/accounts/acc_1/payouts"), Method: "POST", State: fencegate.ReceiptPending}
 		body := `{"amount":1,"reference":"` + ref + `"}`
 		kr, err := api.Call("POST", "/v1/accounts/acc_1/payouts", nil, bytes.NewReader([]byte(body)), int64(len(body))).KeptRequest(r)
 		if err != nil {

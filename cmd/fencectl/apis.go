@@ -10,7 +10,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/fencegate/fencegate/client"
+	"github.com/fencegate/fencegate"
 )
 
 func init() {
@@ -38,7 +38,7 @@ func callFlags(fs *flag.FlagSet) func(context.Context, *cmd) error {
 			body = b
 		}
 		sum := sha256.Sum256(body)
-		w := fencedWrite{method: method, target: client.APITarget(c.args[0], c.args[2]),
+		w := fencedWrite{method: method, target: fencegate.APITarget(c.args[0], c.args[2]),
 			digest: func() (string, bool) { return "sha256:" + hex.EncodeToString(sum[:]), true }}
 		lf, fence, err := fenceFor(ctx, c, *seg, w)
 		if err != nil {

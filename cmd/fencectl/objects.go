@@ -10,7 +10,6 @@ import (
 	"sync"
 
 	"github.com/fencegate/fencegate"
-	"github.com/fencegate/fencegate/client"
 )
 
 func init() {
@@ -32,7 +31,7 @@ func putFlags(fs *flag.FlagSet) func(context.Context, *cmd) error {
 		}
 		var body io.Reader = stdin
 		size := int64(-1)
-		w := fencedWrite{method: "PUT", target: client.ObjectTarget(store, key)}
+		w := fencedWrite{method: "PUT", target: fencegate.ObjectTarget(store, key)}
 		if c.args[1] != "-" {
 			f, err := os.Open(c.args[1])
 			if err != nil {
@@ -79,7 +78,7 @@ func deleteFlags(fs *flag.FlagSet) func(context.Context, *cmd) error {
 		if err != nil {
 			return err
 		}
-		w := fencedWrite{method: "DELETE", target: client.ObjectTarget(store, key)}
+		w := fencedWrite{method: "DELETE", target: fencegate.ObjectTarget(store, key)}
 		lf, fence, err := fenceFor(ctx, c, *seg, w)
 		if err != nil {
 			return err

@@ -234,13 +234,13 @@ func Build(ctx context.Context, cfg config.Config, log *slog.Logger) (a *App, er
 	}
 	// Every backend's fault series starts at 0 (FencegateBackendUnavailable).
 	for name := range objects {
-		a.metrics.Backends(gateway.BackendOf(gateway.ObjectTarget(name, "k")))
+		a.metrics.Backends(gateway.BackendOf(fencegate.ObjectTarget(name, "k")))
 	}
 	for name := range apis {
-		a.metrics.Backends(gateway.BackendOf(httpapi.Target(name, "k")))
+		a.metrics.Backends(gateway.BackendOf(fencegate.APITarget(name, "k")))
 	}
 	objectResolver := func(target string) gateway.Resolver {
-		if _, _, ok := gateway.SplitObjectTarget(target); ok {
+		if _, _, ok := fencegate.SplitObjectTarget(target); ok {
 			return gateway.ObjectResolver{Stores: objects, EffectTimeout: cfg.EffectTimeout, Grace: cfg.Reconcile.Orphan}
 		}
 		return nil

@@ -95,7 +95,7 @@ func (w *world) startGateway(ctx context.Context, idx int) {
 		return
 	}
 	objects := func(target string) gateway.Resolver {
-		if _, _, ok := gateway.SplitObjectTarget(target); ok {
+		if _, _, ok := fencegate.SplitObjectTarget(target); ok {
 			return simProver{gateway.ObjectResolver{Stores: map[string]fencegate.ObjectStore{"local": w.op}, Now: w.clock.Now,
 				EffectTimeout: effectTimeout, Grace: orphanAfter}, w}
 		}

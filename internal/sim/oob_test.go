@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/fencegate/fencegate"
-	"github.com/fencegate/fencegate/gateway"
 )
 
 // The out-of-band writer (DESIGN §4): something that is not a gateway
@@ -128,7 +127,7 @@ func (w *world) oobAdmitted(r fencegate.Receipt) {
 	if w.oob == nil {
 		return
 	}
-	if _, key, ok := gateway.SplitObjectTarget(r.Target); ok && len(w.oob.writes[key]) > 0 {
+	if _, key, ok := fencegate.SplitObjectTarget(r.Target); ok && len(w.oob.writes[key]) > 0 {
 		w.oob.after[r.ID] = key
 	}
 }

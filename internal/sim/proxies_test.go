@@ -362,7 +362,7 @@ func (w *world) onSettled(r fencegate.Receipt) {
 	if r.State != fencegate.ReceiptPending {
 		w.settledAnswer(r)
 	}
-	if _, key, ok := gateway.SplitObjectTarget(r.Target); ok && r.State.NotApplied() {
+	if _, key, ok := fencegate.SplitObjectTarget(r.Target); ok && r.State.NotApplied() {
 		if info, err := w.objects.Head(context.Background(), key); err == nil {
 			if m, ok := fencegate.ParseEffectMeta(info.Metadata); ok && m.ReceiptID == r.ID {
 				w.stats.gate("landed after not applied")

@@ -392,7 +392,7 @@ func (wk *worker) send(ctx context.Context, m sent, forged bool) error {
 		req.Resource, req.Target, req.Method = res, "apis/payouts"+path, "POST"
 		req.Effect = w.wrap(w.api.Call("POST", path, http.Header{}, body, int64(len(m.body))))
 	} else {
-		req.Resource, req.Target, req.Method = fencegate.ObjectResource("local", key), gateway.ObjectTarget("local", key), "PUT"
+		req.Resource, req.Target, req.Method = fencegate.ObjectResource("local", key), fencegate.ObjectTarget("local", key), "PUT"
 		req.Effect = w.wrap(gateway.ObjectPut{Store: w.op, Key: key, Body: body, Size: int64(len(m.body))})
 	}
 	// A cross-resource replay is no write of the targeted resource's fence

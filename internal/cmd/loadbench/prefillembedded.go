@@ -60,7 +60,7 @@ type filler struct {
 func (f *filler) resources(ctx context.Context, w, step int) error {
 	for r := w; r < f.res; r += step {
 		key := fmt.Sprintf("fill/%d", r+1)
-		name, target := fencegate.ObjectResource("local", key), fggateway.ObjectTarget("local", key)
+		name, target := fencegate.ObjectResource("local", key), fencegate.ObjectTarget("local", key)
 		g := fencegate.VerifiedGrant{Grant: fencegate.Grant{Resource: name, Owner: "fill-worker", Lease: fggateway.NewID("lease_"),
 			FenceToken: 1, OperationID: fggateway.NewID("op_"), OperationRoot: fggateway.NewID("root_"), IssuedAt: 1},
 			Digest: "sha256:" + randHex(32)}
