@@ -186,6 +186,9 @@ func Errorf(code domain.Code, format string, args ...any) *domain.Error {
 // IsShadowReceipt is domain.IsShadowReceipt.
 func IsShadowReceipt(receiptID string) bool { return domain.IsShadowReceipt(receiptID) }
 
+// KeptText is domain.KeptText.
+func KeptText(s string) bool { return domain.KeptText(s) }
+
 // LandBy is domain.LandBy.
 func LandBy(ctx context.Context) (t time.Time, ok bool) { return domain.LandBy(ctx) }
 

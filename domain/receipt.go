@@ -110,15 +110,15 @@ func (r *EffectRequest) Validate() error {
 	// Nor can it keep a NUL, which PostgreSQL's text and jsonb refuse
 	// ("\u0000 cannot be converted to text"): every store keeps the same
 	// requests.
-	if !keptText(r.Method) || !keptText(r.Path) || !keptText(r.Key) {
+	if !KeptText(r.Method) || !KeptText(r.Path) || !KeptText(r.Key) {
 		return Errorf(CodeInvalidRequest, "a kept request's method, path and key must be UTF-8 without NUL")
 	}
 	for k, vs := range r.Header {
-		if !keptText(k) {
+		if !KeptText(k) {
 			return Errorf(CodeInvalidRequest, "a kept request's header names must be UTF-8 without NUL")
 		}
 		for _, v := range vs {
-			if !keptText(v) {
+			if !KeptText(v) {
 				return Errorf(CodeInvalidRequest, "the %s header's value is not UTF-8 without NUL, which a receipt cannot keep verbatim", k)
 			}
 		}
@@ -135,9 +135,9 @@ const ShadowReceiptPrefix = "shadow_"
 // (ShadowReceiptPrefix).
 func IsShadowReceipt(receiptID string) bool { return strings.HasPrefix(receiptID, ShadowReceiptPrefix) }
 
-// keptText reports whether s can be kept as text by every store: UTF-8
-// without NUL.
-func keptText(s string) bool { return utf8.ValidString(s) && !strings.ContainsRune(s, 0) }
+// KeptText reports whether s can be kept as text by every store as it
+// came: UTF-8 without NUL (PostgreSQL's text refuses NUL).
+func KeptText(s string) bool { return utf8.ValidString(s) && !strings.ContainsRune(s, 0) }
 
 // MaxEffectKey is the longest EffectKey (Stripe's limit for its own
 // idempotency keys, the longest of the APIs fronted).

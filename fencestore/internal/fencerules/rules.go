@@ -10,9 +10,7 @@ package fencerules
 
 import (
 	"fmt"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/fencegate/fencegate"
 )
@@ -52,7 +50,7 @@ func ValidateAdmit(req *fencegate.AdmitRequest) error {
 		return fencegate.CheckEffectKey(req.EffectKey)
 	case (req.Delegate == "") != (req.DelegationID == ""):
 		return fencegate.Errorf(fencegate.CodeInvalidRequest, "a delegated admission names both its delegate and its delegation")
-	case !keptText(req.Delegate) || !keptText(req.DelegationID):
+	case !fencegate.KeptText(req.Delegate) || !fencegate.KeptText(req.DelegationID):
 		return fencegate.Errorf(fencegate.CodeInvalidRequest, "a delegate and a delegation ID must be UTF-8 without NUL")
 	case req.Request != nil:
 		return req.Request.Validate()
@@ -295,10 +293,6 @@ func Settle(r fencegate.Receipt, o *fencegate.Outcome) (next fencegate.Receipt, 
 	r.SettledAt = &at
 	return r, true, nil
 }
-
-// keptText reports whether s is text every store keeps as it came: UTF-8
-// without NUL (PostgreSQL's text refuses NUL).
-func keptText(s string) bool { return utf8.ValidString(s) && !strings.ContainsRune(s, 0) }
 
 // cloneRequest copies r so that a store never shares the caller's slices.
 func cloneRequest(r *fencegate.EffectRequest) *fencegate.EffectRequest {
