@@ -53,6 +53,13 @@ func delegatedReceiptNamesItsDelegate(f *fx) {
 	bad = w.req(2, "b")
 	bad.DelegationID = "dlg-1"
 	f.reject(bad, fencegate.CodeInvalidRequest, "")
+	// Text no store keeps as it came (Postgres's text refuses NUL): refused
+	// by every store alike, nothing stored.
+	for _, d := range [][2]string{{"consumer\x00", "dlg-1"}, {"consumer-1", "dlg-\xff"}} {
+		bad = w.req(2, "b")
+		bad.Delegate, bad.DelegationID = d[0], d[1]
+		f.reject(bad, fencegate.CodeInvalidRequest, "")
+	}
 
 	req := w.req(2, "b")
 	req.Delegate, req.DelegationID = "consumer-1", "dlg-1"
