@@ -75,9 +75,7 @@ func (a *Authority) RetireEpoch(_ context.Context, n uint64) (State, error) {
 			return State{}, err
 		}
 	default:
-		p := a.snapshot()
-		p.RevokedEpochs = revokedList(revoked)
-		if err := a.write(p); err != nil {
+		if err := a.revokeHere(revoked); err != nil {
 			return State{}, err
 		}
 	}

@@ -60,15 +60,25 @@ func (a *Authority) narrowBy(b *proofs.Bundle) ([]uint64, error) {
 	if len(added) == 0 {
 		return nil, nil
 	}
+	if err := a.revokeHere(revoked); err != nil {
+		return nil, err
+	}
+	return added, nil
+}
+
+// revokeHere makes revoked this replica's revocations: written to the State
+// file first, then in force (an operator's revocation at a replica, and a
+// refused bundle's narrowing). The caller holds a.change.
+func (a *Authority) revokeHere(revoked map[uint64]bool) error {
 	p := a.snapshot()
 	p.RevokedEpochs = revokedList(revoked)
 	if err := a.write(p); err != nil {
-		return nil, err
+		return err
 	}
 	a.mu.Lock()
 	a.revoked = revoked
 	a.mu.Unlock()
-	return added, nil
+	return nil
 }
 
 // refuseFetched is the answer to a fetched bundle b that was refused with
