@@ -89,9 +89,16 @@ func TestAnImpostorsRevocationNarrowsButAddsNoKey(t *testing.T) {
 	} {
 		w := newChainWorld(t, false)
 		doc, sig, _ := prooftest.Impostor(t, "impostor-5", 5, 9, c.rv)
+		bundleFile, stateFile := w.rep.read("trust-bundle.json"), w.rep.read("authority.json")
 		_, _, err := w.replica.OfferBundle(doc, sig)
 		wantCode(t, err, fencegate.CodeInvalidRequest)
 		b := w.replica.Verifier().Bundle()
+		// The bundle file never changes; the State file only by a narrowing.
+		if !bytes.Equal(w.rep.read("trust-bundle.json"), bundleFile) ||
+			bytes.Equal(w.rep.read("authority.json"), stateFile) == c.revoked {
+			t.Fatalf("%s: the bundle file changed, or the State file changed %v (want %v)", name,
+				!bytes.Equal(w.rep.read("authority.json"), stateFile), c.revoked)
+		}
 		if w.replica.EpochRevoked(1) != c.revoked || w.replica.EpochRevoked(2) || w.replica.EpochRevoked(5) {
 			t.Fatalf("%s: epoch 1 revoked %v (want %v), epoch 2 %v, epoch 5 %v", name, w.replica.EpochRevoked(1), c.revoked,
 				w.replica.EpochRevoked(2), w.replica.EpochRevoked(5))
