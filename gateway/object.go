@@ -100,21 +100,21 @@ func (p ObjectPut) CanStage() bool {
 
 // StageFor stages the write for r (fencegate.ObjectStager.Stage, with r's
 // effect metadata); the ObjectPut it returns publishes it under the
-// condition Apply is given. The body is rewound when the staging fails
-// and by discard, for the effect itself to read it again, and also when the
-// staging panics (the panic goes on, to startStage's recover).
+// condition Apply is given. The body is rewound unless the staging
+// succeeded (it failed, or panicked: the panic goes on to startStage's
+// recover) and by discard, for the effect itself to read it again.
 func (p ObjectPut) StageFor(ctx context.Context, r fencegate.Receipt) (Effect, func(), error) {
+	staged := false
 	defer func() {
-		if v := recover(); v != nil {
+		if !staged {
 			p.rewind()
-			panic(v)
 		}
 	}()
 	sp, err := p.Store.(fencegate.ObjectStager).Stage(ctx, p.request(r, "")) // its condition is the staged Put's
 	if err != nil {
-		p.rewind()
 		return nil, nil, err
 	}
+	staged = true
 	q := p
 	q.staged = sp
 	return q, func() { sp.Discard(); p.rewind() }, nil

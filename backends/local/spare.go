@@ -155,16 +155,13 @@ func (s *Store) writeSpare(ctx context.Context, req fencegate.PutRequest, ticket
 		}
 		sp = spare{name: name, f: f}
 	}
+	// Given up unless filled: on an error, and on a panic (a body whose
+	// Read panics, say), which goes on to the caller without its file.
+	filled := false
 	defer func() {
-		// A panic (a body whose Read panics, say) gives the spare up as an
-		// error does, and goes on: its file and descriptor are not kept.
-		p := recover()
-		if err != nil || p != nil {
+		if !filled {
 			s.dirs.Leave(ticket)
 			s.spares.discard(sp)
-		}
-		if p != nil {
-			panic(p)
 		}
 	}()
 	var (
@@ -226,6 +223,7 @@ func (s *Store) writeSpare(ctx context.Context, req fencegate.PutRequest, ticket
 		return spare{}, "", ticket, s.unavailable(err, "sync", req.Key)
 	}
 	sp.len = end
+	filled = true
 	return sp, etag, ticket, nil
 }
 
