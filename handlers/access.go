@@ -12,6 +12,15 @@ func (s *Server) checkRead(caller, resource string) error {
 	return fencegate.Errorf(fencegate.CodeForbidden, "the access policy does not let %q read %q", caller, resource)
 }
 
+// checkReadName is checkRead of a resource named in a query: a canonical
+// name (fencegate.CheckName) the caller may read.
+func (s *Server) checkReadName(caller, resource string) error {
+	if err := fencegate.CheckName(resource); err != nil {
+		return err
+	}
+	return s.checkRead(caller, resource)
+}
+
 // readableReceipts keeps the receipts (and with them any stored upstream
 // answer) of resources caller may read; the others are left out of a list.
 func (s *Server) readableReceipts(caller string, list []fencegate.Receipt) []fencegate.Receipt {

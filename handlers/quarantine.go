@@ -30,15 +30,16 @@ func (s *Server) quarantinePayload() int64 {
 // GET /v1/quarantine/{id} has it), so a page stays small.
 func (s *Server) listQuarantine(w http.ResponseWriter, r *http.Request) {
 	q, page, err := listQuery(r)
-	res := q.Get("resource")
-	if err == nil && res != "" {
-		if err = fencegate.CheckName(res); err == nil {
-			err = s.checkRead(callerOf(r), res)
-		}
-	}
 	if err != nil {
 		s.problem(w, r, err)
 		return
+	}
+	res := q.Get("resource")
+	if res != "" {
+		if err := s.checkReadName(callerOf(r), res); err != nil {
+			s.problem(w, r, err)
+			return
+		}
 	}
 	list, err := s.Gateway.Store().Quarantined(r.Context(), res, page)
 	if err != nil {

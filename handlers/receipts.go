@@ -26,16 +26,11 @@ func (s *Server) listReceipts(w http.ResponseWriter, r *http.Request) {
 	case q.Get("operationId") != "":
 		out, err = s.Gateway.Store().ReceiptsByOperation(ctx, q.Get("operationId"), page)
 	case q.Get("resource") != "" && !q.Has("fence") && !q.Has("segment"):
-		if err = fencegate.CheckName(q.Get("resource")); err == nil {
-			if err = s.checkRead(callerOf(r), q.Get("resource")); err == nil {
-				out, err = s.Gateway.Store().ReceiptsByResource(ctx, q.Get("resource"), page)
-			}
+		if err = s.checkReadName(callerOf(r), q.Get("resource")); err == nil {
+			out, err = s.Gateway.Store().ReceiptsByResource(ctx, q.Get("resource"), page)
 		}
 	case q.Get("resource") != "":
-		if err = fencegate.CheckName(q.Get("resource")); err != nil {
-			break
-		}
-		if err = s.checkRead(callerOf(r), q.Get("resource")); err != nil {
+		if err = s.checkReadName(callerOf(r), q.Get("resource")); err != nil {
 			break
 		}
 		fence, ferr := strconv.ParseUint(q.Get("fence"), 10, 64)
