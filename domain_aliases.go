@@ -71,6 +71,7 @@ type (
 
 // The domain's constants.
 const (
+	BundleSignatureHeader    = domain.BundleSignatureHeader
 	CodeBackendConflict      = domain.CodeBackendConflict
 	CodeBackendUnavailable   = domain.CodeBackendUnavailable
 	CodeDelegationInvalid    = domain.CodeDelegationInvalid

@@ -178,7 +178,7 @@ func (a *Authority) openSignature() error {
 
 // SignedTrustBundle is the trust bundle in force as served to replicas
 // (GET /v1/trust-bundle): its document and the signature over exactly those
-// bytes (proofs.BundleSignatureHeader), by the key that signed before the
+// bytes (fencegate.BundleSignatureHeader), by the key that signed before the
 // bundle's change and the one after. Without a signing key (a replica) the
 // signature is "".
 //

@@ -317,7 +317,7 @@ func (a *Authority) ReloadBundle() (installed bool, version uint64, err error) {
 // replica is configured with (registryURL) if its version is above the one
 // in force, and persists it as the bundle file; the same rules as
 // SetTrustBundle apply, and a refused one changes nothing. It is installed
-// only if signature (the registry's proofs.BundleSignatureHeader) verifies
+// only if signature (the registry's fencegate.BundleSignatureHeader) verifies
 // over data under a key of the bundle in force here, of an epoch not
 // revoked here: a chain from the file this replica started with, never a
 // bundle whose keys vouch for themselves. An unsigned one is refused unless

@@ -72,7 +72,7 @@ func (c *Client) TrustBundle(ctx context.Context, limit int64) (bundle []byte, s
 	if int64(len(raw)) > limit {
 		return nil, "", domain.Errorf(domain.CodeInternal, "trust bundle: answer larger than %d bytes", limit)
 	}
-	return raw, strings.Join(resp.Header.Values("Fence-Bundle-Signature"), ", "), nil
+	return raw, strings.Join(resp.Header.Values(domain.BundleSignatureHeader), ", "), nil
 }
 
 // TrustBundleChain is GET /v1/trust-bundle/chain?after=V (gateway identities

@@ -31,8 +31,8 @@ func TestRegistryRoutesShareTheClientsRequestsAndErrors(t *testing.T) {
 		case "/v1/leases/l-1/s3-resolve":
 			w.Write([]byte(`{"state":"HELD","grant":"g","statusProof":"p","secretAccessKey":"s"}`))
 		case "/v1/trust-bundle":
-			w.Header().Add("Fence-Bundle-Signature", "h1..s1")
-			w.Header().Add("Fence-Bundle-Signature", "h2..s2")
+			w.Header().Add(domain.BundleSignatureHeader, "h1..s1")
+			w.Header().Add(domain.BundleSignatureHeader, "h2..s2")
 			w.Write([]byte(bundle))
 		default:
 			w.Header().Set("Content-Type", "application/problem+json")

@@ -121,6 +121,11 @@ type AttestAnswer struct {
 	StatusProof string `json:"statusProof"`
 }
 
+// BundleSignatureHeader is the response header of GET /v1/trust-bundle
+// that carries the bundle's signatures (detached JWS, one per key), joined
+// by ", ": what the registry sends and a replica verifies.
+const BundleSignatureHeader = "Fence-Bundle-Signature"
+
 // BundleChain is the answer of GET /v1/trust-bundle/chain?after=V: the trust
 // bundles the registry published after version After, oldest first, ending
 // with the one in force, each byte for byte as signed when it was published

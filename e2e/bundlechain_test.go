@@ -37,7 +37,7 @@ func TestAReplicaRefusesAForgedBundleFromAnImpostorAtItsRegistryURL(t *testing.T
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/v1/trust-bundle" {
 			served.Add(1)
-			w.Header().Set(proofs.BundleSignatureHeader, sig)
+			w.Header().Set(fencegate.BundleSignatureHeader, sig)
 			_, _ = w.Write(doc)
 			return
 		}

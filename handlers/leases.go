@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/fencegate/fencegate"
-	"github.com/fencegate/fencegate/proofs"
 	"github.com/fencegate/fencegate/registry"
 	"github.com/go-chi/chi/v5"
 )
@@ -108,7 +107,7 @@ func (s *Server) registryBundle(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if sig != "" {
-		w.Header().Set(proofs.BundleSignatureHeader, sig)
+		w.Header().Set(fencegate.BundleSignatureHeader, sig)
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")

@@ -25,9 +25,6 @@ const (
 	// status proof or delegation verifier refuses it, and VerifyBundleSignature
 	// refuses every other typ: no signature stands in for another document.
 	TypBundle = "fencegate-bundle+jws"
-	// BundleSignatureHeader is the response header of GET /v1/trust-bundle
-	// that carries the bundle's signatures, joined by ", ".
-	BundleSignatureHeader = "Fence-Bundle-Signature"
 	// bundleVersionMember is the protected header member naming the version
 	// of the bundle signed (the version in the payload must equal it).
 	bundleVersionMember = "bundleVersion"
@@ -46,7 +43,7 @@ var ErrUnsignedBundle = errors.New("the trust bundle carries no signature")
 // SignBundle returns the signature of data, a bundle document of version
 // version, by every signer (each with its own alg and kid, duplicates of a
 // kid signed once): detached compact JWS with typ fencegate-bundle+jws and a
-// bundleVersion member, joined by ", " (the value of BundleSignatureHeader).
+// bundleVersion member, joined by ", " (the value of fencegate.BundleSignatureHeader).
 func SignBundle(data []byte, version uint64, signers ...*Signer) (string, error) {
 	var out []string
 	seen := map[string]bool{}
@@ -73,7 +70,7 @@ func SignBundle(data []byte, version uint64, signers ...*Signer) (string, error)
 	return strings.Join(out, ", "), nil
 }
 
-// VerifyBundleSignature checks signature (a BundleSignatureHeader value)
+// VerifyBundleSignature checks signature (a fencegate.BundleSignatureHeader value)
 // over data, the exact bytes of a bundle document of version version, and
 // returns the kid of the first signature that verifies. One must: be a
 // detached compact JWS with a strict protected header of exactly alg, kid,

@@ -96,7 +96,7 @@ func TestAnImpostorsBundleIsRefusedAndSoAreItsGrants(t *testing.T) {
 	kid := w.app.auth.Signer().KeyID()
 	doc, sig, impostor := prooftest.Impostor(t, kid, 1, 9, proofs.Revocations{}) // the registry's kid, another key
 	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-		rw.Header().Set(proofs.BundleSignatureHeader, sig)
+		rw.Header().Set(fencegate.BundleSignatureHeader, sig)
 		_, _ = rw.Write(doc)
 	}))
 	defer srv.Close()
