@@ -73,7 +73,8 @@ func SignBundle(data []byte, version uint64, signers ...*Signer) (string, error)
 // VerifyBundleSignature checks signature (a fencegate.BundleSignatureHeader value)
 // over data, the exact bytes of a bundle document of version version, and
 // returns the kid of the first signature that verifies. One must: be a
-// detached compact JWS with a strict protected header of exactly alg, kid,
+// detached compact JWS of unpadded base64url segments (no white space inside
+// one, no padding) with a strict protected header of exactly alg, kid,
 // typ fencegate-bundle+jws and bundleVersion equal to version; name a key of
 // trusted (the bundle in force here, never the one being verified) valid at
 // now, an EdDSA key (a registry's; HS256 secrets are held by every replica
@@ -111,22 +112,9 @@ func VerifyBundleSignature(trusted *Bundle, data []byte, signature string, versi
 
 // verifyBundleJWS checks one detached compact JWS of a bundle signature.
 func verifyBundleJWS(trusted *Bundle, data []byte, sig string, version uint64, now time.Time) (string, error) {
-	hSeg, rest, ok := strings.Cut(sig, ".")
-	pSeg, sSeg, ok2 := strings.Cut(rest, ".")
-	switch {
-	case !ok || !ok2 || strings.Contains(sSeg, "."):
-		return "", errors.New("not a compact JWS")
-	case pSeg != "":
-		return "", errors.New("the payload is attached: a bundle signature is detached (a grant or status proof is not one)")
-	case hSeg == "" || sSeg == "":
-		return "", errors.New("empty header or signature")
-	}
-	hdrJSON, err := b64.DecodeString(hSeg)
+	hdrJSON, _, err := splitCompact(sig, true)
 	if err != nil {
-		return "", errors.New("header is not base64url")
-	}
-	if _, err := b64.DecodeString(sSeg); err != nil {
-		return "", errors.New("signature is not base64url")
+		return "", err
 	}
 	alg, kid, err := parseBundleHeader(hdrJSON, version)
 	if err != nil {

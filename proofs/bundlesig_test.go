@@ -113,7 +113,7 @@ func TestABundleSignatureThatIsNotTheChainsIsRefused(t *testing.T) {
 		"a key-source member":                {f.detached(`{"alg":"EdDSA","bundleVersion":2,"jwk":{},"kid":"k1","typ":"fencegate-bundle+jws"}`, data), data, `"jwk" is refused`},
 		"no version":                         {f.detached(`{"alg":"EdDSA","kid":"k1","typ":"fencegate-bundle+jws"}`, data), data, `"bundleVersion" is required`},
 		"a grant JWS":                        {grant, data, "payload is attached"},
-		"garbage":                            {"not a signature", data, "not a compact JWS"},
+		"garbage":                            {"not a signature", data, "exactly two dots, not 0"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := proofs.VerifyBundleSignature(f.bundle, c.data, c.sig, 2, f.clock())
@@ -166,6 +166,33 @@ func TestTheGrantVerifierRefusesABundleSignature(t *testing.T) {
 			_, vg := f.verifiedGrant(nil)
 			_, err = f.v.VerifyStatus(c.tok, vg)
 			wantRejected(t, err, fencegate.CodeStatusInvalid, c.why)
+		})
+	}
+}
+
+// A bundle signature's segments must be unpadded base64url, as a token's
+// are: a line break inside one (which Go's decoder would skip) and '='
+// padding are refused, though the signature verifies without them.
+func TestABundleSignatureWithAByteOutsideUnpaddedBase64URLIsRefused(t *testing.T) {
+	f := newFixture(t)
+	_, data := f.bundleDoc()
+	sig, err := proofs.SignBundle(data, 2, f.signer)
+	mustOK(t, err)
+	if kid, err := proofs.VerifyBundleSignature(f.bundle, data, sig, 2, f.clock()); err != nil || kid != "k1" {
+		t.Fatalf("the signature unchanged: %q %v; want verified by k1", kid, err)
+	}
+	h, s, _ := strings.Cut(sig, "..")
+	for name, bad := range map[string]string{
+		"a newline in the header":     h[:10] + "\n" + h[10:] + ".." + s,
+		"a newline in the signature":  h + ".." + s[:10] + "\n" + s[10:],
+		"a CRLF in the signature":     h + ".." + s[:10] + "\r\n" + s[10:],
+		"padding after the header":    h + "=.." + s,
+		"padding after the signature": h + ".." + s + "==",
+		"the standard alphabet's '+'": h + ".." + s[:10] + "+" + s[11:],
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := proofs.VerifyBundleSignature(f.bundle, data, bad, 2, f.clock())
+			wantRejected(t, err, fencegate.CodeInvalidRequest, "no signature verifies", "outside unpadded base64url")
 		})
 	}
 }

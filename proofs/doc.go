@@ -49,8 +49,9 @@
 // SignBundle signs the exact bytes of a bundle document with a detached
 // compact JWS per key (typ fencegate-bundle+jws, bundleVersion in the
 // protected header), and VerifyBundleSignature accepts it only under a key of
-// the bundle already in force, with that key's own alg, inside its window.
-// The typ keeps the documents apart: the grant and status verifiers refuse a
+// the bundle already in force, with that key's own alg, inside its window;
+// its segments pass the same structural check as a token's (splitCompact in
+// compact.go: two dots, unpadded base64url only). The typ keeps the documents apart: the grant and status verifiers refuse a
 // bundle signature, and VerifyBundleSignature refuses a grant or status
 // proof. A refused signature is INVALID_REQUEST.
 //
