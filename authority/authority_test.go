@@ -30,14 +30,31 @@ func (c *clock) Now() time.Time          { c.mu.Lock(); defer c.mu.Unlock(); ret
 func (c *clock) Advance(d time.Duration) { c.mu.Lock(); defer c.mu.Unlock(); c.now = c.now.Add(d) }
 
 type alarms struct {
-	mu   sync.Mutex
-	uses []string
+	mu       sync.Mutex
+	uses     []string
+	refusals []string
 }
 
 func (a *alarms) BreakGlass(source string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.uses = append(a.uses, source)
+}
+
+func (a *alarms) BundleRefused(source string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.refusals = append(a.refusals, source)
+}
+
+// wantRefusals checks the bundle refusals counted so far, by source.
+func (a *alarms) wantRefusals(t *testing.T, want ...string) {
+	t.Helper()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !slices.Equal(a.refusals, want) {
+		t.Fatalf("bundle refusals counted %v, want %v", a.refusals, want)
+	}
 }
 
 // env is a data directory and the config an Authority is opened with.
@@ -206,6 +223,7 @@ func TestReplicaTakesRevocationsFromTheBundleAndRefusesOneThatLiftsThem(t *testi
 	if ok, v, err := replica.ReloadBundle(); !ok || v != 2 || err != nil {
 		t.Fatalf("reload: %v %d %v", ok, v, err)
 	}
+	rep.alarm.wantRefusals(t) // a bundle taken is no refusal
 	if !replica.EpochRevoked(1) || replica.EpochRevoked(2) {
 		t.Fatal("the replica did not take the bundle's revocation")
 	}
@@ -229,6 +247,20 @@ func TestReplicaTakesRevocationsFromTheBundleAndRefusesOneThatLiftsThem(t *testi
 	if ok, _, err := replica.ReloadBundle(); ok || err == nil {
 		t.Fatalf("a lifting bundle file was installed: %v", err)
 	}
+	// So is one that drops the revocation and holds no key of epoch 1
+	// (refused by the verifier at install, not by the authority's checks).
+	dropping, err := proofs.NewBundle(5, registry.Verifier().Bundle().Keys()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ = dropping.Marshal()
+	write(data)
+	if ok, _, err := replica.ReloadBundle(); ok || fencegate.ErrorCode(err) != fencegate.CodeInvalidRequest {
+		t.Fatalf("a bundle file dropping a revocation: %v %v", ok, err)
+	}
+	// Each file refused is counted; the operator's upload is not (its
+	// refusal is the admin API's answer).
+	rep.alarm.wantRefusals(t, "file", "file")
 	if replica.Verifier().Bundle().Version() != 2 || !bytes.Equal(state, rep.read("authority.json")) {
 		t.Fatal("a refused bundle changed state")
 	}
@@ -345,11 +377,13 @@ func TestReplicaOffersInstallOnlyNewerBundlesAndNeverOverwriteANewerFile(t *test
 	if ok, v, err := replica.OfferBundle(v3, sig3); !ok || v != 3 || err != nil || !replica.EpochRevoked(1) {
 		t.Fatalf("offer v3: %v %d %v", ok, v, err)
 	}
+	rep.alarm.wantRefusals(t) // not newer, or taken: no refusal
 	_, _, err := replica.OfferBundle([]byte(`{"version":9}`), sig3)
 	wantCode(t, err, fencegate.CodeInvalidRequest)
 	if replica.Verifier().Bundle().Version() != 3 {
 		t.Fatal("a refused offer changed the bundle")
 	}
+	rep.alarm.wantRefusals(t, "registry")
 }
 
 func TestARotationThatStoppedBeforeItsStateWasSavedIsResumedAtOpen(t *testing.T) {

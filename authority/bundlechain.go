@@ -77,15 +77,19 @@ func (a *Authority) TrustBundleChain(_ context.Context, after uint64) (fencegate
 // bundle installed by the step before, stopping at the first refused. If
 // the bundle in force is then not at the fetched version, the fetched
 // bundle is refused and narrows trust here (narrow.go). installed reports
-// whether any bundle was installed; version is the fetched bundle's.
+// whether any bundle was installed; version is the fetched bundle's. A
+// refusal (a document that does not parse, or the fetched bundle refused)
+// is counted once (Alarm.BundleRefused).
 func (a *Authority) FollowBundle(ctx context.Context, data []byte, signature string, chain ChainFetcher) (installed bool, version uint64, err error) {
 	b, err := proofs.ParseBundle(data)
 	if err != nil {
+		a.alarm.BundleRefused("registry")
 		return false, 0, err
 	}
 	installed, why, err := a.offer(b, data, signature)
 	if why == notRefused {
-		return installed, b.Version(), err // installed, or not persisted (the next fetch tries again)
+		a.countRefused("registry", why, err)
+		return installed, b.Version(), err // installed, refused at install (it lifts a revocation), or not persisted (the next fetch tries again)
 	}
 	if why == offChain && chain != nil {
 		from := a.verifier.Bundle().Version()
@@ -98,6 +102,7 @@ func (a *Authority) FollowBundle(ctx context.Context, data []byte, signature str
 		err = fencegate.Wrap(err, fencegate.CodeInvalidRequest, fmt.Sprintf(
 			"trust bundle: version %d refused; the registry's chain from version %d: %v", b.Version(), from, werr))
 	}
+	a.alarm.BundleRefused("registry")
 	return installed, b.Version(), a.refuseFetched(b, err)
 }
 

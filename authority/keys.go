@@ -303,13 +303,16 @@ func (a *Authority) sealIfSigning(b *proofs.Bundle) (signedBundle, error) {
 
 // ReloadBundle installs the bundle file if its version is above the one in
 // force (the path a replica's operator uses: replace the file). It reports
-// whether it installed a new version; a file that is refused changes nothing.
+// whether it installed a new version; a file that is refused changes nothing
+// (and is counted: Alarm.BundleRefused).
 func (a *Authority) ReloadBundle() (installed bool, version uint64, err error) {
 	b, err := proofs.LoadBundle(a.files.Bundle)
 	if err != nil {
+		a.alarm.BundleRefused("file")
 		return false, 0, err
 	}
-	installed, _, err = a.offer(b, nil, "")
+	installed, why, err := a.offer(b, nil, "")
+	a.countRefused("file", why, err)
 	return installed, b.Version(), err
 }
 
@@ -372,6 +375,16 @@ func (a *Authority) offer(b *proofs.Bundle, data []byte, signature string) (inst
 	}
 	_, err = a.saved()
 	return true, notRefused, err
+}
+
+// countRefused tells the alarm of a bundle from source that offer refused:
+// why says so, or the verifier's own admission at install refused it
+// (INVALID_REQUEST: it lifts a revocation); a failure to persist or install
+// an admitted bundle (INTERNAL) is no refusal.
+func (a *Authority) countRefused(source string, why refusal, err error) {
+	if why != notRefused || fencegate.ErrorCode(err) == fencegate.CodeInvalidRequest {
+		a.alarm.BundleRefused(source)
+	}
 }
 
 // admissible checks what a loaded bundle must satisfy beyond parsing.

@@ -46,7 +46,8 @@ func (a *App) background(ctx context.Context) {
 
 // reloadBundle installs the trust bundle file if it holds a higher version;
 // a file that is refused (does not parse, lifts a revocation, ...) changes
-// nothing and is logged once per version.
+// nothing, is logged once per version and counted at every reload (by the
+// authority: fencegate_trust_bundle_refusals_total{source="file"}).
 func (a *App) reloadBundle() {
 	installed, version, err := a.auth.ReloadBundle()
 	switch {
@@ -140,8 +141,10 @@ func (a *App) pull(ctx context.Context, fresh time.Duration) {
 // registry, which would otherwise fetch the registry's chain every
 // bundleRefresh): the same bundle (document and signature, with the same
 // bundle in force here) is offered again after 1 s, doubling to a minute;
-// any other at once. A change at the registry, or an operator's install
-// here, changes the key; a failure to apply a refused bundle's revocations
+// any other at once. Meanwhile the same bundle is fetched and not offered,
+// so not counted as refused again (the authority counts each refusal:
+// fencegate_trust_bundle_refusals_total). A change at the registry, or an
+// operator's install here, changes the key; a failure to apply a refused bundle's revocations
 // here is INTERNAL and tried again at the next pull.
 type refusedFetch struct {
 	key   [sha256.Size]byte

@@ -52,6 +52,7 @@ type Metrics struct {
 	shadow        *prometheus.CounterVec
 	resends       *prometheus.CounterVec
 	breakGlass    *prometheus.CounterVec
+	bundleRefused *prometheus.CounterVec
 	handoff       *prometheus.HistogramVec
 
 	handoffs *handoffs
@@ -145,6 +146,10 @@ func New() *Metrics {
 		Name: "fencegate_break_glass_total",
 		Help: "Uses of break-glass that switched resource-side validation off: at start (--break-glass) or by an operator (admin API).",
 	}, []string{"source"})
+	m.bundleRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "fencegate_trust_bundle_refusals_total",
+		Help: "Trust bundles newer than the one in force that a replica refused, by source: registry (a fetched bundle, once per offer; an unchanged one is offered again after a backoff of 1 s doubling to a minute) or file (the bundle file, once per reload).",
+	}, []string{"source"})
 	m.handoff = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: "fencegate_lock_handoff_seconds", Buckets: latencyBuckets,
 		Help: "Lock handoff by stage: grant (old lease ended -> new grant, seen by the registry), write (new grant -> first accepted write, seen by the gateway), total (old lease ended -> first accepted write, seen where registry and gateway share a process).",
@@ -159,7 +164,7 @@ func New() *Metrics {
 	build.WithLabelValues(BuildInfo()).Set(1)
 	m.reg.MustRegister(m.requests, m.admissions, m.refusals, m.effects, m.settles, m.backendErrors, m.receipts, m.storeErrors,
 		m.unknown, m.unknownOldest, m.overdue, m.deferred, m.staged, m.regressions, m.regressionAt, m.regressionFen, m.shadow, m.resends,
-		m.breakGlass, m.handoff, build,
+		m.breakGlass, m.bundleRefused, m.handoff, build,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Series whose labels are known up front start at 0, so that rate() and
 	// absent() work from the first scrape.
@@ -172,6 +177,9 @@ func New() *Metrics {
 	}
 	for _, source := range []string{"start", "admin"} {
 		m.breakGlass.WithLabelValues(source)
+	}
+	for _, source := range []string{"registry", "file"} {
+		m.bundleRefused.WithLabelValues(source)
 	}
 	for _, outcome := range []string{"used", "discarded", "failed"} {
 		m.staged.WithLabelValues(outcome)
@@ -310,6 +318,10 @@ func (m *Metrics) ShadowVerdict(_, pattern string, code fencegate.Code) {
 
 // BreakGlass counts a use of break-glass (authority.Alarm).
 func (m *Metrics) BreakGlass(source string) { m.breakGlass.WithLabelValues(source).Inc() }
+
+// BundleRefused counts a trust bundle refused, by source "registry" or
+// "file" (authority.Alarm).
+func (m *Metrics) BundleRefused(source string) { m.bundleRefused.WithLabelValues(source).Inc() }
 
 // Resend counts one same-key resend of an upstream API request.
 func (m *Metrics) Resend(api, reason string) { m.resends.WithLabelValues(api, reason).Inc() }

@@ -1,0 +1,104 @@
+package app
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"regexp"
+	"strconv"
+	"sync"
+	"testing"
+
+	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/proofs"
+	"github.com/fencegate/fencegate/proofs/prooftest"
+)
+
+// bundleRefusals scrapes the replica's /metrics (its operator handler) for
+// fencegate_trust_bundle_refusals_total by source; a source not exposed is
+// absent from the map.
+func bundleRefusals(t *testing.T, a *App) map[string]float64 {
+	t.Helper()
+	code, body := get(t, a.operatorHandler(), "/metrics", "")
+	if code != http.StatusOK {
+		t.Fatalf("/metrics answered %d", code)
+	}
+	out := map[string]float64{}
+	for _, m := range regexp.MustCompile(`(?m)^fencegate_trust_bundle_refusals_total\{source="([a-z]+)"\} (\S+)$`).FindAllStringSubmatch(body, -1) {
+		v, err := strconv.ParseFloat(m[2], 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[m[1]] = v
+	}
+	return out
+}
+
+func wantBundleRefusals(t *testing.T, a *App, when string, registry, file float64) {
+	t.Helper()
+	got := bundleRefusals(t, a)
+	if len(got) != 2 || got["registry"] != registry || got["file"] != file {
+		t.Fatalf("%s: fencegate_trust_bundle_refusals_total %v; want registry %v, file %v", when, got, registry, file)
+	}
+}
+
+// Rule: fencegate_trust_bundle_refusals_total{source} counts each offer of
+// a trust bundle a replica refuses, once: source registry for a fetched one
+// (an impostor's), not again while the same bundle waits out its backoff
+// (fetched, not offered), at once for another; source file for each reload
+// that refuses the bundle file. A bundle taken (a rotation through the
+// registry) or not newer (the file unchanged) moves neither; both series
+// are exposed at 0 from the start.
+func TestARefusedTrustBundleIsCountedOncePerOfferAndATakenOneIsNot(t *testing.T) {
+	w := newS3World(t)
+	ctx := context.Background()
+
+	good, _ := chainReplica(t, w, w.srv.URL, nil)
+	wantBundleRefusals(t, good, "at start", 0, 0)
+	if _, err := w.app.auth.RotateKey(ctx); err != nil {
+		t.Fatal(err)
+	}
+	good.pull(ctx, 0)
+	good.reloadBundle()
+	if v := good.auth.Verifier().Bundle().Version(); v != 2 {
+		t.Fatalf("the rotation through the registry: version %d, want 2", v)
+	}
+	wantBundleRefusals(t, good, "after a rotation taken and a reload of the file it wrote", 0, 0)
+
+	kid := w.app.auth.Signer().KeyID()
+	var mu sync.Mutex
+	doc, sig, _ := prooftest.Impostor(t, kid, 2, 9, proofs.Revocations{})
+	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		rw.Header().Set(fencegate.BundleSignatureHeader, sig)
+		_, _ = rw.Write(doc)
+	}))
+	defer srv.Close()
+	rep, _ := chainReplica(t, w, srv.URL, nil)
+	rep.pull(ctx, 0)
+	rep.pull(ctx, 0) // the same bundle, backing off: fetched, not offered
+	wantBundleRefusals(t, rep, "after the impostor's bundle, fetched twice", 1, 0)
+	mu.Lock()
+	doc, sig, _ = prooftest.Impostor(t, kid, 2, 10, proofs.Revocations{})
+	mu.Unlock()
+	rep.pull(ctx, 0)
+	wantBundleRefusals(t, rep, "after another bundle of the impostor's", 2, 0)
+	if v := rep.auth.Verifier().Bundle().Version(); v != 2 {
+		t.Fatalf("the impostor's bundles changed the replica's: version %d, want 2", v)
+	}
+
+	// The bundle file: unchanged, then replaced by one that does not parse.
+	rep.reloadBundle()
+	wantBundleRefusals(t, rep, "after a reload of the file unchanged", 2, 0)
+	if err := os.WriteFile(rep.cfg.TrustBundle, []byte(`{"version":`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rep.reloadBundle()
+	rep.reloadBundle()
+	wantBundleRefusals(t, rep, "after two reloads of a broken file", 2, 2)
+	if v := rep.auth.Verifier().Bundle().Version(); v != 2 {
+		t.Fatalf("the broken file changed the replica's bundle: version %d, want 2", v)
+	}
+}
