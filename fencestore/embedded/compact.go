@@ -30,11 +30,11 @@ var compactStates = []fencegate.ReceiptState{fencegate.ReceiptFailed, fencegate.
 // it walks the by-state index (in creation order, so it stops at the first
 // receipt created at or after `before`) and deletes the receipts the rules
 // allow, with their live, by-operation, by-resource and by-state entries.
-// A step that stops at the bound is followed by another, queued behind the
-// writes that arrived meanwhile, until the call has deleted limit receipts
-// or walked every state up to `before`: the call's answer means what it
-// always meant (fewer than limit: nothing more to delete now), and no
-// admission waits for more than one step.
+// A step that stops at the bound is followed by another (compactSteps),
+// queued behind the writes that arrived meanwhile, until the call has
+// deleted limit receipts or walked every state up to `before`: the call's
+// answer means what it always meant (fewer than limit: nothing more to
+// delete now), and no admission waits for more than one step.
 //
 // Where a walk stops (at limit, at the bound, or at a state not reached)
 // is kept per state, and the next step or call resumes there, so that a
@@ -53,17 +53,33 @@ func (s *Store) CompactReceipts(ctx context.Context, before time.Time, limit int
 	s.compactMu.Lock()
 	defer s.compactMu.Unlock()
 	walked := map[fencegate.ReceiptState]bool{} // states this call has walked to their end
+	return compactSteps(ctx, limit, func(limit int) (int, bool, error) {
+		return s.compactStep(before, limit, walked)
+	})
+}
+
+// compactSteps is the step loop of CompactReceipts and CompactQuarantine:
+// it runs step, each call one write op (one s.batch.do) that deletes at
+// most the limit it is given (what is left of limit) within its own
+// per-transaction bound, until a step fails, reports nothing more to do
+// (more false) or brings the total to limit; between steps it stops at
+// ctx's end. Each step is queued behind the writes that arrived during the
+// one before, so no admission waits for more than one step. The caller
+// checks ctx before the first step. It returns the total deleted, also
+// with an error (by the steps committed before it).
+func compactSteps(ctx context.Context, limit int, step func(limit int) (deleted int, more bool, err error)) (int, error) {
 	total := 0
-	for {
-		n, more, err := s.compactStep(before, limit-total, walked)
+	for total < limit {
+		n, more, err := step(limit - total)
 		total += n
-		if err != nil || !more || total == limit {
+		if err != nil || !more || total >= limit {
 			return total, err
 		}
 		if err := ctx.Err(); err != nil {
 			return total, ctxErr(err)
 		}
 	}
+	return total, nil
 }
 
 // compactStep is one step of CompactReceipts: one write op that examines

@@ -60,26 +60,17 @@ var quarantineExamine = 1024
 // payload and their qids, qreceipts and qlast entries, stopping at the first
 // entry at or after `before`. Every entry a step examines before that is
 // deleted, so no position is kept between steps or calls. A step that
-// stops at the bound is followed by another, queued behind the writes that
-// arrived meanwhile, until limit records are deleted or none is left
-// before `before`. It returns the records deleted, also with an error (by
-// the steps committed before it).
+// stops at the bound is followed by another (compactSteps), queued behind
+// the writes that arrived meanwhile, until limit records are deleted or
+// none is left before `before`. It returns the records deleted, also with
+// an error (by the steps committed before it).
 func (s *Store) CompactQuarantine(ctx context.Context, before time.Time, limit int) (int, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, ctxErr(err)
 	}
-	total := 0
-	for total < limit {
-		n, more, err := s.compactQuarantineStep(before, min(limit-total, quarantineExamine))
-		total += n
-		if err != nil || !more {
-			return total, err
-		}
-		if err := ctx.Err(); err != nil {
-			return total, ctxErr(err)
-		}
-	}
-	return total, nil
+	return compactSteps(ctx, limit, func(limit int) (int, bool, error) {
+		return s.compactQuarantineStep(before, min(limit, quarantineExamine))
+	})
 }
 
 // compactQuarantineStep deletes up to limit records last attempted before
