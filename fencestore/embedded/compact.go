@@ -140,9 +140,11 @@ func (s *Store) compactStep(before time.Time, limit int, walked map[fencegate.Re
 				if err != nil {
 					return err
 				}
-				// Whether a quarantine record names it is one seek in
-				// the quarantine index (qindex.go).
-				if fencerules.Compactable(&r, row, quarantineNames(tx, r.ID), before) {
+				// A quarantine record naming it only keeps it
+				// (fencerules.Compactable), so whether one does (one
+				// seek in the quarantine index, qindex.go) is asked only
+				// of a receipt the other rules would delete.
+				if fencerules.Compactable(&r, row, false, before) && !quarantineNames(tx, r.ID) {
 					doomed = append(doomed, r)
 				}
 			}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -194,6 +195,33 @@ func TestACompactionStepDecodesNoQuarantineRecord(t *testing.T) {
 		}
 	}
 	checkCompacted(t, s, []string{"q10", "q40"}, gone)
+}
+
+// Rule: compaction looks in the quarantine index only for a receipt the
+// other rules would delete (a record naming a receipt only keeps it), not
+// for every receipt it examines; the receipt a record names is still kept.
+func TestCompactionLooksUpTheQuarantineIndexOnlyForReceiptsItWouldDelete(t *testing.T) {
+	s := openTemp(t)
+	kept, gone, cutoff := compactFixture(t, s, 50, 40)
+	req := admitReq("res/many", 5, "qq5") // a record naming g4, segment 5 of res/many
+	req.PayloadDigest = "sha256:other"
+	req.QuarantinePayload = func() ([]byte, error) { return []byte("refused"), nil }
+	req.Now = cutoff.Add(-time.Minute)
+	if _, err := s.Admit(context.Background(), req); fencegate.ErrorCode(err) != fencegate.CodeQuarantined {
+		t.Fatalf("segment 5 with another payload: %v, want QUARANTINED", err)
+	}
+	lookups := 0
+	onQuarantineLookup = func() { lookups++ }
+	defer func() { onQuarantineLookup = nil }()
+	n, err := s.CompactReceipts(context.Background(), cutoff, 1000)
+	if err != nil || n != len(gone)-1 {
+		t.Fatalf("compacted %d, %v; want the %d receipts no record names", n, err, len(gone)-1)
+	}
+	if lookups != len(gone) {
+		t.Fatalf("compaction of %d receipts looked in the quarantine index %d times, want %d (once per receipt it would delete)",
+			len(kept)+len(gone), lookups, len(gone))
+	}
+	checkCompacted(t, s, append(kept, "g4"), slices.DeleteFunc(gone, func(id string) bool { return id == "g4" }))
 }
 
 // Rule: a receipt a quarantine record names is kept by compaction in a

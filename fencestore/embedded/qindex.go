@@ -59,9 +59,15 @@ func indexQuarantine(tx *bolt.Tx, id string, qkey []byte) error {
 	return b.Put(k, []byte{})
 }
 
+// onQuarantineLookup, if set (tests), is called for each quarantineNames.
+var onQuarantineLookup func()
+
 // quarantineNames reports whether a quarantine record names receipt id: one
 // seek in the index, no record read.
 func quarantineNames(tx *bolt.Tx, id string) bool {
+	if f := onQuarantineLookup; f != nil {
+		f()
+	}
 	prefix := join([]byte(id))
 	k, _ := tx.Bucket(bQReceipts).Cursor().Seek(prefix)
 	return k != nil && bytes.HasPrefix(k, prefix)

@@ -345,7 +345,9 @@ func CheckUnbind(bound, target, resource string, row fencegate.ResourceState) er
 // Compactable reports whether fencegate.Compactor may delete r: settled
 // (COMMITTED, FAILED or NOT_APPLIED) before `before`, not the receipt of its
 // resource's last accepted segment (row, the resource's state), and named by
-// no quarantine record (quarantined).
+// no quarantine record (quarantined). quarantined only ever turns the answer
+// to false, so a store may ask with false first and look for a record
+// naming r only when the answer is true (the embedded store does).
 //
 // While the row has a receipt pending (PENDING or UNKNOWN: row.PendingReceipt),
 // the segment before the last one at the highest fence is kept too: that
