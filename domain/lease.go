@@ -40,8 +40,8 @@ type AcquireRequest struct {
 }
 
 // Guard is what a registry expects of its backend, checked inside each
-// mutation's own transaction (acquire, renew, release, floor) before it changes
-// anything. Incarnation, when not empty, is the marker the backend must
+// mutation's own transaction (acquire, renew, release, floor, prune) before
+// it changes anything. Incarnation, when not empty, is the marker the backend must
 // carry, and MinRevision the highest revision the registry has seen there:
 // a backend carrying another marker (or none) or a lower revision lost or
 // rolled back its state, and the mutation is COORDINATION_STATE_LOST,
@@ -90,9 +90,16 @@ type Incarnation struct {
 //     revoked) is returned as it is, with released false, so that of a
 //     release and its retries exactly one reports it, decided in the same
 //     transaction as the change.
-//   - Acquire, Renew, Release and SetFloor check their Guard first, in their
-//     own transaction: COORDINATION_STATE_LOST, changing nothing, when it
-//     fails.
+//   - Acquire, Renew, Release, SetFloor and Prune check their Guard first,
+//     in their own transaction: COORDINATION_STATE_LOST, changing nothing,
+//     when it fails.
+//   - Prune deletes, in one transaction, up to the backend's batch (the one
+//     an acquisition prunes) of lease records forgotten at now under its
+//     retention (no longer held, past expiry + retention), with their
+//     request IDs, and returns how many. It moves no revision and writes
+//     no marker, floor or fence: a copy restored from before it differs only
+//     in records already forgotten, and a prune on a restored or foreign
+//     copy can never raise its revision back to one a registry saw.
 //   - Lease reads one lease; NOT_FOUND if unknown.
 //   - SetFloor makes every later fence of every resource greater than floor;
 //     a floor that leaves fewer than MinFenceHeadroom fences below the
@@ -111,6 +118,7 @@ type LeaseBackend interface {
 	SetFloor(ctx context.Context, floor uint64, g Guard) error
 	Incarnation(ctx context.Context) (Incarnation, error)
 	Claim(ctx context.Context, prev, id string, floor uint64) (Incarnation, error)
+	Prune(ctx context.Context, now time.Time, g Guard) (int, error)
 	Close() error
 }
 

@@ -3,7 +3,8 @@
 // together and bolt's single writer makes every operation linearizable.
 // Lease records no longer held, and their request IDs, are deleted once
 // their expiry + retention has passed (leaserule.Forgotten; WithRetention):
-// a bounded batch by each acquisition, found through an expiry index.
+// a bounded batch by each acquisition and by each Prune, found through an
+// expiry index.
 // Resource fence sequences, the floor and the meta bucket are never deleted.
 // Its buckets are prefixed "registry.", so it can share a file with other
 // embedded parts.
@@ -166,7 +167,7 @@ func (b *Backend) Acquire(ctx context.Context, req fencegate.AcquireRequest) (fe
 		}
 		// Pruned once nothing can refuse: a refused acquisition walks no
 		// old records (the resource row is written whole below).
-		if err := b.prune(tx, req.Now); err != nil {
+		if _, err := b.prune(tx, req.Now); err != nil {
 			return err
 		}
 		rec := leaserule.NewRecord(req, fence, rev)

@@ -2,11 +2,13 @@ package embedded
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"time"
 
 	"go.etcd.io/bbolt"
 
+	"github.com/fencegate/fencegate"
 	"github.com/fencegate/fencegate/registry/internal/leaserule"
 )
 
@@ -79,14 +81,53 @@ func forget(tx *bbolt.Tx, rec *record) error {
 	return resources.Put([]byte(rec.Resource), res.encode())
 }
 
+// Prune implements fencegate.LeaseBackend: the guard, then prune, in one
+// write transaction that moves no revision. A read transaction looks first,
+// so a call with nothing past retention writes (and syncs) nothing; its
+// guard is checked there.
+func (b *Backend) Prune(ctx context.Context, now time.Time, g fencegate.Guard) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, translate(err, "prune")
+	}
+	cutoff, ok := leaserule.ForgottenBefore(now, b.retention)
+	due := false
+	err := b.db.View(func(tx *bbolt.Tx) error {
+		if err := checkGuard(tx.Bucket(bucketMeta), g); err != nil {
+			return err
+		}
+		k, _ := tx.Bucket(bucketExpiry).Cursor().First()
+		due = ok && k != nil && binary.BigEndian.Uint64(k[:8]) <= expiryBound(cutoff)
+		return nil
+	})
+	if err != nil || !due {
+		return 0, translate(err, "prune")
+	}
+	n := 0
+	err = b.db.Update(func(tx *bbolt.Tx) (err error) {
+		if err := checkGuard(tx.Bucket(bucketMeta), g); err != nil {
+			return err
+		}
+		n, err = b.prune(tx, now)
+		return err
+	})
+	if err != nil {
+		return 0, translate(err, "prune")
+	}
+	return n, nil
+}
+
+// expiryBound is the first 8 bytes of the expiry keys of cutoff (expiryKey)
+// as a number: keys at or below it expire at or before cutoff.
+func expiryBound(cutoff time.Time) uint64 { return uint64(cutoff.UnixNano()) ^ (1 << 63) }
+
 // prune forgets up to leaserule.PruneBatch records past retention at now,
-// earliest expiry first.
-func (b *Backend) prune(tx *bbolt.Tx, now time.Time) error {
+// earliest expiry first, and returns how many.
+func (b *Backend) prune(tx *bbolt.Tx, now time.Time) (int, error) {
 	cutoff, ok := leaserule.ForgottenBefore(now, b.retention)
 	if !ok {
-		return nil
+		return 0, nil
 	}
-	bound := uint64(cutoff.UnixNano()) ^ (1 << 63)
+	bound := expiryBound(cutoff)
 	var gone []*record
 	var stale [][]byte // index entries of records already gone
 	c := tx.Bucket(bucketExpiry).Cursor()
@@ -98,7 +139,7 @@ func (b *Backend) prune(tx *bbolt.Tx, now time.Time) error {
 		}
 		rec, err := decodeRecord(raw)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		if leaserule.Forgotten(rec.State, time.Unix(0, rec.ExpiresAt), now, b.retention) {
 			gone = append(gone, rec)
@@ -107,13 +148,13 @@ func (b *Backend) prune(tx *bbolt.Tx, now time.Time) error {
 	// Deleted after the walk: not while the cursor moves over the bucket.
 	for _, k := range stale {
 		if err := tx.Bucket(bucketExpiry).Delete(k); err != nil {
-			return err
+			return 0, err
 		}
 	}
 	for _, rec := range gone {
 		if err := forget(tx, rec); err != nil {
-			return err
+			return 0, err
 		}
 	}
-	return nil
+	return len(gone), nil
 }

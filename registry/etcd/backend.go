@@ -21,7 +21,8 @@
 // once its expiry + retention has passed (leaserule.Forgotten;
 // WithRetention, default 7 days), so a lost acquisition can be recovered by
 // request ID until then; each acquisition deletes up to leaserule.PruneBatch
-// of them in its transaction, found through an expiry index (<prefix>exp/).
+// of them in its transaction, as does each Prune in one of its own, found
+// through an expiry index (<prefix>exp/).
 // Resource keys (fence sequences), the floor, the highest fence, the
 // revision and the incarnation are never deleted.
 package etcd
@@ -207,7 +208,7 @@ func (b *Backend) Acquire(ctx context.Context, req fencegate.AcquireRequest) (fe
 		if err != nil {
 			return nil, err
 		}
-		pruned, err := b.prune(ctx, v, req.Now, keep, map[string]bool{rk: true})
+		pruned, _, err := b.prune(ctx, v, req.Now, keep, map[string]bool{rk: true})
 		if err != nil {
 			return nil, err
 		}

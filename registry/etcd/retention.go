@@ -8,6 +8,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/fencegate/fencegate"
 	"github.com/fencegate/fencegate/registry/internal/leaserule"
 )
 
@@ -38,23 +39,53 @@ func (b *Backend) forget(rec *record) []clientv3.Op {
 	return []clientv3.Op{clientv3.OpDelete(b.leaseKey(rec.ID)), clientv3.OpDelete(b.expiryKey(rec.ExpiresAt, rec.ID))}
 }
 
+// Prune implements fencegate.LeaseBackend in one transaction (update): the
+// guard on the view, then prune's deletes, at most 3 × leaserule.PruneBatch
+// operations and the revision key, within maxTxnOps. The revision key is
+// rewritten with its own value (view.keep): the counter, which the guards
+// and Incarnation read, does not move, but its ModRevision does, so the
+// prune is serialised with every other mutation, as theirs are (an
+// acquisition that read a record this prune deletes reads again rather than
+// write it back).
+func (b *Backend) Prune(ctx context.Context, now time.Time, g fencegate.Guard) (int, error) {
+	var n int
+	err := b.update(ctx, []string{b.incarnationKey()}, func(v *view) ([]clientv3.Op, error) {
+		n = 0
+		if err := v.checkIncarnation(g); err != nil {
+			return nil, err
+		}
+		ops, gone, err := b.prune(ctx, v, now, nil, nil)
+		if err != nil || len(ops) == 0 {
+			return nil, err
+		}
+		n = gone
+		v.keep()
+		return ops, nil
+	})
+	if err != nil {
+		return 0, translate(err, "prune")
+	}
+	return n, nil
+}
+
 // prune is the deletion of up to leaserule.PruneBatch lease records past
 // retention at now, as of the view, earliest expiry first, leaving out the
 // records named in keep (the transaction writes them) and request keys in
-// skip. Index entries of records gone or re-indexed are dropped too. It costs
-// at most three round trips whatever it deletes: the index range, the candidates'
-// records in one transaction, their request keys in another (view.getAll);
-// every round trip lengthens the decision the revision compare guards.
-func (b *Backend) prune(ctx context.Context, v *view, now time.Time, keep map[string]bool, skip map[string]bool) ([]clientv3.Op, error) {
+// skip, and how many records it deletes. Index entries of records gone or
+// re-indexed are dropped too. It costs at most three round trips whatever it
+// deletes: the index range, the candidates' records in one transaction, their
+// request keys in another (view.getAll); every round trip lengthens the
+// decision the revision compare guards.
+func (b *Backend) prune(ctx context.Context, v *view, now time.Time, keep map[string]bool, skip map[string]bool) ([]clientv3.Op, int, error) {
 	cutoff, ok := leaserule.ForgottenBefore(now, b.retention)
 	if !ok {
-		return nil, nil
+		return nil, 0, nil
 	}
 	end := fmt.Sprintf("%s%016x0", b.expiryPrefix(), uint64(cutoff.UnixNano())^(1<<63)) // past every key of the cutoff instant ('/' < '0')
 	resp, err := b.client.Get(ctx, b.expiryPrefix(), clientv3.WithRange(end), clientv3.WithRev(v.at),
 		clientv3.WithLimit(int64(leaserule.PruneBatch)+int64(len(keep))), clientv3.WithKeysOnly())
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	var entries, leaseKeys []string // index entries examined, and their records' keys
 	for _, kv := range resp.Kvs {
@@ -65,9 +96,10 @@ func (b *Backend) prune(ctx context.Context, v *view, now time.Time, keep map[st
 		entries, leaseKeys = append(entries, string(kv.Key)), append(leaseKeys, b.leaseKey(rest[17:]))
 	}
 	if err := v.getAll(ctx, leaseKeys); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	var ops []clientv3.Op
+	gone := 0
 	var reqKeys, reqIDs []string // request keys to delete if they still name the record
 	for i, key := range entries {
 		raw, ok := v.kvs[leaseKeys[i]]
@@ -77,7 +109,7 @@ func (b *Backend) prune(ctx context.Context, v *view, now time.Time, keep map[st
 		}
 		var rec record
 		if err := decode(raw, &rec); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		if b.expiryKey(rec.ExpiresAt, rec.ID) != key { // stale entry: the record was renewed
 			ops = append(ops, clientv3.OpDelete(key))
@@ -86,20 +118,20 @@ func (b *Backend) prune(ctx context.Context, v *view, now time.Time, keep map[st
 		if !leaserule.Forgotten(rec.State, time.Unix(0, rec.ExpiresAt), now, b.retention) {
 			continue
 		}
-		ops = append(ops, b.forget(&rec)...)
+		ops, gone = append(ops, b.forget(&rec)...), gone+1
 		if rk := b.requestKey(rec.Owner, rec.RequestID); !skip[rk] {
 			reqKeys, reqIDs = append(reqKeys, rk), append(reqIDs, rec.ID)
 		}
 	}
 	if err := v.getAll(ctx, reqKeys); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	for i, rk := range reqKeys {
 		if cur, ok := v.kvs[rk]; ok && string(cur) == reqIDs[i] {
 			ops = append(ops, clientv3.OpDelete(rk))
 		}
 	}
-	return ops, nil
+	return ops, gone, nil
 }
 
 // indexExpiry adds the expiry index entry of every lease record of a prefix

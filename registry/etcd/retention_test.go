@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 
@@ -176,5 +177,59 @@ func TestOpenIndexesAnOldPrefixInBatchesAndEveryRecordIsPruned(t *testing.T) {
 	}
 	if got := keys(t, c, prefix+"req/"); got != keys(t, c, prefix+"lease/") {
 		t.Fatalf("want only the new request keys left, found %d", got)
+	}
+}
+
+// TestPruneBetweenAnAcquisitionsReadAndCommitMakesItReadAgain checks that
+// Prune, which moves no revision, is still serialised with the other
+// mutations: it rewrites the revision key as it is, so an acquisition that
+// read a forgotten record before a prune deleted it (here the resource's
+// last lease, which it would write back as superseded) fails its compare
+// and decides again, rather than bring the deleted record back with no
+// index entry to prune it by.
+func TestPruneBetweenAnAcquisitionsReadAndCommitMakesItReadAgain(t *testing.T) {
+	ctx := context.Background()
+	plain, prefix := client(t)
+	pruner := etcd.New(plain, prefix, etcd.WithRetention(time.Hour))
+	var armed atomic.Bool
+	var pruned atomic.Int64
+	stall := grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any,
+		cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if txn, ok := req.(*etcdserverpb.TxnRequest); ok && len(txn.Compare) > 0 && armed.CompareAndSwap(true, false) {
+			n, err := pruner.Prune(ctx, leasetest.T0.Add(time.Second+time.Hour), fencegate.Guard{})
+			if err != nil {
+				t.Errorf("prune: %v", err)
+			}
+			pruned.Store(int64(n))
+		}
+		return invoker(ctx, method, req, reply, cc, opts...)
+	})
+	c, err := clientv3.New(clientv3.Config{Endpoints: []string{testenv.EtcdEndpoint(t)}, DialTimeout: 5 * time.Second,
+		DialOptions: []grpc.DialOption{stall}})
+	if err != nil {
+		t.Fatalf("etcd client: %v", err)
+	}
+	defer c.Close()
+	b := etcd.New(c, prefix, etcd.WithRetention(time.Hour))
+	old, err := b.Acquire(ctx, fencegate.AcquireRequest{LeaseID: "old", Resource: "db/a", Owner: "alice", RequestID: "r1",
+		TTL: time.Second, Now: leasetest.T0}) // expires, never released: stored HELD
+	if err != nil {
+		t.Fatalf("acquire: %v", err)
+	}
+	armed.Store(true)
+	now := leasetest.T0.Add(time.Second + time.Hour)
+	next, err := b.Acquire(ctx, fencegate.AcquireRequest{LeaseID: "next", Resource: "db/a", Owner: "bob", RequestID: "r2",
+		TTL: time.Second, Now: now})
+	if err != nil || next.FenceToken != old.FenceToken+1 {
+		t.Fatalf("acquire past retention: want fence %d, got %+v, %v", old.FenceToken+1, next, err)
+	}
+	if pruned.Load() != 1 {
+		t.Fatalf("the prune between the acquisition's read and commit deleted %d records, want 1", pruned.Load())
+	}
+	if _, err := b.Lease(ctx, old.ID, now); fencegate.ErrorCode(err) != fencegate.CodeNotFound {
+		t.Fatalf("the pruned record: want NOT_FOUND, got %v", err)
+	}
+	if n := keys(t, plain, prefix+"lease/"); n != 1 {
+		t.Fatalf("want only the new lease record, found %d", n)
 	}
 }

@@ -20,11 +20,13 @@ type view struct {
 	rev    uint64            // the registry revision counter
 	revMod int64             // ModRevision of the revision key; 0 if absent
 	bumped bool
+	kept   bool // the mutation commits without moving the counter (keep)
 }
 
 // update reads keys, lets decide compute the writes and commits them with the
-// revision key moved, if no mutation committed since the read; otherwise it
-// reads again. decide returning no ops (or an error) ends without writing.
+// revision key moved (or rewritten as it is, after keep), if no mutation
+// committed since the read; otherwise it reads again. decide returning no ops
+// (or an error) ends without writing.
 func (b *Backend) update(ctx context.Context, keys []string, decide func(*view) ([]clientv3.Op, error)) error {
 	for range maxAttempts {
 		v, err := b.read(ctx, keys)
@@ -35,7 +37,7 @@ func (b *Backend) update(ctx context.Context, keys []string, decide func(*view) 
 		if err != nil || len(ops) == 0 {
 			return err
 		}
-		if !v.bumped {
+		if !v.bumped && !v.kept {
 			return fencegate.Errorf(fencegate.CodeInternal, "mutation without a revision")
 		}
 		ops = append(ops, clientv3.OpPut(b.revisionKey(), strconv.FormatUint(v.rev, 10)))
@@ -88,6 +90,14 @@ func (v *view) next() (uint64, error) {
 	}
 	return v.rev, nil
 }
+
+// keep commits this mutation without moving the revision counter: update
+// rewrites the revision key with the value read, which moves its
+// ModRevision (what every mutation's compare reads) and nothing a guard or
+// Incarnation reads. Only a mutation that deletes records already forgotten
+// (Prune) may keep it: every other one must move the revision, so that a
+// copy restored from before it shows a lower one.
+func (v *view) keep() { v.kept = true }
 
 // get reads key at the view's store revision; nil if absent.
 func (v *view) get(ctx context.Context, key string) ([]byte, error) {

@@ -54,6 +54,7 @@ func Run(t *testing.T, open Open) {
 		{"ConcurrentReleasesReportOneRelease", testConcurrentRelease},
 		{"HolderNamesTheLiveLeaseOnly", testHolder},
 		{"LeaseRecordAndRequestIDAreForgottenAfterExpiryPlusRetentionButFencesKeepRising", testRetention},
+		{"ForgottenRecordsArePrunedWithoutAnAcquisition", testPruneWithoutAcquisition},
 		{"ConcurrentRepeatsOfOneRequestIDOnTwoResourcesMakeOneLeaseElseRequestIDConflict", testConcurrentSameRequestIDTwoResources},
 	}
 	for _, tc := range tests {

@@ -132,3 +132,103 @@ func testConcurrentSameRequestIDTwoResources(t *testing.T, h *harness) {
 		}
 	}
 }
+
+// testPruneWithoutAcquisition checks Prune, the retention rule's pruning
+// without an acquisition (a registry's periodic tick): it deletes nothing
+// before expiry + Retention; under a failing guard it is
+// COORDINATION_STATE_LOST and deletes nothing; then each call deletes at most
+// leaserule.PruneBatch forgotten records with their request IDs and reports
+// how many, until none is left, while a HELD lease and a renewed one keep
+// their records, and the marker, revision and highest fence do not move.
+// Every resource's fences keep rising after it.
+func testPruneWithoutAcquisition(t *testing.T, h *harness) {
+	const forgotten = leaserule.PruneBatch + 4
+	var old []fencegate.Lease
+	var reqs []fencegate.AcquireRequest
+	for i := range forgotten {
+		req := h.req(fmt.Sprintf("db/f%d", i), "alice", ttl, T0)
+		l := h.acquire(req)
+		if i%2 == 0 { // released; the others expire
+			h.release(l, T0)
+		}
+		old, reqs = append(old, l), append(reqs, req)
+	}
+	held := h.req("db/h", "carol", 2*Retention, T0)
+	hl := h.acquire(held)
+	renewed := h.acquire(h.req("db/n", "dave", ttl, T0))
+	if _, err := h.b.Renew(h.ctx, renewed.ID, renewed.Owner, 24*time.Hour, T0.Add(ttl/2), fencegate.Guard{}); err != nil {
+		t.Fatalf("renew: %v", err)
+	}
+	cutoff := T0.Add(ttl + Retention)
+	left := func() (n int) {
+		t.Helper()
+		for _, l := range old {
+			_, err := h.b.Lease(h.ctx, l.ID, cutoff)
+			switch code := fencegate.ErrorCode(err); {
+			case err == nil:
+				n++
+			case code != fencegate.CodeNotFound:
+				t.Fatalf("lease %s: %v", l.ID, err)
+			}
+		}
+		return n
+	}
+	prune := func(now time.Time, g fencegate.Guard) int {
+		t.Helper()
+		n, err := h.b.Prune(h.ctx, now, g)
+		if err != nil {
+			t.Fatalf("prune at %v: %v", now, err)
+		}
+		return n
+	}
+
+	if n := prune(cutoff.Add(-time.Millisecond), fencegate.Guard{}); n != 0 || left() != forgotten {
+		t.Fatalf("prune before expiry + retention: deleted %d, %d of %d records left", n, left(), forgotten)
+	}
+	inc := h.claim("", "inc-1", 0)
+	for name, g := range map[string]fencegate.Guard{
+		"other marker":       {Incarnation: "inc-0", MinRevision: inc.Revision},
+		"revision gone back": {Incarnation: "inc-1", MinRevision: inc.Revision + 1},
+	} {
+		n, err := h.b.Prune(h.ctx, cutoff, g)
+		if fencegate.ErrorCode(err) != fencegate.CodeStateLost || n != 0 {
+			t.Fatalf("%s: prune: want COORDINATION_STATE_LOST, got %d, %v", name, n, err)
+		}
+		if left() != forgotten {
+			t.Fatalf("%s: a refused prune deleted records: %d of %d left", name, left(), forgotten)
+		}
+	}
+
+	g := fencegate.Guard{Incarnation: inc.ID, MinRevision: inc.Revision}
+	if n := prune(cutoff, g); n != leaserule.PruneBatch || left() != forgotten-n {
+		t.Fatalf("first prune: want %d deleted, got %d; %d of %d records left", leaserule.PruneBatch, n, left(), forgotten)
+	}
+	if n := prune(cutoff, g); n != forgotten-leaserule.PruneBatch || left() != 0 {
+		t.Fatalf("second prune: want the other %d deleted, got %d; %d left", forgotten-leaserule.PruneBatch, n, left())
+	}
+	if n := prune(cutoff, g); n != 0 {
+		t.Fatalf("prune with nothing forgotten: deleted %d", n)
+	}
+	if now := h.incarnation(); now != inc {
+		t.Fatalf("prunes moved the marker, revision or highest fence: %+v -> %+v", inc, now)
+	}
+
+	// The HELD and the renewed lease keep their records and request IDs.
+	if got := h.lease(hl.ID, cutoff); got.State != fencegate.StateHeld {
+		t.Fatalf("a held lease after prunes: want HELD, got %s", got.State)
+	}
+	again := held
+	again.LeaseID, again.Now, again.Guard = h.id("lease"), cutoff, g
+	if got := h.acquire(again); got.ID != hl.ID {
+		t.Fatalf("reuse of a held lease's request ID after prunes: want lease %s, got %s", hl.ID, got.ID)
+	}
+	h.lease(renewed.ID, cutoff)
+	// A pruned request ID is a new acquisition, and fences keep rising.
+	for _, i := range []int{0, 1} {
+		again := reqs[i]
+		again.LeaseID, again.Now, again.Guard = h.id("lease"), cutoff, fencegate.Guard{}
+		if got := h.acquire(again); got.ID == old[i].ID || got.FenceToken <= old[i].FenceToken {
+			t.Fatalf("reuse of pruned request %s: want a new lease above fence %d, got %s fence %d", reqs[i].RequestID, old[i].FenceToken, got.ID, got.FenceToken)
+		}
+	}
+}

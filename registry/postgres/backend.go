@@ -1,13 +1,15 @@
 // Package postgres is the lease backend on PostgreSQL (pgx/v5 pool). Every
 // operation is one transaction; an acquire locks the resource's sequence row,
 // so fences of a resource are handed out one at a time, and every mutation
-// moves a global revision row in the same transaction. Lock order is always
-// resource row, lease row, meta row, so operations cannot deadlock each other.
-// The global revision row serialises mutations across resources: that is the
-// price of one strictly increasing revision. Lease rows no longer held are
-// deleted once their expiry + retention has passed (leaserule.Forgotten;
-// WithRetention): a bounded batch at the end of each acquisition. Resource
-// rows (fence sequences) and the meta row are never deleted. Two concurrent
+// but Prune moves a global revision row in the same transaction. Lock order
+// is always resource row, lease row, meta row, so operations cannot deadlock
+// each other. The global revision row serialises mutations across
+// resources: that is the price of one strictly increasing revision. Lease
+// rows no longer held are deleted once their expiry + retention has passed
+// (leaserule.Forgotten; WithRetention): a bounded batch at the end of each
+// acquisition, and by each Prune, which locks only the rows it deletes
+// (skipping any another transaction holds). Resource rows (fence sequences)
+// and the meta row are never deleted. Two concurrent
 // acquisitions of one (owner, request ID) on different resources are not
 // ordered by a resource lock: the one whose insert meets the other's row
 // answers as a repeat of it.
@@ -221,7 +223,8 @@ func (b *Backend) Acquire(ctx context.Context, req fencegate.AcquireRequest) (fe
 			return err
 		}
 		out = l.at(req.Now)
-		return b.prune(ctx, tx, req.Now)
+		_, err = b.prune(ctx, tx, req.Now)
+		return err
 	})
 	if requestIDTaken(err) {
 		return b.repeat(ctx, req)

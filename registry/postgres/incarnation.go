@@ -10,12 +10,13 @@ import (
 	"github.com/fencegate/fencegate/registry/internal/leaserule"
 )
 
-// checkGuard is the guard of an acquire, renew, release or floor, run first in its
-// transaction, before any row is locked (the meta row is locked last, by
-// bumpRevision, in every mutation's lock order). A claim committing between
-// this read and the bump is harmless: a renew or release issues no fence,
-// and a lease from before a claim reads REVOKED whatever they do; a floor
-// only raises fences.
+// checkGuard is the guard of an acquire, renew, release, floor or prune,
+// run first in its transaction, before any row is locked (the meta row is
+// locked last, by bumpRevision, in every mutation's lock order). A claim
+// committing between this read and the bump is harmless: a renew or release
+// issues no fence, and a lease from before a claim reads REVOKED whatever
+// they do; a floor only raises fences; a prune deletes only forgotten
+// records.
 func checkGuard(ctx context.Context, tx pgx.Tx, g fencegate.Guard) error {
 	if g.Incarnation == "" {
 		return nil

@@ -26,19 +26,39 @@ func (b *Backend) forgotten(s *stored, now time.Time) bool {
 	return leaserule.Forgotten(s.State, s.ExpiresAt, now, b.retention)
 }
 
+// Prune implements fencegate.LeaseBackend: the guard (checkGuard), then
+// prune, in one transaction that locks no meta row and moves no revision.
+// A claim committing between the guard's read and the delete is harmless:
+// what is deleted was forgotten under any marker.
+func (b *Backend) Prune(ctx context.Context, now time.Time, g fencegate.Guard) (int, error) {
+	var n int
+	err := pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) (err error) {
+		if err := checkGuard(ctx, tx, g); err != nil {
+			return err
+		}
+		n, err = b.prune(ctx, tx, now)
+		return err
+	})
+	if err != nil {
+		return 0, translate(err, "prune")
+	}
+	return n, nil
+}
+
 // prune deletes up to leaserule.PruneBatch lease records past retention at
-// now, earliest expiry first. It skips rows another transaction holds, so it
-// never waits (it runs last in an acquisition, after the meta row is
-// locked). A resource's current_lease may then name a deleted record: that
-// reads as no live lease. Resource rows and the meta row are never deleted.
-func (b *Backend) prune(ctx context.Context, tx pgx.Tx, now time.Time) error {
+// now, earliest expiry first, and returns how many. It skips rows another
+// transaction holds, so it never waits (it runs last in an acquisition,
+// after the meta row is locked, and alone in Prune). A resource's
+// current_lease may then name a deleted record: that reads as no live
+// lease. Resource rows and the meta row are never deleted.
+func (b *Backend) prune(ctx context.Context, tx pgx.Tx, now time.Time) (int, error) {
 	cutoff, ok := leaserule.ForgottenBefore(now, b.retention)
 	if !ok {
-		return nil
+		return 0, nil
 	}
-	_, err := tx.Exec(ctx, `DELETE FROM registry_leases WHERE id IN (SELECT id FROM registry_leases
+	tag, err := tx.Exec(ctx, `DELETE FROM registry_leases WHERE id IN (SELECT id FROM registry_leases
 		WHERE expires_at <= $1 ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED)`, cutoff, leaserule.PruneBatch)
-	return err
+	return int(tag.RowsAffected()), err
 }
 
 // repeat answers an acquisition whose insert found its (owner, request ID)

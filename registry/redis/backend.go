@@ -15,8 +15,9 @@
 // decides on it, because the server's clock is not the registry's. Lease
 // records and request keys follow the retention rule on the registry's clock
 // (leaserule.Forgotten): past expiry + Retention (default 7 days) a reuse of
-// the request ID is a new acquisition, and each acquisition deletes up to
-// leaserule.PruneBatch such records, found through the expiry sorted set.
+// the request ID is a new acquisition, and each acquisition and each Prune
+// deletes up to leaserule.PruneBatch such records, found through the expiry
+// sorted set.
 // They also carry a server-side PEXPIRE of TTL + Retention from the acquire
 // or renew that set their expiry (so expiry + Retention; a release or a
 // supersession leaves it) as a backstop; fence counters, the floor and the

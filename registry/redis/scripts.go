@@ -59,6 +59,29 @@ local function reply(lk, status)
   table.insert(r, 1, status or 'OK')
   return r
 end
+-- prune deletes up to n lease records past retention (leaserule.Forgotten:
+-- expiring at or before cutoff, cutoffms in the index's ms), earliest expiry
+-- first, with their request keys (if they still name them) and index
+-- entries, drops index entries of records already gone, and returns how
+-- many records it deleted. It moves no revision.
+local function prune(cutoff, cutoffms, n)
+  local XK = P .. 'expiry'
+  local gone = 0
+  for _, old in ipairs(redis.call('ZRANGEBYSCORE', XK, '-inf', cutoffms, 'LIMIT', 0, n)) do
+    local ok = P .. 'lease:' .. old
+    local f = redis.call('HMGET', ok, 'exp', 'owner', 'req')
+    if not f[1] then
+      redis.call('ZREM', XK, old)
+    elseif not (cutoff < f[1]) then
+      redis.call('DEL', ok)
+      redis.call('ZREM', XK, old)
+      local ork = reqkey(f[2], f[3])
+      if redis.call('GET', ork) == old then redis.call('DEL', ork) end
+      gone = gone + 1
+    end
+  end
+  return gone
+end
 -- keep refreshes the retention of a lease record and its request key.
 local function keep(lk, ms)
   if ms == '0' then return end
@@ -125,21 +148,7 @@ redis.call('HSET', lk, 'id', id, 'resource', res, 'owner', owner, 'req', rid, 'f
 redis.call('SET', rk, id)
 keep(lk, ARGV[13])
 redis.call('ZADD', XK, ARGV[16], id)
-if cutoff ~= '' then
-  -- prune: records past retention, earliest expiry first
-  for _, old in ipairs(redis.call('ZRANGEBYSCORE', XK, '-inf', ARGV[15], 'LIMIT', 0, tonumber(ARGV[17]))) do
-    local ok = P .. 'lease:' .. old
-    local f = redis.call('HMGET', ok, 'exp', 'owner', 'req')
-    if not f[1] then
-      redis.call('ZREM', XK, old)
-    elseif not (cutoff < f[1]) then
-      redis.call('DEL', ok)
-      redis.call('ZREM', XK, old)
-      local ork = reqkey(f[2], f[3])
-      if redis.call('GET', ork) == old then redis.call('DEL', ork) end
-    end
-  end
-end
+if cutoff ~= '' then prune(cutoff, ARGV[15], tonumber(ARGV[17])) end
 redis.call('SET', ck, id)
 redis.call('SET', P .. 'live:' .. res, id, 'PX', ARGV[12])
 return reply(lk)
@@ -197,6 +206,17 @@ if not gt(ARGV[2], redis.call('GET', fk) or '0') then return {'OK'} end
 if not bump(KEYS[1]) then return {'EXHAUSTED'} end
 redis.call('SET', fk, ARGV[2])
 return {'OK'}
+`)
+
+// pruneScript: ARGV 2 retention cutoff, 3 the cutoff in ms, 4 most records
+// to prune (leaserule.PruneBatch; 0 when nothing is forgotten), 5 expected
+// incarnation ("" checks nothing), 6 minimum revision. It answers {'OK',
+// records deleted} and moves no revision.
+var pruneScript = redis.NewScript(luaCommon + `
+local refused = guard(ARGV[5], ARGV[6])
+if refused then return refused end
+if ARGV[4] == '0' then return {'OK', '0'} end
+return {'OK', tostring(prune(ARGV[2], ARGV[3], tonumber(ARGV[4])))}
 `)
 
 // incarnationScript reads the marker, its revision, the revision and the

@@ -15,8 +15,9 @@ const DefaultRetention = 7 * 24 * time.Hour
 // records on its own clock, which may run ahead of the registry's.
 const MinRetention = time.Hour
 
-// PruneBatch is the most forgotten lease records one acquisition deletes, so
-// pruning adds a bounded amount of work to each.
+// PruneBatch is the most forgotten lease records one acquisition, or one
+// Prune of a backend, deletes, so pruning adds a bounded amount of work to
+// each.
 const PruneBatch = 16
 
 // Retention is the retention a backend applies for the configured d: 0 keeps
