@@ -129,9 +129,9 @@ func (r *Registry) underGuard(ctx context.Context, now time.Time, guard func() (
 // guard's refusal and lostOnGuard.
 var testHookBeforeLost func()
 
-// mutationGuard is the guard of a renew or release: Check first if it has
-// not run (checkedFirst), then what this registry has seen, without resuming
-// a pause (seenGuard).
+// mutationGuard is the guard of a renew, release or prune: Check first if
+// it has not run (checkedFirst), then what this registry has seen, without
+// resuming a pause (seenGuard).
 func (r *Registry) mutationGuard(ctx context.Context) func() (fencegate.Guard, error) {
 	return func() (fencegate.Guard, error) {
 		if err := r.checkedFirst(ctx); err != nil {
@@ -142,7 +142,7 @@ func (r *Registry) mutationGuard(ctx context.Context) func() (fencegate.Guard, e
 }
 
 // lostOnGuard handles COORDINATION_STATE_LOST from the backend's guard g
-// (of an acquire, renew or release). A refusal of a marker this registry has
+// (of an acquire, renew, release or prune). A refusal of a marker this registry has
 // left since (a claim or join ended between the guard's read and here; a
 // claim in progress is waited out, as it holds run) is no loss: left is true,
 // and the caller runs the mutation once more under the new marker. A refusal

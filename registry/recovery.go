@@ -92,8 +92,15 @@ func (r *Registry) Check(ctx context.Context) error { return r.check(ctx, true) 
 
 // Watch is Check without asking the fence store (whose high-water read may
 // scan every resource): the backend's marker, revision and highest fence
-// against what this registry saw, for periodic use while serving.
-func (r *Registry) Watch(ctx context.Context) error { return r.check(ctx, false) }
+// against what this registry saw, for periodic use while serving. When it
+// finds no loss it then prunes one batch of lease records past retention
+// (prune), so they stay bounded without acquisitions.
+func (r *Registry) Watch(ctx context.Context) error {
+	if err := r.check(ctx, false); err != nil {
+		return err
+	}
+	return r.prune(ctx)
+}
 
 func (r *Registry) check(ctx context.Context, full bool) (err error) {
 	r.rec.run.Lock()

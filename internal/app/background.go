@@ -15,7 +15,8 @@ import (
 // (retention.go), and, for a gateway without
 // an in-process registry, reloading the trust bundle file when it changes;
 // with one, checking its coordination backend for lost state (and
-// remembering what it saw).
+// remembering what it saw), then pruning a batch of its lease records past
+// retention (Registry.Watch).
 func (a *App) background(ctx context.Context) {
 	if a.remote != nil {
 		done := make(chan struct{})
@@ -34,7 +35,7 @@ func (a *App) background(ctx context.Context) {
 		if a.Registry == nil {
 			a.reloadBundle()
 		} else if err := a.Registry.Watch(ctx); err != nil && ctx.Err() == nil && fencegate.ErrorCode(err) != fencegate.CodeStateLost {
-			a.log.Warn("registry incarnation check failed", "err", err)
+			a.log.Warn("registry incarnation check or lease pruning failed", "err", err)
 		}
 		select {
 		case <-ctx.Done():
