@@ -63,7 +63,10 @@ type S3Credential struct {
 // newer fence was accepted, else STATUS_INVALID), which the client sees in
 // the S3 error's Message. Other errors (e.g. BACKEND_UNAVAILABLE) are
 // answered as such and the request does nothing. Implementations are safe
-// for concurrent use and are called once per request.
+// for concurrent use and are called once per request, and by the front door
+// about the credentials of open multipart uploads when a
+// CreateMultipartUpload would be refused TooManyUploads (at most 16 per such
+// request).
 type S3Credentials interface {
 	LookupS3(ctx context.Context, accessKeyID string) (S3Credential, error)
 }

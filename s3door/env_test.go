@@ -68,6 +68,13 @@ func newEnvWith(t *testing.T, st fencegate.ObjectStore, tls bool, now func() tim
 // newEnvServer is newEnvWith with the front door's settings changed by set.
 func newEnvServer(t *testing.T, st fencegate.ObjectStore, tls bool, now func() time.Time, set func(*s3door.Server)) *env {
 	t.Helper()
+	return newEnvModes(t, st, tls, now, set, nil)
+}
+
+// newEnvModes is newEnvServer with the gateway's enforcement modes (nil:
+// enforce all).
+func newEnvModes(t *testing.T, st fencegate.ObjectStore, tls bool, now func() time.Time, set func(*s3door.Server), modes *gateway.Modes) *env {
+	t.Helper()
 	kit := prooftest.New(t)
 	kit.Set(time.Now())
 	fs, err := embedded.Open(filepath.Join(t.TempDir(), "fence.db"))
@@ -80,7 +87,7 @@ func newEnvServer(t *testing.T, st fencegate.ObjectStore, tls bool, now func() t
 			t.Fatal(err)
 		}
 	}
-	gw, err := gateway.New(gateway.Config{Verifier: kit.Verifier(), Store: fs, Policy: gateway.StaticPolicy{Generation: 1}, Now: kit.Now})
+	gw, err := gateway.New(gateway.Config{Verifier: kit.Verifier(), Store: fs, Policy: gateway.StaticPolicy{Generation: 1}, Now: kit.Now, Modes: modes})
 	if err != nil {
 		t.Fatal(err)
 	}

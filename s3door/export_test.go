@@ -2,6 +2,10 @@ package s3door
 
 import "fmt"
 
+// StatusRecheck is how long a lease read HELD is not read again when a
+// create would be refused TooManyUploads.
+const StatusRecheck = statusRecheck
+
 // StagingHeld is what the staging budget holds in all and for identity.
 func (s *Server) StagingHeld(identity string) (all, mine int64) {
 	s.uploads.mu.Lock()

@@ -42,7 +42,9 @@ const (
 	// leases (so that one cannot take the process's all), and
 	// MaxOpenUploadsTotal those of the process: a further
 	// CreateMultipartUpload is refused (TooManyUploads) until one is
-	// completed, aborted or idle past UploadIdle. Their staged bytes are
+	// completed, aborted or idle past UploadIdle, or its lease is read
+	// ended (ended.go: the uploads of ended leases give way to a create
+	// they would refuse, another lease's only). Their staged bytes are
 	// bounded by Server.MaxBody per upload, Server.StagingBytesPerIdentity
 	// per identity and Server.StagingBytes in all.
 	MaxOpenUploads            = 64
@@ -86,7 +88,11 @@ func (s *Server) createUpload(w http.ResponseWriter, r *http.Request, t *target)
 	u := &upload{id: id, bucket: bucket, key: key, identity: c.Identity, akid: c.AccessKeyID,
 		contentType: r.Header.Get("Content-Type"), dir: filepath.Join(s.uploads.dir, id),
 		created: s.Now(), touched: s.Now(), parts: map[int]*part{}, algorithm: alg, checksumType: ctype, meta: meta, segment: segment}
-	if err := s.uploads.add(u); err != nil {
+	err = s.uploads.add(u)
+	if err != nil && s.makeRoom(r.Context(), u) { // TooManyUploads: the uploads of ended leases give way
+		err = s.uploads.add(u)
+	}
+	if err != nil {
 		return err
 	}
 	if err := os.MkdirAll(u.dir, 0o700); err != nil {
@@ -409,8 +415,7 @@ func (s *Server) abortUpload(w http.ResponseWriter, r *http.Request, t *target) 
 	if u.aborted {
 		return noSuchUpload()
 	}
-	u.aborted = true // a part or Complete that read its body meanwhile finds it so
-	s.uploads.remove(u)
+	s.uploads.abort(u)
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }

@@ -137,7 +137,7 @@ func (s *Server) authed(next http.HandlerFunc) http.HandlerFunc {
 // An abort of the lease's own upload is served too: it only discards what
 // the lease staged.
 func ended(r *http.Request, c fencegate.S3Credential) error {
-	if c.State == "" || c.State == fencegate.StateHeld {
+	if !leaseEnded(c) {
 		return nil
 	}
 	if op := operationOf(r); op != nil && (op.Mutates || op.Stages || op.Discards) {

@@ -101,6 +101,9 @@ type uploads struct {
 	// An identity holding nothing has no entry.
 	share int64
 	ours  map[string]int64
+	// seen is what was last read of the leases of credentials with open
+	// uploads, by access key ID (ended.go).
+	seen map[string]leaseSeen
 }
 
 // newUploads starts with no open upload: parts a previous process staged
@@ -109,7 +112,8 @@ type uploads struct {
 func newUploads(spoolDir string, now func() time.Time, limit, share int64) *uploads {
 	dir := filepath.Join(spoolDir, "s3-uploads")
 	_ = os.RemoveAll(dir)
-	return &uploads{dir: dir, now: now, m: map[string]*upload{}, limit: limit, share: share, ours: map[string]int64{}}
+	return &uploads{dir: dir, now: now, m: map[string]*upload{}, limit: limit, share: share,
+		ours: map[string]int64{}, seen: map[string]leaseSeen{}}
 }
 
 // chargeOf is what a part of size bytes counts against the staging budget
@@ -228,13 +232,9 @@ func (us *uploads) sweep() {
 	}
 }
 
-// add registers u unless its credential or the process has too many open
-// uploads.
-func (us *uploads) add(u *upload) error {
-	us.mu.Lock()
-	defer us.mu.Unlock()
-	us.sweep()
-	mine, ours, all := 0, 0, 0
+// count is the open uploads of u's credential, of its identity and of the
+// process; us.mu is held.
+func (us *uploads) count(u *upload) (mine, ours, all int) {
 	for _, o := range us.m {
 		if o.done == nil {
 			all++
@@ -246,13 +246,29 @@ func (us *uploads) add(u *upload) error {
 			}
 		}
 	}
-	if mine >= MaxOpenUploads || ours >= MaxOpenUploadsPerIdentity || all >= MaxOpenUploadsTotal {
+	return mine, ours, all
+}
+
+// add registers u unless its credential, its identity or the process has
+// too many open uploads.
+func (us *uploads) add(u *upload) error {
+	us.mu.Lock()
+	defer us.mu.Unlock()
+	us.sweep()
+	if mine, ours, all := us.count(u); mine >= MaxOpenUploads || ours >= MaxOpenUploadsPerIdentity || all >= MaxOpenUploadsTotal {
 		return s3err(http.StatusBadRequest, "TooManyUploads", "too many open multipart uploads (at most "+
 			strconv.Itoa(MaxOpenUploads)+" per credential, "+strconv.Itoa(MaxOpenUploadsPerIdentity)+" per identity, "+
 			strconv.Itoa(MaxOpenUploadsTotal)+" in all): complete or abort one")
 	}
 	us.m[u.id] = u
 	return nil
+}
+
+// abort forgets u for good: a part or completion that read its body
+// meanwhile finds it aborted. u.mu is held.
+func (us *uploads) abort(u *upload) {
+	u.aborted = true
+	us.remove(u)
 }
 
 // remove forgets u and removes its staged parts, giving back their budget.

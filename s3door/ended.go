@@ -1,0 +1,194 @@
+package s3door
+
+import (
+	"context"
+	"sort"
+	"time"
+
+	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/gateway"
+)
+
+// The open uploads of leases that have ended. They count against the bounds
+// on open uploads (MaxOpenUploads and the others) until the idle sweep, so
+// before a CreateMultipartUpload is refused TooManyUploads the front door
+// asks about the leases whose uploads stand in its way, through
+// Server.Credentials as it does for every request, and discards the uploads
+// of those that have ended as an abort would (their staged parts removed,
+// their staging bytes given back), then counts again. Only a lease read
+// ended, or no longer known, is given up: one that cannot be read now is
+// kept, and the create refused as before. A lease that ended (RELEASED, EXPIRED, REVOKED) never
+// holds again, so it is remembered as ended; one read HELD is not asked
+// about again within statusRecheck, and one create asks about at most
+// maxStatusReads leases, each once, those not read for longest first.
+
+const (
+	// maxStatusReads bounds the leases one CreateMultipartUpload at a bound
+	// asks about.
+	maxStatusReads = 16
+	// statusRecheck is how long a lease read HELD is taken to be so: its
+	// uploads count, unasked, until then.
+	statusRecheck = time.Minute
+)
+
+// leaseSeen is what the last read of a credential's lease said.
+type leaseSeen struct {
+	ended bool      // for good: a lease that ended never holds again
+	at    time.Time // when it was read HELD
+}
+
+// leaseEnded reports whether c is the credential of a lease that is no
+// longer HELD (a credential that is no lease's, State "", never ends).
+func leaseEnded(c fencegate.S3Credential) bool {
+	return c.State != "" && c.State != fencegate.StateHeld
+}
+
+// makeRoom discards the open uploads of ended leases that keep u out of a
+// bound on open uploads, and reports whether it discarded any. The leases
+// are read with s.Credentials: a credential the registry no longer knows
+// (NOT_FOUND, its lease forgotten) can make no request, so its uploads go
+// too; a read that fails keeps them. An upload is kept whatever its lease
+// while a request is at work on it (a part being staged, a completion), or
+// while its resource is in shadow mode, where an ended lease still stages
+// and completes (the refusal is only recorded). Its lease's abort then
+// answers NoSuchUpload, as after the idle sweep.
+func (s *Server) makeRoom(ctx context.Context, u *upload) bool {
+	us := s.uploads
+	for _, akid := range us.toRead(u) {
+		c, err := s.Credentials.LookupS3(ctx, akid)
+		switch {
+		case err == nil:
+			us.saw(akid, leaseEnded(c))
+		case fencegate.ErrorCode(err) == fencegate.CodeNotFound:
+			us.saw(akid, true)
+		}
+	}
+	n := 0
+	for _, o := range us.ofEnded(u) {
+		if s.Gateway.Modes().For(fencegate.ObjectResource(o.bucket, o.key)) == gateway.Shadow {
+			continue
+		}
+		if us.discard(o) {
+			n++
+		}
+	}
+	if n > 0 {
+		s.Log.InfoContext(ctx, "s3 uploads of ended leases discarded to make room", "uploads", n)
+	}
+	return n > 0
+}
+
+// crowd is which open uploads would make room for u if they went: none
+// while u's own credential is at its bound (its lease is the live one
+// asking) or no bound is met; those of u's identity's other credentials
+// when its identity's bound is met (which makes room in the process's too);
+// any other credential's when only the process's is. us.mu is held.
+func (us *uploads) crowd(u *upload) func(o *upload) bool {
+	mine, ours, all := us.count(u)
+	switch {
+	case mine >= MaxOpenUploads:
+		return nil
+	case ours >= MaxOpenUploadsPerIdentity:
+		return func(o *upload) bool { return o.done == nil && o.akid != u.akid && o.identity == u.identity }
+	case all >= MaxOpenUploadsTotal:
+		return func(o *upload) bool { return o.done == nil && o.akid != u.akid }
+	}
+	return nil
+}
+
+// toRead is the credentials whose leases makeRoom asks about for u: of
+// those with uploads in crowd(u), the ones not known ended nor read HELD
+// within statusRecheck, those read longest ago (never first) and with the
+// oldest uploads first, at most maxStatusReads. What was seen of
+// credentials with no open upload left is forgotten.
+func (us *uploads) toRead(u *upload) []string {
+	us.mu.Lock()
+	defer us.mu.Unlock()
+	us.sweep()
+	open := map[string]bool{}
+	for _, o := range us.m {
+		if o.done == nil {
+			open[o.akid] = true
+		}
+	}
+	for k := range us.seen {
+		if !open[k] {
+			delete(us.seen, k)
+		}
+	}
+	in := us.crowd(u)
+	if in == nil {
+		return nil
+	}
+	oldest := map[string]time.Time{}
+	now := us.now()
+	for _, o := range us.m {
+		if !in(o) {
+			continue
+		}
+		if seen, ok := us.seen[o.akid]; ok && (seen.ended || now.Sub(seen.at) < statusRecheck) {
+			continue
+		}
+		if t, ok := oldest[o.akid]; !ok || o.touched.Before(t) {
+			oldest[o.akid] = o.touched
+		}
+	}
+	read := make([]string, 0, len(oldest))
+	for k := range oldest {
+		read = append(read, k)
+	}
+	sort.Slice(read, func(i, j int) bool {
+		a, b := us.seen[read[i]].at, us.seen[read[j]].at
+		if !a.Equal(b) {
+			return a.Before(b)
+		}
+		if ta, tb := oldest[read[i]], oldest[read[j]]; !ta.Equal(tb) {
+			return ta.Before(tb)
+		}
+		return read[i] < read[j]
+	})
+	return read[:min(len(read), maxStatusReads)]
+}
+
+// saw records a read of akid's lease: ended, or HELD now.
+func (us *uploads) saw(akid string, ended bool) {
+	us.mu.Lock()
+	us.seen[akid] = leaseSeen{ended: ended, at: us.now()}
+	us.mu.Unlock()
+}
+
+// ofEnded is the uploads in crowd(u) whose credential's lease was read
+// ended.
+func (us *uploads) ofEnded(u *upload) []*upload {
+	us.mu.Lock()
+	defer us.mu.Unlock()
+	in := us.crowd(u)
+	if in == nil {
+		return nil
+	}
+	var out []*upload
+	for _, o := range us.m {
+		if in(o) && us.seen[o.akid].ended {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// discard forgets o as its abort would, unless a request is at work on it
+// (holds o.mu) or it is completed or gone already; it reports whether o
+// went.
+func (us *uploads) discard(o *upload) bool {
+	if !o.mu.TryLock() {
+		return false
+	}
+	defer o.mu.Unlock()
+	us.mu.Lock()
+	open := us.m[o.id] == o
+	us.mu.Unlock()
+	if !open || o.done != nil || o.aborted {
+		return false
+	}
+	us.abort(o)
+	return true
+}
