@@ -470,8 +470,6 @@ func userMeta(hd http.Header) (map[string]string, error) {
 	return m, nil
 }
 
-// declaredLength is the body's announced length after aws-chunked decoding
-// (-1 unknown), which sizes its share of the pool's budget.
 // awsChunked reports whether a request's body is aws-chunked (the payload
 // hashes the door decodes: signed chunks, or unsigned chunks with a
 // trailer), refusing the streaming forms it does not implement: the one
@@ -489,6 +487,8 @@ func awsChunked(a *authed) (bool, error) {
 	return false, nil
 }
 
+// declaredLength is the body's announced length after aws-chunked decoding
+// (-1 unknown), which sizes its share of the pool's budget.
 func declaredLength(r *http.Request, chunked bool) int64 {
 	if !chunked {
 		return r.ContentLength
