@@ -62,7 +62,8 @@ func runFlags(fs *flag.FlagSet) func(context.Context, *cmd) error {
 		if o.region == "" {
 			o.region = "us-east-1"
 		}
-		if _, err := s3Endpoint(o.endpoint); err != nil {
+		s3URL, err := s3Endpoint(o.endpoint)
+		if err != nil {
 			return err // before acquiring: nothing is sent for a mistaken endpoint
 		}
 		l, err := c.client.AcquireLease(ctx, client.LeaseParams{AcquireParams: client.AcquireParams{
@@ -82,7 +83,7 @@ func runFlags(fs *flag.FlagSet) func(context.Context, *cmd) error {
 		fmt.Fprintf(c.errOut, "fencectl run: lease %s (fence %d) on %s; S3 endpoint %s, access key %s\n",
 			info.Lease, info.FenceToken, info.Resource, o.endpoint, creds.AccessKeyID)
 		environ := childEnv(os.Environ(), info, creds, o)
-		cfg, err := writeS3cmdConfig(creds, o)
+		cfg, err := writeS3cmdConfig(creds, s3URL, o.region)
 		if err != nil {
 			_ = l.Release(context.WithoutCancel(ctx))
 			return err
@@ -144,18 +145,15 @@ func childEnv(base []string, info client.LeaseInfo, creds fencegate.S3AccessKeys
 
 // writeS3cmdConfig writes an s3cmd configuration for the lease (s3cmd reads
 // no endpoint from the environment, but takes its configuration file from
-// S3CMD_CONFIG): mode 0600 in the temporary directory, removed at exit.
-func writeS3cmdConfig(creds fencegate.S3AccessKeys, o runOpts) (string, error) {
-	u, err := s3Endpoint(o.endpoint)
-	if err != nil {
-		return "", err
-	}
+// S3CMD_CONFIG) at endpoint u (s3Endpoint's) in region: mode 0600 in the
+// temporary directory, removed at exit.
+func writeS3cmdConfig(creds fencegate.S3AccessKeys, u *url.URL, region string) (string, error) {
 	f, err := os.CreateTemp("", "fencectl-s3cmd-*.cfg") // created 0600
 	if err != nil {
 		return "", err
 	}
 	_, err = fmt.Fprintf(f, "[default]\naccess_key = %s\nsecret_key = %s\nhost_base = %s\nhost_bucket = %s\nuse_https = %s\nbucket_location = %s\nsignature_v2 = False\n",
-		creds.AccessKeyID, creds.SecretAccessKey, u.Host, u.Host, strconv.FormatBool(u.Scheme == "https"), o.region)
+		creds.AccessKeyID, creds.SecretAccessKey, u.Host, u.Host, strconv.FormatBool(u.Scheme == "https"), region)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
