@@ -28,16 +28,27 @@ const maxAPIBody = 16 << 20
 // of any status are returned as an APIResponse with a nil error; only the
 // gateway's own problems are errors.
 func (c *Client) CallAPI(ctx context.Context, api, method, path string, f Fence, body []byte, contentType string) (*APIResponse, error) {
-	switch method {
-	case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
-	default:
-		return nil, domain.Errorf(domain.CodeInvalidRequest, "fenced API calls are POST, PUT, PATCH or DELETE, not %q", method)
+	if err := CheckFencedMethod(method); err != nil {
+		return nil, err
 	}
 	var h http.Header
 	if contentType != "" {
 		h = http.Header{"Content-Type": {contentType}}
 	}
 	return c.callAPI(ctx, api, method, path, f, h, body)
+}
+
+// CheckFencedMethod refuses (INVALID_REQUEST), before anything is sent, a
+// method a fenced API call cannot have: fenced calls are POST, PUT, PATCH or
+// DELETE, spelled in upper case as the gateway routes them; a GET goes to
+// the API's read routes, unfenced. CallAPI refuses with it, and Transport
+// fences exactly the methods it lets through.
+func CheckFencedMethod(method string) error {
+	switch method {
+	case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
+		return nil
+	}
+	return domain.Errorf(domain.CodeInvalidRequest, "fenced API calls are POST, PUT, PATCH or DELETE, not %q", method)
 }
 
 // callAPI is CallAPI with the caller's own headers (an SDK's) besides the

@@ -224,3 +224,28 @@ func TestALongPollLongerThanTheClientTimeoutGetsItsAnswer(t *testing.T) {
 		t.Fatalf("an acquisition without a Wait had %v to run, more than the client's %v", last, base)
 	}
 }
+
+// Rule: a fenced API call is POST, PUT, PATCH or DELETE (upper case, as the
+// gateway routes them); CallAPI refuses any other method INVALID_REQUEST
+// without sending anything.
+func TestFencedCallsArePostPutPatchOrDelete(t *testing.T) {
+	for _, m := range []string{"POST", "PUT", "PATCH", "DELETE"} {
+		if err := CheckFencedMethod(m); err != nil {
+			t.Errorf("%s: %v", m, err)
+		}
+	}
+	sent := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { sent++ }))
+	defer srv.Close()
+	for _, m := range []string{"GET", "HEAD", "OPTIONS", "post", ""} {
+		if err := CheckFencedMethod(m); domain.ErrorCode(err) != domain.CodeInvalidRequest {
+			t.Errorf("CheckFencedMethod(%q) = %v, want INVALID_REQUEST", m, err)
+		}
+		if _, err := New(srv.URL, "tok").CallAPI(context.Background(), "payments", m, "/charges/1", Fence{Grant: "g", Segment: 1}, nil, ""); domain.ErrorCode(err) != domain.CodeInvalidRequest {
+			t.Errorf("CallAPI %q: %v, want INVALID_REQUEST", m, err)
+		}
+	}
+	if sent != 0 {
+		t.Fatalf("%d refused calls were sent", sent)
+	}
+}

@@ -167,7 +167,7 @@ func (l *Lease) sendKeyed(ctx context.Context, key string, seg uint64, send func
 		case InDoubtAfter(err):
 			l.led.seg[key] = seg
 			if seg >= l.nextSeg {
-				l.doubt = &inDoubt{seg: seg, key: doubtKey(key), receipt: receiptIDOf(err)}
+				l.doubt = &inDoubt{seg: seg, key: doubtKey(key), receipt: ReceiptIDOf(err)}
 			}
 			return o, err
 		default:

@@ -3,7 +3,6 @@ package client
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -53,10 +52,16 @@ func newEffect(method, target, digest string, send func(ctx context.Context, f F
 	return effect{key: key, method: method, target: target, digest: digest, send: send}
 }
 
-// records reports whether receipt r is e's: the same method and target and,
-// for an effect with a body, the same payload digest.
+// records reports whether receipt r is e's (RecordsWrite).
 func (e *effect) records(r domain.Receipt) bool {
-	return e != nil && r.Method == e.method && r.Target == e.target && (e.digest == "" || r.PayloadDigest == "sha256:"+e.digest)
+	if e == nil {
+		return false
+	}
+	digest := ""
+	if e.digest != "" {
+		digest = "sha256:" + e.digest
+	}
+	return RecordsWrite(r, e.method, e.target, digest)
 }
 
 // contradicts reports whether receipt r, of e's effect key, names another
@@ -128,7 +133,7 @@ func (l *Lease) commit(ctx context.Context, e effect) (outcome, error) {
 			return o, nil
 		case InDoubtAfter(err):
 			eff := e
-			l.doubt = &inDoubt{seg: seg, key: e.key, target: e.target, eff: &eff, receipt: receiptIDOf(err)}
+			l.doubt = &inDoubt{seg: seg, key: e.key, target: e.target, eff: &eff, receipt: ReceiptIDOf(err)}
 			return o, err
 		default:
 			if l.afterRefusal(err, attempt) {
@@ -151,7 +156,7 @@ const quarantinedSeg = "\x00quarantined"
 // numbers past it instead of sending every later effect at it again.
 func (l *Lease) afterQuarantine(err error, seg uint64) {
 	if domain.ErrorCode(err) == domain.CodeQuarantined && seg >= l.nextSeg && l.doubt == nil {
-		l.doubt = &inDoubt{seg: seg, key: quarantinedSeg, receipt: receiptIDOf(err)}
+		l.doubt = &inDoubt{seg: seg, key: quarantinedSeg, receipt: ReceiptIDOf(err)}
 	}
 }
 
@@ -299,14 +304,6 @@ func (l *Lease) forgetSettled(target string) {
 		}
 	}
 	l.settledForOthers = kept
-}
-
-func receiptIDOf(err error) string {
-	var fe *domain.Error
-	if errors.As(err, &fe) {
-		return fe.ReceiptID
-	}
-	return ""
 }
 
 // ready returns the grant and a fresh proof for a new effect, refreshing a

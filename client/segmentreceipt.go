@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/fencegate/fencegate/domain"
@@ -36,6 +37,33 @@ func (c *Client) SegmentReceipt(ctx context.Context, info LeaseInfo, seg uint64,
 		return domain.Receipt{}, err
 	}
 	return c.decidingReceipt(ctx, list, info, seg, receiptID)
+}
+
+// RecordsWrite reports whether receipt r records the fenced write of method
+// on target (as receipts record it: objects/STORE/KEY, apis/API/PATH) with a
+// body of payloadDigest ("sha256:HEX", as receipts record it; "" for a write
+// without a body, such as a delete): the same method and target and, for a
+// write with a body, the same payload digest. A COMMITTED receipt that
+// decides a segment in doubt (SegmentReceipt) and records the write sent
+// at it was that write's: sent at the segment again, it is a replay the
+// gateway answers with this receipt, nothing forwarded. One that does not
+// record it belongs to another write of the grant. Lease settles its own
+// doubts with this rule, and fencectl its lease file's.
+func RecordsWrite(r domain.Receipt, method, target, payloadDigest string) bool {
+	return r.Method == method && r.Target == target && (payloadDigest == "" || r.PayloadDigest == payloadDigest)
+}
+
+// ReceiptIDOf returns the receipt a fenced write's error names (the
+// ReceiptID of the first *domain.Error in err's chain: the receipt a
+// MUTATION_UNKNOWN or QUARANTINED answer points at), "" for none. It is the
+// receiptID SegmentReceipt takes after an answer that left the segment in
+// doubt (InDoubtAfter).
+func ReceiptIDOf(err error) string {
+	var fe *domain.Error
+	if errors.As(err, &fe) {
+		return fe.ReceiptID
+	}
+	return ""
 }
 
 // decidingReceipt is SegmentReceipt over list, the operation's receipts

@@ -147,3 +147,47 @@ func TestInDoubtAfterIsTrueOnlyForAnswersThatMayHaveAdmitted(t *testing.T) {
 		}
 	}
 }
+
+// Rule: a receipt records a write when it has the write's method and target
+// and, for a write with a body, its payload digest; a write without a body
+// (a delete) is recorded whatever digest the receipt holds.
+func TestRecordsWriteIsTheSameMethodTargetAndPayload(t *testing.T) {
+	put := domain.Receipt{Method: "PUT", Target: "objects/b/k", PayloadDigest: "sha256:aa"}
+	del := domain.Receipt{Method: "DELETE", Target: "objects/b/k"}
+	for _, tc := range []struct {
+		rule                   string
+		r                      domain.Receipt
+		method, target, digest string
+		want                   bool
+	}{
+		{"the same write", put, "PUT", "objects/b/k", "sha256:aa", true},
+		{"another body", put, "PUT", "objects/b/k", "sha256:bb", false},
+		{"another method", put, "POST", "objects/b/k", "sha256:aa", false},
+		{"another target", put, "PUT", "objects/b/other", "sha256:aa", false},
+		{"a write without a body", del, "DELETE", "objects/b/k", "", true},
+		{"a write without a body, another method", del, "PUT", "objects/b/k", "", false},
+	} {
+		if got := RecordsWrite(tc.r, tc.method, tc.target, tc.digest); got != tc.want {
+			t.Errorf("%s: RecordsWrite = %v, want %v", tc.rule, got, tc.want)
+		}
+	}
+}
+
+// Rule: ReceiptIDOf is the receipt the first *domain.Error in the chain
+// names, "" for an error naming none or another error.
+func TestReceiptIDOfIsTheReceiptTheErrorNames(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{nil, ""},
+		{io.EOF, ""},
+		{&domain.Error{Code: domain.CodeMutationUnknown}, ""},
+		{&domain.Error{Code: domain.CodeMutationUnknown, ReceiptID: "R9"}, "R9"},
+		{fmt.Errorf("put: %w", &domain.Error{Code: domain.CodeQuarantined, ReceiptID: "R3"}), "R3"},
+	} {
+		if got := ReceiptIDOf(tc.err); got != tc.want {
+			t.Errorf("ReceiptIDOf(%v) = %q, want %q", tc.err, got, tc.want)
+		}
+	}
+}

@@ -66,10 +66,10 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if t.Lease == nil || t.API == "" {
 		return nil, domain.Errorf(domain.CodeInvalidRequest, "client.Transport needs a Lease and an API name")
 	}
-	switch req.Method {
-	case http.MethodGet:
+	switch {
+	case req.Method == http.MethodGet:
 		return t.read(req)
-	case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
+	case CheckFencedMethod(req.Method) == nil:
 		return t.write(req)
 	}
 	return nil, domain.Errorf(domain.CodeInvalidRequest, "%s is neither a read (GET) nor a fenced write", req.Method)

@@ -6,11 +6,11 @@ import (
 	"encoding/hex"
 	"flag"
 	"fmt"
-	"net/http"
 	"os"
 	"strings"
 
 	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/client"
 )
 
 func init() {
@@ -24,10 +24,10 @@ func callFlags(fs *flag.FlagSet) func(context.Context, *cmd) error {
 	ctype := fs.String("content-type", "application/json", "content type of the body")
 	return func(ctx context.Context, c *cmd) error {
 		method := strings.ToUpper(c.args[1])
-		switch method {
-		case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
-		default: // as client.CallAPI refuses, but before the lease file is touched: a usage mistake
-			return usageError{fmt.Sprintf("a fenced call is POST, PUT, PATCH or DELETE, not %q (reads go to the API's read routes)", c.args[1])}
+		if err := client.CheckFencedMethod(method); err != nil {
+			// As client.CallAPI refuses, but before the lease file is
+			// touched: a usage mistake.
+			return usageError{fencegate.ErrorMessage(err) + " (reads go to the API's read routes)"}
 		}
 		body := []byte(*data)
 		if name, ok := strings.CutPrefix(*data, "@"); ok {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"hash"
 	"io"
@@ -66,11 +65,11 @@ func (w fencedWrite) isDoubt(d *segmentDoubt) bool {
 	return !body || known && d.PayloadDigest != "" && digest == d.PayloadDigest
 }
 
-// records reports whether receipt r is w's: the same method and target
-// and, for a write with a body, the same payload digest (known).
+// records reports whether receipt r is w's, by the Go client's rule
+// (client.RecordsWrite); a body whose digest is not known is no receipt's.
 func (w fencedWrite) records(r fencegate.Receipt) bool {
 	digest, body, known := w.payload()
-	return r.Method == w.method && r.Target == w.target && (!body || known && r.PayloadDigest == digest)
+	return (!body || known) && client.RecordsWrite(r, w.method, w.target, digest)
 }
 
 // settleDoubt settles the lease file's segment in doubt, if any, before w
@@ -143,12 +142,7 @@ func sent(c *cmd, lf *leaseFile, seg uint64, w fencedWrite, err error) error {
 	if !known {
 		digest = ""
 	}
-	var fe *fencegate.Error
-	receipt := ""
-	if errors.As(err, &fe) {
-		receipt = fe.ReceiptID
-	}
-	lf.Doubt = &segmentDoubt{Segment: seg, Method: w.method, Target: w.target, PayloadDigest: digest, HasBody: body, Receipt: receipt}
+	lf.Doubt = &segmentDoubt{Segment: seg, Method: w.method, Target: w.target, PayloadDigest: digest, HasBody: body, Receipt: client.ReceiptIDOf(err)}
 	if serr := lf.save(c.g.leaseFile); serr != nil {
 		fmt.Fprintf(c.errOut, "fencectl: segment %d is in doubt, but the lease file %s could not record it (%v): query receipts before the next write, and give it --segment\n",
 			seg, c.g.leaseFile, serr)
