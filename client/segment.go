@@ -216,11 +216,10 @@ func (l *Lease) settleDoubt(ctx context.Context, list []domain.Receipt, key stri
 		}
 		l.noteReceipts(list)
 	}
-	best, err := l.c.decidingReceipt(ctx, list, info, d.seg, d.receipt)
-	if err != nil && domain.ErrorCode(err) != domain.CodeNotFound {
+	best, found, err := l.c.decidingReceipt(ctx, list, info, d.seg, d.receipt)
+	if err != nil {
 		return outcome{}, false, err
 	}
-	found := err == nil // else NOT_FOUND: no receipt decides the segment
 	switch {
 	case found && best.State == domain.ReceiptCommitted:
 		l.doubt = nil

@@ -3,7 +3,6 @@ package client
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/fencegate/fencegate/domain"
 )
@@ -15,26 +14,28 @@ import (
 // another lease or fence is never chosen), it returns a COMMITTED one over
 // one still in flight (PENDING, UNKNOWN) over one not applied (FAILED,
 // NOT_APPLIED). When the list has none, it returns the receipt receiptID
-// names, as it is (the one the uncertain answer named; "" for none). When neither exists it
-// answers NOT_FOUND: nothing was admitted at seg, and the segment is free.
-// Any other error decides nothing; a list that itself failed NOT_FOUND is
-// answered INTERNAL, never taken for a free segment.
+// names, as it is (the one the uncertain answer named; "" for none). When
+// neither exists, found is false with a nil error: nothing was admitted at
+// seg, and the segment is free. An error decides nothing (found is false
+// then too, and the segment stays in doubt); a list that itself failed
+// NOT_FOUND is answered INTERNAL.
 //
 // What the answer means: COMMITTED, the segment is taken (numbering moves
 // past it; the same write sent at it again is a replay answered with this
-// receipt); PENDING or UNKNOWN, still unsettled; FAILED, NOT_APPLIED or
-// NOT_FOUND, the segment is free. Lease settles its own doubts this way.
-func (c *Client) SegmentReceipt(ctx context.Context, info LeaseInfo, seg uint64, receiptID string) (domain.Receipt, error) {
+// receipt, RecordsWrite); PENDING or UNKNOWN, still unsettled; FAILED,
+// NOT_APPLIED or not found, the segment is free. Lease settles its own
+// doubts this way.
+func (c *Client) SegmentReceipt(ctx context.Context, info LeaseInfo, seg uint64, receiptID string) (r domain.Receipt, found bool, err error) {
 	list, err := c.Receipts(ctx, info.OperationID)
 	if err != nil {
 		if domain.ErrorCode(err) == domain.CodeNotFound {
 			// A list that failed NOT_FOUND (a route missing behind a proxy,
 			// an older gateway) says nothing about the segment: only the
 			// receipts read may answer "free".
-			return domain.Receipt{}, &domain.Error{Code: domain.CodeInternal,
+			return domain.Receipt{}, false, &domain.Error{Code: domain.CodeInternal,
 				Message: "listing the operation's receipts failed: the segment stays in doubt", Err: err}
 		}
-		return domain.Receipt{}, err
+		return domain.Receipt{}, false, err
 	}
 	return c.decidingReceipt(ctx, list, info, seg, receiptID)
 }
@@ -68,7 +69,7 @@ func ReceiptIDOf(err error) string {
 
 // decidingReceipt is SegmentReceipt over list, the operation's receipts
 // already read.
-func (c *Client) decidingReceipt(ctx context.Context, list []domain.Receipt, info LeaseInfo, seg uint64, receiptID string) (domain.Receipt, error) {
+func (c *Client) decidingReceipt(ctx context.Context, list []domain.Receipt, info LeaseInfo, seg uint64, receiptID string) (domain.Receipt, bool, error) {
 	var best *domain.Receipt
 	for i := range list {
 		r := &list[i]
@@ -80,16 +81,18 @@ func (c *Client) decidingReceipt(ctx context.Context, list []domain.Receipt, inf
 		}
 	}
 	if best != nil {
-		return *best, nil
+		return *best, true, nil
 	}
 	if receiptID != "" {
 		r, err := c.Receipt(ctx, receiptID)
-		if err == nil || domain.ErrorCode(err) != domain.CodeNotFound {
-			return r, err
+		if err == nil {
+			return r, true, nil
+		}
+		if domain.ErrorCode(err) != domain.CodeNotFound {
+			return domain.Receipt{}, false, err
 		}
 	}
-	return domain.Receipt{}, &domain.Error{Code: domain.CodeNotFound,
-		Message: fmt.Sprintf("no receipt of segment %d of lease %s (fence %d)", seg, info.Lease, info.FenceToken)}
+	return domain.Receipt{}, false, nil // no receipt decides seg: nothing was admitted there
 }
 
 // rank orders receipt states by what they say about a segment: COMMITTED

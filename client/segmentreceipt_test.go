@@ -55,8 +55,9 @@ func seg3(id string, state domain.ReceiptState) domain.Receipt {
 // operation's receipts of the lease's lease, fence and segment, COMMITTED
 // over PENDING or UNKNOWN over FAILED or NOT_APPLIED (whatever their order);
 // another lease's, fence's or segment's receipts are never chosen; with none
-// listed, the receipt the uncertain answer named; with none of either,
-// NOT_FOUND (the segment is free). A lookup failing otherwise is its error.
+// listed, the receipt the uncertain answer named; with none of either, none
+// found and no error (the segment is free). A lookup failing otherwise is
+// its error, and nothing found.
 func TestSegmentReceiptIsTheOneThatDecidesTheSegment(t *testing.T) {
 	other := func(id string, mod func(*domain.Receipt)) domain.Receipt {
 		r := seg3(id, domain.ReceiptCommitted)
@@ -88,27 +89,27 @@ func TestSegmentReceiptIsTheOneThatDecidesTheSegment(t *testing.T) {
 		{rule: "another lease's, fence's or segment's receipts are ignored",
 			listed: []domain.Receipt{otherLease, otherFence, otherSeg, seg3("Rf", domain.ReceiptFailed)}, wantID: "Rf"},
 		{rule: "another lease's, fence's or segment's receipts alone are no receipt",
-			listed: []domain.Receipt{otherLease, otherFence, otherSeg}, wantCode: domain.CodeNotFound},
+			listed: []domain.Receipt{otherLease, otherFence, otherSeg}},
 		{rule: "none listed: the receipt the answer named",
 			listed: []domain.Receipt{otherFence}, named: "Rnamed", byID: map[string]any{"Rnamed": named}, wantID: "Rnamed"},
-		{rule: "none listed, the named receipt not found: NOT_FOUND",
-			named: "Rgone", wantCode: domain.CodeNotFound},
-		{rule: "none listed, none named: NOT_FOUND", wantCode: domain.CodeNotFound},
+		{rule: "none listed, the named receipt not found: none found",
+			named: "Rgone"},
+		{rule: "none listed, none named: none found"},
 		{rule: "the named receipt's lookup failing otherwise is its error",
 			named: "Rnamed", byID: map[string]any{"Rnamed": domain.CodeLeaseNotHeld}, wantCode: domain.CodeLeaseNotHeld},
 	} {
 		t.Run(tc.rule, func(t *testing.T) {
 			c := receiptsOnly(t, tc.listed, tc.byID)
 			info := LeaseInfo{Lease: "L1", FenceToken: 7, OperationID: "op-1"}
-			r, err := c.SegmentReceipt(context.Background(), info, 3, tc.named)
+			r, found, err := c.SegmentReceipt(context.Background(), info, 3, tc.named)
 			if tc.wantCode != "" {
-				if domain.ErrorCode(err) != tc.wantCode {
-					t.Fatalf("got receipt %q, error %v; want %s", r.ID, err, tc.wantCode)
+				if domain.ErrorCode(err) != tc.wantCode || found {
+					t.Fatalf("got receipt %q (found %v), error %v; want %s", r.ID, found, err, tc.wantCode)
 				}
 				return
 			}
-			if err != nil || r.ID != tc.wantID {
-				t.Fatalf("got receipt %q (%s), error %v; want %s", r.ID, r.State, err, tc.wantID)
+			if err != nil || found != (tc.wantID != "") || r.ID != tc.wantID {
+				t.Fatalf("got receipt %q (%s, found %v), error %v; want %q", r.ID, r.State, found, err, tc.wantID)
 			}
 		})
 	}
@@ -120,8 +121,8 @@ func TestSegmentReceiptIsTheOneThatDecidesTheSegment(t *testing.T) {
 func TestSegmentReceiptOfAFailedListIsNotAFreeSegment(t *testing.T) {
 	c := receiptsOnly(t, nil, nil)
 	info := LeaseInfo{Lease: "L1", FenceToken: 7, OperationID: "op-unlisted"} // the fake has no route for it
-	if _, err := c.SegmentReceipt(context.Background(), info, 3, ""); domain.ErrorCode(err) != domain.CodeInternal {
-		t.Fatalf("a list answered NOT_FOUND: %v, want INTERNAL (still in doubt)", err)
+	if _, found, err := c.SegmentReceipt(context.Background(), info, 3, ""); domain.ErrorCode(err) != domain.CodeInternal || found {
+		t.Fatalf("a list answered NOT_FOUND: found %v, %v; want INTERNAL (still in doubt)", found, err)
 	}
 }
 

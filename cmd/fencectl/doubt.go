@@ -82,7 +82,7 @@ func (w fencedWrite) records(r fencegate.Receipt) bool {
 //   - COMMITTED: the next segment moves past it; w, if the receipt records
 //     it, is sent at that segment again, a replay the gateway answers with
 //     the first receipt without forwarding anything.
-//   - none (NOT_FOUND), FAILED or NOT_APPLIED: the segment is free.
+//   - none (not found), FAILED or NOT_APPLIED: the segment is free.
 //   - PENDING or UNKNOWN: w is sent at that segment again if it is the
 //     write in doubt; any other write is refused (MUTATION_UNKNOWN, naming
 //     the receipt), nothing sent, until it settles. The Go client's Lease
@@ -98,11 +98,10 @@ func settleDoubt(ctx context.Context, c *cmd, lf *leaseFile, seg uint64, w fence
 	if d == nil {
 		return seg, nil
 	}
-	best, err := c.client.SegmentReceipt(ctx, lf.Lease, d.Segment, d.Receipt)
-	if err != nil && fencegate.ErrorCode(err) != fencegate.CodeNotFound {
+	best, found, err := c.client.SegmentReceipt(ctx, lf.Lease, d.Segment, d.Receipt)
+	if err != nil {
 		return 0, err
 	}
-	found := err == nil // else NOT_FOUND: no receipt decides the segment
 	same := seg == 0 || seg == d.Segment
 	switch {
 	case found && best.State == fencegate.ReceiptCommitted:
