@@ -155,6 +155,11 @@ func CanSettle(from, to domain.ReceiptState) bool { return domain.CanSettle(from
 // CheckContentType is domain.CheckContentType.
 func CheckContentType(v string) error { return domain.CheckContentType(v) }
 
+// CheckDelegatedSegments is domain.CheckDelegatedSegments.
+func CheckDelegatedSegments(from, to uint64, set []uint64) error {
+	return domain.CheckDelegatedSegments(from, to, set)
+}
+
 // CheckEffectKey is domain.CheckEffectKey.
 func CheckEffectKey(k string) error { return domain.CheckEffectKey(k) }
 

@@ -66,21 +66,8 @@ func (d *Delegation) Validate() error {
 	case d.IssuedAt <= 0:
 		return bad("has no issuedAt")
 	}
-	hasRange := d.SegmentFrom != 0 || d.SegmentTo != 0
-	switch {
-	case hasRange == (len(d.Segments) > 0):
-		return bad("needs exactly one of a segment range (segmentFrom, segmentTo) or a segment set (segments)")
-	case hasRange && (d.SegmentFrom == 0 || d.SegmentTo < d.SegmentFrom):
-		return bad("segment range [%d, %d] is empty or starts below 1", d.SegmentFrom, d.SegmentTo)
-	case len(d.Segments) > MaxDelegationSegments:
-		return bad("lists %d segments, more than %d", len(d.Segments), MaxDelegationSegments)
-	}
-	seen := make(map[uint64]bool, len(d.Segments))
-	for _, s := range d.Segments {
-		if s == 0 || seen[s] {
-			return bad("segment set has a zero or repeated segment")
-		}
-		seen[s] = true
+	if err := CheckDelegatedSegments(d.SegmentFrom, d.SegmentTo, d.Segments); err != nil {
+		return err
 	}
 	if d.TargetPrefix != "" {
 		if err := CheckName(d.TargetPrefix); err != nil {
@@ -89,6 +76,36 @@ func (d *Delegation) Validate() error {
 		if !Covers(d.Resource, d.TargetPrefix) {
 			return bad("targetPrefix %q is outside the resource %q", d.TargetPrefix, d.Resource)
 		}
+	}
+	return nil
+}
+
+// CheckDelegatedSegments checks the segments a delegation names: exactly
+// one of a range [from, to] with 1 <= from <= to, or a set (from and to 0)
+// of 1 to MaxDelegationSegments distinct numbers, each at least 1 (segments
+// number from 1). It returns a DELEGATION_INVALID error naming the first
+// problem. Validate applies it to a delegation's claims (so the registry
+// mints and a gateway accepts no other); a caller may check what it is about
+// to ask for with it, before asking.
+func CheckDelegatedSegments(from, to uint64, set []uint64) error {
+	bad := func(format string, args ...any) error {
+		return Errorf(CodeDelegationInvalid, "delegated segments: "+format, args...)
+	}
+	hasRange := from != 0 || to != 0
+	switch {
+	case hasRange == (len(set) > 0):
+		return bad("need exactly one of a range (segmentFrom, segmentTo) or a set (segments), numbered from 1")
+	case hasRange && (from == 0 || to < from):
+		return bad("the range [%d, %d] is empty or starts below 1", from, to)
+	case len(set) > MaxDelegationSegments:
+		return bad("the set lists %d segments, more than %d (a longer run is a range)", len(set), MaxDelegationSegments)
+	}
+	seen := make(map[uint64]bool, len(set))
+	for _, s := range set {
+		if s == 0 || seen[s] {
+			return bad("the set has a zero or repeated segment (%d)", s)
+		}
+		seen[s] = true
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/fencegate/fencegate"
 	"github.com/fencegate/fencegate/client"
 )
 
@@ -18,35 +19,34 @@ func init() {
 		help: "revoke a delegation of your lease: its delegate gets no status proof from now on", flags: revokeDelegationFlags})
 }
 
-// parseSegments reads "FROM-TO" (a range) or "N,N,..." (a set). Segments
-// number from 1, and a range runs upwards: anything else is refused here,
-// before the lease file is read.
+// parseSegments reads "FROM-TO" (a range) or "N,N,..." (a set) and checks
+// them by the domain's rule (fencegate.CheckDelegatedSegments: a range from
+// 1 upwards, or a set of distinct numbers from 1, at most
+// fencegate.MaxDelegationSegments of them), which the registry would refuse
+// otherwise: anything else is refused here, before the lease file is read.
 func parseSegments(s string) (from, to uint64, set []uint64, err error) {
 	if a, b, ok := strings.Cut(s, "-"); ok {
 		from, err = strconv.ParseUint(a, 10, 64)
 		if err == nil {
 			to, err = strconv.ParseUint(b, 10, 64)
 		}
-		switch {
-		case err != nil:
-		case from == 0:
-			err = errors.New("segments number from 1")
-		case from > to:
-			err = fmt.Errorf("the range %d-%d runs downwards", from, to)
+	} else {
+		for _, f := range strings.Split(s, ",") {
+			n, perr := strconv.ParseUint(strings.TrimSpace(f), 10, 64)
+			if perr != nil {
+				err = perr
+				break
+			}
+			set = append(set, n)
 		}
-		return from, to, nil, err
 	}
-	for _, f := range strings.Split(s, ",") {
-		n, perr := strconv.ParseUint(strings.TrimSpace(f), 10, 64)
-		if perr != nil {
-			return 0, 0, nil, perr
-		}
-		if n == 0 {
-			return 0, 0, nil, errors.New("segments number from 1")
-		}
-		set = append(set, n)
+	if err != nil {
+		return 0, 0, nil, fmt.Errorf("must be FROM-TO or N,N,... (%v)", err)
 	}
-	return 0, 0, set, nil
+	if err := fencegate.CheckDelegatedSegments(from, to, set); err != nil {
+		return 0, 0, nil, errors.New(fencegate.ErrorMessage(err))
+	}
+	return from, to, set, nil
 }
 
 func delegateFlags(fs *flag.FlagSet) func(context.Context, *cmd) error {
@@ -58,7 +58,7 @@ func delegateFlags(fs *flag.FlagSet) func(context.Context, *cmd) error {
 		}
 		from, to, set, err := parseSegments(*segs)
 		if err != nil {
-			return usageError{"--segments must be FROM-TO or N,N,...: " + err.Error()}
+			return usageError{fmt.Sprintf("--segments %s: %v", *segs, err)}
 		}
 		lf, err := loadLease(c.g.leaseFile)
 		if err != nil {

@@ -62,6 +62,12 @@ func TestExitStatusSaysWhatHappened(t *testing.T) {
 		// refused it with a local INVALID_REQUEST, exit 1).
 		{"CallReadIsUsage", []string{"call", "crm", "GET", "/contacts"}, nil, exitUsage, codeUsage},
 		{"SegmentZeroIsUsage", []string{"delegate", "consumer", "--segments", "0,1"}, nil, exitUsage, codeUsage},
+		// Rule: --segments is checked by the domain's rule
+		// (fencegate.CheckDelegatedSegments) before the lease file is read: a
+		// repeated number or a set longer than the registry mints is a usage
+		// mistake, not a refusal from the client's or the registry's check.
+		{"RepeatedSegmentIsUsage", []string{"delegate", "consumer", "--segments", "2,3,2"}, nil, exitUsage, codeUsage},
+		{"OversizedSegmentSetIsUsage", []string{"delegate", "consumer", "--segments", segmentSet(fencegate.MaxDelegationSegments + 1)}, nil, exitUsage, codeUsage},
 		{"RefusedTokenIsRefused", []string{"--token", "bad", "receipts", "--operation", "op-1"}, nil, exitRefused, "UNAUTHENTICATED"},
 		{"StaleOwnerIsRefused", []string{"put", "bucket/jobs/a", file, "--segment", "9"}, func() { h.fake.stale = true }, exitRefused, "STALE_OWNER"},
 		{"MutationUnknownIsUnknown", []string{"put", "bucket/jobs/a", file, "--segment", "9"}, func() { h.fake.stale, h.fake.unknown = false, true }, exitUnknown, "MUTATION_UNKNOWN"},
@@ -137,4 +143,13 @@ func TestInternalIsAnUnknownOutcome(t *testing.T) {
 			t.Errorf("%s exits %d, want %d", code, d.ExitCode, want)
 		}
 	}
+}
+
+// segmentSet is --segments "2,3,...": n segments from 2 on.
+func segmentSet(n int) string {
+	s := make([]string, n)
+	for i := range s {
+		s[i] = strconv.Itoa(i + 2)
+	}
+	return strings.Join(s, ",")
 }
