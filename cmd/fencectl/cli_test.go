@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -188,6 +189,36 @@ func (h *harness) run(args ...string) (code int, stdout, stderr string) {
 	return code, o.String(), e.String()
 }
 
+// leaseSnapshot is the lease file as snapshotLease read it.
+type leaseSnapshot struct {
+	b      []byte
+	exists bool
+}
+
+// snapshotLease reads the harness's lease file byte for byte (none: it
+// does not exist); t is the test (or subtest) it fails.
+func (h *harness) snapshotLease(t testing.TB) leaseSnapshot {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(h.dir, "lease.json"))
+	if errors.Is(err, os.ErrNotExist) {
+		return leaseSnapshot{}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return leaseSnapshot{b: b, exists: true}
+}
+
+// leaseUnchanged fails t unless the lease file is byte for byte what snap
+// read (still absent if it was): what was refused wrote nothing there.
+func (h *harness) leaseUnchanged(t testing.TB, snap leaseSnapshot, what string) {
+	t.Helper()
+	now := h.snapshotLease(t)
+	if now.exists != snap.exists || !bytes.Equal(now.b, snap.b) {
+		t.Fatalf("%s changed the lease file:\n%s\n->\n%s", what, snap.b, now.b)
+	}
+}
+
 func TestAcquirePutAndReceipts(t *testing.T) {
 	h := newHarness(t)
 	code, out, errOut := h.run("acquire", "bucket/jobs", "--ttl", "10s", "--operation", "op-1")
@@ -364,20 +395,15 @@ func TestDelegateRefusesTheLeasesOwnSegments(t *testing.T) {
 	if code, out, errOut := h.run("put", "bucket/jobs/a", file); code != 0 {
 		t.Fatalf("put: %d\n%s%s", code, out, errOut)
 	}
+	before := h.snapshotLease(t)
 	for _, segs := range []string{"1-3", "4,1", "3-4"} {
 		code, _, errOut := h.run("delegate", "consumer", "--segments", segs)
 		if code != exitRefused || !strings.Contains(errOut, "INVALID_REQUEST") || !strings.Contains(errOut, "from 2 on") {
 			t.Fatalf("delegate --segments %s: exit %d\n%s", segs, code, errOut)
 		}
+		h.leaseUnchanged(t, before, "delegate --segments "+segs) // its next segment still 2
 	}
-	b, err := os.ReadFile(filepath.Join(h.dir, "lease.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var lf struct {
-		NextSegment uint64 `json:"nextSegment"`
-	}
-	if err := json.Unmarshal(b, &lf); err != nil || lf.NextSegment != 2 {
-		t.Fatalf("the lease file's next segment is %d (%v), want 2", lf.NextSegment, err)
+	if n := h.numbering().NextSegment; n != 2 {
+		t.Fatalf("the lease file's next segment is %d, want 2", n)
 	}
 }

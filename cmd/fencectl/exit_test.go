@@ -78,9 +78,15 @@ func TestExitStatusSaysWhatHappened(t *testing.T) {
 			if c.pre != nil {
 				c.pre()
 			}
+			before := h.snapshotLease(t)
 			code, _, errOut := h.run(c.args...)
 			if code != c.want {
 				t.Fatalf("exit %d, want %d; stderr %q", code, c.want, errOut)
+			}
+			if c.want == exitUsage {
+				// Rule: a usage mistake writes nothing, the lease file
+				// (there from "Acquired" on) included.
+				defer h.leaseUnchanged(t, before, strings.Join(c.args, " "))
 			}
 			if c.code != "" {
 				// The same failure with --json names the same code and exit status.

@@ -62,7 +62,9 @@ func TestUploadProgressBarShowsWhenAskedOrLargeOnATerminal(t *testing.T) {
 			}
 		})
 	}
+	before := h.snapshotLease(t)
 	if code, _, _ := h.run("put", "bucket/jobs/a", small, "--progress", "sometimes"); code != exitUsage {
 		t.Fatalf("--progress sometimes: exit %d, want %d", code, exitUsage)
 	}
+	h.leaseUnchanged(t, before, "put --progress sometimes")
 }
