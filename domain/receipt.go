@@ -223,8 +223,9 @@ const MaxRetryAfter = 10 * time.Minute
 // target, method or effect key) than the one accepted. Nothing was forwarded;
 // the record is kept for inspection beside the accepted receipt. There is one
 // record per distinct refused request: the same one again only counts another
-// attempt. The payload itself is kept when it fits the gateway's bound (see
-// MaxQuarantinePayload); a larger one keeps only its digest and size.
+// attempt, whoever sends it. The payload itself is kept when it fits the
+// gateway's bound (see MaxQuarantinePayload); a larger one keeps only its
+// digest and size.
 type Quarantine struct {
 	// ID names the record; it is derived from what makes it distinct
 	// (QuarantineID), so the same refused request always has the same ID.
@@ -242,7 +243,19 @@ type Quarantine struct {
 	// PayloadKept tells whether Payload holds the refused payload.
 	PayloadKept bool   `json:"payloadKept"`
 	Payload     []byte `json:"payload,omitempty"`
-	Owner       string `json:"owner"`
+	// Owner is the grant's owner, the identity that holds the lease; the
+	// refused request was sent by Delegate when that is set.
+	Owner string `json:"owner"`
+	// Delegate is the workload identity that sent the refused request the
+	// first time, when it was a delegated write (the delegate its
+	// Fence-Delegation names, which the gateway checked is the caller), and
+	// DelegationID that delegation's ID; both are "" when the owner sent it.
+	// Like At and the payload they describe the first attempt and never
+	// change: a repeat only moves Attempts and LastAt, whoever sends it (the
+	// gateway's refusal log line names each attempt's caller, rate-limited
+	// per caller). They are not part of the record's identity (QuarantineID).
+	Delegate     string `json:"delegate,omitempty"`
+	DelegationID string `json:"delegationId,omitempty"`
 	// At is when the refused request first came, LastAt when it last did.
 	At       time.Time `json:"at"`
 	LastAt   time.Time `json:"lastAt"`
@@ -272,7 +285,7 @@ func QuarantineID(resource string, fence, segment uint64, target, method, effect
 // ApproxSize is roughly how many bytes q takes in a JSON answer.
 func (q *Quarantine) ApproxSize() int {
 	return 500 + len(q.ID) + len(q.Resource) + len(q.Target) + len(q.EffectKey) + len(q.ReceiptID) +
-		len(q.PayloadDigest) + len(q.Owner) + len(q.Payload)*4/3
+		len(q.PayloadDigest) + len(q.Owner) + len(q.Delegate) + len(q.DelegationID) + len(q.Payload)*4/3
 }
 
 // Expiry is when every request of r's effect expires at the store or API:

@@ -33,7 +33,9 @@ type AdmitRequest struct {
 	// that made it (the caller, checked against the delegation) and the
 	// delegation's ID; both "" for the grant owner's own write. They must be
 	// set together, as UTF-8 without NUL, and are kept in the receipt (not
-	// part of the segment's identity: see Receipt.Delegate).
+	// part of the segment's identity: see Receipt.Delegate) or, when the
+	// request is QUARANTINED, in the new quarantine record (not in one it
+	// only counts another attempt on: see Quarantine.Delegate).
 	Delegate     string
 	DelegationID string
 	// ReceiptID is the ID the new receipt gets if the segment is admitted.

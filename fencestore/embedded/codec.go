@@ -42,7 +42,15 @@ import (
 // receipt (INTERNAL: it takes the delegate for the room and finds bytes
 // left over), never taking it for another.
 //
-// Quarantine records, rare and written once, stay JSON.
+// Quarantine records, rare and written once, stay JSON (encodeQuarantine).
+// A delegated write's record adds its delegate and delegationId members
+// (flagged by their presence); an owner's record leaves them out, so it is
+// written byte for byte as before them and every record written before
+// reads back with both "". A binary from before them ignores members it
+// does not know: it reads such a record without its delegate (as it shows
+// every record) and, if it counts a repeat on it, rewrites it without them.
+// It is never an error to it: that would fail its quarantine lists and the
+// QUARANTINED answer of the repeat.
 
 // settleRoom is the room an unsettled receipt keeps for its settle.
 const settleRoom = 104

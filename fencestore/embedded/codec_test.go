@@ -347,3 +347,36 @@ func TestDelegatedReceiptIsNotMisreadWithoutItsFlag(t *testing.T) {
 		}
 	}
 }
+
+// preDelegateQuarantine is an owner's quarantine record as the store wrote
+// it before records named their delegate.
+const preDelegateQuarantine = `{"quarantineId":"q_old","resource":"local/jobs/1","fenceToken":7,"segment":2,"target":"objects/local/jobs/1/part-2","method":"PUT","receiptId":"rcpt_old","payloadDigest":"sha256:r","payloadSize":7,"payloadKept":true,"payload":"cmVmdXNlZA==","owner":"coord","at":"2026-11-30T12:00:00Z","lastAt":"2026-11-30T12:00:01Z","attempts":2}`
+
+// TestQuarantineRecordWrittenBeforeDelegatesReadsAsTheOwners: a quarantine
+// record written before records named their delegate reads back as it was,
+// with no delegate and no delegation; an owner's record is still written
+// byte for byte as then (the delegate's members only on a delegated
+// write's), and a delegated write's record keeps both.
+func TestQuarantineRecordWrittenBeforeDelegatesReadsAsTheOwners(t *testing.T) {
+	at := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	want := fencegate.Quarantine{ID: "q_old", Resource: "local/jobs/1", FenceToken: 7, Segment: 2, Target: "objects/local/jobs/1/part-2",
+		Method: "PUT", ReceiptID: "rcpt_old", PayloadDigest: "sha256:r", PayloadSize: 7, PayloadKept: true, Payload: []byte("refused"),
+		Owner: "coord", At: at, LastAt: at.Add(time.Second), Attempts: 2}
+	var got fencegate.Quarantine
+	if err := decodeQuarantine([]byte(preDelegateQuarantine), &got); err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("record from before delegates = %+v, %v\nwant %+v", got, err, want)
+	}
+	if now, err := encodeQuarantine(&want); err != nil || string(now) != preDelegateQuarantine {
+		t.Fatalf("an owner's record is now written %s (%v), before %s", now, err, preDelegateQuarantine)
+	}
+	delegated := want
+	delegated.Delegate, delegated.DelegationID = "consumer", "dlg_1"
+	v, err := encodeQuarantine(&delegated)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = fencegate.Quarantine{}
+	if err := decodeQuarantine(v, &got); err != nil || !reflect.DeepEqual(got, delegated) {
+		t.Fatalf("delegated record = %+v, %v; want %+v", got, err, delegated)
+	}
+}

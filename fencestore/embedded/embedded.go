@@ -105,7 +105,6 @@ package embedded
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -445,14 +444,6 @@ func putResource(tx *bolt.Tx, row *fencegate.ResourceState) error {
 
 func getVersion(tx *bolt.Tx, target string) string {
 	return string(treeOf(tx, bVersions).Get([]byte(target)))
-}
-
-func putJSON(b *bolt.Bucket, key []byte, v any) error {
-	data, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	return b.Put(key, data)
 }
 
 // storeErr passes *fencegate.Error through and wraps anything else (bbolt and

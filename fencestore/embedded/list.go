@@ -292,7 +292,8 @@ func getQuarantine(tx *bolt.Tx, id string) (fencegate.Quarantine, bool, error) {
 }
 
 // putQuarantine writes the record of a quarantined req, or counts another
-// attempt on the record of the same refused request.
+// attempt on the record of the same refused request (which keeps naming its
+// first sender: fencerules.QuarantineAgain).
 func putQuarantine(tx *bolt.Tx, req *fencegate.AdmitRequest, live *fencegate.Receipt) error {
 	g := &req.Grant
 	id := fencegate.QuarantineID(g.Resource, g.FenceToken, req.Segment, req.Target, req.Method, req.EffectKey, req.PayloadDigest)
@@ -315,7 +316,11 @@ func putQuarantine(tx *bolt.Tx, req *fencegate.AdmitRequest, live *fencegate.Rec
 
 func storeQuarantine(tx *bolt.Tx, q *fencegate.Quarantine) error {
 	key := quarantineKey(q.Resource, q.At, q.ID)
-	if err := putJSON(tx.Bucket(bQuarantine), key, q); err != nil {
+	v, err := encodeQuarantine(q)
+	if err != nil {
+		return err
+	}
+	if err := tx.Bucket(bQuarantine).Put(key, v); err != nil {
 		return err
 	}
 	if err := indexQuarantine(tx, q.ReceiptID, key); err != nil {

@@ -35,6 +35,10 @@ var bQReceipts = []byte("qreceipts")
 // decoded whole (payload included).
 var onQuarantineDecode func()
 
+// encodeQuarantine is q as a quarantine record is stored: its JSON (see
+// codec.go on records that name a delegate).
+func encodeQuarantine(q *fencegate.Quarantine) ([]byte, error) { return json.Marshal(q) }
+
 // decodeQuarantine decodes a whole quarantine record.
 func decodeQuarantine(v []byte, q *fencegate.Quarantine) error {
 	if f := onQuarantineDecode; f != nil {

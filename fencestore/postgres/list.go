@@ -65,10 +65,12 @@ func (s *Store) receipts(ctx context.Context, column, value, list string, page f
 }
 
 const quarantineCols = `quarantine_id, resource, fence_token, segment, target, method, effect_key, receipt_id,
-	payload_digest, payload_size, payload, owner, at, last_at, attempts`
+	payload_digest, payload_size, payload, owner, at, last_at, attempts, delegate, delegation_id`
 
 // putQuarantine queues the insert of the record of a quarantined req, or counts another
-// attempt on the record of the same refused request (same ID).
+// attempt on the record of the same refused request (same ID): attempts and
+// last_at alone move, so the record keeps naming its first sender (delegate,
+// delegation_id).
 func putQuarantine(b *pgx.Batch, req *fencegate.AdmitRequest, live *fencegate.Receipt) {
 	q := fencerules.QuarantineRecord(req, live)
 	var payload any
@@ -79,11 +81,11 @@ func putQuarantine(b *pgx.Batch, req *fencegate.AdmitRequest, live *fencegate.Re
 		}
 	}
 	b.Queue(`INSERT INTO fence_quarantine (`+quarantineCols+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)
 		ON CONFLICT (quarantine_id) DO UPDATE SET attempts = fence_quarantine.attempts + 1,
 			last_at = GREATEST(fence_quarantine.last_at, EXCLUDED.last_at)`,
 		q.ID, q.Resource, q.FenceToken, q.Segment, q.Target, q.Method, q.EffectKey, q.ReceiptID,
-		q.PayloadDigest, q.PayloadSize, payload, q.Owner, q.At, q.LastAt, q.Attempts)
+		q.PayloadDigest, q.PayloadSize, payload, q.Owner, q.At, q.LastAt, q.Attempts, q.Delegate, q.DelegationID)
 }
 
 func scanQuarantine(row pgx.Row) (fencegate.Quarantine, error) {
@@ -92,7 +94,7 @@ func scanQuarantine(row pgx.Row) (fencegate.Quarantine, error) {
 		payload []byte
 	)
 	err := row.Scan(&q.ID, &q.Resource, &q.FenceToken, &q.Segment, &q.Target, &q.Method, &q.EffectKey, &q.ReceiptID,
-		&q.PayloadDigest, &q.PayloadSize, &payload, &q.Owner, &q.At, &q.LastAt, &q.Attempts)
+		&q.PayloadDigest, &q.PayloadSize, &payload, &q.Owner, &q.At, &q.LastAt, &q.Attempts, &q.Delegate, &q.DelegationID)
 	if payload != nil {
 		q.Payload, q.PayloadKept = payload, true
 		if len(payload) == 0 {

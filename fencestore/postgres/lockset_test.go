@@ -249,7 +249,7 @@ func TestACompactionSkipsTheLiveReceiptAnAdmissionQuarantinesAgainst(t *testing.
 	g := &req.Grant
 	hold := otherTx(ctx, t, dsn)
 	if _, err := hold.Exec(ctx, `INSERT INTO fence_quarantine (`+quarantineCols+`)
-		VALUES ($1, 'res/c', $2, 1, 'res/c', 'PUT', '', 'c-2', $3, 0, NULL, 'o', $4, $4, 1)`,
+		VALUES ($1, 'res/c', $2, 1, 'res/c', 'PUT', '', 'c-2', $3, 0, NULL, 'o', $4, $4, 1, '', '')`,
 		fencegate.QuarantineID(g.Resource, g.FenceToken, 1, req.Target, req.Method, req.EffectKey, req.PayloadDigest),
 		num(g.FenceToken), req.PayloadDigest, now); err != nil {
 		t.Fatal(err)

@@ -1,6 +1,8 @@
 package storetest
 
 import (
+	"slices"
+
 	"github.com/fencegate/fencegate"
 )
 
@@ -94,4 +96,64 @@ func delegatedReceiptNamesItsDelegate(f *fx) {
 	next := f.admit(w.req(3, "c")).Receipt
 	names("owner's admission after the delegate's", next, "", "")
 	names("Receipt of the owner's", f.receipt(next.ID), "", "")
+}
+
+// delegatedQuarantineRecordNamesItsDelegate: a delegated write refused
+// QUARANTINED is recorded naming its delegate and delegation ID beside the
+// grant's owner, in the record and in both lists (the resource's and all);
+// the owner's refused write names neither. Who sends a refused request is
+// not part of its record: the same request again from the owner or another
+// delegate counts another attempt on the one record, which keeps naming the
+// first sender. A delegate without a delegation ID (or the reverse), or
+// either with text no store keeps as it came, is INVALID_REQUEST, no record
+// written.
+func delegatedQuarantineRecordNamesItsDelegate(f *fx) {
+	w := f.writer("res/dlgq", 5)
+	names := func(what string, q fencegate.Quarantine, delegate, delegation string) {
+		f.t.Helper()
+		if q.Delegate != delegate || q.DelegationID != delegation || q.Owner != w.g.Owner {
+			f.t.Fatalf("%s %s: owner %q, delegate %q, delegation %q; want %q, %q, %q",
+				what, q.ID, q.Owner, q.Delegate, q.DelegationID, w.g.Owner, delegate, delegation)
+		}
+	}
+	delegated := func(req fencegate.AdmitRequest, delegate, delegation string) fencegate.AdmitRequest {
+		req.Delegate, req.DelegationID = delegate, delegation
+		return req
+	}
+	own := f.admit(w.req(1, "a")).Receipt
+	f.commit(own.ID, "v1")
+	theirs := f.admit(delegated(w.req(2, "b"), "consumer-1", "dlg-1")).Receipt
+	f.commit(theirs.ID, "v2")
+
+	// A delegate rewrites the owner's segment, then the owner and another
+	// delegate send the same refused request: one record, its first sender.
+	q := f.quarantine(delegated(w.req(1, "x"), "consumer-1", "dlg-1"), own.ID)
+	names("the delegate's refused write", q, "consumer-1", "dlg-1")
+	if q = f.quarantine(w.req(1, "x"), own.ID); q.Attempts != 2 {
+		f.t.Fatalf("the owner's repeat of the refused request: %d attempts, want 2", q.Attempts)
+	}
+	names("the owner's repeat", q, "consumer-1", "dlg-1")
+	if q = f.quarantine(delegated(w.req(1, "x"), "consumer-2", "dlg-2"), own.ID); q.Attempts != 3 {
+		f.t.Fatalf("another delegate's repeat of the refused request: %d attempts, want 3", q.Attempts)
+	}
+	names("another delegate's repeat", q, "consumer-1", "dlg-1")
+
+	// The owner rewrites the delegate's segment: a record of its own, no
+	// delegate.
+	mine := f.quarantine(w.req(2, "y"), theirs.ID)
+	names("the owner's refused write", mine, "", "")
+	all := f.quarantined("")
+	for _, want := range []fencegate.Quarantine{q, mine} {
+		i := slices.IndexFunc(all, func(r fencegate.Quarantine) bool { return r.ID == want.ID })
+		if i < 0 {
+			f.t.Fatalf("Quarantined(\"\") lacks %s", want.ID)
+		}
+		names("Quarantined(\"\")", all[i], want.Delegate, want.DelegationID)
+	}
+
+	// Refused before any ruling: nothing recorded, not even an attempt.
+	for _, d := range [][2]string{{"consumer-1", ""}, {"", "dlg-1"}, {"consumer\x00", "dlg-1"}, {"consumer-1", "dlg-\xff"}} {
+		f.reject(delegated(w.req(1, "x"), d[0], d[1]), fencegate.CodeInvalidRequest, "")
+		f.reject(delegated(w.req(1, "z"), d[0], d[1]), fencegate.CodeInvalidRequest, "")
+	}
 }

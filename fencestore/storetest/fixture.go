@@ -254,8 +254,9 @@ func (f *fx) reject(req fencegate.AdmitRequest, code fencegate.Code, receiptID s
 
 // quarantine runs req, which must be QUARANTINED against original, and checks
 // that exactly its record changed: a new one (the payload kept as
-// QuarantinePayload gave it, within bounds) at the end of the resource's list,
-// or, for the same refused request again, one more attempt on the old one.
+// QuarantinePayload gave it, within bounds; req's delegate and delegation
+// named) at the end of the resource's list, or, for the same refused request
+// again, one more attempt on the old one and nothing else.
 func (f *fx) quarantine(req fencegate.AdmitRequest, original string) fencegate.Quarantine {
 	f.t.Helper()
 	before := f.snapshot(false)
@@ -276,7 +277,8 @@ func (f *fx) quarantine(req fencegate.AdmitRequest, original string) fencegate.Q
 			ID: id, Resource: g.Resource, FenceToken: g.FenceToken, Segment: req.Segment,
 			Target: req.Target, Method: req.Method, EffectKey: req.EffectKey,
 			ReceiptID: original, PayloadDigest: req.PayloadDigest, PayloadSize: req.PayloadSize,
-			Owner: g.Owner, At: req.Now, LastAt: req.Now, Attempts: 1,
+			Owner: g.Owner, Delegate: req.Delegate, DelegationID: req.DelegationID,
+			At: req.Now, LastAt: req.Now, Attempts: 1,
 		}
 		if req.QuarantinePayload != nil {
 			if p, err := req.QuarantinePayload(); err == nil && p != nil && len(p) <= fencegate.MaxQuarantinePayload {

@@ -65,6 +65,7 @@ func Run(t *testing.T, open func(t *testing.T) fencegate.FenceStore) {
 		{"UnknownRecordsAnotherAttempt", unknownRecordsAnotherAttempt},
 		{"EffectKeyIsKeptAndPartOfTheSegment", effectKeyIsKeptAndPartOfTheSegment},
 		{"DelegatedReceiptNamesItsDelegate", delegatedReceiptNamesItsDelegate},
+		{"DelegatedQuarantineRecordNamesItsDelegate", delegatedQuarantineRecordNamesItsDelegate},
 		{"HighestFenceNeverDecreases", highestFenceNeverDecreases},
 		{"FencesAboveInt64Survive", fencesAboveInt64Survive},
 		{"HighestFenceIsTheTopAcceptedFence", highestFenceIsTheTopAcceptedFence},

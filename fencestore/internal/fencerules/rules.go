@@ -214,9 +214,11 @@ func Accepted(req *fencegate.AdmitRequest) fencegate.ResourceState {
 }
 
 // QuarantineRecord is the record a quarantined req writes the first time;
-// live is the receipt that was accepted for the segment. It asks req for the
-// payload to keep and keeps it only if it came without error and within
-// fencegate.MaxQuarantinePayload.
+// live is the receipt that was accepted for the segment. It names who sent
+// req: the grant's owner and, for a delegated write, its delegate and
+// delegation (req.Delegate, req.DelegationID), which are not part of the
+// record's ID. It asks req for the payload to keep and keeps it only if it
+// came without error and within fencegate.MaxQuarantinePayload.
 func QuarantineRecord(req *fencegate.AdmitRequest, live *fencegate.Receipt) fencegate.Quarantine {
 	g := &req.Grant
 	q := fencegate.Quarantine{
@@ -224,7 +226,8 @@ func QuarantineRecord(req *fencegate.AdmitRequest, live *fencegate.Receipt) fenc
 		Resource: g.Resource, FenceToken: g.FenceToken, Segment: req.Segment,
 		Target: req.Target, Method: req.Method, EffectKey: req.EffectKey,
 		ReceiptID: live.ID, PayloadDigest: req.PayloadDigest, PayloadSize: req.PayloadSize,
-		Owner: g.Owner, At: Now(req.Now), LastAt: Now(req.Now), Attempts: 1,
+		Owner: g.Owner, Delegate: req.Delegate, DelegationID: req.DelegationID,
+		At: Now(req.Now), LastAt: Now(req.Now), Attempts: 1,
 	}
 	if req.QuarantinePayload != nil {
 		if p, err := req.QuarantinePayload(); err == nil && p != nil && len(p) <= fencegate.MaxQuarantinePayload {
@@ -234,7 +237,10 @@ func QuarantineRecord(req *fencegate.AdmitRequest, live *fencegate.Receipt) fenc
 	return q
 }
 
-// QuarantineAgain is q after the same refused request came again at now.
+// QuarantineAgain is q after the same refused request came again at now:
+// one more attempt and a later LastAt, nothing else. Who sent it is not
+// looked at: the record keeps naming the first attempt's sender (its
+// Delegate and DelegationID), whoever repeats it.
 func QuarantineAgain(q fencegate.Quarantine, now time.Time) fencegate.Quarantine {
 	q.Attempts++
 	if t := Now(now); t.After(q.LastAt) {

@@ -207,3 +207,29 @@ func TestDelegateAndDelegationComeTogether(t *testing.T) {
 		t.Fatalf("a delegated admission: %v", err)
 	}
 }
+
+// TestQuarantineRecordNamesItsSender: a delegated write's quarantine record
+// names its delegate and delegation beside the grant's owner, the owner's
+// names neither, and the same refused request has the same ID whoever sends
+// it; a repeat counted on the record keeps naming the first sender.
+func TestQuarantineRecordNamesItsSender(t *testing.T) {
+	at := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	req := admit(5, 2, "L5", "R5", 1000)
+	req.Grant.Owner, req.PayloadDigest, req.Now = "coordinator", "sha256:b", at
+	own := QuarantineRecord(req, liveSeg2)
+	if own.Owner != "coordinator" || own.Delegate != "" || own.DelegationID != "" {
+		t.Fatalf("the owner's record: owner %q, delegate %q, delegation %q", own.Owner, own.Delegate, own.DelegationID)
+	}
+	req.Delegate, req.DelegationID = "consumer-1", "dlg-1"
+	q := QuarantineRecord(req, liveSeg2)
+	if q.Owner != "coordinator" || q.Delegate != "consumer-1" || q.DelegationID != "dlg-1" {
+		t.Fatalf("the delegate's record: owner %q, delegate %q, delegation %q", q.Owner, q.Delegate, q.DelegationID)
+	}
+	if q.ID != own.ID {
+		t.Fatalf("the delegate's record is %s, the owner's %s: who sends it is part of the ID", q.ID, own.ID)
+	}
+	again := QuarantineAgain(q, at.Add(time.Second))
+	if again.Attempts != 2 || again.Delegate != "consumer-1" || again.DelegationID != "dlg-1" || again.ID != q.ID {
+		t.Fatalf("a repeat: %+v", again)
+	}
+}
