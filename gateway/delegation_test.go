@@ -114,6 +114,37 @@ func TestDelegatedWritesReceiptNamesItsDelegate(t *testing.T) {
 	}
 }
 
+// A delegated write refused QUARANTINED is recorded naming its delegate and
+// delegation beside the grant's owner; the owner's refused write names
+// neither. Nothing is forwarded, and the owner's repeat of the delegate's
+// refused request counts on the same record, which keeps naming the
+// delegate that first sent it.
+func TestDelegatedWritesQuarantineRecordNamesItsDelegate(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	if _, err := f.gw.Apply(ctx, f.request(5, 1, "s1")); err != nil {
+		t.Fatal(err)
+	}
+	whole := func(d *fencegate.Delegation) { d.SegmentFrom = 1 }
+	refuse := func(what string, req gateway.Request, attempts int, delegate, delegation string) {
+		t.Helper()
+		if _, err := f.gw.Apply(ctx, req); fencegate.ErrorCode(err) != fencegate.CodeQuarantined {
+			t.Fatalf("%s: %v, want QUARANTINED", what, err)
+		}
+		q, err := f.store.QuarantineRecord(ctx, fencegate.QuarantineID(resource, 5, 1, req.Target, req.Method, "", req.PayloadDigest))
+		if err != nil || q.Attempts != attempts || q.Owner != owner || q.Delegate != delegate || q.DelegationID != delegation {
+			t.Fatalf("%s: record %+v, %v; want %d attempts, owner %q, delegate %q, delegation %q",
+				what, q, err, attempts, owner, delegate, delegation)
+		}
+		if f.content() != "s1" {
+			t.Fatalf("%s: content %q, want the accepted s1", what, f.content())
+		}
+	}
+	refuse("the delegate's rewrite of segment 1", f.delegated(f.request(5, 1, "x"), whole), 1, delegate, "dlg-1")
+	refuse("the owner's repeat of it", f.request(5, 1, "x"), 2, delegate, "dlg-1")
+	refuse("the owner's own rewrite", f.request(5, 1, "y"), 1, "", "")
+}
+
 // Every way a delegated write can fail its binding is refused before
 // admission and changes no stored state.
 func TestDelegatedWriteThatFailsItsBindingChangesNothing(t *testing.T) {
