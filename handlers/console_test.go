@@ -294,3 +294,53 @@ func TestConsoleReceiptNamesTheDelegateThatWroteIt(t *testing.T) {
 		t.Fatalf("the owner's receipt page names a delegate:\n%s", body)
 	}
 }
+
+// TestQuarantineNamesTheDelegateThatSentIt: a delegated write's quarantine
+// record names its delegate and delegation in the API's list and record
+// and on the console's record page, its list and the resource's page, beside
+// the owner; the owner's own refused write's record names no delegate.
+func TestQuarantineNamesTheDelegateThatSentIt(t *testing.T) {
+	e := newEnv(t)
+	c := e.grant(res7, ownerA, 1, nil)
+	if r := e.put(tokA, c, "local/inv/7", 1, "x"); r.status != 200 {
+		t.Fatalf("owner's write: %d %s", r.status, r.body)
+	}
+	const consumer, dlg = "spiffe://test/consumer-9", "dlg_console_1"
+	refused := fencegate.AdmitRequest{Grant: c.vg, Segment: 1, Target: "objects/local/inv/7", Method: "PUT",
+		PayloadDigest: "sha256:y", ReceiptID: "rcpt_refused", Delegate: consumer, DelegationID: dlg, Now: time.Now()}
+	if _, err := e.store.Admit(context.Background(), refused); fencegate.ErrorCode(err) != fencegate.CodeQuarantined {
+		t.Fatalf("the delegate's rewrite of segment 1: %v, want QUARANTINED", err)
+	}
+	id := fencegate.QuarantineID(res7, c.vg.FenceToken, 1, refused.Target, "PUT", "", "sha256:y")
+	wantProblem(t, e.put(tokA, c, "local/inv/7", 1, "z"), 409, "QUARANTINED")
+
+	list := e.do("GET", "/v1/quarantine?resource="+url.QueryEscape(res7), tokA, nil, "")
+	if !strings.Contains(list.body, `"delegate":"`+consumer+`","delegationId":"`+dlg+`"`) || strings.Count(list.body, `"delegate"`) != 1 {
+		t.Fatalf("quarantine list: %d %s", list.status, list.body)
+	}
+	view := e.do("GET", "/v1/quarantine/"+id, tokA, nil, "")
+	if q, _ := view.json["quarantine"].(map[string]any); q["delegate"] != consumer || q["delegationId"] != dlg || q["owner"] != ownerA {
+		t.Fatalf("quarantine record %s: %d %s", id, view.status, view.body)
+	}
+	cookie := map[string]string{"Cookie": e.login()}
+	for _, p := range []string{"/console/quarantine/" + id, "/console/quarantine", "/console/resource?name=" + url.QueryEscape(res7)} {
+		resp, body := e.page("GET", p, cookie, nil)
+		if resp.StatusCode != http.StatusOK || strings.Count(body, "delegate "+consumer) != 1 {
+			t.Fatalf("GET %s: %d, not one delegate %s:\n%s", p, resp.StatusCode, consumer, body)
+		}
+		if strings.HasPrefix(p, "/console/quarantine/") && (!strings.Contains(body, `id="refused-delegate"`) || !strings.Contains(body, dlg)) {
+			t.Fatalf("quarantine page does not name delegation %s:\n%s", dlg, body)
+		}
+	}
+	all, err := e.store.Quarantined(context.Background(), res7, fencegate.Page{})
+	if err != nil || len(all.Records) != 2 {
+		t.Fatalf("quarantine of %s: %+v, %v", res7, all.Records, err)
+	}
+	own := all.Records[0].ID
+	if own == id {
+		own = all.Records[1].ID
+	}
+	if _, body := e.page("GET", "/console/quarantine/"+own, cookie, nil); !strings.Contains(body, "Refused") || strings.Contains(body, `id="refused-delegate"`) {
+		t.Fatalf("the owner's refused write's page names a delegate:\n%s", body)
+	}
+}

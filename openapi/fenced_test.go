@@ -36,28 +36,44 @@ func TestEveryFencedOperationTakesADelegation(t *testing.T) {
 // for one) is documented where clients look; the delegate's and the
 // delegation's say what they mean.
 func TestReceiptSchemaDocumentsEveryReceiptField(t *testing.T) {
+	schemaDocumentsEveryField(t, "Receipt", fencegate.Receipt{})
+}
+
+// TestQuarantineSchemaDocumentsEveryRecordField: the Quarantine schema has
+// a property for every member of a quarantine record's JSON
+// (fencegate.Quarantine) and none it lacks; the delegate's and the
+// delegation's (who sent a refused delegated write) say what they mean.
+func TestQuarantineSchemaDocumentsEveryRecordField(t *testing.T) {
+	schemaDocumentsEveryField(t, "Quarantine", fencegate.Quarantine{})
+}
+
+// schemaDocumentsEveryField checks that the component schema has a property
+// for every member of v's JSON and none v lacks, and that its delegate and
+// delegationId describe a delegation.
+func schemaDocumentsEveryField(t *testing.T, schema string, v any) {
+	t.Helper()
 	doc := loadDoc(t)
-	props := doc.Components.Schemas["Receipt"].Value.Properties
+	props := doc.Components.Schemas[schema].Value.Properties
 	var fields []string
-	rt := reflect.TypeOf(fencegate.Receipt{})
+	rt := reflect.TypeOf(v)
 	for i := range rt.NumField() {
 		name, _, _ := strings.Cut(rt.Field(i).Tag.Get("json"), ",")
 		if name == "" || name == "-" {
-			t.Fatalf("receipt field %s has no JSON name", rt.Field(i).Name)
+			t.Fatalf("%s field %s has no JSON name", rt.Name(), rt.Field(i).Name)
 		}
 		fields = append(fields, name)
 		if props[name] == nil {
-			t.Errorf("the Receipt schema does not document %q", name)
+			t.Errorf("the %s schema does not document %q", schema, name)
 		}
 	}
 	for name := range props {
 		if !slices.Contains(fields, name) {
-			t.Errorf("the Receipt schema documents %q, which a receipt does not have", name)
+			t.Errorf("the %s schema documents %q, which a %s does not have", schema, name, rt.Name())
 		}
 	}
 	for _, name := range []string{"delegate", "delegationId"} {
 		if p := props[name]; p == nil || p.Value == nil || !strings.Contains(p.Value.Description, "delegat") {
-			t.Errorf("the Receipt schema's %q does not say what it is", name)
+			t.Errorf("the %s schema's %q does not say what it is", schema, name)
 		}
 	}
 }

@@ -64,14 +64,18 @@ func (f *fakeGateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		"operationId": "op-1", "operationRoot": "root", "state": "HELD", "expiresAt": time.Now().Add(30 * time.Second),
 		"grant": "grant-7", "grantDigest": "sha256:g", "statusProof": "proof", "statusExpiresAt": exp}
 	switch {
-	case r.Method == "GET" && (r.URL.Path == "/v1/quarantine/q_1" || r.URL.Path == "/v1/quarantine/q_2"):
+	case r.Method == "GET" && (r.URL.Path == "/v1/quarantine/q_1" || r.URL.Path == "/v1/quarantine/q_2" || r.URL.Path == "/v1/quarantine/q_3"):
 		accepted := fencegate.Receipt{ID: "R1", Resource: "bucket/jobs", FenceToken: 7, Segment: 1, Method: "PUT", PayloadDigest: "sha256:aa", State: fencegate.ReceiptCommitted}
-		if strings.HasSuffix(r.URL.Path, "q_2") { // the accepted write was a delegate's
+		refused := fencegate.Quarantine{ID: "q_1", Resource: "bucket/jobs", FenceToken: 7, Segment: 1, Method: "PUT",
+			ReceiptID: "R1", PayloadDigest: "sha256:bb", PayloadSize: 7, PayloadKept: true, Payload: []byte("refused"), Attempts: 2}
+		switch {
+		case strings.HasSuffix(r.URL.Path, "q_2"): // the accepted write was a delegate's
 			accepted.Delegate, accepted.DelegationID = "consumer", "dlg_1"
+		case strings.HasSuffix(r.URL.Path, "q_3"): // the refused one was
+			refused.Delegate, refused.DelegationID = "consumer-2", "dlg_2"
 		}
 		answer(w, http.StatusOK, map[string]any{
-			"quarantine": fencegate.Quarantine{ID: "q_1", Resource: "bucket/jobs", FenceToken: 7, Segment: 1, Method: "PUT",
-				ReceiptID: "R1", PayloadDigest: "sha256:bb", PayloadSize: 7, PayloadKept: true, Payload: []byte("refused"), Attempts: 2},
+			"quarantine":          refused,
 			"accepted":            accepted,
 			"acceptedPayload":     []byte("accepted"),
 			"acceptedPayloadKept": true,
@@ -352,18 +356,22 @@ func TestShowQuarantinePutsBothPayloadsSideBySide(t *testing.T) {
 	}
 }
 
-// TestShowQuarantineNamesTheDelegateOfTheAcceptedWrite: when a delegate
-// made the accepted write, a delegate row names it and its delegation
-// (the record of the refused one keeps only the grant's owner); when the
-// owner made it, there is no such row.
-func TestShowQuarantineNamesTheDelegateOfTheAcceptedWrite(t *testing.T) {
+// TestShowQuarantineNamesTheDelegateOfEachWrite: when a delegate made the
+// accepted write or sent the refused one, a delegate row names it and its
+// delegation in that write's column ("-" in the other's, the owner's); when
+// the owner made both, there is no such row.
+func TestShowQuarantineNamesTheDelegateOfEachWrite(t *testing.T) {
 	h := newHarness(t)
 	code, out, errOut := h.run("show-quarantine", "q_2")
-	if code != 0 || !regexp.MustCompile(`(?m)^delegate +\(not recorded\) +consumer \(dlg_1\)$`).MatchString(out) {
+	if code != 0 || !regexp.MustCompile(`(?m)^delegate +- +consumer \(dlg_1\)$`).MatchString(out) {
 		t.Fatalf("show-quarantine of a delegate's accepted write: %d %s\n%s", code, errOut, out)
 	}
+	code, out, errOut = h.run("show-quarantine", "q_3")
+	if code != 0 || !regexp.MustCompile(`(?m)^delegate +consumer-2 \(dlg_2\) +-$`).MatchString(out) {
+		t.Fatalf("show-quarantine of a delegate's refused write: %d %s\n%s", code, errOut, out)
+	}
 	if _, out, _ := h.run("show-quarantine", "q_1"); strings.Contains(out, "delegate") {
-		t.Fatalf("show-quarantine of the owner's accepted write names a delegate:\n%s", out)
+		t.Fatalf("show-quarantine of the owner's writes names a delegate:\n%s", out)
 	}
 }
 

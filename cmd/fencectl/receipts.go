@@ -110,18 +110,19 @@ func receiptTable(c *cmd, list []fencegate.Receipt, overdue map[string]bool) {
 			st += " (overdue: reconcile by hand)"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", r.ID, st, r.FenceToken, r.Segment, r.Method, r.Target,
-			r.OperationID, r.CreatedAt.Format(time.RFC3339), delegateText(r))
+			r.OperationID, r.CreatedAt.Format(time.RFC3339), delegateText(r.Delegate, r.DelegationID))
 	}
 	tw.Flush()
 }
 
-// delegateText is who made r when a delegate did: "consumer (dlg_1)"; "-"
-// for the owner's own write.
-func delegateText(r fencegate.Receipt) string {
-	if r.Delegate == "" {
+// delegateText names the delegate and delegation of a delegated write (a
+// receipt's or a quarantine record's): "consumer (dlg_1)"; "-" for the
+// owner's own write.
+func delegateText(delegate, delegationID string) string {
+	if delegate == "" {
 		return "-"
 	}
-	return r.Delegate + " (" + r.DelegationID + ")"
+	return delegate + " (" + delegationID + ")"
 }
 
 func resourceFlags(fs *flag.FlagSet) func(context.Context, *cmd) error {
@@ -190,9 +191,10 @@ func showQuarantineFlags(fs *flag.FlagSet) func(context.Context, *cmd) error {
 			{"when", fmt.Sprintf("%s (last %s, %d attempts)", q.At.Format(time.RFC3339), q.LastAt.Format(time.RFC3339), q.Attempts), a.CreatedAt.Format(time.RFC3339)},
 			{"state", "QUARANTINED (nothing forwarded)", string(a.State)},
 		}
-		if a.Delegate != "" {
-			// A quarantine record keeps the grant's owner, not who sent it.
-			rows = slices.Insert(rows, 7, [3]string{"delegate", "(not recorded)", delegateText(a)})
+		if q.Delegate != "" || a.Delegate != "" {
+			// Who sent each when a delegate did: the refused request's
+			// first sender, the accepted write's maker.
+			rows = slices.Insert(rows, 7, [3]string{"delegate", delegateText(q.Delegate, q.DelegationID), delegateText(a.Delegate, a.DelegationID)})
 		}
 		for _, row := range rows {
 			fmt.Fprintf(tw, "%s\t%s\t%s\n", row[0], row[1], row[2])
@@ -224,16 +226,20 @@ func printPayload(c *cmd, p []byte, kept bool, why string) {
 	fmt.Fprintf(c.out, "  hex: %x%s\n", shown, more)
 }
 
+// quarantineTable prints list one record a line. Its last column, DELEGATE,
+// names the delegate and delegation that first sent a refused delegated
+// write ("-" for the owner's own): always there, so every page of a list
+// has the same columns.
 func quarantineTable(c *cmd, list []fencegate.Quarantine) {
 	if len(list) == 0 {
 		fmt.Fprintln(c.out, "nothing quarantined")
 		return
 	}
 	tw := tabwriter.NewWriter(c.out, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "QUARANTINE\tRESOURCE\tFENCE\tSEGMENT\tACCEPTED RECEIPT\tPAYLOAD\tSIZE\tATTEMPTS\tFIRST")
+	fmt.Fprintln(tw, "QUARANTINE\tRESOURCE\tFENCE\tSEGMENT\tACCEPTED RECEIPT\tPAYLOAD\tSIZE\tATTEMPTS\tFIRST\tDELEGATE")
 	for _, q := range list {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%d\t%d\t%s\n", q.ID, q.Resource, q.FenceToken, q.Segment, q.ReceiptID, q.PayloadDigest,
-			q.PayloadSize, q.Attempts, q.At.Format(time.RFC3339))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%d\t%d\t%s\t%s\n", q.ID, q.Resource, q.FenceToken, q.Segment, q.ReceiptID, q.PayloadDigest,
+			q.PayloadSize, q.Attempts, q.At.Format(time.RFC3339), delegateText(q.Delegate, q.DelegationID))
 	}
 	tw.Flush()
 }
