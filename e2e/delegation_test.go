@@ -67,6 +67,16 @@ func TestDelegateWritesThroughTheBinaryAndRevocationStopsIt(t *testing.T) {
 				strings.Contains(string(own.body), `"delegat`) {
 				t.Fatalf("the owner's receipt: %d %s", own.status, own.body)
 			}
+			// The delegate rewrites its segment: QUARANTINED, and the
+			// record names the delegate and delegation that sent it.
+			if _, err := w.Put(ctx, "local", "jobs/1/part-2", 2, strings.NewReader("other"), "text/plain"); fencegate.ErrorCode(err) != fencegate.CodeQuarantined {
+				t.Fatalf("the delegate's rewrite of segment 2: %v, want QUARANTINED", err)
+			}
+			var qs fencegate.QuarantinePage
+			if got := p.do(t, "GET", "/v1/quarantine?resource=local/jobs/1", "token-coord", nil, ""); got.status != 200 || json.Unmarshal(got.body, &qs) != nil ||
+				len(qs.Records) != 1 || qs.Records[0].Owner != "coord" || qs.Records[0].Delegate != "consumer" || qs.Records[0].DelegationID != dl.ID {
+				t.Fatalf("the quarantine of the delegate's rewrite: %d %s; want owner coord, delegate consumer, delegation %s", got.status, got.body, dl.ID)
+			}
 			before := p.do(t, "GET", "/v1/resources/local/jobs/1", "token-coord", nil, "")
 			if _, err := w.Put(ctx, "local", "jobs/1/part-4", 4, strings.NewReader("x"), "text/plain"); fencegate.ErrorCode(err) != fencegate.CodeDelegationInvalid {
 				t.Fatalf("segment outside: %v", err)
