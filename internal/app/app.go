@@ -46,8 +46,9 @@ type App struct {
 	failing failing
 	metrics *metrics.Metrics
 	auth    *authority.Authority
-	// refusedBundle is the last bundle file version refused (logged once).
-	refusedBundle uint64
+	// refusedBundle is the last refusal of the bundle file (its version and
+	// why), logged once; "" once a reload refuses nothing.
+	refusedBundle string
 	// remote is the registry in another process (registryURL), nil if none.
 	remote *remoteQuerier
 	// pullMu serialises bundle pulls (pull); pulledAt is when the last one

@@ -47,14 +47,21 @@ func (a *App) background(ctx context.Context) {
 
 // reloadBundle installs the trust bundle file if it holds a higher version;
 // a file that is refused (does not parse, lifts a revocation, ...) changes
-// nothing, is logged once per version and counted at every reload (by the
-// authority: fencegate_trust_bundle_refusals_total{source="file"}).
+// nothing, is logged once for each version and reason (a file that does not
+// load has no version: its reason tells one such file from the next) and
+// counted at every reload (by the authority:
+// fencegate_trust_bundle_refusals_total{source="file"}).
 func (a *App) reloadBundle() {
 	installed, version, err := a.auth.ReloadBundle()
+	if err == nil {
+		a.refusedBundle = ""
+	}
 	switch {
-	case err != nil && version != a.refusedBundle:
-		a.refusedBundle = version
-		a.log.Error("trust bundle file refused", "version", version, "err", err)
+	case err != nil:
+		if key := fmt.Sprintf("%d %v", version, err); key != a.refusedBundle {
+			a.refusedBundle = key
+			a.log.Error("trust bundle file refused", "version", version, "err", err)
+		}
 	case installed:
 		a.log.Info("trust bundle reloaded", "version", version, "revokedEpochs", a.auth.Verifier().Bundle().RevokedEpochs())
 	}

@@ -1,12 +1,15 @@
 package app
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
@@ -100,5 +103,44 @@ func TestARefusedTrustBundleIsCountedOncePerOfferAndATakenOneIsNot(t *testing.T)
 	wantBundleRefusals(t, rep, "after two reloads of a broken file", 2, 2)
 	if v := rep.auth.Verifier().Bundle().Version(); v != 2 {
 		t.Fatalf("the broken file changed the replica's bundle: version %d, want 2", v)
+	}
+}
+
+// Rule: a refused bundle file is logged once for each version and reason,
+// not at every reload: a file that does not load (no version) is logged
+// too, another reason is logged again, and so is the same refusal after a
+// reload that refused nothing.
+func TestARefusedBundleFileIsLoggedOncePerVersionAndReason(t *testing.T) {
+	w := newS3World(t)
+	rep, _ := chainReplica(t, w, w.srv.URL, nil)
+	var buf bytes.Buffer
+	rep.log = slog.New(slog.NewTextHandler(&buf, nil))
+	good, err := os.ReadFile(rep.cfg.TrustBundle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logged := func() int { return strings.Count(buf.String(), "trust bundle file refused") }
+	write := func(b []byte) {
+		t.Helper()
+		if err := os.WriteFile(rep.cfg.TrustBundle, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	steps := []struct {
+		file []byte
+		want int
+	}{
+		{[]byte(`{"version":`), 1}, // does not load: logged, with no version
+		{[]byte(`{"version":`), 1}, // the same refusal: not again
+		{[]byte(`not json`), 2},    // another reason: logged
+		{good, 2},                  // refuses nothing
+		{[]byte(`not json`), 3},    // the same refusal after it: logged again
+	}
+	for i, s := range steps {
+		write(s.file)
+		rep.reloadBundle()
+		if got := logged(); got != s.want {
+			t.Fatalf("step %d: %d refusals logged, want %d; log:\n%s", i, got, s.want, buf.String())
+		}
 	}
 }
