@@ -189,6 +189,12 @@ func Errorf(code domain.Code, format string, args ...any) *domain.Error {
 	return domain.Errorf(code, format, args...)
 }
 
+// FencedAPIMethods is domain.FencedAPIMethods.
+func FencedAPIMethods() []string { return domain.FencedAPIMethods() }
+
+// IsFencedAPIMethod is domain.IsFencedAPIMethod.
+func IsFencedAPIMethod(method string) bool { return domain.IsFencedAPIMethod(method) }
+
 // IsShadowReceipt is domain.IsShadowReceipt.
 func IsShadowReceipt(receiptID string) bool { return domain.IsShadowReceipt(receiptID) }
 

@@ -44,8 +44,7 @@ func (c *Client) CallAPI(ctx context.Context, api, method, path string, f Fence,
 // the API's read routes, unfenced. CallAPI refuses with it, and Transport
 // fences exactly the methods it lets through.
 func CheckFencedMethod(method string) error {
-	switch method {
-	case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
+	if domain.IsFencedAPIMethod(method) {
 		return nil
 	}
 	return domain.Errorf(domain.CodeInvalidRequest, "fenced API calls are POST, PUT, PATCH or DELETE, not %q", method)

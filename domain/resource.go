@@ -89,3 +89,20 @@ func SplitAPITarget(target string) (api, path string, ok bool) {
 	}
 	return api, "/" + path, true
 }
+
+// FencedAPIMethods returns the methods of a fenced third-party API call,
+// spelled as the gateway routes them (a new slice each call): every other
+// method is refused for a call (a GET goes to the API's read routes,
+// unfenced). The gateway's routes, the API adapter's route check and the Go
+// client all read this one rule.
+func FencedAPIMethods() []string { return []string{"POST", "PUT", "PATCH", "DELETE"} }
+
+// IsFencedAPIMethod reports whether method is one of FencedAPIMethods,
+// exactly (upper case).
+func IsFencedAPIMethod(method string) bool {
+	switch method {
+	case "POST", "PUT", "PATCH", "DELETE":
+		return true
+	}
+	return false
+}

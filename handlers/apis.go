@@ -18,7 +18,7 @@ import (
 // (POST|PUT|PATCH|DELETE /v1/apis/{api}/{path...}), the unfenced reads of
 // declared GET routes, and the operator's resolve endpoint for UNKNOWN receipts.
 func (s *Server) apiRoutes(r chi.Router) {
-	for _, m := range []string{http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+	for _, m := range fencegate.FencedAPIMethods() {
 		r.Method(m, "/apis/{api}/*", http.HandlerFunc(s.callAPI))
 		r.Method(m, "/apis/{api}", http.HandlerFunc(s.callAPI)) // ?path= (apiCallPath)
 	}

@@ -29,9 +29,9 @@ type segment struct {
 // uses only the path's parameters and forms a canonical name.
 func compileRoute(r Route) (route, error) {
 	m := strings.ToUpper(r.Method)
-	switch m {
-	case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
-	case http.MethodGet: // a read route: passed through unfenced, never stored (read.go)
+	switch {
+	case fencegate.IsFencedAPIMethod(m):
+	case m == http.MethodGet: // a read route: passed through unfenced, never stored (read.go)
 	default:
 		return route{}, fencegate.Errorf(fencegate.CodeInvalidRequest, "method %q must be GET (a read), POST, PUT, PATCH or DELETE", r.Method)
 	}
