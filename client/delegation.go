@@ -98,8 +98,14 @@ func (l *Lease) Delegate(ctx context.Context, p DelegateParams) (Delegation, err
 // starting past next, or a set with a hole) would belong to nobody, and
 // since the gateway admits only the segment after the last one, neither
 // the delegate nor the owner could write again. It returns the highest
-// segment p names, after which the owner's own commits number.
+// segment p names, after which the owner's own commits number. Segments
+// that no delegation may name (domain.CheckDelegatedSegments: neither or
+// both of a range and a set, an empty range, a set too long or with a
+// repeat) are refused first, DELEGATION_INVALID, as the registry would.
 func CheckDelegable(p DelegateParams, next uint64) (top uint64, err error) {
+	if err := domain.CheckDelegatedSegments(p.SegmentFrom, p.SegmentTo, p.Segments); err != nil {
+		return 0, err
+	}
 	low, top := p.SegmentFrom, p.SegmentTo
 	set := slices.Clone(p.Segments)
 	slices.Sort(set)

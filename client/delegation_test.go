@@ -75,7 +75,6 @@ func TestDelegatedSegmentsLeaveNoHole(t *testing.T) {
 		"a range past the next segment": {SegmentFrom: next + 3, SegmentTo: next + 5},
 		"a set with a hole":             {Segments: []uint64{next, next + 2}},
 		"a set past the next segment":   {Segments: []uint64{next + 1, next + 2}},
-		"a set naming a segment twice":  {Segments: []uint64{next, next}},
 	} {
 		p.Delegate = "consumer"
 		if _, err := l.Delegate(ctx, p); domain.ErrorCode(err) != domain.CodeInvalidRequest {
@@ -91,6 +90,37 @@ func TestDelegatedSegmentsLeaveNoHole(t *testing.T) {
 	d, err := l.Delegate(ctx, DelegateParams{Delegate: "consumer", Segments: []uint64{next + 1, next}})
 	if err != nil || l.NextSegment() != next+2 {
 		t.Fatalf("a set of the next two segments, in any order: %+v %v, next %d", d.Claims, err, l.NextSegment())
+	}
+}
+
+// Rule: segments no delegation may name (domain.CheckDelegatedSegments)
+// are refused DELEGATION_INVALID, as the registry would refuse them, without
+// asking it, and the owner's numbering does not move.
+func TestSegmentsNoDelegationMayNameAreRefusedBeforeAsking(t *testing.T) {
+	f, l := held(t)
+	ctx := context.Background()
+	next := l.NextSegment()
+	long := make([]uint64, domain.MaxDelegationSegments+1)
+	for i := range long {
+		long[i] = next + uint64(i)
+	}
+	for name, p := range map[string]DelegateParams{
+		"neither a range nor a set":    {},
+		"both a range and a set":       {SegmentFrom: next, SegmentTo: next, Segments: []uint64{next}},
+		"an empty range":               {SegmentFrom: next + 1, SegmentTo: next},
+		"a set naming a segment twice": {Segments: []uint64{next, next}},
+		"a set longer than allowed":    {Segments: long},
+	} {
+		p.Delegate = "consumer"
+		if _, err := l.Delegate(ctx, p); domain.ErrorCode(err) != domain.CodeDelegationInvalid {
+			t.Fatalf("%s: %v, want DELEGATION_INVALID", name, err)
+		}
+		if got := l.NextSegment(); got != next {
+			t.Fatalf("%s: the owner's next segment moved to %d from %d", name, got, next)
+		}
+	}
+	if f.count("delegate") != 0 {
+		t.Fatal("the registry was asked for segments no delegation may name")
 	}
 }
 
