@@ -78,6 +78,7 @@ func Run(t *testing.T, open func(t *testing.T) fencegate.FenceStore) {
 		{"CompactionKeepsTheSegmentAGiveBackMakesLast", compactionKeepsTheSegmentAGiveBackMakesLast},
 		{"QuarantineCompactionDeletesRecordsLastAttemptedBeforeTheAge", quarantineCompactionDeletesRecordsLastAttemptedBeforeTheAge},
 		{"QuarantineCompactionFreesTheReceiptsItPinned", quarantineCompactionFreesTheReceiptsItPinned},
+		{"CompactionDeletesTheOldestFirst", compactionDeletesTheOldestFirst},
 		{"PriorIsAppliedBeforeTheSegment", priorIsAppliedBeforeTheSegment},
 		{"PriorCommitsWhateverTheSegmentsVerdict", priorCommitsWhateverTheSegmentsVerdict},
 		{"ReplayWithAPrior", replayWithAPrior},
