@@ -244,12 +244,14 @@ type Quarantine struct {
 	PayloadKept bool   `json:"payloadKept"`
 	Payload     []byte `json:"payload,omitempty"`
 	// Owner is the grant's owner, the identity that holds the lease; the
-	// refused request was sent by Delegate when that is set.
+	// refused request's first attempt was sent by Delegate when that is set.
 	Owner string `json:"owner"`
 	// Delegate is the workload identity that sent the refused request the
 	// first time, when it was a delegated write (the delegate its
 	// Fence-Delegation names, which the gateway checked is the caller), and
-	// DelegationID that delegation's ID; both are "" when the owner sent it.
+	// DelegationID that delegation's ID; both are "" when the owner sent it,
+	// and on records written before they were recorded (or by a binary that
+	// did not record them), which therefore read as the owner's.
 	// Like At and the payload they describe the first attempt and never
 	// change: a repeat only moves Attempts and LastAt, whoever sends it (the
 	// gateway's refusal log line names each attempt's caller, rate-limited

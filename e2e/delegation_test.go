@@ -18,9 +18,10 @@ import (
 // TestDelegateWritesThroughTheBinaryAndRevocationStopsIt: a coordinator
 // mints a delegation of its lease for a consumer; the consumer writes its
 // segments through the gateway binary as itself, a segment outside the
-// delegation and another identity are refused with nothing changed, and a
-// revoked delegation gets no status proof (proof mode) and is refused at
-// once by a gateway in query mode.
+// delegation and another identity are refused with nothing changed, its
+// rewrite of a written segment is QUARANTINED and the record names it and
+// its delegation beside the owner, and a revoked delegation gets no status
+// proof (proof mode) and is refused at once by a gateway in query mode.
 func TestDelegateWritesThroughTheBinaryAndRevocationStopsIt(t *testing.T) {
 	for _, mode := range []string{"proof", "query"} {
 		t.Run(mode, func(t *testing.T) {

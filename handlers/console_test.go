@@ -343,4 +343,18 @@ func TestQuarantineNamesTheDelegateThatSentIt(t *testing.T) {
 	if _, body := e.page("GET", "/console/quarantine/"+own, cookie, nil); !strings.Contains(body, "Refused") || strings.Contains(body, `id="refused-delegate"`) {
 		t.Fatalf("the owner's refused write's page names a delegate:\n%s", body)
 	}
+
+	// A delegate's name is text on every page, never markup.
+	marked := refused
+	marked.Delegate, marked.DelegationID, marked.PayloadDigest, marked.ReceiptID = `spiffe://test/<b>x"`, `dlg_<i>`, "sha256:w", "rcpt_marked"
+	if _, err := e.store.Admit(context.Background(), marked); fencegate.ErrorCode(err) != fencegate.CodeQuarantined {
+		t.Fatalf("the marked delegate's rewrite of segment 1: %v, want QUARANTINED", err)
+	}
+	markedID := fencegate.QuarantineID(res7, c.vg.FenceToken, 1, marked.Target, "PUT", "", "sha256:w")
+	for _, p := range []string{"/console/quarantine/" + markedID, "/console/quarantine", "/console/resource?name=" + url.QueryEscape(res7)} {
+		resp, body := e.page("GET", p, cookie, nil)
+		if resp.StatusCode != http.StatusOK || !strings.Contains(body, "&lt;b&gt;x") || strings.Contains(body, "<b>x") || strings.Contains(body, "<i>") {
+			t.Fatalf("GET %s: %d, the delegate's name is not escaped:\n%s", p, resp.StatusCode, body)
+		}
+	}
 }

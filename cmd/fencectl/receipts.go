@@ -228,8 +228,8 @@ func printPayload(c *cmd, p []byte, kept bool, why string) {
 
 // quarantineTable prints list one record a line. Its last column, DELEGATE,
 // names the delegate and delegation that first sent a refused delegated
-// write ("-" for the owner's own): always there, so every page of a list
-// has the same columns.
+// write ("-" for the owner's own, and for a record written before delegates
+// were recorded): always there, so every page of a list has the same columns.
 func quarantineTable(c *cmd, list []fencegate.Quarantine) {
 	if len(list) == 0 {
 		fmt.Fprintln(c.out, "nothing quarantined")
