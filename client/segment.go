@@ -61,7 +61,7 @@ func (e *effect) records(r domain.Receipt) bool {
 	if e.digest != "" {
 		digest = "sha256:" + e.digest
 	}
-	return RecordsWrite(r, e.method, e.target, digest)
+	return RecordsWrite(r, e.method, e.target, digest, e.digest != "")
 }
 
 // contradicts reports whether receipt r, of e's effect key, names another

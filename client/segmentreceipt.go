@@ -41,17 +41,25 @@ func (c *Client) SegmentReceipt(ctx context.Context, info LeaseInfo, seg uint64,
 }
 
 // RecordsWrite reports whether receipt r records the fenced write of method
-// on target (as receipts record it: objects/STORE/KEY, apis/API/PATH) with a
-// body of payloadDigest ("sha256:HEX", as receipts record it; "" for a write
-// without a body, such as a delete): the same method and target and, for a
-// write with a body, the same payload digest. A COMMITTED receipt that
-// decides a segment in doubt (SegmentReceipt) and records the write sent
-// at it was that write's: sent at the segment again, it is a replay the
-// gateway answers with this receipt, nothing forwarded. One that does not
-// record it belongs to another write of the grant. Lease settles its own
-// doubts with this rule, and fencectl its lease file's.
-func RecordsWrite(r domain.Receipt, method, target, payloadDigest string) bool {
-	return r.Method == method && r.Target == target && (payloadDigest == "" || r.PayloadDigest == payloadDigest)
+// on target (as receipts record it: objects/STORE/KEY, apis/API/PATH):
+// the same method and target and, for a write with a body (hasBody), the
+// same payload digest (payloadDigest, "sha256:HEX" as receipts record it).
+// A write with a body whose digest is not known (payloadDigest "": a body
+// from a stream that was not read whole) is recorded by no receipt, since
+// only its digest could tell it from another body at the target. For a
+// write without a body (hasBody false: a delete) payloadDigest is not read,
+// and a receipt of the method and target records it whatever digest it
+// holds. A COMMITTED receipt that decides a segment in doubt
+// (SegmentReceipt) and records the write sent at it was that write's: sent
+// at the segment again, it is a replay the gateway answers with this
+// receipt, nothing forwarded. One that does not record it belongs to
+// another write of the grant. Lease settles its own doubts with this rule,
+// and fencectl its lease file's.
+func RecordsWrite(r domain.Receipt, method, target, payloadDigest string, hasBody bool) bool {
+	if r.Method != method || r.Target != target {
+		return false
+	}
+	return !hasBody || payloadDigest != "" && r.PayloadDigest == payloadDigest
 }
 
 // ReceiptIDOf returns the receipt a fenced write's error names (the

@@ -151,24 +151,32 @@ func TestInDoubtAfterIsTrueOnlyForAnswersThatMayHaveAdmitted(t *testing.T) {
 
 // Rule: a receipt records a write when it has the write's method and target
 // and, for a write with a body, its payload digest; a write without a body
-// (a delete) is recorded whatever digest the receipt holds.
+// (a delete) is recorded whatever digest the receipt holds; a write with a
+// body whose digest is not known is recorded by none, not even a receipt
+// without a digest.
 func TestRecordsWriteIsTheSameMethodTargetAndPayload(t *testing.T) {
 	put := domain.Receipt{Method: "PUT", Target: "objects/b/k", PayloadDigest: "sha256:aa"}
 	del := domain.Receipt{Method: "DELETE", Target: "objects/b/k"}
+	undigested := domain.Receipt{Method: "PUT", Target: "objects/b/k"}
 	for _, tc := range []struct {
 		rule                   string
 		r                      domain.Receipt
 		method, target, digest string
+		body                   bool
 		want                   bool
 	}{
-		{"the same write", put, "PUT", "objects/b/k", "sha256:aa", true},
-		{"another body", put, "PUT", "objects/b/k", "sha256:bb", false},
-		{"another method", put, "POST", "objects/b/k", "sha256:aa", false},
-		{"another target", put, "PUT", "objects/b/other", "sha256:aa", false},
-		{"a write without a body", del, "DELETE", "objects/b/k", "", true},
-		{"a write without a body, another method", del, "PUT", "objects/b/k", "", false},
+		{"the same write", put, "PUT", "objects/b/k", "sha256:aa", true, true},
+		{"another body", put, "PUT", "objects/b/k", "sha256:bb", true, false},
+		{"another method", put, "POST", "objects/b/k", "sha256:aa", true, false},
+		{"another target", put, "PUT", "objects/b/other", "sha256:aa", true, false},
+		{"a write without a body", del, "DELETE", "objects/b/k", "", false, true},
+		{"a write without a body, a receipt with a digest", domain.Receipt{Method: "DELETE", Target: "objects/b/k", PayloadDigest: "sha256:aa"},
+			"DELETE", "objects/b/k", "", false, true},
+		{"a write without a body, another method", del, "PUT", "objects/b/k", "", false, false},
+		{"a body whose digest is unknown", put, "PUT", "objects/b/k", "", true, false},
+		{"a body whose digest is unknown, a receipt without a digest", undigested, "PUT", "objects/b/k", "", true, false},
 	} {
-		if got := RecordsWrite(tc.r, tc.method, tc.target, tc.digest); got != tc.want {
+		if got := RecordsWrite(tc.r, tc.method, tc.target, tc.digest, tc.body); got != tc.want {
 			t.Errorf("%s: RecordsWrite = %v, want %v", tc.rule, got, tc.want)
 		}
 	}

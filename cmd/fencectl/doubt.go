@@ -66,10 +66,13 @@ func (w fencedWrite) isDoubt(d *segmentDoubt) bool {
 }
 
 // records reports whether receipt r is w's, by the Go client's rule
-// (client.RecordsWrite); a body whose digest is not known is no receipt's.
+// (client.RecordsWrite): a body whose digest is not known is no receipt's.
 func (w fencedWrite) records(r fencegate.Receipt) bool {
 	digest, body, known := w.payload()
-	return (!body || known) && client.RecordsWrite(r, w.method, w.target, digest)
+	if !known {
+		digest = ""
+	}
+	return client.RecordsWrite(r, w.method, w.target, digest, body)
 }
 
 // settleDoubt settles the lease file's segment in doubt, if any, before w
