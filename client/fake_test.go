@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -44,6 +45,9 @@ type fakeGateway struct {
 	expires    time.Time
 	proofs     int
 	receipts   []domain.Receipt
+	// unlisted are receipts the listing leaves out that a lookup by ID
+	// (GET /v1/receipts/{id}) finds, as one the answer named may be.
+	unlisted []domain.Receipt
 	// gate, if set for a route, holds its answer: the handler signals entered
 	// and waits for release.
 	gate map[string]*gate
@@ -265,14 +269,23 @@ func (f *fakeGateway) act(rt string, r *http.Request, code domain.Code) (int, an
 	case "release":
 		f.state = domain.StateReleased
 		return http.StatusOK, f.info(now, "")
-	case "receipts":
+	case "receipts": // refuseNext("receipts") fails the next listing or lookup, refuseNext("receipt") the next lookup
 		if id, ok := strings.CutPrefix(r.URL.Path, "/v1/receipts/"); ok { // one receipt, as GET /v1/receipts/{id}
-			for _, rc := range f.receipts {
+			if q := f.problems["receipt"]; code == "" && len(q) > 0 {
+				code, f.problems["receipt"] = q[0], q[1:]
+			}
+			if code != "" {
+				return 0, &domain.Error{Code: code, Message: "refused"}
+			}
+			for _, rc := range slices.Concat(f.receipts, f.unlisted) {
 				if rc.ID == id {
 					return http.StatusOK, rc
 				}
 			}
 			return 0, &domain.Error{Code: domain.CodeNotFound, Message: "no such receipt"}
+		}
+		if code != "" {
+			return 0, &domain.Error{Code: code, Message: "refused"}
 		}
 		return http.StatusOK, map[string]any{"receipts": f.receipts}
 	case "delegate": // mints what was asked, as the registry does for the lease's owner
@@ -373,6 +386,10 @@ func statusOf(c domain.Code) int {
 		return http.StatusUnauthorized
 	case domain.CodeNotFound:
 		return http.StatusNotFound
+	case domain.CodeInternal:
+		return http.StatusInternalServerError
+	case domain.CodeBackendUnavailable:
+		return http.StatusServiceUnavailable
 	}
 	return http.StatusConflict
 }

@@ -242,6 +242,59 @@ func TestInternalAnswerLeavesTheSegmentInDoubt(t *testing.T) {
 	}
 }
 
+// Rule: a doubt the receipts cannot settle (the list fails, or the lookup of
+// the receipt the answer named fails otherwise than NOT_FOUND) refuses the
+// next commit with that error: nothing is sent, and the segment in doubt and
+// the numbering are kept; once the receipts answer, the commit after settles
+// it (here COMMITTED: it goes at the segment after). A failed read taken
+// for "nothing admitted" would send it at the admitted segment.
+func TestADoubtTheReceiptsCannotSettleRefusesTheNextCommitAndIsKept(t *testing.T) {
+	lost := func(t *testing.T, f *fakeGateway, l *Lease) { // R1 committed at segment 1, its answer lost
+		f.loseNext("write")
+		if _, err := l.Objects("bucket").Put(context.Background(), "jobs/a", strings.NewReader("x"), ""); !IsUncertain(err) {
+			t.Fatalf("want uncertain, got %v", err)
+		}
+	}
+	for _, tc := range []struct {
+		rule  string
+		route string
+		code  domain.Code
+		doubt func(t *testing.T, f *fakeGateway, l *Lease)
+	}{
+		{"the list fails INTERNAL", "receipts", domain.CodeInternal, lost},
+		{"the list fails BACKEND_UNAVAILABLE (503)", "receipts", domain.CodeBackendUnavailable, lost},
+		{"the named receipt's lookup fails", "receipt", domain.CodeBackendUnavailable, func(t *testing.T, f *fakeGateway, l *Lease) {
+			f.unlisted = append(f.unlisted, domain.Receipt{ID: "Rnamed", Lease: "L1", FenceToken: 7, Segment: 1, OperationID: "op-1",
+				State: domain.ReceiptCommitted, Method: "PUT", Target: "objects/bucket/jobs/a"})
+			e := newEffect("PUT", "objects/bucket/jobs/a", hexDigest("x"), nil)
+			inDoubtAt(l, inDoubt{seg: 1, key: e.key, target: e.target, eff: &e, receipt: "Rnamed"})
+		}},
+	} {
+		t.Run(tc.rule, func(t *testing.T) {
+			f, l := held(t)
+			ctx := context.Background()
+			tc.doubt(t, f, l)
+			doubt, next, writes := *l.doubt, l.NextSegment(), f.count("write")
+			f.refuseNext(tc.route, tc.code)
+			_, err := l.Objects("bucket").Put(ctx, "jobs/b", strings.NewReader("y"), "")
+			wantCode(t, err, tc.code)
+			if f.count("write") != writes || l.NextSegment() != next || l.doubt == nil || *l.doubt != doubt {
+				t.Fatalf("after the refused commit: %d writes (was %d), next segment %d (was %d), doubt %+v (was %+v)",
+					f.count("write"), writes, l.NextSegment(), next, l.doubt, doubt)
+			}
+			if _, err := l.Objects("bucket").Put(ctx, "jobs/b", strings.NewReader("y"), ""); err != nil {
+				t.Fatalf("once the receipts answer: %v", err)
+			}
+			f.mu.Lock()
+			got := f.writes[len(f.writes)-1].Get("Fence-Segment")
+			f.mu.Unlock()
+			if got != "2" || l.doubt != nil {
+				t.Fatalf("once the receipts answer, the write went at segment %s (doubt %+v); want 2, the doubt settled", got, l.doubt)
+			}
+		})
+	}
+}
+
 // Rule: an effect whose answer was lost, found COMMITTED by another
 // effect's commit, is answered with its receipt when it is retried (never
 // sent again as a new segment: a second charge); once only, so the same
