@@ -40,6 +40,9 @@ type fakeGateway struct {
 	// (entered is closed when it arrives); one write only.
 	hold, entered chan struct{}
 	statuses      int // GET /v1/leases/L1 answered
+	// listDown and lookupDown answer the receipts list and a receipt's
+	// lookup (GET /v1/receipts/{id}, else NOT_FOUND) 503 BACKEND_UNAVAILABLE.
+	listDown, lookupDown bool
 }
 
 func (f *fakeGateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -129,6 +132,8 @@ func (f *fakeGateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.receipts = append(f.receipts, rc)
 		w.Header().Set("Fence-Receipt", rc.ID)
 		answer(w, http.StatusOK, rc)
+	case r.Method == "GET" && (f.listDown && r.URL.Path == "/v1/receipts" || f.lookupDown && strings.HasPrefix(r.URL.Path, "/v1/receipts/")):
+		problem(w, fencegate.CodeBackendUnavailable, http.StatusServiceUnavailable, "the receipt store is unavailable")
 	case r.Method == "GET" && r.URL.Path == "/v1/receipts" && r.URL.Query().Get("operationId") == "op-1":
 		// Pages as the gateway does, with the index as the cursor.
 		from, _ := strconv.Atoi(r.URL.Query().Get("cursor"))

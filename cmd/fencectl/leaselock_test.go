@@ -313,6 +313,57 @@ func TestOnlyTheUncertainWriteIsSentWhileItsSegmentIsUnsettled(t *testing.T) {
 	}
 }
 
+// Rule: a write after an uncertain one whose doubt the receipts cannot
+// settle (the list answers 503, or the lookup of the receipt the answer
+// named fails otherwise than NOT_FOUND) is refused, nothing sent, the lease
+// file byte for byte as it was (its doubt kept); once the receipts answer,
+// the next write settles it. A failed read taken for "nothing admitted"
+// would send it at the admitted segment 1, or free that segment.
+func TestAWriteWhoseDoubtCannotBeSettledIsRefusedAndTheDoubtKept(t *testing.T) {
+	for _, c := range []struct {
+		rule  string
+		state fencegate.ReceiptState // of the receipt the uncertain put left ("" none: only the lookup of R9 tells)
+		down  func(f *fakeGateway, down bool)
+		want  string // the segment the write goes at once the receipts answer
+	}{
+		{"the list answers 503", fencegate.ReceiptCommitted, func(f *fakeGateway, down bool) { f.listDown = down }, "2"},
+		{"the named receipt's lookup answers 503", "", func(f *fakeGateway, down bool) { f.lookupDown = down }, "1"},
+	} {
+		t.Run(c.rule, func(t *testing.T) {
+			h, _ := acquiredWithAFile(t)
+			a, b := h.twoFiles()
+			h.uncertainPut(a, c.state)
+			snap := h.snapshotLease(t)
+			h.fake.mu.Lock()
+			c.down(h.fake, true)
+			h.fake.mu.Unlock()
+			code, _, errOut := h.run("put", "bucket/jobs/b", b)
+			if code == 0 || !strings.Contains(errOut, "BACKEND_UNAVAILABLE") {
+				t.Fatalf("put while the receipts fail: exit %d %s", code, errOut)
+			}
+			if got := h.segmentsSent(); got != "" {
+				t.Fatalf("a write was sent while its doubt could not be settled: segment %s", got)
+			}
+			h.leaseUnchanged(t, snap, "the refused put")
+			if lf := h.numbering(); lf.Doubt == nil || lf.Doubt.Segment != 1 || lf.Doubt.Receipt != "R9" {
+				t.Fatalf("the doubt was not kept: %+v", lf.Doubt)
+			}
+			h.fake.mu.Lock()
+			c.down(h.fake, false)
+			h.fake.mu.Unlock()
+			if code, _, errOut := h.run("put", "bucket/jobs/b", b); code != 0 {
+				t.Fatalf("put once the receipts answer: exit %d %s", code, errOut)
+			}
+			if got := h.segmentsSent(); got != c.want {
+				t.Fatalf("once the receipts answer, the write went at segment %s, want %s", got, c.want)
+			}
+			if lf := h.numbering(); lf.Doubt != nil {
+				t.Fatalf("the doubt was not settled: %+v", lf.Doubt)
+			}
+		})
+	}
+}
+
 // Rule: acquire repeated with the same request ID answers the same lease;
 // the lease file keeps its next segment and its write in doubt (it was
 // reset to segment 1, and the next write was QUARANTINED).
