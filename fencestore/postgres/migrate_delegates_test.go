@@ -27,14 +27,7 @@ func TestDelegatesMigrationAppliesOnTheVersionBefore(t *testing.T) {
 		t.Fatal(err)
 	}
 	// What version 10 wrote for an admitted, committed segment 1.
-	_, err = conn.Exec(ctx, `
-		INSERT INTO fence_resources (resource, highest_fence, root, lease, last_segment_seq, grant_issued_at, pending_receipt, updated_at)
-			VALUES ('res/a', 3, 'root', 'lease', 1, 1700000000000, '', '2026-01-01T00:00:01Z');
-		INSERT INTO fence_targets (target, resource) VALUES ('res/a', 'res/a');
-		INSERT INTO fence_receipts (receipt_id, resource, target, method, fence_token, segment, operation_id, operation_root,
-			lease, owner, grant_digest, payload_digest, state, version, created_at, settled_at, effect_key, land_by)
-			VALUES ('r1', 'res/a', 'res/a', 'PUT', 3, 1, 'op', 'root', 'lease', 'coord', 'sha256:g', 'sha256:a', 'COMMITTED', 'v1',
-				'2026-01-01T00:00:01Z', '2026-01-01T00:00:02Z', '', '2026-01-01T00:00:31Z');`)
+	_, err = conn.Exec(ctx, oldCommittedSegment)
 	_ = conn.Close(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -49,8 +42,7 @@ func TestDelegatesMigrationAppliesOnTheVersionBefore(t *testing.T) {
 	if err != nil || r1.Owner != "coord" || r1.Delegate != "" || r1.DelegationID != "" || r1.State != fencegate.ReceiptCommitted {
 		t.Fatalf("receipt from before the migration = %+v, %v", r1, err)
 	}
-	g := fencegate.VerifiedGrant{Grant: fencegate.Grant{Resource: "res/a", Owner: "coord", Lease: "lease", FenceToken: 3,
-		OperationID: "op", OperationRoot: "root", IssuedAt: 1_700_000_000_000}, Digest: "sha256:g"}
+	g := oldGrant
 	now := time.Date(2026, 1, 1, 0, 1, 0, 0, time.UTC)
 	replay, err := s.Admit(ctx, fencegate.AdmitRequest{Grant: g, Segment: 1, Target: "res/a", Method: "PUT", PayloadDigest: "sha256:a",
 		ReceiptID: "r1-again", Delegate: "consumer", DelegationID: "dlg_1", Now: now})
@@ -67,3 +59,19 @@ func TestDelegatesMigrationAppliesOnTheVersionBefore(t *testing.T) {
 		t.Fatalf("ReceiptsByResource after the migration = %+v, %v", p.Receipts, err)
 	}
 }
+
+// oldCommittedSegment is what the store's versions before the delegates
+// wrote for an admitted, committed segment 1 of res/a (fence 3, owner
+// coord, receipt r1), which oldGrant holds.
+const oldCommittedSegment = `
+		INSERT INTO fence_resources (resource, highest_fence, root, lease, last_segment_seq, grant_issued_at, pending_receipt, updated_at)
+			VALUES ('res/a', 3, 'root', 'lease', 1, 1700000000000, '', '2026-01-01T00:00:01Z');
+		INSERT INTO fence_targets (target, resource) VALUES ('res/a', 'res/a');
+		INSERT INTO fence_receipts (receipt_id, resource, target, method, fence_token, segment, operation_id, operation_root,
+			lease, owner, grant_digest, payload_digest, state, version, created_at, settled_at, effect_key, land_by)
+			VALUES ('r1', 'res/a', 'res/a', 'PUT', 3, 1, 'op', 'root', 'lease', 'coord', 'sha256:g', 'sha256:a', 'COMMITTED', 'v1',
+				'2026-01-01T00:00:01Z', '2026-01-01T00:00:02Z', '', '2026-01-01T00:00:31Z');`
+
+// oldGrant is the grant oldCommittedSegment's segment was written under.
+var oldGrant = fencegate.VerifiedGrant{Grant: fencegate.Grant{Resource: "res/a", Owner: "coord", Lease: "lease", FenceToken: 3,
+	OperationID: "op", OperationRoot: "root", IssuedAt: 1_700_000_000_000}, Digest: "sha256:g"}

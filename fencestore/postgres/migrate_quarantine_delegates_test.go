@@ -30,14 +30,7 @@ func TestQuarantineDelegatesMigrationAppliesOnTheVersionBefore(t *testing.T) {
 	// What version 11 wrote for an admitted, committed segment 1 and a
 	// refused rewrite of it.
 	old := fencegate.QuarantineID("res/a", 3, 1, "res/a", "PUT", "", "sha256:x")
-	_, err = conn.Exec(ctx, `
-		INSERT INTO fence_resources (resource, highest_fence, root, lease, last_segment_seq, grant_issued_at, pending_receipt, updated_at)
-			VALUES ('res/a', 3, 'root', 'lease', 1, 1700000000000, '', '2026-01-01T00:00:01Z');
-		INSERT INTO fence_targets (target, resource) VALUES ('res/a', 'res/a');
-		INSERT INTO fence_receipts (receipt_id, resource, target, method, fence_token, segment, operation_id, operation_root,
-			lease, owner, grant_digest, payload_digest, state, version, created_at, settled_at, effect_key, land_by)
-			VALUES ('r1', 'res/a', 'res/a', 'PUT', 3, 1, 'op', 'root', 'lease', 'coord', 'sha256:g', 'sha256:a', 'COMMITTED', 'v1',
-				'2026-01-01T00:00:01Z', '2026-01-01T00:00:02Z', '', '2026-01-01T00:00:31Z');
+	_, err = conn.Exec(ctx, oldCommittedSegment+`
 		INSERT INTO fence_quarantine (quarantine_id, resource, fence_token, segment, target, method, effect_key, receipt_id,
 			payload_digest, payload_size, payload, owner, at, last_at, attempts)
 			VALUES ('`+old+`', 'res/a', 3, 1, 'res/a', 'PUT', '', 'r1', 'sha256:x', 1, 'x', 'coord',
@@ -56,8 +49,7 @@ func TestQuarantineDelegatesMigrationAppliesOnTheVersionBefore(t *testing.T) {
 	if err != nil || q.Owner != "coord" || q.Delegate != "" || q.DelegationID != "" || q.Attempts != 1 || string(q.Payload) != "x" {
 		t.Fatalf("quarantine record from before the migration = %+v, %v", q, err)
 	}
-	g := fencegate.VerifiedGrant{Grant: fencegate.Grant{Resource: "res/a", Owner: "coord", Lease: "lease", FenceToken: 3,
-		OperationID: "op", OperationRoot: "root", IssuedAt: 1_700_000_000_000}, Digest: "sha256:g"}
+	g := oldGrant
 	now := time.Date(2026, 1, 1, 0, 1, 0, 0, time.UTC)
 	refuse := func(digest string) {
 		t.Helper()
