@@ -1,5 +1,7 @@
 package registry
 
+import "context"
+
 // SetTestHookBeforeLost sets the hook that runs between a guard's refusal
 // and lostOnGuard, and returns what restores it.
 func SetTestHookBeforeLost(f func()) (restore func()) {
@@ -15,3 +17,7 @@ func SetTestHookParked(f func()) (restore func()) {
 	testHookParked = f
 	return func() { testHookParked = prev }
 }
+
+// PruneForTest runs the prune a Watch runs after its check (prune), without
+// the check, so that a test reaches it in states the check answers first.
+func (r *Registry) PruneForTest(ctx context.Context) error { return r.prune(ctx) }

@@ -2,6 +2,7 @@ package registry_test
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -64,34 +65,94 @@ func TestWatchPrunesForgottenLeaseRecordsWithoutAnAcquisition(t *testing.T) {
 	}
 }
 
-// The rule: while grants are paused after a loss (here a backend restored
-// from before an acquisition, with no fence store, so the pause waits for an
-// operator's floor), the tick prunes nothing on the restored copy and moves
-// nothing there.
-func TestWatchPrunesNothingWhileGrantsArePausedAfterALoss(t *testing.T) {
+// countPrunes counts the prunes that reach the backend.
+type countPrunes struct {
+	*swappable
+	n atomic.Int32
+}
+
+func (c *countPrunes) Prune(ctx context.Context, now time.Time, g fencegate.Guard) (int, error) {
+	c.n.Add(1)
+	return c.swappable.Prune(ctx, now, g)
+}
+
+// The rule: while grants are paused after a loss, the tick's prune does not
+// reach the backend. Here the loss (a backend restored from before an
+// acquisition, with a fence store) is already claimed and the restored copy
+// carries the new marker, so a prune under it would be accepted; the pause
+// alone keeps the pre-loss records there. The prune is called directly:
+// Watch's check answers first while paused.
+func TestPruneDeletesNothingWhileGrantsArePausedAfterALoss(t *testing.T) {
 	sw := newSwappable(t)
-	e := newLossEnv(t, sw, nil, &memory{})
+	b := &countPrunes{swappable: sw}
+	hw := &highWater{}
+	e := newLossEnv(t, sw, hw, &memory{}, through(b))
 	ctx := context.Background()
 	id := e.forgottenLease("alice", "db/a", "a1")
+	old := e.r.Issuance().Incarnation
 	snap := sw.snapshot()
-	e.mustAcquire("bob", "db/b", "b1")
+	hw.v.Store(e.mustAcquire("bob", "db/b", "b1").Lease.FenceToken)
 	sw.restore(snap)
-	if err := e.r.Watch(ctx); fencegate.ErrorCode(err) != fencegate.CodeStateLost || !e.r.Issuance().Paused {
-		t.Fatalf("restore not detected: %v %+v", err, e.r.Issuance())
+	if err := e.r.Watch(ctx); fencegate.ErrorCode(err) != fencegate.CodeStateLost {
+		t.Fatalf("restore not detected: %v", err)
+	}
+	if is := e.r.Issuance(); !is.Paused || is.Incarnation == old {
+		t.Fatalf("want paused after a claim of the restored copy (a marker other than %q): %+v", old, is)
 	}
 	e.clock.Advance(pastRetention)
 	before, err := sw.Incarnation(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := e.r.Watch(ctx); fencegate.ErrorCode(err) != fencegate.CodeStateLost {
-		t.Fatalf("watch while paused: want COORDINATION_STATE_LOST, got %v", err)
+	if err := e.r.PruneForTest(ctx); err != nil {
+		t.Fatalf("prune while paused: %v", err)
+	}
+	if n := b.n.Load(); n != 0 {
+		t.Fatalf("the prune reached the backend %d times while grants were paused", n)
 	}
 	if !e.recordKept(id) {
-		t.Fatalf("the tick pruned lease %s on the restored copy while grants were paused", id)
+		t.Fatalf("lease %s was pruned on the restored copy while grants were paused", id)
 	}
 	if after, err := sw.Incarnation(ctx); err != nil || after != before {
-		t.Fatalf("the tick moved the restored copy while paused: %+v -> %+v (%v)", before, after, err)
+		t.Fatalf("the prune moved the restored copy while paused: %+v -> %+v (%v)", before, after, err)
+	}
+}
+
+// The rule: a prune with no marker seen (an empty guard, which checks
+// nothing) does not reach the backend. Here a backend carrying a forgotten
+// record and no marker behind a registry that has not checked it yet: the
+// prune's own check finds the missing marker and adopts none.
+func TestPruneDeletesNothingWithoutAMarkerSeen(t *testing.T) {
+	sw := newSwappable(t)
+	ctx := context.Background()
+	if _, err := sw.Acquire(ctx, fencegate.AcquireRequest{LeaseID: "l1", Resource: "db/a", Owner: "alice",
+		RequestID: "a1", OperationID: "op-1", OperationCategory: "write", TTL: 30 * time.Second, Now: t0}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := sw.Release(ctx, "l1", "alice", t0, fencegate.Guard{}); err != nil {
+		t.Fatal(err)
+	}
+	b := &countPrunes{swappable: sw}
+	e := newLossEnv(t, sw, nil, &memory{}, through(b), unchecked())
+	e.clock.Advance(pastRetention)
+	before, err := sw.Incarnation(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.r.PruneForTest(ctx); err != nil {
+		t.Fatalf("prune: %v", err)
+	}
+	if is := e.r.Issuance(); is.Incarnation != "" {
+		t.Fatalf("want no marker seen: %+v", is)
+	}
+	if n := b.n.Load(); n != 0 {
+		t.Fatalf("the prune reached the backend %d times under an empty guard", n)
+	}
+	if !e.recordKept("l1") {
+		t.Fatal("lease l1 was pruned under an empty guard")
+	}
+	if after, err := sw.Incarnation(ctx); err != nil || after != before {
+		t.Fatalf("the prune moved the backend: %+v -> %+v (%v)", before, after, err)
 	}
 }
 
