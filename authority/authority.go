@@ -71,17 +71,18 @@ type Files struct {
 }
 
 // Alarm is told when break-glass switched validation off and when a trust
-// bundle newer than the one in force is refused.
+// bundle offered here is refused (BundleRefused).
 type Alarm interface {
 	// BreakGlass counts one use; source is "start" or "admin".
 	BreakGlass(source string)
 	// BundleRefused counts one refusal of a bundle offered here: source is
-	// "registry" (a fetched one: FollowBundle, OfferBundle; once per offer,
-	// whether or not its revocations could be applied) or "file"
-	// (ReloadBundle: a file that does not load, or a newer one refused;
-	// once per reload). A bundle not newer than the one in force is not
-	// checked and not counted, nor is a failure to persist or install one
-	// that was admitted.
+	// "registry" (a fetched one: FollowBundle, OfferBundle; a document that
+	// does not parse, or a newer one refused; once per offer, whether or
+	// not its revocations could be applied) or "file" (ReloadBundle: a file
+	// that does not load, or a newer one refused; once per reload). A
+	// bundle not newer than the one in force is not checked and not
+	// counted, nor is a failure to persist or install one that was
+	// admitted, nor a registry chain that could not be fetched.
 	BundleRefused(source string)
 }
 

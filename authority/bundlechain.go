@@ -21,7 +21,11 @@ import (
 // then narrows trust (narrow.go) for the rest.
 
 // ChainFetcher fetches the bundles the registry published after version
-// after, oldest first (GET /v1/trust-bundle/chain?after=after).
+// after, oldest first (GET /v1/trust-bundle/chain?after=after). An error
+// coded BACKEND_UNAVAILABLE is a fetch that failed (the registry
+// unreachable: a transport failure, a 5xx, an answer not received intact)
+// and says nothing about the bundles; any other is the registry's answer
+// (NOT_FOUND: it keeps no chain from after).
 type ChainFetcher func(ctx context.Context, after uint64) ([]fencegate.BundleLink, error)
 
 // maxChainLinks caps how many links a replica walks from one answer.
@@ -79,7 +83,12 @@ func (a *Authority) TrustBundleChain(_ context.Context, after uint64) (fencegate
 // bundle is refused and narrows trust here (narrow.go). installed reports
 // whether any bundle was installed; version is the fetched bundle's. A
 // refusal (a document that does not parse, or the fetched bundle refused)
-// is counted once (Alarm.BundleRefused).
+// is counted once (Alarm.BundleRefused). A chain that could not be fetched
+// (BACKEND_UNAVAILABLE: the registry unreachable) refuses nothing: nothing
+// is counted or changed (a narrowing now would take from the chain, once
+// fetched, the steps signed by a narrowed epoch's key), and the fetch's
+// error is answered (BACKEND_UNAVAILABLE: no backoff) for the next fetch
+// to try again.
 func (a *Authority) FollowBundle(ctx context.Context, data []byte, signature string, chain ChainFetcher) (installed bool, version uint64, err error) {
 	b, err := proofs.ParseBundle(data)
 	if err != nil {
@@ -93,11 +102,16 @@ func (a *Authority) FollowBundle(ctx context.Context, data []byte, signature str
 	}
 	if why == offChain && chain != nil {
 		from := a.verifier.Bundle().Version()
-		steps, werr := a.walk(ctx, chain, from)
+		steps, answered, werr := a.walk(ctx, chain, from)
 		installed = steps > 0
 		if a.verifier.Bundle().Version() >= b.Version() {
 			a.log.Info("trust bundle chain from the registry followed", "from", from, "to", a.verifier.Bundle().Version(), "steps", steps)
 			return installed, b.Version(), nil
+		}
+		if !answered {
+			return false, b.Version(), fencegate.Wrap(werr, fencegate.CodeBackendUnavailable, fmt.Sprintf(
+				"trust bundle: version %d not followed: the registry's chain from version %d could not be fetched (registry unreachable; the next fetch tries again)",
+				b.Version(), from))
 		}
 		err = fencegate.Wrap(err, fencegate.CodeInvalidRequest, fmt.Sprintf(
 			"trust bundle: version %d refused; the registry's chain from version %d: %v", b.Version(), from, werr))
@@ -107,19 +121,20 @@ func (a *Authority) FollowBundle(ctx context.Context, data []byte, signature str
 }
 
 // walk fetches the chain after version from and offers its links in order,
-// stopping at the first refused; it reports how many it installed.
-func (a *Authority) walk(ctx context.Context, chain ChainFetcher, from uint64) (int, error) {
+// stopping at the first refused; it reports how many it installed, and
+// answered false (with the fetch's error) when the chain could not be
+// fetched (BACKEND_UNAVAILABLE, ChainFetcher).
+func (a *Authority) walk(ctx context.Context, chain ChainFetcher, from uint64) (steps int, answered bool, err error) {
 	links, err := chain(ctx, from)
 	if err != nil {
-		return 0, err
+		return 0, fencegate.ErrorCode(err) != fencegate.CodeBackendUnavailable, err
 	}
 	if len(links) == 0 {
-		return 0, fencegate.Errorf(fencegate.CodeInvalidRequest, "the registry answered no bundle after version %d", from)
+		return 0, true, fencegate.Errorf(fencegate.CodeInvalidRequest, "the registry answered no bundle after version %d", from)
 	}
 	if len(links) > maxChainLinks {
-		return 0, fencegate.Errorf(fencegate.CodeInvalidRequest, "%d bundles exceed the limit of %d", len(links), maxChainLinks)
+		return 0, true, fencegate.Errorf(fencegate.CodeInvalidRequest, "%d bundles exceed the limit of %d", len(links), maxChainLinks)
 	}
-	steps := 0
 	for _, l := range links {
 		doc := []byte(l.Bundle)
 		lb, err := proofs.ParseBundle(doc)
@@ -131,12 +146,12 @@ func (a *Authority) walk(ctx context.Context, chain ChainFetcher, from uint64) (
 			ok, _, err = a.offer(lb, doc, l.Signature)
 		}
 		if err != nil {
-			return steps, fencegate.Wrap(err, fencegate.CodeInvalidRequest, fmt.Sprintf("stopped at version %d", l.Version))
+			return steps, true, fencegate.Wrap(err, fencegate.CodeInvalidRequest, fmt.Sprintf("stopped at version %d", l.Version))
 		}
 		if ok {
 			steps++
 			a.log.Info("trust bundle installed along the registry's chain", "version", l.Version)
 		}
 	}
-	return steps, nil
+	return steps, true, nil
 }

@@ -6,11 +6,14 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"regexp"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/fencegate/fencegate"
@@ -143,4 +146,51 @@ func TestARefusedBundleFileIsLoggedOncePerVersionAndReason(t *testing.T) {
 			t.Fatalf("step %d: %d refusals logged, want %d; log:\n%s", i, got, s.want, buf.String())
 		}
 	}
+}
+
+// Rule: a chain walk that fails only because GET /v1/trust-bundle/chain
+// could not be fetched (here a proxy's 503 without a Fencegate problem) is
+// an unreachable registry, not a refusal: nothing is counted, nothing
+// changes at the replica (no bundle, no narrowing by what the fetched one
+// revokes), it is logged as a chain not fetched, and the next pull (no
+// backoff) follows the chain once it answers.
+func TestAChainThatCannotBeFetchedIsNotCountedAsARefusal(t *testing.T) {
+	w := newS3World(t)
+	ctx := context.Background()
+	u, err := url.Parse(w.srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var down atomic.Bool
+	down.Store(true)
+	proxy := httputil.NewSingleHostReverseProxy(u)
+	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if down.Load() && r.URL.Path == "/v1/trust-bundle/chain" {
+			http.Error(rw, "upstream unavailable", http.StatusServiceUnavailable)
+			return
+		}
+		proxy.ServeHTTP(rw, r)
+	}))
+	defer srv.Close()
+	rep, logs := chainReplica(t, w, srv.URL, nil) // at v1
+	if _, err := w.app.auth.RotateKey(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.app.auth.RetireEpoch(ctx, 1); err != nil { // v3 = {K2}, signed by K2 only: off the chain at v1
+		t.Fatal(err)
+	}
+	rep.pull(ctx, 0)
+	wantBundleRefusals(t, rep, "after a pull whose chain answered 503", 0, 0)
+	if v := rep.auth.Verifier().Bundle().Version(); v != 1 || rep.auth.EpochRevoked(1) {
+		t.Fatalf("the chain not fetched changed the replica: version %d, epoch 1 revoked %v", v, rep.auth.EpochRevoked(1))
+	}
+	if !strings.Contains(logs.String(), "could not be fetched") {
+		t.Fatalf("the unreachable chain is not logged as such:\n%s", logs.String())
+	}
+	down.Store(false)
+	rep.pull(ctx, 0)
+	if v := rep.auth.Verifier().Bundle().Version(); v != 3 {
+		t.Fatalf("once the chain answers: version %d, want 3\n%s", v, logs.String())
+	}
+	wantBundleRefusals(t, rep, "after the chain was followed", 0, 0)
 }

@@ -147,9 +147,17 @@ const maxChainAnswer = authority.ChainLength * (2*proofs.MaxBundleSize + 64<<10)
 // FetchChain reads the trust bundles the registry published after version
 // after (GET /v1/trust-bundle/chain, as a gateway identity), oldest first.
 // They are only offered to the authority, which installs each under a
-// signature by a key of the bundle the one before installed.
+// signature by a key of the bundle the one before installed. A fetch whose
+// answer was not received (a transport failure, a 5xx that is not the
+// registry's problem, an answer not intact) is BACKEND_UNAVAILABLE, which
+// the authority does not take for a refusal (authority.ChainFetcher); the
+// registry's own problems are answered as they are (its 503 is
+// BACKEND_UNAVAILABLE too, its NOT_FOUND a refusal).
 func (q *remoteQuerier) FetchChain(ctx context.Context, after uint64) ([]fencegate.BundleLink, error) {
 	c, err := q.c.TrustBundleChain(ctx, after, maxChainAnswer)
+	if client.IsUncertain(err) {
+		return nil, fencegate.Wrap(err, fencegate.CodeBackendUnavailable, "the registry could not be asked for its trust bundle chain")
+	}
 	return c.Bundles, err
 }
 

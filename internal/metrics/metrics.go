@@ -148,7 +148,7 @@ func New() *Metrics {
 	}, []string{"source"})
 	m.bundleRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "fencegate_trust_bundle_refusals_total",
-		Help: "Trust bundles newer than the one in force that a replica refused, by source: registry (a fetched bundle, once per offer; an unchanged one is offered again after a backoff of 1 s doubling to a minute) or file (the bundle file, once per reload).",
+		Help: "Trust bundles a replica refused, by source: registry (a fetched bundle that does not parse, or is newer than the one in force and refused: not admitted, not signed by a key in force nor reached along the registry's chain, or refused at install; once per offer, an unchanged one offered again after a backoff of 1 s doubling to a minute; a chain that could not be fetched, the registry unreachable, is not counted) or file (the bundle file that does not load or is refused, once per reload).",
 	}, []string{"source"})
 	m.handoff = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: "fencegate_lock_handoff_seconds", Buckets: latencyBuckets,
