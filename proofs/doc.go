@@ -51,9 +51,10 @@
 // protected header), and VerifyBundleSignature accepts it only under a key of
 // the bundle already in force, with that key's own alg, inside its window;
 // its segments pass the same structural check as a token's (splitCompact in
-// compact.go: two dots, unpadded base64url only). The typ keeps the documents apart: the grant and status verifiers refuse a
-// bundle signature, and VerifyBundleSignature refuses a grant or status
-// proof. A refused signature is INVALID_REQUEST.
+// compact.go: two dots, unpadded base64url only). The typ keeps the
+// documents apart: the grant and status verifiers refuse a bundle
+// signature, and VerifyBundleSignature refuses a grant or status proof. A
+// refused signature is INVALID_REQUEST.
 //
 // Package prooftest holds helpers for other packages' tests: a signer, a
 // bundle and a verifier on an injectable clock, issuing valid tokens by default.

@@ -152,8 +152,8 @@ func (a *App) pull(ctx context.Context, fresh time.Duration) {
 // any other at once. Meanwhile the same bundle is fetched and not offered,
 // so not counted as refused again (the authority counts each refusal:
 // fencegate_trust_bundle_refusals_total). A change at the registry, or an
-// operator's install here, changes the key; a failure to apply a refused bundle's revocations
-// here is INTERNAL and tried again at the next pull.
+// operator's install here, changes the key; a failure to apply a refused
+// bundle's revocations here is INTERNAL and tried again at the next pull.
 type refusedFetch struct {
 	key   [sha256.Size]byte
 	wait  time.Duration
