@@ -389,9 +389,8 @@ func (s *Server) completeUpload(w http.ResponseWriter, r *http.Request, t *targe
 	if etag == "" {
 		etag = hex.EncodeToString(md5s.Sum(nil)) + "-" + strconv.Itoa(len(cr.Parts))
 	}
-	u.done = &completeResult{NS: s3NS, Location: "/" + bucket + "/" + key, Bucket: bucket, Key: key,
-		ETag: quoteETag(etag), res: res}
-	u.doneAt = s.Now()
+	s.uploads.completed(u, &completeResult{NS: s3NS, Location: "/" + bucket + "/" + key, Bucket: bucket, Key: key,
+		ETag: quoteETag(etag), res: res})
 	_ = os.RemoveAll(u.dir) // its parts with it; a retried Complete is answered from u.done
 	s.uploads.unstaged(u)
 	writeXML(w, http.StatusOK, u.done)

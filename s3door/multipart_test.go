@@ -266,3 +266,52 @@ func TestAPartWithAChecksumOfAnUploadWithoutOneIsRefused(t *testing.T) {
 		t.Fatalf("the object is %q, want the staged part %q", b, first)
 	}
 }
+
+// Rule: a completion is counted safely beside the creates that count the
+// open uploads meanwhile (run with -race): every upload completes and every
+// create beside them is accepted.
+func TestCompletionsBesideCreatesAreCountedSafely(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	type staged struct {
+		u    *mpu
+		etag *string
+	}
+	var ups []staged
+	for l := range 4 {
+		c := e.client(e.lease("AKIDC"+string(rune('0'+l)), owner, "b/r"))
+		for range 8 {
+			u := begin(t, c, "r/k")
+			ups = append(ups, staged{u, u.mustPart(1, 1, 'p').ETag})
+		}
+	}
+	creator := e.client(e.lease("AKIDCNEW", owner, "b/r")) // before the goroutine: e.lease writes what the door reads
+	done := make(chan error, 1)
+	go func() {
+		for _, s := range ups {
+			_, err := s.u.c.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{Bucket: aws.String("b"), Key: aws.String(s.u.key), UploadId: s.u.id,
+				MultipartUpload: &types.CompletedMultipartUpload{Parts: []types.CompletedPart{{PartNumber: aws.Int32(1), ETag: s.etag}}}})
+			if err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	for n := 0; ; n++ {
+		var err error
+		select {
+		case err = <-done:
+		default:
+			if n < 64 {
+				begin(t, creator, "r/k")
+				continue
+			}
+			err = <-done
+		}
+		if err != nil {
+			t.Fatalf("a completion beside creates: %v", err)
+		}
+		return
+	}
+}

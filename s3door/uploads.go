@@ -78,7 +78,9 @@ type upload struct {
 	touched time.Time  // the last part or completion (guarded by uploads.mu)
 	mu      sync.Mutex // one part write or completion at a time
 	parts   map[int]*part
-	done    *completeResult // set once completed
+	// done is set once completed, doneAt then (written holding both mu and
+	// uploads.mu: read under either).
+	done    *completeResult
 	doneAt  time.Time
 	aborted bool // set (under mu) by AbortMultipartUpload before its files go
 	// held is what its staged parts count against the staging budget
@@ -178,6 +180,14 @@ func (us *uploads) settle(u *upload, charge, replaced int64) {
 	}
 	u.held += charge - replaced
 	us.take(u.identity, -replaced)
+}
+
+// completed marks u completed now with answer done, under us.mu, which the
+// counts of open uploads hold to read it. u.mu is held.
+func (us *uploads) completed(u *upload, done *completeResult) {
+	us.mu.Lock()
+	u.done, u.doneAt = done, us.now()
+	us.mu.Unlock()
 }
 
 // unstaged gives back what u's parts held once its files are gone
