@@ -23,19 +23,24 @@ import (
 
 // countedCreds is Credentials whose reads are counted by access key ID and
 // fail (BACKEND_UNAVAILABLE, a registry that cannot be asked) for those in
-// failing.
+// failing; hook, if set, is called with ctx and the access key ID of each
+// read once it is counted, before it is answered.
 type countedCreds struct {
 	fencegate.S3Credentials
 	mu      sync.Mutex
 	reads   map[string]int
 	failing map[string]bool
+	hook    func(ctx context.Context, akid string)
 }
 
 func (c *countedCreds) LookupS3(ctx context.Context, akid string) (fencegate.S3Credential, error) {
 	c.mu.Lock()
 	c.reads[akid]++
-	fail := c.failing[akid]
+	fail, hook := c.failing[akid], c.hook
 	c.mu.Unlock()
+	if hook != nil {
+		hook(ctx, akid)
+	}
 	if fail {
 		return fencegate.S3Credential{}, fencegate.Errorf(fencegate.CodeBackendUnavailable, "the registry cannot be asked")
 	}
@@ -289,5 +294,28 @@ func TestEndedLeasesUploadsInShadowModeKeepCounting(t *testing.T) {
 	}
 	if got, want := c.staging(t), (staging{dirs: 1}); got != want {
 		t.Fatalf("staging: %+v, want %+v", got, want)
+	}
+}
+
+// Rule: a create refused for want of room is let in when room appeared
+// while the leases in its way were read (another upload aborted or
+// completed meanwhile), though none of them ended.
+func TestRoomMadeMeanwhileLetsTheCreateIn(t *testing.T) {
+	c := crowd(t, 4, nil)
+	var once atomic.Bool
+	c.creds.hook = func(_ context.Context, akid string) {
+		if akid != c.akids[0] || !once.CompareAndSwap(false, true) {
+			return
+		}
+		f := c.first[3] // a live lease aborts one of its uploads
+		if _, err := f.c.AbortMultipartUpload(context.Background(), &s3.AbortMultipartUploadInput{Bucket: aws.String("b"), Key: aws.String(f.key), UploadId: f.id}); err != nil {
+			t.Errorf("the live lease's abort: %v", err)
+		}
+	}
+	if err := c.create("AKIDNEW"); err != nil {
+		t.Fatalf("a create once an upload in its way was aborted meanwhile: %v", err)
+	}
+	if got, want := c.staging(t), (staging{dirs: 256, files: 3, all: 3 << 20, mine: 3 << 20}); got != want {
+		t.Fatalf("staging: %+v, want %+v (the live leases' uploads less the aborted one, and the new one)", got, want)
 	}
 }

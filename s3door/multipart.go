@@ -88,9 +88,9 @@ func (s *Server) createUpload(w http.ResponseWriter, r *http.Request, t *target)
 	u := &upload{id: id, bucket: bucket, key: key, identity: c.Identity, akid: c.AccessKeyID,
 		contentType: r.Header.Get("Content-Type"), dir: filepath.Join(s.uploads.dir, id),
 		created: s.Now(), touched: s.Now(), parts: map[int]*part{}, algorithm: alg, checksumType: ctype, meta: meta, segment: segment}
-	err = s.uploads.add(u)
-	if err != nil && s.makeRoom(r.Context(), u) { // TooManyUploads: the uploads of ended leases give way
-		err = s.uploads.add(u)
+	if err = s.uploads.add(u); err != nil { // TooManyUploads: the uploads of ended leases give way
+		s.makeRoom(r.Context(), u)
+		err = s.uploads.add(u) // also when others made room meanwhile
 	}
 	if err != nil {
 		return err
