@@ -1,6 +1,7 @@
 package s3door
 
 import (
+	"cmp"
 	"context"
 	"sort"
 	"time"
@@ -17,7 +18,8 @@ import (
 // of those that have ended as an abort would (their staged parts removed,
 // their staging bytes given back), then counts again. Only a lease read
 // ended, or no longer known, is given up: one that cannot be read now is
-// kept, and the create refused as before. A lease that ended (RELEASED, EXPIRED, REVOKED) never
+// kept, and ends the create's reads (a registry that cannot be asked would
+// make each of the others wait too), as does statusBudget spent on them. A lease that ended (RELEASED, EXPIRED, REVOKED) never
 // holds again, so it is remembered as ended; one read HELD is not asked
 // about again within statusRecheck, and one create asks about at most
 // maxStatusReads leases, each once, those not read for longest first.
@@ -26,6 +28,9 @@ const (
 	// maxStatusReads bounds the leases one CreateMultipartUpload at a bound
 	// asks about.
 	maxStatusReads = 16
+	// statusBudget bounds the time one CreateMultipartUpload at a bound
+	// spends reading leases (Server.statusBudget in tests).
+	statusBudget = 2 * time.Second
 	// statusRecheck is how long a lease read HELD is taken to be so: its
 	// uploads count, unasked, until then.
 	statusRecheck = time.Minute
@@ -47,21 +52,25 @@ func leaseEnded(c fencegate.S3Credential) bool {
 // bound on open uploads, and reports whether it discarded any. The leases
 // are read with s.Credentials: a credential the registry no longer knows
 // (NOT_FOUND, its lease forgotten) can make no request, so its uploads go
-// too; a read that fails keeps them. An upload is kept whatever its lease
+// too; a read that fails keeps them, and ends the reads (the registry
+// cannot be asked now), as does statusBudget spent. An upload is kept whatever its lease
 // while a request is at work on it (a part being staged, a completion), or
 // while its resource is in shadow mode, where an ended lease still stages
 // and completes (the refusal is only recorded). Its lease's abort then
 // answers NoSuchUpload, as after the idle sweep.
 func (s *Server) makeRoom(ctx context.Context, u *upload) bool {
 	us := s.uploads
+	ctx, cancel := context.WithTimeout(ctx, cmp.Or(s.statusBudget, statusBudget))
+	defer cancel()
 	for _, akid := range us.toRead(u) {
-		c, err := s.Credentials.LookupS3(ctx, akid)
-		switch {
-		case err == nil:
-			us.saw(akid, leaseEnded(c))
-		case fencegate.ErrorCode(err) == fencegate.CodeNotFound:
-			us.saw(akid, true)
+		if ctx.Err() != nil {
+			break
 		}
+		c, err := s.Credentials.LookupS3(ctx, akid)
+		if err != nil && fencegate.ErrorCode(err) != fencegate.CodeNotFound {
+			break // the registry cannot be asked now: the others would wait on it too
+		}
+		us.saw(akid, err != nil || leaseEnded(c))
 	}
 	n := 0
 	for _, o := range us.ofEnded(u) {

@@ -208,8 +208,8 @@ func TestALiveLeasesUploadsKeepCounting(t *testing.T) {
 }
 
 // Rule: a lease whose status cannot be read keeps its uploads, ended or
-// not: the create is refused as before, nothing staged changes; once it
-// can be read, they go.
+// not, and ends the create's reads: the create is refused as before after
+// one read, nothing staged changes; once they can be read, they go.
 func TestAStatusReadErrorKeepsTheRefusal(t *testing.T) {
 	c := crowd(t, 4, nil)
 	for l := range c.akids {
@@ -218,6 +218,9 @@ func TestAStatusReadErrorKeepsTheRefusal(t *testing.T) {
 	c.creds.fail(true, c.akids...)
 	before := c.staging(t)
 	c.refusedUnchanged(t, c.create("AKIDNEW"), "a create while the leases cannot be read", before)
+	if got := c.creds.readsOf(c.akids); fmt.Sprint(got) != "[1 0 0 0]" {
+		t.Fatalf("reads while the registry cannot be asked: %v, want the first failed read to end them", got)
+	}
 	c.creds.fail(false, c.akids...)
 	if err := c.create("AKIDNEW"); err != nil {
 		t.Fatalf("a create once the ended leases can be read: %v", err)
@@ -317,5 +320,35 @@ func TestRoomMadeMeanwhileLetsTheCreateIn(t *testing.T) {
 	}
 	if got, want := c.staging(t), (staging{dirs: 256, files: 3, all: 3 << 20, mine: 3 << 20}); got != want {
 		t.Fatalf("staging: %+v, want %+v (the live leases' uploads less the aborted one, and the new one)", got, want)
+	}
+}
+
+// Rule: the reads of one create at a bound stop once its budget is spent: a
+// lease whose read takes the whole budget is the last read, the create is
+// refused as before and nothing staged changes.
+func TestStatusReadsStopOnceTheirBudgetIsSpent(t *testing.T) {
+	c := crowd(t, 4, nil)
+	c.srv.SetStatusBudget(50 * time.Millisecond)
+	giveUp := make(chan struct{})
+	defer close(giveUp)
+	c.creds.hook = func(ctx context.Context, akid string) {
+		if akid == c.akids[0] { // answered (HELD) only once the budget is spent
+			select {
+			case <-ctx.Done():
+			case <-giveUp:
+			}
+		}
+	}
+	before := c.staging(t)
+	refused := make(chan error, 1)
+	go func() { refused <- c.create("AKIDNEW") }()
+	select {
+	case err := <-refused:
+		c.refusedUnchanged(t, err, "a create whose first read took the budget", before)
+	case <-time.After(20 * time.Second):
+		t.Fatal("a create whose first read hangs did not end")
+	}
+	if got := c.creds.readsOf(c.akids); fmt.Sprint(got) != "[1 0 0 0]" {
+		t.Fatalf("reads: %v, want none after the budget was spent", got)
 	}
 }

@@ -1,10 +1,17 @@
 package s3door
 
-import "fmt"
+import (
+	"fmt"
+	"time"
+)
 
 // StatusRecheck is how long a lease read HELD is not read again when a
 // create would be refused TooManyUploads.
 const StatusRecheck = statusRecheck
+
+// SetStatusBudget sets the time one create at a bound spends reading the
+// leases in its way (statusBudget).
+func (s *Server) SetStatusBudget(d time.Duration) { s.statusBudget = d }
 
 // StagingHeld is what the staging budget holds in all and for identity.
 func (s *Server) StagingHeld(identity string) (all, mine int64) {

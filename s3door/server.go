@@ -65,6 +65,8 @@ type Server struct {
 	Refused func(ctx context.Context, code fencegate.Code, status int, caller string, attrs ...any)
 
 	uploads *uploads
+	// statusBudget, if set, stands for statusBudget (ended.go) in tests.
+	statusBudget time.Duration
 }
 
 // Router returns the front door's handler: path-style addressing
