@@ -62,7 +62,8 @@ func (s *Server) makeRoom(ctx context.Context, u *upload) bool {
 	us := s.uploads
 	ctx, cancel := context.WithTimeout(ctx, cmp.Or(s.statusBudget, statusBudget))
 	defer cancel()
-	for _, akid := range us.toRead(u) {
+	read, asked := us.toRead(u), 0
+	for _, akid := range read {
 		if ctx.Err() != nil {
 			break
 		}
@@ -71,7 +72,9 @@ func (s *Server) makeRoom(ctx context.Context, u *upload) bool {
 			break // the registry cannot be asked now: the others would wait on it too
 		}
 		us.saw(akid, err != nil || leaseEnded(c))
+		asked++
 	}
+	us.unclaim(read[asked:])
 	n := 0
 	for _, o := range us.ofEnded(u) {
 		if s.Gateway.Modes().For(fencegate.ObjectResource(o.bucket, o.key)) == gateway.Shadow {
@@ -107,8 +110,10 @@ func (us *uploads) crowd(u *upload) func(o *upload) bool {
 
 // toRead is the credentials whose leases makeRoom asks about for u: of
 // those with uploads in crowd(u), the ones not known ended nor read HELD
-// within statusRecheck, those read longest ago (never first) and with the
-// oldest uploads first, at most maxStatusReads. What was seen of
+// within statusRecheck nor being read for another create, those read
+// longest ago (never first) and with the oldest uploads first, at most
+// maxStatusReads. It claims them (us.reading) until saw or unclaim, so
+// that creates refused together read each lease once. What was seen of
 // credentials with no open upload left is forgotten.
 func (us *uploads) toRead(u *upload) []string {
 	us.mu.Lock()
@@ -135,7 +140,7 @@ func (us *uploads) toRead(u *upload) []string {
 		if !in(o) {
 			continue
 		}
-		if seen, ok := us.seen[o.akid]; ok && (seen.ended || now.Sub(seen.at) < statusRecheck) {
+		if seen, ok := us.seen[o.akid]; us.reading[o.akid] || ok && (seen.ended || now.Sub(seen.at) < statusRecheck) {
 			continue
 		}
 		if t, ok := oldest[o.akid]; !ok || o.touched.Before(t) {
@@ -156,13 +161,28 @@ func (us *uploads) toRead(u *upload) []string {
 		}
 		return read[i] < read[j]
 	})
-	return read[:min(len(read), maxStatusReads)]
+	read = read[:min(len(read), maxStatusReads)]
+	for _, k := range read {
+		us.reading[k] = true
+	}
+	return read
 }
 
-// saw records a read of akid's lease: ended, or HELD now.
+// saw records a read of akid's lease, claimed by toRead: ended, or HELD
+// now.
 func (us *uploads) saw(akid string, ended bool) {
 	us.mu.Lock()
 	us.seen[akid] = leaseSeen{ended: ended, at: us.now()}
+	delete(us.reading, akid)
+	us.mu.Unlock()
+}
+
+// unclaim gives back the claims toRead made on akids, left unread.
+func (us *uploads) unclaim(akids []string) {
+	us.mu.Lock()
+	for _, k := range akids {
+		delete(us.reading, k)
+	}
 	us.mu.Unlock()
 }
 

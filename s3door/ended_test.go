@@ -352,3 +352,32 @@ func TestStatusReadsStopOnceTheirBudgetIsSpent(t *testing.T) {
 		t.Fatalf("reads: %v, want none after the budget was spent", got)
 	}
 }
+
+// Rule: creates refused together read each lease in their way once between
+// them: a lease one of them is reading is not read by the other.
+func TestCreatesRefusedTogetherReadEachLeaseOnce(t *testing.T) {
+	c := crowd(t, 4, nil)
+	started, gate := make(chan string, 8), make(chan struct{})
+	c.creds.hook = func(_ context.Context, akid string) {
+		if akid[:5] == "AKIDE" { // a lease in the way; held until both creates are under way
+			started <- akid
+			<-gate
+		}
+	}
+	before := c.staging(t)
+	first, second := make(chan error, 1), make(chan error, 1)
+	go func() { first <- c.create("AKIDNEW1") }()
+	<-started
+	go func() { second <- c.create("AKIDNEW2") }()
+	select { // the second create reads a lease too (each read twice), or is refused without
+	case <-started:
+	case err := <-second:
+		second <- err
+	}
+	close(gate)
+	c.refusedUnchanged(t, <-first, "the first create", before)
+	c.refusedUnchanged(t, <-second, "the second create", before)
+	if got := c.creds.readsOf(c.akids); fmt.Sprint(got) != "[1 1 1 1]" {
+		t.Fatalf("reads of the leases in the way: %v, want each once between the two creates", got)
+	}
+}

@@ -106,6 +106,9 @@ type uploads struct {
 	// seen is what was last read of the leases of credentials with open
 	// uploads, by access key ID (ended.go).
 	seen map[string]leaseSeen
+	// reading is the access key IDs whose leases a create is reading now
+	// (ended.go).
+	reading map[string]bool
 }
 
 // newUploads starts with no open upload: parts a previous process staged
@@ -115,7 +118,7 @@ func newUploads(spoolDir string, now func() time.Time, limit, share int64) *uplo
 	dir := filepath.Join(spoolDir, "s3-uploads")
 	_ = os.RemoveAll(dir)
 	return &uploads{dir: dir, now: now, m: map[string]*upload{}, limit: limit, share: share,
-		ours: map[string]int64{}, seen: map[string]leaseSeen{}}
+		ours: map[string]int64{}, seen: map[string]leaseSeen{}, reading: map[string]bool{}}
 }
 
 // chargeOf is what a part of size bytes counts against the staging budget
