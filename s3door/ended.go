@@ -19,8 +19,10 @@ import (
 // their staging bytes given back), then counts again. Only a lease read
 // ended, or no longer known, is given up: one that cannot be read now is
 // kept, and ends the create's reads (a registry that cannot be asked would
-// make each of the others wait too), as does statusBudget spent on them. A lease that ended (RELEASED, EXPIRED, REVOKED) never
-// holds again, so it is remembered as ended; one read HELD is not asked
+// make each of the others wait too), as does statusBudget spent on them. A
+// lease read RELEASED or EXPIRED, or no longer known, never holds again, so
+// it is remembered as ended; one read HELD or REVOKED (which a paused
+// registry reads every lease, and which may read HELD again) is not asked
 // about again within statusRecheck, and one create asks about at most
 // maxStatusReads leases, each once, those not read for longest first.
 
@@ -38,8 +40,13 @@ const (
 
 // leaseSeen is what the last read of a credential's lease said.
 type leaseSeen struct {
-	ended bool      // for good: a lease that ended never holds again
-	at    time.Time // when it was read HELD
+	ended bool // not HELD: its uploads may go
+	// final: RELEASED, EXPIRED or no longer known, which never holds again,
+	// so it is not read again. REVOKED is not final: a registry whose
+	// grants are paused after a coordination state loss reads every lease
+	// REVOKED, and another registry on the same backend may read it HELD.
+	final bool
+	at    time.Time // when it was read
 }
 
 // leaseEnded reports whether c is the credential of a lease that is no
@@ -71,7 +78,8 @@ func (s *Server) makeRoom(ctx context.Context, u *upload) bool {
 		if err != nil && fencegate.ErrorCode(err) != fencegate.CodeNotFound {
 			break // the registry cannot be asked now: the others would wait on it too
 		}
-		us.saw(akid, err != nil || leaseEnded(c))
+		ended := err != nil || leaseEnded(c) // NOT_FOUND, or not HELD
+		us.saw(akid, ended, ended && c.State != fencegate.StateRevoked)
 		asked++
 	}
 	us.unclaim(read[asked:])
@@ -109,8 +117,8 @@ func (us *uploads) crowd(u *upload) func(o *upload) bool {
 }
 
 // toRead is the credentials whose leases makeRoom asks about for u: of
-// those with uploads in crowd(u), the ones not known ended nor read HELD
-// within statusRecheck nor being read for another create, those read
+// those with uploads in crowd(u), the ones not known ended for good nor
+// read within statusRecheck nor being read for another create, those read
 // longest ago (never first) and with the oldest uploads first, at most
 // maxStatusReads. It claims them (us.reading) until saw or unclaim, so
 // that creates refused together read each lease once. What was seen of
@@ -140,7 +148,7 @@ func (us *uploads) toRead(u *upload) []string {
 		if !in(o) {
 			continue
 		}
-		if seen, ok := us.seen[o.akid]; us.reading[o.akid] || ok && (seen.ended || now.Sub(seen.at) < statusRecheck) {
+		if seen, ok := us.seen[o.akid]; us.reading[o.akid] || ok && (seen.final || now.Sub(seen.at) < statusRecheck) {
 			continue
 		}
 		if t, ok := oldest[o.akid]; !ok || o.touched.Before(t) {
@@ -168,11 +176,11 @@ func (us *uploads) toRead(u *upload) []string {
 	return read
 }
 
-// saw records a read of akid's lease, claimed by toRead: ended, or HELD
-// now.
-func (us *uploads) saw(akid string, ended bool) {
+// saw records a read of akid's lease, claimed by toRead, now: ended or
+// HELD, and whether that is final.
+func (us *uploads) saw(akid string, ended, final bool) {
 	us.mu.Lock()
-	us.seen[akid] = leaseSeen{ended: ended, at: us.now()}
+	us.seen[akid] = leaseSeen{ended: ended, final: final, at: us.now()}
 	delete(us.reading, akid)
 	us.mu.Unlock()
 }

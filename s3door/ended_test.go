@@ -381,3 +381,34 @@ func TestCreatesRefusedTogetherReadEachLeaseOnce(t *testing.T) {
 		t.Fatalf("reads of the leases in the way: %v, want each once between the two creates", got)
 	}
 }
+
+// Rule: a lease read REVOKED is not taken to have ended for good (a paused
+// registry reads every lease REVOKED): it is read again after a minute, as
+// one read HELD, and once it reads HELD again its uploads stay.
+func TestALeaseReadRevokedIsReadAgain(t *testing.T) {
+	modes, err := gateway.NewModes(gateway.ModeRule{Pattern: "b/r", Mode: gateway.Shadow})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := crowd(t, 4, modes) // shadow mode: the uploads of leases read REVOKED stay
+	for l := range c.akids {
+		c.end(l, fencegate.StateRevoked)
+	}
+	before := c.staging(t)
+	c.refusedUnchanged(t, c.create("AKIDNEW"), "a create with the leases read REVOKED", before)
+	c.refusedUnchanged(t, c.create("AKIDNEW"), "a create within the minute", before)
+	if got := c.creds.readsOf(c.akids); fmt.Sprint(got) != "[1 1 1 1]" {
+		t.Fatalf("reads within the minute: %v, want each once", got)
+	}
+	for l := range c.akids {
+		c.end(l, fencegate.StateHeld) // the registry grants again
+	}
+	if err := modes.Set("b/r", gateway.Enforce, false); err != nil {
+		t.Fatal(err)
+	}
+	c.advance(s3door.StatusRecheck)
+	c.refusedUnchanged(t, c.create("AKIDNEW"), "a create once the leases read HELD again", before)
+	if got := c.creds.readsOf(c.akids); fmt.Sprint(got) != "[2 2 2 2]" {
+		t.Fatalf("reads after the minute: %v, want each read again", got)
+	}
+}
