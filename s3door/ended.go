@@ -3,6 +3,8 @@ package s3door
 import (
 	"cmp"
 	"context"
+	"maps"
+	"slices"
 	"sort"
 	"time"
 
@@ -56,7 +58,8 @@ func leaseEnded(c fencegate.S3Credential) bool {
 }
 
 // makeRoom discards the open uploads of ended leases that keep u out of a
-// bound on open uploads, and reports whether it discarded any. The leases
+// bound on open uploads, and logs how many went and whose (the access key
+// IDs of their leases). The leases
 // are read with s.Credentials: a credential the registry no longer knows
 // (NOT_FOUND, its lease forgotten) can make no request, so its uploads go
 // too; a read that fails keeps them, and ends the reads (the registry
@@ -65,7 +68,7 @@ func leaseEnded(c fencegate.S3Credential) bool {
 // while its resource is in shadow mode, where an ended lease still stages
 // and completes (the refusal is only recorded). Its lease's abort then
 // answers NoSuchUpload, as after the idle sweep.
-func (s *Server) makeRoom(ctx context.Context, u *upload) bool {
+func (s *Server) makeRoom(ctx context.Context, u *upload) {
 	us := s.uploads
 	ctx, cancel := context.WithTimeout(ctx, cmp.Or(s.statusBudget, statusBudget))
 	defer cancel()
@@ -83,19 +86,19 @@ func (s *Server) makeRoom(ctx context.Context, u *upload) bool {
 		asked++
 	}
 	us.unclaim(read[asked:])
-	n := 0
+	n, of := 0, map[string]bool{}
 	for _, o := range us.ofEnded(u) {
 		if s.Gateway.Modes().For(fencegate.ObjectResource(o.bucket, o.key)) == gateway.Shadow {
 			continue
 		}
 		if us.discard(o) {
-			n++
+			n, of[o.akid] = n+1, true
 		}
 	}
 	if n > 0 {
-		s.Log.InfoContext(ctx, "s3 uploads of ended leases discarded to make room", "uploads", n)
+		s.Log.InfoContext(ctx, "s3 uploads of ended leases discarded to make room", "uploads", n,
+			"access_key_ids", slices.Sorted(maps.Keys(of)))
 	}
-	return n > 0
 }
 
 // crowd is which open uploads would make room for u if they went: none

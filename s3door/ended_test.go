@@ -1,10 +1,13 @@
 package s3door_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -167,14 +170,20 @@ func (c *crowded) refusedUnchanged(t *testing.T, err error, what string, before 
 // Rule: an identity at its bound of open uploads whose leases have ended
 // (released, expired, or forgotten by the registry) creates again: the
 // ended leases' uploads go as an abort would (their parts removed, their
-// staging bytes given back), and a live lease's stay, parts and all.
+// staging bytes given back), logged with their access key IDs, and a live
+// lease's stay, parts and all.
 func TestAnIdentityAtItsBoundWhoseLeasesEndedCreatesAgain(t *testing.T) {
 	c := crowd(t, 4, nil)
 	c.end(0, fencegate.StateReleased)
 	c.end(1, fencegate.StateExpired)
 	delete(c.e.creds, c.akids[2]) // the registry forgot the lease
+	var log bytes.Buffer
+	c.srv.Log = slog.New(slog.NewTextHandler(&log, nil))
 	if err := c.create("AKIDNEW"); err != nil {
 		t.Fatalf("a create with the identity's other leases ended: %v", err)
+	}
+	if want := "uploads=192 access_key_ids=\"[AKIDE00 AKIDE01 AKIDE02]\""; !strings.Contains(log.String(), want) {
+		t.Fatalf("the log of the discarded uploads: %q, want it to say %s", log.String(), want)
 	}
 	// Lease 3's 64 uploads and the new one; lease 3's part alone.
 	if got, want := c.staging(t), (staging{dirs: 65, files: 1, all: 1 << 20, mine: 1 << 20}); got != want {
