@@ -59,15 +59,17 @@ func leaseEnded(c fencegate.S3Credential) bool {
 
 // makeRoom discards the open uploads of ended leases that keep u out of a
 // bound on open uploads, and logs how many went and whose (the access key
-// IDs of their leases). The leases
-// are read with s.Credentials: a credential the registry no longer knows
-// (NOT_FOUND, its lease forgotten) can make no request, so its uploads go
-// too; a read that fails keeps them, and ends the reads (the registry
-// cannot be asked now), as does statusBudget spent. An upload is kept whatever its lease
-// while a request is at work on it (a part being staged, a completion), or
-// while its resource is in shadow mode, where an ended lease still stages
-// and completes (the refusal is only recorded). Its lease's abort then
-// answers NoSuchUpload, as after the idle sweep.
+// IDs of their leases). The leases are read with s.Credentials: a
+// credential the registry no longer knows (NOT_FOUND, its lease forgotten)
+// can make no request, so its uploads go too; a read that fails keeps
+// them, and ends the reads (the registry cannot be asked now), as does
+// statusBudget spent. An upload is kept whatever its lease while a request
+// holds its lock (a part being put in place once its body is read, a
+// completion being admitted), or while its resource is in shadow mode,
+// where an ended lease still stages and completes (the refusal is only
+// recorded). A part whose body is still arriving, or a completion whose
+// document is, holds no lock: it finds the upload gone and answers
+// NoSuchUpload, as does its lease's abort, as after the idle sweep.
 func (s *Server) makeRoom(ctx context.Context, u *upload) {
 	us := s.uploads
 	ctx, cancel := context.WithTimeout(ctx, cmp.Or(s.statusBudget, statusBudget))
@@ -215,9 +217,9 @@ func (us *uploads) ofEnded(u *upload) []*upload {
 	return out
 }
 
-// discard forgets o as its abort would, unless a request is at work on it
-// (holds o.mu) or it is completed or gone already; it reports whether o
-// went.
+// discard forgets o as its abort would, unless a request holds o.mu (a
+// part being put in place, a completion being admitted) or it is completed
+// or gone already; it reports whether o went.
 func (us *uploads) discard(o *upload) bool {
 	if !o.mu.TryLock() {
 		return false
