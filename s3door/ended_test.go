@@ -421,3 +421,24 @@ func TestALeaseReadRevokedIsReadAgain(t *testing.T) {
 		t.Fatalf("reads after the minute: %v, want each read again", got)
 	}
 }
+
+// Rule: the leases read before a read that fails count: an ended one's
+// uploads go and the create is let in if that made room; the failed lease
+// and those after it are not read, and a later ended one keeps its uploads
+// until a later create reads it.
+func TestReadsBeforeAFailedReadCount(t *testing.T) {
+	c := crowd(t, 4, nil)
+	c.end(0, fencegate.StateReleased)
+	c.creds.fail(true, c.akids[1])
+	c.end(2, fencegate.StateReleased)
+	if err := c.create("AKIDNEW"); err != nil {
+		t.Fatalf("a create with the lease read before the failed one ended: %v", err)
+	}
+	if got := c.creds.readsOf(c.akids); fmt.Sprint(got) != "[1 1 0 0]" {
+		t.Fatalf("reads: %v, want the ended lease's and the failed one's only", got)
+	}
+	// Lease 0's 64 uploads went; leases 1 to 3's stay (lease 2's though ended), with the new one.
+	if got, want := c.staging(t), (staging{dirs: 193, files: 3, all: 3 << 20, mine: 3 << 20}); got != want {
+		t.Fatalf("staging: %+v, want %+v", got, want)
+	}
+}
