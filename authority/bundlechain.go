@@ -84,11 +84,10 @@ func (a *Authority) TrustBundleChain(_ context.Context, after uint64) (fencegate
 // whether any bundle was installed; version is the fetched bundle's. A
 // refusal (a document that does not parse, or the fetched bundle refused)
 // is counted once (Alarm.BundleRefused). A chain that could not be fetched
-// (BACKEND_UNAVAILABLE: the registry unreachable) refuses nothing: nothing
-// is counted or changed (a narrowing now would take from the chain, once
-// fetched, the steps signed by a narrowed epoch's key), and the fetch's
-// error is answered (BACKEND_UNAVAILABLE: no backoff) for the next fetch
-// to try again.
+// (BACKEND_UNAVAILABLE: the registry unreachable) is not counted, and its
+// error is answered (BACKEND_UNAVAILABLE: no backoff) for the next fetch to
+// try again; the fetched bundle still narrows trust here, as a refused one
+// does, so that no outage of the chain route keeps a revoked epoch trusted.
 func (a *Authority) FollowBundle(ctx context.Context, data []byte, signature string, chain ChainFetcher) (installed bool, version uint64, err error) {
 	b, err := proofs.ParseBundle(data)
 	if err != nil {
@@ -109,9 +108,15 @@ func (a *Authority) FollowBundle(ctx context.Context, data []byte, signature str
 			return installed, b.Version(), nil
 		}
 		if !answered {
-			return false, b.Version(), fencegate.Wrap(werr, fencegate.CodeBackendUnavailable, fmt.Sprintf(
+			// Not a refusal (not counted, no backoff), but the fetched
+			// bundle's revocations apply here all the same: a revoked
+			// epoch is refused here within one pull, whether or not the
+			// chain answers (the price: the chain's steps signed by a key
+			// of that epoch no longer verify here; README, Known
+			// limitations).
+			return false, b.Version(), a.refuseFetched(b, fencegate.Wrap(werr, fencegate.CodeBackendUnavailable, fmt.Sprintf(
 				"trust bundle: version %d not followed: the registry's chain from version %d could not be fetched (registry unreachable; the next fetch tries again)",
-				b.Version(), from))
+				b.Version(), from)))
 		}
 		err = fencegate.Wrap(err, fencegate.CodeInvalidRequest, fmt.Sprintf(
 			"trust bundle: version %d refused; the registry's chain from version %d: %v", b.Version(), from, werr))

@@ -150,11 +150,12 @@ func TestARefusedBundleFileIsLoggedOncePerVersionAndReason(t *testing.T) {
 
 // Rule: a chain walk that fails only because GET /v1/trust-bundle/chain
 // could not be fetched (here a proxy's 503 without a Fencegate problem) is
-// an unreachable registry, not a refusal: nothing is counted, nothing
-// changes at the replica (no bundle, no narrowing by what the fetched one
-// revokes), it is logged as a chain not fetched, and the next pull (no
-// backoff) follows the chain once it answers.
-func TestAChainThatCannotBeFetchedIsNotCountedAsARefusal(t *testing.T) {
+// an unreachable registry, not a refusal: nothing is counted and it is
+// logged as a chain not fetched; the fetched bundle's revocations apply at
+// the replica all the same (its bundle stays), so the outage keeps no
+// revoked epoch trusted; the next pull (no backoff) finds the chain's step
+// signed by that epoch's key refused, counted, for an operator.
+func TestAChainThatCannotBeFetchedIsNotCountedButItsRevocationsApply(t *testing.T) {
 	w := newS3World(t)
 	ctx := context.Background()
 	u, err := url.Parse(w.srv.URL)
@@ -181,16 +182,16 @@ func TestAChainThatCannotBeFetchedIsNotCountedAsARefusal(t *testing.T) {
 	}
 	rep.pull(ctx, 0)
 	wantBundleRefusals(t, rep, "after a pull whose chain answered 503", 0, 0)
-	if v := rep.auth.Verifier().Bundle().Version(); v != 1 || rep.auth.EpochRevoked(1) {
-		t.Fatalf("the chain not fetched changed the replica: version %d, epoch 1 revoked %v", v, rep.auth.EpochRevoked(1))
+	if v := rep.auth.Verifier().Bundle().Version(); v != 1 || !rep.auth.EpochRevoked(1) {
+		t.Fatalf("the chain not fetched: version %d, epoch 1 revoked %v; want 1, revoked here", v, rep.auth.EpochRevoked(1))
 	}
 	if !strings.Contains(logs.String(), "could not be fetched") {
 		t.Fatalf("the unreachable chain is not logged as such:\n%s", logs.String())
 	}
 	down.Store(false)
 	rep.pull(ctx, 0)
-	if v := rep.auth.Verifier().Bundle().Version(); v != 3 {
-		t.Fatalf("once the chain answers: version %d, want 3\n%s", v, logs.String())
+	if v := rep.auth.Verifier().Bundle().Version(); v != 1 || !rep.auth.EpochRevoked(1) {
+		t.Fatalf("once the chain answers: version %d, epoch 1 revoked %v; want 1, still revoked\n%s", v, rep.auth.EpochRevoked(1), logs.String())
 	}
-	wantBundleRefusals(t, rep, "after the chain was followed", 0, 0)
+	wantBundleRefusals(t, rep, "after the chain's step under the revoked epoch was refused", 1, 0)
 }
