@@ -19,14 +19,18 @@ import (
 // Server.Credentials as it does for every request, and discards the uploads
 // of those that have ended as an abort would (their staged parts removed,
 // their staging bytes given back), then counts again. Only a lease read
-// ended, or no longer known, is given up: one that cannot be read now is
-// kept, and ends the create's reads (a registry that cannot be asked would
-// make each of the others wait too), as does statusBudget spent on them. A
-// lease read RELEASED or EXPIRED, or no longer known, never holds again, so
-// it is remembered as ended; one read HELD or REVOKED (which a paused
-// registry reads every lease, and which may read HELD again) is not asked
-// about again within statusRecheck, and one create asks about at most
-// maxStatusReads leases, each once, those not read for longest first.
+// RELEASED or EXPIRED, or no longer known, is given up: it never holds
+// again, so it is remembered as ended. One read HELD or REVOKED (which a
+// registry paused after a coordination state loss reads every lease, and
+// which may read HELD again) keeps its uploads and is not asked about again
+// within statusRecheck. One that cannot be read now keeps its uploads and
+// ends the create's reads (a registry that cannot be asked would make each
+// of the others wait too), as does statusBudget spent on them; it is asked
+// about again at the next create, after the leases not tried for longest,
+// so that one lease whose read keeps failing does not hide the others. One
+// create asks about at most maxStatusReads leases, each once, and waits
+// (within statusBudget) for the reads other creates are making of leases
+// in its way.
 
 const (
 	// maxStatusReads bounds the leases one CreateMultipartUpload at a bound
@@ -35,20 +39,22 @@ const (
 	// statusBudget bounds the time one CreateMultipartUpload at a bound
 	// spends reading leases (Server.statusBudget in tests).
 	statusBudget = 2 * time.Second
-	// statusRecheck is how long a lease read HELD is taken to be so: its
-	// uploads count, unasked, until then.
+	// statusRecheck is how long a lease read HELD or REVOKED is taken to be
+	// so: its uploads count, unasked, until then.
 	statusRecheck = time.Minute
 )
 
 // leaseSeen is what the last read of a credential's lease said.
 type leaseSeen struct {
-	ended bool // not HELD: its uploads may go
-	// final: RELEASED, EXPIRED or no longer known, which never holds again,
-	// so it is not read again. REVOKED is not final: a registry whose
-	// grants are paused after a coordination state loss reads every lease
-	// REVOKED, and another registry on the same backend may read it HELD.
-	final bool
-	at    time.Time // when it was read
+	// ended: RELEASED, EXPIRED or no longer known, which never holds again,
+	// so its uploads may go and it is not read again. REVOKED is not: a
+	// registry whose grants are paused after a coordination state loss
+	// reads every lease REVOKED, and the lease may read HELD again.
+	ended bool
+	// failed: the read failed; at only orders the next reads (this one
+	// after those tried longer ago) and does not hold it back.
+	failed bool
+	at     time.Time // when it was read or tried
 }
 
 // leaseEnded reports whether c is the credential of a lease that is no
@@ -75,19 +81,24 @@ func (s *Server) makeRoom(ctx context.Context, u *upload) {
 	ctx, cancel := context.WithTimeout(ctx, cmp.Or(s.statusBudget, statusBudget))
 	defer cancel()
 	read, asked := us.toRead(u), 0
+	defer func() { us.unclaim(read[asked:]) }() // a panicking read leaves no claim behind
 	for _, akid := range read {
 		if ctx.Err() != nil {
 			break
 		}
 		c, err := s.Credentials.LookupS3(ctx, akid)
 		if err != nil && fencegate.ErrorCode(err) != fencegate.CodeNotFound {
+			us.saw(akid, leaseSeen{failed: true})
+			asked++
 			break // the registry cannot be asked now: the others would wait on it too
 		}
-		ended := err != nil || leaseEnded(c) // NOT_FOUND, or not HELD
-		us.saw(akid, ended, ended && c.State != fencegate.StateRevoked)
+		// NOT_FOUND, or RELEASED or EXPIRED: never HELD again.
+		us.saw(akid, leaseSeen{ended: err != nil || leaseEnded(c) && c.State != fencegate.StateRevoked})
 		asked++
 	}
 	us.unclaim(read[asked:])
+	read = read[:asked]
+	us.awaitReads(ctx, u)
 	n, of := 0, map[string]bool{}
 	for _, o := range us.ofEnded(u) {
 		if s.Gateway.Modes().For(fencegate.ObjectResource(o.bucket, o.key)) == gateway.Shadow {
@@ -153,7 +164,7 @@ func (us *uploads) toRead(u *upload) []string {
 		if !in(o) {
 			continue
 		}
-		if seen, ok := us.seen[o.akid]; us.reading[o.akid] || ok && (seen.final || now.Sub(seen.at) < statusRecheck) {
+		if seen, ok := us.seen[o.akid]; us.reading[o.akid] || ok && !seen.failed && (seen.ended || now.Sub(seen.at) < statusRecheck) {
 			continue
 		}
 		if t, ok := oldest[o.akid]; !ok || o.touched.Before(t) {
@@ -181,22 +192,64 @@ func (us *uploads) toRead(u *upload) []string {
 	return read
 }
 
-// saw records a read of akid's lease, claimed by toRead, now: ended or
-// HELD, and whether that is final.
-func (us *uploads) saw(akid string, ended, final bool) {
+// saw records a read (or a failed try) of akid's lease, claimed by
+// toRead, now.
+func (us *uploads) saw(akid string, seen leaseSeen) {
 	us.mu.Lock()
-	us.seen[akid] = leaseSeen{ended: ended, final: final, at: us.now()}
-	delete(us.reading, akid)
+	seen.at = us.now()
+	us.seen[akid] = seen
+	us.unclaimLocked(akid)
 	us.mu.Unlock()
 }
 
 // unclaim gives back the claims toRead made on akids, left unread.
 func (us *uploads) unclaim(akids []string) {
 	us.mu.Lock()
+	us.unclaimLocked(akids...)
+	us.mu.Unlock()
+}
+
+// unclaimLocked gives back claims and wakes the creates waiting on them
+// (awaitReads). us.mu is held.
+func (us *uploads) unclaimLocked(akids ...string) {
+	if len(akids) == 0 {
+		return
+	}
 	for _, k := range akids {
 		delete(us.reading, k)
 	}
-	us.mu.Unlock()
+	close(us.readsEnd)
+	us.readsEnd = make(chan struct{})
+}
+
+// awaitReads waits, until ctx ends, while another create is reading a
+// lease whose uploads are in u's way, so that creates refused together all
+// count again after its reads (which found those leases ended or not).
+func (us *uploads) awaitReads(ctx context.Context, u *upload) {
+	for {
+		us.mu.Lock()
+		in, wait := us.crowd(u), us.readsEnd
+		pending := false
+		for _, o := range us.m {
+			if in != nil && in(o) && us.reading[o.akid] {
+				pending = true
+				break
+			}
+		}
+		hook := us.onAwait
+		us.mu.Unlock()
+		if !pending {
+			return
+		}
+		if hook != nil {
+			hook()
+		}
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return
+		}
+	}
 }
 
 // ofEnded is the uploads in crowd(u) whose credential's lease was read

@@ -266,7 +266,7 @@ func TestStatusReadsAreBoundedPerRefusal(t *testing.T) {
 		t.Fatalf("a refusal within a minute of the reads read again: %d reads, want 17", n)
 	}
 	c.advance(s3door.StatusRecheck)
-	c.end(0, fencegate.StateRevoked)
+	c.end(0, fencegate.StateReleased)
 	if err := c.create("AKIDNEW"); err != nil {
 		t.Fatalf("a create once a lease read a minute ago ended: %v", err)
 	}
@@ -363,31 +363,54 @@ func TestStatusReadsStopOnceTheirBudgetIsSpent(t *testing.T) {
 }
 
 // Rule: creates refused together read each lease in their way once between
-// them: a lease one of them is reading is not read by the other.
+// them: a lease one of them is reading is not read by the other, which
+// waits for that read and counts again after it: with the leases HELD both
+// are refused, with them ended both are let in.
 func TestCreatesRefusedTogetherReadEachLeaseOnce(t *testing.T) {
-	c := crowd(t, 4, nil)
-	started, gate := make(chan string, 8), make(chan struct{})
-	c.creds.hook = func(_ context.Context, akid string) {
-		if akid[:5] == "AKIDE" { // a lease in the way; held until both creates are under way
-			started <- akid
-			<-gate
-		}
-	}
-	before := c.staging(t)
-	first, second := make(chan error, 1), make(chan error, 1)
-	go func() { first <- c.create("AKIDNEW1") }()
-	<-started
-	go func() { second <- c.create("AKIDNEW2") }()
-	select { // the second create reads a lease too (each read twice), or is refused without
-	case <-started:
-	case err := <-second:
-		second <- err
-	}
-	close(gate)
-	c.refusedUnchanged(t, <-first, "the first create", before)
-	c.refusedUnchanged(t, <-second, "the second create", before)
-	if got := c.creds.readsOf(c.akids); fmt.Sprint(got) != "[1 1 1 1]" {
-		t.Fatalf("reads of the leases in the way: %v, want each once between the two creates", got)
+	for _, ended := range []bool{false, true} {
+		t.Run(fmt.Sprintf("ended=%v", ended), func(t *testing.T) {
+			c := crowd(t, 4, nil)
+			if ended {
+				for l := range c.akids {
+					c.end(l, fencegate.StateReleased)
+				}
+			}
+			started, waiting, gate := make(chan string, 8), make(chan struct{}, 8), make(chan struct{})
+			open := sync.OnceFunc(func() { close(gate) })
+			defer open() // a failing test lets the first create's read end too
+			c.creds.hook = func(_ context.Context, akid string) {
+				if akid[:5] == "AKIDE" { // a lease in the way; held until the second create waits
+					started <- akid
+					<-gate
+				}
+			}
+			c.srv.OnAwaitReads(func() { waiting <- struct{}{} })
+			before := c.staging(t)
+			first, second := make(chan error, 1), make(chan error, 1)
+			go func() { first <- c.create("AKIDNEW1") }()
+			<-started
+			go func() { second <- c.create("AKIDNEW2") }()
+			select {
+			case <-waiting: // the second create found leases in its way being read
+			case err := <-second:
+				t.Fatalf("the second create did not wait for the first's reads: %v", err)
+			}
+			open()
+			for _, r := range []struct {
+				what string
+				err  error
+			}{{"the first create", <-first}, {"the second create", <-second}} {
+				if ended && r.err != nil {
+					t.Fatalf("%s with the leases in its way ended: %v", r.what, r.err)
+				}
+				if !ended {
+					c.refusedUnchanged(t, r.err, r.what, before)
+				}
+			}
+			if got := c.creds.readsOf(c.akids); fmt.Sprint(got) != "[1 1 1 1]" {
+				t.Fatalf("reads of the leases in the way: %v, want each once between the two creates", got)
+			}
+		})
 	}
 }
 
@@ -425,7 +448,8 @@ func TestALeaseReadRevokedIsReadAgain(t *testing.T) {
 // Rule: the leases read before a read that fails count: an ended one's
 // uploads go and the create is let in if that made room; the failed lease
 // and those after it are not read, and a later ended one keeps its uploads
-// until a later create reads it.
+// until a later create reads it, which tries the failed lease after those
+// not tried yet (a lease whose read keeps failing hides no other).
 func TestReadsBeforeAFailedReadCount(t *testing.T) {
 	c := crowd(t, 4, nil)
 	c.end(0, fencegate.StateReleased)
@@ -440,5 +464,18 @@ func TestReadsBeforeAFailedReadCount(t *testing.T) {
 	// Lease 0's 64 uploads went; leases 1 to 3's stay (lease 2's though ended), with the new one.
 	if got, want := c.staging(t), (staging{dirs: 193, files: 3, all: 3 << 20, mine: 3 << 20}); got != want {
 		t.Fatalf("staging: %+v, want %+v", got, want)
+	}
+	// Back at the bound with lease 1 still failing: the next create tries
+	// it after the leases not tried yet, so lease 2, ended, gives way.
+	for range s3door.MaxOpenUploads - 1 {
+		if err := c.create("AKIDNEW"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.create("AKIDNEW2"); err != nil {
+		t.Fatalf("a create with lease 1 failing again and lease 2 ended: %v", err)
+	}
+	if got := c.creds.readsOf(c.akids); fmt.Sprint(got) != "[1 2 1 1]" {
+		t.Fatalf("reads: %v, want leases 2 and 3 read, then the failing lease 1 again", got)
 	}
 }

@@ -13,6 +13,14 @@ const StatusRecheck = statusRecheck
 // leases in its way (statusBudget).
 func (s *Server) SetStatusBudget(d time.Duration) { s.statusBudget = d }
 
+// OnAwaitReads calls f each time a create at a bound starts waiting for
+// the reads another create is making of leases in its way.
+func (s *Server) OnAwaitReads(f func()) {
+	s.uploads.mu.Lock()
+	s.uploads.onAwait = f
+	s.uploads.mu.Unlock()
+}
+
 // StagingHeld is what the staging budget holds in all and for identity.
 func (s *Server) StagingHeld(identity string) (all, mine int64) {
 	s.uploads.mu.Lock()

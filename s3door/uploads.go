@@ -107,8 +107,13 @@ type uploads struct {
 	// uploads, by access key ID (ended.go).
 	seen map[string]leaseSeen
 	// reading is the access key IDs whose leases a create is reading now
-	// (ended.go).
-	reading map[string]bool
+	// (ended.go); readsEnd is closed (and replaced) whenever such a read
+	// ends, for the creates waiting on others' reads.
+	reading  map[string]bool
+	readsEnd chan struct{}
+	// onAwait, if set (tests), is called each time a create starts waiting
+	// for others' reads (awaitReads).
+	onAwait func()
 }
 
 // newUploads starts with no open upload: parts a previous process staged
@@ -118,7 +123,8 @@ func newUploads(spoolDir string, now func() time.Time, limit, share int64) *uplo
 	dir := filepath.Join(spoolDir, "s3-uploads")
 	_ = os.RemoveAll(dir)
 	return &uploads{dir: dir, now: now, m: map[string]*upload{}, limit: limit, share: share,
-		ours: map[string]int64{}, seen: map[string]leaseSeen{}, reading: map[string]bool{}}
+		ours: map[string]int64{}, seen: map[string]leaseSeen{}, reading: map[string]bool{},
+		readsEnd: make(chan struct{})}
 }
 
 // chargeOf is what a part of size bytes counts against the staging budget

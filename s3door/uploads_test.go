@@ -76,7 +76,7 @@ func TestAtTheProcessBoundOtherIdentitiesEndedUploadsGiveWay(t *testing.T) {
 	if fmt.Sprint(read) != "[K00 K01 K02 K03 K04 K05 K06 K07 K08 K09 K10 K11 K12 K13 K14 K15]" {
 		t.Fatalf("leases read: %v, want the other identities' 16", read)
 	}
-	us.saw("K03", true, true)
+	us.saw("K03", leaseSeen{ended: true})
 	us.unclaim(read)
 	if got := us.ofEnded(u); len(got) != MaxOpenUploads || got[0].akid != "K03" {
 		t.Fatalf("uploads that give way: %d, want K03's %d", len(got), MaxOpenUploads)
@@ -92,13 +92,13 @@ func TestAtAnIdentitysBoundOnlyItsOwnEndedUploadsGiveWay(t *testing.T) {
 		opened(us, "mine", fmt.Sprintf("M%d", i), MaxOpenUploads)
 	}
 	opened(us, "other", "O", 1)
-	us.saw("O", true, true) // known ended
+	us.saw("O", leaseSeen{ended: true}) // known ended
 	u := &upload{identity: "mine", akid: "NEW"}
 	read := us.toRead(u)
 	if fmt.Sprint(read) != "[M0 M1 M2 M3]" {
 		t.Fatalf("leases read: %v, want the identity's own", read)
 	}
-	us.saw("M1", true, true)
+	us.saw("M1", leaseSeen{ended: true})
 	us.unclaim(read)
 	for _, o := range us.ofEnded(u) {
 		if o.akid != "M1" {
@@ -118,7 +118,7 @@ func TestACredentialAtItsOwnBoundReadsNothing(t *testing.T) {
 	for i := range MaxOpenUploadsPerIdentity/MaxOpenUploads - 1 {
 		opened(us, "mine", fmt.Sprintf("M%d", i), MaxOpenUploads)
 	}
-	us.saw("M0", true, true)
+	us.saw("M0", leaseSeen{ended: true})
 	u := &upload{identity: "mine", akid: "ME"}
 	if read := us.toRead(u); len(read) != 0 {
 		t.Fatalf("leases read for a credential at its own bound: %v, want none", read)
