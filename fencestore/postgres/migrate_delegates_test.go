@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/fencegate/fencegate"
 	"github.com/fencegate/fencegate/internal/testenv"
 )
@@ -21,13 +19,9 @@ func TestDelegatesMigrationAppliesOnTheVersionBefore(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	url := testenv.PostgresURL(t)
-	cc := migrateBefore(ctx, t, url, "00011_receipt_delegates.sql")
-	conn, err := pgx.ConnectConfig(ctx, cc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := migrateBefore(ctx, t, url, "00011_receipt_delegates.sql")
 	// What version 10 wrote for an admitted, committed segment 1.
-	_, err = conn.Exec(ctx, oldCommittedSegment)
+	_, err := conn.Exec(ctx, oldCommittedSegment)
 	_ = conn.Close(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/fencegate/fencegate"
 	"github.com/fencegate/fencegate/internal/testenv"
 )
@@ -22,15 +20,11 @@ func TestQuarantineDelegatesMigrationAppliesOnTheVersionBefore(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	url := testenv.PostgresURL(t)
-	cc := migrateBefore(ctx, t, url, "00012_quarantine_delegates.sql")
-	conn, err := pgx.ConnectConfig(ctx, cc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := migrateBefore(ctx, t, url, "00012_quarantine_delegates.sql")
 	// What version 11 wrote for an admitted, committed segment 1 and a
 	// refused rewrite of it.
 	old := fencegate.QuarantineID("res/a", 3, 1, "res/a", "PUT", "", "sha256:x")
-	_, err = conn.Exec(ctx, oldCommittedSegment+`
+	_, err := conn.Exec(ctx, oldCommittedSegment+`
 		INSERT INTO fence_quarantine (quarantine_id, resource, fence_token, segment, target, method, effect_key, receipt_id,
 			payload_digest, payload_size, payload, owner, at, last_at, attempts)
 			VALUES ('`+old+`', 'res/a', 3, 1, 'res/a', 'PUT', '', 'r1', 'sha256:x', 1, 'x', 'coord',

@@ -22,12 +22,8 @@ func TestQuarantineMigrationMergesRepeatsAndNamesRecordsAsTheCodeDoes(t *testing
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	url := testenv.PostgresURL(t)
-	cc := migrateBefore(ctx, t, url, "00006_quarantine_records.sql")
-	conn, err := pgx.ConnectConfig(ctx, cc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = conn.Exec(ctx, `
+	conn := migrateBefore(ctx, t, url, "00006_quarantine_records.sql")
+	_, err := conn.Exec(ctx, `
 		INSERT INTO fence_resources (resource) VALUES ('res/a');
 		INSERT INTO fence_receipts (receipt_id, resource, target, method, fence_token, segment, operation_id, operation_root,
 			lease, owner, grant_digest, payload_digest, state, created_at)
@@ -65,8 +61,9 @@ func TestQuarantineMigrationMergesRepeatsAndNamesRecordsAsTheCodeDoes(t *testing
 
 // migrateBefore brings the test database at url to the version before the
 // migration file first (every migration whose name sorts below it applied,
-// as a store of that version left it) and returns its connection config.
-func migrateBefore(ctx context.Context, t *testing.T, url, first string) *pgx.ConnConfig {
+// as a store of that version left it) and returns a connection to it, for
+// writing rows as the code of that version did; the caller closes it.
+func migrateBefore(ctx context.Context, t *testing.T, url, first string) *pgx.Conn {
 	t.Helper()
 	cc, err := pgx.ParseConfig(url)
 	if err != nil {
@@ -94,5 +91,9 @@ func migrateBefore(ctx context.Context, t *testing.T, url, first string) *pgx.Co
 	if err := pgmigrate.Up(ctx, cc, old, MigrationsTable, "fencegate/fencestore/postgres"); err != nil {
 		t.Fatal(err)
 	}
-	return cc
+	conn, err := pgx.ConnectConfig(ctx, cc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return conn
 }
