@@ -63,6 +63,12 @@ func leaseEnded(c fencegate.S3Credential) bool {
 	return c.State != "" && c.State != fencegate.StateHeld
 }
 
+// leaseGone reports whether c's lease was read RELEASED or EXPIRED, which
+// never holds again (REVOKED may: leaseSeen).
+func leaseGone(c fencegate.S3Credential) bool {
+	return c.State == fencegate.StateReleased || c.State == fencegate.StateExpired
+}
+
 // makeRoom discards the open uploads of ended leases that keep u out of a
 // bound on open uploads, and logs how many went and whose (the access key
 // IDs of their leases). The leases are read with s.Credentials: a
@@ -80,24 +86,7 @@ func (s *Server) makeRoom(ctx context.Context, u *upload) {
 	us := s.uploads
 	ctx, cancel := context.WithTimeout(ctx, cmp.Or(s.statusBudget, statusBudget))
 	defer cancel()
-	read, asked := us.toRead(u), 0
-	defer func() { us.unclaim(read[asked:]) }() // a panicking read leaves no claim behind
-	for _, akid := range read {
-		if ctx.Err() != nil {
-			break
-		}
-		c, err := s.Credentials.LookupS3(ctx, akid)
-		if err != nil && fencegate.ErrorCode(err) != fencegate.CodeNotFound {
-			us.saw(akid, leaseSeen{failed: true})
-			asked++
-			break // the registry cannot be asked now: the others would wait on it too
-		}
-		// NOT_FOUND, or RELEASED or EXPIRED: never HELD again.
-		us.saw(akid, leaseSeen{ended: err != nil || leaseEnded(c) && c.State != fencegate.StateRevoked})
-		asked++
-	}
-	us.unclaim(read[asked:])
-	read = read[:asked]
+	s.readLeases(ctx, us.toRead(u))
 	us.awaitReads(ctx, u)
 	n, of := 0, map[string]bool{}
 	for _, o := range us.ofEnded(u) {
@@ -111,6 +100,28 @@ func (s *Server) makeRoom(ctx context.Context, u *upload) {
 	if n > 0 {
 		s.Log.InfoContext(ctx, "s3 uploads of ended leases discarded to make room", "uploads", n,
 			"access_key_ids", slices.Sorted(maps.Keys(of)))
+	}
+}
+
+// readLeases reads the leases of akids, claimed by toRead, in turn and
+// records what each said (us.saw), until ctx ends or a read fails other
+// than NOT_FOUND (the registry cannot be asked now: the others would wait
+// on it too); the claims of those left unread are given back, also if a
+// read panics.
+func (s *Server) readLeases(ctx context.Context, akids []string) {
+	us, asked := s.uploads, 0
+	defer func() { us.unclaim(akids[asked:]) }()
+	for _, akid := range akids {
+		if ctx.Err() != nil {
+			return
+		}
+		c, err := s.Credentials.LookupS3(ctx, akid)
+		asked++
+		if err != nil && fencegate.ErrorCode(err) != fencegate.CodeNotFound {
+			us.saw(akid, leaseSeen{failed: true})
+			return
+		}
+		us.saw(akid, leaseSeen{ended: err != nil || leaseGone(c)}) // NOT_FOUND: its lease forgotten
 	}
 }
 

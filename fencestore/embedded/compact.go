@@ -69,7 +69,10 @@ func (s *Store) CompactReceipts(ctx context.Context, before time.Time, limit int
 // with an error (by the steps committed before it).
 func compactSteps(ctx context.Context, limit int, step func(limit int) (deleted int, more bool, err error)) (int, error) {
 	total := 0
-	for total < limit {
+	if limit <= 0 {
+		return 0, nil
+	}
+	for {
 		n, more, err := step(limit - total)
 		total += n
 		if err != nil || !more || total >= limit {
@@ -79,7 +82,6 @@ func compactSteps(ctx context.Context, limit int, step func(limit int) (deleted 
 			return total, ctxErr(err)
 		}
 	}
-	return total, nil
 }
 
 // compactStep is one step of CompactReceipts: one write op that examines
