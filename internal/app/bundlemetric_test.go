@@ -6,8 +6,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"os"
 	"regexp"
 	"strconv"
@@ -158,22 +156,16 @@ func TestARefusedBundleFileIsLoggedOncePerVersionAndReason(t *testing.T) {
 func TestAChainThatCannotBeFetchedIsNotCountedButItsRevocationsApply(t *testing.T) {
 	w := newS3World(t)
 	ctx := context.Background()
-	u, err := url.Parse(w.srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var down atomic.Bool
 	down.Store(true)
-	proxy := httputil.NewSingleHostReverseProxy(u)
-	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+	proxied := registryProxy(t, w.srv.URL, func(rw http.ResponseWriter, r *http.Request) bool {
 		if down.Load() && r.URL.Path == "/v1/trust-bundle/chain" {
 			http.Error(rw, "upstream unavailable", http.StatusServiceUnavailable)
-			return
+			return true
 		}
-		proxy.ServeHTTP(rw, r)
-	}))
-	defer srv.Close()
-	rep, logs := chainReplica(t, w, srv.URL, nil) // at v1
+		return false
+	}, nil)
+	rep, logs := chainReplica(t, w, proxied, nil) // at v1
 	if _, err := w.app.auth.RotateKey(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -20,15 +20,29 @@ import (
 // noChain is a proxy to the registry at target that answers its chain
 // route (/v1/trust-bundle/chain) 404, as a registry older than it does.
 func noChain(t *testing.T, target string) string {
+	return registryProxy(t, target, func(rw http.ResponseWriter, r *http.Request) bool {
+		if strings.HasPrefix(r.URL.Path, "/v1/trust-bundle/chain") {
+			http.NotFound(rw, r)
+			return true
+		}
+		return false
+	}, nil)
+}
+
+// registryProxy is a proxy to the registry at target, for the tests of
+// what a replica makes of its answers: answer, if set, answers a request
+// itself when it reports true, and modify, if set, edits the registry's
+// answers (httputil.ReverseProxy.ModifyResponse).
+func registryProxy(t *testing.T, target string, answer func(http.ResponseWriter, *http.Request) bool, modify func(*http.Response) error) string {
 	t.Helper()
 	u, err := url.Parse(target)
 	if err != nil {
 		t.Fatal(err)
 	}
 	proxy := httputil.NewSingleHostReverseProxy(u)
+	proxy.ModifyResponse = modify
 	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-		if strings.HasPrefix(r.URL.Path, "/v1/trust-bundle/chain") {
-			http.NotFound(rw, r)
+		if answer != nil && answer(rw, r) {
 			return
 		}
 		proxy.ServeHTTP(rw, r)

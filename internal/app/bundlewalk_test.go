@@ -5,9 +5,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -52,13 +49,7 @@ func TestAReplicaTwoChangesBehindFollowsTheRegistrysChain(t *testing.T) {
 // chainRewriter is a proxy to the registry at target whose chain answers
 // pass through edit.
 func chainRewriter(t *testing.T, target string, edit func([]fencegate.BundleLink) []fencegate.BundleLink) string {
-	t.Helper()
-	u, err := url.Parse(target)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := httputil.NewSingleHostReverseProxy(u)
-	proxy.ModifyResponse = func(resp *http.Response) error {
+	return registryProxy(t, target, nil, func(resp *http.Response) error {
 		if resp.Request.URL.Path != "/v1/trust-bundle/chain" || resp.StatusCode != http.StatusOK {
 			return nil
 		}
@@ -76,10 +67,7 @@ func chainRewriter(t *testing.T, target string, edit func([]fencegate.BundleLink
 		resp.ContentLength = int64(len(raw))
 		resp.Header.Del("Content-Length")
 		return nil
-	}
-	srv := httptest.NewServer(proxy)
-	t.Cleanup(srv.Close)
-	return srv.URL
+	})
 }
 
 // Rule: a chain whose middle step is forged (an impostor's v3, its own key
