@@ -28,6 +28,13 @@ type Admin interface {
 	SetFloor(ctx context.Context, floor uint64) (AdminState, error)
 	BumpPolicy(ctx context.Context) (AdminState, error)
 	TrustBundle(ctx context.Context) ([]byte, error)
+	// SignedTrustBundle is the bundle document as served to replicas and
+	// its signature over exactly those bytes ("" from a registry that does
+	// not sign).
+	SignedTrustBundle(ctx context.Context) (bundle []byte, signature string, err error)
+	// TrustBundleChain is the bundles published after a version, oldest
+	// first, or NOT_FOUND when no unbroken chain from there is kept.
+	TrustBundleChain(ctx context.Context, after uint64) (fencegate.BundleChain, error)
 	SetTrustBundle(ctx context.Context, bundle []byte) (AdminState, error)
 	// SetMode sets a pattern's enforcement mode; enforce -> shadow needs breakGlass.
 	SetMode(ctx context.Context, rule gateway.ModeRule, breakGlass bool) (AdminState, error)

@@ -83,25 +83,11 @@ func (s *Server) gatewayOnly(next http.Handler) http.Handler {
 	})
 }
 
-// BundleSigner is what an Admin that signs its trust bundle offers (found
-// by type assertion; *authority.Authority): the bundle document as served
-// and its signature over exactly those bytes.
-type BundleSigner interface {
-	SignedTrustBundle(ctx context.Context) (bundle []byte, signature string, err error)
-}
-
 // registryBundle answers the registry's trust bundle to a gateway replica,
 // which installs it only if newer, not lifting a revocation and signed (the
 // Fence-Bundle-Signature header) by a key of the bundle in force there.
 func (s *Server) registryBundle(w http.ResponseWriter, r *http.Request) {
-	var b []byte
-	var sig string
-	var err error
-	if bs, ok := s.Admin.(BundleSigner); ok {
-		b, sig, err = bs.SignedTrustBundle(r.Context())
-	} else {
-		b, err = s.Admin.TrustBundle(r.Context())
-	}
+	b, sig, err := s.Admin.SignedTrustBundle(r.Context())
 	if err != nil {
 		s.problem(w, r, err)
 		return
@@ -114,19 +100,11 @@ func (s *Server) registryBundle(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(b)
 }
 
-// BundleChainer is what an Admin that keeps the chain of bundles it
-// published offers (found by type assertion; *authority.Authority): the
-// bundles published after a version, oldest first, or NOT_FOUND when it
-// keeps no unbroken chain from there.
-type BundleChainer interface {
-	TrustBundleChain(ctx context.Context, after uint64) (fencegate.BundleChain, error)
-}
-
 // registryBundleChain answers GET /v1/trust-bundle/chain?after=V to a
 // gateway replica: the bundles published after V, each with its signature,
 // which the replica installs one by one, each verified under the one
-// before. An Admin that keeps no chain answers NOT_FOUND, as a registry
-// older than the route does.
+// before; NOT_FOUND when none is kept from V, as from a registry older
+// than the route.
 func (s *Server) registryBundleChain(w http.ResponseWriter, r *http.Request) {
 	q, err := strictQuery(r)
 	if err != nil {
@@ -139,12 +117,7 @@ func (s *Server) registryBundleChain(w http.ResponseWriter, r *http.Request) {
 		s.problem(w, r, fencegate.Errorf(fencegate.CodeInvalidRequest, "query parameter after must be a bundle version (an integer in 0..2^64-1), not %q", raw))
 		return
 	}
-	bc, ok := s.Admin.(BundleChainer)
-	if !ok {
-		s.problem(w, r, fencegate.Errorf(fencegate.CodeNotFound, "this registry keeps no trust bundle chain"))
-		return
-	}
-	chain, err := bc.TrustBundleChain(r.Context(), after)
+	chain, err := s.Admin.TrustBundleChain(r.Context(), after)
 	if err != nil {
 		s.problem(w, r, err)
 		return

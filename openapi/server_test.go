@@ -174,6 +174,18 @@ func (a *fakeAdmin) TrustBundle(context.Context) ([]byte, error) {
 	return a.verifier.Bundle().Marshal()
 }
 
+// SignedTrustBundle serves the bundle unsigned, as a registry that does
+// not sign.
+func (a *fakeAdmin) SignedTrustBundle(ctx context.Context) ([]byte, string, error) {
+	b, err := a.TrustBundle(ctx)
+	return b, "", err
+}
+
+// TrustBundleChain keeps no chain, as a registry that does not sign.
+func (a *fakeAdmin) TrustBundleChain(context.Context, uint64) (fencegate.BundleChain, error) {
+	return fencegate.BundleChain{}, fencegate.Errorf(fencegate.CodeNotFound, "this registry keeps no trust bundle chain")
+}
+
 func (a *fakeAdmin) SetTrustBundle(_ context.Context, data []byte) (handlers.AdminState, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
