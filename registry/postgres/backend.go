@@ -1,5 +1,6 @@
 // Package postgres is the lease backend on PostgreSQL (pgx/v5 pool). Every
-// operation is one transaction; an acquire locks the resource's sequence row,
+// operation is one transaction (Prune first reads, in one statement outside
+// it, whether any record is due); an acquire locks the resource's sequence row,
 // so fences of a resource are handed out one at a time, and every mutation
 // but Prune moves a global revision row in the same transaction. Lock order
 // is always resource row, lease row, meta row, so operations cannot deadlock
@@ -8,7 +9,8 @@
 // rows no longer held are deleted once their expiry + retention has passed
 // (leaserule.Forgotten; WithRetention): a bounded batch at the end of each
 // acquisition, and by each Prune, which locks only the rows it deletes
-// (skipping any another transaction holds). Resource rows (fence sequences)
+// (skipping any another transaction holds) and opens its transaction only
+// once a read has found a record due. Resource rows (fence sequences)
 // and the meta row are never deleted. Two concurrent
 // acquisitions of one (owner, request ID) on different resources are not
 // ordered by a resource lock: the one whose insert meets the other's row

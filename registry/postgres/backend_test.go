@@ -86,3 +86,48 @@ func TestReadOnlyServerIsUnavailable(t *testing.T) {
 		t.Fatalf("acquire on a read-only server: %v, want BACKEND_UNAVAILABLE", err)
 	}
 }
+
+// Rule: a Prune with nothing past retention (most of a registry's ticks)
+// writes nothing: it runs no write transaction, so it answers on a server
+// that refuses writes, guard included (a failing guard is still
+// COORDINATION_STATE_LOST); a Prune with a record due still deletes it in a
+// write transaction (BACKEND_UNAVAILABLE there).
+func TestPruneWithNothingDueWritesNothing(t *testing.T) {
+	url := testenv.PostgresURL(t)
+	ctx := context.Background()
+	rw := open(t, url)
+	defer rw.Close()
+	inc, err := rw.Claim(ctx, "", "inc-1", 0)
+	if err != nil {
+		t.Fatalf("claim: %v", err)
+	}
+	const ttl = time.Second
+	l, err := rw.Acquire(ctx, fencegate.AcquireRequest{LeaseID: "l1", Resource: "db/a", Owner: "alice",
+		RequestID: "r1", TTL: ttl, Now: leasetest.T0})
+	if err != nil {
+		t.Fatalf("acquire: %v", err)
+	}
+	if _, _, err := rw.Release(ctx, l.ID, l.Owner, leasetest.T0, fencegate.Guard{}); err != nil {
+		t.Fatalf("release: %v", err)
+	}
+	ro := open(t, testenv.WithParam(t, url, "default_transaction_read_only", "on"))
+	defer ro.Close()
+	g := fencegate.Guard{Incarnation: inc.ID, MinRevision: inc.Revision}
+	cutoff := leasetest.T0.Add(ttl + leasetest.Retention)
+
+	if n, err := ro.Prune(ctx, cutoff.Add(-time.Millisecond), g); err != nil || n != 0 {
+		t.Fatalf("prune with nothing due on a read-only server: %d, %v; want 0 and no write", n, err)
+	}
+	if _, err := ro.Prune(ctx, cutoff.Add(-time.Millisecond), fencegate.Guard{Incarnation: "inc-0"}); fencegate.ErrorCode(err) != fencegate.CodeStateLost {
+		t.Fatalf("prune with nothing due under another marker: %v, want COORDINATION_STATE_LOST", err)
+	}
+	if _, err := ro.Prune(ctx, cutoff, g); fencegate.ErrorCode(err) != fencegate.CodeBackendUnavailable {
+		t.Fatalf("prune with a record due on a read-only server: %v, want BACKEND_UNAVAILABLE (it must write)", err)
+	}
+	if n, err := rw.Prune(ctx, cutoff, g); err != nil || n != 1 {
+		t.Fatalf("prune with a record due: %d, %v; want 1 deleted", n, err)
+	}
+	if n, err := ro.Prune(ctx, cutoff, g); err != nil || n != 0 {
+		t.Fatalf("prune after the due record went, on a read-only server: %d, %v; want 0 and no write", n, err)
+	}
+}

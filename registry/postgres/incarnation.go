@@ -21,13 +21,16 @@ func checkGuard(ctx context.Context, tx pgx.Tx, g fencegate.Guard) error {
 	if g.Incarnation == "" {
 		return nil
 	}
-	var (
-		cur     string
-		revText string
-	)
+	var cur, revText string
 	if err := tx.QueryRow(ctx, `SELECT incarnation, revision::text FROM registry_meta`).Scan(&cur, &revText); err != nil {
 		return err
 	}
+	return answerGuard(g, cur, revText)
+}
+
+// answerGuard is g's answer (leaserule.CheckIncarnation) to the marker cur
+// and the revision revText read from the meta row.
+func answerGuard(g fencegate.Guard, cur, revText string) error {
 	rev, err := parseUint(revText)
 	if err != nil {
 		return err
