@@ -4,8 +4,10 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/registry"
 	"github.com/fencegate/fencegate/s3cred"
 )
 
@@ -66,5 +68,59 @@ func TestRegistryWithoutACredentialKeyIssuesNoS3Credentials(t *testing.T) {
 	}
 	if _, err := r.ResolveS3(context.Background(), is.Lease.ID); fencegate.ErrorCode(err) != fencegate.CodeUnsupported {
 		t.Fatalf("ResolveS3: %v, want UNSUPPORTED", err)
+	}
+}
+
+// Rule: a lease's S3 resolution reads REVOKED only until the lease's expiry
+// has passed, then EXPIRED, while grants are paused after a state loss and
+// after they resume; a lease from before the loss is renewed no more, so its
+// expiry does not move. The S3 front door relies on it (s3door's leaseGone):
+// it keeps the uploads of a lease read REVOKED, which a paused registry
+// reads every lease, and discards those of a lease read EXPIRED.
+func TestS3ResolutionOfARevokedLeaseReadsExpiredOnceItsExpiryPassed(t *testing.T) {
+	b := newSwappable(t)
+	e := newLossEnv(t, b, &highWater{}, &memory{})
+	ctx := context.Background()
+	short := e.mustAcquire("alice", "db/a", "a1") // params' TTL, 30 s
+	p := params("db/l", "l1")
+	p.TTL = 10 * time.Minute
+	long, err := e.r.Acquire(ctx, "bob", p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap := b.snapshot()
+	e.mustAcquire("carol", "db/c", "c1")
+	b.restore(snap)
+	e.wantPaused("dave", "db/d", "d1")
+	state := func(is registry.Issued) fencegate.StatusState {
+		t.Helper()
+		res, err := e.r.ResolveS3(ctx, is.Lease.ID)
+		if err != nil {
+			t.Fatalf("resolve %s: %v", is.Lease.ID, err)
+		}
+		return res.State
+	}
+	if _, err := e.r.Renew(ctx, "alice", short.Lease.ID, time.Hour); err == nil {
+		t.Fatal("a lease from before the loss was renewed while paused")
+	}
+	e.clock.Advance(short.Lease.ExpiresAt.Sub(e.clock.Now()) - time.Millisecond)
+	if got := state(short); got != fencegate.StateRevoked {
+		t.Fatalf("paused, before its expiry: %s, want REVOKED", got)
+	}
+	e.clock.Advance(time.Millisecond)
+	if got := state(short); got != fencegate.StateExpired {
+		t.Fatalf("paused, at its expiry: %s, want EXPIRED", got)
+	}
+	e.resumeAbove(0, "erin", "db/e", "e1", long.Lease.ID)
+	if _, err := e.r.Renew(ctx, "bob", long.Lease.ID, time.Hour); err == nil {
+		t.Fatal("a lease from before the loss was renewed after grants resumed")
+	}
+	e.clock.Advance(long.Lease.ExpiresAt.Sub(e.clock.Now()) - time.Millisecond)
+	if got := state(long); got != fencegate.StateRevoked {
+		t.Fatalf("resumed, before its expiry: %s, want REVOKED", got)
+	}
+	e.clock.Advance(time.Millisecond)
+	if got := state(long); got != fencegate.StateExpired {
+		t.Fatalf("resumed, at its expiry: %s, want EXPIRED", got)
 	}
 }

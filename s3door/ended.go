@@ -65,6 +65,22 @@ func leaseEnded(c fencegate.S3Credential) bool {
 
 // leaseGone reports whether c's lease was read RELEASED or EXPIRED, which
 // never holds again (REVOKED may: leaseSeen).
+//
+// REVOKED is never taken for gone, even a revocation for good (a lease from
+// before a state loss, once the registry has claimed the backend again):
+// the answer cannot tell it from a paused registry's REVOKED, or from one of
+// a revoked signing epoch, both of which may read HELD again. The credential
+// carries State, a grant and a status proof, and none of them says why: the
+// status proof states only REVOKED, and the grant's expiresAt is its
+// acquisition plus its TTL, not the lease's expiry after renewals, so a
+// lease renewed and then paused may be past it and still hold again. None is
+// needed for the one safe rule, the lease's own expiry having passed: the
+// registry states REVOKED only for a lease its backend reads HELD, whose
+// expiry has not passed, and renews no lease from before a loss (nor any
+// while paused), so such a lease reads EXPIRED from its expiry on (within
+// the registry's maxTTL of its last renewal) and is discarded by the first
+// create at a bound that reads it after statusRecheck (registry test
+// TestS3ResolutionOfARevokedLeaseReadsExpiredOnceItsExpiryPassed).
 func leaseGone(c fencegate.S3Credential) bool {
 	return c.State == fencegate.StateReleased || c.State == fencegate.StateExpired
 }
