@@ -122,7 +122,11 @@ func (s *Server) uploadPart(w http.ResponseWriter, r *http.Request, t *target) e
 	if _, err := s.staged(r, bucket, key); err != nil {
 		return err
 	}
-	need, err := s.partRoom(r, u, n)
+	fr, err := framingOf(r)
+	var need int64
+	if err == nil {
+		need, err = s.partRoom(fr, u, n)
+	}
 	if err == nil {
 		err = s.uploads.reserve(u.identity, need)
 	}
@@ -149,7 +153,7 @@ func (s *Server) uploadPart(w http.ResponseWriter, r *http.Request, t *target) e
 		own = mk()
 		also = io.MultiWriter(h, own)
 	}
-	body, alg, sum, err := s.part(r, also)
+	body, alg, sum, err := s.part(r, fr, also)
 	if err != nil {
 		return err
 	}
@@ -226,16 +230,13 @@ func drainRefused(r *http.Request) {
 	_, _ = io.CopyN(io.Discard, r.Body, maxRefusedDrain)
 }
 
-// partRoom is what part n of u, about to be read, counts against the
-// staging budget: its declared length (refused up front when unknown, 411
-// MissingContentLength as S3 answers, or when the upload's other parts and
-// it would exceed MaxBody, EntityTooLarge), at least MinPartCharge.
-func (s *Server) partRoom(r *http.Request, u *upload, n int) (int64, error) {
-	chunked, err := awsChunked(authOf(r))
-	if err != nil {
-		return 0, err
-	}
-	size := declaredLength(r, chunked)
+// partRoom is what part n of u, about to be read framed as fr, counts
+// against the staging budget: its declared length (refused up front when
+// unknown, 411 MissingContentLength as S3 answers, or when the upload's
+// other parts and it would exceed MaxBody, EntityTooLarge), at least
+// MinPartCharge.
+func (s *Server) partRoom(fr framing, u *upload, n int) (int64, error) {
+	size := fr.declared
 	if size < 0 {
 		return 0, s3err(http.StatusLengthRequired, "MissingContentLength", "You must provide the Content-Length HTTP header (x-amz-decoded-content-length with aws-chunked).")
 	}
