@@ -100,8 +100,12 @@ func (a *Authority) unseal(version uint64) {
 
 // writeSignatures persists the last ChainLength of entries (oldest first)
 // as the signature file, atomically, and keeps a.sigs in step with it: the
-// entries written, or after a failure (whose rename may have landed) what
-// the file then holds.
+// entries written, or after a failure the entries the file held before,
+// unless it now reads back as the entries written (the rename landed and a
+// later step failed). A file that cannot be read after the failure (its
+// directory gone) is taken to hold what it held: a.sigs is not emptied, so
+// the chain is still answered and, once the directory is back, matches the
+// file again.
 func (a *Authority) writeSignatures(entries []sigEntry) error {
 	if len(entries) > ChainLength {
 		entries = entries[len(entries)-ChainLength:]
@@ -111,7 +115,9 @@ func (a *Authority) writeSignatures(entries []sigEntry) error {
 		err = WriteFileAtomic(a.sigFile(), js, 0o644)
 	}
 	if err != nil {
-		a.sigs = readSignatures(a.sigFile())
+		if onDisk := readSignatures(a.sigFile()); slices.Equal(onDisk, entries) {
+			a.sigs = onDisk
+		}
 		return fencegate.Wrap(err, fencegate.CodeInternal, "persist trust bundle signature")
 	}
 	a.sigs = entries
