@@ -1,31 +1,14 @@
 package e2e
 
 import (
-	"encoding/base64"
-	"encoding/json"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-)
 
-// epochOf reads the issuerEpoch claim of a grant without verifying it.
-func epochOf(t *testing.T, grant string) uint64 {
-	t.Helper()
-	parts := strings.Split(grant, ".")
-	raw, err := base64.RawURLEncoding.DecodeString(parts[1])
-	if err != nil {
-		t.Fatal(err)
-	}
-	var g struct {
-		IssuerEpoch uint64 `json:"issuerEpoch"`
-	}
-	if err := json.Unmarshal(raw, &g); err != nil {
-		t.Fatal(err)
-	}
-	return g.IssuerEpoch
-}
+	"github.com/fencegate/fencegate/proofs/prooftest"
+)
 
 // refresh asks the registry for the lease's current grant and status proof.
 func (p *gatewayProc) refresh(t *testing.T, token string, l lease) lease {
@@ -43,8 +26,8 @@ func TestKeyRotationAndEpochRevocationWhileWritesGoOn(t *testing.T) {
 	p := startGateway(t, args...)
 
 	a := p.acquire(t, "token-a", "local/jobs/1", "a-1", "job-1", 60000)
-	if epochOf(t, a.grant) != 1 {
-		t.Fatalf("first grant epoch %d", epochOf(t, a.grant))
+	if prooftest.GrantOf(t, a.grant).IssuerEpoch != 1 {
+		t.Fatalf("first grant epoch %d", prooftest.GrantOf(t, a.grant).IssuerEpoch)
 	}
 	if r := p.put(t, "token-a", a, "local/jobs/1", 1, "s1"); r.status != 200 {
 		t.Fatalf("segment 1: %d %s", r.status, r.body)
@@ -71,8 +54,8 @@ func TestKeyRotationAndEpochRevocationWhileWritesGoOn(t *testing.T) {
 	}
 	// The worker re-fetches its grant: same lease and fence, epoch 2, and goes on.
 	a2 := p.refresh(t, "token-a", a)
-	if a2.fence != a.fence || epochOf(t, a2.grant) != 2 {
-		t.Fatalf("re-issued grant: fence %d epoch %d", a2.fence, epochOf(t, a2.grant))
+	if a2.fence != a.fence || prooftest.GrantOf(t, a2.grant).IssuerEpoch != 2 {
+		t.Fatalf("re-issued grant: fence %d epoch %d", a2.fence, prooftest.GrantOf(t, a2.grant).IssuerEpoch)
 	}
 	if r := p.put(t, "token-a", a2, "local/jobs/1", 3, "s3"); r.status != 200 {
 		t.Fatalf("segment 3 on the new key: %d %s", r.status, r.body)

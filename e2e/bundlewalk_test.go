@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/fencegate/fencegate/proofs/prooftest"
 )
 
 // TestAReplicaDownAcrossARotationAndARevocationFollowsTheChain: a replica
@@ -45,8 +47,8 @@ func TestAReplicaDownAcrossARotationAndARevocationFollowsTheChain(t *testing.T) 
 		}
 	}
 	underK2 := reg.acquire(t, "token-a", "local/walk/2", "a-2", "walk", 60000)
-	if epochOf(t, underK2.grant) != 2 {
-		t.Fatalf("the registry's grant is of epoch %d, want 2", epochOf(t, underK2.grant))
+	if prooftest.GrantOf(t, underK2.grant).IssuerEpoch != 2 {
+		t.Fatalf("the registry's grant is of epoch %d, want 2", prooftest.GrantOf(t, underK2.grant).IssuerEpoch)
 	}
 	if r := rep.put(t, "token-a", underK2, "local/walk/2", 1, "two"); r.status != http.StatusOK {
 		t.Fatalf("a grant under K2 at the replica: %d %s\n%s", r.status, r.body, rep.logs.String())

@@ -15,6 +15,7 @@ import (
 
 	"github.com/fencegate/fencegate"
 	"github.com/fencegate/fencegate/proofs"
+	"github.com/fencegate/fencegate/proofs/prooftest"
 )
 
 // payloadOf decodes a compact JWS payload (unverified) into v and returns its bytes.
@@ -106,8 +107,8 @@ admins: [{name: ops, token: rep-ops}]
 		t.Fatalf("revoke: %d %s", rev.status, rev.body)
 	}
 	a2 := reg.refresh(t, "token-a", a)
-	if a2.fence != a.fence || epochOf(t, a2.grant) != 2 {
-		t.Fatalf("re-issued grant: fence %d epoch %d", a2.fence, epochOf(t, a2.grant))
+	if a2.fence != a.fence || prooftest.GrantOf(t, a2.grant).IssuerEpoch != 2 {
+		t.Fatalf("re-issued grant: fence %d epoch %d", a2.fence, prooftest.GrantOf(t, a2.grant).IssuerEpoch)
 	}
 	var g2 fencegate.Grant
 	d2 := proofs.GrantDigest(payloadOf(t, a2.grant, &g2))

@@ -14,6 +14,8 @@ import (
 	"github.com/fencegate/fencegate/registry/embedded"
 )
 
+// grantOf decodes a grant token of jsonSigner, which signs the claims as
+// plain JSON (prooftest.GrantOf reads a compact JWS, which these are not).
 func grantOf(t *testing.T, token string) fencegate.Grant {
 	t.Helper()
 	var g fencegate.Grant

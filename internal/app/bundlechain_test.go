@@ -3,8 +3,6 @@ package app
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -48,21 +46,6 @@ func chainReplica(t *testing.T, w *s3World, url string, mod func(*config.Config)
 	}
 	t.Cleanup(a.Close)
 	return a, logs
-}
-
-// grantOf decodes a grant token's payload.
-func grantOf(t *testing.T, token string) fencegate.Grant {
-	t.Helper()
-	parts := strings.Split(token, ".")
-	raw, err := base64.RawURLEncoding.DecodeString(parts[1])
-	var g fencegate.Grant
-	if err == nil {
-		err = json.Unmarshal(raw, &g)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return g
 }
 
 // Rule: a key rotation at the registry reaches a replica through the
@@ -111,7 +94,7 @@ func TestAnImpostorsBundleIsRefusedAndSoAreItsGrants(t *testing.T) {
 	if n := strings.Count(logs.String(), "no signature verifies under a key of the bundle in force"); n != 1 {
 		t.Fatalf("the refusal was logged %d times, want once:\n%s", n, logs.String())
 	}
-	token, _, err := impostor.SignGrant(grantOf(t, real.Grant))
+	token, _, err := impostor.SignGrant(prooftest.GrantOf(t, real.Grant))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,6 @@ import (
 
 	"github.com/fencegate/fencegate"
 	"github.com/fencegate/fencegate/internal/history"
-	"github.com/fencegate/fencegate/registry"
 )
 
 // stats are the counters of a batch of runs.
@@ -336,16 +335,4 @@ func tamper(token, claim, raw string) string {
 	b, _ := json.Marshal(m)
 	parts[1] = base64.RawURLEncoding.EncodeToString(b)
 	return strings.Join(parts, ".")
-}
-
-// grantOf decodes an issued grant's claims with another fence.
-func grantOf(iss registry.Issued, fence uint64) fencegate.Grant {
-	var g fencegate.Grant
-	parts := strings.Split(iss.Grant, ".")
-	if len(parts) == 3 {
-		payload, _ := base64.RawURLEncoding.DecodeString(parts[1])
-		_ = json.Unmarshal(payload, &g)
-	}
-	g.FenceToken = fence
-	return g
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/fencegate/fencegate"
 	"github.com/fencegate/fencegate/gateway"
 	"github.com/fencegate/fencegate/internal/history"
+	"github.com/fencegate/fencegate/proofs/prooftest"
 	"github.com/fencegate/fencegate/registry"
 )
 
@@ -327,8 +328,9 @@ func (wk *worker) forge(ctx context.Context) {
 		m.res = other // this grant, this proof, another resource's target
 	case 4:
 		w.stats.inject("forged grant")
-		g := wk.iss
-		tok, _, _ := w.forger.SignGrant(grantOf(g, m.fence+1000))
+		claims, _ := prooftest.DecodeGrant(wk.iss.Grant) // the issued claims with another fence
+		claims.FenceToken = m.fence + 1000
+		tok, _, _ := w.forger.SignGrant(claims)
 		m.grant = tok
 	case 5:
 		w.stats.inject("forged grant")

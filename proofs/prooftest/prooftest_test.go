@@ -68,3 +68,22 @@ func TestKitRotate(t *testing.T) {
 		t.Fatalf("old key dropped by rotation: %v", err)
 	}
 }
+
+// Rule: DecodeGrant reads back the claims a token was signed with, and
+// refuses a token that is not a compact JWS.
+func TestDecodeGrantReadsTheSignedClaims(t *testing.T) {
+	k := prooftest.New(t)
+	want := k.NewGrant(func(g *fencegate.Grant) { g.FenceToken, g.IssuerEpoch = 42, 7 })
+	tok, _, err := k.Signer().SignGrant(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := prooftest.GrantOf(t, tok); g.FenceToken != 42 || g.IssuerEpoch != 7 || g.Resource != want.Resource {
+		t.Fatalf("decoded %+v, signed %+v", g, want)
+	}
+	for _, bad := range []string{"", "a.b", `{"fenceToken":1}`, "a.!!.c", "a." + "bm90IGpzb24" + ".c"} {
+		if _, err := prooftest.DecodeGrant(bad); err == nil {
+			t.Errorf("DecodeGrant(%q) answered no error", bad)
+		}
+	}
+}
