@@ -85,9 +85,10 @@ func (a *Authority) TrustBundleChain(_ context.Context, after uint64) (fencegate
 // refusal (a document that does not parse, or the fetched bundle refused)
 // is counted once (Alarm.BundleRefused). A chain that could not be fetched
 // (BACKEND_UNAVAILABLE: the registry unreachable) is not counted, and its
-// error is answered (BACKEND_UNAVAILABLE: no backoff) for the next fetch to
-// try again; the fetched bundle still narrows trust here, as a refused one
-// does, so that no outage of the chain route keeps a revoked epoch trusted.
+// error is answered (BACKEND_UNAVAILABLE, which the puller backs off from
+// as from a refusal before it offers the same bundle again); the fetched
+// bundle still narrows trust here, as a refused one does, so that no outage
+// of the chain route keeps a revoked epoch trusted.
 func (a *Authority) FollowBundle(ctx context.Context, data []byte, signature string, chain ChainFetcher) (installed bool, version uint64, err error) {
 	b, err := proofs.ParseBundle(data)
 	if err != nil {
@@ -108,14 +109,14 @@ func (a *Authority) FollowBundle(ctx context.Context, data []byte, signature str
 			return installed, b.Version(), nil
 		}
 		if !answered {
-			// Not a refusal (not counted, no backoff), but the fetched
+			// Not a refusal (not counted), but the fetched
 			// bundle's revocations apply here all the same: a revoked
 			// epoch is refused here within one pull, whether or not the
 			// chain answers (the price: the chain's steps signed by a key
 			// of that epoch no longer verify here; README, Known
 			// limitations).
 			return false, b.Version(), a.refuseFetched(b, fencegate.Wrap(werr, fencegate.CodeBackendUnavailable, fmt.Sprintf(
-				"trust bundle: version %d not followed: the registry's chain from version %d could not be fetched (registry unreachable; the next fetch tries again)",
+				"trust bundle: version %d not followed: the registry's chain from version %d could not be fetched (registry unreachable; a later fetch tries again)",
 				b.Version(), from)))
 		}
 		err = fencegate.Wrap(err, fencegate.CodeInvalidRequest, fmt.Sprintf(

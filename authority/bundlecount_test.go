@@ -92,7 +92,8 @@ func TestEachRefusalOfAFetchedBundleIsCountedOnce(t *testing.T) {
 
 // Rule: a chain that cannot be fetched (BACKEND_UNAVAILABLE: the registry
 // unreachable) is not counted as a refusal and answers BACKEND_UNAVAILABLE,
-// not INVALID_REQUEST (no backoff), but the fetched bundle's revocations
+// not INVALID_REQUEST (the puller backs off from either: internal/app's
+// refusedFetch), but the fetched bundle's revocations
 // apply here all the same (persisted; the bundle and its file as they
 // were), so no outage of the chain route keeps a revoked epoch trusted.
 // The price: once the chain answers, its step signed by a key of that

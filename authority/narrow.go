@@ -93,7 +93,8 @@ func (a *Authority) refuseFetched(b *proofs.Bundle, err error) error {
 		a.log.Error("trust bundle from the registry refused; its revocations could not be applied here (the next fetch tries again)",
 			"version", b.Version(), "revokedEpochs", b.RevokedEpochs(), "err", werr)
 		// INTERNAL, not the refusal: the fetch is tried again at once
-		// (the puller backs off only from a refusal), until it is applied.
+		// (the puller backs off only from a refusal or a chain not
+		// fetched), until it is applied.
 		return fencegate.Wrap(werr, fencegate.CodeInternal, "trust bundle refused; applying its revocations here failed: "+fencegate.ErrorMessage(err))
 	case len(added) > 0:
 		a.log.Error("trust bundle from the registry refused, its revocations applied here: an operator must install the registry's bundle (replace the trust bundle file or PUT /v1/admin/trust-bundle)",

@@ -56,10 +56,13 @@ type App struct {
 	pullMu   sync.Mutex
 	pulledAt time.Time
 	pullErr  string
-	// refused is the last fetched bundle the authority refused, offered
-	// again only once its wait has passed (pull's backoff).
+	// refused is the last fetched bundle the authority refused (or whose
+	// chain could not be fetched), offered again only once its wait has
+	// passed (pull's backoff).
 	refused refusedFetch
-	tls     *tls.Config
+	// pullClock is pull's time (nil: time.Now); tests set it.
+	pullClock func() time.Time
+	tls       *tls.Config
 	// Registry is the in-process registry, nil if none.
 	Registry *registry.Registry
 	// Gateway is the acceptance point.

@@ -98,10 +98,14 @@ func (a *App) pullBundles(ctx context.Context) {
 func (a *App) pull(ctx context.Context, fresh time.Duration) {
 	a.pullMu.Lock()
 	defer a.pullMu.Unlock()
-	if fresh > 0 && time.Since(a.pulledAt) < fresh {
+	now := time.Now
+	if a.pullClock != nil {
+		now = a.pullClock
+	}
+	if fresh > 0 && now().Sub(a.pulledAt) < fresh {
 		return
 	}
-	defer func() { a.pulledAt = time.Now() }()
+	defer func() { a.pulledAt = now() }()
 	data, sig, err := a.remote.FetchBundle(ctx)
 	var installed bool
 	var version uint64
@@ -113,12 +117,12 @@ func (a *App) pull(ctx context.Context, fresh time.Duration) {
 			inForce := a.auth.Verifier().Bundle().Version()
 			return sha256.Sum256(fmt.Appendf(nil, "%d\x00%s\x00%s", inForce, sig, data))
 		}
-		if time.Now().Before(a.refused.until) && key() == a.refused.key {
-			return // the bundle refused last time, unchanged: backing off
+		if now().Before(a.refused.until) && key() == a.refused.key {
+			return // the bundle refused (or not followed) last time, unchanged: backing off
 		}
 		installed, version, err = a.auth.FollowBundle(ctx, data, sig, a.remote.FetchChain)
 		if err != nil {
-			a.refused = a.refused.after(key(), err, time.Now())
+			a.refused = a.refused.after(key(), err, now())
 		} else {
 			a.refused = refusedFetch{}
 		}
@@ -144,16 +148,23 @@ func (a *App) pull(ctx context.Context, fresh time.Duration) {
 	}
 }
 
-// refusedFetch is pull's backoff for a fetched bundle the authority
-// refused (INVALID_REQUEST: a replica with no key in common with its
-// registry, which would otherwise fetch the registry's chain every
-// bundleRefresh): the same bundle (document and signature, with the same
-// bundle in force here) is offered again after 1 s, doubling to a minute;
-// any other at once. Meanwhile the same bundle is fetched and not offered,
-// so not counted as refused again (the authority counts each refusal:
-// fencegate_trust_bundle_refusals_total). A change at the registry, or an
-// operator's install here, changes the key; a failure to apply a refused
-// bundle's revocations here is INTERNAL and tried again at the next pull.
+// refusedFetch is pull's backoff for a fetched bundle the authority did
+// not follow: refused (INVALID_REQUEST: a replica with no key in common
+// with its registry, which would otherwise fetch the registry's chain every
+// bundleRefresh), or off the chain here with the registry's chain not
+// fetched (BACKEND_UNAVAILABLE from FollowBundle: the chain route failing,
+// which would otherwise be fetched again every bundleRefresh and at each
+// status that does not verify). The same bundle (document and signature,
+// with the same bundle in force here) is offered again after 1 s, doubling
+// to a minute; any other at once. Meanwhile the same bundle is fetched and
+// not offered, so not counted as refused again (the authority counts each
+// refusal, and not a chain it could not fetch:
+// fencegate_trust_bundle_refusals_total; it applied the bundle's
+// revocations at the first offer either way). A change at the registry, or
+// an operator's install here, changes the key; a failure to apply a refused
+// bundle's revocations here is INTERNAL and tried again at the next pull. A
+// bundle that could not be fetched (FetchBundle) is not offered and leaves
+// the backoff as it was: the next pull fetches it again.
 type refusedFetch struct {
 	key   [sha256.Size]byte
 	wait  time.Duration
@@ -163,7 +174,9 @@ type refusedFetch struct {
 // after is the backoff once the bundle key was offered at now with result
 // err.
 func (r refusedFetch) after(key [sha256.Size]byte, err error, now time.Time) refusedFetch {
-	if err == nil || fencegate.ErrorCode(err) != fencegate.CodeInvalidRequest {
+	switch fencegate.ErrorCode(err) {
+	case fencegate.CodeInvalidRequest, fencegate.CodeBackendUnavailable:
+	default:
 		return refusedFetch{}
 	}
 	wait := time.Second

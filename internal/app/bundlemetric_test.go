@@ -13,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/fencegate/fencegate"
 	"github.com/fencegate/fencegate/proofs"
@@ -151,21 +152,36 @@ func TestARefusedBundleFileIsLoggedOncePerVersionAndReason(t *testing.T) {
 // an unreachable registry, not a refusal: nothing is counted and it is
 // logged as a chain not fetched; the fetched bundle's revocations apply at
 // the replica all the same (its bundle stays), so the outage keeps no
-// revoked epoch trusted; the next pull (no backoff) finds the chain's step
-// signed by that epoch's key refused, counted, for an operator.
+// revoked epoch trusted. The same bundle is then not offered again (nor
+// the chain fetched) until its backoff has passed (1 s, doubling), as after
+// a refusal; a bundle that could not be fetched starts no backoff. Once the
+// wait has passed, the next pull finds the chain's step signed by that
+// epoch's key refused, counted, for an operator.
 func TestAChainThatCannotBeFetchedIsNotCountedButItsRevocationsApply(t *testing.T) {
 	w := newS3World(t)
 	ctx := context.Background()
-	var down atomic.Bool
+	var down, bundleDown atomic.Bool
+	var chains atomic.Int32
 	down.Store(true)
 	proxied := registryProxy(t, w.srv.URL, func(rw http.ResponseWriter, r *http.Request) bool {
-		if down.Load() && r.URL.Path == "/v1/trust-bundle/chain" {
+		if r.URL.Path == "/v1/trust-bundle/chain" {
+			chains.Add(1)
+		}
+		if down.Load() && r.URL.Path == "/v1/trust-bundle/chain" || bundleDown.Load() && r.URL.Path == "/v1/trust-bundle" {
 			http.Error(rw, "upstream unavailable", http.StatusServiceUnavailable)
 			return true
 		}
 		return false
 	}, nil)
 	rep, logs := chainReplica(t, w, proxied, nil) // at v1
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	rep.pullClock = func() time.Time { return now }
+	bundleDown.Store(true)
+	rep.pull(ctx, 0)
+	if rep.refused != (refusedFetch{}) {
+		t.Fatalf("a bundle that could not be fetched started a backoff: %+v", rep.refused)
+	}
+	bundleDown.Store(false)
 	if _, err := w.app.auth.RotateKey(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +197,19 @@ func TestAChainThatCannotBeFetchedIsNotCountedButItsRevocationsApply(t *testing.
 		t.Fatalf("the unreachable chain is not logged as such:\n%s", logs.String())
 	}
 	down.Store(false)
+	for range 2 {
+		now = now.Add(499 * time.Millisecond) // within the backoff of 1 s
+		rep.pull(ctx, 0)
+	}
+	if n := chains.Load(); n != 1 {
+		t.Fatalf("pulls of the same bundle within its backoff fetched the chain %d times in all; want once", n)
+	}
+	wantBundleRefusals(t, rep, "pulls within the backoff", 0, 0)
+	now = now.Add(2 * time.Millisecond)
 	rep.pull(ctx, 0)
+	if n := chains.Load(); n != 2 {
+		t.Fatalf("once the backoff has passed the chain was fetched %d times in all; want 2", n)
+	}
 	if v := rep.auth.Verifier().Bundle().Version(); v != 1 || !rep.auth.EpochRevoked(1) {
 		t.Fatalf("once the chain answers: version %d, epoch 1 revoked %v; want 1, still revoked\n%s", v, rep.auth.EpochRevoked(1), logs.String())
 	}

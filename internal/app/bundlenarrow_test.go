@@ -150,27 +150,36 @@ func TestAReplicaBacksOffFromABundleItRefused(t *testing.T) {
 	}
 }
 
-// Rule: the backoff from a refused bundle waits 1 s, doubling for the same
-// bundle up to a minute, starts again at 1 s for another, and ends on
-// anything but a refusal (an install, or INTERNAL: revocations that could
-// not be applied here are tried again at the next pull).
+// Rule: the backoff from a refused bundle, or from one whose chain could
+// not be fetched (BACKEND_UNAVAILABLE from FollowBundle), waits 1 s,
+// doubling for the same bundle up to a minute (whichever of the two each
+// offer ended in), starts again at 1 s for another, and ends on anything
+// else (an install, or INTERNAL: revocations that could not be applied
+// here are tried again at the next pull).
 func TestTheBackoffFromARefusedBundleDoublesToAMinute(t *testing.T) {
 	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	refused := fencegate.Errorf(fencegate.CodeInvalidRequest, "refused")
+	noChain := fencegate.Errorf(fencegate.CodeBackendUnavailable, "the registry's chain could not be fetched")
 	a, b := sha256.Sum256([]byte("a")), sha256.Sum256([]byte("b"))
-	var r refusedFetch
-	for i, want := range []time.Duration{1, 2, 4, 8, 16, 32, 60, 60} {
-		r = r.after(a, refused, t0)
-		if r.wait != want*time.Second || !r.until.Equal(t0.Add(want*time.Second)) {
-			t.Fatalf("refusal %d of the same bundle: wait %s until %s, want %s", i+1, r.wait, r.until, want*time.Second)
+	for name, errs := range map[string][]error{
+		"refused":             {refused},
+		"chain not fetched":   {noChain},
+		"one, then the other": {refused, noChain},
+	} {
+		var r refusedFetch
+		for i, want := range []time.Duration{1, 2, 4, 8, 16, 32, 60, 60} {
+			r = r.after(a, errs[i%len(errs)], t0)
+			if r.wait != want*time.Second || !r.until.Equal(t0.Add(want*time.Second)) {
+				t.Fatalf("%s: offer %d of the same bundle: wait %s until %s, want %s", name, i+1, r.wait, r.until, want*time.Second)
+			}
 		}
-	}
-	if r = r.after(b, refused, t0); r.wait != time.Second {
-		t.Fatalf("another bundle refused: wait %s, want 1s", r.wait)
-	}
-	for _, err := range []error{nil, fencegate.Errorf(fencegate.CodeInternal, "state file")} {
-		if got := r.after(b, err, t0); got != (refusedFetch{}) {
-			t.Fatalf("after %v: %+v, want no backoff", err, got)
+		if r = r.after(b, errs[0], t0); r.wait != time.Second {
+			t.Fatalf("%s: another bundle: wait %s, want 1s", name, r.wait)
+		}
+		for _, err := range []error{nil, fencegate.Errorf(fencegate.CodeInternal, "state file")} {
+			if got := r.after(b, err, t0); got != (refusedFetch{}) {
+				t.Fatalf("%s: after %v: %+v, want no backoff", name, err, got)
+			}
 		}
 	}
 }
