@@ -301,7 +301,10 @@ type bundleFile struct {
 // plus "revokedEpochs": [...] and "revokedKeyIds": [...] when it revokes any,
 // each key with its standard JWK members (kid and alg included) plus "epoch"
 // and, when set, "nbf" and "exp" in Unix seconds. A window is written inward:
-// nbf rounded up, exp rounded down to the second.
+// nbf rounded up, exp rounded down to the second. No '<', '>', '&', U+2028,
+// U+2029 or control character but newline is written raw (encoding/json's
+// HTML escaping): a replica's bound on the registry's chain answer counts on
+// it (internal/app's maxChainAnswer).
 func (b *Bundle) Marshal() ([]byte, error) {
 	f := bundleFile{Version: b.version, RevokedEpochs: b.revoked, RevokedKeyIDs: b.revokedKids}
 	for _, kid := range b.order {

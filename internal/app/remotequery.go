@@ -139,9 +139,19 @@ func (q *remoteQuerier) FetchBundle(ctx context.Context) (bundle []byte, signatu
 }
 
 // maxChainAnswer bounds the answer of GET /v1/trust-bundle/chain: the
-// registry keeps authority.ChainLength bundles, each at most
-// proofs.MaxBundleSize and escaped as a JSON string (at most twice as long),
-// with its signatures.
+// registry keeps authority.ChainLength bundles, each written as a JSON
+// string (fencegate.BundleLink's bundle, by encoding/json with HTML
+// escaping) beside its signatures. A document a replica takes is at most
+// proofs.MaxBundleSize, and its string at most twice that: the characters
+// encoding/json writes as six bytes ('<', '>', '&', U+2028, U+2029, control
+// characters) are never in it raw. ParseBundle takes them (in a kid or a
+// revoked key ID), but the registry serves only documents
+// proofs.Bundle.Marshal wrote (authority's seal), which escapes them itself
+// (a \u003c then grows by one byte); the rest grows at most twofold ('"',
+// '\', the indentation's newlines). Pinned by
+// TestTheChainAnswerStaysWithinTwiceItsDocumentsForABundleOfEscapedCharacters.
+// (Marshal can grow an operator's document past proofs.MaxBundleSize; a
+// replica refuses such a document whatever this bound.)
 const maxChainAnswer = authority.ChainLength * (2*proofs.MaxBundleSize + 64<<10)
 
 // FetchChain reads the trust bundles the registry published after version
