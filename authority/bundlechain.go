@@ -90,15 +90,25 @@ func (a *Authority) TrustBundleChain(_ context.Context, after uint64) (fencegate
 // bundle still narrows trust here, as a refused one does, so that no outage
 // of the chain route keeps a revoked epoch trusted.
 func (a *Authority) FollowBundle(ctx context.Context, data []byte, signature string, chain ChainFetcher) (installed bool, version uint64, err error) {
+	installed, version, refused, err := a.follow(ctx, data, signature, chain)
+	if refused {
+		a.alarm.BundleRefused("registry")
+	}
+	return installed, version, err
+}
+
+// follow is FollowBundle but for the count: refused reports a refusal for
+// FollowBundle to count, once.
+func (a *Authority) follow(ctx context.Context, data []byte, signature string, chain ChainFetcher) (installed bool, version uint64, refused bool, err error) {
 	b, err := proofs.ParseBundle(data)
 	if err != nil {
-		a.alarm.BundleRefused("registry")
-		return false, 0, err
+		return false, 0, true, err
 	}
 	installed, why, err := a.offer(b, data, signature)
 	if why == notRefused {
-		a.countRefused("registry", why, err)
-		return installed, b.Version(), err // installed, refused at install (it lifts a revocation), or not persisted (the next fetch tries again)
+		// Installed, refused at install (it lifts a revocation), or not
+		// persisted (the next fetch tries again).
+		return installed, b.Version(), isRefusal(why, err), err
 	}
 	if why == offChain && chain != nil {
 		from := a.verifier.Bundle().Version()
@@ -106,24 +116,23 @@ func (a *Authority) FollowBundle(ctx context.Context, data []byte, signature str
 		installed = steps > 0
 		if a.verifier.Bundle().Version() >= b.Version() {
 			a.log.Info("trust bundle chain from the registry followed", "from", from, "to", a.verifier.Bundle().Version(), "steps", steps)
-			return installed, b.Version(), nil
+			return installed, b.Version(), false, nil
 		}
 		if !answered {
-			// Not a refusal (not counted), but the fetched
-			// bundle's revocations apply here all the same: a revoked
-			// epoch is refused here within one pull, whether or not the
-			// chain answers (the price: the chain's steps signed by a key
-			// of that epoch no longer verify here; README, Known
+			// Not a refusal (not counted), but the fetched bundle's
+			// revocations apply here all the same: a revoked epoch is
+			// refused here within one pull, whether or not the chain
+			// answers (the price: the chain's steps signed by a key of
+			// that epoch no longer verify here; README, Known
 			// limitations).
-			return false, b.Version(), a.refuseFetched(b, fencegate.Wrap(werr, fencegate.CodeBackendUnavailable, fmt.Sprintf(
+			return false, b.Version(), false, a.refuseFetched(b, fencegate.Wrap(werr, fencegate.CodeBackendUnavailable, fmt.Sprintf(
 				"trust bundle: version %d not followed: the registry's chain from version %d could not be fetched (registry unreachable; a later fetch tries again)",
 				b.Version(), from)))
 		}
 		err = fencegate.Wrap(err, fencegate.CodeInvalidRequest, fmt.Sprintf(
 			"trust bundle: version %d refused; the registry's chain from version %d: %v", b.Version(), from, werr))
 	}
-	a.alarm.BundleRefused("registry")
-	return installed, b.Version(), a.refuseFetched(b, err)
+	return installed, b.Version(), true, a.refuseFetched(b, err)
 }
 
 // walk fetches the chain after version from and offers its links in order,

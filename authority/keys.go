@@ -312,7 +312,9 @@ func (a *Authority) ReloadBundle() (installed bool, version uint64, err error) {
 		return false, 0, err
 	}
 	installed, why, err := a.offer(b, nil, "")
-	a.countRefused("file", why, err)
+	if isRefusal(why, err) {
+		a.alarm.BundleRefused("file")
+	}
 	return installed, b.Version(), err
 }
 
@@ -377,14 +379,13 @@ func (a *Authority) offer(b *proofs.Bundle, data []byte, signature string) (inst
 	return true, notRefused, err
 }
 
-// countRefused tells the alarm of a bundle from source that offer refused:
-// why says so, or the verifier's own admission at install refused it
-// (INVALID_REQUEST: it lifts a revocation); a failure to persist or install
-// an admitted bundle (INTERNAL) is no refusal.
-func (a *Authority) countRefused(source string, why refusal, err error) {
-	if why != notRefused || fencegate.ErrorCode(err) == fencegate.CodeInvalidRequest {
-		a.alarm.BundleRefused(source)
-	}
+// isRefusal reports whether offer's answer (why, err) is a refusal, which
+// is counted (Alarm.BundleRefused): why says so, or the verifier's own
+// admission at install refused it (INVALID_REQUEST: it lifts a revocation);
+// a failure to persist or install an admitted bundle (INTERNAL) is no
+// refusal.
+func isRefusal(why refusal, err error) bool {
+	return why != notRefused || fencegate.ErrorCode(err) == fencegate.CodeInvalidRequest
 }
 
 // admissible checks what a loaded bundle must satisfy beyond parsing.
