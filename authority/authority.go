@@ -13,7 +13,7 @@
 //     revoked epochs travel in that bundle to registry-less replicas;
 //   - rotation keeps the earlier keys trusted for the overlap window only;
 //   - the trust bundle changes only through RotateKey, RetireEpoch,
-//     SetTrustBundle, ReloadBundle and OfferBundle, never because a token
+//     SetTrustBundle, ReloadBundle and FollowBundle, never because a token
 //     says so, and its version never goes down;
 //   - each bundle a signing authority publishes is signed by the key that
 //     signed before the change and the one after, and a replica installs a
@@ -76,9 +76,9 @@ type Alarm interface {
 	// BreakGlass counts one use; source is "start" or "admin".
 	BreakGlass(source string)
 	// BundleRefused counts one refusal of a bundle offered here: source is
-	// "registry" (a fetched one: FollowBundle, OfferBundle; a document that
-	// does not parse, or a newer one refused; once per offer, whether or
-	// not its revocations could be applied) or "file" (ReloadBundle: a file
+	// "registry" (a fetched one: FollowBundle; a document that does not
+	// parse, or a newer one refused; once per offer, whether or not its
+	// revocations could be applied) or "file" (ReloadBundle: a file
 	// that does not load, or a newer one refused; once per reload). A
 	// bundle not newer than the one in force is not checked and not
 	// counted, nor is a failure to persist or install one that was
@@ -112,7 +112,7 @@ type Config struct {
 	BreakGlass bool
 	// Overlap is how long keys replaced by a rotation stay trusted (default 10 min).
 	Overlap time.Duration
-	// AcceptUnsignedBundles lets OfferBundle install a fetched bundle that
+	// AcceptUnsignedBundles lets FollowBundle install a fetched bundle that
 	// carries no signature at all (a registry older than bundle signatures,
 	// during a rolling upgrade); a signature that does not verify is refused
 	// all the same.

@@ -73,15 +73,27 @@ func (a *Authority) TrustBundleChain(_ context.Context, after uint64) (fencegate
 	return out, nil
 }
 
-// FollowBundle is OfferBundle for a replica that can fetch its registry's
-// chain: when the fetched bundle (data, signature) is refused by the chain
-// check (no signature by a key in force here), the bundles the registry
-// published after the version in force here are fetched (chain; nil: none)
-// and installed one by one through the offer path, each verified under the
+// FollowBundle installs a bundle document fetched from the registry this
+// replica is configured with (registryURL) if its version is above the one
+// in force, and persists it as the bundle file; the same rules as
+// SetTrustBundle apply. It is installed only if signature (the registry's
+// fencegate.BundleSignatureHeader) verifies over data under a key of the
+// bundle in force here, of an epoch not revoked here: a chain from the file
+// this replica started with, never a bundle whose keys vouch for
+// themselves. An unsigned one is refused unless Config.AcceptUnsignedBundles.
+// A bundle whose version is not above the one in force is not installed and
+// not checked.
+//
+// When the fetched bundle (data, signature) is refused by the chain check
+// (no signature by a key in force here), the bundles the registry published
+// after the version in force here are fetched (chain; nil: none) and
+// installed one by one through the offer path, each verified under the
 // bundle installed by the step before, stopping at the first refused. If
 // the bundle in force is then not at the fetched version, the fetched
-// bundle is refused and narrows trust here (narrow.go). installed reports
-// whether any bundle was installed; version is the fetched bundle's. A
+// bundle is refused. A newer bundle that is refused is not installed but
+// narrows trust here: the epochs it revokes become local revocations
+// (narrow.go), and nothing else in it is taken. installed reports whether
+// any bundle was installed; version is the fetched bundle's. A
 // refusal (a document that does not parse, or the fetched bundle refused)
 // is counted once (Alarm.BundleRefused). A chain that could not be fetched
 // (BACKEND_UNAVAILABLE: the registry unreachable) is not counted, and its

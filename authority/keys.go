@@ -318,23 +318,6 @@ func (a *Authority) ReloadBundle() (installed bool, version uint64, err error) {
 	return installed, b.Version(), err
 }
 
-// OfferBundle installs a bundle document fetched from the registry this
-// replica is configured with (registryURL) if its version is above the one
-// in force, and persists it as the bundle file; the same rules as
-// SetTrustBundle apply, and a refused one changes nothing. It is installed
-// only if signature (the registry's fencegate.BundleSignatureHeader) verifies
-// over data under a key of the bundle in force here, of an epoch not
-// revoked here: a chain from the file this replica started with, never a
-// bundle whose keys vouch for themselves. An unsigned one is refused unless
-// Config.AcceptUnsignedBundles. A bundle whose version is not above the one
-// in force is not installed and not checked. A newer one that is refused
-// still narrows trust here: the epochs it revokes become local revocations
-// (narrow.go), and nothing else in it is taken. FollowBundle also walks the
-// registry's chain first.
-func (a *Authority) OfferBundle(data []byte, signature string) (installed bool, version uint64, err error) {
-	return a.FollowBundle(context.Background(), data, signature, nil)
-}
-
 // refusal is why offer refused a bundle: not at all (an error is then a
 // failure to persist it), inadmissible, or off the chain (the signature),
 // which a walk along the registry's chain may overcome.
