@@ -1,7 +1,6 @@
 package proofs
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -143,32 +142,16 @@ func verifyBundleJWS(trusted *Bundle, data []byte, sig string, version uint64, n
 }
 
 // parseBundleHeader parses a bundle signature's protected header strictly
-// (as parseHeader does for tokens, with bundleVersion as a fourth member)
-// and checks its typ and version.
+// (parseHeader, with bundleVersion as a fourth member, required) and checks
+// its typ and version.
 func parseBundleHeader(data []byte, version uint64) (jwa.SignatureAlgorithm, string, error) {
-	if _, err := strictjson.Check(data); err != nil {
+	h, raw, err := parseHeader(data, bundleVersionMember)
+	if err != nil {
 		return "", "", fmt.Errorf("header: %v", err)
-	}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(data, &m); err != nil {
-		return "", "", fmt.Errorf("header: malformed JSON: %v", err)
-	}
-	raw, ok := m[bundleVersionMember]
-	if !ok {
-		return "", "", fmt.Errorf("header: %q is required", bundleVersionMember)
 	}
 	n, err := strconv.ParseUint(string(raw), 10, 64)
 	if err != nil {
 		return "", "", fmt.Errorf("header: %q must be an integer in 0..2^64-1", bundleVersionMember)
-	}
-	delete(m, bundleVersionMember)
-	stripped, err := json.Marshal(m)
-	if err != nil {
-		return "", "", err
-	}
-	h, err := parseHeader(stripped)
-	if err != nil {
-		return "", "", fmt.Errorf("header: %v", err)
 	}
 	if !strings.EqualFold(h.Typ, TypBundle) {
 		return "", "", fmt.Errorf("header typ %s is not %q", strictjson.Quote(h.Typ), TypBundle)

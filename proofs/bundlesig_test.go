@@ -196,3 +196,45 @@ func TestABundleSignatureWithAByteOutsideUnpaddedBase64URLIsRefused(t *testing.T
 		})
 	}
 }
+
+// A bundle signature's header is held to a token's rules with bundleVersion
+// as a fourth member, required, an integer in 0..2^64-1 written as one: any
+// other member, a key-source member, crit, a duplicate, a version in another
+// form, or anything after the object is refused.
+func TestABundleSignatureHeaderIsParsedStrictly(t *testing.T) {
+	f := newFixture(t)
+	_, data := f.bundleDoc()
+	for name, c := range map[string]struct{ hdr, why string }{
+		"a version as a string":      {strings.Replace(bundleHdr, ":2,", `:"2",`, 1), `"bundleVersion" must be an integer`},
+		"a negative version":         {strings.Replace(bundleHdr, ":2,", ":-2,", 1), `"bundleVersion" must be an integer`},
+		"a fractional version":       {strings.Replace(bundleHdr, ":2,", ":2.0,", 1), `"bundleVersion" must be an integer`},
+		"an exponent":                {strings.Replace(bundleHdr, ":2,", ":2e0,", 1), `"bundleVersion" must be an integer`},
+		"a version above uint64":     {strings.Replace(bundleHdr, ":2,", ":18446744073709551616,", 1), `"bundleVersion" must be an integer`},
+		"a duplicate version":        {strings.Replace(bundleHdr, `"bundleVersion":2,`, `"bundleVersion":2,"bundleVersion":2,`, 1), "duplicate JSON key"},
+		"another member":             {strings.Replace(bundleHdr, `"kid"`, `"cty":"json","kid"`, 1), `member "cty" is not allowed`},
+		"the version's name in caps": {strings.Replace(bundleHdr, `"kid"`, `"BundleVersion":2,"kid"`, 1), `member "BundleVersion" is not allowed`},
+		"an empty member name":       {strings.Replace(bundleHdr, `"kid"`, `"":2,"kid"`, 1), `member "" is not allowed`},
+		"crit":                       {strings.Replace(bundleHdr, `"kid"`, `"crit":["bundleVersion"],"kid"`, 1), `"crit" is refused`},
+		"x5u":                        {`{"alg":"EdDSA","bundleVersion":2,"kid":"k1","typ":"fencegate-bundle+jws","x5u":"https://keys.example/k"}`, `"x5u" is refused`},
+		"no typ":                     {`{"alg":"EdDSA","bundleVersion":2,"kid":"k1"}`, `"typ" is required`},
+		"no kid":                     {`{"alg":"EdDSA","bundleVersion":2,"typ":"fencegate-bundle+jws"}`, `"kid" is required`},
+		"an empty alg":               {strings.Replace(bundleHdr, `"EdDSA"`, `""`, 1), `"alg" must be a non-empty string`},
+		"trailing data":              {bundleHdr + "{}", "trailing data"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := proofs.VerifyBundleSignature(f.bundle, data, f.detached(c.hdr, data), 2, f.clock())
+			wantRejected(t, err, fencegate.CodeInvalidRequest, "no signature verifies", c.why)
+		})
+	}
+	if kid, err := proofs.VerifyBundleSignature(f.bundle, data, f.detached(bundleHdr, data), 2, f.clock()); err != nil || kid != "k1" {
+		t.Fatalf("the header as SignBundle writes it: %q %v; want verified by k1", kid, err)
+	}
+}
+
+// A token's header has no extra member: an empty member name is refused
+// there as any other name is.
+func TestATokenHeaderWithAnEmptyMemberNameIsRefused(t *testing.T) {
+	f := newFixture(t)
+	_, err := f.v.VerifyGrant(f.craft(`{"":1,"alg":"EdDSA","kid":"k1","typ":"lockgrant+jws"}`, f.grantJSON(nil)))
+	wantRejected(t, err, fencegate.CodeGrantInvalid, `member "" is not allowed`)
+}

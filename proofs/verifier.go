@@ -440,7 +440,7 @@ func (v *Verifier) verifyToken(token string, kind docKind, b *Bundle, now time.T
 	if err != nil {
 		return nil, nil, kind.errorf("%v", err)
 	}
-	hdr, err := parseHeader(hdrJSON)
+	hdr, _, err := parseHeader(hdrJSON, "")
 	if err != nil {
 		return nil, nil, kind.errorf("header: %v", err)
 	}
@@ -477,29 +477,36 @@ func (v *Verifier) verifyToken(token string, kind docKind, b *Bundle, now time.T
 // parseHeader parses the protected header strictly: one JSON object without
 // duplicate keys or trailing data, no key-source member (jku, x5u, jwk, x5c),
 // no crit, nothing but alg, kid and typ, all non-empty strings, and an alg in
-// the allow-list.
-func parseHeader(data []byte) (protectedHeader, error) {
-	var h protectedHeader
+// the allow-list. extra, unless "", names one more member, then required (a
+// bundle signature's bundleVersion), whose raw value it answers for the
+// caller to check.
+func parseHeader(data []byte, extra string) (h protectedHeader, extraValue json.RawMessage, err error) {
 	keys, err := strictjson.Check(data)
 	if err != nil {
-		return h, err
+		return h, nil, err
 	}
 	for _, name := range keySourceMembers {
 		if contains(keys, name) {
-			return h, fmt.Errorf("member %q is refused: keys come only from the trust bundle", name)
+			return h, nil, fmt.Errorf("member %q is refused: keys come only from the trust bundle", name)
 		}
 	}
 	if contains(keys, "crit") {
-		return h, errors.New(`member "crit" is refused: no extension is understood`)
+		return h, nil, errors.New(`member "crit" is refused: no extension is understood`)
 	}
 	for _, k := range keys {
-		if k != "alg" && k != "kid" && k != "typ" {
-			return h, fmt.Errorf("member %s is not allowed", strictjson.Quote(k))
+		if k != "alg" && k != "kid" && k != "typ" && (extra == "" || k != extra) {
+			return h, nil, fmt.Errorf("member %s is not allowed", strictjson.Quote(k))
 		}
 	}
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(data, &m); err != nil {
-		return h, fmt.Errorf("malformed JSON: %v", err)
+		return h, nil, fmt.Errorf("malformed JSON: %v", err)
+	}
+	if extra != "" {
+		var ok bool
+		if extraValue, ok = m[extra]; !ok {
+			return h, nil, fmt.Errorf("%q is required", extra)
+		}
 	}
 	str := func(name string) (string, error) {
 		raw, ok := m[name]
@@ -513,19 +520,19 @@ func parseHeader(data []byte) (protectedHeader, error) {
 		return s, nil
 	}
 	if h.Alg, err = str("alg"); err != nil {
-		return h, err
+		return h, nil, err
 	}
 	if strings.EqualFold(h.Alg, "none") {
-		return h, errors.New(`alg "none" is refused`)
+		return h, nil, errors.New(`alg "none" is refused`)
 	}
 	if !Allowed(jwa.SignatureAlgorithm(h.Alg)) {
-		return h, fmt.Errorf("alg %s is not in the allow-list", strictjson.Quote(h.Alg))
+		return h, nil, fmt.Errorf("alg %s is not in the allow-list", strictjson.Quote(h.Alg))
 	}
 	if h.Kid, err = str("kid"); err != nil {
-		return h, err
+		return h, nil, err
 	}
 	if h.Typ, err = str("typ"); err != nil {
-		return h, err
+		return h, nil, err
 	}
-	return h, nil
+	return h, extraValue, nil
 }
