@@ -58,12 +58,35 @@ func (a *Authority) sigFile() string {
 	return a.files.Bundle + ".sig"
 }
 
-// seal marshals b, signs the document with signers and persists the
-// signature; the caller holds a.change and writes the bundle file after.
-func (a *Authority) seal(b *proofs.Bundle, signers ...*proofs.Signer) (signedBundle, error) {
+// servedDocument is b's document as a signing authority serves it
+// (GET /v1/trust-bundle and the chain): what Marshal writes, refused
+// (INVALID_REQUEST, changing nothing) when it is longer than
+// proofs.MaxBundleSize, the most a replica reads. Marshal can write more
+// than the document b was parsed from (six bytes for each '<', '>', '&',
+// U+2028, U+2029, and indentation), so an operator's upload that parses
+// may still be one no replica could take. Every bundle published goes
+// through here (seal), and so does the one in force at a start
+// (openSignature): a registry never serves a bundle its replicas refuse.
+func servedDocument(b *proofs.Bundle) ([]byte, error) {
 	data, err := b.Marshal()
 	if err != nil {
-		return signedBundle{}, fencegate.Wrap(err, fencegate.CodeInternal, "marshal trust bundle")
+		return nil, fencegate.Wrap(err, fencegate.CodeInternal, "marshal trust bundle")
+	}
+	if err := proofs.CheckBundleSize(data); err != nil {
+		return nil, fencegate.Errorf(fencegate.CodeInvalidRequest,
+			"%s as the registry would serve version %d (%d bytes: '<', '>', '&', U+2028 and U+2029 written as six-byte escapes, and indented), which replicas refuse: publish a smaller bundle",
+			fencegate.ErrorMessage(err), b.Version(), len(data))
+	}
+	return data, nil
+}
+
+// seal takes b's served document (servedDocument), signs it with signers
+// and persists the signature; the caller holds a.change and writes the
+// bundle file after. A document refused for its size changes nothing.
+func (a *Authority) seal(b *proofs.Bundle, signers ...*proofs.Signer) (signedBundle, error) {
+	data, err := servedDocument(b)
+	if err != nil {
+		return signedBundle{}, err
 	}
 	sig, err := proofs.SignBundle(data, b.Version(), signers...)
 	if err != nil {
@@ -139,10 +162,12 @@ func readSignatures(path string) []sigEntry {
 // openSignature makes the signature of the bundle in force the one served:
 // the persisted one if it verifies over the bundle's document under a key of
 // the bundle, else (a first start of a registry that signs, a bundle file
-// replaced by hand) a new one by the signing key, persisted.
+// replaced by hand) a new one by the signing key, persisted. A bundle whose
+// served document is too long (servedDocument) refuses the start, signed
+// before or not: the registry would serve what no replica takes.
 func (a *Authority) openSignature() error {
 	b := a.verifier.Bundle()
-	data, err := b.Marshal()
+	data, err := servedDocument(b)
 	if err != nil {
 		return err
 	}

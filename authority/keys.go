@@ -248,7 +248,8 @@ func (a *Authority) TrustBundle(context.Context) ([]byte, error) {
 // rotation) and persists it as the bundle file first, unless that file
 // (which may be shared) holds a version at least as new. It is refused, changing
 // nothing, if it does not parse, has a lower version, lifts a revocation, or
-// (signing) lacks the registry's key or holds a key of a revoked epoch. Its
+// (signing) lacks the registry's key, holds a key of a revoked epoch or
+// would be served longer than proofs.MaxBundleSize (servedDocument). Its
 // revoked epochs are revoked here from then on.
 func (a *Authority) SetTrustBundle(_ context.Context, data []byte) (State, error) {
 	a.change.Lock()

@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 	"github.com/fencegate/fencegate"
 	"github.com/fencegate/fencegate/authority"
 	"github.com/fencegate/fencegate/gateway"
+	"github.com/fencegate/fencegate/proofs"
 )
 
 // AdminState is what the admin routes answer: the operator state in force,
@@ -102,9 +104,10 @@ func (s *Server) adminRoutes(r chi.Router) {
 		}))
 		r.Post("/policy/bump", s.adminAction(func(r *http.Request) (AdminState, error) { return s.Admin.BumpPolicy(r.Context()) }))
 		r.Put("/trust-bundle", s.adminAction(func(r *http.Request) (AdminState, error) {
-			b, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, 1<<20))
+			b, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, proofs.MaxBundleSize))
 			if err != nil {
-				return AdminState{}, fencegate.Wrap(err, fencegate.CodeInvalidRequest, "trust bundle body too large or unreadable")
+				return AdminState{}, fencegate.Wrap(err, fencegate.CodeInvalidRequest,
+					fmt.Sprintf("trust bundle body larger than %d bytes (proofs.MaxBundleSize) or unreadable", proofs.MaxBundleSize))
 			}
 			return s.Admin.SetTrustBundle(r.Context(), b)
 		}))

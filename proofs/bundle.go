@@ -39,8 +39,23 @@ func Allowed(alg jwa.SignatureAlgorithm) bool {
 // §3.2: a key of the same size as the hash output or larger).
 const MinHMACKeySize = 32
 
-// MaxBundleSize caps a bundle file read by LoadBundle.
+// MaxBundleSize caps a bundle document: one read or parsed here
+// (LoadBundle, ParseBundle) and one a registry serves (authority publishes
+// none longer), so a replica can read every document its registry serves.
+// CheckBundleSize states the rule.
 const MaxBundleSize = 1 << 20
+
+// CheckBundleSize refuses (INVALID_REQUEST, naming the limit) a bundle
+// document longer than MaxBundleSize. It is the one statement of the bound,
+// for documents parsed (ParseBundle) and for those published (authority's
+// seal, over what Marshal writes, which can be longer than the document
+// the bundle was parsed from).
+func CheckBundleSize(data []byte) error {
+	if len(data) > MaxBundleSize {
+		return bundleErr("larger than %d bytes (MaxBundleSize)", MaxBundleSize)
+	}
+	return nil
+}
 
 // BundleKey is one entry of a trust bundle: a verification key, the one
 // algorithm it may be used with, the issuer epoch it signs for, and an
@@ -304,7 +319,10 @@ type bundleFile struct {
 // nbf rounded up, exp rounded down to the second. No '<', '>', '&', U+2028,
 // U+2029 or control character but newline is written raw (encoding/json's
 // HTML escaping): a replica's bound on the registry's chain answer counts on
-// it (internal/app's maxChainAnswer).
+// it (internal/app's maxChainAnswer). The escapes (six bytes each) and the
+// indentation can make the document longer than the one the bundle was
+// parsed from, past MaxBundleSize too: a registry publishes none that is
+// (authority's seal checks it with CheckBundleSize).
 func (b *Bundle) Marshal() ([]byte, error) {
 	f := bundleFile{Version: b.version, RevokedEpochs: b.revoked, RevokedKeyIDs: b.revokedKids}
 	for _, kid := range b.order {
@@ -345,8 +363,8 @@ var bundleFields = strictjson.FieldsOf[bundleFile]()
 // revoked epoch). Each key must carry "kid",
 // "alg" and "epoch"; "nbf" and "exp" are optional Unix seconds.
 func ParseBundle(data []byte) (*Bundle, error) {
-	if len(data) > MaxBundleSize {
-		return nil, bundleErr("larger than %d bytes", MaxBundleSize)
+	if err := CheckBundleSize(data); err != nil {
+		return nil, err
 	}
 	var f bundleFile
 	if _, err := strictjson.Decode(data, &f, bundleFields, "version", "keys"); err != nil {

@@ -17,16 +17,15 @@ import (
 	"github.com/fencegate/fencegate/proofs"
 )
 
-// Rule: an operator's PUT /v1/admin/trust-bundle at the registry that
-// cannot be persisted (the bundle's directory, where its signature file
-// lies too, is gone) is answered as problem+json with the stable code
-// INTERNAL (500), and leaves the bundle served to replicas, its signature
-// and the chain as they were; once the directory is back the same upload
-// is taken.
-func TestAnUploadThatCannotBePersistedIsAProblemAndChangesNothing(t *testing.T) {
+// uploadRegistry is a registry whose trust bundle (and its signature file)
+// lies in a directory of its own (dir), served over HTTP: call asks it as
+// a token's identity ("token-admin", "token-gw", "token-a"), served is what
+// a replica is answered (the bundle, its signature, the chain after 1).
+func uploadRegistry(t *testing.T) (a *App, dir string, call func(method, path, token, body string) (*http.Response, string), served func() [3]string) {
+	t.Helper()
 	cfg := config.Dev()
 	cfg.DataDir = t.TempDir()
-	dir := filepath.Join(cfg.DataDir, "trust")
+	dir = filepath.Join(cfg.DataDir, "trust")
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +41,7 @@ func TestAnUploadThatCannotBePersistedIsAProblemAndChangesNothing(t *testing.T) 
 	a.ready.Store(true)
 	srv := httptest.NewServer(a.handler)
 	t.Cleanup(srv.Close)
-	call := func(method, path, token, body string) (*http.Response, string) {
+	call = func(method, path, token, body string) (*http.Response, string) {
 		t.Helper()
 		req, _ := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+token)
@@ -54,13 +53,31 @@ func TestAnUploadThatCannotBePersistedIsAProblemAndChangesNothing(t *testing.T) 
 		raw, _ := io.ReadAll(resp.Body)
 		return resp, string(raw)
 	}
-	// served is what a replica is answered: the bundle, its signature, the chain.
-	served := func() [3]string {
+	served = func() [3]string {
 		t.Helper()
 		resp, doc := call("GET", "/v1/trust-bundle", "token-gw", "")
 		_, chain := call("GET", "/v1/trust-bundle/chain?after=1", "token-gw", "")
 		return [3]string{doc, resp.Header.Get(fencegate.BundleSignatureHeader), chain}
 	}
+	return a, dir, call, served
+}
+
+// problem is a problem+json answer's members a test checks.
+type problem struct {
+	Type   string         `json:"type"`
+	Status int            `json:"status"`
+	Code   fencegate.Code `json:"code"`
+	Detail string         `json:"detail"`
+}
+
+// Rule: an operator's PUT /v1/admin/trust-bundle at the registry that
+// cannot be persisted (the bundle's directory, where its signature file
+// lies too, is gone) is answered as problem+json with the stable code
+// INTERNAL (500), and leaves the bundle served to replicas, its signature
+// and the chain as they were; once the directory is back the same upload
+// is taken.
+func TestAnUploadThatCannotBePersistedIsAProblemAndChangesNothing(t *testing.T) {
+	a, dir, call, served := uploadRegistry(t)
 	if _, err := a.auth.RotateKey(context.Background()); err != nil { // a chain to answer: 1 to 2
 		t.Fatal(err)
 	}
@@ -82,11 +99,7 @@ func TestAnUploadThatCannotBePersistedIsAProblemAndChangesNothing(t *testing.T) 
 	if err := os.Rename(dir+".away", dir); err != nil {
 		t.Fatal(err)
 	}
-	var p struct {
-		Type   string         `json:"type"`
-		Status int            `json:"status"`
-		Code   fencegate.Code `json:"code"`
-	}
+	var p problem
 	if err := json.Unmarshal([]byte(body), &p); err != nil || resp.StatusCode != http.StatusInternalServerError ||
 		resp.Header.Get("Content-Type") != "application/problem+json" ||
 		p.Code != fencegate.CodeInternal || p.Status != 500 || p.Type != "urn:fencegate:problem:internal" {

@@ -150,8 +150,10 @@ func (q *remoteQuerier) FetchBundle(ctx context.Context) (bundle []byte, signatu
 // (a \u003c then grows by one byte); the rest grows at most twofold ('"',
 // '\', the indentation's newlines). Pinned by
 // TestTheChainAnswerStaysWithinTwiceItsDocumentsForABundleOfEscapedCharacters.
-// (Marshal can grow an operator's document past proofs.MaxBundleSize; a
-// replica refuses such a document whatever this bound.)
+// Each served document is at most proofs.MaxBundleSize: Marshal can grow an
+// operator's document past it, but the registry publishes no bundle whose
+// served document is (authority's servedDocument, pinned by
+// TestAnUploadLongerThanTheLimitAsServedIsAProblemAndChangesNothing).
 const maxChainAnswer = authority.ChainLength * (2*proofs.MaxBundleSize + 64<<10)
 
 // FetchChain reads the trust bundles the registry published after version
