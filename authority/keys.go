@@ -1,6 +1,7 @@
 package authority
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"fmt"
@@ -56,9 +57,9 @@ func (a *Authority) RetireEpoch(_ context.Context, n uint64) (State, error) {
 		return a.saved()
 	}
 	if a.signing {
-		// A rotation stopped after its bundle landed on disk: a version
+		// A publication stopped after its bundle landed on disk: a version
 		// published over it would be another bundle of the same version.
-		if err := a.noStoppedRotation(); err != nil {
+		if err := a.noStoppedPublication(nil); err != nil {
 			return State{}, err
 		}
 	}
@@ -99,7 +100,7 @@ func (a *Authority) rotateLocked(revoked map[uint64]bool) error {
 	if !a.signing {
 		return fencegate.Errorf(fencegate.CodeUnsupported, "no in-process registry: rotate keys at the registry and load its bundle here")
 	}
-	if err := a.noStoppedRotation(); err != nil {
+	if err := a.noStoppedPublication(nil); err != nil {
 		return err
 	}
 	old := a.verifier.Bundle()
@@ -161,6 +162,44 @@ func (a *Authority) rotateLocked(revoked map[uint64]bool) error {
 func (a *Authority) bundleFileTrusts(s *proofs.Signer) bool {
 	b, err := proofs.LoadBundle(a.files.Bundle)
 	return err == nil && holdsSigner(b, s) == nil
+}
+
+// noStoppedPublication refuses (INTERNAL) to publish a bundle (a rotation
+// or a retirement: upload nil; or an operator's upload) while an earlier
+// publication in this process stopped after its bundle file landed: the
+// file then holds a version above the one in force (the rename was made
+// and a later step failed, the directory's sync; the bundle keeps its
+// signature, unseal), which a replica sharing the file may have taken
+// already. Another bundle of that version published over it would never
+// reach that replica (it takes only a higher version), and a higher one
+// was checked against a bundle in force that is not the file's (it could
+// lift what the file's revokes). Only that same bundle, uploaded again,
+// goes on, and so is put in force; a restart installs it too. It also
+// refuses while a rotation's next key is trusted by the bundle file
+// (noStoppedRotation), which only Open completes.
+func (a *Authority) noStoppedPublication(upload *proofs.Bundle) error {
+	if err := a.noStoppedRotation(); err != nil {
+		return err
+	}
+	onDisk, err := proofs.LoadBundle(a.files.Bundle)
+	if err != nil {
+		return nil
+	}
+	inForce := a.verifier.Bundle().Version()
+	if onDisk.Version() <= inForce || upload != nil && sameBundle(upload, onDisk) {
+		return nil
+	}
+	return fencegate.Errorf(fencegate.CodeInternal,
+		"the trust bundle file holds version %d, above version %d in force (a publication that stopped after its file was written, or a file written by another process): restart to install it, or upload that same bundle again; nothing else is published over it",
+		onDisk.Version(), inForce)
+}
+
+// sameBundle reports whether x and y are one bundle (Marshal writes one
+// document for both).
+func sameBundle(x, y *proofs.Bundle) bool {
+	dx, err1 := x.Marshal()
+	dy, err2 := y.Marshal()
+	return err1 == nil && err2 == nil && bytes.Equal(dx, dy)
 }
 
 // noStoppedRotation refuses a rotation while an earlier one in this process
@@ -249,7 +288,9 @@ func (a *Authority) TrustBundle(context.Context) ([]byte, error) {
 // (which may be shared) holds a version at least as new. It is refused, changing
 // nothing, if it does not parse, has a lower version, lifts a revocation, or
 // (signing) lacks the registry's key, holds a key of a revoked epoch or
-// would be served longer than proofs.MaxBundleSize (servedDocument). Its
+// would be served longer than proofs.MaxBundleSize (servedDocument); and
+// (signing) while an earlier publication stopped after its bundle file
+// landed, unless it is that same bundle (noStoppedPublication). Its
 // revoked epochs are revoked here from then on.
 func (a *Authority) SetTrustBundle(_ context.Context, data []byte) (State, error) {
 	a.change.Lock()
@@ -260,6 +301,11 @@ func (a *Authority) SetTrustBundle(_ context.Context, data []byte) (State, error
 	}
 	if err := a.admissible(b); err != nil {
 		return State{}, err
+	}
+	if a.signing {
+		if err := a.noStoppedPublication(b); err != nil {
+			return State{}, err
+		}
 	}
 	if err := a.persistThenInstall(b, data); err != nil {
 		return State{}, err
