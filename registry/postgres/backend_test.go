@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/fencegate/fencegate"
 	"github.com/fencegate/fencegate/internal/testenv"
 	"github.com/fencegate/fencegate/registry/leasetest"
@@ -129,5 +131,19 @@ func TestPruneWithNothingDueWritesNothing(t *testing.T) {
 	}
 	if n, err := ro.Prune(ctx, cutoff, g); err != nil || n != 0 {
 		t.Fatalf("prune after the due record went, on a read-only server: %d, %v; want 0 and no write", n, err)
+	}
+
+	// Without a guard the meta row is not read (as checkGuard does not):
+	// its absence is no error.
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `DELETE FROM registry_meta`); err != nil {
+		t.Fatalf("delete the meta row: %v", err)
+	}
+	if n, err := ro.Prune(ctx, cutoff, fencegate.Guard{}); err != nil || n != 0 {
+		t.Fatalf("unguarded prune without a meta row: %d, %v; want 0", n, err)
 	}
 }

@@ -54,19 +54,23 @@ func (b *Backend) Prune(ctx context.Context, now time.Time, g fencegate.Guard) (
 }
 
 // pruneDue reads, in one statement (one snapshot, no transaction block), the
-// meta row for g (answerGuard: COORDINATION_STATE_LOST when it fails) and
+// meta row for g (not read for an empty guard) (answerGuard: COORDINATION_STATE_LOST when it fails) and
 // whether any lease record has expired by the retention cutoff at now
 // (never, when retention keeps them for ever). A record found due may be
 // gone by the time prune looks (another prune or acquisition took it): the
 // transaction then deletes nothing.
 func (b *Backend) pruneDue(ctx context.Context, now time.Time, g fencegate.Guard) (bool, error) {
 	cutoff, ok := leaserule.ForgottenBefore(now, b.retention)
+	const dueSQL = `$1::boolean AND EXISTS (SELECT 1 FROM registry_leases WHERE expires_at <= $2)`
 	var (
 		cur, revText string
 		due          bool
 	)
-	err := b.pool.QueryRow(ctx, `SELECT incarnation, revision::text,
-		$1::boolean AND EXISTS (SELECT 1 FROM registry_leases WHERE expires_at <= $2) FROM registry_meta`,
+	if g.Incarnation == "" { // no guard: the meta row is not read, as checkGuard does not
+		err := b.pool.QueryRow(ctx, `SELECT `+dueSQL, ok, cutoff).Scan(&due)
+		return due, err
+	}
+	err := b.pool.QueryRow(ctx, `SELECT incarnation, revision::text, `+dueSQL+` FROM registry_meta`,
 		ok, cutoff).Scan(&cur, &revText, &due)
 	if err != nil {
 		return false, err
