@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # What a HOT settle would buy on the Postgres fence store (README, Throughput,
-# twenty-third session). A settle changes fence_receipts.state, which three
+# twenty-third session). A settle changes fence_receipts.state, which two
 # of the table's five indexes name (fence_receipts_by_state, and the live
 # index's predicate), so Postgres writes it as a new tuple with a new entry
 # in every index instead of a heap-only (HOT) update. This script measures a
 # model of a write's row changes (admission: receipt insert + resource row
-# update, one transaction; settle: receipt update + resource row update,
-# another) with pgbench on three schemas built from the store's own
-# migrations, in alternating runs in the same script:
+# update, one transaction; settle: receipt update + the target's version
+# update + resource row update, another; not the store's own statements)
+# with pgbench on three schemas built from the store's own migrations, in alternating runs in the same script:
 #   now        the schema as migrated;
 #   hot        the live index's predicate on a `live` flag a COMMITTED settle
 #              leaves as it is, no by_state index, fillfactor 80: every settle
@@ -20,7 +20,8 @@
 # commits) and cpu (synchronous_commit=off, so the rate is the server's and
 # pgbench's CPU, not the WAL flush). Prints per schema and mode the median
 # writes/s, its ratio to `now` in the same mode, WAL bytes per write and the
-# share of HOT updates of fence_receipts.
+# share of HOT updates of fence_receipts. WAL is the whole server's: run it
+# on a server nothing else writes to.
 # Usage: scripts/settle-hot.sh [RUNS] [SECONDS] [CLIENTS]   (default 3 10 8)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,7 +29,7 @@ runs="${1:-3}" secs="${2:-10}" clients="${3:-8}"
 pg=(-h 127.0.0.1 -U postgres)
 if [ -f scripts/services.sh ]; then . scripts/services.sh; ensure_postgres >/dev/null 2>&1 || true; fi
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"; for s in now hot unsettled; do psql "${pg[@]}" -qc "DROP DATABASE IF EXISTS settlehot_$s" 2>/dev/null || true; done' EXIT
+trap 'rm -rf "$tmp"; for s in now hot unsettled; do psql "${pg[@]}" -qc "DROP DATABASE IF EXISTS settlehot_$$_$s" 2>/dev/null || true; done' EXIT
 
 # The store's schema: every migration's Up section, in order.
 for f in fencestore/postgres/migrations/*.sql; do
@@ -43,7 +44,8 @@ admit_sql="INSERT INTO fence_receipts (receipt_id, resource, target, method, fen
   'sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef', 'PENDING', now()
  FROM nextval('rid') n RETURNING quote_literal(receipt_id) AS rid \\gset"
 row_sql="UPDATE fence_resources SET pending_receipt = :rid, last_segment_seq = last_segment_seq + 1, updated_at = now() WHERE resource = 'r' || :client_id;"
-settle_sql="UPDATE fence_receipts SET state = 'COMMITTED', version = '\"0123456789abcdef\"', settled_at = now() WHERE receipt_id = :rid;"
+settle_sql="UPDATE fence_receipts SET state = 'COMMITTED', version = '\"0123456789abcdef\"', settled_at = now() WHERE receipt_id = :rid;
+UPDATE fence_versions SET version = '\"0123456789abcdef\"', updated_at = now() WHERE target = 'objects/r' || :client_id;"
 unrow_sql="UPDATE fence_resources SET pending_receipt = '', updated_at = now() WHERE resource = 'r' || :client_id;"
 printf 'BEGIN;\n%b\n%s\nCOMMIT;\nBEGIN;\n%s\n%s\nCOMMIT;\n' "$admit_sql" "$row_sql" "$settle_sql" "$unrow_sql" >"$tmp/now.sql"
 cp "$tmp/now.sql" "$tmp/hot.sql"
@@ -56,17 +58,18 @@ DROP INDEX fence_receipts_live;
 CREATE UNIQUE INDEX fence_receipts_live ON fence_receipts (resource, fence_token, segment) WHERE live;
 ALTER TABLE fence_receipts SET (fillfactor = 80);"
 for s in now hot unsettled; do
-  psql "${pg[@]}" -qc "DROP DATABASE IF EXISTS settlehot_$s" -c "CREATE DATABASE settlehot_$s" 2>/dev/null
-  psql "${pg[@]}" -q -v ON_ERROR_STOP=1 -d "settlehot_$s" -f "$tmp/up.sql"
-  [ "$s" = now ] || psql "${pg[@]}" -q -v ON_ERROR_STOP=1 -d "settlehot_$s" -c "$hot_ddl"
-  [ "$s" = unsettled ] && psql "${pg[@]}" -q -d "settlehot_$s" -c 'CREATE TABLE fence_unsettled (receipt_id text COLLATE "C" PRIMARY KEY)'
-  psql "${pg[@]}" -q -d "settlehot_$s" -c "CREATE SEQUENCE rid" \
-    -c "INSERT INTO fence_resources (resource) SELECT 'r' || g FROM generate_series(0, $((clients - 1))) g"
+  psql "${pg[@]}" -qc "DROP DATABASE IF EXISTS settlehot_$$_$s" -c "CREATE DATABASE settlehot_$$_$s" 2>/dev/null
+  psql "${pg[@]}" -q -v ON_ERROR_STOP=1 -d "settlehot_$$_$s" -f "$tmp/up.sql"
+  [ "$s" = now ] || psql "${pg[@]}" -q -v ON_ERROR_STOP=1 -d "settlehot_$$_$s" -c "$hot_ddl"
+  [ "$s" = unsettled ] && psql "${pg[@]}" -q -d "settlehot_$$_$s" -c 'CREATE TABLE fence_unsettled (receipt_id text COLLATE "C" PRIMARY KEY)'
+  psql "${pg[@]}" -q -d "settlehot_$$_$s" -c "CREATE SEQUENCE rid" \
+    -c "INSERT INTO fence_resources (resource) SELECT 'r' || g FROM generate_series(0, $((clients - 1))) g" \
+    -c "INSERT INTO fence_versions (target, version, updated_at) SELECT 'objects/r' || g, '', now() FROM generate_series(0, $((clients - 1))) g"
 done
 
 # run SCHEMA MODE: one pgbench run; appends "tps wal/w hot%" to $tmp/SCHEMA-MODE.
 run() {
-  local db="settlehot_$1" opts=""
+  local db="settlehot_$$_$1" opts=""
   [ "$2" = cpu ] && opts="-c synchronous_commit=off"
   psql "${pg[@]}" -d "$db" -qc checkpoint
   local n0 a b n tps hot
