@@ -156,9 +156,14 @@ func (a *App) pull(ctx context.Context, fresh time.Duration) {
 // which would otherwise be fetched again every bundleRefresh and at each
 // status that does not verify). The same bundle (document and signature,
 // with the same bundle in force here) is offered again after 1 s, doubling
-// to a minute; any other at once. Meanwhile the same bundle is fetched and
-// not offered, so not counted as refused again (the authority counts each
-// refusal, and not a chain it could not fetch:
+// for the same bundle and the same cause up to a cap: a minute after a
+// refusal, 5 s after a chain not fetched (nothing tells the replica the
+// chain route is back, and meanwhile statuses under the registry's new key
+// do not verify here, so a route back up is used within 5 s); the two
+// causes share no doubling (another cause starts again at 1 s), nor do two
+// bundles (any other is offered at once). Meanwhile the same bundle is
+// fetched and not offered, so not counted as refused again (the authority
+// counts each refusal, and not a chain it could not fetch:
 // fencegate_trust_bundle_refusals_total; it applied the bundle's
 // revocations at the first offer either way). A change at the registry, or
 // an operator's install here, changes the key; a failure to apply a refused
@@ -167,23 +172,35 @@ func (a *App) pull(ctx context.Context, fresh time.Duration) {
 // the backoff as it was: the next pull fetches it again.
 type refusedFetch struct {
 	key   [sha256.Size]byte
+	cause fencegate.Code
 	wait  time.Duration
 	until time.Time
 }
 
+// Backoff caps of refusedFetch, by cause.
+const (
+	refusedBackoffCap   = time.Minute     // INVALID_REQUEST: the bundle refused
+	unfetchedBackoffCap = 5 * time.Second // BACKEND_UNAVAILABLE: its chain not fetched
+)
+
 // after is the backoff once the bundle key was offered at now with result
 // err.
 func (r refusedFetch) after(key [sha256.Size]byte, err error, now time.Time) refusedFetch {
-	switch fencegate.ErrorCode(err) {
-	case fencegate.CodeInvalidRequest, fencegate.CodeBackendUnavailable:
+	cause := fencegate.ErrorCode(err)
+	var limit time.Duration
+	switch cause {
+	case fencegate.CodeInvalidRequest:
+		limit = refusedBackoffCap
+	case fencegate.CodeBackendUnavailable:
+		limit = unfetchedBackoffCap
 	default:
 		return refusedFetch{}
 	}
 	wait := time.Second
-	if key == r.key {
-		wait = min(2*r.wait, time.Minute)
+	if key == r.key && cause == r.cause {
+		wait = min(2*r.wait, limit)
 	}
-	return refusedFetch{key: key, wait: wait, until: now.Add(wait)}
+	return refusedFetch{key: key, cause: cause, wait: wait, until: now.Add(wait)}
 }
 
 // raiseOverdue alarms on UNKNOWN receipts past the reconcile deadline: an

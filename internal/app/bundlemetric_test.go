@@ -153,8 +153,10 @@ func TestARefusedBundleFileIsLoggedOncePerVersionAndReason(t *testing.T) {
 // logged as a chain not fetched; the fetched bundle's revocations apply at
 // the replica all the same (its bundle stays), so the outage keeps no
 // revoked epoch trusted. The same bundle is then not offered again (nor
-// the chain fetched) until its backoff has passed (1 s, doubling), as after
-// a refusal; a bundle that could not be fetched starts no backoff. Once the
+// the chain fetched) until its backoff has passed (1 s, doubling to 5 s),
+// as after a refusal; a bundle that could not be fetched starts no backoff,
+// and one that could not be fetched while a backoff runs leaves it exactly
+// as it was (neither ended nor extended). Once the
 // wait has passed, the next pull finds the chain's step signed by that
 // epoch's key refused, counted, for an operator.
 func TestAChainThatCannotBeFetchedIsNotCountedButItsRevocationsApply(t *testing.T) {
@@ -195,6 +197,14 @@ func TestAChainThatCannotBeFetchedIsNotCountedButItsRevocationsApply(t *testing.
 	}
 	if !strings.Contains(logs.String(), "could not be fetched") {
 		t.Fatalf("the unreachable chain is not logged as such:\n%s", logs.String())
+	}
+	running := rep.refused
+	bundleDown.Store(true)
+	rep.pull(ctx, 0)
+	bundleDown.Store(false)
+	if rep.refused != running || running.wait != time.Second {
+		t.Fatalf("a bundle fetch that failed within a backoff (%s until %s, %s) left it as %s until %s, %s",
+			running.wait, running.until, running.cause, rep.refused.wait, rep.refused.until, rep.refused.cause)
 	}
 	down.Store(false)
 	for range 2 {

@@ -150,30 +150,38 @@ func TestAReplicaBacksOffFromABundleItRefused(t *testing.T) {
 	}
 }
 
-// Rule: the backoff from a refused bundle, or from one whose chain could
-// not be fetched (BACKEND_UNAVAILABLE from FollowBundle), waits 1 s,
-// doubling for the same bundle up to a minute (whichever of the two each
-// offer ended in), starts again at 1 s for another, and ends on anything
-// else (an install, or INTERNAL: revocations that could not be applied
-// here are tried again at the next pull).
-func TestTheBackoffFromARefusedBundleDoublesToAMinute(t *testing.T) {
+// Rule: the backoff from a refused bundle (INVALID_REQUEST) waits 1 s,
+// doubling for the same bundle up to a minute; from one whose chain could
+// not be fetched (BACKEND_UNAVAILABLE from FollowBundle) 1 s doubling only
+// up to 5 s, so a chain route back up is used within 5 s (it used to share
+// the minute, and a replica that could not verify its registry's new key
+// refused writes for up to a minute after the registry recovered). The two
+// causes share no doubling: a change of cause, or another bundle, starts
+// again at 1 s; anything else (an install, or INTERNAL: revocations that
+// could not be applied here are tried again at the next pull) ends it.
+func TestTheBackoffFromARefusedBundleDoublesToAMinuteAndFromAnUnfetchedChainToFiveSeconds(t *testing.T) {
 	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	refused := fencegate.Errorf(fencegate.CodeInvalidRequest, "refused")
 	noChain := fencegate.Errorf(fencegate.CodeBackendUnavailable, "the registry's chain could not be fetched")
 	a, b := sha256.Sum256([]byte("a")), sha256.Sum256([]byte("b"))
-	for name, errs := range map[string][]error{
-		"refused":             {refused},
-		"chain not fetched":   {noChain},
-		"one, then the other": {refused, noChain},
+	for name, c := range map[string]struct {
+		errs  []error
+		waits []time.Duration
+	}{
+		"refused":             {[]error{refused}, []time.Duration{1, 2, 4, 8, 16, 32, 60, 60}},
+		"chain not fetched":   {[]error{noChain}, []time.Duration{1, 2, 4, 5, 5, 5}},
+		"one, then the other": {[]error{refused, noChain}, []time.Duration{1, 1, 1, 1}},
+		"a refusal after unfetched waits": {[]error{noChain, noChain, noChain, noChain, refused, refused},
+			[]time.Duration{1, 2, 4, 5, 1, 2}},
 	} {
 		var r refusedFetch
-		for i, want := range []time.Duration{1, 2, 4, 8, 16, 32, 60, 60} {
-			r = r.after(a, errs[i%len(errs)], t0)
+		for i, want := range c.waits {
+			r = r.after(a, c.errs[i%len(c.errs)], t0)
 			if r.wait != want*time.Second || !r.until.Equal(t0.Add(want*time.Second)) {
 				t.Fatalf("%s: offer %d of the same bundle: wait %s until %s, want %s", name, i+1, r.wait, r.until, want*time.Second)
 			}
 		}
-		if r = r.after(b, errs[0], t0); r.wait != time.Second {
+		if r = r.after(b, c.errs[0], t0); r.wait != time.Second {
 			t.Fatalf("%s: another bundle: wait %s, want 1s", name, r.wait)
 		}
 		for _, err := range []error{nil, fencegate.Errorf(fencegate.CodeInternal, "state file")} {
