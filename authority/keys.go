@@ -1,7 +1,6 @@
 package authority
 
 import (
-	"bytes"
 	"context"
 	"crypto/ed25519"
 	"fmt"
@@ -22,6 +21,12 @@ import (
 func (a *Authority) RotateKey(context.Context) (State, error) {
 	a.change.Lock()
 	defer a.change.Unlock()
+	if a.signing {
+		// Before a.revoked is read: a landed bundle it installs may revoke more.
+		if err := a.noStoppedPublication(nil); err != nil {
+			return State{}, err
+		}
+	}
 	if err := a.rotateLocked(a.revoked); err != nil {
 		return State{}, err
 	}
@@ -52,16 +57,17 @@ func (a *Authority) RetireEpoch(_ context.Context, n uint64) (State, error) {
 	if a.signing && n > a.epoch {
 		return State{}, fencegate.Errorf(fencegate.CodeInvalidRequest, "epoch %d has not been issued (the current epoch is %d)", n, a.epoch)
 	}
-	signingFor := a.signing && n == a.epoch
-	if a.EpochRevoked(n) && !signingFor {
-		return a.saved()
-	}
 	if a.signing {
-		// A publication stopped after its bundle landed on disk: a version
-		// published over it would be another bundle of the same version.
+		// A publication stopped after its bundle landed on disk: installed
+		// first if this registry published it (it may revoke n already,
+		// when it was this retirement's), refused otherwise.
 		if err := a.noStoppedPublication(nil); err != nil {
 			return State{}, err
 		}
+	}
+	signingFor := a.signing && n == a.epoch
+	if a.EpochRevoked(n) && !signingFor {
+		return a.saved()
 	}
 	revoked := maps.Clone(a.revoked)
 	revoked[n] = true
@@ -95,13 +101,11 @@ func (a *Authority) RetireEpoch(_ context.Context, n uint64) (State, error) {
 // epoch the bundle holds a key of (a rotation that failed half-way may have
 // published its epoch) and every revoked one (a bundle or the config may
 // revoke an epoch not issued yet): a key is never made for a revoked epoch,
-// which the bundle would drop at once.
+// which the bundle would drop at once. The caller has run
+// noStoppedPublication.
 func (a *Authority) rotateLocked(revoked map[uint64]bool) error {
 	if !a.signing {
 		return fencegate.Errorf(fencegate.CodeUnsupported, "no in-process registry: rotate keys at the registry and load its bundle here")
-	}
-	if err := a.noStoppedPublication(nil); err != nil {
-		return err
 	}
 	old := a.verifier.Bundle()
 	epoch := a.epoch + 1
@@ -162,65 +166,6 @@ func (a *Authority) rotateLocked(revoked map[uint64]bool) error {
 func (a *Authority) bundleFileTrusts(s *proofs.Signer) bool {
 	b, err := proofs.LoadBundle(a.files.Bundle)
 	return err == nil && holdsSigner(b, s) == nil
-}
-
-// noStoppedPublication refuses (INTERNAL) to publish a bundle (a rotation
-// or a retirement: upload nil; or an operator's upload) while an earlier
-// publication in this process stopped after its bundle file landed: the
-// file then holds a version above the one in force (the rename was made
-// and a later step failed, the directory's sync; the bundle keeps its
-// signature, unseal), which a replica sharing the file may have taken
-// already. Another bundle of that version published over it would never
-// reach that replica (it takes only a higher version), and a higher one
-// was checked against a bundle in force that is not the file's (it could
-// lift what the file's revokes). Only that same bundle, uploaded again,
-// goes on, and so is put in force; a restart installs it too. It also
-// refuses while a rotation's next key is trusted by the bundle file
-// (noStoppedRotation), which only Open completes.
-func (a *Authority) noStoppedPublication(upload *proofs.Bundle) error {
-	if err := a.noStoppedRotation(); err != nil {
-		return err
-	}
-	onDisk, err := proofs.LoadBundle(a.files.Bundle)
-	if err != nil {
-		return nil
-	}
-	inForce := a.verifier.Bundle().Version()
-	if onDisk.Version() <= inForce || upload != nil && sameBundle(upload, onDisk) {
-		return nil
-	}
-	return fencegate.Errorf(fencegate.CodeInternal,
-		"the trust bundle file holds version %d, above version %d in force (a publication that stopped after its file was written, or a file written by another process): restart to install it, or upload that same bundle again; nothing else is published over it",
-		onDisk.Version(), inForce)
-}
-
-// sameBundle reports whether x and y are one bundle (Marshal writes one
-// document for both).
-func sameBundle(x, y *proofs.Bundle) bool {
-	dx, err1 := x.Marshal()
-	dy, err2 := y.Marshal()
-	return err1 == nil && err2 == nil && bytes.Equal(dx, dy)
-}
-
-// noStoppedRotation refuses a rotation while an earlier one in this process
-// stopped after its bundle file trusted its new key (its next key file is
-// kept): Open completes that one (completeRotation), and a second rotation
-// here would publish another bundle of the same version over it.
-func (a *Authority) noStoppedRotation() error {
-	seed, err := readSeed(nextKeyFile(a.files.Key))
-	if err != nil {
-		return nil
-	}
-	b, err := proofs.LoadBundle(a.files.Bundle)
-	if err != nil {
-		return nil
-	}
-	for _, k := range b.Keys() {
-		if s, err := proofs.NewSigner(ed25519.NewKeyFromSeed(seed), k.Key.KeyID(), k.Alg); err == nil && k.Epoch > a.epoch && holdsSigner(b, s) == nil {
-			return fencegate.Errorf(fencegate.CodeInternal, "a key rotation stopped after its bundle file trusted key %s; restart to complete it", k.Key.KeyID())
-		}
-	}
-	return nil
 }
 
 // publish is publishWith the revocations in force, signed by the signing key.
@@ -289,9 +234,11 @@ func (a *Authority) TrustBundle(context.Context) ([]byte, error) {
 // nothing, if it does not parse, has a lower version, lifts a revocation, or
 // (signing) lacks the registry's key, holds a key of a revoked epoch or
 // would be served longer than proofs.MaxBundleSize (servedDocument); and
-// (signing) while an earlier publication stopped after its bundle file
-// landed, unless it is that same bundle (noStoppedPublication). Its
-// revoked epochs are revoked here from then on.
+// (signing) while the bundle file holds a version above the one in force
+// that this registry did not publish, unless it is that same bundle; one it
+// did publish (a publication that stopped after its file landed) is put in
+// force first, and the upload checked against it (noStoppedPublication).
+// Its revoked epochs are revoked here from then on.
 func (a *Authority) SetTrustBundle(_ context.Context, data []byte) (State, error) {
 	a.change.Lock()
 	defer a.change.Unlock()
@@ -299,13 +246,15 @@ func (a *Authority) SetTrustBundle(_ context.Context, data []byte) (State, error
 	if err != nil {
 		return State{}, err
 	}
-	if err := a.admissible(b); err != nil {
-		return State{}, err
-	}
 	if a.signing {
+		// Before the checks: a landed bundle it installs is what b is
+		// checked against.
 		if err := a.noStoppedPublication(b); err != nil {
 			return State{}, err
 		}
+	}
+	if err := a.admissible(b); err != nil {
+		return State{}, err
 	}
 	if err := a.persistThenInstall(b, data); err != nil {
 		return State{}, err

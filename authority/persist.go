@@ -138,7 +138,13 @@ func renameDurable(from, to string) error {
 	if err := os.Rename(from, to); err != nil {
 		return err
 	}
-	d, err := os.Open(filepath.Dir(to))
+	return syncDir(to)
+}
+
+// syncDir fsyncs the directory holding path, so that a rename into it that
+// landed survives a crash once it returns.
+func syncDir(path string) error {
+	d, err := os.Open(filepath.Dir(path))
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,115 @@
+package authority
+
+import (
+	"bytes"
+	"crypto/ed25519"
+
+	"github.com/fencegate/fencegate"
+	"github.com/fencegate/fencegate/proofs"
+)
+
+// A publication can stop after its bundle file landed: the rename was made
+// and a later step failed (the directory's sync), so the file holds a
+// version above the one in force, which a replica sharing the file may have
+// taken already, and which a restart installs. Another bundle of that
+// version published over it would never reach that replica (it takes only
+// a higher version), and a higher one would be checked against a bundle in
+// force that is not the file's (it could lift what the file's revokes).
+// This file holds the rules for publishing while the file is so above.
+
+// noStoppedPublication runs before a signing authority publishes a bundle (a
+// rotation or a retirement: upload nil; or an operator's upload) while the
+// bundle file holds a version above the one in force. A bundle this
+// authority published there itself (ownLanded: its signature file holds its
+// signature of exactly that document) is put in force first, as a restart
+// would (installLanded), and the publication goes on from it. Otherwise
+// (written by another process or by hand) it refuses (INTERNAL), unless
+// upload is that same bundle, which is then put in force as uploaded. It
+// also refuses while a rotation's next key is trusted by the bundle file
+// (noStoppedRotation), which only Open completes.
+func (a *Authority) noStoppedPublication(upload *proofs.Bundle) error {
+	if err := a.noStoppedRotation(); err != nil {
+		return err
+	}
+	onDisk, err := proofs.LoadBundle(a.files.Bundle)
+	if err != nil {
+		return nil
+	}
+	inForce := a.verifier.Bundle().Version()
+	if onDisk.Version() <= inForce || upload != nil && sameBundle(upload, onDisk) {
+		return nil
+	}
+	if sb, ok := a.ownLanded(onDisk); ok {
+		return a.installLanded(onDisk, sb)
+	}
+	return fencegate.Errorf(fencegate.CodeInternal,
+		"the trust bundle file holds version %d, above version %d in force, and this registry did not publish it (a file written by another process or by hand): restart to install it, or upload that same bundle (the file's content) through PUT /v1/admin/trust-bundle; nothing else is published over it",
+		onDisk.Version(), inForce)
+}
+
+// ownLanded reports whether b, the bundle file's, is a bundle this
+// authority published and whose publication stopped after its file landed:
+// the signature file (a.sigs) holds a signature of b's version over exactly
+// b's served document, and it verifies under the bundle in force (the one
+// it was published over). It answers b as served, with that signature.
+func (a *Authority) ownLanded(b *proofs.Bundle) (signedBundle, bool) {
+	data, err := b.Marshal()
+	if err != nil {
+		return signedBundle{}, false
+	}
+	for _, e := range a.sigs {
+		if e.Version != b.Version() || e.Document != string(data) {
+			continue
+		}
+		if _, err := proofs.VerifyBundleSignature(a.verifier.Bundle(), data, e.Signature, b.Version(), a.now()); err != nil {
+			return signedBundle{}, false
+		}
+		return signedBundle{version: b.Version(), data: data, sig: e.Signature}, true
+	}
+	return signedBundle{}, false
+}
+
+// installLanded puts b, the bundle file's, in force served as sb, after
+// syncing the file's directory (the step whose failure stopped its
+// publication): what a restart would install, durably there before it is
+// in force. The caller holds a.change; the state is saved by the
+// publication that goes on.
+func (a *Authority) installLanded(b *proofs.Bundle, sb signedBundle) error {
+	if err := syncDir(a.files.Bundle); err != nil {
+		return fencegate.Wrap(err, fencegate.CodeInternal, "persist trust bundle")
+	}
+	if err := a.install(b, sb); err != nil {
+		return err
+	}
+	a.log.Warn("installed the trust bundle file published here by a publication that stopped after writing it", "version", b.Version())
+	return nil
+}
+
+// sameBundle reports whether x and y are one bundle (Marshal writes one
+// document for both).
+func sameBundle(x, y *proofs.Bundle) bool {
+	dx, err1 := x.Marshal()
+	dy, err2 := y.Marshal()
+	return err1 == nil && err2 == nil && bytes.Equal(dx, dy)
+}
+
+// noStoppedRotation refuses a rotation while an earlier one in this process
+// stopped after its bundle file trusted its new key (its next key file is
+// kept): Open completes that one (completeRotation), and a second rotation
+// here would publish another bundle of the same version over it.
+func (a *Authority) noStoppedRotation() error {
+	seed, err := readSeed(nextKeyFile(a.files.Key))
+	if err != nil {
+		return nil
+	}
+	b, err := proofs.LoadBundle(a.files.Bundle)
+	if err != nil {
+		return nil
+	}
+	for _, k := range b.Keys() {
+		if s, err := proofs.NewSigner(ed25519.NewKeyFromSeed(seed), k.Key.KeyID(), k.Alg); err == nil && k.Epoch > a.epoch && holdsSigner(b, s) == nil {
+			return fencegate.Errorf(fencegate.CodeInternal, "a key rotation stopped after its bundle file trusted key %s; restart to complete it", k.Key.KeyID())
+		}
+	}
+	return nil
+}

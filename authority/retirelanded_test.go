@@ -1,0 +1,73 @@
+package authority
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"testing"
+
+	"github.com/fencegate/fencegate/proofs"
+)
+
+// Rule: a retirement whose bundle file landed but was not put in force (the
+// directory's sync failed after the rename) is put in force by its retry,
+// as a restart would: the retry answers success with the epoch revoked and
+// publishes nothing more, so the retirement is one bundle version, on disk,
+// in memory and in the signature file alike. The retry used to be refused
+// (INTERNAL) until a restart, asking for "that same bundle" to be uploaded,
+// which an operator retiring an epoch never had.
+func TestARetriedRetirementWhoseBundleLandedInstallsItAsOneVersion(t *testing.T) {
+	ctx := context.Background()
+	a, cfg := openSigning(t)
+	if _, err := a.RotateKey(ctx); err != nil {
+		t.Fatal(err)
+	}
+	v := a.Verifier().Bundle().Version()
+	before := a.Verifier().Bundle()
+	func() {
+		saved := fsync
+		defer func() { fsync = saved }()
+		failingFsync(t, 4) // the signature's file and directory, the bundle's file, then its directory
+		if _, err := a.RetireEpoch(ctx, 1); err == nil {
+			t.Fatal("the retirement answered success")
+		}
+	}()
+	landed, err := os.ReadFile(cfg.Files.Bundle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := proofs.ParseBundle(landed); err != nil || b.Version() != v+1 || a.Verifier().Bundle().Version() != v {
+		t.Fatalf("the retirement did not land on disk without being in force (version %d in force): this test pins nothing", a.Verifier().Bundle().Version())
+	}
+
+	if _, err := a.RetireEpoch(ctx, 1); err != nil {
+		t.Fatalf("the retry: %v", err)
+	}
+	if !a.EpochRevoked(1) || a.CurrentEpoch() != 2 || a.Verifier().Bundle().Version() != v+1 {
+		t.Fatalf("after the retry: epoch 1 revoked %v, epoch %d, version %d in force; want revoked, 2, %d",
+			a.EpochRevoked(1), a.CurrentEpoch(), a.Verifier().Bundle().Version(), v+1)
+	}
+	if now, _ := os.ReadFile(cfg.Files.Bundle); !bytes.Equal(now, landed) {
+		t.Fatal("the retry wrote another bundle file")
+	}
+	doc, sig, _ := a.SignedTrustBundle(ctx)
+	if _, err := proofs.VerifyBundleSignature(before, doc, sig, v+1, a.now()); err != nil || !bytes.Equal(doc, landed) {
+		t.Fatalf("the served bundle is not the landed one, signed under the one before: %v", err)
+	}
+	var docs int
+	for _, e := range readSignatures(a.sigFile()) {
+		if e.Version > v+1 || e.Version == v+1 && e.Document != string(landed) {
+			t.Fatalf("the signature file holds version %d with another document", e.Version)
+		}
+		if e.Version == v+1 {
+			docs++
+		}
+	}
+	if docs != 1 {
+		t.Fatalf("the signature file holds version %d %d times", v+1, docs)
+	}
+	restarted, err := Open(cfg)
+	if err != nil || restarted.Verifier().Bundle().Version() != v+1 || !restarted.EpochRevoked(1) {
+		t.Fatalf("restart: %v", err)
+	}
+}
