@@ -230,15 +230,17 @@ func (a *Authority) TrustBundle(context.Context) ([]byte, error) {
 
 // SetTrustBundle installs a bundle document (the controlled path besides
 // rotation) and persists it as the bundle file first, unless that file
-// (which may be shared) holds a version at least as new. It is refused, changing
-// nothing, if it does not parse, has a lower version, lifts a revocation, or
-// (signing) lacks the registry's key, holds a key of a revoked epoch or
-// would be served longer than proofs.MaxBundleSize (servedDocument); and
-// (signing) while the bundle file holds a version above the one in force
-// that this registry did not publish, unless it is that same bundle; one it
-// did publish (a publication that stopped after its file landed) is put in
-// force first, and the upload checked against it (noStoppedPublication).
-// Its revoked epochs are revoked here from then on.
+// (which may be shared) holds a version at least as new. It is refused if
+// it does not parse, has a lower version, lifts a revocation, or (signing)
+// lacks the registry's key, holds a key of a revoked epoch or would be
+// served longer than proofs.MaxBundleSize (servedDocument); and while the
+// bundle file holds a version above the one in force (signing: one this
+// registry did not publish; a replica: a bundle of that version or
+// above), unless it is that same bundle (noStoppedPublication). A refusal
+// changes nothing, but for a bundle a signing registry published whose
+// file landed without being put in force: that one is put in force first,
+// as a restart would, and the upload checked against it. Its revoked
+// epochs are revoked here from then on.
 func (a *Authority) SetTrustBundle(_ context.Context, data []byte) (State, error) {
 	a.change.Lock()
 	defer a.change.Unlock()
@@ -246,12 +248,10 @@ func (a *Authority) SetTrustBundle(_ context.Context, data []byte) (State, error
 	if err != nil {
 		return State{}, err
 	}
-	if a.signing {
-		// Before the checks: a landed bundle it installs is what b is
-		// checked against.
-		if err := a.noStoppedPublication(b); err != nil {
-			return State{}, err
-		}
+	// Before the checks: a landed bundle it installs is what b is checked
+	// against.
+	if err := a.noStoppedPublication(b); err != nil {
+		return State{}, err
 	}
 	if err := a.admissible(b); err != nil {
 		return State{}, err

@@ -27,9 +27,20 @@ import (
 // upload is that same bundle, which is then put in force as uploaded. It
 // also refuses while a rotation's next key is trusted by the bundle file
 // (noStoppedRotation), which only Open completes.
+//
+// At a replica (not signing; an upload) it refuses (INTERNAL) a bundle
+// other than the file's of the file's version or above while the file is
+// above the version in force (an upload here whose directory's sync
+// failed, or the file replaced): installed here while the file keeps
+// another of its version, the two would never meet (SetTrustBundle writes
+// no version over one as new), and a higher one would be checked against a
+// bundle in force that is not the file's. One below the file's version is
+// installed here alone, as before; the file's own bundle installs it.
 func (a *Authority) noStoppedPublication(upload *proofs.Bundle) error {
-	if err := a.noStoppedRotation(); err != nil {
-		return err
+	if a.signing {
+		if err := a.noStoppedRotation(); err != nil {
+			return err
+		}
 	}
 	onDisk, err := proofs.LoadBundle(a.files.Bundle)
 	if err != nil {
@@ -38,6 +49,14 @@ func (a *Authority) noStoppedPublication(upload *proofs.Bundle) error {
 	inForce := a.verifier.Bundle().Version()
 	if onDisk.Version() <= inForce || upload != nil && sameBundle(upload, onDisk) {
 		return nil
+	}
+	if !a.signing {
+		if upload.Version() < onDisk.Version() {
+			return nil
+		}
+		return fencegate.Errorf(fencegate.CodeInternal,
+			"the trust bundle file holds version %d, above version %d in force (an upload here that stopped after writing it, or the file replaced): the next reload of the file or a restart installs it, and so does an upload of that same bundle; no other bundle of version %d or above is installed over it",
+			onDisk.Version(), inForce, onDisk.Version())
 	}
 	if sb, ok := a.ownLanded(onDisk); ok {
 		return a.installLanded(onDisk, sb)

@@ -1,0 +1,77 @@
+package authority
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/fencegate/fencegate"
+)
+
+// openReplica opens a registry-less authority whose bundle file is a
+// signing registry's first bundle.
+func openReplica(t *testing.T) (*Authority, Config) {
+	t.Helper()
+	reg, _ := openSigning(t)
+	doc, err := reg.TrustBundle(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	cfg := Config{Files: Files{State: filepath.Join(dir, "state.json"), Bundle: filepath.Join(dir, "bundle.json")},
+		Now: reg.now, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	if err := os.WriteFile(cfg.Files.Bundle, doc, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a, cfg
+}
+
+// Rule: at a replica, an upload whose bundle file was renamed into place
+// but whose directory sync failed (on disk, not in force) stops the upload
+// of any other bundle of its version or above (INTERNAL, the file and the
+// bundle in force as they were) until it is installed: another bundle of
+// its version used to be installed in memory while the file kept the first
+// (the file is not written over a version as new), the same-version split
+// the signing registry refuses. The same upload again installs it.
+func TestAReplicasUploadWhoseBundleLandedStopsOtherBundlesOfItsVersionOrAbove(t *testing.T) {
+	ctx := context.Background()
+	a, cfg := openReplica(t)
+	cur := a.Verifier().Bundle()
+	up := revokingDoc(t, cur, cur.Version()+1, 9)
+	func() {
+		saved := fsync
+		defer func() { fsync = saved }()
+		failingFsync(t, 2) // the bundle's file, then its directory
+		if _, err := a.SetTrustBundle(ctx, up); err == nil {
+			t.Fatal("the upload answered success")
+		}
+	}()
+	if landed, err := os.ReadFile(cfg.Files.Bundle); err != nil || !bytes.Equal(landed, up) || a.Verifier().Bundle().Version() != cur.Version() {
+		t.Fatal("the upload did not land on disk without being in force: this test pins nothing")
+	}
+	for name, doc := range map[string][]byte{
+		"another bundle of its version": revokingDoc(t, cur, cur.Version()+1, 8),
+		"a higher version":              revokingDoc(t, cur, cur.Version()+2, 8),
+	} {
+		if _, err := a.SetTrustBundle(ctx, doc); fencegate.ErrorCode(err) != fencegate.CodeInternal {
+			t.Fatalf("%s over the landed upload: %v, want INTERNAL", name, err)
+		}
+		if now, _ := os.ReadFile(cfg.Files.Bundle); !bytes.Equal(now, up) {
+			t.Fatalf("%s over the landed upload: the bundle file changed", name)
+		}
+		if v := a.Verifier().Bundle().Version(); v != cur.Version() || a.EpochRevoked(8) {
+			t.Fatalf("%s over the landed upload: version %d in force, epoch 8 revoked %v", name, v, a.EpochRevoked(8))
+		}
+	}
+	if _, err := a.SetTrustBundle(ctx, up); err != nil || !a.EpochRevoked(9) || a.Verifier().Bundle().Version() != cur.Version()+1 {
+		t.Fatalf("the same upload again: %v", err)
+	}
+}
