@@ -262,8 +262,9 @@ func (a *Authority) SetTrustBundle(_ context.Context, data []byte) (State, error
 	return a.saved()
 }
 
-// persistThenInstall writes data (b's document) as the bundle file and then
-// makes b the bundle in force: a bundle that could not be written is never
+// persistThenInstall writes data (b's document) as the bundle file (or,
+// when the file holds a version at least as new, syncs its directory) and
+// then makes b the bundle in force: a bundle that could not be written is never
 // in force (a restart would take it back, revocations and all), and one the
 // verifier would refuse is never written (the file may be shared with the
 // registry and other replicas). The caller holds a.change, so nothing else
@@ -276,14 +277,21 @@ func (a *Authority) persistThenInstall(b *proofs.Bundle, data []byte) error {
 	if err != nil {
 		return err
 	}
-	// The file may be shared: never replace a version at least as new.
-	if onDisk, err := proofs.LoadBundle(a.files.Bundle); err != nil || onDisk.Version() < b.Version() {
-		if err := WriteFileAtomic(a.files.Bundle, data, 0o644); err != nil {
-			if sb.data != nil {
-				a.unseal(b.Version())
-			}
-			return fencegate.Wrap(err, fencegate.CodeInternal, "persist trust bundle")
+	// The file may be shared: never replace a version at least as new. A
+	// file kept is relied on as written (the state saved next records b's
+	// version, and a start refuses a file below it): its directory is
+	// synced, as the write that put it there may have failed at that step
+	// (the same upload sent again after an INTERNAL).
+	if onDisk, lerr := proofs.LoadBundle(a.files.Bundle); lerr != nil || onDisk.Version() < b.Version() {
+		err = WriteFileAtomic(a.files.Bundle, data, 0o644)
+	} else {
+		err = syncDir(a.files.Bundle)
+	}
+	if err != nil {
+		if sb.data != nil {
+			a.unseal(b.Version())
 		}
+		return fencegate.Wrap(err, fencegate.CodeInternal, "persist trust bundle")
 	}
 	return a.install(b, sb)
 }

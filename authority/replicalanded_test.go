@@ -75,3 +75,46 @@ func TestAReplicasUploadWhoseBundleLandedStopsOtherBundlesOfItsVersionOrAbove(t 
 		t.Fatalf("the same upload again: %v", err)
 	}
 }
+
+// Rule: the same upload sent again after one whose bundle file landed but
+// whose directory sync failed syncs that directory before it is put in
+// force (a failure there is INTERNAL and changes nothing): it skipped the
+// write, as the file already held the bundle, and so never redid the sync,
+// yet the state file then recorded the new version, and a crash losing the
+// rename left a file below it, a start Open refuses.
+func TestTheSameUploadAgainSyncsTheDirectoryOfTheLandedFile(t *testing.T) {
+	ctx := context.Background()
+	for name, c := range map[string]struct {
+		open         func(*testing.T) (*Authority, Config)
+		landing, dir int // the failing fsync: the upload's bundle directory, then the retry's
+	}{
+		"replica":  {openReplica, 2, 1}, // the bundle's file and directory; the retry writes nothing else
+		"registry": {openSigning, 4, 3}, // the signature's file and directory first, each time
+	} {
+		a, cfg := c.open(t)
+		cur := a.Verifier().Bundle()
+		up := revokingDoc(t, cur, cur.Version()+1, 9)
+		for _, nth := range []int{c.landing, c.dir} {
+			func() {
+				saved := fsync
+				defer func() { fsync = saved }()
+				failingFsync(t, nth)
+				if _, err := a.SetTrustBundle(ctx, up); fencegate.ErrorCode(err) != fencegate.CodeInternal {
+					t.Fatalf("%s: the upload with fsync %d failing: %v, want INTERNAL", name, nth, err)
+				}
+			}()
+			if landed, err := os.ReadFile(cfg.Files.Bundle); err != nil || !bytes.Equal(landed, up) {
+				t.Fatalf("%s: the upload did not land on disk: this test pins nothing", name)
+			}
+			if a.Verifier().Bundle().Version() != cur.Version() || a.EpochRevoked(9) {
+				t.Fatalf("%s: fsync %d failing: the upload is in force", name, nth)
+			}
+			if p, err := loadPersisted(cfg.Files.State); err != nil || p.BundleVersion > cur.Version() {
+				t.Fatalf("%s: fsync %d failing: the state file records version %d", name, nth, p.BundleVersion)
+			}
+		}
+		if _, err := a.SetTrustBundle(ctx, up); err != nil || !a.EpochRevoked(9) {
+			t.Fatalf("%s: the same upload once its directory syncs: %v", name, err)
+		}
+	}
+}
