@@ -37,14 +37,14 @@ import (
 // bundle in force that is not the file's. One below the file's version is
 // installed here alone, as before; the file's own bundle installs it.
 func (a *Authority) noStoppedPublication(upload *proofs.Bundle) error {
-	if a.signing {
-		if err := a.noStoppedRotation(); err != nil {
-			return err
-		}
-	}
 	onDisk, err := proofs.LoadBundle(a.files.Bundle)
 	if err != nil {
 		return nil
+	}
+	if a.signing {
+		if err := a.noStoppedRotation(onDisk); err != nil {
+			return err
+		}
 	}
 	inForce := a.verifier.Bundle().Version()
 	if onDisk.Version() <= inForce || upload != nil && sameBundle(upload, onDisk) {
@@ -113,15 +113,12 @@ func sameBundle(x, y *proofs.Bundle) bool {
 }
 
 // noStoppedRotation refuses a rotation while an earlier one in this process
-// stopped after its bundle file trusted its new key (its next key file is
-// kept): Open completes that one (completeRotation), and a second rotation
-// here would publish another bundle of the same version over it.
-func (a *Authority) noStoppedRotation() error {
+// stopped after its bundle file (b, as read) trusted its new key (its next
+// key file is kept): Open completes that one (completeRotation), and a
+// second rotation here would publish another bundle of the same version
+// over it.
+func (a *Authority) noStoppedRotation(b *proofs.Bundle) error {
 	seed, err := readSeed(nextKeyFile(a.files.Key))
-	if err != nil {
-		return nil
-	}
-	b, err := proofs.LoadBundle(a.files.Bundle)
 	if err != nil {
 		return nil
 	}
