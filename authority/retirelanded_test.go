@@ -11,7 +11,8 @@ import (
 
 // Rule: a retirement whose bundle file landed but was not put in force (the
 // directory's sync failed after the rename) is put in force by its retry,
-// as a restart would: the retry answers success with the epoch revoked and
+// as a restart would (its directory synced first: a sync that fails
+// leaves it out of force): the retry answers success with the epoch revoked and
 // publishes nothing more, so the retirement is one bundle version, on disk,
 // in memory and in the signature file alike. The retry used to be refused
 // (INTERNAL) until a restart, asking for "that same bundle" to be uploaded,
@@ -40,6 +41,14 @@ func TestARetriedRetirementWhoseBundleLandedInstallsItAsOneVersion(t *testing.T)
 		t.Fatalf("the retirement did not land on disk without being in force (version %d in force): this test pins nothing", a.Verifier().Bundle().Version())
 	}
 
+	func() { // the landed file's directory synced before it is in force
+		saved := fsync
+		defer func() { fsync = saved }()
+		failingFsync(t, 1)
+		if _, err := a.RetireEpoch(ctx, 1); err == nil || a.Verifier().Bundle().Version() != v {
+			t.Fatalf("a retry whose directory sync failed: %v, version %d in force", err, a.Verifier().Bundle().Version())
+		}
+	}()
 	if _, err := a.RetireEpoch(ctx, 1); err != nil {
 		t.Fatalf("the retry: %v", err)
 	}
