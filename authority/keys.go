@@ -263,26 +263,40 @@ func (a *Authority) SetTrustBundle(_ context.Context, data []byte) (State, error
 }
 
 // persistThenInstall writes data (b's document) as the bundle file (or,
-// when the file holds a version at least as new, syncs its directory) and
+// when the file holds b itself or a higher version, syncs its directory) and
 // then makes b the bundle in force: a bundle that could not be written is never
 // in force (a restart would take it back, revocations and all), and one the
 // verifier would refuse is never written (the file may be shared with the
-// registry and other replicas). The caller holds a.change, so nothing else
-// installs a bundle between the check and the install.
+// registry and other replicas). A file holding another bundle of b's
+// version (an upload whose directory sync failed after the rename) refuses
+// b (INTERNAL, naming the two, nothing changed), for every caller (an
+// upload, a fetched bundle, a step of the chain): b in memory and the file's
+// on disk would never meet, as the file is not replaced by a version as new
+// and a restart installs the file's. The caller holds a.change, so nothing
+// else installs a bundle between the check and the install.
 func (a *Authority) persistThenInstall(b *proofs.Bundle, data []byte) error {
 	if err := a.verifier.Admits(b); err != nil {
 		return err
+	}
+	// The file may be shared: never replace a version at least as new, and
+	// install no other bundle of the file's version (a replica sharing the
+	// file may have taken the file's; a restart here would, and neither
+	// would ever take b, of no higher version).
+	onDisk, lerr := proofs.LoadBundle(a.files.Bundle)
+	if lerr == nil && onDisk.Version() == b.Version() && !sameBundle(onDisk, b) {
+		return fencegate.Errorf(fencegate.CodeInternal,
+			"trust bundle %s not installed: the trust bundle file holds another bundle of its version (%s), which only a higher version replaces; nothing changed",
+			bundleName(b), bundleName(onDisk))
 	}
 	sb, err := a.sealIfSigning(b)
 	if err != nil {
 		return err
 	}
-	// The file may be shared: never replace a version at least as new. A
-	// file kept is relied on as written (the state saved next records b's
-	// version, and a start refuses a file below it): its directory is
+	// A file kept is relied on as written (the state saved next records
+	// b's version, and a start refuses a file below it): its directory is
 	// synced, as the write that put it there may have failed at that step
 	// (the same upload sent again after an INTERNAL).
-	if onDisk, lerr := proofs.LoadBundle(a.files.Bundle); lerr != nil || onDisk.Version() < b.Version() {
+	if lerr != nil || onDisk.Version() < b.Version() {
 		err = WriteFileAtomic(a.files.Bundle, data, 0o644)
 	} else {
 		err = syncDir(a.files.Bundle)

@@ -3,6 +3,8 @@ package authority
 import (
 	"bytes"
 	"crypto/ed25519"
+	"crypto/sha256"
+	"fmt"
 
 	"github.com/fencegate/fencegate"
 	"github.com/fencegate/fencegate/proofs"
@@ -110,6 +112,17 @@ func sameBundle(x, y *proofs.Bundle) bool {
 	dx, err1 := x.Marshal()
 	dy, err2 := y.Marshal()
 	return err1 == nil && err2 == nil && bytes.Equal(dx, dy)
+}
+
+// bundleName names b in a message: its version, the epochs it revokes and
+// the SHA-256 of its document (two bundles of one version told apart).
+func bundleName(b *proofs.Bundle) string {
+	data, err := b.Marshal()
+	if err != nil {
+		return fmt.Sprintf("version %d", b.Version())
+	}
+	sum := sha256.Sum256(data)
+	return fmt.Sprintf("version %d revoking epochs %v, sha256 %x", b.Version(), b.RevokedEpochs(), sum[:8])
 }
 
 // noStoppedRotation refuses a rotation while an earlier one in this process

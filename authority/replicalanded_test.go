@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/fencegate/fencegate"
@@ -17,6 +18,13 @@ import (
 func openReplica(t *testing.T) (*Authority, Config) {
 	t.Helper()
 	reg, _ := openSigning(t)
+	return openReplicaOf(t, reg)
+}
+
+// openReplicaOf opens a registry-less authority whose bundle file is reg's
+// bundle in force.
+func openReplicaOf(t *testing.T, reg *Authority) (*Authority, Config) {
+	t.Helper()
 	doc, err := reg.TrustBundle(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -116,5 +124,51 @@ func TestTheSameUploadAgainSyncsTheDirectoryOfTheLandedFile(t *testing.T) {
 		if _, err := a.SetTrustBundle(ctx, up); err != nil || !a.EpochRevoked(9) {
 			t.Fatalf("%s: the same upload once its directory syncs: %v", name, err)
 		}
+	}
+}
+
+// Rule: a replica follows no registry bundle of the version its bundle file
+// holds when the file holds another bundle of it (an upload here whose
+// directory sync failed after the rename): INTERNAL, naming the two, with
+// the file and the bundle in force as they were. It used to install the
+// registry's in memory while the file kept the upload (never replaced by a
+// version as new), so a restart put the upload in force and the registry's
+// never installed again.
+func TestAReplicaFollowsNoRegistryBundleOfTheVersionItsFileHoldsAnotherOf(t *testing.T) {
+	ctx := context.Background()
+	reg, _ := openSigning(t)
+	a, cfg := openReplicaOf(t, reg)
+	cur := a.Verifier().Bundle()
+	if _, err := reg.SetTrustBundle(ctx, revokingDoc(t, cur, cur.Version()+1, 8)); err != nil {
+		t.Fatal(err)
+	}
+	fetched, sig, err := reg.SignedTrustBundle(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := revokingDoc(t, cur, cur.Version()+1, 9)
+	func() {
+		saved := fsync
+		defer func() { fsync = saved }()
+		failingFsync(t, 2) // the bundle's file, then its directory
+		if _, err := a.SetTrustBundle(ctx, up); err == nil {
+			t.Fatal("the upload answered success")
+		}
+	}()
+	if landed, err := os.ReadFile(cfg.Files.Bundle); err != nil || !bytes.Equal(landed, up) || a.Verifier().Bundle().Version() != cur.Version() {
+		t.Fatal("the upload did not land on disk without being in force: this test pins nothing")
+	}
+	ok, _, err := a.OfferBundle(fetched, sig)
+	if ok || fencegate.ErrorCode(err) != fencegate.CodeInternal || !strings.Contains(err.Error(), "revoking epochs [8]") || !strings.Contains(err.Error(), "revoking epochs [9]") {
+		t.Fatalf("the registry's bundle of the landed upload's version: installed %v, %v; want INTERNAL naming both", ok, err)
+	}
+	if v := a.Verifier().Bundle().Version(); v != cur.Version() || a.EpochRevoked(8) {
+		t.Fatalf("after the refusal: version %d in force, epoch 8 revoked %v", v, a.EpochRevoked(8))
+	}
+	if now, _ := os.ReadFile(cfg.Files.Bundle); !bytes.Equal(now, up) {
+		t.Fatal("after the refusal: the bundle file changed")
+	}
+	if p, err := loadPersisted(cfg.Files.State); err != nil || p.BundleVersion != cur.Version() {
+		t.Fatalf("after the refusal: the state file records version %d", p.BundleVersion)
 	}
 }
