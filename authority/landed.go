@@ -33,11 +33,17 @@ import (
 // At a replica (not signing; an upload) it refuses (INTERNAL) a bundle
 // other than the file's of the file's version or above while the file is
 // above the version in force (an upload here whose directory's sync
-// failed, or the file replaced): installed here while the file keeps
-// another of its version, the two would never meet (SetTrustBundle writes
-// no version over one as new), and a higher one would be checked against a
-// bundle in force that is not the file's. One below the file's version is
-// installed here alone, as before; the file's own bundle installs it.
+// failed, or the file replaced) and holds a bundle this replica would take
+// (wouldTake; so a reload of the file installs it): installed here while
+// the file keeps another of its version, the two would never meet
+// (SetTrustBundle writes no version over one as new), and a higher one
+// would be checked against a bundle in force that is not the file's. One
+// below the file's version is installed here alone, as before; the file's
+// own bundle installs it. A file this replica would not take (refused by a
+// reload: it lifts a revocation in force, say one an upload below its
+// version made) is treated as any refused file: it stops nothing, and an
+// upload of a higher version replaces it (one of its version does not:
+// persistThenInstall).
 func (a *Authority) noStoppedPublication(upload *proofs.Bundle) error {
 	onDisk, err := proofs.LoadBundle(a.files.Bundle)
 	if err != nil {
@@ -53,11 +59,11 @@ func (a *Authority) noStoppedPublication(upload *proofs.Bundle) error {
 		return nil
 	}
 	if !a.signing {
-		if upload.Version() < onDisk.Version() {
+		if upload.Version() < onDisk.Version() || a.wouldTake(onDisk) != nil {
 			return nil
 		}
 		return fencegate.Errorf(fencegate.CodeInternal,
-			"the trust bundle file holds version %d, above version %d in force (an upload here that stopped after writing it, or the file replaced): the next reload of the file or a restart installs it, and so does an upload of that same bundle; no other bundle of version %d or above is installed over it",
+			"the trust bundle file holds version %d, above version %d in force (an upload here that stopped after writing it, or the file replaced): the next reload of the file or a restart installs it, and so does an upload of that same bundle; no other upload of version %d or above is installed over it",
 			onDisk.Version(), inForce, onDisk.Version())
 	}
 	if sb, ok := a.ownLanded(onDisk); ok {
@@ -66,6 +72,16 @@ func (a *Authority) noStoppedPublication(upload *proofs.Bundle) error {
 	return fencegate.Errorf(fencegate.CodeInternal,
 		"the trust bundle file holds version %d, above version %d in force, and this registry did not publish it (a file written by another process or by hand): restart to install it, or upload that same bundle (the file's content) through PUT /v1/admin/trust-bundle; nothing else is published over it",
 		onDisk.Version(), inForce)
+}
+
+// wouldTake reports why a reload of b, the bundle file's, would refuse it
+// (offer: admissible, then the verifier's admission at install), or nil
+// if it would install it.
+func (a *Authority) wouldTake(b *proofs.Bundle) error {
+	if err := a.admissible(b); err != nil {
+		return err
+	}
+	return a.verifier.Admits(b)
 }
 
 // ownLanded reports whether b, the bundle file's, is a bundle this

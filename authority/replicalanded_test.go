@@ -172,3 +172,43 @@ func TestAReplicaFollowsNoRegistryBundleOfTheVersionItsFileHoldsAnotherOf(t *tes
 		t.Fatalf("after the refusal: the state file records version %d", p.BundleVersion)
 	}
 }
+
+// Rule: at a replica, a bundle file above the version in force that a
+// reload refuses (it lifts a revocation an upload below its version put in
+// force) stops no upload: a higher one replaces it and is in force. Every
+// upload at or above the file's version used to be refused (INTERNAL),
+// promising that a reload of the file or a restart would install it, which
+// the reload never did: the replica took no upload until a restart.
+func TestAReplicasBundleFileThatAReloadRefusesStopsNoHigherUpload(t *testing.T) {
+	ctx := context.Background()
+	a, cfg := openReplica(t)
+	cur := a.Verifier().Bundle()
+	landed := revokingDoc(t, cur, cur.Version()+2, 9)
+	func() {
+		saved := fsync
+		defer func() { fsync = saved }()
+		failingFsync(t, 2) // the bundle's file, then its directory
+		if _, err := a.SetTrustBundle(ctx, landed); err == nil {
+			t.Fatal("the upload answered success")
+		}
+	}()
+	if onDisk, err := os.ReadFile(cfg.Files.Bundle); err != nil || !bytes.Equal(onDisk, landed) || a.Verifier().Bundle().Version() != cur.Version() {
+		t.Fatal("the upload did not land on disk without being in force: this test pins nothing")
+	}
+	if _, err := a.SetTrustBundle(ctx, revokingDoc(t, cur, cur.Version()+1, 8)); err != nil || !a.EpochRevoked(8) {
+		t.Fatalf("an upload below the file's version: %v", err)
+	}
+	if installed, _, err := a.ReloadBundle(); installed || err == nil {
+		t.Fatalf("a reload of the file lifting the revocation of epoch 8: installed %v, %v; want refused", installed, err)
+	}
+	higher := revokingDoc(t, cur, cur.Version()+3, 8)
+	if _, err := a.SetTrustBundle(ctx, higher); err != nil {
+		t.Fatalf("an upload above the file a reload refuses: %v", err)
+	}
+	if v := a.Verifier().Bundle().Version(); v != cur.Version()+3 || !a.EpochRevoked(8) {
+		t.Fatalf("after the higher upload: version %d in force, epoch 8 revoked %v", v, a.EpochRevoked(8))
+	}
+	if onDisk, _ := os.ReadFile(cfg.Files.Bundle); !bytes.Equal(onDisk, higher) {
+		t.Fatal("after the higher upload: the bundle file does not hold it")
+	}
+}
