@@ -24,7 +24,10 @@ import (
 // bundle file holds a version above the one in force. A bundle this
 // authority published there itself (ownLanded: its signature file holds its
 // signature of exactly that document) is put in force first, as a restart
-// would (installLanded), and the publication goes on from it. Otherwise
+// would (installLanded), and the publication goes on from it, if a restart
+// would start on it (admissible: the signing key in it, as openBundle
+// requires; otherwise refused, INTERNAL, as a restart is: a retirement of
+// the signing epoch whose next key file is gone). Otherwise
 // (written by another process or by hand) it refuses (INTERNAL), unless
 // upload is that same bundle, which is then put in force as uploaded. It
 // also refuses while a rotation's next key is trusted by the bundle file
@@ -67,6 +70,13 @@ func (a *Authority) noStoppedPublication(upload *proofs.Bundle) error {
 			onDisk.Version(), inForce, onDisk.Version())
 	}
 	if sb, ok := a.ownLanded(onDisk); ok {
+		// The signing key in it, as Open requires of the file
+		// (openBundle), and no key of an epoch revoked here.
+		if err := a.admissible(onDisk); err != nil {
+			return fencegate.Errorf(fencegate.CodeInternal,
+				"the trust bundle file holds version %d, above version %d in force, published here by a publication that stopped after writing it, but it is not admissible (%s; a restart refuses a file lacking the signing key too): put back the key it trusts (a rotation's next key file, %s) and restart, or put back the bundle in force; nothing is published over it",
+				onDisk.Version(), inForce, fencegate.ErrorMessage(err), nextKeyFile(a.files.Key))
+		}
 		return a.installLanded(onDisk, sb)
 	}
 	return fencegate.Errorf(fencegate.CodeInternal,

@@ -6,6 +6,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/fencegate/fencegate"
 	"github.com/fencegate/fencegate/proofs"
 )
 
@@ -78,5 +79,56 @@ func TestARetriedRetirementWhoseBundleLandedInstallsItAsOneVersion(t *testing.T)
 	restarted, err := Open(cfg)
 	if err != nil || restarted.Verifier().Bundle().Version() != v+1 || !restarted.EpochRevoked(1) {
 		t.Fatalf("restart: %v", err)
+	}
+}
+
+// Rule: a publication that stopped after its bundle file landed is put in
+// force by the next one only if a restart would start on it (Open: the
+// signing key in it): a retirement of the signing epoch whose bundle landed
+// (it trusts the next epoch's key, not the signing one) and whose next key
+// file is then gone is refused on retry (INTERNAL), changing nothing:
+// memory, the bundle, signature and state files stay as they were. The
+// retry used to put it in force, a bundle lacking the key still signing,
+// which Open refuses to start on.
+func TestALandedBundleARestartWouldRefuseIsNotPutInForce(t *testing.T) {
+	ctx := context.Background()
+	a, cfg := openSigning(t)
+	v := a.Verifier().Bundle().Version()
+	func() {
+		saved := fsync
+		defer func() { fsync = saved }()
+		failingFsync(t, 6) // the next key's file and directory, the signature's, the bundle's file, then its directory
+		if _, err := a.RetireEpoch(ctx, 1); err == nil {
+			t.Fatal("the retirement answered success")
+		}
+	}()
+	landed, err := os.ReadFile(cfg.Files.Bundle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := proofs.ParseBundle(landed); err != nil || b.Version() != v+1 || a.Verifier().Bundle().Version() != v {
+		t.Fatal("the retirement did not land on disk without being in force: this test pins nothing")
+	}
+	if err := os.Remove(nextKeyFile(cfg.Files.Key)); err != nil {
+		t.Fatalf("the retirement kept no next key file: this test pins nothing (%v)", err)
+	}
+	if _, err := Open(cfg); err == nil {
+		t.Fatal("a restart starts on the landed file: this test pins nothing")
+	}
+	sigs, _ := os.ReadFile(a.sigFile())
+	state, _ := os.ReadFile(cfg.Files.State)
+	if _, err := a.RetireEpoch(ctx, 1); fencegate.ErrorCode(err) != fencegate.CodeInternal {
+		t.Fatalf("the retry: %v, want INTERNAL", err)
+	}
+	if a.Verifier().Bundle().Version() != v || a.EpochRevoked(1) || a.CurrentEpoch() != 1 {
+		t.Fatalf("after the retry: version %d in force, epoch 1 revoked %v, epoch %d", a.Verifier().Bundle().Version(), a.EpochRevoked(1), a.CurrentEpoch())
+	}
+	for name, c := range map[string]struct {
+		path string
+		was  []byte
+	}{"bundle": {cfg.Files.Bundle, landed}, "signature": {a.sigFile(), sigs}, "state": {cfg.Files.State, state}} {
+		if now, _ := os.ReadFile(c.path); !bytes.Equal(now, c.was) {
+			t.Fatalf("after the retry: the %s file changed", name)
+		}
 	}
 }
