@@ -320,9 +320,10 @@ func (a *Authority) sealIfSigning(b *proofs.Bundle) (signedBundle, error) {
 }
 
 // ReloadBundle installs the bundle file if its version is above the one in
-// force (the path a replica's operator uses: replace the file). It reports
-// whether it installed a new version; a file that is refused changes nothing
-// (and is counted: Alarm.BundleRefused).
+// force (the path a replica's operator uses: replace the file), its
+// directory synced first (a sync that fails is INTERNAL, not counted, and
+// changes nothing). It reports whether it installed a new version; a file
+// that is refused changes nothing (and is counted: Alarm.BundleRefused).
 func (a *Authority) ReloadBundle() (installed bool, version uint64, err error) {
 	b, err := proofs.LoadBundle(a.files.Bundle)
 	if err != nil {
@@ -363,10 +364,17 @@ func (a *Authority) offer(b *proofs.Bundle, data []byte, signature string) (inst
 			return false, offChain, err
 		}
 	}
-	// Written before it is in force, as SetTrustBundle does (a reload
-	// installs the file itself).
+	// Written before it is in force, as SetTrustBundle does. A reload
+	// installs the file itself, its directory synced first, as
+	// persistThenInstall syncs a file it keeps: the state saved next
+	// records b's version, and a crash losing the file's rename (an
+	// operator's mv, not yet synced) would leave a file below it, which
+	// Open refuses. The state file's own sync does not cover it: the
+	// app's trustBundle may lie outside its data directory.
 	if data != nil {
 		err = a.persistThenInstall(b, data)
+	} else if err = syncDir(a.files.Bundle); err != nil {
+		err = fencegate.Wrap(err, fencegate.CodeInternal, "persist trust bundle")
 	} else {
 		var sb signedBundle
 		if sb, err = a.sealIfSigning(b); err == nil {

@@ -212,3 +212,34 @@ func TestAReplicasBundleFileThatAReloadRefusesStopsNoHigherUpload(t *testing.T) 
 		t.Fatal("after the higher upload: the bundle file does not hold it")
 	}
 }
+
+// Rule: a reload syncs the bundle file's directory before it puts the file
+// in force (a sync that fails is INTERNAL and changes nothing, the state
+// file included): the state saved then records the file's version, and a
+// crash losing the file's rename would leave a file below it, which Open
+// refuses. It installed the file unsynced, while persistThenInstall syncs
+// a file it keeps for the same reason.
+func TestAReloadSyncsTheBundleFilesDirectoryBeforeItIsInForce(t *testing.T) {
+	a, cfg := openReplica(t)
+	cur := a.Verifier().Bundle()
+	if err := WriteFileAtomic(cfg.Files.Bundle, revokingDoc(t, cur, cur.Version()+1, 9), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	func() {
+		saved := fsync
+		defer func() { fsync = saved }()
+		failingFsync(t, 1)
+		if installed, _, err := a.ReloadBundle(); installed || fencegate.ErrorCode(err) != fencegate.CodeInternal {
+			t.Fatalf("a reload whose directory sync fails: installed %v, %v; want INTERNAL", installed, err)
+		}
+	}()
+	if a.Verifier().Bundle().Version() != cur.Version() || a.EpochRevoked(9) {
+		t.Fatalf("a reload whose directory sync failed: version %d in force", a.Verifier().Bundle().Version())
+	}
+	if p, err := loadPersisted(cfg.Files.State); err != nil || p.BundleVersion != cur.Version() {
+		t.Fatalf("a reload whose directory sync failed: the state file records version %d", p.BundleVersion)
+	}
+	if installed, _, err := a.ReloadBundle(); !installed || err != nil || !a.EpochRevoked(9) {
+		t.Fatalf("the reload again: installed %v, %v", installed, err)
+	}
+}
