@@ -159,9 +159,12 @@ func (a *App) pull(ctx context.Context, fresh time.Duration) {
 // for the same bundle and the same cause up to a cap: a minute after a
 // refusal, 5 s after a chain not fetched (nothing tells the replica the
 // chain route is back, and meanwhile statuses under the registry's new key
-// do not verify here, so a route back up is used within 5 s); the two
-// causes share no doubling (another cause starts again at 1 s), nor do two
-// bundles (any other is offered at once). Meanwhile the same bundle is
+// do not verify here, so a route back up is used within 5 s); each cause
+// keeps its own doubling for the bundle (a cause after the other goes on
+// from its own last wait, or 1 s the first time: a chain route flapping,
+// refused then unfetched then refused, does not start the refusal's wait
+// again at each change), and two bundles share none (any other is offered
+// at once). Meanwhile the same bundle is
 // fetched and not offered, so not counted as refused again (the authority
 // counts each refusal, and not a chain it could not fetch:
 // fencegate_trust_bundle_refusals_total; it applied the bundle's
@@ -172,9 +175,11 @@ func (a *App) pull(ctx context.Context, fresh time.Duration) {
 // the backoff as it was: the next pull fetches it again.
 type refusedFetch struct {
 	key   [sha256.Size]byte
-	cause fencegate.Code
-	wait  time.Duration
+	cause fencegate.Code // the last offer's
+	wait  time.Duration  // the last offer's: until is the offer's time plus wait
 	until time.Time
+	// The last wait of each cause for key (0: none yet).
+	refusedWait, unfetchedWait time.Duration
 }
 
 // Backoff caps of refusedFetch, by cause.
@@ -186,21 +191,23 @@ const (
 // after is the backoff once the bundle key was offered at now with result
 // err.
 func (r refusedFetch) after(key [sha256.Size]byte, err error, now time.Time) refusedFetch {
-	cause := fencegate.ErrorCode(err)
+	if key != r.key {
+		r = refusedFetch{key: key}
+	}
+	r.cause = fencegate.ErrorCode(err)
+	var last *time.Duration
 	var limit time.Duration
-	switch cause {
+	switch r.cause {
 	case fencegate.CodeInvalidRequest:
-		limit = refusedBackoffCap
+		last, limit = &r.refusedWait, refusedBackoffCap
 	case fencegate.CodeBackendUnavailable:
-		limit = unfetchedBackoffCap
+		last, limit = &r.unfetchedWait, unfetchedBackoffCap
 	default:
 		return refusedFetch{}
 	}
-	wait := time.Second
-	if key == r.key && cause == r.cause {
-		wait = min(2*r.wait, limit)
-	}
-	return refusedFetch{key: key, cause: cause, wait: wait, until: now.Add(wait)}
+	*last = min(max(2**last, time.Second), limit)
+	r.wait, r.until = *last, now.Add(*last)
+	return r
 }
 
 // raiseOverdue alarms on UNKNOWN receipts past the reconcile deadline: an

@@ -155,9 +155,11 @@ func TestAReplicaBacksOffFromABundleItRefused(t *testing.T) {
 // not be fetched (BACKEND_UNAVAILABLE from FollowBundle) 1 s doubling only
 // up to 5 s, so a chain route back up is used within 5 s (it used to share
 // the minute, and a replica that could not verify its registry's new key
-// refused writes for up to a minute after the registry recovered). The two
-// causes share no doubling: a change of cause, or another bundle, starts
-// again at 1 s; anything else (an install, or INTERNAL: revocations that
+// refused writes for up to a minute after the registry recovered). Each
+// cause doubles on its own for the bundle: a change of cause goes on from
+// that cause's last wait (a chain route flapping used to reset the wait to
+// 1 s at each change, so a refusal was fetched, counted and logged about
+// every 2 s); another bundle starts again at 1 s; anything else (an install, or INTERNAL: revocations that
 // could not be applied here are tried again at the next pull) ends it.
 func TestTheBackoffFromARefusedBundleDoublesToAMinuteAndFromAnUnfetchedChainToFiveSeconds(t *testing.T) {
 	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -170,7 +172,7 @@ func TestTheBackoffFromARefusedBundleDoublesToAMinuteAndFromAnUnfetchedChainToFi
 	}{
 		"refused":             {[]error{refused}, []time.Duration{1, 2, 4, 8, 16, 32, 60, 60}},
 		"chain not fetched":   {[]error{noChain}, []time.Duration{1, 2, 4, 5, 5, 5}},
-		"one, then the other": {[]error{refused, noChain}, []time.Duration{1, 1, 1, 1}},
+		"one, then the other": {[]error{refused, noChain}, []time.Duration{1, 1, 2, 2, 4, 4, 8, 5, 16, 5, 32, 5, 60, 5}},
 		"a refusal after unfetched waits": {[]error{noChain, noChain, noChain, noChain, refused, refused},
 			[]time.Duration{1, 2, 4, 5, 1, 2}},
 	} {
