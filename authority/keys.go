@@ -283,7 +283,7 @@ func (a *Authority) persistThenInstall(b *proofs.Bundle, data []byte) error {
 	// file may have taken the file's; a restart here would, and neither
 	// would ever take b, of no higher version).
 	onDisk, lerr := proofs.LoadBundle(a.files.Bundle)
-	if lerr == nil && onDisk.Version() == b.Version() && !sameBundle(onDisk, b) {
+	if lerr == nil && onDisk.Version() == b.Version() && !onDisk.Equal(b) {
 		return fencegate.Errorf(fencegate.CodeInternal,
 			"trust bundle %s not installed: the trust bundle file holds another bundle of its version (%s), which only a higher version replaces; nothing changed",
 			bundleName(b), bundleName(onDisk))

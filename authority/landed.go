@@ -1,7 +1,6 @@
 package authority
 
 import (
-	"bytes"
 	"crypto/ed25519"
 	"crypto/sha256"
 	"fmt"
@@ -58,7 +57,7 @@ func (a *Authority) noStoppedPublication(upload *proofs.Bundle) error {
 		}
 	}
 	inForce := a.verifier.Bundle().Version()
-	if onDisk.Version() <= inForce || upload != nil && sameBundle(upload, onDisk) {
+	if onDisk.Version() <= inForce || upload != nil && upload.Equal(onDisk) {
 		return nil
 	}
 	if !a.signing {
@@ -130,14 +129,6 @@ func (a *Authority) installLanded(b *proofs.Bundle, sb signedBundle) error {
 	}
 	a.log.Warn("installed the trust bundle file published here by a publication that stopped after writing it", "version", b.Version())
 	return nil
-}
-
-// sameBundle reports whether x and y are one bundle (Marshal writes one
-// document for both).
-func sameBundle(x, y *proofs.Bundle) bool {
-	dx, err1 := x.Marshal()
-	dy, err2 := y.Marshal()
-	return err1 == nil && err2 == nil && bytes.Equal(dx, dy)
 }
 
 // bundleName names b in a message: its version, the epochs it revokes and

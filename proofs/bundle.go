@@ -1,6 +1,7 @@
 package proofs
 
 import (
+	"bytes"
 	"crypto/ecdsa"
 	"crypto/ed25519"
 	"crypto/elliptic"
@@ -353,6 +354,18 @@ func (b *Bundle) Marshal() ([]byte, error) {
 		f.Keys = append(f.Keys, raw)
 	}
 	return json.MarshalIndent(f, "", "  ")
+}
+
+// Equal reports whether b and o are one bundle: Marshal writes one document
+// for both (their versions, keys with epochs and windows, and revocations
+// alike). A nil bundle equals only nil.
+func (b *Bundle) Equal(o *Bundle) bool {
+	if b == nil || o == nil {
+		return b == o
+	}
+	bm, berr := b.Marshal()
+	om, oerr := o.Marshal()
+	return berr == nil && oerr == nil && bytes.Equal(bm, om)
 }
 
 var bundleFields = strictjson.FieldsOf[bundleFile]()

@@ -270,3 +270,41 @@ func TestRotationGoesThroughSetBundle(t *testing.T) {
 	_, err = f.v.VerifyGrant(tok2)
 	mustOK(t, err)
 }
+
+// Rule: Equal holds exactly for bundles Marshal writes as one document: a
+// bundle and its document parsed again are equal; another version, another
+// revocation or another key is not; nil equals only nil.
+func TestBundlesAreEqualExactlyWhenTheyMarshalToOneDocument(t *testing.T) {
+	s, _ := proofs.GenerateEd25519Signer("k1")
+	other, _ := proofs.GenerateEd25519Signer("k2")
+	b, err := proofs.NewRevokingBundle(2, proofs.Revocations{Epochs: []uint64{7}}, s.BundleKey(1))
+	mustOK(t, err)
+	doc, err := b.Marshal()
+	mustOK(t, err)
+	again, err := proofs.ParseBundle(doc)
+	mustOK(t, err)
+	if !b.Equal(again) || !again.Equal(b) {
+		t.Fatal("a bundle and its document parsed again are not equal")
+	}
+	for name, mk := range map[string]func() (*proofs.Bundle, error){
+		"another version": func() (*proofs.Bundle, error) {
+			return proofs.NewRevokingBundle(3, proofs.Revocations{Epochs: []uint64{7}}, s.BundleKey(1))
+		},
+		"another revocation": func() (*proofs.Bundle, error) {
+			return proofs.NewRevokingBundle(2, proofs.Revocations{Epochs: []uint64{8}}, s.BundleKey(1))
+		},
+		"another key": func() (*proofs.Bundle, error) {
+			return proofs.NewRevokingBundle(2, proofs.Revocations{Epochs: []uint64{7}}, other.BundleKey(1))
+		},
+	} {
+		o, err := mk()
+		mustOK(t, err)
+		if b.Equal(o) || o.Equal(b) {
+			t.Fatalf("%s: equal", name)
+		}
+	}
+	var none *proofs.Bundle
+	if b.Equal(nil) || none.Equal(b) || !none.Equal(nil) {
+		t.Fatal("nil: equal to a bundle, or not to nil")
+	}
+}
