@@ -28,7 +28,9 @@ import (
 // requires; otherwise refused, INTERNAL, as a restart is: a retirement of
 // the signing epoch whose next key file is gone). Otherwise
 // (written by another process or by hand) it refuses (INTERNAL), unless
-// upload is that same bundle, which is then put in force as uploaded. It
+// upload is that same bundle, which is then put in force as uploaded; its
+// message says whether a restart (admissible) and that upload (the
+// verifier's admission) would take the file, or the file must be replaced. It
 // also refuses while a rotation's next key is trusted by the bundle file
 // (noStoppedRotation), which only Open completes.
 //
@@ -78,8 +80,19 @@ func (a *Authority) noStoppedPublication(upload *proofs.Bundle) error {
 		}
 		return a.installLanded(onDisk, sb)
 	}
+	const foreign = "the trust bundle file holds version %d, above version %d in force, and this registry did not publish it (a file written by another process or by hand)"
+	if err := a.admissible(onDisk); err != nil { // what a restart (openBundle) requires
+		return fencegate.Errorf(fencegate.CodeInternal,
+			foreign+"; a restart refuses it too (%s): replace the file with the bundle in force, or one that keeps its signing key, and restart; nothing is published over it",
+			onDisk.Version(), inForce, fencegate.ErrorMessage(err))
+	}
+	if err := a.verifier.Admits(onDisk); err != nil { // an upload of it is refused
+		return fencegate.Errorf(fencegate.CodeInternal,
+			foreign+": restart to install it (an upload of it is refused: %s); nothing else is published over it",
+			onDisk.Version(), inForce, fencegate.ErrorMessage(err))
+	}
 	return fencegate.Errorf(fencegate.CodeInternal,
-		"the trust bundle file holds version %d, above version %d in force, and this registry did not publish it (a file written by another process or by hand): restart to install it, or upload that same bundle (the file's content) through PUT /v1/admin/trust-bundle; nothing else is published over it",
+		foreign+": restart to install it, or upload that same bundle (the file's content) through PUT /v1/admin/trust-bundle; nothing else is published over it",
 		onDisk.Version(), inForce)
 }
 

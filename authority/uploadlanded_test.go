@@ -3,11 +3,14 @@ package authority
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/fencegate/fencegate"
 	"github.com/fencegate/fencegate/proofs"
+	"github.com/lestrrat-go/jwx/v2/jwa"
 )
 
 // revokingDoc is a document of version holding cur's keys and revoking epoch.
@@ -135,5 +138,42 @@ func TestABundleFileNotPublishedHereStopsOtherPublications(t *testing.T) {
 	}
 	if _, err := a.RotateKey(ctx); err != nil {
 		t.Fatalf("a rotation once the file is in force: %v", err)
+	}
+}
+
+// Rule: a bundle file above the version in force that this registry did
+// not publish and would not take (here: it lacks the signing key, so a
+// restart refuses it too) is refused with a message that says so and asks
+// for the file to be replaced, not for a restart or an upload of it; the
+// file and the bundle in force stay as they were.
+func TestABundleFileNotPublishedHereThatARestartRefusesSaysToReplaceIt(t *testing.T) {
+	ctx := context.Background()
+	a, cfg := openSigning(t)
+	cur := a.Verifier().Bundle()
+	// A valid bundle of another key only: it lacks the signing key.
+	other, err := proofs.NewSigner(ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize)), "other-7", jwa.EdDSA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := proofs.NewBundle(cur.Version()+1, other.BundleKey(7))
+	if err != nil {
+		t.Fatal(err)
+	}
+	foreign, err := b.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteFileAtomic(cfg.Files.Bundle, foreign, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(cfg); err == nil {
+		t.Fatal("a restart started on a bundle file without the signing key")
+	}
+	_, err = a.RotateKey(ctx)
+	if fencegate.ErrorCode(err) != fencegate.CodeInternal || !strings.Contains(err.Error(), "replace the file") || strings.Contains(err.Error(), "restart to install it") {
+		t.Fatalf("a rotation over the file: %v, want INTERNAL asking to replace the file", err)
+	}
+	if now, _ := os.ReadFile(cfg.Files.Bundle); !bytes.Equal(now, foreign) || a.Verifier().Bundle().Version() != cur.Version() {
+		t.Fatal("the refused rotation changed the file or the bundle in force")
 	}
 }
