@@ -29,8 +29,8 @@ import (
 // the signing epoch whose next key file is gone). Otherwise
 // (written by another process or by hand) it refuses (INTERNAL), unless
 // upload is that same bundle, which is then put in force as uploaded; its
-// message says whether a restart (admissible) and that upload (the
-// verifier's admission) would take the file, or the file must be replaced. It
+// message names the ways out without promising one: a restart or that
+// upload where they can take the file, else replacing it. It
 // also refuses while a rotation's next key is trusted by the bundle file
 // (noStoppedRotation), which only Open completes.
 //
@@ -75,24 +75,13 @@ func (a *Authority) noStoppedPublication(upload *proofs.Bundle) error {
 		// (openBundle), and no key of an epoch revoked here.
 		if err := a.admissible(onDisk); err != nil {
 			return fencegate.Errorf(fencegate.CodeInternal,
-				"the trust bundle file holds version %d, above version %d in force, published here by a publication that stopped after writing it, but it is not admissible (%s; a restart refuses a file lacking the signing key too): put back the key it trusts (a rotation's next key file, %s) and restart, or put back the bundle in force; nothing is published over it",
+				"the trust bundle file holds version %d, above version %d in force, published here by a publication that stopped after writing it, but it is not admissible (%s; a restart refuses a file lacking the signing key too): put back the key it trusts (a rotation's next key file, %s) and restart (putting back the bundle in force instead would have this registry publish another bundle of version %[1]d, which replicas that took the file's never install); nothing is published over it",
 				onDisk.Version(), inForce, fencegate.ErrorMessage(err), nextKeyFile(a.files.Key))
 		}
 		return a.installLanded(onDisk, sb)
 	}
-	const foreign = "the trust bundle file holds version %d, above version %d in force, and this registry did not publish it (a file written by another process or by hand)"
-	if err := a.admissible(onDisk); err != nil { // what a restart (openBundle) requires
-		return fencegate.Errorf(fencegate.CodeInternal,
-			foreign+"; a restart refuses it too (%s): replace the file with the bundle in force, or one that keeps its signing key, and restart; nothing is published over it",
-			onDisk.Version(), inForce, fencegate.ErrorMessage(err))
-	}
-	if err := a.verifier.Admits(onDisk); err != nil { // an upload of it is refused
-		return fencegate.Errorf(fencegate.CodeInternal,
-			foreign+": restart to install it (an upload of it is refused: %s); nothing else is published over it",
-			onDisk.Version(), inForce, fencegate.ErrorMessage(err))
-	}
 	return fencegate.Errorf(fencegate.CodeInternal,
-		foreign+": restart to install it, or upload that same bundle (the file's content) through PUT /v1/admin/trust-bundle; nothing else is published over it",
+		"the trust bundle file holds version %d, above version %d in force, and this registry did not publish it (a file written by another process or by hand): a restart installs it if it can (a start refuses a file it cannot take, saying why), and so does an upload of that same bundle (the file's content) through PUT /v1/admin/trust-bundle if the bundle in force admits it; otherwise replace the file and restart; nothing else is published over it",
 		onDisk.Version(), inForce)
 }
 

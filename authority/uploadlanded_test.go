@@ -142,10 +142,10 @@ func TestABundleFileNotPublishedHereStopsOtherPublications(t *testing.T) {
 }
 
 // Rule: a bundle file above the version in force that this registry did
-// not publish and would not take (here: it lacks the signing key, so a
-// restart refuses it too) is refused with a message that says so and asks
-// for the file to be replaced, not for a restart or an upload of it; the
-// file and the bundle in force stay as they were.
+// not publish and cannot take (here: it lacks the signing key, so a
+// restart refuses it too) is refused with a message that promises no
+// restart (it says a restart installs the file only if it can) and names
+// replacing the file; the file and the bundle in force stay as they were.
 func TestABundleFileNotPublishedHereThatARestartRefusesSaysToReplaceIt(t *testing.T) {
 	ctx := context.Background()
 	a, cfg := openSigning(t)
@@ -171,7 +171,7 @@ func TestABundleFileNotPublishedHereThatARestartRefusesSaysToReplaceIt(t *testin
 	}
 	_, err = a.RotateKey(ctx)
 	if fencegate.ErrorCode(err) != fencegate.CodeInternal || !strings.Contains(err.Error(), "replace the file") || strings.Contains(err.Error(), "restart to install it") {
-		t.Fatalf("a rotation over the file: %v, want INTERNAL asking to replace the file", err)
+		t.Fatalf("a rotation over the file: %v, want INTERNAL naming replacing the file, promising no restart", err)
 	}
 	if now, _ := os.ReadFile(cfg.Files.Bundle); !bytes.Equal(now, foreign) || a.Verifier().Bundle().Version() != cur.Version() {
 		t.Fatal("the refused rotation changed the file or the bundle in force")
