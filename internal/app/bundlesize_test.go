@@ -10,6 +10,7 @@ import (
 
 	"github.com/fencegate/fencegate"
 	"github.com/fencegate/fencegate/proofs"
+	"github.com/fencegate/fencegate/proofs/prooftest"
 )
 
 // Rule: an operator's PUT /v1/admin/trust-bundle whose document is within
@@ -29,17 +30,12 @@ func TestAnUploadLongerThanTheLimitAsServedIsAProblemAndChangesNothing(t *testin
 	for i := range 1500 {
 		ids = append(ids, fmt.Sprintf("%s%d", strings.Repeat("<", 300), i))
 	}
-	nb, err := proofs.NewRevokingBundle(cur.Version()+1, proofs.Revocations{KeyIDs: ids}, cur.Keys()...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	escaped, _ := nb.Marshal()
-	raw := strings.ReplaceAll(string(escaped), `\u003c`, "<")
+	raw, escaped := prooftest.RawRevokingDoc(t, cur, cur.Version()+1, ids)
 	if len(raw) > proofs.MaxBundleSize || len(escaped) <= proofs.MaxBundleSize {
 		t.Fatalf("the upload is %d bytes, %d as served: want under and over the limit", len(raw), len(escaped))
 	}
 
-	resp, body := call("PUT", "/v1/admin/trust-bundle", "token-admin", raw)
+	resp, body := call("PUT", "/v1/admin/trust-bundle", "token-admin", string(raw))
 	var p problem
 	if err := json.Unmarshal([]byte(body), &p); err != nil || resp.StatusCode != http.StatusBadRequest ||
 		resp.Header.Get("Content-Type") != "application/problem+json" ||
