@@ -240,7 +240,12 @@ func (a *Authority) TrustBundle(context.Context) ([]byte, error) {
 // changes nothing, but for a bundle a signing registry published whose
 // file landed without being put in force: that one is put in force first,
 // as a restart would, and the upload checked against it. Its revoked
-// epochs are revoked here from then on.
+// epochs are revoked here from then on. The bundle in force uploaded again
+// (proofs.(*Bundle).Equal) is an idempotent success answering the state:
+// nothing is installed or signed again (a signing registry keeps serving
+// its signature, and its chain, as published); only the bundle file is
+// made durable (written if it holds a lower version or none, else its
+// directory synced).
 func (a *Authority) SetTrustBundle(_ context.Context, data []byte) (State, error) {
 	a.change.Lock()
 	defer a.change.Unlock()
@@ -272,8 +277,10 @@ func (a *Authority) SetTrustBundle(_ context.Context, data []byte) (State, error
 // b (INTERNAL, naming the two, nothing changed), for every caller (an
 // upload, a fetched bundle, a step of the chain): b in memory and the file's
 // on disk would never meet, as the file is not replaced by a version as new
-// and a restart installs the file's. The caller holds a.change, so nothing
-// else installs a bundle between the check and the install.
+// and a restart installs the file's. The bundle in force itself (Equal)
+// is only made durable: not installed or signed again. The caller holds
+// a.change, so nothing else installs a bundle between the check and the
+// install.
 func (a *Authority) persistThenInstall(b *proofs.Bundle, data []byte) error {
 	if err := a.verifier.Admits(b); err != nil {
 		return err
@@ -288,14 +295,24 @@ func (a *Authority) persistThenInstall(b *proofs.Bundle, data []byte) error {
 			"trust bundle %s not installed: the trust bundle file holds another bundle of its version (%s), which only a higher version replaces; nothing changed",
 			bundleName(b), bundleName(onDisk))
 	}
-	sb, err := a.sealIfSigning(b)
-	if err != nil {
-		return err
+	// The bundle in force uploaded again: nothing to install, and (signing)
+	// not signed again, which would replace the signature served (by the
+	// outgoing key too, after a rotation) with one by the signing key alone
+	// and drop the version it was published over, breaking the chain to it
+	// (TrustBundleChain). Only the file is made durable, as below.
+	again := b.Equal(a.verifier.Bundle()) && (!a.signing || a.served.version == b.Version() && a.served.data != nil)
+	var sb signedBundle
+	if !again {
+		var err error
+		if sb, err = a.sealIfSigning(b); err != nil {
+			return err
+		}
 	}
 	// A file kept is relied on as written (the state saved next records
 	// b's version, and a start refuses a file below it): its directory is
 	// synced, as the write that put it there may have failed at that step
 	// (the same upload sent again after an INTERNAL).
+	var err error
 	if lerr != nil || onDisk.Version() < b.Version() {
 		err = WriteFileAtomic(a.files.Bundle, data, 0o644)
 	} else {
@@ -306,6 +323,9 @@ func (a *Authority) persistThenInstall(b *proofs.Bundle, data []byte) error {
 			a.unseal(b.Version())
 		}
 		return fencegate.Wrap(err, fencegate.CodeInternal, "persist trust bundle")
+	}
+	if again {
+		return nil
 	}
 	return a.install(b, sb)
 }
