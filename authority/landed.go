@@ -59,7 +59,7 @@ func (a *Authority) noStoppedPublication(upload *proofs.Bundle) error {
 		}
 	}
 	inForce := a.verifier.Bundle().Version()
-	if onDisk.Version() <= inForce || upload != nil && upload.Equal(onDisk) {
+	if onDisk.Version() <= inForce || upload.Equal(onDisk) {
 		return nil
 	}
 	if !a.signing {
