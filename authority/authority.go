@@ -168,6 +168,10 @@ type Authority struct {
 	// sigs is what the signature file holds (oldest first; guarded by
 	// change): read once by Open, kept in step by writeSignatures.
 	sigs []sigEntry
+	// otherWarned is the last fetched bundle of the version in force with
+	// other content, warned of once (warnOtherOfVersion; guarded by
+	// change).
+	otherWarned *proofs.Bundle
 	// acceptUnsigned is Config.AcceptUnsignedBundles.
 	acceptUnsigned bool
 }

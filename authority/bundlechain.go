@@ -2,6 +2,7 @@ package authority
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -100,7 +101,10 @@ func (a *Authority) TrustBundleChain(_ context.Context, after uint64) (fencegate
 // error is answered (BACKEND_UNAVAILABLE, which the puller backs off from
 // as from a refusal before it offers the same bundle again); the fetched
 // bundle still narrows trust here, as a refused one does, so that no outage
-// of the chain route keeps a revoked epoch trusted.
+// of the chain route keeps a revoked epoch trusted. A bundle of a version
+// the bundle file here holds another bundle of (persistThenInstall) is
+// not installed (INTERNAL, not counted) and narrows trust here too; one of
+// the version in force with other content is logged as a warning, once.
 func (a *Authority) FollowBundle(ctx context.Context, data []byte, signature string, chain ChainFetcher) (installed bool, version uint64, err error) {
 	installed, version, refused, err := a.follow(ctx, data, signature, chain)
 	if refused {
@@ -117,6 +121,15 @@ func (a *Authority) follow(ctx context.Context, data []byte, signature string, c
 		return false, 0, true, err
 	}
 	installed, why, err := a.offer(b, data, signature)
+	if errors.Is(err, errFileHoldsOther) {
+		// The bundle file here holds another bundle of b's version (an
+		// upload here that stopped after writing it): INTERNAL and not
+		// counted, as isRefusal has it (a failure here to persist b, not
+		// a fault of b, cleared by the registry's next version), but b is
+		// not installed, so what it revokes applies here, as for every
+		// fetched bundle refused (narrow.go).
+		return false, b.Version(), false, a.refuseFetched(b, err)
+	}
 	if why == notRefused {
 		// Installed, refused at install (it lifts a revocation), or not
 		// persisted (the next fetch tries again).
@@ -181,4 +194,19 @@ func (a *Authority) walk(ctx context.Context, chain ChainFetcher, from uint64) (
 		}
 	}
 	return steps, true, nil
+}
+
+// warnOtherOfVersion logs, once for each fetched bundle b, that b has the
+// version of cur, the bundle in force here, but other content: this
+// replica holds another bundle of its registry's version (an upload or
+// file here), which it keeps until the registry's next version (a replica
+// takes only a higher one), trusting what the registry's does not say.
+// The caller holds a.change.
+func (a *Authority) warnOtherOfVersion(b, cur *proofs.Bundle) {
+	if b.Equal(cur) || b.Equal(a.otherWarned) {
+		return
+	}
+	a.otherWarned = b
+	a.log.Warn("trust bundle from the registry has the version in force here with other content: this replica keeps its own until the registry publishes a higher version",
+		"fetched", bundleName(b), "inForce", bundleName(cur))
 }

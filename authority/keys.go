@@ -3,6 +3,7 @@ package authority
 import (
 	"context"
 	"crypto/ed25519"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -291,9 +292,9 @@ func (a *Authority) persistThenInstall(b *proofs.Bundle, data []byte) error {
 	// would ever take b, of no higher version).
 	onDisk, lerr := proofs.LoadBundle(a.files.Bundle)
 	if lerr == nil && onDisk.Version() == b.Version() && !onDisk.Equal(b) {
-		return fencegate.Errorf(fencegate.CodeInternal,
-			"trust bundle %s not installed: the trust bundle file holds another bundle of its version (%s), which only a higher version replaces; nothing changed",
-			bundleName(b), bundleName(onDisk))
+		return fencegate.Wrap(errFileHoldsOther, fencegate.CodeInternal, fmt.Sprintf(
+			"trust bundle %s not installed: the trust bundle file holds another bundle of its version (%s), which only a higher version replaces; the bundle in force and the file are unchanged",
+			bundleName(b), bundleName(onDisk)))
 	}
 	// The bundle in force uploaded again: nothing to install, and (signing)
 	// not signed again, which would replace the signature served (by the
@@ -329,6 +330,11 @@ func (a *Authority) persistThenInstall(b *proofs.Bundle, data []byte) error {
 	}
 	return a.install(b, sb)
 }
+
+// errFileHoldsOther is under (errors.Is) persistThenInstall's refusal of a
+// bundle whose version the bundle file holds another bundle of: follow
+// applies a fetched one's revocations then, as for any refusal of it.
+var errFileHoldsOther = errors.New("the bundle file holds another bundle of this version")
 
 // sealIfSigning signs b with the signing key (which an admissible bundle
 // holds, as did the one in force) when this authority signs.
@@ -373,7 +379,10 @@ const (
 func (a *Authority) offer(b *proofs.Bundle, data []byte, signature string) (installed bool, why refusal, err error) {
 	a.change.Lock()
 	defer a.change.Unlock()
-	if b.Version() <= a.verifier.Bundle().Version() {
+	if cur := a.verifier.Bundle(); b.Version() <= cur.Version() {
+		if data != nil && b.Version() == cur.Version() {
+			a.warnOtherOfVersion(b, cur)
+		}
 		return false, notRefused, nil
 	}
 	if err := a.admissible(b); err != nil {
