@@ -159,7 +159,7 @@ func TestAReplicaBacksOffFromABundleItRefused(t *testing.T) {
 // cause doubles on its own for the bundle: a change of cause goes on from
 // that cause's last wait (a chain route flapping used to reset the wait to
 // 1 s at each change, so a refusal was fetched, counted and logged about
-// every 2 s); another bundle starts again at 1 s; anything else (an install, or INTERNAL: revocations that
+// every 2 s); another bundle starts again at 1 s, for either cause; anything else (an install, or INTERNAL: revocations that
 // could not be applied here are tried again at the next pull) ends it.
 func TestTheBackoffFromARefusedBundleDoublesToAMinuteAndFromAnUnfetchedChainToFiveSeconds(t *testing.T) {
 	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -185,6 +185,15 @@ func TestTheBackoffFromARefusedBundleDoublesToAMinuteAndFromAnUnfetchedChainToFi
 		}
 		if r = r.after(b, c.errs[0], t0); r.wait != time.Second {
 			t.Fatalf("%s: another bundle: wait %s, want 1s", name, r.wait)
+		}
+		// The other cause for the new bundle starts at 1 s too: its wait
+		// for the last bundle is not carried over.
+		other := noChain
+		if c.errs[0] == noChain {
+			other = refused
+		}
+		if r = r.after(b, other, t0); r.wait != time.Second {
+			t.Fatalf("%s: another bundle, then the other cause: wait %s, want 1s", name, r.wait)
 		}
 		for _, err := range []error{nil, fencegate.Errorf(fencegate.CodeInternal, "state file")} {
 			if got := r.after(b, err, t0); got != (refusedFetch{}) {
