@@ -22,6 +22,25 @@ func openReplica(t *testing.T) (*Authority, Config) {
 }
 
 // openReplicaOf opens a registry-less authority whose bundle file is reg's
+// landAtReplica uploads doc to the replica a (bundle file cfg's) with the
+// bundle's directory sync failing, so that it is on disk but not in force,
+// failing t unless it so landed.
+func landAtReplica(t *testing.T, a *Authority, cfg Config, doc []byte) {
+	t.Helper()
+	inForce := a.Verifier().Bundle().Version()
+	func() {
+		saved := fsync
+		defer func() { fsync = saved }()
+		failingFsync(t, 2) // the bundle's file, then its directory
+		if _, err := a.SetTrustBundle(context.Background(), doc); err == nil {
+			t.Fatal("the upload answered success")
+		}
+	}()
+	if landed, err := os.ReadFile(cfg.Files.Bundle); err != nil || !bytes.Equal(landed, doc) || a.Verifier().Bundle().Version() != inForce {
+		t.Fatal("the upload did not land on disk without being in force: this test pins nothing")
+	}
+}
+
 // bundle in force.
 func openReplicaOf(t *testing.T, reg *Authority) (*Authority, Config) {
 	t.Helper()
@@ -54,17 +73,7 @@ func TestAReplicasUploadWhoseBundleLandedStopsOtherBundlesOfItsVersionOrAbove(t 
 	a, cfg := openReplica(t)
 	cur := a.Verifier().Bundle()
 	up := revokingDoc(t, cur, cur.Version()+1, 9)
-	func() {
-		saved := fsync
-		defer func() { fsync = saved }()
-		failingFsync(t, 2) // the bundle's file, then its directory
-		if _, err := a.SetTrustBundle(ctx, up); err == nil {
-			t.Fatal("the upload answered success")
-		}
-	}()
-	if landed, err := os.ReadFile(cfg.Files.Bundle); err != nil || !bytes.Equal(landed, up) || a.Verifier().Bundle().Version() != cur.Version() {
-		t.Fatal("the upload did not land on disk without being in force: this test pins nothing")
-	}
+	landAtReplica(t, a, cfg, up)
 	for name, doc := range map[string][]byte{
 		"another bundle of its version": revokingDoc(t, cur, cur.Version()+1, 8),
 		"a higher version":              revokingDoc(t, cur, cur.Version()+2, 8),
@@ -147,17 +156,7 @@ func TestAReplicaFollowsNoRegistryBundleOfTheVersionItsFileHoldsAnotherOf(t *tes
 		t.Fatal(err)
 	}
 	up := revokingDoc(t, cur, cur.Version()+1, 9)
-	func() {
-		saved := fsync
-		defer func() { fsync = saved }()
-		failingFsync(t, 2) // the bundle's file, then its directory
-		if _, err := a.SetTrustBundle(ctx, up); err == nil {
-			t.Fatal("the upload answered success")
-		}
-	}()
-	if landed, err := os.ReadFile(cfg.Files.Bundle); err != nil || !bytes.Equal(landed, up) || a.Verifier().Bundle().Version() != cur.Version() {
-		t.Fatal("the upload did not land on disk without being in force: this test pins nothing")
-	}
+	landAtReplica(t, a, cfg, up)
 	ok, _, err := a.OfferBundle(fetched, sig)
 	if ok || fencegate.ErrorCode(err) != fencegate.CodeInternal || !strings.Contains(err.Error(), "revoking epochs [8]") || !strings.Contains(err.Error(), "revoking epochs [9]") {
 		t.Fatalf("the registry's bundle of the landed upload's version: installed %v, %v; want INTERNAL naming both", ok, err)
@@ -184,17 +183,7 @@ func TestAReplicasBundleFileThatAReloadRefusesStopsNoHigherUpload(t *testing.T) 
 	a, cfg := openReplica(t)
 	cur := a.Verifier().Bundle()
 	landed := revokingDoc(t, cur, cur.Version()+2, 9)
-	func() {
-		saved := fsync
-		defer func() { fsync = saved }()
-		failingFsync(t, 2) // the bundle's file, then its directory
-		if _, err := a.SetTrustBundle(ctx, landed); err == nil {
-			t.Fatal("the upload answered success")
-		}
-	}()
-	if onDisk, err := os.ReadFile(cfg.Files.Bundle); err != nil || !bytes.Equal(onDisk, landed) || a.Verifier().Bundle().Version() != cur.Version() {
-		t.Fatal("the upload did not land on disk without being in force: this test pins nothing")
-	}
+	landAtReplica(t, a, cfg, landed)
 	if _, err := a.SetTrustBundle(ctx, revokingDoc(t, cur, cur.Version()+1, 8)); err != nil || !a.EpochRevoked(8) {
 		t.Fatalf("an upload below the file's version: %v", err)
 	}
