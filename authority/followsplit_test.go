@@ -87,3 +87,41 @@ func TestARegistryBundleOfTheVersionInForceWithOtherContentIsWarnedOfOnce(t *tes
 		t.Fatalf("the bundle in force fetched: installed %v, %v, or warned of", ok, err)
 	}
 }
+
+// Rule: a replica holding in force its own bundle of the version the
+// registry's has (an operator's upload there) does not take the registry's,
+// but applies what it revokes, as at any refusal of a fetched bundle
+// (narrow.go): it used to keep trusting an epoch its registry retired
+// until the registry published a higher version.
+func TestARegistryBundleOfTheVersionInForceWithOtherContentRevokesHere(t *testing.T) {
+	ctx := context.Background()
+	reg, _ := openSigning(t)
+	a, cfg := openReplicaOf(t, reg)
+	cur := a.Verifier().Bundle()
+	if _, err := reg.RotateKey(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reg.RetireEpoch(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	fetched, sig, err := reg.SignedTrustBundle(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	own := revokingDoc(t, cur, cur.Version()+2, 9) // the registry's version, revoking 9 only
+	if _, err := a.SetTrustBundle(ctx, own); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _, err := a.OfferBundle(fetched, sig); ok || err != nil {
+		t.Fatalf("the registry's bundle of the version in force: installed %v, %v", ok, err)
+	}
+	if !a.EpochRevoked(1) {
+		t.Fatal("epoch 1, retired at the registry, is still trusted here")
+	}
+	if p, err := loadPersisted(cfg.Files.State); err != nil || !slices.Contains(p.RevokedEpochs, 1) {
+		t.Fatalf("the revocation is not in the state file: %v", err)
+	}
+	if now, _ := os.ReadFile(cfg.Files.Bundle); !bytes.Equal(now, own) || a.Verifier().Bundle().Version() != cur.Version()+2 {
+		t.Fatal("the bundle file or the bundle in force changed")
+	}
+}

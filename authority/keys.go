@@ -380,8 +380,20 @@ func (a *Authority) offer(b *proofs.Bundle, data []byte, signature string) (inst
 	a.change.Lock()
 	defer a.change.Unlock()
 	if cur := a.verifier.Bundle(); b.Version() <= cur.Version() {
-		if data != nil && b.Version() == cur.Version() {
+		if data != nil && b.Version() == cur.Version() && !b.Equal(cur) {
 			a.warnOtherOfVersion(b, cur)
+			// The registry's bundle of this version is not taken, but
+			// what it revokes is, as at any refusal of a fetched
+			// bundle (narrow.go: whether or not its signature verifies
+			// here; narrowing only takes trust away).
+			added, err := a.narrowBy(b)
+			if err != nil {
+				return false, notRefused, fencegate.Wrap(err, fencegate.CodeInternal, "trust bundle of the version in force with other content: applying its revocations here failed")
+			}
+			if len(added) > 0 {
+				a.log.Error("trust bundle from the registry has the version in force here with other content; its revocations applied here: an operator must install the registry's bundle (replace the trust bundle file or PUT /v1/admin/trust-bundle)",
+					"version", b.Version(), "revokedEpochs", added)
+			}
 		}
 		return false, notRefused, nil
 	}
