@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"slices"
 
 	"github.com/lestrrat-go/jwx/v2/jwa"
 
@@ -300,7 +301,8 @@ func (a *Authority) persistThenInstall(b *proofs.Bundle, data []byte) error {
 	// not signed again, which would replace the signature served (by the
 	// outgoing key too, after a rotation) with one by the signing key alone
 	// and drop the version it was published over, breaking the chain to it
-	// (TrustBundleChain). Only the file is made durable, as below.
+	// (TrustBundleChain). Only the file is made durable, as below, and the
+	// signature file written back if it no longer holds what is served.
 	again := b.Equal(a.verifier.Bundle()) && (!a.signing || a.served.version == b.Version() && a.served.data != nil)
 	var sb signedBundle
 	if !again {
@@ -326,6 +328,12 @@ func (a *Authority) persistThenInstall(b *proofs.Bundle, data []byte) error {
 		return fencegate.Wrap(err, fencegate.CodeInternal, "persist trust bundle")
 	}
 	if again {
+		// A signature file lost or damaged since is written back as
+		// served, signing nothing again (a start would sign the bundle
+		// with the signing key alone, losing the chain).
+		if a.signing && !slices.Equal(readSignatures(a.sigFile()), a.sigs) {
+			return a.writeSignatures(a.sigs)
+		}
 		return nil
 	}
 	return a.install(b, sb)

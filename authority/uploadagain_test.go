@@ -51,3 +51,49 @@ func TestTheBundleInForceUploadedAgainKeepsItsSignatureAndTheChain(t *testing.T)
 		t.Fatal("the upload again changed the signature served")
 	}
 }
+
+// Rule: the bundle in force uploaded again restores its bundle file and
+// signature file when they were lost, as served (nothing signed again), so
+// a restart then serves the same signature and the same chain.
+func TestTheBundleInForceUploadedAgainRestoresLostFiles(t *testing.T) {
+	ctx := context.Background()
+	a, cfg := openSigning(t)
+	if _, err := a.RotateKey(ctx); err != nil {
+		t.Fatal(err)
+	}
+	v := a.Verifier().Bundle().Version()
+	sigFile := cfg.Files.Bundle + ".sig"
+	sigs, err := os.ReadFile(sigFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, servedSig, err := a.SignedTrustBundle(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, err := a.TrustBundleChain(ctx, v-1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{cfg.Files.Bundle, sigFile} {
+		if err := os.Remove(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := a.SetTrustBundle(ctx, doc); err != nil {
+		t.Fatalf("the bundle in force uploaded again: %v", err)
+	}
+	if now, err := os.ReadFile(sigFile); err != nil || !bytes.Equal(now, sigs) {
+		t.Fatalf("the signature file is not restored as it was: %v", err)
+	}
+	restarted, err := Open(cfg)
+	if err != nil {
+		t.Fatalf("a restart: %v", err)
+	}
+	if _, sig, _ := restarted.SignedTrustBundle(ctx); sig != servedSig {
+		t.Fatal("a restart serves another signature")
+	}
+	if after, err := restarted.TrustBundleChain(ctx, v-1); err != nil || !reflect.DeepEqual(after, before) {
+		t.Fatalf("a restart answers another chain from version %d: %+v, %v", v-1, after, err)
+	}
+}
