@@ -21,7 +21,6 @@ func openReplica(t *testing.T) (*Authority, Config) {
 	return openReplicaOf(t, reg)
 }
 
-// openReplicaOf opens a registry-less authority whose bundle file is reg's
 // landAtReplica uploads doc to the replica a (bundle file cfg's) with the
 // bundle's directory sync failing, so that it is on disk but not in force,
 // failing t unless it so landed.
@@ -41,6 +40,7 @@ func landAtReplica(t *testing.T, a *Authority, cfg Config, doc []byte) {
 	}
 }
 
+// openReplicaOf opens a registry-less authority whose bundle file is reg's
 // bundle in force.
 func openReplicaOf(t *testing.T, reg *Authority) (*Authority, Config) {
 	t.Helper()
