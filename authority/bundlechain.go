@@ -196,11 +196,13 @@ func (a *Authority) walk(ctx context.Context, chain ChainFetcher, from uint64) (
 	return steps, true, nil
 }
 
-// warnOtherOfVersion logs, once for each fetched bundle b, that b has the
-// version of cur, the bundle in force here, but other content: this
-// replica holds another bundle of its registry's version (an upload or
-// file here), which it keeps until the registry's next version (a replica
-// takes only a higher one), trusting what the registry's does not say.
+// warnOtherOfVersion logs that b, fetched, has the version of cur, the
+// bundle in force here, but other content: this replica holds another
+// bundle of its registry's version (an upload or file here), which it keeps
+// until the registry's next version (a replica takes only a higher one);
+// offer applies b's revocations. It logs once while the same b is fetched
+// again (only the last bundle warned of is kept: two alternating, say two
+// registries behind one URL, are warned of at each fetch).
 // The caller holds a.change.
 func (a *Authority) warnOtherOfVersion(b, cur *proofs.Bundle) {
 	if b.Equal(cur) || b.Equal(a.otherWarned) {
