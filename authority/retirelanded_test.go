@@ -26,21 +26,7 @@ func TestARetriedRetirementWhoseBundleLandedInstallsItAsOneVersion(t *testing.T)
 	}
 	v := a.Verifier().Bundle().Version()
 	before := a.Verifier().Bundle()
-	func() {
-		saved := fsync
-		defer func() { fsync = saved }()
-		failingFsync(t, 4) // the signature's file and directory, the bundle's file, then its directory
-		if _, err := a.RetireEpoch(ctx, 1); err == nil {
-			t.Fatal("the retirement answered success")
-		}
-	}()
-	landed, err := os.ReadFile(cfg.Files.Bundle)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if b, err := proofs.ParseBundle(landed); err != nil || b.Version() != v+1 || a.Verifier().Bundle().Version() != v {
-		t.Fatalf("the retirement did not land on disk without being in force (version %d in force): this test pins nothing", a.Verifier().Bundle().Version())
-	}
+	landed := landRetirement(t, a, cfg, 4) // the signature's file and directory, the bundle's file, then its directory
 
 	func() { // the landed file's directory synced before it is in force
 		saved := fsync
@@ -94,21 +80,7 @@ func TestALandedBundleARestartWouldRefuseIsNotPutInForce(t *testing.T) {
 	ctx := context.Background()
 	a, cfg := openSigning(t)
 	v := a.Verifier().Bundle().Version()
-	func() {
-		saved := fsync
-		defer func() { fsync = saved }()
-		failingFsync(t, 6) // the next key's file and directory, the signature's, the bundle's file, then its directory
-		if _, err := a.RetireEpoch(ctx, 1); err == nil {
-			t.Fatal("the retirement answered success")
-		}
-	}()
-	landed, err := os.ReadFile(cfg.Files.Bundle)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if b, err := proofs.ParseBundle(landed); err != nil || b.Version() != v+1 || a.Verifier().Bundle().Version() != v {
-		t.Fatal("the retirement did not land on disk without being in force: this test pins nothing")
-	}
+	landed := landRetirement(t, a, cfg, 6) // the next key's file and directory, the signature's, the bundle's file, then its directory
 	if err := os.Remove(nextKeyFile(cfg.Files.Key)); err != nil {
 		t.Fatalf("the retirement kept no next key file: this test pins nothing (%v)", err)
 	}
@@ -131,4 +103,29 @@ func TestALandedBundleARestartWouldRefuseIsNotPutInForce(t *testing.T) {
 			t.Fatalf("after the retry: the %s file changed", name)
 		}
 	}
+}
+
+// landRetirement retires epoch 1 at a with the nth fsync failing (the
+// bundle's directory), so that the retirement's bundle is on disk, one
+// version above the one in force, but not in force, failing t unless it so
+// landed; it answers the file's bytes.
+func landRetirement(t *testing.T, a *Authority, cfg Config, nth int) []byte {
+	t.Helper()
+	v := a.Verifier().Bundle().Version()
+	func() {
+		saved := fsync
+		defer func() { fsync = saved }()
+		failingFsync(t, nth)
+		if _, err := a.RetireEpoch(context.Background(), 1); err == nil {
+			t.Fatal("the retirement answered success")
+		}
+	}()
+	landed, err := os.ReadFile(cfg.Files.Bundle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := proofs.ParseBundle(landed); err != nil || b.Version() != v+1 || a.Verifier().Bundle().Version() != v {
+		t.Fatalf("the retirement did not land on disk without being in force (version %d in force): this test pins nothing", a.Verifier().Bundle().Version())
+	}
+	return landed
 }
