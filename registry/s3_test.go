@@ -92,35 +92,28 @@ func TestS3ResolutionOfARevokedLeaseReadsExpiredOnceItsExpiryPassed(t *testing.T
 	e.mustAcquire("carol", "db/c", "c1")
 	b.restore(snap)
 	e.wantPaused("dave", "db/d", "d1")
-	state := func(is registry.Issued) fencegate.StatusState {
+	// endsAtExpiry: is, whose owner is, is renewed no more, and reads
+	// REVOKED until its expiry, then EXPIRED.
+	endsAtExpiry := func(phase, owner string, is registry.Issued) {
 		t.Helper()
-		res, err := e.r.ResolveS3(ctx, is.Lease.ID)
-		if err != nil {
-			t.Fatalf("resolve %s: %v", is.Lease.ID, err)
+		if _, err := e.r.Renew(ctx, owner, is.Lease.ID, time.Hour); err == nil {
+			t.Fatalf("%s: a lease from before the loss was renewed", phase)
 		}
-		return res.State
+		for _, c := range []struct {
+			advance time.Duration
+			want    fencegate.StatusState
+		}{
+			{is.Lease.ExpiresAt.Sub(e.clock.Now()) - time.Millisecond, fencegate.StateRevoked},
+			{time.Millisecond, fencegate.StateExpired},
+		} {
+			e.clock.Advance(c.advance)
+			res, err := e.r.ResolveS3(ctx, is.Lease.ID)
+			if err != nil || res.State != c.want {
+				t.Fatalf("%s, %s before its expiry: %s, %v; want %s", phase, is.Lease.ExpiresAt.Sub(e.clock.Now()), res.State, err, c.want)
+			}
+		}
 	}
-	if _, err := e.r.Renew(ctx, "alice", short.Lease.ID, time.Hour); err == nil {
-		t.Fatal("a lease from before the loss was renewed while paused")
-	}
-	e.clock.Advance(short.Lease.ExpiresAt.Sub(e.clock.Now()) - time.Millisecond)
-	if got := state(short); got != fencegate.StateRevoked {
-		t.Fatalf("paused, before its expiry: %s, want REVOKED", got)
-	}
-	e.clock.Advance(time.Millisecond)
-	if got := state(short); got != fencegate.StateExpired {
-		t.Fatalf("paused, at its expiry: %s, want EXPIRED", got)
-	}
+	endsAtExpiry("paused", "alice", short)
 	e.resumeAbove(0, "erin", "db/e", "e1", long.Lease.ID)
-	if _, err := e.r.Renew(ctx, "bob", long.Lease.ID, time.Hour); err == nil {
-		t.Fatal("a lease from before the loss was renewed after grants resumed")
-	}
-	e.clock.Advance(long.Lease.ExpiresAt.Sub(e.clock.Now()) - time.Millisecond)
-	if got := state(long); got != fencegate.StateRevoked {
-		t.Fatalf("resumed, before its expiry: %s, want REVOKED", got)
-	}
-	e.clock.Advance(time.Millisecond)
-	if got := state(long); got != fencegate.StateExpired {
-		t.Fatalf("resumed, at its expiry: %s, want EXPIRED", got)
-	}
+	endsAtExpiry("resumed", "bob", long)
 }
