@@ -117,9 +117,6 @@ func CheckDelegable(p DelegateParams, next uint64) (top uint64, err error) {
 			"segment %d is this lease's own (its next segment is %d): delegate segments from %d on", low, next, next)
 	}
 	for i := 1; i < len(set); i++ {
-		if set[i] == set[i-1] {
-			return 0, domain.Errorf(domain.CodeInvalidRequest, "segment %d is listed twice in the delegated set", set[i])
-		}
 		if set[i] != set[i-1]+1 {
 			return 0, domain.Errorf(domain.CodeInvalidRequest,
 				"segment %d is missing from the delegated set: the gateway admits segments in order, so the delegate could not write past it and the owner could not fill it; delegate %d-%d", set[i-1]+1, low, top)

@@ -54,14 +54,7 @@ func newEffect(method, target, digest string, send func(ctx context.Context, f F
 
 // records reports whether receipt r is e's (RecordsWrite).
 func (e *effect) records(r domain.Receipt) bool {
-	if e == nil {
-		return false
-	}
-	digest := ""
-	if e.digest != "" {
-		digest = "sha256:" + e.digest
-	}
-	return RecordsWrite(r, e.method, e.target, digest, e.digest != "")
+	return e != nil && RecordsWrite(r, e.method, e.target, "sha256:"+e.digest, e.digest != "")
 }
 
 // contradicts reports whether receipt r, of e's effect key, names another

@@ -69,7 +69,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	switch {
 	case req.Method == http.MethodGet:
 		return t.read(req)
-	case CheckFencedMethod(req.Method) == nil:
+	case domain.IsFencedAPIMethod(req.Method):
 		return t.write(req)
 	}
 	return nil, domain.Errorf(domain.CodeInvalidRequest, "%s is neither a read (GET) nor a fenced write", req.Method)

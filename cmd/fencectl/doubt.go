@@ -45,13 +45,16 @@ type fencedWrite struct {
 	digest func() (string, bool)
 }
 
-// payload returns w's digest, whether it has a body, and whether the
-// digest is known.
+// payload returns w's digest ("" unless known), whether it has a body,
+// and whether the digest is known.
 func (w fencedWrite) payload() (digest string, hasBody, known bool) {
 	if w.digest == nil {
 		return "", false, true
 	}
 	d, ok := w.digest()
+	if !ok {
+		d = ""
+	}
 	return d, true, ok
 }
 
@@ -68,10 +71,7 @@ func (w fencedWrite) isDoubt(d *segmentDoubt) bool {
 // records reports whether receipt r is w's, by the Go client's rule
 // (client.RecordsWrite): a body whose digest is not known is no receipt's.
 func (w fencedWrite) records(r fencegate.Receipt) bool {
-	digest, body, known := w.payload()
-	if !known {
-		digest = ""
-	}
+	digest, body, _ := w.payload()
 	return client.RecordsWrite(r, w.method, w.target, digest, body)
 }
 
@@ -140,10 +140,7 @@ func sent(c *cmd, lf *leaseFile, seg uint64, w fencedWrite, err error) error {
 	if !client.InDoubtAfter(err) {
 		return err
 	}
-	digest, body, known := w.payload()
-	if !known {
-		digest = ""
-	}
+	digest, body, _ := w.payload()
 	lf.Doubt = &segmentDoubt{Segment: seg, Method: w.method, Target: w.target, PayloadDigest: digest, HasBody: body, Receipt: client.ReceiptIDOf(err)}
 	if serr := lf.save(c.g.leaseFile); serr != nil {
 		fmt.Fprintf(c.errOut, "fencectl: segment %d is in doubt, but the lease file %s could not record it (%v): query receipts before the next write, and give it --segment\n",
