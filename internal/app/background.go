@@ -175,9 +175,7 @@ func (a *App) pull(ctx context.Context, fresh time.Duration) {
 // the backoff as it was: the next pull fetches it again.
 type refusedFetch struct {
 	key   [sha256.Size]byte
-	cause fencegate.Code // the last offer's
-	wait  time.Duration  // the last offer's: until is the offer's time plus wait
-	until time.Time
+	until time.Time // the bundle key is not offered again before
 	// The last wait of each cause for key (0: none yet).
 	refusedWait, unfetchedWait time.Duration
 }
@@ -194,10 +192,9 @@ func (r refusedFetch) after(key [sha256.Size]byte, err error, now time.Time) ref
 	if key != r.key {
 		r = refusedFetch{key: key}
 	}
-	r.cause = fencegate.ErrorCode(err)
 	var last *time.Duration
 	var limit time.Duration
-	switch r.cause {
+	switch fencegate.ErrorCode(err) {
 	case fencegate.CodeInvalidRequest:
 		last, limit = &r.refusedWait, refusedBackoffCap
 	case fencegate.CodeBackendUnavailable:
@@ -206,7 +203,7 @@ func (r refusedFetch) after(key [sha256.Size]byte, err error, now time.Time) ref
 		return refusedFetch{}
 	}
 	*last = min(max(2**last, time.Second), limit)
-	r.wait, r.until = *last, now.Add(*last)
+	r.until = now.Add(*last)
 	return r
 }
 

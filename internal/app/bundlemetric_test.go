@@ -202,9 +202,8 @@ func TestAChainThatCannotBeFetchedIsNotCountedButItsRevocationsApply(t *testing.
 	bundleDown.Store(true)
 	rep.pull(ctx, 0)
 	bundleDown.Store(false)
-	if rep.refused != running || running.wait != time.Second {
-		t.Fatalf("a bundle fetch that failed within a backoff (%s until %s, %s) left it as %s until %s, %s",
-			running.wait, running.until, running.cause, rep.refused.wait, rep.refused.until, rep.refused.cause)
+	if rep.refused != running || running.unfetchedWait != time.Second {
+		t.Fatalf("a bundle fetch that failed within a backoff (%+v) left it as %+v", running, rep.refused)
 	}
 	down.Store(false)
 	for range 2 {

@@ -179,12 +179,12 @@ func TestTheBackoffFromARefusedBundleDoublesToAMinuteAndFromAnUnfetchedChainToFi
 		var r refusedFetch
 		for i, want := range c.waits {
 			r = r.after(a, c.errs[i%len(c.errs)], t0)
-			if r.wait != want*time.Second || !r.until.Equal(t0.Add(want*time.Second)) {
-				t.Fatalf("%s: offer %d of the same bundle: wait %s until %s, want %s", name, i+1, r.wait, r.until, want*time.Second)
+			if r.until.Sub(t0) != want*time.Second {
+				t.Fatalf("%s: offer %d of the same bundle: wait %s, want %s", name, i+1, r.until.Sub(t0), want*time.Second)
 			}
 		}
-		if r = r.after(b, c.errs[0], t0); r.wait != time.Second {
-			t.Fatalf("%s: another bundle: wait %s, want 1s", name, r.wait)
+		if r = r.after(b, c.errs[0], t0); r.until.Sub(t0) != time.Second {
+			t.Fatalf("%s: another bundle: wait %s, want 1s", name, r.until.Sub(t0))
 		}
 		// The other cause for the new bundle starts at 1 s too: its wait
 		// for the last bundle is not carried over.
@@ -192,8 +192,8 @@ func TestTheBackoffFromARefusedBundleDoublesToAMinuteAndFromAnUnfetchedChainToFi
 		if c.errs[0] == noChain {
 			other = refused
 		}
-		if r = r.after(b, other, t0); r.wait != time.Second {
-			t.Fatalf("%s: another bundle, then the other cause: wait %s, want 1s", name, r.wait)
+		if r = r.after(b, other, t0); r.until.Sub(t0) != time.Second {
+			t.Fatalf("%s: another bundle, then the other cause: wait %s, want 1s", name, r.until.Sub(t0))
 		}
 		for _, err := range []error{nil, fencegate.Errorf(fencegate.CodeInternal, "state file")} {
 			if got := r.after(b, err, t0); got != (refusedFetch{}) {
