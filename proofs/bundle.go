@@ -360,8 +360,8 @@ func (b *Bundle) Marshal() ([]byte, error) {
 // for both (their versions, keys with epochs and windows, and revocations
 // alike). A nil bundle equals only nil.
 func (b *Bundle) Equal(o *Bundle) bool {
-	if b == nil || o == nil {
-		return b == o
+	if b == nil || o == nil || b.version != o.version {
+		return b == o // the version is in the document: unequal without marshalling
 	}
 	bm, berr := b.Marshal()
 	om, oerr := o.Marshal()
