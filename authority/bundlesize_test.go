@@ -14,23 +14,6 @@ import (
 	"github.com/fencegate/fencegate/proofs/prooftest"
 )
 
-// escapingUpload is an operator's document for the bundle in force, one
-// version up, revoking key IDs full of '<' written raw: it parses and is
-// under proofs.MaxBundleSize, but Marshal, which writes each '<' as the six
-// bytes \u003c, makes it more than twice that.
-func escapingUpload(t *testing.T, cur *proofs.Bundle) []byte {
-	t.Helper()
-	var ids []string
-	for i := range 1500 {
-		ids = append(ids, fmt.Sprintf("%s%d", strings.Repeat("<", 300), i))
-	}
-	raw, escaped := prooftest.RawRevokingDoc(t, cur, cur.Version()+1, ids)
-	if len(raw) > proofs.MaxBundleSize || len(escaped) <= 2*proofs.MaxBundleSize {
-		t.Fatalf("the upload is %d bytes, %d as Marshal writes it: want under and over the limit", len(raw), len(escaped))
-	}
-	return raw
-}
-
 // wantLimitRefusal checks that err is INVALID_REQUEST naming the limit.
 func wantLimitRefusal(t *testing.T, err error) {
 	t.Helper()
@@ -77,7 +60,8 @@ func TestAnUploadLongerThanTheLimitAsServedIsRefusedAndChangesNothing(t *testing
 	cur := a.Verifier().Bundle()
 	before := publishedBy(t, e, a)
 
-	_, err := a.SetTrustBundle(ctx, escapingUpload(t, cur))
+	raw, _ := prooftest.OverServedDoc(t, cur)
+	_, err := a.SetTrustBundle(ctx, raw)
 	wantLimitRefusal(t, err)
 
 	if v := a.Verifier().Bundle().Version(); v != cur.Version() {
@@ -146,7 +130,7 @@ func TestARotationLongerThanTheLimitAsServedIsRefusedAndChangesNothing(t *testin
 func TestARegistryDoesNotStartOnABundleFileLongerThanTheLimitAsServed(t *testing.T) {
 	e := newEnv(t, true)
 	a := e.open()
-	raw := escapingUpload(t, a.Verifier().Bundle())
+	raw, _ := prooftest.OverServedDoc(t, a.Verifier().Bundle())
 	if err := os.WriteFile(e.cfg.Files.Bundle, raw, 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package prooftest
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 
@@ -30,6 +31,23 @@ func RawRevokingDoc(t testing.TB, cur *proofs.Bundle, version uint64, ids []stri
 	raw = []byte(rawEscapes.Replace(string(served)))
 	if _, err := proofs.ParseBundle(raw); err != nil {
 		t.Fatalf("the raw document does not parse (%v)", err)
+	}
+	return raw, served
+}
+
+// OverServedDoc is RawRevokingDoc of cur one version up revoking 1,500 key
+// IDs of 300 '<' each: within proofs.MaxBundleSize as sent, more than
+// twice it as Marshal writes it (each '<' as the six bytes \u003c), failing
+// t otherwise. A registry must refuse to publish it.
+func OverServedDoc(t testing.TB, cur *proofs.Bundle) (raw, served []byte) {
+	t.Helper()
+	ids := make([]string, 1500)
+	for i := range ids {
+		ids[i] = strings.Repeat("<", 300) + strconv.Itoa(i)
+	}
+	raw, served = RawRevokingDoc(t, cur, cur.Version()+1, ids)
+	if len(raw) > proofs.MaxBundleSize || len(served) <= 2*proofs.MaxBundleSize {
+		t.Fatalf("the document is %d bytes, %d as served: want within the limit and over twice it", len(raw), len(served))
 	}
 	return raw, served
 }
