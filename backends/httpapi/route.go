@@ -33,7 +33,7 @@ func compileRoute(r Route) (route, error) {
 	case fencegate.IsFencedAPIMethod(m):
 	case m == http.MethodGet: // a read route: passed through unfenced, never stored (read.go)
 	default:
-		return route{}, fencegate.Errorf(fencegate.CodeInvalidRequest, "method %q must be GET (a read), POST, PUT, PATCH or DELETE", r.Method)
+		return route{}, fencegate.Errorf(fencegate.CodeInvalidRequest, "method %q must be GET (a read) or a fenced write, one of %s", r.Method, strings.Join(fencegate.FencedAPIMethods(), ", "))
 	}
 	p, ok := strings.CutPrefix(r.Path, "/")
 	if !ok {
