@@ -44,12 +44,6 @@ var compactStates = []fencegate.ReceiptState{fencegate.ReceiptFailed, fencegate.
 // receipts may since have become compactable. It returns the receipts
 // deleted, also with an error (by the steps committed before it).
 func (s *Store) CompactReceipts(ctx context.Context, before time.Time, limit int) (int, error) {
-	if err := ctx.Err(); err != nil {
-		return 0, ctxErr(err)
-	}
-	if limit <= 0 {
-		return 0, nil
-	}
 	s.compactMu.Lock()
 	defer s.compactMu.Unlock()
 	walked := map[fencegate.ReceiptState]bool{} // states this call has walked to their end
@@ -63,23 +57,23 @@ func (s *Store) CompactReceipts(ctx context.Context, before time.Time, limit int
 // most the limit it is given (what is left of limit) within its own
 // per-transaction bound, until a step fails, reports nothing more to do
 // (more false) or brings the total to limit; between steps it stops at
-// ctx's end. Each step is queued behind the writes that arrived during the
-// one before, so no admission waits for more than one step. The caller
-// checks ctx before the first step. It returns the total deleted, also
-// with an error (by the steps committed before it).
+// ctx's end (before the first too). Each step is queued behind the writes
+// that arrived during the one before, so no admission waits for more than
+// one step. It returns the total deleted, also with an error (by the steps
+// committed before it).
 func compactSteps(ctx context.Context, limit int, step func(limit int) (deleted int, more bool, err error)) (int, error) {
 	total := 0
-	if limit <= 0 {
-		return 0, nil
-	}
 	for {
+		if err := ctx.Err(); err != nil {
+			return total, ctxErr(err)
+		}
+		if limit <= 0 {
+			return 0, nil
+		}
 		n, more, err := step(limit - total)
 		total += n
 		if err != nil || !more || total >= limit {
 			return total, err
-		}
-		if err := ctx.Err(); err != nil {
-			return total, ctxErr(err)
 		}
 	}
 }

@@ -65,9 +65,6 @@ var quarantineExamine = 1024
 // none is left before `before`. It returns the records deleted, also with
 // an error (by the steps committed before it).
 func (s *Store) CompactQuarantine(ctx context.Context, before time.Time, limit int) (int, error) {
-	if err := ctx.Err(); err != nil {
-		return 0, ctxErr(err)
-	}
 	return compactSteps(ctx, limit, func(limit int) (int, bool, error) {
 		return s.compactQuarantineStep(before, min(limit, quarantineExamine))
 	})
