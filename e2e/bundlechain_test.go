@@ -70,7 +70,7 @@ func TestAReplicaRefusesAForgedBundleFromAnImpostorAtItsRegistryURL(t *testing.T
 	}
 	before := string(rep.do(t, "GET", "/v1/resources/local/chain/1", "token-a", nil, "").body)
 	var g fencegate.Grant
-	payloadOf(t, a.grant, &g)
+	prooftest.PayloadOf(t, a.grant, &g)
 	g.FenceToken += 100
 	grant, digest, err := impostor.SignGrant(g)
 	if err != nil {

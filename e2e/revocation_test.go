@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"crypto/ed25519"
-	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -17,23 +16,6 @@ import (
 	"github.com/fencegate/fencegate/proofs"
 	"github.com/fencegate/fencegate/proofs/prooftest"
 )
-
-// payloadOf decodes a compact JWS payload (unverified) into v and returns its bytes.
-func payloadOf(t *testing.T, tok string, v any) []byte {
-	t.Helper()
-	parts := strings.Split(tok, ".")
-	if len(parts) != 3 {
-		t.Fatalf("not a compact JWS: %.40s", tok)
-	}
-	raw, err := base64.RawURLEncoding.DecodeString(parts[1])
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(raw, v); err != nil {
-		t.Fatal(err)
-	}
-	return raw
-}
 
 // stolenSigner is what a thief of the registry's key file holds.
 func stolenSigner(t *testing.T, keyFile, kid string) *proofs.Signer {
@@ -99,7 +81,7 @@ admins: [{name: ops, token: rep-ops}]
 		t.Fatalf("write at the replica: %d %s", r.status, r.body)
 	}
 	var g1 fencegate.Grant
-	d1 := proofs.GrantDigest(payloadOf(t, a.grant, &g1))
+	d1 := proofs.GrantDigest(prooftest.PayloadOf(t, a.grant, &g1))
 	thief := stolenSigner(t, filepath.Join(regDir, "registry-signing-key"), "dev-1")
 
 	rev := reg.do(t, "POST", "/v1/admin/epochs/1/revoke", "ops-token", nil, "")
@@ -111,7 +93,7 @@ admins: [{name: ops, token: rep-ops}]
 		t.Fatalf("re-issued grant: fence %d epoch %d", a2.fence, prooftest.GrantOf(t, a2.grant).IssuerEpoch)
 	}
 	var g2 fencegate.Grant
-	d2 := proofs.GrantDigest(payloadOf(t, a2.grant, &g2))
+	d2 := proofs.GrantDigest(prooftest.PayloadOf(t, a2.grant, &g2))
 
 	// The registry: no attest trick yields a HELD proof, and none changes the lease.
 	leaseBefore := reg.do(t, "GET", "/v1/leases/"+a.id, "token-a", nil, "")
@@ -139,13 +121,16 @@ admins: [{name: ops, token: rep-ops}]
 	// The revoked grant by its own digest is stated REVOKED, never HELD.
 	r := attest("replica-token", digest(d1, ""))
 	var st fencegate.Status
-	if r.status != http.StatusOK || func() bool { payloadOf(t, r.str("statusProof"), &st); return st.State != fencegate.StateRevoked }() {
+	if r.status != http.StatusOK || func() bool {
+		prooftest.PayloadOf(t, r.str("statusProof"), &st)
+		return st.State != fencegate.StateRevoked
+	}() {
 		t.Fatalf("attest of the revoked grant: %d %s (%s)", r.status, r.body, st.State)
 	}
 	revokedProof := r.str("statusProof")
 	if r := attest("replica-token", digest(d2, "")); r.status != http.StatusOK {
 		t.Fatalf("gateway attest of the current grant: %d %s", r.status, r.body)
-	} else if payloadOf(t, r.str("statusProof"), &st); st.State != fencegate.StateHeld || st.GrantDigest != d2 {
+	} else if prooftest.PayloadOf(t, r.str("statusProof"), &st); st.State != fencegate.StateHeld || st.GrantDigest != d2 {
 		t.Fatalf("current grant stated %s for %s", st.State, st.GrantDigest)
 	}
 	if after := reg.do(t, "GET", "/v1/leases/"+a.id, "token-a", nil, ""); after.num("fenceToken") != leaseBefore.num("fenceToken") ||
@@ -255,7 +240,7 @@ func TestReplicaWithARegistryURLFetchesTheRevocationByItself(t *testing.T) {
 		t.Fatalf("write at the replica: %d %s", r.status, r.body)
 	}
 	var g1 fencegate.Grant
-	d1 := proofs.GrantDigest(payloadOf(t, a.grant, &g1))
+	d1 := proofs.GrantDigest(prooftest.PayloadOf(t, a.grant, &g1))
 	thief := stolenSigner(t, filepath.Join(regDir, "registry-signing-key"), "dev-1")
 
 	revokedAt := time.Now()

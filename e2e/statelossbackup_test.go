@@ -6,6 +6,7 @@ import (
 
 	"github.com/fencegate/fencegate"
 	"github.com/fencegate/fencegate/internal/testenv"
+	"github.com/fencegate/fencegate/proofs/prooftest"
 )
 
 // TestBackupFromBeforeAnEarlierLossIsClaimedAnew runs, against the binary on
@@ -54,7 +55,7 @@ func TestBackupFromBeforeAnEarlierLossIsClaimedAnew(t *testing.T) {
 	var proof fencegate.Status
 	if st := p.do(t, "GET", "/v1/leases/"+a.id, "token-a", nil, ""); st.status != 200 {
 		t.Fatalf("A's lease restored with the backup: %d %s", st.status, st.body)
-	} else if payloadOf(t, st.str("statusProof"), &proof); proof.State != fencegate.StateRevoked {
+	} else if prooftest.PayloadOf(t, st.str("statusProof"), &proof); proof.State != fencegate.StateRevoked {
 		t.Fatalf("A's lease restored with the backup: its status proof states %s, want REVOKED", proof.State)
 	}
 	if w := p.put(t, "token-a", a, res, 1, "A late"); w.status == 200 {
