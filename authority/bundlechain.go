@@ -104,7 +104,8 @@ func (a *Authority) TrustBundleChain(_ context.Context, after uint64) (fencegate
 // of the chain route keeps a revoked epoch trusted. A bundle of a version
 // the bundle file here holds another bundle of (persistThenInstall) is
 // not installed (INTERNAL, not counted) and narrows trust here too; one of
-// the version in force with other content is logged as a warning, once.
+// the version in force with other content is not installed (not counted),
+// is logged as a warning, once, and narrows trust here too.
 func (a *Authority) FollowBundle(ctx context.Context, data []byte, signature string, chain ChainFetcher) (installed bool, version uint64, err error) {
 	installed, version, refused, err := a.follow(ctx, data, signature, chain)
 	if refused {
@@ -129,6 +130,14 @@ func (a *Authority) follow(ctx context.Context, data []byte, signature string, c
 		// not installed, so what it revokes applies here, as for every
 		// fetched bundle refused (narrow.go).
 		return false, b.Version(), false, a.refuseFetched(b, err)
+	}
+	if why == otherOfVersion {
+		// The registry's bundle of the version in force here, with
+		// other content (warned of once, warnOtherOfVersion): not
+		// taken and not counted, but what it revokes applies here, as
+		// at any refusal of a fetched bundle (narrow.go: whether or not
+		// its signature verifies here; narrowing only takes trust away).
+		return false, b.Version(), false, a.refuseFetched(b, nil)
 	}
 	if why == notRefused {
 		// Installed, refused at install (it lifts a revocation), or not
@@ -200,7 +209,7 @@ func (a *Authority) walk(ctx context.Context, chain ChainFetcher, from uint64) (
 // bundle in force here, but other content: this replica holds another
 // bundle of its registry's version (an upload or file here), which it keeps
 // until the registry's next version (a replica takes only a higher one);
-// offer applies b's revocations. It logs once while the same b is fetched
+// follow applies b's revocations. It logs once while the same b is fetched
 // again (only the last bundle warned of is kept: two alternating, say two
 // registries behind one URL, are warned of at each fetch).
 // The caller holds a.change.

@@ -373,13 +373,17 @@ func (a *Authority) ReloadBundle() (installed bool, version uint64, err error) {
 
 // refusal is why offer refused a bundle: not at all (an error is then a
 // failure to persist it), inadmissible, or off the chain (the signature),
-// which a walk along the registry's chain may overcome.
+// which a walk along the registry's chain may overcome; or, not counted as
+// one, a fetched bundle of the version in force with other content
+// (otherOfVersion): not taken, its revocations applied here by follow as
+// for a refused one.
 type refusal int
 
 const (
 	notRefused refusal = iota
 	inadmissible
 	offChain
+	otherOfVersion
 )
 
 // offer installs b if it is newer; data, when set (a fetched document), must
@@ -390,18 +394,7 @@ func (a *Authority) offer(b *proofs.Bundle, data []byte, signature string) (inst
 	if cur := a.verifier.Bundle(); b.Version() <= cur.Version() {
 		if data != nil && b.Version() == cur.Version() && !b.Equal(cur) {
 			a.warnOtherOfVersion(b, cur)
-			// The registry's bundle of this version is not taken, but
-			// what it revokes is, as at any refusal of a fetched
-			// bundle (narrow.go: whether or not its signature verifies
-			// here; narrowing only takes trust away).
-			added, err := a.narrowBy(b)
-			if err != nil {
-				return false, notRefused, fencegate.Wrap(err, fencegate.CodeInternal, "trust bundle of the version in force with other content: applying its revocations here failed")
-			}
-			if len(added) > 0 {
-				a.log.Error("trust bundle from the registry has the version in force here with other content; its revocations applied here: an operator must install the registry's bundle (replace the trust bundle file or PUT /v1/admin/trust-bundle)",
-					"version", b.Version(), "revokedEpochs", added)
-			}
+			return false, otherOfVersion, nil
 		}
 		return false, notRefused, nil
 	}
@@ -438,12 +431,13 @@ func (a *Authority) offer(b *proofs.Bundle, data []byte, signature string) (inst
 }
 
 // isRefusal reports whether offer's answer (why, err) is a refusal, which
-// is counted (Alarm.BundleRefused): why says so, or the verifier's own
+// is counted (Alarm.BundleRefused): why says so (otherOfVersion does not:
+// a bundle of the version in force is no fault), or the verifier's own
 // admission at install refused it (INVALID_REQUEST: it lifts a revocation);
 // a failure to persist or install an admitted bundle (INTERNAL) is no
 // refusal.
 func isRefusal(why refusal, err error) bool {
-	return why != notRefused || fencegate.ErrorCode(err) == fencegate.CodeInvalidRequest
+	return (why != notRefused && why != otherOfVersion) || fencegate.ErrorCode(err) == fencegate.CodeInvalidRequest
 }
 
 // admissible checks what a loaded bundle must satisfy beyond parsing.

@@ -82,8 +82,10 @@ func (a *Authority) revokeHere(revoked map[uint64]bool) error {
 }
 
 // refuseFetched is the answer to a fetched bundle b that was refused with
-// err: what b revokes is applied here (narrowBy), logged as an error once
-// (a later fetch of it finds nothing new), and err is answered.
+// err (nil: not taken without a refusal, a bundle of the version in force
+// with other content): what b revokes is applied here (narrowBy), logged as
+// an error once (a later fetch of it finds nothing new), and err is
+// answered.
 func (a *Authority) refuseFetched(b *proofs.Bundle, err error) error {
 	a.change.Lock()
 	defer a.change.Unlock()
@@ -95,7 +97,11 @@ func (a *Authority) refuseFetched(b *proofs.Bundle, err error) error {
 		// INTERNAL, not the refusal: the fetch is tried again at once
 		// (the puller backs off only from a refusal or a chain not
 		// fetched), until it is applied.
-		return fencegate.Wrap(werr, fencegate.CodeInternal, "trust bundle refused; applying its revocations here failed: "+fencegate.ErrorMessage(err))
+		msg := "trust bundle refused; applying its revocations here failed"
+		if err != nil {
+			msg += ": " + fencegate.ErrorMessage(err)
+		}
+		return fencegate.Wrap(werr, fencegate.CodeInternal, msg)
 	case len(added) > 0:
 		a.log.Error("trust bundle from the registry refused, its revocations applied here: an operator must install the registry's bundle (replace the trust bundle file or PUT /v1/admin/trust-bundle)",
 			"version", b.Version(), "inForce", a.verifier.Bundle().Version(), "revokedEpochs", added, "err", err)
