@@ -212,9 +212,9 @@ func (a *Authority) walk(ctx context.Context, chain ChainFetcher, from uint64) (
 // follow applies b's revocations. It logs once while the same b is fetched
 // again (only the last bundle warned of is kept: two alternating, say two
 // registries behind one URL, are warned of at each fetch).
-// The caller holds a.change.
+// The caller holds a.change and has checked that b is not cur.
 func (a *Authority) warnOtherOfVersion(b, cur *proofs.Bundle) {
-	if b.Equal(cur) || b.Equal(a.otherWarned) {
+	if b.Equal(a.otherWarned) {
 		return
 	}
 	a.otherWarned = b
