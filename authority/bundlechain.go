@@ -146,13 +146,13 @@ func (a *Authority) follow(ctx context.Context, data []byte, signature string, c
 	}
 	if why == offChain && chain != nil {
 		from := a.verifier.Bundle().Version()
-		steps, answered, werr := a.walk(ctx, chain, from)
+		steps, werr := a.walk(ctx, chain, from)
 		installed = steps > 0
 		if a.verifier.Bundle().Version() >= b.Version() {
 			a.log.Info("trust bundle chain from the registry followed", "from", from, "to", a.verifier.Bundle().Version(), "steps", steps)
 			return installed, b.Version(), false, nil
 		}
-		if !answered {
+		if fencegate.ErrorCode(werr) == fencegate.CodeBackendUnavailable {
 			// Not a refusal (not counted), but the fetched bundle's
 			// revocations apply here all the same: a revoked epoch is
 			// refused here within one pull, whether or not the chain
@@ -170,19 +170,21 @@ func (a *Authority) follow(ctx context.Context, data []byte, signature string, c
 }
 
 // walk fetches the chain after version from and offers its links in order,
-// stopping at the first refused; it reports how many it installed, and
-// answered false (with the fetch's error) when the chain could not be
-// fetched (BACKEND_UNAVAILABLE, ChainFetcher).
-func (a *Authority) walk(ctx context.Context, chain ChainFetcher, from uint64) (steps int, answered bool, err error) {
+// stopping at the first refused; it reports how many it installed. An
+// error is the fetch's when it failed (BACKEND_UNAVAILABLE: the chain could
+// not be fetched; any other code is the registry's answer, ChainFetcher),
+// and otherwise INVALID_REQUEST (a wrap of offer's), never
+// BACKEND_UNAVAILABLE: follow tells a chain not fetched by that code.
+func (a *Authority) walk(ctx context.Context, chain ChainFetcher, from uint64) (steps int, err error) {
 	links, err := chain(ctx, from)
 	if err != nil {
-		return 0, fencegate.ErrorCode(err) != fencegate.CodeBackendUnavailable, err
+		return 0, err
 	}
 	if len(links) == 0 {
-		return 0, true, fencegate.Errorf(fencegate.CodeInvalidRequest, "the registry answered no bundle after version %d", from)
+		return 0, fencegate.Errorf(fencegate.CodeInvalidRequest, "the registry answered no bundle after version %d", from)
 	}
 	if len(links) > maxChainLinks {
-		return 0, true, fencegate.Errorf(fencegate.CodeInvalidRequest, "%d bundles exceed the limit of %d", len(links), maxChainLinks)
+		return 0, fencegate.Errorf(fencegate.CodeInvalidRequest, "%d bundles exceed the limit of %d", len(links), maxChainLinks)
 	}
 	for _, l := range links {
 		doc := []byte(l.Bundle)
@@ -195,14 +197,14 @@ func (a *Authority) walk(ctx context.Context, chain ChainFetcher, from uint64) (
 			ok, _, err = a.offer(lb, doc, l.Signature)
 		}
 		if err != nil {
-			return steps, true, fencegate.Wrap(err, fencegate.CodeInvalidRequest, fmt.Sprintf("stopped at version %d", l.Version))
+			return steps, fencegate.Wrap(err, fencegate.CodeInvalidRequest, fmt.Sprintf("stopped at version %d", l.Version))
 		}
 		if ok {
 			steps++
 			a.log.Info("trust bundle installed along the registry's chain", "version", l.Version)
 		}
 	}
-	return steps, true, nil
+	return steps, nil
 }
 
 // warnOtherOfVersion logs that b, fetched, has the version of cur, the
