@@ -74,6 +74,7 @@ func TestAReplicasUploadWhoseBundleLandedStopsOtherBundlesOfItsVersionOrAbove(t 
 	cur := a.Verifier().Bundle()
 	up := revokingDoc(t, cur, cur.Version()+1, 9)
 	landAtReplica(t, a, cfg, up)
+	was := readFiles(cfg.Files.State)
 	for name, doc := range map[string][]byte{
 		"another bundle of its version": revokingDoc(t, cur, cur.Version()+1, 8),
 		"a higher version":              revokingDoc(t, cur, cur.Version()+2, 8),
@@ -84,6 +85,7 @@ func TestAReplicasUploadWhoseBundleLandedStopsOtherBundlesOfItsVersionOrAbove(t 
 		if now, _ := os.ReadFile(cfg.Files.Bundle); !bytes.Equal(now, up) {
 			t.Fatalf("%s over the landed upload: the bundle file changed", name)
 		}
+		sameFiles(t, name+" over the landed upload", was)
 		if v := a.Verifier().Bundle().Version(); v != cur.Version() || a.EpochRevoked(8) {
 			t.Fatalf("%s over the landed upload: version %d in force, epoch 8 revoked %v", name, v, a.EpochRevoked(8))
 		}
@@ -157,6 +159,7 @@ func TestAReplicaFollowsNoRegistryBundleOfTheVersionItsFileHoldsAnotherOf(t *tes
 	}
 	up := revokingDoc(t, cur, cur.Version()+1, 9)
 	landAtReplica(t, a, cfg, up)
+	was := readFiles(cfg.Files.State)
 	ok, _, err := a.OfferBundle(fetched, sig)
 	if ok || fencegate.ErrorCode(err) != fencegate.CodeInternal || !strings.Contains(err.Error(), "revoking epochs [8]") || !strings.Contains(err.Error(), "revoking epochs [9]") {
 		t.Fatalf("the registry's bundle of the landed upload's version: installed %v, %v; want INTERNAL naming both", ok, err)
@@ -170,6 +173,7 @@ func TestAReplicaFollowsNoRegistryBundleOfTheVersionItsFileHoldsAnotherOf(t *tes
 	if p, err := loadPersisted(cfg.Files.State); err != nil || p.BundleVersion != cur.Version() {
 		t.Fatalf("after the refusal: the state file records version %d", p.BundleVersion)
 	}
+	sameFiles(t, "after the refusal", was)
 }
 
 // Rule: at a replica, a bundle file above the version in force that a

@@ -27,6 +27,26 @@ func revokingDoc(t *testing.T, cur *proofs.Bundle, version, epoch uint64) []byte
 	return doc
 }
 
+// readFiles reads each of paths (nil for one absent), for sameFiles.
+func readFiles(paths ...string) map[string][]byte {
+	was := map[string][]byte{}
+	for _, p := range paths {
+		was[p], _ = os.ReadFile(p)
+	}
+	return was
+}
+
+// sameFiles fails t, saying when, unless each file read by readFiles still
+// holds the bytes it held then.
+func sameFiles(t *testing.T, when string, was map[string][]byte) {
+	t.Helper()
+	for p, b := range was {
+		if now, _ := os.ReadFile(p); !bytes.Equal(now, b) {
+			t.Fatalf("%s: %s changed", when, p)
+		}
+	}
+}
+
 // Rule: an operator's upload to a signing registry whose bundle file was
 // renamed into place but whose directory sync failed (so the new version
 // is on disk, with its signature, but not in force) is put in force by the
@@ -108,6 +128,7 @@ func TestABundleFileNotPublishedHereStopsOtherPublications(t *testing.T) {
 	if err := WriteFileAtomic(cfg.Files.Bundle, foreign, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	was := readFiles(cfg.Files.State, a.sigFile())
 	for name, publish := range map[string]func() error{
 		"rotation":   func() error { _, err := a.RotateKey(ctx); return err },
 		"retirement": func() error { _, err := a.RetireEpoch(ctx, 1); return err },
@@ -126,6 +147,7 @@ func TestABundleFileNotPublishedHereStopsOtherPublications(t *testing.T) {
 		if now, _ := os.ReadFile(cfg.Files.Bundle); !bytes.Equal(now, foreign) {
 			t.Fatalf("%s over the file: the bundle file changed", name)
 		}
+		sameFiles(t, name+" over the file", was)
 		if a.Verifier().Bundle().Version() != cur.Version() || a.CurrentEpoch() != 1 {
 			t.Fatalf("%s over the file: version %d, epoch %d in force", name, a.Verifier().Bundle().Version(), a.CurrentEpoch())
 		}
