@@ -125,3 +125,56 @@ func TestARegistryBundleOfTheVersionInForceWithOtherContentRevokesHere(t *testin
 		t.Fatal("the bundle file or the bundle in force changed")
 	}
 }
+
+// countingAlarm counts the refusals told to it.
+type countingAlarm struct {
+	noAlarm
+	refused int
+}
+
+func (c *countingAlarm) BundleRefused(string) { c.refused++ }
+
+// Rule: a chain link the replica admits but cannot persist (here: its
+// bundle file holds its own upload of the link's version) stops the chain
+// walk as a failure here, INTERNAL and not counted as a refusal (the
+// puller walks again at its next fetch instead of backing off for up to a
+// minute), while the fetched bundle's revocations apply, as at every
+// fetched bundle not installed. The walk used to answer it INVALID_REQUEST
+// and count it.
+func TestAChainLinkNotKeptHereIsNoRefusalButTheFetchedBundleStillRevokes(t *testing.T) {
+	ctx := context.Background()
+	reg, _ := openSigning(t)
+	a, cfg := openReplicaOf(t, reg)
+	alarm := &countingAlarm{}
+	a.alarm = alarm
+	cur := a.Verifier().Bundle()
+	if _, err := reg.RotateKey(ctx); err != nil { // cur+1, signed by registry-1
+		t.Fatal(err)
+	}
+	if _, err := reg.RetireEpoch(ctx, 1); err != nil { // cur+2, signed by registry-2 only: off the chain here
+		t.Fatal(err)
+	}
+	fetched, sig, err := reg.SignedTrustBundle(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := revokingDoc(t, cur, cur.Version()+1, 9) // the first link's version, other content
+	landAtReplica(t, a, cfg, up)
+	chain := func(ctx context.Context, after uint64) ([]fencegate.BundleLink, error) {
+		c, err := reg.TrustBundleChain(ctx, after)
+		return c.Bundles, err
+	}
+	ok, _, err := a.FollowBundle(ctx, fetched, sig, chain)
+	if ok || fencegate.ErrorCode(err) != fencegate.CodeInternal {
+		t.Fatalf("a chain whose first link is not kept here: installed %v, %v; want INTERNAL", ok, err)
+	}
+	if alarm.refused != 0 {
+		t.Fatalf("counted %d refusals; a link not kept here is none", alarm.refused)
+	}
+	if !a.EpochRevoked(1) {
+		t.Fatal("the fetched bundle's revocation of epoch 1 is not applied here")
+	}
+	if now, _ := os.ReadFile(cfg.Files.Bundle); !bytes.Equal(now, up) || a.Verifier().Bundle().Version() != cur.Version() {
+		t.Fatal("the bundle file or the bundle in force changed")
+	}
+}
