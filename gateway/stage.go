@@ -24,7 +24,7 @@ import (
 // Staging pays only when the disk would otherwise idle through the
 // admission: with other writes in flight in this process their syncs
 // already keep it busy, and one more sync beside an admission's commit
-// slows that commit as much as it saves (measured: README, Throughput,
+// slows that commit as much as it saves (measured: docs/throughput.md,
 // twelfth session). So a write is staged only when no other write of this
 // process is between its admission and its answer (stageIdle).
 //

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What a HOT settle would buy on the Postgres fence store (README, Throughput,
+# What a HOT settle would buy on the Postgres fence store (docs/throughput.md,
 # twenty-third session). A settle changes fence_receipts.state, which two
 # of the table's five indexes name (fence_receipts_by_state, and the live
 # index's predicate), so Postgres writes it as a new tuple with a new entry

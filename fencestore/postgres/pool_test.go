@@ -20,8 +20,8 @@ func withPool(t *testing.T, dsn, n string) string {
 // TestPoolMaxConnsSetsTheWriteBatchesAtOnce: without pool_max_conns in the
 // URL the store runs up to defaultSlots write batches at once on a pool of
 // that many connections plus two for reads; with it, the URL's budget is the
-// pool and all but two of it the batches, the tuning README (Throughput,
-// seventh session) measures.
+// pool and all but two of it the batches, the tuning README (Throughput, Tuning)
+// and docs/throughput.md (seventh session) measure.
 func TestPoolMaxConnsSetsTheWriteBatchesAtOnce(t *testing.T) {
 	base := testenv.PostgresURL(t)
 	for _, c := range []struct {

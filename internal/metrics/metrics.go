@@ -355,7 +355,7 @@ type GroupCommits func() (batches, writes uint64)
 
 // FenceStoreBatches exposes the fence store's group commit: writes per batch
 // is fencegate_store_batched_writes_total / fencegate_store_batches_total
-// (README, Throughput, on tuning pool_max_conns).
+// (README, Throughput, Tuning).
 func (m *Metrics) FenceStoreBatches(counts GroupCommits) {
 	m.reg.MustRegister(
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
