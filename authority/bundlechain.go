@@ -105,9 +105,7 @@ func (a *Authority) TrustBundleChain(_ context.Context, after uint64) (fencegate
 // the bundle file here holds another bundle of (persistThenInstall) is
 // not installed (INTERNAL, not counted) and narrows trust here too; one of
 // the version in force with other content is not installed (not counted),
-// is logged as a warning, once, and narrows trust here too. So does a
-// chain whose link, admitted here, could not be persisted or installed
-// (INTERNAL, not counted, walked again at the next fetch).
+// is logged as a warning, once, and narrows trust here too.
 func (a *Authority) FollowBundle(ctx context.Context, data []byte, signature string, chain ChainFetcher) (installed bool, version uint64, err error) {
 	installed, version, refused, err := a.follow(ctx, data, signature, chain)
 	if refused {
@@ -148,7 +146,7 @@ func (a *Authority) follow(ctx context.Context, data []byte, signature string, c
 	}
 	if why == offChain && chain != nil {
 		from := a.verifier.Bundle().Version()
-		steps, kept, werr := a.walk(ctx, chain, from)
+		steps, werr := a.walk(ctx, chain, from)
 		installed = steps > 0
 		if a.verifier.Bundle().Version() >= b.Version() {
 			a.log.Info("trust bundle chain from the registry followed", "from", from, "to", a.verifier.Bundle().Version(), "steps", steps)
@@ -165,15 +163,6 @@ func (a *Authority) follow(ctx context.Context, data []byte, signature string, c
 				"trust bundle: version %d not followed: the registry's chain from version %d could not be fetched (registry unreachable; a later fetch tries again)",
 				b.Version(), from)))
 		}
-		if !kept {
-			// A link admitted here could not be persisted or installed
-			// (INTERNAL, as for the fetched bundle itself): not a
-			// refusal, so not counted and not backed off from (the next
-			// pull walks again), but b is not installed, so what it
-			// revokes applies here.
-			return installed, b.Version(), false, a.refuseFetched(b, fencegate.Wrap(werr, fencegate.CodeInternal, fmt.Sprintf(
-				"trust bundle: version %d not followed; the registry's chain from version %d", b.Version(), from)))
-		}
 		err = fencegate.Wrap(err, fencegate.CodeInvalidRequest, fmt.Sprintf(
 			"trust bundle: version %d refused; the registry's chain from version %d: %v", b.Version(), from, werr))
 	}
@@ -184,21 +173,28 @@ func (a *Authority) follow(ctx context.Context, data []byte, signature string, c
 // stopping at the first refused; it reports how many it installed. An
 // error is the fetch's when it failed (BACKEND_UNAVAILABLE: the chain could
 // not be fetched; any other code is the registry's answer, ChainFetcher),
-// and otherwise a wrap of offer's: INVALID_REQUEST for a refused link, or,
-// with kept false, offer's own for a link admitted here that could not be
-// persisted or installed (isRefusal: no refusal; errFileHoldsOther among
-// them), coded INTERNAL. Only a fetch that failed is BACKEND_UNAVAILABLE:
-// follow tells a chain not fetched by that code.
-func (a *Authority) walk(ctx context.Context, chain ChainFetcher, from uint64) (steps int, kept bool, err error) {
+// and otherwise INVALID_REQUEST (a wrap of offer's), never
+// BACKEND_UNAVAILABLE: follow tells a chain not fetched by that code.
+//
+// A link admitted here that could not be persisted or installed (offer's
+// INTERNAL, errFileHoldsOther among them) stops the walk as a refusal too,
+// counted and backed off from, unlike the fetched bundle's own INTERNAL: a
+// walk starts from the version in force, so every later walk meets that
+// link first, whatever the registry publishes next, and the fetched
+// bundle's revocations, applied at the first stop, refuse the links its
+// revoked epochs signed from then on. The replica waits for its operator,
+// whom the count alarms; not counting it had the puller fetch the whole
+// chain again every bundleRefresh.
+func (a *Authority) walk(ctx context.Context, chain ChainFetcher, from uint64) (steps int, err error) {
 	links, err := chain(ctx, from)
 	if err != nil {
-		return 0, true, err
+		return 0, err
 	}
 	if len(links) == 0 {
-		return 0, true, fencegate.Errorf(fencegate.CodeInvalidRequest, "the registry answered no bundle after version %d", from)
+		return 0, fencegate.Errorf(fencegate.CodeInvalidRequest, "the registry answered no bundle after version %d", from)
 	}
 	if len(links) > maxChainLinks {
-		return 0, true, fencegate.Errorf(fencegate.CodeInvalidRequest, "%d bundles exceed the limit of %d", len(links), maxChainLinks)
+		return 0, fencegate.Errorf(fencegate.CodeInvalidRequest, "%d bundles exceed the limit of %d", len(links), maxChainLinks)
 	}
 	for _, l := range links {
 		doc := []byte(l.Bundle)
@@ -206,22 +202,19 @@ func (a *Authority) walk(ctx context.Context, chain ChainFetcher, from uint64) (
 		if err == nil && lb.Version() != l.Version {
 			err = fmt.Errorf("the document is version %d", lb.Version())
 		}
-		if err != nil {
-			return steps, true, fencegate.Wrap(err, fencegate.CodeInvalidRequest, fmt.Sprintf("stopped at version %d", l.Version))
-		}
-		ok, why, err := a.offer(lb, doc, l.Signature)
-		if err != nil && !isRefusal(why, err) {
-			return steps, false, fencegate.Wrap(err, fencegate.CodeInternal, fmt.Sprintf("stopped at version %d, not kept here", l.Version))
+		var ok bool
+		if err == nil {
+			ok, _, err = a.offer(lb, doc, l.Signature)
 		}
 		if err != nil {
-			return steps, true, fencegate.Wrap(err, fencegate.CodeInvalidRequest, fmt.Sprintf("stopped at version %d", l.Version))
+			return steps, fencegate.Wrap(err, fencegate.CodeInvalidRequest, fmt.Sprintf("stopped at version %d", l.Version))
 		}
 		if ok {
 			steps++
 			a.log.Info("trust bundle installed along the registry's chain", "version", l.Version)
 		}
 	}
-	return steps, true, nil
+	return steps, nil
 }
 
 // warnOtherOfVersion logs that b, fetched, has the version of cur, the
