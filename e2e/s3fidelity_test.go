@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"io"
 	"net/http"
 	"strings"
@@ -18,7 +20,9 @@ import (
 // gateway and aws-sdk-go-v2 as a client, on the local store and versitygw:
 // the same bytes with other metadata are a new write that replaces it (not
 // a replay); a header the stores cannot keep, and an x-amz-* header moved
-// into a presigned URL's query, are 501 and change nothing; the fence
+// into a presigned URL's query, are 501 and change nothing, and so is a
+// presigned PUT whose x-amz-content-sha256 header says aws-chunked (one
+// naming another body's SHA-256 is XAmzContentSHA256Mismatch); the fence
 // segment given at CreateMultipartUpload numbers its Complete.
 func TestS3FrontDoorKeepsWhatAWriteSaysThroughTheBinary(t *testing.T) {
 	onEachDoorStore(t, keepsWhatAWriteSays)
@@ -80,6 +84,42 @@ func keepsWhatAWriteSays(t *testing.T, p *gatewayProc) {
 	}
 	if p.doorState(t, c, "docs") != before {
 		t.Fatal("a refused write changed the bucket or the receipts")
+	}
+	// A presigned PUT whose x-amz-content-sha256 header says its body is
+	// aws-chunked, or is another body's SHA-256: refused as on a
+	// header-signed PUT, never the framing bytes stored as the object.
+	plain, err := s3.NewPresignClient(c).PresignPutObject(ctx, &s3.PutObjectInput{Bucket: bkt, Key: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := sha256.Sum256([]byte("other"))
+	for _, tc := range []struct {
+		sha, encoding, body, code string
+		status                    int
+	}{
+		{"STREAMING-UNSIGNED-PAYLOAD-TRAILER", "aws-chunked", "2\r\npp\r\n0\r\n\r\n", "NotImplemented", http.StatusNotImplemented},
+		{hex.EncodeToString(other[:]), "", "pp", "XAmzContentSHA256Mismatch", http.StatusBadRequest},
+	} {
+		req, _ := http.NewRequest(http.MethodPut, plain.URL, strings.NewReader(tc.body))
+		for k, v := range plain.SignedHeader {
+			req.Header[k] = v
+		}
+		req.Header.Set("X-Amz-Content-Sha256", tc.sha)
+		if tc.encoding != "" {
+			req.Header.Set("Content-Encoding", tc.encoding)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.status || !strings.Contains(string(out), "<Code>"+tc.code+"</Code>") || resp.Header.Get("Fence-Receipt") != "" {
+			t.Fatalf("a presigned PUT with x-amz-content-sha256 %s: %d %s, want %d %s", tc.sha, resp.StatusCode, out, tc.status, tc.code)
+		}
+	}
+	if p.doorState(t, c, "docs") != before {
+		t.Fatal("a presigned PUT refused for its x-amz-content-sha256 changed the bucket or the receipts")
 	}
 
 	// The segment given at create numbers the Complete (segment 3 is next).

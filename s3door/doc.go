@@ -34,6 +34,10 @@
 // (STREAMING-AWS4-HMAC-SHA256-PAYLOAD, chunk signatures verified with the
 // SDK's stream signer; STREAMING-UNSIGNED-PAYLOAD-TRAILER with its checksum
 // trailer). Signed trailers (…-PAYLOAD-TRAILER) and SigV4a are NotImplemented.
+// A presigned request's x-amz-content-sha256 header, when sent, is read as a
+// header-signed one's (payloadhash.go): a hex SHA-256 checked against the
+// body, STREAMING-* NotImplemented as in the query, anything else or a value
+// other than the query's InvalidArgument.
 // Every request, reads included, must be signed.
 //
 // # Fencing

@@ -160,8 +160,9 @@ func expectedQuerySignature(ctx context.Context, req *http.Request, signedHeader
 // authed is a request whose signature verified.
 type authed struct {
 	cred fencegate.S3Credential
-	// payloadHash is the signed x-amz-content-sha256 (UNSIGNED-PAYLOAD for a
-	// presigned URL): a hex SHA-256 the body must match, or a literal.
+	// payloadHash is the signed x-amz-content-sha256 (for a presigned URL
+	// its header if sent, else the query's, else UNSIGNED-PAYLOAD:
+	// presignedPayload): a hex SHA-256 the body must match, or a literal.
 	payloadHash string
 	// For aws-chunked signed chunks: the seed signature, time and region.
 	seed   []byte
@@ -239,9 +240,9 @@ func (s *Server) verify(r *http.Request) (*authed, error) {
 	if err := s.checkTime(when, p); err != nil {
 		return nil, err
 	}
-	payload := r.Header.Get("X-Amz-Content-Sha256")
-	if !validPayloadHash(payload) {
-		return nil, s3err(http.StatusBadRequest, "InvalidArgument", "x-amz-content-sha256 must be UNSIGNED-PAYLOAD, STREAMING-... or a hex SHA-256")
+	payload, err := contentSHA256(r)
+	if err != nil {
+		return nil, err
 	}
 	if err := allAmzHeadersSigned(r, p.signedHeaders); err != nil {
 		return nil, err
@@ -292,8 +293,9 @@ func (s *Server) verifyPresigned(r *http.Request, q url.Values) (*authed, error)
 	if when.After(now.Add(maxSkew)) || q.Get("X-Amz-Date")[:8] != p.date {
 		return nil, s3err(http.StatusForbidden, "AccessDenied", "X-Amz-Date is in the future or does not match the credential's date")
 	}
-	if v := q.Get("X-Amz-Content-Sha256"); v != "" && !validPayloadHash(v) {
-		return nil, s3err(http.StatusBadRequest, "InvalidArgument", "X-Amz-Content-Sha256 must be UNSIGNED-PAYLOAD, STREAMING-... or a hex SHA-256")
+	signedPayload, payload, err := presignedPayload(r, q)
+	if err != nil {
+		return nil, err
 	}
 	if err := allAmzHeadersSigned(r, p.signedHeaders); err != nil {
 		return nil, err
@@ -307,10 +309,6 @@ func (s *Server) verifyPresigned(r *http.Request, q url.Values) (*authed, error)
 	if err != nil {
 		return nil, err
 	}
-	payload := unsignedPayload
-	if v := q.Get("X-Amz-Content-Sha256"); v != "" {
-		payload = v
-	}
 	if strings.HasPrefix(payload, "STREAMING-") {
 		// A signed chunk chain starts from the request's own signature (its
 		// seed), which a presigned URL's holder does not send for its body:
@@ -322,7 +320,7 @@ func (s *Server) verifyPresigned(r *http.Request, q url.Values) (*authed, error)
 		// in Multiple Chunks").
 		return nil, notImplemented(payload + " with a presigned URL")
 	}
-	sig, signed, err := expectedQuerySignature(r.Context(), req, p.signedHeaders, a.creds, payload, p.region, when)
+	sig, signed, err := expectedQuerySignature(r.Context(), req, p.signedHeaders, a.creds, signedPayload, p.region, when)
 	if err != nil {
 		return nil, err
 	}
@@ -338,8 +336,9 @@ func (s *Server) verifyPresigned(r *http.Request, q url.Values) (*authed, error)
 // request which were not signed"): such a header (x-amz-meta-fence-segment,
 // user metadata, a checksum, x-amz-decoded-content-length, ...) could
 // otherwise be added or changed by anyone relaying a signed request or
-// holding a presigned URL. x-amz-content-sha256 is in every canonical
-// request whether listed or not.
+// holding a presigned URL. x-amz-content-sha256 is exempt: it is in every
+// header-signed canonical request whether listed or not, and on a
+// presigned request it is read (presignedPayload) and can only add a check.
 func allAmzHeadersSigned(r *http.Request, signed []string) error {
 	set := make(map[string]bool, len(signed))
 	for _, h := range signed {
@@ -453,18 +452,6 @@ func collapseSpaces(v string) string {
 		v = strings.ReplaceAll(v, "  ", " ")
 	}
 	return v
-}
-
-// validPayloadHash: a hex SHA-256 or one of S3's literals; anything else
-// would leave the body unchecked.
-func validPayloadHash(v string) bool {
-	switch v {
-	case unsignedPayload, streamingSigned, streamingSignedTrailer, streamingUnsignedTrailer,
-		"STREAMING-AWS4-ECDSA-P256-SHA256-PAYLOAD", "STREAMING-AWS4-ECDSA-P256-SHA256-PAYLOAD-TRAILER":
-		return true
-	}
-	_, err := hex.DecodeString(v)
-	return len(v) == 64 && err == nil
 }
 
 func sameHeaders(a, b []string) bool {
