@@ -38,10 +38,9 @@ func NewBearerTokens(tokens map[string]string) *BearerTokens {
 
 // Authenticate returns the identity of the bearer token, or UNAUTHENTICATED.
 func (b *BearerTokens) Authenticate(r *http.Request) (string, error) {
-	h := r.Header.Get("Authorization")
-	tok, ok := strings.CutPrefix(h, "Bearer ")
-	if !ok || tok == "" {
-		return "", fencegate.Errorf(fencegate.CodeUnauthenticated, "an Authorization: Bearer workload credential is required")
+	tok, err := bearerToken(r.Header)
+	if err != nil {
+		return "", err
 	}
 	sum := sha256.Sum256([]byte(tok))
 	found := ""
@@ -54,6 +53,43 @@ func (b *BearerTokens) Authenticate(r *http.Request) (string, error) {
 		return "", fencegate.Errorf(fencegate.CodeUnauthenticated, "unknown workload credential")
 	}
 	return found, nil
+}
+
+// bearerToken is the one place the bearer credential is read (workload,
+// admin and gateway tokens alike: each is a BearerTokens). A request with
+// more than one Authorization line is refused, whatever the lines say:
+// Authorization is not a list field (RFC 9110 section 11.6.2; section 5.3
+// allows repeated lines only for list fields), and a proxy or log that reads
+// the last line would see another caller than the first line names. It is
+// UNAUTHENTICATED, the code of every other malformed bearer credential here
+// (a missing "Bearer " scheme, an empty token), so it is answered 401 with
+// the WWW-Authenticate challenge like them.
+func bearerToken(h http.Header) (string, error) {
+	lines := h.Values("Authorization")
+	if len(lines) > 1 {
+		return "", fencegate.Errorf(fencegate.CodeUnauthenticated, "the request has %d Authorization header lines; send exactly one credential", len(lines))
+	}
+	tok, ok := "", false
+	if len(lines) == 1 {
+		tok, ok = strings.CutPrefix(lines[0], "Bearer ")
+	}
+	if !ok || tok == "" {
+		return "", fencegate.Errorf(fencegate.CodeUnauthenticated, "an Authorization: Bearer workload credential is required")
+	}
+	return tok, nil
+}
+
+// hasAuthorization reports whether r carries an Authorization credential:
+// any non-empty line, so that an empty first line does not hide a second
+// one (the console then authenticates the header, which refuses two lines,
+// rather than its session cookie).
+func hasAuthorization(r *http.Request) bool {
+	for _, v := range r.Header.Values("Authorization") {
+		if v != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // ClientCerts authenticates the caller by its verified TLS client

@@ -197,7 +197,7 @@ func (s *Server) consoleOnly(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id, err := s.consoleCaller(r)
 		if err != nil {
-			if r.Method == http.MethodGet && r.Header.Get("Authorization") == "" {
+			if r.Method == http.MethodGet && !hasAuthorization(r) {
 				http.Redirect(w, r, "/console/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
 				return
 			}
@@ -212,7 +212,7 @@ func (s *Server) consoleCaller(r *http.Request) (string, error) {
 	if s.AdminAuth == nil {
 		return "", fencegate.Errorf(fencegate.CodeForbidden, "no admin credentials are configured")
 	}
-	if r.Header.Get("Authorization") != "" {
+	if hasAuthorization(r) {
 		return s.AdminAuth.Authenticate(r)
 	}
 	if c, err := r.Cookie(consoleCookie); err == nil {
