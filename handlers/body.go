@@ -3,7 +3,6 @@ package handlers
 import (
 	"encoding/base64"
 	"net/http"
-	"strings"
 
 	"github.com/fencegate/fencegate"
 	"github.com/fencegate/fencegate/internal/spool"
@@ -27,7 +26,9 @@ func (s *Server) spool(r *http.Request, max int64) (*spool.Body, error) {
 }
 
 // checkClientDigest compares every client-declared SHA-256 (each field of
-// each header, however many lines carry them) with the computed one.
+// each header, however many lines carry them) with the computed one: each
+// x-amz-checksum-sha256 line, and each sha-256 member of Content-Digest
+// (checkContentDigest).
 func checkClientDigest(hd http.Header, sum []byte) error {
 	for _, v := range hd.Values("x-amz-checksum-sha256") {
 		if v == "" {
@@ -38,19 +39,7 @@ func checkClientDigest(hd http.Header, sum []byte) error {
 			return fencegate.Errorf(fencegate.CodeInvalidRequest, "x-amz-checksum-sha256 does not match the body")
 		}
 	}
-	for _, v := range hd.Values("Content-Digest") {
-		for _, item := range strings.Split(v, ",") {
-			alg, val, ok := strings.Cut(strings.TrimSpace(item), "=")
-			if !ok || strings.ToLower(alg) != "sha-256" {
-				continue
-			}
-			want, err := base64.StdEncoding.DecodeString(strings.Trim(val, ":"))
-			if err != nil || string(want) != string(sum) {
-				return fencegate.Errorf(fencegate.CodeInvalidRequest, "Content-Digest sha-256 does not match the body")
-			}
-		}
-	}
-	return nil
+	return checkContentDigest(hd.Values("Content-Digest"), sum)
 }
 
 // emptyDigest is the payload digest of a request without a body.
