@@ -38,7 +38,9 @@
 // header-signed one's (payloadhash.go): a hex SHA-256 checked against the
 // body, STREAMING-* NotImplemented as in the query, anything else or a value
 // other than the query's InvalidArgument.
-// Every request, reads included, must be signed.
+// Every request, reads included, must be signed, with one credential: a
+// second Authorization line, or one beside a presigned query, is
+// InvalidArgument.
 //
 // # Fencing
 //

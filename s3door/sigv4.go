@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/subtle"
 	"encoding/hex"
+	"fmt"
 	"net/http"
 	"net/textproto"
 	"net/url"
@@ -220,9 +221,24 @@ func parseAuthorization(h string) (sigParts, error) {
 
 // verify authenticates r: header-signed or presigned. It returns the
 // credential only when the signature matches.
+//
+// A request carries one credential: more than one Authorization line
+// (not a list field, RFC 9110 section 11.6.2: a proxy reading the last line
+// would see another credential than the one verified here), or an
+// Authorization header beside a presigned query, is InvalidArgument, S3's
+// own answer to the second ("Only one auth mechanism allowed; only the
+// X-Amz-Algorithm query parameter, Signature query string parameter or the
+// Authorization header should be specified").
 func (s *Server) verify(r *http.Request) (*authed, error) {
 	q := r.URL.Query()
+	auths := r.Header.Values("Authorization")
+	if len(auths) > 1 {
+		return nil, s3err(http.StatusBadRequest, "InvalidArgument", fmt.Sprintf("the request has %d Authorization header lines; send one credential", len(auths)))
+	}
 	if q.Get("X-Amz-Algorithm") != "" || q.Get("X-Amz-Signature") != "" {
+		if len(auths) == 1 {
+			return nil, s3err(http.StatusBadRequest, "InvalidArgument", "Only one auth mechanism allowed; only the X-Amz-Algorithm query parameter, Signature query string parameter or the Authorization header should be specified")
+		}
 		return s.verifyPresigned(r, q)
 	}
 	h := r.Header.Get("Authorization")
