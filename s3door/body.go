@@ -25,12 +25,33 @@ type framing struct {
 
 // framingOf decides r's framing; a streaming form the door does not
 // implement is NotImplemented.
+//
+// A body declared aws-chunked (Content-Encoding) whose payload hash is no
+// STREAMING-* form is NotImplemented: nothing says how to decode it, and
+// read as sent it would be kept with its chunk framing (S3 pairs the coding
+// with a STREAMING-* x-amz-content-sha256: "Signature Calculations for the
+// Authorization Header: Transferring Payload in Multiple Chunks").
 func framingOf(r *http.Request) (framing, error) {
 	chunked, err := awsChunked(authOf(r))
 	if err != nil {
 		return framing{}, err
 	}
+	if !chunked && declaredAWSChunked(r) {
+		return framing{}, notImplemented("Content-Encoding aws-chunked without a STREAMING-* x-amz-content-sha256 (the body would be kept with its chunk framing)")
+	}
 	return framing{chunked: chunked, declared: declaredLength(r, chunked)}, nil
+}
+
+// declaredAWSChunked reports whether r's Content-Encoding names aws-chunked.
+func declaredAWSChunked(r *http.Request) bool {
+	for _, v := range r.Header.Values("Content-Encoding") {
+		for _, c := range strings.Split(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(c), "aws-chunked") {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // body reads a request body: aws-chunked decoded (and its chunk signatures

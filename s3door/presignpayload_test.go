@@ -93,7 +93,10 @@ func TestAPresignedPutWithAnUnhonouredContentSHA256HeaderIsRefused(t *testing.T)
 			status: 400, code: "InvalidArgument"},
 		{name: "another body's SHA-256", header: []string{sha256hex("other")}, body: "pp", status: 400, code: "XAmzContentSHA256Mismatch"},
 		{name: "the framed body's SHA-256 for its decoded bytes", header: []string{sha256hex("pp")}, chunked: true, body: framed,
-			status: 400, code: "XAmzContentSHA256Mismatch"},
+			status: 501, code: "NotImplemented"},
+		{name: "aws-chunked with UNSIGNED-PAYLOAD", header: []string{"UNSIGNED-PAYLOAD"}, chunked: true, body: framed,
+			status: 501, code: "NotImplemented"},
+		{name: "aws-chunked with no header", chunked: true, body: framed, status: 501, code: "NotImplemented"},
 		{name: "differs from the query's", query: "&X-Amz-Content-Sha256=UNSIGNED-PAYLOAD", header: []string{sha256hex("pp")}, body: "pp",
 			status: 400, code: "InvalidArgument"},
 		{name: "streaming against the query's UNSIGNED-PAYLOAD", query: "&X-Amz-Content-Sha256=UNSIGNED-PAYLOAD",
@@ -164,6 +167,30 @@ func TestAHeaderSignedPutWithTwoContentSHA256ValuesIsRefused(t *testing.T) {
 	req.Header.Add("X-Amz-Content-Sha256", "STREAMING-UNSIGNED-PAYLOAD-TRAILER")
 	if status, receipt, out := e.sendRaw(t, req); status != 400 || receipt != "" || !strings.Contains(out, "<Code>InvalidArgument</Code>") {
 		t.Fatalf("header-signed PUT with two x-amz-content-sha256 values: %d %s", status, out)
+	}
+	if e.fingerprint("b/r") != before {
+		t.Fatal("a refused PUT changed state")
+	}
+}
+
+// Rule: a header-signed PUT declaring Content-Encoding aws-chunked with a
+// payload hash that is no STREAMING-* form (here the signed SHA-256 of the
+// framed bytes) is NotImplemented and writes nothing: it used to be stored
+// with its chunk framing.
+func TestAnAWSChunkedBodyWithoutAStreamingPayloadHashIsRefused(t *testing.T) {
+	const framed = "2\r\npp\r\n0\r\n\r\n"
+	e := newEnv(t, nil)
+	cred := e.lease("AKIDA", owner, "b/r")
+	before := e.fingerprint("b/r")
+	req, _ := http.NewRequest(http.MethodPut, e.srv.URL+"/b/r/k", strings.NewReader(framed))
+	req.Header.Set("X-Amz-Content-Sha256", sha256hex(framed))
+	req.Header.Set("Content-Encoding", "aws-chunked")
+	if err := v4.NewSigner(func(o *v4.SignerOptions) { o.DisableURIPathEscaping = true }).SignHTTP(context.Background(),
+		aws.Credentials{AccessKeyID: "AKIDA", SecretAccessKey: cred.SecretAccessKey}, req, sha256hex(framed), "s3", "us-east-1", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if status, receipt, out := e.sendRaw(t, req); status != 501 || receipt != "" || !strings.Contains(out, "<Code>NotImplemented</Code>") {
+		t.Fatalf("aws-chunked with a hex payload hash: %d %s, want 501 NotImplemented", status, out)
 	}
 	if e.fingerprint("b/r") != before {
 		t.Fatal("a refused PUT changed state")
