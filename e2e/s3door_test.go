@@ -182,9 +182,26 @@ func frontDoorFlow(t *testing.T, p *gatewayProc) {
 	if err != nil || len(lp.Parts) != 4 {
 		t.Fatalf("list parts: %v", err)
 	}
-	if _, err := a.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{Bucket: bkt, Key: aws.String("out/big.bin"),
-		UploadId: up.UploadId, MultipartUpload: &types.CompletedMultipartUpload{Parts: parts}}); err != nil {
+	complete := func(parts []types.CompletedPart) error {
+		_, err := a.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{Bucket: bkt, Key: aws.String("out/big.bin"),
+			UploadId: up.UploadId, MultipartUpload: &types.CompletedMultipartUpload{Parts: parts}})
+		return err
+	}
+	if err := complete(parts); err != nil {
 		t.Fatalf("complete: %v", err)
+	}
+	completed := h.last.Get("Fence-Receipt")
+	done := p.doorState(t, a, "docs")
+	// Sent again, the same list is the replay; another list is refused
+	// NoSuchUpload, never answered with the first one's result.
+	if err := complete(parts); err != nil || h.last.Get("Fence-Replay") != "true" || h.last.Get("Fence-Receipt") != completed {
+		t.Fatalf("the same Complete again: %v, replay %q, receipt %q want %q", err, h.last.Get("Fence-Replay"), h.last.Get("Fence-Receipt"), completed)
+	}
+	if code, _ := s3Code(t, complete(parts[len(parts)-1:])); code != "NoSuchUpload" {
+		t.Fatalf("a Complete naming other parts after the completion: %s, want NoSuchUpload", code)
+	}
+	if p.doorState(t, a, "docs") != done {
+		t.Fatal("a Complete after the completion changed state")
 	}
 	big, err := a.GetObject(ctx, &s3.GetObjectInput{Bucket: bkt, Key: aws.String("out/big.bin")})
 	if err != nil {

@@ -2,9 +2,11 @@ package s3door
 
 import (
 	"crypto/md5" //nolint:gosec // S3's part ETags are MD5s
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/xml"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -18,7 +20,10 @@ import (
 
 // CompleteMultipartUpload (https://docs.aws.amazon.com/AmazonS3/latest/API/API_CompleteMultipartUpload.html):
 // the parts a client names are checked against those staged, joined and
-// written as one fenced effect (multipart.go).
+// written as one fenced effect (multipart.go); the completed upload is
+// remembered with the parts list that completed it, so that a retried
+// Complete naming the same parts is answered as a replay and one naming
+// others is refused.
 
 type completeRequest struct {
 	Parts []struct {
@@ -43,6 +48,24 @@ type completeResult struct {
 	// res is the accepted write's result, whose headers a retried
 	// Complete repeats (as a replay: it writes nothing).
 	res gateway.Result
+	// parts is the digest of the parts list that completed the upload
+	// (partsDigest): only a Complete naming the same parts is its replay.
+	parts [sha256.Size]byte
+}
+
+// partsDigest is the SHA-256 of a Complete's parts list as it names the
+// parts: each part's number and ETag, without the quotes (the comparison
+// the parts are checked by), in the list's order. The per-part checksums a
+// client may repeat are left out: they are checks of the parts named, not
+// names, and a retry may send them or not.
+func partsDigest(cr *completeRequest) [sha256.Size]byte {
+	h := sha256.New()
+	for _, p := range cr.Parts {
+		fmt.Fprintf(h, "%d %s\n", p.PartNumber, strings.Trim(p.ETag, `"`))
+	}
+	var d [sha256.Size]byte
+	h.Sum(d[:0])
+	return d
 }
 
 func (s *Server) completeUpload(w http.ResponseWriter, r *http.Request, t *target) error {
@@ -80,6 +103,20 @@ func (s *Server) completeUpload(w http.ResponseWriter, r *http.Request, t *targe
 	}
 	u.mu.Lock()
 	defer u.mu.Unlock()
+	if u.done != nil && u.done.parts != partsDigest(&cr) {
+		// A Complete after the upload was completed with another parts list
+		// is refused, never answered with the first one's result: the object
+		// it names was not written. NoSuchUpload (404) is CompleteMultipartUpload's
+		// documented answer for an upload that is no longer open ("The
+		// specified multipart upload does not exist. The upload ID might be
+		// invalid, or the multipart upload might have been aborted or
+		// completed.", https://docs.aws.amazon.com/AmazonS3/latest/API/API_CompleteMultipartUpload.html),
+		// as this door answers an UploadPart or Abort after the completion;
+		// InvalidPart (400) would say the list could be mended, but no list
+		// but the one that completed it is answered with success, and
+		// InvalidPartOrder is for an unsorted list.
+		return s3err(http.StatusNotFound, "NoSuchUpload", "The specified multipart upload has been completed with another list of parts.")
+	}
 	if u.done != nil { // a retried Complete: the same answer, a replay that writes nothing
 		again := u.done.res
 		again.Replay = true
@@ -157,7 +194,7 @@ func (s *Server) completeUpload(w http.ResponseWriter, r *http.Request, t *targe
 		etag = hex.EncodeToString(md5s.Sum(nil)) + "-" + strconv.Itoa(len(cr.Parts))
 	}
 	s.uploads.completed(u, &completeResult{NS: s3NS, Location: "/" + bucket + "/" + key, Bucket: bucket, Key: key,
-		ETag: quoteETag(etag), res: res})
+		ETag: quoteETag(etag), res: res, parts: partsDigest(&cr)})
 	_ = os.RemoveAll(u.dir) // its parts with it; a retried Complete is answered from u.done
 	s.uploads.unstaged(u)
 	writeXML(w, http.StatusOK, u.done)

@@ -29,7 +29,8 @@ import (
 // owner cannot stage parts either. The staging lives in this process only:
 // a restart forgets open uploads (NoSuchUpload), and with several replicas an
 // upload's requests must reach the one that created it. A completed upload
-// is remembered for completedTTL, so a retried Complete gets the same answer.
+// is remembered for completedTTL, so a retried Complete naming the same
+// parts gets the same answer (one naming others, NoSuchUpload: complete.go).
 
 const (
 	minPartSize  = 5 << 20
@@ -84,7 +85,7 @@ func (s *Server) createUpload(w http.ResponseWriter, r *http.Request, t *target)
 	id := gateway.NewID("mpu_")
 	c := authOf(r).cred
 	u := &upload{id: id, bucket: bucket, key: key, identity: c.Identity, akid: c.AccessKeyID,
-		contentType: r.Header.Get("Content-Type"), dir: filepath.Join(s.uploads.dir, id),
+		contentType: headerValue(r.Header, "Content-Type"), dir: filepath.Join(s.uploads.dir, id),
 		created: s.Now(), touched: s.Now(), parts: map[int]*part{}, algorithm: alg, checksumType: ctype, meta: meta, segment: segment}
 	if err = s.uploads.add(u); err != nil { // TooManyUploads: the uploads of ended leases give way
 		s.makeRoom(r.Context(), u)
@@ -106,7 +107,7 @@ func (s *Server) uploadPart(w http.ResponseWriter, r *http.Request, t *target) e
 	if err := queryAllowed(r, "UploadPart", "uploadId", "partNumber"); err != nil {
 		return err
 	}
-	if r.Header.Get("X-Amz-Copy-Source") != "" {
+	if headerValue(r.Header, "X-Amz-Copy-Source") != "" {
 		return notImplemented("UploadPartCopy")
 	}
 	n, err := strconv.Atoi(r.URL.Query().Get("partNumber"))
