@@ -136,7 +136,7 @@ func (s *Server) readBody(r *http.Request, fr framing, pool *spool.Pool, alsoMD5
 	var trailers map[string]string
 	if dc != nil {
 		trailers = dc.trailers
-		if v := r.Header.Get("X-Amz-Decoded-Content-Length"); v != "" && v != strconv.FormatInt(f.Size, 10) {
+		if v := headerValue(r.Header, "X-Amz-Decoded-Content-Length"); v != "" && v != strconv.FormatInt(f.Size, 10) {
 			f.Close()
 			return nil, "", "", incompleteBody()
 		}
@@ -195,7 +195,7 @@ func declaredLength(r *http.Request, chunked bool) int64 {
 	if !chunked {
 		return r.ContentLength
 	}
-	if n, err := strconv.ParseInt(r.Header.Get("X-Amz-Decoded-Content-Length"), 10, 64); err == nil && n >= 0 {
+	if n, err := strconv.ParseInt(headerValue(r.Header, "X-Amz-Decoded-Content-Length"), 10, 64); err == nil && n >= 0 {
 		return n
 	}
 	return -1

@@ -58,7 +58,7 @@ type integrity struct {
 // unsupported one is refused before the body is read.
 func readIntegrity(hd http.Header, chunked bool) (*integrity, error) {
 	in := &integrity{}
-	if v := hd.Get("Content-MD5"); v != "" {
+	if v := headerValue(hd, "Content-MD5"); v != "" {
 		b, err := base64.StdEncoding.DecodeString(v)
 		if err != nil || len(b) != md5.Size {
 			return nil, s3err(http.StatusBadRequest, "InvalidDigest", "The Content-MD5 you specified was invalid.")
@@ -76,12 +76,13 @@ func readIntegrity(hd http.Header, chunked bool) (*integrity, error) {
 		// An empty or malformed value is refused, as S3 refuses it, not
 		// taken for "no checksum" (which would echo the algorithm as
 		// verified) nor compared only after the body is read.
-		if b, err := base64.StdEncoding.DecodeString(vs[0]); err != nil || len(b) != checksumSize(alg) {
+		v := joinValues(vs) // two lines: "a,b", invalid
+		if b, err := base64.StdEncoding.DecodeString(v); err != nil || len(b) != checksumSize(alg) {
 			return nil, s3err(http.StatusBadRequest, "InvalidRequest", "Value for "+strings.ToLower(k)+" header is invalid.")
 		}
-		in.want = vs[0]
+		in.want = v
 	}
-	if t := hd.Get("X-Amz-Trailer"); t != "" {
+	if t := headerValue(hd, "X-Amz-Trailer"); t != "" {
 		alg, ok := strings.CutPrefix(strings.ToLower(strings.TrimSpace(t)), "x-amz-checksum-")
 		if !ok || !chunked {
 			return nil, s3err(http.StatusBadRequest, "InvalidRequest", "x-amz-trailer must name an x-amz-checksum-* trailer of an aws-chunked body")

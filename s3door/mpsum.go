@@ -24,12 +24,12 @@ func uploadChecksum(hd http.Header) (alg, ctype string, err error) {
 	for k, v := range hd {
 		switch lk := strings.ToLower(k); lk {
 		case "x-amz-checksum-algorithm":
-			alg = strings.ToLower(v[0])
+			alg = strings.ToLower(joinValues(v))
 			if _, ok := checksumAlgorithms[alg]; !ok {
-				return "", "", s3err(http.StatusBadRequest, "InvalidRequest", "unsupported checksum algorithm "+v[0])
+				return "", "", s3err(http.StatusBadRequest, "InvalidRequest", "unsupported checksum algorithm "+joinValues(v))
 			}
 		case "x-amz-checksum-type":
-			ctype = strings.ToUpper(v[0])
+			ctype = strings.ToUpper(joinValues(v))
 			if ctype != "COMPOSITE" && ctype != "FULL_OBJECT" {
 				return "", "", s3err(http.StatusBadRequest, "InvalidRequest", "x-amz-checksum-type must be COMPOSITE or FULL_OBJECT")
 			}
@@ -64,10 +64,9 @@ func (u *upload) objectChecksum(hd http.Header, parts int) (*objectCheck, error)
 		if alg != u.algorithm {
 			return nil, s3err(http.StatusBadRequest, "InvalidRequest", "the checksum's algorithm is not the upload's")
 		}
-		if v[0] == "" { // not "no checksum": refused, as S3 refuses it
+		if c.want = joinValues(v); c.want == "" { // not "no checksum": refused, as S3 refuses it
 			return nil, s3err(http.StatusBadRequest, "InvalidRequest", "Value for "+strings.ToLower(k)+" header is invalid.")
 		}
-		c.want = v[0]
 	}
 	if c.want != "" && u.checksumType == "FULL_OBJECT" {
 		if mk := checksumAlgorithms[u.algorithm]; mk != nil {

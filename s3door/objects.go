@@ -42,7 +42,7 @@ func (s *Server) fencedCheck(r *http.Request, bucket, key, method string, curren
 		Resource: fencegate.ObjectResource(bucket, key), Target: fencegate.ObjectTarget(bucket, key),
 		AssignSegment: true,
 	}
-	if v := r.Header.Get(SegmentHeader); v != "" {
+	if v := headerValue(r.Header, SegmentHeader); v != "" {
 		seg, err := strconv.ParseUint(v, 10, 64)
 		if err != nil || seg == 0 {
 			return req, fencegate.Errorf(fencegate.CodeInvalidRequest, "x-amz-meta-fence-segment must be an integer >= 1")
@@ -81,9 +81,9 @@ func (s *Server) putObject(w http.ResponseWriter, r *http.Request, t *target) er
 	if err != nil {
 		return err
 	}
-	req.PayloadDigest = gateway.ObjectPayloadDigest(body.Digest(), r.Header.Get("Content-Type"), meta)
+	req.PayloadDigest = gateway.ObjectPayloadDigest(body.Digest(), headerValue(r.Header, "Content-Type"), meta)
 	req.PayloadSize, req.QuarantinePayload = body.Size, body.Keep(s.QuarantinePayload)
-	req.Effect = gateway.ObjectPut{Store: st, Key: key, Body: body.Reader(), Size: body.Size, ContentType: r.Header.Get("Content-Type"), UserMeta: meta}
+	req.Effect = gateway.ObjectPut{Store: st, Key: key, Body: body.Reader(), Size: body.Size, ContentType: headerValue(r.Header, "Content-Type"), UserMeta: meta}
 	res, err := s.Gateway.Apply(r.Context(), req)
 	if err != nil {
 		return err
@@ -151,7 +151,7 @@ func (s *Server) getObject(w http.ResponseWriter, r *http.Request, t *target) er
 	if err := queryAllowed(r, "GetObject", "partNumber"); err != nil {
 		return err
 	}
-	if r.Header.Get("X-Amz-Server-Side-Encryption-Customer-Algorithm") != "" {
+	if headerValue(r.Header, "X-Amz-Server-Side-Encryption-Customer-Algorithm") != "" {
 		return notImplemented("GetObject with customer-provided encryption keys")
 	}
 	a := authOf(r)
@@ -208,8 +208,8 @@ func (s *Server) getObject(w http.ResponseWriter, r *http.Request, t *target) er
 		h.Set("x-amz-meta-fence-receipt-id", m.ReceiptID)
 		h.Set("x-amz-meta-fence-operation-id", fencegate.EncodeMetaText(m.OperationID))
 	}
-	rng := r.Header.Get("Range")
-	if ir := r.Header.Get("If-Range"); rng != "" && ir != "" && !ifRangeHolds(ir, info) {
+	rng := headerValue(r.Header, "Range")
+	if ir := headerValue(r.Header, "If-Range"); rng != "" && ir != "" && !ifRangeHolds(ir, info) {
 		rng = "" // the object changed since the client's copy: all of it (RFC 9110 §13.1.5)
 	}
 	start, n, ranged, err := parseRange(rng, info.Size)
@@ -306,10 +306,10 @@ func preconditions(w http.ResponseWriter, r *http.Request, info fencegate.Object
 	}
 	failed := s3err(http.StatusPreconditionFailed, "PreconditionFailed", "At least one of the pre-conditions you specified did not hold")
 	since := func(h string) (time.Time, bool) {
-		t, err := http.ParseTime(r.Header.Get(h))
+		t, err := http.ParseTime(headerValue(r.Header, h))
 		return t, err == nil && !info.LastModified.IsZero()
 	}
-	im, inm := r.Header.Get("If-Match"), r.Header.Get("If-None-Match")
+	im, inm := headerValue(r.Header, "If-Match"), headerValue(r.Header, "If-None-Match")
 	switch {
 	case im != "" && !matches(im):
 		return false, failed

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -242,8 +243,12 @@ var presignParams = map[string]bool{"X-Amz-Algorithm": true, "X-Amz-Credential":
 // subresource or option) the operation does not implement, so that nothing
 // the client asked for is silently ignored. Presigning parameters and the
 // SDKs' x-id are always allowed; any other x-amz-* parameter is refused.
+// An operation's parameter given more than once (partNumber=2&partNumber=3,
+// uploadId twice) is refused as 400 InvalidArgument, the code S3 answers a
+// partNumber outside 1..10000 with, rather than read as its first value:
+// which part or upload was meant cannot be told.
 func queryAllowed(r *http.Request, op string, allowed ...string) error {
-	for k := range r.URL.Query() {
+	for k, vs := range r.URL.Query() {
 		if presignParams[k] || k == "x-id" {
 			continue
 		}
@@ -262,9 +267,34 @@ func queryAllowed(r *http.Request, op string, allowed ...string) error {
 		if !ok {
 			return notImplemented(op + " with ?" + k)
 		}
+		if len(vs) > 1 {
+			return s3err(http.StatusBadRequest, "InvalidArgument", op+"'s query parameter "+k+" is given "+strconv.Itoa(len(vs))+" times")
+		}
 	}
 	return nil
 }
+
+// headerValue is the value of hd's header name as one field value: its
+// field lines joined with commas, as HTTP combines repeated field lines
+// (RFC 9110 §5.3) and as Amazon S3 treats user-defined metadata headers of
+// one name ("When metadata is retrieved through the REST API, Amazon S3
+// combines headers that have the same name (ignoring case) into a
+// comma-delimited list", Working with object metadata,
+// https://docs.aws.amazon.com/AmazonS3/latest/userguide/UsingMetadata.html;
+// userMeta keeps them so).
+// The headers that say what a request writes, how its body is checked or
+// what it asks for are read through it, not with Header.Get: a
+// single-valued header sent twice (x-amz-meta-fence-segment 28 and 999,
+// Content-MD5, x-amz-checksum-*, x-amz-decoded-content-length, x-amz-acl)
+// is then the malformed value "28,999" and gets the answer any invalid
+// value gets, instead of being read as its first line with the rest
+// dropped; a header whose first line is empty is not taken as absent
+// (If-None-Match sent as "" and "*"); a list header (If-Match) keeps all
+// its members.
+func headerValue(hd http.Header, name string) string { return joinValues(hd.Values(name)) }
+
+// joinValues joins one header's field lines as headerValue does.
+func joinValues(vs []string) string { return strings.Join(vs, ",") }
 
 // unsupportedHeaders are request headers whose meaning the front door does
 // not implement: such a request is NotImplemented, never half-done.
@@ -285,14 +315,14 @@ var unstoredHeaders = []string{"Cache-Control", "Content-Disposition", "Content-
 
 func headersAllowed(r *http.Request) error {
 	for _, h := range unsupportedHeaders {
-		if r.Header.Get(h) != "" {
+		if headerValue(r.Header, h) != "" {
 			return notImplemented("the " + h + " header")
 		}
 	}
-	if v := r.Header.Get("X-Amz-Acl"); v != "" && v != "private" {
+	if v := headerValue(r.Header, "X-Amz-Acl"); v != "" && v != "private" {
 		return notImplemented("x-amz-acl " + v)
 	}
-	if v := r.Header.Get("X-Amz-Storage-Class"); v != "" && v != "STANDARD" {
+	if v := headerValue(r.Header, "X-Amz-Storage-Class"); v != "" && v != "STANDARD" {
 		return notImplemented("x-amz-storage-class " + v)
 	}
 	return nil
@@ -308,7 +338,7 @@ func objectHeadersAllowed(r *http.Request) error {
 		return err
 	}
 	for _, h := range unstoredHeaders {
-		if r.Header.Get(h) != "" {
+		if headerValue(r.Header, h) != "" {
 			return notImplemented("the " + h + " header (the object stores keep no such header)")
 		}
 	}
@@ -324,7 +354,7 @@ func objectHeadersAllowed(r *http.Request) error {
 	}
 	// A Content-Type the object could not keep (fencegate.CheckContentType)
 	// is refused before anything is admitted, as S3's InvalidArgument.
-	if err := fencegate.CheckContentType(r.Header.Get("Content-Type")); err != nil {
+	if err := fencegate.CheckContentType(headerValue(r.Header, "Content-Type")); err != nil {
 		return s3err(http.StatusBadRequest, "InvalidArgument", fencegate.ErrorMessage(err))
 	}
 	return nil
