@@ -155,6 +155,9 @@ func CanSettle(from, to domain.ReceiptState) bool { return domain.CanSettle(from
 // CheckContentType is domain.CheckContentType.
 func CheckContentType(v string) error { return domain.CheckContentType(v) }
 
+// CheckContentTypeLines is domain.CheckContentTypeLines.
+func CheckContentTypeLines(lines []string) error { return domain.CheckContentTypeLines(lines) }
+
 // CheckDelegatedSegments is domain.CheckDelegatedSegments.
 func CheckDelegatedSegments(from, to uint64, set []uint64) error {
 	return domain.CheckDelegatedSegments(from, to, set)

@@ -77,6 +77,21 @@ func CheckContentType(v string) error {
 	return nil
 }
 
+// CheckContentTypeLines accepts the Content-Type field lines of a write: none,
+// or one that CheckContentType accepts. Content-Type is a singleton field,
+// not a list (RFC 9110 §8.3, §5.3), so two lines are INVALID_REQUEST: read
+// as the first or joined with commas, one front door or proxy would keep
+// another type than the next.
+func CheckContentTypeLines(lines []string) error {
+	switch len(lines) {
+	case 0:
+		return nil
+	case 1:
+		return CheckContentType(lines[0])
+	}
+	return Errorf(CodeInvalidRequest, "Content-Type is given %d times; send one", len(lines))
+}
+
 // MaxEffectMetaSize is the most bytes of names and values EffectMeta.Map
 // takes: a fence and a segment of 20 digits, a root and an operation ID of
 // 256 bytes (the registry's bound on operation fields), a sha256 payload

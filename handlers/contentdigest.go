@@ -70,20 +70,29 @@ func checkContentDigest(lines []string, sum []byte) error {
 
 // dictionaryMembers splits a field that has parsed as an RFC 8941
 // Dictionary into its members' texts, each trimmed of optional whitespace.
-// In such a field a comma outside a String or Display String (both between
-// double quotes; a String escapes '"' and '\' with '\', RFC 8941 section
-// 3.3.3) only separates members (section 3.2): keys, Tokens, Byte Sequences,
-// numbers, parameters and Inner Lists (space-separated) contain none.
+// In such a field a comma outside a String or a Display String only
+// separates members (section 3.2): keys, Tokens, Byte Sequences, numbers,
+// parameters and Inner Lists (space-separated) contain none. A String
+// escapes '"' and '\' with '\' (RFC 8941 section 3.3.3); a Display String
+// (%"...", RFC 9651 section 3.3.8, which the parser takes) escapes with
+// percent-encoding, so a backslash in it is a character, and a '"' after a
+// '%' outside quotes can only open one (a Token cannot be followed by '"').
 func dictionaryMembers(field string) []string {
 	var members []string
-	start, quoted := 0, false
+	start := 0
+	var in byte // 0 outside quotes, 's' in a String, 'd' in a Display String
 	for i := 0; i < len(field); i++ {
 		switch c := field[i]; {
-		case quoted && c == '\\':
+		case in == 0 && c == '"':
+			in = 's'
+			if i > 0 && field[i-1] == '%' {
+				in = 'd'
+			}
+		case in == 's' && c == '\\':
 			i++ // the escaped character
-		case c == '"':
-			quoted = !quoted
-		case !quoted && c == ',':
+		case in != 0 && c == '"':
+			in = 0
+		case in == 0 && c == ',':
 			members = append(members, strings.Trim(field[start:i], " \t"))
 			start = i + 1
 		}

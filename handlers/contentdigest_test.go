@@ -93,6 +93,10 @@ func TestEverySha256MemberOfContentDigestIsChecked(t *testing.T) {
 		{"right then wrong on one line", []string{"sha-256=" + right + ", sha-256=" + wrong}, "the body"},
 		{"wrong then right on two lines", []string{"sha-256=" + wrong, "sha-256=" + right}, "the body"},
 		{"an empty Byte Sequence", []string{"sha-256=::"}, "the body"},
+		// A Display String (RFC 9651 section 3.3.8) takes a backslash
+		// literally: the members after it are members, not its text.
+		{"a Display String ending in a backslash, then wrong and right", []string{`sha-256=%"a\", sha-256=` + wrong + `, sha-256=` + right}, "the body"},
+		{"a sha-256 Display String ending in a backslash, then right", []string{`sha-256=%"x\", sha-256=` + right}, "the body"},
 	})
 }
 
@@ -110,6 +114,7 @@ func TestContentDigestWithParametersAndOtherMembersIsAccepted(t *testing.T) {
 		{"parameters", []string{"sha-256=" + right + ";x=1"}, "the body"},
 		{"parameters on a bare-token member and other algorithms", []string{"sha-512=:AAAA:;q=1, md5=" + wrong + ", sha-256=" + right + ";a=?0;b=tok"}, "the body"},
 		{"a String holding a comma and a wrong digest", []string{`note="x, sha-256=` + wrong + `\" ,", sha-256=` + right}, "the body"},
+		{"a Display String holding a comma and a wrong digest", []string{`note=%"x, sha-256=` + wrong + `", sha-256=` + right}, "the body"},
 		{"the same digest twice on two lines", []string{"sha-256=" + right, "unixsum=7, sha-256=" + right}, "the body"},
 		{"an empty line", []string{"", "sha-256=" + right}, "the body"},
 		{"no sha-256 member", []string{"sha-512=" + wrong}, "the body"},

@@ -151,7 +151,7 @@ func (s *Server) objectRequest(r *http.Request) (gateway.Request, fencegate.Obje
 func (s *Server) putObject(w http.ResponseWriter, r *http.Request) {
 	req, st, key, err := s.objectRequest(r)
 	if err == nil {
-		err = fencegate.CheckContentType(r.Header.Get("Content-Type"))
+		err = fencegate.CheckContentTypeLines(r.Header.Values("Content-Type"))
 	}
 	if err != nil {
 		s.problem(w, r, err)

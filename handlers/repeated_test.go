@@ -66,3 +66,17 @@ func TestAnEmptyChecksumLineDeclaresNothing(t *testing.T) {
 		t.Fatalf("a write with an empty checksum line: %d %s", r.status, r.body)
 	}
 }
+
+// Rule: Content-Type is a singleton field: given on two lines it is
+// INVALID_REQUEST and nothing is written (the first line used to be kept,
+// where the S3 front door joined them, and a proxy may keep the last).
+func TestAContentTypeGivenTwiceIsRefusedWithoutStateChange(t *testing.T) {
+	e := newEnv(t)
+	c := e.grant("local/inv/7", ownerA, 1, nil)
+	before := e.snap("local/inv/7", "inv/7")
+	hdr := http.Header{"Fence-Grant": {c.grant}, "Fence-Status": {c.status}, "Fence-Segment": {"1"}, "Content-Type": {"text/plain", "text/html"}}
+	wantProblem(t, e.doHeader("PUT", "/v1/objects/local/inv/7", tokA, hdr, "body"), http.StatusBadRequest, "INVALID_REQUEST")
+	if after := e.snap("local/inv/7", "inv/7"); after != before {
+		t.Fatalf("a Content-Type given twice changed the state: %+v -> %+v", before, after)
+	}
+}

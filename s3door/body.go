@@ -44,14 +44,24 @@ func framingOf(r *http.Request) (framing, error) {
 
 // declaredAWSChunked reports whether r's Content-Encoding names aws-chunked.
 func declaredAWSChunked(r *http.Request) bool {
-	for _, v := range r.Header.Values("Content-Encoding") {
-		for _, c := range strings.Split(v, ",") {
-			if strings.EqualFold(strings.TrimSpace(c), "aws-chunked") {
-				return true
-			}
+	for _, c := range contentCodings(r) {
+		if strings.EqualFold(c, "aws-chunked") {
+			return true
 		}
 	}
 	return false
+}
+
+// contentCodings are the codings r's Content-Encoding names, over all its
+// lines (a list field, RFC 9110 §8.4), trimmed, empty ones left out.
+func contentCodings(r *http.Request) []string {
+	var cs []string
+	for _, c := range strings.Split(headerValue(r.Header, "Content-Encoding"), ",") {
+		if c = strings.TrimSpace(c); c != "" {
+			cs = append(cs, c)
+		}
+	}
+	return cs
 }
 
 // body reads a request body: aws-chunked decoded (and its chunk signatures

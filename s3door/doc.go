@@ -39,8 +39,8 @@
 // body, STREAMING-* NotImplemented as in the query, anything else or a value
 // other than the query's InvalidArgument.
 // Every request, reads included, must be signed, with one credential: a
-// second Authorization line, or one beside a presigned query, is
-// InvalidArgument.
+// second Authorization line is AuthorizationHeaderMalformed, one beside a
+// presigned query InvalidArgument.
 //
 // # Fencing
 //

@@ -51,7 +51,7 @@ func (e *env) signedLines(t *testing.T, akid, method, path, payloadHash string, 
 // x-amz-decoded-content-length (IncompleteBody), x-amz-acl (NotImplemented
 // as public-read is), and If-None-Match whose first line is empty
 // (NotImplemented, as on a PUT with If-None-Match: *), x-amz-content-sha256
-// (InvalidArgument). Nothing is written;
+// and Content-Type (InvalidArgument: a singleton field). Nothing is written;
 // the same PUT with one segment line is then accepted.
 func TestASingleValuedHeaderSentTwiceIsRefusedAndWritesNothing(t *testing.T) {
 	e := newEnv(t, nil)
@@ -83,6 +83,8 @@ func TestASingleValuedHeaderSentTwiceIsRefusedAndWritesNothing(t *testing.T) {
 			501, "NotImplemented", "If-None-Match"},
 		{"x-amz-content-sha256 the body's, then UNSIGNED-PAYLOAD", "", http.Header{"X-Amz-Content-Sha256": {"UNSIGNED-PAYLOAD"}}, "hello",
 			400, "InvalidArgument", "x-amz-content-sha256"},
+		{"Content-Type text/plain, then text/html", "", http.Header{"Content-Type": {"text/plain", "text/html"}}, "hello",
+			400, "InvalidArgument", "Content-Type is given 2 times"},
 	} {
 		code, out := do(t, e.signedLines(t, "AKIDA", http.MethodPut, "/b/r/k", c.payloadHash, c.hdr, c.body))
 		if code != c.status || !strings.Contains(out, "<Code>"+c.code+"</Code>") || !strings.Contains(out, c.message) {

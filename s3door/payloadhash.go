@@ -25,11 +25,11 @@ func validPayloadHash(v string) bool {
 // header-signed request declares (S3 requires it there); a value other
 // than one hex SHA-256 or one of S3's literals is InvalidArgument.
 func contentSHA256(r *http.Request) (string, error) {
-	vs := r.Header.Values("X-Amz-Content-Sha256")
-	if len(vs) != 1 || !validPayloadHash(vs[0]) {
+	v := headerValue(r.Header, "X-Amz-Content-Sha256") // two lines: "a,b", invalid
+	if !validPayloadHash(v) {
 		return "", s3err(http.StatusBadRequest, "InvalidArgument", "x-amz-content-sha256 must be UNSIGNED-PAYLOAD, STREAMING-... or a hex SHA-256")
 	}
-	return vs[0], nil
+	return v, nil
 }
 
 // presignedPayload is the payload hash of a presigned request: signed, the

@@ -243,12 +243,15 @@ var presignParams = map[string]bool{"X-Amz-Algorithm": true, "X-Amz-Credential":
 // subresource or option) the operation does not implement, so that nothing
 // the client asked for is silently ignored. Presigning parameters and the
 // SDKs' x-id are always allowed; any other x-amz-* parameter is refused.
-// An operation's parameter given more than once (partNumber=2&partNumber=3,
-// uploadId twice) is refused as 400 InvalidArgument, the code S3 answers a
-// partNumber outside 1..10000 with, rather than read as its first value:
-// which part or upload was meant cannot be told.
+// A parameter given more than once (partNumber=2&partNumber=3, uploadId
+// twice, a presigning parameter) is refused as 400 InvalidArgument, the
+// code S3 answers a partNumber outside 1..10000 with, rather than read as
+// its first value: which part, upload or signature was meant cannot be told.
 func queryAllowed(r *http.Request, op string, allowed ...string) error {
 	for k, vs := range r.URL.Query() {
+		if len(vs) > 1 { // presigning parameters too: each is read as its first
+			return s3err(http.StatusBadRequest, "InvalidArgument", op+"'s query parameter "+k+" is given "+strconv.Itoa(len(vs))+" times")
+		}
 		if presignParams[k] || k == "x-id" {
 			continue
 		}
@@ -266,9 +269,6 @@ func queryAllowed(r *http.Request, op string, allowed ...string) error {
 		}
 		if !ok {
 			return notImplemented(op + " with ?" + k)
-		}
-		if len(vs) > 1 {
-			return s3err(http.StatusBadRequest, "InvalidArgument", op+"'s query parameter "+k+" is given "+strconv.Itoa(len(vs))+" times")
 		}
 	}
 	return nil
@@ -345,16 +345,15 @@ func objectHeadersAllowed(r *http.Request) error {
 	// aws-chunked is the body's transfer encoding, not the object's
 	// (S3: "Content-Encoding: aws-chunked" with a STREAMING-* payload); any
 	// other coding would have to be kept with the object.
-	for _, v := range r.Header.Values("Content-Encoding") {
-		for _, c := range strings.Split(v, ",") {
-			if c = strings.TrimSpace(c); c != "" && !strings.EqualFold(c, "aws-chunked") {
-				return notImplemented("Content-Encoding " + c + " (the object stores keep no content coding)")
-			}
+	for _, c := range contentCodings(r) {
+		if !strings.EqualFold(c, "aws-chunked") {
+			return notImplemented("Content-Encoding " + c + " (the object stores keep no content coding)")
 		}
 	}
-	// A Content-Type the object could not keep (fencegate.CheckContentType)
-	// is refused before anything is admitted, as S3's InvalidArgument.
-	if err := fencegate.CheckContentType(headerValue(r.Header, "Content-Type")); err != nil {
+	// A Content-Type the object could not keep, or given twice
+	// (fencegate.CheckContentTypeLines), is refused before anything is
+	// admitted, as S3's InvalidArgument.
+	if err := fencegate.CheckContentTypeLines(r.Header.Values("Content-Type")); err != nil {
 		return s3err(http.StatusBadRequest, "InvalidArgument", fencegate.ErrorMessage(err))
 	}
 	return nil

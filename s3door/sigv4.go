@@ -224,16 +224,17 @@ func parseAuthorization(h string) (sigParts, error) {
 //
 // A request carries one credential: more than one Authorization line
 // (not a list field, RFC 9110 section 11.6.2: a proxy reading the last line
-// would see another credential than the one verified here), or an
-// Authorization header beside a presigned query, is InvalidArgument, S3's
-// own answer to the second ("Only one auth mechanism allowed; only the
-// X-Amz-Algorithm query parameter, Signature query string parameter or the
-// Authorization header should be specified").
+// would see another credential than the one verified here) is
+// AuthorizationHeaderMalformed, counted as UNAUTHENTICATED as the REST API
+// answers two lines; an Authorization header beside a presigned query is
+// InvalidArgument, S3's own answer ("Only one auth mechanism allowed; only
+// the X-Amz-Algorithm query parameter, Signature query string parameter or
+// the Authorization header should be specified").
 func (s *Server) verify(r *http.Request) (*authed, error) {
 	q := r.URL.Query()
 	auths := r.Header.Values("Authorization")
 	if len(auths) > 1 {
-		return nil, s3err(http.StatusBadRequest, "InvalidArgument", fmt.Sprintf("the request has %d Authorization header lines; send one credential", len(auths)))
+		return nil, s3err(http.StatusBadRequest, "AuthorizationHeaderMalformed", fmt.Sprintf("the request has %d Authorization header lines; send one credential", len(auths)))
 	}
 	if q.Get("X-Amz-Algorithm") != "" || q.Get("X-Amz-Signature") != "" {
 		if len(auths) == 1 {
@@ -249,7 +250,7 @@ func (s *Server) verify(r *http.Request) (*authed, error) {
 	if err != nil {
 		return nil, err
 	}
-	when, err := time.Parse(amzDate, r.Header.Get("X-Amz-Date"))
+	when, err := time.Parse(amzDate, headerValue(r.Header, "X-Amz-Date"))
 	if err != nil {
 		return nil, s3err(http.StatusForbidden, "AccessDenied", "X-Amz-Date is missing or malformed (the Date header is not supported)")
 	}
@@ -398,7 +399,7 @@ func (s *Server) credential(r *http.Request, p sigParts) (*authed, error) {
 		}
 		return nil, err
 	}
-	tok := r.Header.Get("X-Amz-Security-Token")
+	tok := headerValue(r.Header, "X-Amz-Security-Token")
 	if tok == "" {
 		tok = r.URL.Query().Get("X-Amz-Security-Token")
 	}
