@@ -156,14 +156,9 @@ func TestAPresignedPutWithAnAgreeingContentSHA256HeaderWrites(t *testing.T) {
 // values are InvalidArgument and write nothing.
 func TestAHeaderSignedPutWithTwoContentSHA256ValuesIsRefused(t *testing.T) {
 	e := newEnv(t, nil)
-	cred := e.lease("AKIDA", owner, "b/r")
+	e.lease("AKIDA", owner, "b/r")
 	before := e.fingerprint("b/r")
-	req, _ := http.NewRequest(http.MethodPut, e.srv.URL+"/b/r/k", strings.NewReader("pp"))
-	req.Header.Set("X-Amz-Content-Sha256", sha256hex("pp"))
-	if err := v4.NewSigner(func(o *v4.SignerOptions) { o.DisableURIPathEscaping = true }).SignHTTP(context.Background(),
-		aws.Credentials{AccessKeyID: "AKIDA", SecretAccessKey: cred.SecretAccessKey}, req, sha256hex("pp"), "s3", "us-east-1", time.Now()); err != nil {
-		t.Fatal(err)
-	}
+	req := e.signedLines(t, "AKIDA", http.MethodPut, "/b/r/k", "", nil, "pp")
 	req.Header.Add("X-Amz-Content-Sha256", "STREAMING-UNSIGNED-PAYLOAD-TRAILER")
 	if status, receipt, out := e.sendRaw(t, req); status != 400 || receipt != "" || !strings.Contains(out, "<Code>InvalidArgument</Code>") {
 		t.Fatalf("header-signed PUT with two x-amz-content-sha256 values: %d %s", status, out)
@@ -180,15 +175,9 @@ func TestAHeaderSignedPutWithTwoContentSHA256ValuesIsRefused(t *testing.T) {
 func TestAnAWSChunkedBodyWithoutAStreamingPayloadHashIsRefused(t *testing.T) {
 	const framed = "2\r\npp\r\n0\r\n\r\n"
 	e := newEnv(t, nil)
-	cred := e.lease("AKIDA", owner, "b/r")
+	e.lease("AKIDA", owner, "b/r")
 	before := e.fingerprint("b/r")
-	req, _ := http.NewRequest(http.MethodPut, e.srv.URL+"/b/r/k", strings.NewReader(framed))
-	req.Header.Set("X-Amz-Content-Sha256", sha256hex(framed))
-	req.Header.Set("Content-Encoding", "aws-chunked")
-	if err := v4.NewSigner(func(o *v4.SignerOptions) { o.DisableURIPathEscaping = true }).SignHTTP(context.Background(),
-		aws.Credentials{AccessKeyID: "AKIDA", SecretAccessKey: cred.SecretAccessKey}, req, sha256hex(framed), "s3", "us-east-1", time.Now()); err != nil {
-		t.Fatal(err)
-	}
+	req := e.signedLines(t, "AKIDA", http.MethodPut, "/b/r/k", "", http.Header{"Content-Encoding": {"aws-chunked"}}, framed)
 	if status, receipt, out := e.sendRaw(t, req); status != 501 || receipt != "" || !strings.Contains(out, "<Code>NotImplemented</Code>") {
 		t.Fatalf("aws-chunked with a hex payload hash: %d %s, want 501 NotImplemented", status, out)
 	}
