@@ -203,6 +203,12 @@ func checkBundleKey(e BundleKey) (*bundleKey, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kid %s: %v", strictjson.Quote(kid), err)
 	}
+	if e.Epoch == 0 {
+		// Epoch 0 is never issued and cannot be revoked (NewRevokingBundle,
+		// the admin route): a key at epoch 0 would verify epoch-0 grants
+		// that no epoch revocation could refuse.
+		return nil, fmt.Errorf("kid %s: epoch 0 is never issued (epochs start at 1)", strictjson.Quote(kid))
+	}
 	c, err := e.Key.Clone()
 	if err != nil {
 		return nil, fmt.Errorf("kid %s: %v", strictjson.Quote(kid), err)

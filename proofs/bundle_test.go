@@ -139,6 +139,9 @@ func TestBundleRefusesBadKeys(t *testing.T) {
 		"Ed25519 private key":  {proofs.BundleKey{Key: pubJWK(t, edPriv, "a"), Alg: jwa.EdDSA}, "public keys only"},
 		"P-256 private key":    {proofs.BundleKey{Key: pubJWK(t, p256, "a"), Alg: jwa.ES256}, "public keys only"},
 		"window nbf after exp": {proofs.BundleKey{Key: pubJWK(t, edPub, "a"), Alg: jwa.EdDSA, NotBefore: time.Unix(2, 0), NotAfter: time.Unix(2, 0)}, "nbf is not before exp"},
+		// Epoch 0 is never issued and cannot be revoked: a key at epoch 0
+		// would verify grants no epoch revocation refuses.
+		"epoch 0": {proofs.BundleKey{Key: pubJWK(t, edPub, "a"), Alg: jwa.EdDSA}, "epoch 0 is never issued"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := proofs.NewBundle(1, c.e)
@@ -146,8 +149,8 @@ func TestBundleRefusesBadKeys(t *testing.T) {
 		})
 	}
 
-	_, err := proofs.NewBundle(1, proofs.BundleKey{Key: pubJWK(t, edPub, "a"), Alg: jwa.EdDSA},
-		proofs.BundleKey{Key: pubJWK(t, &p256.PublicKey, "a"), Alg: jwa.ES256})
+	_, err := proofs.NewBundle(1, proofs.BundleKey{Key: pubJWK(t, edPub, "a"), Alg: jwa.EdDSA, Epoch: 1},
+		proofs.BundleKey{Key: pubJWK(t, &p256.PublicKey, "a"), Alg: jwa.ES256, Epoch: 1})
 	wantRejected(t, err, fencegate.CodeInvalidRequest, `duplicate kid "a"`)
 	_, err = proofs.NewBundle(1)
 	wantRejected(t, err, fencegate.CodeInvalidRequest, "no keys")
@@ -179,6 +182,7 @@ func TestParseBundleIsStrict(t *testing.T) {
 		"missing epoch":        {`{"version":3,"keys":[` + key + `}]}`, `"epoch" is required`},
 		"negative epoch":       {`{"version":3,"keys":[` + key + `,"epoch":-1}]}`, `"epoch" must be an integer`},
 		"fractional epoch":     {`{"version":3,"keys":[` + key + `,"epoch":1.5}]}`, `"epoch" must be an integer`},
+		"epoch 0":              {`{"version":3,"keys":[` + key + `,"epoch":0}]}`, "epoch 0 is never issued"},
 		"epoch above uint64":   {`{"version":3,"keys":[` + key + `,"epoch":18446744073709551616}]}`, `"epoch" must be an integer`},
 		"string nbf":           {`{"version":3,"keys":[` + key + `,"epoch":1,"nbf":"soon"}]}`, `"nbf" must be an integer`},
 		"missing alg":          {`{"version":3,"keys":[` + noAlg + `,"epoch":1}]}`, `"alg" is required`},
