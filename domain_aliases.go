@@ -146,8 +146,13 @@ var (
 	ErrPreconditionFailed = domain.ErrPreconditionFailed
 )
 
+// APIBound is domain.APIBound.
+func APIBound(h map[string]string) []string { return domain.APIBound(h) }
+
 // APITarget is domain.APITarget.
-func APITarget(api, path string) string { return domain.APITarget(api, path) }
+func APITarget(api, path string, bound ...string) string {
+	return domain.APITarget(api, path, bound...)
+}
 
 // CanSettle is domain.CanSettle.
 func CanSettle(from, to domain.ReceiptState) bool { return domain.CanSettle(from, to) }
@@ -233,6 +238,9 @@ func QuarantinePosition(q *domain.Quarantine) domain.Position { return domain.Qu
 
 // ReceiptPosition is domain.ReceiptPosition.
 func ReceiptPosition(r *domain.Receipt) domain.Position { return domain.ReceiptPosition(r) }
+
+// SameCallTarget is domain.SameCallTarget.
+func SameCallTarget(target, base string) bool { return domain.SameCallTarget(target, base) }
 
 // SplitAPITarget is domain.SplitAPITarget.
 func SplitAPITarget(target string) (api, path string, ok bool) { return domain.SplitAPITarget(target) }

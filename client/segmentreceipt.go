@@ -54,9 +54,11 @@ func (c *Client) SegmentReceipt(ctx context.Context, info LeaseInfo, seg uint64,
 // at the segment again, it is a replay the gateway answers with this
 // receipt, nothing forwarded. One that does not record it belongs to
 // another write of the grant. Lease settles its own doubts with this rule,
-// and fencectl its lease file's.
+// and fencectl its lease file's. An API call's target is matched as
+// domain.SameCallTarget has it: a route that binds headers (Stripe-Account)
+// records their values in the target, which the client does not compute.
 func RecordsWrite(r domain.Receipt, method, target, payloadDigest string, hasBody bool) bool {
-	if r.Method != method || r.Target != target {
+	if r.Method != method || !domain.SameCallTarget(r.Target, target) {
 		return false
 	}
 	return !hasBody || payloadDigest != "" && r.PayloadDigest == payloadDigest

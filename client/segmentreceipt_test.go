@@ -153,7 +153,8 @@ func TestInDoubtAfterIsTrueOnlyForAnswersThatMayHaveAdmitted(t *testing.T) {
 // and, for a write with a body, its payload digest; a write without a body
 // (a delete) is recorded whatever digest the receipt holds; a write with a
 // body whose digest is not known is recorded by none, not even a receipt
-// without a digest.
+// without a digest. An API call's receipt may add the headers its route
+// binds to the target (domain.SameCallTarget).
 func TestRecordsWriteIsTheSameMethodTargetAndPayload(t *testing.T) {
 	put := domain.Receipt{Method: "PUT", Target: "objects/b/k", PayloadDigest: "sha256:aa"}
 	del := domain.Receipt{Method: "DELETE", Target: "objects/b/k"}
@@ -175,6 +176,10 @@ func TestRecordsWriteIsTheSameMethodTargetAndPayload(t *testing.T) {
 		{"a write without a body, another method", del, "PUT", "objects/b/k", "", false, false},
 		{"a body whose digest is unknown", put, "PUT", "objects/b/k", "", true, false},
 		{"a body whose digest is unknown, a receipt without a digest", undigested, "PUT", "objects/b/k", "", true, false},
+		{"an API call on a route that binds a header", domain.Receipt{Method: "POST", Target: "apis/stripe/v1/payouts#stripe-account=acct_A", PayloadDigest: "sha256:aa"},
+			"POST", "apis/stripe/v1/payouts", "sha256:aa", true, true},
+		{"an object key holding '#'", domain.Receipt{Method: "PUT", Target: "objects/b/k#x", PayloadDigest: "sha256:aa"},
+			"PUT", "objects/b/k", "sha256:aa", true, false},
 	} {
 		if got := RecordsWrite(tc.r, tc.method, tc.target, tc.digest, tc.body); got != tc.want {
 			t.Errorf("%s: RecordsWrite = %v, want %v", tc.rule, got, tc.want)

@@ -1,6 +1,7 @@
 package domain
 
 import (
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -73,16 +74,55 @@ func SplitObjectTarget(target string) (store, key string, ok bool) {
 // APITarget is the target a receipt records for a call of path on the
 // fronted API api: "apis/API/PATH", with one leading "/" of path dropped.
 // The gateway records it and the client finds its receipts by it, both
-// from here.
-func APITarget(api, path string) string { return "apis/" + api + "/" + strings.TrimPrefix(path, "/") }
+// from here. A call on a route that binds headers to its resource (one
+// path, a resource per header value: Stripe-Account) acts on what those
+// headers select, so its target is its own per value: bound, the route's
+// "name=value" pairs in the order APIBound gives them, follows a '#', which
+// no path holds. A target is fenced under one resource (CheckTarget), so
+// without them the first account's call would take the path from every other.
+func APITarget(api, path string, bound ...string) string {
+	t := "apis/" + api + "/" + strings.TrimPrefix(path, "/")
+	if len(bound) > 0 {
+		t += "#" + strings.Join(bound, "&")
+	}
+	return t
+}
+
+// APIBound is the bound part of APITarget for header values h (canonical
+// header name to value): "name=value" with the name in lower case, sorted.
+func APIBound(h map[string]string) []string {
+	out := make([]string, 0, len(h))
+	for name, v := range h {
+		out = append(out, strings.ToLower(name)+"="+v)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// SameCallTarget reports whether a receipt's target is base, the target a
+// client computed for its write, or, when base is an APITarget without bound
+// headers, base with bound headers: a client does not know which headers a
+// route binds, so it finds its call's receipt by this. An object target
+// must be base itself ('#' may be part of an object key).
+func SameCallTarget(target, base string) bool {
+	if target == base {
+		return true
+	}
+	if !strings.HasPrefix(base, "apis/") || strings.Contains(base, "#") {
+		return false
+	}
+	rest, ok := strings.CutPrefix(target, base)
+	return ok && strings.HasPrefix(rest, "#")
+}
 
 // SplitAPITarget is the inverse of APITarget; path comes back with its
-// leading slash.
+// leading slash, without the bound headers.
 func SplitAPITarget(target string) (api, path string, ok bool) {
 	rest, ok := strings.CutPrefix(target, "apis/")
 	if !ok {
 		return "", "", false
 	}
+	rest, _, _ = strings.Cut(rest, "#")
 	api, path, ok = strings.Cut(rest, "/")
 	if !ok || api == "" || path == "" {
 		return "", "", false

@@ -136,7 +136,8 @@ func TestARefusedCredentialPaysNothingAndTheSegmentGoesAgain(t *testing.T) {
 // file with headers: {account: Stripe-Account} makes the account part of
 // the resource. A worker holding a lease on connect/acct_1 is refused
 // RESOURCE_MISMATCH for acct_2 and for a second value, and nothing is paid;
-// with acct_1 it pays once.
+// with acct_1 it pays once, and a lease on connect/acct_2 then pays acct_2
+// on the same path.
 func TestAHeaderBoundAccountThroughTheBinary(t *testing.T) {
 	pay := upstream.New(upstream.Options{Credential: "Bearer sk_live_gateway"})
 	srv := pay.Start()
@@ -162,5 +163,14 @@ func TestAHeaderBoundAccountThroughTheBinary(t *testing.T) {
 	}
 	if pay.Effects() != 1 {
 		t.Fatalf("upstream effects %d, want 1", pay.Effects())
+	}
+	// Another account, under its own lease, on the same path: a target of
+	// its own, so it pays too (the path alone was acct_1's for good).
+	b := p.acquire(t, "token-a", "connect/acct_2", "a-2", "connect-2", 30000)
+	paid := p.do(t, "POST", "/v1/apis/payouts/v1/accounts/acc_1/payouts", "token-a", map[string]string{
+		"Content-Type": "application/json", "Fence-Grant": b.grant, "Fence-Status": b.status, "Fence-Segment": "1",
+		"Stripe-Account": "acct_2"}, `{"amount":100,"currency":"eur"}`)
+	if paid.status != http.StatusOK || pay.Effects() != 2 {
+		t.Fatalf("acct_2 under its own lease: %d %s, upstream effects %d (want 2)", paid.status, paid.body, pay.Effects())
 	}
 }

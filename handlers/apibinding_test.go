@@ -1,6 +1,7 @@
 package handlers_test
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -96,5 +97,34 @@ func TestABoundHeaderNeverReachesTheUpstreamOutsideTheResource(t *testing.T) {
 	wantPaid(t, send(nil))
 	if got := e.seen[0].Values("Stripe-Account"); len(got) != 0 {
 		t.Fatalf("the platform's call carried Stripe-Account %q", got)
+	}
+}
+
+// Rule: each account a bound header selects on one path is a target of its
+// own (the header's value follows '#' in the receipt's target), so the
+// accounts' calls are fenced each under its own resource. The target was
+// the path alone, which a target's one resource (CheckTarget) gave to the
+// first account for good: every other account's call was RESOURCE_MISMATCH.
+func TestEachHeaderBoundAccountIsATargetOfItsOwn(t *testing.T) {
+	e := newAPIEnv(t, nil, nil, func(c *httpapi.APIConfig) {
+		c.ForwardHeaders = []string{"Stripe-Account"}
+		c.Routes = []httpapi.Route{{Method: "POST", Path: "/v1/accounts/{account}/payouts", Resource: "connect/{connected}",
+			Headers: map[string]string{"connected": "Stripe-Account"}}}
+	})
+	for i, account := range []string{"acct_A", "acct_B"} {
+		tok, vg := e.kit.VerifiedGrant(func(g *fencegate.Grant) {
+			g.Resource, g.Owner, g.FenceToken = "connect/"+account, payerA, 1
+			g.Lease, g.OperationRoot = "lease-"+account, "root-"+account
+		})
+		r := e.send("POST", payoutPath, payerTokA, map[string]string{"Fence-Grant": tok, "Fence-Status": e.kit.Status(vg, nil),
+			"Fence-Segment": "1", "Content-Type": "application/json", "Stripe-Account": account}, payoutBody)
+		wantPaid(t, r)
+		rc, err := e.store.Receipt(context.Background(), r.header.Get("Fence-Receipt"))
+		if want := "apis/payouts/v1/accounts/acc_1/payouts#stripe-account=" + account; err != nil || rc.Target != want || rc.Resource != "connect/"+account {
+			t.Fatalf("%s: receipt target %q under %q (%v), want %q under connect/%s", account, rc.Target, rc.Resource, err, want, account)
+		}
+		if got := e.seen[i].Get("Stripe-Account"); got != account || len(e.seen) != i+1 {
+			t.Fatalf("upstream saw %d calls, the last with Stripe-Account %q", len(e.seen), got)
+		}
 	}
 }

@@ -96,7 +96,7 @@ func (s *Server) callAPI(w http.ResponseWriter, r *http.Request) {
 		s.problem(w, r, err)
 		return
 	}
-	_, resource, ok := api.MatchHeader(r.Method, path, r.Header)
+	target, resource, ok := api.MatchCall(r.Method, path, r.Header)
 	if !ok {
 		s.problem(w, r, fencegate.Errorf(fencegate.CodeNotFound, "api %q declares no route %s %s", name, r.Method, path))
 		return
@@ -122,7 +122,7 @@ func (s *Server) callAPI(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer body.Close()
-	req.Target = fencegate.APITarget(name, path)
+	req.Target = target
 	req.PayloadDigest = body.Digest()
 	req.PayloadSize, req.QuarantinePayload = body.Size, body.Keep(s.quarantinePayload())
 	call := api.Call(r.Method, path, r.Header, body.Reader(), body.Size)

@@ -213,15 +213,45 @@ func (a *API) Match(method, path string) (tmpl, resource string, ok bool) {
 // exactly one plain value, and a route that does not bind a header another
 // route binds matches only when it is absent.
 func (a *API) MatchHeader(method, path string, h http.Header) (tmpl, resource string, ok bool) {
-	r, params, ok := a.route(method, path, a.allowedHeader(h))
+	r, _, res, ok := a.matchCall(method, path, h)
 	if !ok {
 		return "", "", false
 	}
-	res := r.derive(params)
-	if fencegate.CheckName(res) != nil {
+	return r.path, res, true
+}
+
+// MatchCall is MatchHeader for a fenced call: the resource it is fenced
+// under, and the target its receipt records: fencegate.APITarget of the
+// API's name and path, with the values of the headers the route binds
+// (fencegate.APIBound), so that each account a header selects on one path
+// is a target of its own.
+func (a *API) MatchCall(method, path string, h http.Header) (target, resource string, ok bool) {
+	r, params, res, ok := a.matchCall(method, path, h)
+	if !ok {
 		return "", "", false
 	}
-	return r.path, res, true
+	var bound map[string]string
+	for name, param := range r.headers {
+		if bound == nil {
+			bound = make(map[string]string, len(r.headers))
+		}
+		bound[name] = params[param]
+	}
+	return fencegate.APITarget(a.cfg.Name, path, fencegate.APIBound(bound)...), res, true
+}
+
+// matchCall is the route matching method, path and the headers of h an
+// upstream would be sent, its parameters and the resource it derives.
+func (a *API) matchCall(method, path string, h http.Header) (*route, map[string]string, string, bool) {
+	r, params, ok := a.route(method, path, a.allowedHeader(h))
+	if !ok {
+		return nil, nil, "", false
+	}
+	res := r.derive(params)
+	if fencegate.CheckName(res) != nil {
+		return nil, nil, "", false
+	}
+	return r, params, res, true
 }
 
 // route is the first route matching method, path and the forwarded
