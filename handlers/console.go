@@ -230,9 +230,8 @@ func (s *Server) consoleLoginPage(w http.ResponseWriter, r *http.Request) {
 // consoleLogin checks the admin token posted by the login form and starts a
 // session; the token is not kept.
 func (s *Server) consoleLogin(w http.ResponseWriter, r *http.Request) {
-	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
-	if err := r.ParseForm(); err != nil {
-		s.consoleError(w, r, fencegate.Errorf(fencegate.CodeInvalidRequest, "login form unreadable"))
+	if err := consoleForm(w, r); err != nil {
+		s.consoleError(w, r, err)
 		return
 	}
 	next := safeNext(r.PostForm.Get("next"))

@@ -15,11 +15,20 @@ import (
 // that goes through the same path as its REST route, and is answered with a
 // redirect to the page that shows the result.
 
-// consoleForm reads a bounded urlencoded form.
+// consoleForm reads a bounded urlencoded form, the one place the console
+// reads one. A field given more than once (breakGlass=yes&breakGlass=no) is
+// INVALID_REQUEST before anything is done: reading only its first value
+// would make the form ambiguous, as the JSON admin routes refuse a
+// duplicate member and strictQuery a repeated query parameter.
 func consoleForm(w http.ResponseWriter, r *http.Request) error {
 	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
 	if err := r.ParseForm(); err != nil {
 		return fencegate.Errorf(fencegate.CodeInvalidRequest, "form unreadable: %v", err)
+	}
+	for name, vs := range r.PostForm {
+		if len(vs) > 1 {
+			return fencegate.Errorf(fencegate.CodeInvalidRequest, "form field %.40q is given more than once", name)
+		}
 	}
 	return nil
 }
