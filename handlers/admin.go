@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 
 	"github.com/go-chi/chi/v5"
 
@@ -69,13 +68,21 @@ func (s *Server) adminRoutes(r chi.Router) {
 		r = r.With(s.adminOnly)
 		r.Get("/state", s.adminAction(func(r *http.Request) (AdminState, error) { return s.Admin.State(r.Context()) }))
 		r.Post("/epochs/{epoch}/revoke", s.adminAction(func(r *http.Request) (AdminState, error) {
-			e, err := strconv.ParseUint(chi.URLParam(r, "epoch"), 10, 64)
-			if err != nil {
-				return AdminState{}, fencegate.Errorf(fencegate.CodeInvalidRequest, "epoch must be an unsigned integer")
+			e, ok := canonicalUint(chi.URLParam(r, "epoch"))
+			if !ok {
+				return AdminState{}, fencegate.Errorf(fencegate.CodeInvalidRequest, "epoch must be a decimal integer without sign or leading zero, not %.40q", chi.URLParam(r, "epoch"))
+			}
+			if err := noBody(r); err != nil {
+				return AdminState{}, err
 			}
 			return s.Admin.RetireEpoch(r.Context(), e)
 		}))
-		r.Post("/keys/rotate", s.adminAction(func(r *http.Request) (AdminState, error) { return s.Admin.RotateKey(r.Context()) }))
+		r.Post("/keys/rotate", s.adminAction(func(r *http.Request) (AdminState, error) {
+			if err := noBody(r); err != nil {
+				return AdminState{}, err
+			}
+			return s.Admin.RotateKey(r.Context())
+		}))
 		r.Post("/floor", s.adminAction(func(r *http.Request) (AdminState, error) {
 			var b struct {
 				Floor uint64 `json:"floor"`
@@ -102,7 +109,12 @@ func (s *Server) adminRoutes(r chi.Router) {
 			}
 			return st, err
 		}))
-		r.Post("/policy/bump", s.adminAction(func(r *http.Request) (AdminState, error) { return s.Admin.BumpPolicy(r.Context()) }))
+		r.Post("/policy/bump", s.adminAction(func(r *http.Request) (AdminState, error) {
+			if err := noBody(r); err != nil {
+				return AdminState{}, err
+			}
+			return s.Admin.BumpPolicy(r.Context())
+		}))
 		r.Put("/trust-bundle", s.adminAction(func(r *http.Request) (AdminState, error) {
 			b, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, proofs.MaxBundleSize))
 			if err != nil {
@@ -129,6 +141,28 @@ func (s *Server) adminRoutes(r chi.Router) {
 func (s *Server) logModeChange(r *http.Request, rule gateway.ModeRule, breakGlass bool) {
 	s.Log.Info("mode changed", "caller", callerOf(r), "path", r.URL.Path,
 		"pattern", rule.Pattern, "mode", rule.Mode, "breakGlass", breakGlass)
+}
+
+// noBody refuses (INVALID_REQUEST) a request body on an operator route
+// that takes none (revoke an epoch, rotate the key, bump the policy, clear
+// a binding): an action that ignored one would act on a request its sender
+// may have meant otherwise (`{"epoch":1}` to rotate). An empty body, sent
+// with Content-Length: 0 or chunked with no data, is no body.
+func noBody(r *http.Request) error {
+	if r.Body == nil || r.Body == http.NoBody {
+		return nil
+	}
+	if r.ContentLength > 0 {
+		return fencegate.Errorf(fencegate.CodeInvalidRequest, "%s %s takes no request body (got %d bytes)", r.Method, r.URL.Path, r.ContentLength)
+	}
+	var b [1]byte
+	switch n, err := io.ReadFull(r.Body, b[:]); {
+	case n > 0:
+		return fencegate.Errorf(fencegate.CodeInvalidRequest, "%s %s takes no request body", r.Method, r.URL.Path)
+	case err != nil && err != io.EOF:
+		return fencegate.Wrap(err, fencegate.CodeInvalidRequest, "request body unreadable")
+	}
+	return nil
 }
 
 // adminAction answers an admin operation with the resulting state.

@@ -59,6 +59,9 @@ func (s *Server) getBinding(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) clearBinding(w http.ResponseWriter, r *http.Request) {
 	store, key, err := bindingKey(r)
+	if err == nil {
+		err = noBody(r)
+	}
 	if err != nil {
 		s.problem(w, r, err)
 		return

@@ -191,10 +191,10 @@ func fenceHolders(events []timelineEntry) []fenceHolder {
 // consoleSegment finds the live receipt of one segment of a resource.
 func (s *Server) consoleSegment(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	fence, ferr := strconv.ParseUint(q.Get("fence"), 10, 64)
-	seg, serr := strconv.ParseUint(q.Get("segment"), 10, 64)
-	if ferr != nil || serr != nil {
-		s.consoleError(w, r, fencegate.Errorf(fencegate.CodeInvalidRequest, "fence and segment must be integers"))
+	fence, fok := canonicalUint(q.Get("fence"))
+	seg, sok := canonicalUint(q.Get("segment"))
+	if !fok || !sok {
+		s.consoleError(w, r, fencegate.Errorf(fencegate.CodeInvalidRequest, "fence and segment must be decimal integers (no sign or leading zero)"))
 		return
 	}
 	rc, err := s.Gateway.Store().ReceiptAt(r.Context(), q.Get("resource"), fence, seg)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"math"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/fencegate/fencegate"
@@ -112,9 +111,9 @@ func (s *Server) registryBundleChain(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	raw := q.Get("after")
-	after, err := strconv.ParseUint(raw, 10, 64)
-	if err != nil {
-		s.problem(w, r, fencegate.Errorf(fencegate.CodeInvalidRequest, "query parameter after must be a bundle version (an integer in 0..2^64-1), not %q", raw))
+	after, ok := canonicalUint(raw)
+	if !ok {
+		s.problem(w, r, fencegate.Errorf(fencegate.CodeInvalidRequest, "query parameter after must be a bundle version (a decimal integer in 0..2^64-1, no sign or leading zero), not %q", raw))
 		return
 	}
 	chain, err := s.Admin.TrustBundleChain(r.Context(), after)

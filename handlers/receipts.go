@@ -2,7 +2,6 @@ package handlers
 
 import (
 	"net/http"
-	"strconv"
 	"strings"
 
 	"github.com/fencegate/fencegate"
@@ -33,10 +32,10 @@ func (s *Server) listReceipts(w http.ResponseWriter, r *http.Request) {
 		if err = s.checkReadName(callerOf(r), q.Get("resource")); err != nil {
 			break
 		}
-		fence, ferr := strconv.ParseUint(q.Get("fence"), 10, 64)
-		seg, serr := strconv.ParseUint(q.Get("segment"), 10, 64)
-		if ferr != nil || serr != nil {
-			err = fencegate.Errorf(fencegate.CodeInvalidRequest, "a segment query needs integer fence and segment parameters")
+		fence, fok := canonicalUint(q.Get("fence"))
+		seg, sok := canonicalUint(q.Get("segment"))
+		if !fok || !sok {
+			err = fencegate.Errorf(fencegate.CodeInvalidRequest, "a segment query needs decimal integer fence and segment parameters (no sign or leading zero)")
 			break
 		}
 		var rc fencegate.Receipt

@@ -69,6 +69,16 @@ func TestAdminResponsesMatchTheSpec(t *testing.T) {
 	wantCode(t, p, fencegate.CodeInvalidRequest)
 	_, p = e.call("POST", "/v1/admin/epochs/x/revoke", tokAdmin, nil, "", 400)
 	wantCode(t, p, fencegate.CodeInvalidRequest)
+	_, p = e.call("POST", "/v1/admin/epochs/07/revoke", tokAdmin, nil, "", 400) // not canonical
+	wantCode(t, p, fencegate.CodeInvalidRequest)
+	// The routes that take no body refuse one, as documented.
+	for _, path := range []string{"/v1/admin/epochs/7/revoke", "/v1/admin/keys/rotate", "/v1/admin/policy/bump"} {
+		_, p = e.call("POST", path, tokAdmin, json, `{"epoch":1}`, 400)
+		wantCode(t, p, fencegate.CodeInvalidRequest)
+	}
+	if e.admin.policy != 2 || len(e.admin.revoked) != 1 {
+		t.Fatalf("a refused admin request changed the state: policy %d, revoked %v", e.admin.policy, e.admin.revoked)
+	}
 	e.call("POST", "/v1/admin/floor", tokAdmin, json, `{"floor":100}`, 200)
 	_, p = e.call("POST", "/v1/admin/floor", tokAdmin, json, `{"floor":-1}`, 400)
 	wantCode(t, p, fencegate.CodeInvalidRequest)
