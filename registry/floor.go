@@ -30,7 +30,7 @@ func (r *Registry) SetFloor(ctx context.Context, floor uint64) error {
 	defer r.rec.run.Unlock()
 	rc := &r.rec
 	rc.mu.Lock()
-	pending := rc.lost && !rc.claimed
+	pending, known := rc.lost && !rc.claimed, rc.seen.HighestFence
 	rc.mu.Unlock()
 	if !pending {
 		switch err := r.backend.SetFloor(ctx, floor, r.seenGuard()); {
@@ -45,7 +45,13 @@ func (r *Registry) SetFloor(ctx context.Context, floor uint64) error {
 			if err := r.Remember(); err != nil {
 				return err
 			}
-			r.log.Info("fence floor raised", "floor", floor)
+			if floor > known {
+				r.log.Info("fence floor raised", "floor", floor, "previousHighWater", known)
+			} else {
+				// The backend keeps the higher floor: not raised above a
+				// fence known here (nothing at all at or below its own).
+				r.log.Info("fence floor not raised above the highest fence known", "requested", floor, "highWater", known)
+			}
 			return nil
 		case fencegate.ErrorCode(err) != fencegate.CodeStateLost:
 			return backendErr(err)
