@@ -79,7 +79,10 @@ func TestAStagingCutShortByCloseReleasesItsDescriptor(t *testing.T) {
 			sp.Discard()
 		}
 	}
-	if after := openFDs(t); after != before {
+	// More than before is a leak; fewer is the process closing others of
+	// its own meanwhile (the runtime, an earlier test's server), which
+	// made an exact count flaky.
+	if after := openFDs(t); after > before {
 		t.Fatalf("%d descriptors open after two stagings cut short by Close, %d before", after, before)
 	}
 }
