@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/fencegate/fencegate/backends/local"
@@ -66,9 +68,12 @@ func TestHeldFilesAreBoundedAndClosedWithTheStore(t *testing.T) {
 // store closed before its Put or Discard closes its spare's descriptor
 // then (the store's Close does not know it).
 func TestAStagingCutShortByCloseReleasesItsDescriptor(t *testing.T) {
-	before := openFDs(t)
+	openFDs(t) // skips without /proc/self/fd
+	dirs := []string{}
 	for _, end := range []string{"put", "discard"} {
-		s := open(t)
+		dir := t.TempDir()
+		dirs = append(dirs, dir)
+		s := openAt(t, dir)
 		sp := objecttest.Stage(t, s, "k/fd", "v1", objecttest.Meta(1))
 		if err := s.Close(); err != nil {
 			t.Fatal(err)
@@ -79,10 +84,28 @@ func TestAStagingCutShortByCloseReleasesItsDescriptor(t *testing.T) {
 			sp.Discard()
 		}
 	}
-	// More than before is a leak; fewer is the process closing others of
-	// its own meanwhile (the runtime, an earlier test's server), which
-	// made an exact count flaky.
-	if after := openFDs(t); after > before {
-		t.Fatalf("%d descriptors open after two stagings cut short by Close, %d before", after, before)
+	// A descriptor still open into either store's directory is the leak;
+	// counting every descriptor of the process was flaky (others close
+	// meanwhile: the runtime, an earlier test's server).
+	for _, dir := range dirs {
+		if held := fdsUnder(t, dir); len(held) > 0 {
+			t.Fatalf("descriptors still open after stagings cut short by Close: %v", held)
+		}
 	}
+}
+
+// fdsUnder lists this process's open descriptors whose file is under dir.
+func fdsUnder(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held []string
+	for _, e := range entries {
+		if target, err := os.Readlink(filepath.Join("/proc/self/fd", e.Name())); err == nil && strings.HasPrefix(target, dir+string(filepath.Separator)) {
+			held = append(held, target)
+		}
+	}
+	return held
 }
