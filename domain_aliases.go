@@ -218,6 +218,9 @@ func ObjectResource(store, key string) string { return domain.ObjectResource(sto
 // ObjectTarget is domain.ObjectTarget.
 func ObjectTarget(store, key string) string { return domain.ObjectTarget(store, key) }
 
+// ParseCanonicalUint is domain.ParseCanonicalUint.
+func ParseCanonicalUint(s string) (uint64, bool) { return domain.ParseCanonicalUint(s) }
+
 // ParseCursor is domain.ParseCursor.
 func ParseCursor(list, cursor string) (p domain.Position, ok bool, err error) {
 	return domain.ParseCursor(list, cursor)

@@ -68,7 +68,7 @@ func (s *Server) adminRoutes(r chi.Router) {
 		r = r.With(s.adminOnly)
 		r.Get("/state", s.adminAction(func(r *http.Request) (AdminState, error) { return s.Admin.State(r.Context()) }))
 		r.Post("/epochs/{epoch}/revoke", s.adminAction(func(r *http.Request) (AdminState, error) {
-			e, ok := canonicalUint(chi.URLParam(r, "epoch"))
+			e, ok := fencegate.ParseCanonicalUint(chi.URLParam(r, "epoch"))
 			if !ok {
 				return AdminState{}, fencegate.Errorf(fencegate.CodeInvalidRequest, "epoch must be a decimal integer without sign or leading zero, not %.40q", chi.URLParam(r, "epoch"))
 			}

@@ -191,8 +191,8 @@ func fenceHolders(events []timelineEntry) []fenceHolder {
 // consoleSegment finds the live receipt of one segment of a resource.
 func (s *Server) consoleSegment(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	fence, fok := canonicalUint(q.Get("fence"))
-	seg, sok := canonicalUint(q.Get("segment"))
+	fence, fok := fencegate.ParseCanonicalUint(q.Get("fence"))
+	seg, sok := fencegate.ParseCanonicalUint(q.Get("segment"))
 	if !fok || !sok {
 		s.consoleError(w, r, fencegate.Errorf(fencegate.CodeInvalidRequest, "fence and segment must be decimal integers (no sign or leading zero)"))
 		return

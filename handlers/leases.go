@@ -111,7 +111,7 @@ func (s *Server) registryBundleChain(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	raw := q.Get("after")
-	after, ok := canonicalUint(raw)
+	after, ok := fencegate.ParseCanonicalUint(raw)
 	if !ok {
 		s.problem(w, r, fencegate.Errorf(fencegate.CodeInvalidRequest, "query parameter after must be a bundle version (a decimal integer in 0..2^64-1, no sign or leading zero), not %q", raw))
 		return

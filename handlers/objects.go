@@ -108,9 +108,9 @@ func fenceRequest(r *http.Request, caller string) (gateway.Request, error) {
 		DelegationToken: strings.TrimSpace(r.Header.Get("Fence-Delegation")),
 		Method:          r.Method,
 	}
-	seg, err := strconv.ParseUint(r.Header.Get("Fence-Segment"), 10, 64)
-	if err != nil || seg == 0 {
-		return req, fencegate.Errorf(fencegate.CodeInvalidRequest, "Fence-Segment must be an integer >= 1")
+	seg, ok := fencegate.ParseCanonicalUint(r.Header.Get("Fence-Segment"))
+	if !ok || seg == 0 {
+		return req, fencegate.Errorf(fencegate.CodeInvalidRequest, "Fence-Segment must be a decimal integer >= 1 without sign or leading zero")
 	}
 	req.Segment = seg
 	req.EffectKey = r.Header.Get("Fence-Effect-Key")

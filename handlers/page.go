@@ -3,7 +3,6 @@ package handlers
 import (
 	"net/http"
 	"net/url"
-	"strconv"
 
 	"github.com/fencegate/fencegate"
 )
@@ -52,7 +51,7 @@ func listQuery(r *http.Request) (url.Values, fencegate.Page, error) {
 	}
 	p := fencegate.Page{Cursor: q.Get("cursor")}
 	if v, ok := q["limit"]; ok {
-		n, ok := canonicalUint(v[0])
+		n, ok := fencegate.ParseCanonicalUint(v[0])
 		if !ok || n < 1 || n > fencegate.MaxPageLimit {
 			return nil, p, fencegate.Errorf(fencegate.CodeInvalidRequest, "limit must be one decimal integer from 1 to %d", fencegate.MaxPageLimit)
 		}
@@ -67,20 +66,3 @@ func pageOf(r *http.Request) (fencegate.Page, error) {
 	return p, err
 }
 
-// canonicalUint reads s as a number in a path or query: a canonical decimal
-// in 0..2^64-1, ASCII digits only, without sign, space or leading zero ("0"
-// itself is canonical). strconv alone reads "01" (and Atoi "+1") as 1, a
-// number that a proxy, a log or an audit may read otherwise; every route
-// refuses one (INVALID_REQUEST) through this one reader, before acting.
-func canonicalUint(s string) (uint64, bool) {
-	if s == "" || len(s) > 1 && s[0] == '0' {
-		return 0, false
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return 0, false
-		}
-	}
-	n, err := strconv.ParseUint(s, 10, 64)
-	return n, err == nil
-}

@@ -32,8 +32,8 @@ func (s *Server) listReceipts(w http.ResponseWriter, r *http.Request) {
 		if err = s.checkReadName(callerOf(r), q.Get("resource")); err != nil {
 			break
 		}
-		fence, fok := canonicalUint(q.Get("fence"))
-		seg, sok := canonicalUint(q.Get("segment"))
+		fence, fok := fencegate.ParseCanonicalUint(q.Get("fence"))
+		seg, sok := fencegate.ParseCanonicalUint(q.Get("segment"))
 		if !fok || !sok {
 			err = fencegate.Errorf(fencegate.CodeInvalidRequest, "a segment query needs decimal integer fence and segment parameters (no sign or leading zero)")
 			break

@@ -80,3 +80,22 @@ func TestAContentTypeGivenTwiceIsRefusedWithoutStateChange(t *testing.T) {
 		t.Fatalf("a Content-Type given twice changed the state: %+v -> %+v", before, after)
 	}
 }
+
+// Rule: Fence-Segment is a canonical decimal: "01", "+1", " 1" are
+// INVALID_REQUEST and nothing changes (strconv read "01" as 1, a number a
+// proxy or a log may read otherwise); "1" is then accepted.
+func TestANonCanonicalSegmentIsRefusedWithoutStateChange(t *testing.T) {
+	e := newEnv(t)
+	c := e.grant("local/inv/7", ownerA, 1, nil)
+	before := e.snap("local/inv/7", "inv/7")
+	for _, seg := range []string{"01", "+1", "1.0", "0"} {
+		hdr := http.Header{"Fence-Grant": {c.grant}, "Fence-Status": {c.status}, "Fence-Segment": {seg}}
+		wantProblem(t, e.doHeader("PUT", "/v1/objects/local/inv/7", tokA, hdr, "body"), http.StatusBadRequest, "INVALID_REQUEST")
+		if after := e.snap("local/inv/7", "inv/7"); after != before {
+			t.Fatalf("Fence-Segment %q changed the state: %+v -> %+v", seg, before, after)
+		}
+	}
+	if r := e.put(tokA, c, "local/inv/7", 1, "body"); r.status != http.StatusOK {
+		t.Fatalf("the same write with segment 1: %d %s", r.status, r.body)
+	}
+}

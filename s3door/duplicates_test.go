@@ -70,6 +70,8 @@ func TestASingleValuedHeaderSentTwiceIsRefusedAndWritesNothing(t *testing.T) {
 	}{
 		{"x-amz-meta-fence-segment 1 and 999", "", http.Header{s3door.SegmentHeader: {"1", "999"}}, "hello",
 			400, "InvalidRequest", "x-amz-meta-fence-segment must be an integer"},
+		{"x-amz-meta-fence-segment 01 (not a canonical decimal)", "", http.Header{s3door.SegmentHeader: {"01"}}, "hello",
+			400, "InvalidRequest", "x-amz-meta-fence-segment must be an integer"},
 		{"Content-MD5 right, then wrong", "", http.Header{"Content-Md5": {md5of("hello"), md5of("other")}}, "hello",
 			400, "InvalidDigest", ""},
 		{"x-amz-checksum-sha256 right, then wrong", "", http.Header{"X-Amz-Checksum-Sha256": {shaOf("hello"), shaOf("other")}}, "hello",

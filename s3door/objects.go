@@ -43,9 +43,9 @@ func (s *Server) fencedCheck(r *http.Request, bucket, key, method string, curren
 		AssignSegment: true,
 	}
 	if v := headerValue(r.Header, SegmentHeader); v != "" {
-		seg, err := strconv.ParseUint(v, 10, 64)
-		if err != nil || seg == 0 {
-			return req, fencegate.Errorf(fencegate.CodeInvalidRequest, "x-amz-meta-fence-segment must be an integer >= 1")
+		seg, ok := fencegate.ParseCanonicalUint(v)
+		if !ok || seg == 0 {
+			return req, fencegate.Errorf(fencegate.CodeInvalidRequest, "x-amz-meta-fence-segment must be an integer >= 1 without sign or leading zero")
 		}
 		req.Segment, req.AssignSegment = seg, false
 	}
