@@ -73,6 +73,10 @@ func TestNonCanonicalQueryNumbersAreRefused(t *testing.T) {
 			t.Fatalf("console segment fence %q: %d\n%s", n, resp.StatusCode, body)
 		}
 	}
+	// A number given twice is no number either.
+	if resp, body := e.page("GET", "/console/segment?resource="+res7+"&fence=1&fence=2&segment=1", map[string]string{"Cookie": cookie}, nil); resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, "INVALID_REQUEST") {
+		t.Fatalf("console segment with fence twice: %d\n%s", resp.StatusCode, body)
+	}
 	// The canonical forms are read.
 	if r := e.do("GET", "/v1/admin/modes?limit=5", "ops", nil, ""); r.status != http.StatusOK {
 		t.Fatalf("limit=5: %d %s", r.status, r.body)

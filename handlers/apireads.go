@@ -37,8 +37,8 @@ func (s *Server) readAPI(w http.ResponseWriter, r *http.Request) {
 		s.problem(w, r, err)
 		return
 	}
-	if r.ContentLength != 0 {
-		s.problem(w, r, fencegate.Errorf(fencegate.CodeInvalidRequest, "a read carries no body"))
+	if err := noBody(r); err != nil {
+		s.problem(w, r, err)
 		return
 	}
 	resp, err := api.Read(r.Context(), path, upstreamQuery(r), r.Header)

@@ -25,12 +25,7 @@ func consoleForm(w http.ResponseWriter, r *http.Request) error {
 	if err := r.ParseForm(); err != nil {
 		return fencegate.Errorf(fencegate.CodeInvalidRequest, "form unreadable: %v", err)
 	}
-	for name, vs := range r.PostForm {
-		if len(vs) > 1 {
-			return fencegate.Errorf(fencegate.CodeInvalidRequest, "form field %.40q is given more than once", name)
-		}
-	}
-	return nil
+	return oneValueEach("form field", r.PostForm)
 }
 
 // consoleResolve settles an UNKNOWN receipt by hand in two steps: the first

@@ -190,7 +190,11 @@ func fenceHolders(events []timelineEntry) []fenceHolder {
 
 // consoleSegment finds the live receipt of one segment of a resource.
 func (s *Server) consoleSegment(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
+	q, err := strictQuery(r)
+	if err != nil {
+		s.consoleError(w, r, err)
+		return
+	}
 	fence, fok := fencegate.ParseCanonicalUint(q.Get("fence"))
 	seg, sok := fencegate.ParseCanonicalUint(q.Get("segment"))
 	if !fok || !sok {

@@ -19,12 +19,23 @@ func strictQuery(r *http.Request) (url.Values, error) {
 	if err != nil {
 		return nil, err
 	}
-	for name, vs := range q {
-		if len(vs) > 1 {
-			return nil, fencegate.Errorf(fencegate.CodeInvalidRequest, "query parameter %.40q is given more than once", name)
-		}
+	if err := oneValueEach("query parameter", q); err != nil {
+		return nil, err
 	}
 	return q, nil
+}
+
+// oneValueEach refuses (INVALID_REQUEST) values of which a name is given
+// more than once: a query's parameters, a console form's fields. Read as
+// its first, such a value could mean one thing here and another to a proxy
+// or a log; the JSON routes refuse a duplicate member the same way.
+func oneValueEach(kind string, vs url.Values) error {
+	for name, v := range vs {
+		if len(v) > 1 {
+			return fencegate.Errorf(fencegate.CodeInvalidRequest, "%s %.40q is given more than once", kind, name)
+		}
+	}
+	return nil
 }
 
 // parseQuery parses r's query whole: one that does not parse (a bad
