@@ -55,6 +55,9 @@ func declaredAWSChunked(r *http.Request) bool {
 // contentCodings are the codings r's Content-Encoding names, over all its
 // lines (a list field, RFC 9110 §8.4), trimmed, empty ones left out.
 func contentCodings(r *http.Request) []string {
+	if len(r.Header.Values("Content-Encoding")) == 0 {
+		return nil // most writes: nothing to split
+	}
 	var cs []string
 	for _, c := range strings.Split(headerValue(r.Header, "Content-Encoding"), ",") {
 		if c = strings.TrimSpace(c); c != "" {

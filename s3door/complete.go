@@ -61,7 +61,10 @@ type completeResult struct {
 func partsDigest(cr *completeRequest) [sha256.Size]byte {
 	h := sha256.New()
 	for _, p := range cr.Parts {
-		fmt.Fprintf(h, "%d %s\n", p.PartNumber, strings.Trim(p.ETag, `"`))
+		// Each ETag with its length, so that no ETag (XML allows any
+		// character in one) can stand for the parts after it.
+		etag := strings.Trim(p.ETag, `"`)
+		fmt.Fprintf(h, "%d %d:%s", p.PartNumber, len(etag), etag)
 	}
 	var d [sha256.Size]byte
 	h.Sum(d[:0])
@@ -103,7 +106,8 @@ func (s *Server) completeUpload(w http.ResponseWriter, r *http.Request, t *targe
 	}
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	if u.done != nil && u.done.parts != partsDigest(&cr) {
+	named := partsDigest(&cr)
+	if u.done != nil && u.done.parts != named {
 		// A Complete after the upload was completed with another parts list
 		// is refused, never answered with the first one's result: the object
 		// it names was not written. NoSuchUpload (404) is CompleteMultipartUpload's
@@ -115,7 +119,7 @@ func (s *Server) completeUpload(w http.ResponseWriter, r *http.Request, t *targe
 		// InvalidPart (400) would say the list could be mended, but no list
 		// but the one that completed it is answered with success, and
 		// InvalidPartOrder is for an unsorted list.
-		return s3err(http.StatusNotFound, "NoSuchUpload", "The specified multipart upload has been completed with another list of parts.")
+		return noSuchUpload("has been completed with another list of parts")
 	}
 	if u.done != nil { // a retried Complete: the same answer, a replay that writes nothing
 		again := u.done.res
@@ -126,7 +130,7 @@ func (s *Server) completeUpload(w http.ResponseWriter, r *http.Request, t *targe
 		return nil
 	}
 	if u.aborted { // aborted while this request was read
-		return noSuchUpload()
+		return noSuchUpload("does not exist")
 	}
 	files, md5s := make([]io.Reader, 0, len(cr.Parts)), md5.New() //nolint:gosec
 	var partSums []byte
@@ -194,7 +198,7 @@ func (s *Server) completeUpload(w http.ResponseWriter, r *http.Request, t *targe
 		etag = hex.EncodeToString(md5s.Sum(nil)) + "-" + strconv.Itoa(len(cr.Parts))
 	}
 	s.uploads.completed(u, &completeResult{NS: s3NS, Location: "/" + bucket + "/" + key, Bucket: bucket, Key: key,
-		ETag: quoteETag(etag), res: res, parts: partsDigest(&cr)})
+		ETag: quoteETag(etag), res: res, parts: named})
 	_ = os.RemoveAll(u.dir) // its parts with it; a retried Complete is answered from u.done
 	s.uploads.unstaged(u)
 	writeXML(w, http.StatusOK, u.done)

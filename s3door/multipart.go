@@ -161,10 +161,10 @@ func (s *Server) uploadPart(w http.ResponseWriter, r *http.Request, t *target) e
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.done != nil {
-		return s3err(http.StatusNotFound, "NoSuchUpload", "The specified multipart upload has been completed.")
+		return noSuchUpload("has been completed")
 	}
 	if u.aborted { // aborted while this part was read: its directory is gone
-		return noSuchUpload()
+		return noSuchUpload("does not exist")
 	}
 	// A part's checksum of another algorithm than the upload's, or of an
 	// upload created without one, is refused before it replaces a staged
@@ -265,10 +265,10 @@ func (s *Server) abortUpload(w http.ResponseWriter, r *http.Request, t *target) 
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.done != nil {
-		return s3err(http.StatusNotFound, "NoSuchUpload", "The specified multipart upload has been completed.")
+		return noSuchUpload("has been completed")
 	}
 	if u.aborted {
-		return noSuchUpload()
+		return noSuchUpload("does not exist")
 	}
 	s.uploads.abort(u)
 	w.WriteHeader(http.StatusNoContent)
@@ -343,7 +343,7 @@ func (s *Server) listParts(w http.ResponseWriter, r *http.Request, t *target) er
 }
 
 // noSuchUpload is S3's answer for an upload ID it does not know (or no
-// longer: aborted).
-func noSuchUpload() error {
-	return s3err(http.StatusNotFound, "NoSuchUpload", "The specified multipart upload does not exist.")
+// longer: aborted, completed); why ends "The specified multipart upload ".
+func noSuchUpload(why string) error {
+	return s3err(http.StatusNotFound, "NoSuchUpload", "The specified multipart upload "+why+".")
 }

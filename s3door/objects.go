@@ -344,7 +344,7 @@ func userMeta(hd http.Header) (map[string]string, error) {
 			m = map[string]string{}
 		}
 		// Amazon S3 stores a value sent as RFC 2047 encoded words decoded.
-		m[name] = fencegate.DecodeHeaderText(strings.Join(vs, ","))
+		m[name] = fencegate.DecodeHeaderText(joinValues(vs))
 		size += len(name) + len(m[name])
 	}
 	// fencegate.MaxUserMetaSize, checked before the write is admitted: a

@@ -229,7 +229,7 @@ func (us *uploads) get(id, bucket, key string, a *authed) (*upload, error) {
 	us.sweep()
 	u, ok := us.m[id]
 	if !ok || u.bucket != bucket || u.key != key || u.identity != a.cred.Identity || u.akid != a.cred.AccessKeyID {
-		return nil, noSuchUpload()
+		return nil, noSuchUpload("does not exist")
 	}
 	u.touched = us.now()
 	return u, nil
