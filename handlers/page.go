@@ -76,4 +76,3 @@ func pageOf(r *http.Request) (fencegate.Page, error) {
 	_, p, err := listQuery(r)
 	return p, err
 }
-
