@@ -299,10 +299,9 @@ func (a *Authority) BumpPolicy(context.Context) (State, error) {
 
 // SetFloor makes every later fence of every resource greater than floor (a
 // floor below the current one changes nothing). The floor lives in the
-// registry's coordination backend, next to the fences it bounds. The log
-// says what happened: a WARN when the floor is raised above the highest
-// fence the registry knows (its issuance's highWater before the call), an
-// INFO naming both when it is not, never "raised" for a floor at or below.
+// registry's coordination backend, next to the fences it bounds; the
+// registry, which knows the highest fence, logs what the floor did
+// (registry.SetFloor).
 func (a *Authority) SetFloor(ctx context.Context, floor uint64) (State, error) {
 	a.mu.RLock()
 	f := a.floors
@@ -310,24 +309,8 @@ func (a *Authority) SetFloor(ctx context.Context, floor uint64) (State, error) {
 	if f == nil {
 		return State{}, fencegate.Errorf(fencegate.CodeUnsupported, "no in-process registry: set the floor at the registry")
 	}
-	is, known := f.(interface{ Issuance() registry.Issuance })
-	var before uint64
-	if known {
-		before = is.Issuance().HighWater
-	}
 	if err := f.SetFloor(ctx, floor); err != nil {
 		return State{}, err
-	}
-	switch {
-	case !known:
-		a.log.Warn("fence floor set by an operator", "floor", floor)
-	case floor > before:
-		a.log.Warn("fence floor raised by an operator above every fence known", "floor", floor, "previousHighWater", before)
-	default:
-		// The floor in force only rises (to the higher of it and this
-		// one): it is not raised above the highest fence known, and one at
-		// or below the floor in force changes nothing.
-		a.log.Info("fence floor not raised above the highest fence known", "requested", floor, "highWater", before)
 	}
 	return a.state(), nil
 }

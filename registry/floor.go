@@ -18,7 +18,9 @@ const MaxFloor = math.MaxUint64 - fencegate.MinFenceHeadroom
 // a loss and the registry has no fence store to ask, the floor is what they
 // resume above (with every fence known here). A floor whose guard finds the
 // backend behind what this registry saw starts that recovery and is kept
-// for it, like one set while paused. Every floor is logged.
+// for it, like one set while paused. Every floor is logged, here only: a
+// WARN when it is raised above the highest fence this registry knows, an
+// INFO naming both when it is not (the backend keeps the higher floor).
 func (r *Registry) SetFloor(ctx context.Context, floor uint64) error {
 	if floor > MaxFloor {
 		return fencegate.Errorf(fencegate.CodeInvalidRequest, "floor %d leaves fewer than %d fences: the sequence would run out", floor, uint64(fencegate.MinFenceHeadroom))
@@ -46,7 +48,7 @@ func (r *Registry) SetFloor(ctx context.Context, floor uint64) error {
 				return err
 			}
 			if floor > known {
-				r.log.Info("fence floor raised", "floor", floor, "previousHighWater", known)
+				r.log.Warn("fence floor raised by an operator above every fence known", "floor", floor, "previousHighWater", known)
 			} else {
 				// The backend keeps the higher floor: not raised above a
 				// fence known here (nothing at all at or below its own).
