@@ -146,12 +146,12 @@ var (
 	ErrPreconditionFailed = domain.ErrPreconditionFailed
 )
 
-// APIBound is domain.APIBound.
-func APIBound(h map[string]string) []string { return domain.APIBound(h) }
-
 // APITarget is domain.APITarget.
-func APITarget(api, path string, bound ...string) string {
-	return domain.APITarget(api, path, bound...)
+func APITarget(api, path string) string { return domain.APITarget(api, path) }
+
+// BoundAPITarget is domain.BoundAPITarget.
+func BoundAPITarget(api, path string, bound map[string]string) string {
+	return domain.BoundAPITarget(api, path, bound)
 }
 
 // CanSettle is domain.CanSettle.

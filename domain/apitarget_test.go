@@ -11,12 +11,12 @@ import (
 // of its own; SplitAPITarget gives the API and path back without them.
 func TestAnAPITargetCarriesItsBoundHeaders(t *testing.T) {
 	plain := domain.APITarget("stripe", "/v1/payment_intents")
-	bound := domain.APITarget("stripe", "/v1/payment_intents",
-		domain.APIBound(map[string]string{"Stripe-Account": "acct_A", "Idempotency-Scope": "x"})...)
-	if plain != "apis/stripe/v1/payment_intents" || bound != plain+"#idempotency-scope=x&stripe-account=acct_A" {
+	bound := domain.BoundAPITarget("stripe", "/v1/payment_intents", map[string]string{"Stripe-Account": "acct_A", "Idempotency-Scope": "x"})
+	if plain != "apis/stripe/v1/payment_intents" || bound != plain+"#idempotency-scope=x&stripe-account=acct_A" ||
+		domain.BoundAPITarget("stripe", "/v1/payment_intents", nil) != plain {
 		t.Fatalf("targets %q and %q", plain, bound)
 	}
-	if other := domain.APITarget("stripe", "/v1/payment_intents", domain.APIBound(map[string]string{"Stripe-Account": "acct_B"})...); other == bound {
+	if other := domain.BoundAPITarget("stripe", "/v1/payment_intents", map[string]string{"Stripe-Account": "acct_B"}); other == bound {
 		t.Fatal("two accounts share a target")
 	}
 	for _, target := range []string{plain, bound} {

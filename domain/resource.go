@@ -74,29 +74,28 @@ func SplitObjectTarget(target string) (store, key string, ok bool) {
 // APITarget is the target a receipt records for a call of path on the
 // fronted API api: "apis/API/PATH", with one leading "/" of path dropped.
 // The gateway records it and the client finds its receipts by it, both
-// from here. A call on a route that binds headers to its resource (one
-// path, a resource per header value: Stripe-Account) acts on what those
-// headers select, so its target is its own per value: bound, the route's
-// "name=value" pairs in the order APIBound gives them, follows a '#', which
-// no path holds. A target is fenced under one resource (CheckTarget), so
-// without them the first account's call would take the path from every other.
-func APITarget(api, path string, bound ...string) string {
-	t := "apis/" + api + "/" + strings.TrimPrefix(path, "/")
-	if len(bound) > 0 {
-		t += "#" + strings.Join(bound, "&")
-	}
-	return t
-}
+// from here.
+func APITarget(api, path string) string { return "apis/" + api + "/" + strings.TrimPrefix(path, "/") }
 
-// APIBound is the bound part of APITarget for header values h (canonical
-// header name to value): "name=value" with the name in lower case, sorted.
-func APIBound(h map[string]string) []string {
-	out := make([]string, 0, len(h))
-	for name, v := range h {
-		out = append(out, strings.ToLower(name)+"="+v)
+// BoundAPITarget is the target of a call on a route that binds headers to
+// its resource (one path, a resource per header value: Stripe-Account),
+// which acts on what those headers select, so its target is its own per
+// value: APITarget, then '#' (which no path holds) and the bound headers
+// (canonical name to value) as "name=value" pairs, names in lower case,
+// sorted, joined by '&'. A target is fenced under one resource
+// (CheckTarget), so without them the first account's call would take the
+// path from every other. With no bound header it is APITarget.
+func BoundAPITarget(api, path string, bound map[string]string) string {
+	t := APITarget(api, path)
+	if len(bound) == 0 {
+		return t
 	}
-	slices.Sort(out)
-	return out
+	pairs := make([]string, 0, len(bound))
+	for name, v := range bound {
+		pairs = append(pairs, strings.ToLower(name)+"="+v)
+	}
+	slices.Sort(pairs)
+	return t + "#" + strings.Join(pairs, "&")
 }
 
 // SameCallTarget reports whether a receipt's target is base, the target a

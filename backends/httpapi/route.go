@@ -221,23 +221,19 @@ func (a *API) MatchHeader(method, path string, h http.Header) (tmpl, resource st
 }
 
 // MatchCall is MatchHeader for a fenced call: the resource it is fenced
-// under, and the target its receipt records: fencegate.APITarget of the
-// API's name and path, with the values of the headers the route binds
-// (fencegate.APIBound), so that each account a header selects on one path
-// is a target of its own.
+// under, and the target its receipt records: fencegate.BoundAPITarget of
+// the API's name, the path and the values of the headers the route binds,
+// so that each account a header selects on one path is a target of its own.
 func (a *API) MatchCall(method, path string, h http.Header) (target, resource string, ok bool) {
 	r, params, res, ok := a.matchCall(method, path, h)
 	if !ok {
 		return "", "", false
 	}
-	var bound map[string]string
+	bound := make(map[string]string, len(r.headers))
 	for name, param := range r.headers {
-		if bound == nil {
-			bound = make(map[string]string, len(r.headers))
-		}
 		bound[name] = params[param]
 	}
-	return fencegate.APITarget(a.cfg.Name, path, fencegate.APIBound(bound)...), res, true
+	return fencegate.BoundAPITarget(a.cfg.Name, path, bound), res, true
 }
 
 // matchCall is the route matching method, path and the headers of h an
