@@ -195,10 +195,9 @@ func (s *Server) consoleSegment(w http.ResponseWriter, r *http.Request) {
 		s.consoleError(w, r, err)
 		return
 	}
-	fence, fok := fencegate.ParseCanonicalUint(q.Get("fence"))
-	seg, sok := fencegate.ParseCanonicalUint(q.Get("segment"))
-	if !fok || !sok {
-		s.consoleError(w, r, fencegate.Errorf(fencegate.CodeInvalidRequest, "fence and segment must be decimal integers (no sign or leading zero)"))
+	fence, seg, err := segmentQuery(q)
+	if err != nil {
+		s.consoleError(w, r, err)
 		return
 	}
 	rc, err := s.Gateway.Store().ReceiptAt(r.Context(), q.Get("resource"), fence, seg)

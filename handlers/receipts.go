@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/fencegate/fencegate"
@@ -32,10 +33,8 @@ func (s *Server) listReceipts(w http.ResponseWriter, r *http.Request) {
 		if err = s.checkReadName(callerOf(r), q.Get("resource")); err != nil {
 			break
 		}
-		fence, fok := fencegate.ParseCanonicalUint(q.Get("fence"))
-		seg, sok := fencegate.ParseCanonicalUint(q.Get("segment"))
-		if !fok || !sok {
-			err = fencegate.Errorf(fencegate.CodeInvalidRequest, "a segment query needs decimal integer fence and segment parameters (no sign or leading zero)")
+		var fence, seg uint64
+		if fence, seg, err = segmentQuery(q); err != nil {
 			break
 		}
 		var rc fencegate.Receipt
@@ -116,4 +115,15 @@ func (s *Server) listUnknown(w http.ResponseWriter, r *http.Request) {
 		out.Receipts = append(out.Receipts, unknownReceipt{rc, s.Reconciler != nil && s.Reconciler.IsOverdue(rc)})
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// segmentQuery reads the fence and segment of a one-segment lookup (the
+// REST receipts query and the console's), each a canonical decimal.
+func segmentQuery(q url.Values) (fence, seg uint64, err error) {
+	fence, fok := fencegate.ParseCanonicalUint(q.Get("fence"))
+	seg, sok := fencegate.ParseCanonicalUint(q.Get("segment"))
+	if !fok || !sok {
+		return 0, 0, fencegate.Errorf(fencegate.CodeInvalidRequest, "a segment lookup needs decimal integer fence and segment parameters (no sign or leading zero)")
+	}
+	return fence, seg, nil
 }

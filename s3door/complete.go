@@ -101,7 +101,7 @@ func (s *Server) completeUpload(w http.ResponseWriter, r *http.Request, t *targe
 	}
 	defer doc.Close()
 	var cr completeRequest
-	if err := xml.NewDecoder(io.LimitReader(doc.Reader(), 4<<20)).Decode(&cr); err != nil || len(cr.Parts) == 0 {
+	if err := xml.NewDecoder(io.LimitReader(doc.Reader(), maxDocument)).Decode(&cr); err != nil || len(cr.Parts) == 0 {
 		return s3err(http.StatusBadRequest, "MalformedXML", "The XML you provided was not well-formed or did not validate against our published schema.")
 	}
 	u.mu.Lock()
